@@ -1,0 +1,2 @@
+// anvil: placeholder, being written.
+#pragma once

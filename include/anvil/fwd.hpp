@@ -1,0 +1,28 @@
+// anvil: forward declarations, for headers that only name anvil's types.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace anvil {
+
+enum class dtype : std::uint8_t;
+struct half;
+struct bfloat16;
+class error;
+class thread_pool;
+class mapped_file;
+
+namespace json {
+class value;
+}  // namespace json
+
+namespace npy {
+struct array;
+}  // namespace npy
+
+class safetensors_file;
+class safetensors_writer;
+class checkpoint;
+
+}  // namespace anvil
