@@ -19,3 +19,5 @@
 #include "anvil/core/thread_pool.hpp"
 
 #include "anvil/io/safetensors.hpp"
+#include "anvil/io/safetensors_writer.hpp"
+#include "anvil/io/checkpoint.hpp"

@@ -12,6 +12,9 @@ struct bfloat16;
 class error;
 class thread_pool;
 class mapped_file;
+class dims;
+template <std::int64_t... Extents>
+struct shape;
 
 namespace json {
 class value;

@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Drives the `anvil` command line as users and scripts do, checking its contract (DESIGN.md): output of
+`anvil info` in text and --json against what this script wrote into the checkpoints (written here with the
+standard library, from the safetensors format description — an independent writer), one-line errors with exit
+status 1, usage errors with exit status 2.
+
+usage: test_cli.py PATH_TO_ANVIL
+"""
+import json
+import pathlib
+import struct
+import subprocess
+import sys
+import tempfile
+
+ANVIL = sys.argv[1]
+DATA = pathlib.Path(__file__).resolve().parent.parent / "data"
+SIZES = {"F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "U8": 1, "BOOL": 1, "F8_E4M3": 1}
+failures = []
+
+
+def check(condition: bool, what: str) -> None:
+    print(("ok    " if condition else "FAIL  ") + what)
+    if not condition:
+        failures.append(what)
+
+
+def write_safetensors(path: pathlib.Path, tensors: dict, metadata: dict | None = None) -> None:
+    header, blobs, offset = {}, [], 0
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    for name, (dtype, shape) in tensors.items():
+        count = 1
+        for extent in shape:
+            count *= extent
+        size = count * SIZES[dtype]
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + size]}
+        blobs.append(bytes((i * 7 + len(name)) % 251 for i in range(size)))
+        offset += size
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    path.write_bytes(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def anvil(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([ANVIL, *map(str, args)], capture_output=True, text=True, timeout=60)
+
+
+def check_one_line_error(result: subprocess.CompletedProcess, status: int, prefix: str, *needles: str,
+                         what: str) -> None:
+    lines = result.stderr.splitlines()
+    check(result.returncode == status, f"{what}: exit status {status} (got {result.returncode})")
+    check(len(lines) == 1 and lines[0].startswith(prefix), f"{what}: one line starting '{prefix}' ({lines})")
+    for needle in needles:
+        check(needle in result.stderr, f"{what}: message names '{needle}'")
+    check(result.stdout == "", f"{what}: nothing on stdout")
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = pathlib.Path(tmp)
+        single = tmp / "tiny.safetensors"
+        tensors = {"encoder.weight": ("BF16", [48, 32]), "encoder.bias": ("F32", [48]),
+                   "positions": ("I64", [7]), "scale": ("F16", []), "mask": ("BOOL", [3, 0])}
+        write_safetensors(single, tensors, {"format": "pt"})
+        parameters = 48 * 32 + 48 + 7 + 1 + 0
+
+        result = anvil("info", single)
+        check(result.returncode == 0, f"info on a file succeeds ({result.stderr.strip()})")
+        for name, (dtype, shape) in tensors.items():
+            row = next((line for line in result.stdout.splitlines() if line.startswith(name + " ")), "")
+            check(row.split()[1:2] == [dtype.lower() if dtype != "BOOL" else "bool"], f"info lists {name} as {dtype}")
+            check("[" + ", ".join(map(str, shape)) + "]" in row, f"info lists {name} with shape {shape}")
+        check(f"parameters: {parameters:,}" in result.stdout, f"info totals {parameters:,} parameters")
+
+        result = anvil("info", single, "--json")
+        check(result.returncode == 0, "info --json succeeds")
+        report = json.loads(result.stdout)
+        check(report["parameter_count"] == parameters, "--json parameter_count")
+        check(report["tensor_count"] == len(tensors), "--json tensor_count")
+        check({t["name"]: t["shape"] for t in report["tensors"]} == {n: s for n, (_, s) in tensors.items()},
+              "--json shapes")
+        check(report["files"][0]["metadata"] == {"format": "pt"}, "--json metadata")
+        check(report["dtypes"]["bf16"] == {"tensors": 1, "parameters": 48 * 32}, "--json per-dtype totals")
+
+        folder = tmp / "model"
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps({
+            "model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 32,
+            "num_hidden_layers": 2, "vocab_size": 100, "rope_scaling": {"type": "linear", "factor": 2.0}}))
+        write_safetensors(folder / "model-00001-of-00002.safetensors", {"embed.weight": ("F32", [100, 32])})
+        write_safetensors(folder / "model-00002-of-00002.safetensors", {"head.weight": ("F16", [100, 32]),
+                                                                          "norm.weight": ("F32", [32])})
+        (folder / "model.safetensors.index.json").write_text(json.dumps({
+            "metadata": {"total_size": 100 * 32 * 4 + 100 * 32 * 2 + 32 * 4},
+            "weight_map": {"embed.weight": "model-00001-of-00002.safetensors",
+                           "head.weight": "model-00002-of-00002.safetensors",
+                           "norm.weight": "model-00002-of-00002.safetensors"}}))
+        result = anvil("info", folder)
+        check(result.returncode == 0, f"info on a sharded folder succeeds ({result.stderr.strip()})")
+        check("2 safetensors files" in result.stdout, "info counts both shards")
+        check("model_type=llama" in result.stdout and "hidden_size=32" in result.stdout, "info summarises config")
+        check("model-00002-of-00002.safetensors" in result.stdout, "info names each tensor's shard")
+        report = json.loads(anvil("info", folder, "--json").stdout)
+        check(report["config"]["num_hidden_layers"] == 2, "--json config summary")
+        check(report["parameter_count"] == 100 * 32 * 2 + 32, "--json totals across shards")
+        check(report["byte_size"] == 100 * 32 * 4 + 100 * 32 * 2 + 32 * 4, "--json byte size across shards")
+
+        check_one_line_error(anvil("info", tmp / "missing.safetensors"), 1, "anvil: error:", "missing.safetensors",
+                             what="info on a missing path")
+        (tmp / "short.safetensors").write_bytes(b"\x01\x02")
+        check_one_line_error(anvil("info", tmp / "short.safetensors"), 1, "anvil: error:", "short.safetensors",
+                             what="info on a 2-byte file")
+        (folder / "config.json").write_text("{\"hidden_size\": 32,}")
+        check_one_line_error(anvil("info", folder), 1, "anvil: error:", "config.json", what="info with bad config")
+        corpus = sorted((DATA / "malformed" / "safetensors").glob("*.safetensors"))
+        check(len(corpus) > 0, "the malformed safetensors corpus is present")
+        for path in corpus:
+            check_one_line_error(anvil("info", path), 1, "anvil: error:", path.name, what=f"info on {path.name}")
+
+        check_one_line_error(anvil(), 2, "anvil: usage:", what="no command")
+        check_one_line_error(anvil("frobnicate"), 2, "anvil: usage:", "frobnicate", what="unknown command")
+        check_one_line_error(anvil("info"), 2, "anvil: usage:", "PATH", what="info without a path")
+        check_one_line_error(anvil("info", single, "--jsn"), 2, "anvil: usage:", "--jsn", what="unknown option")
+        result = anvil("--help")
+        check(result.returncode == 0 and "info PATH" in result.stdout, "--help lists info")
+
+    print(f"cli: {len(failures)} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

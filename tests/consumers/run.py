@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""Builds and runs tests/consumers/consumer.cpp the way a user would bring anvil in.
+
+usage: run.py KIND ANVIL_SOURCE_DIR WORK_DIR CXX
+KIND is find_package (install anvil to a prefix, then find_package), add_subdirectory, fetchcontent (git clone
+of the commit under test) or meson (anvil as a Meson subproject). Exits 77 (ctest's skip) with a reason only
+when the way in cannot exist here: fetchcontent outside a git checkout.
+"""
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+SKIP = 77
+
+
+def run(*command: str, cwd: pathlib.Path | None = None) -> None:
+    print("+", " ".join(command), flush=True)
+    subprocess.run(command, cwd=cwd, check=True)
+
+
+def cmake_consumer(source: pathlib.Path, build: pathlib.Path, cxx: str, *defines: str) -> pathlib.Path:
+    run("cmake", "-S", str(source), "-B", str(build), "-G", "Ninja", f"-DCMAKE_CXX_COMPILER={cxx}", *defines)
+    run("cmake", "--build", str(build))
+    return build / "consumer"
+
+
+def main() -> int:
+    kind, root, work, cxx = sys.argv[1], pathlib.Path(sys.argv[2]).resolve(), pathlib.Path(sys.argv[3]), sys.argv[4]
+    shutil.rmtree(work, ignore_errors=True)
+    consumers = work / "consumers"
+    shutil.copytree(root / "tests" / "consumers", consumers)
+    env_off = ["-DANVIL_BUILD_TESTS=OFF", "-DANVIL_BUILD_EXAMPLES=OFF", "-DANVIL_BUILD_TOOLS=OFF"]
+
+    if kind == "find_package":
+        prefix = work / "prefix"
+        run("cmake", "-S", str(root), "-B", str(work / "anvil-build"), "-G", "Ninja", *env_off,
+            f"-DCMAKE_CXX_COMPILER={cxx}", f"-DCMAKE_INSTALL_PREFIX={prefix}")
+        run("cmake", "--install", str(work / "anvil-build"))
+        exe = cmake_consumer(consumers / "find_package", work / "build", cxx, f"-DCMAKE_PREFIX_PATH={prefix}")
+    elif kind == "add_subdirectory":
+        exe = cmake_consumer(consumers / "add_subdirectory", work / "build", cxx, f"-DANVIL_SOURCE_DIR={root}")
+    elif kind == "fetchcontent":
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True)
+        if head.returncode != 0:
+            print(f"skipped: {root} is not a git checkout, so there is no commit for FetchContent to fetch")
+            return SKIP
+        exe = cmake_consumer(consumers / "fetchcontent", work / "build", cxx,
+                             f"-DANVIL_GIT_REPOSITORY={root}", f"-DANVIL_GIT_TAG={head.stdout.strip()}")
+    elif kind == "meson":
+        project = consumers / "meson"
+        (project / "subprojects").mkdir()
+        os.symlink(root, project / "subprojects" / "anvil")
+        env = dict(os.environ, CXX=cxx)
+        print("+ meson setup", flush=True)
+        subprocess.run(["meson", "setup", str(work / "build"), str(project)], env=env, check=True)
+        run("meson", "compile", "-C", str(work / "build"))
+        exe = work / "build" / "consumer"
+    else:
+        print(f"run.py: unknown consumer kind '{kind}'", file=sys.stderr)
+        return 2
+
+    run(str(exe))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

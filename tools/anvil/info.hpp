@@ -1,0 +1,205 @@
+// `anvil info PATH`: what a checkpoint holds — tensors with dtypes and shapes, parameter and byte totals, and a
+// summary of config.json — read from the safetensors headers only, so it answers in milliseconds on any size.
+#pragma once
+
+#include "arguments.hpp"
+
+#include <anvil/anvil.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace anvil::cli {
+
+namespace detail_info {
+
+// 109482240 -> "109,482,240"
+inline std::string grouped(std::uint64_t n) {
+    std::string digits = std::to_string(n);
+    std::string out;
+    for (std::size_t i = 0; i < digits.size(); ++i) {
+        if (i != 0 && (digits.size() - i) % 3 == 0) out += ',';
+        out += digits[i];
+    }
+    return out;
+}
+
+// 2147483648 -> "2.00 GiB"
+inline std::string human_bytes(std::uint64_t bytes) {
+    static constexpr const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double value = static_cast<double>(bytes);
+    std::size_t unit = 0;
+    while (value >= 1024.0 && unit + 1 < std::size(units)) {
+        value /= 1024.0;
+        ++unit;
+    }
+    char text[32];
+    std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.2f %s", value, units[unit]);
+    return text;
+}
+
+inline std::string shape_text(std::span<const std::int64_t> shape) {
+    std::string out = "[";
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+        if (i != 0) out += ", ";
+        out += std::to_string(shape[i]);
+    }
+    return out + "]";
+}
+
+// The config.json fields worth a glance, under the names different families give them.
+inline constexpr std::string_view summary_keys[] = {
+    "model_type", "architectures", "hidden_size", "d_model", "n_embd", "num_hidden_layers", "n_layer",
+    "num_attention_heads", "n_head", "num_key_value_heads", "intermediate_size", "vocab_size",
+    "max_position_embeddings", "n_positions", "hidden_act", "rope_theta", "sliding_window",
+    "tie_word_embeddings", "torch_dtype", "num_labels",
+};
+
+inline json::object config_summary(const json::value& config) {
+    json::object summary;
+    for (const auto key : summary_keys) {
+        if (const auto* v = config.find(key); v != nullptr && !v->is_object()) summary[std::string(key)] = *v;
+    }
+    if (const auto* labels = config.find("id2label"); labels != nullptr && labels->is_object() &&
+                                                      summary.find("num_labels") == nullptr) {
+        summary["num_labels"] = json::value(static_cast<std::int64_t>(labels->as_object().size()));
+    }
+    return summary;
+}
+
+struct tensor_row {
+    const tensor_view* tensor;
+    std::string file;
+};
+
+}  // namespace detail_info
+
+inline int run_info(const std::vector<std::string_view>& argv) {
+    using namespace detail_info;
+    const arguments args("info", argv, {{"json", false}});
+    if (args.positional().size() != 1) throw usage_error("info: expected one PATH (a .safetensors file or a model folder)");
+    const std::filesystem::path path = args.positional()[0];
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) {
+        throw io_error(anvil::detail::message(path.string(), ": no such file or folder"));
+    }
+
+    std::optional<json::value> config;
+    if (std::filesystem::is_directory(path)) {
+        const auto config_path = path / "config.json";
+        if (std::filesystem::exists(config_path)) {
+            config = json::parse_file(config_path);
+            if (!config->is_object()) {
+                throw format_error(anvil::detail::message(config_path.string(), ": not a JSON object"));
+            }
+        }
+    }
+    const checkpoint weights = checkpoint::open(path);
+
+    std::vector<tensor_row> rows;
+    std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> by_dtype;  // name -> (tensors, parameters)
+    for (const auto& file : weights.files()) {
+        for (const auto& tensor : file.tensors()) {
+            rows.push_back({&tensor, std::filesystem::path(file.path()).filename().string()});
+        }
+    }
+    std::sort(rows.begin(), rows.end(),
+              [](const tensor_row& a, const tensor_row& b) { return a.tensor->name() < b.tensor->name(); });
+    for (const auto& row : rows) {
+        auto& entry = by_dtype[std::string(dtype_name(row.tensor->type()))];
+        entry.first += 1;
+        entry.second += row.tensor->element_count();
+    }
+    std::uint64_t file_bytes = 0;
+    for (const auto& file : weights.files()) file_bytes += file.file_size();
+
+    if (args.flag("json")) {
+        json::object out;
+        out["path"] = json::value(path.string());
+        json::array files;
+        for (const auto& file : weights.files()) {
+            json::object f;
+            f["path"] = json::value(file.path().string());
+            f["file_size"] = json::value(static_cast<std::int64_t>(file.file_size()));
+            f["header_size"] = json::value(static_cast<std::int64_t>(file.header_size()));
+            f["tensor_count"] = json::value(static_cast<std::int64_t>(file.tensors().size()));
+            json::object metadata;
+            for (const auto& [key, value] : file.metadata()) metadata[key] = json::value(value);
+            f["metadata"] = json::value(std::move(metadata));
+            files.emplace_back(std::move(f));
+        }
+        out["files"] = json::value(std::move(files));
+        if (config) out["config"] = json::value(config_summary(*config));
+        out["tensor_count"] = json::value(static_cast<std::int64_t>(rows.size()));
+        out["parameter_count"] = json::value(static_cast<std::int64_t>(weights.parameter_count()));
+        out["byte_size"] = json::value(static_cast<std::int64_t>(weights.byte_size()));
+        json::object dtypes;
+        for (const auto& [name, counts] : by_dtype) {
+            json::object d;
+            d["tensors"] = json::value(static_cast<std::int64_t>(counts.first));
+            d["parameters"] = json::value(static_cast<std::int64_t>(counts.second));
+            dtypes[name] = json::value(std::move(d));
+        }
+        out["dtypes"] = json::value(std::move(dtypes));
+        json::array tensors;
+        for (const auto& row : rows) {
+            json::object t;
+            t["name"] = json::value(row.tensor->name());
+            t["dtype"] = json::value(std::string(dtype_name(row.tensor->type())));
+            json::array shape;
+            for (const auto extent : row.tensor->shape()) shape.emplace_back(static_cast<std::int64_t>(extent));
+            t["shape"] = json::value(std::move(shape));
+            t["file"] = json::value(row.file);
+            t["bytes"] = json::value(static_cast<std::int64_t>(row.tensor->bytes().size()));
+            tensors.emplace_back(std::move(t));
+        }
+        out["tensors"] = json::value(std::move(tensors));
+        std::printf("%s\n", json::dump(json::value(std::move(out)), 2).c_str());
+        return 0;
+    }
+
+    std::printf("%s: %zu safetensors file%s, %s\n", path.string().c_str(), weights.files().size(),
+                weights.files().size() == 1 ? "" : "s", human_bytes(file_bytes).c_str());
+    if (config) {
+        std::string line;
+        for (const auto& [key, value] : config_summary(*config)) {
+            if (!line.empty()) line += ", ";
+            line += key + "=" + (value.is_string() ? value.as_string() : json::dump(value));
+        }
+        std::printf("config: %s\n", line.empty() ? "(no recognised fields)" : line.c_str());
+    }
+    std::printf("tensors: %s, parameters: %s, bytes: %s\n", grouped(rows.size()).c_str(),
+                grouped(weights.parameter_count()).c_str(), human_bytes(weights.byte_size()).c_str());
+    std::string dtype_line;
+    for (const auto& [name, counts] : by_dtype) {
+        if (!dtype_line.empty()) dtype_line += ", ";
+        dtype_line += name + " " + grouped(counts.first) + (counts.first == 1 ? " tensor (" : " tensors (") +
+                      grouped(counts.second) + " parameters)";
+    }
+    if (!dtype_line.empty()) std::printf("dtypes: %s\n", dtype_line.c_str());
+
+    std::size_t name_width = 4, dtype_width = 5, shape_width = 5;
+    std::vector<std::string> shapes;
+    shapes.reserve(rows.size());
+    for (const auto& row : rows) {
+        shapes.push_back(shape_text(row.tensor->shape()));
+        name_width = std::max(name_width, row.tensor->name().size());
+        dtype_width = std::max(dtype_width, dtype_name(row.tensor->type()).size());
+        shape_width = std::max(shape_width, shapes.back().size());
+    }
+    const bool sharded = weights.files().size() > 1;
+    std::printf("\n%-*s  %-*s  %-*s%s\n", static_cast<int>(name_width), "name", static_cast<int>(dtype_width),
+                "dtype", static_cast<int>(shape_width), "shape", sharded ? "  file" : "");
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+        std::printf("%-*s  %-*s  %-*s%s%s\n", static_cast<int>(name_width), rows[i].tensor->name().c_str(),
+                    static_cast<int>(dtype_width), std::string(dtype_name(rows[i].tensor->type())).c_str(),
+                    static_cast<int>(shape_width), shapes[i].c_str(), sharded ? "  " : "",
+                    sharded ? rows[i].file.c_str() : "");
+    }
+    return 0;
+}
+
+}  // namespace anvil::cli

@@ -1,0 +1,63 @@
+// The `anvil` command-line tool (DESIGN.md, "The anvil command-line tool"): a stable contract that tests,
+// benchmarks and users drive. Errors are one line `anvil: error: ...` on stderr with exit status 1; usage
+// errors exit 2.
+#include "arguments.hpp"
+#include "info.hpp"
+
+#include <anvil/anvil.hpp>
+
+#include <cstdio>
+#include <exception>
+#include <new>
+#include <string_view>
+#include <vector>
+
+namespace {
+
+constexpr const char* usage_text =
+    "usage: anvil COMMAND [ARGS]\n"
+    "\n"
+    "commands:\n"
+    "  info PATH [--json]   tensors, dtypes, shapes and totals of a .safetensors file or a model folder\n"
+    "                       (config.json and one or several safetensors files, sharded or not)\n"
+    "\n"
+    "options:\n"
+    "  --help               this text\n"
+    "  --version            anvil's version\n";
+
+int dispatch(const std::vector<std::string_view>& args) {
+    if (args.empty()) throw anvil::cli::usage_error("no command given (try 'anvil --help')");
+    const std::string_view command = args.front();
+    const std::vector<std::string_view> rest(args.begin() + 1, args.end());
+    if (command == "--help" || command == "-h" || command == "help") {
+        std::fputs(usage_text, stdout);
+        return 0;
+    }
+    if (command == "--version") {
+        std::printf("anvil %s\n", anvil::version_string);
+        return 0;
+    }
+    if (command == "info") return anvil::cli::run_info(rest);
+    throw anvil::cli::usage_error(anvil::detail::message("unknown command '", command, "' (try 'anvil --help')"));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const std::vector<std::string_view> args(argv + 1, argv + argc);
+    try {
+        return dispatch(args);
+    } catch (const anvil::cli::usage_error& e) {
+        std::fprintf(stderr, "anvil: usage: %s\n", e.what());
+        return 2;
+    } catch (const anvil::error& e) {
+        std::fprintf(stderr, "anvil: error: %s\n", e.what());
+        return 1;
+    } catch (const std::bad_alloc&) {
+        std::fputs("anvil: error: out of memory\n", stderr);
+        return 1;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "anvil: error: %s\n", e.what());
+        return 1;
+    }
+}

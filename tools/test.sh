@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Runs anvil's whole test suite, installing what is missing first (Debian 12):
+#   1. GCC 12, warnings as errors: unit tests over include/ and single_include/, the command line, the
+#      amalgamation check, the compile-time checks, and the consumer projects (find_package, add_subdirectory,
+#      FetchContent, Meson subproject);
+#   2. Clang 14, warnings as errors, AddressSanitizer + UndefinedBehaviorSanitizer: the same tests;
+#   3. Meson: the unit tests built and run by `meson test`;
+#   4. the libFuzzer targets, ANVIL_FUZZ_SECONDS each (default 60).
+# Build trees go to build/ (ANVIL_BUILD_ROOT overrides). Exits non-zero when anything fails.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build_root=${ANVIL_BUILD_ROOT:-$root/build}
+fuzz_seconds=${ANVIL_FUZZ_SECONDS:-60}
+jobs=$(nproc)
+
+packages=(g++ clang libclang-rt-14-dev cmake ninja-build meson pkg-config git python3 python3-numpy doctest-dev)
+missing=()
+for package in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if ((${#missing[@]})); then
+    echo "== installing: ${missing[*]}"
+    sudo=()
+    if [[ $(id -u) -ne 0 ]]; then
+        command -v sudo >/dev/null || { echo "test.sh: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+        sudo=(sudo)
+    fi
+    "${sudo[@]}" apt-get update -q
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+passed=0
+failed=0
+# Runs ctest in a build tree and adds its counts to the totals.
+run_ctest() {
+    local dir=$1
+    shift
+    local log
+    log=$(mktemp)
+    set +e
+    ctest --test-dir "$dir" --output-on-failure -j "$jobs" "$@" 2>&1 | tee "$log"
+    set -e
+    local line
+    line=$(grep -E "tests passed, [0-9]+ tests failed out of [0-9]+" "$log" | tail -n 1)
+    rm -f "$log"
+    if [[ -z $line ]]; then
+        echo "test.sh: ctest in $dir printed no summary" >&2
+        failed=$((failed + 1))
+        return
+    fi
+    local total fails
+    total=$(sed -E 's/.*out of ([0-9]+).*/\1/' <<<"$line")
+    fails=$(sed -E 's/.* ([0-9]+) tests failed.*/\1/' <<<"$line")
+    passed=$((passed + total - fails))
+    failed=$((failed + fails))
+}
+
+configure() {
+    local dir=$1
+    shift
+    cmake -S "$root" -B "$dir" -G Ninja -DANVIL_WARNINGS_AS_ERRORS=ON "$@" >/dev/null
+}
+
+echo "== gcc: build and test (warnings are errors)"
+configure "$build_root/gcc" -DCMAKE_CXX_COMPILER=g++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DANVIL_BUILD_BENCH=ON
+cmake --build "$build_root/gcc" -j "$jobs"
+run_ctest "$build_root/gcc"
+
+echo "== clang: build and test with AddressSanitizer and UndefinedBehaviorSanitizer (warnings are errors)"
+configure "$build_root/clang-sanitize" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug \
+    -DANVIL_SANITIZE=address,undefined
+cmake --build "$build_root/clang-sanitize" -j "$jobs"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    run_ctest "$build_root/clang-sanitize" -LE consumer
+
+echo "== meson: build and test"
+if [[ ! -f $build_root/meson/build.ninja ]]; then
+    CXX=g++ meson setup "$build_root/meson" "$root" -Dwerror=true >/dev/null
+fi
+set +e
+meson test -C "$build_root/meson" --num-processes "$jobs" --print-errorlogs
+meson_status=$?
+set -e
+if ((meson_status == 0)); then passed=$((passed + 2)); else failed=$((failed + 1)); fi
+
+echo "== fuzz: each target for ${fuzz_seconds}s"
+configure "$build_root/fuzz" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DANVIL_BUILD_TESTS=OFF -DANVIL_BUILD_TOOLS=OFF -DANVIL_BUILD_EXAMPLES=OFF -DANVIL_BUILD_FUZZERS=ON \
+    -DANVIL_FUZZ_SECONDS="$fuzz_seconds"
+cmake --build "$build_root/fuzz" -j "$jobs"
+run_ctest "$build_root/fuzz" -L fuzz -j 3
+
+echo
+echo "anvil: $passed passed, $failed failed"
+((failed == 0))
