@@ -58,7 +58,8 @@ std::uint64_t write_checkpoint(const std::filesystem::path& path, std::uint64_t 
     std::uint64_t bytes = static_cast<std::uint64_t>(vocab * hidden * 2);
     for (int layer = 0; bytes < target_bytes; ++layer) {
         const std::string p = "model.layers." + std::to_string(layer) + ".";
-        for (const auto* name : {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj"}) {
+        for (const auto* name :
+             {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj"}) {
             tensors.push_back({p + name + ".weight", {hidden, hidden}});
             bytes += static_cast<std::uint64_t>(hidden * hidden * 2);
         }
@@ -74,15 +75,17 @@ std::uint64_t write_checkpoint(const std::filesystem::path& path, std::uint64_t 
     std::uint64_t offset = 0;
     for (const auto& [name, shape] : tensors) {
         std::uint64_t size = 2;
-        for (const auto extent : shape) size *= static_cast<std::uint64_t>(extent);
+        for (const auto extent : shape)
+            size *= static_cast<std::uint64_t>(extent);
         anvil::json::object entry;
         entry["dtype"] = anvil::json::value("BF16");
         anvil::json::array dims;
-        for (const auto extent : shape) dims.emplace_back(extent);
+        for (const auto extent : shape)
+            dims.emplace_back(extent);
         entry["shape"] = anvil::json::value(std::move(dims));
-        entry["data_offsets"] = anvil::json::value(anvil::json::array{
-            anvil::json::value(static_cast<std::int64_t>(offset)),
-            anvil::json::value(static_cast<std::int64_t>(offset + size))});
+        entry["data_offsets"] = anvil::json::value(
+            anvil::json::array{anvil::json::value(static_cast<std::int64_t>(offset)),
+                               anvil::json::value(static_cast<std::int64_t>(offset + size))});
         header[name] = anvil::json::value(std::move(entry));
         offset += size;
     }
@@ -94,7 +97,8 @@ std::uint64_t write_checkpoint(const std::filesystem::path& path, std::uint64_t 
     std::fwrite(&length, 8, 1, out);
     std::fwrite(text.data(), 1, text.size(), out);
     std::vector<unsigned char> chunk(1 << 24);
-    for (std::size_t i = 0; i < chunk.size(); ++i) chunk[i] = static_cast<unsigned char>((i * 2654435761u) >> 13);
+    for (std::size_t i = 0; i < chunk.size(); ++i)
+        chunk[i] = static_cast<unsigned char>((i * 2654435761u) >> 13);
     for (std::uint64_t written = 0; written < offset;) {
         const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk.size(), offset - written));
         if (std::fwrite(chunk.data(), 1, n, out) != n) throw anvil::io_error("bench_info: write failed");
@@ -122,7 +126,8 @@ int main(int argc, char** argv) {
         const auto run_info = [&] {
             const int devnull = ::open("/dev/null", O_WRONLY);
             dup2(devnull, STDOUT_FILENO);
-            execl(anvil_binary.c_str(), anvil_binary.c_str(), "info", path.c_str(), static_cast<char*>(nullptr));
+            execl(anvil_binary.c_str(), anvil_binary.c_str(), "info", path.c_str(),
+                  static_cast<char*>(nullptr));
             return 127;
         };
         const auto read_all = [&] {

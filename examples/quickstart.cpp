@@ -25,10 +25,12 @@ std::vector<anvil::bfloat16> pattern(std::size_t count, float scale) {
     return values;
 }
 
-std::vector<float> load(const anvil::checkpoint& weights, std::string_view name, std::vector<std::int64_t> shape) {
+std::vector<float> load(const anvil::checkpoint& weights, std::string_view name,
+                        std::vector<std::int64_t> shape) {
     const anvil::tensor_view& tensor = weights.tensor(name);
     if (!std::equal(shape.begin(), shape.end(), tensor.shape().begin(), tensor.shape().end())) {
-        throw anvil::shape_error(anvil::detail::message("quickstart: tensor '", name, "' has an unexpected shape"));
+        throw anvil::shape_error(
+            anvil::detail::message("quickstart: tensor '", name, "' has an unexpected shape"));
     }
     return tensor.to_f32();
 }
@@ -58,33 +60,39 @@ int main() {
 
         const std::size_t batch = 6;
         std::vector<float> x(batch * inputs), y(batch * classes);
-        for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7) / 3.0f - 1.0f;
+        for (std::size_t i = 0; i < x.size(); ++i)
+            x[i] = static_cast<float>(i % 7) / 3.0f - 1.0f;
 
         anvil::thread_pool::global().parallel_for(0, batch, 1, [&](std::size_t begin, std::size_t end) {
             std::vector<float> h(hidden);
             for (std::size_t row = begin; row < end; ++row) {
                 for (std::size_t j = 0; j < hidden; ++j) {
                     float sum = fc1_b[j];
-                    for (std::size_t k = 0; k < inputs; ++k) sum += fc1_w[j * inputs + k] * x[row * inputs + k];
+                    for (std::size_t k = 0; k < inputs; ++k)
+                        sum += fc1_w[j * inputs + k] * x[row * inputs + k];
                     h[j] = std::max(sum, 0.0f);
                 }
                 float* out = &y[row * classes];
                 float largest = -INFINITY, total = 0.0f;
                 for (std::size_t c = 0; c < classes; ++c) {
                     float sum = fc2_b[c];
-                    for (std::size_t j = 0; j < hidden; ++j) sum += fc2_w[c * hidden + j] * h[j];
+                    for (std::size_t j = 0; j < hidden; ++j)
+                        sum += fc2_w[c * hidden + j] * h[j];
                     out[c] = sum;
                     largest = std::max(largest, sum);
                 }
-                for (std::size_t c = 0; c < classes; ++c) total += out[c] = std::exp(out[c] - largest);
-                for (std::size_t c = 0; c < classes; ++c) out[c] /= total;
+                for (std::size_t c = 0; c < classes; ++c)
+                    total += out[c] = std::exp(out[c] - largest);
+                for (std::size_t c = 0; c < classes; ++c)
+                    out[c] /= total;
             }
         });
 
         std::printf("device: cpu (%zu threads)\n", anvil::thread_pool::global().size());
         for (std::size_t row = 0; row < batch; ++row) {
             std::printf("x[%zu] -> p = [", row);
-            for (std::size_t c = 0; c < classes; ++c) std::printf(c ? ", %.4f" : "%.4f", y[row * classes + c]);
+            for (std::size_t c = 0; c < classes; ++c)
+                std::printf(c ? ", %.4f" : "%.4f", y[row * classes + c]);
             std::printf("]\n");
         }
         std::filesystem::remove(path);

@@ -34,12 +34,10 @@ namespace {
     [[maybe_unused]] const auto halves = weights.tensor("f16").data<anvil::half>();
 
     std::atomic<std::size_t> sum{0};
-    anvil::thread_pool::global().parallel_for(0, 100, 7, [&](std::size_t begin, std::size_t end) {
-        sum += end - begin;
-    });
-    anvil::thread_pool::global().parallel_for(0, 100, [&](std::size_t begin, std::size_t end) {
-        sum += end - begin;
-    });
+    anvil::thread_pool::global().parallel_for(
+        0, 100, 7, [&](std::size_t begin, std::size_t end) { sum += end - begin; });
+    anvil::thread_pool::global().parallel_for(
+        0, 100, [&](std::size_t begin, std::size_t end) { sum += end - begin; });
 
     using a = anvil::shape<1, 64, 1, 32>;
     using b = anvil::shape<1, 1, 1, 32>;

@@ -1,5 +1,5 @@
-#include <anvil/anvil.hpp>
 #include <doctest/doctest.h>
+#include <anvil/anvil.hpp>
 
 TEST_CASE("dtype: sizes and spellings round-trip") {
     using anvil::dtype;

@@ -18,12 +18,15 @@ struct shape;
 
 namespace json {
 class value;
+class object;
 }  // namespace json
 
 namespace npy {
 struct array;
 }  // namespace npy
 
+struct tensor_info;
+class tensor_view;
 class safetensors_file;
 class safetensors_writer;
 class checkpoint;

@@ -3,16 +3,6 @@
 // anvil: the umbrella header. One #include brings in everything: core types, I/O and (as they land) the
 // expression front end, the graph IR and the backends.
 
-// #include "anvil/version.hpp"
-// anvil: the library's version, also exported to CMake and Meson.
-
-#define ANVIL_VERSION_MAJOR 0
-#define ANVIL_VERSION_MINOR 1
-#define ANVIL_VERSION_PATCH 0
-
-namespace anvil {
-inline constexpr const char* version_string = "0.1.0";
-}  // namespace anvil
 // #include "anvil/fwd.hpp"
 // anvil: forward declarations, for headers that only name anvil's types.
 
@@ -33,89 +23,160 @@ struct shape;
 
 namespace json {
 class value;
+class object;
 }  // namespace json
 
 namespace npy {
 struct array;
 }  // namespace npy
 
+struct tensor_info;
+class tensor_view;
 class safetensors_file;
 class safetensors_writer;
 class checkpoint;
 
 }  // namespace anvil
+// #include "anvil/version.hpp"
+// anvil: the library's version, also exported to CMake and Meson.
 
-// #include "anvil/core/error.hpp"
-// anvil: the error hierarchy. Every failure the library reports is an anvil::error whose message names what
-// failed (file, tensor, op, byte offset) and why; the library never aborts or prints.
+#define ANVIL_VERSION_MAJOR 0
+#define ANVIL_VERSION_MINOR 1
+#define ANVIL_VERSION_PATCH 0
 
-#include <cstddef>
-#include <sstream>
-#include <stdexcept>
-#include <string>
-#include <utility>
+namespace anvil {
+inline constexpr const char* version_string = "0.1.0";
+}  // namespace anvil
+
+// #include "anvil/core/bfloat16.hpp"
+// anvil: bfloat16 (safetensors BF16), the top 16 bits of an IEEE float. Conversion from float rounds to
+// nearest, ties to even (as PyTorch's c10::BFloat16 does); a NaN stays NaN — quiet, sign and top payload bits
+// kept — and never rounds into infinity. Conversion to float is a shift, exact.
+
+#include <bit>
+#include <compare>
+#include <cstdint>
+#include <limits>
 
 namespace anvil {
 
-// Base of everything anvil throws.
-class error : public std::runtime_error {
-public:
-    using std::runtime_error::runtime_error;
-};
-
-// The operating system refused: a file that cannot be opened, read, mapped or written.
-class io_error : public error {
-public:
-    using error::error;
-};
-
-// Contents that do not follow their format: JSON, .npy, safetensors, config files.
-class format_error : public error {
-public:
-    using error::error;
-};
-
-// JSON that is not RFC 8259; offset() is the byte at which parsing stopped.
-class json_error : public format_error {
-public:
-    json_error(const std::string& message, std::size_t byte_offset)
-        : format_error(message), offset_(byte_offset) {}
-    [[nodiscard]] std::size_t offset() const noexcept { return offset_; }
-
-private:
-    std::size_t offset_;
-};
-
-// Tensor shapes that do not fit an operation or an expected layout.
-class shape_error : public error {
-public:
-    using error::error;
-};
-
-// A value of the wrong element type, or a conversion that is not defined.
-class type_error : public error {
-public:
-    using error::error;
-};
-
-// Well-formed input that anvil does not (yet) handle: an unknown architecture, an unsupported option.
-class unsupported_error : public error {
-public:
-    using error::error;
-};
-
-namespace detail {
-
-// Builds a message from pieces: detail::message("tensor '", name, "': ", rank, " dims").
-template <class... Parts>
-[[nodiscard]] std::string message(const Parts&... parts) {
-    std::ostringstream out;
-    (out << ... << parts);
-    return out.str();
+[[nodiscard]] constexpr std::uint16_t float_to_bfloat16_bits(float value) noexcept {
+    const std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
+    // The rounding add below would carry a NaN's payload into the exponent (0x7FFFFFFF -> -0), so NaN is
+    // handled first. Finite values above the largest bfloat16 round correctly into infinity.
+    if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<std::uint16_t>((bits >> 16) | 0x0040u);
+    const std::uint32_t odd = (bits >> 16) & 1u;
+    return static_cast<std::uint16_t>((bits + 0x7FFFu + odd) >> 16);
 }
 
-}  // namespace detail
+[[nodiscard]] constexpr float bfloat16_bits_to_float(std::uint16_t bits) noexcept {
+    return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
+}
+
+// A 16-bit brain float. Construction from float rounds (explicitly); reading it as float is exact and
+// implicit. Comparisons follow IEEE: NaN is unordered, +0 == -0.
+struct bfloat16 {
+    std::uint16_t bits;
+
+    bfloat16() = default;
+    constexpr explicit bfloat16(float value) noexcept : bits(float_to_bfloat16_bits(value)) {}
+
+    [[nodiscard]] static constexpr bfloat16 from_bits(std::uint16_t raw) noexcept {
+        bfloat16 result;
+        result.bits = raw;
+        return result;
+    }
+
+    [[nodiscard]] constexpr operator float() const noexcept { return bfloat16_bits_to_float(bits); }
+
+    [[nodiscard]] friend constexpr bool operator==(bfloat16 a, bfloat16 b) noexcept {
+        return static_cast<float>(a) == static_cast<float>(b);
+    }
+    [[nodiscard]] friend constexpr std::partial_ordering operator<=>(bfloat16 a, bfloat16 b) noexcept {
+        return static_cast<float>(a) <=> static_cast<float>(b);
+    }
+};
+
+static_assert(sizeof(bfloat16) == 2 && alignof(bfloat16) == 2, "anvil::bfloat16 must be exactly 16 bits");
+
+[[nodiscard]] constexpr bool isnan(bfloat16 value) noexcept {
+    return (value.bits & 0x7FFFu) > 0x7F80u;
+}
+[[nodiscard]] constexpr bool isinf(bfloat16 value) noexcept {
+    return (value.bits & 0x7FFFu) == 0x7F80u;
+}
+[[nodiscard]] constexpr bool isfinite(bfloat16 value) noexcept {
+    return (value.bits & 0x7F80u) != 0x7F80u;
+}
+
 }  // namespace anvil
+
+// libstdc++ declares numeric_limits a struct, libc++ a class; the tag cannot match both.
+#if defined(__clang__)
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wmismatched-tags"
+#endif
+namespace std {
+template <>
+struct numeric_limits<anvil::bfloat16> {
+    static constexpr bool is_specialized = true;
+    static constexpr bool is_signed = true;
+    static constexpr bool is_integer = false;
+    static constexpr bool is_exact = false;
+    static constexpr bool has_infinity = true;
+    static constexpr bool has_quiet_NaN = true;
+    static constexpr bool has_signaling_NaN = true;
+#if __cplusplus < 202302L  // deprecated in C++23
+    static constexpr std::float_denorm_style has_denorm = std::denorm_present;
+    static constexpr bool has_denorm_loss = false;
+#endif
+    static constexpr std::float_round_style round_style = std::round_to_nearest;
+    static constexpr bool is_iec559 = false;  // not one of IEEE 754's interchange formats
+    static constexpr bool is_bounded = true;
+    static constexpr bool is_modulo = false;
+    static constexpr int digits = 8;
+    static constexpr int digits10 = 2;
+    static constexpr int max_digits10 = 4;
+    static constexpr int radix = 2;
+    static constexpr int min_exponent = -125;
+    static constexpr int min_exponent10 = -37;
+    static constexpr int max_exponent = 128;
+    static constexpr int max_exponent10 = 38;
+    static constexpr bool traps = false;
+    static constexpr bool tinyness_before = false;
+
+    static constexpr anvil::bfloat16 min() noexcept {
+        return anvil::bfloat16::from_bits(0x0080);
+    }
+    static constexpr anvil::bfloat16 lowest() noexcept {
+        return anvil::bfloat16::from_bits(0xFF7F);
+    }
+    static constexpr anvil::bfloat16 max() noexcept {
+        return anvil::bfloat16::from_bits(0x7F7F);
+    }
+    static constexpr anvil::bfloat16 epsilon() noexcept {
+        return anvil::bfloat16::from_bits(0x3C00);
+    }
+    static constexpr anvil::bfloat16 round_error() noexcept {
+        return anvil::bfloat16::from_bits(0x3F00);
+    }
+    static constexpr anvil::bfloat16 infinity() noexcept {
+        return anvil::bfloat16::from_bits(0x7F80);
+    }
+    static constexpr anvil::bfloat16 quiet_NaN() noexcept {
+        return anvil::bfloat16::from_bits(0x7FC0);
+    }
+    static constexpr anvil::bfloat16 signaling_NaN() noexcept {
+        return anvil::bfloat16::from_bits(0x7FA0);
+    }
+    static constexpr anvil::bfloat16 denorm_min() noexcept {
+        return anvil::bfloat16::from_bits(0x0001);
+    }
+};
+}  // namespace std
+#if defined(__clang__)
+#pragma clang diagnostic pop
+#endif
 // #include "anvil/core/checked_math.hpp"
 // anvil: overflow-checked sizes. Shapes and offsets come from files anvil must treat as hostile, so every
 // product and sum that sizes memory goes through these and reports overflow instead of wrapping.
@@ -141,7 +202,8 @@ namespace anvil::detail {
 // The number of elements of a shape; nullopt for a negative extent or a product past 2^64 - 1.
 // An empty shape is a scalar: one element.
 template <class Extent>
-[[nodiscard]] constexpr std::optional<std::uint64_t> checked_element_count(std::span<const Extent> extents) noexcept {
+[[nodiscard]] constexpr std::optional<std::uint64_t> checked_element_count(
+    std::span<const Extent> extents) noexcept {
     std::uint64_t count = 1;
     for (const Extent extent : extents) {
         if (extent < 0) return std::nullopt;
@@ -153,6 +215,20 @@ template <class Extent>
 }
 
 }  // namespace anvil::detail
+// #include "anvil/core/convert.hpp"
+// anvil: bulk element conversion to f32 and f16, for safetensors views, .npy arrays and the CPU backend's
+// packing. Sources are raw bytes that may sit at any address (safetensors offsets are arbitrary), so every
+// read goes through memcpy or an unaligned vector load. Each conversion gives exactly the scalar functions'
+// result (half.hpp, bfloat16.hpp, float8.hpp, static_cast for integers); the vector paths — F16C on x86-64,
+// chosen at run time so no -mf16c is needed, and NEON on arm64 — are only faster.
+
+#include <array>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+// #include "anvil/core/bfloat16.hpp"
 // #include "anvil/core/dtype.hpp"
 // anvil: element types. One enum names every element type anvil reads, stores or computes with; the tables
 // below give each its size and its spellings in safetensors and anvil's own messages.
@@ -162,96 +238,9 @@ template <class Extent>
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <type_traits>
 
-namespace anvil {
-
-enum class dtype : std::uint8_t {
-    f64,
-    f32,
-    f16,
-    bf16,
-    f8_e4m3,  // OCP FP8 E4M3 "fn": no infinities, one NaN pattern per sign
-    f8_e5m2,  // OCP FP8 E5M2: IEEE-like, with infinities and NaNs
-    i64,
-    i32,
-    i16,
-    i8,
-    u64,
-    u32,
-    u16,
-    u8,
-    boolean,
-};
-
-inline constexpr std::size_t dtype_count = 15;
-
-namespace detail {
-
-struct dtype_info {
-    dtype type;
-    std::size_t size;                  // bytes per element
-    std::string_view name;             // anvil's spelling, as in messages and `anvil info`
-    std::string_view safetensors_name; // the header's "dtype" string
-    bool is_float;
-    bool is_signed;
-};
-
-inline constexpr std::array<dtype_info, dtype_count> dtype_table{{
-    {dtype::f64, 8, "f64", "F64", true, true},
-    {dtype::f32, 4, "f32", "F32", true, true},
-    {dtype::f16, 2, "f16", "F16", true, true},
-    {dtype::bf16, 2, "bf16", "BF16", true, true},
-    {dtype::f8_e4m3, 1, "f8_e4m3", "F8_E4M3", true, true},
-    {dtype::f8_e5m2, 1, "f8_e5m2", "F8_E5M2", true, true},
-    {dtype::i64, 8, "i64", "I64", false, true},
-    {dtype::i32, 4, "i32", "I32", false, true},
-    {dtype::i16, 2, "i16", "I16", false, true},
-    {dtype::i8, 1, "i8", "I8", false, true},
-    {dtype::u64, 8, "u64", "U64", false, false},
-    {dtype::u32, 4, "u32", "U32", false, false},
-    {dtype::u16, 2, "u16", "U16", false, false},
-    {dtype::u8, 1, "u8", "U8", false, false},
-    {dtype::boolean, 1, "bool", "BOOL", false, false},
-}};
-
-[[nodiscard]] constexpr const dtype_info& info(dtype type) noexcept {
-    return dtype_table[static_cast<std::size_t>(type)];
-}
-
-}  // namespace detail
-
-[[nodiscard]] constexpr std::size_t dtype_size(dtype type) noexcept { return detail::info(type).size; }
-[[nodiscard]] constexpr std::string_view dtype_name(dtype type) noexcept { return detail::info(type).name; }
-[[nodiscard]] constexpr bool is_floating(dtype type) noexcept { return detail::info(type).is_float; }
-[[nodiscard]] constexpr bool is_signed(dtype type) noexcept { return detail::info(type).is_signed; }
-
-// The safetensors spelling ("F32", "BF16", ...) of a dtype, and back; nullopt for a name the format lacks.
-[[nodiscard]] constexpr std::string_view safetensors_dtype_name(dtype type) noexcept {
-    return detail::info(type).safetensors_name;
-}
-[[nodiscard]] constexpr std::optional<dtype> dtype_from_safetensors_name(std::string_view name) noexcept {
-    for (const auto& entry : detail::dtype_table) {
-        if (entry.safetensors_name == name) return entry.type;
-    }
-    return std::nullopt;
-}
-
-// anvil's own spelling ("f32", "bf16", ...) back to the enum.
-[[nodiscard]] constexpr std::optional<dtype> dtype_from_name(std::string_view name) noexcept {
-    for (const auto& entry : detail::dtype_table) {
-        if (entry.name == name) return entry.type;
-    }
-    return std::nullopt;
-}
-
-static_assert([] {
-    for (std::size_t i = 0; i < dtype_count; ++i) {
-        if (static_cast<std::size_t>(detail::dtype_table[i].type) != i) return false;
-    }
-    return true;
-}(), "dtype_table must list the dtypes in enum order");
-
-}  // namespace anvil
+// #include "anvil/core/bfloat16.hpp"
 // #include "anvil/core/half.hpp"
 // anvil: IEEE 754 binary16 ("half", safetensors F16). Conversions from float and double round to nearest,
 // ties to even; overflow gives ±infinity; subnormal results are exact; NaN stays NaN, made quiet, with its
@@ -460,135 +449,219 @@ struct numeric_limits<anvil::half> {
 #if defined(__clang__)
 #pragma clang diagnostic pop
 #endif
-// #include "anvil/core/bfloat16.hpp"
-// anvil: bfloat16 (safetensors BF16), the top 16 bits of an IEEE float. Conversion from float rounds to
-// nearest, ties to even (as PyTorch's c10::BFloat16 does); a NaN stays NaN — quiet, sign and top payload bits
-// kept — and never rounds into infinity. Conversion to float is a shift, exact.
-
-#include <bit>
-#include <compare>
-#include <cstdint>
-#include <limits>
 
 namespace anvil {
 
-[[nodiscard]] constexpr std::uint16_t float_to_bfloat16_bits(float value) noexcept {
-    const std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
-    // The rounding add below would carry a NaN's payload into the exponent (0x7FFFFFFF -> -0), so NaN is
-    // handled first. Finite values above the largest bfloat16 round correctly into infinity.
-    if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<std::uint16_t>((bits >> 16) | 0x0040u);
-    const std::uint32_t odd = (bits >> 16) & 1u;
-    return static_cast<std::uint16_t>((bits + 0x7FFFu + odd) >> 16);
-}
-
-[[nodiscard]] constexpr float bfloat16_bits_to_float(std::uint16_t bits) noexcept {
-    return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
-}
-
-// A 16-bit brain float. Construction from float rounds (explicitly); reading it as float is exact and
-// implicit. Comparisons follow IEEE: NaN is unordered, +0 == -0.
-struct bfloat16 {
-    std::uint16_t bits;
-
-    bfloat16() = default;
-    constexpr explicit bfloat16(float value) noexcept : bits(float_to_bfloat16_bits(value)) {}
-
-    [[nodiscard]] static constexpr bfloat16 from_bits(std::uint16_t raw) noexcept {
-        bfloat16 result;
-        result.bits = raw;
-        return result;
-    }
-
-    [[nodiscard]] constexpr operator float() const noexcept { return bfloat16_bits_to_float(bits); }
-
-    [[nodiscard]] friend constexpr bool operator==(bfloat16 a, bfloat16 b) noexcept {
-        return static_cast<float>(a) == static_cast<float>(b);
-    }
-    [[nodiscard]] friend constexpr std::partial_ordering operator<=>(bfloat16 a, bfloat16 b) noexcept {
-        return static_cast<float>(a) <=> static_cast<float>(b);
-    }
+enum class dtype : std::uint8_t {
+    f64,
+    f32,
+    f16,
+    bf16,
+    f8_e4m3,  // OCP FP8 E4M3 "fn": no infinities, one NaN pattern per sign
+    f8_e5m2,  // OCP FP8 E5M2: IEEE-like, with infinities and NaNs
+    i64,
+    i32,
+    i16,
+    i8,
+    u64,
+    u32,
+    u16,
+    u8,
+    boolean,
 };
 
-static_assert(sizeof(bfloat16) == 2 && alignof(bfloat16) == 2, "anvil::bfloat16 must be exactly 16 bits");
+inline constexpr std::size_t dtype_count = 15;
 
-[[nodiscard]] constexpr bool isnan(bfloat16 value) noexcept {
-    return (value.bits & 0x7FFFu) > 0x7F80u;
+namespace detail {
+
+struct dtype_info {
+    dtype type;
+    std::size_t size;                   // bytes per element
+    std::string_view name;              // anvil's spelling, as in messages and `anvil info`
+    std::string_view safetensors_name;  // the header's "dtype" string
+    bool is_float;
+    bool is_signed;
+};
+
+inline constexpr std::array<dtype_info, dtype_count> dtype_table{{
+    {dtype::f64, 8, "f64", "F64", true, true},
+    {dtype::f32, 4, "f32", "F32", true, true},
+    {dtype::f16, 2, "f16", "F16", true, true},
+    {dtype::bf16, 2, "bf16", "BF16", true, true},
+    {dtype::f8_e4m3, 1, "f8_e4m3", "F8_E4M3", true, true},
+    {dtype::f8_e5m2, 1, "f8_e5m2", "F8_E5M2", true, true},
+    {dtype::i64, 8, "i64", "I64", false, true},
+    {dtype::i32, 4, "i32", "I32", false, true},
+    {dtype::i16, 2, "i16", "I16", false, true},
+    {dtype::i8, 1, "i8", "I8", false, true},
+    {dtype::u64, 8, "u64", "U64", false, false},
+    {dtype::u32, 4, "u32", "U32", false, false},
+    {dtype::u16, 2, "u16", "U16", false, false},
+    {dtype::u8, 1, "u8", "U8", false, false},
+    {dtype::boolean, 1, "bool", "BOOL", false, false},
+}};
+
+[[nodiscard]] constexpr const dtype_info& info(dtype type) noexcept {
+    return dtype_table[static_cast<std::size_t>(type)];
 }
-[[nodiscard]] constexpr bool isinf(bfloat16 value) noexcept {
-    return (value.bits & 0x7FFFu) == 0x7F80u;
+
+}  // namespace detail
+
+[[nodiscard]] constexpr std::size_t dtype_size(dtype type) noexcept {
+    return detail::info(type).size;
 }
-[[nodiscard]] constexpr bool isfinite(bfloat16 value) noexcept {
-    return (value.bits & 0x7F80u) != 0x7F80u;
+[[nodiscard]] constexpr std::string_view dtype_name(dtype type) noexcept {
+    return detail::info(type).name;
 }
+[[nodiscard]] constexpr bool is_floating(dtype type) noexcept {
+    return detail::info(type).is_float;
+}
+[[nodiscard]] constexpr bool is_signed(dtype type) noexcept {
+    return detail::info(type).is_signed;
+}
+
+// The safetensors spelling ("F32", "BF16", ...) of a dtype, and back; nullopt for a name the format lacks.
+[[nodiscard]] constexpr std::string_view safetensors_dtype_name(dtype type) noexcept {
+    return detail::info(type).safetensors_name;
+}
+[[nodiscard]] constexpr std::optional<dtype> dtype_from_safetensors_name(std::string_view name) noexcept {
+    for (const auto& entry : detail::dtype_table) {
+        if (entry.safetensors_name == name) return entry.type;
+    }
+    return std::nullopt;
+}
+
+// anvil's own spelling ("f32", "bf16", ...) back to the enum.
+[[nodiscard]] constexpr std::optional<dtype> dtype_from_name(std::string_view name) noexcept {
+    for (const auto& entry : detail::dtype_table) {
+        if (entry.name == name) return entry.type;
+    }
+    return std::nullopt;
+}
+
+// The dtype whose elements a C++ type holds exactly: dtype_of<float>::value == dtype::f32. Types with no
+// dtype (fp8 has no C++ type) leave dtype_of<T> empty, so element_type<T> is false for them.
+template <class T>
+struct dtype_of {};
+template <dtype Type>
+struct dtype_constant : std::integral_constant<dtype, Type> {};
+template <>
+struct dtype_of<double> : dtype_constant<dtype::f64> {};
+template <>
+struct dtype_of<float> : dtype_constant<dtype::f32> {};
+template <>
+struct dtype_of<half> : dtype_constant<dtype::f16> {};
+template <>
+struct dtype_of<bfloat16> : dtype_constant<dtype::bf16> {};
+template <>
+struct dtype_of<std::int64_t> : dtype_constant<dtype::i64> {};
+template <>
+struct dtype_of<std::int32_t> : dtype_constant<dtype::i32> {};
+template <>
+struct dtype_of<std::int16_t> : dtype_constant<dtype::i16> {};
+template <>
+struct dtype_of<std::int8_t> : dtype_constant<dtype::i8> {};
+template <>
+struct dtype_of<std::uint64_t> : dtype_constant<dtype::u64> {};
+template <>
+struct dtype_of<std::uint32_t> : dtype_constant<dtype::u32> {};
+template <>
+struct dtype_of<std::uint16_t> : dtype_constant<dtype::u16> {};
+template <>
+struct dtype_of<std::uint8_t> : dtype_constant<dtype::u8> {};
+template <>
+struct dtype_of<bool> : dtype_constant<dtype::boolean> {};
+
+template <class T>
+concept element_type = requires {
+    dtype_of<T>::value;
+}
+&&sizeof(T) == dtype_size(dtype_of<T>::value);
+
+template <element_type T>
+inline constexpr dtype dtype_of_v = dtype_of<T>::value;
+
+static_assert(
+    [] {
+        for (std::size_t i = 0; i < dtype_count; ++i) {
+            if (static_cast<std::size_t>(detail::dtype_table[i].type) != i) return false;
+        }
+        return true;
+    }(),
+    "dtype_table must list the dtypes in enum order");
 
 }  // namespace anvil
+// #include "anvil/core/error.hpp"
+// anvil: the error hierarchy. Every failure the library reports is an anvil::error whose message names what
+// failed (file, tensor, op, byte offset) and why; the library never aborts or prints.
 
-// libstdc++ declares numeric_limits a struct, libc++ a class; the tag cannot match both.
-#if defined(__clang__)
-#pragma clang diagnostic push
-#pragma clang diagnostic ignored "-Wmismatched-tags"
-#endif
-namespace std {
-template <>
-struct numeric_limits<anvil::bfloat16> {
-    static constexpr bool is_specialized = true;
-    static constexpr bool is_signed = true;
-    static constexpr bool is_integer = false;
-    static constexpr bool is_exact = false;
-    static constexpr bool has_infinity = true;
-    static constexpr bool has_quiet_NaN = true;
-    static constexpr bool has_signaling_NaN = true;
-#if __cplusplus < 202302L  // deprecated in C++23
-    static constexpr std::float_denorm_style has_denorm = std::denorm_present;
-    static constexpr bool has_denorm_loss = false;
-#endif
-    static constexpr std::float_round_style round_style = std::round_to_nearest;
-    static constexpr bool is_iec559 = false;  // not one of IEEE 754's interchange formats
-    static constexpr bool is_bounded = true;
-    static constexpr bool is_modulo = false;
-    static constexpr int digits = 8;
-    static constexpr int digits10 = 2;
-    static constexpr int max_digits10 = 4;
-    static constexpr int radix = 2;
-    static constexpr int min_exponent = -125;
-    static constexpr int min_exponent10 = -37;
-    static constexpr int max_exponent = 128;
-    static constexpr int max_exponent10 = 38;
-    static constexpr bool traps = false;
-    static constexpr bool tinyness_before = false;
+#include <cstddef>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
 
-    static constexpr anvil::bfloat16 min() noexcept {
-        return anvil::bfloat16::from_bits(0x0080);
-    }
-    static constexpr anvil::bfloat16 lowest() noexcept {
-        return anvil::bfloat16::from_bits(0xFF7F);
-    }
-    static constexpr anvil::bfloat16 max() noexcept {
-        return anvil::bfloat16::from_bits(0x7F7F);
-    }
-    static constexpr anvil::bfloat16 epsilon() noexcept {
-        return anvil::bfloat16::from_bits(0x3C00);
-    }
-    static constexpr anvil::bfloat16 round_error() noexcept {
-        return anvil::bfloat16::from_bits(0x3F00);
-    }
-    static constexpr anvil::bfloat16 infinity() noexcept {
-        return anvil::bfloat16::from_bits(0x7F80);
-    }
-    static constexpr anvil::bfloat16 quiet_NaN() noexcept {
-        return anvil::bfloat16::from_bits(0x7FC0);
-    }
-    static constexpr anvil::bfloat16 signaling_NaN() noexcept {
-        return anvil::bfloat16::from_bits(0x7FA0);
-    }
-    static constexpr anvil::bfloat16 denorm_min() noexcept {
-        return anvil::bfloat16::from_bits(0x0001);
-    }
+namespace anvil {
+
+// Base of everything anvil throws.
+class error : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
 };
-}  // namespace std
-#if defined(__clang__)
-#pragma clang diagnostic pop
-#endif
+
+// The operating system refused: a file that cannot be opened, read, mapped or written.
+class io_error : public error {
+public:
+    using error::error;
+};
+
+// Contents that do not follow their format: JSON, .npy, safetensors, config files.
+class format_error : public error {
+public:
+    using error::error;
+};
+
+// JSON that is not RFC 8259; offset() is the byte at which parsing stopped.
+class json_error : public format_error {
+public:
+    json_error(const std::string& message, std::size_t byte_offset)
+        : format_error(message), offset_(byte_offset) {}
+    [[nodiscard]] std::size_t offset() const noexcept { return offset_; }
+
+private:
+    std::size_t offset_;
+};
+
+// Tensor shapes that do not fit an operation or an expected layout.
+class shape_error : public error {
+public:
+    using error::error;
+};
+
+// A value of the wrong element type, or a conversion that is not defined.
+class type_error : public error {
+public:
+    using error::error;
+};
+
+// Well-formed input that anvil does not (yet) handle: an unknown architecture, an unsupported option.
+class unsupported_error : public error {
+public:
+    using error::error;
+};
+
+namespace detail {
+
+// Builds a message from pieces: detail::message("tensor '", name, "': ", rank, " dims").
+template <class... Parts>
+[[nodiscard]] std::string message(const Parts&... parts) {
+    std::ostringstream out;
+    (out << ... << parts);
+    return out.str();
+}
+
+}  // namespace detail
+}  // namespace anvil
 // #include "anvil/core/float8.hpp"
 // anvil: the two OCP 8-bit floats safetensors stores (F8_E4M3, F8_E5M2), as raw bytes. Decoding to float is
 // exact; encoding from float rounds to nearest, ties to even, with PyTorch's overflow rules (see each
@@ -660,23 +733,6 @@ namespace anvil {
 }
 
 }  // namespace anvil
-// #include "anvil/core/convert.hpp"
-// anvil: bulk element conversion to f32 and f16, for safetensors views, .npy arrays and the CPU backend's
-// packing. Sources are raw bytes that may sit at any address (safetensors offsets are arbitrary), so every
-// read goes through memcpy or an unaligned vector load. Each conversion gives exactly the scalar functions'
-// result (half.hpp, bfloat16.hpp, float8.hpp, static_cast for integers); the vector paths — F16C on x86-64,
-// chosen at run time so no -mf16c is needed, and NEON on arm64 — are only faster.
-
-#include <array>
-#include <bit>
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
-
-// #include "anvil/core/bfloat16.hpp"
-// #include "anvil/core/dtype.hpp"
-// #include "anvil/core/error.hpp"
-// #include "anvil/core/float8.hpp"
 // #include "anvil/core/half.hpp"
 
 #if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
@@ -1000,399 +1056,10 @@ inline void convert_f32_to_bf16(const float* data, std::size_t count, bfloat16* 
 
 #undef ANVIL_DETAIL_CONVERT_F16C
 #undef ANVIL_DETAIL_CONVERT_NEON
-// #include "anvil/core/shape.hpp"
-// anvil: tensor shapes. `shape<1, 64, 1, 32>` is a static shape, checked at compile time; an extent written
-// `dyn` is known only at run time. `dims` is a dynamic shape (the extents themselves, known when the graph is
-// built). Broadcasting follows numpy's rule in both worlds, through one function.
-//
-// Compile-time checks name the op and both shapes in the diagnostic. C++20 static_assert messages must be
-// literals, so the shapes travel in a type instead: every check asserts `detail::shape_rule<Op, Rule,
-// Shapes...>::holds`, and GCC ("note: '...' evaluates to false") and Clang ("static_assert failed due to
-// requirement '...'") both print that expression with the op and the shapes spelled out. Op should be an
-// enumerator (printed as `anvil::op::add` by both compilers); string literals as template arguments print as
-// character codes in Clang 14.
-
-// #include "anvil/core/checked_math.hpp"
+// #include "anvil/core/dtype.hpp"
 // #include "anvil/core/error.hpp"
-
-#include <array>
-#include <concepts>
-#include <cstddef>
-#include <cstdint>
-#include <limits>
-#include <optional>
-#include <ostream>
-#include <ranges>
-#include <span>
-#include <string>
-#include <string_view>
-#include <type_traits>
-#include <utility>
-
-namespace anvil {
-
-// Marks an extent of a static shape that is known only at run time; printed as "?".
-inline constexpr std::int64_t dyn = -1;
-
-// The largest rank anvil handles; `dims` stores its extents inline, so shapes never allocate.
-inline constexpr std::size_t max_rank = 8;
-
-namespace detail {
-
-// "[1, 64, 1, 32]"; "[]" for a scalar; dyn as "?".
-[[nodiscard]] inline std::string extents_to_string(std::span<const std::int64_t> extents) {
-    std::string text = "[";
-    for (std::size_t axis = 0; axis < extents.size(); ++axis) {
-        if (axis > 0) text += ", ";
-        text += extents[axis] == dyn ? std::string("?") : std::to_string(extents[axis]);
-    }
-    text += ']';
-    return text;
-}
-
-// numpy's rule for one pair of extents aligned from the right: equal, or one of them 1. dyn (which only
-// static shapes hold) matches anything here; its real value is checked when the graph is built.
-[[nodiscard]] constexpr std::optional<std::int64_t> broadcast_extent(std::int64_t a,
-                                                                     std::int64_t b) noexcept {
-    if (a == b) return a;
-    if (a == 1) return b;
-    if (b == 1) return a;
-    if (a == dyn) return b;
-    if (b == dyn) return a;
-    return std::nullopt;
-}
-
-// Broadcasts a with b into result (of rank max(rank a, rank b)); false if they do not broadcast.
-constexpr bool broadcast_extents(std::span<const std::int64_t> a, std::span<const std::int64_t> b,
-                                 std::span<std::int64_t> result) noexcept {
-    const std::size_t rank = result.size();
-    for (std::size_t i = 0; i < rank; ++i) {  // i counts axes from the right
-        const std::int64_t extent_a = i < a.size() ? a[a.size() - 1 - i] : 1;
-        const std::int64_t extent_b = i < b.size() ? b[b.size() - 1 - i] : 1;
-        const auto extent = broadcast_extent(extent_a, extent_b);
-        if (!extent) return false;
-        result[rank - 1 - i] = *extent;
-    }
-    return true;
-}
-
-[[noreturn]] inline void throw_invalid_extent(std::size_t axis, std::int64_t extent) {
-    throw shape_error(message("dims: extent ", extent, " at axis ", axis,
-                              " is negative; extents must be >= 0 (anvil::dyn is for static shapes only)"));
-}
-
-[[noreturn]] inline void throw_extent_too_large(std::size_t axis, std::uint64_t extent) {
-    throw shape_error(message("dims: extent ", extent, " at axis ", axis, " does not fit in int64"));
-}
-
-[[noreturn]] inline void throw_rank_too_large(std::size_t rank) {
-    throw shape_error(message("dims: rank ", rank, " exceeds anvil's maximum rank of ", max_rank));
-}
-
-// A trait so that a failing check prints the shape: element_count_fits<anvil::shape<...>>::value.
-template <class Shape>
-struct element_count_fits {
-    static constexpr bool value =
-        checked_element_count(std::span<const std::int64_t>(Shape::extents)).has_value();
-};
-
-}  // namespace detail
-
-// A dynamic shape: up to max_rank extents, each >= 0, stored inline. A rank-0 dims is a scalar (one element).
-class dims {
-public:
-    constexpr dims() noexcept = default;
-
-    // dims{seq, hidden}: any integer types; a single extent must be spelled dims{n} (explicit), so that an
-    // integer never converts to a shape by accident.
-    template <std::integral... Extents>
-    requires(sizeof...(Extents) >= 1 &&
-             (!std::same_as<Extents, bool> && ...)) constexpr explicit(sizeof...(Extents) == 1)
-        dims(Extents... extents) {
-        if (sizeof...(Extents) > max_rank) detail::throw_rank_too_large(sizeof...(Extents));
-        (push_back(extents), ...);
-    }
-
-    // From any range of integers: a std::vector<std::int64_t>, a span, npy's shape.
-    template <std::ranges::input_range Range>
-    requires std::integral<std::ranges::range_value_t<Range>> &&
-        (!std::same_as<std::remove_cvref_t<Range>, dims>)constexpr explicit dims(const Range& extents) {
-        if constexpr (std::ranges::sized_range<Range>) {
-            const auto rank = static_cast<std::size_t>(std::ranges::size(extents));
-            if (rank > max_rank) detail::throw_rank_too_large(rank);
-        }
-        for (const auto extent : extents) {
-            if (rank_ == max_rank) detail::throw_rank_too_large(max_rank + 1);
-            push_back(extent);
-        }
-    }
-
-    [[nodiscard]] constexpr std::size_t rank() const noexcept { return rank_; }
-    // Unchecked, like std::array; at() checks.
-    [[nodiscard]] constexpr std::int64_t operator[](std::size_t axis) const noexcept {
-        return extents_[axis];
-    }
-    [[nodiscard]] std::int64_t at(std::size_t axis) const {
-        if (axis >= rank_) {
-            throw shape_error(
-                detail::message("dims ", to_string(), ": axis ", axis, " is out of range for rank ", rank_));
-        }
-        return extents_[axis];
-    }
-    [[nodiscard]] constexpr const std::int64_t* begin() const noexcept { return extents_.data(); }
-    [[nodiscard]] constexpr const std::int64_t* end() const noexcept { return extents_.data() + rank_; }
-    [[nodiscard]] constexpr std::span<const std::int64_t> extents() const noexcept {
-        return {begin(), end()};
-    }
-
-    // The product of the extents (1 for a scalar); throws shape_error when it does not fit in 64 bits.
-    [[nodiscard]] constexpr std::uint64_t element_count() const {
-        const auto count = detail::checked_element_count(extents());
-        if (!count) throw_element_count_overflow();
-        return *count;
-    }
-
-    [[nodiscard]] std::string to_string() const { return detail::extents_to_string(extents()); }
-
-    [[nodiscard]] friend constexpr bool operator==(const dims& a, const dims& b) noexcept {
-        if (a.rank_ != b.rank_) return false;
-        for (std::size_t axis = 0; axis < a.rank_; ++axis) {
-            if (a.extents_[axis] != b.extents_[axis]) return false;
-        }
-        return true;
-    }
-
-private:
-    template <std::integral Extent>
-    constexpr void push_back(Extent extent) {
-        if constexpr (std::is_signed_v<Extent>) {
-            if (extent < 0) detail::throw_invalid_extent(rank_, static_cast<std::int64_t>(extent));
-        } else if constexpr (sizeof(Extent) >= sizeof(std::int64_t)) {
-            if (extent > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-                detail::throw_extent_too_large(rank_, static_cast<std::uint64_t>(extent));
-            }
-        }
-        extents_[rank_++] = static_cast<std::int64_t>(extent);
-    }
-
-    [[noreturn]] void throw_element_count_overflow() const {
-        throw shape_error(
-            detail::message("dims ", to_string(), ": the element count does not fit in 64 bits"));
-    }
-
-    std::array<std::int64_t, max_rank> extents_{};
-    std::size_t rank_ = 0;
-};
-
-[[nodiscard]] inline std::string to_string(const dims& shape) {
-    return shape.to_string();
-}
-inline std::ostream& operator<<(std::ostream& out, const dims& shape) {
-    return out << shape.to_string();
-}
-
-// numpy broadcasting: the result of an elementwise op on operands of these shapes, or nullopt.
-[[nodiscard]] constexpr std::optional<dims> broadcast(const dims& a, const dims& b) noexcept {
-    std::array<std::int64_t, max_rank> extents{};
-    const std::size_t rank = a.rank() > b.rank() ? a.rank() : b.rank();
-    if (!detail::broadcast_extents(a.extents(), b.extents(), std::span(extents.data(), rank)))
-        return std::nullopt;
-    return dims(std::span<const std::int64_t>(extents.data(), rank));
-}
-
-// The same, for an op being built: throws shape_error naming the op, both shapes and the first axis (counted
-// from the right, as numpy aligns them) that does not fit.
-[[nodiscard]] inline dims broadcast_or_throw(std::string_view op, const dims& a, const dims& b) {
-    if (auto result = broadcast(a, b)) return *result;
-    const std::size_t rank = a.rank() > b.rank() ? a.rank() : b.rank();
-    std::size_t from_right = 1;
-    for (; from_right <= rank; ++from_right) {
-        const std::int64_t extent_a = from_right <= a.rank() ? a[a.rank() - from_right] : 1;
-        const std::int64_t extent_b = from_right <= b.rank() ? b[b.rank() - from_right] : 1;
-        if (!detail::broadcast_extent(extent_a, extent_b)) {
-            throw shape_error(detail::message(op, ": shapes ", a, " and ", b, " do not broadcast (axis -",
-                                              from_right, ": ", extent_a, " vs ", extent_b,
-                                              "; aligned from the right, extents must match or be 1)"));
-        }
-    }
-    throw shape_error(detail::message(op, ": shapes ", a, " and ", b, " do not broadcast"));  // unreachable
-}
-
-// A static shape. Extents are >= 0, or dyn for one known only at run time.
-template <std::int64_t... Extents>
-struct shape {
-    static_assert(
-        ((Extents >= 0 || Extents == dyn) && ...),
-        "anvil::shape: every extent must be >= 0, or anvil::dyn (-1) for one known only at run time");
-    static_assert(sizeof...(Extents) <= max_rank, "anvil::shape: the rank exceeds anvil::max_rank (8)");
-
-    static constexpr std::size_t rank = sizeof...(Extents);
-    static constexpr std::array<std::int64_t, rank> extents{Extents...};
-    // True when no extent is dyn: the shape is fully known at compile time.
-    static constexpr bool is_static = ((Extents != dyn) && ...);
-
-    [[nodiscard]] static constexpr std::uint64_t element_count() {
-        static_assert(
-            is_static,
-            "anvil::shape: element_count() needs every extent at compile time, and this shape has a dyn "
-            "extent; count the runtime dims instead");
-        if constexpr (is_static) {
-            static_assert(detail::element_count_fits<shape>::value,
-                          "anvil::shape: the element count does not fit in 64 bits");
-            return *detail::checked_element_count(std::span<const std::int64_t>(extents));
-        } else {
-            return 0;
-        }
-    }
-
-    // Whether runtime extents fit this pattern: the same rank, and every static extent equal.
-    [[nodiscard]] static constexpr bool matches(const dims& actual) noexcept {
-        if (actual.rank() != rank) return false;
-        for (std::size_t axis = 0; axis < rank; ++axis) {
-            if (extents[axis] != dyn && extents[axis] != actual[axis]) return false;
-        }
-        return true;
-    }
-
-    // "[1, ?, 32]".
-    [[nodiscard]] static std::string to_string() { return detail::extents_to_string(extents); }
-
-    // A fully static shape converts to its dims; one with a dyn extent has no values to give.
-    [[nodiscard]] constexpr operator dims() const {
-        static_assert(
-            is_static,
-            "anvil::shape: a shape with a dyn extent has no values to convert to dims; build the dims "
-            "from the runtime extents and check them with matches()");
-        return dims(extents);
-    }
-};
-
-template <std::int64_t... Extents>
-std::ostream& operator<<(std::ostream& out, shape<Extents...>) {
-    return out << shape<Extents...>::to_string();
-}
-
-template <class T>
-inline constexpr bool is_shape_v = false;
-template <std::int64_t... Extents>
-inline constexpr bool is_shape_v<shape<Extents...>> = true;
-
-// Broadcasting static shapes: broadcast_t<shape<8, 1, 3>, shape<4, 1>> is shape<8, 4, 3>. A dyn extent
-// broadcasts against 1 to dyn and against n to n (whose runtime check is then that dyn is 1 or n). `type` is
-// absent when the shapes do not broadcast, so the trait is SFINAE-friendly; ops use
-// detail::checked_broadcast_t, which explains the failure instead.
-template <class A, class B>
-struct broadcast_shapes {};
-
-namespace detail {
-
-template <class A, class B>
-struct static_broadcast {
-    static constexpr std::size_t rank = A::rank > B::rank ? A::rank : B::rank;
-    struct result_type {
-        bool ok = false;
-        std::array<std::int64_t, rank> extents{};
-    };
-    static constexpr result_type result = [] {
-        result_type r;
-        r.ok = broadcast_extents(A::extents, B::extents, r.extents);
-        return r;
-    }();
-    template <std::size_t... Axes>
-    static auto make(std::index_sequence<Axes...>) -> shape<result.extents[Axes]...>;
-    using type = decltype(make(std::make_index_sequence<rank>{}));
-};
-
-}  // namespace detail
-
-template <std::int64_t... ExtentsA, std::int64_t... ExtentsB>
-requires(detail::static_broadcast<shape<ExtentsA...>, shape<ExtentsB...>>::result
-             .ok) struct broadcast_shapes<shape<ExtentsA...>, shape<ExtentsB...>> {
-    using type = typename detail::static_broadcast<shape<ExtentsA...>, shape<ExtentsB...>>::type;
-};
-
-template <class A, class B>
-using broadcast_t = typename broadcast_shapes<A, B>::type;
-
-namespace detail {
-
-// Rules over static shapes, for shape_rule below. A dyn extent satisfies every rule here; the graph builder
-// checks its runtime value.
-template <class A, class B>
-struct broadcastable : std::bool_constant<static_broadcast<A, B>::result.ok> {};
-
-// Same rank, and equal extents wherever both are static.
-template <class A, class B>
-[[nodiscard]] constexpr bool static_compatible() noexcept {
-    if constexpr (A::rank != B::rank) {
-        return false;
-    } else {
-        for (std::size_t axis = 0; axis < A::rank; ++axis) {
-            const std::int64_t a = A::extents[axis], b = B::extents[axis];
-            if (a != b && a != dyn && b != dyn) return false;
-        }
-        return true;
-    }
-}
-
-template <class A, class B>
-struct compatible : std::bool_constant<static_compatible<A, B>()> {};
-
-// The carrier of every compile-time shape check: `static_assert(shape_rule<Op, Rule, A, B>::holds, "...")`.
-// When it fails, both GCC and Clang print this type, so the diagnostic names the op (Op, best an
-// enumerator such as anvil::op::add), the rule (Rule, a trait over the shapes) and every shape. An op with
-// its own rule writes a trait `template <class A, class B> struct inner_extents_match :
-// std::bool_constant<...>` and asserts `shape_rule<Op, inner_extents_match, A, B>::holds` with a message
-// saying what was expected.
-template <auto Op, template <class...> class Rule, class... Shapes>
-struct shape_rule {
-    static_assert((is_shape_v<Shapes> && ...), "anvil: shape_rule takes anvil::shape<...> types");
-    static constexpr bool holds = Rule<Shapes...>::value;
-};
-
-// The broadcast of two static shapes for an op, or a compile error that names the op and both shapes. On
-// failure `type` is A, so the static_assert is the only error the user sees.
-template <auto Op, class A, class B>
-struct checked_broadcast {
-    static_assert(
-        shape_rule<Op, broadcastable, A, B>::holds,
-        "anvil: these static shapes do not broadcast; shape_rule<op, broadcastable, shape<...>, "
-        "shape<...>> names the op and both shapes (numpy rule: aligned from the right, each pair of "
-        "extents must match or one must be 1; -1 is anvil::dyn)");
-    using type = typename std::conditional_t<broadcastable<A, B>::value, static_broadcast<A, B>,
-                                             std::type_identity<A>>::type;
-};
-
-template <auto Op, class A, class B>
-using checked_broadcast_t = typename checked_broadcast<Op, A, B>::type;
-
-template <auto Op, class A, class B>
-constexpr void require_broadcastable() noexcept {
-    static_cast<void>(sizeof(checked_broadcast<Op, A, B>));
-}
-
-template <auto Op, class A, class B>
-constexpr void require_compatible() noexcept {
-    static_assert(
-        shape_rule<Op, compatible, A, B>::holds,
-        "anvil: these static shapes differ; shape_rule<op, compatible, shape<...>, shape<...>> names the "
-        "op and both shapes (expected the same rank and equal extents wherever both are static; -1 is "
-        "anvil::dyn)");
-}
-
-// The runtime half of a static shape with dyn extents: throws shape_error naming `what` (an op, an input)
-// when the extents do not fit the static shape.
-template <class Shape>
-void require_matches(std::string_view what, const dims& actual) {
-    static_assert(is_shape_v<Shape>, "anvil: require_matches takes an anvil::shape<...>");
-    if (!Shape::matches(actual)) {
-        throw shape_error(
-            message(what, ": shape ", actual, " does not match the static shape ", Shape::to_string()));
-    }
-}
-
-}  // namespace detail
-}  // namespace anvil
+// #include "anvil/core/float8.hpp"
+// #include "anvil/core/half.hpp"
 // #include "anvil/core/json.hpp"
 // anvil: JSON (RFC 8259). A strict single-pass parser over a string_view (UTF-8 validated, depth-limited,
 // int64 and double numbers, errors with byte offsets) and a writer; used for safetensors headers, config.json
@@ -2903,40 +2570,9 @@ private:
     return result;
 }
 
-// The dtype npy::write<T> and array::values<T> use for T; known is false for types numpy has no dtype for.
+// The element types numpy has a dtype for: anvil's element types less bfloat16.
 template <class T>
-struct dtype_of_value {
-    static constexpr bool known = false;
-};
-template <dtype Type>
-struct known_dtype {
-    static constexpr bool known = true;
-    static constexpr dtype value = Type;
-};
-template <>
-struct dtype_of_value<double> : known_dtype<dtype::f64> {};
-template <>
-struct dtype_of_value<float> : known_dtype<dtype::f32> {};
-template <>
-struct dtype_of_value<half> : known_dtype<dtype::f16> {};
-template <>
-struct dtype_of_value<std::int64_t> : known_dtype<dtype::i64> {};
-template <>
-struct dtype_of_value<std::int32_t> : known_dtype<dtype::i32> {};
-template <>
-struct dtype_of_value<std::int16_t> : known_dtype<dtype::i16> {};
-template <>
-struct dtype_of_value<std::int8_t> : known_dtype<dtype::i8> {};
-template <>
-struct dtype_of_value<std::uint64_t> : known_dtype<dtype::u64> {};
-template <>
-struct dtype_of_value<std::uint32_t> : known_dtype<dtype::u32> {};
-template <>
-struct dtype_of_value<std::uint16_t> : known_dtype<dtype::u16> {};
-template <>
-struct dtype_of_value<std::uint8_t> : known_dtype<dtype::u8> {};
-template <>
-struct dtype_of_value<bool> : known_dtype<dtype::boolean> {};
+concept npy_element = element_type<T> && !std::is_same_v<T, bfloat16>;
 
 static_assert(sizeof(bool) == 1 && sizeof(half) == 2, "npy element types must have numpy's sizes");
 
@@ -2945,11 +2581,11 @@ static_assert(sizeof(bool) == 1 && sizeof(half) == 2, "npy element types must ha
 template <class T>
 std::vector<T> array::values() const {
     static_assert(
-        detail::dtype_of_value<T>::known,
+        detail::npy_element<T>,
         "npy::array::values<T>: T must be double, float, anvil::half, bool or a fixed-width integer");
-    if (type != detail::dtype_of_value<T>::value) {
+    if (type != dtype_of_v<T>) {
         throw type_error(detail::message("npy::array: elements are ", dtype_name(type), ", not ",
-                                         dtype_name(detail::dtype_of_value<T>::value)));
+                                         dtype_name(dtype_of_v<T>)));
     }
     check_data_size();
     std::vector<T> out(data.size() / sizeof(T));
@@ -3187,7 +2823,7 @@ inline void write(const std::filesystem::path& path, const array& value) {
 template <class T>
 void write(const std::filesystem::path& path, std::span<const std::int64_t> shape,
            std::span<const T> values) {
-    static_assert(detail::dtype_of_value<T>::known,
+    static_assert(detail::npy_element<T>,
                   "npy::write<T>: T must be double, float, anvil::half, bool or a fixed-width integer");
     const auto count = detail::checked_element_count(shape);
     if (!count || *count != values.size()) {
@@ -3195,7 +2831,7 @@ void write(const std::filesystem::path& path, std::span<const std::int64_t> shap
                                           count ? std::to_string(*count) : std::string("too many"),
                                           " elements, got ", values.size()));
     }
-    write(path, detail::dtype_of_value<T>::value, shape, values.data());
+    write(path, dtype_of_v<T>, shape, values.data());
 }
 
 template <class T, class Allocator>
@@ -3205,6 +2841,399 @@ void write(const std::filesystem::path& path, std::span<const std::int64_t> shap
 }
 
 }  // namespace anvil::npy
+// #include "anvil/core/shape.hpp"
+// anvil: tensor shapes. `shape<1, 64, 1, 32>` is a static shape, checked at compile time; an extent written
+// `dyn` is known only at run time. `dims` is a dynamic shape (the extents themselves, known when the graph is
+// built). Broadcasting follows numpy's rule in both worlds, through one function.
+//
+// Compile-time checks name the op and both shapes in the diagnostic. C++20 static_assert messages must be
+// literals, so the shapes travel in a type instead: every check asserts `detail::shape_rule<Op, Rule,
+// Shapes...>::holds`, and GCC ("note: '...' evaluates to false") and Clang ("static_assert failed due to
+// requirement '...'") both print that expression with the op and the shapes spelled out. Op should be an
+// enumerator (printed as `anvil::op::add` by both compilers); string literals as template arguments print as
+// character codes in Clang 14.
+
+// #include "anvil/core/checked_math.hpp"
+// #include "anvil/core/error.hpp"
+
+#include <array>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <ostream>
+#include <ranges>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+namespace anvil {
+
+// Marks an extent of a static shape that is known only at run time; printed as "?".
+inline constexpr std::int64_t dyn = -1;
+
+// The largest rank anvil handles; `dims` stores its extents inline, so shapes never allocate.
+inline constexpr std::size_t max_rank = 8;
+
+namespace detail {
+
+// "[1, 64, 1, 32]"; "[]" for a scalar; dyn as "?".
+[[nodiscard]] inline std::string extents_to_string(std::span<const std::int64_t> extents) {
+    std::string text = "[";
+    for (std::size_t axis = 0; axis < extents.size(); ++axis) {
+        if (axis > 0) text += ", ";
+        text += extents[axis] == dyn ? std::string("?") : std::to_string(extents[axis]);
+    }
+    text += ']';
+    return text;
+}
+
+// numpy's rule for one pair of extents aligned from the right: equal, or one of them 1. dyn (which only
+// static shapes hold) matches anything here; its real value is checked when the graph is built.
+[[nodiscard]] constexpr std::optional<std::int64_t> broadcast_extent(std::int64_t a,
+                                                                     std::int64_t b) noexcept {
+    if (a == b) return a;
+    if (a == 1) return b;
+    if (b == 1) return a;
+    if (a == dyn) return b;
+    if (b == dyn) return a;
+    return std::nullopt;
+}
+
+// Broadcasts a with b into result (of rank max(rank a, rank b)); false if they do not broadcast.
+constexpr bool broadcast_extents(std::span<const std::int64_t> a, std::span<const std::int64_t> b,
+                                 std::span<std::int64_t> result) noexcept {
+    const std::size_t rank = result.size();
+    for (std::size_t i = 0; i < rank; ++i) {  // i counts axes from the right
+        const std::int64_t extent_a = i < a.size() ? a[a.size() - 1 - i] : 1;
+        const std::int64_t extent_b = i < b.size() ? b[b.size() - 1 - i] : 1;
+        const auto extent = broadcast_extent(extent_a, extent_b);
+        if (!extent) return false;
+        result[rank - 1 - i] = *extent;
+    }
+    return true;
+}
+
+[[noreturn]] inline void throw_invalid_extent(std::size_t axis, std::int64_t extent) {
+    throw shape_error(message("dims: extent ", extent, " at axis ", axis,
+                              " is negative; extents must be >= 0 (anvil::dyn is for static shapes only)"));
+}
+
+[[noreturn]] inline void throw_extent_too_large(std::size_t axis, std::uint64_t extent) {
+    throw shape_error(message("dims: extent ", extent, " at axis ", axis, " does not fit in int64"));
+}
+
+[[noreturn]] inline void throw_rank_too_large(std::size_t rank) {
+    throw shape_error(message("dims: rank ", rank, " exceeds anvil's maximum rank of ", max_rank));
+}
+
+// A trait so that a failing check prints the shape: element_count_fits<anvil::shape<...>>::value.
+template <class Shape>
+struct element_count_fits {
+    static constexpr bool value =
+        checked_element_count(std::span<const std::int64_t>(Shape::extents)).has_value();
+};
+
+}  // namespace detail
+
+// A dynamic shape: up to max_rank extents, each >= 0, stored inline. A rank-0 dims is a scalar (one element).
+class dims {
+public:
+    constexpr dims() noexcept = default;
+
+    // dims{seq, hidden}: any integer types; a single extent must be spelled dims{n} (explicit), so that an
+    // integer never converts to a shape by accident.
+    template <std::integral... Extents>
+    requires(sizeof...(Extents) >= 1 &&
+             (!std::same_as<Extents, bool> && ...)) constexpr explicit(sizeof...(Extents) == 1)
+        dims(Extents... extents) {
+        if (sizeof...(Extents) > max_rank) detail::throw_rank_too_large(sizeof...(Extents));
+        (push_back(extents), ...);
+    }
+
+    // From any range of integers: a std::vector<std::int64_t>, a span, npy's shape.
+    template <std::ranges::input_range Range>
+    requires std::integral<std::ranges::range_value_t<Range>> &&
+        (!std::same_as<std::remove_cvref_t<Range>, dims>)constexpr explicit dims(const Range& extents) {
+        if constexpr (std::ranges::sized_range<Range>) {
+            const auto rank = static_cast<std::size_t>(std::ranges::size(extents));
+            if (rank > max_rank) detail::throw_rank_too_large(rank);
+        }
+        for (const auto extent : extents) {
+            if (rank_ == max_rank) detail::throw_rank_too_large(max_rank + 1);
+            push_back(extent);
+        }
+    }
+
+    [[nodiscard]] constexpr std::size_t rank() const noexcept { return rank_; }
+    // Unchecked, like std::array; at() checks.
+    [[nodiscard]] constexpr std::int64_t operator[](std::size_t axis) const noexcept {
+        return extents_[axis];
+    }
+    [[nodiscard]] std::int64_t at(std::size_t axis) const {
+        if (axis >= rank_) {
+            throw shape_error(
+                detail::message("dims ", to_string(), ": axis ", axis, " is out of range for rank ", rank_));
+        }
+        return extents_[axis];
+    }
+    [[nodiscard]] constexpr const std::int64_t* begin() const noexcept { return extents_.data(); }
+    [[nodiscard]] constexpr const std::int64_t* end() const noexcept { return extents_.data() + rank_; }
+    [[nodiscard]] constexpr std::span<const std::int64_t> extents() const noexcept {
+        return {begin(), end()};
+    }
+
+    // The product of the extents (1 for a scalar); throws shape_error when it does not fit in 64 bits.
+    [[nodiscard]] constexpr std::uint64_t element_count() const {
+        const auto count = detail::checked_element_count(extents());
+        if (!count) throw_element_count_overflow();
+        return *count;
+    }
+
+    [[nodiscard]] std::string to_string() const { return detail::extents_to_string(extents()); }
+
+    [[nodiscard]] friend constexpr bool operator==(const dims& a, const dims& b) noexcept {
+        if (a.rank_ != b.rank_) return false;
+        for (std::size_t axis = 0; axis < a.rank_; ++axis) {
+            if (a.extents_[axis] != b.extents_[axis]) return false;
+        }
+        return true;
+    }
+
+private:
+    template <std::integral Extent>
+    constexpr void push_back(Extent extent) {
+        if constexpr (std::is_signed_v<Extent>) {
+            if (extent < 0) detail::throw_invalid_extent(rank_, static_cast<std::int64_t>(extent));
+        } else if constexpr (sizeof(Extent) >= sizeof(std::int64_t)) {
+            if (extent > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+                detail::throw_extent_too_large(rank_, static_cast<std::uint64_t>(extent));
+            }
+        }
+        extents_[rank_++] = static_cast<std::int64_t>(extent);
+    }
+
+    [[noreturn]] void throw_element_count_overflow() const {
+        throw shape_error(
+            detail::message("dims ", to_string(), ": the element count does not fit in 64 bits"));
+    }
+
+    std::array<std::int64_t, max_rank> extents_{};
+    std::size_t rank_ = 0;
+};
+
+[[nodiscard]] inline std::string to_string(const dims& shape) {
+    return shape.to_string();
+}
+inline std::ostream& operator<<(std::ostream& out, const dims& shape) {
+    return out << shape.to_string();
+}
+
+// numpy broadcasting: the result of an elementwise op on operands of these shapes, or nullopt.
+[[nodiscard]] constexpr std::optional<dims> broadcast(const dims& a, const dims& b) noexcept {
+    std::array<std::int64_t, max_rank> extents{};
+    const std::size_t rank = a.rank() > b.rank() ? a.rank() : b.rank();
+    if (!detail::broadcast_extents(a.extents(), b.extents(), std::span(extents.data(), rank)))
+        return std::nullopt;
+    return dims(std::span<const std::int64_t>(extents.data(), rank));
+}
+
+// The same, for an op being built: throws shape_error naming the op, both shapes and the first axis (counted
+// from the right, as numpy aligns them) that does not fit.
+[[nodiscard]] inline dims broadcast_or_throw(std::string_view op, const dims& a, const dims& b) {
+    if (auto result = broadcast(a, b)) return *result;
+    const std::size_t rank = a.rank() > b.rank() ? a.rank() : b.rank();
+    std::size_t from_right = 1;
+    for (; from_right <= rank; ++from_right) {
+        const std::int64_t extent_a = from_right <= a.rank() ? a[a.rank() - from_right] : 1;
+        const std::int64_t extent_b = from_right <= b.rank() ? b[b.rank() - from_right] : 1;
+        if (!detail::broadcast_extent(extent_a, extent_b)) {
+            throw shape_error(detail::message(op, ": shapes ", a, " and ", b, " do not broadcast (axis -",
+                                              from_right, ": ", extent_a, " vs ", extent_b,
+                                              "; aligned from the right, extents must match or be 1)"));
+        }
+    }
+    throw shape_error(detail::message(op, ": shapes ", a, " and ", b, " do not broadcast"));  // unreachable
+}
+
+// A static shape. Extents are >= 0, or dyn for one known only at run time.
+template <std::int64_t... Extents>
+struct shape {
+    static_assert(
+        ((Extents >= 0 || Extents == dyn) && ...),
+        "anvil::shape: every extent must be >= 0, or anvil::dyn (-1) for one known only at run time");
+    static_assert(sizeof...(Extents) <= max_rank, "anvil::shape: the rank exceeds anvil::max_rank (8)");
+
+    static constexpr std::size_t rank = sizeof...(Extents);
+    static constexpr std::array<std::int64_t, rank> extents{Extents...};
+    // True when no extent is dyn: the shape is fully known at compile time.
+    static constexpr bool is_static = ((Extents != dyn) && ...);
+
+    [[nodiscard]] static constexpr std::uint64_t element_count() {
+        static_assert(
+            is_static,
+            "anvil::shape: element_count() needs every extent at compile time, and this shape has a dyn "
+            "extent; count the runtime dims instead");
+        if constexpr (is_static) {
+            static_assert(detail::element_count_fits<shape>::value,
+                          "anvil::shape: the element count does not fit in 64 bits");
+            return *detail::checked_element_count(std::span<const std::int64_t>(extents));
+        } else {
+            return 0;
+        }
+    }
+
+    // Whether runtime extents fit this pattern: the same rank, and every static extent equal.
+    [[nodiscard]] static constexpr bool matches(const dims& actual) noexcept {
+        if (actual.rank() != rank) return false;
+        for (std::size_t axis = 0; axis < rank; ++axis) {
+            if (extents[axis] != dyn && extents[axis] != actual[axis]) return false;
+        }
+        return true;
+    }
+
+    // "[1, ?, 32]".
+    [[nodiscard]] static std::string to_string() { return detail::extents_to_string(extents); }
+
+    // A fully static shape converts to its dims; one with a dyn extent has no values to give.
+    [[nodiscard]] constexpr operator dims() const {
+        static_assert(
+            is_static,
+            "anvil::shape: a shape with a dyn extent has no values to convert to dims; build the dims "
+            "from the runtime extents and check them with matches()");
+        return dims(extents);
+    }
+};
+
+template <std::int64_t... Extents>
+std::ostream& operator<<(std::ostream& out, shape<Extents...>) {
+    return out << shape<Extents...>::to_string();
+}
+
+template <class T>
+inline constexpr bool is_shape_v = false;
+template <std::int64_t... Extents>
+inline constexpr bool is_shape_v<shape<Extents...>> = true;
+
+// Broadcasting static shapes: broadcast_t<shape<8, 1, 3>, shape<4, 1>> is shape<8, 4, 3>. A dyn extent
+// broadcasts against 1 to dyn and against n to n (whose runtime check is then that dyn is 1 or n). `type` is
+// absent when the shapes do not broadcast, so the trait is SFINAE-friendly; ops use
+// detail::checked_broadcast_t, which explains the failure instead.
+template <class A, class B>
+struct broadcast_shapes {};
+
+namespace detail {
+
+template <class A, class B>
+struct static_broadcast {
+    static constexpr std::size_t rank = A::rank > B::rank ? A::rank : B::rank;
+    struct result_type {
+        bool ok = false;
+        std::array<std::int64_t, rank> extents{};
+    };
+    static constexpr result_type result = [] {
+        result_type r;
+        r.ok = broadcast_extents(A::extents, B::extents, r.extents);
+        return r;
+    }();
+    template <std::size_t... Axes>
+    static auto make(std::index_sequence<Axes...>) -> shape<result.extents[Axes]...>;
+    using type = decltype(make(std::make_index_sequence<rank>{}));
+};
+
+}  // namespace detail
+
+template <std::int64_t... ExtentsA, std::int64_t... ExtentsB>
+requires(detail::static_broadcast<shape<ExtentsA...>, shape<ExtentsB...>>::result
+             .ok) struct broadcast_shapes<shape<ExtentsA...>, shape<ExtentsB...>> {
+    using type = typename detail::static_broadcast<shape<ExtentsA...>, shape<ExtentsB...>>::type;
+};
+
+template <class A, class B>
+using broadcast_t = typename broadcast_shapes<A, B>::type;
+
+namespace detail {
+
+// Rules over static shapes, for shape_rule below. A dyn extent satisfies every rule here; the graph builder
+// checks its runtime value.
+template <class A, class B>
+struct broadcastable : std::bool_constant<static_broadcast<A, B>::result.ok> {};
+
+// Same rank, and equal extents wherever both are static.
+template <class A, class B>
+[[nodiscard]] constexpr bool static_compatible() noexcept {
+    if constexpr (A::rank != B::rank) {
+        return false;
+    } else {
+        for (std::size_t axis = 0; axis < A::rank; ++axis) {
+            const std::int64_t a = A::extents[axis], b = B::extents[axis];
+            if (a != b && a != dyn && b != dyn) return false;
+        }
+        return true;
+    }
+}
+
+template <class A, class B>
+struct compatible : std::bool_constant<static_compatible<A, B>()> {};
+
+// The carrier of every compile-time shape check: `static_assert(shape_rule<Op, Rule, A, B>::holds, "...")`.
+// When it fails, both GCC and Clang print this type, so the diagnostic names the op (Op, best an
+// enumerator such as anvil::op::add), the rule (Rule, a trait over the shapes) and every shape. An op with
+// its own rule writes a trait `template <class A, class B> struct inner_extents_match :
+// std::bool_constant<...>` and asserts `shape_rule<Op, inner_extents_match, A, B>::holds` with a message
+// saying what was expected.
+template <auto Op, template <class...> class Rule, class... Shapes>
+struct shape_rule {
+    static_assert((is_shape_v<Shapes> && ...), "anvil: shape_rule takes anvil::shape<...> types");
+    static constexpr bool holds = Rule<Shapes...>::value;
+};
+
+// The broadcast of two static shapes for an op, or a compile error that names the op and both shapes. On
+// failure `type` is A, so the static_assert is the only error the user sees.
+template <auto Op, class A, class B>
+struct checked_broadcast {
+    static_assert(
+        shape_rule<Op, broadcastable, A, B>::holds,
+        "anvil: these static shapes do not broadcast; shape_rule<op, broadcastable, shape<...>, "
+        "shape<...>> names the op and both shapes (numpy rule: aligned from the right, each pair of "
+        "extents must match or one must be 1; -1 is anvil::dyn)");
+    using type = typename std::conditional_t<broadcastable<A, B>::value, static_broadcast<A, B>,
+                                             std::type_identity<A>>::type;
+};
+
+template <auto Op, class A, class B>
+using checked_broadcast_t = typename checked_broadcast<Op, A, B>::type;
+
+template <auto Op, class A, class B>
+constexpr void require_broadcastable() noexcept {
+    static_cast<void>(sizeof(checked_broadcast<Op, A, B>));
+}
+
+template <auto Op, class A, class B>
+constexpr void require_compatible() noexcept {
+    static_assert(
+        shape_rule<Op, compatible, A, B>::holds,
+        "anvil: these static shapes differ; shape_rule<op, compatible, shape<...>, shape<...>> names the "
+        "op and both shapes (expected the same rank and equal extents wherever both are static; -1 is "
+        "anvil::dyn)");
+}
+
+// The runtime half of a static shape with dyn extents: throws shape_error naming `what` (an op, an input)
+// when the extents do not fit the static shape.
+template <class Shape>
+void require_matches(std::string_view what, const dims& actual) {
+    static_assert(is_shape_v<Shape>, "anvil: require_matches takes an anvil::shape<...>");
+    if (!Shape::matches(actual)) {
+        throw shape_error(
+            message(what, ": shape ", actual, " does not match the static shape ", Shape::to_string()));
+    }
+}
+
+}  // namespace detail
+}  // namespace anvil
 // #include "anvil/core/thread_pool.hpp"
 // anvil: the thread pool the CPU backend runs its kernels on. parallel_for splits an index range into chunks
 // that the calling thread and the pool's workers take in turn; it blocks until every chunk ran, so the body
@@ -3480,6 +3509,15 @@ private:
 
 }  // namespace anvil
 
+// #include "anvil/io/checkpoint.hpp"
+// anvil: a model's weights as Hugging Face stores them: one .safetensors file, or a folder holding
+// model.safetensors, or model.safetensors.index.json and the shards its weight_map names, or several
+// .safetensors files without an index. Every shard is memory-mapped and validated; tensors are looked up by
+// name across all of them, and a name held by two shards is an error rather than a silent choice.
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/json.hpp"
+// #include "anvil/core/mapped_file.hpp"
 // #include "anvil/io/safetensors.hpp"
 // anvil: the safetensors reader. A file is memory-mapped, its header parsed and validated in one step, and
 // each tensor is a view into the mapping (zero-copy). Every byte is treated as hostile: the checks follow
@@ -3634,40 +3672,10 @@ template <class NameRange>
     return text + "?)";
 }
 
-// The dtype whose elements a C++ type holds exactly, for typed views and the writer. bool is left out: a
-// byte other than 0 or 1 read as bool is undefined behaviour, and a file may hold any byte.
+// A C++ type a tensor's bytes can be viewed as. bool is left out: a byte other than 0 or 1 read as bool is
+// undefined behaviour, and a file may hold any byte.
 template <class T>
-struct tensor_element_dtype;
-template <>
-struct tensor_element_dtype<double> : std::integral_constant<dtype, dtype::f64> {};
-template <>
-struct tensor_element_dtype<float> : std::integral_constant<dtype, dtype::f32> {};
-template <>
-struct tensor_element_dtype<half> : std::integral_constant<dtype, dtype::f16> {};
-template <>
-struct tensor_element_dtype<bfloat16> : std::integral_constant<dtype, dtype::bf16> {};
-template <>
-struct tensor_element_dtype<std::int64_t> : std::integral_constant<dtype, dtype::i64> {};
-template <>
-struct tensor_element_dtype<std::int32_t> : std::integral_constant<dtype, dtype::i32> {};
-template <>
-struct tensor_element_dtype<std::int16_t> : std::integral_constant<dtype, dtype::i16> {};
-template <>
-struct tensor_element_dtype<std::int8_t> : std::integral_constant<dtype, dtype::i8> {};
-template <>
-struct tensor_element_dtype<std::uint64_t> : std::integral_constant<dtype, dtype::u64> {};
-template <>
-struct tensor_element_dtype<std::uint32_t> : std::integral_constant<dtype, dtype::u32> {};
-template <>
-struct tensor_element_dtype<std::uint16_t> : std::integral_constant<dtype, dtype::u16> {};
-template <>
-struct tensor_element_dtype<std::uint8_t> : std::integral_constant<dtype, dtype::u8> {};
-
-template <class T>
-concept tensor_element = requires {
-    tensor_element_dtype<T>::value;
-}
-&&(sizeof(T) == dtype_size(tensor_element_dtype<T>::value));
+concept tensor_element = element_type<T> && !std::is_same_v<T, bool>;
 
 }  // namespace detail
 
@@ -3716,7 +3724,7 @@ public:
             detail::tensor_element<T>,
             "tensor_view::data<T>: T must be double, float, anvil::half, anvil::bfloat16 or a fixed-width "
             "integer (bool and fp8 tensors are read through bytes() or to_f32())");
-        constexpr dtype wanted = detail::tensor_element_dtype<T>::value;
+        constexpr dtype wanted = dtype_of_v<T>;
         if (info_.type != wanted) {
             throw type_error(detail::message(prefix(), "elements are ", dtype_name(info_.type),
                                              ", not the requested ", dtype_name(wanted)));
@@ -4176,239 +4184,6 @@ inline safetensors_file safetensors_file::parse(std::span<const std::byte> bytes
 }
 
 }  // namespace anvil
-// #include "anvil/io/safetensors_writer.hpp"
-// anvil: the safetensors writer, for tools and tests. Tensors are collected, then written once, laid out as
-// Hugging Face's writer lays them out (safetensors/src/tensor.rs, `prepare`): by decreasing alignment, then
-// by name, after a header padded with spaces to a multiple of 8 bytes, so every tensor is aligned for its
-// type and the file is byte for byte what the reference writes for the same tensors and metadata.
-
-// #include "anvil/core/checked_math.hpp"
-// #include "anvil/core/dtype.hpp"
-// #include "anvil/core/error.hpp"
-// #include "anvil/core/json.hpp"
-// #include "anvil/io/safetensors.hpp"
-
-#include <algorithm>
-#include <array>
-#include <cerrno>
-#include <cstddef>
-#include <cstdint>
-#include <cstdio>
-#include <cstring>
-#include <filesystem>
-#include <memory>
-#include <span>
-#include <string>
-#include <string_view>
-#include <unordered_set>
-#include <utility>
-#include <vector>
-
-namespace anvil {
-
-namespace detail {
-
-// Hugging Face's Dtype enum order (BOOL, U8, I8, F8_E5M2, F8_E4M3, I16, U16, F16, BF16, I32, U32, F32, F64,
-// I64, U64): its writer sorts by it, descending. Indexed by anvil's dtype (f64, f32, f16, bf16, f8_e4m3,
-// f8_e5m2, i64, i32, i16, i8, u64, u32, u16, u8, bool).
-inline constexpr std::array<int, dtype_count> safetensors_layout_rank = {12, 11, 7,  8,  4, 3, 13, 9,
-                                                                         5,  2,  14, 10, 6, 1, 0};
-
-static_assert(
-    [] {
-        for (std::size_t a = 0; a < dtype_count; ++a) {
-            for (std::size_t b = 0; b < dtype_count; ++b) {
-                const bool a_first = safetensors_layout_rank[a] > safetensors_layout_rank[b];
-                if (a_first && dtype_table[a].size < dtype_table[b].size) return false;
-            }
-        }
-        return true;
-    }(),
-    "safetensors_layout_rank must put larger dtypes first, or the writer would leave tensors unaligned");
-
-// Closes a C stream on every path out of write().
-struct file_closer {
-    void operator()(std::FILE* stream) const noexcept { std::fclose(stream); }
-};
-
-}  // namespace detail
-
-class safetensors_writer {
-public:
-    // A "__metadata__" entry; setting a key again replaces its value.
-    void set_metadata(std::string key, std::string value) {
-        for (auto& [existing_key, existing_value] : metadata_) {
-            if (existing_key == key) {
-                existing_value = std::move(value);
-                return;
-            }
-        }
-        metadata_.emplace_back(std::move(key), std::move(value));
-    }
-
-    // Copies `data`, which must hold exactly the bytes of `shape` in `type` (little-endian, C order).
-    void add(std::string name, dtype type, std::vector<std::int64_t> shape, std::span<const std::byte> data) {
-        if (name == "__metadata__") {
-            throw format_error("safetensors_writer: '__metadata__' is reserved, it cannot name a tensor");
-        }
-        if (names_.contains(name)) {
-            throw format_error(
-                detail::message("safetensors_writer: tensor ", detail::quoted_name(name), " is added twice"));
-        }
-        const auto count = detail::checked_element_count(std::span<const std::int64_t>(shape));
-        const auto byte_count = count ? detail::checked_mul(*count, dtype_size(type)) : std::nullopt;
-        if (!byte_count) {
-            throw shape_error(detail::message("safetensors_writer: tensor ", detail::quoted_name(name),
-                                              ": shape ", detail::shape_to_string(shape),
-                                              " has a negative extent or too many elements"));
-        }
-        if (*byte_count != data.size()) {
-            throw shape_error(detail::message("safetensors_writer: tensor ", detail::quoted_name(name), ": ",
-                                              dtype_name(type), " ", detail::shape_to_string(shape),
-                                              " needs ", *byte_count, " bytes, got ", data.size()));
-        }
-        names_.insert(name);
-        entries_.push_back({std::move(name), type, std::move(shape), {data.begin(), data.end()}});
-    }
-
-    template <class T>
-    void add(std::string name, std::vector<std::int64_t> shape, std::span<const T> values) {
-        static_assert(
-            detail::tensor_element<T>,
-            "safetensors_writer::add<T>: T must be double, float, anvil::half, anvil::bfloat16 or a "
-            "fixed-width integer (write bool and fp8 tensors as bytes with their dtype)");
-        add(std::move(name), detail::tensor_element_dtype<T>::value, std::move(shape), std::as_bytes(values));
-    }
-    template <class T>
-    void add(std::string name, std::vector<std::int64_t> shape, const std::vector<T>& values) {
-        add(std::move(name), std::move(shape), std::span<const T>(values));
-    }
-
-    // A copy of a tensor read from another file, under its own name or a new one.
-    void add(const tensor_view& tensor) { add(tensor.name(), tensor); }
-    void add(std::string name, const tensor_view& tensor) {
-        add(std::move(name), tensor.type(), {tensor.shape().begin(), tensor.shape().end()}, tensor.bytes());
-    }
-
-    [[nodiscard]] std::size_t size() const noexcept { return entries_.size(); }
-
-    // The whole file in memory.
-    [[nodiscard]] std::vector<std::byte> to_bytes() const {
-        const auto order = layout_order();
-        const std::string header = header_text(order);
-        std::vector<std::byte> out;
-        out.reserve(8 + header.size() + data_size());
-        append_length(out, header.size());
-        const auto* header_bytes = reinterpret_cast<const std::byte*>(header.data());
-        out.insert(out.end(), header_bytes, header_bytes + header.size());
-        for (const std::size_t index : order) {
-            out.insert(out.end(), entries_[index].data.begin(), entries_[index].data.end());
-        }
-        return out;
-    }
-
-    // Writes the file, streaming each tensor's bytes; io_error names the path and the system's reason.
-    void write(const std::filesystem::path& path) const {
-        const auto order = layout_order();
-        const std::string header = header_text(order);
-        std::unique_ptr<std::FILE, detail::file_closer> stream(std::fopen(path.c_str(), "wb"));
-        if (!stream) {
-            throw io_error(
-                detail::message(path.string(), ": cannot open for writing: ", std::strerror(errno)));
-        }
-        std::vector<std::byte> length;
-        append_length(length, header.size());
-        const auto put = [&](const void* bytes, std::size_t size) {
-            if (size != 0 && std::fwrite(bytes, 1, size, stream.get()) != size) {
-                throw io_error(detail::message(path.string(), ": cannot write: ", std::strerror(errno)));
-            }
-        };
-        put(length.data(), length.size());
-        put(header.data(), header.size());
-        for (const std::size_t index : order)
-            put(entries_[index].data.data(), entries_[index].data.size());
-        if (std::fclose(stream.release()) != 0) {
-            throw io_error(detail::message(path.string(), ": cannot finish writing: ", std::strerror(errno)));
-        }
-    }
-
-private:
-    struct pending_tensor {
-        std::string name;
-        dtype type;
-        std::vector<std::int64_t> shape;
-        std::vector<std::byte> data;
-    };
-
-    [[nodiscard]] std::vector<std::size_t> layout_order() const {
-        std::vector<std::size_t> order(entries_.size());
-        for (std::size_t i = 0; i < order.size(); ++i)
-            order[i] = i;
-        std::sort(order.begin(), order.end(), [this](std::size_t a, std::size_t b) {
-            const int rank_a = detail::safetensors_layout_rank[static_cast<std::size_t>(entries_[a].type)];
-            const int rank_b = detail::safetensors_layout_rank[static_cast<std::size_t>(entries_[b].type)];
-            return rank_a != rank_b ? rank_a > rank_b : entries_[a].name < entries_[b].name;
-        });
-        return order;
-    }
-
-    [[nodiscard]] std::uint64_t data_size() const {
-        std::uint64_t total = 0;
-        for (const auto& e : entries_)
-            total += e.data.size();
-        return total;
-    }
-
-    // Compact JSON, "__metadata__" first, tensors in layout order; padded with spaces to a multiple of 8.
-    [[nodiscard]] std::string header_text(const std::vector<std::size_t>& order) const {
-        json::object header;
-        if (!metadata_.empty()) {
-            json::object metadata;
-            for (const auto& [key, value] : metadata_)
-                metadata[key] = json::value(value);
-            header["__metadata__"] = json::value(std::move(metadata));
-        }
-        std::uint64_t offset = 0;
-        for (const std::size_t index : order) {
-            const auto& e = entries_[index];
-            json::array shape;
-            for (const std::int64_t extent : e.shape)
-                shape.emplace_back(extent);
-            const auto end = offset + e.data.size();
-            json::object description;
-            description["dtype"] = json::value(std::string(safetensors_dtype_name(e.type)));
-            description["shape"] = json::value(std::move(shape));
-            description["data_offsets"] = json::value(json::array{
-                json::value(static_cast<std::int64_t>(offset)), json::value(static_cast<std::int64_t>(end))});
-            header[e.name] = json::value(std::move(description));
-            offset = end;
-        }
-        std::string text = json::dump(json::value(std::move(header)));
-        text.append((8 - text.size() % 8) % 8, ' ');
-        return text;
-    }
-
-    static void append_length(std::vector<std::byte>& out, std::uint64_t length) {
-        for (int i = 0; i < 8; ++i)
-            out.push_back(static_cast<std::byte>((length >> (8 * i)) & 0xFFu));
-    }
-
-    std::vector<pending_tensor> entries_;
-    std::unordered_set<std::string> names_;
-    std::vector<std::pair<std::string, std::string>> metadata_;
-};
-
-}  // namespace anvil
-// #include "anvil/io/checkpoint.hpp"
-// anvil: a model's weights as Hugging Face stores them: one .safetensors file, or a folder holding
-// model.safetensors, or model.safetensors.index.json and the shards its weight_map names, or several
-// .safetensors files without an index. Every shard is memory-mapped and validated; tensors are looked up by
-// name across all of them, and a name held by two shards is an error rather than a silent choice.
-
-// #include "anvil/core/error.hpp"
-// #include "anvil/core/json.hpp"
-// #include "anvil/core/mapped_file.hpp"
-// #include "anvil/io/safetensors.hpp"
 
 #include <algorithm>
 #include <cstddef>
@@ -4675,6 +4450,230 @@ private:
     std::string source_;
     std::vector<safetensors_file> files_;
     std::vector<const tensor_view*> by_name_;  // into files_' views, which keep their addresses when moved
+};
+
+}  // namespace anvil
+// #include "anvil/io/safetensors.hpp"
+// #include "anvil/io/safetensors_writer.hpp"
+// anvil: the safetensors writer, for tools and tests. Tensors are collected, then written once, laid out as
+// Hugging Face's writer lays them out (safetensors/src/tensor.rs, `prepare`): by decreasing alignment, then
+// by name, after a header padded with spaces to a multiple of 8 bytes, so every tensor is aligned for its
+// type and the file is byte for byte what the reference writes for the same tensors and metadata.
+
+// #include "anvil/core/checked_math.hpp"
+// #include "anvil/core/dtype.hpp"
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/json.hpp"
+// #include "anvil/io/safetensors.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+namespace anvil {
+
+namespace detail {
+
+// Hugging Face's Dtype enum order (BOOL, U8, I8, F8_E5M2, F8_E4M3, I16, U16, F16, BF16, I32, U32, F32, F64,
+// I64, U64): its writer sorts by it, descending. Indexed by anvil's dtype (f64, f32, f16, bf16, f8_e4m3,
+// f8_e5m2, i64, i32, i16, i8, u64, u32, u16, u8, bool).
+inline constexpr std::array<int, dtype_count> safetensors_layout_rank = {12, 11, 7,  8,  4, 3, 13, 9,
+                                                                         5,  2,  14, 10, 6, 1, 0};
+
+static_assert(
+    [] {
+        for (std::size_t a = 0; a < dtype_count; ++a) {
+            for (std::size_t b = 0; b < dtype_count; ++b) {
+                const bool a_first = safetensors_layout_rank[a] > safetensors_layout_rank[b];
+                if (a_first && dtype_table[a].size < dtype_table[b].size) return false;
+            }
+        }
+        return true;
+    }(),
+    "safetensors_layout_rank must put larger dtypes first, or the writer would leave tensors unaligned");
+
+// Closes a C stream on every path out of write().
+struct file_closer {
+    void operator()(std::FILE* stream) const noexcept { std::fclose(stream); }
+};
+
+}  // namespace detail
+
+class safetensors_writer {
+public:
+    // A "__metadata__" entry; setting a key again replaces its value.
+    void set_metadata(std::string key, std::string value) {
+        for (auto& [existing_key, existing_value] : metadata_) {
+            if (existing_key == key) {
+                existing_value = std::move(value);
+                return;
+            }
+        }
+        metadata_.emplace_back(std::move(key), std::move(value));
+    }
+
+    // Copies `data`, which must hold exactly the bytes of `shape` in `type` (little-endian, C order).
+    void add(std::string name, dtype type, std::vector<std::int64_t> shape, std::span<const std::byte> data) {
+        if (name == "__metadata__") {
+            throw format_error("safetensors_writer: '__metadata__' is reserved, it cannot name a tensor");
+        }
+        if (names_.contains(name)) {
+            throw format_error(
+                detail::message("safetensors_writer: tensor ", detail::quoted_name(name), " is added twice"));
+        }
+        const auto count = detail::checked_element_count(std::span<const std::int64_t>(shape));
+        const auto byte_count = count ? detail::checked_mul(*count, dtype_size(type)) : std::nullopt;
+        if (!byte_count) {
+            throw shape_error(detail::message("safetensors_writer: tensor ", detail::quoted_name(name),
+                                              ": shape ", detail::shape_to_string(shape),
+                                              " has a negative extent or too many elements"));
+        }
+        if (*byte_count != data.size()) {
+            throw shape_error(detail::message("safetensors_writer: tensor ", detail::quoted_name(name), ": ",
+                                              dtype_name(type), " ", detail::shape_to_string(shape),
+                                              " needs ", *byte_count, " bytes, got ", data.size()));
+        }
+        names_.insert(name);
+        entries_.push_back({std::move(name), type, std::move(shape), {data.begin(), data.end()}});
+    }
+
+    template <class T>
+    void add(std::string name, std::vector<std::int64_t> shape, std::span<const T> values) {
+        static_assert(
+            detail::tensor_element<T>,
+            "safetensors_writer::add<T>: T must be double, float, anvil::half, anvil::bfloat16 or a "
+            "fixed-width integer (write bool and fp8 tensors as bytes with their dtype)");
+        add(std::move(name), dtype_of_v<T>, std::move(shape), std::as_bytes(values));
+    }
+    template <class T>
+    void add(std::string name, std::vector<std::int64_t> shape, const std::vector<T>& values) {
+        add(std::move(name), std::move(shape), std::span<const T>(values));
+    }
+
+    // A copy of a tensor read from another file, under its own name or a new one.
+    void add(const tensor_view& tensor) { add(tensor.name(), tensor); }
+    void add(std::string name, const tensor_view& tensor) {
+        add(std::move(name), tensor.type(), {tensor.shape().begin(), tensor.shape().end()}, tensor.bytes());
+    }
+
+    [[nodiscard]] std::size_t size() const noexcept { return entries_.size(); }
+
+    // The whole file in memory.
+    [[nodiscard]] std::vector<std::byte> to_bytes() const {
+        const auto order = layout_order();
+        const std::string header = header_text(order);
+        std::vector<std::byte> out;
+        out.reserve(8 + header.size() + data_size());
+        append_length(out, header.size());
+        const auto* header_bytes = reinterpret_cast<const std::byte*>(header.data());
+        out.insert(out.end(), header_bytes, header_bytes + header.size());
+        for (const std::size_t index : order) {
+            out.insert(out.end(), entries_[index].data.begin(), entries_[index].data.end());
+        }
+        return out;
+    }
+
+    // Writes the file, streaming each tensor's bytes; io_error names the path and the system's reason.
+    void write(const std::filesystem::path& path) const {
+        const auto order = layout_order();
+        const std::string header = header_text(order);
+        std::unique_ptr<std::FILE, detail::file_closer> stream(std::fopen(path.c_str(), "wb"));
+        if (!stream) {
+            throw io_error(
+                detail::message(path.string(), ": cannot open for writing: ", std::strerror(errno)));
+        }
+        std::vector<std::byte> length;
+        append_length(length, header.size());
+        const auto put = [&](const void* bytes, std::size_t size) {
+            if (size != 0 && std::fwrite(bytes, 1, size, stream.get()) != size) {
+                throw io_error(detail::message(path.string(), ": cannot write: ", std::strerror(errno)));
+            }
+        };
+        put(length.data(), length.size());
+        put(header.data(), header.size());
+        for (const std::size_t index : order)
+            put(entries_[index].data.data(), entries_[index].data.size());
+        if (std::fclose(stream.release()) != 0) {
+            throw io_error(detail::message(path.string(), ": cannot finish writing: ", std::strerror(errno)));
+        }
+    }
+
+private:
+    struct pending_tensor {
+        std::string name;
+        dtype type;
+        std::vector<std::int64_t> shape;
+        std::vector<std::byte> data;
+    };
+
+    [[nodiscard]] std::vector<std::size_t> layout_order() const {
+        std::vector<std::size_t> order(entries_.size());
+        for (std::size_t i = 0; i < order.size(); ++i)
+            order[i] = i;
+        std::sort(order.begin(), order.end(), [this](std::size_t a, std::size_t b) {
+            const int rank_a = detail::safetensors_layout_rank[static_cast<std::size_t>(entries_[a].type)];
+            const int rank_b = detail::safetensors_layout_rank[static_cast<std::size_t>(entries_[b].type)];
+            return rank_a != rank_b ? rank_a > rank_b : entries_[a].name < entries_[b].name;
+        });
+        return order;
+    }
+
+    [[nodiscard]] std::uint64_t data_size() const {
+        std::uint64_t total = 0;
+        for (const auto& e : entries_)
+            total += e.data.size();
+        return total;
+    }
+
+    // Compact JSON, "__metadata__" first, tensors in layout order; padded with spaces to a multiple of 8.
+    [[nodiscard]] std::string header_text(const std::vector<std::size_t>& order) const {
+        json::object header;
+        if (!metadata_.empty()) {
+            json::object metadata;
+            for (const auto& [key, value] : metadata_)
+                metadata[key] = json::value(value);
+            header["__metadata__"] = json::value(std::move(metadata));
+        }
+        std::uint64_t offset = 0;
+        for (const std::size_t index : order) {
+            const auto& e = entries_[index];
+            json::array shape;
+            for (const std::int64_t extent : e.shape)
+                shape.emplace_back(extent);
+            const auto end = offset + e.data.size();
+            json::object description;
+            description["dtype"] = json::value(std::string(safetensors_dtype_name(e.type)));
+            description["shape"] = json::value(std::move(shape));
+            description["data_offsets"] = json::value(json::array{
+                json::value(static_cast<std::int64_t>(offset)), json::value(static_cast<std::int64_t>(end))});
+            header[e.name] = json::value(std::move(description));
+            offset = end;
+        }
+        std::string text = json::dump(json::value(std::move(header)));
+        text.append((8 - text.size() % 8) % 8, ' ');
+        return text;
+    }
+
+    static void append_length(std::vector<std::byte>& out, std::uint64_t length) {
+        for (int i = 0; i < 8; ++i)
+            out.push_back(static_cast<std::byte>((length >> (8 * i)) & 0xFFu));
+    }
+
+    std::vector<pending_tensor> entries_;
+    std::unordered_set<std::string> names_;
+    std::vector<std::pair<std::string, std::string>> metadata_;
 };
 
 }  // namespace anvil

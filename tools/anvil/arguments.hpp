@@ -59,7 +59,8 @@ public:
                     values_[std::string(name)].emplace_back(argv[++i]);
                 }
             } else if (arg == "--") {
-                for (++i; i < argv.size(); ++i) positional_.emplace_back(argv[i]);
+                for (++i; i < argv.size(); ++i)
+                    positional_.emplace_back(argv[i]);
             } else {
                 positional_.emplace_back(arg);
             }

@@ -1,5 +1,6 @@
-// `anvil info PATH`: what a checkpoint holds — tensors with dtypes and shapes, parameter and byte totals, and a
-// summary of config.json — read from the safetensors headers only, so it answers in milliseconds on any size.
+// `anvil info PATH`: what a checkpoint holds — tensors with dtypes and shapes, parameter and byte totals, and
+// a summary of config.json — read from the safetensors headers only, so it answers in milliseconds on any
+// size.
 #pragma once
 
 #include "arguments.hpp"
@@ -52,10 +53,26 @@ inline std::string shape_text(std::span<const std::int64_t> shape) {
 
 // The config.json fields worth a glance, under the names different families give them.
 inline constexpr std::string_view summary_keys[] = {
-    "model_type", "architectures", "hidden_size", "d_model", "n_embd", "num_hidden_layers", "n_layer",
-    "num_attention_heads", "n_head", "num_key_value_heads", "intermediate_size", "vocab_size",
-    "max_position_embeddings", "n_positions", "hidden_act", "rope_theta", "sliding_window",
-    "tie_word_embeddings", "torch_dtype", "num_labels",
+    "model_type",
+    "architectures",
+    "hidden_size",
+    "d_model",
+    "n_embd",
+    "num_hidden_layers",
+    "n_layer",
+    "num_attention_heads",
+    "n_head",
+    "num_key_value_heads",
+    "intermediate_size",
+    "vocab_size",
+    "max_position_embeddings",
+    "n_positions",
+    "hidden_act",
+    "rope_theta",
+    "sliding_window",
+    "tie_word_embeddings",
+    "torch_dtype",
+    "num_labels",
 };
 
 inline json::object config_summary(const json::value& config) {
@@ -63,8 +80,8 @@ inline json::object config_summary(const json::value& config) {
     for (const auto key : summary_keys) {
         if (const auto* v = config.find(key); v != nullptr && !v->is_object()) summary[std::string(key)] = *v;
     }
-    if (const auto* labels = config.find("id2label"); labels != nullptr && labels->is_object() &&
-                                                      summary.find("num_labels") == nullptr) {
+    if (const auto* labels = config.find("id2label");
+        labels != nullptr && labels->is_object() && summary.find("num_labels") == nullptr) {
         summary["num_labels"] = json::value(static_cast<std::int64_t>(labels->as_object().size()));
     }
     return summary;
@@ -80,7 +97,8 @@ struct tensor_row {
 inline int run_info(const std::vector<std::string_view>& argv) {
     using namespace detail_info;
     const arguments args("info", argv, {{"json", false}});
-    if (args.positional().size() != 1) throw usage_error("info: expected one PATH (a .safetensors file or a model folder)");
+    if (args.positional().size() != 1)
+        throw usage_error("info: expected one PATH (a .safetensors file or a model folder)");
     const std::filesystem::path path = args.positional()[0];
     std::error_code ec;
     if (!std::filesystem::exists(path, ec)) {
@@ -114,7 +132,8 @@ inline int run_info(const std::vector<std::string_view>& argv) {
         entry.second += row.tensor->element_count();
     }
     std::uint64_t file_bytes = 0;
-    for (const auto& file : weights.files()) file_bytes += file.file_size();
+    for (const auto& file : weights.files())
+        file_bytes += file.file_size();
 
     if (args.flag("json")) {
         json::object out;
@@ -127,7 +146,8 @@ inline int run_info(const std::vector<std::string_view>& argv) {
             f["header_size"] = json::value(static_cast<std::int64_t>(file.header_size()));
             f["tensor_count"] = json::value(static_cast<std::int64_t>(file.tensors().size()));
             json::object metadata;
-            for (const auto& [key, value] : file.metadata()) metadata[key] = json::value(value);
+            for (const auto& [key, value] : file.metadata())
+                metadata[key] = json::value(value);
             f["metadata"] = json::value(std::move(metadata));
             files.emplace_back(std::move(f));
         }
@@ -150,7 +170,8 @@ inline int run_info(const std::vector<std::string_view>& argv) {
             t["name"] = json::value(row.tensor->name());
             t["dtype"] = json::value(std::string(dtype_name(row.tensor->type())));
             json::array shape;
-            for (const auto extent : row.tensor->shape()) shape.emplace_back(static_cast<std::int64_t>(extent));
+            for (const auto extent : row.tensor->shape())
+                shape.emplace_back(static_cast<std::int64_t>(extent));
             t["shape"] = json::value(std::move(shape));
             t["file"] = json::value(row.file);
             t["bytes"] = json::value(static_cast<std::int64_t>(row.tensor->bytes().size()));

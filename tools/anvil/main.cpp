@@ -38,7 +38,8 @@ int dispatch(const std::vector<std::string_view>& args) {
         return 0;
     }
     if (command == "info") return anvil::cli::run_info(rest);
-    throw anvil::cli::usage_error(anvil::detail::message("unknown command '", command, "' (try 'anvil --help')"));
+    throw anvil::cli::usage_error(
+        anvil::detail::message("unknown command '", command, "' (try 'anvil --help')"));
 }
 
 }  // namespace

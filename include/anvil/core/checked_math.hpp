@@ -23,7 +23,8 @@ namespace anvil::detail {
 // The number of elements of a shape; nullopt for a negative extent or a product past 2^64 - 1.
 // An empty shape is a scalar: one element.
 template <class Extent>
-[[nodiscard]] constexpr std::optional<std::uint64_t> checked_element_count(std::span<const Extent> extents) noexcept {
+[[nodiscard]] constexpr std::optional<std::uint64_t> checked_element_count(
+    std::span<const Extent> extents) noexcept {
     std::uint64_t count = 1;
     for (const Extent extent : extents) {
         if (extent < 0) return std::nullopt;

@@ -7,6 +7,10 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <type_traits>
+
+#include "anvil/core/bfloat16.hpp"
+#include "anvil/core/half.hpp"
 
 namespace anvil {
 
@@ -34,9 +38,9 @@ namespace detail {
 
 struct dtype_info {
     dtype type;
-    std::size_t size;                  // bytes per element
-    std::string_view name;             // anvil's spelling, as in messages and `anvil info`
-    std::string_view safetensors_name; // the header's "dtype" string
+    std::size_t size;                   // bytes per element
+    std::string_view name;              // anvil's spelling, as in messages and `anvil info`
+    std::string_view safetensors_name;  // the header's "dtype" string
     bool is_float;
     bool is_signed;
 };
@@ -65,10 +69,18 @@ inline constexpr std::array<dtype_info, dtype_count> dtype_table{{
 
 }  // namespace detail
 
-[[nodiscard]] constexpr std::size_t dtype_size(dtype type) noexcept { return detail::info(type).size; }
-[[nodiscard]] constexpr std::string_view dtype_name(dtype type) noexcept { return detail::info(type).name; }
-[[nodiscard]] constexpr bool is_floating(dtype type) noexcept { return detail::info(type).is_float; }
-[[nodiscard]] constexpr bool is_signed(dtype type) noexcept { return detail::info(type).is_signed; }
+[[nodiscard]] constexpr std::size_t dtype_size(dtype type) noexcept {
+    return detail::info(type).size;
+}
+[[nodiscard]] constexpr std::string_view dtype_name(dtype type) noexcept {
+    return detail::info(type).name;
+}
+[[nodiscard]] constexpr bool is_floating(dtype type) noexcept {
+    return detail::info(type).is_float;
+}
+[[nodiscard]] constexpr bool is_signed(dtype type) noexcept {
+    return detail::info(type).is_signed;
+}
 
 // The safetensors spelling ("F32", "BF16", ...) of a dtype, and back; nullopt for a name the format lacks.
 [[nodiscard]] constexpr std::string_view safetensors_dtype_name(dtype type) noexcept {
@@ -89,11 +101,55 @@ inline constexpr std::array<dtype_info, dtype_count> dtype_table{{
     return std::nullopt;
 }
 
-static_assert([] {
-    for (std::size_t i = 0; i < dtype_count; ++i) {
-        if (static_cast<std::size_t>(detail::dtype_table[i].type) != i) return false;
-    }
-    return true;
-}(), "dtype_table must list the dtypes in enum order");
+// The dtype whose elements a C++ type holds exactly: dtype_of<float>::value == dtype::f32. Types with no
+// dtype (fp8 has no C++ type) leave dtype_of<T> empty, so element_type<T> is false for them.
+template <class T>
+struct dtype_of {};
+template <dtype Type>
+struct dtype_constant : std::integral_constant<dtype, Type> {};
+template <>
+struct dtype_of<double> : dtype_constant<dtype::f64> {};
+template <>
+struct dtype_of<float> : dtype_constant<dtype::f32> {};
+template <>
+struct dtype_of<half> : dtype_constant<dtype::f16> {};
+template <>
+struct dtype_of<bfloat16> : dtype_constant<dtype::bf16> {};
+template <>
+struct dtype_of<std::int64_t> : dtype_constant<dtype::i64> {};
+template <>
+struct dtype_of<std::int32_t> : dtype_constant<dtype::i32> {};
+template <>
+struct dtype_of<std::int16_t> : dtype_constant<dtype::i16> {};
+template <>
+struct dtype_of<std::int8_t> : dtype_constant<dtype::i8> {};
+template <>
+struct dtype_of<std::uint64_t> : dtype_constant<dtype::u64> {};
+template <>
+struct dtype_of<std::uint32_t> : dtype_constant<dtype::u32> {};
+template <>
+struct dtype_of<std::uint16_t> : dtype_constant<dtype::u16> {};
+template <>
+struct dtype_of<std::uint8_t> : dtype_constant<dtype::u8> {};
+template <>
+struct dtype_of<bool> : dtype_constant<dtype::boolean> {};
+
+template <class T>
+concept element_type = requires {
+    dtype_of<T>::value;
+}
+&&sizeof(T) == dtype_size(dtype_of<T>::value);
+
+template <element_type T>
+inline constexpr dtype dtype_of_v = dtype_of<T>::value;
+
+static_assert(
+    [] {
+        for (std::size_t i = 0; i < dtype_count; ++i) {
+            if (static_cast<std::size_t>(detail::dtype_table[i].type) != i) return false;
+        }
+        return true;
+    }(),
+    "dtype_table must list the dtypes in enum order");
 
 }  // namespace anvil

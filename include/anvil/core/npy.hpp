@@ -397,40 +397,9 @@ private:
     return result;
 }
 
-// The dtype npy::write<T> and array::values<T> use for T; known is false for types numpy has no dtype for.
+// The element types numpy has a dtype for: anvil's element types less bfloat16.
 template <class T>
-struct dtype_of_value {
-    static constexpr bool known = false;
-};
-template <dtype Type>
-struct known_dtype {
-    static constexpr bool known = true;
-    static constexpr dtype value = Type;
-};
-template <>
-struct dtype_of_value<double> : known_dtype<dtype::f64> {};
-template <>
-struct dtype_of_value<float> : known_dtype<dtype::f32> {};
-template <>
-struct dtype_of_value<half> : known_dtype<dtype::f16> {};
-template <>
-struct dtype_of_value<std::int64_t> : known_dtype<dtype::i64> {};
-template <>
-struct dtype_of_value<std::int32_t> : known_dtype<dtype::i32> {};
-template <>
-struct dtype_of_value<std::int16_t> : known_dtype<dtype::i16> {};
-template <>
-struct dtype_of_value<std::int8_t> : known_dtype<dtype::i8> {};
-template <>
-struct dtype_of_value<std::uint64_t> : known_dtype<dtype::u64> {};
-template <>
-struct dtype_of_value<std::uint32_t> : known_dtype<dtype::u32> {};
-template <>
-struct dtype_of_value<std::uint16_t> : known_dtype<dtype::u16> {};
-template <>
-struct dtype_of_value<std::uint8_t> : known_dtype<dtype::u8> {};
-template <>
-struct dtype_of_value<bool> : known_dtype<dtype::boolean> {};
+concept npy_element = element_type<T> && !std::is_same_v<T, bfloat16>;
 
 static_assert(sizeof(bool) == 1 && sizeof(half) == 2, "npy element types must have numpy's sizes");
 
@@ -439,11 +408,11 @@ static_assert(sizeof(bool) == 1 && sizeof(half) == 2, "npy element types must ha
 template <class T>
 std::vector<T> array::values() const {
     static_assert(
-        detail::dtype_of_value<T>::known,
+        detail::npy_element<T>,
         "npy::array::values<T>: T must be double, float, anvil::half, bool or a fixed-width integer");
-    if (type != detail::dtype_of_value<T>::value) {
+    if (type != dtype_of_v<T>) {
         throw type_error(detail::message("npy::array: elements are ", dtype_name(type), ", not ",
-                                         dtype_name(detail::dtype_of_value<T>::value)));
+                                         dtype_name(dtype_of_v<T>)));
     }
     check_data_size();
     std::vector<T> out(data.size() / sizeof(T));
@@ -681,7 +650,7 @@ inline void write(const std::filesystem::path& path, const array& value) {
 template <class T>
 void write(const std::filesystem::path& path, std::span<const std::int64_t> shape,
            std::span<const T> values) {
-    static_assert(detail::dtype_of_value<T>::known,
+    static_assert(detail::npy_element<T>,
                   "npy::write<T>: T must be double, float, anvil::half, bool or a fixed-width integer");
     const auto count = detail::checked_element_count(shape);
     if (!count || *count != values.size()) {
@@ -689,7 +658,7 @@ void write(const std::filesystem::path& path, std::span<const std::int64_t> shap
                                           count ? std::to_string(*count) : std::string("too many"),
                                           " elements, got ", values.size()));
     }
-    write(path, detail::dtype_of_value<T>::value, shape, values.data());
+    write(path, dtype_of_v<T>, shape, values.data());
 }
 
 template <class T, class Allocator>

@@ -152,40 +152,10 @@ template <class NameRange>
     return text + "?)";
 }
 
-// The dtype whose elements a C++ type holds exactly, for typed views and the writer. bool is left out: a
-// byte other than 0 or 1 read as bool is undefined behaviour, and a file may hold any byte.
+// A C++ type a tensor's bytes can be viewed as. bool is left out: a byte other than 0 or 1 read as bool is
+// undefined behaviour, and a file may hold any byte.
 template <class T>
-struct tensor_element_dtype;
-template <>
-struct tensor_element_dtype<double> : std::integral_constant<dtype, dtype::f64> {};
-template <>
-struct tensor_element_dtype<float> : std::integral_constant<dtype, dtype::f32> {};
-template <>
-struct tensor_element_dtype<half> : std::integral_constant<dtype, dtype::f16> {};
-template <>
-struct tensor_element_dtype<bfloat16> : std::integral_constant<dtype, dtype::bf16> {};
-template <>
-struct tensor_element_dtype<std::int64_t> : std::integral_constant<dtype, dtype::i64> {};
-template <>
-struct tensor_element_dtype<std::int32_t> : std::integral_constant<dtype, dtype::i32> {};
-template <>
-struct tensor_element_dtype<std::int16_t> : std::integral_constant<dtype, dtype::i16> {};
-template <>
-struct tensor_element_dtype<std::int8_t> : std::integral_constant<dtype, dtype::i8> {};
-template <>
-struct tensor_element_dtype<std::uint64_t> : std::integral_constant<dtype, dtype::u64> {};
-template <>
-struct tensor_element_dtype<std::uint32_t> : std::integral_constant<dtype, dtype::u32> {};
-template <>
-struct tensor_element_dtype<std::uint16_t> : std::integral_constant<dtype, dtype::u16> {};
-template <>
-struct tensor_element_dtype<std::uint8_t> : std::integral_constant<dtype, dtype::u8> {};
-
-template <class T>
-concept tensor_element = requires {
-    tensor_element_dtype<T>::value;
-}
-&&(sizeof(T) == dtype_size(tensor_element_dtype<T>::value));
+concept tensor_element = element_type<T> && !std::is_same_v<T, bool>;
 
 }  // namespace detail
 
@@ -234,7 +204,7 @@ public:
             detail::tensor_element<T>,
             "tensor_view::data<T>: T must be double, float, anvil::half, anvil::bfloat16 or a fixed-width "
             "integer (bool and fp8 tensors are read through bytes() or to_f32())");
-        constexpr dtype wanted = detail::tensor_element_dtype<T>::value;
+        constexpr dtype wanted = dtype_of_v<T>;
         if (info_.type != wanted) {
             throw type_error(detail::message(prefix(), "elements are ", dtype_name(info_.type),
                                              ", not the requested ", dtype_name(wanted)));

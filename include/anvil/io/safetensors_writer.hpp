@@ -99,7 +99,7 @@ public:
             detail::tensor_element<T>,
             "safetensors_writer::add<T>: T must be double, float, anvil::half, anvil::bfloat16 or a "
             "fixed-width integer (write bool and fp8 tensors as bytes with their dtype)");
-        add(std::move(name), detail::tensor_element_dtype<T>::value, std::move(shape), std::as_bytes(values));
+        add(std::move(name), dtype_of_v<T>, std::move(shape), std::as_bytes(values));
     }
     template <class T>
     void add(std::string name, std::vector<std::int64_t> shape, const std::vector<T>& values) {
