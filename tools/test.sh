@@ -78,11 +78,17 @@ echo "== meson: build and test"
 if [[ ! -f $build_root/meson/build.ninja ]]; then
     CXX=g++ meson setup "$build_root/meson" "$root" -Dwerror=true >/dev/null
 fi
+meson_log=$(mktemp)
 set +e
-meson test -C "$build_root/meson" --num-processes "$jobs" --print-errorlogs
-meson_status=$?
+meson test -C "$build_root/meson" --num-processes "$jobs" --print-errorlogs 2>&1 | tee "$meson_log"
+meson_status=${PIPESTATUS[0]}
 set -e
-if ((meson_status == 0)); then passed=$((passed + 2)); else failed=$((failed + 1)); fi
+meson_ok=$(sed -nE 's/^Ok: +([0-9]+).*/\1/p' "$meson_log")
+meson_failed=$(sed -nE 's/^(Fail|Timeout|Unexpected Pass): +([0-9]+).*/\2/p' "$meson_log" | awk '{ sum += $1 } END { print sum + 0 }')
+rm -f "$meson_log"
+passed=$((passed + ${meson_ok:-0}))
+failed=$((failed + ${meson_failed:-0}))
+if ((meson_status != 0 && ${meson_failed:-0} == 0)); then failed=$((failed + 1)); fi
 
 echo "== fuzz: each target for ${fuzz_seconds}s"
 configure "$build_root/fuzz" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \

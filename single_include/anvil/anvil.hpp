@@ -1061,22 +1061,22 @@ inline void convert_f32_to_bf16(const float* data, std::size_t count, bfloat16* 
 // #include "anvil/core/float8.hpp"
 // #include "anvil/core/half.hpp"
 // #include "anvil/core/json.hpp"
-// anvil: JSON (RFC 8259). A strict single-pass parser over a string_view (UTF-8 validated, depth-limited,
-// int64 and double numbers, errors with byte offsets) and a writer; used for safetensors headers, config.json
-// and tokenizer.json, so both stay fast on documents of 10-100 MB.
+// anvil: JSON (RFC 8259), for safetensors headers, config.json and tokenizer.json: the value model
+// (json_value.hpp), the strict parser (json_parser.hpp) and the writer (json_writer.hpp).
+
+// #include "anvil/core/json_parser.hpp"
+// anvil: the JSON parser (RFC 8259): parse() and parse_file(), a strict single-pass parser over a string_view
+// (UTF-8 validated, depth-limited, int64 and double numbers, errors with byte offsets), fast on documents of
+// 10-100 MB such as tokenizer.json.
 
 #include <array>
-#include <bit>
 #include <cerrno>
 #include <charconv>
-#include <cmath>
-#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <functional>
 #include <iterator>
 #include <limits>
 #include <memory>
@@ -1084,12 +1084,31 @@ inline void convert_f32_to_bf16(const float* data, std::size_t count, bfloat16* 
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
+#include <vector>
+
+// #include "anvil/core/checked_math.hpp"
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/json_value.hpp"
+// anvil: the JSON value model: kind, value, array and object (insertion-ordered, hash-indexed when large),
+// with equality and a destructor that frees deep documents without recursion. Read with json_parser.hpp,
+// write with json_writer.hpp.
+
+#include <array>
+#include <bit>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
 
-// #include "anvil/core/checked_math.hpp"
 // #include "anvil/core/error.hpp"
 
 // GCC 12 reports a false -Wmaybe-uninitialized inside std::variant's move constructor when a value holding an
@@ -1254,11 +1273,6 @@ private:
     std::size_t offset_plus_one_ = 0;  // 0: built in code, not parsed
 };
 
-struct parse_options {
-    std::size_t max_depth = 512;        // arrays and objects nested deeper than this are an error
-    bool allow_duplicate_keys = false;  // RFC 8259 says names SHOULD be unique; safetensors needs them to be
-};
-
 // ---- object ----------------------------------------------------------------------------------------------
 
 inline object::object(const object& other)
@@ -1409,6 +1423,32 @@ inline void value::release_nested() noexcept {
     }
 }
 
+}  // namespace anvil::json
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+// #include "anvil/core/json_writer.hpp"
+// anvil: the JSON writer: dump() (compact or indented, Python's json.dumps layout), with the UTF-8 checks and
+// string escaping it shares with the parser (which quotes keys in its messages the way they are written).
+
+#include <array>
+#include <bit>
+#include <charconv>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <iterator>
+#include <string>
+#include <string_view>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/json_value.hpp"
+
+namespace anvil::json {
+
 // ---- UTF-8 -----------------------------------------------------------------------------------------------
 
 namespace detail {
@@ -1462,19 +1502,6 @@ enum class utf8_problem : std::uint8_t {
         return 0;
     }
     return length;
-}
-
-inline void append_utf8(std::string& out, std::uint32_t code_point) {
-    if (code_point < 0x80) {
-        out += static_cast<char>(code_point);
-        return;
-    }
-    const unsigned extra = code_point < 0x800 ? 1 : code_point < 0x10000 ? 2 : 3;  // continuation bytes
-    char bytes[4];
-    bytes[0] = static_cast<char>(((0xff00u >> (extra + 1)) & 0xffu) | (code_point >> (6 * extra)));
-    for (unsigned i = 1; i <= extra; ++i)
-        bytes[i] = static_cast<char>(0x80u | ((code_point >> (6 * (extra - i))) & 0x3fu));
-    out.append(bytes, extra + 1);
 }
 
 // Skips string bytes that need no attention: 8 at a time while no byte of the word is '"', '\\', a control
@@ -1533,6 +1560,115 @@ inline void write_string(std::string& out, const std::string& s) {
     }
     out.append(run, end);
     out += '"';
+}
+
+inline void write_scalar(std::string& out, const value& v) {
+    char buffer[32];
+    if (v.is_null()) out += "null";
+    if (v.is_bool()) out += v.as_bool() ? "true" : "false";
+    if (v.is_string()) write_string(out, v.as_string());
+    if (v.is_integer()) out.append(buffer, std::to_chars(buffer, buffer + sizeof buffer, v.as_int()).ptr);
+    if (v.is_double()) {
+        const double d = v.as_double();
+        if (!std::isfinite(d))
+            throw type_error(
+                message("JSON: cannot write the non-finite number ", d, " (JSON has no NaN or Infinity)"));
+        // The shortest text that reads back as d; ".0" keeps an integral double a double when read back.
+        const std::string_view text(buffer, std::to_chars(buffer, buffer + sizeof buffer, d).ptr);
+        out += text;
+        if (text.find_first_of(".e") == std::string_view::npos) out += ".0";
+    }
+}
+
+}  // namespace detail
+
+// ---- dump ------------------------------------------------------------------------------------------------
+
+// Writes v as JSON: compact when indent < 0, else one member or element per line, indented by `indent`
+// spaces (Python's json.dumps layout, with ensure_ascii=False). Strings come out as valid UTF-8 with control
+// characters escaped, doubles in their shortest round-trip form. A non-finite double or a string that is not
+// UTF-8 (possible only in built values) throws anvil::type_error. Iterative: depth is not limited by the
+// stack.
+[[nodiscard]] inline std::string dump(const value& v, int indent = -1) {
+    struct frame {
+        const value* container;
+        std::size_t next;
+    };
+    std::vector<frame> stack;
+    std::string out;
+    const auto new_line = [&] {
+        if (indent < 0) return;
+        out += '\n';
+        out.append(stack.size() * static_cast<std::size_t>(indent), ' ');
+    };
+    const auto open = [&](const value& x) {
+        if (x.is_array() || x.is_object()) {
+            out += x.is_array() ? '[' : '{';
+            stack.push_back({&x, 0});
+        } else {
+            detail::write_scalar(out, x);
+        }
+    };
+    open(v);
+    while (!stack.empty()) {
+        const frame top = stack.back();
+        const bool is_object = top.container->is_object();
+        const std::size_t size =
+            is_object ? top.container->as_object().size() : top.container->as_array().size();
+        if (top.next == size) {
+            stack.pop_back();
+            if (size > 0) new_line();
+            out += is_object ? '}' : ']';
+            continue;
+        }
+        if (top.next > 0) out += ',';
+        new_line();
+        ++stack.back().next;
+        if (!is_object) {
+            open(top.container->as_array()[top.next]);
+            continue;
+        }
+        const object::member& m =
+            *std::next(top.container->as_object().begin(), static_cast<std::ptrdiff_t>(top.next));
+        detail::write_string(out, m.first);
+        out += indent < 0 ? ":" : ": ";
+        open(m.second);
+    }
+    return out;
+}
+
+}  // namespace anvil::json
+
+// GCC 12 reports a false -Wmaybe-uninitialized inside std::variant's move constructor when a value holding an
+// array or object is moved at -O2 (a known false positive of that release); the pragma keeps users' -Werror
+// builds working.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace anvil::json {
+
+struct parse_options {
+    std::size_t max_depth = 512;        // arrays and objects nested deeper than this are an error
+    bool allow_duplicate_keys = false;  // RFC 8259 says names SHOULD be unique; safetensors needs them to be
+};
+
+namespace detail {
+
+using anvil::detail::message;
+
+inline void append_utf8(std::string& out, std::uint32_t code_point) {
+    if (code_point < 0x80) {
+        out += static_cast<char>(code_point);
+        return;
+    }
+    const unsigned extra = code_point < 0x800 ? 1 : code_point < 0x10000 ? 2 : 3;  // continuation bytes
+    char bytes[4];
+    bytes[0] = static_cast<char>(((0xff00u >> (extra + 1)) & 0xffu) | (code_point >> (6 * extra)));
+    for (unsigned i = 1; i <= extra; ++i)
+        bytes[i] = static_cast<char>(0x80u | ((code_point >> (6 * (extra - i))) & 0x3fu));
+    out.append(bytes, extra + 1);
 }
 
 // ---- parser ----------------------------------------------------------------------------------------------
@@ -1893,27 +2029,9 @@ inline value parser::parse_number() {
     return result;
 }
 
-inline void write_scalar(std::string& out, const value& v) {
-    char buffer[32];
-    if (v.is_null()) out += "null";
-    if (v.is_bool()) out += v.as_bool() ? "true" : "false";
-    if (v.is_string()) write_string(out, v.as_string());
-    if (v.is_integer()) out.append(buffer, std::to_chars(buffer, buffer + sizeof buffer, v.as_int()).ptr);
-    if (v.is_double()) {
-        const double d = v.as_double();
-        if (!std::isfinite(d))
-            throw type_error(
-                message("JSON: cannot write the non-finite number ", d, " (JSON has no NaN or Infinity)"));
-        // The shortest text that reads back as d; ".0" keeps an integral double a double when read back.
-        const std::string_view text(buffer, std::to_chars(buffer, buffer + sizeof buffer, d).ptr);
-        out += text;
-        if (text.find_first_of(".e") == std::string_view::npos) out += ".0";
-    }
-}
-
 }  // namespace detail
 
-// ---- parse, dump ------------------------------------------------------------------------------------------
+// ---- parse -----------------------------------------------------------------------------------------------
 
 // Parses RFC 8259 JSON; errors are anvil::json_error with "<source_name>: byte <offset>: <what is wrong>".
 [[nodiscard]] inline value parse(std::string_view text, std::string_view source_name = "JSON",
@@ -1943,65 +2061,13 @@ inline void write_scalar(std::string& out, const value& v) {
     if (std::ferror(file.get())) throw io_failure("read");
     return parse(text, name, options);
 }
-
-// Writes v as JSON: compact when indent < 0, else one member or element per line, indented by `indent`
-// spaces (Python's json.dumps layout, with ensure_ascii=False). Strings come out as valid UTF-8 with control
-// characters escaped, doubles in their shortest round-trip form. A non-finite double or a string that is not
-// UTF-8 (possible only in built values) throws anvil::type_error. Iterative: depth is not limited by the
-// stack.
-[[nodiscard]] inline std::string dump(const value& v, int indent = -1) {
-    struct frame {
-        const value* container;
-        std::size_t next;
-    };
-    std::vector<frame> stack;
-    std::string out;
-    const auto new_line = [&] {
-        if (indent < 0) return;
-        out += '\n';
-        out.append(stack.size() * static_cast<std::size_t>(indent), ' ');
-    };
-    const auto open = [&](const value& x) {
-        if (x.is_array() || x.is_object()) {
-            out += x.is_array() ? '[' : '{';
-            stack.push_back({&x, 0});
-        } else {
-            detail::write_scalar(out, x);
-        }
-    };
-    open(v);
-    while (!stack.empty()) {
-        const frame top = stack.back();
-        const bool is_object = top.container->is_object();
-        const std::size_t size =
-            is_object ? top.container->as_object().size() : top.container->as_array().size();
-        if (top.next == size) {
-            stack.pop_back();
-            if (size > 0) new_line();
-            out += is_object ? '}' : ']';
-            continue;
-        }
-        if (top.next > 0) out += ',';
-        new_line();
-        ++stack.back().next;
-        if (!is_object) {
-            open(top.container->as_array()[top.next]);
-            continue;
-        }
-        const object::member& m =
-            *std::next(top.container->as_object().begin(), static_cast<std::ptrdiff_t>(top.next));
-        detail::write_string(out, m.first);
-        out += indent < 0 ? ":" : ": ";
-        open(m.second);
-    }
-    return out;
-}
-
 }  // namespace anvil::json
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
+// #include "anvil/core/json_value.hpp"
+// #include "anvil/core/json_writer.hpp"
 // #include "anvil/core/mapped_file.hpp"
 // anvil: a read-only memory map of a whole file. Weights are read in place (zero-copy) from the page cache;
 // the only operating-system calls live in detail::os_mapping below, so a Windows port changes one section.
@@ -4100,14 +4166,18 @@ inline safetensors_file safetensors_file::parse(std::span<const std::byte> bytes
     std::uint64_t header_size = 0;
     for (std::size_t i = 0; i < 8; ++i)
         header_size |= std::to_integer<std::uint64_t>(bytes[i]) << (8 * i);
+    // A file of another kind shows up here first: its first 8 bytes read as an absurd length.
+    const bool starts_like_json = bytes.size() > 8 && std::to_integer<char>(bytes[8]) == '{';
+    const std::string_view not_safetensors =
+        starts_like_json ? "" : " (the file does not look like safetensors)";
     if (header_size > detail::safetensors_max_header_size) {
         throw format_error(message(source, ": header length ", header_size, " exceeds the limit of ",
-                                   detail::safetensors_max_header_size, " bytes"));
+                                   detail::safetensors_max_header_size, " bytes", not_safetensors));
     }
     if (header_size > bytes.size() - 8) {
         throw format_error(message(source, ": header length ", header_size,
                                    " runs past the end of the file (", bytes.size() - 8,
-                                   " bytes follow the length)"));
+                                   " bytes follow the length)", not_safetensors));
     }
     if (header_size == 0)
         throw format_error(message(source, ": the header is empty, expected a JSON object"));

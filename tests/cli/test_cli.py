@@ -122,6 +122,8 @@ def main() -> int:
         check_one_line_error(anvil("frobnicate"), 2, "anvil: usage:", "frobnicate", what="unknown command")
         check_one_line_error(anvil("info"), 2, "anvil: usage:", "PATH", what="info without a path")
         check_one_line_error(anvil("info", single, "--jsn"), 2, "anvil: usage:", "--jsn", what="unknown option")
+        result = anvil("info", "--help")
+        check(result.returncode == 0 and "usage: anvil info PATH" in result.stdout, "info --help")
         result = anvil("--help")
         check(result.returncode == 0 and "info PATH" in result.stdout, "--help lists info")
 

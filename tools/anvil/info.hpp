@@ -94,9 +94,22 @@ struct tensor_row {
 
 }  // namespace detail_info
 
+inline constexpr const char* info_usage =
+    "usage: anvil info PATH [--json]\n"
+    "\n"
+    "PATH is a .safetensors file, a model.safetensors.index.json, or a model folder (config.json with one or\n"
+    "several safetensors files, sharded or not). Prints every tensor's dtype and shape, the parameter and byte\n"
+    "totals, and a summary of config.json; reads only the headers, so it answers at once on any size.\n"
+    "\n"
+    "  --json   print the same as one JSON object\n";
+
 inline int run_info(const std::vector<std::string_view>& argv) {
     using namespace detail_info;
-    const arguments args("info", argv, {{"json", false}});
+    const arguments args("info", argv, {{"json", false}, {"help", false}});
+    if (args.flag("help")) {
+        std::fputs(info_usage, stdout);
+        return 0;
+    }
     if (args.positional().size() != 1)
         throw usage_error("info: expected one PATH (a .safetensors file or a model folder)");
     const std::filesystem::path path = args.positional()[0];

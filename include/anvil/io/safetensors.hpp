@@ -580,14 +580,18 @@ inline safetensors_file safetensors_file::parse(std::span<const std::byte> bytes
     std::uint64_t header_size = 0;
     for (std::size_t i = 0; i < 8; ++i)
         header_size |= std::to_integer<std::uint64_t>(bytes[i]) << (8 * i);
+    // A file of another kind shows up here first: its first 8 bytes read as an absurd length.
+    const bool starts_like_json = bytes.size() > 8 && std::to_integer<char>(bytes[8]) == '{';
+    const std::string_view not_safetensors =
+        starts_like_json ? "" : " (the file does not look like safetensors)";
     if (header_size > detail::safetensors_max_header_size) {
         throw format_error(message(source, ": header length ", header_size, " exceeds the limit of ",
-                                   detail::safetensors_max_header_size, " bytes"));
+                                   detail::safetensors_max_header_size, " bytes", not_safetensors));
     }
     if (header_size > bytes.size() - 8) {
         throw format_error(message(source, ": header length ", header_size,
                                    " runs past the end of the file (", bytes.size() - 8,
-                                   " bytes follow the length)"));
+                                   " bytes follow the length)", not_safetensors));
     }
     if (header_size == 0)
         throw format_error(message(source, ": the header is empty, expected a JSON object"));
