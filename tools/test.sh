@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Runs anvil's whole test suite, installing what is missing first (Debian 12):
+#   0. the README's demo command, run exactly as written there;
 #   1. GCC 12, warnings as errors: unit tests over include/ and single_include/, the command line, the
 #      amalgamation check, the compile-time checks, and the consumer projects (find_package, add_subdirectory,
 #      FetchContent, Meson subproject);
@@ -61,6 +62,15 @@ configure() {
     shift
     cmake -S "$root" -B "$dir" -G Ninja -DANVIL_WARNINGS_AS_ERRORS=ON "$@" >/dev/null
 }
+
+echo "== README: the demo command, exactly as written there"
+demo_command=$(awk '/^```sh$/ { inside = 1; next } /^```$/ { if (inside) exit } inside' "$root/README.md")
+if (cd "$root" && bash -euo pipefail -c "$demo_command"); then
+    passed=$((passed + 1))
+else
+    echo "test.sh: the README's demo command failed: $demo_command" >&2
+    failed=$((failed + 1))
+fi
 
 echo "== gcc: build and test (warnings are errors)"
 configure "$build_root/gcc" -DCMAKE_CXX_COMPILER=g++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DANVIL_BUILD_BENCH=ON
