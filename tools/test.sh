@@ -15,7 +15,7 @@ build_root=${ANVIL_BUILD_ROOT:-$root/build}
 fuzz_seconds=${ANVIL_FUZZ_SECONDS:-60}
 jobs=$(nproc)
 
-packages=(g++ clang libclang-rt-14-dev cmake ninja-build meson pkg-config git python3 python3-numpy doctest-dev)
+packages=(g++ clang clang-format libclang-rt-14-dev cmake ninja-build meson pkg-config git python3 python3-numpy doctest-dev)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -106,6 +106,19 @@ def main() -> int:
         check(report["parameter_count"] == 100 * 32 * 2 + 32, "--json totals across shards")
         check(report["byte_size"] == 100 * 32 * 4 + 100 * 32 * 2 + 32 * 4, "--json byte size across shards")
 
+        # An .npy file, written here with the standard library in numpy's format 1.0.
+        header = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3, 5), }"
+        header += " " * (-(10 + len(header) + 1) % 64) + "\n"
+        (tmp / "pixels.npy").write_bytes(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode()
+                                         + struct.pack("<30f", *range(30)))
+        result = anvil("info", tmp / "pixels.npy")
+        check(result.returncode == 0 and "f32 [2, 3, 5], 30 elements" in result.stdout,
+              f"info on an .npy file ({result.stdout.strip()}{result.stderr.strip()})")
+        report = json.loads(anvil("info", tmp / "pixels.npy", "--json").stdout)
+        check(report["dtype"] == "f32" and report["shape"] == [2, 3, 5], "info --json on an .npy file")
+        (tmp / "bad.npy").write_bytes(b"\x93NUMPY\x01\x00\x04\x00{}\n")
+        check_one_line_error(anvil("info", tmp / "bad.npy"), 1, "anvil: error:", "bad.npy", what="info on a bad .npy")
+
         check_one_line_error(anvil("info", tmp / "missing.safetensors"), 1, "anvil: error:", "missing.safetensors",
                              what="info on a missing path")
         (tmp / "short.safetensors").write_bytes(b"\x01\x02")

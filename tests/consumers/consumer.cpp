@@ -5,7 +5,8 @@
 #include <cstdio>
 
 int main() {
-    const auto config = anvil::json::parse(R"({"hidden_size": 768, "torch_dtype": "float16"})", "config.json");
+    const auto config =
+        anvil::json::parse(R"({"hidden_size": 768, "torch_dtype": "float16"})", "config.json");
     const auto hidden = config.find("hidden_size");
     const anvil::half one_third(1.0f / 3.0f);
     if (hidden == nullptr || hidden->as_int() != 768 || static_cast<float>(one_third) != 0.333251953125f) {

@@ -42,15 +42,6 @@ inline std::string human_bytes(std::uint64_t bytes) {
     return text;
 }
 
-inline std::string shape_text(std::span<const std::int64_t> shape) {
-    std::string out = "[";
-    for (std::size_t i = 0; i < shape.size(); ++i) {
-        if (i != 0) out += ", ";
-        out += std::to_string(shape[i]);
-    }
-    return out + "]";
-}
-
 // The config.json fields worth a glance, under the names different families give them.
 inline constexpr std::string_view summary_keys[] = {
     "model_type",
@@ -97,11 +88,35 @@ struct tensor_row {
 inline constexpr const char* info_usage =
     "usage: anvil info PATH [--json]\n"
     "\n"
-    "PATH is a .safetensors file, a model.safetensors.index.json, or a model folder (config.json with one or\n"
-    "several safetensors files, sharded or not). Prints every tensor's dtype and shape, the parameter and byte\n"
-    "totals, and a summary of config.json; reads only the headers, so it answers at once on any size.\n"
+    "PATH is a .safetensors file, a model.safetensors.index.json, a model folder (config.json with one or\n"
+    "several safetensors files, sharded or not), or a .npy array. Prints every tensor's dtype and shape, "
+    "the\n"
+    "parameter and byte totals, and a summary of config.json; reads only the safetensors headers, so it\n"
+    "answers at once on any size.\n"
     "\n"
     "  --json   print the same as one JSON object\n";
+
+// A .npy file (the command line's input and output format): its dtype and shape.
+inline int describe_npy(const std::filesystem::path& path, bool as_json) {
+    const npy::array array = npy::read(path);
+    if (as_json) {
+        json::object out;
+        out["path"] = json::value(path.string());
+        out["dtype"] = json::value(std::string(dtype_name(array.type)));
+        json::array shape;
+        for (const auto extent : array.shape)
+            shape.emplace_back(extent);
+        out["shape"] = json::value(std::move(shape));
+        out["element_count"] = json::value(static_cast<std::int64_t>(array.element_count()));
+        std::printf("%s\n", json::dump(json::value(std::move(out)), 2).c_str());
+    } else {
+        std::printf("%s: npy array, %s %s, %s elements\n", path.string().c_str(),
+                    std::string(dtype_name(array.type)).c_str(),
+                    anvil::detail::extents_to_string(array.shape, false).c_str(),
+                    detail_info::grouped(array.element_count()).c_str());
+    }
+    return 0;
+}
 
 inline int run_info(const std::vector<std::string_view>& argv) {
     using namespace detail_info;
@@ -111,11 +126,15 @@ inline int run_info(const std::vector<std::string_view>& argv) {
         return 0;
     }
     if (args.positional().size() != 1)
-        throw usage_error("info: expected one PATH (a .safetensors file or a model folder)");
+        throw usage_error("info: expected one PATH (a .safetensors file, a model folder or a .npy file)");
     const std::filesystem::path path = args.positional()[0];
     std::error_code ec;
     if (!std::filesystem::exists(path, ec)) {
         throw io_error(anvil::detail::message(path.string(), ": no such file or folder"));
+    }
+
+    if (path.extension() == ".npy" && !std::filesystem::is_directory(path)) {
+        return describe_npy(path, args.flag("json"));
     }
 
     std::optional<json::value> config;
@@ -219,7 +238,7 @@ inline int run_info(const std::vector<std::string_view>& argv) {
     std::vector<std::string> shapes;
     shapes.reserve(rows.size());
     for (const auto& row : rows) {
-        shapes.push_back(shape_text(row.tensor->shape()));
+        shapes.push_back(anvil::detail::extents_to_string(row.tensor->shape(), false));
         name_width = std::max(name_width, row.tensor->name().size());
         dtype_width = std::max(dtype_width, dtype_name(row.tensor->type()).size());
         shape_width = std::max(shape_width, shapes.back().size());

@@ -8,6 +8,7 @@
 #include "anvil/core/dtype.hpp"
 #include "anvil/core/error.hpp"
 #include "anvil/core/half.hpp"
+#include "anvil/core/shape.hpp"
 
 #include <algorithm>
 #include <array>
@@ -41,6 +42,7 @@ namespace detail {
 
 using anvil::detail::checked_element_count;
 using anvil::detail::checked_mul;
+using anvil::detail::extents_to_string;
 using anvil::detail::message;
 
 // numpy's spelling of each element type anvil can store in a .npy file (bf16 and fp8 have none).
@@ -92,15 +94,6 @@ inline constexpr std::array<npy_type_code, 12> npy_type_codes{{
     return out;
 }
 
-[[nodiscard]] inline std::string shape_text(std::span<const std::int64_t> shape) {
-    std::string out = "[";
-    for (std::size_t i = 0; i < shape.size(); ++i) {
-        if (i > 0) out += ", ";
-        out += std::to_string(shape[i]);
-    }
-    return out + "]";
-}
-
 }  // namespace detail
 
 // A whole .npy array in memory: little-endian element bytes in C order, whatever the file's byte order and
@@ -123,7 +116,7 @@ struct array {
         if (!bytes || *bytes != data.size()) {
             throw shape_error(
                 detail::message("npy::array: data has ", data.size(), " bytes, shape ",
-                                detail::shape_text(shape), " of ", dtype_name(type), " needs ",
+                                detail::extents_to_string(shape, false), " of ", dtype_name(type), " needs ",
                                 bytes ? std::to_string(*bytes) : std::string("more than 2^64 - 1")));
         }
     }
@@ -470,13 +463,13 @@ struct parsed_header {
     const auto count = checked_element_count(std::span<const std::int64_t>(info.shape));
     const auto needed = count ? checked_mul(*count, dtype_size(info.type)) : std::nullopt;
     if (!needed) {
-        fail("shape ", shape_text(info.shape), " of ", dtype_name(info.type),
+        fail("shape ", extents_to_string(info.shape, false), " of ", dtype_name(info.type),
              " has more bytes than 2^64 - 1 (the element count overflows)");
     }
     const std::size_t data_size = bytes.size() - result.data_offset;
     if (data_size != *needed) {
-        fail("data has ", data_size, " bytes, shape ", shape_text(info.shape), " of ", dtype_name(info.type),
-             " needs ", *needed,
+        fail("data has ", data_size, " bytes, shape ", extents_to_string(info.shape, false), " of ",
+             dtype_name(info.type), " needs ", *needed,
              data_size < *needed ? " (the file is truncated)" : " (bytes follow the last element)");
     }
     return result;
@@ -535,7 +528,8 @@ struct parsed_header {
     const auto count = detail::checked_element_count(shape);
     const auto data_size = count ? detail::checked_mul(*count, dtype_size(type)) : std::nullopt;
     if (!data_size || *data_size > std::numeric_limits<std::size_t>::max() / 2) {
-        throw shape_error(message(destination, ": cannot write shape ", detail::shape_text(shape),
+        throw shape_error(message(destination, ": cannot write shape ",
+                                  detail::extents_to_string(shape, false),
                                   ": an extent is negative or the size overflows"));
     }
     if (data == nullptr && *data_size > 0) {
@@ -654,8 +648,8 @@ void write(const std::filesystem::path& path, std::span<const std::int64_t> shap
                   "npy::write<T>: T must be double, float, anvil::half, bool or a fixed-width integer");
     const auto count = detail::checked_element_count(shape);
     if (!count || *count != values.size()) {
-        throw shape_error(detail::message(path.string(), ": shape ", detail::shape_text(shape), " needs ",
-                                          count ? std::to_string(*count) : std::string("too many"),
+        throw shape_error(detail::message(path.string(), ": shape ", detail::extents_to_string(shape, false),
+                                          " needs ", count ? std::to_string(*count) : std::string("too many"),
                                           " elements, got ", values.size()));
     }
     write(path, dtype_of_v<T>, shape, values.data());

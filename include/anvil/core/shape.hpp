@@ -37,15 +37,18 @@ inline constexpr std::size_t max_rank = 8;
 
 namespace detail {
 
-// "[1, 64, 1, 32]"; "[]" for a scalar; dyn as "?".
-[[nodiscard]] inline std::string extents_to_string(std::span<const std::int64_t> extents) {
+// A shape for a message: "[1, 64, 1, 32]"; "[]" for a scalar; a long one shows its first 16 axes and its
+// rank. Shapes anvil expects print dyn as "?"; shapes read from files (dyn_as_any = false) print every value.
+[[nodiscard]] inline std::string extents_to_string(std::span<const std::int64_t> extents,
+                                                   bool dyn_as_any = true) {
+    constexpr std::size_t shown = 16;
     std::string text = "[";
-    for (std::size_t axis = 0; axis < extents.size(); ++axis) {
+    for (std::size_t axis = 0; axis < extents.size() && axis < shown; ++axis) {
         if (axis > 0) text += ", ";
-        text += extents[axis] == dyn ? std::string("?") : std::to_string(extents[axis]);
+        text += dyn_as_any && extents[axis] == dyn ? std::string("?") : std::to_string(extents[axis]);
     }
-    text += ']';
-    return text;
+    if (extents.size() > shown) text += message(", ... (", extents.size(), " dims)");
+    return text + "]";
 }
 
 // numpy's rule for one pair of extents aligned from the right: equal, or one of them 1. dyn (which only

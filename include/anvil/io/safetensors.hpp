@@ -79,20 +79,6 @@ inline constexpr std::size_t safetensors_max_rank = 64;
     return out;
 }
 
-// A shape for a message, "[768, 512]"; a long one shows its first axes and its rank. Expected shapes print
-// anvil::dyn as "?"; shapes read from files print every value as it is.
-[[nodiscard]] inline std::string shape_to_string(std::span<const std::int64_t> shape,
-                                                 bool dyn_as_any = false) {
-    constexpr std::size_t shown = 16;
-    std::string text = "[";
-    for (std::size_t axis = 0; axis < shape.size() && axis < shown; ++axis) {
-        if (axis > 0) text += ", ";
-        text += dyn_as_any && shape[axis] == dyn ? std::string("?") : std::to_string(shape[axis]);
-    }
-    if (shape.size() > shown) text += message(", ... (", shape.size(), " dims)");
-    return text + "]";
-}
-
 // Up to three names close to `wanted` (edit distance, or the same name under an extra "prefix."), for
 // "did you mean" hints. Bounded work: only on error paths, but the names come from hostile files.
 template <class NameRange>
@@ -228,8 +214,8 @@ public:
         }
         if (!matches) {
             throw shape_error(detail::message(prefix(), "expected shape ",
-                                              detail::shape_to_string(expected, true), ", got ",
-                                              detail::shape_to_string(info_.shape)));
+                                              detail::extents_to_string(expected), ", got ",
+                                              detail::extents_to_string(info_.shape, false)));
         }
         return *this;
     }
@@ -434,7 +420,7 @@ namespace detail {
     const auto count = checked_element_count(std::span<const std::int64_t>(info.shape));
     const auto byte_count = count ? checked_mul(*count, dtype_size(info.type)) : std::nullopt;
     if (!byte_count) {
-        throw format_error(message(where(), "shape ", shape_to_string(info.shape), " of ",
+        throw format_error(message(where(), "shape ", extents_to_string(info.shape, false), " of ",
                                    dtype_name(info.type), " has more than 2^64 bytes"));
     }
     info.element_count = *count;
@@ -466,8 +452,8 @@ namespace detail {
     if (info.data_end - info.data_begin != *byte_count) {
         throw format_error(message(where(), "data_offsets ", offsets_text(), " hold ",
                                    info.data_end - info.data_begin, " bytes, but ", dtype_name(info.type),
-                                   " ", shape_to_string(info.shape), " needs ", *byte_count, " (", *count,
-                                   " elements x ", dtype_size(info.type), " bytes)"));
+                                   " ", extents_to_string(info.shape, false), " needs ", *byte_count, " (",
+                                   *count, " elements x ", dtype_size(info.type), " bytes)"));
     }
     return info;
 }

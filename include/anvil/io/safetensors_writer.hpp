@@ -81,12 +81,12 @@ public:
         const auto byte_count = count ? detail::checked_mul(*count, dtype_size(type)) : std::nullopt;
         if (!byte_count) {
             throw shape_error(detail::message("safetensors_writer: tensor ", detail::quoted_name(name),
-                                              ": shape ", detail::shape_to_string(shape),
+                                              ": shape ", detail::extents_to_string(shape, false),
                                               " has a negative extent or too many elements"));
         }
         if (*byte_count != data.size()) {
             throw shape_error(detail::message("safetensors_writer: tensor ", detail::quoted_name(name), ": ",
-                                              dtype_name(type), " ", detail::shape_to_string(shape),
+                                              dtype_name(type), " ", detail::extents_to_string(shape, false),
                                               " needs ", *byte_count, " bytes, got ", data.size()));
         }
         names_.insert(name);
