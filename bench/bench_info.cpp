@@ -50,7 +50,8 @@ void evict_from_page_cache(const std::filesystem::path& path) {
     ::close(fd);
 }
 
-// A header like a 22-layer, 2048-wide bf16 decoder's, then `bytes` of data in tensor order.
+// A header like a 22-layer, 2048-wide bf16 decoder's, then `bytes` of data in tensor order. Written by hand
+// rather than with safetensors_writer, which holds every tensor in memory: this streams 2 GB in 16 MB chunks.
 std::uint64_t write_checkpoint(const std::filesystem::path& path, std::uint64_t target_bytes) {
     std::vector<std::pair<std::string, std::vector<std::int64_t>>> tensors;
     const std::int64_t hidden = 2048, ffn = 5632, vocab = 32000;

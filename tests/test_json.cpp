@@ -2,6 +2,7 @@
 // Python's json module, limits, and the malformed corpus under tests/data/malformed/json.
 #include <doctest/doctest.h>
 #include <anvil/anvil.hpp>
+#include "malformed_corpus.hpp"
 
 #include <bit>
 #include <chrono>
@@ -509,41 +510,6 @@ TEST_CASE("json: parse_file names the file and reports unreadable paths as anvil
 }
 
 TEST_CASE("json: every file of the malformed corpus fails with its expected message") {
-    const std::filesystem::path dir = data_dir / "malformed" / "json";
-    std::map<std::string, std::string> expected;
-    {
-        std::ifstream manifest(dir / "expected.tsv");
-        REQUIRE(manifest);
-        std::string line;
-        while (std::getline(manifest, line)) {
-            if (line.empty()) continue;
-            const std::size_t tab = line.find('\t');
-            REQUIRE(tab != std::string::npos);
-            expected[line.substr(0, tab)] = line.substr(tab + 1);
-        }
-    }
-    CHECK(expected.size() >= 12);
-    std::set<std::string> files;
-    std::set<std::string> messages;
-    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-        const std::string name = entry.path().filename().string();
-        if (name == "expected.tsv") continue;
-        files.insert(name);
-        CAPTURE(name);
-        REQUIRE(expected.count(name) == 1);
-        try {
-            (void)json::parse_file(entry.path());
-            FAIL("parsed without error");
-        } catch (const anvil::format_error& e) {
-            const std::string message = e.what();
-            CHECK(message.find(expected[name]) != std::string::npos);
-            CHECK(message.find(name) != std::string::npos);
-            messages.insert(message.substr(message.find(": byte ")));
-        }
-    }
-    for (const auto& entry : expected) {
-        CAPTURE(entry.first);
-        CHECK(files.count(entry.first) == 1);  // listed in expected.tsv but missing
-    }
-    CHECK(messages.size() == files.size());  // each file a distinct defect
+    check_malformed_corpus("json", 12,
+                           [](const std::filesystem::path& path) { (void)json::parse_file(path); });
 }
