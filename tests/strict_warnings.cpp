@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <memory>
 #include <vector>
 
 namespace {
@@ -48,6 +49,27 @@ namespace {
     object["n"] = anvil::json::value(std::int64_t{3});
     object["x"] = anvil::json::value(0.5);
     [[maybe_unused]] const auto dumped = anvil::json::dump(anvil::json::value(std::move(object)));
+
+    // The front end, every backend kernel (compile prepares one of each kind) and the model blocks.
+    anvil::graph g;
+    auto x = g.input<float>("x", anvil::shape<2, 3, 8, 8>{});
+    auto w = g.constant<float>(anvil::host_tensor(anvil::dtype::f32, anvil::dims{4, 3, 3, 3}),
+                               anvil::shape<4, 3, 3, 3>{});
+    auto y = anvil::relu(anvil::conv2d(x, w)) * 0.5f + 1.0f;
+    auto pooled = anvil::global_avg_pool2d(anvil::max_pool2d(y, anvil::pool_options{.kernel = 2}));
+    auto flat = anvil::reshape(pooled, std::vector<std::int64_t>{2, 4});
+    auto s = anvil::softmax(anvil::layer_norm(anvil::gelu(flat), 1e-5));
+    auto q = g.input<float>("q", anvil::shape<1, 2, 5, 8>{});
+    auto attended = anvil::attention(q, q, q, anvil::attention_options{.causal = true});
+    auto i = anvil::argmax(anvil::sum(attended, {3}, false), 2, false);
+    auto program = anvil::compile({s, i});
+    [[maybe_unused]] const auto outputs =
+        program.run({{"x", anvil::host_tensor(anvil::dtype::f32, anvil::dims{2, 3, 8, 8})},
+                     {"q", anvil::host_tensor(anvil::dtype::f32, anvil::dims{1, 2, 5, 8})}});
+    auto weights_file =
+        std::make_shared<const anvil::checkpoint>(anvil::checkpoint::open(folder / "w.safetensors"));
+    anvil::models::weight_loader loader(g, weights_file);
+    [[maybe_unused]] const auto layer = anvil::models::load_linear(loader, "f32", 2, 3, false);
 }
 
 }  // namespace

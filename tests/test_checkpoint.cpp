@@ -10,6 +10,9 @@
 #include <string>
 #include <vector>
 
+// A namespace of its own, so the test files can be compiled together (a unity build).
+namespace test_checkpoint {
+
 namespace {
 
 const std::filesystem::path data_dir = std::filesystem::path(ANVIL_TEST_DATA_DIR) / "safetensors";
@@ -184,3 +187,5 @@ TEST_CASE("checkpoint: folders it cannot read say why") {
     CHECK_THROWS_WITH_AS(static_cast<void>(anvil::checkpoint::open(folder.path())),
                          doctest::Contains("broken.safetensors: the file is 4 bytes"), anvil::format_error);
 }
+
+}  // namespace test_checkpoint

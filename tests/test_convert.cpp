@@ -14,6 +14,9 @@
 #include <string>
 #include <vector>
 
+// A namespace of its own, so the test files can be compiled together (a unity build).
+namespace test_convert {
+
 namespace {
 
 using anvil::dtype;
@@ -345,3 +348,5 @@ TEST_CASE("convert: the fastest path uses the CPU's vector conversions where it 
     MESSAGE("no vector conversion path on this architecture: only the portable loop was tested");
 #endif
 }
+
+}  // namespace test_convert

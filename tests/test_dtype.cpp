@@ -1,6 +1,9 @@
 #include <doctest/doctest.h>
 #include <anvil/anvil.hpp>
 
+// A namespace of its own, so the test files can be compiled together (a unity build).
+namespace test_dtype {
+
 TEST_CASE("dtype: sizes and spellings round-trip") {
     using anvil::dtype;
     CHECK(anvil::dtype_size(dtype::f32) == 4);
@@ -25,3 +28,5 @@ TEST_CASE("error: the hierarchy is catchable at every level and json_error keeps
     }
     CHECK(anvil::detail::message("tensor '", "w", "': ", 3, " dims") == "tensor 'w': 3 dims");
 }
+
+}  // namespace test_dtype

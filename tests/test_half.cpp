@@ -15,6 +15,9 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+
+// A namespace of its own, so the test files can be compiled together (a unity build).
+namespace test_half {
 #endif
 
 namespace {
@@ -567,3 +570,7 @@ TEST_CASE("float8: encoders round to nearest even and overflow as PyTorch's cast
     }
     CHECK_NO_MISMATCHES(log);
 }
+
+#undef CHECK_NO_MISMATCHES
+
+}  // namespace test_half

@@ -20,6 +20,9 @@
 #include <type_traits>
 #include <vector>
 
+// A namespace of its own, so the test files can be compiled together (a unity build).
+namespace test_json {
+
 namespace json = anvil::json;
 using namespace std::string_literals;
 
@@ -513,3 +516,5 @@ TEST_CASE("json: every file of the malformed corpus fails with its expected mess
     check_malformed_corpus("json", 12,
                            [](const std::filesystem::path& path) { (void)json::parse_file(path); });
 }
+
+}  // namespace test_json

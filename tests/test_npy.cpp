@@ -17,6 +17,9 @@
 #include <system_error>
 #include <vector>
 
+// A namespace of its own, so the test files can be compiled together (a unity build).
+namespace test_npy {
+
 // The fixtures in tests/data/npy/ were written by numpy (tools/fixtures/make_npy_fixtures.py); each array's
 // values follow a formula of the flat C-order index i, restated here, so the expected values are computed
 // independently of both numpy's files and anvil's reader.
@@ -403,3 +406,5 @@ TEST_CASE("npy: numpy loads the files anvil writes") {
         "/usr/bin/python3 '" + (folder.path / "check.py").string() + "' '" + folder.path.string() + "'";
     CHECK_MESSAGE(std::system(command.c_str()) == 0, "numpy rejected a file anvil wrote: ", command);
 }
+
+}  // namespace test_npy

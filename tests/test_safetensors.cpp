@@ -21,6 +21,9 @@
 #include <string>
 #include <vector>
 
+// A namespace of its own, so the test files can be compiled together (a unity build).
+namespace test_safetensors {
+
 namespace {
 
 const std::filesystem::path data_dir = std::filesystem::path(ANVIL_TEST_DATA_DIR) / "safetensors";
@@ -635,3 +638,5 @@ TEST_CASE("mapped_file: maps whole files, handles empty ones and names the path 
     CHECK_THROWS_WITH_AS(static_cast<void>(anvil::mapped_file::open(data_dir)),
                          doctest::Contains("is a folder"), anvil::io_error);
 }
+
+}  // namespace test_safetensors

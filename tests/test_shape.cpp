@@ -9,6 +9,9 @@
 #include <type_traits>
 #include <vector>
 
+// A namespace of its own, so the test files can be compiled together (a unity build).
+namespace test_shape {
+
 namespace {
 
 using anvil::dims;
@@ -233,3 +236,5 @@ TEST_CASE("shape: a static shape with dyn extents matches runtime dims") {
 TEST_CASE("shape: a shape_error is an anvil::error") {
     CHECK_THROWS_AS((void)dims{-1}, anvil::error);
 }
+
+}  // namespace test_shape

@@ -20,6 +20,9 @@
 #include <utility>
 #include <vector>
 
+// A namespace of its own, so the test files can be compiled together (a unity build).
+namespace test_thread_pool {
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -307,3 +310,5 @@ TEST_CASE("thread_pool: ANVIL_NUM_THREADS accepts a whole number from 1 to 1024 
               "...': expected a whole number of threads from 1 to 1024 (unset it to "
               "use every CPU this process may run on)");
 }
+
+}  // namespace test_thread_pool

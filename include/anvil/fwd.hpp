@@ -25,6 +25,19 @@ namespace npy {
 struct array;
 }  // namespace npy
 
+class host_tensor;
+struct any_shape;
+template <class T, class Shape>
+class tensor;
+enum class op : std::uint8_t;
+struct attributes;
+struct node;
+struct graph_body;
+class value;
+class graph;
+class program;
+struct compile_options;
+
 struct tensor_info;
 class tensor_view;
 class safetensors_file;

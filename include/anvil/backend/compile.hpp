@@ -1,0 +1,45 @@
+// anvil: compile — the one entry point from a graph's values to a runnable program on a backend.
+#pragma once
+
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "anvil/backend/cpu/executor.hpp"
+#include "anvil/backend/program.hpp"
+#include "anvil/graph/graph.hpp"
+
+namespace anvil {
+
+// A program computing `outputs` (values of one graph) from the graph's inputs.
+[[nodiscard]] inline program compile(std::span<const value> outputs, const compile_options& options = {}) {
+    if (outputs.empty()) throw error("compile: no outputs given");
+    graph_body body;
+    const auto& owner = outputs[0].owner();
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
+        if (!outputs[i].valid()) throw error(detail::message("compile: output ", i, " is an empty value"));
+        if (outputs[i].owner() != owner) {
+            throw error(detail::message("compile: output ", i, " belongs to another graph than output 0"));
+        }
+        body.outputs.push_back(outputs[i].id());
+    }
+    body.nodes = owner->nodes;
+    switch (options.target) {
+        case device::cpu:
+        case device::automatic:
+            return program(std::make_unique<detail::cpu::cpu_program>(std::move(body), options));
+        case device::ane:
+            throw unsupported_error(
+                "compile: the Neural Engine backend is not available in this build of anvil yet; use "
+                "device::cpu");
+    }
+    throw error("compile: unknown device");
+}
+
+[[nodiscard]] inline program compile(std::initializer_list<value> outputs,
+                                     const compile_options& options = {}) {
+    return compile(std::span<const value>(outputs.begin(), outputs.size()), options);
+}
+
+}  // namespace anvil

@@ -1,0 +1,402 @@
+// anvil: the CPU backend's program — the graph after the passes, one prepared kernel per node, and one arena
+// laid out by the memory plan, so a run converts the inputs in, runs the kernels in order and converts the
+// outputs out without allocating anything else.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "anvil/backend/cpu/kernels.hpp"
+#include "anvil/backend/cpu/memory_plan.hpp"
+#include "anvil/backend/cpu/numerics.hpp"
+#include "anvil/backend/program.hpp"
+#include "anvil/core/thread_pool.hpp"
+#include "anvil/graph/dump.hpp"
+#include "anvil/graph/passes.hpp"
+
+namespace anvil::detail::cpu {
+
+// Integers are held exactly as floats on the CPU; this is the largest magnitude for which that is exact.
+inline constexpr double exact_integer_limit = 16777216.0;  // 2^24
+
+// Elements of any dtype as f32, integers range-checked (`what` names the tensor in the error).
+inline void to_compute_floats(const host_tensor& tensor, float* out, std::string_view what) {
+    const std::size_t count = tensor.element_count();
+    if (count == 0) return;
+    if (is_floating(tensor.type())) {
+        convert_to_f32(tensor.type(), tensor.raw(), count, out);
+        return;
+    }
+    convert_to_f32(tensor.type(), tensor.raw(), count, out);
+    // convert_to_f32 rounds large integers; check the exact values.
+    auto check = [&](auto values) {
+        for (std::size_t i = 0; i < count; ++i) {
+            const auto v = values[i];
+            if (static_cast<double>(v) > exact_integer_limit ||
+                static_cast<double>(v) < -exact_integer_limit) {
+                throw error(message(what, ": integer ", +v, " at index ", i,
+                                    " is beyond 2^24, the CPU backend's exact integer range"));
+            }
+        }
+    };
+    switch (tensor.type()) {
+        case dtype::i64:
+            check(tensor.values<std::int64_t>());
+            break;
+        case dtype::u64:
+            check(tensor.values<std::uint64_t>());
+            break;
+        case dtype::i32:
+            check(tensor.values<std::int32_t>());
+            break;
+        case dtype::u32:
+            check(tensor.values<std::uint32_t>());
+            break;
+        default:
+            break;  // narrower integers always fit
+    }
+}
+
+// f32 compute values into a host tensor of `type` (rounding to its precision; integers truncate).
+inline host_tensor from_compute_floats(const float* values, dtype type, const dims& shape) {
+    host_tensor out(type, shape);
+    const std::size_t count = out.element_count();
+    auto fill = [&](auto typed) {
+        using element = typename decltype(typed)::element_type;
+        for (std::size_t i = 0; i < count; ++i)
+            typed[i] = static_cast<element>(values[i]);
+    };
+    switch (type) {
+        case dtype::f32:
+            std::memcpy(out.raw(), values, count * sizeof(float));
+            break;
+        case dtype::f64:
+            fill(out.values<double>());
+            break;
+        case dtype::f16:
+            convert_f32_to_f16(values, count, out.values<half>().data());
+            break;
+        case dtype::bf16:
+            convert_f32_to_bf16(values, count, out.values<bfloat16>().data());
+            break;
+        case dtype::i64:
+            fill(out.values<std::int64_t>());
+            break;
+        case dtype::i32:
+            fill(out.values<std::int32_t>());
+            break;
+        case dtype::i16:
+            fill(out.values<std::int16_t>());
+            break;
+        case dtype::i8:
+            fill(out.values<std::int8_t>());
+            break;
+        case dtype::u64:
+            fill(out.values<std::uint64_t>());
+            break;
+        case dtype::u32:
+            fill(out.values<std::uint32_t>());
+            break;
+        case dtype::u16:
+            fill(out.values<std::uint16_t>());
+            break;
+        case dtype::u8:
+            fill(out.values<std::uint8_t>());
+            break;
+        case dtype::boolean:
+            for (std::size_t i = 0; i < count; ++i)
+                out.values<bool>()[i] = values[i] != 0.0f;
+            break;
+        case dtype::f8_e4m3:
+        case dtype::f8_e5m2:
+            throw unsupported_error(message("CPU backend: no conversion to ", dtype_name(type), " outputs"));
+    }
+    return out;
+}
+
+// Rounds f32 values to the precision of `type` in place: an f16 value computed in f32 is still an f16 value.
+inline void round_to_type(float* values, std::size_t count, dtype type) {
+    if (type == dtype::f16) {
+        for (std::size_t i = 0; i < count; ++i)
+            values[i] = static_cast<float>(half(values[i]));
+    } else if (type == dtype::bf16) {
+        for (std::size_t i = 0; i < count; ++i)
+            values[i] = static_cast<float>(bfloat16(values[i]));
+    }
+}
+
+// Folds constants with the reference kernels.
+inline host_tensor evaluate_constant(const node& n, std::span<const host_tensor> operands) {
+    std::vector<std::vector<float>> storage;
+    std::vector<const_tensor_span> spans;
+    for (const auto& operand : operands) {
+        storage.emplace_back(operand.element_count());
+        to_compute_floats(operand, storage.back().data(), "constant");
+    }
+    for (std::size_t i = 0; i < operands.size(); ++i)
+        spans.push_back({storage[i].data(), operands[i].shape()});
+    std::vector<float> result(static_cast<std::size_t>(n.result.shape.element_count()));
+    evaluate_reference(n, spans, {result.data(), n.result.shape});
+    return from_compute_floats(result.data(), n.result.type, n.result.shape);
+}
+
+class cpu_program final : public program_impl {
+public:
+    cpu_program(graph_body body, const compile_options& options) : options_(options) {
+        if (options.threads != 0) own_pool_ = std::make_unique<thread_pool>(options.threads);
+        body = eliminate_dead_code(body);
+        if (options.fold_constants) body = fold_constants(body, evaluate_constant);
+        if (options.fold_batch_norm) body = fold_batch_norm(body);
+        // ane_numerics rounds each op's output, so ops stay separate there.
+        if (options.fuse_elementwise && !options.ane_numerics) body = fuse_elementwise(body);
+        body_ = std::move(body);
+        prepare();
+    }
+
+    std::vector<host_tensor> run(std::span<const named_tensor> inputs) override {
+        std::lock_guard lock(mutex_);
+        thread_pool& threads = pool();
+        bind_inputs(inputs);
+        report_ = {};
+        std::vector<const_tensor_span> operand_spans;
+        for (std::size_t id = 0; id < body_.nodes.size(); ++id) {
+            const node& n = body_.nodes[id];
+            if (n.kind == op::input || n.kind == op::constant || !needed_[id] || alias_[id] != no_value)
+                continue;
+            operand_spans.clear();
+            for (const value_id input : n.inputs)
+                operand_spans.push_back({data_of(input), body_.nodes[input].result.shape});
+            float* out = buffer_of(static_cast<value_id>(id));
+            kernels_[id].run(operand_spans, {out, n.result.shape}, threads, workspace_);
+            finish_value(static_cast<value_id>(id), out);
+        }
+        std::vector<host_tensor> results;
+        for (const value_id id : body_.outputs) {
+            const node& n = body_.nodes[id];
+            results.push_back(from_compute_floats(data_of(id), n.result.type, n.result.shape));
+        }
+        return results;
+    }
+
+    [[nodiscard]] const std::vector<io_info>& inputs() const override { return inputs_; }
+    [[nodiscard]] const std::vector<io_info>& outputs() const override { return outputs_; }
+    [[nodiscard]] numerics_report numerics() const override {
+        std::lock_guard lock(mutex_);
+        return report_;
+    }
+    [[nodiscard]] std::string dump() const override { return anvil::dump(body_); }
+    // The bytes of the arena that holds every intermediate value.
+    [[nodiscard]] std::size_t arena_bytes() const noexcept { return plan_.arena_bytes; }
+
+private:
+    [[nodiscard]] thread_pool& pool() const { return own_pool_ ? *own_pool_ : thread_pool::global(); }
+
+    void prepare() {
+        const std::size_t count = body_.nodes.size();
+        kernels_.resize(count);
+        std::vector<bool> needs_f32(count, false);
+        // A cast of a constant to f32 computes nothing on the CPU, where every value is f32 already: it reads
+        // the constant's f32 copy (and kernels that convert weights while packing look through it).
+        alias_.assign(count, no_value);
+        for (std::size_t id = 0; id < count; ++id) {
+            const node& n = body_.nodes[id];
+            if (n.kind == op::cast && (n.attrs.to == dtype::f32 || n.attrs.to == dtype::f64) &&
+                body_.nodes[n.inputs[0]].kind == op::constant &&
+                is_floating(body_.nodes[n.inputs[0]].result.type)) {
+                alias_[id] = n.inputs[0];
+            }
+        }
+        std::size_t workspace_floats = 0;
+        for (std::size_t id = 0; id < count; ++id) {
+            const node& n = body_.nodes[id];
+            if (n.kind == op::input) {
+                inputs_.push_back({n.name, n.result.type, n.result.shape});
+                continue;
+            }
+            if (n.kind == op::constant || alias_[id] != no_value) continue;
+            kernels_[id] = prepare_kernel(body_, static_cast<value_id>(id), options_.kernels, pool().size());
+            workspace_floats = std::max(workspace_floats, kernels_[id].workspace_floats);
+        }
+        for (std::size_t i = 0; i < body_.outputs.size(); ++i) {
+            const node& n = body_.nodes[body_.outputs[i]];
+            needs_f32[body_.outputs[i]] = true;
+            outputs_.push_back({"output" + std::to_string(i), n.result.type, n.result.shape});
+        }
+        // A node is computed when an output or a computed node reads its f32 value: a dequantisation whose
+        // only reader is a GEMM that dequantises while packing is skipped.
+        needed_.assign(count, false);
+        for (const value_id id : body_.outputs)
+            needed_[id] = true;
+        for (std::size_t id = count; id-- > 0;) {
+            const node& n = body_.nodes[id];
+            if (n.kind == op::input) needed_[id] = true;
+            if (!needed_[id] || n.kind == op::constant || n.kind == op::input) continue;
+            for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+                const auto& natively = kernels_[id].reads_natively;
+                if (k >= natively.size() || !natively[k]) needed_[n.inputs[k]] = true;
+            }
+        }
+        for (std::size_t id = 0; id < count; ++id) {
+            const node& n = body_.nodes[id];
+            if (!needed_[id] || n.kind == op::constant || n.kind == op::input) continue;
+            for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+                const auto& natively = kernels_[id].reads_natively;
+                if (k >= natively.size() || !natively[k]) needs_f32[n.inputs[k]] = true;
+            }
+        }
+        // Constants read as f32 get an f32 copy (in ane_numerics mode rounded to fp16, as ANE weights are).
+        constant_values_.resize(count);
+        for (std::size_t id = 0; id < count; ++id) {
+            const node& n = body_.nodes[id];
+            if (n.kind != op::constant || !needs_f32[id]) continue;
+            auto& values = constant_values_[id];
+            values.resize(n.data.element_count());
+            to_compute_floats(n.data, values.data(), n.name.empty() ? "constant" : n.name);
+            if (options_.ane_numerics) round_to_fp16(values.data(), values.size());
+        }
+        plan_buffers();
+        workspace_storage_.assign(workspace_floats + buffer_alignment / sizeof(float), 0.0f);
+        workspace_ = std::span<float>(aligned(workspace_storage_.data()), workspace_floats);
+    }
+
+    // Reshape writes nothing: its value is its operand's buffer under another shape, so the two share one
+    // request whose lifetime covers both.
+    void plan_buffers() {
+        const std::size_t count = body_.nodes.size();
+        buffer_index_.assign(count, no_value);
+        std::vector<buffer_request> requests;
+        const auto users = users_of(body_);
+        for (std::size_t id = 0; id < count; ++id) {
+            const node& n = body_.nodes[id];
+            if (n.kind == op::constant || !needed_[id]) continue;
+            if (alias_[id] != no_value) continue;
+            const bool aliases = n.kind == op::reshape && buffer_index_[n.inputs[0]] != no_value;
+            std::size_t index;
+            if (aliases) {
+                index = buffer_index_[n.inputs[0]];
+            } else {
+                index = requests.size();
+                requests.push_back(
+                    {static_cast<std::size_t>(n.result.shape.element_count()) * sizeof(float), id, id});
+            }
+            buffer_index_[id] = static_cast<value_id>(index);
+            for (const value_id user : users[id]) {
+                if (needed_[user])
+                    requests[index].last_use = std::max<std::size_t>(requests[index].last_use, user);
+            }
+        }
+        for (const value_id id : body_.outputs) {
+            if (buffer_index_[id] != no_value) requests[buffer_index_[id]].last_use = count;
+        }
+        for (std::size_t id = 0; id < count; ++id) {
+            if (body_.nodes[id].kind == op::input) requests[buffer_index_[id]].first_use = 0;
+        }
+        plan_ = plan_memory(requests);
+        arena_storage_.assign(plan_.arena_bytes / sizeof(float) + buffer_alignment / sizeof(float), 0.0f);
+        arena_ = aligned(arena_storage_.data());
+    }
+
+    static float* aligned(float* p) {
+        const auto address = reinterpret_cast<std::uintptr_t>(p);
+        const auto rounded = (address + buffer_alignment - 1) / buffer_alignment * buffer_alignment;
+        return p + (rounded - address) / sizeof(float);
+    }
+
+    [[nodiscard]] float* buffer_of(value_id id) {
+        return arena_ + plan_.offsets[buffer_index_[id]] / sizeof(float);
+    }
+    [[nodiscard]] const float* data_of(value_id id) {
+        if (alias_[id] != no_value) return data_of(alias_[id]);
+        if (body_.nodes[id].kind == op::constant) return constant_values_[id].data();
+        if (buffer_index_[id] == no_value) return nullptr;  // read natively by its only readers
+        return buffer_of(id);
+    }
+
+    void bind_inputs(std::span<const named_tensor> given) {
+        std::vector<bool> bound(body_.nodes.size(), false);
+        for (const named_tensor& given_input : given) {
+            const std::string& name = given_input.name;
+            const host_tensor& tensor = given_input.tensor;
+            const auto it = std::find_if(body_.nodes.begin(), body_.nodes.end(), [&](const node& n) {
+                return n.kind == op::input && n.name == name;
+            });
+            if (it == body_.nodes.end()) {
+                throw error(message("program::run: there is no input named '", name,
+                                    "' (inputs: ", input_names(), ")"));
+            }
+            const auto id = static_cast<value_id>(it - body_.nodes.begin());
+            if (bound[id]) throw error(message("program::run: input '", name, "' is given twice"));
+            bound[id] = true;
+            if (!(tensor.shape() == it->result.shape)) {
+                throw shape_error(message("program::run: input '", name, "' has shape ", tensor.shape(),
+                                          ", expected ", it->result.shape));
+            }
+            if (is_floating(tensor.type()) != is_floating(it->result.type)) {
+                throw type_error(message("program::run: input '", name, "' is ", dtype_name(tensor.type()),
+                                         ", expected ", dtype_name(it->result.type),
+                                         is_floating(it->result.type) ? " (or another floating type)"
+                                                                      : " (or another integer type)"));
+            }
+            float* out = buffer_of(id);
+            to_compute_floats(tensor, out, message("program::run: input '", name, "'"));
+            round_to_type(out, tensor.element_count(), it->result.type);
+            finish_value(id, out);
+        }
+        for (std::size_t id = 0; id < body_.nodes.size(); ++id) {
+            if (body_.nodes[id].kind == op::input && !bound[id]) {
+                throw error(message("program::run: input '", body_.nodes[id].name, "' is missing"));
+            }
+        }
+    }
+
+    [[nodiscard]] std::string input_names() const {
+        std::string names;
+        for (const auto& input : inputs_)
+            names += (names.empty() ? "" : ", ") + input.name;
+        return names.empty() ? "none" : names;
+    }
+
+    // After a node computed its value: the fp16 rounding and overflow report of ane_numerics, and rounding
+    // to the node's declared precision otherwise.
+    void finish_value(value_id id, float* values) {
+        const node& n = body_.nodes[id];
+        const auto count = static_cast<std::size_t>(n.result.shape.element_count());
+        if (options_.ane_numerics && is_floating(n.result.type)) {
+            const auto rounding = round_to_fp16(values, count);
+            if (rounding.overflowed != 0) {
+                report_.overflows.push_back(
+                    {id, n.kind, n.name, n.result.shape, rounding.overflowed, count, rounding.max_abs});
+            }
+        } else if (n.kind != op::input) {
+            round_to_type(values, count, n.result.type);
+        }
+    }
+
+    compile_options options_;
+    graph_body body_;
+    std::unique_ptr<thread_pool> own_pool_;
+    std::vector<prepared_kernel> kernels_;
+    std::vector<bool> needed_;
+    std::vector<value_id> alias_;  // a cast of a constant: the constant it reads
+    std::vector<std::vector<float>> constant_values_;
+    std::vector<value_id> buffer_index_;
+    memory_plan plan_;
+    std::vector<float> arena_storage_;
+    float* arena_ = nullptr;
+    std::vector<float> workspace_storage_;
+    std::span<float> workspace_;
+    std::vector<io_info> inputs_;
+    std::vector<io_info> outputs_;
+    numerics_report report_;
+    mutable std::mutex mutex_;
+};
+
+}  // namespace anvil::detail::cpu

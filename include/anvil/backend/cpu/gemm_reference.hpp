@@ -1,0 +1,130 @@
+// anvil: the contract of the CPU backend's matrix product. How an operand is described (any strides, f32 /
+// f16 / bf16, and i8 with per-column dequantisation for B), how arguments are checked, and gemm_reference:
+// the plain triple loop that defines what gemm (gemm.hpp) computes. Tests compare the fast path with it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "anvil/core/bfloat16.hpp"
+#include "anvil/core/dtype.hpp"
+#include "anvil/core/error.hpp"
+#include "anvil/core/half.hpp"
+
+namespace anvil::detail {
+
+// One operand: element (r, c) lives at data + r*row_stride + c*col_stride, counted in elements of `type`, so
+// a transposed operand is the same data with its strides swapped. i8 (B only) stands for
+// (q - zero_point[c]) * scale[c] with one scale (and optional zero point, else 0) per column.
+struct matrix_operand {
+    const void* data = nullptr;
+    dtype type = dtype::f32;
+    std::int64_t row_stride = 0;
+    std::int64_t col_stride = 1;
+    const float* scale = nullptr;       // i8 only: length = columns
+    const float* zero_point = nullptr;  // i8 only: length = columns, or null for 0
+};
+
+struct gemm_epilogue {
+    const float* bias = nullptr;  // length n, added to every row, or null
+    bool accumulate = false;      // C += A*B (+ bias) instead of C = A*B (+ bias)
+};
+
+// dtype_name for any byte value: an operand may carry a value outside the enum.
+[[nodiscard]] inline std::string gemm_dtype_name(dtype type) {
+    if (static_cast<std::size_t>(type) < dtype_count) return std::string(dtype_name(type));
+    return message("<invalid dtype ", static_cast<unsigned>(type), ">");
+}
+
+inline void check_gemm_operand(const char* function, const char* name, const matrix_operand& operand,
+                               std::int64_t rows, std::int64_t cols, bool quantised_allowed) {
+    const dtype type = operand.type;
+    const bool is_float = type == dtype::f32 || type == dtype::f16 || type == dtype::bf16;
+    if (!is_float && !(quantised_allowed && type == dtype::i8)) {
+        throw type_error(message(function, ": operand ", name, " (", rows, "x", cols, ") has element type ",
+                                 gemm_dtype_name(type), "; ", name, " must be f32, f16 or bf16",
+                                 quantised_allowed ? ", or i8 with a per-column scale" : ""));
+    }
+    if (operand.data == nullptr && rows > 0 && cols > 0) {
+        throw error(message(function, ": operand ", name, " (", rows, "x", cols, ", ", gemm_dtype_name(type),
+                            ") has no data (null pointer)"));
+    }
+    if (type == dtype::i8 && operand.scale == nullptr && rows > 0 && cols > 0) {
+        throw type_error(message(function, ": operand ", name, " (", rows, "x", cols,
+                                 ") is i8 but has no scale; i8 needs scale[", cols,
+                                 "] (and optionally zero_point[", cols, "]), one per column"));
+    }
+}
+
+// Everything gemm and gemm_reference require of their arguments, with messages that name what is wrong.
+inline void check_gemm_arguments(const char* function, std::int64_t m, std::int64_t n, std::int64_t k,
+                                 const matrix_operand& a, const matrix_operand& b, const float* c,
+                                 std::int64_t ldc) {
+    if (m < 0 || n < 0 || k < 0) {
+        throw shape_error(message(function, ": sizes must not be negative, got m=", m, ", n=", n, ", k=", k,
+                                  " (C[m,n] = A[m,k] * B[k,n])"));
+    }
+    check_gemm_operand(function, "A", a, m, k, false);
+    check_gemm_operand(function, "B", b, k, n, true);
+    if (c == nullptr && m > 0 && n > 0) {
+        throw error(message(function, ": C (", m, "x", n, ") has no data (null pointer)"));
+    }
+    if (m > 1 && ldc < n) {
+        throw shape_error(message(function, ": ldc=", ldc, " is less than n=", n, ": rows of C (", m, "x", n,
+                                  ") would overlap; expected ldc >= n"));
+    }
+}
+
+// Element (r, c) of an operand as float: the scalar conversions of half.hpp and bfloat16.hpp, and i8
+// dequantised per column. Bytes are read with memcpy, so any alignment works.
+[[nodiscard]] inline float gemm_operand_element(const matrix_operand& operand, std::int64_t row,
+                                                std::int64_t col) noexcept {
+    const auto* bytes = static_cast<const unsigned char*>(operand.data);
+    const std::int64_t index = row * operand.row_stride + col * operand.col_stride;
+    switch (operand.type) {
+        case dtype::f16: {
+            std::uint16_t bits;
+            std::memcpy(&bits, bytes + 2 * index, sizeof bits);
+            return half_bits_to_float(bits);
+        }
+        case dtype::bf16: {
+            std::uint16_t bits;
+            std::memcpy(&bits, bytes + 2 * index, sizeof bits);
+            return bfloat16_bits_to_float(bits);
+        }
+        case dtype::i8: {
+            std::int8_t quantised;
+            std::memcpy(&quantised, bytes + index, sizeof quantised);
+            const float zero = operand.zero_point != nullptr ? operand.zero_point[col] : 0.0f;
+            return (static_cast<float>(quantised) - zero) * operand.scale[col];
+        }
+        default: {
+            float value;
+            std::memcpy(&value, bytes + 4 * index, sizeof value);
+            return value;
+        }
+    }
+}
+
+// C[i, j] = sum over p of A[i, p] * B[p, j], summed in order of p, then + bias[j], then + the old C[i, j]
+// when accumulating. k = 0 leaves bias (or 0) added to C (or written to it).
+inline void gemm_reference(std::int64_t m, std::int64_t n, std::int64_t k, const matrix_operand& a,
+                           const matrix_operand& b, float* c, std::int64_t ldc,
+                           const gemm_epilogue& epilogue = {}) {
+    check_gemm_arguments("gemm_reference", m, n, k, a, b, c, ldc);
+    for (std::int64_t i = 0; i < m; ++i) {
+        for (std::int64_t j = 0; j < n; ++j) {
+            float sum = 0.0f;
+            for (std::int64_t p = 0; p < k; ++p) {
+                sum += gemm_operand_element(a, i, p) * gemm_operand_element(b, p, j);
+            }
+            if (epilogue.bias != nullptr) sum += epilogue.bias[j];
+            float& out = c[i * ldc + j];
+            out = epilogue.accumulate ? out + sum : sum;
+        }
+    }
+}
+
+}  // namespace anvil::detail

@@ -1,0 +1,109 @@
+// anvil: the reference data-movement kernels — reshape, permute, concat, slice, pad and gather. They move
+// values without arithmetic; slice takes the canonical (clamped, non-negative) bounds shape inference leaves.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "anvil/backend/cpu/tensor_span.hpp"
+#include "anvil/core/error.hpp"
+
+namespace anvil::detail::cpu::reference {
+
+// Row-major order is unchanged by a reshape: a copy.
+inline void reshape(const_tensor_span x, tensor_span out) {
+    std::copy(x.data, x.data + count_of(x.shape), out.data);
+}
+
+// The output's axis i is the input's axes[i].
+inline void permute(const_tensor_span x, std::span<const std::int64_t> axes, tensor_span out) {
+    if (count_of(out.shape) == 0) return;
+    const stride_array input_strides = row_major_strides(x.shape);
+    stride_array strides{};  // input strides in the output's axis order
+    for (std::size_t i = 0; i < axes.size(); ++i)
+        strides[i] = input_strides[static_cast<std::size_t>(axes[i])];
+    index_array index{};
+    std::int64_t o = 0;
+    do {
+        out.data[o++] = x.data[offset_of(index, strides, out.shape.rank())];
+    } while (next_index(index, out.shape));
+}
+
+inline void concat(std::span<const const_tensor_span> inputs, std::int64_t axis, tensor_span out) {
+    const auto axis_index = static_cast<std::size_t>(axis);
+    const std::int64_t outer = extent_product(out.shape, 0, axis_index);
+    const std::int64_t inner = extent_product(out.shape, axis_index + 1, out.shape.rank());
+    const std::int64_t out_row = out.shape[axis_index] * inner;
+    std::int64_t position = 0;  // where the current input starts within an output row
+    for (const auto& input : inputs) {
+        const std::int64_t row = input.shape[axis_index] * inner;
+        for (std::int64_t o = 0; o < outer; ++o) {
+            std::copy(input.data + o * row, input.data + (o + 1) * row, out.data + o * out_row + position);
+        }
+        position += row;
+    }
+}
+
+// Element idx of the output reads the input at begin + idx * step on every axis.
+inline void slice(const_tensor_span x, std::span<const std::int64_t> begin,
+                  std::span<const std::int64_t> step, tensor_span out) {
+    if (count_of(out.shape) == 0) return;
+    const stride_array strides = row_major_strides(x.shape);
+    std::int64_t start = 0;
+    stride_array steps{};
+    for (std::size_t axis = 0; axis < x.shape.rank(); ++axis) {
+        start += begin[axis] * strides[axis];
+        steps[axis] = step[axis] * strides[axis];
+    }
+    index_array index{};
+    std::int64_t o = 0;
+    do {
+        out.data[o++] = x.data[start + offset_of(index, steps, out.shape.rank())];
+    } while (next_index(index, out.shape));
+}
+
+// Constant padding: `before[axis]` and `after[axis]` elements of `value` around x on each axis.
+inline void pad(const_tensor_span x, std::span<const std::int64_t> before, float value, tensor_span out) {
+    std::fill(out.data, out.data + count_of(out.shape), value);
+    if (count_of(x.shape) == 0) return;
+    const stride_array out_strides = row_major_strides(out.shape);
+    std::int64_t start = 0;
+    for (std::size_t axis = 0; axis < out.shape.rank(); ++axis)
+        start += before[axis] * out_strides[axis];
+    index_array index{};
+    std::int64_t i = 0;
+    do {
+        out.data[start + offset_of(index, out_strides, x.shape.rank())] = x.data[i++];
+    } while (next_index(index, x.shape));
+}
+
+// The rows of `table` along `axis` that `indices` name: out = table[:axis] + indices.shape + table[axis+1:].
+// Indices must be whole numbers in [0, extent); anything else throws, naming the index, the axis and the
+// table's shape.
+inline void gather(const_tensor_span table, const_tensor_span indices, std::int64_t axis, tensor_span out) {
+    const auto axis_index = static_cast<std::size_t>(axis);
+    const std::int64_t outer = extent_product(table.shape, 0, axis_index);
+    const std::int64_t extent = table.shape[axis_index];
+    const std::int64_t inner = extent_product(table.shape, axis_index + 1, table.shape.rank());
+    const std::int64_t count = count_of(indices.shape);
+    for (std::int64_t i = 0; i < count; ++i) {
+        const float index = indices.data[i];
+        if (!(index >= 0.0f && index < static_cast<float>(extent) && std::trunc(index) == index)) {
+            throw error(message("gather: index ", index, " (element ", i, " of the indices ", indices.shape,
+                                ") is out of range for axis ", axis, " of the table ", table.shape,
+                                " (expected a whole number in [0, ", extent, "))"));
+        }
+    }
+    for (std::int64_t o = 0; o < outer; ++o) {
+        for (std::int64_t i = 0; i < count; ++i) {
+            const auto row = static_cast<std::int64_t>(indices.data[i]);
+            const float* source = table.data + (o * extent + row) * inner;
+            std::copy(source, source + inner, out.data + (o * count + i) * inner);
+        }
+    }
+}
+
+}  // namespace anvil::detail::cpu::reference

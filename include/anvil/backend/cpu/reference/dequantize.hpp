@@ -1,0 +1,54 @@
+// anvil: the reference weight decompression — int8 with a per-channel scale and zero point, and lookup
+// tables (palettised weights: a u8 index per weight into a table of at most 256 values, per output channel
+// or shared).
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+#include "anvil/backend/cpu/tensor_span.hpp"
+#include "anvil/core/error.hpp"
+
+namespace anvil::detail::cpu::reference {
+
+// out = (q - zero_point[c]) * scale[c], c the index along `axis`; no zero point means 0.
+inline void dequantize_int8(const_tensor_span q, const_tensor_span scale,
+                            std::optional<const_tensor_span> zero_point, std::int64_t axis, tensor_span out) {
+    const auto axis_index = static_cast<std::size_t>(axis);
+    const std::int64_t outer = extent_product(q.shape, 0, axis_index);
+    const std::int64_t channels = q.shape[axis_index];
+    const std::int64_t inner = extent_product(q.shape, axis_index + 1, q.shape.rank());
+    for (std::int64_t o = 0; o < outer; ++o) {
+        for (std::int64_t c = 0; c < channels; ++c) {
+            const float zero = zero_point ? zero_point->data[c] : 0.0f;
+            for (std::int64_t i = 0; i < inner; ++i) {
+                const std::int64_t at = (o * channels + c) * inner + i;
+                out.data[at] = (q.data[at] - zero) * scale.data[c];
+            }
+        }
+    }
+}
+
+// out = lut[c, index] with c the index's position along axis 0 (a [C, L] table), or lut[index] (an [L]
+// table). An index that is not a whole number in [0, L) throws, naming it and the table's shape.
+inline void dequantize_lut(const_tensor_span indices, const_tensor_span lut, tensor_span out) {
+    const bool per_channel = lut.shape.rank() == 2;
+    const std::int64_t length = lut.shape[lut.shape.rank() - 1];
+    const std::int64_t count = count_of(indices.shape);
+    // Positions per slice along axis 0; a shared table treats the whole tensor as one slice.
+    const std::int64_t slice = per_channel ? extent_product(indices.shape, 1, indices.shape.rank()) : count;
+    for (std::int64_t i = 0; i < count; ++i) {
+        const float index = indices.data[i];
+        if (!(index >= 0.0f && index < static_cast<float>(length) && std::trunc(index) == index)) {
+            throw error(message("dequantize_lut: index ", index, " (element ", i, " of the indices ",
+                                indices.shape, ") is out of range for the table ", lut.shape,
+                                " (expected a whole number in [0, ", length, "))"));
+        }
+        const std::int64_t channel = per_channel ? i / slice : 0;
+        out.data[i] = lut.data[channel * length + static_cast<std::int64_t>(index)];
+    }
+}
+
+}  // namespace anvil::detail::cpu::reference

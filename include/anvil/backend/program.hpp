@@ -1,0 +1,99 @@
+// anvil: what every backend hands back from compile — a program: named inputs in, outputs out, reusable
+// across calls. One program serves one caller at a time (a second concurrent run waits); several programs
+// run in parallel.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "anvil/backend/cpu/numerics.hpp"
+#include "anvil/core/host_tensor.hpp"
+
+namespace anvil {
+
+enum class device : std::uint8_t {
+    cpu,
+    ane,
+    automatic,  // the Neural Engine where present, else the CPU
+};
+
+// Which CPU kernels run the graph: the optimised ones, or the plain reference ones that define each op
+// (for parity tests and for checking a suspicion).
+enum class cpu_kernels : std::uint8_t { optimized, reference };
+
+struct compile_options {
+    device target = device::cpu;
+    // Fail to compile instead of running any node on a device other than `target`.
+    bool strict_device = false;
+    // CPU: round every op's output to fp16 with denormals flushed, as the Neural Engine stores values, and
+    // report the ops whose values left the fp16 range (program::numerics()).
+    bool ane_numerics = false;
+    cpu_kernels kernels = cpu_kernels::optimized;
+    std::size_t threads = 0;  // 0: the process-wide pool (ANVIL_NUM_THREADS or every core)
+    bool fold_constants = true;
+    bool fold_batch_norm = true;
+    bool fuse_elementwise = true;
+};
+
+struct named_tensor {
+    std::string name;
+    host_tensor tensor;
+};
+
+// A program input or output: its name (outputs are named "output0", "output1", ...), type and shape.
+struct io_info {
+    std::string name;
+    dtype type = dtype::f32;
+    dims shape;
+};
+
+namespace detail {
+
+class program_impl {
+public:
+    virtual ~program_impl() = default;
+    virtual std::vector<host_tensor> run(std::span<const named_tensor> inputs) = 0;
+    [[nodiscard]] virtual const std::vector<io_info>& inputs() const = 0;
+    [[nodiscard]] virtual const std::vector<io_info>& outputs() const = 0;
+    [[nodiscard]] virtual numerics_report numerics() const = 0;
+    [[nodiscard]] virtual std::string dump() const = 0;
+};
+
+}  // namespace detail
+
+class program {
+public:
+    program() = default;
+    explicit program(std::unique_ptr<detail::program_impl> impl) : impl_(std::move(impl)) {}
+
+    // Runs the program: every input by name, once each, with its declared shape (floating inputs may be
+    // any floating type, integer inputs any integer type: they are converted). Returns the outputs in the
+    // order they were given to compile.
+    std::vector<host_tensor> run(std::span<const named_tensor> inputs) { return checked().run(inputs); }
+    std::vector<host_tensor> run(std::initializer_list<named_tensor> inputs) {
+        return checked().run(std::span<const named_tensor>(inputs.begin(), inputs.size()));
+    }
+
+    [[nodiscard]] const std::vector<io_info>& inputs() const { return checked().inputs(); }
+    [[nodiscard]] const std::vector<io_info>& outputs() const { return checked().outputs(); }
+    // With ane_numerics: the ops whose values left the fp16 range during the last run.
+    [[nodiscard]] numerics_report numerics() const { return checked().numerics(); }
+    // The graph as compiled, after the passes (anvil::dump's format).
+    [[nodiscard]] std::string dump() const { return checked().dump(); }
+    [[nodiscard]] bool valid() const noexcept { return impl_ != nullptr; }
+
+private:
+    [[nodiscard]] detail::program_impl& checked() const {
+        if (!impl_) throw error("program: this program is empty (default-constructed or moved from)");
+        return *impl_;
+    }
+
+    std::unique_ptr<detail::program_impl> impl_;
+};
+
+}  // namespace anvil

@@ -1,0 +1,134 @@
+// anvil: host_tensor, an n-dimensional array in host memory — what programs take as inputs and give back as
+// outputs, and what constants in a graph hold. Copies share the elements (like a shared_ptr), so a weight
+// mapped from a safetensors file becomes a graph constant without a copy: the tensor keeps its owner alive.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "anvil/core/convert.hpp"
+#include "anvil/core/dtype.hpp"
+#include "anvil/core/error.hpp"
+#include "anvil/core/shape.hpp"
+
+namespace anvil {
+
+class host_tensor {
+public:
+    host_tensor() = default;
+
+    // Zero-filled elements of `type`, laid out row-major.
+    host_tensor(dtype type, dims shape) : type_(type), shape_(shape) {
+        const std::size_t bytes = byte_count(type, shape);
+        auto storage = std::shared_ptr<std::byte[]>(new std::byte[bytes == 0 ? 1 : bytes]());
+        data_ = storage.get();
+        owner_ = std::move(storage);
+    }
+
+    // Elements that live elsewhere (a mapped file, a buffer): `owner` keeps them alive as long as any copy of
+    // this tensor exists. The bytes must hold exactly shape.element_count() elements of `type`.
+    host_tensor(dtype type, dims shape, const void* data, std::shared_ptr<const void> owner)
+        : type_(type),
+          shape_(shape),
+          owner_(std::move(owner)),
+          data_(static_cast<std::byte*>(const_cast<void*>(data))) {
+        if (data_ == nullptr && byte_count(type, shape) != 0) {
+            throw error(detail::message("host_tensor ", shape, " ", dtype_name(type), ": the data is null"));
+        }
+    }
+
+    // A copy of `values` in a new tensor of shape `shape` (element counts must agree).
+    template <class T>
+    requires element_type<T>
+    [[nodiscard]] static host_tensor from(std::span<const T> values, dims shape) {
+        host_tensor result(dtype_of_v<T>, shape);
+        if (values.size() != result.element_count()) {
+            throw shape_error(detail::message("host_tensor::from: ", values.size(),
+                                              " values do not fill shape ", shape, " (",
+                                              result.element_count(), " elements)"));
+        }
+        if (!values.empty()) std::memcpy(result.data_, values.data(), values.size_bytes());
+        return result;
+    }
+    template <class T>
+    requires element_type<T>
+    [[nodiscard]] static host_tensor from(const std::vector<T>& values, dims shape) {
+        return from(std::span<const T>(values), shape);
+    }
+
+    [[nodiscard]] dtype type() const noexcept { return type_; }
+    [[nodiscard]] const dims& shape() const noexcept { return shape_; }
+    [[nodiscard]] std::size_t rank() const noexcept { return shape_.rank(); }
+    [[nodiscard]] std::size_t element_count() const {
+        return static_cast<std::size_t>(shape_.element_count());
+    }
+    [[nodiscard]] std::size_t byte_size() const { return byte_count(type_, shape_); }
+    [[nodiscard]] bool empty() const { return element_count() == 0; }
+
+    [[nodiscard]] const void* raw() const noexcept { return data_; }
+    [[nodiscard]] void* raw() noexcept { return data_; }
+
+    // Typed access; throws type_error when T is not the tensor's dtype.
+    template <class T>
+    requires element_type<T>
+    [[nodiscard]] std::span<T> values() {
+        check_type<T>();
+        return {reinterpret_cast<T*>(data_), element_count()};
+    }
+    template <class T>
+    requires element_type<T>
+    [[nodiscard]] std::span<const T> values() const {
+        check_type<T>();
+        return {reinterpret_cast<const T*>(data_), element_count()};
+    }
+
+    // The elements converted to f32, whatever the dtype.
+    [[nodiscard]] std::vector<float> to_f32() const {
+        std::vector<float> out(element_count());
+        if (!out.empty()) convert_to_f32(type_, data_, out.size(), out.data());
+        return out;
+    }
+
+    // A tensor of the same elements under another shape with the same element count (no copy).
+    [[nodiscard]] host_tensor reshaped(dims shape) const {
+        if (shape.element_count() != shape_.element_count()) {
+            throw shape_error(detail::message("host_tensor::reshaped: ", shape_, " has ",
+                                              shape_.element_count(), " elements, ", shape, " has ",
+                                              shape.element_count()));
+        }
+        host_tensor result = *this;
+        result.shape_ = shape;
+        return result;
+    }
+
+private:
+    static std::size_t byte_count(dtype type, const dims& shape) {
+        const auto bytes = detail::checked_mul(shape.element_count(), std::uint64_t{dtype_size(type)});
+        if (!bytes || *bytes > static_cast<std::uint64_t>(PTRDIFF_MAX)) {
+            throw shape_error(detail::message("host_tensor ", shape, " ", dtype_name(type),
+                                              ": the byte size does not fit in memory"));
+        }
+        return static_cast<std::size_t>(*bytes);
+    }
+
+    template <class T>
+    void check_type() const {
+        if (dtype_of_v<T> != type_) {
+            throw type_error(detail::message("host_tensor ", shape_, ": holds ", dtype_name(type_), ", not ",
+                                             dtype_name(dtype_of_v<T>)));
+        }
+    }
+
+    dtype type_ = dtype::f32;
+    dims shape_;
+    std::shared_ptr<const void> owner_;
+    std::byte* data_ = nullptr;
+};
+
+}  // namespace anvil

@@ -1,0 +1,156 @@
+// anvil: the building blocks every model recipe shares — a linear layer, a norm, self-attention and the MLP —
+// each a struct of weights loaded by name (weights.hpp) and a function that applies it. A model family
+// differs by its config and its weight names, never by a copy of these.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "anvil/core/error.hpp"
+#include "anvil/expr/expr.hpp"
+#include "anvil/models/weights.hpp"
+
+namespace anvil::models {
+
+enum class activation : std::uint8_t { gelu, gelu_tanh, quick_gelu, relu, silu };
+
+// Hugging Face's `hidden_act` names.
+[[nodiscard]] inline activation parse_activation(std::string_view name) {
+    if (name == "gelu") return activation::gelu;
+    if (name == "gelu_new" || name == "gelu_pytorch_tanh" || name == "gelu_fast")
+        return activation::gelu_tanh;
+    if (name == "quick_gelu") return activation::quick_gelu;
+    if (name == "relu") return activation::relu;
+    if (name == "silu" || name == "swish") return activation::silu;
+    throw unsupported_error(
+        detail::message("hidden_act '", name,
+                        "' is not supported (gelu, gelu_new, gelu_pytorch_tanh, gelu_fast, "
+                        "quick_gelu, relu, silu, swish)"));
+}
+
+[[nodiscard]] inline tensor<float> activate(const tensor<float>& x, activation kind) {
+    switch (kind) {
+        case activation::gelu:
+            return gelu(x);
+        case activation::gelu_tanh:
+            return gelu(x, gelu_approximation::tanh);
+        case activation::quick_gelu:
+            return quick_gelu(x);
+        case activation::relu:
+            return relu(x);
+        case activation::silu:
+            return silu(x);
+    }
+    throw error("activate: unknown activation");
+}
+
+// nn.Linear: weight [out, in], bias [out].
+struct linear_layer {
+    tensor<float> weight;
+    std::optional<tensor<float>> bias;
+};
+
+[[nodiscard]] inline linear_layer load_linear(weight_loader& weights, const std::string& prefix,
+                                              std::int64_t out, std::int64_t in, bool with_bias = true) {
+    linear_layer layer{weights.load(prefix + ".weight", dims{out, in}), std::nullopt};
+    if (with_bias) layer.bias = weights.load(prefix + ".bias", dims{out});
+    return layer;
+}
+
+[[nodiscard]] inline tensor<float> apply(const linear_layer& layer, const tensor<float>& x) {
+    return layer.bias ? linear(x, layer.weight, *layer.bias) : linear(x, layer.weight);
+}
+
+// LayerNorm (weight and bias) or RMSNorm (weight only) over the last axis.
+struct norm_layer {
+    enum class kind : std::uint8_t { layer_norm, rms_norm };
+    kind type = kind::layer_norm;
+    tensor<float> weight;
+    std::optional<tensor<float>> bias;
+    double epsilon = 1e-5;
+};
+
+[[nodiscard]] inline norm_layer load_layer_norm(weight_loader& weights, const std::string& prefix,
+                                                std::int64_t size, double epsilon) {
+    return {norm_layer::kind::layer_norm, weights.load(prefix + ".weight", dims{size}),
+            weights.load(prefix + ".bias", dims{size}), epsilon};
+}
+
+[[nodiscard]] inline tensor<float> apply(const norm_layer& norm, const tensor<float>& x) {
+    if (norm.type == norm_layer::kind::rms_norm) return rms_norm(x, norm.weight, norm.epsilon);
+    return norm.bias ? layer_norm(x, norm.weight, *norm.bias, norm.epsilon)
+                     : layer_norm(x, norm.weight, std::nullopt, norm.epsilon);
+}
+
+// Multi-head self-attention with separate query, key, value and output projections; kv_heads < heads is
+// grouped-query attention.
+struct attention_layer {
+    linear_layer query, key, value, output;
+    std::int64_t heads = 0;
+    std::int64_t kv_heads = 0;
+    std::int64_t head_dim = 0;
+};
+
+namespace detail {
+
+// [B, S, heads * D] -> [B, heads, S, D]
+[[nodiscard]] inline tensor<float> split_heads(const tensor<float>& x, std::int64_t heads,
+                                               std::int64_t head_dim) {
+    const dims& s = x.shape();
+    return permute(reshape(x, std::vector<std::int64_t>{s[0], s[1], heads, head_dim}), {0, 2, 1, 3});
+}
+
+// [B, heads, S, D] -> [B, S, heads * D]
+[[nodiscard]] inline tensor<float> merge_heads(const tensor<float>& x) {
+    const dims& s = x.shape();
+    return reshape(permute(x, {0, 2, 1, 3}), std::vector<std::int64_t>{s[0], s[2], s[1] * s[3]});
+}
+
+}  // namespace detail
+
+// x [B, S, hidden] -> [B, S, hidden]. `mask`: additive, broadcast to the scores [B, heads, S, S] (e.g.
+// [B, 1, 1, S] for padding: 0 where a key may be seen, a large negative number where not).
+[[nodiscard]] inline tensor<float> self_attention(const attention_layer& layer, const tensor<float>& x,
+                                                  const std::optional<tensor<float>>& mask,
+                                                  const attention_options& options = {}) {
+    if (x.rank() != 3) {
+        throw shape_error(
+            anvil::detail::message("self_attention: expected x [batch, sequence, hidden], got ", x.shape()));
+    }
+    const auto q = detail::split_heads(apply(layer.query, x), layer.heads, layer.head_dim);
+    const auto k = detail::split_heads(apply(layer.key, x), layer.kv_heads, layer.head_dim);
+    const auto v = detail::split_heads(apply(layer.value, x), layer.kv_heads, layer.head_dim);
+    const auto context = mask ? attention(q, k, v, *mask, options) : attention(q, k, v, options);
+    return apply(layer.output, detail::merge_heads(context));
+}
+
+// The feed-forward block: down(act(up(x))), or down(act(gate(x)) * up(x)) when there is a gate (SwiGLU).
+struct mlp_layer {
+    linear_layer up, down;
+    std::optional<linear_layer> gate;
+    activation act = activation::gelu;
+};
+
+[[nodiscard]] inline tensor<float> apply(const mlp_layer& mlp, const tensor<float>& x) {
+    if (mlp.gate) return apply(mlp.down, activate(apply(*mlp.gate, x), mlp.act) * apply(mlp.up, x));
+    return apply(mlp.down, activate(apply(mlp.up, x), mlp.act));
+}
+
+// A transformer encoder layer with the norms after each residual (BERT, RoBERTa):
+// h = norm1(x + attention(x)); out = norm2(h + mlp(h)).
+struct post_norm_encoder_layer {
+    attention_layer attention;
+    norm_layer attention_norm;
+    mlp_layer mlp;
+    norm_layer output_norm;
+};
+
+[[nodiscard]] inline tensor<float> apply(const post_norm_encoder_layer& layer, const tensor<float>& x,
+                                         const std::optional<tensor<float>>& mask) {
+    const auto h = apply(layer.attention_norm, x + self_attention(layer.attention, x, mask));
+    return apply(layer.output_norm, h + apply(layer.mlp, h));
+}
+
+}  // namespace anvil::models
