@@ -8073,6 +8073,12 @@ struct mask {
     native v;
 };
 
+// GCC 12 at -O0 sees these memcpys inlined (always_inline) into loops over register arrays and warns of a
+// read "from a region of size 0" that cannot happen (-Wstringop-overread, a known false positive).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstringop-overread"
+#endif
 template <int W>
 ANVIL_DETAIL_ALWAYS_INLINE vec<W> load(const float* p) {
     vec<W> r;
@@ -8083,6 +8089,9 @@ template <int W>
 ANVIL_DETAIL_ALWAYS_INLINE void store(float* p, const vec<W>& x) {
     std::memcpy(p, &x.v, sizeof x.v);
 }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 template <int W>
 ANVIL_DETAIL_ALWAYS_INLINE vec<W> splat(float x) {
     return {typename vec<W>::native{} + x};
