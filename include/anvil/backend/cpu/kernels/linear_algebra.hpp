@@ -22,10 +22,9 @@ namespace anvil::detail::cpu {
 // what keeps its bytes alive.
 struct weight_operand {
     matrix_operand operand;
-    std::shared_ptr<packed_matrix> packed;  // f32 constants only
-    host_tensor storage;                    // the constant (keeps mapped weights alive)
-    host_tensor scale, zero_point;          // i8: f32 copies, one per column
-    std::vector<float> scale_values, zero_point_values;
+    std::shared_ptr<packed_matrix> packed;               // f32 constants only
+    host_tensor storage;                                 // the constant (keeps mapped weights alive)
+    std::vector<float> scale_values, zero_point_values;  // i8: one per column, as operand.scale points at
 };
 
 // The constant a value is, looking through a cast to f32 (an f16 or bf16 weight used with f32 activations:
