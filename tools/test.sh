@@ -102,7 +102,7 @@ if ((meson_status != 0 && ${meson_failed:-0} == 0)); then failed=$((failed + 1))
 
 echo "== fuzz: each target for ${fuzz_seconds}s"
 configure "$build_root/fuzz" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DANVIL_BUILD_TESTS=OFF -DANVIL_BUILD_TOOLS=OFF -DANVIL_BUILD_EXAMPLES=OFF -DANVIL_BUILD_FUZZERS=ON \
+    -DANVIL_BUILD_TESTS=OFF -DANVIL_BUILD_TOOLS=OFF -DANVIL_BUILD_EXAMPLES=OFF -DANVIL_BUILD_ANE_SIM=OFF -DANVIL_BUILD_FUZZERS=ON \
     -DANVIL_FUZZ_SECONDS="$fuzz_seconds"
 cmake --build "$build_root/fuzz" -j "$jobs"
 run_ctest "$build_root/fuzz" -L fuzz -j 3

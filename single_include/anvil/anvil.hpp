@@ -3443,6 +3443,122 @@ void write(const std::filesystem::path& path, std::span<const std::int64_t> shap
 }
 
 }  // namespace anvil::npy
+// #include "anvil/core/sha256.hpp"
+// anvil: SHA-256 (FIPS 180-4), for content digests that must not collide by accident — the keys of the
+// compiled-program cache, which name a program by its MIL text, weights, OS build and chip.
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace anvil::detail {
+
+class sha256 {
+public:
+    sha256() = default;
+
+    sha256& update(std::span<const std::byte> bytes) {
+        for (const std::byte b : bytes) {
+            block_[block_size_++] = static_cast<std::uint8_t>(b);
+            if (block_size_ == 64) {
+                compress();
+                block_size_ = 0;
+            }
+        }
+        total_bytes_ += bytes.size();
+        return *this;
+    }
+    sha256& update(std::string_view text) {
+        return update(std::as_bytes(std::span<const char>(text.data(), text.size())));
+    }
+
+    // The digest of everything given so far; the object is spent afterwards.
+    [[nodiscard]] std::array<std::uint8_t, 32> finish() {
+        const std::uint64_t bit_count = static_cast<std::uint64_t>(total_bytes_) * 8u;
+        block_[block_size_++] = 0x80;
+        if (block_size_ > 56) {
+            while (block_size_ < 64)
+                block_[block_size_++] = 0;
+            compress();
+            block_size_ = 0;
+        }
+        while (block_size_ < 56)
+            block_[block_size_++] = 0;
+        for (int i = 7; i >= 0; --i)
+            block_[block_size_++] = static_cast<std::uint8_t>(bit_count >> (8 * i));
+        compress();
+        std::array<std::uint8_t, 32> digest{};
+        for (std::size_t i = 0; i < 8; ++i)
+            for (std::size_t j = 0; j < 4; ++j)
+                digest[4 * i + j] = static_cast<std::uint8_t>(state_[i] >> (24 - 8 * j));
+        return digest;
+    }
+
+    [[nodiscard]] std::string finish_hex() {
+        static constexpr char digits[] = "0123456789abcdef";
+        std::string hex;
+        for (const std::uint8_t b : finish()) {
+            hex += digits[b >> 4];
+            hex += digits[b & 15];
+        }
+        return hex;
+    }
+
+private:
+    static std::uint32_t rotate(std::uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+
+    void compress() {
+        static constexpr std::array<std::uint32_t, 64> k = {
+            0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+            0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+            0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+            0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+            0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+            0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+            0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+            0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+        std::array<std::uint32_t, 64> w{};
+        for (std::size_t i = 0; i < 16; ++i) {
+            w[i] = (std::uint32_t{block_[4 * i]} << 24) | (std::uint32_t{block_[4 * i + 1]} << 16) |
+                   (std::uint32_t{block_[4 * i + 2]} << 8) | std::uint32_t{block_[4 * i + 3]};
+        }
+        for (std::size_t i = 16; i < 64; ++i) {
+            const std::uint32_t s0 = rotate(w[i - 15], 7) ^ rotate(w[i - 15], 18) ^ (w[i - 15] >> 3);
+            const std::uint32_t s1 = rotate(w[i - 2], 17) ^ rotate(w[i - 2], 19) ^ (w[i - 2] >> 10);
+            w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+        }
+        auto v = state_;
+        for (std::size_t i = 0; i < 64; ++i) {
+            const std::uint32_t s1 = rotate(v[4], 6) ^ rotate(v[4], 11) ^ rotate(v[4], 25);
+            const std::uint32_t choice = (v[4] & v[5]) ^ (~v[4] & v[6]);
+            const std::uint32_t t1 = v[7] + s1 + choice + k[i] + w[i];
+            const std::uint32_t s0 = rotate(v[0], 2) ^ rotate(v[0], 13) ^ rotate(v[0], 22);
+            const std::uint32_t majority = (v[0] & v[1]) ^ (v[0] & v[2]) ^ (v[1] & v[2]);
+            const std::uint32_t t2 = s0 + majority;
+            v[7] = v[6];
+            v[6] = v[5];
+            v[5] = v[4];
+            v[4] = v[3] + t1;
+            v[3] = v[2];
+            v[2] = v[1];
+            v[1] = v[0];
+            v[0] = t1 + t2;
+        }
+        for (std::size_t i = 0; i < 8; ++i)
+            state_[i] += v[i];
+    }
+
+    std::array<std::uint32_t, 8> state_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                        0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    std::array<std::uint8_t, 64> block_{};
+    std::size_t block_size_ = 0;
+    std::size_t total_bytes_ = 0;
+};
+
+}  // namespace anvil::detail
 // #include "anvil/core/shape.hpp"
 // #include "anvil/core/thread_pool.hpp"
 // anvil: the thread pool the CPU backend runs its kernels on. parallel_for splits an index range into chunks
@@ -7329,6 +7445,7 @@ inline std::string dump_attributes(const node& n) {
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -7423,15 +7540,23 @@ namespace anvil {
 // Evaluates a node whose operands are all constants: returns its value as a host tensor of the node's type.
 using constant_evaluator = std::function<host_tensor(const node&, std::span<const host_tensor>)>;
 
-// Replaces nodes whose operands are all constants by their value, computed by `evaluate` — except where the
-// value would take more memory than its operands (a cast of fp16 weights to fp32, a broadcast, a
-// dequantisation: those stay for the backend to do while it packs), so folding never expands weights.
-[[nodiscard]] inline graph_body fold_constants(const graph_body& body, const constant_evaluator& evaluate) {
+// How far constant folding goes: `never_expand` keeps every node whose value would take more memory than its
+// operands (the CPU converts weights while it packs them); `everything` folds those too (the ANE embeds every
+// weight as an fp16 constant anyway).
+enum class folding : std::uint8_t { never_expand, everything };
+
+// Replaces nodes whose operands are all constants by their value, computed by `evaluate` — except, by
+// default, where the value would take more memory than its operands (a cast of fp16 weights to fp32, a
+// broadcast, a dequantisation: those stay for the backend to do while it packs), so folding never expands
+// weights.
+[[nodiscard]] inline graph_body fold_constants(const graph_body& body, const constant_evaluator& evaluate,
+                                               folding how = folding::never_expand) {
     graph_body result = body;
     constexpr std::size_t small_bytes = 4096;  // tiny values are always worth folding
+    const bool expand = how == folding::everything;
     for (auto& n : result.nodes) {
         if (n.kind == op::input || n.kind == op::constant || n.inputs.empty()) continue;
-        if (n.kind == op::dequantize_int8 || n.kind == op::dequantize_lut) continue;
+        if (!expand && (n.kind == op::dequantize_int8 || n.kind == op::dequantize_lut)) continue;
         std::size_t input_bytes = 0;
         bool all_constant = true;
         std::vector<host_tensor> operands;
@@ -7447,7 +7572,7 @@ using constant_evaluator = std::function<host_tensor(const node&, std::span<cons
         if (!all_constant) continue;
         const std::size_t output_bytes =
             static_cast<std::size_t>(n.result.shape.element_count()) * dtype_size(n.result.type);
-        if (output_bytes > input_bytes && output_bytes > small_bytes) continue;
+        if (!expand && output_bytes > input_bytes && output_bytes > small_bytes) continue;
         host_tensor folded = evaluate(n, operands);
         node replacement;
         replacement.kind = op::constant;
@@ -7607,14 +7732,3910 @@ inline bool all_constant(const graph_body& body, const node& n, std::size_t firs
 }  // namespace anvil
 // #include "anvil/graph/shape_inference.hpp"
 
-// #include "anvil/backend/compile.hpp"
-// anvil: compile — the one entry point from a graph's values to a runnable program on a backend.
+// #include "anvil/backend/ane/ane_framework.hpp"
+// anvil: the `_ANE*` calls of AppleNeuralEngine.framework (RUNTIME.md §2): an in-memory model built from MIL
+// text and weight blobs, compiled, loaded, bound to IOSurfaces through requests, evaluated and unloaded.
+// Every call runs inside an autorelease pool and keeps only what it retained; a call returning NO is an
+// anvil::error carrying the framework's NSError.
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <thread>
+#include <utility>
+#include <vector>
+
+// #include "anvil/backend/ane/core_foundation.hpp"
+// anvil: Core Foundation helpers for the ANE bridge. The framework takes
+// NSData/NSString/NSNumber/NSDictionary/ NSArray arguments; the CF types are toll-free bridged to them
+// (RUNTIME.md §1), so plain CF calls build them. Builders return owning objc_objects; readers check the CF
+// type and say what they found instead.
+
+#include <cstddef>
+#include <cstdint>
 #include <initializer_list>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+// #include "anvil/backend/ane/objc_runtime.hpp"
+// anvil: the ANE backend's bridge to the Objective-C runtime, Core Foundation, IOSurface, Foundation and the
+// private AppleNeuralEngine.framework, from plain C++. Every symbol is resolved with dlopen/dlsym (RUNTIME.md
+// §1), from the five system libraries on a Mac, or all of them from the simulator named by ANVIL_ANE_SIM.
+// Everything used is probed once at start-up, so a changed private API is an error naming the missing piece,
+// never a crash. Messages are sent by looking the implementation up (class_getMethodImplementation, after
+// class_respondsToSelector) and calling it through its exact prototype: `runtime::send` is the only place an
+// IMP is cast (DESIGN.md "How the two meet").
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+
+#if __has_include(<dlfcn.h>)
+#include <dlfcn.h>
+#define ANVIL_ANE_HAS_DLFCN 1
+#else
+#define ANVIL_ANE_HAS_DLFCN 0
+#endif
+
+namespace anvil::detail::ane {
+
+// Objective-C and Core Foundation handles. Every CF object is an Objective-C object (toll-free bridging), so
+// one pointer type serves both.
+using objc_id = void*;
+using class_handle = void*;         // Class
+using selector = void*;             // SEL
+using implementation = void (*)();  // IMP
+// BOOL: C `bool` on arm64 Apple platforms (the only ones with a Neural Engine) and in the simulator.
+#if defined(__APPLE__) && !defined(__arm64__) && !defined(__aarch64__)
+using objc_bool = signed char;
+#else
+using objc_bool = bool;
+#endif
+using cf_index = long;             // CFIndex
+using cf_type_id = unsigned long;  // CFTypeID
+using cf_boolean = unsigned char;  // Boolean
+
+inline constexpr std::uint32_t cf_string_encoding_utf8 = 0x08000100u;
+inline constexpr cf_index cf_number_sint64_type = 4;
+inline constexpr cf_index cf_url_posix_path_style = 0;
+inline constexpr std::uint32_t io_surface_lock_read_only = 1;
+
+// A selector with the prototype of its method (receiver and selector left out). `available` is false for an
+// optional method the framework lacks.
+template <class Signature>
+struct typed_selector;
+
+template <class Result, class... Args>
+struct typed_selector<Result(Args...)> {
+    selector sel = nullptr;
+    const char* name = "";
+    bool available = false;
+};
+
+// The C functions used, with their exact prototypes; the field names are the C symbols'.
+struct objc_functions {
+    class_handle (*objc_getClass)(const char*) = nullptr;
+    selector (*sel_registerName)(const char*) = nullptr;
+    const char* (*sel_getName)(selector) = nullptr;
+    class_handle (*object_getClass)(objc_id) = nullptr;
+    const char* (*class_getName)(class_handle) = nullptr;
+    objc_bool (*class_respondsToSelector)(class_handle, selector) = nullptr;
+    implementation (*class_getMethodImplementation)(class_handle, selector) = nullptr;
+    objc_id (*objc_retain)(objc_id) = nullptr;
+    void (*objc_release)(objc_id) = nullptr;
+    void* (*objc_autoreleasePoolPush)() = nullptr;
+    void (*objc_autoreleasePoolPop)(void*) = nullptr;
+};
+
+struct core_foundation_functions {
+    const void* kCFAllocatorDefault =
+        nullptr;  // addresses of the data symbols; read through runtime's accessors
+    const void* kCFTypeDictionaryKeyCallBacks = nullptr;
+    const void* kCFTypeDictionaryValueCallBacks = nullptr;
+    const void* kCFTypeArrayCallBacks = nullptr;
+    cf_type_id (*CFGetTypeID)(objc_id) = nullptr;
+    cf_type_id (*CFStringGetTypeID)() = nullptr;
+    cf_type_id (*CFDataGetTypeID)() = nullptr;
+    cf_type_id (*CFDictionaryGetTypeID)() = nullptr;
+    cf_type_id (*CFArrayGetTypeID)() = nullptr;
+    cf_type_id (*CFNumberGetTypeID)() = nullptr;
+    cf_type_id (*CFErrorGetTypeID)() = nullptr;
+    objc_id (*CFDataCreate)(objc_id, const std::uint8_t*, cf_index) = nullptr;
+    const std::uint8_t* (*CFDataGetBytePtr)(objc_id) = nullptr;
+    cf_index (*CFDataGetLength)(objc_id) = nullptr;
+    objc_id (*CFStringCreateWithCString)(objc_id, const char*, std::uint32_t) = nullptr;
+    cf_boolean (*CFStringGetCString)(objc_id, char*, cf_index, std::uint32_t) = nullptr;
+    const char* (*CFStringGetCStringPtr)(objc_id, std::uint32_t) = nullptr;
+    cf_index (*CFStringGetLength)(objc_id) = nullptr;
+    cf_index (*CFStringGetMaximumSizeForEncoding)(cf_index, std::uint32_t) = nullptr;
+    objc_id (*CFNumberCreate)(objc_id, cf_index, const void*) = nullptr;
+    cf_boolean (*CFNumberGetValue)(objc_id, cf_index, void*) = nullptr;
+    objc_id (*CFArrayCreate)(objc_id, const void**, cf_index, const void*) = nullptr;
+    cf_index (*CFArrayGetCount)(objc_id) = nullptr;
+    const void* (*CFArrayGetValueAtIndex)(objc_id, cf_index) = nullptr;
+    objc_id (*CFDictionaryCreate)(objc_id, const void**, const void**, cf_index, const void*,
+                                  const void*) = nullptr;
+    cf_index (*CFDictionaryGetCount)(objc_id) = nullptr;
+    const void* (*CFDictionaryGetValue)(objc_id, const void*) = nullptr;
+    objc_id (*CFErrorGetDomain)(objc_id) = nullptr;
+    cf_index (*CFErrorGetCode)(objc_id) = nullptr;
+    objc_id (*CFErrorCopyDescription)(objc_id) = nullptr;
+    objc_id (*CFURLCreateWithFileSystemPath)(objc_id, objc_id, cf_index, cf_boolean) = nullptr;
+};
+
+struct io_surface_functions {
+    const void* kIOSurfaceWidth = nullptr;  // addresses of CFStringRef variables
+    const void* kIOSurfaceHeight = nullptr;
+    const void* kIOSurfaceBytesPerElement = nullptr;
+    const void* kIOSurfaceBytesPerRow = nullptr;
+    const void* kIOSurfaceAllocSize = nullptr;
+    const void* kIOSurfacePixelFormat = nullptr;
+    objc_id (*IOSurfaceCreate)(objc_id) = nullptr;
+    int (*IOSurfaceLock)(objc_id, std::uint32_t, std::uint32_t*) = nullptr;
+    int (*IOSurfaceUnlock)(objc_id, std::uint32_t, std::uint32_t*) = nullptr;
+    void* (*IOSurfaceGetBaseAddress)(objc_id) = nullptr;
+    std::size_t (*IOSurfaceGetAllocSize)(objc_id) = nullptr;
+    std::size_t (*IOSurfaceGetBytesPerRow)(objc_id) = nullptr;
+};
+
+struct foundation_functions {
+    objc_id (*NSTemporaryDirectory)() = nullptr;
+};
+
+// The AppleNeuralEngine classes (RUNTIME.md §1); `device_info` may be null (it is optional).
+struct framework_classes {
+    class_handle in_memory_model_descriptor = nullptr;  // _ANEInMemoryModelDescriptor
+    class_handle in_memory_model = nullptr;             // _ANEInMemoryModel
+    class_handle model = nullptr;                       // _ANEModel
+    class_handle request = nullptr;                     // _ANERequest
+    class_handle io_surface_object = nullptr;           // _ANEIOSurfaceObject
+    class_handle device_info = nullptr;                 // _ANEDeviceInfo
+};
+
+// The selectors with their prototypes, RUNTIME.md §2 table (QoS is `unsigned int`, errors are NSError**).
+struct framework_messages {
+    typed_selector<objc_id(objc_id, objc_id, objc_id)>
+        model_with_mil_text;  // + modelWithMILText:weights:optionsPlist:
+    typed_selector<objc_id(objc_id)> in_memory_model_with_descriptor;
+    typed_selector<objc_id()> hex_string_identifier;
+    typed_selector<objc_bool(unsigned, objc_id, objc_id*)> compile_with_qos;
+    typed_selector<objc_bool(unsigned, objc_id, objc_id*)> load_with_qos;
+    typed_selector<objc_bool(unsigned, objc_id, objc_id, objc_id*)> evaluate_with_qos;
+    typed_selector<objc_bool(unsigned, objc_id*)> unload_with_qos;
+    typed_selector<objc_id()> model;             // -[_ANEInMemoryModel model] -> _ANEModel
+    typed_selector<objc_id()> model_attributes;  // -[_ANEModel modelAttributes]
+    typed_selector<objc_id(objc_id)> object_with_io_surface;
+    typed_selector<objc_id(objc_id, objc_id, objc_id, objc_id, objc_id, objc_id, objc_id)>
+        request_with_inputs;  // the 7-argument form
+    // Optional (RUNTIME.md §1 device query, §7 persistent cache).
+    typed_selector<void(objc_id)> set_model_url;
+    typed_selector<objc_bool()> compiled_model_exists;
+    typed_selector<objc_id()> ane_architecture_type;
+    typed_selector<objc_bool()> has_ane;
+    typed_selector<unsigned()> num_ane_cores;
+};
+
+namespace runtime_detail {
+
+// dlsym's void* to a function pointer (conditionally supported in ISO C++, always on POSIX).
+template <class Function>
+Function function_from_symbol(void* symbol) noexcept {
+    static_assert(sizeof(Function) == sizeof(void*), "function pointers must be the size of data pointers");
+    Function result = nullptr;
+    std::memcpy(&result, &symbol, sizeof result);
+    return result;
+}
+
+struct library_handles {
+    void* objc = nullptr;
+    void* core_foundation = nullptr;
+    void* io_surface = nullptr;
+    void* foundation = nullptr;
+    void* framework = nullptr;
+};
+
+inline constexpr const char* no_engine_message =
+    "no Neural Engine on this machine (AppleNeuralEngine.framework needs macOS); set "
+    "ANVIL_ANE_SIM=/path/to/libanvil-ane-sim.so to run the ANE backend on the simulator";
+
+}  // namespace runtime_detail
+
+// The process-wide loader: opened once (thread-safe), never closed.
+class runtime {
+public:
+    // Loads on first use; throws unsupported_error when there is nothing to load, anvil::error naming every
+    // missing symbol, class or selector. A failed load is retried on the next call.
+    [[nodiscard]] static const runtime& get() {
+        static const runtime instance{construct_tag{}};
+        return instance;
+    }
+
+    runtime(const runtime&) = delete;
+    runtime& operator=(const runtime&) = delete;
+
+    [[nodiscard]] bool simulated() const noexcept { return simulated_; }
+    [[nodiscard]] const std::string& library() const noexcept { return library_; }  // the framework's path
+
+    objc_functions objc;
+    core_foundation_functions cf;
+    io_surface_functions surface;
+    foundation_functions foundation;
+    framework_classes classes;
+    framework_messages messages;
+
+    // The values of the CF data symbols, read at use (kCFAllocatorDefault is NULL on a Mac).
+    [[nodiscard]] objc_id default_allocator() const noexcept {
+        return *static_cast<objc_id const*>(cf.kCFAllocatorDefault);
+    }
+    [[nodiscard]] objc_id io_surface_key(const void* symbol_address) const noexcept {
+        return *static_cast<objc_id const*>(symbol_address);
+    }
+
+    // Sends `m` to `receiver` (an instance, or a class object for a class method) through the exact
+    // prototype.
+    template <class Result, class... Args>
+    Result send(objc_id receiver, const typed_selector<Result(Args...)>& m,
+                std::type_identity_t<Args>... args) const {
+        return invoke<Result, Args...>(receiver, m.sel, m.name, args...);
+    }
+
+    // The same for a selector outside the probed table: the prototype is Result(objc_id, SEL, Args...) with
+    // Args deduced from the arguments, so pass exactly typed values (21u, not 21, for an `unsigned int`).
+    template <class Result, class... Args>
+    Result send(objc_id receiver, selector sel, Args... args) const {
+        const char* name = sel != nullptr ? objc.sel_getName(sel) : nullptr;
+        return invoke<Result, Args...>(receiver, sel, name != nullptr ? name : "(null selector)", args...);
+    }
+
+    [[nodiscard]] selector selector_named(const char* name) const { return objc.sel_registerName(name); }
+
+    // Whether the receiver's class implements `m` (for optional methods).
+    template <class Signature>
+    [[nodiscard]] bool responds(objc_id receiver, const typed_selector<Signature>& m) const {
+        return receiver != nullptr && m.sel != nullptr &&
+               objc.class_respondsToSelector(objc.object_getClass(receiver), m.sel);
+    }
+
+    [[nodiscard]] std::string class_name(objc_id object) const {
+        if (object == nullptr) return "nil";
+        const char* name = objc.class_getName(objc.object_getClass(object));
+        return name != nullptr ? name : "?";
+    }
+
+private:
+    struct construct_tag {};
+
+    template <class Result, class... Args>
+    Result invoke(objc_id receiver, selector sel, const char* name, Args... args) const {
+        const implementation method = lookup(receiver, sel, name);
+        using prototype = Result (*)(objc_id, selector, Args...);
+        return reinterpret_cast<prototype>(method)(receiver, sel, args...);  // the only cast of an IMP
+    }
+
+    explicit runtime(construct_tag) { load(); }
+
+    implementation lookup(objc_id receiver, selector sel, const char* name) const {
+        if (receiver == nullptr) throw error(message("ANE bridge: message '", name, "' sent to nil"));
+        const class_handle cls = objc.object_getClass(receiver);
+        const std::pair<class_handle, selector> key{cls, sel};
+        const std::lock_guard<std::mutex> guard(cache_mutex_);
+        if (const auto found = method_cache_.find(key); found != method_cache_.end()) return found->second;
+        if (cls == nullptr || !objc.class_respondsToSelector(cls, sel)) {
+            throw error(message("ANE bridge: class '", class_name(receiver), "' does not respond to '", name,
+                                "' (the private AppleNeuralEngine API differs from the one anvil expects)"));
+        }
+        const implementation method = objc.class_getMethodImplementation(cls, sel);
+        if (method == nullptr) {
+            throw error(message("ANE bridge: no implementation of '", name, "' in class '",
+                                class_name(receiver), "'"));
+        }
+        method_cache_.emplace(key, method);
+        return method;
+    }
+
+    void load() {
+#if !ANVIL_ANE_HAS_DLFCN
+        throw unsupported_error(runtime_detail::no_engine_message);
+#else
+        runtime_detail::library_handles handles;
+        const char* simulator = std::getenv("ANVIL_ANE_SIM");
+        if (simulator != nullptr && *simulator != '\0') {
+            simulated_ = true;
+            library_ = simulator;
+            void* handle = open_library(simulator, "the ANE simulator named by ANVIL_ANE_SIM");
+            handles = {handle, handle, handle, handle, handle};
+        } else {
+#if defined(__APPLE__)
+            library_ = "/System/Library/PrivateFrameworks/AppleNeuralEngine.framework/AppleNeuralEngine";
+            handles.objc = open_library("/usr/lib/libobjc.A.dylib", "the Objective-C runtime");
+            handles.core_foundation = open_library(
+                "/System/Library/Frameworks/CoreFoundation.framework/CoreFoundation", "CoreFoundation");
+            handles.io_surface =
+                open_library("/System/Library/Frameworks/IOSurface.framework/IOSurface", "IOSurface");
+            handles.foundation =
+                open_library("/System/Library/Frameworks/Foundation.framework/Foundation", "Foundation");
+            handles.framework = open_library(library_.c_str(), "the private AppleNeuralEngine.framework");
+#else
+            throw unsupported_error(runtime_detail::no_engine_message);
+#endif
+        }
+        std::vector<std::string> missing;
+        resolve_functions(handles, missing);
+        if (!missing.empty()) throw_missing(missing);
+        resolve_framework(missing);
+        if (!missing.empty()) throw_missing(missing);
+#endif
+    }
+
+#if ANVIL_ANE_HAS_DLFCN
+    static void* open_library(const char* path, const char* what) {
+        void* handle = ::dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        if (handle == nullptr) {
+            const char* reason = ::dlerror();
+            throw unsupported_error(message("ANE bridge: cannot load ", what, " from '", path,
+                                            "': ", reason != nullptr ? reason : "dlopen failed"));
+        }
+        return handle;
+    }
+
+    template <class Pointer>
+    static void resolve(void* handle, const char* name, Pointer& target, std::vector<std::string>& missing) {
+        void* symbol = ::dlsym(handle, name);
+        if (symbol == nullptr) {
+            missing.emplace_back(message("symbol ", name));
+            return;
+        }
+        if constexpr (std::is_same_v<Pointer, const void*>) {
+            target = symbol;
+        } else {
+            target = runtime_detail::function_from_symbol<Pointer>(symbol);
+        }
+    }
+#endif
+
+    void resolve_functions(const runtime_detail::library_handles& h, std::vector<std::string>& missing) {
+#if ANVIL_ANE_HAS_DLFCN
+#define ANVIL_ANE_RESOLVE(handle, table, symbol) resolve(handle, #symbol, table.symbol, missing)
+        ANVIL_ANE_RESOLVE(h.objc, objc, objc_getClass);
+        ANVIL_ANE_RESOLVE(h.objc, objc, sel_registerName);
+        ANVIL_ANE_RESOLVE(h.objc, objc, sel_getName);
+        ANVIL_ANE_RESOLVE(h.objc, objc, object_getClass);
+        ANVIL_ANE_RESOLVE(h.objc, objc, class_getName);
+        ANVIL_ANE_RESOLVE(h.objc, objc, class_respondsToSelector);
+        ANVIL_ANE_RESOLVE(h.objc, objc, class_getMethodImplementation);
+        ANVIL_ANE_RESOLVE(h.objc, objc, objc_retain);
+        ANVIL_ANE_RESOLVE(h.objc, objc, objc_release);
+        ANVIL_ANE_RESOLVE(h.objc, objc, objc_autoreleasePoolPush);
+        ANVIL_ANE_RESOLVE(h.objc, objc, objc_autoreleasePoolPop);
+
+        ANVIL_ANE_RESOLVE(h.core_foundation, cf, kCFAllocatorDefault);
+        ANVIL_ANE_RESOLVE(h.core_foundation, cf, kCFTypeDictionaryKeyCallBacks);
+        ANVIL_ANE_RESOLVE(h.core_foundation, cf, kCFTypeDictionaryValueCallBacks);
+        ANVIL_ANE_RESOLVE(h.core_foundation, cf, kCFTypeArrayCallBacks);
+        ANVIL_ANE_RESOLVE(h.core_foundation, cf, CFGetTypeID);
+        ANVIL_ANE_RESOLVE(h.core_foundation, cf, CFStringGetTypeID);
+        ANVIL_ANE_RESOLVE(h.core_foundation, cf, CFDataGetTypeID);
+        ANVIL_ANE_RESOLVE(h.core_foundation, cf, CFDictionaryGetTypeID);
+        ANVIL_ANE_RESOLVE(h.core_foundation, cf, CFArrayGetTypeID);
+        ANVIL_ANE_RESOLVE(h.core_foundation, cf, CFNumberGetTypeID);
+        ANVIL_ANE_RESOLVE(h.core_foundation, cf, CFErrorGetTypeID);
+        ANVIL_ANE_RESOLVE(h.core_foundation, cf, CFDataCreate);
+        ANVIL_ANE_RESOLVE(h.core_foundation, cf, CFDataGetBytePtr);
+        ANVIL_ANE_RESOLVE(h.core_foundation, cf, CFDataGetLength);
+        ANVIL_ANE_RESOLVE(h.core_foundation, cf, CFStringCreateWithCString);
+        ANVIL_ANE_RESOLVE(h.core_foundation, cf, CFStringGetCString);
+        ANVIL_ANE_RESOLVE(h.core_foundation, cf, CFStringGetCStringPtr);
+        ANVIL_ANE_RESOLVE(h.core_foundation, cf, CFStringGetLength);
+        ANVIL_ANE_RESOLVE(h.core_foundation, cf, CFStringGetMaximumSizeForEncoding);
+        ANVIL_ANE_RESOLVE(h.core_foundation, cf, CFNumberCreate);
+        ANVIL_ANE_RESOLVE(h.core_foundation, cf, CFNumberGetValue);
+        ANVIL_ANE_RESOLVE(h.core_foundation, cf, CFArrayCreate);
+        ANVIL_ANE_RESOLVE(h.core_foundation, cf, CFArrayGetCount);
+        ANVIL_ANE_RESOLVE(h.core_foundation, cf, CFArrayGetValueAtIndex);
+        ANVIL_ANE_RESOLVE(h.core_foundation, cf, CFDictionaryCreate);
+        ANVIL_ANE_RESOLVE(h.core_foundation, cf, CFDictionaryGetCount);
+        ANVIL_ANE_RESOLVE(h.core_foundation, cf, CFDictionaryGetValue);
+        ANVIL_ANE_RESOLVE(h.core_foundation, cf, CFErrorGetDomain);
+        ANVIL_ANE_RESOLVE(h.core_foundation, cf, CFErrorGetCode);
+        ANVIL_ANE_RESOLVE(h.core_foundation, cf, CFErrorCopyDescription);
+        ANVIL_ANE_RESOLVE(h.core_foundation, cf, CFURLCreateWithFileSystemPath);
+
+        ANVIL_ANE_RESOLVE(h.io_surface, surface, kIOSurfaceWidth);
+        ANVIL_ANE_RESOLVE(h.io_surface, surface, kIOSurfaceHeight);
+        ANVIL_ANE_RESOLVE(h.io_surface, surface, kIOSurfaceBytesPerElement);
+        ANVIL_ANE_RESOLVE(h.io_surface, surface, kIOSurfaceBytesPerRow);
+        ANVIL_ANE_RESOLVE(h.io_surface, surface, kIOSurfaceAllocSize);
+        ANVIL_ANE_RESOLVE(h.io_surface, surface, kIOSurfacePixelFormat);
+        ANVIL_ANE_RESOLVE(h.io_surface, surface, IOSurfaceCreate);
+        ANVIL_ANE_RESOLVE(h.io_surface, surface, IOSurfaceLock);
+        ANVIL_ANE_RESOLVE(h.io_surface, surface, IOSurfaceUnlock);
+        ANVIL_ANE_RESOLVE(h.io_surface, surface, IOSurfaceGetBaseAddress);
+        ANVIL_ANE_RESOLVE(h.io_surface, surface, IOSurfaceGetAllocSize);
+        ANVIL_ANE_RESOLVE(h.io_surface, surface, IOSurfaceGetBytesPerRow);
+
+        ANVIL_ANE_RESOLVE(h.foundation, foundation, NSTemporaryDirectory);
+#undef ANVIL_ANE_RESOLVE
+#else
+        (void)h;
+        (void)missing;
+#endif
+    }
+
+    class_handle find_class(const char* name, bool required, std::vector<std::string>& missing) const {
+        class_handle cls = objc.objc_getClass(name);
+        if (cls == nullptr && required) missing.emplace_back(message("class ", name));
+        return cls;
+    }
+
+    // Registers the selector and checks the class (or, for a class method, its metaclass) implements it.
+    template <class Signature>
+    void find_message(typed_selector<Signature>& m, const char* name, class_handle cls, bool class_method,
+                      bool required, std::vector<std::string>& missing) const {
+        m.name = name;
+        m.sel = objc.sel_registerName(name);
+        if (cls == nullptr) return;  // the class itself is reported missing
+        const class_handle target = class_method ? objc.object_getClass(cls) : cls;
+        m.available = m.sel != nullptr && target != nullptr && objc.class_respondsToSelector(target, m.sel);
+        if (!m.available && required) {
+            missing.emplace_back(
+                message("selector ", class_method ? "+[" : "-[", objc.class_getName(cls), " ", name, "]"));
+        }
+    }
+
+    void resolve_framework(std::vector<std::string>& missing) {
+        classes.in_memory_model_descriptor = find_class("_ANEInMemoryModelDescriptor", true, missing);
+        classes.in_memory_model = find_class("_ANEInMemoryModel", true, missing);
+        classes.model = find_class("_ANEModel", true, missing);
+        classes.request = find_class("_ANERequest", true, missing);
+        classes.io_surface_object = find_class("_ANEIOSurfaceObject", true, missing);
+        classes.device_info = find_class("_ANEDeviceInfo", false, missing);
+
+        auto& m = messages;
+        find_message(m.model_with_mil_text,
+                     "modelWithMILText:weights:optionsPlist:", classes.in_memory_model_descriptor, true, true,
+                     missing);
+        find_message(m.in_memory_model_with_descriptor,
+                     "inMemoryModelWithDescriptor:", classes.in_memory_model, true, true, missing);
+        const class_handle model_class = classes.in_memory_model;
+        find_message(m.hex_string_identifier, "hexStringIdentifier", model_class, false, true, missing);
+        find_message(m.compile_with_qos, "compileWithQoS:options:error:", model_class, false, true, missing);
+        find_message(m.load_with_qos, "loadWithQoS:options:error:", model_class, false, true, missing);
+        find_message(m.evaluate_with_qos, "evaluateWithQoS:options:request:error:", model_class, false, true,
+                     missing);
+        find_message(m.unload_with_qos, "unloadWithQoS:error:", model_class, false, true, missing);
+        find_message(m.model, "model", model_class, false, true, missing);
+        find_message(m.model_attributes, "modelAttributes", classes.model, false, true, missing);
+        find_message(m.object_with_io_surface, "objectWithIOSurface:", classes.io_surface_object, true, true,
+                     missing);
+        find_message(
+            m.request_with_inputs,
+            "requestWithInputs:inputIndices:outputs:outputIndices:weightsBuffer:perfStats:procedureIndex:",
+            classes.request, true, true, missing);
+        find_message(m.set_model_url, "setModelURL:", model_class, false, false, missing);
+        find_message(m.compiled_model_exists, "compiledModelExists", model_class, false, false, missing);
+        find_message(m.ane_architecture_type, "aneArchitectureType", classes.device_info, true, false,
+                     missing);
+        find_message(m.has_ane, "hasANE", classes.device_info, true, false, missing);
+        find_message(m.num_ane_cores, "numANECores", classes.device_info, true, false, missing);
+    }
+
+    [[noreturn]] void throw_missing(const std::vector<std::string>& missing) const {
+        std::string list;
+        for (const std::string& item : missing)
+            list += (list.empty() ? "" : ", ") + item;
+        throw error(message("ANE bridge: ", library_, " lacks what anvil needs: ", list,
+                            simulated_
+                                ? " (is ANVIL_ANE_SIM the anvil ANE simulator?)"
+                                : " (the private AppleNeuralEngine API changed in this macOS version)"));
+    }
+
+    bool simulated_ = false;
+    std::string library_;
+    mutable std::mutex cache_mutex_;
+    mutable std::map<std::pair<class_handle, selector>, implementation> method_cache_;
+};
+
+// An owned reference to an Objective-C (or CF) object: released once in the destructor. Move-only.
+class objc_object {
+public:
+    objc_object() = default;
+
+    // Takes over a +1 reference (a `Create`/`Copy` result, or one retained already).
+    [[nodiscard]] static objc_object adopt(objc_id object) noexcept { return objc_object(object); }
+    // Retains a +0 reference (a factory's autoreleased result, a getter's value).
+    [[nodiscard]] static objc_object retain(objc_id object) {
+        if (object != nullptr) runtime::get().objc.objc_retain(object);
+        return objc_object(object);
+    }
+
+    objc_object(const objc_object&) = delete;
+    objc_object& operator=(const objc_object&) = delete;
+    objc_object(objc_object&& other) noexcept : object_(std::exchange(other.object_, nullptr)) {}
+    objc_object& operator=(objc_object&& other) noexcept {
+        if (this != &other) {
+            reset();
+            object_ = std::exchange(other.object_, nullptr);
+        }
+        return *this;
+    }
+    ~objc_object() { reset(); }
+
+    [[nodiscard]] objc_id get() const noexcept { return object_; }
+    [[nodiscard]] explicit operator bool() const noexcept { return object_ != nullptr; }
+
+    void reset() noexcept {
+        // A non-null object implies the runtime loaded, so get() cannot throw here.
+        if (object_ != nullptr) runtime::get().objc.objc_release(std::exchange(object_, nullptr));
+    }
+
+private:
+    explicit objc_object(objc_id object) noexcept : object_(object) {}
+    objc_id object_ = nullptr;
+};
+
+// objc_autoreleasePoolPush/Pop around a scope (RUNTIME.md §2 "Autorelease and ownership": a C++ caller has no
+// pool, and leaked autoreleased programs exhaust the ~15 live program slots).
+class autorelease_pool {
+public:
+    autorelease_pool() : runtime_(&runtime::get()), pool_(runtime_->objc.objc_autoreleasePoolPush()) {}
+    autorelease_pool(const autorelease_pool&) = delete;
+    autorelease_pool& operator=(const autorelease_pool&) = delete;
+    ~autorelease_pool() { runtime_->objc.objc_autoreleasePoolPop(pool_); }
+
+private:
+    const runtime* runtime_;
+    void* pool_;
+};
+
+}  // namespace anvil::detail::ane
+// #include "anvil/core/error.hpp"
+
+namespace anvil::detail::ane {
+
+namespace cf_detail {
+
+inline cf_index to_cf_index(std::size_t count, const char* what) {
+    if (count > static_cast<std::size_t>(INT64_MAX)) throw error(message("ANE bridge: ", what, " too large"));
+    return static_cast<cf_index>(count);
+}
+
+inline objc_object created(objc_id object, const char* what) {
+    if (object == nullptr) throw error(message("ANE bridge: ", what, " returned NULL (out of memory?)"));
+    return objc_object::adopt(object);
+}
+
+}  // namespace cf_detail
+
+// The CF type of `object` by name, for messages ("CFString", "CFNumber", ..., or its class name).
+inline std::string cf_type_name(objc_id object) {
+    const runtime& rt = runtime::get();
+    if (object == nullptr) return "nil";
+    const cf_type_id type = rt.cf.CFGetTypeID(object);
+    if (type == rt.cf.CFStringGetTypeID()) return "CFString";
+    if (type == rt.cf.CFDataGetTypeID()) return "CFData";
+    if (type == rt.cf.CFDictionaryGetTypeID()) return "CFDictionary";
+    if (type == rt.cf.CFArrayGetTypeID()) return "CFArray";
+    if (type == rt.cf.CFNumberGetTypeID()) return "CFNumber";
+    if (type == rt.cf.CFErrorGetTypeID()) return "CFError";
+    return rt.class_name(object);
+}
+
+inline bool is_cf_string(objc_id object) {
+    const runtime& rt = runtime::get();
+    return object != nullptr && rt.cf.CFGetTypeID(object) == rt.cf.CFStringGetTypeID();
+}
+
+inline void expect_cf_type(objc_id object, cf_type_id (*type_of)(), const char* expected,
+                           std::string_view what) {
+    if (object == nullptr || runtime::get().cf.CFGetTypeID(object) != type_of()) {
+        throw error(message("ANE bridge: ", what, ": expected a ", expected, ", got ", cf_type_name(object)));
+    }
+}
+
+// ---- builders
+// -------------------------------------------------------------------------------------------------
+
+inline objc_object make_data(std::span<const std::byte> bytes) {
+    const runtime& rt = runtime::get();
+    return cf_detail::created(
+        rt.cf.CFDataCreate(rt.default_allocator(), reinterpret_cast<const std::uint8_t*>(bytes.data()),
+                           cf_detail::to_cf_index(bytes.size(), "CFData")),
+        "CFDataCreate");
+}
+
+inline objc_object make_string(std::string_view utf8) {
+    if (utf8.find('\0') != std::string_view::npos) {
+        throw error("ANE bridge: a CFString cannot hold a NUL character");
+    }
+    const runtime& rt = runtime::get();
+    const std::string terminated(utf8);
+    return cf_detail::created(
+        rt.cf.CFStringCreateWithCString(rt.default_allocator(), terminated.c_str(), cf_string_encoding_utf8),
+        "CFStringCreateWithCString (is the text valid UTF-8?)");
+}
+
+inline objc_object make_number(std::int64_t value) {
+    const runtime& rt = runtime::get();
+    return cf_detail::created(rt.cf.CFNumberCreate(rt.default_allocator(), cf_number_sint64_type, &value),
+                              "CFNumberCreate");
+}
+
+// A CFArray retaining each element (kCFTypeArrayCallBacks).
+inline objc_object make_array(std::span<const objc_id> elements) {
+    const runtime& rt = runtime::get();
+    std::vector<const void*> values(elements.begin(), elements.end());
+    return cf_detail::created(
+        rt.cf.CFArrayCreate(rt.default_allocator(), values.data(),
+                            cf_detail::to_cf_index(values.size(), "CFArray"), rt.cf.kCFTypeArrayCallBacks),
+        "CFArrayCreate");
+}
+
+// A CFDictionary retaining keys and values (kCFTypeDictionary callbacks); empty pairs give `@{}`.
+inline objc_object make_dictionary(std::span<const std::pair<objc_id, objc_id>> pairs) {
+    const runtime& rt = runtime::get();
+    std::vector<const void*> keys;
+    std::vector<const void*> values;
+    keys.reserve(pairs.size());
+    values.reserve(pairs.size());
+    for (const auto& [key, value] : pairs) {
+        if (key == nullptr || value == nullptr) throw error("ANE bridge: a CFDictionary key or value is nil");
+        keys.push_back(key);
+        values.push_back(value);
+    }
+    return cf_detail::created(
+        rt.cf.CFDictionaryCreate(rt.default_allocator(), keys.data(), values.data(),
+                                 cf_detail::to_cf_index(keys.size(), "CFDictionary"),
+                                 rt.cf.kCFTypeDictionaryKeyCallBacks, rt.cf.kCFTypeDictionaryValueCallBacks),
+        "CFDictionaryCreate");
+}
+
+inline objc_object make_dictionary(std::initializer_list<std::pair<objc_id, objc_id>> pairs) {
+    return make_dictionary(std::span<const std::pair<objc_id, objc_id>>(pairs.begin(), pairs.size()));
+}
+
+inline objc_object make_empty_dictionary() {
+    return make_dictionary(std::span<const std::pair<objc_id, objc_id>>{});
+}
+
+// A file URL for a directory (CFURL is NSURL).
+inline objc_object make_directory_url(const std::string& path) {
+    const runtime& rt = runtime::get();
+    const objc_object text = make_string(path);
+    return cf_detail::created(
+        rt.cf.CFURLCreateWithFileSystemPath(rt.default_allocator(), text.get(), cf_url_posix_path_style, 1),
+        "CFURLCreateWithFileSystemPath");
+}
+
+// ---- readers
+// --------------------------------------------------------------------------------------------------
+
+inline std::string string_value(objc_id string, std::string_view what = "value") {
+    const runtime& rt = runtime::get();
+    expect_cf_type(string, rt.cf.CFStringGetTypeID, "CFString", what);
+    if (const char* direct = rt.cf.CFStringGetCStringPtr(string, cf_string_encoding_utf8)) return direct;
+    const cf_index capacity =
+        rt.cf.CFStringGetMaximumSizeForEncoding(rt.cf.CFStringGetLength(string), cf_string_encoding_utf8) + 1;
+    if (capacity <= 0) throw error(message("ANE bridge: ", what, ": CFString of invalid length"));
+    std::string buffer(static_cast<std::size_t>(capacity), '\0');
+    if (!rt.cf.CFStringGetCString(string, buffer.data(), capacity, cf_string_encoding_utf8)) {
+        throw error(message("ANE bridge: ", what, ": CFString not convertible to UTF-8"));
+    }
+    buffer.resize(std::char_traits<char>::length(buffer.c_str()));
+    return buffer;
+}
+
+inline std::int64_t number_value(objc_id number, std::string_view what = "value") {
+    const runtime& rt = runtime::get();
+    expect_cf_type(number, rt.cf.CFNumberGetTypeID, "CFNumber", what);
+    std::int64_t value = 0;
+    if (!rt.cf.CFNumberGetValue(number, cf_number_sint64_type, &value)) {
+        throw error(message("ANE bridge: ", what, ": CFNumber is not an exact 64-bit integer"));
+    }
+    return value;
+}
+
+inline std::span<const std::byte> data_bytes(objc_id data, std::string_view what = "value") {
+    const runtime& rt = runtime::get();
+    expect_cf_type(data, rt.cf.CFDataGetTypeID, "CFData", what);
+    const cf_index length = rt.cf.CFDataGetLength(data);
+    if (length <= 0) return {};
+    return {reinterpret_cast<const std::byte*>(rt.cf.CFDataGetBytePtr(data)),
+            static_cast<std::size_t>(length)};
+}
+
+inline std::size_t array_count(objc_id array, std::string_view what = "value") {
+    const runtime& rt = runtime::get();
+    expect_cf_type(array, rt.cf.CFArrayGetTypeID, "CFArray", what);
+    const cf_index count = rt.cf.CFArrayGetCount(array);
+    return count > 0 ? static_cast<std::size_t>(count) : 0;
+}
+
+// The element, not owned (valid while the array is).
+inline objc_id array_at(objc_id array, std::size_t index, std::string_view what = "value") {
+    const std::size_t count = array_count(array, what);
+    if (index >= count) {
+        throw error(
+            message("ANE bridge: ", what, ": index ", index, " past the array's ", count, " elements"));
+    }
+    return const_cast<void*>(runtime::get().cf.CFArrayGetValueAtIndex(array, static_cast<cf_index>(index)));
+}
+
+inline std::size_t dictionary_count(objc_id dictionary, std::string_view what = "value") {
+    const runtime& rt = runtime::get();
+    expect_cf_type(dictionary, rt.cf.CFDictionaryGetTypeID, "CFDictionary", what);
+    const cf_index count = rt.cf.CFDictionaryGetCount(dictionary);
+    return count > 0 ? static_cast<std::size_t>(count) : 0;
+}
+
+// The value for a string key, not owned; nullptr when absent.
+inline objc_id dictionary_lookup(objc_id dictionary, std::string_view key, std::string_view what = "value") {
+    const runtime& rt = runtime::get();
+    expect_cf_type(dictionary, rt.cf.CFDictionaryGetTypeID, "CFDictionary", what);
+    const objc_object key_string = make_string(key);
+    return const_cast<void*>(rt.cf.CFDictionaryGetValue(dictionary, key_string.get()));
+}
+
+// "domain, code N: description" of an NSError/CFError (not owned).
+inline std::string describe_error(objc_id error_object) {
+    if (error_object == nullptr) return "no error object";
+    const runtime& rt = runtime::get();
+    if (rt.cf.CFGetTypeID(error_object) != rt.cf.CFErrorGetTypeID()) {
+        return message("an error object of unexpected type ", cf_type_name(error_object));
+    }
+    const objc_id domain = rt.cf.CFErrorGetDomain(error_object);
+    const cf_index code = rt.cf.CFErrorGetCode(error_object);
+    const objc_object description = objc_object::adopt(rt.cf.CFErrorCopyDescription(error_object));
+    return message(
+        is_cf_string(domain) ? string_value(domain, "error domain") : std::string("unknown domain"),
+        ", code ", code, ": ",
+        is_cf_string(description.get()) ? string_value(description.get(), "error description")
+                                        : std::string("no description"));
+}
+
+}  // namespace anvil::detail::ane
+// #include "anvil/backend/ane/io_surface.hpp"
+// anvil: an IOSurface holding one ANE input or output tensor [1, C, 1, W], channel c's row at
+// c * row_stride (RUNTIME.md §3: Width = W, Height = C, BytesPerRow a multiple of 64, AllocSize given, pixel
+// format 0). The CPU reads and writes it only under a lock, and never while the ANE evaluates.
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+// #include "anvil/backend/ane/core_foundation.hpp"
+// #include "anvil/backend/ane/objc_runtime.hpp"
+// #include "anvil/core/error.hpp"
+
+namespace anvil::detail::ane {
+
+class io_surface {
+public:
+    // Unlocks in its destructor. Move-only.
+    class lock_guard {
+    public:
+        lock_guard(const lock_guard&) = delete;
+        lock_guard& operator=(const lock_guard&) = delete;
+        lock_guard(lock_guard&& other) noexcept
+            : surface_(std::exchange(other.surface_, nullptr)),
+              options_(other.options_),
+              data_(other.data_) {}
+        lock_guard& operator=(lock_guard&&) = delete;
+        ~lock_guard() {
+            if (surface_ != nullptr) runtime::get().surface.IOSurfaceUnlock(surface_, options_, nullptr);
+        }
+
+        [[nodiscard]] std::byte* data() const noexcept { return data_; }
+
+    private:
+        friend class io_surface;
+        lock_guard(objc_id surface, std::uint32_t options, std::byte* data) noexcept
+            : surface_(surface), options_(options), data_(data) {}
+
+        objc_id surface_;
+        std::uint32_t options_;
+        std::byte* data_;
+    };
+
+    // A surface for [1, channels, 1, width] with `element_size`-byte elements (2 for fp16, 4 for fp32).
+    [[nodiscard]] static io_surface create(std::int64_t channels, std::int64_t width,
+                                           std::size_t element_size, std::size_t row_stride,
+                                           std::size_t alloc_size) {
+        if (channels <= 0 || width <= 0) {
+            throw shape_error(message("ANE surface: [1, ", channels, ", 1, ", width,
+                                      "] needs positive channels and width"));
+        }
+        if (element_size != 2 && element_size != 4) {
+            throw type_error(message("ANE surface: element size ", element_size,
+                                     " bytes; the ANE reads fp16 (2) or fp32 (4)"));
+        }
+        const auto row_bytes = static_cast<std::size_t>(width) * element_size;
+        if (row_stride % 64 != 0 || row_stride < row_bytes) {
+            throw shape_error(
+                message("ANE surface: row stride ", row_stride, " bytes for rows of ", row_bytes,
+                        " bytes; it must be a multiple of 64 and at least the row (RUNTIME.md §3)"));
+        }
+        const auto needed = static_cast<std::size_t>(channels) * row_stride;
+        if (alloc_size < needed) {
+            throw shape_error(message("ANE surface: allocation of ", alloc_size, " bytes for ", channels,
+                                      " rows of stride ", row_stride, " (", needed, " bytes needed)"));
+        }
+        const runtime& rt = runtime::get();
+        const auto& s = rt.surface;
+        const objc_object width_number = make_number(width);
+        const objc_object height_number = make_number(channels);
+        const objc_object element_number = make_number(static_cast<std::int64_t>(element_size));
+        const objc_object stride_number = make_number(static_cast<std::int64_t>(row_stride));
+        const objc_object alloc_number = make_number(static_cast<std::int64_t>(alloc_size));
+        const objc_object format_number = make_number(0);
+        const objc_object properties = make_dictionary({
+            {rt.io_surface_key(s.kIOSurfaceWidth), width_number.get()},
+            {rt.io_surface_key(s.kIOSurfaceHeight), height_number.get()},
+            {rt.io_surface_key(s.kIOSurfaceBytesPerElement), element_number.get()},
+            {rt.io_surface_key(s.kIOSurfaceBytesPerRow), stride_number.get()},
+            {rt.io_surface_key(s.kIOSurfaceAllocSize), alloc_number.get()},
+            {rt.io_surface_key(s.kIOSurfacePixelFormat), format_number.get()},
+        });
+        objc_object handle = objc_object::adopt(s.IOSurfaceCreate(properties.get()));
+        if (!handle) {
+            throw error(message("ANE surface: IOSurfaceCreate failed for [1, ", channels, ", 1, ", width,
+                                "], row stride ", row_stride, ", ", alloc_size, " bytes"));
+        }
+        io_surface result(std::move(handle));
+        result.alloc_size_ = s.IOSurfaceGetAllocSize(result.handle());
+        result.row_stride_ = s.IOSurfaceGetBytesPerRow(result.handle());
+        if (result.alloc_size_ < needed || result.row_stride_ != row_stride) {
+            throw error(message("ANE surface: IOSurfaceCreate gave ", result.alloc_size_,
+                                " bytes with row stride ", result.row_stride_, " where ", alloc_size, " and ",
+                                row_stride, " were asked"));
+        }
+        return result;
+    }
+
+    // Read-only locks tell the system the CPU did not write (RUNTIME.md §3 locking).
+    [[nodiscard]] lock_guard lock(bool read_only) const {
+        if (handle() == nullptr) throw error("ANE surface: lock of a moved-from io_surface");
+        const runtime& rt = runtime::get();
+        const std::uint32_t options = read_only ? io_surface_lock_read_only : 0u;
+        const int status = rt.surface.IOSurfaceLock(handle(), options, nullptr);
+        if (status != 0) throw error(message("ANE surface: IOSurfaceLock failed with status ", status));
+        auto* base = static_cast<std::byte*>(rt.surface.IOSurfaceGetBaseAddress(handle()));
+        if (base == nullptr) {
+            rt.surface.IOSurfaceUnlock(handle(), options, nullptr);
+            throw error("ANE surface: IOSurfaceGetBaseAddress returned NULL for a locked surface");
+        }
+        return lock_guard(handle(), options, base);
+    }
+
+    [[nodiscard]] std::size_t alloc_size() const noexcept { return alloc_size_; }
+    [[nodiscard]] std::size_t row_stride() const noexcept { return row_stride_; }
+    [[nodiscard]] void* handle() const noexcept { return surface_.get(); }  // IOSurfaceRef
+
+private:
+    explicit io_surface(objc_object surface) noexcept : surface_(std::move(surface)) {}
+
+    objc_object surface_;
+    std::size_t alloc_size_ = 0;
+    std::size_t row_stride_ = 0;
+};
+
+}  // namespace anvil::detail::ane
+// #include "anvil/backend/ane/objc_runtime.hpp"
+// #include "anvil/backend/ane/weight_file.hpp"
+// anvil: one weight file of an ANE program — the blob bytes (MIL blob storage v2) and the path the MIL's
+// BLOBFILE entries name it by. The lowering writes them, the framework bridge hands them to
+// `_ANEInMemoryModelDescriptor` and writes them into the model's directory.
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace anvil::detail::ane {
+
+struct weight_file {
+    std::string
+        path;  // "@model_path/weights/weight.bin": the weights dictionary's key, as in BLOBFILE(path = ...)
+    std::vector<std::byte> bytes;
+};
+
+}  // namespace anvil::detail::ane
+// #include "anvil/core/error.hpp"
+
+namespace anvil::detail::ane {
+
+// QOS_CLASS_DEFAULT, what every working codebase passes (RUNTIME.md §2 "QoS").
+inline constexpr unsigned ane_qos = 21;
+
+struct device_info {
+    bool has_ane = false;
+    std::string architecture;  // "h16g" for M4, ...
+    unsigned cores = 0;
+};
+
+// +[_ANEDeviceInfo hasANE / aneArchitectureType / numANECores], each where the framework has it.
+inline device_info query_device() {
+    const runtime& rt = runtime::get();
+    device_info info;
+    const objc_id cls = rt.classes.device_info;
+    if (cls == nullptr) return info;
+    const autorelease_pool pool;
+    if (rt.messages.has_ane.available) info.has_ane = rt.send(cls, rt.messages.has_ane);
+    if (rt.messages.ane_architecture_type.available) {
+        const objc_id architecture = rt.send(cls, rt.messages.ane_architecture_type);
+        if (is_cf_string(architecture)) info.architecture = string_value(architecture, "aneArchitectureType");
+    }
+    if (rt.messages.num_ane_cores.available) info.cores = rt.send(cls, rt.messages.num_ane_cores);
+    return info;
+}
+
+// One input or output as the compiled program lays it out (RUNTIME.md §3): element (c, h, w) at
+// c * plane_stride + h * row_stride + w * element size.
+struct symbol_layout {
+    std::string name;
+    std::int64_t channels = 0, height = 1, width = 0;
+    std::size_t row_stride = 0, plane_stride = 0;
+    bool fp16 = true;
+};
+
+struct model_layout {
+    std::vector<symbol_layout> inputs, outputs;  // in symbol-index order
+};
+
+// An `_ANERequest` and the `_ANEIOSurfaceObject`s it binds. Build once, evaluate many times (RUNTIME.md §2
+// "Reuse"). The io_surfaces it was made from must outlive it.
+class ane_request {
+public:
+    ane_request() = default;
+    ane_request(ane_request&&) noexcept = default;
+    ane_request& operator=(ane_request&&) noexcept = default;
+
+    [[nodiscard]] objc_id get() const noexcept { return request_.get(); }
+    [[nodiscard]] explicit operator bool() const noexcept { return static_cast<bool>(request_); }
+
+private:
+    friend class ane_model;
+    std::vector<objc_object> surface_objects_;
+    objc_object request_;  // declared last: released first
+};
+
+namespace framework_detail {
+
+// Models with the same MIL and weights share `NSTemporaryDirectory()/<hex>` (RUNTIME.md §2 "Temp directory",
+// ORI §5.3's ownership trap) — across processes too, since the temporary directory is per user. Within a
+// process a count decides when the last model is gone; across processes a shared flock on `<hex>.lock` beside
+// the directory marks it in use, and the directory is removed only by a process that can take the lock
+// exclusively (the lock files, a few bytes each, stay: removing one could split a later pair of users between
+// two lock files).
+struct directory_user {
+    int count = 0;
+    int lock_fd = -1;
+};
+
+inline std::mutex& directory_mutex() {
+    static std::mutex mutex;
+    return mutex;
+}
+inline std::map<std::string, directory_user>& directory_users() {
+    static std::map<std::string, directory_user> users;
+    return users;
+}
+
+inline std::filesystem::path lock_path(const std::filesystem::path& directory) {
+    std::filesystem::path lock = directory;
+    lock += ".lock";
+    return lock;
+}
+
+inline void acquire_directory(const std::filesystem::path& directory) {
+    const std::lock_guard<std::mutex> guard(directory_mutex());
+    directory_user& user = directory_users()[directory.string()];
+    if (user.count++ > 0) return;
+    user.lock_fd = ::open(lock_path(directory).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    // Without a lock file (an unwritable temporary directory) the compile itself fails with a clear message.
+    if (user.lock_fd >= 0) {
+        while (::flock(user.lock_fd, LOCK_SH) != 0 && errno == EINTR) {
+        }
+    }
+}
+
+inline void release_directory(const std::filesystem::path& directory) noexcept {
+    const std::lock_guard<std::mutex> guard(directory_mutex());
+    auto& users = directory_users();
+    const auto found = users.find(directory.string());
+    if (found == users.end() || --found->second.count > 0) return;
+    const int fd = found->second.lock_fd;
+    users.erase(found);
+    if (fd < 0) return;
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+        std::error_code ignored;
+        std::filesystem::remove_all(directory, ignored);
+    }
+    ::close(fd);  // releases the lock
+}
+
+inline std::filesystem::path temporary_directory() {
+    const runtime& rt = runtime::get();
+    const autorelease_pool pool;
+    const objc_id path = rt.foundation.NSTemporaryDirectory();
+    if (path == nullptr) throw error("ANE: NSTemporaryDirectory() returned nil");
+    const std::string text = string_value(path, "NSTemporaryDirectory()");
+    if (text.empty()) throw error("ANE: NSTemporaryDirectory() returned an empty path");
+    return std::filesystem::path(text);
+}
+
+// "@model_path/weights/w.bin" -> "weights/w.bin"; anything that would leave the model directory is refused.
+inline std::filesystem::path weight_relative_path(const std::string& key) {
+    constexpr std::string_view prefix = "@model_path/";
+    if (key.compare(0, prefix.size(), prefix) != 0 || key.size() == prefix.size()) {
+        throw error(
+            message("ANE weights: key '", key,
+                    "' must be the BLOBFILE path \"@model_path/<file>\" (RUNTIME.md §2 weights dictionary)"));
+    }
+    const std::filesystem::path relative(key.substr(prefix.size()));
+    for (const auto& part : relative) {
+        if (part == ".." || part == "." || part.empty()) {
+            throw error(message("ANE weights: key '", key, "' leaves the model directory"));
+        }
+    }
+    if (relative.is_absolute()) throw error(message("ANE weights: key '", key, "' is an absolute path"));
+    if (relative == "model.mil")
+        throw error(message("ANE weights: key '", key, "' would overwrite the MIL text"));
+    return relative;
+}
+
+// Writes `bytes` to `path` unless it already holds them; through a temporary file and a rename, so another
+// process compiling the same program never reads a half-written file.
+inline void write_file(const std::filesystem::path& path, std::span<const std::byte> bytes) {
+    std::error_code code;
+    std::filesystem::create_directories(path.parent_path(), code);
+    if (code)
+        throw io_error(
+            message("ANE: cannot create directory '", path.parent_path().string(), "': ", code.message()));
+    if (std::filesystem::file_size(path, code) == bytes.size() && !code) {
+        std::ifstream in(path, std::ios::binary);
+        std::vector<char> existing(bytes.size());
+        in.read(existing.data(), static_cast<std::streamsize>(existing.size()));
+        if (in && std::memcmp(existing.data(), bytes.data(), bytes.size()) == 0) return;
+    }
+    std::filesystem::path staging = path;
+    staging += message(".", ::getpid(), ".tmp");
+    {
+        std::ofstream out(staging, std::ios::binary | std::ios::trunc);
+        out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+        out.close();
+        if (!out) {
+            std::filesystem::remove(staging, code);
+            throw io_error(message("ANE: cannot write '", staging.string(), "'"));
+        }
+    }
+    std::filesystem::rename(staging, path, code);
+    if (code) {
+        std::filesystem::remove(staging, code);
+        throw io_error(message("ANE: cannot move '", staging.string(), "' to '", path.string(), "'"));
+    }
+}
+
+// The text of the MIL line a compiler message names ("... line 12 ..."), or empty.
+inline std::string named_mil_line(std::string_view description, std::string_view mil_text) {
+    for (std::size_t at = description.find("line "); at != std::string_view::npos;
+         at = description.find("line ", at + 1)) {
+        std::size_t digit = at + 5;
+        std::size_t number = 0;
+        while (digit < description.size() && description[digit] >= '0' && description[digit] <= '9' &&
+               number < 100'000'000) {
+            number = number * 10 + static_cast<std::size_t>(description[digit] - '0');
+            ++digit;
+        }
+        if (digit == at + 5 || number == 0) continue;
+        std::size_t begin = 0;
+        for (std::size_t line = 1; line < number; ++line) {
+            begin = mil_text.find('\n', begin);
+            if (begin == std::string_view::npos) return {};
+            ++begin;
+        }
+        std::string_view text = mil_text.substr(begin, mil_text.find('\n', begin) - begin);
+        while (!text.empty() && (text.front() == ' ' || text.front() == '\t'))
+            text.remove_prefix(1);
+        while (!text.empty() && (text.back() == '\r' || text.back() == ' '))
+            text.remove_suffix(1);
+        return message("; MIL line ", number, ": ", text);
+    }
+    return {};
+}
+
+// What a failed call reports: the NSError (+0, autoreleased: read inside the caller's pool).
+inline std::string failure_reason(objc_id error_object) {
+    return error_object == nullptr ? std::string("returned NO with nil error") : describe_error(error_object);
+}
+
+// A number in modelAttributes: CFNumber, or a CFString of digits.
+inline std::int64_t attribute_number(objc_id dictionary, const char* key, std::string_view context) {
+    const objc_id value = dictionary_lookup(dictionary, key, context);
+    if (value == nullptr) {
+        throw error(message("ANE modelAttributes: ", context, " has no \"", key, "\" (RUNTIME.md §3)"));
+    }
+    const std::string what = message(context, " \"", key, "\"");
+    if (!is_cf_string(value)) return number_value(value, what);
+    const std::string text = string_value(value, what);
+    std::int64_t result = 0;
+    if (text.empty() || text.size() > 18)
+        throw error(message("ANE modelAttributes: ", what, " is \"", text, "\""));
+    for (const char c : text) {
+        if (c < '0' || c > '9') throw error(message("ANE modelAttributes: ", what, " is \"", text, "\""));
+        result = result * 10 + (c - '0');
+    }
+    return result;
+}
+
+inline objc_id required_key(objc_id dictionary, const char* key, std::string_view context) {
+    const objc_id value = dictionary_lookup(dictionary, key, context);
+    if (value == nullptr) {
+        throw error(message("ANE modelAttributes: ", context, " has no \"", key,
+                            "\" (RUNTIME.md §3; the program's layout cannot be read)"));
+    }
+    return value;
+}
+
+inline std::string optional_string(objc_id dictionary, const char* key) {
+    const objc_id value = dictionary_lookup(dictionary, key);
+    return is_cf_string(value) ? string_value(value) : std::string();
+}
+
+// The symbols in index order, each matched to its LiveInputList/LiveOutputList entry by "Symbol" or "Name"
+// (positionally when the entries carry neither).
+inline std::vector<symbol_layout> read_symbols(objc_id symbols, objc_id live, const char* kind) {
+    const std::size_t count = array_count(symbols, message(kind, " symbols"));
+    const std::size_t live_count = array_count(live, message("Live", kind, "List"));
+    std::vector<symbol_layout> result;
+    for (std::size_t i = 0; i < count; ++i) {
+        symbol_layout layout;
+        layout.name = string_value(array_at(symbols, i), message(kind, " symbol ", i));
+        objc_id entry = nullptr;
+        for (std::size_t j = 0; j < live_count && entry == nullptr; ++j) {
+            const objc_id candidate = array_at(live, j);
+            if (optional_string(candidate, "Symbol") == layout.name ||
+                optional_string(candidate, "Name") == layout.name) {
+                entry = candidate;
+            }
+        }
+        if (entry == nullptr && live_count == count) entry = array_at(live, i);
+        if (entry == nullptr) {
+            throw error(message("ANE modelAttributes: ", kind, " symbol '", layout.name,
+                                "' has no entry in Live", kind, "List"));
+        }
+        const std::string context = message(kind, " '", layout.name, "'");
+        layout.channels = attribute_number(entry, "Channels", context);
+        layout.height = attribute_number(entry, "Height", context);
+        layout.width = attribute_number(entry, "Width", context);
+        layout.row_stride = static_cast<std::size_t>(attribute_number(entry, "RowStride", context));
+        layout.plane_stride = static_cast<std::size_t>(attribute_number(entry, "PlaneStride", context));
+        const std::string type = optional_string(entry, "Type");
+        if (type == "Float32") {
+            layout.fp16 = false;
+        } else if (type != "Float16") {
+            throw error(message("ANE modelAttributes: ", context, " has element type \"", type,
+                                "\"; expected \"Float16\" or \"Float32\""));
+        }
+        result.push_back(std::move(layout));
+    }
+    return result;
+}
+
+}  // namespace framework_detail
+
+// An `_ANEInMemoryModel` with its MIL and weights. Move-only; the destructor unloads it when loaded, releases
+// it and removes its temp directory when no other model uses it.
+class ane_model {
+public:
+    ane_model(ane_model&& other) noexcept { *this = std::move(other); }
+    ane_model& operator=(ane_model&& other) noexcept {
+        if (this != &other) {
+            destroy();
+            model_ = std::move(other.model_);
+            hex_ = std::move(other.hex_);
+            directory_ = std::exchange(other.directory_, {});
+            mil_data_ = std::move(other.mil_data_);
+            weight_files_ = std::move(other.weight_files_);
+            loaded_ = std::exchange(other.loaded_, false);
+        }
+        return *this;
+    }
+    ane_model(const ane_model&) = delete;
+    ane_model& operator=(const ane_model&) = delete;
+    ~ane_model() { destroy(); }
+
+    // +[_ANEInMemoryModelDescriptor modelWithMILText:weights:optionsPlist:] then
+    // +[_ANEInMemoryModel inMemoryModelWithDescriptor:]: MIL as UTF-8 NSData, weights as
+    // { key: { "offset": 0, "data": NSData } } (an empty dictionary, never nil), optionsPlist nil.
+    [[nodiscard]] static ane_model create(std::string_view mil_text, std::span<const weight_file> weights) {
+        const runtime& rt = runtime::get();
+        const autorelease_pool pool;
+        ane_model result;
+        result.mil_data_ = make_data(std::as_bytes(std::span<const char>(mil_text.data(), mil_text.size())));
+
+        const objc_object offset_key = make_string("offset");
+        const objc_object data_key = make_string("data");
+        const objc_object zero = make_number(0);
+        std::vector<objc_object> keep;
+        std::vector<std::pair<objc_id, objc_id>> entries;
+        std::set<std::string> seen;
+        for (const weight_file& file : weights) {
+            std::filesystem::path relative = framework_detail::weight_relative_path(file.path);
+            if (!seen.insert(file.path).second)
+                throw error(message("ANE weights: key '", file.path, "' given twice"));
+            objc_object data = make_data(file.bytes);
+            objc_object inner =
+                make_dictionary({{offset_key.get(), zero.get()}, {data_key.get(), data.get()}});
+            objc_object key = make_string(file.path);
+            entries.emplace_back(key.get(), inner.get());
+            result.weight_files_.emplace_back(std::move(relative), objc_object::retain(data.get()));
+            keep.push_back(std::move(key));
+            keep.push_back(std::move(inner));
+            keep.push_back(std::move(data));
+        }
+        const objc_object weight_dictionary = make_dictionary(entries);
+
+        const objc_id descriptor =
+            rt.send(rt.classes.in_memory_model_descriptor, rt.messages.model_with_mil_text,
+                    result.mil_data_.get(), weight_dictionary.get(), nullptr);
+        if (descriptor == nullptr) {
+            throw error(
+                "ANE: +[_ANEInMemoryModelDescriptor modelWithMILText:weights:optionsPlist:] returned nil "
+                "(the "
+                "framework rejected the MIL text or the weights dictionary)");
+        }
+        const objc_id model =
+            rt.send(rt.classes.in_memory_model, rt.messages.in_memory_model_with_descriptor, descriptor);
+        if (model == nullptr)
+            throw error("ANE: +[_ANEInMemoryModel inMemoryModelWithDescriptor:] returned nil");
+        result.model_ = objc_object::retain(model);
+
+        const objc_id hex = rt.send(model, rt.messages.hex_string_identifier);
+        if (hex == nullptr) throw error("ANE: -[_ANEInMemoryModel hexStringIdentifier] returned nil");
+        result.hex_ = string_value(hex, "hexStringIdentifier");
+        if (result.hex_.empty() || result.hex_.find('/') != std::string::npos || result.hex_ == "." ||
+            result.hex_ == "..") {
+            throw error(message("ANE: hexStringIdentifier \"", result.hex_, "\" is not a directory name"));
+        }
+        const std::filesystem::path directory = framework_detail::temporary_directory() / result.hex_;
+        framework_detail::acquire_directory(directory);
+        result.directory_ = directory;
+        return result;
+    }
+
+    [[nodiscard]] const std::string& hex_identifier() const noexcept { return hex_; }
+    [[nodiscard]] const std::filesystem::path& directory() const noexcept { return directory_; }
+
+    // -setModelURL: with a file URL, so compiled artefacts persist there (RUNTIME.md §7 cross-process cache);
+    // false when the framework lacks the selector.
+    bool set_cache_directory(const std::filesystem::path& dir) {
+        const runtime& rt = runtime::get();
+        if (!rt.responds(model(), rt.messages.set_model_url)) return false;
+        std::error_code code;
+        std::filesystem::create_directories(dir, code);
+        if (code)
+            throw io_error(
+                message("ANE: cannot create cache directory '", dir.string(), "': ", code.message()));
+        const autorelease_pool pool;
+        const objc_object url = make_directory_url(dir.string());
+        rt.send(model(), rt.messages.set_model_url, url.get());
+        return true;
+    }
+
+    // -compiledModelExists: the cache directory already holds this program (false without the selector).
+    [[nodiscard]] bool compiled_model_exists() const {
+        const runtime& rt = runtime::get();
+        if (!rt.responds(model(), rt.messages.compiled_model_exists)) return false;
+        const autorelease_pool pool;
+        return rt.send(model(), rt.messages.compiled_model_exists);
+    }
+
+    // Populates <tmp>/<hex>/ (model.mil, weights/...) and compiles; the error carries the compiler's message
+    // and the MIL line it names.
+    void compile() {
+        const runtime& rt = runtime::get();
+        write_model_directory();
+        const autorelease_pool pool;
+        const objc_object options = make_empty_dictionary();
+        objc_id failure = nullptr;
+        if (rt.send(model(), rt.messages.compile_with_qos, ane_qos, options.get(), &failure)) return;
+        const std::string reason = framework_detail::failure_reason(failure);
+        const auto mil = data_bytes(mil_data_.get(), "MIL text");
+        const std::string_view mil_text(reinterpret_cast<const char*>(mil.data()), mil.size());
+        throw error(message("ANE compile of program ", hex_, " failed: ", reason,
+                            framework_detail::named_mil_line(reason, mil_text)));
+    }
+
+    // loadWithQoS; a failure is retried once after 100 ms, as slots are reclaimed lazily (RUNTIME.md §2).
+    void load() {
+        const runtime& rt = runtime::get();
+        if (loaded_) return;
+        std::string reason;
+        for (int attempt = 0; attempt < 2; ++attempt) {
+            if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            const autorelease_pool pool;
+            const objc_object options = make_empty_dictionary();
+            objc_id failure = nullptr;
+            if (rt.send(model(), rt.messages.load_with_qos, ane_qos, options.get(), &failure)) {
+                loaded_ = true;
+                return;
+            }
+            reason = framework_detail::failure_reason(failure);
+        }
+        throw error(
+            message("ANE load of program ", hex_, " failed (also after a retry 100 ms later): ", reason));
+    }
+
+    [[nodiscard]] bool loaded() const noexcept { return loaded_; }
+
+    void unload() {
+        if (!loaded_) return;
+        const runtime& rt = runtime::get();
+        loaded_ = false;
+        const autorelease_pool pool;
+        objc_id failure = nullptr;
+        if (!rt.send(model(), rt.messages.unload_with_qos, ane_qos, &failure)) {
+            throw error(message("ANE unload of program ", hex_,
+                                " failed: ", framework_detail::failure_reason(failure)));
+        }
+    }
+
+    // [[model model] modelAttributes]: symbol order and live layouts (RUNTIME.md §3).
+    [[nodiscard]] model_layout layout() const {
+        const runtime& rt = runtime::get();
+        const autorelease_pool pool;
+        const objc_id inner = rt.send(model(), rt.messages.model);
+        if (inner == nullptr) {
+            throw error(message("ANE: -[_ANEInMemoryModel model] returned nil for program ", hex_,
+                                (loaded_ ? "" : " (it is not loaded)")));
+        }
+        const objc_id attributes = rt.send(inner, rt.messages.model_attributes);
+        if (attributes == nullptr) {
+            throw error(message("ANE: -[_ANEModel modelAttributes] returned nil for program ", hex_,
+                                (loaded_ ? "" : " (it is not loaded)")));
+        }
+        using framework_detail::required_key;
+        const objc_id description = required_key(attributes, "ANEFModelDescription", "modelAttributes");
+        const objc_id status_list = required_key(attributes, "NetworkStatusList", "modelAttributes");
+        if (array_count(status_list, "NetworkStatusList") == 0) {
+            throw error("ANE modelAttributes: NetworkStatusList is empty (RUNTIME.md §3)");
+        }
+        const objc_id status = array_at(status_list, 0, "NetworkStatusList");
+        model_layout result;
+        result.inputs = framework_detail::read_symbols(
+            required_key(description, "kANEFModelInputSymbolsArrayKey", "ANEFModelDescription"),
+            required_key(status, "LiveInputList", "NetworkStatusList[0]"), "Input");
+        result.outputs = framework_detail::read_symbols(
+            required_key(description, "kANEFModelOutputSymbolsArrayKey", "ANEFModelDescription"),
+            required_key(status, "LiveOutputList", "NetworkStatusList[0]"), "Output");
+        return result;
+    }
+
+    // Binds surfaces to symbol indices 0..n-1 (weightsBuffer nil, perfStats nil, procedureIndex @0).
+    [[nodiscard]] ane_request make_request(std::span<const io_surface* const> inputs,
+                                           std::span<const io_surface* const> outputs) const {
+        const runtime& rt = runtime::get();
+        (void)model();
+        const autorelease_pool pool;
+        ane_request request;
+        const auto bind = [&](std::span<const io_surface* const> surfaces, const char* kind,
+                              std::vector<objc_object>& indices) {
+            std::vector<objc_id> objects;
+            for (std::size_t i = 0; i < surfaces.size(); ++i) {
+                if (surfaces[i] == nullptr || surfaces[i]->handle() == nullptr) {
+                    throw error(
+                        message("ANE request for program ", hex_, ": ", kind, " surface ", i, " is null"));
+                }
+                const objc_id object = rt.send(rt.classes.io_surface_object,
+                                               rt.messages.object_with_io_surface, surfaces[i]->handle());
+                if (object == nullptr) {
+                    throw error(message("ANE: +[_ANEIOSurfaceObject objectWithIOSurface:] returned nil for ",
+                                        kind, " ", i));
+                }
+                request.surface_objects_.push_back(objc_object::retain(object));
+                objects.push_back(object);
+                indices.push_back(make_number(static_cast<std::int64_t>(i)));
+            }
+            return make_array(objects);
+        };
+        std::vector<objc_object> input_numbers;
+        std::vector<objc_object> output_numbers;
+        const objc_object input_array = bind(inputs, "input", input_numbers);
+        const objc_object output_array = bind(outputs, "output", output_numbers);
+        const auto ids_of = [](const std::vector<objc_object>& objects) {
+            std::vector<objc_id> result;
+            for (const objc_object& object : objects)
+                result.push_back(object.get());
+            return make_array(result);
+        };
+        const objc_object input_indices = ids_of(input_numbers);
+        const objc_object output_indices = ids_of(output_numbers);
+        const objc_object procedure = make_number(0);
+        const objc_id made = rt.send(rt.classes.request, rt.messages.request_with_inputs, input_array.get(),
+                                     input_indices.get(), output_array.get(), output_indices.get(), nullptr,
+                                     nullptr, procedure.get());
+        if (made == nullptr) {
+            throw error(message("ANE: +[_ANERequest requestWithInputs:...] returned nil for program ", hex_,
+                                " (", inputs.size(), " inputs, ", outputs.size(), " outputs)"));
+        }
+        request.request_ = objc_object::retain(made);
+        return request;
+    }
+
+    // evaluateWithQoS:options:request:error: (synchronous).
+    void evaluate(const ane_request& request) {
+        const runtime& rt = runtime::get();
+        if (!loaded_)
+            throw error(message("ANE evaluate of program ", hex_, ": it is not loaded (call load() first)"));
+        if (!request) throw error(message("ANE evaluate of program ", hex_, ": the request is empty"));
+        const autorelease_pool pool;
+        const objc_object options = make_empty_dictionary();
+        objc_id failure = nullptr;
+        if (!rt.send(model(), rt.messages.evaluate_with_qos, ane_qos, options.get(), request.get(),
+                     &failure)) {
+            throw error(message("ANE evaluate of program ", hex_,
+                                " failed: ", framework_detail::failure_reason(failure)));
+        }
+    }
+
+private:
+    ane_model() = default;
+
+    [[nodiscard]] objc_id model() const {
+        if (!model_) throw error("ANE: use of a moved-from ane_model");
+        return model_.get();
+    }
+
+    void write_model_directory() const {
+        framework_detail::write_file(directory_ / "model.mil", data_bytes(mil_data_.get(), "MIL text"));
+        for (const auto& [relative, data] : weight_files_) {
+            framework_detail::write_file(directory_ / relative, data_bytes(data.get(), "weight file"));
+        }
+    }
+
+    void destroy() noexcept {
+        if (model_) {
+            const autorelease_pool pool;
+            if (loaded_) {
+                try {
+                    unload();
+                } catch (...) {  // a destructor cannot report; the model is released regardless
+                }
+            }
+            model_.reset();
+        }
+        loaded_ = false;
+        weight_files_.clear();
+        mil_data_.reset();
+        if (!directory_.empty()) framework_detail::release_directory(std::exchange(directory_, {}));
+    }
+
+    objc_object model_;
+    std::string hex_;
+    std::filesystem::path directory_;
+    objc_object mil_data_;
+    std::vector<std::pair<std::filesystem::path, objc_object>> weight_files_;
+    bool loaded_ = false;
+};
+
+}  // namespace anvil::detail::ane
+// #include "anvil/backend/ane/ane_program.hpp"
+// anvil: the Neural Engine backend's program. Compiling partitions the graph (partition.hpp), lowers each ANE
+// segment to MIL + weights (lowering.hpp), and compiles and loads it through AppleNeuralEngine.framework
+// (ane_framework.hpp) — or loads it from the program cache — with one IOSurface per input and output,
+// allocated once. Host segments are ordinary CPU programs. A run copies the inputs into their surfaces (fp32
+// to fp16, with the 64-byte row stride and the layout the lowering chose), evaluates the segments in order
+// and copies the outputs back.
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+// #include "anvil/backend/ane/ane_framework.hpp"
+// #include "anvil/backend/ane/io_surface.hpp"
+// #include "anvil/backend/ane/lowering.hpp"
+// anvil: lowering one ANE segment of a graph — a run of supported nodes — to MIL text plus its weight files,
+// with the [1, C, 1, W] fp16 surfaces its inputs and outputs bind to (RUNTIME.md §3: symbols bind in
+// alphabetical order, so inputs are named "in000_<name>"... and outputs "out000"..., making that order the
+// binding order).
+//
+// Layout: every value is held logically (its IR shape) or channels-first ([1, C, 1, S], C its last extent,
+// S the rest), see lowering_context.hpp. A boundary value is packed by the host in `rows` order (C = the
+// leading extents, W = the last: the IR's memory order) or `columns` order (C = the last extent, W = the
+// rest: channels-first, the host transposes while packing), whichever the segment consumes or produces, so
+// a linear at a segment's edge needs no transpose inside the program.
+//
+// Tiling: a linear or matmul whose output extent N exceeds max_dimension would be split into tiles of at most
+// max_dimension outputs, but the concatenated result has extent N again, which every layout (and the
+// [1, C, 1, W] surface) forbids; supports() therefore marks such nodes host_only and the partitioner runs
+// them on the CPU. Nothing is tiled.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <span>
+#include <string>
+#include <vector>
+
+// #include "anvil/backend/ane/lowering_context.hpp"
+// anvil: the state of lowering one ANE segment — each graph value's MIL forms and the conversions between
+// them, constants as fp16 weights, and elementwise ops with their decompositions.
+// A value can be held in up to three forms (RUNTIME.md §3, MIL.md §2.1):
+//   logical: the IR shape itself (rank 0 as [1]);
+//   rows: [1, S, 1, C] with C the last extent and S the product of the others (same memory order as logical);
+//   channels-first: [1, C, 1, S], the ANE's preferred layout, which 1x1 convs, norms and elementwise chains
+//     stay in without transposes between them.
+// Forms are made on demand and cached, so a chain converts once.
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+// #include "anvil/backend/ane/mil_writer.hpp"
+// anvil: the MIL text writer for the ANE backend. It builds one `main` function statement by statement and
+// prints it in either dialect (MIL.md §1.4, RUNTIME.md §4):
+//   ios18: `program(1.3)`, `func main<ios18>`, short scalar types (`int32`, `string("x")`);
+//   ios16: `program(1.0)`, `func main<ios16>`, verbose scalar types (`tensor<int32, []>`), which M1/M2 need.
+// As coremltools does, every op parameter is its own named `const` (never an inline literal), arguments print
+// in alphabetical order, every op carries `[name = ...]`, fp16 literals are C99 hex floats, and consts of 10
+// or more elements live in the weight file (BLOBFILE offset = the blob's metadata record, weight_blob.hpp).
+// Output is deterministic: names come from the caller, made unique in order of creation.
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+// #include "anvil/backend/ane/weight_blob.hpp"
+// anvil: the writer of MIL weight files ("MIL Blob Storage v2", coremltools' MILBlob/Blob/StorageFormat.hpp),
+// byte-exact as MIL.md §1.5 and RUNTIME.md §5 describe them: a 64-byte storage header, then per blob a
+// 64-byte metadata record followed by its payload, every record 64-byte aligned. A MIL `BLOBFILE(..., offset
+// = N)` names the metadata record's offset N, not the payload's (pointing at the payload reads garbage
+// silently).
+
+#include <cstddef>
+#include <cstdint>
 #include <span>
 #include <vector>
 
+#include <utility>
+
+namespace anvil::detail::ane {
+
+// `mil_dtype` codes of the metadata record (MIL.md §1.5).
+enum class blob_dtype : std::uint32_t {
+    float16 = 1,
+    float32 = 2,
+    uint8 = 3,
+    int8 = 4,
+    bfloat16 = 5,
+    int16 = 6,
+    uint16 = 7,
+    int32 = 14,
+    uint32 = 15,
+};
+
+inline constexpr std::size_t blob_alignment = 64;
+inline constexpr std::uint32_t blob_sentinel = 0xDEADBEEFu;
+inline constexpr std::uint32_t blob_storage_version = 2;
+
+class weight_blob_writer {
+public:
+    weight_blob_writer() : bytes_(blob_alignment, std::byte{0}) { store_u32(4, blob_storage_version); }
+
+    // Appends one blob; returns the offset its BLOBFILE reference uses (the metadata record's).
+    std::uint64_t append(blob_dtype type, std::span<const std::byte> payload) {
+        const std::size_t metadata = bytes_.size();  // always aligned: every append pads its payload
+        bytes_.resize(metadata + blob_alignment, std::byte{0});
+        store_u32(metadata, blob_sentinel);
+        store_u32(metadata + 4, static_cast<std::uint32_t>(type));
+        store_u64(metadata + 8, payload.size());
+        store_u64(metadata + 16, metadata + blob_alignment);  // absolute payload offset
+        // +24 padding_size_in_bits and +32..63 reserved stay zero (byte-sized types have no bit padding).
+        bytes_.insert(bytes_.end(), payload.begin(), payload.end());
+        bytes_.resize(round_up(bytes_.size()), std::byte{0});
+        ++count_;
+        store_u32(0, count_);
+        return metadata;
+    }
+
+    [[nodiscard]] std::uint32_t count() const noexcept { return count_; }
+    [[nodiscard]] const std::vector<std::byte>& bytes() const noexcept { return bytes_; }
+    [[nodiscard]] std::vector<std::byte> release() { return std::move(bytes_); }
+
+    [[nodiscard]] static constexpr std::size_t round_up(std::size_t size) noexcept {
+        return (size + blob_alignment - 1) / blob_alignment * blob_alignment;
+    }
+
+private:
+    void store_u32(std::size_t at, std::uint32_t value) {
+        for (std::size_t i = 0; i < 4; ++i)
+            bytes_[at + i] = static_cast<std::byte>((value >> (8 * i)) & 0xFFu);
+    }
+    void store_u64(std::size_t at, std::uint64_t value) {
+        for (std::size_t i = 0; i < 8; ++i)
+            bytes_[at + i] = static_cast<std::byte>((value >> (8 * i)) & 0xFFu);
+    }
+
+    std::vector<std::byte> bytes_;
+    std::uint32_t count_ = 0;
+};
+
+}  // namespace anvil::detail::ane
+// #include "anvil/backend/ane/weight_file.hpp"
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/half.hpp"
+
+namespace anvil::detail::ane {
+
+enum class mil_dialect : std::uint8_t { ios18, ios16 };
+
+// The path coremltools always writes (MIL.md §1.5); the bridge keys the weights dictionary by it.
+inline constexpr std::string_view default_weight_path = "@model_path/weights/weight.bin";
+
+// A value of the function being written: an input, a const or an op result.
+using mil_ref = std::size_t;
+
+// One argument of an op: `name = value`, or `name = (a, b, ...)` for a tuple input (concat's values).
+struct mil_argument {
+    std::string name;
+    std::vector<mil_ref> values;
+    bool tuple = false;
+};
+
+// C99 %a of an fp16 value, as coremlc prints floats ("0x1.5p-17", "-0x1.388p+13", "0x0p+0").
+[[nodiscard]] inline std::string fp16_literal(half value) {
+    const float number = static_cast<float>(value);
+    if (!std::isfinite(number)) {
+        throw unsupported_error(
+            message("MIL text: the fp16 literal ", number, " is not finite; constants must be finite"));
+    }
+    char text[64];
+    std::snprintf(text, sizeof text, "%a", static_cast<double>(number));
+    return text;
+}
+
+// A name MIL accepts ([A-Za-z_][A-Za-z0-9_]*, MIL.md §1.1).
+[[nodiscard]] inline std::string sanitise_mil_name(std::string_view raw) {
+    std::string name;
+    for (const char c : raw) {
+        const bool letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+        const bool digit = c >= '0' && c <= '9';
+        name += letter || digit || c == '_' ? c : '_';
+    }
+    if (name.empty() || (name[0] >= '0' && name[0] <= '9')) name.insert(name.begin(), '_');
+    return name;
+}
+
+class mil_writer {
+public:
+    explicit mil_writer(mil_dialect dialect, bool one_file_per_weight = false)
+        : dialect_(dialect), one_file_per_weight_(one_file_per_weight) {}
+
+    [[nodiscard]] mil_dialect dialect() const noexcept { return dialect_; }
+
+    // A function input: an fp16 tensor (rank 4 [1, C, 1, W] for the ANE; RUNTIME.md §3).
+    mil_ref input(std::string_view name, std::vector<std::int64_t> shape) {
+        const mil_ref ref = new_value(std::string(name), "fp16", std::move(shape), true);
+        inputs_.push_back(ref);
+        return ref;
+    }
+
+    // Scalar and small integer consts (op parameters).
+    mil_ref const_int(std::string_view base, std::int64_t number) {
+        return add_const(base, "int32", {}, std::to_string(checked_int32(number, base)));
+    }
+    mil_ref const_bool(std::string_view base, bool flag) {
+        return add_const(base, "bool", {}, flag ? "true" : "false");
+    }
+    mil_ref const_string(std::string_view base, std::string_view text) {
+        return add_const(base, "string", {}, message("\"", text, "\""));
+    }
+    mil_ref const_fp16_scalar(std::string_view base, float number) {
+        return add_const(base, "fp16", {}, fp16_literal(half(number)));
+    }
+    mil_ref const_ints(std::string_view base, std::span<const std::int64_t> numbers) {
+        std::string list;
+        for (std::size_t i = 0; i < numbers.size(); ++i)
+            list += (i ? ", " : "") + std::to_string(checked_int32(numbers[i], base));
+        return add_const(base, "int32", {static_cast<std::int64_t>(numbers.size())}, "[" + list + "]");
+    }
+    mil_ref const_bools(std::string_view base, const std::vector<bool>& flags) {
+        std::string list;
+        for (std::size_t i = 0; i < flags.size(); ++i)
+            list += std::string(i ? ", " : "") + (flags[i] ? "true" : "false");
+        return add_const(base, "bool", {static_cast<std::int64_t>(flags.size())}, "[" + list + "]");
+    }
+    // An fp16 tensor const: inline below 10 elements, else a blob in the weight file (MIL.md §1.5).
+    mil_ref const_fp16(std::string_view base, std::vector<std::int64_t> shape, std::span<const half> values) {
+        if (values.size() < 10) {
+            std::string list;
+            for (std::size_t i = 0; i < values.size(); ++i)
+                list += (i ? ", " : "") + fp16_literal(values[i]);
+            return add_const(base, "fp16", std::move(shape), "[" + list + "]");
+        }
+        std::string path(default_weight_path);
+        if (one_file_per_weight_) {
+            path = message("@model_path/weights/w", blobs_.size(), ".bin");
+            blobs_.emplace_back(path, weight_blob_writer{});
+        } else if (blobs_.empty()) {
+            blobs_.emplace_back(path, weight_blob_writer{});
+        }
+        const std::uint64_t offset = blobs_.back().second.append(blob_dtype::float16, std::as_bytes(values));
+        const std::string blob =
+            message("BLOBFILE(path = ", scalar_literal("string", "\"" + path + "\""),
+                    ", offset = ", scalar_literal("uint64", std::to_string(offset)), ")");
+        return add_const(base, "fp16", std::move(shape), blob, true);
+    }
+
+    // An op with one result of `dtype` and `shape` (rank 0 = scalar).
+    mil_ref op(std::string_view type, std::string_view base, std::vector<std::int64_t> shape,
+               std::vector<mil_argument> arguments, std::string_view dtype = "fp16") {
+        for (const auto& argument : arguments) {
+            for (const mil_ref ref : argument.values) {
+                if (ref >= values_.size()) {
+                    throw error(message("MIL writer: op ", type, " argument ", argument.name,
+                                        " reads an undefined value"));
+                }
+            }
+        }
+        std::sort(arguments.begin(), arguments.end(),
+                  [](const mil_argument& a, const mil_argument& b) { return a.name < b.name; });
+        const mil_ref ref = new_value(std::string(base), std::string(dtype), std::move(shape), false);
+        statements_.push_back({ref, std::string(type), std::move(arguments), {}});
+        return ref;
+    }
+
+    // By value: a reference would dangle once the next value is added.
+    [[nodiscard]] std::vector<std::int64_t> shape(mil_ref ref) const { return values_.at(ref).shape; }
+    [[nodiscard]] const std::string& name(mil_ref ref) const { return values_.at(ref).name; }
+    [[nodiscard]] bool is_const(mil_ref ref) const { return values_.at(ref).is_const; }
+    [[nodiscard]] bool is_input(mil_ref ref) const {
+        return std::find(inputs_.begin(), inputs_.end(), ref) != inputs_.end();
+    }
+
+    // Gives an op result its final name (a function output's symbol); false when the name is taken or the
+    // value is not an op result (inputs and consts keep theirs).
+    bool rename(mil_ref ref, const std::string& name) {
+        mil_value& value = values_.at(ref);
+        if (value.is_const || is_input(ref) || taken_.contains(name)) return false;
+        taken_.erase(value.name);
+        taken_.insert(name);
+        value.name = name;
+        return true;
+    }
+
+    // The whole program, returning `outputs` in this order.
+    [[nodiscard]] std::string text(std::span<const mil_ref> outputs) const {
+        const bool short_form = dialect_ == mil_dialect::ios18;
+        std::string out = short_form ? "program(1.3)\n" : "program(1.0)\n";
+        out += short_form
+                   ? "[buildInfo = dict<string, string>({{\"coremlc-component-MIL\", \"3510.2.1\"}, "
+                     "{\"coremlc-version\", \"3505.4.1\"}, {\"coremltools-component-milinternal\", \"\"}, "
+                     "{\"coremltools-version\", \"9.0\"}})]\n"
+                   : "[buildInfo = dict<tensor<string, []>, tensor<string, []>>({{\"coremlc-version\", "
+                     "\"3505.4.1\"}})]\n";
+        out += "{\n    func main<";
+        out += short_form ? "ios18" : "ios16";
+        out += ">(";
+        for (std::size_t i = 0; i < inputs_.size(); ++i) {
+            out += (i ? ", " : "") + type_of(inputs_[i]) + " " + values_[inputs_[i]].name;
+        }
+        out += ") {\n";
+        for (const auto& statement : statements_) {
+            const mil_value& result = values_[statement.result];
+            out +=
+                "            " + type_of(statement.result) + " " + result.name + " = " + statement.op + "(";
+            for (std::size_t a = 0; a < statement.arguments.size(); ++a) {
+                const mil_argument& argument = statement.arguments[a];
+                out += (a ? ", " : "") + argument.name + " = ";
+                if (argument.tuple) out += "(";
+                for (std::size_t v = 0; v < argument.values.size(); ++v)
+                    out += (v ? ", " : "") + values_[argument.values[v]].name;
+                if (argument.tuple) out += ")";
+            }
+            out += ")[name = " + scalar_literal("string", "\"" + result.name + "\"");
+            if (!statement.literal.empty()) out += ", val = " + statement.literal;
+            out += "];\n";
+        }
+        out += "        } -> (";
+        for (std::size_t i = 0; i < outputs.size(); ++i)
+            out += (i ? ", " : "") + values_.at(outputs[i]).name;
+        out += ");\n}\n";
+        return out;
+    }
+
+    // The weight files the BLOBFILE references name (none when every const is inline).
+    [[nodiscard]] std::vector<weight_file> weights() const {
+        std::vector<weight_file> files;
+        for (const auto& [path, blob] : blobs_)
+            files.push_back({path, blob.bytes()});
+        return files;
+    }
+
+private:
+    struct mil_value {
+        std::string name;
+        std::string dtype;
+        std::vector<std::int64_t> shape;  // rank 0: a scalar
+        bool is_const = false;
+    };
+    struct mil_statement {
+        mil_ref result;
+        std::string op;
+        std::vector<mil_argument> arguments;
+        std::string literal;  // const's val
+    };
+
+    static std::int32_t checked_int32(std::int64_t number, std::string_view what) {
+        if (number < INT32_MIN || number > INT32_MAX) {
+            throw unsupported_error(message("MIL text: ", what, " = ", number, " does not fit int32"));
+        }
+        return static_cast<std::int32_t>(number);
+    }
+
+    mil_ref new_value(std::string base, std::string dtype, std::vector<std::int64_t> shape, bool exact) {
+        std::string name = sanitise_mil_name(base);
+        if (taken_.contains(name)) {
+            if (exact) throw error(message("MIL writer: the name ", name, " is used twice"));
+            std::size_t suffix = 1;
+            while (taken_.contains(message(name, "_", suffix)))
+                ++suffix;
+            name = message(name, "_", suffix);
+        }
+        taken_.insert(name);
+        values_.push_back({std::move(name), std::move(dtype), std::move(shape), false});
+        return values_.size() - 1;
+    }
+
+    mil_ref add_const(std::string_view base, std::string_view dtype, std::vector<std::int64_t> shape,
+                      const std::string& value, bool blob = false) {
+        const bool scalar = shape.empty();
+        const mil_ref ref = new_value(std::string(base), std::string(dtype), std::move(shape), false);
+        values_[ref].is_const = true;
+        const std::string literal =
+            scalar && !blob ? scalar_literal(dtype, value) : type_of(ref) + "(" + value + ")";
+        statements_.push_back({ref, "const", {}, literal});
+        return ref;
+    }
+
+    [[nodiscard]] std::string scalar_type(std::string_view dtype) const {
+        return dialect_ == mil_dialect::ios18 ? std::string(dtype) : message("tensor<", dtype, ", []>");
+    }
+    [[nodiscard]] std::string scalar_literal(std::string_view dtype, const std::string& value) const {
+        return scalar_type(dtype) + "(" + value + ")";
+    }
+    [[nodiscard]] std::string type_of(mil_ref ref) const {
+        const mil_value& value = values_[ref];
+        if (value.shape.empty()) return scalar_type(value.dtype);
+        std::string dims_text;
+        for (std::size_t i = 0; i < value.shape.size(); ++i)
+            dims_text += (i ? ", " : "") + std::to_string(value.shape[i]);
+        return message("tensor<", value.dtype, ", [", dims_text, "]>");
+    }
+
+    mil_dialect dialect_;
+    bool one_file_per_weight_;
+    std::vector<mil_value> values_;
+    std::vector<mil_statement> statements_;
+    std::vector<mil_ref> inputs_;
+    std::unordered_set<std::string> taken_;
+    std::vector<std::pair<std::string, weight_blob_writer>> blobs_;
+};
+
+}  // namespace anvil::detail::ane
+// #include "anvil/backend/ane/support.hpp"
+// anvil: which graph nodes the ANE backend runs, and how. `supports` decides per node — natively (one MIL
+// op), decomposed (a fixed pattern of MIL ops, MIL.md Part 2 and RUNTIME.md §6 say why) or on the host (with
+// the reason) — from the op, its dtypes, shapes and which operands are constants, against the limits in
+// CONSTRAINTS.md: fp16 only, rank <= 5, every extent <= max_dimension, surfaces [1, C, 1, W].
+// Constants (and int8/LUT dequantisation of constants, folded here to fp16 values) are embedded as weights.
+
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+// #include "anvil/backend/ane/mil_writer.hpp"
+// #include "anvil/core/convert.hpp"
+// #include "anvil/core/error.hpp"
+// #include "anvil/graph/graph.hpp"
+
+namespace anvil::detail::ane {
+
+struct lowering_options {
+    mil_dialect dialect = mil_dialect::ios18;
+    std::int64_t max_dimension =
+        16384;  // per axis of every tensor (CONSTRAINTS.md; 65536 on A16/M2 and later)
+    std::int64_t softmax_max_axis = 8192;  // longer softmax axes are decomposed (RUNTIME.md §6)
+    bool one_file_per_weight = false;      // one blob file per constant (M1 rejected multi-blob files, §5)
+};
+
+enum class placement : std::uint8_t { native, decomposed, host_only };
+
+struct support_result {
+    placement where = placement::native;
+    std::string reason;  // decomposed: into what; host_only: why
+};
+
+// A value known on the host when lowering: a constant, or int8/LUT dequantisation or a float cast of one.
+[[nodiscard]] inline bool is_host_constant(const graph_body& body, value_id id) {
+    const node& n = body.nodes.at(id);
+    switch (n.kind) {
+        case op::constant:
+            return true;
+        case op::dequantize_int8:
+        case op::dequantize_lut:
+        case op::cast:
+            if (n.kind == op::cast && !is_floating(n.result.type)) return false;
+            for (const value_id input : n.inputs)
+                if (!is_host_constant(body, input)) return false;
+            return true;
+        default:
+            return false;
+    }
+}
+
+// The values of a host constant as f32, row-major in its shape (dequantisation folded as the CPU reference
+// computes it: (q - zero_point[c]) * scale[c]; lut[c, index]).
+[[nodiscard]] inline std::vector<float> host_constant_values(const graph_body& body, value_id id) {
+    const node& n = body.nodes.at(id);
+    if (n.kind == op::constant) {
+        std::vector<float> values(n.data.element_count());
+        convert_to_f32(n.data.type(), n.data.raw(), values.size(), values.data(), conversion_path::portable);
+        return values;
+    }
+    if (!is_host_constant(body, id)) {
+        throw error(message("ane lowering: value ", id, " (", op_name(n.kind), ") is not a host constant"));
+    }
+    if (n.kind == op::cast) return host_constant_values(body, n.inputs[0]);
+    const std::vector<float> first = host_constant_values(body, n.inputs[0]);
+    const std::vector<float> table = host_constant_values(body, n.inputs[1]);
+    const dims& shape = body.nodes[n.inputs[0]].result.shape;
+    std::vector<float> values(first.size());
+    if (n.kind == op::dequantize_int8) {
+        const std::vector<float> zero =
+            n.inputs.size() > 2 ? host_constant_values(body, n.inputs[2]) : std::vector<float>(table.size());
+        const auto axis = static_cast<std::size_t>(n.attrs.axis);
+        std::int64_t inner = 1;
+        for (std::size_t a = axis + 1; a < shape.rank(); ++a)
+            inner *= shape[a];
+        const std::int64_t channels = shape[axis];
+        for (std::size_t i = 0; i < values.size(); ++i) {
+            const auto c = static_cast<std::size_t>((static_cast<std::int64_t>(i) / inner) % channels);
+            values[i] = (first[i] - zero[c]) * table[c];
+        }
+        return values;
+    }
+    const dims& lut_shape = body.nodes[n.inputs[1]].result.shape;
+    const auto length = static_cast<std::size_t>(lut_shape[lut_shape.rank() - 1]);
+    const std::size_t slice = lut_shape.rank() == 2 && shape.rank() > 0
+                                  ? values.size() / static_cast<std::size_t>(shape[0])
+                                  : values.size();
+    for (std::size_t i = 0; i < values.size(); ++i) {
+        const float index = first[i];
+        if (!(index >= 0.0f && index < static_cast<float>(length) && std::trunc(index) == index)) {
+            throw error(message("dequantize_lut: index ", index, " (element ", i,
+                                ") is out of range for the table ", lut_shape,
+                                " (expected a whole number in [0, ", length, "))"));
+        }
+        const std::size_t channel = slice == 0 ? 0 : i / slice;
+        values[i] = table[channel * length + static_cast<std::size_t>(index)];
+    }
+    return values;
+}
+
+// The [1, C, 1, S] view of a value with its last axis as channels (C) and the rest flattened (S).
+struct surface_extents {
+    std::int64_t channels = 1;   // the last extent
+    std::int64_t positions = 1;  // the product of the leading extents
+};
+[[nodiscard]] inline surface_extents surface_extents_of(const dims& shape) {
+    surface_extents result;
+    if (shape.rank() == 0) return result;
+    result.channels = shape[shape.rank() - 1];
+    for (std::size_t a = 0; a + 1 < shape.rank(); ++a)
+        result.positions *= shape[a];
+    return result;
+}
+
+struct op_lowering {
+    placement where;
+    std::string_view summary;
+};
+
+inline constexpr std::array<op_lowering, op_count> op_lowerings{{
+    {placement::native, "a function input surface [1, C, 1, W]"},
+    {placement::native, "an fp16 const (inline below 10 elements, else a BLOBFILE weight)"},
+    {placement::native, "relu"},
+    {placement::decomposed,
+     "0.5 * x * (1 + erf(x / sqrt(2))) (gelu is rejected by ANECCompile, RUNTIME.md §6)"},
+    {placement::decomposed, "0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3)))"},
+    {placement::decomposed, "x * sigmoid(1.702 x)"},
+    {placement::decomposed, "x * sigmoid(x)"},
+    {placement::native, "sigmoid"},
+    {placement::native, "tanh"},
+    {placement::native, "exp"},
+    {placement::native, "log"},
+    {placement::native, "sqrt"},
+    {placement::decomposed, "pow(x, -0.5) (rsqrt is rejected, RUNTIME.md §6)"},
+    {placement::native, "abs"},
+    {placement::decomposed, "mul(x, -1)"},
+    {placement::native, "clip (maximum then minimum when min >= max)"},
+    {placement::decomposed, "nothing: a cast between float types is a no-op, every value is fp16"},
+    {placement::native, "add"},
+    {placement::native, "sub"},
+    {placement::native, "mul"},
+    {placement::native, "real_div"},
+    {placement::native, "pow"},
+    {placement::native, "maximum"},
+    {placement::native, "minimum"},
+    {placement::decomposed, "select(not_equal(c, 0), a, b)"},
+    {placement::decomposed, "one MIL op (or pattern) per step"},
+    {placement::native, "matmul with transpose_x / transpose_y as named consts"},
+    {placement::native, "1x1 conv on [1, K, 1, S] (weight [N, K, 1, 1]) + add of a [1, N, 1, 1] bias"},
+    {placement::native, "conv (pad_type custom) + add of a [1, O, 1, 1] bias"},
+    {placement::native, "max_pool (pad_type custom)"},
+    {placement::native, "avg_pool (pad_type custom)"},
+    {placement::native, "upsample_nearest_neighbor with integer scale factors"},
+    {placement::native, "upsample_bilinear with integer scale factors"},
+    {placement::native, "layer_norm over the channel axis of [1, C, 1, S]"},
+    {placement::decomposed,
+     "layer_norm over concat([x, -x]) keeping the first half, times the weight (MIL.md §2.6)"},
+    {placement::decomposed,
+     "reshape to [N, G, C/G * spatial], layer_norm, reshape back, per-channel mul and add"},
+    {placement::decomposed,
+     "mul and add of [1, C, 1, 1] scale and shift folded from the constant statistics"},
+    {placement::native,
+     "softmax (+ add of the mask); reduce_max, sub, exp, reduce_sum, real_div past softmax_max_axis"},
+    {placement::native, "reduce_sum with keep_dims as a named const"},
+    {placement::native, "reduce_mean with keep_dims as a named const"},
+    {placement::native, "reduce_max with keep_dims as a named const"},
+    {placement::host_only, "argmax gives integer indices; the ANE computes fp16 only"},
+    {placement::native, "reshape"},
+    {placement::native, "transpose"},
+    {placement::native, "concat (interleave = false)"},
+    {placement::native, "slice_by_index"},
+    {placement::native, "pad (mode constant)"},
+    {placement::host_only, "gather reads integer indices (embedding lookup runs on the host, MIL.md §2.5)"},
+    {placement::decomposed,
+     "mul(q, scale), matmul(transpose_y), add of the mask and a -1e4 causal mask, softmax, matmul (SDPA "
+     "masks are "
+     "ignored, RUNTIME.md §6); grouped-query heads by reshaping q to [B, Hkv, G * Sq, D]"},
+    {placement::decomposed, "slice_by_index, mul, sub, add, concat"},
+    {placement::decomposed, "folded into an fp16 constant at lowering"},
+    {placement::decomposed, "folded into an fp16 constant at lowering"},
+}};
+
+[[nodiscard]] inline placement default_placement(op kind) {
+    return op_lowerings.at(static_cast<std::size_t>(kind)).where;
+}
+[[nodiscard]] inline std::string_view lowering_summary(op kind) {
+    return op_lowerings.at(static_cast<std::size_t>(kind)).summary;
+}
+
+namespace support_detail {
+
+inline std::string describe(const graph_body& body, value_id id) {
+    const node& n = body.nodes[id];
+    return message(n.kind == op::input ? "input '" + n.name + "'" : message(op_name(n.kind), " node ", id),
+                   " ", n.result.shape, " ", dtype_name(n.result.type));
+}
+
+// Why a value cannot live on the ANE (empty when it can): its type, rank or extents.
+inline std::string value_problem(const graph_body& body, value_id id, const lowering_options& options) {
+    const node& n = body.nodes[id];
+    const dims& shape = n.result.shape;
+    if (!is_floating(n.result.type)) {
+        return message(describe(body, id), " is not floating point; the ANE computes in fp16 only");
+    }
+    if (shape.rank() > 5)
+        return message(describe(body, id), " has rank ", shape.rank(), "; the ANE allows at most 5");
+    for (std::size_t a = 0; a < shape.rank(); ++a) {
+        if (shape[a] > options.max_dimension) {
+            return message(describe(body, id), " has extent ", shape[a], " at axis ", a,
+                           ", past the ANE's max_dimension ", options.max_dimension);
+        }
+    }
+    const surface_extents surface = surface_extents_of(shape);
+    if (surface.positions > options.max_dimension) {
+        return message(describe(body, id), " flattens to ", surface.positions, " rows of ", surface.channels,
+                       ", past max_dimension ", options.max_dimension, " as a [1, C, 1, W] surface");
+    }
+    return {};
+}
+
+inline bool integer_scale(std::int64_t out, std::int64_t in) {
+    return in > 0 && out % in == 0;
+}
+
+}  // namespace support_detail
+
+// Where node `id` of `body` runs and why.
+[[nodiscard]] inline support_result supports(const graph_body& body, value_id id,
+                                             const lowering_options& options) {
+    using namespace support_detail;
+    const node& n = body.nodes.at(id);
+    const op kind = n.kind;
+    const auto constant = [&](std::size_t i) {
+        return i < n.inputs.size() && is_host_constant(body, n.inputs[i]);
+    };
+    const auto host = [](std::string reason) {
+        return support_result{placement::host_only, std::move(reason)};
+    };
+    const std::string name = message(op_name(kind), " node ", id);
+    if (kind == op::input || kind == op::constant) return {placement::native, {}};
+    if (kind == op::gather || kind == op::argmax) return host(std::string(lowering_summary(kind)));
+    if (kind == op::dequantize_int8 || kind == op::dequantize_lut) {
+        if (is_host_constant(body, id)) return {placement::decomposed, std::string(lowering_summary(kind))};
+        return host(message(name,
+                            ": the quantised weights are not constant, so they cannot be folded into fp16 "
+                            "weights (the ANE has no integer arithmetic)"));
+    }
+    if (kind == op::cast && is_host_constant(body, id))
+        return {placement::decomposed, "folded into an fp16 constant"};
+    // Every non-constant operand and the result must be an fp16-representable tensor the ANE can hold.
+    std::string problem = value_problem(body, id, options);
+    for (std::size_t i = 0; problem.empty() && i < n.inputs.size(); ++i) {
+        if (!constant(i)) problem = value_problem(body, n.inputs[i], options);
+    }
+    if (!problem.empty()) {
+        if ((kind == op::linear || kind == op::matmul) && is_floating(n.result.type)) {
+            problem +=
+                "; tiling the output extent does not help: the concatenated tiles would need that extent "
+                "again";
+        }
+        return host(message(name, ": ", problem));
+    }
+    const auto x_shape = [&](std::size_t i) -> const dims& { return body.nodes[n.inputs[i]].result.shape; };
+    switch (kind) {
+        case op::conv2d:
+            if (!constant(1))
+                return host(message(name, ": the weight is not constant (conv needs a const weight here)"));
+            if (n.inputs.size() > 2 && !constant(2)) return host(message(name, ": the bias is not constant"));
+            return {placement::native, {}};
+        case op::max_pool2d:
+        case op::avg_pool2d: {
+            const dims& x = x_shape(0);
+            for (std::size_t i = 0; i < 2; ++i) {
+                const std::int64_t floor_extent =
+                    static_window_extent(x[2 + i], n.attrs.padding[2 * i], n.attrs.padding[2 * i + 1],
+                                         n.attrs.kernel[i], n.attrs.stride[i], 1, false);
+                if (floor_extent != n.result.shape[2 + i]) {
+                    return host(
+                        message(name, ": ceil_mode windows (PyTorch's rule) differ from MIL's pooling"));
+                }
+            }
+            return {placement::native, {}};
+        }
+        case op::upsample_nearest:
+        case op::upsample_bilinear: {
+            const dims& x = x_shape(0);
+            if (!integer_scale(n.result.shape[2], x[2]) || !integer_scale(n.result.shape[3], x[3])) {
+                return host(message(name, ": resizing ", x, " to ", n.result.shape,
+                                    " is not by integer scale factors (only those lower to MIL exactly)"));
+            }
+            return {placement::native, {}};
+        }
+        case op::layer_norm:
+            if (!constant(1) && n.inputs.size() > 1)
+                return host(message(name, ": the weight is not constant"));
+            if (!constant(2) && n.inputs.size() > 2) return host(message(name, ": the bias is not constant"));
+            return {placement::native, {}};
+        case op::rms_norm: {
+            const dims& x = x_shape(0);
+            if (2 * x[x.rank() - 1] > options.max_dimension) {
+                return host(message(name, ": the exact decomposition concatenates [x, -x] to ",
+                                    2 * x[x.rank() - 1], " features, past max_dimension ",
+                                    options.max_dimension));
+            }
+            break;
+        }
+        case op::group_norm: {
+            const dims& x = x_shape(0);
+            for (std::size_t i = 1; i < n.inputs.size(); ++i)
+                if (!constant(i)) return host(message(name, ": the weight and bias must be constants"));
+            const auto group = static_cast<std::int64_t>(x.element_count()) / (x[0] * n.attrs.groups);
+            if (group > options.max_dimension) {
+                return host(message(name, ": a group holds ", group, " elements, past max_dimension ",
+                                    options.max_dimension, " as one axis"));
+            }
+            break;
+        }
+        case op::batch_norm:
+            for (std::size_t i = 1; i < n.inputs.size(); ++i)
+                if (!constant(i))
+                    return host(message(name, ": the statistics, weight and bias must be constants"));
+            break;
+        case op::softmax: {
+            const std::int64_t extent = n.result.shape[static_cast<std::size_t>(n.attrs.axis)];
+            if (extent > options.softmax_max_axis) {
+                return {placement::decomposed,
+                        message("reduce_max, sub, exp, reduce_sum, real_div: the axis has ", extent,
+                                " elements, past softmax_max_axis ", options.softmax_max_axis,
+                                " (the ANE normalises long softmax axes per tile, RUNTIME.md §6)")};
+            }
+            return {placement::native, {}};
+        }
+        case op::attention: {
+            const dims& q = x_shape(0);
+            const dims& k = x_shape(1);
+            if (n.attrs.causal && q[2] > k[2]) {
+                return host(message(name, ": causal attention with more queries (", q[2], ") than keys (",
+                                    k[2],
+                                    ") leaves rows fully masked, which the finite ANE mask cannot express"));
+            }
+            if (k[2] > options.max_dimension) {
+                return host(message(name, ": ", k[2], " keys exceed max_dimension ", options.max_dimension));
+            }
+            break;
+        }
+        case op::rotary:
+            if (n.attrs.interleaved && x_shape(0).rank() > 4) {
+                return host(message(name, ": the interleaved form needs rank ", x_shape(0).rank() + 1,
+                                    " (pairs as a last axis of 2); the ANE allows at most 5"));
+            }
+            break;
+        default:
+            break;
+    }
+    const placement where = default_placement(kind);
+    return {where, where == placement::native ? std::string{} : std::string(lowering_summary(kind))};
+}
+
+}  // namespace anvil::detail::ane
+// #include "anvil/graph/graph.hpp"
+
+namespace anvil::detail::ane {
+
+using mil_shape = std::vector<std::int64_t>;
+
+enum class value_layout : std::uint8_t { logical, channels_first };
+
+// The finite stand-in for a masked score (ANE-T's -1e4; -inf misbehaves in the ANE's softmax, MIL.md §2.3).
+inline constexpr float masked_score = -1.0e4f;
+
+[[nodiscard]] inline half to_fp16(float value, bool mask = false) {
+    if (mask && value < masked_score) value = masked_score;
+    // fp16 overflows past 65504; constants saturate rather than become literal infinities.
+    if (value > 65504.0f) value = 65504.0f;
+    if (value < -65504.0f) value = -65504.0f;
+    return half(value);
+}
+
+[[nodiscard]] inline mil_shape broadcast_mil(const mil_shape& a, const mil_shape& b) {
+    mil_shape out(std::max(a.size(), b.size()), 1);
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        const std::int64_t x = i < a.size() ? a[a.size() - 1 - i] : 1;
+        const std::int64_t y = i < b.size() ? b[b.size() - 1 - i] : 1;
+        out[out.size() - 1 - i] = x == 1 ? y : x;
+    }
+    return out;
+}
+
+// `values` (row-major in `shape`) broadcast numpy-style to `target`, row-major.
+[[nodiscard]] inline std::vector<float> broadcast_values(std::span<const float> values,
+                                                         const mil_shape& shape, const mil_shape& target) {
+    std::int64_t count = 1;
+    for (const auto extent : target)
+        count *= extent;
+    std::vector<float> out(static_cast<std::size_t>(count));
+    const std::size_t rank = target.size();
+    std::vector<std::int64_t> strides(rank, 0);
+    std::int64_t stride = 1;
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+        const std::size_t axis = shape.size() - 1 - i;
+        if (shape[axis] != 1) strides[rank - 1 - i] = stride;
+        stride *= shape[axis];
+    }
+    std::vector<std::int64_t> index(rank, 0);
+    for (std::size_t o = 0; o < out.size(); ++o) {
+        std::int64_t at = 0;
+        for (std::size_t a = 0; a < rank; ++a)
+            at += index[a] * strides[a];
+        out[o] = values[static_cast<std::size_t>(at)];
+        for (std::size_t a = rank; a-- > 0;) {
+            if (++index[a] < target[a]) break;
+            index[a] = 0;
+        }
+    }
+    return out;
+}
+
+class segment_lowering {
+public:
+    segment_lowering(const graph_body& body, const lowering_options& options)
+        : body_(body), options_(options), mil_(options.dialect, options.one_file_per_weight) {}
+
+    const graph_body& body() const noexcept { return body_; }
+    const lowering_options& options() const noexcept { return options_; }
+    mil_writer& mil() noexcept { return mil_; }
+    const node& at(value_id id) const { return body_.nodes.at(id); }
+    const dims& ir_shape(value_id id) const { return at(id).result.shape; }
+    bool is_constant(value_id id) const { return is_host_constant(body_, id); }
+
+    // The MIL base name of a value's statements: "linear_7", or the input's symbol.
+    std::string base(value_id id) const {
+        const auto found = bases_.find(id);
+        return found != bases_.end() ? found->second : message(op_name(at(id).kind), "_", id);
+    }
+    void set_base(value_id id, std::string name) { bases_[id] = std::move(name); }
+
+    static mil_shape logical_shape(const dims& shape) {
+        mil_shape out(shape.begin(), shape.end());
+        if (out.empty()) out.push_back(1);
+        return out;
+    }
+    static mil_shape rows_shape(const dims& shape) {
+        const surface_extents s = surface_extents_of(shape);
+        return {1, s.positions, 1, s.channels};
+    }
+    static mil_shape channels_first_shape(const dims& shape) {
+        const surface_extents s = surface_extents_of(shape);
+        return {1, s.channels, 1, s.positions};
+    }
+    bool channels_first_fits(const dims& shape) const {
+        const surface_extents s = surface_extents_of(shape);
+        return s.channels <= options_.max_dimension && s.positions <= options_.max_dimension;
+    }
+
+    // Records a form of a value.
+    void set_form(value_id id, value_layout layout, mil_ref ref) {
+        (layout == value_layout::logical ? forms_[id].logical : forms_[id].channels_first) = ref;
+    }
+    void set_rows(value_id id, mil_ref ref) { forms_[id].rows = ref; }
+    void alias(value_id id, value_id source) {
+        const forms copy = forms_[source];  // copied first: inserting `id` may rehash
+        forms_[id] = copy;
+    }
+    bool has_channels_first(value_id id) const {
+        const auto found = forms_.find(id);
+        return found != forms_.end() && found->second.channels_first.has_value();
+    }
+    bool has_logical(value_id id) const {
+        const auto found = forms_.find(id);
+        return found != forms_.end() && (found->second.logical || found->second.rows);
+    }
+
+    mil_ref form(value_id id, value_layout layout) {
+        return layout == value_layout::logical ? logical(id) : channels_first(id);
+    }
+
+    mil_ref logical(value_id id) {
+        if (auto& f = forms_[id]; f.logical) return *f.logical;
+        if (is_constant(id)) return constant(id, logical_shape(ir_shape(id)));
+        const mil_ref rows_form = rows(id);
+        const mil_ref result = reshape(rows_form, logical_shape(ir_shape(id)), base(id) + "_logical");
+        forms_[id].logical = result;
+        return result;
+    }
+
+    mil_ref rows(value_id id) {
+        if (auto& f = forms_[id]; f.rows) return *f.rows;
+        const mil_shape shape = rows_shape(ir_shape(id));
+        mil_ref result;
+        if (is_constant(id)) {
+            result = constant(id, shape);
+        } else if (forms_[id].logical) {
+            result = reshape(*forms_[id].logical, shape, base(id) + "_rows");
+        } else if (forms_[id].channels_first) {
+            result = swap_channels(*forms_[id].channels_first, base(id) + "_rows");
+        } else {
+            throw error(message("ane lowering: ", describe(id), " is read before it is computed"));
+        }
+        forms_[id].rows = result;
+        return result;
+    }
+
+    mil_ref channels_first(value_id id) {
+        if (auto& f = forms_[id]; f.channels_first) return *f.channels_first;
+        mil_ref result;
+        if (is_constant(id)) {
+            const std::vector<float> values = constant_values(id);
+            const surface_extents s = surface_extents_of(ir_shape(id));
+            result = fp16_const(base(id) + "_cf", channels_first_shape(ir_shape(id)),
+                                transpose_rows(values, s.positions, s.channels));
+        } else {
+            result = swap_channels(rows(id), base(id) + "_cf");
+        }
+        forms_[id].channels_first = result;
+        return result;
+    }
+
+    // [1, A, 1, B] -> [1, B, 1, A]: a transpose, or a reshape when A or B is 1 (the same memory).
+    mil_ref swap_channels(mil_ref x, const std::string& name) {
+        const mil_shape& s = mil_.shape(x);
+        const mil_shape out{1, s[3], 1, s[1]};
+        if (s[1] == 1 || s[3] == 1) return reshape(x, out, name);
+        const std::vector<std::int64_t> perm{0, 3, 2, 1};
+        return transpose(x, perm, name);
+    }
+
+    mil_ref reshape(mil_ref x, const mil_shape& shape, const std::string& name, bool force = false) {
+        if (!force && mil_.shape(x) == shape) return x;
+        const mil_ref target = mil_.const_ints(name + "_shape", shape);
+        return mil_.op("reshape", name, shape, {{"shape", {target}}, {"x", {x}}});
+    }
+    mil_ref transpose(mil_ref x, std::span<const std::int64_t> perm, const std::string& name) {
+        const mil_shape& s = mil_.shape(x);
+        mil_shape out;
+        for (const auto axis : perm)
+            out.push_back(s[static_cast<std::size_t>(axis)]);
+        const mil_ref order = mil_.const_ints(name + "_perm", perm);
+        return mil_.op("transpose", name, out, {{"perm", {order}}, {"x", {x}}});
+    }
+    mil_ref slice(mil_ref x, const mil_shape& begin, const mil_shape& end, const std::string& name,
+                  const mil_shape& stride = {}) {
+        mil_shape out;
+        for (std::size_t a = 0; a < begin.size(); ++a) {
+            const std::int64_t step = stride.empty() ? 1 : stride[a];
+            out.push_back((end[a] - begin[a] + step - 1) / step);
+        }
+        std::vector<mil_argument> args{{"begin", {mil_.const_ints(name + "_begin", begin)}},
+                                       {"end", {mil_.const_ints(name + "_end", end)}},
+                                       {"x", {x}}};
+        if (!stride.empty()) args.push_back({"stride", {mil_.const_ints(name + "_stride", stride)}});
+        return mil_.op("slice_by_index", name, out, std::move(args));
+    }
+    // x[..., begin:end] along `axis`.
+    mil_ref slice_axis(mil_ref x, std::size_t axis, std::int64_t begin, std::int64_t end,
+                       const std::string& name) {
+        mil_shape b(mil_.shape(x).size(), 0);
+        mil_shape e = mil_.shape(x);
+        b[axis] = begin;
+        e[axis] = end;
+        return slice(x, b, e, name);
+    }
+    mil_ref concat(const std::vector<mil_ref>& values, std::size_t axis, const std::string& name) {
+        mil_shape out = mil_.shape(values.at(0));
+        out[axis] = 0;
+        for (const mil_ref v : values)
+            out[axis] += mil_.shape(v)[axis];
+        const mil_ref axis_const = mil_.const_int(name + "_axis", static_cast<std::int64_t>(axis));
+        const mil_ref interleave = mil_.const_bool(name + "_interleave", false);
+        return mil_.op("concat", name, out,
+                       {{"axis", {axis_const}}, {"interleave", {interleave}}, {"values", values, true}});
+    }
+    mil_ref binary(std::string_view type, mil_ref x, mil_ref y, const std::string& name) {
+        return mil_.op(type, name, broadcast_mil(mil_.shape(x), mil_.shape(y)), {{"x", {x}}, {"y", {y}}});
+    }
+    mil_ref unary(std::string_view type, mil_ref x, const std::string& name) {
+        return mil_.op(type, name, mil_.shape(x), {{"x", {x}}});
+    }
+    mil_ref scalar(float value, const std::string& name) { return mil_.const_fp16_scalar(name, value); }
+    mil_ref fp16_const(const std::string& name, const mil_shape& shape, std::span<const float> values,
+                       bool mask = false) {
+        std::vector<half> halves;
+        halves.reserve(values.size());
+        for (const float v : values)
+            halves.push_back(to_fp16(v, mask));
+        return mil_.const_fp16(name, shape, halves);
+    }
+
+    const std::vector<float>& constant_values(value_id id) {
+        auto found = constant_cache_.find(id);
+        if (found == constant_cache_.end())
+            found = constant_cache_.emplace(id, host_constant_values(body_, id)).first;
+        return found->second;
+    }
+    // A constant at `shape` (same element order), cached per shape.
+    mil_ref constant(value_id id, const mil_shape& shape) {
+        const auto key = std::make_pair(id, shape);
+        if (const auto found = constant_forms_.find(key); found != constant_forms_.end())
+            return found->second;
+        const std::string suffix = at(id).name.empty() ? "" : "_" + at(id).name;
+        const mil_ref ref = fp16_const(base(id) + suffix, shape, constant_values(id));
+        constant_forms_.emplace(key, ref);
+        return ref;
+    }
+
+    // A constant operand of an elementwise op whose result is `result` (IR shape) in `layout`, from `values`
+    // in `shape` (which broadcasts to it). The ANE accepts only a scalar, the full result shape or [1, C, 1,
+    // 1] (CONSTRAINTS.md), so it is given in the first of those that represents it, else materialised.
+    mil_ref broadcast_constant(std::span<const float> values, const dims& shape, const dims& result,
+                               value_layout layout, const std::string& name, bool mask = false) {
+        if (values.size() == 1)
+            return mil_.const_fp16_scalar(name, static_cast<float>(to_fp16(values[0], mask)));
+        const mil_shape value_shape(shape.begin(), shape.end());
+        const mil_shape full = logical_shape(result);
+        const std::size_t rank = full.size();
+        // Which result axes the constant varies along (right-aligned).
+        std::vector<bool> varies(rank, false);
+        for (std::size_t i = 0; i < value_shape.size(); ++i)
+            varies[rank - 1 - i] = value_shape[value_shape.size() - 1 - i] != 1;
+        const auto only_axis = [&](std::size_t axis) {
+            for (std::size_t a = 0; a < rank; ++a)
+                if (varies[a] && a != axis) return false;
+            return true;
+        };
+        if (layout == value_layout::channels_first) {
+            const mil_shape cf = channels_first_shape(result);
+            if (only_axis(rank - 1))
+                return fp16_const(name, {1, cf[1], 1, 1}, broadcast_values(values, value_shape, {cf[1]}),
+                                  mask);
+            const std::vector<float> expanded = broadcast_values(values, value_shape, full);
+            return fp16_const(name, cf, transpose_rows(expanded, cf[3], cf[1]), mask);
+        }
+        if (rank == 4 && only_axis(1)) {
+            return fp16_const(name, {1, full[1], 1, 1},
+                              broadcast_values(values, value_shape, {full[1], 1, 1}), mask);
+        }
+        return fp16_const(name, full, broadcast_values(values, value_shape, full), mask);
+    }
+
+    std::string describe(value_id id) const {
+        return message(op_name(at(id).kind), " node ", id, " ", ir_shape(id));
+    }
+
+    static std::vector<float> transpose_rows(std::span<const float> values, std::int64_t rows,
+                                             std::int64_t columns) {
+        std::vector<float> out(values.size());
+        for (std::int64_t r = 0; r < rows; ++r)
+            for (std::int64_t c = 0; c < columns; ++c)
+                out[static_cast<std::size_t>(c * rows + r)] =
+                    values[static_cast<std::size_t>(r * columns + c)];
+        return out;
+    }
+
+private:
+    struct forms {
+        std::optional<mil_ref> logical, rows, channels_first;
+    };
+
+    const graph_body& body_;
+    const lowering_options& options_;
+    mil_writer mil_;
+    std::unordered_map<value_id, forms> forms_;
+    std::unordered_map<value_id, std::string> bases_;
+    std::unordered_map<value_id, std::vector<float>> constant_cache_;
+    std::map<std::pair<value_id, mil_shape>, mil_ref> constant_forms_;
+};
+
+}  // namespace anvil::detail::ane
+// #include "anvil/backend/ane/lowering_elementwise.hpp"
+// anvil: lowering of elementwise nodes (unary, binary, where, fused chains) to MIL, with the decompositions
+// the ANE needs (RUNTIME.md §6: gelu and rsqrt are rejected; silu is safest as x * sigmoid(x)). A node runs
+// channels-first when its non-constant operands are the result's full shape and one of them is already
+// channels-first, so chains after a 1x1 conv stay in [1, C, 1, S] without transposes.
+
+#include <cmath>
+#include <cstddef>
+#include <numbers>
+#include <span>
+#include <string>
+#include <vector>
+
+// #include "anvil/backend/ane/lowering_context.hpp"
+
+namespace anvil::detail::ane {
+
+// `kind` applied to MIL operands already in one layout; the final op is named `name`.
+inline mil_ref apply_elementwise(segment_lowering& L, op kind, std::span<const mil_ref> x, float alpha,
+                                 float beta, const std::string& name) {
+    mil_writer& mil = L.mil();
+    const auto scalar = [&](float value, const char* suffix) { return L.scalar(value, name + suffix); };
+    switch (kind) {
+        case op::relu:
+            return L.unary("relu", x[0], name);
+        case op::sigmoid:
+            return L.unary("sigmoid", x[0], name);
+        case op::tanh:
+            return L.unary("tanh", x[0], name);
+        case op::exp:
+            return L.unary("exp", x[0], name);
+        case op::sqrt:
+            return L.unary("sqrt", x[0], name);
+        case op::abs:
+            return L.unary("abs", x[0], name);
+        case op::log:
+            // epsilon's default (1e-45) is 0 in fp16; emitted explicitly as coremltools does.
+            return mil.op("log", name, mil.shape(x[0]),
+                          {{"epsilon", {scalar(0.0f, "_epsilon")}}, {"x", {x[0]}}});
+        case op::gelu: {
+            const mil_ref scaled =
+                L.binary("mul", x[0], scalar(static_cast<float>(std::numbers::sqrt2 / 2.0), "_rsqrt2"),
+                         name + "_scaled");
+            const mil_ref erf = L.unary("erf", scaled, name + "_erf");
+            const mil_ref one_plus = L.binary("add", erf, scalar(1.0f, "_one"), name + "_erf1");
+            const mil_ref half_x = L.binary("mul", x[0], scalar(0.5f, "_half"), name + "_halfx");
+            return L.binary("mul", half_x, one_plus, name);
+        }
+        case op::gelu_tanh: {
+            const mil_ref square = L.binary("mul", x[0], x[0], name + "_x2");
+            const mil_ref cube = L.binary("mul", square, x[0], name + "_x3");
+            const mil_ref term = L.binary("mul", cube, scalar(0.044715f, "_c"), name + "_cx3");
+            const mil_ref inner = L.binary("add", x[0], term, name + "_inner");
+            const mil_ref scaled =
+                L.binary("mul", inner, scalar(static_cast<float>(std::sqrt(2.0 / std::numbers::pi)), "_k"),
+                         name + "_scaled");
+            const mil_ref t = L.unary("tanh", scaled, name + "_tanh");
+            const mil_ref one_plus = L.binary("add", t, scalar(1.0f, "_one"), name + "_tanh1");
+            const mil_ref half_x = L.binary("mul", x[0], scalar(0.5f, "_half"), name + "_halfx");
+            return L.binary("mul", half_x, one_plus, name);
+        }
+        case op::quick_gelu: {
+            const mil_ref scaled = L.binary("mul", x[0], scalar(1.702f, "_alpha"), name + "_scaled");
+            const mil_ref gate = L.unary("sigmoid", scaled, name + "_sigmoid");
+            return L.binary("mul", x[0], gate, name);
+        }
+        case op::silu:
+            return L.binary("mul", x[0], L.unary("sigmoid", x[0], name + "_sigmoid"), name);
+        case op::rsqrt:
+            return L.binary("pow", x[0], scalar(-0.5f, "_exponent"), name);
+        case op::neg:
+            return L.binary("mul", x[0], scalar(-1.0f, "_minus1"), name);
+        case op::clamp: {
+            const half low = to_fp16(alpha), high = to_fp16(beta);
+            if (static_cast<float>(low) < static_cast<float>(high)) {
+                return mil.op(
+                    "clip", name, mil.shape(x[0]),
+                    {{"alpha", {scalar(low, "_alpha")}}, {"beta", {scalar(high, "_beta")}}, {"x", {x[0]}}});
+            }
+            // clip needs alpha < beta (iOS17); min >= max clamps everything to max, as torch.clamp does.
+            const mil_ref raised = L.binary("maximum", x[0], scalar(low, "_alpha"), name + "_max");
+            return L.binary("minimum", raised, scalar(high, "_beta"), name);
+        }
+        case op::cast:
+            return x[0];
+        case op::add:
+            return L.binary("add", x[0], x[1], name);
+        case op::sub:
+            return L.binary("sub", x[0], x[1], name);
+        case op::mul:
+            return L.binary("mul", x[0], x[1], name);
+        case op::div:
+            return L.binary("real_div", x[0], x[1], name);
+        case op::pow:
+            return L.binary("pow", x[0], x[1], name);
+        case op::maximum:
+            return L.binary("maximum", x[0], x[1], name);
+        case op::minimum:
+            return L.binary("minimum", x[0], x[1], name);
+        case op::where: {
+            const mil_ref condition = mil.op("not_equal", name + "_cond", mil.shape(x[0]),
+                                             {{"x", {x[0]}}, {"y", {scalar(0.0f, "_zero")}}}, "bool");
+            const mil_shape shape =
+                broadcast_mil(broadcast_mil(mil.shape(x[0]), mil.shape(x[1])), mil.shape(x[2]));
+            return mil.op("select", name, shape, {{"a", {x[1]}}, {"b", {x[2]}}, {"cond", {condition}}});
+        }
+        default:
+            throw error(message("ane lowering: ", op_name(kind), " is not an elementwise op"));
+    }
+}
+
+// The layout an elementwise node over `operands` with result shape `result` runs in.
+inline value_layout elementwise_layout(segment_lowering& L, std::span<const value_id> operands,
+                                       const dims& result) {
+    bool any_channels_first = false;
+    for (const value_id v : operands) {
+        if (L.is_constant(v)) continue;
+        if (!(L.ir_shape(v) == result)) return value_layout::logical;
+        any_channels_first = any_channels_first || L.has_channels_first(v);
+    }
+    return any_channels_first && L.channels_first_fits(result) ? value_layout::channels_first
+                                                               : value_layout::logical;
+}
+
+// The operands of an elementwise node in `layout`: constants as scalars, [1, C, 1, 1] or full-shape weights.
+inline std::vector<mil_ref> elementwise_operands(segment_lowering& L, std::span<const value_id> operands,
+                                                 const dims& result, value_layout layout,
+                                                 const std::string& name, bool mask_operand_last = false) {
+    std::vector<mil_ref> refs;
+    bool all_constant = true;
+    for (const value_id v : operands)
+        all_constant = all_constant && L.is_constant(v);
+    for (std::size_t i = 0; i < operands.size(); ++i) {
+        const value_id v = operands[i];
+        const bool mask = mask_operand_last && i + 1 == operands.size();
+        if (!L.is_constant(v)) {
+            refs.push_back(L.form(v, layout));
+        } else if (all_constant && i == 0) {
+            // Something must carry the full shape.
+            const mil_shape full = segment_lowering::logical_shape(result);
+            const dims& shape = L.ir_shape(v);
+            refs.push_back(L.fp16_const(
+                message(name, "_in", i), full,
+                broadcast_values(L.constant_values(v), mil_shape(shape.begin(), shape.end()), full), mask));
+        } else {
+            refs.push_back(L.broadcast_constant(L.constant_values(v), L.ir_shape(v), result, layout,
+                                                message(name, "_in", i), mask));
+        }
+    }
+    return refs;
+}
+
+inline void lower_elementwise(segment_lowering& L, value_id id) {
+    const node& n = L.at(id);
+    const dims& result = n.result.shape;
+    const value_layout layout = elementwise_layout(L, n.inputs, result);
+    const std::string name = L.base(id);
+    std::vector<mil_ref> values = elementwise_operands(L, n.inputs, result, layout, name);
+    mil_ref out;
+    if (n.kind == op::fused_elementwise) {
+        for (std::size_t s = 0; s < n.attrs.steps.size(); ++s) {
+            const fused_step& step = n.attrs.steps[s];
+            std::vector<mil_ref> args;
+            for (std::size_t i = 0; i < elementwise_arity(step.kind); ++i)
+                args.push_back(values.at(step.operands[i]));
+            const bool last = s + 1 == n.attrs.steps.size();
+            values.push_back(apply_elementwise(L, step.kind, args, step.alpha, step.beta,
+                                               last ? name : message(name, "_step", s)));
+        }
+        out = values.back();
+    } else {
+        out = apply_elementwise(L, n.kind, values, n.attrs.min, n.attrs.max, name);
+    }
+    L.set_form(id, layout, out);
+}
+
+}  // namespace anvil::detail::ane
+// #include "anvil/backend/ane/lowering_ops.hpp"
+// anvil: lowering of the structured graph ops (linear, convolution, pooling, resizing, norms, softmax,
+// reductions, data movement, attention, rotary) to MIL, following MIL.md Part 2 and RUNTIME.md §4/§6: linear
+// as a 1x1 conv on [1, K, 1, S] with the bias as a separate add, norms over the channel axis, every op
+// parameter a named const, finite masks, attention decomposed (SDPA masks are ignored on the ANE).
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+// #include "anvil/backend/ane/lowering_context.hpp"
+// #include "anvil/backend/ane/lowering_elementwise.hpp"
+
+namespace anvil::detail::ane {
+
+namespace lowering_detail {
+
+inline std::vector<mil_argument> conv_parameters(segment_lowering& L, const std::string& name,
+                                                 const std::vector<std::int64_t>& strides,
+                                                 const std::vector<std::int64_t>& pad,
+                                                 const std::vector<std::int64_t>& dilations,
+                                                 std::int64_t groups, std::string_view pad_type) {
+    mil_writer& mil = L.mil();
+    return {{"dilations", {mil.const_ints(name + "_dilations", dilations)}},
+            {"groups", {mil.const_int(name + "_groups", groups)}},
+            {"pad", {mil.const_ints(name + "_pad", pad)}},
+            {"pad_type", {mil.const_string(name + "_pad_type", pad_type)}},
+            {"strides", {mil.const_ints(name + "_strides", strides)}}};
+}
+
+inline mil_ref per_channel(segment_lowering& L, std::span<const float> values, const dims& result,
+                           const std::string& name) {
+    // Values along axis 1 of an [N, C, ...] result: shaped [C, 1, ...] so that they broadcast to that axis.
+    std::vector<std::int64_t> shape(result.rank() - 1, 1);
+    shape[0] = static_cast<std::int64_t>(values.size());
+    return L.broadcast_constant(values, dims(shape), result, value_layout::logical, name);
+}
+
+inline mil_ref softmax(segment_lowering& L, mil_ref x, std::size_t axis, const std::string& name) {
+    mil_writer& mil = L.mil();
+    const mil_shape& shape = mil.shape(x);
+    if (shape[axis] <= L.options().softmax_max_axis) {
+        return mil.op(
+            "softmax", name, shape,
+            {{"axis", {mil.const_int(name + "_axis", static_cast<std::int64_t>(axis))}}, {"x", {x}}});
+    }
+    // The ANE normalises long softmax axes per tile (RUNTIME.md §6): spell it out.
+    mil_shape reduced = shape;
+    reduced[axis] = 1;
+    const std::vector<std::int64_t> axes{static_cast<std::int64_t>(axis)};
+    const auto reduce = [&](std::string_view type, mil_ref input, const std::string& out) {
+        return mil.op(type, out, reduced,
+                      {{"axes", {mil.const_ints(out + "_axes", axes)}},
+                       {"keep_dims", {mil.const_bool(out + "_keep_dims", true)}},
+                       {"x", {input}}});
+    };
+    const mil_ref largest = reduce("reduce_max", x, name + "_max");
+    const mil_ref shifted = L.binary("sub", x, largest, name + "_shifted");
+    const mil_ref exponent = L.unary("exp", shifted, name + "_exp");
+    const mil_ref total = reduce("reduce_sum", exponent, name + "_sum");
+    return L.binary("real_div", exponent, total, name);
+}
+
+inline mil_ref matmul(segment_lowering& L, mil_ref a, mil_ref b, bool transpose_a, bool transpose_b,
+                      const std::string& name) {
+    mil_writer& mil = L.mil();
+    const mil_shape& x = mil.shape(a);
+    const mil_shape& y = mil.shape(b);
+    mil_shape out = broadcast_mil(mil_shape(x.begin(), x.end() - 2), mil_shape(y.begin(), y.end() - 2));
+    out.push_back(transpose_a ? x[x.size() - 1] : x[x.size() - 2]);
+    out.push_back(transpose_b ? y[y.size() - 2] : y[y.size() - 1]);
+    return mil.op("matmul", name, out,
+                  {{"transpose_x", {mil.const_bool(name + "_transpose_x", transpose_a)}},
+                   {"transpose_y", {mil.const_bool(name + "_transpose_y", transpose_b)}},
+                   {"x", {a}},
+                   {"y", {b}}});
+}
+
+}  // namespace lowering_detail
+
+inline void lower_linear(segment_lowering& L, value_id id) {
+    using namespace lowering_detail;
+    const node& n = L.at(id);
+    mil_writer& mil = L.mil();
+    const std::string name = L.base(id);
+    const value_id x = n.inputs[0], weight = n.inputs[1];
+    const dims& result = n.result.shape;
+    const dims& w = L.ir_shape(weight);
+    const bool has_bias = n.inputs.size() > 2;
+    if (L.is_constant(weight) && L.channels_first_fits(L.ir_shape(x)) && L.channels_first_fits(result)) {
+        // [1, K, 1, S] * weight [N, K, 1, 1] -> [1, N, 1, S] (MIL.md §2.1, RUNTIME.md §5 weight layout).
+        const mil_ref input = L.channels_first(x);
+        const mil_ref kernel = L.constant(weight, {w[0], w[1], 1, 1});
+        std::vector<mil_argument> args = conv_parameters(L, name, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1, "valid");
+        args.push_back({"weight", {kernel}});
+        args.push_back({"x", {input}});
+        const mil_shape cf = segment_lowering::channels_first_shape(result);
+        mil_ref out = mil.op("conv", has_bias ? name + "_conv" : name, cf, std::move(args));
+        if (has_bias) {
+            const value_id bias = n.inputs[2];
+            const mil_ref b = L.is_constant(bias)
+                                  ? L.broadcast_constant(L.constant_values(bias), L.ir_shape(bias), result,
+                                                         value_layout::channels_first, name + "_bias")
+                                  : L.channels_first(bias);
+            out = L.binary("add", out, b, name);
+        }
+        L.set_form(id, value_layout::channels_first, out);
+        return;
+    }
+    // Operands are made one statement at a time: argument evaluation order would make the text
+    // compiler-dependent.
+    const mil_ref input = L.logical(x);
+    const mil_ref weights = L.logical(weight);
+    mil_ref out = matmul(L, input, weights, false, true, has_bias ? name + "_matmul" : name);
+    if (has_bias) {
+        const value_id bias = n.inputs[2];
+        const mil_ref b = L.is_constant(bias)
+                              ? L.broadcast_constant(L.constant_values(bias), L.ir_shape(bias), result,
+                                                     value_layout::logical, name + "_bias")
+                              : L.logical(bias);
+        out = L.binary("add", out, b, name);
+    }
+    L.set_form(id, value_layout::logical, out);
+}
+
+inline void lower_conv2d(segment_lowering& L, value_id id) {
+    using namespace lowering_detail;
+    const node& n = L.at(id);
+    mil_writer& mil = L.mil();
+    const std::string name = L.base(id);
+    const attributes& a = n.attrs;
+    const bool has_bias = n.inputs.size() > 2;
+    const dims& w = L.ir_shape(n.inputs[1]);
+    std::vector<mil_argument> args = conv_parameters(L, name, {a.stride[0], a.stride[1]},
+                                                     {a.padding[0], a.padding[1], a.padding[2], a.padding[3]},
+                                                     {a.dilation[0], a.dilation[1]}, a.groups, "custom");
+    args.push_back({"weight", {L.constant(n.inputs[1], {w[0], w[1], w[2], w[3]})}});
+    args.push_back({"x", {L.logical(n.inputs[0])}});
+    mil_ref out = mil.op("conv", has_bias ? name + "_conv" : name,
+                         segment_lowering::logical_shape(n.result.shape), std::move(args));
+    if (has_bias) {
+        // No bias on conv (CONSTRAINTS.md): a separate add of a [1, O, 1, 1] const.
+        out = L.binary("add", out,
+                       per_channel(L, L.constant_values(n.inputs[2]), n.result.shape, name + "_bias"), name);
+    }
+    L.set_form(id, value_layout::logical, out);
+}
+
+inline void lower_pool(segment_lowering& L, value_id id) {
+    const node& n = L.at(id);
+    mil_writer& mil = L.mil();
+    const std::string name = L.base(id);
+    const attributes& a = n.attrs;
+    std::vector<mil_argument> args{
+        {"ceil_mode", {mil.const_bool(name + "_ceil_mode", false)}},
+        {"kernel_sizes",
+         {mil.const_ints(name + "_kernel_sizes", std::vector<std::int64_t>{a.kernel[0], a.kernel[1]})}},
+        {"pad",
+         {mil.const_ints(name + "_pad",
+                         std::vector<std::int64_t>{a.padding[0], a.padding[1], a.padding[2], a.padding[3]})}},
+        {"pad_type", {mil.const_string(name + "_pad_type", "custom")}},
+        {"strides", {mil.const_ints(name + "_strides", std::vector<std::int64_t>{a.stride[0], a.stride[1]})}},
+        {"x", {L.logical(n.inputs[0])}}};
+    if (n.kind == op::avg_pool2d) {
+        args.push_back({"exclude_padding_from_average",
+                        {mil.const_bool(name + "_exclude_padding_from_average", !a.count_include_pad)}});
+    }
+    L.set_form(id, value_layout::logical,
+               mil.op(n.kind == op::max_pool2d ? "max_pool" : "avg_pool", name,
+                      segment_lowering::logical_shape(n.result.shape), std::move(args)));
+}
+
+inline void lower_upsample(segment_lowering& L, value_id id) {
+    const node& n = L.at(id);
+    mil_writer& mil = L.mil();
+    const std::string name = L.base(id);
+    const dims& x = L.ir_shape(n.inputs[0]);
+    std::vector<mil_argument> args{
+        {"scale_factor_height", {mil.const_int(name + "_scale_factor_height", n.result.shape[2] / x[2])}},
+        {"scale_factor_width", {mil.const_int(name + "_scale_factor_width", n.result.shape[3] / x[3])}},
+        {"x", {L.logical(n.inputs[0])}}};
+    if (n.kind == op::upsample_bilinear) {
+        // PyTorch's align_corners=False is MIL's half-pixel centres.
+        args.push_back({"align_corners", {mil.const_bool(name + "_align_corners", n.attrs.align_corners)}});
+        args.push_back(
+            {"half_pixel_centers", {mil.const_bool(name + "_half_pixel_centers", !n.attrs.align_corners)}});
+    }
+    L.set_form(id, value_layout::logical,
+               mil.op(n.kind == op::upsample_nearest ? "upsample_nearest_neighbor" : "upsample_bilinear",
+                      name, segment_lowering::logical_shape(n.result.shape), std::move(args)));
+}
+
+// layer_norm and rms_norm over the last axis: channels-first (axis 1) when it fits, else over the last axis.
+inline void lower_last_axis_norm(segment_lowering& L, value_id id) {
+    const node& n = L.at(id);
+    mil_writer& mil = L.mil();
+    const std::string name = L.base(id);
+    const dims& shape = n.result.shape;
+    const value_layout layout =
+        L.channels_first_fits(shape) ? value_layout::channels_first : value_layout::logical;
+    mil_ref x = L.form(n.inputs[0], layout);
+    const std::size_t axis = layout == value_layout::channels_first ? 1 : mil.shape(x).size() - 1;
+    const std::int64_t features = mil.shape(x)[axis];
+    const auto norm = [&](mil_ref input, const std::string& out, bool affine) {
+        std::vector<mil_argument> args{
+            {"axes",
+             {mil.const_ints(out + "_axes", std::vector<std::int64_t>{static_cast<std::int64_t>(axis)})}},
+            {"epsilon", {L.scalar(n.attrs.epsilon, out + "_epsilon")}},
+            {"x", {input}}};
+        if (affine && n.inputs.size() > 1) {
+            const std::vector<float>& gamma = L.constant_values(n.inputs[1]);
+            args.push_back({"gamma", {L.fp16_const(out + "_gamma", {features}, gamma)}});
+        }
+        if (affine && n.inputs.size() > 2) {
+            const std::vector<float>& beta = L.constant_values(n.inputs[2]);
+            args.push_back({"beta", {L.fp16_const(out + "_beta", {features}, beta)}});
+        }
+        return mil.op("layer_norm", out, mil.shape(input), std::move(args));
+    };
+    if (n.kind == op::layer_norm) {
+        L.set_form(id, layout, norm(x, name, true));
+        return;
+    }
+    // RMSNorm exactly and without squaring into fp16 overflow (MIL.md §2.6): [x, -x] has mean 0, so its
+    // layer_norm divides by sqrt(mean(x^2) + epsilon); the first half is x's RMS-normalised value.
+    const mil_ref negated = L.binary("mul", x, L.scalar(-1.0f, name + "_minus1"), name + "_neg");
+    const mil_ref both = L.concat({x, negated}, axis, name + "_both");
+    const mil_ref normalised = norm(both, name + "_norm", false);
+    const bool has_weight = n.inputs.size() > 1;
+    mil_ref out = L.slice_axis(normalised, axis, 0, features, has_weight ? name + "_half" : name);
+    if (has_weight) {
+        const value_id weight = n.inputs[1];
+        const mil_ref w = L.is_constant(weight)
+                              ? L.broadcast_constant(L.constant_values(weight), L.ir_shape(weight), shape,
+                                                     layout, name + "_weight")
+                              : L.form(weight, layout);
+        out = L.binary("mul", out, w, name);
+    }
+    L.set_form(id, layout, out);
+}
+
+inline void lower_group_norm(segment_lowering& L, value_id id) {
+    using namespace lowering_detail;
+    const node& n = L.at(id);
+    mil_writer& mil = L.mil();
+    const std::string name = L.base(id);
+    const dims& shape = n.result.shape;
+    const std::int64_t groups = n.attrs.groups;
+    const auto per_group = static_cast<std::int64_t>(shape.element_count()) / (shape[0] * groups);
+    const mil_ref grouped =
+        L.reshape(L.logical(n.inputs[0]), {shape[0], groups, per_group}, name + "_grouped", true);
+    const mil_ref normalised =
+        mil.op("layer_norm", name + "_norm", mil.shape(grouped),
+               {{"axes", {mil.const_ints(name + "_norm_axes", std::vector<std::int64_t>{2})}},
+                {"epsilon", {L.scalar(n.attrs.epsilon, name + "_norm_epsilon")}},
+                {"x", {grouped}}});
+    const bool has_weight = n.inputs.size() > 1, has_bias = n.inputs.size() > 2;
+    mil_ref out = L.reshape(normalised, segment_lowering::logical_shape(shape),
+                            has_weight ? name + "_ungrouped" : name, true);
+    if (has_weight) {
+        out = L.binary("mul", out, per_channel(L, L.constant_values(n.inputs[1]), shape, name + "_weight"),
+                       has_bias ? name + "_scaled" : name);
+    }
+    if (has_bias)
+        out =
+            L.binary("add", out, per_channel(L, L.constant_values(n.inputs[2]), shape, name + "_bias"), name);
+    L.set_form(id, value_layout::logical, out);
+}
+
+inline void lower_batch_norm(segment_lowering& L, value_id id) {
+    using namespace lowering_detail;
+    const node& n = L.at(id);
+    const std::string name = L.base(id);
+    const std::vector<float>& mean = L.constant_values(n.inputs[1]);
+    const std::vector<float>& variance = L.constant_values(n.inputs[2]);
+    std::vector<float> scale(mean.size()), shift(mean.size());
+    for (std::size_t c = 0; c < mean.size(); ++c) {
+        const double weight = n.inputs.size() > 3 ? L.constant_values(n.inputs[3])[c] : 1.0;
+        const double bias = n.inputs.size() > 4 ? L.constant_values(n.inputs[4])[c] : 0.0;
+        const double s =
+            weight / std::sqrt(static_cast<double>(variance[c]) + static_cast<double>(n.attrs.epsilon));
+        scale[c] = static_cast<float>(s);
+        shift[c] = static_cast<float>(bias - static_cast<double>(mean[c]) * s);
+    }
+    const dims& shape = n.result.shape;
+    const mil_ref x = L.logical(n.inputs[0]);
+    const mil_ref scaled =
+        L.binary("mul", x, per_channel(L, scale, shape, name + "_scale"), name + "_scaled");
+    L.set_form(id, value_layout::logical,
+               L.binary("add", scaled, per_channel(L, shift, shape, name + "_shift"), name));
+}
+
+inline void lower_softmax(segment_lowering& L, value_id id) {
+    const node& n = L.at(id);
+    const std::string name = L.base(id);
+    const dims& shape = n.result.shape;
+    const auto axis = static_cast<std::size_t>(n.attrs.axis);
+    std::vector<value_id> operands{n.inputs[0]};
+    if (n.inputs.size() > 1) operands.push_back(n.inputs[1]);
+    value_layout layout = elementwise_layout(L, operands, shape);
+    if (axis + 1 != shape.rank()) layout = value_layout::logical;
+    std::vector<mil_ref> values = elementwise_operands(L, operands, shape, layout, name, true);
+    mil_ref x = values[0];
+    if (values.size() > 1) x = L.binary("add", x, values[1], name + "_masked");
+    L.set_form(id, layout,
+               lowering_detail::softmax(L, x, layout == value_layout::channels_first ? 1 : axis, name));
+}
+
+inline void lower_reduction(segment_lowering& L, value_id id) {
+    const node& n = L.at(id);
+    mil_writer& mil = L.mil();
+    const std::string name = L.base(id);
+    const mil_ref x = L.logical(n.inputs[0]);
+    mil_shape reduced = mil.shape(x);
+    for (const auto axis : n.attrs.axes)
+        reduced[static_cast<std::size_t>(axis)] = 1;
+    const char* type = n.kind == op::reduce_sum    ? "reduce_sum"
+                       : n.kind == op::reduce_mean ? "reduce_mean"
+                                                   : "reduce_max";
+    const mil_shape target = segment_lowering::logical_shape(n.result.shape);
+    const bool exact = reduced == target;
+    // keep_dims bound to a named const (CONSTRAINTS.md); dropped axes are reshaped away afterwards.
+    const mil_ref out = mil.op(type, exact ? name : name + "_kept", reduced,
+                               {{"axes", {mil.const_ints(name + "_axes", n.attrs.axes)}},
+                                {"keep_dims", {mil.const_bool(name + "_keep_dims", true)}},
+                                {"x", {x}}});
+    L.set_form(id, value_layout::logical, L.reshape(out, target, name));
+}
+
+inline void lower_data_movement(segment_lowering& L, value_id id) {
+    const node& n = L.at(id);
+    mil_writer& mil = L.mil();
+    const std::string name = L.base(id);
+    const dims& shape = n.result.shape;
+    const attributes& a = n.attrs;
+    const value_id x = n.inputs[0];
+    switch (n.kind) {
+        case op::reshape: {
+            const dims& in = L.ir_shape(x);
+            // Same last extent: the channels-first form [1, C, 1, S] is the same tensor.
+            if (L.has_channels_first(x) && !L.has_logical(x) && in.rank() > 0 && shape.rank() > 0 &&
+                in[in.rank() - 1] == shape[shape.rank() - 1]) {
+                L.set_form(id, value_layout::channels_first, L.channels_first(x));
+                return;
+            }
+            L.set_form(id, value_layout::logical,
+                       L.reshape(L.logical(x), segment_lowering::logical_shape(shape), name));
+            return;
+        }
+        case op::permute:
+            L.set_form(id, value_layout::logical, L.transpose(L.logical(x), a.axes, name));
+            return;
+        case op::concat: {
+            std::vector<mil_ref> parts;
+            for (const value_id v : n.inputs)
+                parts.push_back(L.logical(v));
+            L.set_form(id, value_layout::logical, L.concat(parts, static_cast<std::size_t>(a.axis), name));
+            return;
+        }
+        case op::slice: {
+            bool unit = true;
+            for (const auto s : a.step)
+                unit = unit && s == 1;
+            L.set_form(id, value_layout::logical,
+                       L.slice(L.logical(x), a.begin, a.end, name, unit ? mil_shape{} : a.step));
+            return;
+        }
+        case op::pad: {
+            std::vector<std::int64_t> pad;
+            for (std::size_t i = 0; i < a.begin.size(); ++i) {
+                pad.push_back(a.begin[i]);
+                pad.push_back(a.end[i]);
+            }
+            L.set_form(id, value_layout::logical,
+                       mil.op("pad", name, segment_lowering::logical_shape(shape),
+                              {{"constant_val", {L.scalar(a.value, name + "_constant_val")}},
+                               {"mode", {mil.const_string(name + "_mode", "constant")}},
+                               {"pad", {mil.const_ints(name + "_pad", pad)}},
+                               {"x", {L.logical(x)}}}));
+            return;
+        }
+        default:
+            throw error(message("ane lowering: ", op_name(n.kind), " is not a data movement op"));
+    }
+}
+
+// softmax(q k^T * scale + mask) v as explicit MIL ops (RUNTIME.md §6: SDPA ignores masks on the ANE).
+inline void lower_attention(segment_lowering& L, value_id id) {
+    using namespace lowering_detail;
+    const node& n = L.at(id);
+    const std::string name = L.base(id);
+    const dims& q = L.ir_shape(n.inputs[0]);
+    const dims& k = L.ir_shape(n.inputs[1]);
+    const dims& v = L.ir_shape(n.inputs[2]);
+    const std::int64_t batch = q[0], heads = q[1], queries = q[2], depth = q[3];
+    const std::int64_t kv_heads = k[1], keys = k[2];
+    const std::int64_t group = heads / kv_heads;
+    const double factor = n.attrs.scale != 0.0f ? static_cast<double>(n.attrs.scale)
+                                                : 1.0 / std::sqrt(static_cast<double>(depth));
+    const mil_ref q_input = L.logical(n.inputs[0]);
+    mil_ref query =
+        L.binary("mul", q_input, L.scalar(static_cast<float>(factor), name + "_scale"), name + "_q");
+    // Grouped-query: heads h = kv * group + g, so [B, H, Sq, D] is [B, Hkv, group * Sq, D] in memory.
+    if (group > 1) query = L.reshape(query, {batch, kv_heads, group * queries, depth}, name + "_q_grouped");
+    mil_ref scores = matmul(L, query, L.logical(n.inputs[1]), false, true, name + "_scores");
+    const mil_shape scores_shape{batch, heads, queries, keys};
+    if (group > 1) scores = L.reshape(scores, scores_shape, name + "_scores_heads");
+    const bool mask_constant = n.inputs.size() > 3 && L.is_constant(n.inputs[3]);
+    if (n.inputs.size() > 3 && !mask_constant)
+        scores = L.binary("add", scores, L.logical(n.inputs[3]), name + "_masked");
+    if (mask_constant || n.attrs.causal) {
+        // One full-shape additive const (broadcast consts must be [1, C, 1, 1] or full, CONSTRAINTS.md):
+        // the mask plus -1e4 where key j > query i + Sk - Sq (the queries are the last Sq positions).
+        std::vector<float> additive(static_cast<std::size_t>(batch * heads * queries * keys), 0.0f);
+        if (mask_constant) {
+            const dims& m = L.ir_shape(n.inputs[3]);
+            additive =
+                broadcast_values(L.constant_values(n.inputs[3]), mil_shape(m.begin(), m.end()), scores_shape);
+        }
+        if (n.attrs.causal) {
+            for (std::size_t at = 0; at < additive.size(); ++at) {
+                const auto j = static_cast<std::int64_t>(at) % keys;
+                const auto i = (static_cast<std::int64_t>(at) / keys) % queries;
+                if (j > i + keys - queries) additive[at] = masked_score;
+            }
+        }
+        scores = L.binary("add", scores, L.fp16_const(name + "_mask", scores_shape, additive, true),
+                          name + "_masked_const");
+    }
+    mil_ref weights = softmax(L, scores, 3, name + "_weights");
+    if (group > 1)
+        weights = L.reshape(weights, {batch, kv_heads, group * queries, keys}, name + "_weights_grouped");
+    mil_ref out =
+        matmul(L, weights, L.logical(n.inputs[2]), false, false, group > 1 ? name + "_grouped" : name);
+    if (group > 1) out = L.reshape(out, {batch, heads, queries, v[3]}, name);
+    L.set_form(id, value_layout::logical, out);
+}
+
+// Rotary embeddings by slices (CPU reference: rotate-half pairs i with i + R/2, interleaved 2i with 2i + 1).
+inline void lower_rotary(segment_lowering& L, value_id id) {
+    const node& n = L.at(id);
+    const std::string name = L.base(id);
+    const dims& shape = n.result.shape;
+    const std::size_t last = shape.rank() - 1;
+    const std::int64_t features = shape[last];
+    const std::int64_t half_count = L.ir_shape(n.inputs[1])[1];
+    const std::int64_t rotated = 2 * half_count;
+    const mil_ref x = L.logical(n.inputs[0]);
+    mil_ref rotated_part = rotated < features ? L.slice_axis(x, last, 0, rotated, name + "_rot") : x;
+    mil_shape part_shape(shape.begin(), shape.end());
+    std::size_t pair_axis = last;
+    if (n.attrs.interleaved) {
+        part_shape[last] = half_count;
+        part_shape.push_back(2);
+        rotated_part = L.reshape(rotated_part, part_shape, name + "_pairs", true);
+        pair_axis = last + 1;
+    }
+    // The two halves of each pair, shaped like the tables (with a trailing 1 in the interleaved form).
+    const std::int64_t step = n.attrs.interleaved ? 1 : half_count;
+    const mil_ref first = L.slice_axis(rotated_part, pair_axis, 0, step, name + "_x1");
+    const mil_ref second = L.slice_axis(rotated_part, pair_axis, step, 2 * step, name + "_x2");
+    const mil_shape& half_shape = L.mil().shape(first);
+    const auto table = [&](value_id t, const char* role) {
+        const dims& ts = L.ir_shape(t);
+        dims table_shape = n.attrs.interleaved ? dims{ts[0], ts[1], 1} : ts;
+        if (L.is_constant(t)) {
+            return L.broadcast_constant(L.constant_values(t), table_shape, dims(half_shape),
+                                        value_layout::logical, name + role);
+        }
+        return L.reshape(L.logical(t), mil_shape(table_shape.begin(), table_shape.end()),
+                         name + role + "_shaped");
+    };
+    const mil_ref cos = table(n.inputs[1], "_cos");
+    const mil_ref sin = table(n.inputs[2], "_sin");
+    const mil_ref x1cos = L.binary("mul", first, cos, name + "_x1cos");
+    const mil_ref x2sin = L.binary("mul", second, sin, name + "_x2sin");
+    const mil_ref out1 = L.binary("sub", x1cos, x2sin, name + "_out1");
+    const mil_ref x2cos = L.binary("mul", second, cos, name + "_x2cos");
+    const mil_ref x1sin = L.binary("mul", first, sin, name + "_x1sin");
+    const mil_ref out2 = L.binary("add", x2cos, x1sin, name + "_out2");
+    const bool tail = rotated < features;
+    mil_ref joined = L.concat({out1, out2}, pair_axis, n.attrs.interleaved || tail ? name + "_joined" : name);
+    if (n.attrs.interleaved) {
+        mil_shape flat(shape.begin(), shape.end());
+        flat[last] = rotated;
+        joined = L.reshape(joined, flat, tail ? name + "_flat" : name, true);
+    }
+    if (tail)
+        joined = L.concat({joined, L.slice_axis(x, last, rotated, features, name + "_pass")}, last, name);
+    L.set_form(id, value_layout::logical, joined);
+}
+
+}  // namespace anvil::detail::ane
+// #include "anvil/backend/ane/support.hpp"
+// #include "anvil/backend/ane/weight_file.hpp"
+
+namespace anvil::detail::ane {
+
+// rows: C = product of the leading extents, W = the last extent; columns: C = the last extent, W = the
+// product of the leading ones (channels-first; the host transposes while packing).
+enum class surface_order : std::uint8_t { rows, columns };
+
+struct surface_layout {
+    std::string symbol;
+    value_id value = 0;
+    dims shape;  // the value's IR shape
+    surface_order order = surface_order::rows;
+    std::int64_t channels = 1, width = 1;
+    std::size_t row_stride = 0;  // bytes, round_up(width * 2, 64) (RUNTIME.md §3)
+};
+
+struct lowered_segment {
+    std::string mil;
+    std::vector<weight_file> weights;
+    std::vector<surface_layout> inputs, outputs;  // each in binding order: sorted by symbol
+};
+
+namespace lowering_detail {
+
+inline surface_layout make_surface(std::string symbol, value_id value, const dims& shape,
+                                   surface_order order) {
+    const surface_extents s = surface_extents_of(shape);
+    surface_layout layout{std::move(symbol), value, shape, order, 1, 1, 0};
+    layout.channels = order == surface_order::rows ? s.positions : s.channels;
+    layout.width = order == surface_order::rows ? s.channels : s.positions;
+    layout.row_stride = weight_blob_writer::round_up(static_cast<std::size_t>(layout.width) * 2);
+    return layout;
+}
+
+// Whether some node of the segment reads `value` as the activation of a channels-first op.
+inline bool consumed_channels_first(segment_lowering& L, std::span<const value_id> nodes, value_id value) {
+    if (!L.channels_first_fits(L.ir_shape(value))) return false;
+    // Through elementwise ops of the same shape (which run in either layout) to the first linear or norm: an
+    // input that a GELU feeds into a layer_norm arrives channels-first, with no transpose inside the program.
+    std::vector<value_id> frontier{value};
+    for (int depth = 0; depth < 8 && !frontier.empty(); ++depth) {
+        std::vector<value_id> next;
+        for (const value_id v : frontier) {
+            for (const value_id id : nodes) {
+                const node& n = L.at(id);
+                if (n.inputs.empty()) continue;
+                if (n.inputs[0] == v) {
+                    if (n.kind == op::linear && L.is_constant(n.inputs[1]) &&
+                        L.channels_first_fits(n.result.shape))
+                        return true;
+                    if (n.kind == op::layer_norm || n.kind == op::rms_norm) return true;
+                }
+                const bool reads = std::find(n.inputs.begin(), n.inputs.end(), v) != n.inputs.end();
+                const op_category category = info(n.kind).category;
+                if (reads && (category == op_category::unary || category == op_category::binary) &&
+                    n.kind != op::cast && n.result.shape == L.ir_shape(v)) {
+                    next.push_back(id);
+                }
+            }
+        }
+        frontier = std::move(next);
+    }
+    return false;
+}
+
+inline void lower_node(segment_lowering& L, value_id id) {
+    const node& n = L.at(id);
+    if (L.is_constant(id)) return;  // constants (and folded dequantisation) are emitted where they are read
+    switch (n.kind) {
+        case op::input:
+        case op::constant:
+            throw error(
+                message("ane lowering: ", L.describe(id), " is a leaf, not a compute node of a segment"));
+        case op::cast:
+            L.alias(id, n.inputs[0]);  // every value is fp16 on the ANE
+            return;
+        case op::linear:
+            return lower_linear(L, id);
+        case op::matmul: {
+            const mil_ref a = L.logical(n.inputs[0]);  // one statement each: a deterministic order
+            const mil_ref b = L.logical(n.inputs[1]);
+            const mil_ref out =
+                lowering_detail::matmul(L, a, b, n.attrs.transpose_a, n.attrs.transpose_b, L.base(id));
+            return L.set_form(id, value_layout::logical, out);
+        }
+        case op::conv2d:
+            return lower_conv2d(L, id);
+        case op::max_pool2d:
+        case op::avg_pool2d:
+            return lower_pool(L, id);
+        case op::upsample_nearest:
+        case op::upsample_bilinear:
+            return lower_upsample(L, id);
+        case op::layer_norm:
+        case op::rms_norm:
+            return lower_last_axis_norm(L, id);
+        case op::group_norm:
+            return lower_group_norm(L, id);
+        case op::batch_norm:
+            return lower_batch_norm(L, id);
+        case op::softmax:
+            return lower_softmax(L, id);
+        case op::reduce_sum:
+        case op::reduce_mean:
+        case op::reduce_max:
+            return lower_reduction(L, id);
+        case op::reshape:
+        case op::permute:
+        case op::concat:
+        case op::slice:
+        case op::pad:
+            return lower_data_movement(L, id);
+        case op::attention:
+            return lower_attention(L, id);
+        case op::rotary:
+            return lower_rotary(L, id);
+        case op::argmax:
+        case op::gather:
+        case op::dequantize_int8:
+        case op::dequantize_lut:
+            throw unsupported_error(message("ane lowering: ", L.describe(id), " runs on the host"));
+        default:
+            return lower_elementwise(L, id);
+    }
+}
+
+}  // namespace lowering_detail
+
+// Lowers `nodes` (topological order, all supported) reading `inputs` (graph inputs or other segments'
+// results, never constants) and producing `outputs`. Throws unsupported_error naming the node when one is
+// host_only, error when the segment is malformed.
+[[nodiscard]] inline lowered_segment lower(const graph_body& body, std::span<const value_id> nodes,
+                                           std::span<const value_id> inputs,
+                                           std::span<const value_id> outputs,
+                                           const lowering_options& options) {
+    using namespace lowering_detail;
+    if (inputs.size() > 1000 || outputs.size() > 1000) {
+        throw unsupported_error(message("ane lowering: ", inputs.size(), " inputs and ", outputs.size(),
+                                        " outputs; at most 1000 each (symbols have three digits)"));
+    }
+    segment_lowering L(body, options);
+    for (const value_id id : nodes) {
+        if (id >= body.nodes.size()) throw error(message("ane lowering: node ", id, " is not in the graph"));
+        const support_result support = supports(body, id, options);
+        if (support.where == placement::host_only) {
+            throw unsupported_error(message("ane lowering: ", support.reason));
+        }
+    }
+    lowered_segment segment;
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+        const value_id id = inputs[i];
+        if (id >= body.nodes.size() || L.is_constant(id)) {
+            throw error(message("ane lowering: segment input ", id,
+                                " is not a computed value (constants are embedded, not passed)"));
+        }
+        const node& n = L.at(id);
+        const std::string label = n.kind == op::input ? n.name : L.base(id);
+        char prefix[32];
+        std::snprintf(prefix, sizeof prefix, "in%03zu_", i);
+        const std::string symbol = prefix + sanitise_mil_name(label);
+        const surface_order order =
+            consumed_channels_first(L, nodes, id) ? surface_order::columns : surface_order::rows;
+        surface_layout surface = make_surface(symbol, id, n.result.shape, order);
+        const mil_ref ref = L.mil().input(symbol, {1, surface.channels, 1, surface.width});
+        L.set_base(id, symbol);
+        if (order == surface_order::columns) {
+            L.set_form(id, value_layout::channels_first, ref);
+        } else {
+            L.set_rows(id, ref);
+        }
+        segment.inputs.push_back(std::move(surface));
+    }
+    for (const value_id id : nodes)
+        lower_node(L, id);
+    std::vector<mil_ref> results;
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
+        const value_id id = outputs[i];
+        if (id >= body.nodes.size())
+            throw error(message("ane lowering: output ", id, " is not in the graph"));
+        char symbol[32];
+        std::snprintf(symbol, sizeof symbol, "out%03zu", i);
+        const dims& shape = L.ir_shape(id);
+        // Channels-first results leave as columns (no transpose in the program), others as rows.
+        const surface_order order = L.has_channels_first(id) ? surface_order::columns : surface_order::rows;
+        mil_ref ref = order == surface_order::columns ? L.channels_first(id) : L.rows(id);
+        const bool taken = std::find(results.begin(), results.end(), ref) != results.end();
+        if (taken || !L.mil().rename(ref, symbol)) {
+            ref = L.reshape(ref, L.mil().shape(ref), symbol, true);  // a copy under the output's name
+        }
+        results.push_back(ref);
+        segment.outputs.push_back(make_surface(symbol, id, shape, order));
+    }
+    segment.mil = L.mil().text(results);
+    segment.weights = L.mil().weights();
+    return segment;
+}
+
+}  // namespace anvil::detail::ane
+// #include "anvil/backend/ane/partition.hpp"
+// anvil: partitioning a graph between the Neural Engine and the CPU. Each compute node is placed where the
+// ANE lowering says it can run (supports()); the nodes are then scheduled into as few alternating segments
+// as a greedy list schedule finds (keep taking ready nodes of the current device, switch only when none is
+// ready), and ANE segments that would hold too many weights are split. Each segment knows the values it reads
+// from outside and the values later segments or the program's outputs need from it.
+
+#include <algorithm>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+// #include "anvil/backend/ane/support.hpp"
+// #include "anvil/core/error.hpp"
+// #include "anvil/graph/graph.hpp"
+
+namespace anvil::detail::ane {
+
+enum class segment_device : std::uint8_t { ane, cpu };
+
+struct segment {
+    segment_device device = segment_device::cpu;
+    std::vector<value_id> nodes;    // compute nodes, topologically ordered
+    std::vector<value_id> inputs;   // values read from outside: program inputs or earlier segments' results
+    std::vector<value_id> outputs;  // values later segments or the program's outputs read
+};
+
+// A node the Neural Engine does not run, and why (for strict_device errors and the program's dump).
+struct host_fallback {
+    value_id node = 0;
+    std::string reason;
+};
+
+struct partition_result {
+    std::vector<segment> segments;
+    std::vector<host_fallback> fallbacks;
+};
+
+struct partition_limits {
+    // An ANE program's weights past this are split into several programs (RUNTIME.md §6: programs past
+    // ~32 MB of weights leave the ANE's SRAM, and model files are limited to 1-2 GB).
+    std::size_t max_program_weight_bytes = std::size_t{256} << 20;
+};
+
+inline std::string describe_node(const graph_body& body, value_id id) {
+    const node& n = body.nodes[id];
+    std::string text = message("node ", id, " (", op_name(n.kind));
+    if (!n.name.empty()) {
+        text += message(" '", n.name, "'");
+    } else {
+        // Compute nodes are unnamed: the weight or input they read is what a user recognises.
+        for (const value_id input : n.inputs) {
+            const node& producer = body.nodes[input];
+            if ((producer.kind == op::constant || producer.kind == op::input) && !producer.name.empty()) {
+                text += message(" of '", producer.name, "'");
+                break;
+            }
+        }
+    }
+    return text + message(", ", dtype_name(n.result.type), " ", n.result.shape, ")");
+}
+
+// The bytes of constants node `id` reads that no earlier node of its program read (fp16 on the ANE, whatever
+// the checkpoint stored).
+inline std::size_t constant_bytes_read(const graph_body& body, value_id id, std::vector<bool>& counted) {
+    std::size_t bytes = 0;
+    for (const value_id input : body.nodes[id].inputs) {
+        const node& producer = body.nodes[input];
+        if (producer.kind == op::constant && !counted[input]) {
+            counted[input] = true;
+            bytes += static_cast<std::size_t>(producer.result.shape.element_count()) * 2;
+        }
+    }
+    return bytes;
+}
+
+// The graph must hold no compute node whose operands are all constants (callers materialise them first), so
+// every weight reaches a segment as an op::constant it can embed or copy.
+[[nodiscard]] inline partition_result partition(const graph_body& body, const lowering_options& options,
+                                                bool strict_device, const partition_limits& limits = {}) {
+    const std::size_t count = body.nodes.size();
+    partition_result result;
+    std::vector<segment_device> device(count, segment_device::cpu);
+    std::vector<bool> is_compute(count, false);
+    for (std::size_t id = 0; id < count; ++id) {
+        const node& n = body.nodes[id];
+        if (n.kind == op::input || n.kind == op::constant) continue;
+        is_compute[id] = true;
+        support_result support;
+        if (n.result.shape.element_count() == 0) {
+            support = {placement::host_only,
+                       "the value is empty (a zero extent); the ANE has no empty tensors"};
+        } else {
+            support = supports(body, static_cast<value_id>(id), options);
+        }
+        if (support.where == placement::host_only) {
+            if (strict_device) {
+                throw unsupported_error(
+                    message("compile: strict_device: ", describe_node(body, static_cast<value_id>(id)),
+                            " cannot run on the Neural Engine: ", support.reason));
+            }
+            result.fallbacks.push_back({static_cast<value_id>(id), support.reason});
+        } else {
+            device[id] = segment_device::ane;
+        }
+    }
+
+    // Only nodes some output needs are scheduled (the caller eliminated dead code; this keeps it robust).
+    std::vector<bool> needed(count, false);
+    for (const value_id id : body.outputs)
+        needed[id] = true;
+    for (std::size_t id = count; id-- > 0;) {
+        if (!needed[id]) continue;
+        for (const value_id input : body.nodes[id].inputs)
+            needed[input] = true;
+    }
+
+    // Greedy list schedule: pending operand counts, a ready list per device.
+    std::vector<std::size_t> pending(count, 0);
+    std::vector<std::vector<value_id>> readers(count);
+    for (std::size_t id = 0; id < count; ++id) {
+        if (!is_compute[id] || !needed[id]) continue;
+        for (const value_id input : body.nodes[id].inputs) {
+            if (!is_compute[input]) continue;
+            ++pending[id];
+            readers[input].push_back(static_cast<value_id>(id));
+        }
+    }
+    std::vector<value_id> ready[2];
+    auto slot = [](segment_device d) { return d == segment_device::ane ? 0 : 1; };
+    for (std::size_t id = 0; id < count; ++id) {
+        if (is_compute[id] && needed[id] && pending[id] == 0)
+            ready[slot(device[id])].push_back(static_cast<value_id>(id));
+    }
+    std::vector<std::size_t> segment_of(count, static_cast<std::size_t>(-1));
+    std::vector<bool> weight_counted(count, false);
+    std::size_t current_weight_bytes = 0;
+    segment_device current = ready[0].empty() ? segment_device::cpu : segment_device::ane;
+    auto open_segment = [&](segment_device d) {
+        result.segments.push_back({d, {}, {}, {}});
+        current = d;
+        current_weight_bytes = 0;
+    };
+    bool any = !ready[0].empty() || !ready[1].empty();
+    if (any) open_segment(current);
+    while (!ready[0].empty() || !ready[1].empty()) {
+        auto& list = ready[slot(current)];
+        if (list.empty()) {
+            open_segment(current == segment_device::ane ? segment_device::cpu : segment_device::ane);
+            continue;
+        }
+        // Lowest id first keeps the schedule close to the graph's own order (stable dumps, stable MIL).
+        const auto it = std::min_element(list.begin(), list.end());
+        const value_id id = *it;
+        list.erase(it);
+        if (current == segment_device::ane) {
+            const std::size_t bytes = constant_bytes_read(body, id, weight_counted);
+            if (current_weight_bytes > 0 && current_weight_bytes + bytes > limits.max_program_weight_bytes) {
+                open_segment(segment_device::ane);
+            }
+            current_weight_bytes += bytes;
+        }
+        result.segments.back().nodes.push_back(id);
+        segment_of[id] = result.segments.size() - 1;
+        for (const value_id reader : readers[id]) {
+            if (--pending[reader] == 0) ready[slot(device[reader])].push_back(reader);
+        }
+    }
+
+    // Boundaries: what each segment reads from outside and what others (or the outputs) read from it.
+    std::vector<bool> is_output(count, false);
+    for (const value_id id : body.outputs)
+        is_output[id] = true;
+    std::vector<std::vector<std::size_t>> read_by(count);
+    for (std::size_t s = 0; s < result.segments.size(); ++s) {
+        auto& seg = result.segments[s];
+        std::vector<value_id> inputs;
+        for (const value_id id : seg.nodes) {
+            for (const value_id input : body.nodes[id].inputs) {
+                const node& producer = body.nodes[input];
+                if (producer.kind == op::constant) continue;
+                if (producer.kind != op::input && segment_of[input] == s) continue;
+                if (std::find(inputs.begin(), inputs.end(), input) == inputs.end()) inputs.push_back(input);
+                read_by[input].push_back(s);
+            }
+        }
+        seg.inputs = std::move(inputs);
+    }
+    for (auto& seg : result.segments) {
+        for (const value_id id : seg.nodes) {
+            if (is_output[id] || !read_by[id].empty()) seg.outputs.push_back(id);
+        }
+    }
+    return result;
+}
+
+}  // namespace anvil::detail::ane
+// #include "anvil/backend/ane/program_cache.hpp"
+// anvil: the on-disk cache of compiled ANE programs and the per-process compile budget. A program is named by
+// a SHA-256 of its MIL text, its weights, the OS build, the Neural Engine's architecture and anvil's version,
+// so a second run of the same model — in any process — loads the compiled program instead of compiling it
+// (RUNTIME.md §7: `setModelURL:` + `compiledModelExists`). The framework leaks resources per compile and
+// fails past ~119 compiles per process (RUNTIME.md §6): anvil counts its compiles and stops with a clear
+// error first.
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+
+// #include "anvil/backend/ane/weight_file.hpp"
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/sha256.hpp"
+// #include "anvil/version.hpp"
+
+#if defined(__APPLE__)
+#include <sys/sysctl.h>
+#else
+#include <sys/utsname.h>
+#endif
+
+namespace anvil::detail::ane {
+
+// The OS build the compiled programs are valid for (a new OS may compile differently).
+inline std::string os_build() {
+#if defined(__APPLE__)
+    char buffer[256] = {};
+    std::size_t size = sizeof buffer;
+    if (sysctlbyname("kern.osversion", buffer, &size, nullptr, 0) == 0) return std::string(buffer);
+    return "unknown-macos";
+#else
+    utsname name{};
+    if (uname(&name) == 0) return std::string(name.sysname) + " " + name.release + " " + name.version;
+    return "unknown";
+#endif
+}
+
+// The cache directory: `requested` when given; else $ANVIL_CACHE_DIR; else the platform's user cache
+// directory (~/Library/Caches/anvil on macOS, $XDG_CACHE_HOME/anvil or ~/.cache/anvil elsewhere). Empty
+// when caching is off (`requested` or $ANVIL_CACHE_DIR equal to "none") or no home directory is known.
+inline std::filesystem::path cache_root(std::string_view requested) {
+    std::string chosen(requested);
+    if (chosen.empty()) {
+        if (const char* env = std::getenv("ANVIL_CACHE_DIR"); env != nullptr && *env != '\0') chosen = env;
+    }
+    if (chosen == "none") return {};
+    if (!chosen.empty()) return std::filesystem::path(chosen) / "ane";
+#if defined(__APPLE__)
+    if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0')
+        return std::filesystem::path(home) / "Library" / "Caches" / "anvil" / "ane";
+#else
+    if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0')
+        return std::filesystem::path(xdg) / "anvil" / "ane";
+    if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0')
+        return std::filesystem::path(home) / ".cache" / "anvil" / "ane";
+#endif
+    return {};
+}
+
+// The cache key of one program: hex SHA-256 over everything that changes what the compiler produces.
+inline std::string program_key(std::string_view mil_text, std::span<const weight_file> weights,
+                               std::string_view architecture) {
+    sha256 digest;
+    auto field = [&](std::string_view label, std::string_view text) {
+        digest.update(label).update(std::to_string(text.size())).update(":").update(text);
+    };
+    field("anvil", version_string);
+    field("os", os_build());
+    field("chip", architecture);
+    field("mil", mil_text);
+    for (const auto& file : weights) {
+        field("weight", file.path);
+        digest.update(std::to_string(file.bytes.size()))
+            .update(":")
+            .update(std::span<const std::byte>(file.bytes));
+    }
+    return digest.finish_hex();
+}
+
+// Compiles this process has run, and how many it may (LIBANE stops at 115, below the ~119 where the
+// framework fails; $ANVIL_ANE_COMPILE_BUDGET overrides).
+inline std::atomic<long>& compiles_in_process() {
+    static std::atomic<long> count{0};
+    return count;
+}
+
+inline long compile_budget() {
+    if (const char* env = std::getenv("ANVIL_ANE_COMPILE_BUDGET"); env != nullptr && *env != '\0') {
+        char* end = nullptr;
+        const long value = std::strtol(env, &end, 10);
+        if (end != env && *end == '\0' && value > 0) return value;
+        throw error(message("ANVIL_ANE_COMPILE_BUDGET: expected a positive integer, got '", env, "'"));
+    }
+    return 115;
+}
+
+// Takes one compile from the budget, or throws before the framework would fail.
+inline void reserve_compile() {
+    const long budget = compile_budget();
+    long current = compiles_in_process().load();
+    do {
+        if (current >= budget) {
+            throw error(
+                message("ANE compile budget spent: this process has compiled ", current,
+                        " Neural Engine programs, and the framework fails or crashes past ~119 per process "
+                        "(AppleNeuralEngine leaks per compile). Reuse compiled programs, let the program "
+                        "cache turn compiles into loads, or run the work in a new process "
+                        "(ANVIL_ANE_COMPILE_BUDGET changes the limit of ",
+                        budget, ")"));
+        }
+    } while (!compiles_in_process().compare_exchange_weak(current, current + 1));
+}
+
+}  // namespace anvil::detail::ane
+// #include "anvil/backend/ane/tiling.hpp"
+// anvil: tiling for the Neural Engine's dimension limit. A linear layer whose output features exceed it —
+// a vocabulary head of 32,000 or 151,936 logits — becomes several linears over slices of its weight rows,
+// each within the limit, joined by a concat (ANEMLL splits LM heads the same way, MIL.md §2.4; ORI #16
+// reports a 32,000-channel conv rejected). The tiles run on the ANE; the concat, whose result still exceeds
+// the limit, runs on the host, reading the tiles' output surfaces.
+
+#include <cstring>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/graph/graph.hpp"
+// #include "anvil/graph/shape_inference.hpp"
+
+namespace anvil::detail::ane {
+
+// Rows [first, first + count) of a constant's leading axis, in its stored type.
+inline host_tensor leading_rows(const host_tensor& tensor, std::int64_t first, std::int64_t count) {
+    const dims& shape = tensor.shape();
+    const std::size_t row_bytes = tensor.byte_size() / static_cast<std::size_t>(shape[0]);
+    std::vector<std::int64_t> extents(shape.begin(), shape.end());
+    extents[0] = count;
+    host_tensor rows(tensor.type(), dims(extents));
+    std::memcpy(rows.raw(),
+                static_cast<const std::byte*>(tensor.raw()) + static_cast<std::size_t>(first) * row_bytes,
+                static_cast<std::size_t>(count) * row_bytes);
+    return rows;
+}
+
+// Splits every linear with constant weights whose output features exceed `max_dimension` (the graph's
+// constants are materialised first, so weights are op::constant nodes).
+[[nodiscard]] inline graph_body tile_wide_linears(const graph_body& body, std::int64_t max_dimension) {
+    bool any = false;
+    for (const auto& n : body.nodes) {
+        if (n.kind == op::linear && body.nodes[n.inputs[1]].kind == op::constant &&
+            n.result.shape[n.result.shape.rank() - 1] > max_dimension)
+            any = true;
+    }
+    if (!any) return body;
+    graph_body result;
+    std::vector<value_id> mapped(body.nodes.size(), 0);
+    auto append = [&](node n) {
+        result.nodes.push_back(std::move(n));
+        return static_cast<value_id>(result.nodes.size() - 1);
+    };
+    for (std::size_t id = 0; id < body.nodes.size(); ++id) {
+        node n = body.nodes[id];
+        for (auto& input : n.inputs)
+            input = mapped[input];
+        const bool wide = n.kind == op::linear && result.nodes[n.inputs[1]].kind == op::constant &&
+                          (n.inputs.size() < 3 || result.nodes[n.inputs[2]].kind == op::constant) &&
+                          n.result.shape[n.result.shape.rank() - 1] > max_dimension;
+        if (!wide) {
+            mapped[id] = append(std::move(n));
+            continue;
+        }
+        const node& weight = result.nodes[n.inputs[1]];
+        const std::int64_t features = weight.result.shape[0];
+        const std::int64_t tiles = (features + max_dimension - 1) / max_dimension;
+        const std::int64_t per_tile = (features + tiles - 1) / tiles;
+        std::vector<value_id> parts;
+        for (std::int64_t first = 0; first < features; first += per_tile) {
+            const std::int64_t count = std::min(per_tile, features - first);
+            node w;
+            w.kind = op::constant;
+            w.data = leading_rows(result.nodes[n.inputs[1]].data, first, count);
+            w.result = {w.data.type(), w.data.shape()};
+            w.name = message(result.nodes[n.inputs[1]].name, "[", first, ":", first + count, "]");
+            std::vector<value_id> inputs{n.inputs[0], append(std::move(w))};
+            if (n.inputs.size() == 3) {
+                node b;
+                b.kind = op::constant;
+                b.data = leading_rows(result.nodes[n.inputs[2]].data, first, count);
+                b.result = {b.data.type(), b.data.shape()};
+                inputs.push_back(append(std::move(b)));
+            }
+            node tile;
+            tile.kind = op::linear;
+            tile.inputs = inputs;
+            std::vector<value_type> types;
+            for (const value_id input : inputs)
+                types.push_back(result.nodes[input].result);
+            tile.result = infer(op::linear, tile.attrs, types);
+            parts.push_back(append(std::move(tile)));
+        }
+        node join;
+        join.kind = op::concat;
+        join.inputs = parts;
+        join.attrs.axis = static_cast<std::int64_t>(n.result.shape.rank()) - 1;
+        std::vector<value_type> types;
+        for (const value_id part : parts)
+            types.push_back(result.nodes[part].result);
+        join.result = infer(op::concat, join.attrs, types);
+        if (join.result.shape != n.result.shape) {
+            throw error(message("tiling: the tiles of a linear with ", features, " features join to ",
+                                join.result.shape, ", not ", n.result.shape));
+        }
+        mapped[id] = append(std::move(join));
+    }
+    for (const value_id id : body.outputs)
+        result.outputs.push_back(mapped[id]);
+    return result;
+}
+
+}  // namespace anvil::detail::ane
 // #include "anvil/backend/cpu/executor.hpp"
 // anvil: the CPU backend's program — the graph after the passes, one prepared kernel per node, and one arena
 // laid out by the memory plan, so a run converts the inputs in, runs the kernels in order and converts the
@@ -12541,6 +16562,10 @@ enum class device : std::uint8_t {
 // (for parity tests and for checking a suspicion).
 enum class cpu_kernels : std::uint8_t { optimized, reference };
 
+// The MIL dialect of ANE programs: program(1.3)/ios18 (macOS 15+, M3 and later), or the verbose
+// program(1.0)/ios16 older chips need (RUNTIME.md §4); automatic picks by the Neural Engine's architecture.
+enum class mil_version : std::uint8_t { automatic, ios18, ios16 };
+
 struct compile_options {
     device target = device::cpu;
     // Fail to compile instead of running any node on a device other than `target`.
@@ -12553,6 +16578,12 @@ struct compile_options {
     bool fold_constants = true;
     bool fold_batch_norm = true;
     bool fuse_elementwise = true;
+    // ANE: where compiled programs are cached ("" = $ANVIL_CACHE_DIR, else the user cache directory;
+    // "none" = no cache).
+    std::string cache_dir;
+    mil_version ane_mil = mil_version::automatic;
+    // ANE: a program holding more weights than this is split into several (intermediates pass by IOSurface).
+    std::size_t ane_max_program_weight_bytes = std::size_t{256} << 20;
 };
 
 struct named_tensor {
@@ -13204,6 +17235,497 @@ private:
 
 }  // namespace anvil::detail::cpu
 // #include "anvil/backend/program.hpp"
+// #include "anvil/core/half.hpp"
+// #include "anvil/graph/dump.hpp"
+// #include "anvil/graph/passes.hpp"
+
+namespace anvil::detail::ane {
+
+// The smallest surface the ANE is reported to evaluate reliably (RUNTIME.md §3: ~48 KiB on M4 Max; OMLX
+// allocates 64 KiB), rounded like OMLX to 16 KiB.
+inline constexpr std::size_t min_surface_bytes = std::size_t{64} << 10;
+inline constexpr std::size_t surface_granule = std::size_t{16} << 10;
+
+// Replaces every compute node whose operands are all constants (after folding, only those folding would
+// expand: casts of fp16 weights, dequantisations) by its value, so each weight reaches a segment as a
+// constant that the ANE lowering embeds in fp16 and a CPU segment copies.
+[[nodiscard]] inline graph_body materialise_constants(const graph_body& body) {
+    return fold_constants(body, cpu::evaluate_constant, folding::everything);
+}
+
+// A segment's nodes as a graph of their own: the values it reads from outside become inputs named "v<id>",
+// the constants it reads are copied.
+[[nodiscard]] inline graph_body extract_segment(const graph_body& body, const segment& seg) {
+    graph_body sub;
+    std::unordered_map<value_id, value_id> mapped;
+    auto add = [&](node n) {
+        sub.nodes.push_back(std::move(n));
+        return static_cast<value_id>(sub.nodes.size() - 1);
+    };
+    for (const value_id id : seg.inputs) {
+        node in;
+        in.kind = op::input;
+        in.result = body.nodes[id].result;
+        in.name = "v" + std::to_string(id);
+        mapped[id] = add(std::move(in));
+    }
+    for (const value_id id : seg.nodes) {
+        node copy = body.nodes[id];
+        for (auto& input : copy.inputs) {
+            auto it = mapped.find(input);
+            if (it == mapped.end()) {
+                const node& producer = body.nodes[input];
+                if (producer.kind != op::constant) {
+                    throw error(message("ANE partition: ", describe_node(body, id), " reads ",
+                                        describe_node(body, input),
+                                        ", which its segment neither computes nor receives"));
+                }
+                it = mapped.emplace(input, add(producer)).first;
+            }
+            input = it->second;
+        }
+        mapped[id] = add(std::move(copy));
+    }
+    for (const value_id id : seg.outputs)
+        sub.outputs.push_back(mapped.at(id));
+    return sub;
+}
+
+inline mil_dialect choose_dialect(mil_version requested, std::string_view architecture) {
+    switch (requested) {
+        case mil_version::ios18:
+            return mil_dialect::ios18;
+        case mil_version::ios16:
+            return mil_dialect::ios16;
+        case mil_version::automatic:
+            break;
+    }
+    // M1 (h13) and M2 (h14) accept only program(1.0) with verbose scalars (RUNTIME.md §4, MDX PR#6).
+    if (architecture.starts_with("h13") || architecture.starts_with("h14")) return mil_dialect::ios16;
+    return mil_dialect::ios18;
+}
+
+inline std::size_t round_up(std::size_t value, std::size_t granule) {
+    return (value + granule - 1) / granule * granule;
+}
+
+class ane_program final : public program_impl {
+public:
+    ane_program(graph_body body, const compile_options& options) : options_(options) {
+        body = eliminate_dead_code(body);
+        if (options.fold_constants) body = fold_constants(body, cpu::evaluate_constant);
+        if (options.fold_batch_norm) body = fold_batch_norm(body);
+        body = materialise_constants(body);
+
+        const device_info device = query_device();
+        if (!device.has_ane) {
+            throw unsupported_error(message("compile: device::ane: this machine reports no Neural Engine (",
+                                            runtime::get().library(), ")"));
+        }
+        architecture_ = device.architecture;
+        lowering_.dialect = choose_dialect(options.ane_mil, architecture_);
+        cache_root_ = cache_root(options.cache_dir);
+        body_ = tile_wide_linears(body, lowering_.max_dimension);
+        for (const auto& n : body_.nodes) {
+            if (n.kind == op::input) inputs_.push_back({n.name, n.result.type, n.result.shape});
+        }
+        for (std::size_t i = 0; i < body_.outputs.size(); ++i) {
+            const node& n = body_.nodes[body_.outputs[i]];
+            outputs_.push_back({"output" + std::to_string(i), n.result.type, n.result.shape});
+        }
+
+        partition_limits limits;
+        limits.max_program_weight_bytes = options.ane_max_program_weight_bytes;
+        partition_result parts = partition(body_, lowering_, options.strict_device, limits);
+        fallbacks_ = std::move(parts.fallbacks);
+        std::size_t ane_index = 0;
+        for (auto& seg : parts.segments) {
+            step s;
+            s.device = seg.device;
+            s.inputs = seg.inputs;
+            s.outputs = seg.outputs;
+            if (seg.device == segment_device::cpu) {
+                compile_options cpu_options = options_;
+                cpu_options.target = device::cpu;
+                s.cpu = std::make_unique<cpu::cpu_program>(extract_segment(body_, seg), cpu_options);
+            } else {
+                s.ane = build_ane_step(seg, ane_index++);
+            }
+            steps_.push_back(std::move(s));
+        }
+        produced_.clear();
+        mark_host_copies();
+    }
+
+    std::vector<host_tensor> run(std::span<const named_tensor> inputs) override {
+        std::lock_guard lock(mutex_);
+        std::vector<host_tensor> values(body_.nodes.size());
+        bind_inputs(inputs, values);
+        for (auto& s : steps_) {
+            if (s.device == segment_device::cpu) {
+                run_cpu_step(s, values);
+            } else {
+                run_ane_step(*s.ane, values);
+            }
+        }
+        std::vector<host_tensor> results;
+        for (const value_id id : body_.outputs) {
+            const node& n = body_.nodes[id];
+            const host_tensor& value = n.kind == op::constant ? n.data : values[id];
+            if (value.type() == n.result.type) {
+                results.push_back(value);
+                continue;
+            }
+            std::vector<float> floats(value.element_count());
+            cpu::to_compute_floats(value, floats.data(), "output");
+            results.push_back(cpu::from_compute_floats(floats.data(), n.result.type, n.result.shape));
+        }
+        return results;
+    }
+
+    [[nodiscard]] const std::vector<io_info>& inputs() const override { return inputs_; }
+    [[nodiscard]] const std::vector<io_info>& outputs() const override { return outputs_; }
+    [[nodiscard]] numerics_report numerics() const override {
+        std::lock_guard lock(mutex_);
+        numerics_report merged;
+        for (const auto& s : steps_) {
+            if (!s.cpu) continue;
+            auto report = s.cpu->numerics();
+            merged.overflows.insert(merged.overflows.end(), report.overflows.begin(), report.overflows.end());
+        }
+        return merged;
+    }
+
+    // The placement of every segment (ANE programs with their MIL; CPU segments with their graph) and the
+    // reason each host node is not on the Neural Engine.
+    [[nodiscard]] std::string dump() const override {
+        std::string text =
+            message("ANE program (", architecture_, ", ",
+                    lowering_.dialect == mil_dialect::ios18 ? "program(1.3)/ios18" : "program(1.0)/ios16",
+                    "): ", steps_.size(), " segment(s), ", compiled_, " compiled, ", cache_hits_,
+                    " loaded from the cache, ", shared_surfaces_,
+                    " intermediate(s) passed between ANE programs by IOSurface\n");
+        for (const auto& fallback : fallbacks_) {
+            text += message("host: ", describe_node(body_, fallback.node), ": ", fallback.reason, "\n");
+        }
+        for (std::size_t i = 0; i < steps_.size(); ++i) {
+            const auto& s = steps_[i];
+            if (s.cpu) {
+                text += message("segment ", i, ": CPU\n", s.cpu->dump());
+            } else {
+                text +=
+                    message("segment ", i, ": ANE (", s.ane->key.substr(0, 16), ")\n", s.ane->lowered.mil);
+            }
+        }
+        return text;
+    }
+
+    [[nodiscard]] std::size_t compiled_count() const noexcept { return compiled_; }
+    [[nodiscard]] std::size_t shared_surface_count() const noexcept { return shared_surfaces_; }
+    [[nodiscard]] std::size_t cache_hit_count() const noexcept { return cache_hits_; }
+
+private:
+    struct ane_step {
+        lowered_segment lowered;
+        std::string key;
+        std::optional<ane_model> model;
+        // In lowered.inputs / lowered.outputs order. An input may be the very surface an earlier ANE program
+        // writes the value to (input_shared): nothing is copied between the two programs.
+        std::vector<std::shared_ptr<io_surface>> input_surfaces;
+        std::vector<std::shared_ptr<io_surface>> output_surfaces;
+        std::vector<bool> input_shared;
+        std::vector<bool> output_to_host;  // false when only later ANE programs read it, through its surface
+        std::optional<ane_request> request;
+        std::vector<float> scratch;
+    };
+    struct step {
+        segment_device device = segment_device::cpu;
+        std::vector<value_id> inputs;
+        std::vector<value_id> outputs;
+        std::unique_ptr<cpu::cpu_program> cpu;
+        std::unique_ptr<ane_step> ane;
+    };
+
+    std::unique_ptr<ane_step> build_ane_step(const segment& seg, std::size_t index) {
+        auto s = std::make_unique<ane_step>();
+        s->lowered = lower(body_, seg.nodes, seg.inputs, seg.outputs, lowering_);
+        s->key = program_key(s->lowered.mil, s->lowered.weights, architecture_);
+        const std::string where = message("compile: ANE program ", index, " (", seg.nodes.size(), " ops)");
+        s->model.emplace(ane_model::create(s->lowered.mil, s->lowered.weights));
+        ane_model& model = *s->model;
+        bool from_cache = false;
+        if (!cache_root_.empty()) {
+            const std::filesystem::path dir = cache_root_ / s->key;
+            std::error_code ignored;
+            std::filesystem::create_directories(dir, ignored);
+            if (model.set_cache_directory(dir) && model.compiled_model_exists()) from_cache = true;
+        }
+        try {
+            if (!from_cache) {
+                reserve_compile();
+                model.compile();
+                ++compiled_;
+            } else {
+                ++cache_hits_;
+            }
+            model.load();
+        } catch (const error& e) {
+            throw error(message(where, ": ", e.what()));
+        }
+        bind_surfaces(*s, model.layout(), where);
+        return s;
+    }
+
+    // Allocates the surfaces and checks the compiled program's symbols against the lowering's: bound by name
+    // in the order the program reports (RUNTIME.md §3: the compiler sorts symbols by name). An input that an
+    // earlier ANE program produced in the same layout and allocation size reuses that program's output
+    // surface.
+    void bind_surfaces(ane_step& s, const model_layout& layout, const std::string& where) {
+        auto allocate = [&](const std::vector<surface_layout>& wanted,
+                            const std::vector<symbol_layout>& reported,
+                            std::vector<std::shared_ptr<io_surface>>& surfaces, std::vector<bool>* shared,
+                            std::vector<const io_surface*>& bound, const char* kind) {
+            if (wanted.size() != reported.size()) {
+                throw error(message(where, ": the compiled program has ", reported.size(), " ", kind,
+                                    "s, the lowering made ", wanted.size()));
+            }
+            // Every surface of one kind gets the same allocation size (RUNTIME.md §3, ORI #12).
+            std::size_t alloc = min_surface_bytes;
+            for (const auto& w : wanted)
+                alloc = std::max(
+                    alloc, round_up(static_cast<std::size_t>(w.channels) * w.row_stride, surface_granule));
+            surfaces.clear();
+            for (const auto& w : wanted) {
+                const auto produced = produced_.find(w.value);
+                if (shared != nullptr && produced != produced_.end() && produced->second.alloc == alloc &&
+                    produced->second.layout.channels == w.channels &&
+                    produced->second.layout.width == w.width && produced->second.layout.order == w.order &&
+                    produced->second.layout.row_stride == w.row_stride) {
+                    surfaces.push_back(produced->second.surface);
+                    shared->push_back(true);
+                    ++shared_surfaces_;
+                    continue;
+                }
+                surfaces.push_back(std::make_shared<io_surface>(
+                    io_surface::create(w.channels, w.width, 2, w.row_stride, alloc)));
+                if (shared != nullptr) shared->push_back(false);
+            }
+            if (shared == nullptr) {
+                for (std::size_t i = 0; i < wanted.size(); ++i)
+                    produced_[wanted[i].value] = {surfaces[i], wanted[i], alloc};
+            }
+            bound.assign(reported.size(), nullptr);
+            for (std::size_t i = 0; i < reported.size(); ++i) {
+                const auto& r = reported[i];
+                const auto it = std::find_if(wanted.begin(), wanted.end(),
+                                             [&](const surface_layout& w) { return w.symbol == r.name; });
+                if (it == wanted.end()) {
+                    throw error(message(where, ": the compiled program reports ", kind, " symbol '", r.name,
+                                        "', which the lowering did not declare"));
+                }
+                if (r.channels != it->channels || r.width != it->width || !r.fp16 ||
+                    (r.row_stride != 0 && r.row_stride != it->row_stride)) {
+                    throw error(message(where, ": ", kind, " '", r.name,
+                                        "': the compiled program expects [1, ", r.channels, ", ", r.height,
+                                        ", ", r.width, "] ", r.fp16 ? "fp16" : "fp32", " with row stride ",
+                                        r.row_stride, ", the lowering laid out [1, ", it->channels, ", 1, ",
+                                        it->width, "] fp16 with row stride ", it->row_stride));
+                }
+                bound[i] = surfaces[static_cast<std::size_t>(it - wanted.begin())].get();
+            }
+        };
+        std::vector<const io_surface*> inputs;
+        std::vector<const io_surface*> outputs;
+        allocate(s.lowered.inputs, layout.inputs, s.input_surfaces, &s.input_shared, inputs, "input");
+        allocate(s.lowered.outputs, layout.outputs, s.output_surfaces, nullptr, outputs, "output");
+        s.request.emplace(s.model->make_request(inputs, outputs));
+    }
+
+    // An ANE output is copied to the host only when an output, a CPU segment or an unshared ANE input reads
+    // it.
+    void mark_host_copies() {
+        std::vector<bool> on_host(body_.nodes.size(), false);
+        for (const value_id id : body_.outputs)
+            on_host[id] = true;
+        for (const auto& s : steps_) {
+            if (s.cpu) {
+                for (const value_id id : s.inputs)
+                    on_host[id] = true;
+                continue;
+            }
+            for (std::size_t i = 0; i < s.ane->lowered.inputs.size(); ++i) {
+                if (!s.ane->input_shared[i]) on_host[s.ane->lowered.inputs[i].value] = true;
+            }
+        }
+        for (auto& s : steps_) {
+            if (!s.ane) continue;
+            s.ane->output_to_host.clear();
+            for (const auto& out : s.ane->lowered.outputs)
+                s.ane->output_to_host.push_back(on_host[out.value]);
+        }
+    }
+
+    void bind_inputs(std::span<const named_tensor> given, std::vector<host_tensor>& values) const {
+        std::vector<bool> seen(inputs_.size(), false);
+        for (const auto& input : given) {
+            const auto it = std::find_if(inputs_.begin(), inputs_.end(),
+                                         [&](const io_info& info) { return info.name == input.name; });
+            if (it == inputs_.end())
+                throw error(message("run: the program has no input named '", input.name, "'"));
+            const std::size_t index = static_cast<std::size_t>(it - inputs_.begin());
+            if (seen[index]) throw error(message("run: input '", input.name, "' is given twice"));
+            seen[index] = true;
+            if (input.tensor.shape() != it->shape) {
+                throw shape_error(message("run: input '", input.name, "': expected shape ", it->shape,
+                                          ", got ", input.tensor.shape()));
+            }
+            if (is_floating(input.tensor.type()) != is_floating(it->type)) {
+                throw type_error(message("run: input '", input.name, "': expected ",
+                                         is_floating(it->type) ? "a floating" : "an integer", " tensor, got ",
+                                         dtype_name(input.tensor.type())));
+            }
+        }
+        for (std::size_t i = 0; i < inputs_.size(); ++i) {
+            if (!seen[i]) throw error(message("run: input '", inputs_[i].name, "' is missing"));
+        }
+        std::size_t next = 0;
+        for (std::size_t id = 0; id < body_.nodes.size(); ++id) {
+            if (body_.nodes[id].kind != op::input) continue;
+            const auto& name = inputs_[next++].name;
+            for (const auto& input : given) {
+                if (input.name == name) values[id] = input.tensor;
+            }
+        }
+    }
+
+    void run_cpu_step(step& s, std::vector<host_tensor>& values) const {
+        std::vector<named_tensor> named;
+        for (const value_id id : s.inputs)
+            named.push_back({"v" + std::to_string(id), values[id]});
+        auto results = s.cpu->run(named);
+        for (std::size_t i = 0; i < s.outputs.size(); ++i)
+            values[s.outputs[i]] = std::move(results[i]);
+    }
+
+    // fp32 values into an fp16 surface laid out as the lowering chose: rows ([1, leading, 1, last]) or
+    // columns ([1, last, 1, leading], the channels-first form, transposed here while converting).
+    static void pack(const surface_layout& layout, const float* values, std::byte* base) {
+        const auto channels = static_cast<std::size_t>(layout.channels);
+        const auto width = static_cast<std::size_t>(layout.width);
+        for (std::size_t c = 0; c < channels; ++c) {
+            auto* row = reinterpret_cast<half*>(base + c * layout.row_stride);
+            if (layout.order == surface_order::rows) {
+                for (std::size_t w = 0; w < width; ++w)
+                    row[w] = half(values[c * width + w]);
+            } else {
+                for (std::size_t w = 0; w < width; ++w)
+                    row[w] = half(values[w * channels + c]);
+            }
+        }
+    }
+
+    static void unpack(const surface_layout& layout, const std::byte* base, float* values) {
+        const auto channels = static_cast<std::size_t>(layout.channels);
+        const auto width = static_cast<std::size_t>(layout.width);
+        for (std::size_t c = 0; c < channels; ++c) {
+            const auto* row = reinterpret_cast<const half*>(base + c * layout.row_stride);
+            if (layout.order == surface_order::rows) {
+                for (std::size_t w = 0; w < width; ++w)
+                    values[c * width + w] = static_cast<float>(row[w]);
+            } else {
+                for (std::size_t w = 0; w < width; ++w)
+                    values[w * channels + c] = static_cast<float>(row[w]);
+            }
+        }
+    }
+
+    void run_ane_step(ane_step& s, std::vector<host_tensor>& values) {
+        for (std::size_t i = 0; i < s.lowered.inputs.size(); ++i) {
+            if (s.input_shared[i]) continue;  // already there: an earlier program wrote it
+            const auto& layout = s.lowered.inputs[i];
+            const host_tensor& value = values[layout.value];
+            s.scratch.resize(value.element_count());
+            cpu::to_compute_floats(value, s.scratch.data(), layout.symbol);
+            auto guard = s.input_surfaces[i]->lock(false);
+            pack(layout, s.scratch.data(), guard.data());
+        }
+        s.model->evaluate(*s.request);
+        for (std::size_t i = 0; i < s.lowered.outputs.size(); ++i) {
+            if (!s.output_to_host[i]) continue;
+            const auto& layout = s.lowered.outputs[i];
+            host_tensor out(dtype::f32, layout.shape);
+            auto guard = s.output_surfaces[i]->lock(true);
+            unpack(layout, guard.data(), out.values<float>().data());
+            values[layout.value] = std::move(out);
+        }
+    }
+
+    compile_options options_;
+    graph_body body_;
+    lowering_options lowering_;
+    std::string architecture_;
+    std::filesystem::path cache_root_;
+    std::vector<io_info> inputs_;
+    std::vector<io_info> outputs_;
+    std::vector<host_fallback> fallbacks_;
+    std::vector<step> steps_;
+    struct produced_surface {
+        std::shared_ptr<io_surface> surface;
+        surface_layout layout;
+        std::size_t alloc = 0;
+    };
+    std::unordered_map<value_id, produced_surface> produced_;  // while compiling: ANE outputs by value
+    std::size_t compiled_ = 0;
+    std::size_t cache_hits_ = 0;
+    std::size_t shared_surfaces_ = 0;
+    mutable std::mutex mutex_;
+};
+
+// Whether the Neural Engine backend can run here: the framework (or the simulator) loads and reports an ANE.
+inline bool available() noexcept {
+    try {
+        return query_device().has_ane;
+    } catch (...) {
+        return false;
+    }
+}
+
+}  // namespace anvil::detail::ane
+// #include "anvil/backend/ane/core_foundation.hpp"
+// #include "anvil/backend/ane/io_surface.hpp"
+// #include "anvil/backend/ane/lowering.hpp"
+// #include "anvil/backend/ane/mil_writer.hpp"
+// #include "anvil/backend/ane/objc_runtime.hpp"
+// #include "anvil/backend/ane/partition.hpp"
+// #include "anvil/backend/ane/program_cache.hpp"
+// #include "anvil/backend/ane/selftest.hpp"
+// anvil: the Neural Engine self-test — one small graph per IR op, run on the ANE backend and on the CPU
+// backend with the same inputs, reporting each op's placement (native, decomposed or host), its largest error
+// against the CPU (relative to the output's magnitude) next to an fp16 tolerance for that op, and both times.
+// On a Mac it tells the first users with hardware what works; on Linux it runs on the simulator. `anvil
+// selftest` prints it; the tests require every row to pass.
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+// #include "anvil/backend/ane/ane_program.hpp"
+// #include "anvil/backend/ane/support.hpp"
+// #include "anvil/backend/compile.hpp"
+// anvil: compile — the one entry point from a graph's values to a runnable program on a backend.
+
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <vector>
+
+// #include "anvil/backend/ane/ane_program.hpp"
+// #include "anvil/backend/cpu/executor.hpp"
+// #include "anvil/backend/program.hpp"
 // #include "anvil/graph/graph.hpp"
 
 namespace anvil {
@@ -13223,12 +17745,14 @@ namespace anvil {
     body.nodes = owner->nodes;
     switch (options.target) {
         case device::cpu:
-        case device::automatic:
             return program(std::make_unique<detail::cpu::cpu_program>(std::move(body), options));
         case device::ane:
-            throw unsupported_error(
-                "compile: the Neural Engine backend is not available in this build of anvil yet; use "
-                "device::cpu");
+            return program(std::make_unique<detail::ane::ane_program>(std::move(body), options));
+        case device::automatic:
+            if (detail::ane::available()) {
+                return program(std::make_unique<detail::ane::ane_program>(std::move(body), options));
+            }
+            return program(std::make_unique<detail::cpu::cpu_program>(std::move(body), options));
     }
     throw error("compile: unknown device");
 }
@@ -13239,6 +17763,410 @@ namespace anvil {
 }
 
 }  // namespace anvil
+// #include "anvil/graph/graph.hpp"
+
+namespace anvil {
+
+struct ane_selftest_row {
+    std::string name;  // the case: the op, with its variant ("add (broadcast const)")
+    op kind = op::add;
+    std::string placement;   // "native", "decomposed", "host" (the op's node as the partitioner placed it)
+    double max_error = 0.0;  // max |ane - cpu| / max(1, max |cpu|)
+    double tolerance = 0.0;
+    bool passed = false;
+    double cpu_ms = 0.0;  // one run, best of `repeats`
+    double ane_ms = 0.0;
+    std::string note;  // the error when the case failed to compile or run; the host reason otherwise
+};
+
+struct ane_selftest_options {
+    compile_options ane;  // target is forced to device::ane
+    int repeats = 3;
+    std::uint32_t seed = 1234;
+};
+
+namespace detail::ane {
+
+struct selftest_case {
+    std::string name;
+    op kind;
+    double tolerance;
+    // Builds the graph on `g`, returns its output; adds inputs (with their data) to `inputs`.
+    std::function<value(graph& g, std::vector<named_tensor>& inputs, std::mt19937& random)> build;
+};
+
+inline host_tensor random_tensor(const dims& shape, std::mt19937& random, float low, float high) {
+    std::uniform_real_distribution<float> distribution(low, high);
+    std::vector<float> values(static_cast<std::size_t>(shape.element_count()));
+    for (auto& v : values)
+        v = distribution(random);
+    return host_tensor::from(values, shape);
+}
+
+inline value random_input(graph& g, std::vector<named_tensor>& inputs, std::mt19937& random,
+                          const std::string& name, const dims& shape, float low = -2.0f, float high = 2.0f) {
+    inputs.push_back({name, random_tensor(shape, random, low, high)});
+    return g.input(name, dtype::f32, shape);
+}
+
+inline value random_constant(graph& g, std::mt19937& random, const dims& shape, float low = -1.0f,
+                             float high = 1.0f) {
+    return g.constant(random_tensor(shape, random, low, high));
+}
+
+inline attributes with(std::function<void(attributes&)> set) {
+    attributes a;
+    set(a);
+    return a;
+}
+
+inline std::vector<selftest_case> selftest_cases() {
+    using rng = std::mt19937;
+    using ins = std::vector<named_tensor>;
+    std::vector<selftest_case> cases;
+    auto unary = [&](op kind, float low, float high, double tolerance, attributes attrs = {}) {
+        cases.push_back(
+            {std::string(op_name(kind)), kind, tolerance, [=](graph& g, ins& in, rng& r) {
+                 return g.apply(kind, {random_input(g, in, r, "x", dims{6, 40}, low, high)}, attrs);
+             }});
+    };
+    unary(op::relu, -2, 2, 2e-3);
+    unary(op::gelu, -3, 3, 4e-3);
+    unary(op::gelu_tanh, -3, 3, 4e-3);
+    unary(op::quick_gelu, -3, 3, 4e-3);
+    unary(op::silu, -3, 3, 4e-3);
+    unary(op::sigmoid, -4, 4, 4e-3);
+    unary(op::tanh, -2, 2, 4e-3);
+    unary(op::exp, -2, 2, 4e-3);
+    unary(op::log, 0.1f, 4, 4e-3);
+    unary(op::sqrt, 0.05f, 4, 4e-3);
+    unary(op::rsqrt, 0.25f, 4, 4e-3);
+    unary(op::abs, -2, 2, 2e-3);
+    unary(op::neg, -2, 2, 2e-3);
+    unary(op::clamp, -2, 2, 2e-3, with([](attributes& a) {
+              a.min = -0.5f;
+              a.max = 0.75f;
+          }));
+    unary(op::cast, -2, 2, 2e-3, with([](attributes& a) { a.to = dtype::f16; }));
+
+    auto binary = [&](op kind, float low, float high) {
+        cases.push_back({std::string(op_name(kind)), kind, 4e-3, [=](graph& g, ins& in, rng& r) {
+                             const value a = random_input(g, in, r, "a", dims{6, 40}, 0.5f, 2.0f);
+                             const value b = random_input(g, in, r, "b", dims{6, 40}, low, high);
+                             return g.apply(kind, {a, b});
+                         }});
+    };
+    binary(op::add, -2, 2);
+    binary(op::sub, -2, 2);
+    binary(op::mul, -2, 2);
+    binary(op::div, 0.5f, 2);
+    binary(op::pow, -1.5f, 1.5f);
+    binary(op::maximum, -2, 2);
+    binary(op::minimum, -2, 2);
+    cases.push_back({"add (broadcast constant)", op::add, 4e-3, [](graph& g, ins& in, rng& r) {
+                         const value x = random_input(g, in, r, "x", dims{6, 40});
+                         return g.apply(op::add, {x, random_constant(g, r, dims{40})});
+                     }});
+    cases.push_back({"mul (broadcast input)", op::mul, 4e-3, [](graph& g, ins& in, rng& r) {
+                         const value x = random_input(g, in, r, "x", dims{2, 6, 40});
+                         const value s = random_input(g, in, r, "s", dims{2, 6, 1});
+                         return g.apply(op::mul, {x, s});
+                     }});
+    cases.push_back({"where", op::where, 2e-3, [](graph& g, ins& in, rng& r) {
+                         std::vector<float> mask(240);
+                         for (std::size_t i = 0; i < mask.size(); ++i)
+                             mask[i] = (i * 7 % 3 == 0) ? 1.0f : 0.0f;
+                         in.push_back({"c", host_tensor::from(mask, dims{6, 40})});
+                         const value c = g.input("c", dtype::f32, dims{6, 40});
+                         return g.apply(op::where, {c, random_input(g, in, r, "a", dims{6, 40}),
+                                                    random_input(g, in, r, "b", dims{6, 40})});
+                     }});
+    cases.push_back({"matmul", op::matmul, 1e-2, [](graph& g, ins& in, rng& r) {
+                         return g.apply(op::matmul, {random_input(g, in, r, "a", dims{2, 8, 24}),
+                                                     random_input(g, in, r, "b", dims{2, 24, 12})});
+                     }});
+    cases.push_back({"matmul (transpose_b)", op::matmul, 1e-2, [](graph& g, ins& in, rng& r) {
+                         return g.apply(op::matmul,
+                                        {random_input(g, in, r, "a", dims{2, 8, 24}),
+                                         random_input(g, in, r, "b", dims{2, 12, 24})},
+                                        with([](attributes& a) { a.transpose_b = true; }));
+                     }});
+    cases.push_back({"linear", op::linear, 1e-2, [](graph& g, ins& in, rng& r) {
+                         return g.apply(op::linear, {random_input(g, in, r, "x", dims{7, 40}),
+                                                     random_constant(g, r, dims{24, 40}, -0.3f, 0.3f),
+                                                     random_constant(g, r, dims{24})});
+                     }});
+    cases.push_back({"linear (fp16 weights)", op::linear, 1e-2, [](graph& g, ins& in, rng& r) {
+                         const value w = g.apply(op::cast, {random_constant(g, r, dims{24, 40}, -0.3f, 0.3f)},
+                                                 with([](attributes& a) { a.to = dtype::f16; }));
+                         const value w32 =
+                             g.apply(op::cast, {w}, with([](attributes& a) { a.to = dtype::f32; }));
+                         return g.apply(op::linear, {random_input(g, in, r, "x", dims{7, 40}), w32});
+                     }});
+    cases.push_back({"conv2d", op::conv2d, 1e-2, [](graph& g, ins& in, rng& r) {
+                         return g.apply(op::conv2d,
+                                        {random_input(g, in, r, "x", dims{1, 8, 10, 10}),
+                                         random_constant(g, r, dims{16, 8, 3, 3}, -0.2f, 0.2f),
+                                         random_constant(g, r, dims{16})},
+                                        with([](attributes& a) {
+                                            a.kernel = {3, 3};
+                                            a.padding = {1, 1, 1, 1};
+                                        }));
+                     }});
+    cases.push_back({"conv2d (stride 2, depthwise)", op::conv2d, 1e-2, [](graph& g, ins& in, rng& r) {
+                         return g.apply(op::conv2d,
+                                        {random_input(g, in, r, "x", dims{1, 8, 9, 9}),
+                                         random_constant(g, r, dims{8, 1, 3, 3}, -0.3f, 0.3f)},
+                                        with([](attributes& a) {
+                                            a.kernel = {3, 3};
+                                            a.stride = {2, 2};
+                                            a.padding = {1, 1, 1, 1};
+                                            a.groups = 8;
+                                        }));
+                     }});
+    auto pooling = [&](op kind) {
+        cases.push_back({std::string(op_name(kind)), kind, 4e-3, [=](graph& g, ins& in, rng& r) {
+                             return g.apply(kind, {random_input(g, in, r, "x", dims{1, 4, 8, 8})},
+                                            with([](attributes& a) {
+                                                a.kernel = {2, 2};
+                                                a.stride = {2, 2};
+                                            }));
+                         }});
+    };
+    pooling(op::max_pool2d);
+    pooling(op::avg_pool2d);
+    auto upsample = [&](op kind) {
+        cases.push_back({std::string(op_name(kind)), kind, 4e-3, [=](graph& g, ins& in, rng& r) {
+                             return g.apply(kind, {random_input(g, in, r, "x", dims{1, 4, 5, 6})},
+                                            with([](attributes& a) {
+                                                a.sizes = {10, 12};
+                                            }));
+                         }});
+    };
+    upsample(op::upsample_nearest);
+    upsample(op::upsample_bilinear);
+    cases.push_back({"layer_norm", op::layer_norm, 1e-2, [](graph& g, ins& in, rng& r) {
+                         return g.apply(op::layer_norm,
+                                        {random_input(g, in, r, "x", dims{7, 40}),
+                                         random_constant(g, r, dims{40}), random_constant(g, r, dims{40})},
+                                        with([](attributes& a) { a.epsilon = 1e-5f; }));
+                     }});
+    cases.push_back({"rms_norm (large values)", op::rms_norm, 1e-2, [](graph& g, ins& in, rng& r) {
+                         // x^2 past fp16's range: a naive decomposition overflows (RUNTIME.md §6, TMC).
+                         return g.apply(op::rms_norm,
+                                        {random_input(g, in, r, "x", dims{7, 40}, -400.0f, 400.0f),
+                                         random_constant(g, r, dims{40})},
+                                        with([](attributes& a) { a.epsilon = 1e-6f; }));
+                     }});
+    cases.push_back({"group_norm", op::group_norm, 1e-2, [](graph& g, ins& in, rng& r) {
+                         return g.apply(op::group_norm,
+                                        {random_input(g, in, r, "x", dims{1, 8, 4, 4}),
+                                         random_constant(g, r, dims{8}), random_constant(g, r, dims{8})},
+                                        with([](attributes& a) {
+                                            a.groups = 4;
+                                            a.epsilon = 1e-5f;
+                                        }));
+                     }});
+    cases.push_back({"batch_norm", op::batch_norm, 1e-2, [](graph& g, ins& in, rng& r) {
+                         return g.apply(
+                             op::batch_norm,
+                             {random_input(g, in, r, "x", dims{1, 8, 4, 4}), random_constant(g, r, dims{8}),
+                              random_constant(g, r, dims{8}, 0.5f, 2.0f), random_constant(g, r, dims{8}),
+                              random_constant(g, r, dims{8})},
+                             with([](attributes& a) { a.epsilon = 1e-5f; }));
+                     }});
+    cases.push_back({"softmax", op::softmax, 4e-3, [](graph& g, ins& in, rng& r) {
+                         return g.apply(op::softmax, {random_input(g, in, r, "x", dims{6, 40}, -4, 4)},
+                                        with([](attributes& a) { a.axis = 1; }));
+                     }});
+    cases.push_back({"softmax (masked)", op::softmax, 4e-3, [](graph& g, ins& in, rng& r) {
+                         return g.apply(op::softmax,
+                                        {random_input(g, in, r, "x", dims{2, 6, 40}, -4, 4),
+                                         random_input(g, in, r, "mask", dims{2, 1, 40}, -3, 0)},
+                                        with([](attributes& a) { a.axis = 2; }));
+                     }});
+    auto reduction = [&](op kind) {
+        cases.push_back({std::string(op_name(kind)), kind, 1e-2, [=](graph& g, ins& in, rng& r) {
+                             return g.apply(kind, {random_input(g, in, r, "x", dims{3, 6, 40})},
+                                            with([](attributes& a) {
+                                                a.axes = {2};
+                                                a.keep_dims = true;
+                                            }));
+                         }});
+    };
+    reduction(op::reduce_sum);
+    reduction(op::reduce_mean);
+    reduction(op::reduce_max);
+    cases.push_back({"argmax", op::argmax, 0.0, [](graph& g, ins& in, rng& r) {
+                         return g.apply(op::argmax, {random_input(g, in, r, "x", dims{6, 40})},
+                                        with([](attributes& a) { a.axis = 1; }));
+                     }});
+    cases.push_back(
+        {"reshape", op::reshape, 2e-3, [](graph& g, ins& in, rng& r) {
+             const value x = random_input(g, in, r, "x", dims{6, 40});
+             const value y = g.apply(op::reshape, {x}, with([](attributes& a) { a.sizes = {4, 60}; }));
+             return g.apply(op::relu, {y});
+         }});
+    cases.push_back({"permute", op::permute, 2e-3, [](graph& g, ins& in, rng& r) {
+                         return g.apply(op::permute, {random_input(g, in, r, "x", dims{2, 6, 40})},
+                                        with([](attributes& a) {
+                                            a.axes = {2, 0, 1};
+                                        }));
+                     }});
+    cases.push_back({"concat", op::concat, 2e-3, [](graph& g, ins& in, rng& r) {
+                         return g.apply(op::concat,
+                                        {random_input(g, in, r, "a", dims{6, 40}),
+                                         random_input(g, in, r, "b", dims{6, 24})},
+                                        with([](attributes& a) { a.axis = 1; }));
+                     }});
+    cases.push_back({"slice", op::slice, 2e-3, [](graph& g, ins& in, rng& r) {
+                         return g.apply(op::slice, {random_input(g, in, r, "x", dims{6, 40})},
+                                        with([](attributes& a) {
+                                            a.begin = {1, 3};
+                                            a.end = {5, 35};
+                                            a.step = {1, 2};
+                                        }));
+                     }});
+    cases.push_back({"pad", op::pad, 2e-3, [](graph& g, ins& in, rng& r) {
+                         return g.apply(op::pad, {random_input(g, in, r, "x", dims{1, 4, 6, 40})},
+                                        with([](attributes& a) {
+                                            a.begin = {0, 0, 1, 2};
+                                            a.end = {0, 0, 2, 1};
+                                            a.value = 0.5f;
+                                        }));
+                     }});
+    cases.push_back(
+        {"gather", op::gather, 0.0, [](graph& g, ins& in, rng& r) {
+             const value table = random_constant(g, r, dims{50, 40});
+             in.push_back({"ids", host_tensor::from(std::vector<std::int32_t>{3, 1, 49, 0, 7}, dims{5})});
+             return g.apply(op::gather, {table, g.input("ids", dtype::i32, dims{5})});
+         }});
+    cases.push_back({"attention (grouped-query, causal)", op::attention, 1e-2, [](graph& g, ins& in, rng& r) {
+                         return g.apply(op::attention,
+                                        {random_input(g, in, r, "q", dims{1, 4, 8, 16}),
+                                         random_input(g, in, r, "k", dims{1, 2, 8, 16}),
+                                         random_input(g, in, r, "v", dims{1, 2, 8, 16})},
+                                        with([](attributes& a) { a.causal = true; }));
+                     }});
+    cases.push_back({"attention (additive mask)", op::attention, 1e-2, [](graph& g, ins& in, rng& r) {
+                         return g.apply(op::attention,
+                                        {random_input(g, in, r, "q", dims{2, 2, 6, 16}),
+                                         random_input(g, in, r, "k", dims{2, 2, 10, 16}),
+                                         random_input(g, in, r, "v", dims{2, 2, 10, 16}),
+                                         random_input(g, in, r, "mask", dims{2, 1, 1, 10}, -3, 0)});
+                     }});
+    cases.push_back({"rotary", op::rotary, 4e-3, [](graph& g, ins& in, rng& r) {
+                         return g.apply(op::rotary, {random_input(g, in, r, "x", dims{1, 2, 8, 32}),
+                                                     random_input(g, in, r, "cos", dims{8, 8}, -1, 1),
+                                                     random_input(g, in, r, "sin", dims{8, 8}, -1, 1)});
+                     }});
+    cases.push_back({"rotary (interleaved)", op::rotary, 4e-3, [](graph& g, ins& in, rng& r) {
+                         return g.apply(op::rotary,
+                                        {random_input(g, in, r, "x", dims{1, 2, 8, 32}),
+                                         random_input(g, in, r, "cos", dims{8, 16}, -1, 1),
+                                         random_input(g, in, r, "sin", dims{8, 16}, -1, 1)},
+                                        with([](attributes& a) { a.interleaved = true; }));
+                     }});
+    cases.push_back({"dequantize_int8 (weights)", op::dequantize_int8, 1e-2, [](graph& g, ins& in, rng& r) {
+                         std::vector<std::int8_t> q(24 * 40);
+                         for (std::size_t i = 0; i < q.size(); ++i)
+                             q[i] = static_cast<std::int8_t>(static_cast<int>(i * 37 % 255) - 127);
+                         const value w =
+                             g.apply(op::dequantize_int8, {g.constant(host_tensor::from(q, dims{24, 40})),
+                                                           random_constant(g, r, dims{24}, 0.001f, 0.01f)});
+                         return g.apply(op::linear, {random_input(g, in, r, "x", dims{5, 40}), w});
+                     }});
+    cases.push_back({"dequantize_lut (weights)", op::dequantize_lut, 1e-2, [](graph& g, ins& in, rng& r) {
+                         std::vector<std::uint8_t> indices(24 * 40);
+                         for (std::size_t i = 0; i < indices.size(); ++i)
+                             indices[i] = static_cast<std::uint8_t>(i * 5 % 16);
+                         const value w = g.apply(op::dequantize_lut,
+                                                 {g.constant(host_tensor::from(indices, dims{24, 40})),
+                                                  random_constant(g, r, dims{16}, -0.3f, 0.3f)});
+                         return g.apply(op::linear, {random_input(g, in, r, "x", dims{5, 40}), w});
+                     }});
+    return cases;
+}
+
+}  // namespace detail::ane
+
+// Runs every case on the ANE backend and the CPU backend (optimised kernels, f32) and compares them.
+inline std::vector<ane_selftest_row> ane_selftest(const ane_selftest_options& options = {}) {
+    using clock = std::chrono::steady_clock;
+    std::vector<ane_selftest_row> rows;
+    std::mt19937 random(options.seed);
+    for (const auto& c : detail::ane::selftest_cases()) {
+        ane_selftest_row row;
+        row.name = c.name;
+        row.kind = c.kind;
+        row.tolerance = c.tolerance;
+        graph g;
+        std::vector<named_tensor> inputs;
+        const value out = c.build(g, inputs, random);
+        // Where the node of the case's op lands.
+        {
+            graph_body body;
+            body.nodes = g.nodes();
+            body.outputs = {out.id()};
+            detail::ane::lowering_options lowering;
+            for (std::size_t id = body.nodes.size(); id-- > 0;) {
+                if (body.nodes[id].kind != c.kind) continue;
+                const auto support = detail::ane::supports(body, static_cast<value_id>(id), lowering);
+                row.placement = support.where == detail::ane::placement::native       ? "native"
+                                : support.where == detail::ane::placement::decomposed ? "decomposed"
+                                                                                      : "host";
+                row.note = support.reason;
+                break;
+            }
+        }
+        auto best_of = [&](program& p, std::vector<host_tensor>& result) {
+            double best = 1e300;
+            for (int i = 0; i < std::max(1, options.repeats); ++i) {
+                const auto start = clock::now();
+                result = p.run(inputs);
+                best =
+                    std::min(best, std::chrono::duration<double, std::milli>(clock::now() - start).count());
+            }
+            return best;
+        };
+        try {
+            compile_options cpu_options;
+            program cpu = compile({out}, cpu_options);
+            compile_options ane_options = options.ane;
+            ane_options.target = device::ane;
+            ane_options.strict_device = false;
+            program ane = compile({out}, ane_options);
+            std::vector<host_tensor> want;
+            std::vector<host_tensor> got;
+            row.cpu_ms = best_of(cpu, want);
+            row.ane_ms = best_of(ane, got);
+            const std::vector<float> e = want.at(0).to_f32();
+            const std::vector<float> a = got.at(0).to_f32();
+            double magnitude = 1.0;
+            for (const float v : e)
+                magnitude = std::max(magnitude, static_cast<double>(std::fabs(v)));
+            double worst = 0.0;
+            bool nan = false;
+            for (std::size_t i = 0; i < e.size(); ++i) {
+                if (std::isnan(a[i]) != std::isnan(e[i])) nan = true;
+                worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - static_cast<double>(e[i])));
+            }
+            row.max_error = nan ? INFINITY : worst / magnitude;
+            row.passed = !nan && row.max_error <= std::max(row.tolerance, 1e-6);
+        } catch (const std::exception& e) {
+            row.passed = false;
+            row.note = e.what();
+        }
+        rows.push_back(std::move(row));
+    }
+    return rows;
+}
+
+}  // namespace anvil
+// #include "anvil/backend/ane/support.hpp"
+// #include "anvil/backend/ane/tiling.hpp"
+// #include "anvil/backend/ane/weight_blob.hpp"
+// #include "anvil/backend/compile.hpp"
 // #include "anvil/backend/cpu/executor.hpp"
 // #include "anvil/backend/cpu/gemm.hpp"
 // #include "anvil/backend/cpu/reference/reference.hpp"

@@ -7,7 +7,9 @@ status 1, usage errors with exit status 2.
 usage: test_cli.py PATH_TO_ANVIL
 """
 import json
+import os
 import pathlib
+import shutil
 import struct
 import subprocess
 import sys
@@ -139,6 +141,36 @@ def main() -> int:
         check(result.returncode == 0 and "usage: anvil info PATH" in result.stdout, "info --help")
         result = anvil("--help")
         check(result.returncode == 0 and "info PATH" in result.stdout, "--help lists info")
+
+        # selftest: every op on the ANE against the CPU; here on the simulator built beside the binary.
+        simulator = pathlib.Path(ANVIL).resolve().parent / "libanvil-ane-sim.so"
+        check(simulator.exists(), f"the ANE simulator is built beside anvil ({simulator})")
+        env = {k: v for k, v in os.environ.items() if k != "ANVIL_ANE_SIM"}
+        result = subprocess.run([ANVIL, "selftest", "--json", "--repeats", "1"], capture_output=True, text=True,
+                                timeout=300, env=env)
+        check(result.returncode == 0, f"selftest passes on the simulator ({result.stderr[-400:]})")
+        report = json.loads(result.stdout) if result.returncode == 0 else {"cases": [], "failed": -1, "backend": ""}
+        check(report["failed"] == 0 and len(report["cases"]) >= 50, "selftest --json: 50 cases or more, none failed")
+        check("simulator" in report["backend"], "selftest names the simulator it ran on")
+        placements = {case["case"]: case["placement"] for case in report["cases"]}
+        check(placements.get("linear") == "native" and placements.get("gelu") == "decomposed"
+              and placements.get("gather") == "host", "selftest reports each op's placement")
+        result = subprocess.run([ANVIL, "selftest"], capture_output=True, text=True, timeout=300, env=env)
+        check(result.returncode == 0 and "cases passed" in result.stdout and "max error" in result.stdout,
+              "selftest prints its table")
+        missing = tmp / "missing-sim.so"
+        result = subprocess.run([ANVIL, "selftest"], capture_output=True, text=True, timeout=60,
+                                env=dict(env, ANVIL_ANE_SIM=str(missing)))
+        check_one_line_error(result, 1, "anvil: error:", "missing-sim.so", what="selftest with a missing simulator")
+        # A copy of the binary with no simulator beside it, on this machine without a Neural Engine.
+        alone = tmp / "alone"
+        alone.mkdir()
+        shutil.copy(ANVIL, alone / "anvil")
+        result = subprocess.run([alone / "anvil", "selftest"], capture_output=True, text=True, timeout=60, env=env)
+        check_one_line_error(result, 1, "anvil: error:", "no Neural Engine", "ANVIL_ANE_SIM",
+                             what="selftest without a Neural Engine or a simulator")
+        check_one_line_error(anvil("selftest", "--repeats", "0"), 2, "anvil: usage:", "--repeats",
+                             what="selftest --repeats 0")
 
     print(f"cli: {len(failures)} failed")
     return 1 if failures else 0

@@ -3,6 +3,7 @@
 // errors exit 2.
 #include "arguments.hpp"
 #include "info.hpp"
+#include "selftest.hpp"
 
 #include <anvil/anvil.hpp>
 
@@ -20,12 +21,13 @@ constexpr const char* usage_text =
     "commands:\n"
     "  info PATH [--json]   tensors, dtypes, shapes and totals of a .safetensors file or a model folder\n"
     "                       (config.json and one or several safetensors files, sharded or not)\n"
+    "  selftest [--json]    every op on the Neural Engine (or its simulator) against the CPU\n"
     "\n"
     "options:\n"
     "  --help               this text\n"
     "  --version            anvil's version\n";
 
-int dispatch(const std::vector<std::string_view>& args) {
+int dispatch(const std::vector<std::string_view>& args, const char* argv0) {
     if (args.empty()) throw anvil::cli::usage_error("no command given (try 'anvil --help')");
     const std::string_view command = args.front();
     const std::vector<std::string_view> rest(args.begin() + 1, args.end());
@@ -38,6 +40,7 @@ int dispatch(const std::vector<std::string_view>& args) {
         return 0;
     }
     if (command == "info") return anvil::cli::run_info(rest);
+    if (command == "selftest") return anvil::cli::run_selftest(rest, argv0);
     throw anvil::cli::usage_error(
         anvil::detail::message("unknown command '", command, "' (try 'anvil --help')"));
 }
@@ -47,7 +50,7 @@ int dispatch(const std::vector<std::string_view>& args) {
 int main(int argc, char** argv) {
     const std::vector<std::string_view> args(argv + 1, argv + argc);
     try {
-        return dispatch(args);
+        return dispatch(args, argc > 0 ? argv[0] : "anvil");
     } catch (const anvil::cli::usage_error& e) {
         std::fprintf(stderr, "anvil: usage: %s\n", e.what());
         return 2;

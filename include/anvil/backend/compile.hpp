@@ -6,6 +6,7 @@
 #include <span>
 #include <vector>
 
+#include "anvil/backend/ane/ane_program.hpp"
 #include "anvil/backend/cpu/executor.hpp"
 #include "anvil/backend/program.hpp"
 #include "anvil/graph/graph.hpp"
@@ -27,12 +28,14 @@ namespace anvil {
     body.nodes = owner->nodes;
     switch (options.target) {
         case device::cpu:
-        case device::automatic:
             return program(std::make_unique<detail::cpu::cpu_program>(std::move(body), options));
         case device::ane:
-            throw unsupported_error(
-                "compile: the Neural Engine backend is not available in this build of anvil yet; use "
-                "device::cpu");
+            return program(std::make_unique<detail::ane::ane_program>(std::move(body), options));
+        case device::automatic:
+            if (detail::ane::available()) {
+                return program(std::make_unique<detail::ane::ane_program>(std::move(body), options));
+            }
+            return program(std::make_unique<detail::cpu::cpu_program>(std::move(body), options));
     }
     throw error("compile: unknown device");
 }

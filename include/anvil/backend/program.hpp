@@ -26,6 +26,10 @@ enum class device : std::uint8_t {
 // (for parity tests and for checking a suspicion).
 enum class cpu_kernels : std::uint8_t { optimized, reference };
 
+// The MIL dialect of ANE programs: program(1.3)/ios18 (macOS 15+, M3 and later), or the verbose
+// program(1.0)/ios16 older chips need (RUNTIME.md §4); automatic picks by the Neural Engine's architecture.
+enum class mil_version : std::uint8_t { automatic, ios18, ios16 };
+
 struct compile_options {
     device target = device::cpu;
     // Fail to compile instead of running any node on a device other than `target`.
@@ -38,6 +42,12 @@ struct compile_options {
     bool fold_constants = true;
     bool fold_batch_norm = true;
     bool fuse_elementwise = true;
+    // ANE: where compiled programs are cached ("" = $ANVIL_CACHE_DIR, else the user cache directory;
+    // "none" = no cache).
+    std::string cache_dir;
+    mil_version ane_mil = mil_version::automatic;
+    // ANE: a program holding more weights than this is split into several (intermediates pass by IOSurface).
+    std::size_t ane_max_program_weight_bytes = std::size_t{256} << 20;
 };
 
 struct named_tensor {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -33,15 +34,23 @@ namespace anvil {
 // Evaluates a node whose operands are all constants: returns its value as a host tensor of the node's type.
 using constant_evaluator = std::function<host_tensor(const node&, std::span<const host_tensor>)>;
 
-// Replaces nodes whose operands are all constants by their value, computed by `evaluate` — except where the
-// value would take more memory than its operands (a cast of fp16 weights to fp32, a broadcast, a
-// dequantisation: those stay for the backend to do while it packs), so folding never expands weights.
-[[nodiscard]] inline graph_body fold_constants(const graph_body& body, const constant_evaluator& evaluate) {
+// How far constant folding goes: `never_expand` keeps every node whose value would take more memory than its
+// operands (the CPU converts weights while it packs them); `everything` folds those too (the ANE embeds every
+// weight as an fp16 constant anyway).
+enum class folding : std::uint8_t { never_expand, everything };
+
+// Replaces nodes whose operands are all constants by their value, computed by `evaluate` — except, by
+// default, where the value would take more memory than its operands (a cast of fp16 weights to fp32, a
+// broadcast, a dequantisation: those stay for the backend to do while it packs), so folding never expands
+// weights.
+[[nodiscard]] inline graph_body fold_constants(const graph_body& body, const constant_evaluator& evaluate,
+                                               folding how = folding::never_expand) {
     graph_body result = body;
     constexpr std::size_t small_bytes = 4096;  // tiny values are always worth folding
+    const bool expand = how == folding::everything;
     for (auto& n : result.nodes) {
         if (n.kind == op::input || n.kind == op::constant || n.inputs.empty()) continue;
-        if (n.kind == op::dequantize_int8 || n.kind == op::dequantize_lut) continue;
+        if (!expand && (n.kind == op::dequantize_int8 || n.kind == op::dequantize_lut)) continue;
         std::size_t input_bytes = 0;
         bool all_constant = true;
         std::vector<host_tensor> operands;
@@ -57,7 +66,7 @@ using constant_evaluator = std::function<host_tensor(const node&, std::span<cons
         if (!all_constant) continue;
         const std::size_t output_bytes =
             static_cast<std::size_t>(n.result.shape.element_count()) * dtype_size(n.result.type);
-        if (output_bytes > input_bytes && output_bytes > small_bytes) continue;
+        if (!expand && output_bytes > input_bytes && output_bytes > small_bytes) continue;
         host_tensor folded = evaluate(n, operands);
         node replacement;
         replacement.kind = op::constant;

@@ -1,0 +1,484 @@
+// anvil: the Neural Engine backend's program. Compiling partitions the graph (partition.hpp), lowers each ANE
+// segment to MIL + weights (lowering.hpp), and compiles and loads it through AppleNeuralEngine.framework
+// (ane_framework.hpp) — or loads it from the program cache — with one IOSurface per input and output,
+// allocated once. Host segments are ordinary CPU programs. A run copies the inputs into their surfaces (fp32
+// to fp16, with the 64-byte row stride and the layout the lowering chose), evaluates the segments in order
+// and copies the outputs back.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "anvil/backend/ane/ane_framework.hpp"
+#include "anvil/backend/ane/io_surface.hpp"
+#include "anvil/backend/ane/lowering.hpp"
+#include "anvil/backend/ane/partition.hpp"
+#include "anvil/backend/ane/program_cache.hpp"
+#include "anvil/backend/ane/tiling.hpp"
+#include "anvil/backend/cpu/executor.hpp"
+#include "anvil/backend/program.hpp"
+#include "anvil/core/half.hpp"
+#include "anvil/graph/dump.hpp"
+#include "anvil/graph/passes.hpp"
+
+namespace anvil::detail::ane {
+
+// The smallest surface the ANE is reported to evaluate reliably (RUNTIME.md §3: ~48 KiB on M4 Max; OMLX
+// allocates 64 KiB), rounded like OMLX to 16 KiB.
+inline constexpr std::size_t min_surface_bytes = std::size_t{64} << 10;
+inline constexpr std::size_t surface_granule = std::size_t{16} << 10;
+
+// Replaces every compute node whose operands are all constants (after folding, only those folding would
+// expand: casts of fp16 weights, dequantisations) by its value, so each weight reaches a segment as a
+// constant that the ANE lowering embeds in fp16 and a CPU segment copies.
+[[nodiscard]] inline graph_body materialise_constants(const graph_body& body) {
+    return fold_constants(body, cpu::evaluate_constant, folding::everything);
+}
+
+// A segment's nodes as a graph of their own: the values it reads from outside become inputs named "v<id>",
+// the constants it reads are copied.
+[[nodiscard]] inline graph_body extract_segment(const graph_body& body, const segment& seg) {
+    graph_body sub;
+    std::unordered_map<value_id, value_id> mapped;
+    auto add = [&](node n) {
+        sub.nodes.push_back(std::move(n));
+        return static_cast<value_id>(sub.nodes.size() - 1);
+    };
+    for (const value_id id : seg.inputs) {
+        node in;
+        in.kind = op::input;
+        in.result = body.nodes[id].result;
+        in.name = "v" + std::to_string(id);
+        mapped[id] = add(std::move(in));
+    }
+    for (const value_id id : seg.nodes) {
+        node copy = body.nodes[id];
+        for (auto& input : copy.inputs) {
+            auto it = mapped.find(input);
+            if (it == mapped.end()) {
+                const node& producer = body.nodes[input];
+                if (producer.kind != op::constant) {
+                    throw error(message("ANE partition: ", describe_node(body, id), " reads ",
+                                        describe_node(body, input),
+                                        ", which its segment neither computes nor receives"));
+                }
+                it = mapped.emplace(input, add(producer)).first;
+            }
+            input = it->second;
+        }
+        mapped[id] = add(std::move(copy));
+    }
+    for (const value_id id : seg.outputs)
+        sub.outputs.push_back(mapped.at(id));
+    return sub;
+}
+
+inline mil_dialect choose_dialect(mil_version requested, std::string_view architecture) {
+    switch (requested) {
+        case mil_version::ios18:
+            return mil_dialect::ios18;
+        case mil_version::ios16:
+            return mil_dialect::ios16;
+        case mil_version::automatic:
+            break;
+    }
+    // M1 (h13) and M2 (h14) accept only program(1.0) with verbose scalars (RUNTIME.md §4, MDX PR#6).
+    if (architecture.starts_with("h13") || architecture.starts_with("h14")) return mil_dialect::ios16;
+    return mil_dialect::ios18;
+}
+
+inline std::size_t round_up(std::size_t value, std::size_t granule) {
+    return (value + granule - 1) / granule * granule;
+}
+
+class ane_program final : public program_impl {
+public:
+    ane_program(graph_body body, const compile_options& options) : options_(options) {
+        body = eliminate_dead_code(body);
+        if (options.fold_constants) body = fold_constants(body, cpu::evaluate_constant);
+        if (options.fold_batch_norm) body = fold_batch_norm(body);
+        body = materialise_constants(body);
+
+        const device_info device = query_device();
+        if (!device.has_ane) {
+            throw unsupported_error(message("compile: device::ane: this machine reports no Neural Engine (",
+                                            runtime::get().library(), ")"));
+        }
+        architecture_ = device.architecture;
+        lowering_.dialect = choose_dialect(options.ane_mil, architecture_);
+        cache_root_ = cache_root(options.cache_dir);
+        body_ = tile_wide_linears(body, lowering_.max_dimension);
+        for (const auto& n : body_.nodes) {
+            if (n.kind == op::input) inputs_.push_back({n.name, n.result.type, n.result.shape});
+        }
+        for (std::size_t i = 0; i < body_.outputs.size(); ++i) {
+            const node& n = body_.nodes[body_.outputs[i]];
+            outputs_.push_back({"output" + std::to_string(i), n.result.type, n.result.shape});
+        }
+
+        partition_limits limits;
+        limits.max_program_weight_bytes = options.ane_max_program_weight_bytes;
+        partition_result parts = partition(body_, lowering_, options.strict_device, limits);
+        fallbacks_ = std::move(parts.fallbacks);
+        std::size_t ane_index = 0;
+        for (auto& seg : parts.segments) {
+            step s;
+            s.device = seg.device;
+            s.inputs = seg.inputs;
+            s.outputs = seg.outputs;
+            if (seg.device == segment_device::cpu) {
+                compile_options cpu_options = options_;
+                cpu_options.target = device::cpu;
+                s.cpu = std::make_unique<cpu::cpu_program>(extract_segment(body_, seg), cpu_options);
+            } else {
+                s.ane = build_ane_step(seg, ane_index++);
+            }
+            steps_.push_back(std::move(s));
+        }
+        produced_.clear();
+        mark_host_copies();
+    }
+
+    std::vector<host_tensor> run(std::span<const named_tensor> inputs) override {
+        std::lock_guard lock(mutex_);
+        std::vector<host_tensor> values(body_.nodes.size());
+        bind_inputs(inputs, values);
+        for (auto& s : steps_) {
+            if (s.device == segment_device::cpu) {
+                run_cpu_step(s, values);
+            } else {
+                run_ane_step(*s.ane, values);
+            }
+        }
+        std::vector<host_tensor> results;
+        for (const value_id id : body_.outputs) {
+            const node& n = body_.nodes[id];
+            const host_tensor& value = n.kind == op::constant ? n.data : values[id];
+            if (value.type() == n.result.type) {
+                results.push_back(value);
+                continue;
+            }
+            std::vector<float> floats(value.element_count());
+            cpu::to_compute_floats(value, floats.data(), "output");
+            results.push_back(cpu::from_compute_floats(floats.data(), n.result.type, n.result.shape));
+        }
+        return results;
+    }
+
+    [[nodiscard]] const std::vector<io_info>& inputs() const override { return inputs_; }
+    [[nodiscard]] const std::vector<io_info>& outputs() const override { return outputs_; }
+    [[nodiscard]] numerics_report numerics() const override {
+        std::lock_guard lock(mutex_);
+        numerics_report merged;
+        for (const auto& s : steps_) {
+            if (!s.cpu) continue;
+            auto report = s.cpu->numerics();
+            merged.overflows.insert(merged.overflows.end(), report.overflows.begin(), report.overflows.end());
+        }
+        return merged;
+    }
+
+    // The placement of every segment (ANE programs with their MIL; CPU segments with their graph) and the
+    // reason each host node is not on the Neural Engine.
+    [[nodiscard]] std::string dump() const override {
+        std::string text =
+            message("ANE program (", architecture_, ", ",
+                    lowering_.dialect == mil_dialect::ios18 ? "program(1.3)/ios18" : "program(1.0)/ios16",
+                    "): ", steps_.size(), " segment(s), ", compiled_, " compiled, ", cache_hits_,
+                    " loaded from the cache, ", shared_surfaces_,
+                    " intermediate(s) passed between ANE programs by IOSurface\n");
+        for (const auto& fallback : fallbacks_) {
+            text += message("host: ", describe_node(body_, fallback.node), ": ", fallback.reason, "\n");
+        }
+        for (std::size_t i = 0; i < steps_.size(); ++i) {
+            const auto& s = steps_[i];
+            if (s.cpu) {
+                text += message("segment ", i, ": CPU\n", s.cpu->dump());
+            } else {
+                text +=
+                    message("segment ", i, ": ANE (", s.ane->key.substr(0, 16), ")\n", s.ane->lowered.mil);
+            }
+        }
+        return text;
+    }
+
+    [[nodiscard]] std::size_t compiled_count() const noexcept { return compiled_; }
+    [[nodiscard]] std::size_t shared_surface_count() const noexcept { return shared_surfaces_; }
+    [[nodiscard]] std::size_t cache_hit_count() const noexcept { return cache_hits_; }
+
+private:
+    struct ane_step {
+        lowered_segment lowered;
+        std::string key;
+        std::optional<ane_model> model;
+        // In lowered.inputs / lowered.outputs order. An input may be the very surface an earlier ANE program
+        // writes the value to (input_shared): nothing is copied between the two programs.
+        std::vector<std::shared_ptr<io_surface>> input_surfaces;
+        std::vector<std::shared_ptr<io_surface>> output_surfaces;
+        std::vector<bool> input_shared;
+        std::vector<bool> output_to_host;  // false when only later ANE programs read it, through its surface
+        std::optional<ane_request> request;
+        std::vector<float> scratch;
+    };
+    struct step {
+        segment_device device = segment_device::cpu;
+        std::vector<value_id> inputs;
+        std::vector<value_id> outputs;
+        std::unique_ptr<cpu::cpu_program> cpu;
+        std::unique_ptr<ane_step> ane;
+    };
+
+    std::unique_ptr<ane_step> build_ane_step(const segment& seg, std::size_t index) {
+        auto s = std::make_unique<ane_step>();
+        s->lowered = lower(body_, seg.nodes, seg.inputs, seg.outputs, lowering_);
+        s->key = program_key(s->lowered.mil, s->lowered.weights, architecture_);
+        const std::string where = message("compile: ANE program ", index, " (", seg.nodes.size(), " ops)");
+        s->model.emplace(ane_model::create(s->lowered.mil, s->lowered.weights));
+        ane_model& model = *s->model;
+        bool from_cache = false;
+        if (!cache_root_.empty()) {
+            const std::filesystem::path dir = cache_root_ / s->key;
+            std::error_code ignored;
+            std::filesystem::create_directories(dir, ignored);
+            if (model.set_cache_directory(dir) && model.compiled_model_exists()) from_cache = true;
+        }
+        try {
+            if (!from_cache) {
+                reserve_compile();
+                model.compile();
+                ++compiled_;
+            } else {
+                ++cache_hits_;
+            }
+            model.load();
+        } catch (const error& e) {
+            throw error(message(where, ": ", e.what()));
+        }
+        bind_surfaces(*s, model.layout(), where);
+        return s;
+    }
+
+    // Allocates the surfaces and checks the compiled program's symbols against the lowering's: bound by name
+    // in the order the program reports (RUNTIME.md §3: the compiler sorts symbols by name). An input that an
+    // earlier ANE program produced in the same layout and allocation size reuses that program's output
+    // surface.
+    void bind_surfaces(ane_step& s, const model_layout& layout, const std::string& where) {
+        auto allocate = [&](const std::vector<surface_layout>& wanted,
+                            const std::vector<symbol_layout>& reported,
+                            std::vector<std::shared_ptr<io_surface>>& surfaces, std::vector<bool>* shared,
+                            std::vector<const io_surface*>& bound, const char* kind) {
+            if (wanted.size() != reported.size()) {
+                throw error(message(where, ": the compiled program has ", reported.size(), " ", kind,
+                                    "s, the lowering made ", wanted.size()));
+            }
+            // Every surface of one kind gets the same allocation size (RUNTIME.md §3, ORI #12).
+            std::size_t alloc = min_surface_bytes;
+            for (const auto& w : wanted)
+                alloc = std::max(
+                    alloc, round_up(static_cast<std::size_t>(w.channels) * w.row_stride, surface_granule));
+            surfaces.clear();
+            for (const auto& w : wanted) {
+                const auto produced = produced_.find(w.value);
+                if (shared != nullptr && produced != produced_.end() && produced->second.alloc == alloc &&
+                    produced->second.layout.channels == w.channels &&
+                    produced->second.layout.width == w.width && produced->second.layout.order == w.order &&
+                    produced->second.layout.row_stride == w.row_stride) {
+                    surfaces.push_back(produced->second.surface);
+                    shared->push_back(true);
+                    ++shared_surfaces_;
+                    continue;
+                }
+                surfaces.push_back(std::make_shared<io_surface>(
+                    io_surface::create(w.channels, w.width, 2, w.row_stride, alloc)));
+                if (shared != nullptr) shared->push_back(false);
+            }
+            if (shared == nullptr) {
+                for (std::size_t i = 0; i < wanted.size(); ++i)
+                    produced_[wanted[i].value] = {surfaces[i], wanted[i], alloc};
+            }
+            bound.assign(reported.size(), nullptr);
+            for (std::size_t i = 0; i < reported.size(); ++i) {
+                const auto& r = reported[i];
+                const auto it = std::find_if(wanted.begin(), wanted.end(),
+                                             [&](const surface_layout& w) { return w.symbol == r.name; });
+                if (it == wanted.end()) {
+                    throw error(message(where, ": the compiled program reports ", kind, " symbol '", r.name,
+                                        "', which the lowering did not declare"));
+                }
+                if (r.channels != it->channels || r.width != it->width || !r.fp16 ||
+                    (r.row_stride != 0 && r.row_stride != it->row_stride)) {
+                    throw error(message(where, ": ", kind, " '", r.name,
+                                        "': the compiled program expects [1, ", r.channels, ", ", r.height,
+                                        ", ", r.width, "] ", r.fp16 ? "fp16" : "fp32", " with row stride ",
+                                        r.row_stride, ", the lowering laid out [1, ", it->channels, ", 1, ",
+                                        it->width, "] fp16 with row stride ", it->row_stride));
+                }
+                bound[i] = surfaces[static_cast<std::size_t>(it - wanted.begin())].get();
+            }
+        };
+        std::vector<const io_surface*> inputs;
+        std::vector<const io_surface*> outputs;
+        allocate(s.lowered.inputs, layout.inputs, s.input_surfaces, &s.input_shared, inputs, "input");
+        allocate(s.lowered.outputs, layout.outputs, s.output_surfaces, nullptr, outputs, "output");
+        s.request.emplace(s.model->make_request(inputs, outputs));
+    }
+
+    // An ANE output is copied to the host only when an output, a CPU segment or an unshared ANE input reads
+    // it.
+    void mark_host_copies() {
+        std::vector<bool> on_host(body_.nodes.size(), false);
+        for (const value_id id : body_.outputs)
+            on_host[id] = true;
+        for (const auto& s : steps_) {
+            if (s.cpu) {
+                for (const value_id id : s.inputs)
+                    on_host[id] = true;
+                continue;
+            }
+            for (std::size_t i = 0; i < s.ane->lowered.inputs.size(); ++i) {
+                if (!s.ane->input_shared[i]) on_host[s.ane->lowered.inputs[i].value] = true;
+            }
+        }
+        for (auto& s : steps_) {
+            if (!s.ane) continue;
+            s.ane->output_to_host.clear();
+            for (const auto& out : s.ane->lowered.outputs)
+                s.ane->output_to_host.push_back(on_host[out.value]);
+        }
+    }
+
+    void bind_inputs(std::span<const named_tensor> given, std::vector<host_tensor>& values) const {
+        std::vector<bool> seen(inputs_.size(), false);
+        for (const auto& input : given) {
+            const auto it = std::find_if(inputs_.begin(), inputs_.end(),
+                                         [&](const io_info& info) { return info.name == input.name; });
+            if (it == inputs_.end())
+                throw error(message("run: the program has no input named '", input.name, "'"));
+            const std::size_t index = static_cast<std::size_t>(it - inputs_.begin());
+            if (seen[index]) throw error(message("run: input '", input.name, "' is given twice"));
+            seen[index] = true;
+            if (input.tensor.shape() != it->shape) {
+                throw shape_error(message("run: input '", input.name, "': expected shape ", it->shape,
+                                          ", got ", input.tensor.shape()));
+            }
+            if (is_floating(input.tensor.type()) != is_floating(it->type)) {
+                throw type_error(message("run: input '", input.name, "': expected ",
+                                         is_floating(it->type) ? "a floating" : "an integer", " tensor, got ",
+                                         dtype_name(input.tensor.type())));
+            }
+        }
+        for (std::size_t i = 0; i < inputs_.size(); ++i) {
+            if (!seen[i]) throw error(message("run: input '", inputs_[i].name, "' is missing"));
+        }
+        std::size_t next = 0;
+        for (std::size_t id = 0; id < body_.nodes.size(); ++id) {
+            if (body_.nodes[id].kind != op::input) continue;
+            const auto& name = inputs_[next++].name;
+            for (const auto& input : given) {
+                if (input.name == name) values[id] = input.tensor;
+            }
+        }
+    }
+
+    void run_cpu_step(step& s, std::vector<host_tensor>& values) const {
+        std::vector<named_tensor> named;
+        for (const value_id id : s.inputs)
+            named.push_back({"v" + std::to_string(id), values[id]});
+        auto results = s.cpu->run(named);
+        for (std::size_t i = 0; i < s.outputs.size(); ++i)
+            values[s.outputs[i]] = std::move(results[i]);
+    }
+
+    // fp32 values into an fp16 surface laid out as the lowering chose: rows ([1, leading, 1, last]) or
+    // columns ([1, last, 1, leading], the channels-first form, transposed here while converting).
+    static void pack(const surface_layout& layout, const float* values, std::byte* base) {
+        const auto channels = static_cast<std::size_t>(layout.channels);
+        const auto width = static_cast<std::size_t>(layout.width);
+        for (std::size_t c = 0; c < channels; ++c) {
+            auto* row = reinterpret_cast<half*>(base + c * layout.row_stride);
+            if (layout.order == surface_order::rows) {
+                for (std::size_t w = 0; w < width; ++w)
+                    row[w] = half(values[c * width + w]);
+            } else {
+                for (std::size_t w = 0; w < width; ++w)
+                    row[w] = half(values[w * channels + c]);
+            }
+        }
+    }
+
+    static void unpack(const surface_layout& layout, const std::byte* base, float* values) {
+        const auto channels = static_cast<std::size_t>(layout.channels);
+        const auto width = static_cast<std::size_t>(layout.width);
+        for (std::size_t c = 0; c < channels; ++c) {
+            const auto* row = reinterpret_cast<const half*>(base + c * layout.row_stride);
+            if (layout.order == surface_order::rows) {
+                for (std::size_t w = 0; w < width; ++w)
+                    values[c * width + w] = static_cast<float>(row[w]);
+            } else {
+                for (std::size_t w = 0; w < width; ++w)
+                    values[w * channels + c] = static_cast<float>(row[w]);
+            }
+        }
+    }
+
+    void run_ane_step(ane_step& s, std::vector<host_tensor>& values) {
+        for (std::size_t i = 0; i < s.lowered.inputs.size(); ++i) {
+            if (s.input_shared[i]) continue;  // already there: an earlier program wrote it
+            const auto& layout = s.lowered.inputs[i];
+            const host_tensor& value = values[layout.value];
+            s.scratch.resize(value.element_count());
+            cpu::to_compute_floats(value, s.scratch.data(), layout.symbol);
+            auto guard = s.input_surfaces[i]->lock(false);
+            pack(layout, s.scratch.data(), guard.data());
+        }
+        s.model->evaluate(*s.request);
+        for (std::size_t i = 0; i < s.lowered.outputs.size(); ++i) {
+            if (!s.output_to_host[i]) continue;
+            const auto& layout = s.lowered.outputs[i];
+            host_tensor out(dtype::f32, layout.shape);
+            auto guard = s.output_surfaces[i]->lock(true);
+            unpack(layout, guard.data(), out.values<float>().data());
+            values[layout.value] = std::move(out);
+        }
+    }
+
+    compile_options options_;
+    graph_body body_;
+    lowering_options lowering_;
+    std::string architecture_;
+    std::filesystem::path cache_root_;
+    std::vector<io_info> inputs_;
+    std::vector<io_info> outputs_;
+    std::vector<host_fallback> fallbacks_;
+    std::vector<step> steps_;
+    struct produced_surface {
+        std::shared_ptr<io_surface> surface;
+        surface_layout layout;
+        std::size_t alloc = 0;
+    };
+    std::unordered_map<value_id, produced_surface> produced_;  // while compiling: ANE outputs by value
+    std::size_t compiled_ = 0;
+    std::size_t cache_hits_ = 0;
+    std::size_t shared_surfaces_ = 0;
+    mutable std::mutex mutex_;
+};
+
+// Whether the Neural Engine backend can run here: the framework (or the simulator) loads and reports an ANE.
+inline bool available() noexcept {
+    try {
+        return query_device().has_ane;
+    } catch (...) {
+        return false;
+    }
+}
+
+}  // namespace anvil::detail::ane

@@ -1,0 +1,330 @@
+// anvil: the state of lowering one ANE segment — each graph value's MIL forms and the conversions between
+// them, constants as fp16 weights, and elementwise ops with their decompositions.
+// A value can be held in up to three forms (RUNTIME.md §3, MIL.md §2.1):
+//   logical: the IR shape itself (rank 0 as [1]);
+//   rows: [1, S, 1, C] with C the last extent and S the product of the others (same memory order as logical);
+//   channels-first: [1, C, 1, S], the ANE's preferred layout, which 1x1 convs, norms and elementwise chains
+//     stay in without transposes between them.
+// Forms are made on demand and cached, so a chain converts once.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "anvil/backend/ane/mil_writer.hpp"
+#include "anvil/backend/ane/support.hpp"
+#include "anvil/graph/graph.hpp"
+
+namespace anvil::detail::ane {
+
+using mil_shape = std::vector<std::int64_t>;
+
+enum class value_layout : std::uint8_t { logical, channels_first };
+
+// The finite stand-in for a masked score (ANE-T's -1e4; -inf misbehaves in the ANE's softmax, MIL.md §2.3).
+inline constexpr float masked_score = -1.0e4f;
+
+[[nodiscard]] inline half to_fp16(float value, bool mask = false) {
+    if (mask && value < masked_score) value = masked_score;
+    // fp16 overflows past 65504; constants saturate rather than become literal infinities.
+    if (value > 65504.0f) value = 65504.0f;
+    if (value < -65504.0f) value = -65504.0f;
+    return half(value);
+}
+
+[[nodiscard]] inline mil_shape broadcast_mil(const mil_shape& a, const mil_shape& b) {
+    mil_shape out(std::max(a.size(), b.size()), 1);
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        const std::int64_t x = i < a.size() ? a[a.size() - 1 - i] : 1;
+        const std::int64_t y = i < b.size() ? b[b.size() - 1 - i] : 1;
+        out[out.size() - 1 - i] = x == 1 ? y : x;
+    }
+    return out;
+}
+
+// `values` (row-major in `shape`) broadcast numpy-style to `target`, row-major.
+[[nodiscard]] inline std::vector<float> broadcast_values(std::span<const float> values,
+                                                         const mil_shape& shape, const mil_shape& target) {
+    std::int64_t count = 1;
+    for (const auto extent : target)
+        count *= extent;
+    std::vector<float> out(static_cast<std::size_t>(count));
+    const std::size_t rank = target.size();
+    std::vector<std::int64_t> strides(rank, 0);
+    std::int64_t stride = 1;
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+        const std::size_t axis = shape.size() - 1 - i;
+        if (shape[axis] != 1) strides[rank - 1 - i] = stride;
+        stride *= shape[axis];
+    }
+    std::vector<std::int64_t> index(rank, 0);
+    for (std::size_t o = 0; o < out.size(); ++o) {
+        std::int64_t at = 0;
+        for (std::size_t a = 0; a < rank; ++a)
+            at += index[a] * strides[a];
+        out[o] = values[static_cast<std::size_t>(at)];
+        for (std::size_t a = rank; a-- > 0;) {
+            if (++index[a] < target[a]) break;
+            index[a] = 0;
+        }
+    }
+    return out;
+}
+
+class segment_lowering {
+public:
+    segment_lowering(const graph_body& body, const lowering_options& options)
+        : body_(body), options_(options), mil_(options.dialect, options.one_file_per_weight) {}
+
+    const graph_body& body() const noexcept { return body_; }
+    const lowering_options& options() const noexcept { return options_; }
+    mil_writer& mil() noexcept { return mil_; }
+    const node& at(value_id id) const { return body_.nodes.at(id); }
+    const dims& ir_shape(value_id id) const { return at(id).result.shape; }
+    bool is_constant(value_id id) const { return is_host_constant(body_, id); }
+
+    // The MIL base name of a value's statements: "linear_7", or the input's symbol.
+    std::string base(value_id id) const {
+        const auto found = bases_.find(id);
+        return found != bases_.end() ? found->second : message(op_name(at(id).kind), "_", id);
+    }
+    void set_base(value_id id, std::string name) { bases_[id] = std::move(name); }
+
+    static mil_shape logical_shape(const dims& shape) {
+        mil_shape out(shape.begin(), shape.end());
+        if (out.empty()) out.push_back(1);
+        return out;
+    }
+    static mil_shape rows_shape(const dims& shape) {
+        const surface_extents s = surface_extents_of(shape);
+        return {1, s.positions, 1, s.channels};
+    }
+    static mil_shape channels_first_shape(const dims& shape) {
+        const surface_extents s = surface_extents_of(shape);
+        return {1, s.channels, 1, s.positions};
+    }
+    bool channels_first_fits(const dims& shape) const {
+        const surface_extents s = surface_extents_of(shape);
+        return s.channels <= options_.max_dimension && s.positions <= options_.max_dimension;
+    }
+
+    // Records a form of a value.
+    void set_form(value_id id, value_layout layout, mil_ref ref) {
+        (layout == value_layout::logical ? forms_[id].logical : forms_[id].channels_first) = ref;
+    }
+    void set_rows(value_id id, mil_ref ref) { forms_[id].rows = ref; }
+    void alias(value_id id, value_id source) {
+        const forms copy = forms_[source];  // copied first: inserting `id` may rehash
+        forms_[id] = copy;
+    }
+    bool has_channels_first(value_id id) const {
+        const auto found = forms_.find(id);
+        return found != forms_.end() && found->second.channels_first.has_value();
+    }
+    bool has_logical(value_id id) const {
+        const auto found = forms_.find(id);
+        return found != forms_.end() && (found->second.logical || found->second.rows);
+    }
+
+    mil_ref form(value_id id, value_layout layout) {
+        return layout == value_layout::logical ? logical(id) : channels_first(id);
+    }
+
+    mil_ref logical(value_id id) {
+        if (auto& f = forms_[id]; f.logical) return *f.logical;
+        if (is_constant(id)) return constant(id, logical_shape(ir_shape(id)));
+        const mil_ref rows_form = rows(id);
+        const mil_ref result = reshape(rows_form, logical_shape(ir_shape(id)), base(id) + "_logical");
+        forms_[id].logical = result;
+        return result;
+    }
+
+    mil_ref rows(value_id id) {
+        if (auto& f = forms_[id]; f.rows) return *f.rows;
+        const mil_shape shape = rows_shape(ir_shape(id));
+        mil_ref result;
+        if (is_constant(id)) {
+            result = constant(id, shape);
+        } else if (forms_[id].logical) {
+            result = reshape(*forms_[id].logical, shape, base(id) + "_rows");
+        } else if (forms_[id].channels_first) {
+            result = swap_channels(*forms_[id].channels_first, base(id) + "_rows");
+        } else {
+            throw error(message("ane lowering: ", describe(id), " is read before it is computed"));
+        }
+        forms_[id].rows = result;
+        return result;
+    }
+
+    mil_ref channels_first(value_id id) {
+        if (auto& f = forms_[id]; f.channels_first) return *f.channels_first;
+        mil_ref result;
+        if (is_constant(id)) {
+            const std::vector<float> values = constant_values(id);
+            const surface_extents s = surface_extents_of(ir_shape(id));
+            result = fp16_const(base(id) + "_cf", channels_first_shape(ir_shape(id)),
+                                transpose_rows(values, s.positions, s.channels));
+        } else {
+            result = swap_channels(rows(id), base(id) + "_cf");
+        }
+        forms_[id].channels_first = result;
+        return result;
+    }
+
+    // [1, A, 1, B] -> [1, B, 1, A]: a transpose, or a reshape when A or B is 1 (the same memory).
+    mil_ref swap_channels(mil_ref x, const std::string& name) {
+        const mil_shape& s = mil_.shape(x);
+        const mil_shape out{1, s[3], 1, s[1]};
+        if (s[1] == 1 || s[3] == 1) return reshape(x, out, name);
+        const std::vector<std::int64_t> perm{0, 3, 2, 1};
+        return transpose(x, perm, name);
+    }
+
+    mil_ref reshape(mil_ref x, const mil_shape& shape, const std::string& name, bool force = false) {
+        if (!force && mil_.shape(x) == shape) return x;
+        const mil_ref target = mil_.const_ints(name + "_shape", shape);
+        return mil_.op("reshape", name, shape, {{"shape", {target}}, {"x", {x}}});
+    }
+    mil_ref transpose(mil_ref x, std::span<const std::int64_t> perm, const std::string& name) {
+        const mil_shape& s = mil_.shape(x);
+        mil_shape out;
+        for (const auto axis : perm)
+            out.push_back(s[static_cast<std::size_t>(axis)]);
+        const mil_ref order = mil_.const_ints(name + "_perm", perm);
+        return mil_.op("transpose", name, out, {{"perm", {order}}, {"x", {x}}});
+    }
+    mil_ref slice(mil_ref x, const mil_shape& begin, const mil_shape& end, const std::string& name,
+                  const mil_shape& stride = {}) {
+        mil_shape out;
+        for (std::size_t a = 0; a < begin.size(); ++a) {
+            const std::int64_t step = stride.empty() ? 1 : stride[a];
+            out.push_back((end[a] - begin[a] + step - 1) / step);
+        }
+        std::vector<mil_argument> args{{"begin", {mil_.const_ints(name + "_begin", begin)}},
+                                       {"end", {mil_.const_ints(name + "_end", end)}},
+                                       {"x", {x}}};
+        if (!stride.empty()) args.push_back({"stride", {mil_.const_ints(name + "_stride", stride)}});
+        return mil_.op("slice_by_index", name, out, std::move(args));
+    }
+    // x[..., begin:end] along `axis`.
+    mil_ref slice_axis(mil_ref x, std::size_t axis, std::int64_t begin, std::int64_t end,
+                       const std::string& name) {
+        mil_shape b(mil_.shape(x).size(), 0);
+        mil_shape e = mil_.shape(x);
+        b[axis] = begin;
+        e[axis] = end;
+        return slice(x, b, e, name);
+    }
+    mil_ref concat(const std::vector<mil_ref>& values, std::size_t axis, const std::string& name) {
+        mil_shape out = mil_.shape(values.at(0));
+        out[axis] = 0;
+        for (const mil_ref v : values)
+            out[axis] += mil_.shape(v)[axis];
+        const mil_ref axis_const = mil_.const_int(name + "_axis", static_cast<std::int64_t>(axis));
+        const mil_ref interleave = mil_.const_bool(name + "_interleave", false);
+        return mil_.op("concat", name, out,
+                       {{"axis", {axis_const}}, {"interleave", {interleave}}, {"values", values, true}});
+    }
+    mil_ref binary(std::string_view type, mil_ref x, mil_ref y, const std::string& name) {
+        return mil_.op(type, name, broadcast_mil(mil_.shape(x), mil_.shape(y)), {{"x", {x}}, {"y", {y}}});
+    }
+    mil_ref unary(std::string_view type, mil_ref x, const std::string& name) {
+        return mil_.op(type, name, mil_.shape(x), {{"x", {x}}});
+    }
+    mil_ref scalar(float value, const std::string& name) { return mil_.const_fp16_scalar(name, value); }
+    mil_ref fp16_const(const std::string& name, const mil_shape& shape, std::span<const float> values,
+                       bool mask = false) {
+        std::vector<half> halves;
+        halves.reserve(values.size());
+        for (const float v : values)
+            halves.push_back(to_fp16(v, mask));
+        return mil_.const_fp16(name, shape, halves);
+    }
+
+    const std::vector<float>& constant_values(value_id id) {
+        auto found = constant_cache_.find(id);
+        if (found == constant_cache_.end())
+            found = constant_cache_.emplace(id, host_constant_values(body_, id)).first;
+        return found->second;
+    }
+    // A constant at `shape` (same element order), cached per shape.
+    mil_ref constant(value_id id, const mil_shape& shape) {
+        const auto key = std::make_pair(id, shape);
+        if (const auto found = constant_forms_.find(key); found != constant_forms_.end())
+            return found->second;
+        const std::string suffix = at(id).name.empty() ? "" : "_" + at(id).name;
+        const mil_ref ref = fp16_const(base(id) + suffix, shape, constant_values(id));
+        constant_forms_.emplace(key, ref);
+        return ref;
+    }
+
+    // A constant operand of an elementwise op whose result is `result` (IR shape) in `layout`, from `values`
+    // in `shape` (which broadcasts to it). The ANE accepts only a scalar, the full result shape or [1, C, 1,
+    // 1] (CONSTRAINTS.md), so it is given in the first of those that represents it, else materialised.
+    mil_ref broadcast_constant(std::span<const float> values, const dims& shape, const dims& result,
+                               value_layout layout, const std::string& name, bool mask = false) {
+        if (values.size() == 1)
+            return mil_.const_fp16_scalar(name, static_cast<float>(to_fp16(values[0], mask)));
+        const mil_shape value_shape(shape.begin(), shape.end());
+        const mil_shape full = logical_shape(result);
+        const std::size_t rank = full.size();
+        // Which result axes the constant varies along (right-aligned).
+        std::vector<bool> varies(rank, false);
+        for (std::size_t i = 0; i < value_shape.size(); ++i)
+            varies[rank - 1 - i] = value_shape[value_shape.size() - 1 - i] != 1;
+        const auto only_axis = [&](std::size_t axis) {
+            for (std::size_t a = 0; a < rank; ++a)
+                if (varies[a] && a != axis) return false;
+            return true;
+        };
+        if (layout == value_layout::channels_first) {
+            const mil_shape cf = channels_first_shape(result);
+            if (only_axis(rank - 1))
+                return fp16_const(name, {1, cf[1], 1, 1}, broadcast_values(values, value_shape, {cf[1]}),
+                                  mask);
+            const std::vector<float> expanded = broadcast_values(values, value_shape, full);
+            return fp16_const(name, cf, transpose_rows(expanded, cf[3], cf[1]), mask);
+        }
+        if (rank == 4 && only_axis(1)) {
+            return fp16_const(name, {1, full[1], 1, 1},
+                              broadcast_values(values, value_shape, {full[1], 1, 1}), mask);
+        }
+        return fp16_const(name, full, broadcast_values(values, value_shape, full), mask);
+    }
+
+    std::string describe(value_id id) const {
+        return message(op_name(at(id).kind), " node ", id, " ", ir_shape(id));
+    }
+
+    static std::vector<float> transpose_rows(std::span<const float> values, std::int64_t rows,
+                                             std::int64_t columns) {
+        std::vector<float> out(values.size());
+        for (std::int64_t r = 0; r < rows; ++r)
+            for (std::int64_t c = 0; c < columns; ++c)
+                out[static_cast<std::size_t>(c * rows + r)] =
+                    values[static_cast<std::size_t>(r * columns + c)];
+        return out;
+    }
+
+private:
+    struct forms {
+        std::optional<mil_ref> logical, rows, channels_first;
+    };
+
+    const graph_body& body_;
+    const lowering_options& options_;
+    mil_writer mil_;
+    std::unordered_map<value_id, forms> forms_;
+    std::unordered_map<value_id, std::string> bases_;
+    std::unordered_map<value_id, std::vector<float>> constant_cache_;
+    std::map<std::pair<value_id, mil_shape>, mil_ref> constant_forms_;
+};
+
+}  // namespace anvil::detail::ane

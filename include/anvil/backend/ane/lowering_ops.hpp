@@ -1,0 +1,495 @@
+// anvil: lowering of the structured graph ops (linear, convolution, pooling, resizing, norms, softmax,
+// reductions, data movement, attention, rotary) to MIL, following MIL.md Part 2 and RUNTIME.md §4/§6: linear
+// as a 1x1 conv on [1, K, 1, S] with the bias as a separate add, norms over the channel axis, every op
+// parameter a named const, finite masks, attention decomposed (SDPA masks are ignored on the ANE).
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "anvil/backend/ane/lowering_context.hpp"
+#include "anvil/backend/ane/lowering_elementwise.hpp"
+
+namespace anvil::detail::ane {
+
+namespace lowering_detail {
+
+inline std::vector<mil_argument> conv_parameters(segment_lowering& L, const std::string& name,
+                                                 const std::vector<std::int64_t>& strides,
+                                                 const std::vector<std::int64_t>& pad,
+                                                 const std::vector<std::int64_t>& dilations,
+                                                 std::int64_t groups, std::string_view pad_type) {
+    mil_writer& mil = L.mil();
+    return {{"dilations", {mil.const_ints(name + "_dilations", dilations)}},
+            {"groups", {mil.const_int(name + "_groups", groups)}},
+            {"pad", {mil.const_ints(name + "_pad", pad)}},
+            {"pad_type", {mil.const_string(name + "_pad_type", pad_type)}},
+            {"strides", {mil.const_ints(name + "_strides", strides)}}};
+}
+
+inline mil_ref per_channel(segment_lowering& L, std::span<const float> values, const dims& result,
+                           const std::string& name) {
+    // Values along axis 1 of an [N, C, ...] result: shaped [C, 1, ...] so that they broadcast to that axis.
+    std::vector<std::int64_t> shape(result.rank() - 1, 1);
+    shape[0] = static_cast<std::int64_t>(values.size());
+    return L.broadcast_constant(values, dims(shape), result, value_layout::logical, name);
+}
+
+inline mil_ref softmax(segment_lowering& L, mil_ref x, std::size_t axis, const std::string& name) {
+    mil_writer& mil = L.mil();
+    const mil_shape& shape = mil.shape(x);
+    if (shape[axis] <= L.options().softmax_max_axis) {
+        return mil.op(
+            "softmax", name, shape,
+            {{"axis", {mil.const_int(name + "_axis", static_cast<std::int64_t>(axis))}}, {"x", {x}}});
+    }
+    // The ANE normalises long softmax axes per tile (RUNTIME.md §6): spell it out.
+    mil_shape reduced = shape;
+    reduced[axis] = 1;
+    const std::vector<std::int64_t> axes{static_cast<std::int64_t>(axis)};
+    const auto reduce = [&](std::string_view type, mil_ref input, const std::string& out) {
+        return mil.op(type, out, reduced,
+                      {{"axes", {mil.const_ints(out + "_axes", axes)}},
+                       {"keep_dims", {mil.const_bool(out + "_keep_dims", true)}},
+                       {"x", {input}}});
+    };
+    const mil_ref largest = reduce("reduce_max", x, name + "_max");
+    const mil_ref shifted = L.binary("sub", x, largest, name + "_shifted");
+    const mil_ref exponent = L.unary("exp", shifted, name + "_exp");
+    const mil_ref total = reduce("reduce_sum", exponent, name + "_sum");
+    return L.binary("real_div", exponent, total, name);
+}
+
+inline mil_ref matmul(segment_lowering& L, mil_ref a, mil_ref b, bool transpose_a, bool transpose_b,
+                      const std::string& name) {
+    mil_writer& mil = L.mil();
+    const mil_shape& x = mil.shape(a);
+    const mil_shape& y = mil.shape(b);
+    mil_shape out = broadcast_mil(mil_shape(x.begin(), x.end() - 2), mil_shape(y.begin(), y.end() - 2));
+    out.push_back(transpose_a ? x[x.size() - 1] : x[x.size() - 2]);
+    out.push_back(transpose_b ? y[y.size() - 2] : y[y.size() - 1]);
+    return mil.op("matmul", name, out,
+                  {{"transpose_x", {mil.const_bool(name + "_transpose_x", transpose_a)}},
+                   {"transpose_y", {mil.const_bool(name + "_transpose_y", transpose_b)}},
+                   {"x", {a}},
+                   {"y", {b}}});
+}
+
+}  // namespace lowering_detail
+
+inline void lower_linear(segment_lowering& L, value_id id) {
+    using namespace lowering_detail;
+    const node& n = L.at(id);
+    mil_writer& mil = L.mil();
+    const std::string name = L.base(id);
+    const value_id x = n.inputs[0], weight = n.inputs[1];
+    const dims& result = n.result.shape;
+    const dims& w = L.ir_shape(weight);
+    const bool has_bias = n.inputs.size() > 2;
+    if (L.is_constant(weight) && L.channels_first_fits(L.ir_shape(x)) && L.channels_first_fits(result)) {
+        // [1, K, 1, S] * weight [N, K, 1, 1] -> [1, N, 1, S] (MIL.md §2.1, RUNTIME.md §5 weight layout).
+        const mil_ref input = L.channels_first(x);
+        const mil_ref kernel = L.constant(weight, {w[0], w[1], 1, 1});
+        std::vector<mil_argument> args = conv_parameters(L, name, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1, "valid");
+        args.push_back({"weight", {kernel}});
+        args.push_back({"x", {input}});
+        const mil_shape cf = segment_lowering::channels_first_shape(result);
+        mil_ref out = mil.op("conv", has_bias ? name + "_conv" : name, cf, std::move(args));
+        if (has_bias) {
+            const value_id bias = n.inputs[2];
+            const mil_ref b = L.is_constant(bias)
+                                  ? L.broadcast_constant(L.constant_values(bias), L.ir_shape(bias), result,
+                                                         value_layout::channels_first, name + "_bias")
+                                  : L.channels_first(bias);
+            out = L.binary("add", out, b, name);
+        }
+        L.set_form(id, value_layout::channels_first, out);
+        return;
+    }
+    // Operands are made one statement at a time: argument evaluation order would make the text
+    // compiler-dependent.
+    const mil_ref input = L.logical(x);
+    const mil_ref weights = L.logical(weight);
+    mil_ref out = matmul(L, input, weights, false, true, has_bias ? name + "_matmul" : name);
+    if (has_bias) {
+        const value_id bias = n.inputs[2];
+        const mil_ref b = L.is_constant(bias)
+                              ? L.broadcast_constant(L.constant_values(bias), L.ir_shape(bias), result,
+                                                     value_layout::logical, name + "_bias")
+                              : L.logical(bias);
+        out = L.binary("add", out, b, name);
+    }
+    L.set_form(id, value_layout::logical, out);
+}
+
+inline void lower_conv2d(segment_lowering& L, value_id id) {
+    using namespace lowering_detail;
+    const node& n = L.at(id);
+    mil_writer& mil = L.mil();
+    const std::string name = L.base(id);
+    const attributes& a = n.attrs;
+    const bool has_bias = n.inputs.size() > 2;
+    const dims& w = L.ir_shape(n.inputs[1]);
+    std::vector<mil_argument> args = conv_parameters(L, name, {a.stride[0], a.stride[1]},
+                                                     {a.padding[0], a.padding[1], a.padding[2], a.padding[3]},
+                                                     {a.dilation[0], a.dilation[1]}, a.groups, "custom");
+    args.push_back({"weight", {L.constant(n.inputs[1], {w[0], w[1], w[2], w[3]})}});
+    args.push_back({"x", {L.logical(n.inputs[0])}});
+    mil_ref out = mil.op("conv", has_bias ? name + "_conv" : name,
+                         segment_lowering::logical_shape(n.result.shape), std::move(args));
+    if (has_bias) {
+        // No bias on conv (CONSTRAINTS.md): a separate add of a [1, O, 1, 1] const.
+        out = L.binary("add", out,
+                       per_channel(L, L.constant_values(n.inputs[2]), n.result.shape, name + "_bias"), name);
+    }
+    L.set_form(id, value_layout::logical, out);
+}
+
+inline void lower_pool(segment_lowering& L, value_id id) {
+    const node& n = L.at(id);
+    mil_writer& mil = L.mil();
+    const std::string name = L.base(id);
+    const attributes& a = n.attrs;
+    std::vector<mil_argument> args{
+        {"ceil_mode", {mil.const_bool(name + "_ceil_mode", false)}},
+        {"kernel_sizes",
+         {mil.const_ints(name + "_kernel_sizes", std::vector<std::int64_t>{a.kernel[0], a.kernel[1]})}},
+        {"pad",
+         {mil.const_ints(name + "_pad",
+                         std::vector<std::int64_t>{a.padding[0], a.padding[1], a.padding[2], a.padding[3]})}},
+        {"pad_type", {mil.const_string(name + "_pad_type", "custom")}},
+        {"strides", {mil.const_ints(name + "_strides", std::vector<std::int64_t>{a.stride[0], a.stride[1]})}},
+        {"x", {L.logical(n.inputs[0])}}};
+    if (n.kind == op::avg_pool2d) {
+        args.push_back({"exclude_padding_from_average",
+                        {mil.const_bool(name + "_exclude_padding_from_average", !a.count_include_pad)}});
+    }
+    L.set_form(id, value_layout::logical,
+               mil.op(n.kind == op::max_pool2d ? "max_pool" : "avg_pool", name,
+                      segment_lowering::logical_shape(n.result.shape), std::move(args)));
+}
+
+inline void lower_upsample(segment_lowering& L, value_id id) {
+    const node& n = L.at(id);
+    mil_writer& mil = L.mil();
+    const std::string name = L.base(id);
+    const dims& x = L.ir_shape(n.inputs[0]);
+    std::vector<mil_argument> args{
+        {"scale_factor_height", {mil.const_int(name + "_scale_factor_height", n.result.shape[2] / x[2])}},
+        {"scale_factor_width", {mil.const_int(name + "_scale_factor_width", n.result.shape[3] / x[3])}},
+        {"x", {L.logical(n.inputs[0])}}};
+    if (n.kind == op::upsample_bilinear) {
+        // PyTorch's align_corners=False is MIL's half-pixel centres.
+        args.push_back({"align_corners", {mil.const_bool(name + "_align_corners", n.attrs.align_corners)}});
+        args.push_back(
+            {"half_pixel_centers", {mil.const_bool(name + "_half_pixel_centers", !n.attrs.align_corners)}});
+    }
+    L.set_form(id, value_layout::logical,
+               mil.op(n.kind == op::upsample_nearest ? "upsample_nearest_neighbor" : "upsample_bilinear",
+                      name, segment_lowering::logical_shape(n.result.shape), std::move(args)));
+}
+
+// layer_norm and rms_norm over the last axis: channels-first (axis 1) when it fits, else over the last axis.
+inline void lower_last_axis_norm(segment_lowering& L, value_id id) {
+    const node& n = L.at(id);
+    mil_writer& mil = L.mil();
+    const std::string name = L.base(id);
+    const dims& shape = n.result.shape;
+    const value_layout layout =
+        L.channels_first_fits(shape) ? value_layout::channels_first : value_layout::logical;
+    mil_ref x = L.form(n.inputs[0], layout);
+    const std::size_t axis = layout == value_layout::channels_first ? 1 : mil.shape(x).size() - 1;
+    const std::int64_t features = mil.shape(x)[axis];
+    const auto norm = [&](mil_ref input, const std::string& out, bool affine) {
+        std::vector<mil_argument> args{
+            {"axes",
+             {mil.const_ints(out + "_axes", std::vector<std::int64_t>{static_cast<std::int64_t>(axis)})}},
+            {"epsilon", {L.scalar(n.attrs.epsilon, out + "_epsilon")}},
+            {"x", {input}}};
+        if (affine && n.inputs.size() > 1) {
+            const std::vector<float>& gamma = L.constant_values(n.inputs[1]);
+            args.push_back({"gamma", {L.fp16_const(out + "_gamma", {features}, gamma)}});
+        }
+        if (affine && n.inputs.size() > 2) {
+            const std::vector<float>& beta = L.constant_values(n.inputs[2]);
+            args.push_back({"beta", {L.fp16_const(out + "_beta", {features}, beta)}});
+        }
+        return mil.op("layer_norm", out, mil.shape(input), std::move(args));
+    };
+    if (n.kind == op::layer_norm) {
+        L.set_form(id, layout, norm(x, name, true));
+        return;
+    }
+    // RMSNorm exactly and without squaring into fp16 overflow (MIL.md §2.6): [x, -x] has mean 0, so its
+    // layer_norm divides by sqrt(mean(x^2) + epsilon); the first half is x's RMS-normalised value.
+    const mil_ref negated = L.binary("mul", x, L.scalar(-1.0f, name + "_minus1"), name + "_neg");
+    const mil_ref both = L.concat({x, negated}, axis, name + "_both");
+    const mil_ref normalised = norm(both, name + "_norm", false);
+    const bool has_weight = n.inputs.size() > 1;
+    mil_ref out = L.slice_axis(normalised, axis, 0, features, has_weight ? name + "_half" : name);
+    if (has_weight) {
+        const value_id weight = n.inputs[1];
+        const mil_ref w = L.is_constant(weight)
+                              ? L.broadcast_constant(L.constant_values(weight), L.ir_shape(weight), shape,
+                                                     layout, name + "_weight")
+                              : L.form(weight, layout);
+        out = L.binary("mul", out, w, name);
+    }
+    L.set_form(id, layout, out);
+}
+
+inline void lower_group_norm(segment_lowering& L, value_id id) {
+    using namespace lowering_detail;
+    const node& n = L.at(id);
+    mil_writer& mil = L.mil();
+    const std::string name = L.base(id);
+    const dims& shape = n.result.shape;
+    const std::int64_t groups = n.attrs.groups;
+    const auto per_group = static_cast<std::int64_t>(shape.element_count()) / (shape[0] * groups);
+    const mil_ref grouped =
+        L.reshape(L.logical(n.inputs[0]), {shape[0], groups, per_group}, name + "_grouped", true);
+    const mil_ref normalised =
+        mil.op("layer_norm", name + "_norm", mil.shape(grouped),
+               {{"axes", {mil.const_ints(name + "_norm_axes", std::vector<std::int64_t>{2})}},
+                {"epsilon", {L.scalar(n.attrs.epsilon, name + "_norm_epsilon")}},
+                {"x", {grouped}}});
+    const bool has_weight = n.inputs.size() > 1, has_bias = n.inputs.size() > 2;
+    mil_ref out = L.reshape(normalised, segment_lowering::logical_shape(shape),
+                            has_weight ? name + "_ungrouped" : name, true);
+    if (has_weight) {
+        out = L.binary("mul", out, per_channel(L, L.constant_values(n.inputs[1]), shape, name + "_weight"),
+                       has_bias ? name + "_scaled" : name);
+    }
+    if (has_bias)
+        out =
+            L.binary("add", out, per_channel(L, L.constant_values(n.inputs[2]), shape, name + "_bias"), name);
+    L.set_form(id, value_layout::logical, out);
+}
+
+inline void lower_batch_norm(segment_lowering& L, value_id id) {
+    using namespace lowering_detail;
+    const node& n = L.at(id);
+    const std::string name = L.base(id);
+    const std::vector<float>& mean = L.constant_values(n.inputs[1]);
+    const std::vector<float>& variance = L.constant_values(n.inputs[2]);
+    std::vector<float> scale(mean.size()), shift(mean.size());
+    for (std::size_t c = 0; c < mean.size(); ++c) {
+        const double weight = n.inputs.size() > 3 ? L.constant_values(n.inputs[3])[c] : 1.0;
+        const double bias = n.inputs.size() > 4 ? L.constant_values(n.inputs[4])[c] : 0.0;
+        const double s =
+            weight / std::sqrt(static_cast<double>(variance[c]) + static_cast<double>(n.attrs.epsilon));
+        scale[c] = static_cast<float>(s);
+        shift[c] = static_cast<float>(bias - static_cast<double>(mean[c]) * s);
+    }
+    const dims& shape = n.result.shape;
+    const mil_ref x = L.logical(n.inputs[0]);
+    const mil_ref scaled =
+        L.binary("mul", x, per_channel(L, scale, shape, name + "_scale"), name + "_scaled");
+    L.set_form(id, value_layout::logical,
+               L.binary("add", scaled, per_channel(L, shift, shape, name + "_shift"), name));
+}
+
+inline void lower_softmax(segment_lowering& L, value_id id) {
+    const node& n = L.at(id);
+    const std::string name = L.base(id);
+    const dims& shape = n.result.shape;
+    const auto axis = static_cast<std::size_t>(n.attrs.axis);
+    std::vector<value_id> operands{n.inputs[0]};
+    if (n.inputs.size() > 1) operands.push_back(n.inputs[1]);
+    value_layout layout = elementwise_layout(L, operands, shape);
+    if (axis + 1 != shape.rank()) layout = value_layout::logical;
+    std::vector<mil_ref> values = elementwise_operands(L, operands, shape, layout, name, true);
+    mil_ref x = values[0];
+    if (values.size() > 1) x = L.binary("add", x, values[1], name + "_masked");
+    L.set_form(id, layout,
+               lowering_detail::softmax(L, x, layout == value_layout::channels_first ? 1 : axis, name));
+}
+
+inline void lower_reduction(segment_lowering& L, value_id id) {
+    const node& n = L.at(id);
+    mil_writer& mil = L.mil();
+    const std::string name = L.base(id);
+    const mil_ref x = L.logical(n.inputs[0]);
+    mil_shape reduced = mil.shape(x);
+    for (const auto axis : n.attrs.axes)
+        reduced[static_cast<std::size_t>(axis)] = 1;
+    const char* type = n.kind == op::reduce_sum    ? "reduce_sum"
+                       : n.kind == op::reduce_mean ? "reduce_mean"
+                                                   : "reduce_max";
+    const mil_shape target = segment_lowering::logical_shape(n.result.shape);
+    const bool exact = reduced == target;
+    // keep_dims bound to a named const (CONSTRAINTS.md); dropped axes are reshaped away afterwards.
+    const mil_ref out = mil.op(type, exact ? name : name + "_kept", reduced,
+                               {{"axes", {mil.const_ints(name + "_axes", n.attrs.axes)}},
+                                {"keep_dims", {mil.const_bool(name + "_keep_dims", true)}},
+                                {"x", {x}}});
+    L.set_form(id, value_layout::logical, L.reshape(out, target, name));
+}
+
+inline void lower_data_movement(segment_lowering& L, value_id id) {
+    const node& n = L.at(id);
+    mil_writer& mil = L.mil();
+    const std::string name = L.base(id);
+    const dims& shape = n.result.shape;
+    const attributes& a = n.attrs;
+    const value_id x = n.inputs[0];
+    switch (n.kind) {
+        case op::reshape: {
+            const dims& in = L.ir_shape(x);
+            // Same last extent: the channels-first form [1, C, 1, S] is the same tensor.
+            if (L.has_channels_first(x) && !L.has_logical(x) && in.rank() > 0 && shape.rank() > 0 &&
+                in[in.rank() - 1] == shape[shape.rank() - 1]) {
+                L.set_form(id, value_layout::channels_first, L.channels_first(x));
+                return;
+            }
+            L.set_form(id, value_layout::logical,
+                       L.reshape(L.logical(x), segment_lowering::logical_shape(shape), name));
+            return;
+        }
+        case op::permute:
+            L.set_form(id, value_layout::logical, L.transpose(L.logical(x), a.axes, name));
+            return;
+        case op::concat: {
+            std::vector<mil_ref> parts;
+            for (const value_id v : n.inputs)
+                parts.push_back(L.logical(v));
+            L.set_form(id, value_layout::logical, L.concat(parts, static_cast<std::size_t>(a.axis), name));
+            return;
+        }
+        case op::slice: {
+            bool unit = true;
+            for (const auto s : a.step)
+                unit = unit && s == 1;
+            L.set_form(id, value_layout::logical,
+                       L.slice(L.logical(x), a.begin, a.end, name, unit ? mil_shape{} : a.step));
+            return;
+        }
+        case op::pad: {
+            std::vector<std::int64_t> pad;
+            for (std::size_t i = 0; i < a.begin.size(); ++i) {
+                pad.push_back(a.begin[i]);
+                pad.push_back(a.end[i]);
+            }
+            L.set_form(id, value_layout::logical,
+                       mil.op("pad", name, segment_lowering::logical_shape(shape),
+                              {{"constant_val", {L.scalar(a.value, name + "_constant_val")}},
+                               {"mode", {mil.const_string(name + "_mode", "constant")}},
+                               {"pad", {mil.const_ints(name + "_pad", pad)}},
+                               {"x", {L.logical(x)}}}));
+            return;
+        }
+        default:
+            throw error(message("ane lowering: ", op_name(n.kind), " is not a data movement op"));
+    }
+}
+
+// softmax(q k^T * scale + mask) v as explicit MIL ops (RUNTIME.md §6: SDPA ignores masks on the ANE).
+inline void lower_attention(segment_lowering& L, value_id id) {
+    using namespace lowering_detail;
+    const node& n = L.at(id);
+    const std::string name = L.base(id);
+    const dims& q = L.ir_shape(n.inputs[0]);
+    const dims& k = L.ir_shape(n.inputs[1]);
+    const dims& v = L.ir_shape(n.inputs[2]);
+    const std::int64_t batch = q[0], heads = q[1], queries = q[2], depth = q[3];
+    const std::int64_t kv_heads = k[1], keys = k[2];
+    const std::int64_t group = heads / kv_heads;
+    const double factor = n.attrs.scale != 0.0f ? static_cast<double>(n.attrs.scale)
+                                                : 1.0 / std::sqrt(static_cast<double>(depth));
+    const mil_ref q_input = L.logical(n.inputs[0]);
+    mil_ref query =
+        L.binary("mul", q_input, L.scalar(static_cast<float>(factor), name + "_scale"), name + "_q");
+    // Grouped-query: heads h = kv * group + g, so [B, H, Sq, D] is [B, Hkv, group * Sq, D] in memory.
+    if (group > 1) query = L.reshape(query, {batch, kv_heads, group * queries, depth}, name + "_q_grouped");
+    mil_ref scores = matmul(L, query, L.logical(n.inputs[1]), false, true, name + "_scores");
+    const mil_shape scores_shape{batch, heads, queries, keys};
+    if (group > 1) scores = L.reshape(scores, scores_shape, name + "_scores_heads");
+    const bool mask_constant = n.inputs.size() > 3 && L.is_constant(n.inputs[3]);
+    if (n.inputs.size() > 3 && !mask_constant)
+        scores = L.binary("add", scores, L.logical(n.inputs[3]), name + "_masked");
+    if (mask_constant || n.attrs.causal) {
+        // One full-shape additive const (broadcast consts must be [1, C, 1, 1] or full, CONSTRAINTS.md):
+        // the mask plus -1e4 where key j > query i + Sk - Sq (the queries are the last Sq positions).
+        std::vector<float> additive(static_cast<std::size_t>(batch * heads * queries * keys), 0.0f);
+        if (mask_constant) {
+            const dims& m = L.ir_shape(n.inputs[3]);
+            additive =
+                broadcast_values(L.constant_values(n.inputs[3]), mil_shape(m.begin(), m.end()), scores_shape);
+        }
+        if (n.attrs.causal) {
+            for (std::size_t at = 0; at < additive.size(); ++at) {
+                const auto j = static_cast<std::int64_t>(at) % keys;
+                const auto i = (static_cast<std::int64_t>(at) / keys) % queries;
+                if (j > i + keys - queries) additive[at] = masked_score;
+            }
+        }
+        scores = L.binary("add", scores, L.fp16_const(name + "_mask", scores_shape, additive, true),
+                          name + "_masked_const");
+    }
+    mil_ref weights = softmax(L, scores, 3, name + "_weights");
+    if (group > 1)
+        weights = L.reshape(weights, {batch, kv_heads, group * queries, keys}, name + "_weights_grouped");
+    mil_ref out =
+        matmul(L, weights, L.logical(n.inputs[2]), false, false, group > 1 ? name + "_grouped" : name);
+    if (group > 1) out = L.reshape(out, {batch, heads, queries, v[3]}, name);
+    L.set_form(id, value_layout::logical, out);
+}
+
+// Rotary embeddings by slices (CPU reference: rotate-half pairs i with i + R/2, interleaved 2i with 2i + 1).
+inline void lower_rotary(segment_lowering& L, value_id id) {
+    const node& n = L.at(id);
+    const std::string name = L.base(id);
+    const dims& shape = n.result.shape;
+    const std::size_t last = shape.rank() - 1;
+    const std::int64_t features = shape[last];
+    const std::int64_t half_count = L.ir_shape(n.inputs[1])[1];
+    const std::int64_t rotated = 2 * half_count;
+    const mil_ref x = L.logical(n.inputs[0]);
+    mil_ref rotated_part = rotated < features ? L.slice_axis(x, last, 0, rotated, name + "_rot") : x;
+    mil_shape part_shape(shape.begin(), shape.end());
+    std::size_t pair_axis = last;
+    if (n.attrs.interleaved) {
+        part_shape[last] = half_count;
+        part_shape.push_back(2);
+        rotated_part = L.reshape(rotated_part, part_shape, name + "_pairs", true);
+        pair_axis = last + 1;
+    }
+    // The two halves of each pair, shaped like the tables (with a trailing 1 in the interleaved form).
+    const std::int64_t step = n.attrs.interleaved ? 1 : half_count;
+    const mil_ref first = L.slice_axis(rotated_part, pair_axis, 0, step, name + "_x1");
+    const mil_ref second = L.slice_axis(rotated_part, pair_axis, step, 2 * step, name + "_x2");
+    const mil_shape& half_shape = L.mil().shape(first);
+    const auto table = [&](value_id t, const char* role) {
+        const dims& ts = L.ir_shape(t);
+        dims table_shape = n.attrs.interleaved ? dims{ts[0], ts[1], 1} : ts;
+        if (L.is_constant(t)) {
+            return L.broadcast_constant(L.constant_values(t), table_shape, dims(half_shape),
+                                        value_layout::logical, name + role);
+        }
+        return L.reshape(L.logical(t), mil_shape(table_shape.begin(), table_shape.end()),
+                         name + role + "_shaped");
+    };
+    const mil_ref cos = table(n.inputs[1], "_cos");
+    const mil_ref sin = table(n.inputs[2], "_sin");
+    const mil_ref x1cos = L.binary("mul", first, cos, name + "_x1cos");
+    const mil_ref x2sin = L.binary("mul", second, sin, name + "_x2sin");
+    const mil_ref out1 = L.binary("sub", x1cos, x2sin, name + "_out1");
+    const mil_ref x2cos = L.binary("mul", second, cos, name + "_x2cos");
+    const mil_ref x1sin = L.binary("mul", first, sin, name + "_x1sin");
+    const mil_ref out2 = L.binary("add", x2cos, x1sin, name + "_out2");
+    const bool tail = rotated < features;
+    mil_ref joined = L.concat({out1, out2}, pair_axis, n.attrs.interleaved || tail ? name + "_joined" : name);
+    if (n.attrs.interleaved) {
+        mil_shape flat(shape.begin(), shape.end());
+        flat[last] = rotated;
+        joined = L.reshape(joined, flat, tail ? name + "_flat" : name, true);
+    }
+    if (tail)
+        joined = L.concat({joined, L.slice_axis(x, last, rotated, features, name + "_pass")}, last, name);
+    L.set_form(id, value_layout::logical, joined);
+}
+
+}  // namespace anvil::detail::ane

@@ -1,0 +1,197 @@
+// anvil: partitioning a graph between the Neural Engine and the CPU. Each compute node is placed where the
+// ANE lowering says it can run (supports()); the nodes are then scheduled into as few alternating segments
+// as a greedy list schedule finds (keep taking ready nodes of the current device, switch only when none is
+// ready), and ANE segments that would hold too many weights are split. Each segment knows the values it reads
+// from outside and the values later segments or the program's outputs need from it.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "anvil/backend/ane/support.hpp"
+#include "anvil/core/error.hpp"
+#include "anvil/graph/graph.hpp"
+
+namespace anvil::detail::ane {
+
+enum class segment_device : std::uint8_t { ane, cpu };
+
+struct segment {
+    segment_device device = segment_device::cpu;
+    std::vector<value_id> nodes;    // compute nodes, topologically ordered
+    std::vector<value_id> inputs;   // values read from outside: program inputs or earlier segments' results
+    std::vector<value_id> outputs;  // values later segments or the program's outputs read
+};
+
+// A node the Neural Engine does not run, and why (for strict_device errors and the program's dump).
+struct host_fallback {
+    value_id node = 0;
+    std::string reason;
+};
+
+struct partition_result {
+    std::vector<segment> segments;
+    std::vector<host_fallback> fallbacks;
+};
+
+struct partition_limits {
+    // An ANE program's weights past this are split into several programs (RUNTIME.md §6: programs past
+    // ~32 MB of weights leave the ANE's SRAM, and model files are limited to 1-2 GB).
+    std::size_t max_program_weight_bytes = std::size_t{256} << 20;
+};
+
+inline std::string describe_node(const graph_body& body, value_id id) {
+    const node& n = body.nodes[id];
+    std::string text = message("node ", id, " (", op_name(n.kind));
+    if (!n.name.empty()) {
+        text += message(" '", n.name, "'");
+    } else {
+        // Compute nodes are unnamed: the weight or input they read is what a user recognises.
+        for (const value_id input : n.inputs) {
+            const node& producer = body.nodes[input];
+            if ((producer.kind == op::constant || producer.kind == op::input) && !producer.name.empty()) {
+                text += message(" of '", producer.name, "'");
+                break;
+            }
+        }
+    }
+    return text + message(", ", dtype_name(n.result.type), " ", n.result.shape, ")");
+}
+
+// The bytes of constants node `id` reads that no earlier node of its program read (fp16 on the ANE, whatever
+// the checkpoint stored).
+inline std::size_t constant_bytes_read(const graph_body& body, value_id id, std::vector<bool>& counted) {
+    std::size_t bytes = 0;
+    for (const value_id input : body.nodes[id].inputs) {
+        const node& producer = body.nodes[input];
+        if (producer.kind == op::constant && !counted[input]) {
+            counted[input] = true;
+            bytes += static_cast<std::size_t>(producer.result.shape.element_count()) * 2;
+        }
+    }
+    return bytes;
+}
+
+// The graph must hold no compute node whose operands are all constants (callers materialise them first), so
+// every weight reaches a segment as an op::constant it can embed or copy.
+[[nodiscard]] inline partition_result partition(const graph_body& body, const lowering_options& options,
+                                                bool strict_device, const partition_limits& limits = {}) {
+    const std::size_t count = body.nodes.size();
+    partition_result result;
+    std::vector<segment_device> device(count, segment_device::cpu);
+    std::vector<bool> is_compute(count, false);
+    for (std::size_t id = 0; id < count; ++id) {
+        const node& n = body.nodes[id];
+        if (n.kind == op::input || n.kind == op::constant) continue;
+        is_compute[id] = true;
+        support_result support;
+        if (n.result.shape.element_count() == 0) {
+            support = {placement::host_only,
+                       "the value is empty (a zero extent); the ANE has no empty tensors"};
+        } else {
+            support = supports(body, static_cast<value_id>(id), options);
+        }
+        if (support.where == placement::host_only) {
+            if (strict_device) {
+                throw unsupported_error(
+                    message("compile: strict_device: ", describe_node(body, static_cast<value_id>(id)),
+                            " cannot run on the Neural Engine: ", support.reason));
+            }
+            result.fallbacks.push_back({static_cast<value_id>(id), support.reason});
+        } else {
+            device[id] = segment_device::ane;
+        }
+    }
+
+    // Only nodes some output needs are scheduled (the caller eliminated dead code; this keeps it robust).
+    std::vector<bool> needed(count, false);
+    for (const value_id id : body.outputs)
+        needed[id] = true;
+    for (std::size_t id = count; id-- > 0;) {
+        if (!needed[id]) continue;
+        for (const value_id input : body.nodes[id].inputs)
+            needed[input] = true;
+    }
+
+    // Greedy list schedule: pending operand counts, a ready list per device.
+    std::vector<std::size_t> pending(count, 0);
+    std::vector<std::vector<value_id>> readers(count);
+    for (std::size_t id = 0; id < count; ++id) {
+        if (!is_compute[id] || !needed[id]) continue;
+        for (const value_id input : body.nodes[id].inputs) {
+            if (!is_compute[input]) continue;
+            ++pending[id];
+            readers[input].push_back(static_cast<value_id>(id));
+        }
+    }
+    std::vector<value_id> ready[2];
+    auto slot = [](segment_device d) { return d == segment_device::ane ? 0 : 1; };
+    for (std::size_t id = 0; id < count; ++id) {
+        if (is_compute[id] && needed[id] && pending[id] == 0)
+            ready[slot(device[id])].push_back(static_cast<value_id>(id));
+    }
+    std::vector<std::size_t> segment_of(count, static_cast<std::size_t>(-1));
+    std::vector<bool> weight_counted(count, false);
+    std::size_t current_weight_bytes = 0;
+    segment_device current = ready[0].empty() ? segment_device::cpu : segment_device::ane;
+    auto open_segment = [&](segment_device d) {
+        result.segments.push_back({d, {}, {}, {}});
+        current = d;
+        current_weight_bytes = 0;
+    };
+    bool any = !ready[0].empty() || !ready[1].empty();
+    if (any) open_segment(current);
+    while (!ready[0].empty() || !ready[1].empty()) {
+        auto& list = ready[slot(current)];
+        if (list.empty()) {
+            open_segment(current == segment_device::ane ? segment_device::cpu : segment_device::ane);
+            continue;
+        }
+        // Lowest id first keeps the schedule close to the graph's own order (stable dumps, stable MIL).
+        const auto it = std::min_element(list.begin(), list.end());
+        const value_id id = *it;
+        list.erase(it);
+        if (current == segment_device::ane) {
+            const std::size_t bytes = constant_bytes_read(body, id, weight_counted);
+            if (current_weight_bytes > 0 && current_weight_bytes + bytes > limits.max_program_weight_bytes) {
+                open_segment(segment_device::ane);
+            }
+            current_weight_bytes += bytes;
+        }
+        result.segments.back().nodes.push_back(id);
+        segment_of[id] = result.segments.size() - 1;
+        for (const value_id reader : readers[id]) {
+            if (--pending[reader] == 0) ready[slot(device[reader])].push_back(reader);
+        }
+    }
+
+    // Boundaries: what each segment reads from outside and what others (or the outputs) read from it.
+    std::vector<bool> is_output(count, false);
+    for (const value_id id : body.outputs)
+        is_output[id] = true;
+    std::vector<std::vector<std::size_t>> read_by(count);
+    for (std::size_t s = 0; s < result.segments.size(); ++s) {
+        auto& seg = result.segments[s];
+        std::vector<value_id> inputs;
+        for (const value_id id : seg.nodes) {
+            for (const value_id input : body.nodes[id].inputs) {
+                const node& producer = body.nodes[input];
+                if (producer.kind == op::constant) continue;
+                if (producer.kind != op::input && segment_of[input] == s) continue;
+                if (std::find(inputs.begin(), inputs.end(), input) == inputs.end()) inputs.push_back(input);
+                read_by[input].push_back(s);
+            }
+        }
+        seg.inputs = std::move(inputs);
+    }
+    for (auto& seg : result.segments) {
+        for (const value_id id : seg.nodes) {
+            if (is_output[id] || !read_by[id].empty()) seg.outputs.push_back(id);
+        }
+    }
+    return result;
+}
+
+}  // namespace anvil::detail::ane

@@ -1,0 +1,418 @@
+// anvil: the Neural Engine self-test — one small graph per IR op, run on the ANE backend and on the CPU
+// backend with the same inputs, reporting each op's placement (native, decomposed or host), its largest error
+// against the CPU (relative to the output's magnitude) next to an fp16 tolerance for that op, and both times.
+// On a Mac it tells the first users with hardware what works; on Linux it runs on the simulator. `anvil
+// selftest` prints it; the tests require every row to pass.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "anvil/backend/ane/ane_program.hpp"
+#include "anvil/backend/ane/support.hpp"
+#include "anvil/backend/compile.hpp"
+#include "anvil/graph/graph.hpp"
+
+namespace anvil {
+
+struct ane_selftest_row {
+    std::string name;  // the case: the op, with its variant ("add (broadcast const)")
+    op kind = op::add;
+    std::string placement;   // "native", "decomposed", "host" (the op's node as the partitioner placed it)
+    double max_error = 0.0;  // max |ane - cpu| / max(1, max |cpu|)
+    double tolerance = 0.0;
+    bool passed = false;
+    double cpu_ms = 0.0;  // one run, best of `repeats`
+    double ane_ms = 0.0;
+    std::string note;  // the error when the case failed to compile or run; the host reason otherwise
+};
+
+struct ane_selftest_options {
+    compile_options ane;  // target is forced to device::ane
+    int repeats = 3;
+    std::uint32_t seed = 1234;
+};
+
+namespace detail::ane {
+
+struct selftest_case {
+    std::string name;
+    op kind;
+    double tolerance;
+    // Builds the graph on `g`, returns its output; adds inputs (with their data) to `inputs`.
+    std::function<value(graph& g, std::vector<named_tensor>& inputs, std::mt19937& random)> build;
+};
+
+inline host_tensor random_tensor(const dims& shape, std::mt19937& random, float low, float high) {
+    std::uniform_real_distribution<float> distribution(low, high);
+    std::vector<float> values(static_cast<std::size_t>(shape.element_count()));
+    for (auto& v : values)
+        v = distribution(random);
+    return host_tensor::from(values, shape);
+}
+
+inline value random_input(graph& g, std::vector<named_tensor>& inputs, std::mt19937& random,
+                          const std::string& name, const dims& shape, float low = -2.0f, float high = 2.0f) {
+    inputs.push_back({name, random_tensor(shape, random, low, high)});
+    return g.input(name, dtype::f32, shape);
+}
+
+inline value random_constant(graph& g, std::mt19937& random, const dims& shape, float low = -1.0f,
+                             float high = 1.0f) {
+    return g.constant(random_tensor(shape, random, low, high));
+}
+
+inline attributes with(std::function<void(attributes&)> set) {
+    attributes a;
+    set(a);
+    return a;
+}
+
+inline std::vector<selftest_case> selftest_cases() {
+    using rng = std::mt19937;
+    using ins = std::vector<named_tensor>;
+    std::vector<selftest_case> cases;
+    auto unary = [&](op kind, float low, float high, double tolerance, attributes attrs = {}) {
+        cases.push_back(
+            {std::string(op_name(kind)), kind, tolerance, [=](graph& g, ins& in, rng& r) {
+                 return g.apply(kind, {random_input(g, in, r, "x", dims{6, 40}, low, high)}, attrs);
+             }});
+    };
+    unary(op::relu, -2, 2, 2e-3);
+    unary(op::gelu, -3, 3, 4e-3);
+    unary(op::gelu_tanh, -3, 3, 4e-3);
+    unary(op::quick_gelu, -3, 3, 4e-3);
+    unary(op::silu, -3, 3, 4e-3);
+    unary(op::sigmoid, -4, 4, 4e-3);
+    unary(op::tanh, -2, 2, 4e-3);
+    unary(op::exp, -2, 2, 4e-3);
+    unary(op::log, 0.1f, 4, 4e-3);
+    unary(op::sqrt, 0.05f, 4, 4e-3);
+    unary(op::rsqrt, 0.25f, 4, 4e-3);
+    unary(op::abs, -2, 2, 2e-3);
+    unary(op::neg, -2, 2, 2e-3);
+    unary(op::clamp, -2, 2, 2e-3, with([](attributes& a) {
+              a.min = -0.5f;
+              a.max = 0.75f;
+          }));
+    unary(op::cast, -2, 2, 2e-3, with([](attributes& a) { a.to = dtype::f16; }));
+
+    auto binary = [&](op kind, float low, float high) {
+        cases.push_back({std::string(op_name(kind)), kind, 4e-3, [=](graph& g, ins& in, rng& r) {
+                             const value a = random_input(g, in, r, "a", dims{6, 40}, 0.5f, 2.0f);
+                             const value b = random_input(g, in, r, "b", dims{6, 40}, low, high);
+                             return g.apply(kind, {a, b});
+                         }});
+    };
+    binary(op::add, -2, 2);
+    binary(op::sub, -2, 2);
+    binary(op::mul, -2, 2);
+    binary(op::div, 0.5f, 2);
+    binary(op::pow, -1.5f, 1.5f);
+    binary(op::maximum, -2, 2);
+    binary(op::minimum, -2, 2);
+    cases.push_back({"add (broadcast constant)", op::add, 4e-3, [](graph& g, ins& in, rng& r) {
+                         const value x = random_input(g, in, r, "x", dims{6, 40});
+                         return g.apply(op::add, {x, random_constant(g, r, dims{40})});
+                     }});
+    cases.push_back({"mul (broadcast input)", op::mul, 4e-3, [](graph& g, ins& in, rng& r) {
+                         const value x = random_input(g, in, r, "x", dims{2, 6, 40});
+                         const value s = random_input(g, in, r, "s", dims{2, 6, 1});
+                         return g.apply(op::mul, {x, s});
+                     }});
+    cases.push_back({"where", op::where, 2e-3, [](graph& g, ins& in, rng& r) {
+                         std::vector<float> mask(240);
+                         for (std::size_t i = 0; i < mask.size(); ++i)
+                             mask[i] = (i * 7 % 3 == 0) ? 1.0f : 0.0f;
+                         in.push_back({"c", host_tensor::from(mask, dims{6, 40})});
+                         const value c = g.input("c", dtype::f32, dims{6, 40});
+                         return g.apply(op::where, {c, random_input(g, in, r, "a", dims{6, 40}),
+                                                    random_input(g, in, r, "b", dims{6, 40})});
+                     }});
+    cases.push_back({"matmul", op::matmul, 1e-2, [](graph& g, ins& in, rng& r) {
+                         return g.apply(op::matmul, {random_input(g, in, r, "a", dims{2, 8, 24}),
+                                                     random_input(g, in, r, "b", dims{2, 24, 12})});
+                     }});
+    cases.push_back({"matmul (transpose_b)", op::matmul, 1e-2, [](graph& g, ins& in, rng& r) {
+                         return g.apply(op::matmul,
+                                        {random_input(g, in, r, "a", dims{2, 8, 24}),
+                                         random_input(g, in, r, "b", dims{2, 12, 24})},
+                                        with([](attributes& a) { a.transpose_b = true; }));
+                     }});
+    cases.push_back({"linear", op::linear, 1e-2, [](graph& g, ins& in, rng& r) {
+                         return g.apply(op::linear, {random_input(g, in, r, "x", dims{7, 40}),
+                                                     random_constant(g, r, dims{24, 40}, -0.3f, 0.3f),
+                                                     random_constant(g, r, dims{24})});
+                     }});
+    cases.push_back({"linear (fp16 weights)", op::linear, 1e-2, [](graph& g, ins& in, rng& r) {
+                         const value w = g.apply(op::cast, {random_constant(g, r, dims{24, 40}, -0.3f, 0.3f)},
+                                                 with([](attributes& a) { a.to = dtype::f16; }));
+                         const value w32 =
+                             g.apply(op::cast, {w}, with([](attributes& a) { a.to = dtype::f32; }));
+                         return g.apply(op::linear, {random_input(g, in, r, "x", dims{7, 40}), w32});
+                     }});
+    cases.push_back({"conv2d", op::conv2d, 1e-2, [](graph& g, ins& in, rng& r) {
+                         return g.apply(op::conv2d,
+                                        {random_input(g, in, r, "x", dims{1, 8, 10, 10}),
+                                         random_constant(g, r, dims{16, 8, 3, 3}, -0.2f, 0.2f),
+                                         random_constant(g, r, dims{16})},
+                                        with([](attributes& a) {
+                                            a.kernel = {3, 3};
+                                            a.padding = {1, 1, 1, 1};
+                                        }));
+                     }});
+    cases.push_back({"conv2d (stride 2, depthwise)", op::conv2d, 1e-2, [](graph& g, ins& in, rng& r) {
+                         return g.apply(op::conv2d,
+                                        {random_input(g, in, r, "x", dims{1, 8, 9, 9}),
+                                         random_constant(g, r, dims{8, 1, 3, 3}, -0.3f, 0.3f)},
+                                        with([](attributes& a) {
+                                            a.kernel = {3, 3};
+                                            a.stride = {2, 2};
+                                            a.padding = {1, 1, 1, 1};
+                                            a.groups = 8;
+                                        }));
+                     }});
+    auto pooling = [&](op kind) {
+        cases.push_back({std::string(op_name(kind)), kind, 4e-3, [=](graph& g, ins& in, rng& r) {
+                             return g.apply(kind, {random_input(g, in, r, "x", dims{1, 4, 8, 8})},
+                                            with([](attributes& a) {
+                                                a.kernel = {2, 2};
+                                                a.stride = {2, 2};
+                                            }));
+                         }});
+    };
+    pooling(op::max_pool2d);
+    pooling(op::avg_pool2d);
+    auto upsample = [&](op kind) {
+        cases.push_back({std::string(op_name(kind)), kind, 4e-3, [=](graph& g, ins& in, rng& r) {
+                             return g.apply(kind, {random_input(g, in, r, "x", dims{1, 4, 5, 6})},
+                                            with([](attributes& a) {
+                                                a.sizes = {10, 12};
+                                            }));
+                         }});
+    };
+    upsample(op::upsample_nearest);
+    upsample(op::upsample_bilinear);
+    cases.push_back({"layer_norm", op::layer_norm, 1e-2, [](graph& g, ins& in, rng& r) {
+                         return g.apply(op::layer_norm,
+                                        {random_input(g, in, r, "x", dims{7, 40}),
+                                         random_constant(g, r, dims{40}), random_constant(g, r, dims{40})},
+                                        with([](attributes& a) { a.epsilon = 1e-5f; }));
+                     }});
+    cases.push_back({"rms_norm (large values)", op::rms_norm, 1e-2, [](graph& g, ins& in, rng& r) {
+                         // x^2 past fp16's range: a naive decomposition overflows (RUNTIME.md §6, TMC).
+                         return g.apply(op::rms_norm,
+                                        {random_input(g, in, r, "x", dims{7, 40}, -400.0f, 400.0f),
+                                         random_constant(g, r, dims{40})},
+                                        with([](attributes& a) { a.epsilon = 1e-6f; }));
+                     }});
+    cases.push_back({"group_norm", op::group_norm, 1e-2, [](graph& g, ins& in, rng& r) {
+                         return g.apply(op::group_norm,
+                                        {random_input(g, in, r, "x", dims{1, 8, 4, 4}),
+                                         random_constant(g, r, dims{8}), random_constant(g, r, dims{8})},
+                                        with([](attributes& a) {
+                                            a.groups = 4;
+                                            a.epsilon = 1e-5f;
+                                        }));
+                     }});
+    cases.push_back({"batch_norm", op::batch_norm, 1e-2, [](graph& g, ins& in, rng& r) {
+                         return g.apply(
+                             op::batch_norm,
+                             {random_input(g, in, r, "x", dims{1, 8, 4, 4}), random_constant(g, r, dims{8}),
+                              random_constant(g, r, dims{8}, 0.5f, 2.0f), random_constant(g, r, dims{8}),
+                              random_constant(g, r, dims{8})},
+                             with([](attributes& a) { a.epsilon = 1e-5f; }));
+                     }});
+    cases.push_back({"softmax", op::softmax, 4e-3, [](graph& g, ins& in, rng& r) {
+                         return g.apply(op::softmax, {random_input(g, in, r, "x", dims{6, 40}, -4, 4)},
+                                        with([](attributes& a) { a.axis = 1; }));
+                     }});
+    cases.push_back({"softmax (masked)", op::softmax, 4e-3, [](graph& g, ins& in, rng& r) {
+                         return g.apply(op::softmax,
+                                        {random_input(g, in, r, "x", dims{2, 6, 40}, -4, 4),
+                                         random_input(g, in, r, "mask", dims{2, 1, 40}, -3, 0)},
+                                        with([](attributes& a) { a.axis = 2; }));
+                     }});
+    auto reduction = [&](op kind) {
+        cases.push_back({std::string(op_name(kind)), kind, 1e-2, [=](graph& g, ins& in, rng& r) {
+                             return g.apply(kind, {random_input(g, in, r, "x", dims{3, 6, 40})},
+                                            with([](attributes& a) {
+                                                a.axes = {2};
+                                                a.keep_dims = true;
+                                            }));
+                         }});
+    };
+    reduction(op::reduce_sum);
+    reduction(op::reduce_mean);
+    reduction(op::reduce_max);
+    cases.push_back({"argmax", op::argmax, 0.0, [](graph& g, ins& in, rng& r) {
+                         return g.apply(op::argmax, {random_input(g, in, r, "x", dims{6, 40})},
+                                        with([](attributes& a) { a.axis = 1; }));
+                     }});
+    cases.push_back(
+        {"reshape", op::reshape, 2e-3, [](graph& g, ins& in, rng& r) {
+             const value x = random_input(g, in, r, "x", dims{6, 40});
+             const value y = g.apply(op::reshape, {x}, with([](attributes& a) { a.sizes = {4, 60}; }));
+             return g.apply(op::relu, {y});
+         }});
+    cases.push_back({"permute", op::permute, 2e-3, [](graph& g, ins& in, rng& r) {
+                         return g.apply(op::permute, {random_input(g, in, r, "x", dims{2, 6, 40})},
+                                        with([](attributes& a) {
+                                            a.axes = {2, 0, 1};
+                                        }));
+                     }});
+    cases.push_back({"concat", op::concat, 2e-3, [](graph& g, ins& in, rng& r) {
+                         return g.apply(op::concat,
+                                        {random_input(g, in, r, "a", dims{6, 40}),
+                                         random_input(g, in, r, "b", dims{6, 24})},
+                                        with([](attributes& a) { a.axis = 1; }));
+                     }});
+    cases.push_back({"slice", op::slice, 2e-3, [](graph& g, ins& in, rng& r) {
+                         return g.apply(op::slice, {random_input(g, in, r, "x", dims{6, 40})},
+                                        with([](attributes& a) {
+                                            a.begin = {1, 3};
+                                            a.end = {5, 35};
+                                            a.step = {1, 2};
+                                        }));
+                     }});
+    cases.push_back({"pad", op::pad, 2e-3, [](graph& g, ins& in, rng& r) {
+                         return g.apply(op::pad, {random_input(g, in, r, "x", dims{1, 4, 6, 40})},
+                                        with([](attributes& a) {
+                                            a.begin = {0, 0, 1, 2};
+                                            a.end = {0, 0, 2, 1};
+                                            a.value = 0.5f;
+                                        }));
+                     }});
+    cases.push_back(
+        {"gather", op::gather, 0.0, [](graph& g, ins& in, rng& r) {
+             const value table = random_constant(g, r, dims{50, 40});
+             in.push_back({"ids", host_tensor::from(std::vector<std::int32_t>{3, 1, 49, 0, 7}, dims{5})});
+             return g.apply(op::gather, {table, g.input("ids", dtype::i32, dims{5})});
+         }});
+    cases.push_back({"attention (grouped-query, causal)", op::attention, 1e-2, [](graph& g, ins& in, rng& r) {
+                         return g.apply(op::attention,
+                                        {random_input(g, in, r, "q", dims{1, 4, 8, 16}),
+                                         random_input(g, in, r, "k", dims{1, 2, 8, 16}),
+                                         random_input(g, in, r, "v", dims{1, 2, 8, 16})},
+                                        with([](attributes& a) { a.causal = true; }));
+                     }});
+    cases.push_back({"attention (additive mask)", op::attention, 1e-2, [](graph& g, ins& in, rng& r) {
+                         return g.apply(op::attention,
+                                        {random_input(g, in, r, "q", dims{2, 2, 6, 16}),
+                                         random_input(g, in, r, "k", dims{2, 2, 10, 16}),
+                                         random_input(g, in, r, "v", dims{2, 2, 10, 16}),
+                                         random_input(g, in, r, "mask", dims{2, 1, 1, 10}, -3, 0)});
+                     }});
+    cases.push_back({"rotary", op::rotary, 4e-3, [](graph& g, ins& in, rng& r) {
+                         return g.apply(op::rotary, {random_input(g, in, r, "x", dims{1, 2, 8, 32}),
+                                                     random_input(g, in, r, "cos", dims{8, 8}, -1, 1),
+                                                     random_input(g, in, r, "sin", dims{8, 8}, -1, 1)});
+                     }});
+    cases.push_back({"rotary (interleaved)", op::rotary, 4e-3, [](graph& g, ins& in, rng& r) {
+                         return g.apply(op::rotary,
+                                        {random_input(g, in, r, "x", dims{1, 2, 8, 32}),
+                                         random_input(g, in, r, "cos", dims{8, 16}, -1, 1),
+                                         random_input(g, in, r, "sin", dims{8, 16}, -1, 1)},
+                                        with([](attributes& a) { a.interleaved = true; }));
+                     }});
+    cases.push_back({"dequantize_int8 (weights)", op::dequantize_int8, 1e-2, [](graph& g, ins& in, rng& r) {
+                         std::vector<std::int8_t> q(24 * 40);
+                         for (std::size_t i = 0; i < q.size(); ++i)
+                             q[i] = static_cast<std::int8_t>(static_cast<int>(i * 37 % 255) - 127);
+                         const value w =
+                             g.apply(op::dequantize_int8, {g.constant(host_tensor::from(q, dims{24, 40})),
+                                                           random_constant(g, r, dims{24}, 0.001f, 0.01f)});
+                         return g.apply(op::linear, {random_input(g, in, r, "x", dims{5, 40}), w});
+                     }});
+    cases.push_back({"dequantize_lut (weights)", op::dequantize_lut, 1e-2, [](graph& g, ins& in, rng& r) {
+                         std::vector<std::uint8_t> indices(24 * 40);
+                         for (std::size_t i = 0; i < indices.size(); ++i)
+                             indices[i] = static_cast<std::uint8_t>(i * 5 % 16);
+                         const value w = g.apply(op::dequantize_lut,
+                                                 {g.constant(host_tensor::from(indices, dims{24, 40})),
+                                                  random_constant(g, r, dims{16}, -0.3f, 0.3f)});
+                         return g.apply(op::linear, {random_input(g, in, r, "x", dims{5, 40}), w});
+                     }});
+    return cases;
+}
+
+}  // namespace detail::ane
+
+// Runs every case on the ANE backend and the CPU backend (optimised kernels, f32) and compares them.
+inline std::vector<ane_selftest_row> ane_selftest(const ane_selftest_options& options = {}) {
+    using clock = std::chrono::steady_clock;
+    std::vector<ane_selftest_row> rows;
+    std::mt19937 random(options.seed);
+    for (const auto& c : detail::ane::selftest_cases()) {
+        ane_selftest_row row;
+        row.name = c.name;
+        row.kind = c.kind;
+        row.tolerance = c.tolerance;
+        graph g;
+        std::vector<named_tensor> inputs;
+        const value out = c.build(g, inputs, random);
+        // Where the node of the case's op lands.
+        {
+            graph_body body;
+            body.nodes = g.nodes();
+            body.outputs = {out.id()};
+            detail::ane::lowering_options lowering;
+            for (std::size_t id = body.nodes.size(); id-- > 0;) {
+                if (body.nodes[id].kind != c.kind) continue;
+                const auto support = detail::ane::supports(body, static_cast<value_id>(id), lowering);
+                row.placement = support.where == detail::ane::placement::native       ? "native"
+                                : support.where == detail::ane::placement::decomposed ? "decomposed"
+                                                                                      : "host";
+                row.note = support.reason;
+                break;
+            }
+        }
+        auto best_of = [&](program& p, std::vector<host_tensor>& result) {
+            double best = 1e300;
+            for (int i = 0; i < std::max(1, options.repeats); ++i) {
+                const auto start = clock::now();
+                result = p.run(inputs);
+                best =
+                    std::min(best, std::chrono::duration<double, std::milli>(clock::now() - start).count());
+            }
+            return best;
+        };
+        try {
+            compile_options cpu_options;
+            program cpu = compile({out}, cpu_options);
+            compile_options ane_options = options.ane;
+            ane_options.target = device::ane;
+            ane_options.strict_device = false;
+            program ane = compile({out}, ane_options);
+            std::vector<host_tensor> want;
+            std::vector<host_tensor> got;
+            row.cpu_ms = best_of(cpu, want);
+            row.ane_ms = best_of(ane, got);
+            const std::vector<float> e = want.at(0).to_f32();
+            const std::vector<float> a = got.at(0).to_f32();
+            double magnitude = 1.0;
+            for (const float v : e)
+                magnitude = std::max(magnitude, static_cast<double>(std::fabs(v)));
+            double worst = 0.0;
+            bool nan = false;
+            for (std::size_t i = 0; i < e.size(); ++i) {
+                if (std::isnan(a[i]) != std::isnan(e[i])) nan = true;
+                worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - static_cast<double>(e[i])));
+            }
+            row.max_error = nan ? INFINITY : worst / magnitude;
+            row.passed = !nan && row.max_error <= std::max(row.tolerance, 1e-6);
+        } catch (const std::exception& e) {
+            row.passed = false;
+            row.note = e.what();
+        }
+        rows.push_back(std::move(row));
+    }
+    return rows;
+}
+
+}  // namespace anvil

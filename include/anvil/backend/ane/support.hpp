@@ -1,0 +1,363 @@
+// anvil: which graph nodes the ANE backend runs, and how. `supports` decides per node — natively (one MIL
+// op), decomposed (a fixed pattern of MIL ops, MIL.md Part 2 and RUNTIME.md §6 say why) or on the host (with
+// the reason) — from the op, its dtypes, shapes and which operands are constants, against the limits in
+// CONSTRAINTS.md: fp16 only, rank <= 5, every extent <= max_dimension, surfaces [1, C, 1, W].
+// Constants (and int8/LUT dequantisation of constants, folded here to fp16 values) are embedded as weights.
+#pragma once
+
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "anvil/backend/ane/mil_writer.hpp"
+#include "anvil/core/convert.hpp"
+#include "anvil/core/error.hpp"
+#include "anvil/graph/graph.hpp"
+
+namespace anvil::detail::ane {
+
+struct lowering_options {
+    mil_dialect dialect = mil_dialect::ios18;
+    std::int64_t max_dimension =
+        16384;  // per axis of every tensor (CONSTRAINTS.md; 65536 on A16/M2 and later)
+    std::int64_t softmax_max_axis = 8192;  // longer softmax axes are decomposed (RUNTIME.md §6)
+    bool one_file_per_weight = false;      // one blob file per constant (M1 rejected multi-blob files, §5)
+};
+
+enum class placement : std::uint8_t { native, decomposed, host_only };
+
+struct support_result {
+    placement where = placement::native;
+    std::string reason;  // decomposed: into what; host_only: why
+};
+
+// A value known on the host when lowering: a constant, or int8/LUT dequantisation or a float cast of one.
+[[nodiscard]] inline bool is_host_constant(const graph_body& body, value_id id) {
+    const node& n = body.nodes.at(id);
+    switch (n.kind) {
+        case op::constant:
+            return true;
+        case op::dequantize_int8:
+        case op::dequantize_lut:
+        case op::cast:
+            if (n.kind == op::cast && !is_floating(n.result.type)) return false;
+            for (const value_id input : n.inputs)
+                if (!is_host_constant(body, input)) return false;
+            return true;
+        default:
+            return false;
+    }
+}
+
+// The values of a host constant as f32, row-major in its shape (dequantisation folded as the CPU reference
+// computes it: (q - zero_point[c]) * scale[c]; lut[c, index]).
+[[nodiscard]] inline std::vector<float> host_constant_values(const graph_body& body, value_id id) {
+    const node& n = body.nodes.at(id);
+    if (n.kind == op::constant) {
+        std::vector<float> values(n.data.element_count());
+        convert_to_f32(n.data.type(), n.data.raw(), values.size(), values.data(), conversion_path::portable);
+        return values;
+    }
+    if (!is_host_constant(body, id)) {
+        throw error(message("ane lowering: value ", id, " (", op_name(n.kind), ") is not a host constant"));
+    }
+    if (n.kind == op::cast) return host_constant_values(body, n.inputs[0]);
+    const std::vector<float> first = host_constant_values(body, n.inputs[0]);
+    const std::vector<float> table = host_constant_values(body, n.inputs[1]);
+    const dims& shape = body.nodes[n.inputs[0]].result.shape;
+    std::vector<float> values(first.size());
+    if (n.kind == op::dequantize_int8) {
+        const std::vector<float> zero =
+            n.inputs.size() > 2 ? host_constant_values(body, n.inputs[2]) : std::vector<float>(table.size());
+        const auto axis = static_cast<std::size_t>(n.attrs.axis);
+        std::int64_t inner = 1;
+        for (std::size_t a = axis + 1; a < shape.rank(); ++a)
+            inner *= shape[a];
+        const std::int64_t channels = shape[axis];
+        for (std::size_t i = 0; i < values.size(); ++i) {
+            const auto c = static_cast<std::size_t>((static_cast<std::int64_t>(i) / inner) % channels);
+            values[i] = (first[i] - zero[c]) * table[c];
+        }
+        return values;
+    }
+    const dims& lut_shape = body.nodes[n.inputs[1]].result.shape;
+    const auto length = static_cast<std::size_t>(lut_shape[lut_shape.rank() - 1]);
+    const std::size_t slice = lut_shape.rank() == 2 && shape.rank() > 0
+                                  ? values.size() / static_cast<std::size_t>(shape[0])
+                                  : values.size();
+    for (std::size_t i = 0; i < values.size(); ++i) {
+        const float index = first[i];
+        if (!(index >= 0.0f && index < static_cast<float>(length) && std::trunc(index) == index)) {
+            throw error(message("dequantize_lut: index ", index, " (element ", i,
+                                ") is out of range for the table ", lut_shape,
+                                " (expected a whole number in [0, ", length, "))"));
+        }
+        const std::size_t channel = slice == 0 ? 0 : i / slice;
+        values[i] = table[channel * length + static_cast<std::size_t>(index)];
+    }
+    return values;
+}
+
+// The [1, C, 1, S] view of a value with its last axis as channels (C) and the rest flattened (S).
+struct surface_extents {
+    std::int64_t channels = 1;   // the last extent
+    std::int64_t positions = 1;  // the product of the leading extents
+};
+[[nodiscard]] inline surface_extents surface_extents_of(const dims& shape) {
+    surface_extents result;
+    if (shape.rank() == 0) return result;
+    result.channels = shape[shape.rank() - 1];
+    for (std::size_t a = 0; a + 1 < shape.rank(); ++a)
+        result.positions *= shape[a];
+    return result;
+}
+
+struct op_lowering {
+    placement where;
+    std::string_view summary;
+};
+
+inline constexpr std::array<op_lowering, op_count> op_lowerings{{
+    {placement::native, "a function input surface [1, C, 1, W]"},
+    {placement::native, "an fp16 const (inline below 10 elements, else a BLOBFILE weight)"},
+    {placement::native, "relu"},
+    {placement::decomposed,
+     "0.5 * x * (1 + erf(x / sqrt(2))) (gelu is rejected by ANECCompile, RUNTIME.md §6)"},
+    {placement::decomposed, "0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3)))"},
+    {placement::decomposed, "x * sigmoid(1.702 x)"},
+    {placement::decomposed, "x * sigmoid(x)"},
+    {placement::native, "sigmoid"},
+    {placement::native, "tanh"},
+    {placement::native, "exp"},
+    {placement::native, "log"},
+    {placement::native, "sqrt"},
+    {placement::decomposed, "pow(x, -0.5) (rsqrt is rejected, RUNTIME.md §6)"},
+    {placement::native, "abs"},
+    {placement::decomposed, "mul(x, -1)"},
+    {placement::native, "clip (maximum then minimum when min >= max)"},
+    {placement::decomposed, "nothing: a cast between float types is a no-op, every value is fp16"},
+    {placement::native, "add"},
+    {placement::native, "sub"},
+    {placement::native, "mul"},
+    {placement::native, "real_div"},
+    {placement::native, "pow"},
+    {placement::native, "maximum"},
+    {placement::native, "minimum"},
+    {placement::decomposed, "select(not_equal(c, 0), a, b)"},
+    {placement::decomposed, "one MIL op (or pattern) per step"},
+    {placement::native, "matmul with transpose_x / transpose_y as named consts"},
+    {placement::native, "1x1 conv on [1, K, 1, S] (weight [N, K, 1, 1]) + add of a [1, N, 1, 1] bias"},
+    {placement::native, "conv (pad_type custom) + add of a [1, O, 1, 1] bias"},
+    {placement::native, "max_pool (pad_type custom)"},
+    {placement::native, "avg_pool (pad_type custom)"},
+    {placement::native, "upsample_nearest_neighbor with integer scale factors"},
+    {placement::native, "upsample_bilinear with integer scale factors"},
+    {placement::native, "layer_norm over the channel axis of [1, C, 1, S]"},
+    {placement::decomposed,
+     "layer_norm over concat([x, -x]) keeping the first half, times the weight (MIL.md §2.6)"},
+    {placement::decomposed,
+     "reshape to [N, G, C/G * spatial], layer_norm, reshape back, per-channel mul and add"},
+    {placement::decomposed,
+     "mul and add of [1, C, 1, 1] scale and shift folded from the constant statistics"},
+    {placement::native,
+     "softmax (+ add of the mask); reduce_max, sub, exp, reduce_sum, real_div past softmax_max_axis"},
+    {placement::native, "reduce_sum with keep_dims as a named const"},
+    {placement::native, "reduce_mean with keep_dims as a named const"},
+    {placement::native, "reduce_max with keep_dims as a named const"},
+    {placement::host_only, "argmax gives integer indices; the ANE computes fp16 only"},
+    {placement::native, "reshape"},
+    {placement::native, "transpose"},
+    {placement::native, "concat (interleave = false)"},
+    {placement::native, "slice_by_index"},
+    {placement::native, "pad (mode constant)"},
+    {placement::host_only, "gather reads integer indices (embedding lookup runs on the host, MIL.md §2.5)"},
+    {placement::decomposed,
+     "mul(q, scale), matmul(transpose_y), add of the mask and a -1e4 causal mask, softmax, matmul (SDPA "
+     "masks are "
+     "ignored, RUNTIME.md §6); grouped-query heads by reshaping q to [B, Hkv, G * Sq, D]"},
+    {placement::decomposed, "slice_by_index, mul, sub, add, concat"},
+    {placement::decomposed, "folded into an fp16 constant at lowering"},
+    {placement::decomposed, "folded into an fp16 constant at lowering"},
+}};
+
+[[nodiscard]] inline placement default_placement(op kind) {
+    return op_lowerings.at(static_cast<std::size_t>(kind)).where;
+}
+[[nodiscard]] inline std::string_view lowering_summary(op kind) {
+    return op_lowerings.at(static_cast<std::size_t>(kind)).summary;
+}
+
+namespace support_detail {
+
+inline std::string describe(const graph_body& body, value_id id) {
+    const node& n = body.nodes[id];
+    return message(n.kind == op::input ? "input '" + n.name + "'" : message(op_name(n.kind), " node ", id),
+                   " ", n.result.shape, " ", dtype_name(n.result.type));
+}
+
+// Why a value cannot live on the ANE (empty when it can): its type, rank or extents.
+inline std::string value_problem(const graph_body& body, value_id id, const lowering_options& options) {
+    const node& n = body.nodes[id];
+    const dims& shape = n.result.shape;
+    if (!is_floating(n.result.type)) {
+        return message(describe(body, id), " is not floating point; the ANE computes in fp16 only");
+    }
+    if (shape.rank() > 5)
+        return message(describe(body, id), " has rank ", shape.rank(), "; the ANE allows at most 5");
+    for (std::size_t a = 0; a < shape.rank(); ++a) {
+        if (shape[a] > options.max_dimension) {
+            return message(describe(body, id), " has extent ", shape[a], " at axis ", a,
+                           ", past the ANE's max_dimension ", options.max_dimension);
+        }
+    }
+    const surface_extents surface = surface_extents_of(shape);
+    if (surface.positions > options.max_dimension) {
+        return message(describe(body, id), " flattens to ", surface.positions, " rows of ", surface.channels,
+                       ", past max_dimension ", options.max_dimension, " as a [1, C, 1, W] surface");
+    }
+    return {};
+}
+
+inline bool integer_scale(std::int64_t out, std::int64_t in) {
+    return in > 0 && out % in == 0;
+}
+
+}  // namespace support_detail
+
+// Where node `id` of `body` runs and why.
+[[nodiscard]] inline support_result supports(const graph_body& body, value_id id,
+                                             const lowering_options& options) {
+    using namespace support_detail;
+    const node& n = body.nodes.at(id);
+    const op kind = n.kind;
+    const auto constant = [&](std::size_t i) {
+        return i < n.inputs.size() && is_host_constant(body, n.inputs[i]);
+    };
+    const auto host = [](std::string reason) {
+        return support_result{placement::host_only, std::move(reason)};
+    };
+    const std::string name = message(op_name(kind), " node ", id);
+    if (kind == op::input || kind == op::constant) return {placement::native, {}};
+    if (kind == op::gather || kind == op::argmax) return host(std::string(lowering_summary(kind)));
+    if (kind == op::dequantize_int8 || kind == op::dequantize_lut) {
+        if (is_host_constant(body, id)) return {placement::decomposed, std::string(lowering_summary(kind))};
+        return host(message(name,
+                            ": the quantised weights are not constant, so they cannot be folded into fp16 "
+                            "weights (the ANE has no integer arithmetic)"));
+    }
+    if (kind == op::cast && is_host_constant(body, id))
+        return {placement::decomposed, "folded into an fp16 constant"};
+    // Every non-constant operand and the result must be an fp16-representable tensor the ANE can hold.
+    std::string problem = value_problem(body, id, options);
+    for (std::size_t i = 0; problem.empty() && i < n.inputs.size(); ++i) {
+        if (!constant(i)) problem = value_problem(body, n.inputs[i], options);
+    }
+    if (!problem.empty()) {
+        if ((kind == op::linear || kind == op::matmul) && is_floating(n.result.type)) {
+            problem +=
+                "; tiling the output extent does not help: the concatenated tiles would need that extent "
+                "again";
+        }
+        return host(message(name, ": ", problem));
+    }
+    const auto x_shape = [&](std::size_t i) -> const dims& { return body.nodes[n.inputs[i]].result.shape; };
+    switch (kind) {
+        case op::conv2d:
+            if (!constant(1))
+                return host(message(name, ": the weight is not constant (conv needs a const weight here)"));
+            if (n.inputs.size() > 2 && !constant(2)) return host(message(name, ": the bias is not constant"));
+            return {placement::native, {}};
+        case op::max_pool2d:
+        case op::avg_pool2d: {
+            const dims& x = x_shape(0);
+            for (std::size_t i = 0; i < 2; ++i) {
+                const std::int64_t floor_extent =
+                    static_window_extent(x[2 + i], n.attrs.padding[2 * i], n.attrs.padding[2 * i + 1],
+                                         n.attrs.kernel[i], n.attrs.stride[i], 1, false);
+                if (floor_extent != n.result.shape[2 + i]) {
+                    return host(
+                        message(name, ": ceil_mode windows (PyTorch's rule) differ from MIL's pooling"));
+                }
+            }
+            return {placement::native, {}};
+        }
+        case op::upsample_nearest:
+        case op::upsample_bilinear: {
+            const dims& x = x_shape(0);
+            if (!integer_scale(n.result.shape[2], x[2]) || !integer_scale(n.result.shape[3], x[3])) {
+                return host(message(name, ": resizing ", x, " to ", n.result.shape,
+                                    " is not by integer scale factors (only those lower to MIL exactly)"));
+            }
+            return {placement::native, {}};
+        }
+        case op::layer_norm:
+            if (!constant(1) && n.inputs.size() > 1)
+                return host(message(name, ": the weight is not constant"));
+            if (!constant(2) && n.inputs.size() > 2) return host(message(name, ": the bias is not constant"));
+            return {placement::native, {}};
+        case op::rms_norm: {
+            const dims& x = x_shape(0);
+            if (2 * x[x.rank() - 1] > options.max_dimension) {
+                return host(message(name, ": the exact decomposition concatenates [x, -x] to ",
+                                    2 * x[x.rank() - 1], " features, past max_dimension ",
+                                    options.max_dimension));
+            }
+            break;
+        }
+        case op::group_norm: {
+            const dims& x = x_shape(0);
+            for (std::size_t i = 1; i < n.inputs.size(); ++i)
+                if (!constant(i)) return host(message(name, ": the weight and bias must be constants"));
+            const auto group = static_cast<std::int64_t>(x.element_count()) / (x[0] * n.attrs.groups);
+            if (group > options.max_dimension) {
+                return host(message(name, ": a group holds ", group, " elements, past max_dimension ",
+                                    options.max_dimension, " as one axis"));
+            }
+            break;
+        }
+        case op::batch_norm:
+            for (std::size_t i = 1; i < n.inputs.size(); ++i)
+                if (!constant(i))
+                    return host(message(name, ": the statistics, weight and bias must be constants"));
+            break;
+        case op::softmax: {
+            const std::int64_t extent = n.result.shape[static_cast<std::size_t>(n.attrs.axis)];
+            if (extent > options.softmax_max_axis) {
+                return {placement::decomposed,
+                        message("reduce_max, sub, exp, reduce_sum, real_div: the axis has ", extent,
+                                " elements, past softmax_max_axis ", options.softmax_max_axis,
+                                " (the ANE normalises long softmax axes per tile, RUNTIME.md §6)")};
+            }
+            return {placement::native, {}};
+        }
+        case op::attention: {
+            const dims& q = x_shape(0);
+            const dims& k = x_shape(1);
+            if (n.attrs.causal && q[2] > k[2]) {
+                return host(message(name, ": causal attention with more queries (", q[2], ") than keys (",
+                                    k[2],
+                                    ") leaves rows fully masked, which the finite ANE mask cannot express"));
+            }
+            if (k[2] > options.max_dimension) {
+                return host(message(name, ": ", k[2], " keys exceed max_dimension ", options.max_dimension));
+            }
+            break;
+        }
+        case op::rotary:
+            if (n.attrs.interleaved && x_shape(0).rank() > 4) {
+                return host(message(name, ": the interleaved form needs rank ", x_shape(0).rank() + 1,
+                                    " (pairs as a last axis of 2); the ANE allows at most 5"));
+            }
+            break;
+        default:
+            break;
+    }
+    const placement where = default_placement(kind);
+    return {where, where == placement::native ? std::string{} : std::string(lowering_summary(kind))};
+}
+
+}  // namespace anvil::detail::ane

@@ -1,0 +1,420 @@
+// The ANE backend end to end on the simulator: every op against the CPU backend, partitioning and
+// strict_device, the program cache (in this process and in a second one), the compile budget, and many
+// compile/load/evaluate/unload cycles without leaked objects.
+#include <doctest/doctest.h>
+#include <anvil/anvil.hpp>
+
+#include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace test_ane_backend {
+
+#ifdef ANVIL_ANE_SIM_PATH
+
+using anvil::dims;
+using anvil::dtype;
+using anvil::host_tensor;
+using anvil::op;
+
+// The simulator's diagnostics, reached as a test reaches them: dlopen of the same library the backend uses.
+struct simulator {
+    simulator() {
+        setenv("ANVIL_ANE_SIM", ANVIL_ANE_SIM_PATH, 1);
+        handle = dlopen(ANVIL_ANE_SIM_PATH, RTLD_NOW | RTLD_LOCAL);
+        REQUIRE_MESSAGE(handle != nullptr, dlerror());
+        counter_fn = reinterpret_cast<long (*)(const char*)>(dlsym(handle, "anvil_ane_sim_counter"));
+        violations_fn = reinterpret_cast<const char* (*)()>(dlsym(handle, "anvil_ane_sim_violations"));
+        live_fn = reinterpret_cast<const char* (*)()>(dlsym(handle, "anvil_ane_sim_live_objects"));
+        reset_fn = reinterpret_cast<void (*)()>(dlsym(handle, "anvil_ane_sim_reset"));
+        option_fn =
+            reinterpret_cast<int (*)(const char*, const char*)>(dlsym(handle, "anvil_ane_sim_set_option"));
+        const bool found = counter_fn != nullptr && violations_fn != nullptr && live_fn != nullptr &&
+                           reset_fn != nullptr && option_fn != nullptr;
+        REQUIRE_MESSAGE(found, "the simulator lacks its diagnostics entry points");
+    }
+    simulator(const simulator&) = delete;
+    simulator& operator=(const simulator&) = delete;
+    ~simulator() { dlclose(handle); }
+
+    long counter(const char* name) const { return counter_fn(name); }
+    std::string violations() const { return violations_fn(); }
+    std::string live_objects() const { return live_fn(); }
+    void reset() const { reset_fn(); }
+    void option(const char* name, const char* value) const { REQUIRE(option_fn(name, value) == 0); }
+
+    void* handle = nullptr;
+    long (*counter_fn)(const char*) = nullptr;
+    const char* (*violations_fn)() = nullptr;
+    const char* (*live_fn)() = nullptr;
+    void (*reset_fn)() = nullptr;
+    int (*option_fn)(const char*, const char*) = nullptr;
+};
+
+simulator& sim() {
+    static simulator instance;
+    return instance;
+}
+
+// A fresh cache directory per test.
+struct temporary_cache {
+    temporary_cache() {
+        std::string pattern = (std::filesystem::temp_directory_path() / "anvil-ane-cache-XXXXXX").string();
+        REQUIRE(mkdtemp(pattern.data()) != nullptr);
+        path = pattern;
+    }
+    temporary_cache(const temporary_cache&) = delete;
+    temporary_cache& operator=(const temporary_cache&) = delete;
+    ~temporary_cache() {
+        std::error_code ignored;
+        std::filesystem::remove_all(path, ignored);
+    }
+    std::filesystem::path path;
+};
+
+// A small block that runs wholly on the ANE: linear, gelu, layer_norm, softmax.
+struct block {
+    anvil::graph g;
+    anvil::value out;
+    std::vector<anvil::named_tensor> inputs;
+
+    explicit block(float shift = 0.0f) {
+        std::vector<float> w(32 * 48), b(32), x(5 * 48), gamma(32, 1.0f), beta(32, 0.0f);
+        for (std::size_t i = 0; i < w.size(); ++i)
+            w[i] = static_cast<float>(static_cast<int>(i * 13 % 29) - 14) * 0.01f + shift;
+        for (std::size_t i = 0; i < b.size(); ++i)
+            b[i] = static_cast<float>(i % 5) * 0.1f;
+        for (std::size_t i = 0; i < x.size(); ++i)
+            x[i] = static_cast<float>(static_cast<int>(i * 7 % 19) - 9) * 0.1f;
+        const auto input = g.input("x", dtype::f32, dims{5, 48});
+        auto h = g.apply(op::linear, {input, g.constant(host_tensor::from(w, dims{32, 48})),
+                                      g.constant(host_tensor::from(b, dims{32}))});
+        h = g.apply(op::gelu, {h});
+        anvil::attributes norm;
+        norm.epsilon = 1e-5f;
+        h = g.apply(op::layer_norm,
+                    {h, g.constant(host_tensor::from(gamma, dims{32})),
+                     g.constant(host_tensor::from(beta, dims{32}))},
+                    norm);
+        anvil::attributes soft;
+        soft.axis = 1;
+        out = g.apply(op::softmax, {h}, soft);
+        inputs.push_back({"x", host_tensor::from(x, dims{5, 48})});
+    }
+};
+
+anvil::compile_options ane_options(const std::filesystem::path& cache) {
+    anvil::compile_options options;
+    options.target = anvil::device::ane;
+    options.cache_dir = cache.string();
+    return options;
+}
+
+double max_difference(const host_tensor& a, const host_tensor& b) {
+    const auto x = a.to_f32();
+    const auto y = b.to_f32();
+    REQUIRE(x.size() == y.size());
+    double worst = 0.0;
+    for (std::size_t i = 0; i < x.size(); ++i)
+        worst = std::max(worst, std::fabs(static_cast<double>(x[i]) - static_cast<double>(y[i])));
+    return worst;
+}
+
+void expect_clean(const char* when) {
+    INFO(when);
+    CHECK(sim().violations() == "");
+    CHECK(sim().counter("live_programs") == 0);
+}
+
+TEST_CASE("ane backend: every op runs on the simulator and matches the CPU within its fp16 tolerance") {
+    sim();
+    const long live_before = sim().counter("live_objects");
+    anvil::ane_selftest_options options;
+    options.ane.cache_dir = "none";
+    options.repeats = 1;
+    const auto rows = anvil::ane_selftest(options);
+    REQUIRE(rows.size() >= 50);
+    for (const auto& row : rows) {
+        INFO(row.name, ": ", row.placement, ", error ", row.max_error, " (tolerance ", row.tolerance, ") ",
+             row.note);
+        CHECK(row.passed);
+    }
+    // The placements the README's table lists.
+    std::map<std::string, std::string> placement;
+    for (const auto& row : rows)
+        placement[row.name] = row.placement;
+    CHECK(placement["relu"] == "native");
+    CHECK(placement["linear"] == "native");
+    CHECK(placement["conv2d"] == "native");
+    CHECK(placement["layer_norm"] == "native");
+    CHECK(placement["gelu"] == "decomposed");
+    CHECK(placement["rsqrt"] == "decomposed");
+    CHECK(placement["attention (grouped-query, causal)"] == "decomposed");
+    CHECK(placement["rms_norm (large values)"] == "decomposed");
+    CHECK(placement["gather"] == "host");
+    CHECK(placement["argmax"] == "host");
+    CHECK(sim().counter("live_objects") == live_before);
+    expect_clean("after the op table");
+}
+
+TEST_CASE(
+    "ane backend: a graph with host-only ops is split between the ANE and the CPU, or refused when strict") {
+    sim();
+    anvil::graph g;
+    std::vector<float> table(50 * 24);
+    for (std::size_t i = 0; i < table.size(); ++i)
+        table[i] = static_cast<float>(static_cast<int>(i * 11 % 23) - 11) * 0.05f;
+    std::vector<float> w(16 * 24);
+    for (std::size_t i = 0; i < w.size(); ++i)
+        w[i] = static_cast<float>(static_cast<int>(i * 5 % 13) - 6) * 0.03f;
+    const auto ids = g.input("ids", dtype::i32, dims{6});
+    auto h = g.apply(op::gather, {g.constant(host_tensor::from(table, dims{50, 24}), "embeddings"), ids});
+    h = g.apply(op::linear, {h, g.constant(host_tensor::from(w, dims{16, 24}))});
+    h = g.apply(op::silu, {h});
+    anvil::attributes arg;
+    arg.axis = 1;
+    const auto best = g.apply(op::argmax, {h}, arg);
+    const std::vector<anvil::named_tensor> inputs{
+        {"ids", host_tensor::from(std::vector<std::int32_t>{4, 0, 49, 17, 17, 3}, dims{6})}};
+
+    temporary_cache cache;
+    anvil::program cpu = anvil::compile({h, best});
+    auto ane = std::make_unique<anvil::program>(anvil::compile({h, best}, ane_options(cache.path)));
+    const auto want = cpu.run(inputs);
+    const auto got = ane->run(inputs);
+    CHECK(max_difference(want[0], got[0]) < 1e-2);
+    CHECK(got[1].type() == dtype::i64);
+    CHECK(max_difference(want[1], got[1]) == 0.0);
+    const std::string dump = ane->dump();
+    ane.reset();
+    CHECK(dump.find("host: node") != std::string::npos);
+    CHECK(dump.find("gather of 'embeddings'") != std::string::npos);
+    CHECK(dump.find(": ANE (") != std::string::npos);
+    CHECK(dump.find(": CPU") != std::string::npos);
+
+    auto strict = ane_options(cache.path);
+    strict.strict_device = true;
+    try {
+        (void)anvil::compile({h, best}, strict);
+        FAIL("strict_device accepted a gather");
+    } catch (const anvil::unsupported_error& e) {
+        const std::string text = e.what();
+        CHECK(text.find("strict_device") != std::string::npos);
+        CHECK(text.find("gather of 'embeddings'") != std::string::npos);
+        CHECK(text.find("cannot run on the Neural Engine") != std::string::npos);
+    }
+    expect_clean("after the split graph");
+}
+
+TEST_CASE("ane backend: a program compiled once is loaded from the cache, in this process and in another") {
+    sim();
+    temporary_cache cache;
+    block b;
+    const long compiles = sim().counter("compiles");
+    const long hits = sim().counter("compile_cache_hits");
+    std::vector<host_tensor> first;
+    {
+        anvil::program p = anvil::compile({b.out}, ane_options(cache.path));
+        first = p.run(b.inputs);
+    }
+    CHECK(sim().counter("compiles") == compiles + 1);
+    {
+        anvil::program p = anvil::compile({b.out}, ane_options(cache.path));
+        CHECK(max_difference(first[0], p.run(b.inputs)[0]) == 0.0);
+    }
+    CHECK(sim().counter("compiles") == compiles + 1);
+    CHECK(sim().counter("compile_cache_hits") == hits + 1);
+
+    // A second process (forked: the cache on disk is all it shares with this one that matters).
+    const pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        int status = 10;
+        try {
+            const long child_compiles = sim().counter("compiles");
+            const long child_hits = sim().counter("compile_cache_hits");
+            block again;
+            auto options = ane_options(cache.path);
+            options.threads = 1;
+            anvil::program p = anvil::compile({again.out}, options);
+            const auto result = p.run(again.inputs);
+            status = sim().counter("compiles") != child_compiles             ? 11
+                     : sim().counter("compile_cache_hits") != child_hits + 1 ? 12
+                     : max_difference(first[0], result[0]) != 0.0            ? 13
+                                                                             : 0;
+        } catch (...) {
+            status = 14;
+        }
+        _exit(status);
+    }
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);  // 11: it compiled; 12: no cache hit; 13: another result; 14: it threw
+
+    // Other weights are another program.
+    block other(0.01f);
+    (void)anvil::compile({other.out}, ane_options(cache.path));
+    CHECK(sim().counter("compiles") == compiles + 2);
+    expect_clean("after the cache");
+}
+
+TEST_CASE("ane backend: 500 compile/load/evaluate/unload cycles leak nothing and stay within the budget") {
+    sim();
+    temporary_cache cache;
+    block b;
+    const long live_before = sim().counter("live_objects");
+    const long compiles = sim().counter("compiles");
+    const long evaluations = sim().counter("evaluations");
+    std::vector<host_tensor> first;
+    for (int cycle = 0; cycle < 500; ++cycle) {
+        anvil::program p = anvil::compile({b.out}, ane_options(cache.path));
+        auto result = p.run(b.inputs);
+        if (cycle == 0) {
+            first = std::move(result);
+        } else if (max_difference(first[0], result[0]) != 0.0) {
+            FAIL("cycle ", cycle, " computed another result");
+        }
+    }
+    CHECK(sim().counter("compiles") == compiles + 1);
+    CHECK(sim().counter("evaluations") == evaluations + 500);
+    CHECK(sim().counter("live_objects") == live_before);
+    INFO(sim().live_objects());
+    expect_clean("after 500 cycles");
+}
+
+TEST_CASE("ane backend: the compile budget stops compiles with a clear error before the framework fails") {
+    sim();
+    const long used = anvil::detail::ane::compiles_in_process().load();
+    const std::string budget = std::to_string(used + 2);
+    setenv("ANVIL_ANE_COMPILE_BUDGET", budget.c_str(), 1);
+    auto options = ane_options("none");
+    options.cache_dir = "none";
+    std::vector<anvil::program> kept;
+    try {
+        for (int i = 0; i < 2; ++i) {
+            block b(0.001f * static_cast<float>(i + 1));
+            kept.push_back(anvil::compile({b.out}, options));
+        }
+        block third(0.5f);
+        CHECK_THROWS_WITH_AS((void)anvil::compile({third.out}, options),
+                             doctest::Contains("ANE compile budget spent"), anvil::error);
+    } catch (...) {
+        unsetenv("ANVIL_ANE_COMPILE_BUDGET");
+        throw;
+    }
+    unsetenv("ANVIL_ANE_COMPILE_BUDGET");
+    kept.clear();
+    expect_clean("after the budget");
+}
+
+TEST_CASE("ane backend: a corrupt MIL text or weight blob is a clear error, never a crash") {
+    sim();
+    block b;
+    // The MIL and weights of the block, as the backend lowers them.
+    anvil::graph_body body;
+    body.nodes = b.g.nodes();
+    body.outputs = {b.out.id()};
+    body = anvil::detail::ane::materialise_constants(anvil::eliminate_dead_code(body));
+    const auto parts = anvil::detail::ane::partition(body, {}, true);
+    REQUIRE(parts.segments.size() == 1);
+    const auto& seg = parts.segments[0];
+    const auto lowered = anvil::detail::ane::lower(body, seg.nodes, seg.inputs, seg.outputs, {});
+    REQUIRE(!lowered.weights.empty());
+
+    auto compile_error = [](const std::string& mil,
+                            const std::vector<anvil::detail::ane::weight_file>& weights) {
+        try {
+            auto model = anvil::detail::ane::ane_model::create(mil, weights);
+            model.compile();
+            model.load();
+        } catch (const anvil::error& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    // Truncated text, a misspelt op, an undefined value.
+    CHECK(compile_error(lowered.mil.substr(0, lowered.mil.size() / 2), lowered.weights) != "no error");
+    std::string misspelt = lowered.mil;
+    const auto at = misspelt.find("softmax(");
+    REQUIRE(at != std::string::npos);
+    misspelt.replace(at, 8, "softmux(");
+    const std::string misspelt_error = compile_error(misspelt, lowered.weights);
+    CHECK(misspelt_error.find("softmux") != std::string::npos);
+    // A blob whose first metadata header lost its sentinel, and a truncated blob.
+    auto broken = lowered.weights;
+    broken[0].bytes[64] = std::byte{0};
+    CHECK(compile_error(lowered.mil, broken).find("no error") == std::string::npos);
+    auto truncated = lowered.weights;
+    truncated[0].bytes.resize(truncated[0].bytes.size() / 2);
+    CHECK(compile_error(lowered.mil, truncated).find("no error") == std::string::npos);
+    expect_clean("after the corrupt inputs");
+}
+
+TEST_CASE(
+    "ane backend: a vocabulary head past the dimension limit runs as tiles on the ANE, joined on the host") {
+    sim();
+    anvil::graph g;
+    constexpr std::int64_t vocabulary = 20000;  // past the ANE's 16384 per axis
+    constexpr std::int64_t hidden = 8;
+    std::vector<float> w(static_cast<std::size_t>(vocabulary * hidden));
+    for (std::size_t i = 0; i < w.size(); ++i)
+        w[i] = static_cast<float>(static_cast<int>(i * 7919 % 41) - 20) * 0.02f;
+    std::vector<float> x(3 * hidden);
+    for (std::size_t i = 0; i < x.size(); ++i)
+        x[i] = static_cast<float>(static_cast<int>(i % 9) - 4) * 0.25f;
+    const auto input = g.input("x", dtype::f32, dims{3, hidden});
+    const auto logits =
+        g.apply(op::linear, {input, g.constant(host_tensor::from(w, dims{vocabulary, hidden}), "lm_head")});
+    const std::vector<anvil::named_tensor> inputs{{"x", host_tensor::from(x, dims{3, hidden})}};
+    temporary_cache cache;
+    const auto want = anvil::compile({logits}).run(inputs);
+    {
+        anvil::program p = anvil::compile({logits}, ane_options(cache.path));
+        const auto got = p.run(inputs);
+        CHECK(got[0].shape() == dims{3, vocabulary});
+        CHECK(max_difference(want[0], got[0]) < 1e-2);
+        const std::string dump = p.dump();
+        CHECK(dump.find("lm_head_0_10000") != std::string::npos);
+        CHECK(dump.find("lm_head_10000_20000") != std::string::npos);
+        CHECK(dump.find("concat") != std::string::npos);
+    }
+    expect_clean("after the tiled head");
+}
+
+TEST_CASE("ane backend: a program with more weights than the limit is split into several ANE programs") {
+    sim();
+    block b;
+    temporary_cache cache;
+    const auto want = anvil::compile({b.out}).run(b.inputs);
+    auto options = ane_options(cache.path);
+    options.ane_max_program_weight_bytes = 1024;  // the linear's weights alone are 3 KiB in fp16
+    const long compiles = sim().counter("compiles");
+    {
+        anvil::program p = anvil::compile({b.out}, options);
+        CHECK(sim().counter("compiles") >= compiles + 2);
+        CHECK(max_difference(want[0], p.run(b.inputs)[0]) < 1e-2);
+        // The linear's result goes from the first program to the next in its IOSurface, not through the host.
+        const std::string dump = p.dump();
+        CHECK(dump.find("0 intermediate(s) passed") == std::string::npos);
+        CHECK(dump.find("intermediate(s) passed between ANE programs by IOSurface") != std::string::npos);
+        const long bytes_in = sim().counter("bytes_in");
+        const long changed = sim().counter("bytes_changed_in");
+        CHECK(max_difference(want[0], p.run(b.inputs)[0]) < 1e-2);
+        // A second run with the same input: the host rewrote nothing; the ANE still read every input.
+        CHECK(sim().counter("bytes_changed_in") == changed);
+        CHECK(sim().counter("bytes_in") > bytes_in);
+    }
+    expect_clean("after the split program");
+}
+
+#endif  // ANVIL_ANE_SIM_PATH
+
+}  // namespace test_ane_backend

@@ -1,0 +1,91 @@
+// anvil's ANE simulator: the boundary between the Objective-C/CF/IOSurface runtime (runtime_*.cpp, the
+// `_ANE*` classes) and the MIL part (mil_*.cpp: parser, validator, executor). The runtime hands over the MIL
+// text and the weights dictionary exactly as the caller passed them, and surfaces exactly as allocated; the
+// MIL part checks everything it can see and executes with fp16 numerics.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rules.hpp"
+
+namespace anvil_sim {
+
+// A failure the real stack reports as NO + NSError: `code` as the framework would set it, `message` what a
+// user needs ("ANECCompile() FAILED: line 12: conv: input 'weight' ...").
+class sim_failure : public std::runtime_error {
+public:
+    sim_failure(long code_value, const std::string& message)
+        : std::runtime_error(message), code(code_value) {}
+    long code;
+};
+
+// Codes the runtime and the MIL part use in NSErrors (domain "com.apple.appleneuralengine").
+namespace codes {
+inline constexpr long invalid_mil = 1;           // parse or validation failure at compile
+inline constexpr long invalid_weights = 2;       // a BLOBFILE that does not resolve to a valid blob
+inline constexpr long program_inference = 0x1d;  // evaluate failed (surfaces wrong, not loaded, ...)
+inline constexpr long too_many_programs = 0x50004;
+inline constexpr long compile_budget = 3;
+inline constexpr long transient_load = 4;
+inline constexpr long bad_call = 5;  // wrong call order or argument (nil dictionary, NSString MIL)
+}  // namespace codes
+
+// One entry of the weights dictionary: key (the BLOBFILE path, "@model_path/weights/x.bin"), the `offset`
+// number, and the whole `data` bytes.
+struct weight_file {
+    std::string key;
+    std::int64_t offset = 0;
+    std::vector<std::byte> data;
+};
+
+enum class element_type : std::uint8_t { fp16, fp32 };
+
+// A function input or output as declared in the MIL: rank 4 [1, C, H, W] (H is 1 in practice).
+struct io_tensor {
+    std::string name;
+    element_type type = element_type::fp16;
+    std::int64_t channels = 0;
+    std::int64_t height = 0;
+    std::int64_t width = 0;
+};
+
+// A locked IOSurface as the MIL part sees it: element (c, h, w) at
+// base + c * plane_stride + h * row_stride + w * element size.
+struct surface_view {
+    std::byte* base = nullptr;
+    std::size_t alloc_size = 0;
+    std::size_t row_stride = 0;
+    std::size_t plane_stride = 0;
+};
+
+class mil_program {
+public:
+    virtual ~mil_program() = default;
+
+    // Parses (both dialects), validates against mil_ops.json and the rules, resolves every BLOBFILE against
+    // `weights`, and prepares execution. Throws sim_failure with code invalid_mil / invalid_weights.
+    static std::unique_ptr<mil_program> compile(std::string_view mil_text,
+                                                std::span<const weight_file> weights, const rules& options);
+
+    // The function `main`'s inputs and outputs in symbol order: sorted by name (the order the real compiler
+    // binds them in), which is what `_ANEModel modelAttributes` reports.
+    [[nodiscard]] virtual const std::vector<io_tensor>& inputs() const = 0;
+    [[nodiscard]] virtual const std::vector<io_tensor>& outputs() const = 0;
+
+    // Runs once. Surfaces are given in symbol order; their sizes and strides were checked by the runtime.
+    // Throws sim_failure (program_inference) on a failure the hardware would report.
+    virtual void evaluate(std::span<const surface_view> inputs, std::span<const surface_view> outputs) = 0;
+
+    // Non-fatal findings of the last compile or evaluate (warn-mode rules, the first op whose values
+    // overflowed fp16), one per line; empty when none.
+    [[nodiscard]] virtual std::string warnings() const = 0;
+};
+
+}  // namespace anvil_sim

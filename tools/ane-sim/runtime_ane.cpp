@@ -1,0 +1,774 @@
+// anvil's ANE simulator: the AppleNeuralEngine.framework part. The `_ANE*` classes with the selectors and C
+// signatures of RUNTIME.md §2 (table), §3 ("the rigorous method") and §7, checking the calling sequence and
+// the surface rules of CONSTRAINTS.md, and handing the MIL text and weights to mil_program (the MIL part).
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "runtime.hpp"
+
+namespace anvil_sim {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct descriptor_object : object {
+    static constexpr const char* class_name = "_ANEInMemoryModelDescriptor";
+    std::string mil_text;
+    std::vector<weight_file> weights;  // sorted by key
+};
+
+struct in_memory_model_object : object {
+    static constexpr const char* class_name = "_ANEInMemoryModel";
+    ~in_memory_model_object();
+    descriptor_object* descriptor = nullptr;
+    std::string hex_identifier;
+    url_object* model_url = nullptr;
+    std::unique_ptr<mil_program> program;
+    bool loaded = false;
+    bool was_unloaded = false;
+    bool injected_failure = false;
+};
+
+struct model_object : object {
+    static constexpr const char* class_name = "_ANEModel";
+    ~model_object() { release_object(owner, "_ANEModel dealloc"); }
+    in_memory_model_object* owner = nullptr;
+};
+
+struct surface_wrapper_object : object {
+    static constexpr const char* class_name = "_ANEIOSurfaceObject";
+    ~surface_wrapper_object() { release_object(surface, "_ANEIOSurfaceObject dealloc"); }
+    surface_object* surface = nullptr;
+};
+
+struct request_object : object {
+    static constexpr const char* class_name = "_ANERequest";
+    ~request_object() {
+        for (object* held : {static_cast<object*>(inputs), static_cast<object*>(input_indices),
+                             static_cast<object*>(outputs), static_cast<object*>(output_indices),
+                             procedure_index, weights_buffer})
+            release_object(held, "_ANERequest dealloc");
+    }
+    array_object* inputs = nullptr;
+    array_object* input_indices = nullptr;
+    array_object* outputs = nullptr;
+    array_object* output_indices = nullptr;
+    object* procedure_index = nullptr;
+    object* weights_buffer = nullptr;
+    std::vector<std::vector<std::byte>> previous_inputs;  // data bytes at the last evaluation, per symbol
+};
+
+in_memory_model_object::~in_memory_model_object() {
+    if (loaded) {
+        record_violation(
+            "_ANEInMemoryModel " + hex_identifier +
+            ": model released while loaded (call unloadWithQoS:error: first; what the framework does "
+            "with a loaded program whose model is deallocated is unknown)");
+        --sim().live_programs;
+    }
+    release_object(descriptor, "_ANEInMemoryModel dealloc");
+    release_object(model_url, "_ANEInMemoryModel dealloc");
+}
+
+constexpr const char* compile_prefix = "ANECCompile() FAILED: ";
+constexpr const char* evaluate_prefix =
+    "ANEProgramProcessRequestDirect() Failed with status=0x1d : Program Inference error: ";
+
+std::string with_prefix(const char* prefix, const std::string& message) {
+    return message.rfind(prefix, 0) == 0 ? message : prefix + message;
+}
+
+void report_program_warnings(const mil_program& program) {
+    std::string text = program.warnings();
+    std::size_t start = 0;
+    while (start < text.size()) {
+        std::size_t end = text.find('\n', start);
+        if (end == std::string::npos) end = text.size();
+        std::string line = text.substr(start, end - start);
+        if (!line.empty() && sim().warnings_seen.insert(line).second) record_violation("warning: " + line);
+        start = end + 1;
+    }
+}
+
+// Two independent 64-bit hashes of MIL text + weights (RUNTIME.md §2: the identifier is derived from the
+// text, weights and options hashes, so identical inputs give an identical directory).
+std::string hex_identifier_of(const descriptor_object& descriptor) {
+    std::uint64_t first = 0xcbf29ce484222325ULL;
+    std::uint64_t second = 0x9e3779b97f4a7c15ULL;
+    auto feed = [&](const void* bytes, std::size_t size) {
+        auto* p = static_cast<const unsigned char*>(bytes);
+        for (std::size_t i = 0; i < size; ++i) {
+            first = (first ^ p[i]) * 0x100000001b3ULL;
+            second = ((second << 5 | second >> 59) ^ p[i]) * 0xff51afd7ed558ccdULL;
+        }
+    };
+    auto feed_size = [&](std::size_t size) {
+        std::uint64_t value = size;
+        feed(&value, sizeof value);
+    };
+    feed_size(descriptor.mil_text.size());
+    feed(descriptor.mil_text.data(), descriptor.mil_text.size());
+    for (const weight_file& weight : descriptor.weights) {
+        feed_size(weight.key.size());
+        feed(weight.key.data(), weight.key.size());
+        feed(&weight.offset, sizeof weight.offset);
+        feed_size(weight.data.size());
+        feed(weight.data.data(), weight.data.size());
+    }
+    char text[33];
+    std::snprintf(text, sizeof text, "%016llx%016llx", static_cast<unsigned long long>(first),
+                  static_cast<unsigned long long>(second ^ (second >> 31)));
+    return text;
+}
+
+bool read_file(const fs::path& path, std::string& contents) {
+    std::ifstream stream(path, std::ios::binary);
+    if (!stream) return false;
+    contents.assign(std::istreambuf_iterator<char>(stream), std::istreambuf_iterator<char>());
+    return true;
+}
+
+bool write_file(const fs::path& path, const std::string& contents) {
+    std::ofstream stream(path, std::ios::binary | std::ios::trunc);
+    stream << contents;
+    return static_cast<bool>(stream);
+}
+
+// The compiled artefacts (RUNTIME.md §2: after compile the directory holds net.plist and data).
+std::string net_plist_for(const std::string& hex) {
+    return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<plist version=\"1.0\">\n<dict>\n"
+           "  <key>hexStringIdentifier</key>\n  <string>" +
+           hex + "</string>\n</dict>\n</plist>\n";
+}
+std::string data_for(const std::string& hex) {
+    return "anvil-ane-sim compiled program " + hex + "\n";
+}
+
+bool write_artefacts(const fs::path& directory, const std::string& hex) {
+    std::error_code ignored;
+    fs::create_directories(directory, ignored);
+    return write_file(directory / "net.plist", net_plist_for(hex)) &&
+           write_file(directory / "data", data_for(hex));
+}
+
+bool artefacts_exist(const in_memory_model_object& model) {
+    if (model.model_url == nullptr || !model.model_url->alive) return false;
+    std::string plist;
+    std::string data;
+    fs::path directory = model.model_url->path;
+    return read_file(directory / "net.plist", plist) && plist == net_plist_for(model.hex_identifier) &&
+           read_file(directory / "data", data) && data == data_for(model.hex_identifier);
+}
+
+void check_options(id options, const char* method) {
+    if (as<dictionary_object>(options) == nullptr)
+        record_violation(std::string("-[_ANEInMemoryModel ") + method + "]: options is " + describe(options) +
+                         ", expected an NSDictionary (@{}; RUNTIME.md §2 \"Options dictionaries\")");
+}
+
+bool room_for_another_program(void** error) {
+    state& s = sim();
+    if (s.live_programs < s.options.max_live_programs) return true;
+    set_error(
+        error, codes::too_many_programs,
+        "0x50004: " + std::to_string(s.live_programs) +
+            " program instances are loaded (the device allows about " +
+            std::to_string(s.options.max_live_programs) +
+            "); unload models, and drain the autorelease pools that hold them (RUNTIME.md §2 \"Autorelease "
+            "and ownership\")");
+    return false;
+}
+
+std::unique_ptr<mil_program> compile_program(const in_memory_model_object& model, void** error) {
+    try {
+        auto program =
+            mil_program::compile(model.descriptor->mil_text, model.descriptor->weights, sim().options);
+        if (program == nullptr) throw sim_failure(codes::invalid_mil, "the MIL part returned no program");
+        report_program_warnings(*program);
+        return program;
+    } catch (const sim_failure& failure) {
+        set_error(error, failure.code, with_prefix(compile_prefix, failure.what()));
+    } catch (const std::exception& failure) {
+        record_violation(std::string("simulator internal error during compile: ") + failure.what());
+        set_error(error, codes::invalid_mil, with_prefix(compile_prefix, failure.what()));
+    }
+    return nullptr;
+}
+
+// +[_ANEInMemoryModelDescriptor modelWithMILText:weights:optionsPlist:]
+id descriptor_create(id, sel, id mil_text, id weights, id options_plist) {
+    lock_guard lock(sim().mutex);
+    const std::string where = "+[_ANEInMemoryModelDescriptor modelWithMILText:weights:optionsPlist:]: ";
+    auto* mil = as<data_object>(mil_text);
+    if (mil == nullptr) {
+        record_violation(
+            where + "the MIL text is " + describe(mil_text) +
+            ", expected NSData of UTF-8 bytes (an NSString crashes or fails silently, RUNTIME.md §2)");
+        return nullptr;
+    }
+    auto* dictionary = as<dictionary_object>(weights);
+    if (dictionary == nullptr) {
+        record_violation(
+            where + "the weights are " + describe(weights) +
+            ", expected an NSDictionary (@{} when there are no weights; nil crashes, RUNTIME.md §2)");
+        return nullptr;
+    }
+    if (options_plist != nullptr)
+        record_violation(where + "optionsPlist is " + describe(options_plist) +
+                         ", expected nil (RUNTIME.md §2)");
+    std::vector<weight_file> files;
+    for (std::size_t i = 0; i < dictionary->keys.size(); ++i) {
+        auto* key = as<string_object>(dictionary->keys[i]);
+        auto* entry = as<dictionary_object>(dictionary->values[i]);
+        if (key == nullptr || entry == nullptr) {
+            record_violation(where + "weights entry " + std::to_string(i) + " has key " +
+                             describe(dictionary->keys[i]) + " and value " + describe(dictionary->values[i]) +
+                             ", expected NSString -> @{@\"offset\": @0, @\"data\": NSData}");
+            return nullptr;
+        }
+        auto* offset = as<number_object>(dictionary_lookup(*entry, "offset"));
+        auto* data = as<data_object>(dictionary_lookup(*entry, "data"));
+        if (offset == nullptr || data == nullptr || offset->is_float) {
+            record_violation(
+                where + "weights entry '" + key->text +
+                "' must be @{@\"offset\": @0, @\"data\": <NSData: the whole file>} (RUNTIME.md §2)");
+            return nullptr;
+        }
+        if (offset->integer_value != 0)
+            record_violation(where + "weights entry '" + key->text + "' has offset " +
+                             std::to_string(offset->integer_value) +
+                             "; every working codebase passes @0 (its meaning is unknown, RUNTIME.md §2)");
+        files.push_back({key->text, offset->integer_value, data->bytes});
+    }
+    std::sort(files.begin(), files.end(),
+              [](const weight_file& a, const weight_file& b) { return a.key < b.key; });
+    auto* made = make_object<descriptor_object>();
+    const auto* text = reinterpret_cast<const char*>(mil->bytes.data());
+    made->mil_text.assign(text, mil->bytes.size());
+    made->weights = std::move(files);
+    return autorelease_object(made, "+[_ANEInMemoryModelDescriptor modelWithMILText:weights:optionsPlist:]");
+}
+
+// +[_ANEInMemoryModel inMemoryModelWithDescriptor:]
+id model_create(id, sel, id descriptor) {
+    lock_guard lock(sim().mutex);
+    auto* typed = as<descriptor_object>(descriptor);
+    if (typed == nullptr) {
+        record_violation("+[_ANEInMemoryModel inMemoryModelWithDescriptor:]: the descriptor is " +
+                         describe(descriptor) + ", expected an _ANEInMemoryModelDescriptor");
+        return nullptr;
+    }
+    auto* made = make_object<in_memory_model_object>();
+    made->descriptor = static_cast<descriptor_object*>(retain_object(typed, "inMemoryModelWithDescriptor:"));
+    made->hex_identifier = hex_identifier_of(*typed);
+    return autorelease_object(made, "+[_ANEInMemoryModel inMemoryModelWithDescriptor:]");
+}
+
+id model_hex_string_identifier(id self, sel) {
+    lock_guard lock(sim().mutex);
+    auto* model = receiver<in_memory_model_object>(self, "hexStringIdentifier");
+    if (model == nullptr) return nullptr;
+    return autorelease_object(make_string(model->hex_identifier), "-[_ANEInMemoryModel hexStringIdentifier]");
+}
+
+void model_set_model_url(id self, sel, id url) {
+    lock_guard lock(sim().mutex);
+    auto* model = receiver<in_memory_model_object>(self, "setModelURL:");
+    if (model == nullptr) return;
+    auto* typed = as<url_object>(url);
+    if (url != nullptr && typed == nullptr) {
+        record_violation("-[_ANEInMemoryModel setModelURL:]: the URL is " + describe(url) +
+                         ", expected an NSURL");
+        return;
+    }
+    retain_object(typed, "setModelURL:");
+    release_object(model->model_url, "setModelURL:");
+    model->model_url = typed;
+}
+
+bool model_compiled_model_exists(id self, sel) {
+    lock_guard lock(sim().mutex);
+    auto* model = receiver<in_memory_model_object>(self, "compiledModelExists");
+    return model != nullptr && artefacts_exist(*model);
+}
+
+// Checks that the caller populated NSTemporaryDirectory()/<hex>/ (RUNTIME.md §2 step 4); the error message or
+// "".
+std::string check_temporary_directory(const in_memory_model_object& model) {
+    fs::path directory = temporary_directory() + model.hex_identifier;
+    std::string contents;
+    fs::path mil_path = directory / "model.mil";
+    const std::string remedy =
+        " (write NSTemporaryDirectory()/<hexStringIdentifier>/model.mil and weights/<file> "
+        "before compileWithQoS:options:error:, RUNTIME.md §2 step 4)";
+    if (!read_file(mil_path, contents))
+        return "the model's temporary directory lacks " + mil_path.string() + remedy;
+    if (contents != model.descriptor->mil_text)
+        return mil_path.string() + " differs from the MIL text given to the descriptor" + remedy;
+    const std::string prefix = "@model_path/";
+    for (const weight_file& weight : model.descriptor->weights) {
+        if (weight.key.rfind(prefix + "weights/", 0) != 0)
+            return "weights key '" + weight.key + "' is not of the form @model_path/weights/<file>";
+        fs::path path = directory / weight.key.substr(prefix.size());
+        if (!read_file(path, contents))
+            return "the model's temporary directory lacks " + path.string() + remedy;
+        if (contents.size() != weight.data.size() ||
+            !std::equal(contents.begin(), contents.end(), reinterpret_cast<const char*>(weight.data.data())))
+            return path.string() + " differs from the data of weights entry '" + weight.key + "'" + remedy;
+    }
+    return "";
+}
+
+bool model_compile(id self, sel, unsigned int, id options, void** error) {
+    lock_guard lock(sim().mutex);
+    auto* model = receiver<in_memory_model_object>(self, "compileWithQoS:options:error:");
+    if (model == nullptr) return false;
+    check_options(options, "compileWithQoS:options:error:");
+    if (std::string problem = check_temporary_directory(*model); !problem.empty()) {
+        set_error(error, codes::bad_call, compile_prefix + problem);
+        return false;
+    }
+    state& s = sim();
+    if (s.process_compiles >= s.options.compile_budget) {
+        set_error(
+            error, codes::compile_budget,
+            std::string(compile_prefix) + "this process has used its " +
+                std::to_string(s.options.compile_budget) +
+                " compiles (the ANE compiler leaks resources, RUNTIME.md §6; restart the process, or cache "
+                "with setModelURL: + compiledModelExists)");
+        return false;
+    }
+    if (!room_for_another_program(error)) return false;
+    ++s.process_compiles;
+    add_counter("compiles", 1);
+    auto program = compile_program(*model, error);
+    if (program == nullptr) return false;
+    model->program = std::move(program);
+    std::error_code ignored;
+    write_artefacts(temporary_directory() + model->hex_identifier, model->hex_identifier);
+    if (model->model_url != nullptr && !write_artefacts(model->model_url->path, model->hex_identifier)) {
+        set_error(
+            error, codes::bad_call,
+            std::string(compile_prefix) + "cannot write the compiled model to " + model->model_url->path);
+        return false;
+    }
+    return true;
+}
+
+bool model_load(id self, sel, unsigned int, id options, void** error) {
+    lock_guard lock(sim().mutex);
+    auto* model = receiver<in_memory_model_object>(self, "loadWithQoS:options:error:");
+    if (model == nullptr) return false;
+    check_options(options, "loadWithQoS:options:error:");
+    if (model->loaded) {
+        record_violation("-[_ANEInMemoryModel loadWithQoS:options:error:]: model " + model->hex_identifier +
+                         " is already loaded");
+        return true;
+    }
+    bool from_cache = model->program == nullptr;
+    if (from_cache && !artefacts_exist(*model)) {
+        set_error(
+            error, codes::bad_call,
+            "ANEProgramLoad() Failed: model " + model->hex_identifier +
+                " is not compiled (call compileWithQoS:options:error: first, or setModelURL: to a directory "
+                "whose compiled model matches, see compiledModelExists)");
+        return false;
+    }
+    state& s = sim();
+    if (s.options.inject_load_failures > 0 && !model->injected_failure) {
+        --s.options.inject_load_failures;
+        model->injected_failure = true;
+        set_error(
+            error, codes::transient_load,
+            "ANEProgramLoad() Failed: transient failure (injected by the simulator's inject_load_failures; "
+            "retry once after a short sleep, RUNTIME.md §2 \"Load retry\")");
+        return false;
+    }
+    if (!room_for_another_program(error)) return false;
+    if (from_cache) {
+        // Loading a cached compile parses the MIL again internally, which costs no compile.
+        model->program = compile_program(*model, error);
+        if (model->program == nullptr) return false;
+        add_counter("compile_cache_hits", 1);
+    }
+    model->loaded = true;
+    ++s.live_programs;
+    add_counter("loads", 1);
+    return true;
+}
+
+bool model_unload(id self, sel, unsigned int, void** error) {
+    lock_guard lock(sim().mutex);
+    auto* model = receiver<in_memory_model_object>(self, "unloadWithQoS:error:");
+    if (model == nullptr) return false;
+    if (!model->loaded) {
+        set_error(error, codes::bad_call,
+                  "ANEProgramUnload() Failed: model " + model->hex_identifier + " is not loaded");
+        return false;
+    }
+    model->loaded = false;
+    model->was_unloaded = true;
+    --sim().live_programs;
+    return true;
+}
+
+std::size_t element_size(element_type type) {
+    return type == element_type::fp16 ? 2 : 4;
+}
+std::size_t row_stride_of(const io_tensor& tensor) {
+    return (static_cast<std::size_t>(tensor.width) * element_size(tensor.type) + 63) / 64 * 64;
+}
+std::size_t plane_stride_of(const io_tensor& tensor) {
+    return row_stride_of(tensor) * static_cast<std::size_t>(tensor.height);
+}
+
+// Binds the request's surfaces to symbols; "" or what is wrong.
+std::string bind_surfaces(const array_object& wrappers, const array_object& indices,
+                          const std::vector<io_tensor>& symbols, const char* kind,
+                          std::vector<surface_object*>& bound) {
+    bound.assign(symbols.size(), nullptr);
+    for (std::size_t i = 0; i < wrappers.elements.size(); ++i) {
+        auto* index = as<number_object>(indices.elements[i]);
+        auto* wrapper = as<surface_wrapper_object>(wrappers.elements[i]);
+        if (index == nullptr || wrapper == nullptr || !wrapper->surface->alive) return "bad request contents";
+        std::int64_t symbol = index->integer_value;
+        if (symbol < 0 || symbol >= static_cast<std::int64_t>(symbols.size()))
+            return std::string(kind) + " index " + std::to_string(symbol) +
+                   " is not a symbol of the program (it has " + std::to_string(symbols.size()) + " " + kind +
+                   "s)";
+        auto slot = static_cast<std::size_t>(symbol);
+        if (bound[slot] != nullptr)
+            return std::string(kind) + " symbol " + std::to_string(symbol) + " ('" + symbols[slot].name +
+                   "') is bound twice";
+        bound[slot] = wrapper->surface;
+    }
+    for (std::size_t i = 0; i < symbols.size(); ++i)
+        if (bound[i] == nullptr)
+            return std::string(kind) + " symbol " + std::to_string(i) + " ('" + symbols[i].name +
+                   "') has no surface (symbols are the MIL names in alphabetical order, RUNTIME.md §3)";
+    return "";
+}
+
+// The layout checks of CONSTRAINTS.md "I/O surfaces" for one direction; "" or what is wrong.
+std::string check_surfaces(const std::vector<surface_object*>& bound, const std::vector<io_tensor>& symbols,
+                           const char* kind, std::vector<surface_view>& views) {
+    const rules& options = sim().options;
+    for (std::size_t i = 0; i < bound.size(); ++i) {
+        const surface_object& surface = *bound[i];
+        const io_tensor& symbol = symbols[i];
+        std::string which = std::string(kind) + " '" + symbol.name + "' (symbol " + std::to_string(i) + ")";
+        std::size_t row = row_stride_of(symbol);
+        std::size_t needed = plane_stride_of(symbol) * static_cast<std::size_t>(symbol.channels);
+        if (surface.lock_count > 0) {
+            record_violation("evaluateWithQoS: the surface of " + which +
+                             " is locked; unlock surfaces before evaluate (RUNTIME.md §3 \"Locking\")");
+            return "the surface of " + which + " is locked during evaluate";
+        }
+        if (surface.bytes_per_row % 64 != 0)
+            return "the surface of " + which + " has bytes per row " + std::to_string(surface.bytes_per_row) +
+                   ", not a multiple of 64";
+        if (surface.height > 1 && surface.bytes_per_row != row)
+            return "the surface of " + which + " has rows " + std::to_string(surface.bytes_per_row) +
+                   " bytes apart but the program reads them RowStride = round_up(Width * elemsize, 64) = " +
+                   std::to_string(row) + " bytes apart (RUNTIME.md §3)";
+        if (surface.alloc_size < needed)
+            return "the surface of " + which + " holds " + std::to_string(surface.alloc_size) +
+                   " bytes; [1, " + std::to_string(symbol.channels) + ", " + std::to_string(symbol.height) +
+                   ", " + std::to_string(symbol.width) +
+                   "] needs Channels * PlaneStride = " + std::to_string(needed) + " bytes (RowStride " +
+                   std::to_string(row) + ")";
+        if (static_cast<std::int64_t>(surface.alloc_size) < options.min_surface_bytes)
+            return "the surface of " + which + " holds " + std::to_string(surface.alloc_size) +
+                   " bytes, below the minimum of " + std::to_string(options.min_surface_bytes) +
+                   " (RUNTIME.md §3 \"Sizes\"; simulator option min_surface_bytes)";
+        if (options.equal_surface_sizes && surface.alloc_size != bound[0]->alloc_size)
+            return "the " + std::string(kind) + " surfaces differ in size (" +
+                   std::to_string(bound[0]->alloc_size) + " and " + std::to_string(surface.alloc_size) +
+                   " bytes); several " + kind +
+                   "s need equal allocation sizes (RUNTIME.md §3; simulator option equal_surface_sizes)";
+        views.push_back({surface.base, surface.alloc_size, row, plane_stride_of(symbol)});
+    }
+    return "";
+}
+
+// The bytes of the tensor inside a surface (padding excluded), channel by channel.
+std::vector<std::byte> gather_data(const surface_view& view, const io_tensor& symbol) {
+    std::vector<std::byte> data;
+    std::size_t row_bytes = static_cast<std::size_t>(symbol.width) * element_size(symbol.type);
+    for (std::int64_t c = 0; c < symbol.channels; ++c)
+        for (std::int64_t h = 0; h < symbol.height; ++h) {
+            const std::byte* row = view.base + static_cast<std::size_t>(c) * view.plane_stride +
+                                   static_cast<std::size_t>(h) * view.row_stride;
+            data.insert(data.end(), row, row + row_bytes);
+        }
+    return data;
+}
+
+bool model_evaluate(id self, sel, unsigned int, id options, id request, void** error) {
+    lock_guard lock(sim().mutex);
+    auto* model = receiver<in_memory_model_object>(self, "evaluateWithQoS:options:request:error:");
+    if (model == nullptr) return false;
+    check_options(options, "evaluateWithQoS:options:request:error:");
+    auto* typed = as<request_object>(request);
+    if (typed == nullptr) {
+        record_violation("-[_ANEInMemoryModel evaluateWithQoS:options:request:error:]: the request is " +
+                         describe(request) + ", expected an _ANERequest");
+        set_error(error, codes::bad_call, std::string(evaluate_prefix) + "no valid request");
+        return false;
+    }
+    if (!model->loaded) {
+        set_error(error, codes::program_inference,
+                  std::string(evaluate_prefix) + "model " + model->hex_identifier +
+                      (model->was_unloaded ? " was unloaded" : " is not loaded") +
+                      " (order: compile, load, evaluate, unload; RUNTIME.md §2)");
+        return false;
+    }
+    const auto& input_symbols = model->program->inputs();
+    const auto& output_symbols = model->program->outputs();
+    std::vector<surface_object*> inputs;
+    std::vector<surface_object*> outputs;
+    std::vector<surface_view> input_views;
+    std::vector<surface_view> output_views;
+    std::string problem =
+        bind_surfaces(*typed->inputs, *typed->input_indices, input_symbols, "input", inputs);
+    if (problem.empty())
+        problem = bind_surfaces(*typed->outputs, *typed->output_indices, output_symbols, "output", outputs);
+    if (problem.empty()) problem = check_surfaces(inputs, input_symbols, "input", input_views);
+    if (problem.empty()) problem = check_surfaces(outputs, output_symbols, "output", output_views);
+    if (!problem.empty()) {
+        set_error(error, codes::program_inference, evaluate_prefix + problem);
+        return false;
+    }
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+        if (digest_bytes(inputs[i]->base, inputs[i]->alloc_size, 0) != inputs[i]->digest_at_unlock)
+            record_violation("evaluateWithQoS: the surface of input '" + input_symbols[i].name +
+                             "' was written without IOSurfaceLock/IOSurfaceUnlock around the CPU access");
+    try {
+        model->program->evaluate(input_views, output_views);
+    } catch (const sim_failure& failure) {
+        set_error(error, failure.code, with_prefix(evaluate_prefix, failure.what()));
+        return false;
+    } catch (const std::exception& failure) {
+        record_violation(std::string("simulator internal error during evaluate: ") + failure.what());
+        set_error(error, codes::program_inference, with_prefix(evaluate_prefix, failure.what()));
+        return false;
+    }
+    report_program_warnings(*model->program);
+    for (surface_object* output : outputs)
+        output->digest_at_unlock = digest_bytes(output->base, output->alloc_size, 0);
+    add_counter("evaluations", 1);
+    // The first evaluation of a request moves every input byte; later ones count the bytes that changed.
+    bool first = typed->previous_inputs.size() != inputs.size();
+    typed->previous_inputs.resize(inputs.size());
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+        std::vector<std::byte> now = gather_data(input_views[i], input_symbols[i]);
+        add_counter("bytes_in", static_cast<long>(now.size()));
+        const std::vector<std::byte>& before = typed->previous_inputs[i];
+        long changed = 0;
+        for (std::size_t b = 0; b < now.size(); ++b)
+            if (first || b >= before.size() || before[b] != now[b]) ++changed;
+        add_counter("bytes_changed_in", changed);
+        typed->previous_inputs[i] = std::move(now);
+    }
+    for (std::size_t i = 0; i < outputs.size(); ++i)
+        add_counter("bytes_out", static_cast<long>(gather_data(output_views[i], output_symbols[i]).size()));
+    return true;
+}
+
+id model_model(id self, sel) {
+    lock_guard lock(sim().mutex);
+    auto* model = receiver<in_memory_model_object>(self, "model");
+    if (model == nullptr) return nullptr;
+    auto* made = make_object<model_object>();
+    made->owner = static_cast<in_memory_model_object*>(retain_object(model, "-[_ANEInMemoryModel model]"));
+    return autorelease_object(made, "-[_ANEInMemoryModel model]");
+}
+
+object* live_list(const std::vector<io_tensor>& symbols) {
+    std::vector<object*> entries;
+    for (const io_tensor& symbol : symbols)
+        entries.push_back(make_dictionary({
+            {"Channels", make_integer(symbol.channels)},
+            {"Width", make_integer(symbol.width)},
+            {"Height", make_integer(symbol.height)},
+            {"RowStride", make_integer(static_cast<std::int64_t>(row_stride_of(symbol)))},
+            {"PlaneStride", make_integer(static_cast<std::int64_t>(plane_stride_of(symbol)))},
+            {"Type", make_string(symbol.type == element_type::fp16 ? "Float16" : "Float32")},
+            {"Name", make_string(symbol.name)},
+            {"Symbol", make_string(symbol.name)},
+        }));
+    return make_array(std::move(entries));
+}
+
+object* symbol_names(const std::vector<io_tensor>& symbols) {
+    std::vector<object*> names;
+    for (const io_tensor& symbol : symbols)
+        names.push_back(make_string(symbol.name));
+    return make_array(std::move(names));
+}
+
+object* index_array(std::size_t count) {
+    std::vector<object*> indices;
+    for (std::size_t i = 0; i < count; ++i)
+        indices.push_back(make_integer(static_cast<std::int64_t>(i)));
+    return make_array(std::move(indices));
+}
+
+// -[_ANEModel modelAttributes] (RUNTIME.md §3 "the rigorous method"); empty before compile or load.
+id model_attributes(id self, sel) {
+    lock_guard lock(sim().mutex);
+    auto* model = receiver<model_object>(self, "modelAttributes");
+    if (model == nullptr) return nullptr;
+    const mil_program* program = model->owner->alive ? model->owner->program.get() : nullptr;
+    if (program == nullptr) return autorelease_object(make_dictionary({}), "-[_ANEModel modelAttributes]");
+    object* status = make_dictionary(
+        {{"LiveInputList", live_list(program->inputs())}, {"LiveOutputList", live_list(program->outputs())}});
+    object* procedure =
+        make_dictionary({{"ANEFModelInputSymbolIndexArray", index_array(program->inputs().size())},
+                         {"ANEFModelOutputSymbolIndexArray", index_array(program->outputs().size())},
+                         {"ANEFModelProcedureID", make_integer(0)}});
+    object* description = make_dictionary({
+        {"kANEFModelInputSymbolsArrayKey", symbol_names(program->inputs())},
+        {"kANEFModelOutputSymbolsArrayKey", symbol_names(program->outputs())},
+        {"ANEFModelProcedures", make_array({procedure})},
+        {"kANEFModelProcedureNameToIDMapKey", make_dictionary({{"main", make_integer(0)}})},
+    });
+    object* attributes =
+        make_dictionary({{"NetworkStatusList", make_array({status})}, {"ANEFModelDescription", description}});
+    return autorelease_object(attributes, "-[_ANEModel modelAttributes]");
+}
+
+// +[_ANEIOSurfaceObject objectWithIOSurface:]
+id surface_wrapper_create(id, sel, void* surface) {
+    lock_guard lock(sim().mutex);
+    auto* typed = as<surface_object>(surface);
+    if (typed == nullptr) {
+        record_violation("+[_ANEIOSurfaceObject objectWithIOSurface:]: the surface is " + describe(surface) +
+                         ", expected an IOSurfaceRef");
+        return nullptr;
+    }
+    auto* made = make_object<surface_wrapper_object>();
+    made->surface = static_cast<surface_object*>(retain_object(typed, "objectWithIOSurface:"));
+    return autorelease_object(made, "+[_ANEIOSurfaceObject objectWithIOSurface:]");
+}
+
+// An NSArray of `element_class` objects; "" or what is wrong.
+template <class Element>
+std::string check_array(id value, const char* name) {
+    auto* array = as<array_object>(value);
+    if (array == nullptr) return std::string(name) + " is " + describe(value) + ", expected an NSArray";
+    for (std::size_t i = 0; i < array->elements.size(); ++i) {
+        auto* element = as<Element>(array->elements[i]);
+        if (element == nullptr)
+            return std::string(name) + "[" + std::to_string(i) + "] is " + describe(array->elements[i]) +
+                   ", expected an " + Element::class_name;
+        if constexpr (std::is_same_v<Element, number_object>)
+            if (element->is_float) return std::string(name) + "[" + std::to_string(i) + "] is not an integer";
+    }
+    return "";
+}
+
+// +[_ANERequest requestWithInputs:inputIndices:outputs:outputIndices:weightsBuffer:perfStats:procedureIndex:]
+id request_create(id, sel, id inputs, id input_indices, id outputs, id output_indices, id weights_buffer,
+                  id perf_stats, id procedure_index) {
+    lock_guard lock(sim().mutex);
+    std::string problem = check_array<surface_wrapper_object>(inputs, "inputs");
+    if (problem.empty()) problem = check_array<number_object>(input_indices, "inputIndices");
+    if (problem.empty()) problem = check_array<surface_wrapper_object>(outputs, "outputs");
+    if (problem.empty()) problem = check_array<number_object>(output_indices, "outputIndices");
+    if (problem.empty() &&
+        as<array_object>(inputs)->elements.size() != as<array_object>(input_indices)->elements.size())
+        problem = "inputs and inputIndices differ in length";
+    if (problem.empty() &&
+        as<array_object>(outputs)->elements.size() != as<array_object>(output_indices)->elements.size())
+        problem = "outputs and outputIndices differ in length";
+    if (problem.empty() && weights_buffer != nullptr && as<surface_wrapper_object>(weights_buffer) == nullptr)
+        problem =
+            "weightsBuffer is " + describe(weights_buffer) + ", expected nil (or an _ANEIOSurfaceObject)";
+    if (problem.empty() && perf_stats != nullptr)
+        problem = "perfStats is " + describe(perf_stats) + ", expected nil";
+    auto* procedure = as<number_object>(procedure_index);
+    if (problem.empty() && (procedure == nullptr || procedure->is_float || procedure->integer_value < 0 ||
+                            procedure->integer_value > 15))
+        problem =
+            "procedureIndex is " + describe(procedure_index) + ", expected an NSNumber 0 (RUNTIME.md §2)";
+    if (!problem.empty()) {
+        record_violation(
+            "+[_ANERequest requestWithInputs:inputIndices:outputs:outputIndices:weightsBuffer:"
+            "perfStats:procedureIndex:]: " +
+            problem);
+        return nullptr;
+    }
+    auto* made = make_object<request_object>();
+    const char* who = "+[_ANERequest requestWithInputs:...]";
+    made->inputs = static_cast<array_object*>(retain_object(inputs, who));
+    made->input_indices = static_cast<array_object*>(retain_object(input_indices, who));
+    made->outputs = static_cast<array_object*>(retain_object(outputs, who));
+    made->output_indices = static_cast<array_object*>(retain_object(output_indices, who));
+    made->procedure_index = retain_object(procedure_index, who);
+    made->weights_buffer = retain_object(weights_buffer, who);
+    return autorelease_object(made, who);
+}
+
+id device_architecture_type(id, sel) {
+    lock_guard lock(sim().mutex);
+    return autorelease_object(make_string(sim().options.architecture),
+                              "+[_ANEDeviceInfo aneArchitectureType]");
+}
+bool device_has_ane(id, sel) {
+    return true;
+}
+unsigned int device_core_count(id, sel) {
+    return 16;
+}
+
+template <class Function>
+imp as_imp(Function* function) {
+    return reinterpret_cast<imp>(function);
+}
+
+}  // namespace
+
+void define_ane_classes() {
+    class_record* descriptor = define_class(descriptor_object::class_name, 1, &destroy_as<descriptor_object>);
+    add_class_method(descriptor, "modelWithMILText:weights:optionsPlist:", as_imp(&descriptor_create));
+
+    class_record* model =
+        define_class(in_memory_model_object::class_name, 1, &destroy_as<in_memory_model_object>);
+    add_class_method(model, "inMemoryModelWithDescriptor:", as_imp(&model_create));
+    add_method(model, "hexStringIdentifier", as_imp(&model_hex_string_identifier));
+    add_method(model, "setModelURL:", as_imp(&model_set_model_url));
+    add_method(model, "compiledModelExists", as_imp(&model_compiled_model_exists));
+    add_method(model, "compileWithQoS:options:error:", as_imp(&model_compile));
+    add_method(model, "loadWithQoS:options:error:", as_imp(&model_load));
+    add_method(model, "evaluateWithQoS:options:request:error:", as_imp(&model_evaluate));
+    add_method(model, "unloadWithQoS:error:", as_imp(&model_unload));
+    add_method(model, "model", as_imp(&model_model));
+
+    class_record* ane_model = define_class(model_object::class_name, 1, &destroy_as<model_object>);
+    add_method(ane_model, "modelAttributes", as_imp(&model_attributes));
+
+    class_record* wrapper =
+        define_class(surface_wrapper_object::class_name, 1, &destroy_as<surface_wrapper_object>);
+    add_class_method(wrapper, "objectWithIOSurface:", as_imp(&surface_wrapper_create));
+
+    class_record* request = define_class(request_object::class_name, 1, &destroy_as<request_object>);
+    add_class_method(
+        request,
+        "requestWithInputs:inputIndices:outputs:outputIndices:weightsBuffer:perfStats:procedureIndex:",
+        as_imp(&request_create));
+
+    class_record* device = define_class("_ANEDeviceInfo", 1, nullptr);
+    add_class_method(device, "aneArchitectureType", as_imp(&device_architecture_type));
+    add_class_method(device, "hasANE", as_imp(&device_has_ane));
+    add_class_method(device, "numANECores", as_imp(&device_core_count));
+}
+
+}  // namespace anvil_sim
