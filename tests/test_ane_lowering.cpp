@@ -271,6 +271,21 @@ TEST_CASE("ane lowering: rms_norm is the exact layer_norm of [x, -x]") {
     CHECK(s.mil.find("rsqrt") == std::string::npos);
 }
 
+TEST_CASE("ane lowering: a norm's epsilon below fp16's range does not round to zero") {
+    graph g;
+    auto x = g.input("x", dtype::f16, dims{4, 16});
+    attributes a;
+    a.epsilon = 1e-12f;  // BERT's, 0 in fp16
+    auto y = g.apply(op::layer_norm, {x, g.constant(filled(dims{16}, 1.0f), "w")}, a);
+    const lowered_segment s = lower(*g.body(), std::vector<value_id>{y.id()}, std::vector<value_id>{x.id()},
+                                    std::vector<value_id>{y.id()}, {});
+    const auto epsilon = s.mil.find("_epsilon = const()");
+    REQUIRE(epsilon != std::string::npos);
+    const std::string line = s.mil.substr(epsilon, s.mil.find('\n', epsilon) - epsilon);
+    CAPTURE(line);
+    CHECK(line.find("0x1p-24") != std::string::npos);
+}
+
 TEST_CASE("ane lowering: symbols sort in binding order") {
     graph g;
     std::vector<value> inputs;

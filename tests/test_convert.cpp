@@ -335,7 +335,7 @@ TEST_CASE("convert: an element type outside the dtype enum is a type_error namin
 
 TEST_CASE("convert: the fastest path uses the CPU's vector conversions where it has them") {
 #if defined(__x86_64__) || defined(__i386__)
-    CHECK(anvil::detail::vector_conversion_available() == anvil::detail::cpu_has_f16c());
+    CHECK(anvil::detail::vector_conversion_available() == anvil::detail::host_cpu_features().f16c);
     if (!anvil::detail::vector_conversion_available()) {
         MESSAGE(
             "this CPU has no F16C: the fastest path is the portable loop, so only the portable loop was "

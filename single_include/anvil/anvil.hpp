@@ -242,6 +242,51 @@ template <class Extent>
 #include <cstring>
 
 // #include "anvil/core/bfloat16.hpp"
+// #include "anvil/core/cpu_features.hpp"
+// anvil: what this x86 CPU can run, detected once for every kernel that picks an instruction set (fp16
+// conversion, GEMM, elementwise). CPUID rather than __builtin_cpu_supports, which Clang 14 lacks for some
+// features; the OS must also save the AVX (XCR0 bits 1-2) and AVX-512 (bits 5-7) register state. Elsewhere
+// every feature reads false.
+
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
+#define ANVIL_DETAIL_CPUID 1
+#include <cpuid.h>
+#endif
+
+namespace anvil::detail {
+
+struct cpu_features {
+    bool f16c = false;      // F16C with AVX state saved
+    bool avx2_fma = false;  // AVX2 and FMA
+    bool avx512 = false;    // AVX-512F with its state saved (implies avx2_fma here)
+};
+
+[[nodiscard]] inline cpu_features detect_cpu_features() noexcept {
+    cpu_features features;
+#if defined(ANVIL_DETAIL_CPUID)
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return features;
+    if ((ecx & (bit_OSXSAVE | bit_AVX)) != (bit_OSXSAVE | bit_AVX)) return features;
+    const unsigned leaf1_ecx = ecx;
+    unsigned xcr0_low = 0, xcr0_high = 0;
+    __asm__("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
+    if ((xcr0_low & 0x6u) != 0x6u) return features;
+    features.f16c = (leaf1_ecx & bit_F16C) != 0;
+    if ((leaf1_ecx & bit_FMA) == 0) return features;
+    if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return features;
+    features.avx2_fma = (ebx & bit_AVX2) != 0;
+    features.avx512 = features.avx2_fma && (ebx & bit_AVX512F) != 0 && (xcr0_low & 0xE6u) == 0xE6u;
+#endif
+    return features;
+}
+
+// Detected on first use.
+[[nodiscard]] inline const cpu_features& host_cpu_features() noexcept {
+    static const cpu_features features = detect_cpu_features();
+    return features;
+}
+
+}  // namespace anvil::detail
 // #include "anvil/core/dtype.hpp"
 // anvil: element types. One enum names every element type anvil reads, stores or computes with; the tables
 // below give each its size and its spellings in safetensors and anvil's own messages.
@@ -750,7 +795,6 @@ namespace anvil {
 
 #if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
 #define ANVIL_DETAIL_CONVERT_F16C 1
-#include <cpuid.h>
 #include <immintrin.h>
 #elif defined(__aarch64__) && defined(__ARM_NEON)
 #define ANVIL_DETAIL_CONVERT_NEON 1
@@ -765,27 +809,12 @@ namespace detail {
 // compare the two on a machine that has both).
 enum class conversion_path { fastest, portable };
 
-#if defined(ANVIL_DETAIL_CONVERT_F16C)
-// CPUID rather than __builtin_cpu_supports("f16c"), which Clang 14 does not know. F16C works on AVX
-// registers, so the OS must also save AVX state (XCR0 bits 1 and 2).
-[[nodiscard]] inline bool cpu_has_f16c() noexcept {
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
-    const unsigned needed = bit_OSXSAVE | bit_AVX | bit_F16C;
-    if ((ecx & needed) != needed) return false;
-    unsigned xcr0_low = 0, xcr0_high = 0;
-    __asm__("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
-    return (xcr0_low & 0x6u) == 0x6u;
-}
-#endif
-
 // Whether conversion_path::fastest runs vector instructions for f16 <-> f32 on this machine; checked once.
 [[nodiscard]] inline bool vector_conversion_available() noexcept {
 #if defined(ANVIL_DETAIL_CONVERT_F16C) && defined(__F16C__)
     return true;
 #elif defined(ANVIL_DETAIL_CONVERT_F16C)
-    static const bool available = cpu_has_f16c();
-    return available;
+    return host_cpu_features().f16c;
 #elif defined(ANVIL_DETAIL_CONVERT_NEON)
     return true;
 #else
@@ -1069,6 +1098,7 @@ inline void convert_f32_to_bf16(const float* data, std::size_t count, bfloat16* 
 
 #undef ANVIL_DETAIL_CONVERT_F16C
 #undef ANVIL_DETAIL_CONVERT_NEON
+// #include "anvil/core/cpu_features.hpp"
 // #include "anvil/core/dtype.hpp"
 // #include "anvil/core/error.hpp"
 // #include "anvil/core/float8.hpp"
@@ -9865,33 +9895,48 @@ inline constexpr std::array<op_lowering, op_count> op_lowerings{{
     return op_lowerings.at(static_cast<std::size_t>(kind)).summary;
 }
 
-namespace support_detail {
-
-inline std::string describe(const graph_body& body, value_id id) {
+// How errors and placement reports name a node: its id, op, the name of the weight or input it reads, its
+// type and shape.
+inline std::string describe_node(const graph_body& body, value_id id) {
     const node& n = body.nodes[id];
-    return message(n.kind == op::input ? "input '" + n.name + "'" : message(op_name(n.kind), " node ", id),
-                   " ", n.result.shape, " ", dtype_name(n.result.type));
+    std::string text = message("node ", id, " (", op_name(n.kind));
+    if (!n.name.empty()) {
+        text += message(" '", n.name, "'");
+    } else {
+        // Compute nodes are unnamed: the weight or input they read is what a user recognises.
+        for (const value_id input : n.inputs) {
+            const node& producer = body.nodes[input];
+            if ((producer.kind == op::constant || producer.kind == op::input) && !producer.name.empty()) {
+                text += message(" of '", producer.name, "'");
+                break;
+            }
+        }
+    }
+    return text + message(", ", dtype_name(n.result.type), " ", n.result.shape, ")");
 }
+
+namespace support_detail {
 
 // Why a value cannot live on the ANE (empty when it can): its type, rank or extents.
 inline std::string value_problem(const graph_body& body, value_id id, const lowering_options& options) {
     const node& n = body.nodes[id];
     const dims& shape = n.result.shape;
     if (!is_floating(n.result.type)) {
-        return message(describe(body, id), " is not floating point; the ANE computes in fp16 only");
+        return message(describe_node(body, id), " is not floating point; the ANE computes in fp16 only");
     }
     if (shape.rank() > 5)
-        return message(describe(body, id), " has rank ", shape.rank(), "; the ANE allows at most 5");
+        return message(describe_node(body, id), " has rank ", shape.rank(), "; the ANE allows at most 5");
     for (std::size_t a = 0; a < shape.rank(); ++a) {
         if (shape[a] > options.max_dimension) {
-            return message(describe(body, id), " has extent ", shape[a], " at axis ", a,
+            return message(describe_node(body, id), " has extent ", shape[a], " at axis ", a,
                            ", past the ANE's max_dimension ", options.max_dimension);
         }
     }
     const surface_extents surface = surface_extents_of(shape);
     if (surface.positions > options.max_dimension) {
-        return message(describe(body, id), " flattens to ", surface.positions, " rows of ", surface.channels,
-                       ", past max_dimension ", options.max_dimension, " as a [1, C, 1, W] surface");
+        return message(describe_node(body, id), " flattens to ", surface.positions, " rows of ",
+                       surface.channels, ", past max_dimension ", options.max_dimension,
+                       " as a [1, C, 1, W] surface");
     }
     return {};
 }
@@ -10537,6 +10582,13 @@ inline void lower_elementwise(segment_lowering& L, value_id id) {
 
 namespace anvil::detail::ane {
 
+// A norm's epsilon as the fp16 scalar MIL gets: BERT's 1e-12 rounds to 0 in fp16, and a row with no spread
+// would then divide by zero. Below fp16's smallest subnormal (2^-24) it becomes that value instead, which
+// changes no row with any spread.
+[[nodiscard]] inline float fp16_epsilon(float epsilon) noexcept {
+    return epsilon > 0.0f ? std::max(epsilon, 0x1p-24f) : epsilon;
+}
+
 namespace lowering_detail {
 
 inline std::vector<mil_argument> conv_parameters(segment_lowering& L, const std::string& name,
@@ -10729,7 +10781,7 @@ inline void lower_last_axis_norm(segment_lowering& L, value_id id) {
         std::vector<mil_argument> args{
             {"axes",
              {mil.const_ints(out + "_axes", std::vector<std::int64_t>{static_cast<std::int64_t>(axis)})}},
-            {"epsilon", {L.scalar(n.attrs.epsilon, out + "_epsilon")}},
+            {"epsilon", {L.scalar(fp16_epsilon(n.attrs.epsilon), out + "_epsilon")}},
             {"x", {input}}};
         if (affine && n.inputs.size() > 1) {
             const std::vector<float>& gamma = L.constant_values(n.inputs[1]);
@@ -10776,7 +10828,7 @@ inline void lower_group_norm(segment_lowering& L, value_id id) {
     const mil_ref normalised =
         mil.op("layer_norm", name + "_norm", mil.shape(grouped),
                {{"axes", {mil.const_ints(name + "_norm_axes", std::vector<std::int64_t>{2})}},
-                {"epsilon", {L.scalar(n.attrs.epsilon, name + "_norm_epsilon")}},
+                {"epsilon", {L.scalar(fp16_epsilon(n.attrs.epsilon), name + "_norm_epsilon")}},
                 {"x", {grouped}}});
     const bool has_weight = n.inputs.size() > 1, has_bias = n.inputs.size() > 2;
     mil_ref out = L.reshape(normalised, segment_lowering::logical_shape(shape),
@@ -11258,24 +11310,6 @@ struct partition_limits {
     // ~32 MB of weights leave the ANE's SRAM, and model files are limited to 1-2 GB).
     std::size_t max_program_weight_bytes = std::size_t{256} << 20;
 };
-
-inline std::string describe_node(const graph_body& body, value_id id) {
-    const node& n = body.nodes[id];
-    std::string text = message("node ", id, " (", op_name(n.kind));
-    if (!n.name.empty()) {
-        text += message(" '", n.name, "'");
-    } else {
-        // Compute nodes are unnamed: the weight or input they read is what a user recognises.
-        for (const value_id input : n.inputs) {
-            const node& producer = body.nodes[input];
-            if ((producer.kind == op::constant || producer.kind == op::input) && !producer.name.empty()) {
-                text += message(" of '", producer.name, "'");
-                break;
-            }
-        }
-    }
-    return text + message(", ", dtype_name(n.result.type), " ", n.result.shape, ")");
-}
 
 // The bytes of constants node `id` reads that no earlier node of its program read (fp16 on the ANE, whatever
 // the checkpoint stored).
@@ -12062,13 +12096,13 @@ inline void fused_elementwise(std::span<const fused_step> steps, std::span<const
 }  // namespace reference
 }  // namespace anvil::detail::cpu
 // #include "anvil/backend/cpu/tensor_span.hpp"
+// #include "anvil/core/cpu_features.hpp"
 // #include "anvil/core/error.hpp"
 // #include "anvil/core/thread_pool.hpp"
 // #include "anvil/graph/graph.hpp"
 
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
 #define ANVIL_DETAIL_KERNELS_X86 1
-#include <cpuid.h>
 #include <immintrin.h>
 #elif defined(__aarch64__) && defined(__ARM_NEON)
 #define ANVIL_DETAIL_KERNELS_NEON 1
@@ -12335,24 +12369,9 @@ ANVIL_DETAIL_ALWAYS_INLINE vec<W> sigmoid(const vec<W>& x) {
 // force_portable_kernels to compare both on one machine; it is read at each kernel call.
 inline bool force_portable_kernels = false;
 
-#if defined(ANVIL_DETAIL_KERNELS_X86)
-[[nodiscard]] inline bool cpu_has_avx2_fma() noexcept {
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
-    const unsigned needed = bit_OSXSAVE | bit_AVX | bit_FMA;
-    if ((ecx & needed) != needed) return false;
-    unsigned xcr0_low = 0, xcr0_high = 0;
-    __asm__("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
-    if ((xcr0_low & 0x6u) != 0x6u) return false;
-    if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
-    return (ebx & bit_AVX2) != 0;
-}
-#endif
-
 [[nodiscard]] inline bool use_avx2_kernels() noexcept {
 #if defined(ANVIL_DETAIL_KERNELS_X86)
-    static const bool available = cpu_has_avx2_fma();
-    return available && !force_portable_kernels;
+    return host_cpu_features().avx2_fma && !force_portable_kernels;
 #else
     return false;
 #endif
@@ -13520,9 +13539,12 @@ inline void gather(const node& n, std::span<const const_tensor_span> inputs, ten
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
+#include <tuple>
 #include <vector>
 
 // #include "anvil/backend/cpu/gemm.hpp"
@@ -14011,46 +14033,19 @@ inline void gemm_reference(std::int64_t m, std::int64_t n, std::int64_t k, const
 
 }  // namespace anvil::detail
 // #include "anvil/core/convert.hpp"
+// #include "anvil/core/cpu_features.hpp"
 // #include "anvil/core/dtype.hpp"
 // #include "anvil/core/error.hpp"
 // #include "anvil/core/thread_pool.hpp"
 
-#if defined(ANVIL_DETAIL_GEMM_X86)
-#include <cpuid.h>
-#endif
-
 namespace anvil::detail {
-
-#if defined(ANVIL_DETAIL_GEMM_X86)
-struct gemm_cpu_features {
-    bool avx2_fma = false;
-    bool avx512 = false;
-};
-
-// CPUID rather than __builtin_cpu_supports (which Clang 14 lacks for some features); the OS must also save
-// the AVX (XCR0 bits 1-2) and AVX-512 (bits 5-7) register state.
-[[nodiscard]] inline gemm_cpu_features detect_gemm_cpu_features() noexcept {
-    gemm_cpu_features features;
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return features;
-    const unsigned needed = bit_OSXSAVE | bit_AVX | bit_FMA;
-    if ((ecx & needed) != needed) return features;
-    unsigned xcr0_low = 0, xcr0_high = 0;
-    __asm__("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
-    if ((xcr0_low & 0x6u) != 0x6u) return features;
-    if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return features;
-    features.avx2_fma = (ebx & bit_AVX2) != 0;
-    features.avx512 = features.avx2_fma && (ebx & bit_AVX512F) != 0 && (xcr0_low & 0xE6u) == 0xE6u;
-    return features;
-}
-#endif
 
 // The kernels this machine runs, best first; the last is always the portable one. Detected once.
 [[nodiscard]] inline const std::vector<gemm_isa>& available_gemm_isas() {
     static const std::vector<gemm_isa> isas = [] {
         std::vector<gemm_isa> found;
 #if defined(ANVIL_DETAIL_GEMM_X86)
-        const gemm_cpu_features features = detect_gemm_cpu_features();
+        const cpu_features& features = host_cpu_features();
         if (features.avx512) found.push_back(gemm_isa::avx512);
         if (features.avx2_fma) found.push_back(gemm_isa::avx2);
 #elif defined(ANVIL_DETAIL_GEMM_NEON)
@@ -14754,6 +14749,26 @@ inline const node* constant_weight(const graph_body& body, const node& n, std::s
     return constant_behind(body, n.inputs[index]);
 }
 
+// A packed f32 weight is shared by every program built from the same constant: a recipe compiles one program
+// per input shape, and each would otherwise hold its own packed copy of every weight (90 MB for a MiniLM, per
+// shape). Entries are keyed by the weight's address and extents; a live entry keeps its constant's storage
+// alive, so no other data can appear at that address while the entry is used.
+inline std::shared_ptr<weight_operand> shared_packed_weight(std::shared_ptr<weight_operand> w, std::int64_t k,
+                                                            std::int64_t n) {
+    using key = std::tuple<const void*, std::int64_t, std::int64_t>;
+    static std::mutex mutex;
+    static std::map<key, std::weak_ptr<weight_operand>> cache;
+    const key id{w->operand.data, k, n};
+    const std::lock_guard lock(mutex);
+    if (auto found = cache.find(id); found != cache.end()) {
+        if (auto shared = found->second.lock()) return shared;
+    }
+    std::erase_if(cache, [](const auto& entry) { return entry.second.expired(); });
+    w->packed = std::make_shared<packed_matrix>(k, n, w->operand);
+    cache[id] = w;
+    return w;
+}
+
 // B = weightᵀ for a weight stored [n, k] row-major (nn.Linear's [out, in]; a conv weight viewed as
 // [out, in * kh * kw] is the A operand instead, see conv2d).
 inline std::shared_ptr<weight_operand> transposed_weight(const graph_body& body, const node& weight,
@@ -14771,7 +14786,7 @@ inline std::shared_ptr<weight_operand> transposed_weight(const graph_body& body,
             w->operand.zero_point = w->zero_point_values.data();
         }
     } else if (weight.data.type() == dtype::f32) {
-        w->packed = std::make_shared<packed_matrix>(k, n, w->operand);
+        return shared_packed_weight(std::move(w), k, n);
     }
     return w;
 }
@@ -16548,6 +16563,7 @@ inline fp16_rounding_result round_to_fp16(float* values, std::size_t count) {
 
 }  // namespace detail::cpu
 }  // namespace anvil
+// #include "anvil/core/error.hpp"
 // #include "anvil/core/host_tensor.hpp"
 
 namespace anvil {
@@ -16599,6 +16615,50 @@ struct io_info {
 };
 
 namespace detail {
+
+// Matches the tensors a run was given to the program's declared inputs, checking each name, shape and kind
+// (floating or integer): the result holds, for each declared input in order, the index of its tensor in
+// `given`. Every backend binds its inputs through this, so a bad call reads the same on all of them.
+[[nodiscard]] inline std::vector<std::size_t> match_inputs(std::span<const named_tensor> given,
+                                                           std::span<const io_info> declared) {
+    constexpr std::size_t unbound = static_cast<std::size_t>(-1);
+    std::vector<std::size_t> order(declared.size(), unbound);
+    auto names = [&] {
+        std::string list;
+        for (const auto& input : declared)
+            list += (list.empty() ? "" : ", ") + input.name;
+        return list.empty() ? std::string("none") : list;
+    };
+    for (std::size_t g = 0; g < given.size(); ++g) {
+        const named_tensor& input = given[g];
+        std::size_t index = 0;
+        while (index < declared.size() && declared[index].name != input.name)
+            ++index;
+        if (index == declared.size()) {
+            throw error(
+                message("program::run: there is no input named '", input.name, "' (inputs: ", names(), ")"));
+        }
+        if (order[index] != unbound)
+            throw error(message("program::run: input '", input.name, "' is given twice"));
+        order[index] = g;
+        const io_info& expected = declared[index];
+        if (!(input.tensor.shape() == expected.shape)) {
+            throw shape_error(message("program::run: input '", input.name, "' has shape ",
+                                      input.tensor.shape(), ", expected ", expected.shape));
+        }
+        if (is_floating(input.tensor.type()) != is_floating(expected.type)) {
+            throw type_error(message(
+                "program::run: input '", input.name, "' is ", dtype_name(input.tensor.type()), ", expected ",
+                dtype_name(expected.type),
+                is_floating(expected.type) ? " (or another floating type)" : " (or another integer type)"));
+        }
+    }
+    for (std::size_t i = 0; i < declared.size(); ++i) {
+        if (order[i] == unbound)
+            throw error(message("program::run: input '", declared[i].name, "' is missing"));
+    }
+    return order;
+}
 
 class program_impl {
 public:
@@ -17155,47 +17215,17 @@ private:
     }
 
     void bind_inputs(std::span<const named_tensor> given) {
-        std::vector<bool> bound(body_.nodes.size(), false);
-        for (const named_tensor& given_input : given) {
-            const std::string& name = given_input.name;
-            const host_tensor& tensor = given_input.tensor;
-            const auto it = std::find_if(body_.nodes.begin(), body_.nodes.end(), [&](const node& n) {
-                return n.kind == op::input && n.name == name;
-            });
-            if (it == body_.nodes.end()) {
-                throw error(message("program::run: there is no input named '", name,
-                                    "' (inputs: ", input_names(), ")"));
-            }
-            const auto id = static_cast<value_id>(it - body_.nodes.begin());
-            if (bound[id]) throw error(message("program::run: input '", name, "' is given twice"));
-            bound[id] = true;
-            if (!(tensor.shape() == it->result.shape)) {
-                throw shape_error(message("program::run: input '", name, "' has shape ", tensor.shape(),
-                                          ", expected ", it->result.shape));
-            }
-            if (is_floating(tensor.type()) != is_floating(it->result.type)) {
-                throw type_error(message("program::run: input '", name, "' is ", dtype_name(tensor.type()),
-                                         ", expected ", dtype_name(it->result.type),
-                                         is_floating(it->result.type) ? " (or another floating type)"
-                                                                      : " (or another integer type)"));
-            }
-            float* out = buffer_of(id);
-            to_compute_floats(tensor, out, message("program::run: input '", name, "'"));
-            round_to_type(out, tensor.element_count(), it->result.type);
-            finish_value(id, out);
-        }
+        const std::vector<std::size_t> order = match_inputs(given, inputs_);
+        std::size_t next = 0;
         for (std::size_t id = 0; id < body_.nodes.size(); ++id) {
-            if (body_.nodes[id].kind == op::input && !bound[id]) {
-                throw error(message("program::run: input '", body_.nodes[id].name, "' is missing"));
-            }
+            const node& n = body_.nodes[id];
+            if (n.kind != op::input) continue;
+            const named_tensor& input = given[order[next++]];
+            float* out = buffer_of(static_cast<value_id>(id));
+            to_compute_floats(input.tensor, out, message("program::run: input '", input.name, "'"));
+            round_to_type(out, input.tensor.element_count(), n.result.type);
+            finish_value(static_cast<value_id>(id), out);
         }
-    }
-
-    [[nodiscard]] std::string input_names() const {
-        std::string names;
-        for (const auto& input : inputs_)
-            names += (names.empty() ? "" : ", ") + input.name;
-        return names.empty() ? "none" : names;
     }
 
     // After a node computed its value: the fp16 rounding and overflow report of ane_numerics, and rounding
@@ -17235,6 +17265,7 @@ private:
 
 }  // namespace anvil::detail::cpu
 // #include "anvil/backend/program.hpp"
+// #include "anvil/core/convert.hpp"
 // #include "anvil/core/half.hpp"
 // #include "anvil/graph/dump.hpp"
 // #include "anvil/graph/passes.hpp"
@@ -17355,6 +17386,7 @@ public:
         }
         produced_.clear();
         mark_host_copies();
+        release_build_data();
     }
 
     std::vector<host_tensor> run(std::span<const named_tensor> inputs) override {
@@ -17541,6 +17573,22 @@ private:
         s.request.emplace(s.model->make_request(inputs, outputs));
     }
 
+    // Once every segment is compiled, the program needs neither the weights it handed to the compiler (the
+    // model's files hold them) nor the constants the segments took copies of: a large model would otherwise
+    // keep its weights in memory twice more for the program's lifetime. Constants that are outputs stay.
+    void release_build_data() {
+        for (auto& s : steps_) {
+            if (s.ane) std::vector<weight_file>().swap(s.ane->lowered.weights);
+        }
+        std::vector<bool> is_output(body_.nodes.size(), false);
+        for (const value_id id : body_.outputs)
+            is_output[id] = true;
+        for (std::size_t id = 0; id < body_.nodes.size(); ++id) {
+            node& n = body_.nodes[id];
+            if (n.kind == op::constant && !is_output[id]) n.data = host_tensor();
+        }
+    }
+
     // An ANE output is copied to the host only when an output, a CPU segment or an unshared ANE input reads
     // it.
     void mark_host_copies() {
@@ -17566,35 +17614,10 @@ private:
     }
 
     void bind_inputs(std::span<const named_tensor> given, std::vector<host_tensor>& values) const {
-        std::vector<bool> seen(inputs_.size(), false);
-        for (const auto& input : given) {
-            const auto it = std::find_if(inputs_.begin(), inputs_.end(),
-                                         [&](const io_info& info) { return info.name == input.name; });
-            if (it == inputs_.end())
-                throw error(message("run: the program has no input named '", input.name, "'"));
-            const std::size_t index = static_cast<std::size_t>(it - inputs_.begin());
-            if (seen[index]) throw error(message("run: input '", input.name, "' is given twice"));
-            seen[index] = true;
-            if (input.tensor.shape() != it->shape) {
-                throw shape_error(message("run: input '", input.name, "': expected shape ", it->shape,
-                                          ", got ", input.tensor.shape()));
-            }
-            if (is_floating(input.tensor.type()) != is_floating(it->type)) {
-                throw type_error(message("run: input '", input.name, "': expected ",
-                                         is_floating(it->type) ? "a floating" : "an integer", " tensor, got ",
-                                         dtype_name(input.tensor.type())));
-            }
-        }
-        for (std::size_t i = 0; i < inputs_.size(); ++i) {
-            if (!seen[i]) throw error(message("run: input '", inputs_[i].name, "' is missing"));
-        }
+        const std::vector<std::size_t> order = match_inputs(given, inputs_);
         std::size_t next = 0;
         for (std::size_t id = 0; id < body_.nodes.size(); ++id) {
-            if (body_.nodes[id].kind != op::input) continue;
-            const auto& name = inputs_[next++].name;
-            for (const auto& input : given) {
-                if (input.name == name) values[id] = input.tensor;
-            }
+            if (body_.nodes[id].kind == op::input) values[id] = given[order[next++]].tensor;
         }
     }
 
@@ -17608,34 +17631,37 @@ private:
     }
 
     // fp32 values into an fp16 surface laid out as the lowering chose: rows ([1, leading, 1, last]) or
-    // columns ([1, last, 1, leading], the channels-first form, transposed here while converting).
+    // columns ([1, last, 1, leading], the channels-first form, transposed here while converting). Each row
+    // converts in one vectorised call; a transposed row is gathered first.
     static void pack(const surface_layout& layout, const float* values, std::byte* base) {
         const auto channels = static_cast<std::size_t>(layout.channels);
         const auto width = static_cast<std::size_t>(layout.width);
+        std::vector<float> gathered(layout.order == surface_order::rows ? 0 : width);
         for (std::size_t c = 0; c < channels; ++c) {
             auto* row = reinterpret_cast<half*>(base + c * layout.row_stride);
-            if (layout.order == surface_order::rows) {
+            const float* source = values + c * width;
+            if (layout.order == surface_order::columns) {
                 for (std::size_t w = 0; w < width; ++w)
-                    row[w] = half(values[c * width + w]);
-            } else {
-                for (std::size_t w = 0; w < width; ++w)
-                    row[w] = half(values[w * channels + c]);
+                    gathered[w] = values[w * channels + c];
+                source = gathered.data();
             }
+            convert_f32_to_f16(source, width, row);
         }
     }
 
     static void unpack(const surface_layout& layout, const std::byte* base, float* values) {
         const auto channels = static_cast<std::size_t>(layout.channels);
         const auto width = static_cast<std::size_t>(layout.width);
+        std::vector<float> row_values(layout.order == surface_order::rows ? 0 : width);
         for (std::size_t c = 0; c < channels; ++c) {
-            const auto* row = reinterpret_cast<const half*>(base + c * layout.row_stride);
+            const void* row = base + c * layout.row_stride;
             if (layout.order == surface_order::rows) {
-                for (std::size_t w = 0; w < width; ++w)
-                    values[c * width + w] = static_cast<float>(row[w]);
-            } else {
-                for (std::size_t w = 0; w < width; ++w)
-                    values[w * channels + c] = static_cast<float>(row[w]);
+                convert_to_f32(dtype::f16, row, width, values + c * width);
+                continue;
             }
+            convert_to_f32(dtype::f16, row, width, row_values.data());
+            for (std::size_t w = 0; w < width; ++w)
+                values[w * channels + c] = row_values[w];
         }
     }
 
@@ -19106,6 +19132,1006 @@ private:
 };
 
 }  // namespace anvil
+// #include "anvil/io/image.hpp"
+// anvil: images as classifiers take them: 8-bit RGB, rows top to bottom, channels interleaved. Binary PPM
+// (P6) and PGM (P5) are read by anvil itself and always work; PNG, JPEG, BMP, GIF, TGA... are decoded by
+// stb_image when the build defines ANVIL_WITH_STB_IMAGE and has <stb_image.h> on the include path (Debian:
+// libstb-dev, -I/usr/include/stb -lstb; a project that vendors stb defines STB_IMAGE_IMPLEMENTATION in one
+// .cpp). The format is told by the file's first bytes, never by its name. Every input is treated as hostile:
+// sizes are checked before anything is allocated, and errors name the file and what is wrong.
+
+#include <array>
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/mapped_file.hpp"
+
+#ifdef ANVIL_WITH_STB_IMAGE
+#include <stb_image.h>
+#endif
+
+namespace anvil {
+
+// A decoded image. decode_image always gives RGB (channels == 3): grayscale is replicated and alpha dropped,
+// as PIL's Image.convert("RGB") does.
+struct image {
+    std::int64_t width = 0;
+    std::int64_t height = 0;
+    std::int64_t channels = 3;
+    std::vector<std::uint8_t> pixels;  // height * width * channels bytes
+};
+
+// True when PNG and JPEG can be decoded (the build defines ANVIL_WITH_STB_IMAGE).
+[[nodiscard]] constexpr bool can_decode_png_and_jpeg() noexcept {
+#ifdef ANVIL_WITH_STB_IMAGE
+    return true;
+#else
+    return false;
+#endif
+}
+
+namespace detail {
+
+// Larger sides are refused before any allocation (stb_image's own limit).
+inline constexpr std::int64_t max_image_side = std::int64_t{1} << 24;
+
+enum class image_format : std::uint8_t { ppm, pgm, ascii_pnm, png, jpeg, bmp, gif, unknown };
+
+[[nodiscard]] inline image_format sniff_image_format(std::span<const std::byte> bytes) noexcept {
+    const auto starts_with = [bytes](std::string_view magic) {
+        return bytes.size() >= magic.size() && std::memcmp(bytes.data(), magic.data(), magic.size()) == 0;
+    };
+    if (starts_with("P6")) return image_format::ppm;
+    if (starts_with("P5")) return image_format::pgm;
+    if (starts_with("P1") || starts_with("P2") || starts_with("P3") || starts_with("P4"))
+        return image_format::ascii_pnm;
+    if (starts_with("\x89PNG\r\n\x1a\n")) return image_format::png;
+    if (starts_with("\xff\xd8\xff")) return image_format::jpeg;
+    if (starts_with("BM")) return image_format::bmp;
+    if (starts_with("GIF87a") || starts_with("GIF89a")) return image_format::gif;
+    return image_format::unknown;
+}
+
+[[nodiscard]] inline std::string_view image_format_name(image_format format) noexcept {
+    constexpr std::array<std::string_view, 8> names = {
+        "PPM", "PGM", "ASCII or 1-bit PNM", "PNG", "JPEG", "BMP", "GIF", "unknown"};
+    return names[static_cast<std::size_t>(format)];
+}
+
+// "0x89 0x50 ..." for the first few bytes, so a message shows what the file starts with.
+[[nodiscard]] inline std::string leading_bytes(std::span<const std::byte> bytes) {
+    constexpr char digits[] = "0123456789abcdef";
+    std::string out;
+    for (std::size_t i = 0; i < bytes.size() && i < 8; ++i) {
+        const auto b = static_cast<unsigned>(bytes[i]);
+        if (i != 0) out += ' ';
+        out += "0x";
+        out += digits[b >> 4];
+        out += digits[b & 15];
+    }
+    return out.empty() ? std::string("nothing (an empty file)") : out;
+}
+
+// Binary PPM/PGM (Netpbm): "P6" or "P5", whitespace and #-comments, width, height, maxval, one whitespace
+// character, then the raster (1 byte a sample for maxval < 256, else 2 bytes big-endian).
+class pnm_reader {
+public:
+    pnm_reader(std::span<const std::byte> bytes, std::string_view source) : bytes_(bytes), source_(source) {}
+
+    [[nodiscard]] image read() {
+        const bool color = static_cast<char>(bytes_[1]) == '6';
+        const char* kind = color ? "PPM (P6)" : "PGM (P5)";
+        position_ = 2;
+        const std::int64_t width = number("width", kind);
+        const std::int64_t height = number("height", kind);
+        const std::int64_t maxval = number("maxval", kind);
+        if (width < 1 || height < 1 || width > max_image_side || height > max_image_side) {
+            fail(kind, message("dimensions ", width, " x ", height, " are outside 1..", max_image_side));
+        }
+        if (maxval < 1 || maxval > 65535) fail(kind, message("maxval ", maxval, " is outside 1..65535"));
+        if (position_ >= bytes_.size() || !is_space(static_cast<char>(bytes_[position_]))) {
+            fail(kind, "expected one whitespace character after maxval");
+        }
+        ++position_;
+
+        const std::uint64_t channels = color ? 3 : 1;
+        const std::uint64_t sample_bytes = maxval < 256 ? 1 : 2;
+        // At most 2^24 * 2^24 * 3 * 2 bytes: the products cannot overflow 64 bits.
+        const std::uint64_t samples =
+            static_cast<std::uint64_t>(width) * static_cast<std::uint64_t>(height) * channels;
+        const std::uint64_t needed = samples * sample_bytes;
+        const std::uint64_t available = bytes_.size() - position_;
+        if (needed > available) {
+            fail(kind, message("truncated pixel data: ", width, " x ", height, " with maxval ", maxval,
+                               " needs ", needed, " bytes, the file has ", available, " after the header"));
+        }
+
+        image out;
+        out.width = width;
+        out.height = height;
+        out.channels = 3;
+        out.pixels.resize(static_cast<std::size_t>(samples / channels * 3));
+        const std::byte* raster = bytes_.data() + position_;
+        for (std::size_t i = 0; i < static_cast<std::size_t>(samples); ++i) {
+            std::uint32_t v = static_cast<std::uint32_t>(raster[i * sample_bytes]);
+            if (sample_bytes == 2) v = (v << 8) | static_cast<std::uint32_t>(raster[i * 2 + 1]);
+            if (v > static_cast<std::uint32_t>(maxval)) {
+                fail(kind, message("sample ", i, " is ", v, ", above maxval ", maxval));
+            }
+            const std::uint8_t level = to_8_bit(v, static_cast<std::uint32_t>(maxval));
+            if (color) {
+                out.pixels[i] = level;
+            } else {
+                out.pixels[i * 3] = out.pixels[i * 3 + 1] = out.pixels[i * 3 + 2] = level;
+            }
+        }
+        return out;
+    }
+
+private:
+    // maxval 255 is the identity and 65535 keeps the high byte (as PIL's "RGB;16B" and stb_image do); other
+    // maxvals are scaled to 0..255 and rounded.
+    [[nodiscard]] static std::uint8_t to_8_bit(std::uint32_t v, std::uint32_t maxval) noexcept {
+        if (maxval == 255) return static_cast<std::uint8_t>(v);
+        if (maxval == 65535) return static_cast<std::uint8_t>(v >> 8);
+        return static_cast<std::uint8_t>((v * 255 + maxval / 2) / maxval);
+    }
+
+    [[nodiscard]] static bool is_space(char c) noexcept {
+        return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+    }
+
+    // Skips whitespace and comments, then reads a decimal number; at most 9 digits, so it cannot overflow.
+    [[nodiscard]] std::int64_t number(const char* field, const char* kind) {
+        while (position_ < bytes_.size()) {
+            const char c = static_cast<char>(bytes_[position_]);
+            if (is_space(c)) {
+                ++position_;
+            } else if (c == '#') {
+                while (position_ < bytes_.size() && static_cast<char>(bytes_[position_]) != '\n')
+                    ++position_;
+            } else {
+                break;
+            }
+        }
+        std::int64_t value = 0;
+        std::size_t digits = 0;
+        while (position_ < bytes_.size()) {
+            const char c = static_cast<char>(bytes_[position_]);
+            if (c < '0' || c > '9') break;
+            if (++digits > 9) fail(kind, message("the ", field, " has more than 9 digits"));
+            value = value * 10 + (c - '0');
+            ++position_;
+        }
+        if (digits == 0) {
+            fail(kind, position_ >= bytes_.size()
+                           ? message("the header ends before the ", field)
+                           : message("expected the ", field, " (a decimal number) at byte ", position_));
+        }
+        return value;
+    }
+
+    template <class... Parts>
+    [[nodiscard]] static std::string message(const Parts&... parts) {
+        return detail::message(parts...);
+    }
+
+    [[noreturn]] void fail(const char* kind, const std::string& what) const {
+        throw format_error(detail::message(source_, ": ", kind, ": ", what));
+    }
+
+    std::span<const std::byte> bytes_;
+    std::string_view source_;
+    std::size_t position_ = 0;
+};
+
+#ifdef ANVIL_WITH_STB_IMAGE
+// stb_image decodes from memory only (it never opens files here); 8-bit RGB whatever the file holds.
+[[nodiscard]] inline image decode_with_stb(std::span<const std::byte> bytes, std::string_view source,
+                                           image_format format) {
+    if (bytes.size() > static_cast<std::size_t>(INT_MAX)) {
+        throw unsupported_error(
+            detail::message(source, ": ", bytes.size(), " bytes is more than stb_image reads (2 GiB)"));
+    }
+    struct stb_free {
+        void operator()(stbi_uc* p) const noexcept { stbi_image_free(p); }
+    };
+    int width = 0;
+    int height = 0;
+    int channels_in_file = 0;
+    const std::unique_ptr<stbi_uc, stb_free> decoded(
+        stbi_load_from_memory(reinterpret_cast<const stbi_uc*>(bytes.data()), static_cast<int>(bytes.size()),
+                              &width, &height, &channels_in_file, 3));
+    if (!decoded) {
+        const char* reason = stbi_failure_reason();
+        throw format_error(
+            detail::message(source, ": cannot decode this ",
+                            format == image_format::unknown ? "file" : image_format_name(format),
+                            format == image_format::unknown ? "" : " image", ": stb_image says \"",
+                            reason ? reason : "unknown error", "\""));
+    }
+    if (width < 1 || height < 1 || width > max_image_side || height > max_image_side) {
+        throw format_error(detail::message(source, ": decoded image has dimensions ", width, " x ", height));
+    }
+    // stb_image allocated this much already (it checks its own size arithmetic), so it fits a size_t.
+    const std::size_t count = static_cast<std::size_t>(width) * static_cast<std::size_t>(height) * 3;
+    image out;
+    out.width = width;
+    out.height = height;
+    out.channels = 3;
+    out.pixels.assign(decoded.get(), decoded.get() + count);
+    return out;
+}
+#endif
+
+}  // namespace detail
+
+// Decodes an image held in memory; `source` names it in errors (usually its path). PPM (P6) and PGM (P5)
+// always work; other formats need ANVIL_WITH_STB_IMAGE (else anvil::unsupported_error says how to enable
+// them). Malformed data throws anvil::format_error naming the source and the problem.
+[[nodiscard]] inline image decode_image(std::span<const std::byte> bytes, std::string_view source) {
+    const detail::image_format format = detail::sniff_image_format(bytes);
+    switch (format) {
+        case detail::image_format::ppm:
+        case detail::image_format::pgm:
+            return detail::pnm_reader(bytes, source).read();
+        case detail::image_format::ascii_pnm:
+            throw unsupported_error(detail::message(
+                source, ": ASCII (P1, P2, P3) and 1-bit (P4) Netpbm images are not supported; ",
+                "convert to binary PPM (P6) or PGM (P5)"));
+        default:
+            break;
+    }
+#ifdef ANVIL_WITH_STB_IMAGE
+    if (bytes.empty()) throw format_error(detail::message(source, ": the file is empty"));
+    return detail::decode_with_stb(bytes, source, format);
+#else
+    if (format == detail::image_format::unknown) {
+        throw format_error(detail::message(
+            source,
+            ": not an image anvil recognises (PPM P6, PGM P5; PNG, JPEG, BMP and GIF with stb_image): ",
+            "the file starts with ", detail::leading_bytes(bytes)));
+    }
+    throw unsupported_error(detail::message(
+        source, ": ", detail::image_format_name(format),
+        " images need stb_image: build with ANVIL_WITH_STB_IMAGE defined and stb_image.h on the include "
+        "path ",
+        "(Debian: apt-get install libstb-dev, then -DANVIL_WITH_STB_IMAGE -I/usr/include/stb -lstb), ",
+        "or convert the image to PPM (P6), which anvil reads without it"));
+#endif
+}
+
+// Reads and decodes an image file (anvil::io_error when it cannot be read).
+[[nodiscard]] inline image read_image(const std::filesystem::path& path) {
+    const auto file = mapped_file::open(path, access_hint::sequential);
+    return decode_image(file.bytes(), path.string());
+}
+
+}  // namespace anvil
+// #include "anvil/io/image_transforms.hpp"
+// anvil: the preprocessing image classifiers expect, as torchvision's tensor transforms compute it:
+// ToTensor (uint8 HWC -> float CHW, times 1/255) -> Resize -> CenterCrop -> Normalize, all in float32.
+// Resize follows torch.nn.functional.interpolate (align_corners=False): with antialias (torchvision's
+// antialias=True, aten::_upsample_{bilinear,bicubic}2d_aa) it is PIL's separable filter — support widened by
+// the downscale factor, weights normalised per output pixel, bicubic a = -0.5; without it, plain
+// interpolation with clamped borders (bicubic a = -0.75). Scaling by 1/255 before the resize or after it is
+// the same linear map; we scale first, as ToTensor does, so the numbers follow torchvision's order.
+//
+// Hugging Face image processors resize 8-bit PIL images instead, so their pixel values are rounded to whole
+// levels after the resize; this float pipeline differs from them by at most ~0.5 level / 255 / std (about
+// 0.01 after ImageNet normalisation) — below what changes a classifier's answer.
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/host_tensor.hpp"
+// #include "anvil/core/json.hpp"
+// #include "anvil/io/image.hpp"
+
+namespace anvil {
+
+enum class resample : std::uint8_t { nearest, bilinear, bicubic };
+
+[[nodiscard]] constexpr std::string_view resample_name(resample filter) noexcept {
+    constexpr std::array<std::string_view, 3> names = {"nearest", "bilinear", "bicubic"};
+    return names[static_cast<std::size_t>(filter)];
+}
+
+// How a center crop rounds its offset (size - crop) / 2 when that is a half: torchvision's CenterCrop uses
+// Python's round (half to even), Hugging Face's center_crop floor division.
+enum class crop_rounding : std::uint8_t { half_to_even, down };
+
+struct image_size {
+    std::int64_t height = 0;
+    std::int64_t width = 0;
+    friend bool operator==(const image_size&, const image_size&) = default;
+};
+
+// torchvision's Resize(int): the shorter side becomes `shortest_edge`, the other int(shortest_edge * long /
+// short) (truncated); a square stays square.
+[[nodiscard]] inline image_size shortest_edge_size(image_size input, std::int64_t shortest_edge) {
+    if (input.height < 1 || input.width < 1 || shortest_edge < 1) {
+        throw shape_error(detail::message("shortest_edge_size: image ", input.height, " x ", input.width,
+                                          " and shortest edge ", shortest_edge, " must all be positive"));
+    }
+    const bool portrait = input.width <= input.height;
+    const std::int64_t shorter = portrait ? input.width : input.height;
+    const std::int64_t longer = portrait ? input.height : input.width;
+    // Both operands are exact in double and the division is correctly rounded, like Python's int / int.
+    const auto other =
+        static_cast<std::int64_t>(static_cast<double>(shortest_edge * longer) / static_cast<double>(shorter));
+    return portrait ? image_size{other, shortest_edge} : image_size{shortest_edge, other};
+}
+
+namespace detail {
+
+// For each output position along one axis, `taps` input positions and their weights (unused taps weigh 0).
+struct resample_axis {
+    std::int64_t taps = 0;
+    std::vector<std::int64_t> index;  // output_size * taps
+    std::vector<float> weight;        // output_size * taps
+};
+
+[[nodiscard]] inline double triangle_filter(double x) noexcept {
+    x = std::fabs(x);
+    return x < 1.0 ? 1.0 - x : 0.0;
+}
+
+// Keys' cubic convolution kernel; a = -0.5 is PIL's (and torch's antialiased) choice, -0.75 torch's plain
+// one.
+[[nodiscard]] inline double cubic_filter(double x, double a) noexcept {
+    x = std::fabs(x);
+    if (x < 1.0) return ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0;
+    if (x < 2.0) return (((x - 5.0) * x + 8.0) * x - 4.0) * a;
+    return 0.0;
+}
+
+// The weights torch computes for interpolate(..., align_corners=False) along one axis (UpSampleKernel.cpp).
+[[nodiscard]] inline resample_axis resample_weights(std::int64_t input, std::int64_t output, resample filter,
+                                                    bool antialias) {
+    resample_axis axis;
+    const auto out_count = static_cast<std::size_t>(output);
+    const double scale = static_cast<double>(input) / static_cast<double>(output);
+    const auto set = [&axis](std::int64_t i, std::int64_t k, std::int64_t index, double weight) {
+        const auto at = static_cast<std::size_t>(i * axis.taps + k);
+        axis.index[at] = index;
+        axis.weight[at] = static_cast<float>(weight);
+    };
+    const auto allocate = [&](std::int64_t taps) {
+        axis.taps = taps;
+        axis.index.assign(out_count * static_cast<std::size_t>(taps), 0);
+        axis.weight.assign(out_count * static_cast<std::size_t>(taps), 0.0f);
+    };
+
+    if (filter == resample::nearest) {
+        // torch's "nearest": floor(i * scale) with the scale in float.
+        allocate(1);
+        const float nearest_scale = static_cast<float>(input) / static_cast<float>(output);
+        for (std::int64_t i = 0; i < output; ++i) {
+            const auto source = static_cast<std::int64_t>(std::floor(static_cast<float>(i) * nearest_scale));
+            set(i, 0, std::min(source, input - 1), 1.0);
+        }
+        return axis;
+    }
+
+    if (antialias) {
+        // PIL's resampling: a filter of support `half_width` (in output pixels) around each output centre.
+        const double half_width = filter == resample::bilinear ? 1.0 : 2.0;
+        const double support = scale >= 1.0 ? half_width * scale : half_width;
+        const double inverse = scale >= 1.0 ? 1.0 / scale : 1.0;
+        allocate(static_cast<std::int64_t>(std::ceil(support)) * 2 + 1);
+        std::vector<double> w(static_cast<std::size_t>(axis.taps));
+        for (std::int64_t i = 0; i < output; ++i) {
+            const double center = scale * (static_cast<double>(i) + 0.5);
+            const std::int64_t first =
+                std::max<std::int64_t>(static_cast<std::int64_t>(center - support + 0.5), 0);
+            const std::int64_t count = std::clamp<std::int64_t>(
+                std::min<std::int64_t>(static_cast<std::int64_t>(center + support + 0.5), input) - first, 0,
+                axis.taps);
+            double total = 0.0;
+            for (std::int64_t k = 0; k < count; ++k) {
+                const double x = (static_cast<double>(k + first) - center + 0.5) * inverse;
+                const double v = filter == resample::bilinear ? triangle_filter(x) : cubic_filter(x, -0.5);
+                w[static_cast<std::size_t>(k)] = v;
+                total += v;
+            }
+            for (std::int64_t k = 0; k < count; ++k) {
+                set(i, k, first + k, total != 0.0 ? w[static_cast<std::size_t>(k)] / total : 0.0);
+            }
+            for (std::int64_t k = count; k < axis.taps; ++k)
+                set(i, k, first, 0.0);
+        }
+        return axis;
+    }
+
+    if (filter == resample::bilinear) {
+        allocate(2);
+        for (std::int64_t i = 0; i < output; ++i) {
+            const double source = std::max(scale * (static_cast<double>(i) + 0.5) - 0.5, 0.0);
+            const auto i0 = static_cast<std::int64_t>(source);
+            const std::int64_t i1 = i0 < input - 1 ? i0 + 1 : i0;
+            const double lambda = source - static_cast<double>(i0);
+            set(i, 0, i0, 1.0 - lambda);
+            set(i, 1, i1, lambda);
+        }
+        return axis;
+    }
+
+    allocate(4);
+    for (std::int64_t i = 0; i < output; ++i) {
+        const double source = scale * (static_cast<double>(i) + 0.5) - 0.5;
+        const double floor_source = std::floor(source);
+        const double t = source - floor_source;
+        const auto base = static_cast<std::int64_t>(floor_source);
+        for (std::int64_t k = 0; k < 4; ++k) {
+            const std::int64_t index = std::clamp<std::int64_t>(base - 1 + k, 0, input - 1);
+            set(i, k, index, cubic_filter(t + 1.0 - static_cast<double>(k), -0.75));
+        }
+    }
+    return axis;
+}
+
+// One separable pass over planar data: `planes` planes of rows x columns, resampled along the columns (the
+// contiguous axis) when `along_rows` is false, along the rows otherwise.
+inline void resample_columns(std::span<const float> in, std::span<float> out, std::int64_t planes,
+                             std::int64_t rows, std::int64_t in_columns, std::int64_t out_columns,
+                             const resample_axis& axis) {
+    for (std::int64_t r = 0; r < planes * rows; ++r) {
+        const float* source = in.data() + r * in_columns;
+        float* target = out.data() + r * out_columns;
+        for (std::int64_t o = 0; o < out_columns; ++o) {
+            const std::int64_t* index = axis.index.data() + o * axis.taps;
+            const float* weight = axis.weight.data() + o * axis.taps;
+            float sum = 0.0f;
+            for (std::int64_t k = 0; k < axis.taps; ++k)
+                sum += weight[k] * source[index[k]];
+            target[o] = sum;
+        }
+    }
+}
+
+inline void resample_rows(std::span<const float> in, std::span<float> out, std::int64_t planes,
+                          std::int64_t in_rows, std::int64_t out_rows, std::int64_t columns,
+                          const resample_axis& axis) {
+    for (std::int64_t p = 0; p < planes; ++p) {
+        const float* plane = in.data() + p * in_rows * columns;
+        for (std::int64_t o = 0; o < out_rows; ++o) {
+            float* target = out.data() + (p * out_rows + o) * columns;
+            std::fill(target, target + columns, 0.0f);
+            for (std::int64_t k = 0; k < axis.taps; ++k) {
+                const float w = axis.weight[static_cast<std::size_t>(o * axis.taps + k)];
+                if (w == 0.0f) continue;
+                const float* source =
+                    plane + axis.index[static_cast<std::size_t>(o * axis.taps + k)] * columns;
+                for (std::int64_t c = 0; c < columns; ++c)
+                    target[c] += w * source[c];
+            }
+        }
+    }
+}
+
+// Checks that `t` is an f32 [C, H, W] tensor; `what` names the caller in the message.
+inline void require_planar_image(const host_tensor& t, std::string_view what) {
+    if (t.type() != dtype::f32) {
+        throw type_error(detail::message(what, ": expected an f32 image tensor, got ", dtype_name(t.type())));
+    }
+    if (t.rank() != 3 || t.shape()[1] < 1 || t.shape()[2] < 1) {
+        throw shape_error(detail::message(what,
+                                          ": expected an image tensor [channels, height, width] with a ",
+                                          "nonempty image, got ", t.shape()));
+    }
+}
+
+// Where a center crop starts along one axis; negative when the crop is larger (torchvision pads with zeros,
+// the image starting (crop - size) / 2 rounded down into the output).
+[[nodiscard]] inline std::int64_t crop_offset(std::int64_t size, std::int64_t crop, crop_rounding rounding) {
+    if (crop > size) return -((crop - size) / 2);
+    const std::int64_t difference = size - crop;
+    std::int64_t offset = difference / 2;
+    if (rounding == crop_rounding::half_to_even && difference % 2 == 1 && offset % 2 == 1) ++offset;
+    return offset;
+}
+
+}  // namespace detail
+
+// uint8 HWC -> f32 [C, H, W], each level times `scale` (torchvision's ToTensor for the default 1/255).
+[[nodiscard]] inline host_tensor to_tensor(const image& img, double scale = 1.0 / 255.0) {
+    if (img.width < 1 || img.height < 1 || img.channels < 1 ||
+        img.pixels.size() != static_cast<std::size_t>(img.width * img.height * img.channels)) {
+        throw shape_error(detail::message("to_tensor: image ", img.width, " x ", img.height, " x ",
+                                          img.channels, " has ", img.pixels.size(), " bytes of pixels"));
+    }
+    host_tensor out(dtype::f32, dims{img.channels, img.height, img.width});
+    const auto values = out.values<float>();
+    const auto plane = static_cast<std::size_t>(img.width * img.height);
+    const auto channels = static_cast<std::size_t>(img.channels);
+    for (std::size_t p = 0; p < plane; ++p) {
+        for (std::size_t c = 0; c < channels; ++c) {
+            values[c * plane + p] =
+                static_cast<float>(static_cast<double>(img.pixels[p * channels + c]) * scale);
+        }
+    }
+    return out;
+}
+
+// Resizes an f32 [C, H, W] image to `size` as torch.nn.functional.interpolate(mode, align_corners=False,
+// antialias) does (see the top of this file); `antialias` has no effect on nearest. Width first, then height,
+// as torch's separable kernel; an axis whose size does not change is left alone (torch does the same).
+[[nodiscard]] inline host_tensor resize(const host_tensor& chw, image_size size, resample filter,
+                                        bool antialias) {
+    detail::require_planar_image(chw, "resize");
+    if (size.height < 1 || size.width < 1) {
+        throw shape_error(
+            detail::message("resize: the output size ", size.height, " x ", size.width, " must be positive"));
+    }
+    const std::int64_t channels = chw.shape()[0];
+    const std::int64_t height = chw.shape()[1];
+    const std::int64_t width = chw.shape()[2];
+    host_tensor current = chw;
+    if (size.width != width) {
+        host_tensor next(dtype::f32, dims{channels, height, size.width});
+        detail::resample_columns(current.values<float>(), next.values<float>(), channels, height, width,
+                                 size.width, detail::resample_weights(width, size.width, filter, antialias));
+        current = next;
+    }
+    if (size.height != height) {
+        host_tensor next(dtype::f32, dims{channels, size.height, size.width});
+        detail::resample_rows(current.values<float>(), next.values<float>(), channels, height, size.height,
+                              size.width, detail::resample_weights(height, size.height, filter, antialias));
+        current = next;
+    }
+    return current;
+}
+
+// The central `size` window of an f32 [C, H, W] image; where the crop is larger than the image, the border is
+// zeros (torchvision pads, then crops).
+[[nodiscard]] inline host_tensor center_crop(const host_tensor& chw, image_size size,
+                                             crop_rounding rounding = crop_rounding::half_to_even) {
+    detail::require_planar_image(chw, "center_crop");
+    if (size.height < 1 || size.width < 1) {
+        throw shape_error(
+            detail::message("center_crop: the crop ", size.height, " x ", size.width, " must be positive"));
+    }
+    const std::int64_t channels = chw.shape()[0];
+    const std::int64_t height = chw.shape()[1];
+    const std::int64_t width = chw.shape()[2];
+    const std::int64_t top = detail::crop_offset(height, size.height, rounding);
+    const std::int64_t left = detail::crop_offset(width, size.width, rounding);
+    host_tensor out(dtype::f32, dims{channels, size.height, size.width});
+    const auto in = chw.values<float>();
+    const auto values = out.values<float>();
+    const std::int64_t first_column = std::max<std::int64_t>(0, -left);
+    const std::int64_t last_column = std::min(size.width, width - left);
+    for (std::int64_t c = 0; c < channels; ++c) {
+        for (std::int64_t y = 0; y < size.height; ++y) {
+            const std::int64_t source_row = y + top;
+            if (source_row < 0 || source_row >= height || first_column >= last_column) continue;
+            const float* source = in.data() + (c * height + source_row) * width + left;
+            float* target = values.data() + (c * size.height + y) * size.width;
+            std::copy(source + first_column, source + last_column, target + first_column);
+        }
+    }
+    return out;
+}
+
+// What a classifier's input pipeline does; the defaults are torchvision's ImageNet evaluation transform.
+struct image_preprocessing {
+    // Resize so that the shorter side has this length (aspect kept); 0 = use resize_height/width, and when
+    // those are 0 as well, no resize.
+    std::int64_t resize_shortest_edge = 256;
+    std::int64_t resize_height = 0;  // an exact size (ViTImageProcessor's {"height", "width"})
+    std::int64_t resize_width = 0;
+    resample filter = resample::bilinear;
+    bool antialias = true;                             // torchvision's antialias=True (what PIL always does)
+    std::int64_t crop_height = 224, crop_width = 224;  // center crop; 0 = none
+    crop_rounding rounding = crop_rounding::half_to_even;
+    double rescale_factor = 1.0 / 255.0;  // applied to the 0..255 levels
+    bool normalize = true;                // (x - mean) / std per channel, after rescaling
+    std::array<float, 3> mean{0.485f, 0.456f, 0.406f};
+    std::array<float, 3> std{0.229f, 0.224f, 0.225f};
+
+    // torchvision: Resize(256) + CenterCrop(224) + ToTensor + Normalize(ImageNet mean, std).
+    [[nodiscard]] static image_preprocessing imagenet() { return {}; }
+
+    // A Hugging Face preprocessor_config.json: ViTImageProcessor, DeiTImageProcessor, ConvNextImageProcessor
+    // (microsoft/resnet-*) and BitImageProcessor, also under their older *FeatureExtractor names, with each
+    // processor's defaults for absent fields. Resizes antialias (PIL always does) and crops round down, as
+    // Hugging Face's center_crop. `source` names the file in messages.
+    [[nodiscard]] static image_preprocessing from_json(const json::value& preprocessor_config,
+                                                       std::string_view source);
+
+    // <model_folder>/preprocessor_config.json when present, else imagenet().
+    [[nodiscard]] static image_preprocessing load(const std::filesystem::path& model_folder);
+
+    // anvil::format_error naming the field when a value is out of range (negative sizes, half an exact size,
+    // a zero std, a rescale factor that is not finite).
+    void validate(std::string_view source = "image_preprocessing") const;
+
+    // The size after the resize / after the crop, for an input of `input`.
+    [[nodiscard]] image_size resized_size(image_size input) const;
+    [[nodiscard]] image_size output_size(image_size input) const;
+
+    // The output height and width when they do not depend on the input (a crop, or an exact resize without
+    // one); 0 when they do (a shortest-edge resize without a crop, or no resize at all): use output_size
+    // then.
+    [[nodiscard]] std::int64_t output_height() const;
+    [[nodiscard]] std::int64_t output_width() const;
+};
+
+namespace detail {
+
+// A field of preprocessor_config.json, with the messages every field shares.
+class preprocessor_fields {
+public:
+    preprocessor_fields(const json::value& config, std::string_view source)
+        : config_(config), source_(source) {
+        if (!config_.is_object()) throw format_error(message(source_, ": expected a JSON object"));
+    }
+
+    // Absent and null read the same: Hugging Face's processors fall back to their defaults for both.
+    [[nodiscard]] const json::value* find(std::string_view key) const {
+        const json::value* v = config_.find(key);
+        return v == nullptr || v->is_null() ? nullptr : v;
+    }
+
+    [[nodiscard]] bool boolean(std::string_view key, bool fallback) const {
+        const json::value* v = find(key);
+        if (v == nullptr) return fallback;
+        if (!v->is_bool()) fail(key, "must be true or false", *v);
+        return v->as_bool();
+    }
+
+    [[nodiscard]] double positive_number(std::string_view key, double fallback) const {
+        const json::value* v = find(key);
+        if (v == nullptr) return fallback;
+        if (!v->is_number() || !(v->as_double() > 0.0) || !std::isfinite(v->as_double())) {
+            fail(key, "must be a positive number", *v);
+        }
+        return v->as_double();
+    }
+
+    // image_mean / image_std: three numbers, or one for every channel (as Hugging Face accepts).
+    [[nodiscard]] std::array<float, 3> three_numbers(std::string_view key,
+                                                     std::array<float, 3> fallback) const {
+        const json::value* v = find(key);
+        if (v == nullptr) return fallback;
+        if (v->is_number()) {
+            const auto x = static_cast<float>(v->as_double());
+            return {x, x, x};
+        }
+        if (!v->is_array() || v->as_array().size() != 3) fail(key, "must be a list of 3 numbers", *v);
+        std::array<float, 3> out{};
+        for (std::size_t i = 0; i < 3; ++i) {
+            const json::value& item = v->as_array()[i];
+            if (!item.is_number()) fail(key, "must be a list of 3 numbers", *v);
+            out[i] = static_cast<float>(item.as_double());
+        }
+        return out;
+    }
+
+    [[nodiscard]] resample resample_filter(resample fallback) const {
+        const json::value* v = find("resample");
+        if (v == nullptr) return fallback;
+        if (!v->is_integer()) fail("resample", "must be a PIL resampling code (an integer)", *v);
+        switch (v->as_int()) {
+            case 0:
+                return resample::nearest;
+            case 2:
+                return resample::bilinear;
+            case 3:
+                return resample::bicubic;
+            case 1:
+            case 4:
+            case 5: {
+                constexpr std::array<std::string_view, 6> names = {"", "Lanczos", "", "", "box", "Hamming"};
+                throw unsupported_error(message(source_, ": 'resample' ", v->as_int(), " (PIL's ",
+                                                names[static_cast<std::size_t>(v->as_int())],
+                                                " filter) is not supported: anvil resizes with 0 (nearest), ",
+                                                "2 (bilinear) or 3 (bicubic)"));
+            }
+            default:
+                fail("resample", "must be a PIL resampling code: 0 nearest, 2 bilinear or 3 bicubic", *v);
+        }
+    }
+
+    // A size field: an integer (a square when `int_is_square`, else the shortest edge, as get_size_dict reads
+    // it), {"height", "width"} or {"shortest_edge"}. Sets exactly one of the two forms.
+    void size(std::string_view key, bool int_is_square, std::int64_t& shortest_edge,
+              image_size& exact) const {
+        const json::value* v = find(key);
+        if (v == nullptr) return;
+        const auto positive = [&](const json::value& n) {
+            if (!n.is_integer() || n.as_int() < 1 || n.as_int() > max_image_side) {
+                fail(key, message("sizes must be integers in 1..", max_image_side), *v);
+            }
+            return n.as_int();
+        };
+        if (v->is_integer()) {
+            const std::int64_t n = positive(*v);
+            if (int_is_square) {
+                shortest_edge = 0;
+                exact = {n, n};
+            } else {
+                shortest_edge = n;
+                exact = {};
+            }
+            return;
+        }
+        if (!v->is_object()) fail(key, "must be an integer or an object", *v);
+        const json::value* height = v->find("height");
+        const json::value* width = v->find("width");
+        const json::value* shortest = v->find("shortest_edge");
+        if (v->find("longest_edge") != nullptr) {
+            throw unsupported_error(message(source_, ": '", key,
+                                            "' has a 'longest_edge', which anvil does not ", "support, got ",
+                                            json::dump(*v)));
+        }
+        if (height != nullptr && width != nullptr && shortest == nullptr) {
+            shortest_edge = 0;
+            exact = {positive(*height), positive(*width)};
+        } else if (shortest != nullptr && height == nullptr && width == nullptr) {
+            shortest_edge = positive(*shortest);
+            exact = {};
+        } else {
+            fail(key, "must hold either 'height' and 'width' or 'shortest_edge'", *v);
+        }
+    }
+
+    [[noreturn]] void fail(std::string_view key, std::string_view what, const json::value& got) const {
+        throw format_error(message(source_, ": '", key, "' ", what, ", got ", json::dump(got)));
+    }
+
+    [[nodiscard]] std::string_view source() const noexcept { return source_; }
+
+private:
+    const json::value& config_;
+    std::string_view source_;
+};
+
+// The processor family: "ViTImageProcessor" / "ViTFeatureExtractor" -> "ViT" (the "Fast" variants too).
+[[nodiscard]] inline std::string image_processor_family(const preprocessor_fields& fields) {
+    for (const std::string_view key : {"image_processor_type", "feature_extractor_type"}) {
+        const json::value* v = fields.find(key);
+        if (v == nullptr) continue;
+        if (!v->is_string()) fields.fail(key, "must be a string", *v);
+        std::string name = v->as_string();
+        for (const std::string_view suffix : {"ImageProcessorFast", "ImageProcessor", "FeatureExtractor"}) {
+            if (name.size() > suffix.size() && name.ends_with(suffix)) {
+                name.resize(name.size() - suffix.size());
+                break;
+            }
+        }
+        return name;
+    }
+    throw format_error(message(fields.source(),
+                               ": neither 'image_processor_type' nor 'feature_extractor_type' ",
+                               "says which image processor this is"));
+}
+
+}  // namespace detail
+
+inline image_preprocessing image_preprocessing::from_json(const json::value& preprocessor_config,
+                                                          std::string_view source) {
+    const detail::preprocessor_fields fields(preprocessor_config, source);
+    const std::string family = detail::image_processor_family(fields);
+    constexpr std::array<float, 3> imagenet_mean{0.485f, 0.456f, 0.406f};
+    constexpr std::array<float, 3> imagenet_std{0.229f, 0.224f, 0.225f};
+    constexpr std::array<float, 3> half{0.5f, 0.5f, 0.5f};
+    constexpr std::array<float, 3> clip_mean{0.48145466f, 0.4578275f, 0.40821073f};
+    constexpr std::array<float, 3> clip_std{0.26862954f, 0.26130258f, 0.27577711f};
+
+    image_preprocessing p;
+    p.antialias = true;  // PIL filters always widen when downscaling
+    p.rounding = crop_rounding::down;
+    std::int64_t shortest_edge = 0;
+    image_size exact{};
+    image_size crop{};
+    bool center_crop = false;
+    // The defaults of each processor's __init__ (transformers' image_processing_<family>.py).
+    if (family == "ViT") {
+        exact = {224, 224};
+        p.filter = resample::bilinear;
+        p.mean = p.std = half;
+        fields.size("size", true, shortest_edge, exact);
+    } else if (family == "DeiT") {
+        exact = {256, 256};
+        crop = {224, 224};
+        center_crop = true;
+        p.filter = resample::bicubic;
+        p.mean = imagenet_mean;
+        p.std = imagenet_std;
+        fields.size("size", true, shortest_edge, exact);
+    } else if (family == "Bit") {
+        shortest_edge = 224;
+        crop = {224, 224};
+        center_crop = true;
+        p.filter = resample::bicubic;
+        p.mean = clip_mean;
+        p.std = clip_std;
+        fields.size("size", false, shortest_edge, exact);
+    } else if (family == "ConvNext") {
+        // size < 384: resize the short side to int(size / crop_pct), then crop size x size; else warp to a
+        // size x size square.
+        shortest_edge = 384;
+        p.filter = resample::bicubic;
+        p.mean = p.std = half;
+        fields.size("size", false, shortest_edge, exact);
+        if (shortest_edge == 0) {
+            throw format_error(detail::message(source, ": ConvNextImageProcessor's 'size' must be ",
+                                               "{\"shortest_edge\": N} or an integer"));
+        }
+        const double crop_pct = fields.positive_number("crop_pct", 224.0 / 256.0);
+        if (shortest_edge < 384) {
+            crop = {shortest_edge, shortest_edge};
+            center_crop = true;
+            const double resized = static_cast<double>(shortest_edge) / crop_pct;
+            if (!(resized < static_cast<double>(detail::max_image_side))) {
+                throw format_error(detail::message(source, ": 'crop_pct' ", crop_pct, " makes the resize ",
+                                                   resized, " pixels"));
+            }
+            shortest_edge = std::max<std::int64_t>(static_cast<std::int64_t>(resized), 1);
+        } else {
+            exact = {shortest_edge, shortest_edge};
+            shortest_edge = 0;
+        }
+    } else {
+        throw unsupported_error(detail::message(
+            source, ": image processor '", family, "' is not supported: anvil reads ViTImageProcessor, ",
+            "DeiTImageProcessor, ConvNextImageProcessor and BitImageProcessor configs"));
+    }
+    if (family == "DeiT" || family == "Bit") {
+        center_crop = fields.boolean("do_center_crop", center_crop);
+        std::int64_t crop_shortest = 0;
+        fields.size("crop_size", true, crop_shortest, crop);
+        if (crop_shortest != 0) {
+            throw format_error(
+                detail::message(source, ": 'crop_size' must be {\"height\", \"width\"} or an integer"));
+        }
+    }
+    p.filter = fields.resample_filter(p.filter);
+
+    // ConvNext's crop belongs to its resize step: do_resize = false skips both.
+    const bool do_resize = fields.boolean("do_resize", true);
+    p.resize_shortest_edge = do_resize ? shortest_edge : 0;
+    p.resize_height = do_resize ? exact.height : 0;
+    p.resize_width = do_resize ? exact.width : 0;
+    const bool crop_now = center_crop && (do_resize || family != "ConvNext");
+    p.crop_height = crop_now ? crop.height : 0;
+    p.crop_width = crop_now ? crop.width : 0;
+
+    p.rescale_factor =
+        fields.boolean("do_rescale", true) ? fields.positive_number("rescale_factor", 1.0 / 255.0) : 1.0;
+    p.normalize = fields.boolean("do_normalize", true);
+    p.mean = fields.three_numbers("image_mean", p.mean);
+    p.std = fields.three_numbers("image_std", p.std);
+    p.validate(source);
+    return p;
+}
+
+inline image_preprocessing image_preprocessing::load(const std::filesystem::path& model_folder) {
+    const std::filesystem::path path = model_folder / "preprocessor_config.json";
+    if (!std::filesystem::exists(path)) return imagenet();
+    return from_json(json::parse_file(path), path.string());
+}
+
+inline void image_preprocessing::validate(std::string_view source) const {
+    const auto fail = [source](const auto&... parts) {
+        throw format_error(detail::message(source, ": ", parts...));
+    };
+    const auto check_size = [&](std::string_view name, std::int64_t v) {
+        if (v < 0 || v > detail::max_image_side)
+            fail(name, " is ", v, ", expected 0..", detail::max_image_side);
+    };
+    check_size("resize_shortest_edge", resize_shortest_edge);
+    check_size("resize_height", resize_height);
+    check_size("resize_width", resize_width);
+    check_size("crop_height", crop_height);
+    check_size("crop_width", crop_width);
+    if ((resize_height == 0) != (resize_width == 0)) {
+        fail("resize_height ", resize_height, " and resize_width ", resize_width,
+             " must both be set or both 0");
+    }
+    if ((crop_height == 0) != (crop_width == 0)) {
+        fail("crop_height ", crop_height, " and crop_width ", crop_width, " must both be set or both 0");
+    }
+    if (!std::isfinite(rescale_factor)) fail("rescale_factor ", rescale_factor, " is not finite");
+    if (normalize) {
+        for (std::size_t c = 0; c < 3; ++c) {
+            if (!std::isfinite(mean[c])) fail("image mean ", mean[c], " is not finite");
+            if (!(std[c] != 0.0f) || !std::isfinite(std[c]))
+                fail("image std ", std[c], " must be finite and nonzero");
+        }
+    }
+}
+
+inline image_size image_preprocessing::resized_size(image_size input) const {
+    if (resize_shortest_edge > 0) return shortest_edge_size(input, resize_shortest_edge);
+    if (resize_height > 0) return {resize_height, resize_width};
+    return input;
+}
+
+inline image_size image_preprocessing::output_size(image_size input) const {
+    if (crop_height > 0) return {crop_height, crop_width};
+    return resized_size(input);
+}
+
+inline std::int64_t image_preprocessing::output_height() const {
+    if (crop_height > 0) return crop_height;
+    return resize_shortest_edge == 0 ? resize_height : 0;
+}
+
+inline std::int64_t image_preprocessing::output_width() const {
+    if (crop_width > 0) return crop_width;
+    return resize_shortest_edge == 0 ? resize_width : 0;
+}
+
+// One image -> f32 [3, H, W]: ToTensor (times rescale_factor), resize, center crop, normalise.
+[[nodiscard]] inline host_tensor preprocess(const image& img, const image_preprocessing& p) {
+    p.validate();
+    if (img.channels != 3) {
+        throw shape_error(
+            detail::message("preprocess: expected an RGB image (3 channels), got ", img.channels));
+    }
+    host_tensor x = to_tensor(img, p.rescale_factor);
+    const image_size input{img.height, img.width};
+    const image_size resized = p.resized_size(input);
+    if (resized != input) x = resize(x, resized, p.filter, p.antialias);
+    if (p.crop_height > 0) x = center_crop(x, {p.crop_height, p.crop_width}, p.rounding);
+    if (p.normalize) {
+        const auto values = x.values<float>();
+        const std::size_t plane = values.size() / 3;
+        for (std::size_t c = 0; c < 3; ++c) {
+            for (std::size_t i = c * plane; i < (c + 1) * plane; ++i)
+                values[i] = (values[i] - p.mean[c]) / p.std[c];
+        }
+    }
+    return x;
+}
+
+// A batch -> f32 [N, 3, H, W]; every image must come out the same size (anvil::shape_error otherwise).
+[[nodiscard]] inline host_tensor preprocess(std::span<const image> images, const image_preprocessing& p) {
+    if (images.empty()) throw shape_error("preprocess: the batch has no images");
+    std::vector<host_tensor> each;
+    each.reserve(images.size());
+    for (const image& img : images) {
+        each.push_back(preprocess(img, p));
+        if (each.back().shape() != each.front().shape()) {
+            throw shape_error(
+                detail::message("preprocess: image ", each.size() - 1, " (", img.width, " x ", img.height,
+                                ") gives ", each.back().shape(), " but image 0 gives ", each.front().shape(),
+                                "; a batch needs one size (use a crop or an ", "exact resize)"));
+        }
+    }
+    const dims& shape = each.front().shape();
+    host_tensor out(dtype::f32, dims{static_cast<std::int64_t>(images.size()), shape[0], shape[1], shape[2]});
+    const auto values = out.values<float>();
+    const std::size_t stride = each.front().element_count();
+    for (std::size_t n = 0; n < each.size(); ++n) {
+        const auto one = each[n].values<float>();
+        std::copy(one.begin(), one.end(), values.begin() + static_cast<std::ptrdiff_t>(n * stride));
+    }
+    return out;
+}
+
+}  // namespace anvil
 // #include "anvil/io/safetensors.hpp"
 // #include "anvil/io/safetensors_writer.hpp"
 // anvil: the safetensors writer, for tools and tests. Tensors are collected, then written once, laid out as
@@ -19330,18 +20356,3773 @@ private:
 };
 
 }  // namespace anvil
+// #include "anvil/io/tokenizer.hpp"
+// anvil: text tokenizers with Hugging Face `tokenizers` semantics: BERT WordPiece and byte-level BPE (GPT-2,
+// RoBERTa), read from tokenizer.json or from a model folder's vocab.txt / vocab.json + merges.txt.
+//
+//   const auto tok = anvil::tokenizer::load("models/all-MiniLM-L6-v2");
+//   const anvil::encoding e = tok.encode("i like strawberries");   // ids {101, 1045, 2066, 13137, 20968,
+//   102} const std::string text = tok.decode(e.ids);                     // "i like strawberries"
+//
+// Encoding runs the pipeline of tokenizer_pipeline.hpp: added (special) tokens are split out of the raw text,
+// the rest is normalized, pre-tokenized into words, each word becomes ids through the model, and the
+// post-processor adds special tokens and type ids. A tokenizer is a cheap copyable value sharing its tables;
+// it is safe to use from several threads at once.
 
-// #include "anvil/models/bert.hpp"
-// anvil: BERT's encoder stack — the config read from config.json and the weight names of
-// BertModel's `encoder.layer.{i}` — built from the shared blocks. (Embeddings, pooling, tokenisation and the
-// sentence-encoder and cross-encoder heads build on this.)
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/json.hpp"
+// #include "anvil/io/tokenizer_files.hpp"
+// anvil: model folders without a tokenizer.json, read as transformers' slow tokenizers would set them up:
+// vocab.txt is BERT WordPiece ([CLS] A [SEP] B [SEP]), vocab.json + merges.txt byte-level BPE (RoBERTa's
+// <s> A </s></s> B </s> when the vocabulary has <s> and </s>, else GPT-2 with no special tokens added), with
+// options from tokenizer_config.json and special_tokens_map.json where present.
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/json.hpp"
+// #include "anvil/io/byte_level_bpe.hpp"
+// anvil: byte-level BPE (GPT-2, RoBERTa), as Hugging Face `tokenizers` pre_tokenizers/byte_level.rs,
+// models/bpe and decoders/byte_level define it: the GPT-2 split pattern (written out by hand over code
+// points, no regex engine), the byte-to-unicode alphabet, BPE merges by rank, and decoding back to bytes.
+// The BPE model also serves non-byte-level vocabularies (continuing prefix, end-of-word suffix, unk,
+// byte fallback).
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <queue>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+// #include "anvil/io/tokenizer_pipeline.hpp"
+// anvil: the stages of a tokenizer, as Hugging Face `tokenizers` composes them: normalizer -> pre-tokenizer
+// -> model -> post-processor, and a decoder back to text. Each stage is an interface here; the concrete
+// stages live in tokenizer_normalizers.hpp, tokenizer_pre_tokenizers.hpp, wordpiece.hpp, byte_level_bpe.hpp
+// and tokenizer_processors.hpp, and tokenizer_json.hpp builds a pipeline from a tokenizer.json. Also here:
+// the vocabulary, the word list that passes words between stages, and the added-token matcher that splits
+// special tokens out of the raw text first.
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/io/unicode.hpp"
+// anvil: the Unicode the tokenizers need, without ICU: UTF-8 decoding with precise errors and lossy decoding
+// (U+FFFD for each maximal invalid subpart, as Python's errors="replace" and Rust's from_utf8_lossy), general
+// categories, the White_Space property, canonical decomposition (NFD) and lower-casing. The tables are
+// generated from Python's unicodedata by tools/make_unicode_tables.py into unicode_tables.hpp.
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <string>
+#include <string_view>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/io/unicode_tables.hpp"
+// GENERATED by tools/make_unicode_tables.py from Python's unicodedata (Unicode 14.0.0).
+// Do not edit: rerun `python3 tools/make_unicode_tables.py`; its `--check` (a test) fails when this is stale.
+// Read through unicode.hpp, which documents the layouts.
+// clang-format off
 
 #include <cstdint>
-#include <limits>
+
+namespace anvil::detail::unicode_tables {
+
+inline constexpr const char* unicode_version = "14.0.0";
+
+// General category ranges: start << 8 | category (the order of unicode_category), sorted by start.
+inline constexpr std::uint32_t category_starts[] = {
+    0x1a, 0x2017, 0x2112, 0x2414, 0x2512, 0x280e, 0x290f, 0x2a12, 0x2b13, 0x2c12, 0x2d0d, 0x2e12, 0x3009,
+    0x3a12, 0x3c13, 0x3f12, 0x4101, 0x5b0e, 0x5c12, 0x5d0f, 0x5e15, 0x5f0c, 0x6015, 0x6102, 0x7b0e, 0x7c13,
+    0x7d0f, 0x7e13, 0x7f1a, 0xa017, 0xa112, 0xa214, 0xa616, 0xa712, 0xa815, 0xa916, 0xaa05, 0xab10, 0xac13,
+    0xad1b, 0xae16, 0xaf15, 0xb016, 0xb113, 0xb20b, 0xb415, 0xb502, 0xb612, 0xb815, 0xb90b, 0xba05, 0xbb11,
+    0xbc0b, 0xbf12, 0xc001, 0xd713, 0xd801, 0xdf02, 0xf713, 0xf802, 0x10001, 0x10102, 0x10201, 0x10302,
+    0x10401, 0x10502, 0x10601, 0x10702, 0x10801, 0x10902, 0x10a01, 0x10b02, 0x10c01, 0x10d02, 0x10e01,
+    0x10f02, 0x11001, 0x11102, 0x11201, 0x11302, 0x11401, 0x11502, 0x11601, 0x11702, 0x11801, 0x11902,
+    0x11a01, 0x11b02, 0x11c01, 0x11d02, 0x11e01, 0x11f02, 0x12001, 0x12102, 0x12201, 0x12302, 0x12401,
+    0x12502, 0x12601, 0x12702, 0x12801, 0x12902, 0x12a01, 0x12b02, 0x12c01, 0x12d02, 0x12e01, 0x12f02,
+    0x13001, 0x13102, 0x13201, 0x13302, 0x13401, 0x13502, 0x13601, 0x13702, 0x13901, 0x13a02, 0x13b01,
+    0x13c02, 0x13d01, 0x13e02, 0x13f01, 0x14002, 0x14101, 0x14202, 0x14301, 0x14402, 0x14501, 0x14602,
+    0x14701, 0x14802, 0x14a01, 0x14b02, 0x14c01, 0x14d02, 0x14e01, 0x14f02, 0x15001, 0x15102, 0x15201,
+    0x15302, 0x15401, 0x15502, 0x15601, 0x15702, 0x15801, 0x15902, 0x15a01, 0x15b02, 0x15c01, 0x15d02,
+    0x15e01, 0x15f02, 0x16001, 0x16102, 0x16201, 0x16302, 0x16401, 0x16502, 0x16601, 0x16702, 0x16801,
+    0x16902, 0x16a01, 0x16b02, 0x16c01, 0x16d02, 0x16e01, 0x16f02, 0x17001, 0x17102, 0x17201, 0x17302,
+    0x17401, 0x17502, 0x17601, 0x17702, 0x17801, 0x17a02, 0x17b01, 0x17c02, 0x17d01, 0x17e02, 0x18101,
+    0x18302, 0x18401, 0x18502, 0x18601, 0x18802, 0x18901, 0x18c02, 0x18e01, 0x19202, 0x19301, 0x19502,
+    0x19601, 0x19902, 0x19c01, 0x19e02, 0x19f01, 0x1a102, 0x1a201, 0x1a302, 0x1a401, 0x1a502, 0x1a601,
+    0x1a802, 0x1a901, 0x1aa02, 0x1ac01, 0x1ad02, 0x1ae01, 0x1b002, 0x1b101, 0x1b402, 0x1b501, 0x1b602,
+    0x1b701, 0x1b902, 0x1bb05, 0x1bc01, 0x1bd02, 0x1c005, 0x1c401, 0x1c503, 0x1c602, 0x1c701, 0x1c803,
+    0x1c902, 0x1ca01, 0x1cb03, 0x1cc02, 0x1cd01, 0x1ce02, 0x1cf01, 0x1d002, 0x1d101, 0x1d202, 0x1d301,
+    0x1d402, 0x1d501, 0x1d602, 0x1d701, 0x1d802, 0x1d901, 0x1da02, 0x1db01, 0x1dc02, 0x1de01, 0x1df02,
+    0x1e001, 0x1e102, 0x1e201, 0x1e302, 0x1e401, 0x1e502, 0x1e601, 0x1e702, 0x1e801, 0x1e902, 0x1ea01,
+    0x1eb02, 0x1ec01, 0x1ed02, 0x1ee01, 0x1ef02, 0x1f101, 0x1f203, 0x1f302, 0x1f401, 0x1f502, 0x1f601,
+    0x1f902, 0x1fa01, 0x1fb02, 0x1fc01, 0x1fd02, 0x1fe01, 0x1ff02, 0x20001, 0x20102, 0x20201, 0x20302,
+    0x20401, 0x20502, 0x20601, 0x20702, 0x20801, 0x20902, 0x20a01, 0x20b02, 0x20c01, 0x20d02, 0x20e01,
+    0x20f02, 0x21001, 0x21102, 0x21201, 0x21302, 0x21401, 0x21502, 0x21601, 0x21702, 0x21801, 0x21902,
+    0x21a01, 0x21b02, 0x21c01, 0x21d02, 0x21e01, 0x21f02, 0x22001, 0x22102, 0x22201, 0x22302, 0x22401,
+    0x22502, 0x22601, 0x22702, 0x22801, 0x22902, 0x22a01, 0x22b02, 0x22c01, 0x22d02, 0x22e01, 0x22f02,
+    0x23001, 0x23102, 0x23201, 0x23302, 0x23a01, 0x23c02, 0x23d01, 0x23f02, 0x24101, 0x24202, 0x24301,
+    0x24702, 0x24801, 0x24902, 0x24a01, 0x24b02, 0x24c01, 0x24d02, 0x24e01, 0x24f02, 0x29405, 0x29502,
+    0x2b004, 0x2c215, 0x2c604, 0x2d215, 0x2e004, 0x2e515, 0x2ec04, 0x2ed15, 0x2ee04, 0x2ef15, 0x30006,
+    0x37001, 0x37102, 0x37201, 0x37302, 0x37404, 0x37515, 0x37601, 0x37702, 0x37800, 0x37a04, 0x37b02,
+    0x37e12, 0x37f01, 0x38000, 0x38415, 0x38601, 0x38712, 0x38801, 0x38b00, 0x38c01, 0x38d00, 0x38e01,
+    0x39002, 0x39101, 0x3a200, 0x3a301, 0x3ac02, 0x3cf01, 0x3d002, 0x3d201, 0x3d502, 0x3d801, 0x3d902,
+    0x3da01, 0x3db02, 0x3dc01, 0x3dd02, 0x3de01, 0x3df02, 0x3e001, 0x3e102, 0x3e201, 0x3e302, 0x3e401,
+    0x3e502, 0x3e601, 0x3e702, 0x3e801, 0x3e902, 0x3ea01, 0x3eb02, 0x3ec01, 0x3ed02, 0x3ee01, 0x3ef02,
+    0x3f401, 0x3f502, 0x3f613, 0x3f701, 0x3f802, 0x3f901, 0x3fb02, 0x3fd01, 0x43002, 0x46001, 0x46102,
+    0x46201, 0x46302, 0x46401, 0x46502, 0x46601, 0x46702, 0x46801, 0x46902, 0x46a01, 0x46b02, 0x46c01,
+    0x46d02, 0x46e01, 0x46f02, 0x47001, 0x47102, 0x47201, 0x47302, 0x47401, 0x47502, 0x47601, 0x47702,
+    0x47801, 0x47902, 0x47a01, 0x47b02, 0x47c01, 0x47d02, 0x47e01, 0x47f02, 0x48001, 0x48102, 0x48216,
+    0x48306, 0x48808, 0x48a01, 0x48b02, 0x48c01, 0x48d02, 0x48e01, 0x48f02, 0x49001, 0x49102, 0x49201,
+    0x49302, 0x49401, 0x49502, 0x49601, 0x49702, 0x49801, 0x49902, 0x49a01, 0x49b02, 0x49c01, 0x49d02,
+    0x49e01, 0x49f02, 0x4a001, 0x4a102, 0x4a201, 0x4a302, 0x4a401, 0x4a502, 0x4a601, 0x4a702, 0x4a801,
+    0x4a902, 0x4aa01, 0x4ab02, 0x4ac01, 0x4ad02, 0x4ae01, 0x4af02, 0x4b001, 0x4b102, 0x4b201, 0x4b302,
+    0x4b401, 0x4b502, 0x4b601, 0x4b702, 0x4b801, 0x4b902, 0x4ba01, 0x4bb02, 0x4bc01, 0x4bd02, 0x4be01,
+    0x4bf02, 0x4c001, 0x4c202, 0x4c301, 0x4c402, 0x4c501, 0x4c602, 0x4c701, 0x4c802, 0x4c901, 0x4ca02,
+    0x4cb01, 0x4cc02, 0x4cd01, 0x4ce02, 0x4d001, 0x4d102, 0x4d201, 0x4d302, 0x4d401, 0x4d502, 0x4d601,
+    0x4d702, 0x4d801, 0x4d902, 0x4da01, 0x4db02, 0x4dc01, 0x4dd02, 0x4de01, 0x4df02, 0x4e001, 0x4e102,
+    0x4e201, 0x4e302, 0x4e401, 0x4e502, 0x4e601, 0x4e702, 0x4e801, 0x4e902, 0x4ea01, 0x4eb02, 0x4ec01,
+    0x4ed02, 0x4ee01, 0x4ef02, 0x4f001, 0x4f102, 0x4f201, 0x4f302, 0x4f401, 0x4f502, 0x4f601, 0x4f702,
+    0x4f801, 0x4f902, 0x4fa01, 0x4fb02, 0x4fc01, 0x4fd02, 0x4fe01, 0x4ff02, 0x50001, 0x50102, 0x50201,
+    0x50302, 0x50401, 0x50502, 0x50601, 0x50702, 0x50801, 0x50902, 0x50a01, 0x50b02, 0x50c01, 0x50d02,
+    0x50e01, 0x50f02, 0x51001, 0x51102, 0x51201, 0x51302, 0x51401, 0x51502, 0x51601, 0x51702, 0x51801,
+    0x51902, 0x51a01, 0x51b02, 0x51c01, 0x51d02, 0x51e01, 0x51f02, 0x52001, 0x52102, 0x52201, 0x52302,
+    0x52401, 0x52502, 0x52601, 0x52702, 0x52801, 0x52902, 0x52a01, 0x52b02, 0x52c01, 0x52d02, 0x52e01,
+    0x52f02, 0x53000, 0x53101, 0x55700, 0x55904, 0x55a12, 0x56002, 0x58912, 0x58a0d, 0x58b00, 0x58d16,
+    0x58f14, 0x59000, 0x59106, 0x5be0d, 0x5bf06, 0x5c012, 0x5c106, 0x5c312, 0x5c406, 0x5c612, 0x5c706,
+    0x5c800, 0x5d005, 0x5eb00, 0x5ef05, 0x5f312, 0x5f500, 0x6001b, 0x60613, 0x60912, 0x60b14, 0x60c12,
+    0x60e16, 0x61006, 0x61b12, 0x61c1b, 0x61d12, 0x62005, 0x64004, 0x64105, 0x64b06, 0x66009, 0x66a12,
+    0x66e05, 0x67006, 0x67105, 0x6d412, 0x6d505, 0x6d606, 0x6dd1b, 0x6de16, 0x6df06, 0x6e504, 0x6e706,
+    0x6e916, 0x6ea06, 0x6ee05, 0x6f009, 0x6fa05, 0x6fd16, 0x6ff05, 0x70012, 0x70e00, 0x70f1b, 0x71005,
+    0x71106, 0x71205, 0x73006, 0x74b00, 0x74d05, 0x7a606, 0x7b105, 0x7b200, 0x7c009, 0x7ca05, 0x7eb06,
+    0x7f404, 0x7f616, 0x7f712, 0x7fa04, 0x7fb00, 0x7fd06, 0x7fe14, 0x80005, 0x81606, 0x81a04, 0x81b06,
+    0x82404, 0x82506, 0x82804, 0x82906, 0x82e00, 0x83012, 0x83f00, 0x84005, 0x85906, 0x85c00, 0x85e12,
+    0x85f00, 0x86005, 0x86b00, 0x87005, 0x88815, 0x88905, 0x88f00, 0x8901b, 0x89200, 0x89806, 0x8a005,
+    0x8c904, 0x8ca06, 0x8e21b, 0x8e306, 0x90307, 0x90405, 0x93a06, 0x93b07, 0x93c06, 0x93d05, 0x93e07,
+    0x94106, 0x94907, 0x94d06, 0x94e07, 0x95005, 0x95106, 0x95805, 0x96206, 0x96412, 0x96609, 0x97012,
+    0x97104, 0x97205, 0x98106, 0x98207, 0x98400, 0x98505, 0x98d00, 0x98f05, 0x99100, 0x99305, 0x9a900,
+    0x9aa05, 0x9b100, 0x9b205, 0x9b300, 0x9b605, 0x9ba00, 0x9bc06, 0x9bd05, 0x9be07, 0x9c106, 0x9c500,
+    0x9c707, 0x9c900, 0x9cb07, 0x9cd06, 0x9ce05, 0x9cf00, 0x9d707, 0x9d800, 0x9dc05, 0x9de00, 0x9df05,
+    0x9e206, 0x9e400, 0x9e609, 0x9f005, 0x9f214, 0x9f40b, 0x9fa16, 0x9fb14, 0x9fc05, 0x9fd12, 0x9fe06,
+    0x9ff00, 0xa0106, 0xa0307, 0xa0400, 0xa0505, 0xa0b00, 0xa0f05, 0xa1100, 0xa1305, 0xa2900, 0xa2a05,
+    0xa3100, 0xa3205, 0xa3400, 0xa3505, 0xa3700, 0xa3805, 0xa3a00, 0xa3c06, 0xa3d00, 0xa3e07, 0xa4106,
+    0xa4300, 0xa4706, 0xa4900, 0xa4b06, 0xa4e00, 0xa5106, 0xa5200, 0xa5905, 0xa5d00, 0xa5e05, 0xa5f00,
+    0xa6609, 0xa7006, 0xa7205, 0xa7506, 0xa7612, 0xa7700, 0xa8106, 0xa8307, 0xa8400, 0xa8505, 0xa8e00,
+    0xa8f05, 0xa9200, 0xa9305, 0xaa900, 0xaaa05, 0xab100, 0xab205, 0xab400, 0xab505, 0xaba00, 0xabc06,
+    0xabd05, 0xabe07, 0xac106, 0xac600, 0xac706, 0xac907, 0xaca00, 0xacb07, 0xacd06, 0xace00, 0xad005,
+    0xad100, 0xae005, 0xae206, 0xae400, 0xae609, 0xaf012, 0xaf114, 0xaf200, 0xaf905, 0xafa06, 0xb0000,
+    0xb0106, 0xb0207, 0xb0400, 0xb0505, 0xb0d00, 0xb0f05, 0xb1100, 0xb1305, 0xb2900, 0xb2a05, 0xb3100,
+    0xb3205, 0xb3400, 0xb3505, 0xb3a00, 0xb3c06, 0xb3d05, 0xb3e07, 0xb3f06, 0xb4007, 0xb4106, 0xb4500,
+    0xb4707, 0xb4900, 0xb4b07, 0xb4d06, 0xb4e00, 0xb5506, 0xb5707, 0xb5800, 0xb5c05, 0xb5e00, 0xb5f05,
+    0xb6206, 0xb6400, 0xb6609, 0xb7016, 0xb7105, 0xb720b, 0xb7800, 0xb8206, 0xb8305, 0xb8400, 0xb8505,
+    0xb8b00, 0xb8e05, 0xb9100, 0xb9205, 0xb9600, 0xb9905, 0xb9b00, 0xb9c05, 0xb9d00, 0xb9e05, 0xba000,
+    0xba305, 0xba500, 0xba805, 0xbab00, 0xbae05, 0xbba00, 0xbbe07, 0xbc006, 0xbc107, 0xbc300, 0xbc607,
+    0xbc900, 0xbca07, 0xbcd06, 0xbce00, 0xbd005, 0xbd100, 0xbd707, 0xbd800, 0xbe609, 0xbf00b, 0xbf316,
+    0xbf914, 0xbfa16, 0xbfb00, 0xc0006, 0xc0107, 0xc0406, 0xc0505, 0xc0d00, 0xc0e05, 0xc1100, 0xc1205,
+    0xc2900, 0xc2a05, 0xc3a00, 0xc3c06, 0xc3d05, 0xc3e06, 0xc4107, 0xc4500, 0xc4606, 0xc4900, 0xc4a06,
+    0xc4e00, 0xc5506, 0xc5700, 0xc5805, 0xc5b00, 0xc5d05, 0xc5e00, 0xc6005, 0xc6206, 0xc6400, 0xc6609,
+    0xc7000, 0xc7712, 0xc780b, 0xc7f16, 0xc8005, 0xc8106, 0xc8207, 0xc8412, 0xc8505, 0xc8d00, 0xc8e05,
+    0xc9100, 0xc9205, 0xca900, 0xcaa05, 0xcb400, 0xcb505, 0xcba00, 0xcbc06, 0xcbd05, 0xcbe07, 0xcbf06,
+    0xcc007, 0xcc500, 0xcc606, 0xcc707, 0xcc900, 0xcca07, 0xccc06, 0xcce00, 0xcd507, 0xcd700, 0xcdd05,
+    0xcdf00, 0xce005, 0xce206, 0xce400, 0xce609, 0xcf000, 0xcf105, 0xcf300, 0xd0006, 0xd0207, 0xd0405,
+    0xd0d00, 0xd0e05, 0xd1100, 0xd1205, 0xd3b06, 0xd3d05, 0xd3e07, 0xd4106, 0xd4500, 0xd4607, 0xd4900,
+    0xd4a07, 0xd4d06, 0xd4e05, 0xd4f16, 0xd5000, 0xd5405, 0xd5707, 0xd580b, 0xd5f05, 0xd6206, 0xd6400,
+    0xd6609, 0xd700b, 0xd7916, 0xd7a05, 0xd8000, 0xd8106, 0xd8207, 0xd8400, 0xd8505, 0xd9700, 0xd9a05,
+    0xdb200, 0xdb305, 0xdbc00, 0xdbd05, 0xdbe00, 0xdc005, 0xdc700, 0xdca06, 0xdcb00, 0xdcf07, 0xdd206,
+    0xdd500, 0xdd606, 0xdd700, 0xdd807, 0xde000, 0xde609, 0xdf000, 0xdf207, 0xdf412, 0xdf500, 0xe0105,
+    0xe3106, 0xe3205, 0xe3406, 0xe3b00, 0xe3f14, 0xe4005, 0xe4604, 0xe4706, 0xe4f12, 0xe5009, 0xe5a12,
+    0xe5c00, 0xe8105, 0xe8300, 0xe8405, 0xe8500, 0xe8605, 0xe8b00, 0xe8c05, 0xea400, 0xea505, 0xea600,
+    0xea705, 0xeb106, 0xeb205, 0xeb406, 0xebd05, 0xebe00, 0xec005, 0xec500, 0xec604, 0xec700, 0xec806,
+    0xece00, 0xed009, 0xeda00, 0xedc05, 0xee000, 0xf0005, 0xf0116, 0xf0412, 0xf1316, 0xf1412, 0xf1516,
+    0xf1806, 0xf1a16, 0xf2009, 0xf2a0b, 0xf3416, 0xf3506, 0xf3616, 0xf3706, 0xf3816, 0xf3906, 0xf3a0e,
+    0xf3b0f, 0xf3c0e, 0xf3d0f, 0xf3e07, 0xf4005, 0xf4800, 0xf4905, 0xf6d00, 0xf7106, 0xf7f07, 0xf8006,
+    0xf8512, 0xf8606, 0xf8805, 0xf8d06, 0xf9800, 0xf9906, 0xfbd00, 0xfbe16, 0xfc606, 0xfc716, 0xfcd00,
+    0xfce16, 0xfd012, 0xfd516, 0xfd912, 0xfdb00, 0x100005, 0x102b07, 0x102d06, 0x103107, 0x103206, 0x103807,
+    0x103906, 0x103b07, 0x103d06, 0x103f05, 0x104009, 0x104a12, 0x105005, 0x105607, 0x105806, 0x105a05,
+    0x105e06, 0x106105, 0x106207, 0x106505, 0x106707, 0x106e05, 0x107106, 0x107505, 0x108206, 0x108307,
+    0x108506, 0x108707, 0x108d06, 0x108e05, 0x108f07, 0x109009, 0x109a07, 0x109d06, 0x109e16, 0x10a001,
+    0x10c600, 0x10c701, 0x10c800, 0x10cd01, 0x10ce00, 0x10d002, 0x10fb12, 0x10fc04, 0x10fd02, 0x110005,
+    0x124900, 0x124a05, 0x124e00, 0x125005, 0x125700, 0x125805, 0x125900, 0x125a05, 0x125e00, 0x126005,
+    0x128900, 0x128a05, 0x128e00, 0x129005, 0x12b100, 0x12b205, 0x12b600, 0x12b805, 0x12bf00, 0x12c005,
+    0x12c100, 0x12c205, 0x12c600, 0x12c805, 0x12d700, 0x12d805, 0x131100, 0x131205, 0x131600, 0x131805,
+    0x135b00, 0x135d06, 0x136012, 0x13690b, 0x137d00, 0x138005, 0x139016, 0x139a00, 0x13a001, 0x13f600,
+    0x13f802, 0x13fe00, 0x14000d, 0x140105, 0x166d16, 0x166e12, 0x166f05, 0x168017, 0x168105, 0x169b0e,
+    0x169c0f, 0x169d00, 0x16a005, 0x16eb12, 0x16ee0a, 0x16f105, 0x16f900, 0x170005, 0x171206, 0x171507,
+    0x171600, 0x171f05, 0x173206, 0x173407, 0x173512, 0x173700, 0x174005, 0x175206, 0x175400, 0x176005,
+    0x176d00, 0x176e05, 0x177100, 0x177206, 0x177400, 0x178005, 0x17b406, 0x17b607, 0x17b706, 0x17be07,
+    0x17c606, 0x17c707, 0x17c906, 0x17d412, 0x17d704, 0x17d812, 0x17db14, 0x17dc05, 0x17dd06, 0x17de00,
+    0x17e009, 0x17ea00, 0x17f00b, 0x17fa00, 0x180012, 0x18060d, 0x180712, 0x180b06, 0x180e1b, 0x180f06,
+    0x181009, 0x181a00, 0x182005, 0x184304, 0x184405, 0x187900, 0x188005, 0x188506, 0x188705, 0x18a906,
+    0x18aa05, 0x18ab00, 0x18b005, 0x18f600, 0x190005, 0x191f00, 0x192006, 0x192307, 0x192706, 0x192907,
+    0x192c00, 0x193007, 0x193206, 0x193307, 0x193906, 0x193c00, 0x194016, 0x194100, 0x194412, 0x194609,
+    0x195005, 0x196e00, 0x197005, 0x197500, 0x198005, 0x19ac00, 0x19b005, 0x19ca00, 0x19d009, 0x19da0b,
+    0x19db00, 0x19de16, 0x1a0005, 0x1a1706, 0x1a1907, 0x1a1b06, 0x1a1c00, 0x1a1e12, 0x1a2005, 0x1a5507,
+    0x1a5606, 0x1a5707, 0x1a5806, 0x1a5f00, 0x1a6006, 0x1a6107, 0x1a6206, 0x1a6307, 0x1a6506, 0x1a6d07,
+    0x1a7306, 0x1a7d00, 0x1a7f06, 0x1a8009, 0x1a8a00, 0x1a9009, 0x1a9a00, 0x1aa012, 0x1aa704, 0x1aa812,
+    0x1aae00, 0x1ab006, 0x1abe08, 0x1abf06, 0x1acf00, 0x1b0006, 0x1b0407, 0x1b0505, 0x1b3406, 0x1b3507,
+    0x1b3606, 0x1b3b07, 0x1b3c06, 0x1b3d07, 0x1b4206, 0x1b4307, 0x1b4505, 0x1b4d00, 0x1b5009, 0x1b5a12,
+    0x1b6116, 0x1b6b06, 0x1b7416, 0x1b7d12, 0x1b7f00, 0x1b8006, 0x1b8207, 0x1b8305, 0x1ba107, 0x1ba206,
+    0x1ba607, 0x1ba806, 0x1baa07, 0x1bab06, 0x1bae05, 0x1bb009, 0x1bba05, 0x1be606, 0x1be707, 0x1be806,
+    0x1bea07, 0x1bed06, 0x1bee07, 0x1bef06, 0x1bf207, 0x1bf400, 0x1bfc12, 0x1c0005, 0x1c2407, 0x1c2c06,
+    0x1c3407, 0x1c3606, 0x1c3800, 0x1c3b12, 0x1c4009, 0x1c4a00, 0x1c4d05, 0x1c5009, 0x1c5a05, 0x1c7804,
+    0x1c7e12, 0x1c8002, 0x1c8900, 0x1c9001, 0x1cbb00, 0x1cbd01, 0x1cc012, 0x1cc800, 0x1cd006, 0x1cd312,
+    0x1cd406, 0x1ce107, 0x1ce206, 0x1ce905, 0x1ced06, 0x1cee05, 0x1cf406, 0x1cf505, 0x1cf707, 0x1cf806,
+    0x1cfa05, 0x1cfb00, 0x1d0002, 0x1d2c04, 0x1d6b02, 0x1d7804, 0x1d7902, 0x1d9b04, 0x1dc006, 0x1e0001,
+    0x1e0102, 0x1e0201, 0x1e0302, 0x1e0401, 0x1e0502, 0x1e0601, 0x1e0702, 0x1e0801, 0x1e0902, 0x1e0a01,
+    0x1e0b02, 0x1e0c01, 0x1e0d02, 0x1e0e01, 0x1e0f02, 0x1e1001, 0x1e1102, 0x1e1201, 0x1e1302, 0x1e1401,
+    0x1e1502, 0x1e1601, 0x1e1702, 0x1e1801, 0x1e1902, 0x1e1a01, 0x1e1b02, 0x1e1c01, 0x1e1d02, 0x1e1e01,
+    0x1e1f02, 0x1e2001, 0x1e2102, 0x1e2201, 0x1e2302, 0x1e2401, 0x1e2502, 0x1e2601, 0x1e2702, 0x1e2801,
+    0x1e2902, 0x1e2a01, 0x1e2b02, 0x1e2c01, 0x1e2d02, 0x1e2e01, 0x1e2f02, 0x1e3001, 0x1e3102, 0x1e3201,
+    0x1e3302, 0x1e3401, 0x1e3502, 0x1e3601, 0x1e3702, 0x1e3801, 0x1e3902, 0x1e3a01, 0x1e3b02, 0x1e3c01,
+    0x1e3d02, 0x1e3e01, 0x1e3f02, 0x1e4001, 0x1e4102, 0x1e4201, 0x1e4302, 0x1e4401, 0x1e4502, 0x1e4601,
+    0x1e4702, 0x1e4801, 0x1e4902, 0x1e4a01, 0x1e4b02, 0x1e4c01, 0x1e4d02, 0x1e4e01, 0x1e4f02, 0x1e5001,
+    0x1e5102, 0x1e5201, 0x1e5302, 0x1e5401, 0x1e5502, 0x1e5601, 0x1e5702, 0x1e5801, 0x1e5902, 0x1e5a01,
+    0x1e5b02, 0x1e5c01, 0x1e5d02, 0x1e5e01, 0x1e5f02, 0x1e6001, 0x1e6102, 0x1e6201, 0x1e6302, 0x1e6401,
+    0x1e6502, 0x1e6601, 0x1e6702, 0x1e6801, 0x1e6902, 0x1e6a01, 0x1e6b02, 0x1e6c01, 0x1e6d02, 0x1e6e01,
+    0x1e6f02, 0x1e7001, 0x1e7102, 0x1e7201, 0x1e7302, 0x1e7401, 0x1e7502, 0x1e7601, 0x1e7702, 0x1e7801,
+    0x1e7902, 0x1e7a01, 0x1e7b02, 0x1e7c01, 0x1e7d02, 0x1e7e01, 0x1e7f02, 0x1e8001, 0x1e8102, 0x1e8201,
+    0x1e8302, 0x1e8401, 0x1e8502, 0x1e8601, 0x1e8702, 0x1e8801, 0x1e8902, 0x1e8a01, 0x1e8b02, 0x1e8c01,
+    0x1e8d02, 0x1e8e01, 0x1e8f02, 0x1e9001, 0x1e9102, 0x1e9201, 0x1e9302, 0x1e9401, 0x1e9502, 0x1e9e01,
+    0x1e9f02, 0x1ea001, 0x1ea102, 0x1ea201, 0x1ea302, 0x1ea401, 0x1ea502, 0x1ea601, 0x1ea702, 0x1ea801,
+    0x1ea902, 0x1eaa01, 0x1eab02, 0x1eac01, 0x1ead02, 0x1eae01, 0x1eaf02, 0x1eb001, 0x1eb102, 0x1eb201,
+    0x1eb302, 0x1eb401, 0x1eb502, 0x1eb601, 0x1eb702, 0x1eb801, 0x1eb902, 0x1eba01, 0x1ebb02, 0x1ebc01,
+    0x1ebd02, 0x1ebe01, 0x1ebf02, 0x1ec001, 0x1ec102, 0x1ec201, 0x1ec302, 0x1ec401, 0x1ec502, 0x1ec601,
+    0x1ec702, 0x1ec801, 0x1ec902, 0x1eca01, 0x1ecb02, 0x1ecc01, 0x1ecd02, 0x1ece01, 0x1ecf02, 0x1ed001,
+    0x1ed102, 0x1ed201, 0x1ed302, 0x1ed401, 0x1ed502, 0x1ed601, 0x1ed702, 0x1ed801, 0x1ed902, 0x1eda01,
+    0x1edb02, 0x1edc01, 0x1edd02, 0x1ede01, 0x1edf02, 0x1ee001, 0x1ee102, 0x1ee201, 0x1ee302, 0x1ee401,
+    0x1ee502, 0x1ee601, 0x1ee702, 0x1ee801, 0x1ee902, 0x1eea01, 0x1eeb02, 0x1eec01, 0x1eed02, 0x1eee01,
+    0x1eef02, 0x1ef001, 0x1ef102, 0x1ef201, 0x1ef302, 0x1ef401, 0x1ef502, 0x1ef601, 0x1ef702, 0x1ef801,
+    0x1ef902, 0x1efa01, 0x1efb02, 0x1efc01, 0x1efd02, 0x1efe01, 0x1eff02, 0x1f0801, 0x1f1002, 0x1f1600,
+    0x1f1801, 0x1f1e00, 0x1f2002, 0x1f2801, 0x1f3002, 0x1f3801, 0x1f4002, 0x1f4600, 0x1f4801, 0x1f4e00,
+    0x1f5002, 0x1f5800, 0x1f5901, 0x1f5a00, 0x1f5b01, 0x1f5c00, 0x1f5d01, 0x1f5e00, 0x1f5f01, 0x1f6002,
+    0x1f6801, 0x1f7002, 0x1f7e00, 0x1f8002, 0x1f8803, 0x1f9002, 0x1f9803, 0x1fa002, 0x1fa803, 0x1fb002,
+    0x1fb500, 0x1fb602, 0x1fb801, 0x1fbc03, 0x1fbd15, 0x1fbe02, 0x1fbf15, 0x1fc202, 0x1fc500, 0x1fc602,
+    0x1fc801, 0x1fcc03, 0x1fcd15, 0x1fd002, 0x1fd400, 0x1fd602, 0x1fd801, 0x1fdc00, 0x1fdd15, 0x1fe002,
+    0x1fe801, 0x1fed15, 0x1ff000, 0x1ff202, 0x1ff500, 0x1ff602, 0x1ff801, 0x1ffc03, 0x1ffd15, 0x1fff00,
+    0x200017, 0x200b1b, 0x20100d, 0x201612, 0x201810, 0x201911, 0x201a0e, 0x201b10, 0x201d11, 0x201e0e,
+    0x201f10, 0x202012, 0x202818, 0x202919, 0x202a1b, 0x202f17, 0x203012, 0x203910, 0x203a11, 0x203b12,
+    0x203f0c, 0x204112, 0x204413, 0x20450e, 0x20460f, 0x204712, 0x205213, 0x205312, 0x20540c, 0x205512,
+    0x205f17, 0x20601b, 0x206500, 0x20661b, 0x20700b, 0x207104, 0x207200, 0x20740b, 0x207a13, 0x207d0e,
+    0x207e0f, 0x207f04, 0x20800b, 0x208a13, 0x208d0e, 0x208e0f, 0x208f00, 0x209004, 0x209d00, 0x20a014,
+    0x20c100, 0x20d006, 0x20dd08, 0x20e106, 0x20e208, 0x20e506, 0x20f100, 0x210016, 0x210201, 0x210316,
+    0x210701, 0x210816, 0x210a02, 0x210b01, 0x210e02, 0x211001, 0x211302, 0x211416, 0x211501, 0x211616,
+    0x211813, 0x211901, 0x211e16, 0x212401, 0x212516, 0x212601, 0x212716, 0x212801, 0x212916, 0x212a01,
+    0x212e16, 0x212f02, 0x213001, 0x213402, 0x213505, 0x213902, 0x213a16, 0x213c02, 0x213e01, 0x214013,
+    0x214501, 0x214602, 0x214a16, 0x214b13, 0x214c16, 0x214e02, 0x214f16, 0x21500b, 0x21600a, 0x218301,
+    0x218402, 0x21850a, 0x21890b, 0x218a16, 0x218c00, 0x219013, 0x219516, 0x219a13, 0x219c16, 0x21a013,
+    0x21a116, 0x21a313, 0x21a416, 0x21a613, 0x21a716, 0x21ae13, 0x21af16, 0x21ce13, 0x21d016, 0x21d213,
+    0x21d316, 0x21d413, 0x21d516, 0x21f413, 0x230016, 0x23080e, 0x23090f, 0x230a0e, 0x230b0f, 0x230c16,
+    0x232013, 0x232216, 0x23290e, 0x232a0f, 0x232b16, 0x237c13, 0x237d16, 0x239b13, 0x23b416, 0x23dc13,
+    0x23e216, 0x242700, 0x244016, 0x244b00, 0x24600b, 0x249c16, 0x24ea0b, 0x250016, 0x25b713, 0x25b816,
+    0x25c113, 0x25c216, 0x25f813, 0x260016, 0x266f13, 0x267016, 0x27680e, 0x27690f, 0x276a0e, 0x276b0f,
+    0x276c0e, 0x276d0f, 0x276e0e, 0x276f0f, 0x27700e, 0x27710f, 0x27720e, 0x27730f, 0x27740e, 0x27750f,
+    0x27760b, 0x279416, 0x27c013, 0x27c50e, 0x27c60f, 0x27c713, 0x27e60e, 0x27e70f, 0x27e80e, 0x27e90f,
+    0x27ea0e, 0x27eb0f, 0x27ec0e, 0x27ed0f, 0x27ee0e, 0x27ef0f, 0x27f013, 0x280016, 0x290013, 0x29830e,
+    0x29840f, 0x29850e, 0x29860f, 0x29870e, 0x29880f, 0x29890e, 0x298a0f, 0x298b0e, 0x298c0f, 0x298d0e,
+    0x298e0f, 0x298f0e, 0x29900f, 0x29910e, 0x29920f, 0x29930e, 0x29940f, 0x29950e, 0x29960f, 0x29970e,
+    0x29980f, 0x299913, 0x29d80e, 0x29d90f, 0x29da0e, 0x29db0f, 0x29dc13, 0x29fc0e, 0x29fd0f, 0x29fe13,
+    0x2b0016, 0x2b3013, 0x2b4516, 0x2b4713, 0x2b4d16, 0x2b7400, 0x2b7616, 0x2b9600, 0x2b9716, 0x2c0001,
+    0x2c3002, 0x2c6001, 0x2c6102, 0x2c6201, 0x2c6502, 0x2c6701, 0x2c6802, 0x2c6901, 0x2c6a02, 0x2c6b01,
+    0x2c6c02, 0x2c6d01, 0x2c7102, 0x2c7201, 0x2c7302, 0x2c7501, 0x2c7602, 0x2c7c04, 0x2c7e01, 0x2c8102,
+    0x2c8201, 0x2c8302, 0x2c8401, 0x2c8502, 0x2c8601, 0x2c8702, 0x2c8801, 0x2c8902, 0x2c8a01, 0x2c8b02,
+    0x2c8c01, 0x2c8d02, 0x2c8e01, 0x2c8f02, 0x2c9001, 0x2c9102, 0x2c9201, 0x2c9302, 0x2c9401, 0x2c9502,
+    0x2c9601, 0x2c9702, 0x2c9801, 0x2c9902, 0x2c9a01, 0x2c9b02, 0x2c9c01, 0x2c9d02, 0x2c9e01, 0x2c9f02,
+    0x2ca001, 0x2ca102, 0x2ca201, 0x2ca302, 0x2ca401, 0x2ca502, 0x2ca601, 0x2ca702, 0x2ca801, 0x2ca902,
+    0x2caa01, 0x2cab02, 0x2cac01, 0x2cad02, 0x2cae01, 0x2caf02, 0x2cb001, 0x2cb102, 0x2cb201, 0x2cb302,
+    0x2cb401, 0x2cb502, 0x2cb601, 0x2cb702, 0x2cb801, 0x2cb902, 0x2cba01, 0x2cbb02, 0x2cbc01, 0x2cbd02,
+    0x2cbe01, 0x2cbf02, 0x2cc001, 0x2cc102, 0x2cc201, 0x2cc302, 0x2cc401, 0x2cc502, 0x2cc601, 0x2cc702,
+    0x2cc801, 0x2cc902, 0x2cca01, 0x2ccb02, 0x2ccc01, 0x2ccd02, 0x2cce01, 0x2ccf02, 0x2cd001, 0x2cd102,
+    0x2cd201, 0x2cd302, 0x2cd401, 0x2cd502, 0x2cd601, 0x2cd702, 0x2cd801, 0x2cd902, 0x2cda01, 0x2cdb02,
+    0x2cdc01, 0x2cdd02, 0x2cde01, 0x2cdf02, 0x2ce001, 0x2ce102, 0x2ce201, 0x2ce302, 0x2ce516, 0x2ceb01,
+    0x2cec02, 0x2ced01, 0x2cee02, 0x2cef06, 0x2cf201, 0x2cf302, 0x2cf400, 0x2cf912, 0x2cfd0b, 0x2cfe12,
+    0x2d0002, 0x2d2600, 0x2d2702, 0x2d2800, 0x2d2d02, 0x2d2e00, 0x2d3005, 0x2d6800, 0x2d6f04, 0x2d7012,
+    0x2d7100, 0x2d7f06, 0x2d8005, 0x2d9700, 0x2da005, 0x2da700, 0x2da805, 0x2daf00, 0x2db005, 0x2db700,
+    0x2db805, 0x2dbf00, 0x2dc005, 0x2dc700, 0x2dc805, 0x2dcf00, 0x2dd005, 0x2dd700, 0x2dd805, 0x2ddf00,
+    0x2de006, 0x2e0012, 0x2e0210, 0x2e0311, 0x2e0410, 0x2e0511, 0x2e0612, 0x2e0910, 0x2e0a11, 0x2e0b12,
+    0x2e0c10, 0x2e0d11, 0x2e0e12, 0x2e170d, 0x2e1812, 0x2e1a0d, 0x2e1b12, 0x2e1c10, 0x2e1d11, 0x2e1e12,
+    0x2e2010, 0x2e2111, 0x2e220e, 0x2e230f, 0x2e240e, 0x2e250f, 0x2e260e, 0x2e270f, 0x2e280e, 0x2e290f,
+    0x2e2a12, 0x2e2f04, 0x2e3012, 0x2e3a0d, 0x2e3c12, 0x2e400d, 0x2e4112, 0x2e420e, 0x2e4312, 0x2e5016,
+    0x2e5212, 0x2e550e, 0x2e560f, 0x2e570e, 0x2e580f, 0x2e590e, 0x2e5a0f, 0x2e5b0e, 0x2e5c0f, 0x2e5d0d,
+    0x2e5e00, 0x2e8016, 0x2e9a00, 0x2e9b16, 0x2ef400, 0x2f0016, 0x2fd600, 0x2ff016, 0x2ffc00, 0x300017,
+    0x300112, 0x300416, 0x300504, 0x300605, 0x30070a, 0x30080e, 0x30090f, 0x300a0e, 0x300b0f, 0x300c0e,
+    0x300d0f, 0x300e0e, 0x300f0f, 0x30100e, 0x30110f, 0x301216, 0x30140e, 0x30150f, 0x30160e, 0x30170f,
+    0x30180e, 0x30190f, 0x301a0e, 0x301b0f, 0x301c0d, 0x301d0e, 0x301e0f, 0x302016, 0x30210a, 0x302a06,
+    0x302e07, 0x30300d, 0x303104, 0x303616, 0x30380a, 0x303b04, 0x303c05, 0x303d12, 0x303e16, 0x304000,
+    0x304105, 0x309700, 0x309906, 0x309b15, 0x309d04, 0x309f05, 0x30a00d, 0x30a105, 0x30fb12, 0x30fc04,
+    0x30ff05, 0x310000, 0x310505, 0x313000, 0x313105, 0x318f00, 0x319016, 0x31920b, 0x319616, 0x31a005,
+    0x31c016, 0x31e400, 0x31f005, 0x320016, 0x321f00, 0x32200b, 0x322a16, 0x32480b, 0x325016, 0x32510b,
+    0x326016, 0x32800b, 0x328a16, 0x32b10b, 0x32c016, 0x340005, 0x4dc016, 0x4e0005, 0xa01504, 0xa01605,
+    0xa48d00, 0xa49016, 0xa4c700, 0xa4d005, 0xa4f804, 0xa4fe12, 0xa50005, 0xa60c04, 0xa60d12, 0xa61005,
+    0xa62009, 0xa62a05, 0xa62c00, 0xa64001, 0xa64102, 0xa64201, 0xa64302, 0xa64401, 0xa64502, 0xa64601,
+    0xa64702, 0xa64801, 0xa64902, 0xa64a01, 0xa64b02, 0xa64c01, 0xa64d02, 0xa64e01, 0xa64f02, 0xa65001,
+    0xa65102, 0xa65201, 0xa65302, 0xa65401, 0xa65502, 0xa65601, 0xa65702, 0xa65801, 0xa65902, 0xa65a01,
+    0xa65b02, 0xa65c01, 0xa65d02, 0xa65e01, 0xa65f02, 0xa66001, 0xa66102, 0xa66201, 0xa66302, 0xa66401,
+    0xa66502, 0xa66601, 0xa66702, 0xa66801, 0xa66902, 0xa66a01, 0xa66b02, 0xa66c01, 0xa66d02, 0xa66e05,
+    0xa66f06, 0xa67008, 0xa67312, 0xa67406, 0xa67e12, 0xa67f04, 0xa68001, 0xa68102, 0xa68201, 0xa68302,
+    0xa68401, 0xa68502, 0xa68601, 0xa68702, 0xa68801, 0xa68902, 0xa68a01, 0xa68b02, 0xa68c01, 0xa68d02,
+    0xa68e01, 0xa68f02, 0xa69001, 0xa69102, 0xa69201, 0xa69302, 0xa69401, 0xa69502, 0xa69601, 0xa69702,
+    0xa69801, 0xa69902, 0xa69a01, 0xa69b02, 0xa69c04, 0xa69e06, 0xa6a005, 0xa6e60a, 0xa6f006, 0xa6f212,
+    0xa6f800, 0xa70015, 0xa71704, 0xa72015, 0xa72201, 0xa72302, 0xa72401, 0xa72502, 0xa72601, 0xa72702,
+    0xa72801, 0xa72902, 0xa72a01, 0xa72b02, 0xa72c01, 0xa72d02, 0xa72e01, 0xa72f02, 0xa73201, 0xa73302,
+    0xa73401, 0xa73502, 0xa73601, 0xa73702, 0xa73801, 0xa73902, 0xa73a01, 0xa73b02, 0xa73c01, 0xa73d02,
+    0xa73e01, 0xa73f02, 0xa74001, 0xa74102, 0xa74201, 0xa74302, 0xa74401, 0xa74502, 0xa74601, 0xa74702,
+    0xa74801, 0xa74902, 0xa74a01, 0xa74b02, 0xa74c01, 0xa74d02, 0xa74e01, 0xa74f02, 0xa75001, 0xa75102,
+    0xa75201, 0xa75302, 0xa75401, 0xa75502, 0xa75601, 0xa75702, 0xa75801, 0xa75902, 0xa75a01, 0xa75b02,
+    0xa75c01, 0xa75d02, 0xa75e01, 0xa75f02, 0xa76001, 0xa76102, 0xa76201, 0xa76302, 0xa76401, 0xa76502,
+    0xa76601, 0xa76702, 0xa76801, 0xa76902, 0xa76a01, 0xa76b02, 0xa76c01, 0xa76d02, 0xa76e01, 0xa76f02,
+    0xa77004, 0xa77102, 0xa77901, 0xa77a02, 0xa77b01, 0xa77c02, 0xa77d01, 0xa77f02, 0xa78001, 0xa78102,
+    0xa78201, 0xa78302, 0xa78401, 0xa78502, 0xa78601, 0xa78702, 0xa78804, 0xa78915, 0xa78b01, 0xa78c02,
+    0xa78d01, 0xa78e02, 0xa78f05, 0xa79001, 0xa79102, 0xa79201, 0xa79302, 0xa79601, 0xa79702, 0xa79801,
+    0xa79902, 0xa79a01, 0xa79b02, 0xa79c01, 0xa79d02, 0xa79e01, 0xa79f02, 0xa7a001, 0xa7a102, 0xa7a201,
+    0xa7a302, 0xa7a401, 0xa7a502, 0xa7a601, 0xa7a702, 0xa7a801, 0xa7a902, 0xa7aa01, 0xa7af02, 0xa7b001,
+    0xa7b502, 0xa7b601, 0xa7b702, 0xa7b801, 0xa7b902, 0xa7ba01, 0xa7bb02, 0xa7bc01, 0xa7bd02, 0xa7be01,
+    0xa7bf02, 0xa7c001, 0xa7c102, 0xa7c201, 0xa7c302, 0xa7c401, 0xa7c802, 0xa7c901, 0xa7ca02, 0xa7cb00,
+    0xa7d001, 0xa7d102, 0xa7d200, 0xa7d302, 0xa7d400, 0xa7d502, 0xa7d601, 0xa7d702, 0xa7d801, 0xa7d902,
+    0xa7da00, 0xa7f204, 0xa7f501, 0xa7f602, 0xa7f705, 0xa7f804, 0xa7fa02, 0xa7fb05, 0xa80206, 0xa80305,
+    0xa80606, 0xa80705, 0xa80b06, 0xa80c05, 0xa82307, 0xa82506, 0xa82707, 0xa82816, 0xa82c06, 0xa82d00,
+    0xa8300b, 0xa83616, 0xa83814, 0xa83916, 0xa83a00, 0xa84005, 0xa87412, 0xa87800, 0xa88007, 0xa88205,
+    0xa8b407, 0xa8c406, 0xa8c600, 0xa8ce12, 0xa8d009, 0xa8da00, 0xa8e006, 0xa8f205, 0xa8f812, 0xa8fb05,
+    0xa8fc12, 0xa8fd05, 0xa8ff06, 0xa90009, 0xa90a05, 0xa92606, 0xa92e12, 0xa93005, 0xa94706, 0xa95207,
+    0xa95400, 0xa95f12, 0xa96005, 0xa97d00, 0xa98006, 0xa98307, 0xa98405, 0xa9b306, 0xa9b407, 0xa9b606,
+    0xa9ba07, 0xa9bc06, 0xa9be07, 0xa9c112, 0xa9ce00, 0xa9cf04, 0xa9d009, 0xa9da00, 0xa9de12, 0xa9e005,
+    0xa9e506, 0xa9e604, 0xa9e705, 0xa9f009, 0xa9fa05, 0xa9ff00, 0xaa0005, 0xaa2906, 0xaa2f07, 0xaa3106,
+    0xaa3307, 0xaa3506, 0xaa3700, 0xaa4005, 0xaa4306, 0xaa4405, 0xaa4c06, 0xaa4d07, 0xaa4e00, 0xaa5009,
+    0xaa5a00, 0xaa5c12, 0xaa6005, 0xaa7004, 0xaa7105, 0xaa7716, 0xaa7a05, 0xaa7b07, 0xaa7c06, 0xaa7d07,
+    0xaa7e05, 0xaab006, 0xaab105, 0xaab206, 0xaab505, 0xaab706, 0xaab905, 0xaabe06, 0xaac005, 0xaac106,
+    0xaac205, 0xaac300, 0xaadb05, 0xaadd04, 0xaade12, 0xaae005, 0xaaeb07, 0xaaec06, 0xaaee07, 0xaaf012,
+    0xaaf205, 0xaaf304, 0xaaf507, 0xaaf606, 0xaaf700, 0xab0105, 0xab0700, 0xab0905, 0xab0f00, 0xab1105,
+    0xab1700, 0xab2005, 0xab2700, 0xab2805, 0xab2f00, 0xab3002, 0xab5b15, 0xab5c04, 0xab6002, 0xab6904,
+    0xab6a15, 0xab6c00, 0xab7002, 0xabc005, 0xabe307, 0xabe506, 0xabe607, 0xabe806, 0xabe907, 0xabeb12,
+    0xabec07, 0xabed06, 0xabee00, 0xabf009, 0xabfa00, 0xac0005, 0xd7a400, 0xd7b005, 0xd7c700, 0xd7cb05,
+    0xd7fc00, 0xd8001c, 0xe0001d, 0xf90005, 0xfa6e00, 0xfa7005, 0xfada00, 0xfb0002, 0xfb0700, 0xfb1302,
+    0xfb1800, 0xfb1d05, 0xfb1e06, 0xfb1f05, 0xfb2913, 0xfb2a05, 0xfb3700, 0xfb3805, 0xfb3d00, 0xfb3e05,
+    0xfb3f00, 0xfb4005, 0xfb4200, 0xfb4305, 0xfb4500, 0xfb4605, 0xfbb215, 0xfbc300, 0xfbd305, 0xfd3e0f,
+    0xfd3f0e, 0xfd4016, 0xfd5005, 0xfd9000, 0xfd9205, 0xfdc800, 0xfdcf16, 0xfdd000, 0xfdf005, 0xfdfc14,
+    0xfdfd16, 0xfe0006, 0xfe1012, 0xfe170e, 0xfe180f, 0xfe1912, 0xfe1a00, 0xfe2006, 0xfe3012, 0xfe310d,
+    0xfe330c, 0xfe350e, 0xfe360f, 0xfe370e, 0xfe380f, 0xfe390e, 0xfe3a0f, 0xfe3b0e, 0xfe3c0f, 0xfe3d0e,
+    0xfe3e0f, 0xfe3f0e, 0xfe400f, 0xfe410e, 0xfe420f, 0xfe430e, 0xfe440f, 0xfe4512, 0xfe470e, 0xfe480f,
+    0xfe4912, 0xfe4d0c, 0xfe5012, 0xfe5300, 0xfe5412, 0xfe580d, 0xfe590e, 0xfe5a0f, 0xfe5b0e, 0xfe5c0f,
+    0xfe5d0e, 0xfe5e0f, 0xfe5f12, 0xfe6213, 0xfe630d, 0xfe6413, 0xfe6700, 0xfe6812, 0xfe6914, 0xfe6a12,
+    0xfe6c00, 0xfe7005, 0xfe7500, 0xfe7605, 0xfefd00, 0xfeff1b, 0xff0000, 0xff0112, 0xff0414, 0xff0512,
+    0xff080e, 0xff090f, 0xff0a12, 0xff0b13, 0xff0c12, 0xff0d0d, 0xff0e12, 0xff1009, 0xff1a12, 0xff1c13,
+    0xff1f12, 0xff2101, 0xff3b0e, 0xff3c12, 0xff3d0f, 0xff3e15, 0xff3f0c, 0xff4015, 0xff4102, 0xff5b0e,
+    0xff5c13, 0xff5d0f, 0xff5e13, 0xff5f0e, 0xff600f, 0xff6112, 0xff620e, 0xff630f, 0xff6412, 0xff6605,
+    0xff7004, 0xff7105, 0xff9e04, 0xffa005, 0xffbf00, 0xffc205, 0xffc800, 0xffca05, 0xffd000, 0xffd205,
+    0xffd800, 0xffda05, 0xffdd00, 0xffe014, 0xffe213, 0xffe315, 0xffe416, 0xffe514, 0xffe700, 0xffe816,
+    0xffe913, 0xffed16, 0xffef00, 0xfff91b, 0xfffc16, 0xfffe00, 0x1000005, 0x1000c00, 0x1000d05, 0x1002700,
+    0x1002805, 0x1003b00, 0x1003c05, 0x1003e00, 0x1003f05, 0x1004e00, 0x1005005, 0x1005e00, 0x1008005,
+    0x100fb00, 0x1010012, 0x1010300, 0x101070b, 0x1013400, 0x1013716, 0x101400a, 0x101750b, 0x1017916,
+    0x1018a0b, 0x1018c16, 0x1018f00, 0x1019016, 0x1019d00, 0x101a016, 0x101a100, 0x101d016, 0x101fd06,
+    0x101fe00, 0x1028005, 0x1029d00, 0x102a005, 0x102d100, 0x102e006, 0x102e10b, 0x102fc00, 0x1030005,
+    0x103200b, 0x1032400, 0x1032d05, 0x103410a, 0x1034205, 0x1034a0a, 0x1034b00, 0x1035005, 0x1037606,
+    0x1037b00, 0x1038005, 0x1039e00, 0x1039f12, 0x103a005, 0x103c400, 0x103c805, 0x103d012, 0x103d10a,
+    0x103d600, 0x1040001, 0x1042802, 0x1045005, 0x1049e00, 0x104a009, 0x104aa00, 0x104b001, 0x104d400,
+    0x104d802, 0x104fc00, 0x1050005, 0x1052800, 0x1053005, 0x1056400, 0x1056f12, 0x1057001, 0x1057b00,
+    0x1057c01, 0x1058b00, 0x1058c01, 0x1059300, 0x1059401, 0x1059600, 0x1059702, 0x105a200, 0x105a302,
+    0x105b200, 0x105b302, 0x105ba00, 0x105bb02, 0x105bd00, 0x1060005, 0x1073700, 0x1074005, 0x1075600,
+    0x1076005, 0x1076800, 0x1078004, 0x1078600, 0x1078704, 0x107b100, 0x107b204, 0x107bb00, 0x1080005,
+    0x1080600, 0x1080805, 0x1080900, 0x1080a05, 0x1083600, 0x1083705, 0x1083900, 0x1083c05, 0x1083d00,
+    0x1083f05, 0x1085600, 0x1085712, 0x108580b, 0x1086005, 0x1087716, 0x108790b, 0x1088005, 0x1089f00,
+    0x108a70b, 0x108b000, 0x108e005, 0x108f300, 0x108f405, 0x108f600, 0x108fb0b, 0x1090005, 0x109160b,
+    0x1091c00, 0x1091f12, 0x1092005, 0x1093a00, 0x1093f12, 0x1094000, 0x1098005, 0x109b800, 0x109bc0b,
+    0x109be05, 0x109c00b, 0x109d000, 0x109d20b, 0x10a0005, 0x10a0106, 0x10a0400, 0x10a0506, 0x10a0700,
+    0x10a0c06, 0x10a1005, 0x10a1400, 0x10a1505, 0x10a1800, 0x10a1905, 0x10a3600, 0x10a3806, 0x10a3b00,
+    0x10a3f06, 0x10a400b, 0x10a4900, 0x10a5012, 0x10a5900, 0x10a6005, 0x10a7d0b, 0x10a7f12, 0x10a8005,
+    0x10a9d0b, 0x10aa000, 0x10ac005, 0x10ac816, 0x10ac905, 0x10ae506, 0x10ae700, 0x10aeb0b, 0x10af012,
+    0x10af700, 0x10b0005, 0x10b3600, 0x10b3912, 0x10b4005, 0x10b5600, 0x10b580b, 0x10b6005, 0x10b7300,
+    0x10b780b, 0x10b8005, 0x10b9200, 0x10b9912, 0x10b9d00, 0x10ba90b, 0x10bb000, 0x10c0005, 0x10c4900,
+    0x10c8001, 0x10cb300, 0x10cc002, 0x10cf300, 0x10cfa0b, 0x10d0005, 0x10d2406, 0x10d2800, 0x10d3009,
+    0x10d3a00, 0x10e600b, 0x10e7f00, 0x10e8005, 0x10eaa00, 0x10eab06, 0x10ead0d, 0x10eae00, 0x10eb005,
+    0x10eb200, 0x10f0005, 0x10f1d0b, 0x10f2705, 0x10f2800, 0x10f3005, 0x10f4606, 0x10f510b, 0x10f5512,
+    0x10f5a00, 0x10f7005, 0x10f8206, 0x10f8612, 0x10f8a00, 0x10fb005, 0x10fc50b, 0x10fcc00, 0x10fe005,
+    0x10ff700, 0x1100007, 0x1100106, 0x1100207, 0x1100305, 0x1103806, 0x1104712, 0x1104e00, 0x110520b,
+    0x1106609, 0x1107006, 0x1107105, 0x1107306, 0x1107505, 0x1107600, 0x1107f06, 0x1108207, 0x1108305,
+    0x110b007, 0x110b306, 0x110b707, 0x110b906, 0x110bb12, 0x110bd1b, 0x110be12, 0x110c206, 0x110c300,
+    0x110cd1b, 0x110ce00, 0x110d005, 0x110e900, 0x110f009, 0x110fa00, 0x1110006, 0x1110305, 0x1112706,
+    0x1112c07, 0x1112d06, 0x1113500, 0x1113609, 0x1114012, 0x1114405, 0x1114507, 0x1114705, 0x1114800,
+    0x1115005, 0x1117306, 0x1117412, 0x1117605, 0x1117700, 0x1118006, 0x1118207, 0x1118305, 0x111b307,
+    0x111b606, 0x111bf07, 0x111c105, 0x111c512, 0x111c906, 0x111cd12, 0x111ce07, 0x111cf06, 0x111d009,
+    0x111da05, 0x111db12, 0x111dc05, 0x111dd12, 0x111e000, 0x111e10b, 0x111f500, 0x1120005, 0x1121200,
+    0x1121305, 0x1122c07, 0x1122f06, 0x1123207, 0x1123406, 0x1123507, 0x1123606, 0x1123812, 0x1123e06,
+    0x1123f00, 0x1128005, 0x1128700, 0x1128805, 0x1128900, 0x1128a05, 0x1128e00, 0x1128f05, 0x1129e00,
+    0x1129f05, 0x112a912, 0x112aa00, 0x112b005, 0x112df06, 0x112e007, 0x112e306, 0x112eb00, 0x112f009,
+    0x112fa00, 0x1130006, 0x1130207, 0x1130400, 0x1130505, 0x1130d00, 0x1130f05, 0x1131100, 0x1131305,
+    0x1132900, 0x1132a05, 0x1133100, 0x1133205, 0x1133400, 0x1133505, 0x1133a00, 0x1133b06, 0x1133d05,
+    0x1133e07, 0x1134006, 0x1134107, 0x1134500, 0x1134707, 0x1134900, 0x1134b07, 0x1134e00, 0x1135005,
+    0x1135100, 0x1135707, 0x1135800, 0x1135d05, 0x1136207, 0x1136400, 0x1136606, 0x1136d00, 0x1137006,
+    0x1137500, 0x1140005, 0x1143507, 0x1143806, 0x1144007, 0x1144206, 0x1144507, 0x1144606, 0x1144705,
+    0x1144b12, 0x1145009, 0x1145a12, 0x1145c00, 0x1145d12, 0x1145e06, 0x1145f05, 0x1146200, 0x1148005,
+    0x114b007, 0x114b306, 0x114b907, 0x114ba06, 0x114bb07, 0x114bf06, 0x114c107, 0x114c206, 0x114c405,
+    0x114c612, 0x114c705, 0x114c800, 0x114d009, 0x114da00, 0x1158005, 0x115af07, 0x115b206, 0x115b600,
+    0x115b807, 0x115bc06, 0x115be07, 0x115bf06, 0x115c112, 0x115d805, 0x115dc06, 0x115de00, 0x1160005,
+    0x1163007, 0x1163306, 0x1163b07, 0x1163d06, 0x1163e07, 0x1163f06, 0x1164112, 0x1164405, 0x1164500,
+    0x1165009, 0x1165a00, 0x1166012, 0x1166d00, 0x1168005, 0x116ab06, 0x116ac07, 0x116ad06, 0x116ae07,
+    0x116b006, 0x116b607, 0x116b706, 0x116b805, 0x116b912, 0x116ba00, 0x116c009, 0x116ca00, 0x1170005,
+    0x1171b00, 0x1171d06, 0x1172007, 0x1172206, 0x1172607, 0x1172706, 0x1172c00, 0x1173009, 0x1173a0b,
+    0x1173c12, 0x1173f16, 0x1174005, 0x1174700, 0x1180005, 0x1182c07, 0x1182f06, 0x1183807, 0x1183906,
+    0x1183b12, 0x1183c00, 0x118a001, 0x118c002, 0x118e009, 0x118ea0b, 0x118f300, 0x118ff05, 0x1190700,
+    0x1190905, 0x1190a00, 0x1190c05, 0x1191400, 0x1191505, 0x1191700, 0x1191805, 0x1193007, 0x1193600,
+    0x1193707, 0x1193900, 0x1193b06, 0x1193d07, 0x1193e06, 0x1193f05, 0x1194007, 0x1194105, 0x1194207,
+    0x1194306, 0x1194412, 0x1194700, 0x1195009, 0x1195a00, 0x119a005, 0x119a800, 0x119aa05, 0x119d107,
+    0x119d406, 0x119d800, 0x119da06, 0x119dc07, 0x119e006, 0x119e105, 0x119e212, 0x119e305, 0x119e407,
+    0x119e500, 0x11a0005, 0x11a0106, 0x11a0b05, 0x11a3306, 0x11a3907, 0x11a3a05, 0x11a3b06, 0x11a3f12,
+    0x11a4706, 0x11a4800, 0x11a5005, 0x11a5106, 0x11a5707, 0x11a5906, 0x11a5c05, 0x11a8a06, 0x11a9707,
+    0x11a9806, 0x11a9a12, 0x11a9d05, 0x11a9e12, 0x11aa300, 0x11ab005, 0x11af900, 0x11c0005, 0x11c0900,
+    0x11c0a05, 0x11c2f07, 0x11c3006, 0x11c3700, 0x11c3806, 0x11c3e07, 0x11c3f06, 0x11c4005, 0x11c4112,
+    0x11c4600, 0x11c5009, 0x11c5a0b, 0x11c6d00, 0x11c7012, 0x11c7205, 0x11c9000, 0x11c9206, 0x11ca800,
+    0x11ca907, 0x11caa06, 0x11cb107, 0x11cb206, 0x11cb407, 0x11cb506, 0x11cb700, 0x11d0005, 0x11d0700,
+    0x11d0805, 0x11d0a00, 0x11d0b05, 0x11d3106, 0x11d3700, 0x11d3a06, 0x11d3b00, 0x11d3c06, 0x11d3e00,
+    0x11d3f06, 0x11d4605, 0x11d4706, 0x11d4800, 0x11d5009, 0x11d5a00, 0x11d6005, 0x11d6600, 0x11d6705,
+    0x11d6900, 0x11d6a05, 0x11d8a07, 0x11d8f00, 0x11d9006, 0x11d9200, 0x11d9307, 0x11d9506, 0x11d9607,
+    0x11d9706, 0x11d9805, 0x11d9900, 0x11da009, 0x11daa00, 0x11ee005, 0x11ef306, 0x11ef507, 0x11ef712,
+    0x11ef900, 0x11fb005, 0x11fb100, 0x11fc00b, 0x11fd516, 0x11fdd14, 0x11fe116, 0x11ff200, 0x11fff12,
+    0x1200005, 0x1239a00, 0x124000a, 0x1246f00, 0x1247012, 0x1247500, 0x1248005, 0x1254400, 0x12f9005,
+    0x12ff112, 0x12ff300, 0x1300005, 0x1342f00, 0x134301b, 0x1343900, 0x1440005, 0x1464700, 0x1680005,
+    0x16a3900, 0x16a4005, 0x16a5f00, 0x16a6009, 0x16a6a00, 0x16a6e12, 0x16a7005, 0x16abf00, 0x16ac009,
+    0x16aca00, 0x16ad005, 0x16aee00, 0x16af006, 0x16af512, 0x16af600, 0x16b0005, 0x16b3006, 0x16b3712,
+    0x16b3c16, 0x16b4004, 0x16b4412, 0x16b4516, 0x16b4600, 0x16b5009, 0x16b5a00, 0x16b5b0b, 0x16b6200,
+    0x16b6305, 0x16b7800, 0x16b7d05, 0x16b9000, 0x16e4001, 0x16e6002, 0x16e800b, 0x16e9712, 0x16e9b00,
+    0x16f0005, 0x16f4b00, 0x16f4f06, 0x16f5005, 0x16f5107, 0x16f8800, 0x16f8f06, 0x16f9304, 0x16fa000,
+    0x16fe004, 0x16fe212, 0x16fe304, 0x16fe406, 0x16fe500, 0x16ff007, 0x16ff200, 0x1700005, 0x187f800,
+    0x1880005, 0x18cd600, 0x18d0005, 0x18d0900, 0x1aff004, 0x1aff400, 0x1aff504, 0x1affc00, 0x1affd04,
+    0x1afff00, 0x1b00005, 0x1b12300, 0x1b15005, 0x1b15300, 0x1b16405, 0x1b16800, 0x1b17005, 0x1b2fc00,
+    0x1bc0005, 0x1bc6b00, 0x1bc7005, 0x1bc7d00, 0x1bc8005, 0x1bc8900, 0x1bc9005, 0x1bc9a00, 0x1bc9c16,
+    0x1bc9d06, 0x1bc9f12, 0x1bca01b, 0x1bca400, 0x1cf0006, 0x1cf2e00, 0x1cf3006, 0x1cf4700, 0x1cf5016,
+    0x1cfc400, 0x1d00016, 0x1d0f600, 0x1d10016, 0x1d12700, 0x1d12916, 0x1d16507, 0x1d16706, 0x1d16a16,
+    0x1d16d07, 0x1d1731b, 0x1d17b06, 0x1d18316, 0x1d18506, 0x1d18c16, 0x1d1aa06, 0x1d1ae16, 0x1d1eb00,
+    0x1d20016, 0x1d24206, 0x1d24516, 0x1d24600, 0x1d2e00b, 0x1d2f400, 0x1d30016, 0x1d35700, 0x1d3600b,
+    0x1d37900, 0x1d40001, 0x1d41a02, 0x1d43401, 0x1d44e02, 0x1d45500, 0x1d45602, 0x1d46801, 0x1d48202,
+    0x1d49c01, 0x1d49d00, 0x1d49e01, 0x1d4a000, 0x1d4a201, 0x1d4a300, 0x1d4a501, 0x1d4a700, 0x1d4a901,
+    0x1d4ad00, 0x1d4ae01, 0x1d4b602, 0x1d4ba00, 0x1d4bb02, 0x1d4bc00, 0x1d4bd02, 0x1d4c400, 0x1d4c502,
+    0x1d4d001, 0x1d4ea02, 0x1d50401, 0x1d50600, 0x1d50701, 0x1d50b00, 0x1d50d01, 0x1d51500, 0x1d51601,
+    0x1d51d00, 0x1d51e02, 0x1d53801, 0x1d53a00, 0x1d53b01, 0x1d53f00, 0x1d54001, 0x1d54500, 0x1d54601,
+    0x1d54700, 0x1d54a01, 0x1d55100, 0x1d55202, 0x1d56c01, 0x1d58602, 0x1d5a001, 0x1d5ba02, 0x1d5d401,
+    0x1d5ee02, 0x1d60801, 0x1d62202, 0x1d63c01, 0x1d65602, 0x1d67001, 0x1d68a02, 0x1d6a600, 0x1d6a801,
+    0x1d6c113, 0x1d6c202, 0x1d6db13, 0x1d6dc02, 0x1d6e201, 0x1d6fb13, 0x1d6fc02, 0x1d71513, 0x1d71602,
+    0x1d71c01, 0x1d73513, 0x1d73602, 0x1d74f13, 0x1d75002, 0x1d75601, 0x1d76f13, 0x1d77002, 0x1d78913,
+    0x1d78a02, 0x1d79001, 0x1d7a913, 0x1d7aa02, 0x1d7c313, 0x1d7c402, 0x1d7ca01, 0x1d7cb02, 0x1d7cc00,
+    0x1d7ce09, 0x1d80016, 0x1da0006, 0x1da3716, 0x1da3b06, 0x1da6d16, 0x1da7506, 0x1da7616, 0x1da8406,
+    0x1da8516, 0x1da8712, 0x1da8c00, 0x1da9b06, 0x1daa000, 0x1daa106, 0x1dab000, 0x1df0002, 0x1df0a05,
+    0x1df0b02, 0x1df1f00, 0x1e00006, 0x1e00700, 0x1e00806, 0x1e01900, 0x1e01b06, 0x1e02200, 0x1e02306,
+    0x1e02500, 0x1e02606, 0x1e02b00, 0x1e10005, 0x1e12d00, 0x1e13006, 0x1e13704, 0x1e13e00, 0x1e14009,
+    0x1e14a00, 0x1e14e05, 0x1e14f16, 0x1e15000, 0x1e29005, 0x1e2ae06, 0x1e2af00, 0x1e2c005, 0x1e2ec06,
+    0x1e2f009, 0x1e2fa00, 0x1e2ff14, 0x1e30000, 0x1e7e005, 0x1e7e700, 0x1e7e805, 0x1e7ec00, 0x1e7ed05,
+    0x1e7ef00, 0x1e7f005, 0x1e7ff00, 0x1e80005, 0x1e8c500, 0x1e8c70b, 0x1e8d006, 0x1e8d700, 0x1e90001,
+    0x1e92202, 0x1e94406, 0x1e94b04, 0x1e94c00, 0x1e95009, 0x1e95a00, 0x1e95e12, 0x1e96000, 0x1ec710b,
+    0x1ecac16, 0x1ecad0b, 0x1ecb014, 0x1ecb10b, 0x1ecb500, 0x1ed010b, 0x1ed2e16, 0x1ed2f0b, 0x1ed3e00,
+    0x1ee0005, 0x1ee0400, 0x1ee0505, 0x1ee2000, 0x1ee2105, 0x1ee2300, 0x1ee2405, 0x1ee2500, 0x1ee2705,
+    0x1ee2800, 0x1ee2905, 0x1ee3300, 0x1ee3405, 0x1ee3800, 0x1ee3905, 0x1ee3a00, 0x1ee3b05, 0x1ee3c00,
+    0x1ee4205, 0x1ee4300, 0x1ee4705, 0x1ee4800, 0x1ee4905, 0x1ee4a00, 0x1ee4b05, 0x1ee4c00, 0x1ee4d05,
+    0x1ee5000, 0x1ee5105, 0x1ee5300, 0x1ee5405, 0x1ee5500, 0x1ee5705, 0x1ee5800, 0x1ee5905, 0x1ee5a00,
+    0x1ee5b05, 0x1ee5c00, 0x1ee5d05, 0x1ee5e00, 0x1ee5f05, 0x1ee6000, 0x1ee6105, 0x1ee6300, 0x1ee6405,
+    0x1ee6500, 0x1ee6705, 0x1ee6b00, 0x1ee6c05, 0x1ee7300, 0x1ee7405, 0x1ee7800, 0x1ee7905, 0x1ee7d00,
+    0x1ee7e05, 0x1ee7f00, 0x1ee8005, 0x1ee8a00, 0x1ee8b05, 0x1ee9c00, 0x1eea105, 0x1eea400, 0x1eea505,
+    0x1eeaa00, 0x1eeab05, 0x1eebc00, 0x1eef013, 0x1eef200, 0x1f00016, 0x1f02c00, 0x1f03016, 0x1f09400,
+    0x1f0a016, 0x1f0af00, 0x1f0b116, 0x1f0c000, 0x1f0c116, 0x1f0d000, 0x1f0d116, 0x1f0f600, 0x1f1000b,
+    0x1f10d16, 0x1f1ae00, 0x1f1e616, 0x1f20300, 0x1f21016, 0x1f23c00, 0x1f24016, 0x1f24900, 0x1f25016,
+    0x1f25200, 0x1f26016, 0x1f26600, 0x1f30016, 0x1f3fb15, 0x1f40016, 0x1f6d800, 0x1f6dd16, 0x1f6ed00,
+    0x1f6f016, 0x1f6fd00, 0x1f70016, 0x1f77400, 0x1f78016, 0x1f7d900, 0x1f7e016, 0x1f7ec00, 0x1f7f016,
+    0x1f7f100, 0x1f80016, 0x1f80c00, 0x1f81016, 0x1f84800, 0x1f85016, 0x1f85a00, 0x1f86016, 0x1f88800,
+    0x1f89016, 0x1f8ae00, 0x1f8b016, 0x1f8b200, 0x1f90016, 0x1fa5400, 0x1fa6016, 0x1fa6e00, 0x1fa7016,
+    0x1fa7500, 0x1fa7816, 0x1fa7d00, 0x1fa8016, 0x1fa8700, 0x1fa9016, 0x1faad00, 0x1fab016, 0x1fabb00,
+    0x1fac016, 0x1fac600, 0x1fad016, 0x1fada00, 0x1fae016, 0x1fae800, 0x1faf016, 0x1faf700, 0x1fb0016,
+    0x1fb9300, 0x1fb9416, 0x1fbcb00, 0x1fbf009, 0x1fbfa00, 0x2000005, 0x2a6e000, 0x2a70005, 0x2b73900,
+    0x2b74005, 0x2b81e00, 0x2b82005, 0x2cea200, 0x2ceb005, 0x2ebe100, 0x2f80005, 0x2fa1e00, 0x3000005,
+    0x3134b00, 0xe00011b, 0xe000200, 0xe00201b, 0xe008000, 0xe010006, 0xe01f000, 0xf00001d, 0xffffe00,
+    0x1000001d, 0x10fffe00,
+};
+
+struct lower_run {
+    std::uint32_t first, last, stride;
+    std::int32_t delta;
+};
+// Simple lower-case mappings: first..last step stride map to code point + delta.
+inline constexpr lower_run lower_runs[] = {
+    {0x41, 0x5a, 1, 32}, {0xc0, 0xd6, 1, 32}, {0xd8, 0xde, 1, 32}, {0x100, 0x12e, 2, 1},
+    {0x132, 0x136, 2, 1}, {0x139, 0x147, 2, 1}, {0x14a, 0x176, 2, 1}, {0x178, 0x178, 1, -121},
+    {0x179, 0x17d, 2, 1}, {0x181, 0x181, 1, 210}, {0x182, 0x184, 2, 1}, {0x186, 0x186, 1, 206},
+    {0x187, 0x187, 1, 1}, {0x189, 0x18a, 1, 205}, {0x18b, 0x18b, 1, 1}, {0x18e, 0x18e, 1, 79},
+    {0x18f, 0x18f, 1, 202}, {0x190, 0x190, 1, 203}, {0x191, 0x191, 1, 1}, {0x193, 0x193, 1, 205},
+    {0x194, 0x194, 1, 207}, {0x196, 0x196, 1, 211}, {0x197, 0x197, 1, 209}, {0x198, 0x198, 1, 1},
+    {0x19c, 0x19c, 1, 211}, {0x19d, 0x19d, 1, 213}, {0x19f, 0x19f, 1, 214}, {0x1a0, 0x1a4, 2, 1},
+    {0x1a6, 0x1a6, 1, 218}, {0x1a7, 0x1a7, 1, 1}, {0x1a9, 0x1a9, 1, 218}, {0x1ac, 0x1ac, 1, 1},
+    {0x1ae, 0x1ae, 1, 218}, {0x1af, 0x1af, 1, 1}, {0x1b1, 0x1b2, 1, 217}, {0x1b3, 0x1b5, 2, 1},
+    {0x1b7, 0x1b7, 1, 219}, {0x1b8, 0x1b8, 1, 1}, {0x1bc, 0x1bc, 1, 1}, {0x1c4, 0x1c4, 1, 2},
+    {0x1c5, 0x1c5, 1, 1}, {0x1c7, 0x1c7, 1, 2}, {0x1c8, 0x1c8, 1, 1}, {0x1ca, 0x1ca, 1, 2},
+    {0x1cb, 0x1db, 2, 1}, {0x1de, 0x1ee, 2, 1}, {0x1f1, 0x1f1, 1, 2}, {0x1f2, 0x1f4, 2, 1},
+    {0x1f6, 0x1f6, 1, -97}, {0x1f7, 0x1f7, 1, -56}, {0x1f8, 0x21e, 2, 1}, {0x220, 0x220, 1, -130},
+    {0x222, 0x232, 2, 1}, {0x23a, 0x23a, 1, 10795}, {0x23b, 0x23b, 1, 1}, {0x23d, 0x23d, 1, -163},
+    {0x23e, 0x23e, 1, 10792}, {0x241, 0x241, 1, 1}, {0x243, 0x243, 1, -195}, {0x244, 0x244, 1, 69},
+    {0x245, 0x245, 1, 71}, {0x246, 0x24e, 2, 1}, {0x370, 0x372, 2, 1}, {0x376, 0x376, 1, 1},
+    {0x37f, 0x37f, 1, 116}, {0x386, 0x386, 1, 38}, {0x388, 0x38a, 1, 37}, {0x38c, 0x38c, 1, 64},
+    {0x38e, 0x38f, 1, 63}, {0x391, 0x3a1, 1, 32}, {0x3a3, 0x3ab, 1, 32}, {0x3cf, 0x3cf, 1, 8},
+    {0x3d8, 0x3ee, 2, 1}, {0x3f4, 0x3f4, 1, -60}, {0x3f7, 0x3f7, 1, 1}, {0x3f9, 0x3f9, 1, -7},
+    {0x3fa, 0x3fa, 1, 1}, {0x3fd, 0x3ff, 1, -130}, {0x400, 0x40f, 1, 80}, {0x410, 0x42f, 1, 32},
+    {0x460, 0x480, 2, 1}, {0x48a, 0x4be, 2, 1}, {0x4c0, 0x4c0, 1, 15}, {0x4c1, 0x4cd, 2, 1},
+    {0x4d0, 0x52e, 2, 1}, {0x531, 0x556, 1, 48}, {0x10a0, 0x10c5, 1, 7264}, {0x10c7, 0x10c7, 1, 7264},
+    {0x10cd, 0x10cd, 1, 7264}, {0x13a0, 0x13ef, 1, 38864}, {0x13f0, 0x13f5, 1, 8},
+    {0x1c90, 0x1cba, 1, -3008}, {0x1cbd, 0x1cbf, 1, -3008}, {0x1e00, 0x1e94, 2, 1},
+    {0x1e9e, 0x1e9e, 1, -7615}, {0x1ea0, 0x1efe, 2, 1}, {0x1f08, 0x1f0f, 1, -8}, {0x1f18, 0x1f1d, 1, -8},
+    {0x1f28, 0x1f2f, 1, -8}, {0x1f38, 0x1f3f, 1, -8}, {0x1f48, 0x1f4d, 1, -8}, {0x1f59, 0x1f5f, 2, -8},
+    {0x1f68, 0x1f6f, 1, -8}, {0x1f88, 0x1f8f, 1, -8}, {0x1f98, 0x1f9f, 1, -8}, {0x1fa8, 0x1faf, 1, -8},
+    {0x1fb8, 0x1fb9, 1, -8}, {0x1fba, 0x1fbb, 1, -74}, {0x1fbc, 0x1fbc, 1, -9}, {0x1fc8, 0x1fcb, 1, -86},
+    {0x1fcc, 0x1fcc, 1, -9}, {0x1fd8, 0x1fd9, 1, -8}, {0x1fda, 0x1fdb, 1, -100}, {0x1fe8, 0x1fe9, 1, -8},
+    {0x1fea, 0x1feb, 1, -112}, {0x1fec, 0x1fec, 1, -7}, {0x1ff8, 0x1ff9, 1, -128}, {0x1ffa, 0x1ffb, 1, -126},
+    {0x1ffc, 0x1ffc, 1, -9}, {0x2126, 0x2126, 1, -7517}, {0x212a, 0x212a, 1, -8383},
+    {0x212b, 0x212b, 1, -8262}, {0x2132, 0x2132, 1, 28}, {0x2160, 0x216f, 1, 16}, {0x2183, 0x2183, 1, 1},
+    {0x24b6, 0x24cf, 1, 26}, {0x2c00, 0x2c2f, 1, 48}, {0x2c60, 0x2c60, 1, 1}, {0x2c62, 0x2c62, 1, -10743},
+    {0x2c63, 0x2c63, 1, -3814}, {0x2c64, 0x2c64, 1, -10727}, {0x2c67, 0x2c6b, 2, 1},
+    {0x2c6d, 0x2c6d, 1, -10780}, {0x2c6e, 0x2c6e, 1, -10749}, {0x2c6f, 0x2c6f, 1, -10783},
+    {0x2c70, 0x2c70, 1, -10782}, {0x2c72, 0x2c72, 1, 1}, {0x2c75, 0x2c75, 1, 1}, {0x2c7e, 0x2c7f, 1, -10815},
+    {0x2c80, 0x2ce2, 2, 1}, {0x2ceb, 0x2ced, 2, 1}, {0x2cf2, 0x2cf2, 1, 1}, {0xa640, 0xa66c, 2, 1},
+    {0xa680, 0xa69a, 2, 1}, {0xa722, 0xa72e, 2, 1}, {0xa732, 0xa76e, 2, 1}, {0xa779, 0xa77b, 2, 1},
+    {0xa77d, 0xa77d, 1, -35332}, {0xa77e, 0xa786, 2, 1}, {0xa78b, 0xa78b, 1, 1}, {0xa78d, 0xa78d, 1, -42280},
+    {0xa790, 0xa792, 2, 1}, {0xa796, 0xa7a8, 2, 1}, {0xa7aa, 0xa7aa, 1, -42308}, {0xa7ab, 0xa7ab, 1, -42319},
+    {0xa7ac, 0xa7ac, 1, -42315}, {0xa7ad, 0xa7ad, 1, -42305}, {0xa7ae, 0xa7ae, 1, -42308},
+    {0xa7b0, 0xa7b0, 1, -42258}, {0xa7b1, 0xa7b1, 1, -42282}, {0xa7b2, 0xa7b2, 1, -42261},
+    {0xa7b3, 0xa7b3, 1, 928}, {0xa7b4, 0xa7c2, 2, 1}, {0xa7c4, 0xa7c4, 1, -48}, {0xa7c5, 0xa7c5, 1, -42307},
+    {0xa7c6, 0xa7c6, 1, -35384}, {0xa7c7, 0xa7c9, 2, 1}, {0xa7d0, 0xa7d0, 1, 1}, {0xa7d6, 0xa7d8, 2, 1},
+    {0xa7f5, 0xa7f5, 1, 1}, {0xff21, 0xff3a, 1, 32}, {0x10400, 0x10427, 1, 40}, {0x104b0, 0x104d3, 1, 40},
+    {0x10570, 0x1057a, 1, 39}, {0x1057c, 0x1058a, 1, 39}, {0x1058c, 0x10592, 1, 39},
+    {0x10594, 0x10595, 1, 39}, {0x10c80, 0x10cb2, 1, 64}, {0x118a0, 0x118bf, 1, 32},
+    {0x16e40, 0x16e5f, 1, 32}, {0x1e900, 0x1e921, 1, 34},
+};
+
+struct expansion {
+    std::uint32_t code_point;
+    std::uint16_t offset, length;
+};
+// Lower-case mappings to several code points: lower_multi_pool[offset, offset + length).
+inline constexpr expansion lower_multi[] = {
+    {0x130, 0, 2},
+};
+inline constexpr std::uint32_t lower_multi_pool[] = {
+    0x69, 0x307,
+};
+
+// Full canonical decompositions (NFD of one code point, Hangul syllables excluded):
+// decomposition_pool[offset, offset + length), sorted by code point.
+inline constexpr expansion decompositions[] = {
+    {0xc0, 0, 2}, {0xc1, 2, 2}, {0xc2, 4, 2}, {0xc3, 6, 2}, {0xc4, 8, 2}, {0xc5, 10, 2}, {0xc7, 12, 2},
+    {0xc8, 14, 2}, {0xc9, 16, 2}, {0xca, 18, 2}, {0xcb, 20, 2}, {0xcc, 22, 2}, {0xcd, 24, 2}, {0xce, 26, 2},
+    {0xcf, 28, 2}, {0xd1, 30, 2}, {0xd2, 32, 2}, {0xd3, 34, 2}, {0xd4, 36, 2}, {0xd5, 38, 2}, {0xd6, 40, 2},
+    {0xd9, 42, 2}, {0xda, 44, 2}, {0xdb, 46, 2}, {0xdc, 48, 2}, {0xdd, 50, 2}, {0xe0, 52, 2}, {0xe1, 54, 2},
+    {0xe2, 56, 2}, {0xe3, 58, 2}, {0xe4, 60, 2}, {0xe5, 62, 2}, {0xe7, 64, 2}, {0xe8, 66, 2}, {0xe9, 68, 2},
+    {0xea, 70, 2}, {0xeb, 72, 2}, {0xec, 74, 2}, {0xed, 76, 2}, {0xee, 78, 2}, {0xef, 80, 2}, {0xf1, 82, 2},
+    {0xf2, 84, 2}, {0xf3, 86, 2}, {0xf4, 88, 2}, {0xf5, 90, 2}, {0xf6, 92, 2}, {0xf9, 94, 2}, {0xfa, 96, 2},
+    {0xfb, 98, 2}, {0xfc, 100, 2}, {0xfd, 102, 2}, {0xff, 104, 2}, {0x100, 106, 2}, {0x101, 108, 2},
+    {0x102, 110, 2}, {0x103, 112, 2}, {0x104, 114, 2}, {0x105, 116, 2}, {0x106, 118, 2}, {0x107, 120, 2},
+    {0x108, 122, 2}, {0x109, 124, 2}, {0x10a, 126, 2}, {0x10b, 128, 2}, {0x10c, 130, 2}, {0x10d, 132, 2},
+    {0x10e, 134, 2}, {0x10f, 136, 2}, {0x112, 138, 2}, {0x113, 140, 2}, {0x114, 142, 2}, {0x115, 144, 2},
+    {0x116, 146, 2}, {0x117, 148, 2}, {0x118, 150, 2}, {0x119, 152, 2}, {0x11a, 154, 2}, {0x11b, 156, 2},
+    {0x11c, 158, 2}, {0x11d, 160, 2}, {0x11e, 162, 2}, {0x11f, 164, 2}, {0x120, 166, 2}, {0x121, 168, 2},
+    {0x122, 170, 2}, {0x123, 172, 2}, {0x124, 174, 2}, {0x125, 176, 2}, {0x128, 178, 2}, {0x129, 180, 2},
+    {0x12a, 182, 2}, {0x12b, 184, 2}, {0x12c, 186, 2}, {0x12d, 188, 2}, {0x12e, 190, 2}, {0x12f, 192, 2},
+    {0x130, 194, 2}, {0x134, 196, 2}, {0x135, 198, 2}, {0x136, 200, 2}, {0x137, 202, 2}, {0x139, 204, 2},
+    {0x13a, 206, 2}, {0x13b, 208, 2}, {0x13c, 210, 2}, {0x13d, 212, 2}, {0x13e, 214, 2}, {0x143, 216, 2},
+    {0x144, 218, 2}, {0x145, 220, 2}, {0x146, 222, 2}, {0x147, 224, 2}, {0x148, 226, 2}, {0x14c, 228, 2},
+    {0x14d, 230, 2}, {0x14e, 232, 2}, {0x14f, 234, 2}, {0x150, 236, 2}, {0x151, 238, 2}, {0x154, 240, 2},
+    {0x155, 242, 2}, {0x156, 244, 2}, {0x157, 246, 2}, {0x158, 248, 2}, {0x159, 250, 2}, {0x15a, 252, 2},
+    {0x15b, 254, 2}, {0x15c, 256, 2}, {0x15d, 258, 2}, {0x15e, 260, 2}, {0x15f, 262, 2}, {0x160, 264, 2},
+    {0x161, 266, 2}, {0x162, 268, 2}, {0x163, 270, 2}, {0x164, 272, 2}, {0x165, 274, 2}, {0x168, 276, 2},
+    {0x169, 278, 2}, {0x16a, 280, 2}, {0x16b, 282, 2}, {0x16c, 284, 2}, {0x16d, 286, 2}, {0x16e, 288, 2},
+    {0x16f, 290, 2}, {0x170, 292, 2}, {0x171, 294, 2}, {0x172, 296, 2}, {0x173, 298, 2}, {0x174, 300, 2},
+    {0x175, 302, 2}, {0x176, 304, 2}, {0x177, 306, 2}, {0x178, 308, 2}, {0x179, 310, 2}, {0x17a, 312, 2},
+    {0x17b, 314, 2}, {0x17c, 316, 2}, {0x17d, 318, 2}, {0x17e, 320, 2}, {0x1a0, 322, 2}, {0x1a1, 324, 2},
+    {0x1af, 326, 2}, {0x1b0, 328, 2}, {0x1cd, 330, 2}, {0x1ce, 332, 2}, {0x1cf, 334, 2}, {0x1d0, 336, 2},
+    {0x1d1, 338, 2}, {0x1d2, 340, 2}, {0x1d3, 342, 2}, {0x1d4, 344, 2}, {0x1d5, 346, 3}, {0x1d6, 349, 3},
+    {0x1d7, 352, 3}, {0x1d8, 355, 3}, {0x1d9, 358, 3}, {0x1da, 361, 3}, {0x1db, 364, 3}, {0x1dc, 367, 3},
+    {0x1de, 370, 3}, {0x1df, 373, 3}, {0x1e0, 376, 3}, {0x1e1, 379, 3}, {0x1e2, 382, 2}, {0x1e3, 384, 2},
+    {0x1e6, 386, 2}, {0x1e7, 388, 2}, {0x1e8, 390, 2}, {0x1e9, 392, 2}, {0x1ea, 394, 2}, {0x1eb, 396, 2},
+    {0x1ec, 398, 3}, {0x1ed, 401, 3}, {0x1ee, 404, 2}, {0x1ef, 406, 2}, {0x1f0, 408, 2}, {0x1f4, 410, 2},
+    {0x1f5, 412, 2}, {0x1f8, 414, 2}, {0x1f9, 416, 2}, {0x1fa, 418, 3}, {0x1fb, 421, 3}, {0x1fc, 424, 2},
+    {0x1fd, 426, 2}, {0x1fe, 428, 2}, {0x1ff, 430, 2}, {0x200, 432, 2}, {0x201, 434, 2}, {0x202, 436, 2},
+    {0x203, 438, 2}, {0x204, 440, 2}, {0x205, 442, 2}, {0x206, 444, 2}, {0x207, 446, 2}, {0x208, 448, 2},
+    {0x209, 450, 2}, {0x20a, 452, 2}, {0x20b, 454, 2}, {0x20c, 456, 2}, {0x20d, 458, 2}, {0x20e, 460, 2},
+    {0x20f, 462, 2}, {0x210, 464, 2}, {0x211, 466, 2}, {0x212, 468, 2}, {0x213, 470, 2}, {0x214, 472, 2},
+    {0x215, 474, 2}, {0x216, 476, 2}, {0x217, 478, 2}, {0x218, 480, 2}, {0x219, 482, 2}, {0x21a, 484, 2},
+    {0x21b, 486, 2}, {0x21e, 488, 2}, {0x21f, 490, 2}, {0x226, 492, 2}, {0x227, 494, 2}, {0x228, 496, 2},
+    {0x229, 498, 2}, {0x22a, 500, 3}, {0x22b, 503, 3}, {0x22c, 506, 3}, {0x22d, 509, 3}, {0x22e, 512, 2},
+    {0x22f, 514, 2}, {0x230, 516, 3}, {0x231, 519, 3}, {0x232, 522, 2}, {0x233, 524, 2}, {0x340, 526, 1},
+    {0x341, 527, 1}, {0x343, 528, 1}, {0x344, 529, 2}, {0x374, 531, 1}, {0x37e, 532, 1}, {0x385, 533, 2},
+    {0x386, 535, 2}, {0x387, 537, 1}, {0x388, 538, 2}, {0x389, 540, 2}, {0x38a, 542, 2}, {0x38c, 544, 2},
+    {0x38e, 546, 2}, {0x38f, 548, 2}, {0x390, 550, 3}, {0x3aa, 553, 2}, {0x3ab, 555, 2}, {0x3ac, 557, 2},
+    {0x3ad, 559, 2}, {0x3ae, 561, 2}, {0x3af, 563, 2}, {0x3b0, 565, 3}, {0x3ca, 568, 2}, {0x3cb, 570, 2},
+    {0x3cc, 572, 2}, {0x3cd, 574, 2}, {0x3ce, 576, 2}, {0x3d3, 578, 2}, {0x3d4, 580, 2}, {0x400, 582, 2},
+    {0x401, 584, 2}, {0x403, 586, 2}, {0x407, 588, 2}, {0x40c, 590, 2}, {0x40d, 592, 2}, {0x40e, 594, 2},
+    {0x419, 596, 2}, {0x439, 598, 2}, {0x450, 600, 2}, {0x451, 602, 2}, {0x453, 604, 2}, {0x457, 606, 2},
+    {0x45c, 608, 2}, {0x45d, 610, 2}, {0x45e, 612, 2}, {0x476, 614, 2}, {0x477, 616, 2}, {0x4c1, 618, 2},
+    {0x4c2, 620, 2}, {0x4d0, 622, 2}, {0x4d1, 624, 2}, {0x4d2, 626, 2}, {0x4d3, 628, 2}, {0x4d6, 630, 2},
+    {0x4d7, 632, 2}, {0x4da, 634, 2}, {0x4db, 636, 2}, {0x4dc, 638, 2}, {0x4dd, 640, 2}, {0x4de, 642, 2},
+    {0x4df, 644, 2}, {0x4e2, 646, 2}, {0x4e3, 648, 2}, {0x4e4, 650, 2}, {0x4e5, 652, 2}, {0x4e6, 654, 2},
+    {0x4e7, 656, 2}, {0x4ea, 658, 2}, {0x4eb, 660, 2}, {0x4ec, 662, 2}, {0x4ed, 664, 2}, {0x4ee, 666, 2},
+    {0x4ef, 668, 2}, {0x4f0, 670, 2}, {0x4f1, 672, 2}, {0x4f2, 674, 2}, {0x4f3, 676, 2}, {0x4f4, 678, 2},
+    {0x4f5, 680, 2}, {0x4f8, 682, 2}, {0x4f9, 684, 2}, {0x622, 686, 2}, {0x623, 688, 2}, {0x624, 690, 2},
+    {0x625, 692, 2}, {0x626, 694, 2}, {0x6c0, 696, 2}, {0x6c2, 698, 2}, {0x6d3, 700, 2}, {0x929, 702, 2},
+    {0x931, 704, 2}, {0x934, 706, 2}, {0x958, 708, 2}, {0x959, 710, 2}, {0x95a, 712, 2}, {0x95b, 714, 2},
+    {0x95c, 716, 2}, {0x95d, 718, 2}, {0x95e, 720, 2}, {0x95f, 722, 2}, {0x9cb, 724, 2}, {0x9cc, 726, 2},
+    {0x9dc, 728, 2}, {0x9dd, 730, 2}, {0x9df, 732, 2}, {0xa33, 734, 2}, {0xa36, 736, 2}, {0xa59, 738, 2},
+    {0xa5a, 740, 2}, {0xa5b, 742, 2}, {0xa5e, 744, 2}, {0xb48, 746, 2}, {0xb4b, 748, 2}, {0xb4c, 750, 2},
+    {0xb5c, 752, 2}, {0xb5d, 754, 2}, {0xb94, 756, 2}, {0xbca, 758, 2}, {0xbcb, 760, 2}, {0xbcc, 762, 2},
+    {0xc48, 764, 2}, {0xcc0, 766, 2}, {0xcc7, 768, 2}, {0xcc8, 770, 2}, {0xcca, 772, 2}, {0xccb, 774, 3},
+    {0xd4a, 777, 2}, {0xd4b, 779, 2}, {0xd4c, 781, 2}, {0xdda, 783, 2}, {0xddc, 785, 2}, {0xddd, 787, 3},
+    {0xdde, 790, 2}, {0xf43, 792, 2}, {0xf4d, 794, 2}, {0xf52, 796, 2}, {0xf57, 798, 2}, {0xf5c, 800, 2},
+    {0xf69, 802, 2}, {0xf73, 804, 2}, {0xf75, 806, 2}, {0xf76, 808, 2}, {0xf78, 810, 2}, {0xf81, 812, 2},
+    {0xf93, 814, 2}, {0xf9d, 816, 2}, {0xfa2, 818, 2}, {0xfa7, 820, 2}, {0xfac, 822, 2}, {0xfb9, 824, 2},
+    {0x1026, 826, 2}, {0x1b06, 828, 2}, {0x1b08, 830, 2}, {0x1b0a, 832, 2}, {0x1b0c, 834, 2},
+    {0x1b0e, 836, 2}, {0x1b12, 838, 2}, {0x1b3b, 840, 2}, {0x1b3d, 842, 2}, {0x1b40, 844, 2},
+    {0x1b41, 846, 2}, {0x1b43, 848, 2}, {0x1e00, 850, 2}, {0x1e01, 852, 2}, {0x1e02, 854, 2},
+    {0x1e03, 856, 2}, {0x1e04, 858, 2}, {0x1e05, 860, 2}, {0x1e06, 862, 2}, {0x1e07, 864, 2},
+    {0x1e08, 866, 3}, {0x1e09, 869, 3}, {0x1e0a, 872, 2}, {0x1e0b, 874, 2}, {0x1e0c, 876, 2},
+    {0x1e0d, 878, 2}, {0x1e0e, 880, 2}, {0x1e0f, 882, 2}, {0x1e10, 884, 2}, {0x1e11, 886, 2},
+    {0x1e12, 888, 2}, {0x1e13, 890, 2}, {0x1e14, 892, 3}, {0x1e15, 895, 3}, {0x1e16, 898, 3},
+    {0x1e17, 901, 3}, {0x1e18, 904, 2}, {0x1e19, 906, 2}, {0x1e1a, 908, 2}, {0x1e1b, 910, 2},
+    {0x1e1c, 912, 3}, {0x1e1d, 915, 3}, {0x1e1e, 918, 2}, {0x1e1f, 920, 2}, {0x1e20, 922, 2},
+    {0x1e21, 924, 2}, {0x1e22, 926, 2}, {0x1e23, 928, 2}, {0x1e24, 930, 2}, {0x1e25, 932, 2},
+    {0x1e26, 934, 2}, {0x1e27, 936, 2}, {0x1e28, 938, 2}, {0x1e29, 940, 2}, {0x1e2a, 942, 2},
+    {0x1e2b, 944, 2}, {0x1e2c, 946, 2}, {0x1e2d, 948, 2}, {0x1e2e, 950, 3}, {0x1e2f, 953, 3},
+    {0x1e30, 956, 2}, {0x1e31, 958, 2}, {0x1e32, 960, 2}, {0x1e33, 962, 2}, {0x1e34, 964, 2},
+    {0x1e35, 966, 2}, {0x1e36, 968, 2}, {0x1e37, 970, 2}, {0x1e38, 972, 3}, {0x1e39, 975, 3},
+    {0x1e3a, 978, 2}, {0x1e3b, 980, 2}, {0x1e3c, 982, 2}, {0x1e3d, 984, 2}, {0x1e3e, 986, 2},
+    {0x1e3f, 988, 2}, {0x1e40, 990, 2}, {0x1e41, 992, 2}, {0x1e42, 994, 2}, {0x1e43, 996, 2},
+    {0x1e44, 998, 2}, {0x1e45, 1000, 2}, {0x1e46, 1002, 2}, {0x1e47, 1004, 2}, {0x1e48, 1006, 2},
+    {0x1e49, 1008, 2}, {0x1e4a, 1010, 2}, {0x1e4b, 1012, 2}, {0x1e4c, 1014, 3}, {0x1e4d, 1017, 3},
+    {0x1e4e, 1020, 3}, {0x1e4f, 1023, 3}, {0x1e50, 1026, 3}, {0x1e51, 1029, 3}, {0x1e52, 1032, 3},
+    {0x1e53, 1035, 3}, {0x1e54, 1038, 2}, {0x1e55, 1040, 2}, {0x1e56, 1042, 2}, {0x1e57, 1044, 2},
+    {0x1e58, 1046, 2}, {0x1e59, 1048, 2}, {0x1e5a, 1050, 2}, {0x1e5b, 1052, 2}, {0x1e5c, 1054, 3},
+    {0x1e5d, 1057, 3}, {0x1e5e, 1060, 2}, {0x1e5f, 1062, 2}, {0x1e60, 1064, 2}, {0x1e61, 1066, 2},
+    {0x1e62, 1068, 2}, {0x1e63, 1070, 2}, {0x1e64, 1072, 3}, {0x1e65, 1075, 3}, {0x1e66, 1078, 3},
+    {0x1e67, 1081, 3}, {0x1e68, 1084, 3}, {0x1e69, 1087, 3}, {0x1e6a, 1090, 2}, {0x1e6b, 1092, 2},
+    {0x1e6c, 1094, 2}, {0x1e6d, 1096, 2}, {0x1e6e, 1098, 2}, {0x1e6f, 1100, 2}, {0x1e70, 1102, 2},
+    {0x1e71, 1104, 2}, {0x1e72, 1106, 2}, {0x1e73, 1108, 2}, {0x1e74, 1110, 2}, {0x1e75, 1112, 2},
+    {0x1e76, 1114, 2}, {0x1e77, 1116, 2}, {0x1e78, 1118, 3}, {0x1e79, 1121, 3}, {0x1e7a, 1124, 3},
+    {0x1e7b, 1127, 3}, {0x1e7c, 1130, 2}, {0x1e7d, 1132, 2}, {0x1e7e, 1134, 2}, {0x1e7f, 1136, 2},
+    {0x1e80, 1138, 2}, {0x1e81, 1140, 2}, {0x1e82, 1142, 2}, {0x1e83, 1144, 2}, {0x1e84, 1146, 2},
+    {0x1e85, 1148, 2}, {0x1e86, 1150, 2}, {0x1e87, 1152, 2}, {0x1e88, 1154, 2}, {0x1e89, 1156, 2},
+    {0x1e8a, 1158, 2}, {0x1e8b, 1160, 2}, {0x1e8c, 1162, 2}, {0x1e8d, 1164, 2}, {0x1e8e, 1166, 2},
+    {0x1e8f, 1168, 2}, {0x1e90, 1170, 2}, {0x1e91, 1172, 2}, {0x1e92, 1174, 2}, {0x1e93, 1176, 2},
+    {0x1e94, 1178, 2}, {0x1e95, 1180, 2}, {0x1e96, 1182, 2}, {0x1e97, 1184, 2}, {0x1e98, 1186, 2},
+    {0x1e99, 1188, 2}, {0x1e9b, 1190, 2}, {0x1ea0, 1192, 2}, {0x1ea1, 1194, 2}, {0x1ea2, 1196, 2},
+    {0x1ea3, 1198, 2}, {0x1ea4, 1200, 3}, {0x1ea5, 1203, 3}, {0x1ea6, 1206, 3}, {0x1ea7, 1209, 3},
+    {0x1ea8, 1212, 3}, {0x1ea9, 1215, 3}, {0x1eaa, 1218, 3}, {0x1eab, 1221, 3}, {0x1eac, 1224, 3},
+    {0x1ead, 1227, 3}, {0x1eae, 1230, 3}, {0x1eaf, 1233, 3}, {0x1eb0, 1236, 3}, {0x1eb1, 1239, 3},
+    {0x1eb2, 1242, 3}, {0x1eb3, 1245, 3}, {0x1eb4, 1248, 3}, {0x1eb5, 1251, 3}, {0x1eb6, 1254, 3},
+    {0x1eb7, 1257, 3}, {0x1eb8, 1260, 2}, {0x1eb9, 1262, 2}, {0x1eba, 1264, 2}, {0x1ebb, 1266, 2},
+    {0x1ebc, 1268, 2}, {0x1ebd, 1270, 2}, {0x1ebe, 1272, 3}, {0x1ebf, 1275, 3}, {0x1ec0, 1278, 3},
+    {0x1ec1, 1281, 3}, {0x1ec2, 1284, 3}, {0x1ec3, 1287, 3}, {0x1ec4, 1290, 3}, {0x1ec5, 1293, 3},
+    {0x1ec6, 1296, 3}, {0x1ec7, 1299, 3}, {0x1ec8, 1302, 2}, {0x1ec9, 1304, 2}, {0x1eca, 1306, 2},
+    {0x1ecb, 1308, 2}, {0x1ecc, 1310, 2}, {0x1ecd, 1312, 2}, {0x1ece, 1314, 2}, {0x1ecf, 1316, 2},
+    {0x1ed0, 1318, 3}, {0x1ed1, 1321, 3}, {0x1ed2, 1324, 3}, {0x1ed3, 1327, 3}, {0x1ed4, 1330, 3},
+    {0x1ed5, 1333, 3}, {0x1ed6, 1336, 3}, {0x1ed7, 1339, 3}, {0x1ed8, 1342, 3}, {0x1ed9, 1345, 3},
+    {0x1eda, 1348, 3}, {0x1edb, 1351, 3}, {0x1edc, 1354, 3}, {0x1edd, 1357, 3}, {0x1ede, 1360, 3},
+    {0x1edf, 1363, 3}, {0x1ee0, 1366, 3}, {0x1ee1, 1369, 3}, {0x1ee2, 1372, 3}, {0x1ee3, 1375, 3},
+    {0x1ee4, 1378, 2}, {0x1ee5, 1380, 2}, {0x1ee6, 1382, 2}, {0x1ee7, 1384, 2}, {0x1ee8, 1386, 3},
+    {0x1ee9, 1389, 3}, {0x1eea, 1392, 3}, {0x1eeb, 1395, 3}, {0x1eec, 1398, 3}, {0x1eed, 1401, 3},
+    {0x1eee, 1404, 3}, {0x1eef, 1407, 3}, {0x1ef0, 1410, 3}, {0x1ef1, 1413, 3}, {0x1ef2, 1416, 2},
+    {0x1ef3, 1418, 2}, {0x1ef4, 1420, 2}, {0x1ef5, 1422, 2}, {0x1ef6, 1424, 2}, {0x1ef7, 1426, 2},
+    {0x1ef8, 1428, 2}, {0x1ef9, 1430, 2}, {0x1f00, 1432, 2}, {0x1f01, 1434, 2}, {0x1f02, 1436, 3},
+    {0x1f03, 1439, 3}, {0x1f04, 1442, 3}, {0x1f05, 1445, 3}, {0x1f06, 1448, 3}, {0x1f07, 1451, 3},
+    {0x1f08, 1454, 2}, {0x1f09, 1456, 2}, {0x1f0a, 1458, 3}, {0x1f0b, 1461, 3}, {0x1f0c, 1464, 3},
+    {0x1f0d, 1467, 3}, {0x1f0e, 1470, 3}, {0x1f0f, 1473, 3}, {0x1f10, 1476, 2}, {0x1f11, 1478, 2},
+    {0x1f12, 1480, 3}, {0x1f13, 1483, 3}, {0x1f14, 1486, 3}, {0x1f15, 1489, 3}, {0x1f18, 1492, 2},
+    {0x1f19, 1494, 2}, {0x1f1a, 1496, 3}, {0x1f1b, 1499, 3}, {0x1f1c, 1502, 3}, {0x1f1d, 1505, 3},
+    {0x1f20, 1508, 2}, {0x1f21, 1510, 2}, {0x1f22, 1512, 3}, {0x1f23, 1515, 3}, {0x1f24, 1518, 3},
+    {0x1f25, 1521, 3}, {0x1f26, 1524, 3}, {0x1f27, 1527, 3}, {0x1f28, 1530, 2}, {0x1f29, 1532, 2},
+    {0x1f2a, 1534, 3}, {0x1f2b, 1537, 3}, {0x1f2c, 1540, 3}, {0x1f2d, 1543, 3}, {0x1f2e, 1546, 3},
+    {0x1f2f, 1549, 3}, {0x1f30, 1552, 2}, {0x1f31, 1554, 2}, {0x1f32, 1556, 3}, {0x1f33, 1559, 3},
+    {0x1f34, 1562, 3}, {0x1f35, 1565, 3}, {0x1f36, 1568, 3}, {0x1f37, 1571, 3}, {0x1f38, 1574, 2},
+    {0x1f39, 1576, 2}, {0x1f3a, 1578, 3}, {0x1f3b, 1581, 3}, {0x1f3c, 1584, 3}, {0x1f3d, 1587, 3},
+    {0x1f3e, 1590, 3}, {0x1f3f, 1593, 3}, {0x1f40, 1596, 2}, {0x1f41, 1598, 2}, {0x1f42, 1600, 3},
+    {0x1f43, 1603, 3}, {0x1f44, 1606, 3}, {0x1f45, 1609, 3}, {0x1f48, 1612, 2}, {0x1f49, 1614, 2},
+    {0x1f4a, 1616, 3}, {0x1f4b, 1619, 3}, {0x1f4c, 1622, 3}, {0x1f4d, 1625, 3}, {0x1f50, 1628, 2},
+    {0x1f51, 1630, 2}, {0x1f52, 1632, 3}, {0x1f53, 1635, 3}, {0x1f54, 1638, 3}, {0x1f55, 1641, 3},
+    {0x1f56, 1644, 3}, {0x1f57, 1647, 3}, {0x1f59, 1650, 2}, {0x1f5b, 1652, 3}, {0x1f5d, 1655, 3},
+    {0x1f5f, 1658, 3}, {0x1f60, 1661, 2}, {0x1f61, 1663, 2}, {0x1f62, 1665, 3}, {0x1f63, 1668, 3},
+    {0x1f64, 1671, 3}, {0x1f65, 1674, 3}, {0x1f66, 1677, 3}, {0x1f67, 1680, 3}, {0x1f68, 1683, 2},
+    {0x1f69, 1685, 2}, {0x1f6a, 1687, 3}, {0x1f6b, 1690, 3}, {0x1f6c, 1693, 3}, {0x1f6d, 1696, 3},
+    {0x1f6e, 1699, 3}, {0x1f6f, 1702, 3}, {0x1f70, 1705, 2}, {0x1f71, 1707, 2}, {0x1f72, 1709, 2},
+    {0x1f73, 1711, 2}, {0x1f74, 1713, 2}, {0x1f75, 1715, 2}, {0x1f76, 1717, 2}, {0x1f77, 1719, 2},
+    {0x1f78, 1721, 2}, {0x1f79, 1723, 2}, {0x1f7a, 1725, 2}, {0x1f7b, 1727, 2}, {0x1f7c, 1729, 2},
+    {0x1f7d, 1731, 2}, {0x1f80, 1733, 3}, {0x1f81, 1736, 3}, {0x1f82, 1739, 4}, {0x1f83, 1743, 4},
+    {0x1f84, 1747, 4}, {0x1f85, 1751, 4}, {0x1f86, 1755, 4}, {0x1f87, 1759, 4}, {0x1f88, 1763, 3},
+    {0x1f89, 1766, 3}, {0x1f8a, 1769, 4}, {0x1f8b, 1773, 4}, {0x1f8c, 1777, 4}, {0x1f8d, 1781, 4},
+    {0x1f8e, 1785, 4}, {0x1f8f, 1789, 4}, {0x1f90, 1793, 3}, {0x1f91, 1796, 3}, {0x1f92, 1799, 4},
+    {0x1f93, 1803, 4}, {0x1f94, 1807, 4}, {0x1f95, 1811, 4}, {0x1f96, 1815, 4}, {0x1f97, 1819, 4},
+    {0x1f98, 1823, 3}, {0x1f99, 1826, 3}, {0x1f9a, 1829, 4}, {0x1f9b, 1833, 4}, {0x1f9c, 1837, 4},
+    {0x1f9d, 1841, 4}, {0x1f9e, 1845, 4}, {0x1f9f, 1849, 4}, {0x1fa0, 1853, 3}, {0x1fa1, 1856, 3},
+    {0x1fa2, 1859, 4}, {0x1fa3, 1863, 4}, {0x1fa4, 1867, 4}, {0x1fa5, 1871, 4}, {0x1fa6, 1875, 4},
+    {0x1fa7, 1879, 4}, {0x1fa8, 1883, 3}, {0x1fa9, 1886, 3}, {0x1faa, 1889, 4}, {0x1fab, 1893, 4},
+    {0x1fac, 1897, 4}, {0x1fad, 1901, 4}, {0x1fae, 1905, 4}, {0x1faf, 1909, 4}, {0x1fb0, 1913, 2},
+    {0x1fb1, 1915, 2}, {0x1fb2, 1917, 3}, {0x1fb3, 1920, 2}, {0x1fb4, 1922, 3}, {0x1fb6, 1925, 2},
+    {0x1fb7, 1927, 3}, {0x1fb8, 1930, 2}, {0x1fb9, 1932, 2}, {0x1fba, 1934, 2}, {0x1fbb, 1936, 2},
+    {0x1fbc, 1938, 2}, {0x1fbe, 1940, 1}, {0x1fc1, 1941, 2}, {0x1fc2, 1943, 3}, {0x1fc3, 1946, 2},
+    {0x1fc4, 1948, 3}, {0x1fc6, 1951, 2}, {0x1fc7, 1953, 3}, {0x1fc8, 1956, 2}, {0x1fc9, 1958, 2},
+    {0x1fca, 1960, 2}, {0x1fcb, 1962, 2}, {0x1fcc, 1964, 2}, {0x1fcd, 1966, 2}, {0x1fce, 1968, 2},
+    {0x1fcf, 1970, 2}, {0x1fd0, 1972, 2}, {0x1fd1, 1974, 2}, {0x1fd2, 1976, 3}, {0x1fd3, 1979, 3},
+    {0x1fd6, 1982, 2}, {0x1fd7, 1984, 3}, {0x1fd8, 1987, 2}, {0x1fd9, 1989, 2}, {0x1fda, 1991, 2},
+    {0x1fdb, 1993, 2}, {0x1fdd, 1995, 2}, {0x1fde, 1997, 2}, {0x1fdf, 1999, 2}, {0x1fe0, 2001, 2},
+    {0x1fe1, 2003, 2}, {0x1fe2, 2005, 3}, {0x1fe3, 2008, 3}, {0x1fe4, 2011, 2}, {0x1fe5, 2013, 2},
+    {0x1fe6, 2015, 2}, {0x1fe7, 2017, 3}, {0x1fe8, 2020, 2}, {0x1fe9, 2022, 2}, {0x1fea, 2024, 2},
+    {0x1feb, 2026, 2}, {0x1fec, 2028, 2}, {0x1fed, 2030, 2}, {0x1fee, 2032, 2}, {0x1fef, 2034, 1},
+    {0x1ff2, 2035, 3}, {0x1ff3, 2038, 2}, {0x1ff4, 2040, 3}, {0x1ff6, 2043, 2}, {0x1ff7, 2045, 3},
+    {0x1ff8, 2048, 2}, {0x1ff9, 2050, 2}, {0x1ffa, 2052, 2}, {0x1ffb, 2054, 2}, {0x1ffc, 2056, 2},
+    {0x1ffd, 2058, 1}, {0x2000, 2059, 1}, {0x2001, 2060, 1}, {0x2126, 2061, 1}, {0x212a, 2062, 1},
+    {0x212b, 2063, 2}, {0x219a, 2065, 2}, {0x219b, 2067, 2}, {0x21ae, 2069, 2}, {0x21cd, 2071, 2},
+    {0x21ce, 2073, 2}, {0x21cf, 2075, 2}, {0x2204, 2077, 2}, {0x2209, 2079, 2}, {0x220c, 2081, 2},
+    {0x2224, 2083, 2}, {0x2226, 2085, 2}, {0x2241, 2087, 2}, {0x2244, 2089, 2}, {0x2247, 2091, 2},
+    {0x2249, 2093, 2}, {0x2260, 2095, 2}, {0x2262, 2097, 2}, {0x226d, 2099, 2}, {0x226e, 2101, 2},
+    {0x226f, 2103, 2}, {0x2270, 2105, 2}, {0x2271, 2107, 2}, {0x2274, 2109, 2}, {0x2275, 2111, 2},
+    {0x2278, 2113, 2}, {0x2279, 2115, 2}, {0x2280, 2117, 2}, {0x2281, 2119, 2}, {0x2284, 2121, 2},
+    {0x2285, 2123, 2}, {0x2288, 2125, 2}, {0x2289, 2127, 2}, {0x22ac, 2129, 2}, {0x22ad, 2131, 2},
+    {0x22ae, 2133, 2}, {0x22af, 2135, 2}, {0x22e0, 2137, 2}, {0x22e1, 2139, 2}, {0x22e2, 2141, 2},
+    {0x22e3, 2143, 2}, {0x22ea, 2145, 2}, {0x22eb, 2147, 2}, {0x22ec, 2149, 2}, {0x22ed, 2151, 2},
+    {0x2329, 2153, 1}, {0x232a, 2154, 1}, {0x2adc, 2155, 2}, {0x304c, 2157, 2}, {0x304e, 2159, 2},
+    {0x3050, 2161, 2}, {0x3052, 2163, 2}, {0x3054, 2165, 2}, {0x3056, 2167, 2}, {0x3058, 2169, 2},
+    {0x305a, 2171, 2}, {0x305c, 2173, 2}, {0x305e, 2175, 2}, {0x3060, 2177, 2}, {0x3062, 2179, 2},
+    {0x3065, 2181, 2}, {0x3067, 2183, 2}, {0x3069, 2185, 2}, {0x3070, 2187, 2}, {0x3071, 2189, 2},
+    {0x3073, 2191, 2}, {0x3074, 2193, 2}, {0x3076, 2195, 2}, {0x3077, 2197, 2}, {0x3079, 2199, 2},
+    {0x307a, 2201, 2}, {0x307c, 2203, 2}, {0x307d, 2205, 2}, {0x3094, 2207, 2}, {0x309e, 2209, 2},
+    {0x30ac, 2211, 2}, {0x30ae, 2213, 2}, {0x30b0, 2215, 2}, {0x30b2, 2217, 2}, {0x30b4, 2219, 2},
+    {0x30b6, 2221, 2}, {0x30b8, 2223, 2}, {0x30ba, 2225, 2}, {0x30bc, 2227, 2}, {0x30be, 2229, 2},
+    {0x30c0, 2231, 2}, {0x30c2, 2233, 2}, {0x30c5, 2235, 2}, {0x30c7, 2237, 2}, {0x30c9, 2239, 2},
+    {0x30d0, 2241, 2}, {0x30d1, 2243, 2}, {0x30d3, 2245, 2}, {0x30d4, 2247, 2}, {0x30d6, 2249, 2},
+    {0x30d7, 2251, 2}, {0x30d9, 2253, 2}, {0x30da, 2255, 2}, {0x30dc, 2257, 2}, {0x30dd, 2259, 2},
+    {0x30f4, 2261, 2}, {0x30f7, 2263, 2}, {0x30f8, 2265, 2}, {0x30f9, 2267, 2}, {0x30fa, 2269, 2},
+    {0x30fe, 2271, 2}, {0xf900, 2273, 1}, {0xf901, 2274, 1}, {0xf902, 2275, 1}, {0xf903, 2276, 1},
+    {0xf904, 2277, 1}, {0xf905, 2278, 1}, {0xf906, 2279, 1}, {0xf907, 2280, 1}, {0xf908, 2281, 1},
+    {0xf909, 2282, 1}, {0xf90a, 2283, 1}, {0xf90b, 2284, 1}, {0xf90c, 2285, 1}, {0xf90d, 2286, 1},
+    {0xf90e, 2287, 1}, {0xf90f, 2288, 1}, {0xf910, 2289, 1}, {0xf911, 2290, 1}, {0xf912, 2291, 1},
+    {0xf913, 2292, 1}, {0xf914, 2293, 1}, {0xf915, 2294, 1}, {0xf916, 2295, 1}, {0xf917, 2296, 1},
+    {0xf918, 2297, 1}, {0xf919, 2298, 1}, {0xf91a, 2299, 1}, {0xf91b, 2300, 1}, {0xf91c, 2301, 1},
+    {0xf91d, 2302, 1}, {0xf91e, 2303, 1}, {0xf91f, 2304, 1}, {0xf920, 2305, 1}, {0xf921, 2306, 1},
+    {0xf922, 2307, 1}, {0xf923, 2308, 1}, {0xf924, 2309, 1}, {0xf925, 2310, 1}, {0xf926, 2311, 1},
+    {0xf927, 2312, 1}, {0xf928, 2313, 1}, {0xf929, 2314, 1}, {0xf92a, 2315, 1}, {0xf92b, 2316, 1},
+    {0xf92c, 2317, 1}, {0xf92d, 2318, 1}, {0xf92e, 2319, 1}, {0xf92f, 2320, 1}, {0xf930, 2321, 1},
+    {0xf931, 2322, 1}, {0xf932, 2323, 1}, {0xf933, 2324, 1}, {0xf934, 2325, 1}, {0xf935, 2326, 1},
+    {0xf936, 2327, 1}, {0xf937, 2328, 1}, {0xf938, 2329, 1}, {0xf939, 2330, 1}, {0xf93a, 2331, 1},
+    {0xf93b, 2332, 1}, {0xf93c, 2333, 1}, {0xf93d, 2334, 1}, {0xf93e, 2335, 1}, {0xf93f, 2336, 1},
+    {0xf940, 2337, 1}, {0xf941, 2338, 1}, {0xf942, 2339, 1}, {0xf943, 2340, 1}, {0xf944, 2341, 1},
+    {0xf945, 2342, 1}, {0xf946, 2343, 1}, {0xf947, 2344, 1}, {0xf948, 2345, 1}, {0xf949, 2346, 1},
+    {0xf94a, 2347, 1}, {0xf94b, 2348, 1}, {0xf94c, 2349, 1}, {0xf94d, 2350, 1}, {0xf94e, 2351, 1},
+    {0xf94f, 2352, 1}, {0xf950, 2353, 1}, {0xf951, 2354, 1}, {0xf952, 2355, 1}, {0xf953, 2356, 1},
+    {0xf954, 2357, 1}, {0xf955, 2358, 1}, {0xf956, 2359, 1}, {0xf957, 2360, 1}, {0xf958, 2361, 1},
+    {0xf959, 2362, 1}, {0xf95a, 2363, 1}, {0xf95b, 2364, 1}, {0xf95c, 2365, 1}, {0xf95d, 2366, 1},
+    {0xf95e, 2367, 1}, {0xf95f, 2368, 1}, {0xf960, 2369, 1}, {0xf961, 2370, 1}, {0xf962, 2371, 1},
+    {0xf963, 2372, 1}, {0xf964, 2373, 1}, {0xf965, 2374, 1}, {0xf966, 2375, 1}, {0xf967, 2376, 1},
+    {0xf968, 2377, 1}, {0xf969, 2378, 1}, {0xf96a, 2379, 1}, {0xf96b, 2380, 1}, {0xf96c, 2381, 1},
+    {0xf96d, 2382, 1}, {0xf96e, 2383, 1}, {0xf96f, 2384, 1}, {0xf970, 2385, 1}, {0xf971, 2386, 1},
+    {0xf972, 2387, 1}, {0xf973, 2388, 1}, {0xf974, 2389, 1}, {0xf975, 2390, 1}, {0xf976, 2391, 1},
+    {0xf977, 2392, 1}, {0xf978, 2393, 1}, {0xf979, 2394, 1}, {0xf97a, 2395, 1}, {0xf97b, 2396, 1},
+    {0xf97c, 2397, 1}, {0xf97d, 2398, 1}, {0xf97e, 2399, 1}, {0xf97f, 2400, 1}, {0xf980, 2401, 1},
+    {0xf981, 2402, 1}, {0xf982, 2403, 1}, {0xf983, 2404, 1}, {0xf984, 2405, 1}, {0xf985, 2406, 1},
+    {0xf986, 2407, 1}, {0xf987, 2408, 1}, {0xf988, 2409, 1}, {0xf989, 2410, 1}, {0xf98a, 2411, 1},
+    {0xf98b, 2412, 1}, {0xf98c, 2413, 1}, {0xf98d, 2414, 1}, {0xf98e, 2415, 1}, {0xf98f, 2416, 1},
+    {0xf990, 2417, 1}, {0xf991, 2418, 1}, {0xf992, 2419, 1}, {0xf993, 2420, 1}, {0xf994, 2421, 1},
+    {0xf995, 2422, 1}, {0xf996, 2423, 1}, {0xf997, 2424, 1}, {0xf998, 2425, 1}, {0xf999, 2426, 1},
+    {0xf99a, 2427, 1}, {0xf99b, 2428, 1}, {0xf99c, 2429, 1}, {0xf99d, 2430, 1}, {0xf99e, 2431, 1},
+    {0xf99f, 2432, 1}, {0xf9a0, 2433, 1}, {0xf9a1, 2434, 1}, {0xf9a2, 2435, 1}, {0xf9a3, 2436, 1},
+    {0xf9a4, 2437, 1}, {0xf9a5, 2438, 1}, {0xf9a6, 2439, 1}, {0xf9a7, 2440, 1}, {0xf9a8, 2441, 1},
+    {0xf9a9, 2442, 1}, {0xf9aa, 2443, 1}, {0xf9ab, 2444, 1}, {0xf9ac, 2445, 1}, {0xf9ad, 2446, 1},
+    {0xf9ae, 2447, 1}, {0xf9af, 2448, 1}, {0xf9b0, 2449, 1}, {0xf9b1, 2450, 1}, {0xf9b2, 2451, 1},
+    {0xf9b3, 2452, 1}, {0xf9b4, 2453, 1}, {0xf9b5, 2454, 1}, {0xf9b6, 2455, 1}, {0xf9b7, 2456, 1},
+    {0xf9b8, 2457, 1}, {0xf9b9, 2458, 1}, {0xf9ba, 2459, 1}, {0xf9bb, 2460, 1}, {0xf9bc, 2461, 1},
+    {0xf9bd, 2462, 1}, {0xf9be, 2463, 1}, {0xf9bf, 2464, 1}, {0xf9c0, 2465, 1}, {0xf9c1, 2466, 1},
+    {0xf9c2, 2467, 1}, {0xf9c3, 2468, 1}, {0xf9c4, 2469, 1}, {0xf9c5, 2470, 1}, {0xf9c6, 2471, 1},
+    {0xf9c7, 2472, 1}, {0xf9c8, 2473, 1}, {0xf9c9, 2474, 1}, {0xf9ca, 2475, 1}, {0xf9cb, 2476, 1},
+    {0xf9cc, 2477, 1}, {0xf9cd, 2478, 1}, {0xf9ce, 2479, 1}, {0xf9cf, 2480, 1}, {0xf9d0, 2481, 1},
+    {0xf9d1, 2482, 1}, {0xf9d2, 2483, 1}, {0xf9d3, 2484, 1}, {0xf9d4, 2485, 1}, {0xf9d5, 2486, 1},
+    {0xf9d6, 2487, 1}, {0xf9d7, 2488, 1}, {0xf9d8, 2489, 1}, {0xf9d9, 2490, 1}, {0xf9da, 2491, 1},
+    {0xf9db, 2492, 1}, {0xf9dc, 2493, 1}, {0xf9dd, 2494, 1}, {0xf9de, 2495, 1}, {0xf9df, 2496, 1},
+    {0xf9e0, 2497, 1}, {0xf9e1, 2498, 1}, {0xf9e2, 2499, 1}, {0xf9e3, 2500, 1}, {0xf9e4, 2501, 1},
+    {0xf9e5, 2502, 1}, {0xf9e6, 2503, 1}, {0xf9e7, 2504, 1}, {0xf9e8, 2505, 1}, {0xf9e9, 2506, 1},
+    {0xf9ea, 2507, 1}, {0xf9eb, 2508, 1}, {0xf9ec, 2509, 1}, {0xf9ed, 2510, 1}, {0xf9ee, 2511, 1},
+    {0xf9ef, 2512, 1}, {0xf9f0, 2513, 1}, {0xf9f1, 2514, 1}, {0xf9f2, 2515, 1}, {0xf9f3, 2516, 1},
+    {0xf9f4, 2517, 1}, {0xf9f5, 2518, 1}, {0xf9f6, 2519, 1}, {0xf9f7, 2520, 1}, {0xf9f8, 2521, 1},
+    {0xf9f9, 2522, 1}, {0xf9fa, 2523, 1}, {0xf9fb, 2524, 1}, {0xf9fc, 2525, 1}, {0xf9fd, 2526, 1},
+    {0xf9fe, 2527, 1}, {0xf9ff, 2528, 1}, {0xfa00, 2529, 1}, {0xfa01, 2530, 1}, {0xfa02, 2531, 1},
+    {0xfa03, 2532, 1}, {0xfa04, 2533, 1}, {0xfa05, 2534, 1}, {0xfa06, 2535, 1}, {0xfa07, 2536, 1},
+    {0xfa08, 2537, 1}, {0xfa09, 2538, 1}, {0xfa0a, 2539, 1}, {0xfa0b, 2540, 1}, {0xfa0c, 2541, 1},
+    {0xfa0d, 2542, 1}, {0xfa10, 2543, 1}, {0xfa12, 2544, 1}, {0xfa15, 2545, 1}, {0xfa16, 2546, 1},
+    {0xfa17, 2547, 1}, {0xfa18, 2548, 1}, {0xfa19, 2549, 1}, {0xfa1a, 2550, 1}, {0xfa1b, 2551, 1},
+    {0xfa1c, 2552, 1}, {0xfa1d, 2553, 1}, {0xfa1e, 2554, 1}, {0xfa20, 2555, 1}, {0xfa22, 2556, 1},
+    {0xfa25, 2557, 1}, {0xfa26, 2558, 1}, {0xfa2a, 2559, 1}, {0xfa2b, 2560, 1}, {0xfa2c, 2561, 1},
+    {0xfa2d, 2562, 1}, {0xfa2e, 2563, 1}, {0xfa2f, 2564, 1}, {0xfa30, 2565, 1}, {0xfa31, 2566, 1},
+    {0xfa32, 2567, 1}, {0xfa33, 2568, 1}, {0xfa34, 2569, 1}, {0xfa35, 2570, 1}, {0xfa36, 2571, 1},
+    {0xfa37, 2572, 1}, {0xfa38, 2573, 1}, {0xfa39, 2574, 1}, {0xfa3a, 2575, 1}, {0xfa3b, 2576, 1},
+    {0xfa3c, 2577, 1}, {0xfa3d, 2578, 1}, {0xfa3e, 2579, 1}, {0xfa3f, 2580, 1}, {0xfa40, 2581, 1},
+    {0xfa41, 2582, 1}, {0xfa42, 2583, 1}, {0xfa43, 2584, 1}, {0xfa44, 2585, 1}, {0xfa45, 2586, 1},
+    {0xfa46, 2587, 1}, {0xfa47, 2588, 1}, {0xfa48, 2589, 1}, {0xfa49, 2590, 1}, {0xfa4a, 2591, 1},
+    {0xfa4b, 2592, 1}, {0xfa4c, 2593, 1}, {0xfa4d, 2594, 1}, {0xfa4e, 2595, 1}, {0xfa4f, 2596, 1},
+    {0xfa50, 2597, 1}, {0xfa51, 2598, 1}, {0xfa52, 2599, 1}, {0xfa53, 2600, 1}, {0xfa54, 2601, 1},
+    {0xfa55, 2602, 1}, {0xfa56, 2603, 1}, {0xfa57, 2604, 1}, {0xfa58, 2605, 1}, {0xfa59, 2606, 1},
+    {0xfa5a, 2607, 1}, {0xfa5b, 2608, 1}, {0xfa5c, 2609, 1}, {0xfa5d, 2610, 1}, {0xfa5e, 2611, 1},
+    {0xfa5f, 2612, 1}, {0xfa60, 2613, 1}, {0xfa61, 2614, 1}, {0xfa62, 2615, 1}, {0xfa63, 2616, 1},
+    {0xfa64, 2617, 1}, {0xfa65, 2618, 1}, {0xfa66, 2619, 1}, {0xfa67, 2620, 1}, {0xfa68, 2621, 1},
+    {0xfa69, 2622, 1}, {0xfa6a, 2623, 1}, {0xfa6b, 2624, 1}, {0xfa6c, 2625, 1}, {0xfa6d, 2626, 1},
+    {0xfa70, 2627, 1}, {0xfa71, 2628, 1}, {0xfa72, 2629, 1}, {0xfa73, 2630, 1}, {0xfa74, 2631, 1},
+    {0xfa75, 2632, 1}, {0xfa76, 2633, 1}, {0xfa77, 2634, 1}, {0xfa78, 2635, 1}, {0xfa79, 2636, 1},
+    {0xfa7a, 2637, 1}, {0xfa7b, 2638, 1}, {0xfa7c, 2639, 1}, {0xfa7d, 2640, 1}, {0xfa7e, 2641, 1},
+    {0xfa7f, 2642, 1}, {0xfa80, 2643, 1}, {0xfa81, 2644, 1}, {0xfa82, 2645, 1}, {0xfa83, 2646, 1},
+    {0xfa84, 2647, 1}, {0xfa85, 2648, 1}, {0xfa86, 2649, 1}, {0xfa87, 2650, 1}, {0xfa88, 2651, 1},
+    {0xfa89, 2652, 1}, {0xfa8a, 2653, 1}, {0xfa8b, 2654, 1}, {0xfa8c, 2655, 1}, {0xfa8d, 2656, 1},
+    {0xfa8e, 2657, 1}, {0xfa8f, 2658, 1}, {0xfa90, 2659, 1}, {0xfa91, 2660, 1}, {0xfa92, 2661, 1},
+    {0xfa93, 2662, 1}, {0xfa94, 2663, 1}, {0xfa95, 2664, 1}, {0xfa96, 2665, 1}, {0xfa97, 2666, 1},
+    {0xfa98, 2667, 1}, {0xfa99, 2668, 1}, {0xfa9a, 2669, 1}, {0xfa9b, 2670, 1}, {0xfa9c, 2671, 1},
+    {0xfa9d, 2672, 1}, {0xfa9e, 2673, 1}, {0xfa9f, 2674, 1}, {0xfaa0, 2675, 1}, {0xfaa1, 2676, 1},
+    {0xfaa2, 2677, 1}, {0xfaa3, 2678, 1}, {0xfaa4, 2679, 1}, {0xfaa5, 2680, 1}, {0xfaa6, 2681, 1},
+    {0xfaa7, 2682, 1}, {0xfaa8, 2683, 1}, {0xfaa9, 2684, 1}, {0xfaaa, 2685, 1}, {0xfaab, 2686, 1},
+    {0xfaac, 2687, 1}, {0xfaad, 2688, 1}, {0xfaae, 2689, 1}, {0xfaaf, 2690, 1}, {0xfab0, 2691, 1},
+    {0xfab1, 2692, 1}, {0xfab2, 2693, 1}, {0xfab3, 2694, 1}, {0xfab4, 2695, 1}, {0xfab5, 2696, 1},
+    {0xfab6, 2697, 1}, {0xfab7, 2698, 1}, {0xfab8, 2699, 1}, {0xfab9, 2700, 1}, {0xfaba, 2701, 1},
+    {0xfabb, 2702, 1}, {0xfabc, 2703, 1}, {0xfabd, 2704, 1}, {0xfabe, 2705, 1}, {0xfabf, 2706, 1},
+    {0xfac0, 2707, 1}, {0xfac1, 2708, 1}, {0xfac2, 2709, 1}, {0xfac3, 2710, 1}, {0xfac4, 2711, 1},
+    {0xfac5, 2712, 1}, {0xfac6, 2713, 1}, {0xfac7, 2714, 1}, {0xfac8, 2715, 1}, {0xfac9, 2716, 1},
+    {0xfaca, 2717, 1}, {0xfacb, 2718, 1}, {0xfacc, 2719, 1}, {0xfacd, 2720, 1}, {0xface, 2721, 1},
+    {0xfacf, 2722, 1}, {0xfad0, 2723, 1}, {0xfad1, 2724, 1}, {0xfad2, 2725, 1}, {0xfad3, 2726, 1},
+    {0xfad4, 2727, 1}, {0xfad5, 2728, 1}, {0xfad6, 2729, 1}, {0xfad7, 2730, 1}, {0xfad8, 2731, 1},
+    {0xfad9, 2732, 1}, {0xfb1d, 2733, 2}, {0xfb1f, 2735, 2}, {0xfb2a, 2737, 2}, {0xfb2b, 2739, 2},
+    {0xfb2c, 2741, 3}, {0xfb2d, 2744, 3}, {0xfb2e, 2747, 2}, {0xfb2f, 2749, 2}, {0xfb30, 2751, 2},
+    {0xfb31, 2753, 2}, {0xfb32, 2755, 2}, {0xfb33, 2757, 2}, {0xfb34, 2759, 2}, {0xfb35, 2761, 2},
+    {0xfb36, 2763, 2}, {0xfb38, 2765, 2}, {0xfb39, 2767, 2}, {0xfb3a, 2769, 2}, {0xfb3b, 2771, 2},
+    {0xfb3c, 2773, 2}, {0xfb3e, 2775, 2}, {0xfb40, 2777, 2}, {0xfb41, 2779, 2}, {0xfb43, 2781, 2},
+    {0xfb44, 2783, 2}, {0xfb46, 2785, 2}, {0xfb47, 2787, 2}, {0xfb48, 2789, 2}, {0xfb49, 2791, 2},
+    {0xfb4a, 2793, 2}, {0xfb4b, 2795, 2}, {0xfb4c, 2797, 2}, {0xfb4d, 2799, 2}, {0xfb4e, 2801, 2},
+    {0x1109a, 2803, 2}, {0x1109c, 2805, 2}, {0x110ab, 2807, 2}, {0x1112e, 2809, 2}, {0x1112f, 2811, 2},
+    {0x1134b, 2813, 2}, {0x1134c, 2815, 2}, {0x114bb, 2817, 2}, {0x114bc, 2819, 2}, {0x114be, 2821, 2},
+    {0x115ba, 2823, 2}, {0x115bb, 2825, 2}, {0x11938, 2827, 2}, {0x1d15e, 2829, 2}, {0x1d15f, 2831, 2},
+    {0x1d160, 2833, 3}, {0x1d161, 2836, 3}, {0x1d162, 2839, 3}, {0x1d163, 2842, 3}, {0x1d164, 2845, 3},
+    {0x1d1bb, 2848, 2}, {0x1d1bc, 2850, 2}, {0x1d1bd, 2852, 3}, {0x1d1be, 2855, 3}, {0x1d1bf, 2858, 3},
+    {0x1d1c0, 2861, 3}, {0x2f800, 2864, 1}, {0x2f801, 2865, 1}, {0x2f802, 2866, 1}, {0x2f803, 2867, 1},
+    {0x2f804, 2868, 1}, {0x2f805, 2869, 1}, {0x2f806, 2870, 1}, {0x2f807, 2871, 1}, {0x2f808, 2872, 1},
+    {0x2f809, 2873, 1}, {0x2f80a, 2874, 1}, {0x2f80b, 2875, 1}, {0x2f80c, 2876, 1}, {0x2f80d, 2877, 1},
+    {0x2f80e, 2878, 1}, {0x2f80f, 2879, 1}, {0x2f810, 2880, 1}, {0x2f811, 2881, 1}, {0x2f812, 2882, 1},
+    {0x2f813, 2883, 1}, {0x2f814, 2884, 1}, {0x2f815, 2885, 1}, {0x2f816, 2886, 1}, {0x2f817, 2887, 1},
+    {0x2f818, 2888, 1}, {0x2f819, 2889, 1}, {0x2f81a, 2890, 1}, {0x2f81b, 2891, 1}, {0x2f81c, 2892, 1},
+    {0x2f81d, 2893, 1}, {0x2f81e, 2894, 1}, {0x2f81f, 2895, 1}, {0x2f820, 2896, 1}, {0x2f821, 2897, 1},
+    {0x2f822, 2898, 1}, {0x2f823, 2899, 1}, {0x2f824, 2900, 1}, {0x2f825, 2901, 1}, {0x2f826, 2902, 1},
+    {0x2f827, 2903, 1}, {0x2f828, 2904, 1}, {0x2f829, 2905, 1}, {0x2f82a, 2906, 1}, {0x2f82b, 2907, 1},
+    {0x2f82c, 2908, 1}, {0x2f82d, 2909, 1}, {0x2f82e, 2910, 1}, {0x2f82f, 2911, 1}, {0x2f830, 2912, 1},
+    {0x2f831, 2913, 1}, {0x2f832, 2914, 1}, {0x2f833, 2915, 1}, {0x2f834, 2916, 1}, {0x2f835, 2917, 1},
+    {0x2f836, 2918, 1}, {0x2f837, 2919, 1}, {0x2f838, 2920, 1}, {0x2f839, 2921, 1}, {0x2f83a, 2922, 1},
+    {0x2f83b, 2923, 1}, {0x2f83c, 2924, 1}, {0x2f83d, 2925, 1}, {0x2f83e, 2926, 1}, {0x2f83f, 2927, 1},
+    {0x2f840, 2928, 1}, {0x2f841, 2929, 1}, {0x2f842, 2930, 1}, {0x2f843, 2931, 1}, {0x2f844, 2932, 1},
+    {0x2f845, 2933, 1}, {0x2f846, 2934, 1}, {0x2f847, 2935, 1}, {0x2f848, 2936, 1}, {0x2f849, 2937, 1},
+    {0x2f84a, 2938, 1}, {0x2f84b, 2939, 1}, {0x2f84c, 2940, 1}, {0x2f84d, 2941, 1}, {0x2f84e, 2942, 1},
+    {0x2f84f, 2943, 1}, {0x2f850, 2944, 1}, {0x2f851, 2945, 1}, {0x2f852, 2946, 1}, {0x2f853, 2947, 1},
+    {0x2f854, 2948, 1}, {0x2f855, 2949, 1}, {0x2f856, 2950, 1}, {0x2f857, 2951, 1}, {0x2f858, 2952, 1},
+    {0x2f859, 2953, 1}, {0x2f85a, 2954, 1}, {0x2f85b, 2955, 1}, {0x2f85c, 2956, 1}, {0x2f85d, 2957, 1},
+    {0x2f85e, 2958, 1}, {0x2f85f, 2959, 1}, {0x2f860, 2960, 1}, {0x2f861, 2961, 1}, {0x2f862, 2962, 1},
+    {0x2f863, 2963, 1}, {0x2f864, 2964, 1}, {0x2f865, 2965, 1}, {0x2f866, 2966, 1}, {0x2f867, 2967, 1},
+    {0x2f868, 2968, 1}, {0x2f869, 2969, 1}, {0x2f86a, 2970, 1}, {0x2f86b, 2971, 1}, {0x2f86c, 2972, 1},
+    {0x2f86d, 2973, 1}, {0x2f86e, 2974, 1}, {0x2f86f, 2975, 1}, {0x2f870, 2976, 1}, {0x2f871, 2977, 1},
+    {0x2f872, 2978, 1}, {0x2f873, 2979, 1}, {0x2f874, 2980, 1}, {0x2f875, 2981, 1}, {0x2f876, 2982, 1},
+    {0x2f877, 2983, 1}, {0x2f878, 2984, 1}, {0x2f879, 2985, 1}, {0x2f87a, 2986, 1}, {0x2f87b, 2987, 1},
+    {0x2f87c, 2988, 1}, {0x2f87d, 2989, 1}, {0x2f87e, 2990, 1}, {0x2f87f, 2991, 1}, {0x2f880, 2992, 1},
+    {0x2f881, 2993, 1}, {0x2f882, 2994, 1}, {0x2f883, 2995, 1}, {0x2f884, 2996, 1}, {0x2f885, 2997, 1},
+    {0x2f886, 2998, 1}, {0x2f887, 2999, 1}, {0x2f888, 3000, 1}, {0x2f889, 3001, 1}, {0x2f88a, 3002, 1},
+    {0x2f88b, 3003, 1}, {0x2f88c, 3004, 1}, {0x2f88d, 3005, 1}, {0x2f88e, 3006, 1}, {0x2f88f, 3007, 1},
+    {0x2f890, 3008, 1}, {0x2f891, 3009, 1}, {0x2f892, 3010, 1}, {0x2f893, 3011, 1}, {0x2f894, 3012, 1},
+    {0x2f895, 3013, 1}, {0x2f896, 3014, 1}, {0x2f897, 3015, 1}, {0x2f898, 3016, 1}, {0x2f899, 3017, 1},
+    {0x2f89a, 3018, 1}, {0x2f89b, 3019, 1}, {0x2f89c, 3020, 1}, {0x2f89d, 3021, 1}, {0x2f89e, 3022, 1},
+    {0x2f89f, 3023, 1}, {0x2f8a0, 3024, 1}, {0x2f8a1, 3025, 1}, {0x2f8a2, 3026, 1}, {0x2f8a3, 3027, 1},
+    {0x2f8a4, 3028, 1}, {0x2f8a5, 3029, 1}, {0x2f8a6, 3030, 1}, {0x2f8a7, 3031, 1}, {0x2f8a8, 3032, 1},
+    {0x2f8a9, 3033, 1}, {0x2f8aa, 3034, 1}, {0x2f8ab, 3035, 1}, {0x2f8ac, 3036, 1}, {0x2f8ad, 3037, 1},
+    {0x2f8ae, 3038, 1}, {0x2f8af, 3039, 1}, {0x2f8b0, 3040, 1}, {0x2f8b1, 3041, 1}, {0x2f8b2, 3042, 1},
+    {0x2f8b3, 3043, 1}, {0x2f8b4, 3044, 1}, {0x2f8b5, 3045, 1}, {0x2f8b6, 3046, 1}, {0x2f8b7, 3047, 1},
+    {0x2f8b8, 3048, 1}, {0x2f8b9, 3049, 1}, {0x2f8ba, 3050, 1}, {0x2f8bb, 3051, 1}, {0x2f8bc, 3052, 1},
+    {0x2f8bd, 3053, 1}, {0x2f8be, 3054, 1}, {0x2f8bf, 3055, 1}, {0x2f8c0, 3056, 1}, {0x2f8c1, 3057, 1},
+    {0x2f8c2, 3058, 1}, {0x2f8c3, 3059, 1}, {0x2f8c4, 3060, 1}, {0x2f8c5, 3061, 1}, {0x2f8c6, 3062, 1},
+    {0x2f8c7, 3063, 1}, {0x2f8c8, 3064, 1}, {0x2f8c9, 3065, 1}, {0x2f8ca, 3066, 1}, {0x2f8cb, 3067, 1},
+    {0x2f8cc, 3068, 1}, {0x2f8cd, 3069, 1}, {0x2f8ce, 3070, 1}, {0x2f8cf, 3071, 1}, {0x2f8d0, 3072, 1},
+    {0x2f8d1, 3073, 1}, {0x2f8d2, 3074, 1}, {0x2f8d3, 3075, 1}, {0x2f8d4, 3076, 1}, {0x2f8d5, 3077, 1},
+    {0x2f8d6, 3078, 1}, {0x2f8d7, 3079, 1}, {0x2f8d8, 3080, 1}, {0x2f8d9, 3081, 1}, {0x2f8da, 3082, 1},
+    {0x2f8db, 3083, 1}, {0x2f8dc, 3084, 1}, {0x2f8dd, 3085, 1}, {0x2f8de, 3086, 1}, {0x2f8df, 3087, 1},
+    {0x2f8e0, 3088, 1}, {0x2f8e1, 3089, 1}, {0x2f8e2, 3090, 1}, {0x2f8e3, 3091, 1}, {0x2f8e4, 3092, 1},
+    {0x2f8e5, 3093, 1}, {0x2f8e6, 3094, 1}, {0x2f8e7, 3095, 1}, {0x2f8e8, 3096, 1}, {0x2f8e9, 3097, 1},
+    {0x2f8ea, 3098, 1}, {0x2f8eb, 3099, 1}, {0x2f8ec, 3100, 1}, {0x2f8ed, 3101, 1}, {0x2f8ee, 3102, 1},
+    {0x2f8ef, 3103, 1}, {0x2f8f0, 3104, 1}, {0x2f8f1, 3105, 1}, {0x2f8f2, 3106, 1}, {0x2f8f3, 3107, 1},
+    {0x2f8f4, 3108, 1}, {0x2f8f5, 3109, 1}, {0x2f8f6, 3110, 1}, {0x2f8f7, 3111, 1}, {0x2f8f8, 3112, 1},
+    {0x2f8f9, 3113, 1}, {0x2f8fa, 3114, 1}, {0x2f8fb, 3115, 1}, {0x2f8fc, 3116, 1}, {0x2f8fd, 3117, 1},
+    {0x2f8fe, 3118, 1}, {0x2f8ff, 3119, 1}, {0x2f900, 3120, 1}, {0x2f901, 3121, 1}, {0x2f902, 3122, 1},
+    {0x2f903, 3123, 1}, {0x2f904, 3124, 1}, {0x2f905, 3125, 1}, {0x2f906, 3126, 1}, {0x2f907, 3127, 1},
+    {0x2f908, 3128, 1}, {0x2f909, 3129, 1}, {0x2f90a, 3130, 1}, {0x2f90b, 3131, 1}, {0x2f90c, 3132, 1},
+    {0x2f90d, 3133, 1}, {0x2f90e, 3134, 1}, {0x2f90f, 3135, 1}, {0x2f910, 3136, 1}, {0x2f911, 3137, 1},
+    {0x2f912, 3138, 1}, {0x2f913, 3139, 1}, {0x2f914, 3140, 1}, {0x2f915, 3141, 1}, {0x2f916, 3142, 1},
+    {0x2f917, 3143, 1}, {0x2f918, 3144, 1}, {0x2f919, 3145, 1}, {0x2f91a, 3146, 1}, {0x2f91b, 3147, 1},
+    {0x2f91c, 3148, 1}, {0x2f91d, 3149, 1}, {0x2f91e, 3150, 1}, {0x2f91f, 3151, 1}, {0x2f920, 3152, 1},
+    {0x2f921, 3153, 1}, {0x2f922, 3154, 1}, {0x2f923, 3155, 1}, {0x2f924, 3156, 1}, {0x2f925, 3157, 1},
+    {0x2f926, 3158, 1}, {0x2f927, 3159, 1}, {0x2f928, 3160, 1}, {0x2f929, 3161, 1}, {0x2f92a, 3162, 1},
+    {0x2f92b, 3163, 1}, {0x2f92c, 3164, 1}, {0x2f92d, 3165, 1}, {0x2f92e, 3166, 1}, {0x2f92f, 3167, 1},
+    {0x2f930, 3168, 1}, {0x2f931, 3169, 1}, {0x2f932, 3170, 1}, {0x2f933, 3171, 1}, {0x2f934, 3172, 1},
+    {0x2f935, 3173, 1}, {0x2f936, 3174, 1}, {0x2f937, 3175, 1}, {0x2f938, 3176, 1}, {0x2f939, 3177, 1},
+    {0x2f93a, 3178, 1}, {0x2f93b, 3179, 1}, {0x2f93c, 3180, 1}, {0x2f93d, 3181, 1}, {0x2f93e, 3182, 1},
+    {0x2f93f, 3183, 1}, {0x2f940, 3184, 1}, {0x2f941, 3185, 1}, {0x2f942, 3186, 1}, {0x2f943, 3187, 1},
+    {0x2f944, 3188, 1}, {0x2f945, 3189, 1}, {0x2f946, 3190, 1}, {0x2f947, 3191, 1}, {0x2f948, 3192, 1},
+    {0x2f949, 3193, 1}, {0x2f94a, 3194, 1}, {0x2f94b, 3195, 1}, {0x2f94c, 3196, 1}, {0x2f94d, 3197, 1},
+    {0x2f94e, 3198, 1}, {0x2f94f, 3199, 1}, {0x2f950, 3200, 1}, {0x2f951, 3201, 1}, {0x2f952, 3202, 1},
+    {0x2f953, 3203, 1}, {0x2f954, 3204, 1}, {0x2f955, 3205, 1}, {0x2f956, 3206, 1}, {0x2f957, 3207, 1},
+    {0x2f958, 3208, 1}, {0x2f959, 3209, 1}, {0x2f95a, 3210, 1}, {0x2f95b, 3211, 1}, {0x2f95c, 3212, 1},
+    {0x2f95d, 3213, 1}, {0x2f95e, 3214, 1}, {0x2f95f, 3215, 1}, {0x2f960, 3216, 1}, {0x2f961, 3217, 1},
+    {0x2f962, 3218, 1}, {0x2f963, 3219, 1}, {0x2f964, 3220, 1}, {0x2f965, 3221, 1}, {0x2f966, 3222, 1},
+    {0x2f967, 3223, 1}, {0x2f968, 3224, 1}, {0x2f969, 3225, 1}, {0x2f96a, 3226, 1}, {0x2f96b, 3227, 1},
+    {0x2f96c, 3228, 1}, {0x2f96d, 3229, 1}, {0x2f96e, 3230, 1}, {0x2f96f, 3231, 1}, {0x2f970, 3232, 1},
+    {0x2f971, 3233, 1}, {0x2f972, 3234, 1}, {0x2f973, 3235, 1}, {0x2f974, 3236, 1}, {0x2f975, 3237, 1},
+    {0x2f976, 3238, 1}, {0x2f977, 3239, 1}, {0x2f978, 3240, 1}, {0x2f979, 3241, 1}, {0x2f97a, 3242, 1},
+    {0x2f97b, 3243, 1}, {0x2f97c, 3244, 1}, {0x2f97d, 3245, 1}, {0x2f97e, 3246, 1}, {0x2f97f, 3247, 1},
+    {0x2f980, 3248, 1}, {0x2f981, 3249, 1}, {0x2f982, 3250, 1}, {0x2f983, 3251, 1}, {0x2f984, 3252, 1},
+    {0x2f985, 3253, 1}, {0x2f986, 3254, 1}, {0x2f987, 3255, 1}, {0x2f988, 3256, 1}, {0x2f989, 3257, 1},
+    {0x2f98a, 3258, 1}, {0x2f98b, 3259, 1}, {0x2f98c, 3260, 1}, {0x2f98d, 3261, 1}, {0x2f98e, 3262, 1},
+    {0x2f98f, 3263, 1}, {0x2f990, 3264, 1}, {0x2f991, 3265, 1}, {0x2f992, 3266, 1}, {0x2f993, 3267, 1},
+    {0x2f994, 3268, 1}, {0x2f995, 3269, 1}, {0x2f996, 3270, 1}, {0x2f997, 3271, 1}, {0x2f998, 3272, 1},
+    {0x2f999, 3273, 1}, {0x2f99a, 3274, 1}, {0x2f99b, 3275, 1}, {0x2f99c, 3276, 1}, {0x2f99d, 3277, 1},
+    {0x2f99e, 3278, 1}, {0x2f99f, 3279, 1}, {0x2f9a0, 3280, 1}, {0x2f9a1, 3281, 1}, {0x2f9a2, 3282, 1},
+    {0x2f9a3, 3283, 1}, {0x2f9a4, 3284, 1}, {0x2f9a5, 3285, 1}, {0x2f9a6, 3286, 1}, {0x2f9a7, 3287, 1},
+    {0x2f9a8, 3288, 1}, {0x2f9a9, 3289, 1}, {0x2f9aa, 3290, 1}, {0x2f9ab, 3291, 1}, {0x2f9ac, 3292, 1},
+    {0x2f9ad, 3293, 1}, {0x2f9ae, 3294, 1}, {0x2f9af, 3295, 1}, {0x2f9b0, 3296, 1}, {0x2f9b1, 3297, 1},
+    {0x2f9b2, 3298, 1}, {0x2f9b3, 3299, 1}, {0x2f9b4, 3300, 1}, {0x2f9b5, 3301, 1}, {0x2f9b6, 3302, 1},
+    {0x2f9b7, 3303, 1}, {0x2f9b8, 3304, 1}, {0x2f9b9, 3305, 1}, {0x2f9ba, 3306, 1}, {0x2f9bb, 3307, 1},
+    {0x2f9bc, 3308, 1}, {0x2f9bd, 3309, 1}, {0x2f9be, 3310, 1}, {0x2f9bf, 3311, 1}, {0x2f9c0, 3312, 1},
+    {0x2f9c1, 3313, 1}, {0x2f9c2, 3314, 1}, {0x2f9c3, 3315, 1}, {0x2f9c4, 3316, 1}, {0x2f9c5, 3317, 1},
+    {0x2f9c6, 3318, 1}, {0x2f9c7, 3319, 1}, {0x2f9c8, 3320, 1}, {0x2f9c9, 3321, 1}, {0x2f9ca, 3322, 1},
+    {0x2f9cb, 3323, 1}, {0x2f9cc, 3324, 1}, {0x2f9cd, 3325, 1}, {0x2f9ce, 3326, 1}, {0x2f9cf, 3327, 1},
+    {0x2f9d0, 3328, 1}, {0x2f9d1, 3329, 1}, {0x2f9d2, 3330, 1}, {0x2f9d3, 3331, 1}, {0x2f9d4, 3332, 1},
+    {0x2f9d5, 3333, 1}, {0x2f9d6, 3334, 1}, {0x2f9d7, 3335, 1}, {0x2f9d8, 3336, 1}, {0x2f9d9, 3337, 1},
+    {0x2f9da, 3338, 1}, {0x2f9db, 3339, 1}, {0x2f9dc, 3340, 1}, {0x2f9dd, 3341, 1}, {0x2f9de, 3342, 1},
+    {0x2f9df, 3343, 1}, {0x2f9e0, 3344, 1}, {0x2f9e1, 3345, 1}, {0x2f9e2, 3346, 1}, {0x2f9e3, 3347, 1},
+    {0x2f9e4, 3348, 1}, {0x2f9e5, 3349, 1}, {0x2f9e6, 3350, 1}, {0x2f9e7, 3351, 1}, {0x2f9e8, 3352, 1},
+    {0x2f9e9, 3353, 1}, {0x2f9ea, 3354, 1}, {0x2f9eb, 3355, 1}, {0x2f9ec, 3356, 1}, {0x2f9ed, 3357, 1},
+    {0x2f9ee, 3358, 1}, {0x2f9ef, 3359, 1}, {0x2f9f0, 3360, 1}, {0x2f9f1, 3361, 1}, {0x2f9f2, 3362, 1},
+    {0x2f9f3, 3363, 1}, {0x2f9f4, 3364, 1}, {0x2f9f5, 3365, 1}, {0x2f9f6, 3366, 1}, {0x2f9f7, 3367, 1},
+    {0x2f9f8, 3368, 1}, {0x2f9f9, 3369, 1}, {0x2f9fa, 3370, 1}, {0x2f9fb, 3371, 1}, {0x2f9fc, 3372, 1},
+    {0x2f9fd, 3373, 1}, {0x2f9fe, 3374, 1}, {0x2f9ff, 3375, 1}, {0x2fa00, 3376, 1}, {0x2fa01, 3377, 1},
+    {0x2fa02, 3378, 1}, {0x2fa03, 3379, 1}, {0x2fa04, 3380, 1}, {0x2fa05, 3381, 1}, {0x2fa06, 3382, 1},
+    {0x2fa07, 3383, 1}, {0x2fa08, 3384, 1}, {0x2fa09, 3385, 1}, {0x2fa0a, 3386, 1}, {0x2fa0b, 3387, 1},
+    {0x2fa0c, 3388, 1}, {0x2fa0d, 3389, 1}, {0x2fa0e, 3390, 1}, {0x2fa0f, 3391, 1}, {0x2fa10, 3392, 1},
+    {0x2fa11, 3393, 1}, {0x2fa12, 3394, 1}, {0x2fa13, 3395, 1}, {0x2fa14, 3396, 1}, {0x2fa15, 3397, 1},
+    {0x2fa16, 3398, 1}, {0x2fa17, 3399, 1}, {0x2fa18, 3400, 1}, {0x2fa19, 3401, 1}, {0x2fa1a, 3402, 1},
+    {0x2fa1b, 3403, 1}, {0x2fa1c, 3404, 1}, {0x2fa1d, 3405, 1},
+};
+inline constexpr std::uint32_t decomposition_pool[] = {
+    0x41, 0x300, 0x41, 0x301, 0x41, 0x302, 0x41, 0x303, 0x41, 0x308, 0x41, 0x30a, 0x43, 0x327, 0x45, 0x300,
+    0x45, 0x301, 0x45, 0x302, 0x45, 0x308, 0x49, 0x300, 0x49, 0x301, 0x49, 0x302, 0x49, 0x308, 0x4e, 0x303,
+    0x4f, 0x300, 0x4f, 0x301, 0x4f, 0x302, 0x4f, 0x303, 0x4f, 0x308, 0x55, 0x300, 0x55, 0x301, 0x55, 0x302,
+    0x55, 0x308, 0x59, 0x301, 0x61, 0x300, 0x61, 0x301, 0x61, 0x302, 0x61, 0x303, 0x61, 0x308, 0x61, 0x30a,
+    0x63, 0x327, 0x65, 0x300, 0x65, 0x301, 0x65, 0x302, 0x65, 0x308, 0x69, 0x300, 0x69, 0x301, 0x69, 0x302,
+    0x69, 0x308, 0x6e, 0x303, 0x6f, 0x300, 0x6f, 0x301, 0x6f, 0x302, 0x6f, 0x303, 0x6f, 0x308, 0x75, 0x300,
+    0x75, 0x301, 0x75, 0x302, 0x75, 0x308, 0x79, 0x301, 0x79, 0x308, 0x41, 0x304, 0x61, 0x304, 0x41, 0x306,
+    0x61, 0x306, 0x41, 0x328, 0x61, 0x328, 0x43, 0x301, 0x63, 0x301, 0x43, 0x302, 0x63, 0x302, 0x43, 0x307,
+    0x63, 0x307, 0x43, 0x30c, 0x63, 0x30c, 0x44, 0x30c, 0x64, 0x30c, 0x45, 0x304, 0x65, 0x304, 0x45, 0x306,
+    0x65, 0x306, 0x45, 0x307, 0x65, 0x307, 0x45, 0x328, 0x65, 0x328, 0x45, 0x30c, 0x65, 0x30c, 0x47, 0x302,
+    0x67, 0x302, 0x47, 0x306, 0x67, 0x306, 0x47, 0x307, 0x67, 0x307, 0x47, 0x327, 0x67, 0x327, 0x48, 0x302,
+    0x68, 0x302, 0x49, 0x303, 0x69, 0x303, 0x49, 0x304, 0x69, 0x304, 0x49, 0x306, 0x69, 0x306, 0x49, 0x328,
+    0x69, 0x328, 0x49, 0x307, 0x4a, 0x302, 0x6a, 0x302, 0x4b, 0x327, 0x6b, 0x327, 0x4c, 0x301, 0x6c, 0x301,
+    0x4c, 0x327, 0x6c, 0x327, 0x4c, 0x30c, 0x6c, 0x30c, 0x4e, 0x301, 0x6e, 0x301, 0x4e, 0x327, 0x6e, 0x327,
+    0x4e, 0x30c, 0x6e, 0x30c, 0x4f, 0x304, 0x6f, 0x304, 0x4f, 0x306, 0x6f, 0x306, 0x4f, 0x30b, 0x6f, 0x30b,
+    0x52, 0x301, 0x72, 0x301, 0x52, 0x327, 0x72, 0x327, 0x52, 0x30c, 0x72, 0x30c, 0x53, 0x301, 0x73, 0x301,
+    0x53, 0x302, 0x73, 0x302, 0x53, 0x327, 0x73, 0x327, 0x53, 0x30c, 0x73, 0x30c, 0x54, 0x327, 0x74, 0x327,
+    0x54, 0x30c, 0x74, 0x30c, 0x55, 0x303, 0x75, 0x303, 0x55, 0x304, 0x75, 0x304, 0x55, 0x306, 0x75, 0x306,
+    0x55, 0x30a, 0x75, 0x30a, 0x55, 0x30b, 0x75, 0x30b, 0x55, 0x328, 0x75, 0x328, 0x57, 0x302, 0x77, 0x302,
+    0x59, 0x302, 0x79, 0x302, 0x59, 0x308, 0x5a, 0x301, 0x7a, 0x301, 0x5a, 0x307, 0x7a, 0x307, 0x5a, 0x30c,
+    0x7a, 0x30c, 0x4f, 0x31b, 0x6f, 0x31b, 0x55, 0x31b, 0x75, 0x31b, 0x41, 0x30c, 0x61, 0x30c, 0x49, 0x30c,
+    0x69, 0x30c, 0x4f, 0x30c, 0x6f, 0x30c, 0x55, 0x30c, 0x75, 0x30c, 0x55, 0x308, 0x304, 0x75, 0x308, 0x304,
+    0x55, 0x308, 0x301, 0x75, 0x308, 0x301, 0x55, 0x308, 0x30c, 0x75, 0x308, 0x30c, 0x55, 0x308, 0x300, 0x75,
+    0x308, 0x300, 0x41, 0x308, 0x304, 0x61, 0x308, 0x304, 0x41, 0x307, 0x304, 0x61, 0x307, 0x304, 0xc6,
+    0x304, 0xe6, 0x304, 0x47, 0x30c, 0x67, 0x30c, 0x4b, 0x30c, 0x6b, 0x30c, 0x4f, 0x328, 0x6f, 0x328, 0x4f,
+    0x328, 0x304, 0x6f, 0x328, 0x304, 0x1b7, 0x30c, 0x292, 0x30c, 0x6a, 0x30c, 0x47, 0x301, 0x67, 0x301,
+    0x4e, 0x300, 0x6e, 0x300, 0x41, 0x30a, 0x301, 0x61, 0x30a, 0x301, 0xc6, 0x301, 0xe6, 0x301, 0xd8, 0x301,
+    0xf8, 0x301, 0x41, 0x30f, 0x61, 0x30f, 0x41, 0x311, 0x61, 0x311, 0x45, 0x30f, 0x65, 0x30f, 0x45, 0x311,
+    0x65, 0x311, 0x49, 0x30f, 0x69, 0x30f, 0x49, 0x311, 0x69, 0x311, 0x4f, 0x30f, 0x6f, 0x30f, 0x4f, 0x311,
+    0x6f, 0x311, 0x52, 0x30f, 0x72, 0x30f, 0x52, 0x311, 0x72, 0x311, 0x55, 0x30f, 0x75, 0x30f, 0x55, 0x311,
+    0x75, 0x311, 0x53, 0x326, 0x73, 0x326, 0x54, 0x326, 0x74, 0x326, 0x48, 0x30c, 0x68, 0x30c, 0x41, 0x307,
+    0x61, 0x307, 0x45, 0x327, 0x65, 0x327, 0x4f, 0x308, 0x304, 0x6f, 0x308, 0x304, 0x4f, 0x303, 0x304, 0x6f,
+    0x303, 0x304, 0x4f, 0x307, 0x6f, 0x307, 0x4f, 0x307, 0x304, 0x6f, 0x307, 0x304, 0x59, 0x304, 0x79, 0x304,
+    0x300, 0x301, 0x313, 0x308, 0x301, 0x2b9, 0x3b, 0xa8, 0x301, 0x391, 0x301, 0xb7, 0x395, 0x301, 0x397,
+    0x301, 0x399, 0x301, 0x39f, 0x301, 0x3a5, 0x301, 0x3a9, 0x301, 0x3b9, 0x308, 0x301, 0x399, 0x308, 0x3a5,
+    0x308, 0x3b1, 0x301, 0x3b5, 0x301, 0x3b7, 0x301, 0x3b9, 0x301, 0x3c5, 0x308, 0x301, 0x3b9, 0x308, 0x3c5,
+    0x308, 0x3bf, 0x301, 0x3c5, 0x301, 0x3c9, 0x301, 0x3d2, 0x301, 0x3d2, 0x308, 0x415, 0x300, 0x415, 0x308,
+    0x413, 0x301, 0x406, 0x308, 0x41a, 0x301, 0x418, 0x300, 0x423, 0x306, 0x418, 0x306, 0x438, 0x306, 0x435,
+    0x300, 0x435, 0x308, 0x433, 0x301, 0x456, 0x308, 0x43a, 0x301, 0x438, 0x300, 0x443, 0x306, 0x474, 0x30f,
+    0x475, 0x30f, 0x416, 0x306, 0x436, 0x306, 0x410, 0x306, 0x430, 0x306, 0x410, 0x308, 0x430, 0x308, 0x415,
+    0x306, 0x435, 0x306, 0x4d8, 0x308, 0x4d9, 0x308, 0x416, 0x308, 0x436, 0x308, 0x417, 0x308, 0x437, 0x308,
+    0x418, 0x304, 0x438, 0x304, 0x418, 0x308, 0x438, 0x308, 0x41e, 0x308, 0x43e, 0x308, 0x4e8, 0x308, 0x4e9,
+    0x308, 0x42d, 0x308, 0x44d, 0x308, 0x423, 0x304, 0x443, 0x304, 0x423, 0x308, 0x443, 0x308, 0x423, 0x30b,
+    0x443, 0x30b, 0x427, 0x308, 0x447, 0x308, 0x42b, 0x308, 0x44b, 0x308, 0x627, 0x653, 0x627, 0x654, 0x648,
+    0x654, 0x627, 0x655, 0x64a, 0x654, 0x6d5, 0x654, 0x6c1, 0x654, 0x6d2, 0x654, 0x928, 0x93c, 0x930, 0x93c,
+    0x933, 0x93c, 0x915, 0x93c, 0x916, 0x93c, 0x917, 0x93c, 0x91c, 0x93c, 0x921, 0x93c, 0x922, 0x93c, 0x92b,
+    0x93c, 0x92f, 0x93c, 0x9c7, 0x9be, 0x9c7, 0x9d7, 0x9a1, 0x9bc, 0x9a2, 0x9bc, 0x9af, 0x9bc, 0xa32, 0xa3c,
+    0xa38, 0xa3c, 0xa16, 0xa3c, 0xa17, 0xa3c, 0xa1c, 0xa3c, 0xa2b, 0xa3c, 0xb47, 0xb56, 0xb47, 0xb3e, 0xb47,
+    0xb57, 0xb21, 0xb3c, 0xb22, 0xb3c, 0xb92, 0xbd7, 0xbc6, 0xbbe, 0xbc7, 0xbbe, 0xbc6, 0xbd7, 0xc46, 0xc56,
+    0xcbf, 0xcd5, 0xcc6, 0xcd5, 0xcc6, 0xcd6, 0xcc6, 0xcc2, 0xcc6, 0xcc2, 0xcd5, 0xd46, 0xd3e, 0xd47, 0xd3e,
+    0xd46, 0xd57, 0xdd9, 0xdca, 0xdd9, 0xdcf, 0xdd9, 0xdcf, 0xdca, 0xdd9, 0xddf, 0xf42, 0xfb7, 0xf4c, 0xfb7,
+    0xf51, 0xfb7, 0xf56, 0xfb7, 0xf5b, 0xfb7, 0xf40, 0xfb5, 0xf71, 0xf72, 0xf71, 0xf74, 0xfb2, 0xf80, 0xfb3,
+    0xf80, 0xf71, 0xf80, 0xf92, 0xfb7, 0xf9c, 0xfb7, 0xfa1, 0xfb7, 0xfa6, 0xfb7, 0xfab, 0xfb7, 0xf90, 0xfb5,
+    0x1025, 0x102e, 0x1b05, 0x1b35, 0x1b07, 0x1b35, 0x1b09, 0x1b35, 0x1b0b, 0x1b35, 0x1b0d, 0x1b35, 0x1b11,
+    0x1b35, 0x1b3a, 0x1b35, 0x1b3c, 0x1b35, 0x1b3e, 0x1b35, 0x1b3f, 0x1b35, 0x1b42, 0x1b35, 0x41, 0x325,
+    0x61, 0x325, 0x42, 0x307, 0x62, 0x307, 0x42, 0x323, 0x62, 0x323, 0x42, 0x331, 0x62, 0x331, 0x43, 0x327,
+    0x301, 0x63, 0x327, 0x301, 0x44, 0x307, 0x64, 0x307, 0x44, 0x323, 0x64, 0x323, 0x44, 0x331, 0x64, 0x331,
+    0x44, 0x327, 0x64, 0x327, 0x44, 0x32d, 0x64, 0x32d, 0x45, 0x304, 0x300, 0x65, 0x304, 0x300, 0x45, 0x304,
+    0x301, 0x65, 0x304, 0x301, 0x45, 0x32d, 0x65, 0x32d, 0x45, 0x330, 0x65, 0x330, 0x45, 0x327, 0x306, 0x65,
+    0x327, 0x306, 0x46, 0x307, 0x66, 0x307, 0x47, 0x304, 0x67, 0x304, 0x48, 0x307, 0x68, 0x307, 0x48, 0x323,
+    0x68, 0x323, 0x48, 0x308, 0x68, 0x308, 0x48, 0x327, 0x68, 0x327, 0x48, 0x32e, 0x68, 0x32e, 0x49, 0x330,
+    0x69, 0x330, 0x49, 0x308, 0x301, 0x69, 0x308, 0x301, 0x4b, 0x301, 0x6b, 0x301, 0x4b, 0x323, 0x6b, 0x323,
+    0x4b, 0x331, 0x6b, 0x331, 0x4c, 0x323, 0x6c, 0x323, 0x4c, 0x323, 0x304, 0x6c, 0x323, 0x304, 0x4c, 0x331,
+    0x6c, 0x331, 0x4c, 0x32d, 0x6c, 0x32d, 0x4d, 0x301, 0x6d, 0x301, 0x4d, 0x307, 0x6d, 0x307, 0x4d, 0x323,
+    0x6d, 0x323, 0x4e, 0x307, 0x6e, 0x307, 0x4e, 0x323, 0x6e, 0x323, 0x4e, 0x331, 0x6e, 0x331, 0x4e, 0x32d,
+    0x6e, 0x32d, 0x4f, 0x303, 0x301, 0x6f, 0x303, 0x301, 0x4f, 0x303, 0x308, 0x6f, 0x303, 0x308, 0x4f, 0x304,
+    0x300, 0x6f, 0x304, 0x300, 0x4f, 0x304, 0x301, 0x6f, 0x304, 0x301, 0x50, 0x301, 0x70, 0x301, 0x50, 0x307,
+    0x70, 0x307, 0x52, 0x307, 0x72, 0x307, 0x52, 0x323, 0x72, 0x323, 0x52, 0x323, 0x304, 0x72, 0x323, 0x304,
+    0x52, 0x331, 0x72, 0x331, 0x53, 0x307, 0x73, 0x307, 0x53, 0x323, 0x73, 0x323, 0x53, 0x301, 0x307, 0x73,
+    0x301, 0x307, 0x53, 0x30c, 0x307, 0x73, 0x30c, 0x307, 0x53, 0x323, 0x307, 0x73, 0x323, 0x307, 0x54,
+    0x307, 0x74, 0x307, 0x54, 0x323, 0x74, 0x323, 0x54, 0x331, 0x74, 0x331, 0x54, 0x32d, 0x74, 0x32d, 0x55,
+    0x324, 0x75, 0x324, 0x55, 0x330, 0x75, 0x330, 0x55, 0x32d, 0x75, 0x32d, 0x55, 0x303, 0x301, 0x75, 0x303,
+    0x301, 0x55, 0x304, 0x308, 0x75, 0x304, 0x308, 0x56, 0x303, 0x76, 0x303, 0x56, 0x323, 0x76, 0x323, 0x57,
+    0x300, 0x77, 0x300, 0x57, 0x301, 0x77, 0x301, 0x57, 0x308, 0x77, 0x308, 0x57, 0x307, 0x77, 0x307, 0x57,
+    0x323, 0x77, 0x323, 0x58, 0x307, 0x78, 0x307, 0x58, 0x308, 0x78, 0x308, 0x59, 0x307, 0x79, 0x307, 0x5a,
+    0x302, 0x7a, 0x302, 0x5a, 0x323, 0x7a, 0x323, 0x5a, 0x331, 0x7a, 0x331, 0x68, 0x331, 0x74, 0x308, 0x77,
+    0x30a, 0x79, 0x30a, 0x17f, 0x307, 0x41, 0x323, 0x61, 0x323, 0x41, 0x309, 0x61, 0x309, 0x41, 0x302, 0x301,
+    0x61, 0x302, 0x301, 0x41, 0x302, 0x300, 0x61, 0x302, 0x300, 0x41, 0x302, 0x309, 0x61, 0x302, 0x309, 0x41,
+    0x302, 0x303, 0x61, 0x302, 0x303, 0x41, 0x323, 0x302, 0x61, 0x323, 0x302, 0x41, 0x306, 0x301, 0x61,
+    0x306, 0x301, 0x41, 0x306, 0x300, 0x61, 0x306, 0x300, 0x41, 0x306, 0x309, 0x61, 0x306, 0x309, 0x41,
+    0x306, 0x303, 0x61, 0x306, 0x303, 0x41, 0x323, 0x306, 0x61, 0x323, 0x306, 0x45, 0x323, 0x65, 0x323, 0x45,
+    0x309, 0x65, 0x309, 0x45, 0x303, 0x65, 0x303, 0x45, 0x302, 0x301, 0x65, 0x302, 0x301, 0x45, 0x302, 0x300,
+    0x65, 0x302, 0x300, 0x45, 0x302, 0x309, 0x65, 0x302, 0x309, 0x45, 0x302, 0x303, 0x65, 0x302, 0x303, 0x45,
+    0x323, 0x302, 0x65, 0x323, 0x302, 0x49, 0x309, 0x69, 0x309, 0x49, 0x323, 0x69, 0x323, 0x4f, 0x323, 0x6f,
+    0x323, 0x4f, 0x309, 0x6f, 0x309, 0x4f, 0x302, 0x301, 0x6f, 0x302, 0x301, 0x4f, 0x302, 0x300, 0x6f, 0x302,
+    0x300, 0x4f, 0x302, 0x309, 0x6f, 0x302, 0x309, 0x4f, 0x302, 0x303, 0x6f, 0x302, 0x303, 0x4f, 0x323,
+    0x302, 0x6f, 0x323, 0x302, 0x4f, 0x31b, 0x301, 0x6f, 0x31b, 0x301, 0x4f, 0x31b, 0x300, 0x6f, 0x31b,
+    0x300, 0x4f, 0x31b, 0x309, 0x6f, 0x31b, 0x309, 0x4f, 0x31b, 0x303, 0x6f, 0x31b, 0x303, 0x4f, 0x31b,
+    0x323, 0x6f, 0x31b, 0x323, 0x55, 0x323, 0x75, 0x323, 0x55, 0x309, 0x75, 0x309, 0x55, 0x31b, 0x301, 0x75,
+    0x31b, 0x301, 0x55, 0x31b, 0x300, 0x75, 0x31b, 0x300, 0x55, 0x31b, 0x309, 0x75, 0x31b, 0x309, 0x55,
+    0x31b, 0x303, 0x75, 0x31b, 0x303, 0x55, 0x31b, 0x323, 0x75, 0x31b, 0x323, 0x59, 0x300, 0x79, 0x300, 0x59,
+    0x323, 0x79, 0x323, 0x59, 0x309, 0x79, 0x309, 0x59, 0x303, 0x79, 0x303, 0x3b1, 0x313, 0x3b1, 0x314,
+    0x3b1, 0x313, 0x300, 0x3b1, 0x314, 0x300, 0x3b1, 0x313, 0x301, 0x3b1, 0x314, 0x301, 0x3b1, 0x313, 0x342,
+    0x3b1, 0x314, 0x342, 0x391, 0x313, 0x391, 0x314, 0x391, 0x313, 0x300, 0x391, 0x314, 0x300, 0x391, 0x313,
+    0x301, 0x391, 0x314, 0x301, 0x391, 0x313, 0x342, 0x391, 0x314, 0x342, 0x3b5, 0x313, 0x3b5, 0x314, 0x3b5,
+    0x313, 0x300, 0x3b5, 0x314, 0x300, 0x3b5, 0x313, 0x301, 0x3b5, 0x314, 0x301, 0x395, 0x313, 0x395, 0x314,
+    0x395, 0x313, 0x300, 0x395, 0x314, 0x300, 0x395, 0x313, 0x301, 0x395, 0x314, 0x301, 0x3b7, 0x313, 0x3b7,
+    0x314, 0x3b7, 0x313, 0x300, 0x3b7, 0x314, 0x300, 0x3b7, 0x313, 0x301, 0x3b7, 0x314, 0x301, 0x3b7, 0x313,
+    0x342, 0x3b7, 0x314, 0x342, 0x397, 0x313, 0x397, 0x314, 0x397, 0x313, 0x300, 0x397, 0x314, 0x300, 0x397,
+    0x313, 0x301, 0x397, 0x314, 0x301, 0x397, 0x313, 0x342, 0x397, 0x314, 0x342, 0x3b9, 0x313, 0x3b9, 0x314,
+    0x3b9, 0x313, 0x300, 0x3b9, 0x314, 0x300, 0x3b9, 0x313, 0x301, 0x3b9, 0x314, 0x301, 0x3b9, 0x313, 0x342,
+    0x3b9, 0x314, 0x342, 0x399, 0x313, 0x399, 0x314, 0x399, 0x313, 0x300, 0x399, 0x314, 0x300, 0x399, 0x313,
+    0x301, 0x399, 0x314, 0x301, 0x399, 0x313, 0x342, 0x399, 0x314, 0x342, 0x3bf, 0x313, 0x3bf, 0x314, 0x3bf,
+    0x313, 0x300, 0x3bf, 0x314, 0x300, 0x3bf, 0x313, 0x301, 0x3bf, 0x314, 0x301, 0x39f, 0x313, 0x39f, 0x314,
+    0x39f, 0x313, 0x300, 0x39f, 0x314, 0x300, 0x39f, 0x313, 0x301, 0x39f, 0x314, 0x301, 0x3c5, 0x313, 0x3c5,
+    0x314, 0x3c5, 0x313, 0x300, 0x3c5, 0x314, 0x300, 0x3c5, 0x313, 0x301, 0x3c5, 0x314, 0x301, 0x3c5, 0x313,
+    0x342, 0x3c5, 0x314, 0x342, 0x3a5, 0x314, 0x3a5, 0x314, 0x300, 0x3a5, 0x314, 0x301, 0x3a5, 0x314, 0x342,
+    0x3c9, 0x313, 0x3c9, 0x314, 0x3c9, 0x313, 0x300, 0x3c9, 0x314, 0x300, 0x3c9, 0x313, 0x301, 0x3c9, 0x314,
+    0x301, 0x3c9, 0x313, 0x342, 0x3c9, 0x314, 0x342, 0x3a9, 0x313, 0x3a9, 0x314, 0x3a9, 0x313, 0x300, 0x3a9,
+    0x314, 0x300, 0x3a9, 0x313, 0x301, 0x3a9, 0x314, 0x301, 0x3a9, 0x313, 0x342, 0x3a9, 0x314, 0x342, 0x3b1,
+    0x300, 0x3b1, 0x301, 0x3b5, 0x300, 0x3b5, 0x301, 0x3b7, 0x300, 0x3b7, 0x301, 0x3b9, 0x300, 0x3b9, 0x301,
+    0x3bf, 0x300, 0x3bf, 0x301, 0x3c5, 0x300, 0x3c5, 0x301, 0x3c9, 0x300, 0x3c9, 0x301, 0x3b1, 0x313, 0x345,
+    0x3b1, 0x314, 0x345, 0x3b1, 0x313, 0x300, 0x345, 0x3b1, 0x314, 0x300, 0x345, 0x3b1, 0x313, 0x301, 0x345,
+    0x3b1, 0x314, 0x301, 0x345, 0x3b1, 0x313, 0x342, 0x345, 0x3b1, 0x314, 0x342, 0x345, 0x391, 0x313, 0x345,
+    0x391, 0x314, 0x345, 0x391, 0x313, 0x300, 0x345, 0x391, 0x314, 0x300, 0x345, 0x391, 0x313, 0x301, 0x345,
+    0x391, 0x314, 0x301, 0x345, 0x391, 0x313, 0x342, 0x345, 0x391, 0x314, 0x342, 0x345, 0x3b7, 0x313, 0x345,
+    0x3b7, 0x314, 0x345, 0x3b7, 0x313, 0x300, 0x345, 0x3b7, 0x314, 0x300, 0x345, 0x3b7, 0x313, 0x301, 0x345,
+    0x3b7, 0x314, 0x301, 0x345, 0x3b7, 0x313, 0x342, 0x345, 0x3b7, 0x314, 0x342, 0x345, 0x397, 0x313, 0x345,
+    0x397, 0x314, 0x345, 0x397, 0x313, 0x300, 0x345, 0x397, 0x314, 0x300, 0x345, 0x397, 0x313, 0x301, 0x345,
+    0x397, 0x314, 0x301, 0x345, 0x397, 0x313, 0x342, 0x345, 0x397, 0x314, 0x342, 0x345, 0x3c9, 0x313, 0x345,
+    0x3c9, 0x314, 0x345, 0x3c9, 0x313, 0x300, 0x345, 0x3c9, 0x314, 0x300, 0x345, 0x3c9, 0x313, 0x301, 0x345,
+    0x3c9, 0x314, 0x301, 0x345, 0x3c9, 0x313, 0x342, 0x345, 0x3c9, 0x314, 0x342, 0x345, 0x3a9, 0x313, 0x345,
+    0x3a9, 0x314, 0x345, 0x3a9, 0x313, 0x300, 0x345, 0x3a9, 0x314, 0x300, 0x345, 0x3a9, 0x313, 0x301, 0x345,
+    0x3a9, 0x314, 0x301, 0x345, 0x3a9, 0x313, 0x342, 0x345, 0x3a9, 0x314, 0x342, 0x345, 0x3b1, 0x306, 0x3b1,
+    0x304, 0x3b1, 0x300, 0x345, 0x3b1, 0x345, 0x3b1, 0x301, 0x345, 0x3b1, 0x342, 0x3b1, 0x342, 0x345, 0x391,
+    0x306, 0x391, 0x304, 0x391, 0x300, 0x391, 0x301, 0x391, 0x345, 0x3b9, 0xa8, 0x342, 0x3b7, 0x300, 0x345,
+    0x3b7, 0x345, 0x3b7, 0x301, 0x345, 0x3b7, 0x342, 0x3b7, 0x342, 0x345, 0x395, 0x300, 0x395, 0x301, 0x397,
+    0x300, 0x397, 0x301, 0x397, 0x345, 0x1fbf, 0x300, 0x1fbf, 0x301, 0x1fbf, 0x342, 0x3b9, 0x306, 0x3b9,
+    0x304, 0x3b9, 0x308, 0x300, 0x3b9, 0x308, 0x301, 0x3b9, 0x342, 0x3b9, 0x308, 0x342, 0x399, 0x306, 0x399,
+    0x304, 0x399, 0x300, 0x399, 0x301, 0x1ffe, 0x300, 0x1ffe, 0x301, 0x1ffe, 0x342, 0x3c5, 0x306, 0x3c5,
+    0x304, 0x3c5, 0x308, 0x300, 0x3c5, 0x308, 0x301, 0x3c1, 0x313, 0x3c1, 0x314, 0x3c5, 0x342, 0x3c5, 0x308,
+    0x342, 0x3a5, 0x306, 0x3a5, 0x304, 0x3a5, 0x300, 0x3a5, 0x301, 0x3a1, 0x314, 0xa8, 0x300, 0xa8, 0x301,
+    0x60, 0x3c9, 0x300, 0x345, 0x3c9, 0x345, 0x3c9, 0x301, 0x345, 0x3c9, 0x342, 0x3c9, 0x342, 0x345, 0x39f,
+    0x300, 0x39f, 0x301, 0x3a9, 0x300, 0x3a9, 0x301, 0x3a9, 0x345, 0xb4, 0x2002, 0x2003, 0x3a9, 0x4b, 0x41,
+    0x30a, 0x2190, 0x338, 0x2192, 0x338, 0x2194, 0x338, 0x21d0, 0x338, 0x21d4, 0x338, 0x21d2, 0x338, 0x2203,
+    0x338, 0x2208, 0x338, 0x220b, 0x338, 0x2223, 0x338, 0x2225, 0x338, 0x223c, 0x338, 0x2243, 0x338, 0x2245,
+    0x338, 0x2248, 0x338, 0x3d, 0x338, 0x2261, 0x338, 0x224d, 0x338, 0x3c, 0x338, 0x3e, 0x338, 0x2264, 0x338,
+    0x2265, 0x338, 0x2272, 0x338, 0x2273, 0x338, 0x2276, 0x338, 0x2277, 0x338, 0x227a, 0x338, 0x227b, 0x338,
+    0x2282, 0x338, 0x2283, 0x338, 0x2286, 0x338, 0x2287, 0x338, 0x22a2, 0x338, 0x22a8, 0x338, 0x22a9, 0x338,
+    0x22ab, 0x338, 0x227c, 0x338, 0x227d, 0x338, 0x2291, 0x338, 0x2292, 0x338, 0x22b2, 0x338, 0x22b3, 0x338,
+    0x22b4, 0x338, 0x22b5, 0x338, 0x3008, 0x3009, 0x2add, 0x338, 0x304b, 0x3099, 0x304d, 0x3099, 0x304f,
+    0x3099, 0x3051, 0x3099, 0x3053, 0x3099, 0x3055, 0x3099, 0x3057, 0x3099, 0x3059, 0x3099, 0x305b, 0x3099,
+    0x305d, 0x3099, 0x305f, 0x3099, 0x3061, 0x3099, 0x3064, 0x3099, 0x3066, 0x3099, 0x3068, 0x3099, 0x306f,
+    0x3099, 0x306f, 0x309a, 0x3072, 0x3099, 0x3072, 0x309a, 0x3075, 0x3099, 0x3075, 0x309a, 0x3078, 0x3099,
+    0x3078, 0x309a, 0x307b, 0x3099, 0x307b, 0x309a, 0x3046, 0x3099, 0x309d, 0x3099, 0x30ab, 0x3099, 0x30ad,
+    0x3099, 0x30af, 0x3099, 0x30b1, 0x3099, 0x30b3, 0x3099, 0x30b5, 0x3099, 0x30b7, 0x3099, 0x30b9, 0x3099,
+    0x30bb, 0x3099, 0x30bd, 0x3099, 0x30bf, 0x3099, 0x30c1, 0x3099, 0x30c4, 0x3099, 0x30c6, 0x3099, 0x30c8,
+    0x3099, 0x30cf, 0x3099, 0x30cf, 0x309a, 0x30d2, 0x3099, 0x30d2, 0x309a, 0x30d5, 0x3099, 0x30d5, 0x309a,
+    0x30d8, 0x3099, 0x30d8, 0x309a, 0x30db, 0x3099, 0x30db, 0x309a, 0x30a6, 0x3099, 0x30ef, 0x3099, 0x30f0,
+    0x3099, 0x30f1, 0x3099, 0x30f2, 0x3099, 0x30fd, 0x3099, 0x8c48, 0x66f4, 0x8eca, 0x8cc8, 0x6ed1, 0x4e32,
+    0x53e5, 0x9f9c, 0x9f9c, 0x5951, 0x91d1, 0x5587, 0x5948, 0x61f6, 0x7669, 0x7f85, 0x863f, 0x87ba, 0x88f8,
+    0x908f, 0x6a02, 0x6d1b, 0x70d9, 0x73de, 0x843d, 0x916a, 0x99f1, 0x4e82, 0x5375, 0x6b04, 0x721b, 0x862d,
+    0x9e1e, 0x5d50, 0x6feb, 0x85cd, 0x8964, 0x62c9, 0x81d8, 0x881f, 0x5eca, 0x6717, 0x6d6a, 0x72fc, 0x90ce,
+    0x4f86, 0x51b7, 0x52de, 0x64c4, 0x6ad3, 0x7210, 0x76e7, 0x8001, 0x8606, 0x865c, 0x8def, 0x9732, 0x9b6f,
+    0x9dfa, 0x788c, 0x797f, 0x7da0, 0x83c9, 0x9304, 0x9e7f, 0x8ad6, 0x58df, 0x5f04, 0x7c60, 0x807e, 0x7262,
+    0x78ca, 0x8cc2, 0x96f7, 0x58d8, 0x5c62, 0x6a13, 0x6dda, 0x6f0f, 0x7d2f, 0x7e37, 0x964b, 0x52d2, 0x808b,
+    0x51dc, 0x51cc, 0x7a1c, 0x7dbe, 0x83f1, 0x9675, 0x8b80, 0x62cf, 0x6a02, 0x8afe, 0x4e39, 0x5be7, 0x6012,
+    0x7387, 0x7570, 0x5317, 0x78fb, 0x4fbf, 0x5fa9, 0x4e0d, 0x6ccc, 0x6578, 0x7d22, 0x53c3, 0x585e, 0x7701,
+    0x8449, 0x8aaa, 0x6bba, 0x8fb0, 0x6c88, 0x62fe, 0x82e5, 0x63a0, 0x7565, 0x4eae, 0x5169, 0x51c9, 0x6881,
+    0x7ce7, 0x826f, 0x8ad2, 0x91cf, 0x52f5, 0x5442, 0x5973, 0x5eec, 0x65c5, 0x6ffe, 0x792a, 0x95ad, 0x9a6a,
+    0x9e97, 0x9ece, 0x529b, 0x66c6, 0x6b77, 0x8f62, 0x5e74, 0x6190, 0x6200, 0x649a, 0x6f23, 0x7149, 0x7489,
+    0x79ca, 0x7df4, 0x806f, 0x8f26, 0x84ee, 0x9023, 0x934a, 0x5217, 0x52a3, 0x54bd, 0x70c8, 0x88c2, 0x8aaa,
+    0x5ec9, 0x5ff5, 0x637b, 0x6bae, 0x7c3e, 0x7375, 0x4ee4, 0x56f9, 0x5be7, 0x5dba, 0x601c, 0x73b2, 0x7469,
+    0x7f9a, 0x8046, 0x9234, 0x96f6, 0x9748, 0x9818, 0x4f8b, 0x79ae, 0x91b4, 0x96b8, 0x60e1, 0x4e86, 0x50da,
+    0x5bee, 0x5c3f, 0x6599, 0x6a02, 0x71ce, 0x7642, 0x84fc, 0x907c, 0x9f8d, 0x6688, 0x962e, 0x5289, 0x677b,
+    0x67f3, 0x6d41, 0x6e9c, 0x7409, 0x7559, 0x786b, 0x7d10, 0x985e, 0x516d, 0x622e, 0x9678, 0x502b, 0x5d19,
+    0x6dea, 0x8f2a, 0x5f8b, 0x6144, 0x6817, 0x7387, 0x9686, 0x5229, 0x540f, 0x5c65, 0x6613, 0x674e, 0x68a8,
+    0x6ce5, 0x7406, 0x75e2, 0x7f79, 0x88cf, 0x88e1, 0x91cc, 0x96e2, 0x533f, 0x6eba, 0x541d, 0x71d0, 0x7498,
+    0x85fa, 0x96a3, 0x9c57, 0x9e9f, 0x6797, 0x6dcb, 0x81e8, 0x7acb, 0x7b20, 0x7c92, 0x72c0, 0x7099, 0x8b58,
+    0x4ec0, 0x8336, 0x523a, 0x5207, 0x5ea6, 0x62d3, 0x7cd6, 0x5b85, 0x6d1e, 0x66b4, 0x8f3b, 0x884c, 0x964d,
+    0x898b, 0x5ed3, 0x5140, 0x55c0, 0x585a, 0x6674, 0x51de, 0x732a, 0x76ca, 0x793c, 0x795e, 0x7965, 0x798f,
+    0x9756, 0x7cbe, 0x7fbd, 0x8612, 0x8af8, 0x9038, 0x90fd, 0x98ef, 0x98fc, 0x9928, 0x9db4, 0x90de, 0x96b7,
+    0x4fae, 0x50e7, 0x514d, 0x52c9, 0x52e4, 0x5351, 0x559d, 0x5606, 0x5668, 0x5840, 0x58a8, 0x5c64, 0x5c6e,
+    0x6094, 0x6168, 0x618e, 0x61f2, 0x654f, 0x65e2, 0x6691, 0x6885, 0x6d77, 0x6e1a, 0x6f22, 0x716e, 0x722b,
+    0x7422, 0x7891, 0x793e, 0x7949, 0x7948, 0x7950, 0x7956, 0x795d, 0x798d, 0x798e, 0x7a40, 0x7a81, 0x7bc0,
+    0x7df4, 0x7e09, 0x7e41, 0x7f72, 0x8005, 0x81ed, 0x8279, 0x8279, 0x8457, 0x8910, 0x8996, 0x8b01, 0x8b39,
+    0x8cd3, 0x8d08, 0x8fb6, 0x9038, 0x96e3, 0x97ff, 0x983b, 0x6075, 0x242ee, 0x8218, 0x4e26, 0x51b5, 0x5168,
+    0x4f80, 0x5145, 0x5180, 0x52c7, 0x52fa, 0x559d, 0x5555, 0x5599, 0x55e2, 0x585a, 0x58b3, 0x5944, 0x5954,
+    0x5a62, 0x5b28, 0x5ed2, 0x5ed9, 0x5f69, 0x5fad, 0x60d8, 0x614e, 0x6108, 0x618e, 0x6160, 0x61f2, 0x6234,
+    0x63c4, 0x641c, 0x6452, 0x6556, 0x6674, 0x6717, 0x671b, 0x6756, 0x6b79, 0x6bba, 0x6d41, 0x6edb, 0x6ecb,
+    0x6f22, 0x701e, 0x716e, 0x77a7, 0x7235, 0x72af, 0x732a, 0x7471, 0x7506, 0x753b, 0x761d, 0x761f, 0x76ca,
+    0x76db, 0x76f4, 0x774a, 0x7740, 0x78cc, 0x7ab1, 0x7bc0, 0x7c7b, 0x7d5b, 0x7df4, 0x7f3e, 0x8005, 0x8352,
+    0x83ef, 0x8779, 0x8941, 0x8986, 0x8996, 0x8abf, 0x8af8, 0x8acb, 0x8b01, 0x8afe, 0x8aed, 0x8b39, 0x8b8a,
+    0x8d08, 0x8f38, 0x9072, 0x9199, 0x9276, 0x967c, 0x96e3, 0x9756, 0x97db, 0x97ff, 0x980b, 0x983b, 0x9b12,
+    0x9f9c, 0x2284a, 0x22844, 0x233d5, 0x3b9d, 0x4018, 0x4039, 0x25249, 0x25cd0, 0x27ed3, 0x9f43, 0x9f8e,
+    0x5d9, 0x5b4, 0x5f2, 0x5b7, 0x5e9, 0x5c1, 0x5e9, 0x5c2, 0x5e9, 0x5bc, 0x5c1, 0x5e9, 0x5bc, 0x5c2, 0x5d0,
+    0x5b7, 0x5d0, 0x5b8, 0x5d0, 0x5bc, 0x5d1, 0x5bc, 0x5d2, 0x5bc, 0x5d3, 0x5bc, 0x5d4, 0x5bc, 0x5d5, 0x5bc,
+    0x5d6, 0x5bc, 0x5d8, 0x5bc, 0x5d9, 0x5bc, 0x5da, 0x5bc, 0x5db, 0x5bc, 0x5dc, 0x5bc, 0x5de, 0x5bc, 0x5e0,
+    0x5bc, 0x5e1, 0x5bc, 0x5e3, 0x5bc, 0x5e4, 0x5bc, 0x5e6, 0x5bc, 0x5e7, 0x5bc, 0x5e8, 0x5bc, 0x5e9, 0x5bc,
+    0x5ea, 0x5bc, 0x5d5, 0x5b9, 0x5d1, 0x5bf, 0x5db, 0x5bf, 0x5e4, 0x5bf, 0x11099, 0x110ba, 0x1109b, 0x110ba,
+    0x110a5, 0x110ba, 0x11131, 0x11127, 0x11132, 0x11127, 0x11347, 0x1133e, 0x11347, 0x11357, 0x114b9,
+    0x114ba, 0x114b9, 0x114b0, 0x114b9, 0x114bd, 0x115b8, 0x115af, 0x115b9, 0x115af, 0x11935, 0x11930,
+    0x1d157, 0x1d165, 0x1d158, 0x1d165, 0x1d158, 0x1d165, 0x1d16e, 0x1d158, 0x1d165, 0x1d16f, 0x1d158,
+    0x1d165, 0x1d170, 0x1d158, 0x1d165, 0x1d171, 0x1d158, 0x1d165, 0x1d172, 0x1d1b9, 0x1d165, 0x1d1ba,
+    0x1d165, 0x1d1b9, 0x1d165, 0x1d16e, 0x1d1ba, 0x1d165, 0x1d16e, 0x1d1b9, 0x1d165, 0x1d16f, 0x1d1ba,
+    0x1d165, 0x1d16f, 0x4e3d, 0x4e38, 0x4e41, 0x20122, 0x4f60, 0x4fae, 0x4fbb, 0x5002, 0x507a, 0x5099,
+    0x50e7, 0x50cf, 0x349e, 0x2063a, 0x514d, 0x5154, 0x5164, 0x5177, 0x2051c, 0x34b9, 0x5167, 0x518d,
+    0x2054b, 0x5197, 0x51a4, 0x4ecc, 0x51ac, 0x51b5, 0x291df, 0x51f5, 0x5203, 0x34df, 0x523b, 0x5246, 0x5272,
+    0x5277, 0x3515, 0x52c7, 0x52c9, 0x52e4, 0x52fa, 0x5305, 0x5306, 0x5317, 0x5349, 0x5351, 0x535a, 0x5373,
+    0x537d, 0x537f, 0x537f, 0x537f, 0x20a2c, 0x7070, 0x53ca, 0x53df, 0x20b63, 0x53eb, 0x53f1, 0x5406, 0x549e,
+    0x5438, 0x5448, 0x5468, 0x54a2, 0x54f6, 0x5510, 0x5553, 0x5563, 0x5584, 0x5584, 0x5599, 0x55ab, 0x55b3,
+    0x55c2, 0x5716, 0x5606, 0x5717, 0x5651, 0x5674, 0x5207, 0x58ee, 0x57ce, 0x57f4, 0x580d, 0x578b, 0x5832,
+    0x5831, 0x58ac, 0x214e4, 0x58f2, 0x58f7, 0x5906, 0x591a, 0x5922, 0x5962, 0x216a8, 0x216ea, 0x59ec,
+    0x5a1b, 0x5a27, 0x59d8, 0x5a66, 0x36ee, 0x36fc, 0x5b08, 0x5b3e, 0x5b3e, 0x219c8, 0x5bc3, 0x5bd8, 0x5be7,
+    0x5bf3, 0x21b18, 0x5bff, 0x5c06, 0x5f53, 0x5c22, 0x3781, 0x5c60, 0x5c6e, 0x5cc0, 0x5c8d, 0x21de4, 0x5d43,
+    0x21de6, 0x5d6e, 0x5d6b, 0x5d7c, 0x5de1, 0x5de2, 0x382f, 0x5dfd, 0x5e28, 0x5e3d, 0x5e69, 0x3862, 0x22183,
+    0x387c, 0x5eb0, 0x5eb3, 0x5eb6, 0x5eca, 0x2a392, 0x5efe, 0x22331, 0x22331, 0x8201, 0x5f22, 0x5f22,
+    0x38c7, 0x232b8, 0x261da, 0x5f62, 0x5f6b, 0x38e3, 0x5f9a, 0x5fcd, 0x5fd7, 0x5ff9, 0x6081, 0x393a, 0x391c,
+    0x6094, 0x226d4, 0x60c7, 0x6148, 0x614c, 0x614e, 0x614c, 0x617a, 0x618e, 0x61b2, 0x61a4, 0x61af, 0x61de,
+    0x61f2, 0x61f6, 0x6210, 0x621b, 0x625d, 0x62b1, 0x62d4, 0x6350, 0x22b0c, 0x633d, 0x62fc, 0x6368, 0x6383,
+    0x63e4, 0x22bf1, 0x6422, 0x63c5, 0x63a9, 0x3a2e, 0x6469, 0x647e, 0x649d, 0x6477, 0x3a6c, 0x654f, 0x656c,
+    0x2300a, 0x65e3, 0x66f8, 0x6649, 0x3b19, 0x6691, 0x3b08, 0x3ae4, 0x5192, 0x5195, 0x6700, 0x669c, 0x80ad,
+    0x43d9, 0x6717, 0x671b, 0x6721, 0x675e, 0x6753, 0x233c3, 0x3b49, 0x67fa, 0x6785, 0x6852, 0x6885, 0x2346d,
+    0x688e, 0x681f, 0x6914, 0x3b9d, 0x6942, 0x69a3, 0x69ea, 0x6aa8, 0x236a3, 0x6adb, 0x3c18, 0x6b21, 0x238a7,
+    0x6b54, 0x3c4e, 0x6b72, 0x6b9f, 0x6bba, 0x6bbb, 0x23a8d, 0x21d0b, 0x23afa, 0x6c4e, 0x23cbc, 0x6cbf,
+    0x6ccd, 0x6c67, 0x6d16, 0x6d3e, 0x6d77, 0x6d41, 0x6d69, 0x6d78, 0x6d85, 0x23d1e, 0x6d34, 0x6e2f, 0x6e6e,
+    0x3d33, 0x6ecb, 0x6ec7, 0x23ed1, 0x6df9, 0x6f6e, 0x23f5e, 0x23f8e, 0x6fc6, 0x7039, 0x701e, 0x701b,
+    0x3d96, 0x704a, 0x707d, 0x7077, 0x70ad, 0x20525, 0x7145, 0x24263, 0x719c, 0x243ab, 0x7228, 0x7235,
+    0x7250, 0x24608, 0x7280, 0x7295, 0x24735, 0x24814, 0x737a, 0x738b, 0x3eac, 0x73a5, 0x3eb8, 0x3eb8,
+    0x7447, 0x745c, 0x7471, 0x7485, 0x74ca, 0x3f1b, 0x7524, 0x24c36, 0x753e, 0x24c92, 0x7570, 0x2219f,
+    0x7610, 0x24fa1, 0x24fb8, 0x25044, 0x3ffc, 0x4008, 0x76f4, 0x250f3, 0x250f2, 0x25119, 0x25133, 0x771e,
+    0x771f, 0x771f, 0x774a, 0x4039, 0x778b, 0x4046, 0x4096, 0x2541d, 0x784e, 0x788c, 0x78cc, 0x40e3, 0x25626,
+    0x7956, 0x2569a, 0x256c5, 0x798f, 0x79eb, 0x412f, 0x7a40, 0x7a4a, 0x7a4f, 0x2597c, 0x25aa7, 0x25aa7,
+    0x7aee, 0x4202, 0x25bab, 0x7bc6, 0x7bc9, 0x4227, 0x25c80, 0x7cd2, 0x42a0, 0x7ce8, 0x7ce3, 0x7d00,
+    0x25f86, 0x7d63, 0x4301, 0x7dc7, 0x7e02, 0x7e45, 0x4334, 0x26228, 0x26247, 0x4359, 0x262d9, 0x7f7a,
+    0x2633e, 0x7f95, 0x7ffa, 0x8005, 0x264da, 0x26523, 0x8060, 0x265a8, 0x8070, 0x2335f, 0x43d5, 0x80b2,
+    0x8103, 0x440b, 0x813e, 0x5ab5, 0x267a7, 0x267b5, 0x23393, 0x2339c, 0x8201, 0x8204, 0x8f9e, 0x446b,
+    0x8291, 0x828b, 0x829d, 0x52b3, 0x82b1, 0x82b3, 0x82bd, 0x82e6, 0x26b3c, 0x82e5, 0x831d, 0x8363, 0x83ad,
+    0x8323, 0x83bd, 0x83e7, 0x8457, 0x8353, 0x83ca, 0x83cc, 0x83dc, 0x26c36, 0x26d6b, 0x26cd5, 0x452b,
+    0x84f1, 0x84f3, 0x8516, 0x273ca, 0x8564, 0x26f2c, 0x455d, 0x4561, 0x26fb1, 0x270d2, 0x456b, 0x8650,
+    0x865c, 0x8667, 0x8669, 0x86a9, 0x8688, 0x870e, 0x86e2, 0x8779, 0x8728, 0x876b, 0x8786, 0x45d7, 0x87e1,
+    0x8801, 0x45f9, 0x8860, 0x8863, 0x27667, 0x88d7, 0x88de, 0x4635, 0x88fa, 0x34bb, 0x278ae, 0x27966,
+    0x46be, 0x46c7, 0x8aa0, 0x8aed, 0x8b8a, 0x8c55, 0x27ca8, 0x8cab, 0x8cc1, 0x8d1b, 0x8d77, 0x27f2f,
+    0x20804, 0x8dcb, 0x8dbc, 0x8df0, 0x208de, 0x8ed4, 0x8f38, 0x285d2, 0x285ed, 0x9094, 0x90f1, 0x9111,
+    0x2872e, 0x911b, 0x9238, 0x92d7, 0x92d8, 0x927c, 0x93f9, 0x9415, 0x28bfa, 0x958b, 0x4995, 0x95b7,
+    0x28d77, 0x49e6, 0x96c3, 0x5db2, 0x9723, 0x29145, 0x2921a, 0x4a6e, 0x4a76, 0x97e0, 0x2940a, 0x4ab2,
+    0x29496, 0x980b, 0x980b, 0x9829, 0x295b6, 0x98e2, 0x4b33, 0x9929, 0x99a7, 0x99c2, 0x99fe, 0x4bce,
+    0x29b30, 0x9b12, 0x9c40, 0x9cfd, 0x4cce, 0x4ced, 0x9d67, 0x2a0ce, 0x4cf8, 0x2a105, 0x2a20e, 0x2a291,
+    0x9ebb, 0x4d56, 0x9ef9, 0x9efe, 0x9f05, 0x9f0f, 0x9f16, 0x9f3b, 0x2a600,
+};
+
+struct class_run {
+    std::uint32_t first, last, combining_class;
+};
+// Non-zero canonical combining classes, sorted.
+inline constexpr class_run combining_class_runs[] = {
+    {0x300, 0x314, 230}, {0x315, 0x315, 232}, {0x316, 0x319, 220}, {0x31a, 0x31a, 232}, {0x31b, 0x31b, 216},
+    {0x31c, 0x320, 220}, {0x321, 0x322, 202}, {0x323, 0x326, 220}, {0x327, 0x328, 202}, {0x329, 0x333, 220},
+    {0x334, 0x338, 1}, {0x339, 0x33c, 220}, {0x33d, 0x344, 230}, {0x345, 0x345, 240}, {0x346, 0x346, 230},
+    {0x347, 0x349, 220}, {0x34a, 0x34c, 230}, {0x34d, 0x34e, 220}, {0x350, 0x352, 230}, {0x353, 0x356, 220},
+    {0x357, 0x357, 230}, {0x358, 0x358, 232}, {0x359, 0x35a, 220}, {0x35b, 0x35b, 230}, {0x35c, 0x35c, 233},
+    {0x35d, 0x35e, 234}, {0x35f, 0x35f, 233}, {0x360, 0x361, 234}, {0x362, 0x362, 233}, {0x363, 0x36f, 230},
+    {0x483, 0x487, 230}, {0x591, 0x591, 220}, {0x592, 0x595, 230}, {0x596, 0x596, 220}, {0x597, 0x599, 230},
+    {0x59a, 0x59a, 222}, {0x59b, 0x59b, 220}, {0x59c, 0x5a1, 230}, {0x5a2, 0x5a7, 220}, {0x5a8, 0x5a9, 230},
+    {0x5aa, 0x5aa, 220}, {0x5ab, 0x5ac, 230}, {0x5ad, 0x5ad, 222}, {0x5ae, 0x5ae, 228}, {0x5af, 0x5af, 230},
+    {0x5b0, 0x5b0, 10}, {0x5b1, 0x5b1, 11}, {0x5b2, 0x5b2, 12}, {0x5b3, 0x5b3, 13}, {0x5b4, 0x5b4, 14},
+    {0x5b5, 0x5b5, 15}, {0x5b6, 0x5b6, 16}, {0x5b7, 0x5b7, 17}, {0x5b8, 0x5b8, 18}, {0x5b9, 0x5ba, 19},
+    {0x5bb, 0x5bb, 20}, {0x5bc, 0x5bc, 21}, {0x5bd, 0x5bd, 22}, {0x5bf, 0x5bf, 23}, {0x5c1, 0x5c1, 24},
+    {0x5c2, 0x5c2, 25}, {0x5c4, 0x5c4, 230}, {0x5c5, 0x5c5, 220}, {0x5c7, 0x5c7, 18}, {0x610, 0x617, 230},
+    {0x618, 0x618, 30}, {0x619, 0x619, 31}, {0x61a, 0x61a, 32}, {0x64b, 0x64b, 27}, {0x64c, 0x64c, 28},
+    {0x64d, 0x64d, 29}, {0x64e, 0x64e, 30}, {0x64f, 0x64f, 31}, {0x650, 0x650, 32}, {0x651, 0x651, 33},
+    {0x652, 0x652, 34}, {0x653, 0x654, 230}, {0x655, 0x656, 220}, {0x657, 0x65b, 230}, {0x65c, 0x65c, 220},
+    {0x65d, 0x65e, 230}, {0x65f, 0x65f, 220}, {0x670, 0x670, 35}, {0x6d6, 0x6dc, 230}, {0x6df, 0x6e2, 230},
+    {0x6e3, 0x6e3, 220}, {0x6e4, 0x6e4, 230}, {0x6e7, 0x6e8, 230}, {0x6ea, 0x6ea, 220}, {0x6eb, 0x6ec, 230},
+    {0x6ed, 0x6ed, 220}, {0x711, 0x711, 36}, {0x730, 0x730, 230}, {0x731, 0x731, 220}, {0x732, 0x733, 230},
+    {0x734, 0x734, 220}, {0x735, 0x736, 230}, {0x737, 0x739, 220}, {0x73a, 0x73a, 230}, {0x73b, 0x73c, 220},
+    {0x73d, 0x73d, 230}, {0x73e, 0x73e, 220}, {0x73f, 0x741, 230}, {0x742, 0x742, 220}, {0x743, 0x743, 230},
+    {0x744, 0x744, 220}, {0x745, 0x745, 230}, {0x746, 0x746, 220}, {0x747, 0x747, 230}, {0x748, 0x748, 220},
+    {0x749, 0x74a, 230}, {0x7eb, 0x7f1, 230}, {0x7f2, 0x7f2, 220}, {0x7f3, 0x7f3, 230}, {0x7fd, 0x7fd, 220},
+    {0x816, 0x819, 230}, {0x81b, 0x823, 230}, {0x825, 0x827, 230}, {0x829, 0x82d, 230}, {0x859, 0x85b, 220},
+    {0x898, 0x898, 230}, {0x899, 0x89b, 220}, {0x89c, 0x89f, 230}, {0x8ca, 0x8ce, 230}, {0x8cf, 0x8d3, 220},
+    {0x8d4, 0x8e1, 230}, {0x8e3, 0x8e3, 220}, {0x8e4, 0x8e5, 230}, {0x8e6, 0x8e6, 220}, {0x8e7, 0x8e8, 230},
+    {0x8e9, 0x8e9, 220}, {0x8ea, 0x8ec, 230}, {0x8ed, 0x8ef, 220}, {0x8f0, 0x8f0, 27}, {0x8f1, 0x8f1, 28},
+    {0x8f2, 0x8f2, 29}, {0x8f3, 0x8f5, 230}, {0x8f6, 0x8f6, 220}, {0x8f7, 0x8f8, 230}, {0x8f9, 0x8fa, 220},
+    {0x8fb, 0x8ff, 230}, {0x93c, 0x93c, 7}, {0x94d, 0x94d, 9}, {0x951, 0x951, 230}, {0x952, 0x952, 220},
+    {0x953, 0x954, 230}, {0x9bc, 0x9bc, 7}, {0x9cd, 0x9cd, 9}, {0x9fe, 0x9fe, 230}, {0xa3c, 0xa3c, 7},
+    {0xa4d, 0xa4d, 9}, {0xabc, 0xabc, 7}, {0xacd, 0xacd, 9}, {0xb3c, 0xb3c, 7}, {0xb4d, 0xb4d, 9},
+    {0xbcd, 0xbcd, 9}, {0xc3c, 0xc3c, 7}, {0xc4d, 0xc4d, 9}, {0xc55, 0xc55, 84}, {0xc56, 0xc56, 91},
+    {0xcbc, 0xcbc, 7}, {0xccd, 0xccd, 9}, {0xd3b, 0xd3c, 9}, {0xd4d, 0xd4d, 9}, {0xdca, 0xdca, 9},
+    {0xe38, 0xe39, 103}, {0xe3a, 0xe3a, 9}, {0xe48, 0xe4b, 107}, {0xeb8, 0xeb9, 118}, {0xeba, 0xeba, 9},
+    {0xec8, 0xecb, 122}, {0xf18, 0xf19, 220}, {0xf35, 0xf35, 220}, {0xf37, 0xf37, 220}, {0xf39, 0xf39, 216},
+    {0xf71, 0xf71, 129}, {0xf72, 0xf72, 130}, {0xf74, 0xf74, 132}, {0xf7a, 0xf7d, 130}, {0xf80, 0xf80, 130},
+    {0xf82, 0xf83, 230}, {0xf84, 0xf84, 9}, {0xf86, 0xf87, 230}, {0xfc6, 0xfc6, 220}, {0x1037, 0x1037, 7},
+    {0x1039, 0x103a, 9}, {0x108d, 0x108d, 220}, {0x135d, 0x135f, 230}, {0x1714, 0x1715, 9},
+    {0x1734, 0x1734, 9}, {0x17d2, 0x17d2, 9}, {0x17dd, 0x17dd, 230}, {0x18a9, 0x18a9, 228},
+    {0x1939, 0x1939, 222}, {0x193a, 0x193a, 230}, {0x193b, 0x193b, 220}, {0x1a17, 0x1a17, 230},
+    {0x1a18, 0x1a18, 220}, {0x1a60, 0x1a60, 9}, {0x1a75, 0x1a7c, 230}, {0x1a7f, 0x1a7f, 220},
+    {0x1ab0, 0x1ab4, 230}, {0x1ab5, 0x1aba, 220}, {0x1abb, 0x1abc, 230}, {0x1abd, 0x1abd, 220},
+    {0x1abf, 0x1ac0, 220}, {0x1ac1, 0x1ac2, 230}, {0x1ac3, 0x1ac4, 220}, {0x1ac5, 0x1ac9, 230},
+    {0x1aca, 0x1aca, 220}, {0x1acb, 0x1ace, 230}, {0x1b34, 0x1b34, 7}, {0x1b44, 0x1b44, 9},
+    {0x1b6b, 0x1b6b, 230}, {0x1b6c, 0x1b6c, 220}, {0x1b6d, 0x1b73, 230}, {0x1baa, 0x1bab, 9},
+    {0x1be6, 0x1be6, 7}, {0x1bf2, 0x1bf3, 9}, {0x1c37, 0x1c37, 7}, {0x1cd0, 0x1cd2, 230},
+    {0x1cd4, 0x1cd4, 1}, {0x1cd5, 0x1cd9, 220}, {0x1cda, 0x1cdb, 230}, {0x1cdc, 0x1cdf, 220},
+    {0x1ce0, 0x1ce0, 230}, {0x1ce2, 0x1ce8, 1}, {0x1ced, 0x1ced, 220}, {0x1cf4, 0x1cf4, 230},
+    {0x1cf8, 0x1cf9, 230}, {0x1dc0, 0x1dc1, 230}, {0x1dc2, 0x1dc2, 220}, {0x1dc3, 0x1dc9, 230},
+    {0x1dca, 0x1dca, 220}, {0x1dcb, 0x1dcc, 230}, {0x1dcd, 0x1dcd, 234}, {0x1dce, 0x1dce, 214},
+    {0x1dcf, 0x1dcf, 220}, {0x1dd0, 0x1dd0, 202}, {0x1dd1, 0x1df5, 230}, {0x1df6, 0x1df6, 232},
+    {0x1df7, 0x1df8, 228}, {0x1df9, 0x1df9, 220}, {0x1dfa, 0x1dfa, 218}, {0x1dfb, 0x1dfb, 230},
+    {0x1dfc, 0x1dfc, 233}, {0x1dfd, 0x1dfd, 220}, {0x1dfe, 0x1dfe, 230}, {0x1dff, 0x1dff, 220},
+    {0x20d0, 0x20d1, 230}, {0x20d2, 0x20d3, 1}, {0x20d4, 0x20d7, 230}, {0x20d8, 0x20da, 1},
+    {0x20db, 0x20dc, 230}, {0x20e1, 0x20e1, 230}, {0x20e5, 0x20e6, 1}, {0x20e7, 0x20e7, 230},
+    {0x20e8, 0x20e8, 220}, {0x20e9, 0x20e9, 230}, {0x20ea, 0x20eb, 1}, {0x20ec, 0x20ef, 220},
+    {0x20f0, 0x20f0, 230}, {0x2cef, 0x2cf1, 230}, {0x2d7f, 0x2d7f, 9}, {0x2de0, 0x2dff, 230},
+    {0x302a, 0x302a, 218}, {0x302b, 0x302b, 228}, {0x302c, 0x302c, 232}, {0x302d, 0x302d, 222},
+    {0x302e, 0x302f, 224}, {0x3099, 0x309a, 8}, {0xa66f, 0xa66f, 230}, {0xa674, 0xa67d, 230},
+    {0xa69e, 0xa69f, 230}, {0xa6f0, 0xa6f1, 230}, {0xa806, 0xa806, 9}, {0xa82c, 0xa82c, 9},
+    {0xa8c4, 0xa8c4, 9}, {0xa8e0, 0xa8f1, 230}, {0xa92b, 0xa92d, 220}, {0xa953, 0xa953, 9},
+    {0xa9b3, 0xa9b3, 7}, {0xa9c0, 0xa9c0, 9}, {0xaab0, 0xaab0, 230}, {0xaab2, 0xaab3, 230},
+    {0xaab4, 0xaab4, 220}, {0xaab7, 0xaab8, 230}, {0xaabe, 0xaabf, 230}, {0xaac1, 0xaac1, 230},
+    {0xaaf6, 0xaaf6, 9}, {0xabed, 0xabed, 9}, {0xfb1e, 0xfb1e, 26}, {0xfe20, 0xfe26, 230},
+    {0xfe27, 0xfe2d, 220}, {0xfe2e, 0xfe2f, 230}, {0x101fd, 0x101fd, 220}, {0x102e0, 0x102e0, 220},
+    {0x10376, 0x1037a, 230}, {0x10a0d, 0x10a0d, 220}, {0x10a0f, 0x10a0f, 230}, {0x10a38, 0x10a38, 230},
+    {0x10a39, 0x10a39, 1}, {0x10a3a, 0x10a3a, 220}, {0x10a3f, 0x10a3f, 9}, {0x10ae5, 0x10ae5, 230},
+    {0x10ae6, 0x10ae6, 220}, {0x10d24, 0x10d27, 230}, {0x10eab, 0x10eac, 230}, {0x10f46, 0x10f47, 220},
+    {0x10f48, 0x10f4a, 230}, {0x10f4b, 0x10f4b, 220}, {0x10f4c, 0x10f4c, 230}, {0x10f4d, 0x10f50, 220},
+    {0x10f82, 0x10f82, 230}, {0x10f83, 0x10f83, 220}, {0x10f84, 0x10f84, 230}, {0x10f85, 0x10f85, 220},
+    {0x11046, 0x11046, 9}, {0x11070, 0x11070, 9}, {0x1107f, 0x1107f, 9}, {0x110b9, 0x110b9, 9},
+    {0x110ba, 0x110ba, 7}, {0x11100, 0x11102, 230}, {0x11133, 0x11134, 9}, {0x11173, 0x11173, 7},
+    {0x111c0, 0x111c0, 9}, {0x111ca, 0x111ca, 7}, {0x11235, 0x11235, 9}, {0x11236, 0x11236, 7},
+    {0x112e9, 0x112e9, 7}, {0x112ea, 0x112ea, 9}, {0x1133b, 0x1133c, 7}, {0x1134d, 0x1134d, 9},
+    {0x11366, 0x1136c, 230}, {0x11370, 0x11374, 230}, {0x11442, 0x11442, 9}, {0x11446, 0x11446, 7},
+    {0x1145e, 0x1145e, 230}, {0x114c2, 0x114c2, 9}, {0x114c3, 0x114c3, 7}, {0x115bf, 0x115bf, 9},
+    {0x115c0, 0x115c0, 7}, {0x1163f, 0x1163f, 9}, {0x116b6, 0x116b6, 9}, {0x116b7, 0x116b7, 7},
+    {0x1172b, 0x1172b, 9}, {0x11839, 0x11839, 9}, {0x1183a, 0x1183a, 7}, {0x1193d, 0x1193e, 9},
+    {0x11943, 0x11943, 7}, {0x119e0, 0x119e0, 9}, {0x11a34, 0x11a34, 9}, {0x11a47, 0x11a47, 9},
+    {0x11a99, 0x11a99, 9}, {0x11c3f, 0x11c3f, 9}, {0x11d42, 0x11d42, 7}, {0x11d44, 0x11d45, 9},
+    {0x11d97, 0x11d97, 9}, {0x16af0, 0x16af4, 1}, {0x16b30, 0x16b36, 230}, {0x16ff0, 0x16ff1, 6},
+    {0x1bc9e, 0x1bc9e, 1}, {0x1d165, 0x1d166, 216}, {0x1d167, 0x1d169, 1}, {0x1d16d, 0x1d16d, 226},
+    {0x1d16e, 0x1d172, 216}, {0x1d17b, 0x1d182, 220}, {0x1d185, 0x1d189, 230}, {0x1d18a, 0x1d18b, 220},
+    {0x1d1aa, 0x1d1ad, 230}, {0x1d242, 0x1d244, 230}, {0x1e000, 0x1e006, 230}, {0x1e008, 0x1e018, 230},
+    {0x1e01b, 0x1e021, 230}, {0x1e023, 0x1e024, 230}, {0x1e026, 0x1e02a, 230}, {0x1e130, 0x1e136, 230},
+    {0x1e2ae, 0x1e2ae, 230}, {0x1e2ec, 0x1e2ef, 230}, {0x1e8d0, 0x1e8d6, 220}, {0x1e944, 0x1e949, 230},
+    {0x1e94a, 0x1e94a, 7},
+};
+
+}  // namespace anvil::detail::unicode_tables
+// clang-format on
+
+namespace anvil::detail {
+
+// General categories, in the order tools/make_unicode_tables.py packs them (cn, unassigned, is 0).
+enum class unicode_category : std::uint8_t {
+    cn,
+    lu,
+    ll,
+    lt,
+    lm,
+    lo,
+    mn,
+    mc,
+    me,
+    nd,
+    nl,
+    no,
+    pc,
+    pd,
+    ps,
+    pe,
+    pi,
+    pf,
+    po,
+    sm,
+    sc,
+    sk,
+    so,
+    zs,
+    zl,
+    zp,
+    cc,
+    cf,
+    cs,
+    co
+};
+
+inline constexpr char32_t max_code_point = 0x10FFFF;
+inline constexpr char32_t replacement_character = 0xFFFD;
+
+// ---- UTF-8 ----------------------------------------------------------------------------------------------
+
+inline void append_utf8(std::string& out, char32_t code_point) {
+    if (code_point < 0x80) {
+        out += static_cast<char>(code_point);
+    } else if (code_point < 0x800) {
+        out += static_cast<char>(0xC0 | (code_point >> 6));
+        out += static_cast<char>(0x80 | (code_point & 0x3F));
+    } else if (code_point < 0x10000) {
+        out += static_cast<char>(0xE0 | (code_point >> 12));
+        out += static_cast<char>(0x80 | ((code_point >> 6) & 0x3F));
+        out += static_cast<char>(0x80 | (code_point & 0x3F));
+    } else {
+        out += static_cast<char>(0xF0 | (code_point >> 18));
+        out += static_cast<char>(0x80 | ((code_point >> 12) & 0x3F));
+        out += static_cast<char>(0x80 | ((code_point >> 6) & 0x3F));
+        out += static_cast<char>(0x80 | (code_point & 0x3F));
+    }
+}
+
+// The outcome of reading one UTF-8 sequence: its length and code point, or (length 0) why it is invalid and
+// how many bytes form its maximal invalid subpart (Unicode 15, section 3.9, "U+FFFD substitution").
+struct utf8_step {
+    char32_t code_point = 0;
+    std::size_t length = 0;
+    std::size_t invalid_length = 0;
+    const char* problem = nullptr;
+};
+
+inline utf8_step read_utf8(std::string_view text, std::size_t at) {
+    const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[at + i]); };
+    const unsigned lead = byte(0);
+    if (lead < 0x80) return {lead, 1, 0, nullptr};
+    std::size_t need = 0;
+    unsigned low = 0x80, high = 0xBF;  // the range allowed for the second byte
+    const char* second_problem = "expected a continuation byte (0x80-0xBF)";
+    if (lead >= 0xC2 && lead <= 0xDF) {
+        need = 2;
+    } else if (lead >= 0xE0 && lead <= 0xEF) {
+        need = 3;
+        if (lead == 0xE0) low = 0xA0, second_problem = "overlong encoding";
+        if (lead == 0xED) high = 0x9F, second_problem = "UTF-16 surrogate (U+D800-U+DFFF)";
+    } else if (lead >= 0xF0 && lead <= 0xF4) {
+        need = 4;
+        if (lead == 0xF0) low = 0x90, second_problem = "overlong encoding";
+        if (lead == 0xF4) high = 0x8F, second_problem = "code point beyond U+10FFFF";
+    } else {
+        return {0, 0, 1,
+                lead < 0xC0   ? "continuation byte without a lead byte"
+                : lead < 0xC2 ? "overlong encoding (lead byte 0xC0 or 0xC1)"
+                              : "byte that never appears in UTF-8 (0xF5-0xFF)"};
+    }
+    char32_t code_point = lead & (0xFFu >> (need + 1));
+    for (std::size_t i = 1; i < need; ++i) {
+        if (at + i >= text.size()) return {0, 0, i, "sequence truncated by the end of the text"};
+        const unsigned next = byte(i);
+        const bool fits = i == 1 ? next >= low && next <= high : next >= 0x80 && next <= 0xBF;
+        if (!fits)
+            return {0, 0, i,
+                    i == 1 && next >= 0x80 && next <= 0xBF ? second_problem
+                                                           : "expected a continuation byte (0x80-0xBF)"};
+        code_point = (code_point << 6) | (next & 0x3F);
+    }
+    return {code_point, need, 0, nullptr};
+}
+
+// anvil::format_error "<what>: invalid UTF-8 at byte N (0xXX): <problem>" unless text is well-formed UTF-8.
+inline void validate_utf8(std::string_view text, std::string_view what) {
+    for (std::size_t at = 0; at < text.size();) {
+        if (static_cast<unsigned char>(text[at]) < 0x80) {
+            ++at;
+            continue;
+        }
+        const utf8_step step = read_utf8(text, at);
+        if (step.length == 0) {
+            constexpr std::string_view hex = "0123456789ABCDEF";
+            const auto byte = static_cast<unsigned char>(text[at]);
+            throw format_error(message(what, ": invalid UTF-8 at byte ", at, " (0x", hex[byte >> 4],
+                                       hex[byte & 15], "): ", step.problem));
+        }
+        at += step.length;
+    }
+}
+
+// The next code point of well-formed UTF-8 (validate first), advancing at.
+inline char32_t next_code_point(std::string_view text, std::size_t& at) {
+    const auto b0 = static_cast<unsigned char>(text[at]);
+    if (b0 < 0x80) {
+        ++at;
+        return b0;
+    }
+    const auto b = [&](std::size_t i) {
+        return static_cast<char32_t>(static_cast<unsigned char>(text[at + i]) & 0x3F);
+    };
+    char32_t cp = 0;
+    if (b0 < 0xE0) {
+        cp = (char32_t{b0} & 0x1F) << 6 | b(1);
+        at += 2;
+    } else if (b0 < 0xF0) {
+        cp = (char32_t{b0} & 0x0F) << 12 | b(1) << 6 | b(2);
+        at += 3;
+    } else {
+        cp = (char32_t{b0} & 0x07) << 18 | b(1) << 12 | b(2) << 6 | b(3);
+        at += 4;
+    }
+    return cp;
+}
+
+// Bytes to text with each maximal invalid subpart replaced by U+FFFD.
+inline std::string utf8_lossy(std::string_view bytes) {
+    std::string out;
+    out.reserve(bytes.size());
+    for (std::size_t at = 0; at < bytes.size();) {
+        if (static_cast<unsigned char>(bytes[at]) < 0x80) {
+            out += bytes[at++];
+            continue;
+        }
+        const utf8_step step = read_utf8(bytes, at);
+        if (step.length != 0) {
+            out.append(bytes.substr(at, step.length));
+            at += step.length;
+        } else {
+            append_utf8(out, replacement_character);
+            at += step.invalid_length;
+        }
+    }
+    return out;
+}
+
+// ---- categories and properties ---------------------------------------------------------------------------
+
+constexpr unicode_category lookup_category(char32_t cp) {
+    if (cp > max_code_point) return unicode_category::cn;
+    const auto& starts = unicode_tables::category_starts;
+    const auto* after =
+        std::upper_bound(std::begin(starts), std::end(starts), (std::uint32_t{cp} << 8) | 0xFFu);
+    return static_cast<unicode_category>(*(after - 1) & 0xFFu);
+}
+
+inline constexpr std::array<unicode_category, 256> latin1_categories = [] {
+    std::array<unicode_category, 256> table{};
+    for (char32_t cp = 0; cp < 256; ++cp)
+        table[cp] = lookup_category(cp);
+    return table;
+}();
+
+inline unicode_category category(char32_t cp) {
+    return cp < 256 ? latin1_categories[cp] : lookup_category(cp);
+}
+
+inline bool is_letter(unicode_category c) {
+    return c >= unicode_category::lu && c <= unicode_category::lo;
+}
+inline bool is_number(unicode_category c) {
+    return c >= unicode_category::nd && c <= unicode_category::no;
+}
+inline bool is_punctuation(unicode_category c) {
+    return c >= unicode_category::pc && c <= unicode_category::po;
+}
+// C*: control, format, surrogate, private use and unassigned.
+inline bool is_other(unicode_category c) {
+    return c == unicode_category::cn || c >= unicode_category::cc;
+}
+inline bool is_letter(char32_t cp) {
+    return is_letter(category(cp));
+}
+inline bool is_number(char32_t cp) {
+    return is_number(category(cp));
+}
+
+// The White_Space property (\s of Rust's regex, Oniguruma and Python's regex module); stable since
+// Unicode 6.3.
+inline bool is_white_space(char32_t cp) {
+    if (cp <= 0x20) return cp == 0x20 || (cp >= 0x09 && cp <= 0x0D);
+    if (cp < 0x85) return false;
+    return cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 ||
+           cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+}
+
+// ---- lower-casing ----------------------------------------------------------------------------------------
+
+// Up to three code points: what one code point becomes.
+struct code_point_sequence {
+    std::array<char32_t, 3> code_points{};
+    std::size_t size = 0;
+};
+
+// Full lower-case mapping of one code point (Python's str.lower() and Rust's char::to_lowercase, without the
+// context-dependent final sigma).
+inline code_point_sequence to_lower(char32_t cp) {
+    if (cp < 0x80) return {{cp >= 'A' && cp <= 'Z' ? cp + 32 : cp}, 1};
+    for (const auto& multi : unicode_tables::lower_multi) {
+        if (multi.code_point == cp) {
+            code_point_sequence out;
+            for (std::size_t i = 0; i < multi.length; ++i)
+                out.code_points[i] = unicode_tables::lower_multi_pool[multi.offset + i];
+            out.size = multi.length;
+            return out;
+        }
+    }
+    const auto& runs = unicode_tables::lower_runs;
+    const auto* after = std::upper_bound(std::begin(runs), std::end(runs), std::uint32_t{cp},
+                                         [](std::uint32_t c, const auto& run) { return c < run.first; });
+    if (after != std::begin(runs)) {
+        const auto& run = *(after - 1);
+        if (cp <= run.last && (cp - run.first) % run.stride == 0)
+            return {{static_cast<char32_t>(static_cast<std::int64_t>(cp) + run.delta)}, 1};
+    }
+    return {{cp}, 1};
+}
+
+// ---- canonical decomposition ---------------------------------------------------------------------------
+
+inline std::uint8_t combining_class(char32_t cp) {
+    if (cp < 0x300) return 0;
+    const auto& runs = unicode_tables::combining_class_runs;
+    const auto* after = std::upper_bound(std::begin(runs), std::end(runs), std::uint32_t{cp},
+                                         [](std::uint32_t c, const auto& run) { return c < run.first; });
+    if (after == std::begin(runs) || cp > (after - 1)->last) return 0;
+    return static_cast<std::uint8_t>((after - 1)->combining_class);
+}
+
+// Appends the full canonical decomposition of cp (not yet canonically ordered across code points).
+inline void append_decomposition(char32_t cp, std::u32string& out) {
+    constexpr char32_t s_base = 0xAC00, l_base = 0x1100, v_base = 0x1161, t_base = 0x11A7;
+    constexpr char32_t t_count = 28, n_count = 21 * 28, s_count = 19 * 21 * 28;
+    if (cp < 0xC0) {
+        out += cp;
+    } else if (cp >= s_base && cp < s_base + s_count) {  // Hangul syllables decompose algorithmically
+        const char32_t index = cp - s_base;
+        out += l_base + index / n_count;
+        out += v_base + (index % n_count) / t_count;
+        if (index % t_count != 0) out += t_base + index % t_count;
+    } else {
+        const auto& table = unicode_tables::decompositions;
+        const auto* found =
+            std::lower_bound(std::begin(table), std::end(table), std::uint32_t{cp},
+                             [](const auto& entry, std::uint32_t c) { return entry.code_point < c; });
+        if (found == std::end(table) || found->code_point != cp) {
+            out += cp;
+            return;
+        }
+        for (std::size_t i = 0; i < found->length; ++i)
+            out += unicode_tables::decomposition_pool[found->offset + i];
+    }
+}
+
+// NFD: full decomposition, then each run of non-starters stably sorted by combining class.
+inline std::u32string nfd(std::u32string_view text) {
+    std::u32string out;
+    out.reserve(text.size());
+    for (const char32_t cp : text)
+        append_decomposition(cp, out);
+    for (std::size_t i = 0; i < out.size();) {
+        if (combining_class(out[i]) == 0) {
+            ++i;
+            continue;
+        }
+        std::size_t end = i;
+        while (end < out.size() && combining_class(out[end]) != 0)
+            ++end;
+        if (end - i > 1)
+            std::stable_sort(out.begin() + static_cast<std::ptrdiff_t>(i),
+                             out.begin() + static_cast<std::ptrdiff_t>(end),
+                             [](char32_t a, char32_t b) { return combining_class(a) < combining_class(b); });
+        i = end;
+    }
+    return out;
+}
+
+// Well-formed UTF-8 to code points and back.
+inline std::u32string to_code_points(std::string_view utf8) {
+    std::u32string out;
+    out.reserve(utf8.size());
+    for (std::size_t at = 0; at < utf8.size();)
+        out += next_code_point(utf8, at);
+    return out;
+}
+inline std::string to_utf8(std::u32string_view code_points) {
+    std::string out;
+    out.reserve(code_points.size());
+    for (const char32_t cp : code_points)
+        append_utf8(out, cp);
+    return out;
+}
+
+}  // namespace anvil::detail
+
+namespace anvil {
+
+// What encode() returns, as Hugging Face's `tokenizer(text)` gives it.
+struct encoding {
+    std::vector<std::int32_t> ids;
+    std::vector<std::int32_t> type_ids;             // 0 for the first text and its specials, 1 for the second
+    std::vector<std::uint8_t> special_tokens_mask;  // 1 where the post-processor added a special token
+};
+
+}  // namespace anvil
+
+namespace anvil::detail {
+
+struct string_hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+};
+using token_map = std::unordered_map<std::string, std::int32_t, string_hash, std::equal_to<>>;
+
+// Token strings and ids, both ways. Ids need not be dense (a tokenizer.json may leave holes).
+struct vocabulary {
+    token_map ids;
+    std::vector<std::string> tokens;  // by id; "" for a hole
+    std::vector<std::uint8_t> present;
+
+    [[nodiscard]] std::optional<std::int32_t> find(std::string_view token) const {
+        const auto found = ids.find(token);
+        if (found == ids.end()) return std::nullopt;
+        return found->second;
+    }
+    [[nodiscard]] bool has_id(std::int64_t id) const {
+        return id >= 0 && static_cast<std::uint64_t>(id) < tokens.size() &&
+               present[static_cast<std::size_t>(id)];
+    }
+    // False when the token or the id is already taken.
+    bool add(std::string token, std::int32_t id) {
+        if (id < 0) return false;
+        const auto at = static_cast<std::size_t>(id);
+        if (at >= tokens.size()) {
+            tokens.resize(at + 1);
+            present.resize(at + 1, 0);
+        }
+        if (present[at] || ids.count(token)) return false;
+        present[at] = 1;
+        tokens[at] = token;
+        ids.emplace(std::move(token), id);
+        return true;
+    }
+};
+
+// Words in one buffer, so splitting text allocates nothing per word: word i is text[ends[i-1], ends[i]).
+class word_list {
+public:
+    void clear() {
+        text_.clear();
+        ends_.clear();
+    }
+    void add(std::string_view word) {
+        text_.append(word);
+        finish_word();
+    }
+    // Append to buffer() then call finish_word(); an empty word is dropped.
+    std::string& buffer() { return text_; }
+    void finish_word() {
+        if (text_.size() > (ends_.empty() ? 0 : ends_.back())) ends_.push_back(text_.size());
+    }
+    [[nodiscard]] std::size_t size() const { return ends_.size(); }
+    [[nodiscard]] std::string_view operator[](std::size_t i) const {
+        const std::size_t begin = i == 0 ? 0 : ends_[i - 1];
+        return std::string_view(text_).substr(begin, ends_[i] - begin);
+    }
+
+private:
+    std::string text_;
+    std::vector<std::size_t> ends_;
+};
+
+// Rewrites well-formed UTF-8 text (lower-casing, accent stripping, ...).
+class normalizer {
+public:
+    virtual ~normalizer() = default;
+    virtual void normalize(std::string& text) const = 0;
+};
+
+// Splits (and may transform) normalized text into words, appended to out.
+class pre_tokenizer {
+public:
+    virtual ~pre_tokenizer() = default;
+    virtual void pre_tokenize(std::string_view text, word_list& out) const = 0;
+};
+
+// Turns one word into token ids.
+class tokenizer_model {
+public:
+    virtual ~tokenizer_model() = default;
+    virtual void tokenize(std::string_view word, std::vector<std::int32_t>& ids) const = 0;
+    [[nodiscard]] virtual const vocabulary& vocab() const = 0;
+};
+
+// Turns the tokens of ids back into text pieces that are then concatenated (HF's decode_chain).
+class decoder {
+public:
+    virtual ~decoder() = default;
+    virtual void decode(std::vector<std::string>& tokens) const = 0;
+};
+
+// ---- added tokens ----------------------------------------------------------------------------------------
+
+struct added_token {
+    std::string content;
+    std::int32_t id = 0;
+    bool special = false;
+    bool single_word = false;  // match only where no letter, digit or '_' touches either end
+    bool lstrip = false;       // the match swallows the whitespace on its left
+    bool rstrip = false;       // ... and on its right
+    bool normalized = false;  // matched in normalized text (the content normalized too), else in the raw text
+};
+
+// A piece of text after the added tokens are split out: either an added token's id or a text range.
+struct text_segment {
+    std::size_t begin = 0, end = 0;
+    std::int32_t added_id = -1;  // >= 0: this segment is that added token
+};
+
+// Finds added tokens leftmost-longest, as HF's AddedVocabulary (aho-corasick, LeftmostLongest) does.
+class added_token_matcher {
+public:
+    void add(std::string pattern, const added_token& token) {
+        if (pattern.empty()) return;
+        const auto first = static_cast<unsigned char>(pattern[0]);
+        by_first_byte_[first].push_back(entries_.size());
+        entries_.push_back({std::move(pattern), token.id, token.single_word, token.lstrip, token.rstrip});
+    }
+    [[nodiscard]] bool empty() const { return entries_.empty(); }
+
+    // Splits text[begin, end) into text and added-token segments, appended to out.
+    void split(std::string_view text, std::size_t begin, std::size_t end,
+               std::vector<text_segment>& out) const {
+        std::size_t pending = begin;  // start of the text not yet emitted
+        for (std::size_t at = begin; at < end; ++at) {
+            const auto& bucket = by_first_byte_[static_cast<unsigned char>(text[at])];
+            const entry* best = nullptr;
+            for (const std::size_t index : bucket) {
+                const entry& e = entries_[index];
+                if (e.pattern.size() > end - at || (best && e.pattern.size() <= best->pattern.size()))
+                    continue;
+                if (text.compare(at, e.pattern.size(), e.pattern) != 0) continue;
+                if (e.single_word && !word_boundaries(text, begin, end, at, at + e.pattern.size())) continue;
+                best = &e;
+            }
+            if (!best) continue;
+            std::size_t match_begin = at, match_end = at + best->pattern.size();
+            if (best->lstrip)
+                while (match_begin > pending && is_ascii_space(text[match_begin - 1]))
+                    --match_begin;
+            if (best->rstrip)
+                while (match_end < end && is_ascii_space(text[match_end]))
+                    ++match_end;
+            if (match_begin > pending) out.push_back({pending, match_begin, -1});
+            out.push_back({match_begin, match_end, best->id});
+            pending = match_end;
+            at = match_end - 1;
+        }
+        if (end > pending) out.push_back({pending, end, -1});
+    }
+
+private:
+    struct entry {
+        std::string pattern;
+        std::int32_t id;
+        bool single_word, lstrip, rstrip;
+    };
+    static bool is_ascii_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+    static bool is_word_code_point(char32_t cp) { return cp == '_' || is_letter(cp) || is_number(cp); }
+    static bool word_boundaries(std::string_view text, std::size_t begin, std::size_t end,
+                                std::size_t match_begin, std::size_t match_end) {
+        if (match_begin > begin) {
+            std::size_t back = match_begin - 1;
+            while (back > begin && (static_cast<unsigned char>(text[back]) & 0xC0) == 0x80)
+                --back;
+            if (is_word_code_point(next_code_point(text, back))) return false;
+        }
+        if (match_end < end) {
+            std::size_t at = match_end;
+            if (is_word_code_point(next_code_point(text, at))) return false;
+        }
+        return true;
+    }
+
+    std::vector<entry> entries_;
+    std::vector<std::size_t> by_first_byte_[256];
+};
+
+}  // namespace anvil::detail
+// #include "anvil/io/unicode.hpp"
+
+namespace anvil::detail {
+
+// ---- the byte alphabet -----------------------------------------------------------------------------------
+
+// GPT-2's bytes_to_unicode: printable Latin-1 bytes stand for themselves, the other 68 map to U+0100 onwards.
+struct byte_alphabet {
+    std::array<char32_t, 256> code_point{};
+    std::array<std::string, 256> utf8{};
+    std::array<std::int16_t, 0x144> byte_of{};  // -1: not a byte's stand-in
+
+    byte_alphabet() {
+        byte_of.fill(-1);
+        char32_t next = 256;
+        for (unsigned b = 0; b < 256; ++b) {
+            const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
+            code_point[b] = printable ? b : next++;
+            append_utf8(utf8[b], code_point[b]);
+            byte_of[code_point[b]] = static_cast<std::int16_t>(b);
+        }
+    }
+};
+
+inline const byte_alphabet& bytes_as_unicode() {
+    static const byte_alphabet alphabet;
+    return alphabet;
+}
+
+// ---- the GPT-2 split -------------------------------------------------------------------------------------
+
+// Calls piece(begin, end) with byte ranges of well-formed UTF-8 text as GPT-2's pattern splits it:
+//   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+// Alternatives are tried in order at each position and quantifiers are greedy, so only \s+(?!\S) needs a
+// look at what follows the whitespace run (it gives back one whitespace when a non-space follows).
+template <class Piece>
+void split_gpt2(std::string_view text, Piece&& piece) {
+    enum kind : std::uint8_t { space, letter, number, other };
+    thread_local std::vector<std::size_t> offsets;  // byte offset of each code point, then text.size()
+    thread_local std::vector<kind> kinds;
+    thread_local std::vector<char32_t> cps;
+    offsets.clear();
+    kinds.clear();
+    cps.clear();
+    for (std::size_t at = 0; at < text.size();) {
+        offsets.push_back(at);
+        const char32_t cp = next_code_point(text, at);
+        cps.push_back(cp);
+        const unicode_category c = category(cp);
+        kinds.push_back(is_white_space(cp) ? space : is_letter(c) ? letter : is_number(c) ? number : other);
+    }
+    const std::size_t n = cps.size();
+    offsets.push_back(text.size());
+    const auto run_end = [&](std::size_t i, kind k) {
+        while (i < n && kinds[i] == k)
+            ++i;
+        return i;
+    };
+    for (std::size_t i = 0; i < n;) {
+        std::size_t end = i;
+        if (cps[i] == '\'' && i + 1 < n) {
+            const char32_t a = cps[i + 1], b = i + 2 < n ? cps[i + 2] : 0;
+            if (a == 's' || a == 't' || a == 'm' || a == 'd')
+                end = i + 2;
+            else if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l'))
+                end = i + 3;
+        }
+        if (end == i) {
+            const bool lead_space = cps[i] == ' ' && i + 1 < n && kinds[i + 1] != space;
+            const kind k = lead_space ? kinds[i + 1] : kinds[i];
+            if (k != space) {
+                end = run_end(lead_space ? i + 1 : i, k);
+            } else {
+                end = run_end(i, space);
+                if (end < n && end - i > 1) --end;  // \s+(?!\S): leave the last space to the next word
+            }
+        }
+        piece(offsets[i], offsets[end]);
+        i = end;
+    }
+}
+
+// HF's ByteLevel pre-tokenizer: optionally a space before text that does not start with one, the GPT-2 split
+// (use_regex), then every byte as its stand-in code point.
+class byte_level_pre_tokenizer final : public pre_tokenizer {
+public:
+    byte_level_pre_tokenizer(bool add_prefix_space, bool use_regex)
+        : add_prefix_space_(add_prefix_space), use_regex_(use_regex) {}
+
+    void pre_tokenize(std::string_view text, word_list& out) const override {
+        if (text.empty()) return;
+        std::string prefixed;
+        if (add_prefix_space_ && text.front() != ' ') {
+            prefixed.reserve(text.size() + 1);
+            prefixed.append(" ").append(text);
+            text = prefixed;
+        }
+        const byte_alphabet& alphabet = bytes_as_unicode();
+        const auto emit = [&](std::size_t begin, std::size_t end) {
+            std::string& buffer = out.buffer();
+            for (std::size_t i = begin; i < end; ++i)
+                buffer += alphabet.utf8[static_cast<unsigned char>(text[i])];
+            out.finish_word();
+        };
+        if (use_regex_)
+            split_gpt2(text, emit);
+        else
+            emit(0, text.size());
+    }
+
+private:
+    bool add_prefix_space_, use_regex_;
+};
+
+// Maps stand-in code points back to bytes; a token with any other code point keeps its own bytes. Invalid
+// UTF-8 in the result becomes U+FFFD.
+class byte_level_decoder final : public decoder {
+public:
+    void decode(std::vector<std::string>& tokens) const override {
+        const byte_alphabet& alphabet = bytes_as_unicode();
+        std::string bytes;
+        for (const std::string& token : tokens) {
+            const std::size_t mark = bytes.size();
+            for (std::size_t at = 0; at < token.size();) {
+                const char32_t cp = next_code_point(token, at);
+                if (cp >= alphabet.byte_of.size() || alphabet.byte_of[cp] < 0) {
+                    bytes.resize(mark);
+                    bytes += token;
+                    break;
+                }
+                bytes += static_cast<char>(alphabet.byte_of[cp]);
+            }
+        }
+        tokens.assign(1, utf8_lossy(bytes));
+    }
+};
+
+// ---- the BPE model ---------------------------------------------------------------------------------------
+
+struct bpe_options {
+    std::optional<std::int32_t> unk_id;
+    std::string continuing_prefix;   // before every symbol but a word's first
+    std::string end_of_word_suffix;  // after a word's last symbol
+    bool fuse_unk = false;           // consecutive unknown symbols become one unk
+    bool byte_fallback = false;      // an unknown character becomes its <0xXX> byte tokens when they exist
+    bool ignore_merges = false;      // a word that is a token is that token, merges or not
+};
+
+// Merges by rank: the pair with the lowest rank (leftmost among equals) merges first, as models/bpe/word.rs
+// does with its priority queue.
+class bpe_model final : public tokenizer_model {
+public:
+    struct merge {
+        std::int32_t rank;
+        std::int32_t result;
+    };
+    static std::uint64_t pair_key(std::int32_t left, std::int32_t right) {
+        return std::uint64_t{static_cast<std::uint32_t>(left)} << 32 | static_cast<std::uint32_t>(right);
+    }
+
+    bpe_model(vocabulary vocab, std::unordered_map<std::uint64_t, merge> merges, bpe_options options)
+        : vocab_(std::move(vocab)), merges_(std::move(merges)), options_(std::move(options)) {}
+
+    void tokenize(std::string_view word, std::vector<std::int32_t>& ids) const override {
+        if (word.empty()) return;
+        if (options_.ignore_merges) {
+            if (const auto id = vocab_.find(word)) {
+                ids.push_back(*id);
+                return;
+            }
+        }
+        std::vector<symbol> symbols;
+        symbols.reserve(word.size());
+        initial_symbols(word, symbols);
+        merge_symbols(symbols);
+        for (const symbol& s : symbols)
+            if (s.alive) ids.push_back(s.id);
+    }
+
+    [[nodiscard]] const vocabulary& vocab() const override { return vocab_; }
+
+private:
+    struct symbol {
+        std::int32_t id;
+        std::int32_t prev, next;  // -1 at the ends
+        bool alive;
+    };
+
+    void push_symbol(std::vector<symbol>& symbols, std::int32_t id, bool unknown) const {
+        if (unknown && options_.fuse_unk && !symbols.empty() && symbols.back().id == id) return;
+        const auto index = static_cast<std::int32_t>(symbols.size());
+        symbols.push_back({id, index - 1, index + 1, true});
+    }
+
+    void initial_symbols(std::string_view word, std::vector<symbol>& symbols) const {
+        std::string piece;
+        for (std::size_t at = 0; at < word.size();) {
+            const std::size_t begin = at;
+            next_code_point(word, at);
+            const std::string_view character = word.substr(begin, at - begin);
+            std::string_view lookup = character;
+            if ((begin > 0 && !options_.continuing_prefix.empty()) ||
+                (at == word.size() && !options_.end_of_word_suffix.empty())) {
+                piece.assign(begin > 0 ? options_.continuing_prefix : "").append(character);
+                if (at == word.size()) piece += options_.end_of_word_suffix;
+                lookup = piece;
+            }
+            if (const auto id = vocab_.find(lookup)) {
+                push_symbol(symbols, *id, false);
+                continue;
+            }
+            if (options_.byte_fallback) {
+                std::vector<std::int32_t> byte_ids;
+                for (const char c : character) {
+                    constexpr std::string_view hex = "0123456789ABCDEF";
+                    const auto b = static_cast<unsigned char>(c);
+                    const std::string name{'<', '0', 'x', hex[b >> 4], hex[b & 15], '>'};
+                    if (const auto id = vocab_.find(name)) byte_ids.push_back(*id);
+                }
+                if (byte_ids.size() == character.size()) {
+                    for (const std::int32_t id : byte_ids)
+                        push_symbol(symbols, id, false);
+                    continue;
+                }
+            }
+            if (options_.unk_id) push_symbol(symbols, *options_.unk_id, true);  // else dropped, as HF does
+        }
+        if (!symbols.empty()) symbols.back().next = -1;
+    }
+
+    void merge_symbols(std::vector<symbol>& symbols) const {
+        if (symbols.size() < 2 || merges_.empty()) return;
+        struct candidate {
+            std::int32_t rank, position, result;
+            bool operator>(const candidate& o) const {
+                return rank != o.rank ? rank > o.rank : position > o.position;
+            }
+        };
+        std::priority_queue<candidate, std::vector<candidate>, std::greater<>> queue;
+        const auto consider = [&](std::int32_t left) {
+            if (left < 0) return;
+            const std::int32_t right = symbols[static_cast<std::size_t>(left)].next;
+            if (right < 0) return;
+            const auto found = merges_.find(pair_key(symbols[static_cast<std::size_t>(left)].id,
+                                                     symbols[static_cast<std::size_t>(right)].id));
+            if (found != merges_.end()) queue.push({found->second.rank, left, found->second.result});
+        };
+        for (std::size_t i = 0; i + 1 < symbols.size(); ++i)
+            consider(static_cast<std::int32_t>(i));
+        while (!queue.empty()) {
+            const candidate top = queue.top();
+            queue.pop();
+            symbol& left = symbols[static_cast<std::size_t>(top.position)];
+            if (!left.alive || left.next < 0) continue;
+            symbol& right = symbols[static_cast<std::size_t>(left.next)];
+            const auto found = merges_.find(pair_key(left.id, right.id));
+            if (found == merges_.end() || found->second.rank != top.rank) continue;  // a stale entry
+            left.id = top.result;
+            right.alive = false;
+            left.next = right.next;
+            if (right.next >= 0) symbols[static_cast<std::size_t>(right.next)].prev = top.position;
+            consider(left.prev);
+            consider(top.position);
+        }
+    }
+
+    vocabulary vocab_;
+    std::unordered_map<std::uint64_t, merge> merges_;
+    bpe_options options_;
+};
+
+}  // namespace anvil::detail
+// #include "anvil/io/tokenizer_json.hpp"
+// anvil: reading a Hugging Face tokenizer.json into a pipeline (tokenizer_pipeline.hpp). Each component is
+// chosen by its "type"; a type Hugging Face has but anvil does not (yet) is an anvil::unsupported_error
+// naming it, anything malformed an anvil::format_error naming the source and the field
+// ("tokenizer.json: model.merges[3]: token 'ab' is not in the vocabulary").
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/json.hpp"
+// #include "anvil/io/byte_level_bpe.hpp"
+// #include "anvil/io/tokenizer_normalizers.hpp"
+// anvil: tokenizer normalizers (Hugging Face `tokenizers` semantics, normalizers/*.rs): BertNormalizer,
+// Lowercase, NFD, StripAccents, Prepend, Replace (a literal pattern) and Sequence.
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+// #include "anvil/io/tokenizer_pipeline.hpp"
+// #include "anvil/io/unicode.hpp"
+
+namespace anvil::detail {
+
+// BERT's CJK ideograph blocks, as tokenizers' normalizers/bert.rs lists them.
+inline bool is_cjk_ideograph(char32_t cp) {
+    return (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0x3400 && cp <= 0x4DBF) ||
+           (cp >= 0x20000 && cp <= 0x2A6DF) || (cp >= 0x2A700 && cp <= 0x2B73F) ||
+           (cp >= 0x2B740 && cp <= 0x2B81F) || (cp >= 0x2B920 && cp <= 0x2CEAF) ||
+           (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0x2F800 && cp <= 0x2FA1F);
+}
+
+inline void append_lower(std::u32string& out, char32_t cp) {
+    const code_point_sequence lower = to_lower(cp);
+    out.append(lower.code_points.data(), lower.size);
+}
+
+// clean_text drops NUL, U+FFFD and other (C*) code points but tab, newline and return, and turns White_Space
+// into ' '; handle_chinese_chars puts spaces around CJK ideographs; strip_accents is NFD then dropping Mn;
+// lowercase is per code point. In that order, as bert.rs applies them.
+class bert_normalizer final : public normalizer {
+public:
+    bert_normalizer(bool clean_text, bool handle_chinese_chars, bool strip_accents, bool lowercase)
+        : clean_text_(clean_text),
+          handle_chinese_chars_(handle_chinese_chars),
+          strip_accents_(strip_accents),
+          lowercase_(lowercase) {}
+
+    void normalize(std::string& text) const override {
+        bool ascii = true;
+        for (const char c : text)
+            ascii = ascii && static_cast<unsigned char>(c) < 0x80;
+        if (ascii) {
+            normalize_ascii(text);
+            return;
+        }
+        std::u32string code_points;
+        code_points.reserve(text.size());
+        for (std::size_t at = 0; at < text.size();) {
+            char32_t cp = next_code_point(text, at);
+            if (clean_text_) {
+                if (cp == 0 || cp == replacement_character) continue;
+                const bool layout = cp == '\t' || cp == '\n' || cp == '\r';
+                if (!layout && is_other(category(cp))) continue;
+                if (layout || is_white_space(cp)) cp = ' ';
+            }
+            if (handle_chinese_chars_ && is_cjk_ideograph(cp)) {
+                code_points += ' ';
+                code_points += cp;
+                code_points += ' ';
+            } else {
+                code_points += cp;
+            }
+        }
+        if (strip_accents_) {
+            code_points = nfd(code_points);
+            std::erase_if(code_points, [](char32_t cp) { return category(cp) == unicode_category::mn; });
+        }
+        if (lowercase_) {
+            std::u32string lowered;
+            lowered.reserve(code_points.size());
+            for (const char32_t cp : code_points)
+                append_lower(lowered, cp);
+            code_points = std::move(lowered);
+        }
+        text = to_utf8(code_points);
+    }
+
+private:
+    void normalize_ascii(std::string& text) const {
+        std::size_t out = 0;
+        for (const char c : text) {
+            char d = c;
+            if (clean_text_) {
+                if (c == '\t' || c == '\n' || c == '\r') {
+                    d = ' ';
+                } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7F) {
+                    continue;  // Cc, \v and \f included: control wins over White_Space
+                }
+            }
+            if (lowercase_ && d >= 'A' && d <= 'Z') d = static_cast<char>(d + 32);
+            text[out++] = d;
+        }
+        text.resize(out);
+    }
+
+    bool clean_text_, handle_chinese_chars_, strip_accents_, lowercase_;
+};
+
+class lowercase_normalizer final : public normalizer {
+public:
+    void normalize(std::string& text) const override {
+        std::u32string lowered;
+        for (std::size_t at = 0; at < text.size();)
+            append_lower(lowered, next_code_point(text, at));
+        text = to_utf8(lowered);
+    }
+};
+
+class nfd_normalizer final : public normalizer {
+public:
+    void normalize(std::string& text) const override { text = to_utf8(nfd(to_code_points(text))); }
+};
+
+// Drops nonspacing marks (Mn); meant to follow NFD.
+class strip_accents_normalizer final : public normalizer {
+public:
+    void normalize(std::string& text) const override {
+        std::u32string code_points = to_code_points(text);
+        std::erase_if(code_points, [](char32_t cp) { return category(cp) == unicode_category::mn; });
+        text = to_utf8(code_points);
+    }
+};
+
+class prepend_normalizer final : public normalizer {
+public:
+    explicit prepend_normalizer(std::string prefix) : prefix_(std::move(prefix)) {}
+    void normalize(std::string& text) const override {
+        if (!text.empty()) text.insert(0, prefix_);
+    }
+
+private:
+    std::string prefix_;
+};
+
+class replace_normalizer final : public normalizer {
+public:
+    replace_normalizer(std::string pattern, std::string content)
+        : pattern_(std::move(pattern)), content_(std::move(content)) {}
+    void normalize(std::string& text) const override {
+        if (pattern_.empty()) return;
+        std::string out;
+        std::size_t from = 0;
+        for (std::size_t at; (at = text.find(pattern_, from)) != std::string::npos;
+             from = at + pattern_.size())
+            out.append(text, from, at - from).append(content_);
+        text = std::move(out.append(text, from));
+    }
+
+private:
+    std::string pattern_, content_;
+};
+
+class sequence_normalizer final : public normalizer {
+public:
+    explicit sequence_normalizer(std::vector<std::unique_ptr<normalizer>> stages)
+        : stages_(std::move(stages)) {}
+    void normalize(std::string& text) const override {
+        for (const auto& stage : stages_)
+            stage->normalize(text);
+    }
+
+private:
+    std::vector<std::unique_ptr<normalizer>> stages_;
+};
+
+}  // namespace anvil::detail
+// #include "anvil/io/tokenizer_pipeline.hpp"
+// #include "anvil/io/tokenizer_pre_tokenizers.hpp"
+// anvil: tokenizer pre-tokenizers that split on characters (Hugging Face `tokenizers` semantics,
+// pre_tokenizers/*.rs): BertPreTokenizer, WhitespaceSplit and Sequence. ByteLevel, which also rewrites bytes,
+// lives with the byte-level BPE model in byte_level_bpe.hpp.
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+// #include "anvil/io/tokenizer_pipeline.hpp"
+// #include "anvil/io/unicode.hpp"
+
+namespace anvil::detail {
+
+// BERT's punctuation: ASCII symbols ('$', '+', '^', ... as well as P*) and every Unicode P* code point.
+inline bool is_bert_punctuation(char32_t cp) {
+    if (cp < 0x80)
+        return (cp >= 33 && cp <= 47) || (cp >= 58 && cp <= 64) || (cp >= 91 && cp <= 96) ||
+               (cp >= 123 && cp <= 126);
+    return is_punctuation(category(cp));
+}
+
+// Splits on White_Space (dropped) and makes each punctuation code point a word of its own.
+class bert_pre_tokenizer final : public pre_tokenizer {
+public:
+    void pre_tokenize(std::string_view text, word_list& out) const override {
+        std::string& buffer = out.buffer();
+        for (std::size_t at = 0; at < text.size();) {
+            const std::size_t begin = at;
+            const char32_t cp = next_code_point(text, at);
+            if (is_white_space(cp)) {
+                out.finish_word();
+            } else if (is_bert_punctuation(cp)) {
+                out.finish_word();
+                out.add(text.substr(begin, at - begin));
+            } else {
+                buffer.append(text.substr(begin, at - begin));
+            }
+        }
+        out.finish_word();
+    }
+};
+
+class whitespace_split_pre_tokenizer final : public pre_tokenizer {
+public:
+    void pre_tokenize(std::string_view text, word_list& out) const override {
+        std::string& buffer = out.buffer();
+        for (std::size_t at = 0; at < text.size();) {
+            const std::size_t begin = at;
+            if (is_white_space(next_code_point(text, at)))
+                out.finish_word();
+            else
+                buffer.append(text.substr(begin, at - begin));
+        }
+        out.finish_word();
+    }
+};
+
+// Each stage splits every word of the previous one.
+class sequence_pre_tokenizer final : public pre_tokenizer {
+public:
+    explicit sequence_pre_tokenizer(std::vector<std::unique_ptr<pre_tokenizer>> stages)
+        : stages_(std::move(stages)) {}
+    void pre_tokenize(std::string_view text, word_list& out) const override {
+        if (stages_.empty()) {
+            out.add(text);
+            return;
+        }
+        word_list current, next;
+        current.add(text);
+        for (std::size_t s = 0; s < stages_.size(); ++s) {
+            word_list& target = s + 1 == stages_.size() ? out : next;
+            if (&target == &next) next.clear();
+            for (std::size_t w = 0; w < current.size(); ++w)
+                stages_[s]->pre_tokenize(current[w], target);
+            if (&target == &next) std::swap(current, next);
+        }
+    }
+
+private:
+    std::vector<std::unique_ptr<pre_tokenizer>> stages_;
+};
+
+}  // namespace anvil::detail
+// #include "anvil/io/tokenizer_processors.hpp"
+// anvil: post-processing (special tokens and token type ids around one or two sequences) and truncation.
+// Every post-processor anvil reads reduces to a template, as Hugging Face's TemplateProcessing writes it:
+//   BertProcessing      [CLS] A [SEP]            [CLS] A [SEP] B:1 [SEP]:1
+//   RobertaProcessing   <s> A </s>               <s> A </s> </s> B </s>       (every type id 0)
+//   ByteLevel / none    A                        A B:1
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/io/tokenizer_pipeline.hpp"
+
+namespace anvil::detail {
+
+struct template_piece {
+    int sequence = -1;              // 0: A, 1: B; -1: special tokens
+    std::vector<std::int32_t> ids;  // the special token's ids
+    std::int32_t type_id = 0;
+};
+
+class post_processor {
+public:
+    std::vector<template_piece> single{{0, {}, 0}};
+    std::vector<template_piece> pair{{0, {}, 0}, {1, {}, 1}};
+
+    static post_processor bert(std::int32_t cls, std::int32_t sep) {
+        post_processor p;
+        p.single = {{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}};
+        p.pair = {{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}, {1, {}, 1}, {-1, {sep}, 1}};
+        return p;
+    }
+    static post_processor roberta(std::int32_t cls, std::int32_t sep) {
+        post_processor p;
+        p.single = {{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}};
+        p.pair = {{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}, {-1, {sep}, 0}, {1, {}, 0}, {-1, {sep}, 0}};
+        return p;
+    }
+
+    // How many special tokens the template adds.
+    [[nodiscard]] std::size_t added_tokens(bool is_pair) const {
+        std::size_t n = 0;
+        for (const template_piece& piece : is_pair ? pair : single)
+            if (piece.sequence < 0) n += piece.ids.size();
+        return n;
+    }
+
+    [[nodiscard]] encoding apply(const std::vector<std::int32_t>& first,
+                                 const std::vector<std::int32_t>* second, bool add_special_tokens) const {
+        encoding out;
+        const auto append = [&out](const std::vector<std::int32_t>& ids, std::int32_t type_id,
+                                   std::uint8_t special) {
+            out.ids.insert(out.ids.end(), ids.begin(), ids.end());
+            out.type_ids.insert(out.type_ids.end(), ids.size(), type_id);
+            out.special_tokens_mask.insert(out.special_tokens_mask.end(), ids.size(), special);
+        };
+        for (const template_piece& piece : second ? pair : single) {
+            if (piece.sequence < 0) {
+                if (add_special_tokens) append(piece.ids, piece.type_id, 1);
+            } else {
+                append(piece.sequence == 0 ? first : *second, piece.type_id, 0);
+            }
+        }
+        return out;
+    }
+};
+
+// Hugging Face's truncate_encodings (utils/truncation.rs), longest_first, from the right: a single sequence
+// keeps max_length ids; of a pair, the shorter keeps what it can up to half and the longer takes the rest.
+inline void truncate_longest_first(std::vector<std::int32_t>& first, std::vector<std::int32_t>* second,
+                                   std::size_t max_length) {
+    if (!second) {
+        if (first.size() > max_length) first.resize(max_length);
+        return;
+    }
+    std::size_t n1 = first.size(), n2 = second->size();
+    if (n1 + n2 <= max_length) return;
+    const bool swapped = n1 > n2;
+    if (swapped) std::swap(n1, n2);
+    n2 = n1 > max_length ? n1 : std::max(n1, max_length - n1);
+    if (n1 + n2 > max_length) {
+        n1 = max_length / 2;
+        n2 = n1 + max_length % 2;
+    }
+    if (swapped) std::swap(n1, n2);
+    first.resize(std::min(first.size(), n1));
+    second->resize(std::min(second->size(), n2));
+}
+
+}  // namespace anvil::detail
+// #include "anvil/io/wordpiece.hpp"
+// anvil: the WordPiece model and decoder (BERT), as Hugging Face `tokenizers` models/wordpiece and
+// decoders/wordpiece.rs define them: greedy longest-match-first over the vocabulary, "##" marking a piece
+// that continues a word, and a word longer than max_input_chars_per_word (or with no match) becoming [UNK].
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+// #include "anvil/io/tokenizer_pipeline.hpp"
+// #include "anvil/io/unicode.hpp"
+
+namespace anvil::detail {
+
+class wordpiece_model final : public tokenizer_model {
+public:
+    // unk_id must be in vocab (tokenizer_json.hpp checks it).
+    wordpiece_model(vocabulary vocab, std::int32_t unk_id, std::string continuing_prefix,
+                    std::size_t max_input_chars_per_word)
+        : vocab_(std::move(vocab)),
+          unk_id_(unk_id),
+          prefix_(std::move(continuing_prefix)),
+          max_chars_(max_input_chars_per_word) {
+        for (const auto& token : vocab_.tokens)
+            longest_token_ = std::max(longest_token_, token.size());
+    }
+
+    void tokenize(std::string_view word, std::vector<std::int32_t>& ids) const override {
+        std::size_t chars = 0;
+        for (const char c : word)
+            chars += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+        if (chars > max_chars_) {
+            ids.push_back(unk_id_);
+            return;
+        }
+        const std::size_t first_piece = ids.size();
+        std::string continued;  // prefix + the rest of the word, so each candidate is a prefix of it
+        for (std::size_t start = 0; start < word.size();) {
+            std::string_view rest = word.substr(start);
+            std::size_t skip = 0;  // bytes of the "##" prefix in rest
+            if (start > 0) {
+                continued.assign(prefix_).append(rest);
+                rest = continued;
+                skip = prefix_.size();
+            }
+            // No candidate is longer than the longest token; start at a code point boundary within that.
+            std::size_t end = std::min(rest.size(), longest_token_);
+            while (end > skip && end < rest.size() && (static_cast<unsigned char>(rest[end]) & 0xC0) == 0x80)
+                --end;
+            std::int32_t found = -1;
+            for (; end > skip; end = previous_boundary(rest, end, skip)) {
+                if (const auto id = vocab_.find(rest.substr(0, end))) {
+                    found = *id;
+                    break;
+                }
+            }
+            if (found < 0) {
+                ids.resize(first_piece);
+                ids.push_back(unk_id_);
+                return;
+            }
+            ids.push_back(found);
+            start += end - skip;
+        }
+    }
+
+    [[nodiscard]] const vocabulary& vocab() const override { return vocab_; }
+
+private:
+    static std::size_t previous_boundary(std::string_view text, std::size_t end, std::size_t floor) {
+        do {
+            --end;
+        } while (end > floor && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80);
+        return end;
+    }
+
+    vocabulary vocab_;
+    std::int32_t unk_id_;
+    std::string prefix_;
+    std::size_t max_chars_;
+    std::size_t longest_token_ = 0;
+};
+
+// Joins pieces: one continuing with the prefix loses it, any other gets a space before it; cleanup removes
+// the space before . ? ! , and the like (per token, as decoders/wordpiece.rs does).
+class wordpiece_decoder final : public decoder {
+public:
+    wordpiece_decoder(std::string prefix, bool cleanup) : prefix_(std::move(prefix)), cleanup_(cleanup) {}
+
+    void decode(std::vector<std::string>& tokens) const override {
+        for (std::size_t i = 0; i < tokens.size(); ++i) {
+            std::string& token = tokens[i];
+            if (i != 0) {
+                if (token.starts_with(prefix_))
+                    token.erase(0, prefix_.size());
+                else
+                    token.insert(0, " ");
+            }
+            if (cleanup_) token = cleanup(token);
+        }
+    }
+
+    static std::string cleanup(std::string text) {
+        constexpr std::pair<std::string_view, std::string_view> rules[] = {
+            {" .", "."},   {" ?", "?"},     {" !", "!"},    {" ,", ","},
+            {" ' ", "'"},  {" n't", "n't"}, {" 'm", "'m"},  {" do not", " don't"},
+            {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
+        for (const auto& [from, to] : rules) {
+            std::string out;
+            std::size_t begin = 0;
+            for (std::size_t at; (at = text.find(from, begin)) != std::string::npos; begin = at + from.size())
+                out.append(text, begin, at - begin).append(to);
+            text = std::move(out.append(text, begin));
+        }
+        return text;
+    }
+
+private:
+    std::string prefix_;
+    bool cleanup_;
+};
+
+}  // namespace anvil::detail
+
+namespace anvil::detail {
+
+// Everything a tokenizer is: what tokenizer.json (or the legacy files) describe, ready to run.
+struct tokenizer_data {
+    std::string source;  // for messages
+    std::unique_ptr<normalizer> normalize;
+    std::unique_ptr<pre_tokenizer> pre_tokenize;
+    std::unique_ptr<tokenizer_model> model;
+    post_processor post_process;
+    std::unique_ptr<decoder> decode;  // null: tokens joined with spaces, as Hugging Face does
+    std::vector<added_token> added;
+    vocabulary added_vocab;
+    std::unordered_set<std::int32_t> special_ids;
+    added_token_matcher raw_matcher;         // special and normalized:false tokens, in the raw text
+    added_token_matcher normalized_matcher;  // normalized:true tokens, in normalized text
+    std::optional<std::int32_t> padding_id;
+    std::size_t model_max_length = 0;
+
+    [[nodiscard]] bool has_id(std::int32_t id) const {
+        return added_vocab.has_id(id) || model->vocab().has_id(id);
+    }
+
+    // Registers the added tokens (after normalize is set: normalized tokens are matched normalized).
+    void add_tokens(std::vector<added_token> tokens) {
+        for (added_token& token : tokens) {
+            added_vocab.add(token.content, token.id);
+            if (token.special) special_ids.insert(token.id);
+            if (token.normalized) {  // Hugging Face partitions by this flag alone, special or not
+                std::string content = token.content;
+                if (normalize) normalize->normalize(content);
+                normalized_matcher.add(std::move(content), token);
+            } else {
+                raw_matcher.add(token.content, token);
+            }
+            added.push_back(std::move(token));
+        }
+    }
+};
+
+// A place in the document for messages: "tokenizer.json: model.vocab".
+struct json_field {
+    std::string_view source;
+    std::string path;
+
+    [[nodiscard]] json_field operator/(std::string_view key) const {
+        return {source, path.empty() ? std::string(key) : path + "." + std::string(key)};
+    }
+    [[nodiscard]] json_field operator[](std::size_t index) const {
+        return {source, message(path, "[", index, "]")};
+    }
+    [[noreturn]] void fail(std::string_view what) const {
+        throw format_error(message(source, ": ", path.empty() ? "top level" : path, ": ", what));
+    }
+    [[noreturn]] void unsupported(std::string_view component, std::string_view type,
+                                  std::string_view supported) const {
+        throw unsupported_error(
+            message(source, ": ", component, " type '", type, "' is not supported yet (", supported, ")"));
+    }
+    const json::value& expect(const json::value& v, json::kind kind) const {
+        if (v.type() != kind) {
+            constexpr std::string_view described[] = {"null",     "a boolean", "an integer", "a number",
+                                                      "a string", "an array",  "an object"};
+            fail(message("expected ", described[static_cast<int>(kind)], ", got ",
+                         described[static_cast<int>(v.type())]));
+        }
+        return v;
+    }
+};
+
+// The member, or nullptr when absent or null.
+inline const json::value* member(const json::value& object, std::string_view key) {
+    const json::value* v = object.find(key);
+    return v && !v->is_null() ? v : nullptr;
+}
+inline const json::value& required(const json::value& object, std::string_view key, const json_field& where) {
+    const json::value* v = member(object, key);
+    if (!v) (where / key).fail("missing");
+    return *v;
+}
+inline bool read_bool(const json::value& object, std::string_view key, const json_field& where,
+                      bool fallback) {
+    const json::value* v = member(object, key);
+    return v ? (where / key).expect(*v, json::kind::boolean).as_bool() : fallback;
+}
+inline std::string read_string(const json::value& object, std::string_view key, const json_field& where,
+                               std::string fallback) {
+    const json::value* v = member(object, key);
+    return v ? (where / key).expect(*v, json::kind::string).as_string() : std::move(fallback);
+}
+// A token id: an integer in [0, limit).
+inline std::int32_t read_id(const json::value& v, const json_field& where, std::int64_t limit) {
+    const std::int64_t id = where.expect(v, json::kind::integer).as_int();
+    if (id < 0 || id >= limit)
+        where.fail(message("id ", id, " is out of range (expected 0 to ", limit - 1, ")"));
+    return static_cast<std::int32_t>(id);
+}
+inline std::string_view type_of(const json::value& component, const json_field& where) {
+    where.expect(component, json::kind::object);
+    return (where / "type").expect(required(component, "type", where), json::kind::string).as_string();
+}
+
+// Ids may leave holes but not run far past the number of tokens (a huge id would be a huge table).
+inline std::int64_t id_limit(std::size_t tokens) {
+    return static_cast<std::int64_t>(2 * tokens + 1024);
+}
+
+inline vocabulary read_vocab(const json::value& v, const json_field& where, std::size_t extra_tokens) {
+    const json::object& entries = where.expect(v, json::kind::object).as_object();
+    vocabulary vocab;
+    vocab.ids.reserve(entries.size());
+    const std::int64_t limit = id_limit(entries.size() + extra_tokens);
+    for (const auto& [token, id] : entries) {
+        const json_field field = where / token;
+        if (!vocab.add(token, read_id(id, field, limit)))
+            field.fail(message("id ", id.as_int(), " is used twice"));
+    }
+    return vocab;
+}
+
+inline std::unique_ptr<normalizer> read_normalizer(const json::value& n, const json_field& where) {
+    const std::string_view type = type_of(n, where);
+    if (type == "BertNormalizer") {
+        const bool lowercase = read_bool(n, "lowercase", where, true);
+        return std::make_unique<bert_normalizer>(read_bool(n, "clean_text", where, true),
+                                                 read_bool(n, "handle_chinese_chars", where, true),
+                                                 read_bool(n, "strip_accents", where, lowercase), lowercase);
+    }
+    if (type == "Lowercase") return std::make_unique<lowercase_normalizer>();
+    if (type == "NFD") return std::make_unique<nfd_normalizer>();
+    if (type == "StripAccents") return std::make_unique<strip_accents_normalizer>();
+    if (type == "Prepend") return std::make_unique<prepend_normalizer>(read_string(n, "prepend", where, ""));
+    if (type == "Replace") {
+        const json::value& pattern =
+            (where / "pattern").expect(required(n, "pattern", where), json::kind::object);
+        if (member(pattern, "Regex"))
+            throw unsupported_error(message(where.source, ": ", where.path,
+                                            ": Replace with a Regex pattern is "
+                                            "not supported yet (String patterns)"));
+        return std::make_unique<replace_normalizer>(read_string(pattern, "String", where / "pattern", ""),
+                                                    read_string(n, "content", where, ""));
+    }
+    if (type == "Sequence") {
+        const json_field list = where / "normalizers";
+        std::vector<std::unique_ptr<normalizer>> stages;
+        const json::array& items =
+            list.expect(required(n, "normalizers", where), json::kind::array).as_array();
+        for (std::size_t i = 0; i < items.size(); ++i)
+            stages.push_back(read_normalizer(items[i], list[i]));
+        return std::make_unique<sequence_normalizer>(std::move(stages));
+    }
+    constexpr std::string_view later[] = {"NFC", "NFKC", "NFKD", "Strip", "Nmt", "Precompiled", "ByteLevel"};
+    for (const std::string_view known : later)
+        if (type == known)
+            where.unsupported("normalizer", type,
+                              "BertNormalizer, Lowercase, NFD, StripAccents, Prepend, Replace, Sequence");
+    (where / "type").fail(message("unknown normalizer type '", type, "'"));
+}
+
+inline std::unique_ptr<pre_tokenizer> read_pre_tokenizer(const json::value& p, const json_field& where) {
+    const std::string_view type = type_of(p, where);
+    if (type == "BertPreTokenizer") return std::make_unique<bert_pre_tokenizer>();
+    if (type == "WhitespaceSplit") return std::make_unique<whitespace_split_pre_tokenizer>();
+    if (type == "ByteLevel")
+        return std::make_unique<byte_level_pre_tokenizer>(read_bool(p, "add_prefix_space", where, true),
+                                                          read_bool(p, "use_regex", where, true));
+    if (type == "Sequence") {
+        const json_field list = where / "pretokenizers";
+        std::vector<std::unique_ptr<pre_tokenizer>> stages;
+        const json::array& items =
+            list.expect(required(p, "pretokenizers", where), json::kind::array).as_array();
+        for (std::size_t i = 0; i < items.size(); ++i)
+            stages.push_back(read_pre_tokenizer(items[i], list[i]));
+        return std::make_unique<sequence_pre_tokenizer>(std::move(stages));
+    }
+    constexpr std::string_view later[] = {"Whitespace",     "Split",      "Metaspace",
+                                          "Punctuation",    "Digits",     "CharDelimiterSplit",
+                                          "UnicodeScripts", "FixedLength"};
+    for (const std::string_view known : later)
+        if (type == known)
+            where.unsupported("pre_tokenizer", type,
+                              "BertPreTokenizer, ByteLevel, WhitespaceSplit, Sequence");
+    (where / "type").fail(message("unknown pre_tokenizer type '", type, "'"));
+}
+
+inline std::unique_ptr<tokenizer_model> read_wordpiece(const json::value& m, const json_field& where,
+                                                       std::size_t added_count) {
+    vocabulary vocab = read_vocab(required(m, "vocab", where), where / "vocab", added_count);
+    const std::string unk = read_string(m, "unk_token", where, "[UNK]");
+    const auto unk_id = vocab.find(unk);
+    if (!unk_id) (where / "unk_token").fail(message("'", unk, "' is not in the vocabulary"));
+    const json::value* max_chars = member(m, "max_input_chars_per_word");
+    const std::int64_t max =
+        max_chars ? (where / "max_input_chars_per_word").expect(*max_chars, json::kind::integer).as_int()
+                  : 100;
+    if (max < 0) (where / "max_input_chars_per_word").fail(message("expected a count, got ", max));
+    return std::make_unique<wordpiece_model>(std::move(vocab), *unk_id,
+                                             read_string(m, "continuing_subword_prefix", where, "##"),
+                                             static_cast<std::size_t>(max));
+}
+
+// Records merge a + b at rank; a message when a, b or the merged token is not in the vocabulary. A merge
+// listed again takes the later rank, as Hugging Face's map does.
+inline std::string add_merge(std::unordered_map<std::uint64_t, bpe_model::merge>& merges,
+                             const vocabulary& vocab, std::string_view a, std::string_view b,
+                             std::int32_t rank, std::string_view prefix) {
+    const auto left = vocab.find(a), right = vocab.find(b);
+    if (!left) return message("token '", a, "' is not in the vocabulary");
+    if (!right) return message("token '", b, "' is not in the vocabulary");
+    const std::string merged = std::string(a).append(b.starts_with(prefix) ? b.substr(prefix.size()) : b);
+    const auto result = vocab.find(merged);
+    if (!result) return message("the merged token '", merged, "' is not in the vocabulary");
+    merges.insert_or_assign(bpe_model::pair_key(*left, *right), bpe_model::merge{rank, *result});
+    return {};
+}
+
+// merges: "a b" strings (older files) or ["a", "b"] pairs (tokenizers >= 0.20). The merged token is a
+// followed by b without its continuing prefix, and all three must be in the vocabulary.
+inline std::unordered_map<std::uint64_t, bpe_model::merge> read_merges(const json::array& items,
+                                                                       const json_field& where,
+                                                                       const vocabulary& vocab,
+                                                                       std::string_view prefix) {
+    std::unordered_map<std::uint64_t, bpe_model::merge> merges;
+    merges.reserve(items.size());
+    for (std::size_t i = 0; i < items.size(); ++i) {
+        const json_field field = where[i];
+        std::string_view a, b;
+        if (items[i].is_string()) {
+            const std::string_view line = items[i].as_string();
+            const std::size_t space = line.find(' ');
+            if (space == std::string_view::npos || line.find(' ', space + 1) != std::string_view::npos)
+                field.fail(message("expected two tokens separated by one space, got '", line, "'"));
+            a = line.substr(0, space);
+            b = line.substr(space + 1);
+        } else {
+            const json::array& pair = field.expect(items[i], json::kind::array).as_array();
+            if (pair.size() != 2)
+                field.fail(message("expected a pair of tokens, got ", pair.size(), " items"));
+            a = field[0].expect(pair[0], json::kind::string).as_string();
+            b = field[1].expect(pair[1], json::kind::string).as_string();
+        }
+        const std::string problem = add_merge(merges, vocab, a, b, static_cast<std::int32_t>(i), prefix);
+        if (!problem.empty()) field.fail(problem);
+    }
+    return merges;
+}
+
+inline std::unique_ptr<tokenizer_model> read_bpe(const json::value& m, const json_field& where,
+                                                 std::size_t added_count) {
+    if (const json::value* dropout = member(m, "dropout")) {
+        if (!dropout->is_number()) (where / "dropout").fail("expected a number or null");
+        if (dropout->as_double() > 0.0)
+            throw unsupported_error(message(where.source, ": ", where.path, ".dropout: BPE dropout (",
+                                            dropout->as_double(),
+                                            ") is not supported (it makes encoding random)"));
+    }
+    vocabulary vocab = read_vocab(required(m, "vocab", where), where / "vocab", added_count);
+    bpe_options options;
+    options.continuing_prefix = read_string(m, "continuing_subword_prefix", where, "");
+    options.end_of_word_suffix = read_string(m, "end_of_word_suffix", where, "");
+    options.fuse_unk = read_bool(m, "fuse_unk", where, false);
+    options.byte_fallback = read_bool(m, "byte_fallback", where, false);
+    options.ignore_merges = read_bool(m, "ignore_merges", where, false);
+    if (const json::value* unk = member(m, "unk_token")) {
+        const std::string& name = (where / "unk_token").expect(*unk, json::kind::string).as_string();
+        options.unk_id = vocab.find(name);
+        if (!options.unk_id) (where / "unk_token").fail(message("'", name, "' is not in the vocabulary"));
+    }
+    const json::value* merges_value = member(m, "merges");
+    const json::array no_merges;
+    const json::array& items =
+        merges_value ? (where / "merges").expect(*merges_value, json::kind::array).as_array() : no_merges;
+    auto merges = read_merges(items, where / "merges", vocab, options.continuing_prefix);
+    return std::make_unique<bpe_model>(std::move(vocab), std::move(merges), std::move(options));
+}
+
+inline std::unique_ptr<tokenizer_model> read_model(const json::value& m, const json_field& where,
+                                                   std::size_t added_count) {
+    where.expect(m, json::kind::object);
+    std::string_view type;
+    if (member(m, "type")) {
+        type = type_of(m, where);
+    } else if (m.find("merges")) {  // files from before "type" was written: serde's untagged guess
+        type = "BPE";
+    } else if (m.find("continuing_subword_prefix") || m.find("max_input_chars_per_word")) {
+        type = "WordPiece";
+    } else {
+        (where / "type").fail("missing");
+    }
+    if (type == "WordPiece") return read_wordpiece(m, where, added_count);
+    if (type == "BPE") return read_bpe(m, where, added_count);
+    if (type == "Unigram" || type == "WordLevel") where.unsupported("model", type, "WordPiece, BPE");
+    (where / "type").fail(message("unknown model type '", type, "'"));
+}
+
+// [token, id] as BertProcessing and RobertaProcessing write cls and sep.
+inline std::int32_t read_token_pair(const json::value& p, std::string_view key, const json_field& where,
+                                    std::int64_t limit) {
+    const json_field field = where / key;
+    const json::array& pair = field.expect(required(p, key, where), json::kind::array).as_array();
+    if (pair.size() != 2) field.fail(message("expected [token, id], got ", pair.size(), " items"));
+    field[0].expect(pair[0], json::kind::string);
+    return read_id(pair[1], field[1], limit);
+}
+
+inline std::vector<template_piece> read_template(const json::value& list, const json_field& where,
+                                                 const json::value* specials,
+                                                 const json_field& specials_field, std::int64_t limit) {
+    std::vector<template_piece> pieces;
+    const json::array& items = where.expect(list, json::kind::array).as_array();
+    for (std::size_t i = 0; i < items.size(); ++i) {
+        const json_field field = where[i];
+        field.expect(items[i], json::kind::object);
+        template_piece piece;
+        if (const json::value* sequence = member(items[i], "Sequence")) {
+            const json_field f = field / "Sequence";
+            const std::string& id =
+                (f / "id").expect(required(*sequence, "id", f), json::kind::string).as_string();
+            if (id != "A" && id != "B") (f / "id").fail(message("expected \"A\" or \"B\", got \"", id, "\""));
+            piece.sequence = id == "A" ? 0 : 1;
+            piece.type_id = read_id(required(*sequence, "type_id", f), f / "type_id", 1 << 16);
+        } else if (const json::value* special = member(items[i], "SpecialToken")) {
+            const json_field f = field / "SpecialToken";
+            const std::string& id =
+                (f / "id").expect(required(*special, "id", f), json::kind::string).as_string();
+            piece.type_id = read_id(required(*special, "type_id", f), f / "type_id", 1 << 16);
+            const json::value* entry = specials ? specials->find(id) : nullptr;
+            if (!entry) (f / "id").fail(message("'", id, "' is not in post_processor.special_tokens"));
+            const json_field e = specials_field / id;
+            const json::array& ids =
+                (e / "ids").expect(required(*entry, "ids", e), json::kind::array).as_array();
+            for (std::size_t k = 0; k < ids.size(); ++k)
+                piece.ids.push_back(read_id(ids[k], (e / "ids")[k], limit));
+        } else {
+            field.fail("expected {\"Sequence\": ...} or {\"SpecialToken\": ...}");
+        }
+        pieces.push_back(std::move(piece));
+    }
+    return pieces;
+}
+
+inline post_processor read_post_processor(const json::value& p, const json_field& where, std::int64_t limit) {
+    const std::string_view type = type_of(p, where);
+    if (type == "BertProcessing")
+        return post_processor::bert(read_token_pair(p, "cls", where, limit),
+                                    read_token_pair(p, "sep", where, limit));
+    if (type == "RobertaProcessing")
+        return post_processor::roberta(read_token_pair(p, "cls", where, limit),
+                                       read_token_pair(p, "sep", where, limit));
+    if (type == "ByteLevel") return {};
+    if (type == "TemplateProcessing") {
+        const json::value* specials = member(p, "special_tokens");
+        if (specials) (where / "special_tokens").expect(*specials, json::kind::object);
+        post_processor result;
+        result.single = read_template(required(p, "single", where), where / "single", specials,
+                                      where / "special_tokens", limit);
+        result.pair = read_template(required(p, "pair", where), where / "pair", specials,
+                                    where / "special_tokens", limit);
+        for (int s = 0; s < 2; ++s) {
+            bool a = false, b = false;
+            for (const template_piece& piece : s == 0 ? result.single : result.pair) {
+                a = a || piece.sequence == 0;
+                b = b || piece.sequence == 1;
+            }
+            if (!a || (s == 1 && !b) || (s == 0 && b))
+                (where / (s == 0 ? "single" : "pair"))
+                    .fail(s == 0 ? "expected sequence A (and not B)" : "expected sequences A and B");
+        }
+        return result;
+    }
+    if (type == "Sequence") {
+        const json_field list = where / "processors";
+        const json::array& items =
+            list.expect(required(p, "processors", where), json::kind::array).as_array();
+        post_processor result;
+        bool templated = false;
+        for (std::size_t i = 0; i < items.size(); ++i) {
+            if (type_of(items[i], list[i]) == "ByteLevel") continue;  // offsets only
+            if (templated)
+                throw unsupported_error(
+                    message(where.source, ": ", list[i].path,
+                            ": more than one post-processor that adds tokens is not supported"));
+            result = read_post_processor(items[i], list[i], limit);
+            templated = true;
+        }
+        return result;
+    }
+    (where / "type").fail(message("unknown post_processor type '", type, "'"));
+}
+
+class sequence_decoder final : public decoder {
+public:
+    explicit sequence_decoder(std::vector<std::unique_ptr<decoder>> stages) : stages_(std::move(stages)) {}
+    void decode(std::vector<std::string>& tokens) const override {
+        for (const auto& stage : stages_)
+            stage->decode(tokens);
+    }
+
+private:
+    std::vector<std::unique_ptr<decoder>> stages_;
+};
+
+inline std::unique_ptr<decoder> read_decoder(const json::value& d, const json_field& where) {
+    const std::string_view type = type_of(d, where);
+    if (type == "WordPiece")
+        return std::make_unique<wordpiece_decoder>(read_string(d, "prefix", where, "##"),
+                                                   read_bool(d, "cleanup", where, true));
+    if (type == "ByteLevel") return std::make_unique<byte_level_decoder>();
+    if (type == "Sequence") {
+        const json_field list = where / "decoders";
+        std::vector<std::unique_ptr<decoder>> stages;
+        const json::array& items = list.expect(required(d, "decoders", where), json::kind::array).as_array();
+        for (std::size_t i = 0; i < items.size(); ++i)
+            stages.push_back(read_decoder(items[i], list[i]));
+        return std::make_unique<sequence_decoder>(std::move(stages));
+    }
+    constexpr std::string_view later[] = {"Metaspace", "BPEDecoder", "CTC",    "ByteFallback",
+                                          "Fuse",      "Strip",      "Replace"};
+    for (const std::string_view known : later)
+        if (type == known) where.unsupported("decoder", type, "WordPiece, ByteLevel, Sequence");
+    (where / "type").fail(message("unknown decoder type '", type, "'"));
+}
+
+inline std::vector<added_token> read_added_tokens(const json::value& list, const json_field& where) {
+    std::vector<added_token> tokens;
+    const json::array& items = where.expect(list, json::kind::array).as_array();
+    const std::int64_t limit = std::int64_t{1} << 31;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+        const json_field field = where[i];
+        const json::value& t = field.expect(items[i], json::kind::object);
+        added_token token;
+        token.id = read_id(required(t, "id", field), field / "id", limit);
+        token.content =
+            (field / "content").expect(required(t, "content", field), json::kind::string).as_string();
+        if (token.content.empty()) (field / "content").fail("empty token");
+        token.special = read_bool(t, "special", field, false);
+        token.single_word = read_bool(t, "single_word", field, false);
+        token.lstrip = read_bool(t, "lstrip", field, false);
+        token.rstrip = read_bool(t, "rstrip", field, false);
+        token.normalized = read_bool(t, "normalized", field, !token.special);
+        tokens.push_back(std::move(token));
+    }
+    return tokens;
+}
+
+inline std::shared_ptr<tokenizer_data> read_tokenizer_json(const json::value& document,
+                                                           std::string_view source) {
+    const json_field root{source, ""};
+    root.expect(document, json::kind::object);
+    auto data = std::make_shared<tokenizer_data>();
+    data->source = std::string(source);
+    std::vector<added_token> added;
+    if (const json::value* list = member(document, "added_tokens"))
+        added = read_added_tokens(*list, root / "added_tokens");
+    data->model = read_model(required(document, "model", root), root / "model", added.size());
+    const std::size_t vocab_ids = data->model->vocab().tokens.size();
+    const std::int64_t limit = id_limit(vocab_ids + added.size());
+    for (std::size_t i = 0; i < added.size(); ++i)
+        if (added[i].id >= limit)
+            (root / "added_tokens")[i].fail(
+                message("id ", added[i].id, " is out of range (expected 0 to ", limit - 1, ")"));
+    if (const json::value* n = member(document, "normalizer"))
+        data->normalize = read_normalizer(*n, root / "normalizer");
+    if (const json::value* p = member(document, "pre_tokenizer"))
+        data->pre_tokenize = read_pre_tokenizer(*p, root / "pre_tokenizer");
+    if (const json::value* d = member(document, "decoder")) data->decode = read_decoder(*d, root / "decoder");
+    for (std::size_t i = 0; i < added.size(); ++i) {
+        const auto existing = data->added_vocab.find(added[i].content);
+        if (existing || data->added_vocab.has_id(added[i].id))
+            (root / "added_tokens")[i].fail(
+                message("token '", added[i].content, "' or id ", added[i].id, " is listed twice"));
+        data->add_tokens({added[i]});
+    }
+    if (const json::value* p = member(document, "post_processor")) {
+        data->post_process = read_post_processor(*p, root / "post_processor", limit);
+        for (const auto* pieces : {&data->post_process.single, &data->post_process.pair})
+            for (const template_piece& piece : *pieces)
+                for (const std::int32_t id : piece.ids)
+                    if (!data->has_id(id))
+                        (root / "post_processor")
+                            .fail(message("special token id ", id, " is not in the vocabulary"));
+    }
+    if (const json::value* padding = member(document, "padding")) {
+        const json_field field = root / "padding";
+        field.expect(*padding, json::kind::object);
+        if (const json::value* id = member(*padding, "pad_id"))
+            data->padding_id = read_id(*id, field / "pad_id", limit);
+    }
+    return data;
+}
+
+}  // namespace anvil::detail
+// #include "anvil/io/tokenizer_normalizers.hpp"
+// #include "anvil/io/tokenizer_pre_tokenizers.hpp"
+// #include "anvil/io/wordpiece.hpp"
+
+namespace anvil::detail {
+
+// What tokenizer_config.json and special_tokens_map.json say (the latter wins for special tokens).
+struct tokenizer_config {
+    std::optional<bool> do_lower_case, strip_accents, tokenize_chinese_chars, add_prefix_space;
+    std::size_t model_max_length = 0;  // 0: unknown (absent, or Hugging Face's 1e30 "no limit")
+    std::map<std::string, std::string, std::less<>> tokens;  // "pad_token" -> "[PAD]", ...
+
+    [[nodiscard]] std::string token(std::string_view key, std::string_view fallback) const {
+        const auto found = tokens.find(key);
+        return found != tokens.end() ? found->second : std::string(fallback);
+    }
+};
+
+inline void read_special_tokens(const json::value& document, const json_field& root,
+                                tokenizer_config& config) {
+    for (const std::string_view key :
+         {"pad_token", "unk_token", "cls_token", "sep_token", "mask_token", "bos_token", "eos_token"}) {
+        const json::value* v = member(document, key);
+        if (!v) continue;
+        if (v->is_string()) {
+            config.tokens[std::string(key)] = v->as_string();
+        } else if (v->is_object()) {  // a serialized AddedToken
+            config.tokens[std::string(key)] =
+                (root / key / "content")
+                    .expect(required(*v, "content", root / key), json::kind::string)
+                    .as_string();
+        } else {
+            (root / key).fail("expected a string or an object with \"content\"");
+        }
+    }
+}
+
+inline tokenizer_config read_tokenizer_config(const std::filesystem::path& folder) {
+    tokenizer_config config;
+    const std::filesystem::path config_path = folder / "tokenizer_config.json";
+    if (std::filesystem::is_regular_file(config_path)) {
+        const std::string name = config_path.string();
+        const json::value document = json::parse_file(config_path);
+        const json_field root{name, ""};
+        root.expect(document, json::kind::object);
+        const auto flag = [&](std::string_view key, std::optional<bool>& out) {
+            if (const json::value* v = member(document, key))
+                out = (root / key).expect(*v, json::kind::boolean).as_bool();
+        };
+        flag("do_lower_case", config.do_lower_case);
+        flag("strip_accents", config.strip_accents);
+        flag("tokenize_chinese_chars", config.tokenize_chinese_chars);
+        flag("add_prefix_space", config.add_prefix_space);
+        if (const json::value* v = member(document, "model_max_length")) {
+            if (!v->is_number()) (root / "model_max_length").fail("expected a number");
+            const double length = v->as_double();
+            if (length >= 1 && length < 1e6) config.model_max_length = static_cast<std::size_t>(length);
+        }
+        read_special_tokens(document, root, config);
+    }
+    const std::filesystem::path map_path = folder / "special_tokens_map.json";
+    if (std::filesystem::is_regular_file(map_path)) {
+        const json::value document = json::parse_file(map_path);
+        const std::string name = map_path.string();
+        const json_field root{name, ""};
+        root.expect(document, json::kind::object);
+        read_special_tokens(document, root, config);
+    }
+    return config;
+}
+
+inline std::string read_text_file(const std::filesystem::path& path) {
+    const std::string name = path.string();
+    const std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(name.c_str(), "rb"), &std::fclose);
+    if (!file) throw io_error(message(name, ": cannot open: ", std::generic_category().message(errno)));
+    std::string text;
+    char buffer[1 << 16];
+    for (std::size_t got = sizeof buffer; got == sizeof buffer;) {
+        got = std::fread(buffer, 1, sizeof buffer, file.get());
+        text.append(buffer, got);
+    }
+    if (std::ferror(file.get())) throw io_error(message(name, ": cannot read"));
+    validate_utf8(text, name);
+    return text;
+}
+
+// Calls line(number, text) for each line (1-based, '\r' before '\n' dropped; no empty line after a final
+// '\n').
+template <class Line>
+void for_each_line(std::string_view text, Line&& line) {
+    std::size_t number = 0;
+    for (std::size_t begin = 0; begin < text.size();) {
+        std::size_t end = text.find('\n', begin);
+        if (end == std::string_view::npos) end = text.size();
+        std::string_view content = text.substr(begin, end - begin);
+        if (content.ends_with('\r')) content.remove_suffix(1);
+        line(++number, content);
+        begin = end + 1;
+    }
+}
+
+// The special tokens that exist in the vocabulary, as special added tokens matched in the raw text.
+inline std::vector<added_token> present_specials(const vocabulary& vocab,
+                                                 const std::vector<std::string>& names,
+                                                 std::string_view lstrip_token = {}) {
+    std::vector<added_token> tokens;
+    for (const std::string& name : names) {
+        const auto id = vocab.find(name);
+        bool listed = false;
+        for (const added_token& t : tokens)
+            listed = listed || t.content == name;
+        if (!id || listed) continue;
+        added_token token;
+        token.content = name;
+        token.id = *id;
+        token.special = true;
+        token.lstrip = name == lstrip_token;
+        tokens.push_back(std::move(token));
+    }
+    return tokens;
+}
+
+inline std::shared_ptr<tokenizer_data> read_bert_vocab(const std::filesystem::path& vocab_path,
+                                                       const tokenizer_config& config) {
+    const std::string name = vocab_path.string();
+    const std::string text = read_text_file(vocab_path);
+    vocabulary vocab;
+    for_each_line(text, [&](std::size_t number, std::string_view token) {
+        const auto id = static_cast<std::int32_t>(number - 1);
+        vocab.tokens.emplace_back(token);
+        vocab.present.push_back(1);
+        vocab.ids.insert_or_assign(std::string(token), id);  // a repeated token: the later line wins, as in
+    });                                                      // transformers' load_vocab
+    auto data = std::make_shared<tokenizer_data>();
+    data->source = name;
+    const bool lowercase = config.do_lower_case.value_or(true);
+    data->normalize = std::make_unique<bert_normalizer>(true, config.tokenize_chinese_chars.value_or(true),
+                                                        config.strip_accents.value_or(lowercase), lowercase);
+    data->pre_tokenize = std::make_unique<bert_pre_tokenizer>();
+    const std::string unk = config.token("unk_token", "[UNK]"), cls = config.token("cls_token", "[CLS]"),
+                      sep = config.token("sep_token", "[SEP]");
+    const auto unk_id = vocab.find(unk), cls_id = vocab.find(cls), sep_id = vocab.find(sep);
+    if (!unk_id)
+        throw format_error(message(name, ": the unknown token '", unk, "' is not in the vocabulary"));
+    if (cls_id && sep_id) data->post_process = post_processor::bert(*cls_id, *sep_id);
+    const std::vector<added_token> specials = present_specials(
+        vocab, {config.token("pad_token", "[PAD]"), unk, cls, sep, config.token("mask_token", "[MASK]")});
+    data->model = std::make_unique<wordpiece_model>(std::move(vocab), *unk_id, "##", 100);
+    data->decode = std::make_unique<wordpiece_decoder>("##", true);
+    data->add_tokens(specials);
+    return data;
+}
+
+inline std::shared_ptr<tokenizer_data> read_gpt2_files(const std::filesystem::path& vocab_path,
+                                                       const std::filesystem::path& merges_path,
+                                                       const tokenizer_config& config) {
+    const std::string vocab_name = vocab_path.string(), merges_name = merges_path.string();
+    vocabulary vocab = read_vocab(json::parse_file(vocab_path), json_field{vocab_name, ""}, 0);
+    const std::string merges_text = read_text_file(merges_path);
+    std::unordered_map<std::uint64_t, bpe_model::merge> merges;
+    std::int32_t rank = 0;
+    for_each_line(merges_text, [&](std::size_t number, std::string_view line) {
+        if (line.empty() || line.starts_with("#version")) return;
+        const std::size_t space = line.find(' ');
+        if (space == std::string_view::npos || line.find(' ', space + 1) != std::string_view::npos)
+            throw format_error(message(merges_name, ": line ", number,
+                                       ": expected two tokens separated by one space, got '", line, "'"));
+        const std::string problem =
+            add_merge(merges, vocab, line.substr(0, space), line.substr(space + 1), rank++, "");
+        if (!problem.empty()) throw format_error(message(merges_name, ": line ", number, ": ", problem));
+    });
+    auto data = std::make_shared<tokenizer_data>();
+    data->source = vocab_name;
+    const bool roberta = vocab.find("<s>") && vocab.find("</s>");
+    std::vector<added_token> specials;
+    if (roberta) {
+        data->post_process = post_processor::roberta(*vocab.find("<s>"), *vocab.find("</s>"));
+        specials = present_specials(vocab, {"<s>", "<pad>", "</s>", "<unk>", "<mask>"}, "<mask>");
+    } else {
+        specials = present_specials(vocab, {"<|endoftext|>"});
+    }
+    data->pre_tokenize =
+        std::make_unique<byte_level_pre_tokenizer>(config.add_prefix_space.value_or(false), true);
+    data->model = std::make_unique<bpe_model>(std::move(vocab), std::move(merges), bpe_options{});
+    data->decode = std::make_unique<byte_level_decoder>();
+    data->add_tokens(specials);
+    return data;
+}
+
+}  // namespace anvil::detail
+// #include "anvil/io/tokenizer_json.hpp"
+// #include "anvil/io/tokenizer_pipeline.hpp"
+// #include "anvil/io/unicode.hpp"
+
+namespace anvil {
+
+struct encode_options {
+    bool add_special_tokens = true;
+    // 0: no truncation; else the result, special tokens included, has at most max_length ids (a pair is cut
+    // as Hugging Face's longest_first does).
+    std::size_t max_length = 0;
+};
+
+class tokenizer {
+public:
+    // A default-constructed tokenizer has no vocabulary; using it throws anvil::error.
+    tokenizer() = default;
+
+    // A model folder (tokenizer.json if present; else vocab.txt -> BERT WordPiece; else vocab.json +
+    // merges.txt
+    // -> byte-level BPE; tokenizer_config.json and special_tokens_map.json read where present), or a path to
+    // a tokenizer.json file.
+    [[nodiscard]] static tokenizer load(const std::filesystem::path& path) {
+        std::error_code error;
+        const auto status = std::filesystem::status(path, error);
+        if (!std::filesystem::exists(status))
+            throw io_error(detail::message(path.string(), ": no such file or directory"));
+        if (!std::filesystem::is_directory(status)) return from_json(json::parse_file(path), path.string());
+        const detail::tokenizer_config config = detail::read_tokenizer_config(path);
+        std::shared_ptr<detail::tokenizer_data> data;
+        if (std::filesystem::is_regular_file(path / "tokenizer.json")) {
+            data = detail::read_tokenizer_json(json::parse_file(path / "tokenizer.json"),
+                                               (path / "tokenizer.json").string());
+        } else if (std::filesystem::is_regular_file(path / "vocab.txt")) {
+            data = detail::read_bert_vocab(path / "vocab.txt", config);
+        } else if (std::filesystem::is_regular_file(path / "vocab.json") &&
+                   std::filesystem::is_regular_file(path / "merges.txt")) {
+            data = detail::read_gpt2_files(path / "vocab.json", path / "merges.txt", config);
+        } else {
+            throw io_error(detail::message(
+                path.string(), ": no tokenizer.json, vocab.txt or vocab.json + merges.txt in this folder"));
+        }
+        data->model_max_length = config.model_max_length;
+        if (!data->padding_id) {
+            const auto pad = config.tokens.find("pad_token");
+            if (pad != config.tokens.end()) data->padding_id = lookup(*data, pad->second);
+        }
+        return tokenizer(std::move(data));
+    }
+
+    // source names the document in error messages (a path, "tokenizer.json").
+    [[nodiscard]] static tokenizer from_json(const json::value& tokenizer_json, std::string_view source) {
+        return tokenizer(detail::read_tokenizer_json(tokenizer_json, source));
+    }
+
+    [[nodiscard]] encoding encode(std::string_view text, const encode_options& options = {}) const {
+        std::vector<std::int32_t> ids = encode_text(text);
+        truncate(ids, nullptr, options);
+        return data().post_process.apply(ids, nullptr, options.add_special_tokens);
+    }
+
+    [[nodiscard]] encoding encode_pair(std::string_view first, std::string_view second,
+                                       const encode_options& options = {}) const {
+        std::vector<std::int32_t> a = encode_text(first), b = encode_text(second);
+        truncate(a, &b, options);
+        return data().post_process.apply(a, &b, options.add_special_tokens);
+    }
+
+    // Text from ids; ids of special added tokens are left out unless skip_special_tokens is false.
+    [[nodiscard]] std::string decode(std::span<const std::int32_t> ids,
+                                     bool skip_special_tokens = true) const {
+        const detail::tokenizer_data& d = data();
+        std::vector<std::string> tokens;
+        tokens.reserve(ids.size());
+        for (const std::int32_t id : ids) {
+            if (skip_special_tokens && d.special_ids.count(id)) continue;
+            tokens.push_back(id_to_token(id));
+        }
+        if (d.decode) {
+            d.decode->decode(tokens);
+            std::string text;
+            for (const std::string& piece : tokens)
+                text += piece;
+            return text;
+        }
+        std::string text;
+        for (std::size_t i = 0; i < tokens.size(); ++i)
+            text.append(i ? " " : "").append(tokens[i]);
+        return text;
+    }
+
+    [[nodiscard]] std::optional<std::int32_t> token_to_id(std::string_view token) const {
+        return lookup(data(), token);
+    }
+
+    // anvil::error for an id that names no token.
+    [[nodiscard]] std::string id_to_token(std::int32_t id) const {
+        const detail::tokenizer_data& d = data();
+        if (d.added_vocab.has_id(id)) return d.added_vocab.tokens[static_cast<std::size_t>(id)];
+        const detail::vocabulary& vocab = d.model->vocab();
+        if (vocab.has_id(id)) return vocab.tokens[static_cast<std::size_t>(id)];
+        throw error(detail::message(d.source, ": token id ", id, " is out of range (the vocabulary has ",
+                                    vocab_size(), " ids)"));
+    }
+
+    // The number of ids: one past the largest id of the model's vocabulary and the added tokens.
+    [[nodiscard]] std::size_t vocab_size() const {
+        const detail::tokenizer_data& d = data();
+        return std::max(d.model->vocab().tokens.size(), d.added_vocab.tokens.size());
+    }
+
+    // The padding config's id, else the pad token of tokenizer_config.json, [PAD] or <pad>; 0 when none.
+    [[nodiscard]] std::int32_t pad_id() const {
+        const detail::tokenizer_data& d = data();
+        if (d.padding_id) return *d.padding_id;
+        for (const std::string_view name : {"[PAD]", "<pad>"})
+            if (const auto id = lookup(d, name)) return *id;
+        return 0;
+    }
+
+    // From tokenizer_config.json when sensible (below 1e6), else 0: unknown.
+    [[nodiscard]] std::size_t model_max_length() const { return data().model_max_length; }
+
+private:
+    explicit tokenizer(std::shared_ptr<const detail::tokenizer_data> data) : data_(std::move(data)) {}
+
+    [[nodiscard]] const detail::tokenizer_data& data() const {
+        if (!data_) throw error("tokenizer: empty (default-constructed); use tokenizer::load or from_json");
+        return *data_;
+    }
+
+    static std::optional<std::int32_t> lookup(const detail::tokenizer_data& d, std::string_view token) {
+        if (const auto id = d.added_vocab.find(token)) return id;
+        return d.model->vocab().find(token);
+    }
+
+    // Ids of one text, before post-processing.
+    [[nodiscard]] std::vector<std::int32_t> encode_text(std::string_view text) const {
+        const detail::tokenizer_data& d = data();
+        detail::validate_utf8(text, d.source + ": input text");
+        std::vector<std::int32_t> ids;
+        std::vector<detail::text_segment> raw, normalized_segments;
+        d.raw_matcher.split(text, 0, text.size(), raw);
+        std::string normalized;
+        detail::word_list words;
+        for (const detail::text_segment& segment : raw) {
+            if (segment.added_id >= 0) {
+                ids.push_back(segment.added_id);
+                continue;
+            }
+            normalized.assign(text.substr(segment.begin, segment.end - segment.begin));
+            if (d.normalize) d.normalize->normalize(normalized);
+            normalized_segments.clear();
+            d.normalized_matcher.split(normalized, 0, normalized.size(), normalized_segments);
+            for (const detail::text_segment& piece : normalized_segments) {
+                if (piece.added_id >= 0) {
+                    ids.push_back(piece.added_id);
+                    continue;
+                }
+                const std::string_view part =
+                    std::string_view(normalized).substr(piece.begin, piece.end - piece.begin);
+                words.clear();
+                if (d.pre_tokenize)
+                    d.pre_tokenize->pre_tokenize(part, words);
+                else
+                    words.add(part);
+                for (std::size_t w = 0; w < words.size(); ++w)
+                    d.model->tokenize(words[w], ids);
+            }
+        }
+        return ids;
+    }
+
+    void truncate(std::vector<std::int32_t>& first, std::vector<std::int32_t>* second,
+                  const encode_options& options) const {
+        if (options.max_length == 0) return;
+        const std::size_t added =
+            options.add_special_tokens ? data().post_process.added_tokens(second != nullptr) : 0;
+        if (options.max_length < added)
+            throw error(detail::message(data().source, ": max_length ", options.max_length,
+                                        " leaves no room for the ", added,
+                                        " special tokens the post-processor adds"));
+        detail::truncate_longest_first(first, second, options.max_length - added);
+    }
+
+    std::shared_ptr<const detail::tokenizer_data> data_;
+};
+
+}  // namespace anvil
+// #include "anvil/io/unicode.hpp"
+
+// #include "anvil/models/batch_norm_folding.hpp"
+// anvil: BatchNorm folded into the convolution before it, at load. In inference a BatchNorm is an affine map
+// per channel, y = (x - mean) * gamma / sqrt(var + eps) + beta, so conv -> BatchNorm is one convolution with
+// weight W * s and bias beta - mean * s (s = gamma / sqrt(var + eps)). The arithmetic runs on the host in
+// float64 from the stored values and is rounded once to f32, so the graph holds a convolution with a bias and
+// nothing else.
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/host_tensor.hpp"
+// #include "anvil/core/shape.hpp"
+// #include "anvil/io/checkpoint.hpp"
+
+namespace anvil::models {
+
+// PyTorch's BatchNorm2d default, which torchvision's and Hugging Face's ResNets keep.
+inline constexpr double batch_norm_default_eps = 1e-5;
+
+// A convolution with BatchNorm folded in: weight [out, in / groups, kh, kw] and bias [out], both f32.
+struct folded_convolution {
+    host_tensor weight;
+    host_tensor bias;
+};
+
+// The tensor `name`, which must be present, floating-point and of shape `expected`; the messages are
+// weight_loader's ("...: the tensor 'x' is missing (expected shape [64])", "...: tensor 'x': expected shape
+// [64], got [32]").
+[[nodiscard]] inline const tensor_view& checked_tensor(const checkpoint& weights, std::string_view name,
+                                                       const dims& expected) {
+    const tensor_view* view = weights.find(name);
+    if (view == nullptr) {
+        throw format_error(anvil::detail::message(weights.path().string(), ": the tensor '", name,
+                                                  "' is missing (expected shape ", expected, ")"));
+    }
+    if (!(dims(view->shape()) == expected)) {
+        throw shape_error(anvil::detail::message(view->source_name(), ": tensor '", view->name(),
+                                                 "': expected shape ", expected, ", got ",
+                                                 dims(view->shape())));
+    }
+    if (!is_floating(view->type())) {
+        throw type_error(anvil::detail::message(view->source_name(), ": tensor '", view->name(),
+                                                "': expected floating-point weights, got ",
+                                                dtype_name(view->type())));
+    }
+    return *view;
+}
+
+}  // namespace anvil::models
+
+namespace anvil::detail {
+
+// The elements in float64: exact for f16, bf16 and f32 (through f32), and f64 read as it is.
+[[nodiscard]] inline std::vector<double> values_f64(const tensor_view& view) {
+    std::vector<double> out(static_cast<std::size_t>(view.element_count()));
+    if (view.type() == dtype::f64) {
+        if (!out.empty()) std::memcpy(out.data(), view.bytes().data(), out.size() * sizeof(double));
+        return out;
+    }
+    const std::vector<float> narrow = view.to_f32();
+    const float* in = narrow.data();
+    double* wide = out.data();
+    for (std::size_t i = 0; i < out.size(); ++i)
+        wide[i] = double{in[i]};
+    return out;
+}
+
+}  // namespace anvil::detail
+
+namespace anvil::models {
+
+// Folds the BatchNorm `<norm>.weight`, `.bias`, `.running_mean`, `.running_var` (each [out]) into the
+// bias-free convolution `convolution_weight` of shape `expected_weight` ([out, ...]). Every tensor is checked
+// as checked_tensor does; a running variance that makes var + eps not positive is refused.
+[[nodiscard]] inline folded_convolution fold_batch_norm(const checkpoint& weights,
+                                                        std::string_view convolution_weight,
+                                                        std::string_view norm, const dims& expected_weight,
+                                                        double eps = batch_norm_default_eps) {
+    const dims channels{expected_weight[0]};
+    const std::string prefix(norm);
+    const auto kernel =
+        anvil::detail::values_f64(checked_tensor(weights, convolution_weight, expected_weight));
+    const auto gamma = anvil::detail::values_f64(checked_tensor(weights, prefix + ".weight", channels));
+    const auto beta = anvil::detail::values_f64(checked_tensor(weights, prefix + ".bias", channels));
+    const auto mean = anvil::detail::values_f64(checked_tensor(weights, prefix + ".running_mean", channels));
+    const tensor_view& variance_view = checked_tensor(weights, prefix + ".running_var", channels);
+    const auto variance = anvil::detail::values_f64(variance_view);
+
+    folded_convolution out{host_tensor(dtype::f32, expected_weight), host_tensor(dtype::f32, channels)};
+    float* const weight = out.weight.values<float>().data();
+    float* const bias = out.bias.values<float>().data();
+    const double* const source = kernel.data();
+    const std::size_t outputs = gamma.size();
+    const std::size_t per_output = outputs == 0 ? 0 : kernel.size() / outputs;
+    for (std::size_t o = 0; o < outputs; ++o) {
+        const double denominator = variance[o] + eps;
+        if (!(denominator > 0.0) || !std::isfinite(denominator)) {
+            throw format_error(anvil::detail::message(variance_view.source_name(), ": tensor '",
+                                                      variance_view.name(), "': channel ", o,
+                                                      " has running variance ", variance[o],
+                                                      ", which with eps ", eps, " is not a positive number"));
+        }
+        const double scale = gamma[o] / std::sqrt(denominator);
+        for (std::size_t i = 0; i < per_output; ++i)
+            weight[o * per_output + i] = static_cast<float>(source[o * per_output + i] * scale);
+        bias[o] = static_cast<float>(beta[o] - mean[o] * scale);
+    }
+    return out;
+}
+
+}  // namespace anvil::models
+// #include "anvil/models/bert.hpp"
+// anvil: the post-norm encoder stack of BERT and its relatives — the config read from config.json, the table
+// of a layer's weight names, and the stack — built from the shared blocks. text_encoder.hpp adds the
+// embeddings and the per-family tables; sentence_encoder.hpp and cross_encoder.hpp the pooling and the heads.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
 #include <vector>
 
 // #include "anvil/core/json.hpp"
+// #include "anvil/models/config.hpp"
+// anvil: reading a model's config.json. Every recipe reads its fields through config_reader, so a missing or
+// mistyped field gives the same kind of message everywhere ("config.json: 'hidden_size' must be a positive
+// integer, got \"768\""), and class labels (id2label) are read once for every classifier.
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/json.hpp"
+
+namespace anvil::models {
+
+class config_reader {
+public:
+    // `source` names the file in messages (usually its path).
+    config_reader(const json::value& config, std::string source)
+        : config_(config), source_(std::move(source)) {
+        if (!config_.is_object())
+            throw format_error(anvil::detail::message(source_, ": expected a JSON object"));
+    }
+
+    // A config.json file; the reader keeps the parsed document.
+    [[nodiscard]] static json::value read_file(const std::filesystem::path& path) {
+        if (!std::filesystem::exists(path))
+            throw io_error(anvil::detail::message(path.string(), ": no such file"));
+        return json::parse_file(path);
+    }
+
+    [[nodiscard]] bool contains(std::string_view key) const { return config_.find(key) != nullptr; }
+    [[nodiscard]] const json::value* find(std::string_view key) const { return config_.find(key); }
+    [[nodiscard]] const std::string& source() const noexcept { return source_; }
+    [[nodiscard]] const json::value& document() const noexcept { return config_; }
+
+    // An integer in [minimum, maximum]; `fallback` when absent (or null).
+    [[nodiscard]] std::int64_t integer(std::string_view key, std::int64_t fallback, std::int64_t minimum = 1,
+                                       std::int64_t maximum = std::int64_t{1} << 31) const {
+        const json::value* v = present(key);
+        if (v == nullptr) return fallback;
+        if (!v->is_integer() || v->as_int() < minimum || v->as_int() > maximum) {
+            throw format_error(anvil::detail::message(source_, ": '", key, "' must be an integer in [",
+                                                      minimum, ", ", maximum, "], got ", json::dump(*v)));
+        }
+        return v->as_int();
+    }
+
+    // A required integer.
+    [[nodiscard]] std::int64_t required_integer(std::string_view key, std::int64_t minimum = 1,
+                                                std::int64_t maximum = std::int64_t{1} << 31) const {
+        if (present(key) == nullptr)
+            throw format_error(anvil::detail::message(source_, ": '", key, "' is missing"));
+        return integer(key, 0, minimum, maximum);
+    }
+
+    // A number greater than zero (epsilons, scales); `fallback` when absent.
+    [[nodiscard]] double positive_number(std::string_view key, double fallback) const {
+        const json::value* v = present(key);
+        if (v == nullptr) return fallback;
+        if (!v->is_number() || !(v->as_double() > 0.0)) {
+            throw format_error(anvil::detail::message(source_, ": '", key,
+                                                      "' must be a positive number, got ", json::dump(*v)));
+        }
+        return v->as_double();
+    }
+
+    [[nodiscard]] bool boolean(std::string_view key, bool fallback) const {
+        const json::value* v = present(key);
+        if (v == nullptr) return fallback;
+        if (!v->is_bool())
+            throw format_error(
+                anvil::detail::message(source_, ": '", key, "' must be true or false, got ", json::dump(*v)));
+        return v->as_bool();
+    }
+
+    [[nodiscard]] std::string string(std::string_view key, std::string_view fallback) const {
+        const json::value* v = present(key);
+        if (v == nullptr) return std::string(fallback);
+        if (!v->is_string())
+            throw format_error(
+                anvil::detail::message(source_, ": '", key, "' must be a string, got ", json::dump(*v)));
+        return v->as_string();
+    }
+
+    // A list of integers (e.g. ResNet's "depths"); empty when absent.
+    [[nodiscard]] std::vector<std::int64_t> integers(std::string_view key, std::int64_t minimum = 0) const {
+        std::vector<std::int64_t> out;
+        const json::value* v = present(key);
+        if (v == nullptr) return out;
+        if (!v->is_array()) {
+            throw format_error(anvil::detail::message(source_, ": '", key,
+                                                      "' must be a list of integers, got ", json::dump(*v)));
+        }
+        for (const auto& item : v->as_array()) {
+            if (!item.is_integer() || item.as_int() < minimum || item.as_int() > (std::int64_t{1} << 31)) {
+                throw format_error(anvil::detail::message(source_, ": '", key,
+                                                          "' must be a list of integers >= ", minimum,
+                                                          ", got ", json::dump(*v)));
+            }
+            out.push_back(item.as_int());
+        }
+        return out;
+    }
+
+    // The class labels: id2label's names by index where config.json has them (keys "0".."N-1"), else
+    // "LABEL_0".. as Hugging Face names them. `classes` is the classifier's output size, from the weights.
+    [[nodiscard]] std::vector<std::string> labels(std::int64_t classes) const {
+        std::vector<std::string> names;
+        names.reserve(static_cast<std::size_t>(classes));
+        for (std::int64_t i = 0; i < classes; ++i)
+            names.push_back("LABEL_" + std::to_string(i));
+        const json::value* map = present("id2label");
+        if (map == nullptr) return names;
+        if (!map->is_object())
+            throw format_error(anvil::detail::message(source_, ": 'id2label' must be an object"));
+        for (const auto& [key, name] : map->as_object()) {
+            std::int64_t index = -1;
+            try {
+                std::size_t used = 0;
+                index = std::stoll(key, &used);
+                if (used != key.size()) index = -1;
+            } catch (const std::exception&) {
+                index = -1;
+            }
+            if (index < 0 || index >= classes || !name.is_string()) {
+                throw format_error(anvil::detail::message(
+                    source_, ": id2label entry \"", key, "\" is not a class index in [0, ", classes,
+                    ") with a string name (the classifier has ", classes, " outputs)"));
+            }
+            names[static_cast<std::size_t>(index)] = name.as_string();
+        }
+        return names;
+    }
+
+private:
+    [[nodiscard]] const json::value* present(std::string_view key) const {
+        const json::value* v = config_.find(key);
+        return v == nullptr || v->is_null() ? nullptr : v;
+    }
+
+    const json::value& config_;
+    std::string source_;
+};
+
+}  // namespace anvil::models
+
+// After config.hpp, whose unqualified detail::message would otherwise find blocks.hpp's
+// anvil::models::detail.
 // #include "anvil/models/blocks.hpp"
 // anvil: the building blocks every model recipe shares — a linear layer, a norm, self-attention and the MLP —
 // each a struct of weights loaded by name (weights.hpp) and a function that applies it. A model family
@@ -19386,8 +24167,8 @@ public:
     [[nodiscard]] tensor<float> load(std::string_view name, const dims& expected) {
         const tensor_view* view = weights_->find(name);
         if (view == nullptr) {
-            throw format_error(detail::message(weights_->path().string(), ": the tensor '", name,
-                                               "' is missing (expected shape ", expected, ")"));
+            throw format_error(anvil::detail::message(weights_->path().string(), ": the tensor '", name,
+                                                      "' is missing (expected shape ", expected, ")"));
         }
         return from_view(*view, expected);
     }
@@ -19405,13 +24186,14 @@ public:
 private:
     tensor<float> from_view(const tensor_view& view, const dims& expected) {
         if (!(dims(view.shape()) == expected)) {
-            throw shape_error(detail::message(view.source_name(), ": tensor '", view.name(),
-                                              "': expected shape ", expected, ", got ", dims(view.shape())));
+            throw shape_error(anvil::detail::message(view.source_name(), ": tensor '", view.name(),
+                                                     "': expected shape ", expected, ", got ",
+                                                     dims(view.shape())));
         }
         if (!is_floating(view.type())) {
-            throw type_error(detail::message(view.source_name(), ": tensor '", view.name(),
-                                             "': expected floating-point weights, got ",
-                                             dtype_name(view.type())));
+            throw type_error(anvil::detail::message(view.source_name(), ": tensor '", view.name(),
+                                                    "': expected floating-point weights, got ",
+                                                    dtype_name(view.type())));
         }
         // The constant keeps the whole checkpoint (and so its mapping) alive.
         host_tensor data(view.type(), expected, view.bytes().data(), weights_);
@@ -19569,6 +24351,21 @@ struct post_norm_encoder_layer {
     return apply(layer.output_norm, h + apply(layer.mlp, h));
 }
 
+// A transformer encoder layer with the norms before each block, on the residual's branch (ViT, DeiT):
+// h = x + attention(norm1(x)); out = h + mlp(norm2(h)).
+struct pre_norm_encoder_layer {
+    norm_layer attention_norm;
+    attention_layer attention;
+    norm_layer mlp_norm;
+    mlp_layer mlp;
+};
+
+[[nodiscard]] inline tensor<float> apply(const pre_norm_encoder_layer& layer, const tensor<float>& x,
+                                         const std::optional<tensor<float>>& mask) {
+    const auto h = x + self_attention(layer.attention, apply(layer.attention_norm, x), mask);
+    return h + apply(layer.mlp, apply(layer.mlp_norm, h));
+}
+
 }  // namespace anvil::models
 
 namespace anvil::models {
@@ -19581,35 +24378,15 @@ struct bert_config {
     double layer_norm_eps = 1e-12;
     activation act = activation::gelu;  // hidden_act
 
-    [[nodiscard]] static bert_config from_json(const json::value& config, std::string_view source) {
+    [[nodiscard]] static bert_config from_json(const json::value& document, std::string_view source) {
+        const config_reader config(document, std::string(source));
         bert_config c;
-        if (!config.is_object())
-            throw format_error(anvil::detail::message(source, ": expected a JSON object"));
-        auto integer = [&](const char* key, std::int64_t fallback) {
-            const json::value* v = config.find(key);
-            if (v == nullptr) return fallback;
-            if (!v->is_integer() || v->as_int() < 1 || v->as_int() > (std::int64_t{1} << 31)) {
-                throw format_error(
-                    anvil::detail::message(source, ": '", key, "' must be a positive integer"));
-            }
-            return v->as_int();
-        };
-        c.layers = integer("num_hidden_layers", c.layers);
-        c.hidden = integer("hidden_size", c.hidden);
-        c.heads = integer("num_attention_heads", c.heads);
-        c.intermediate = integer("intermediate_size", c.intermediate);
-        if (const json::value* eps = config.find("layer_norm_eps"); eps != nullptr) {
-            if (!eps->is_number() || !(eps->as_double() > 0.0)) {
-                throw format_error(
-                    anvil::detail::message(source, ": 'layer_norm_eps' must be a positive number"));
-            }
-            c.layer_norm_eps = eps->as_double();
-        }
-        if (const json::value* act = config.find("hidden_act"); act != nullptr) {
-            if (!act->is_string())
-                throw format_error(anvil::detail::message(source, ": 'hidden_act' must be a string"));
-            c.act = parse_activation(act->as_string());
-        }
+        c.layers = config.integer("num_hidden_layers", c.layers);
+        c.hidden = config.integer("hidden_size", c.hidden);
+        c.heads = config.integer("num_attention_heads", c.heads);
+        c.intermediate = config.integer("intermediate_size", c.intermediate);
+        c.layer_norm_eps = config.positive_number("layer_norm_eps", c.layer_norm_eps);
+        c.act = parse_activation(config.string("hidden_act", "gelu"));
         if (c.hidden % c.heads != 0) {
             throw format_error(anvil::detail::message(source, ": hidden_size ", c.hidden,
                                                       " is not a multiple of num_attention_heads ", c.heads));
@@ -19618,44 +24395,2011 @@ struct bert_config {
     }
 };
 
+// Where one family keeps a post-norm encoder layer's tensors: layer i's are `<prefix><layer><i>.<name>`. A
+// family (BERT, RoBERTa, MPNet, DistilBERT) differs only by this table; each name is a Linear or LayerNorm
+// module (".weight"/".bias" appended).
+struct encoder_layer_names {
+    std::string layer;  // "encoder.layer."
+    std::string query, key, value, output, attention_norm, up, down, output_norm;
+};
+
+// BertModel's (and RobertaModel's, XLMRobertaModel's) names.
+[[nodiscard]] inline encoder_layer_names bert_layer_names() {
+    return {"encoder.layer.",       "attention.self.query",   "attention.self.key",
+            "attention.self.value", "attention.output.dense", "attention.output.LayerNorm",
+            "intermediate.dense",   "output.dense",           "output.LayerNorm"};
+}
+
+// Layer `index` of an encoder whose tensors `names` gives, each shape checked against the config.
+[[nodiscard]] inline post_norm_encoder_layer load_encoder_layer(weight_loader& weights, const bert_config& c,
+                                                                const encoder_layer_names& names,
+                                                                std::int64_t index,
+                                                                const std::string& prefix = "") {
+    const std::string p = prefix + names.layer + std::to_string(index) + ".";
+    post_norm_encoder_layer layer;
+    layer.attention.query = load_linear(weights, p + names.query, c.hidden, c.hidden);
+    layer.attention.key = load_linear(weights, p + names.key, c.hidden, c.hidden);
+    layer.attention.value = load_linear(weights, p + names.value, c.hidden, c.hidden);
+    layer.attention.output = load_linear(weights, p + names.output, c.hidden, c.hidden);
+    layer.attention.heads = c.heads;
+    layer.attention.kv_heads = c.heads;
+    layer.attention.head_dim = c.hidden / c.heads;
+    layer.attention_norm = load_layer_norm(weights, p + names.attention_norm, c.hidden, c.layer_norm_eps);
+    layer.mlp.up = load_linear(weights, p + names.up, c.intermediate, c.hidden);
+    layer.mlp.down = load_linear(weights, p + names.down, c.hidden, c.intermediate);
+    layer.mlp.act = c.act;
+    layer.output_norm = load_layer_norm(weights, p + names.output_norm, c.hidden, c.layer_norm_eps);
+    return layer;
+}
+
 // Layer i of BertModel's encoder: `<prefix>encoder.layer.{i}.attention.self.query.weight`, ...
 [[nodiscard]] inline post_norm_encoder_layer load_bert_layer(weight_loader& weights, const bert_config& c,
                                                              std::int64_t index,
                                                              const std::string& prefix = "") {
-    const std::string p = prefix + "encoder.layer." + std::to_string(index) + ".";
-    post_norm_encoder_layer layer;
-    layer.attention.query = load_linear(weights, p + "attention.self.query", c.hidden, c.hidden);
-    layer.attention.key = load_linear(weights, p + "attention.self.key", c.hidden, c.hidden);
-    layer.attention.value = load_linear(weights, p + "attention.self.value", c.hidden, c.hidden);
-    layer.attention.output = load_linear(weights, p + "attention.output.dense", c.hidden, c.hidden);
-    layer.attention.heads = c.heads;
-    layer.attention.kv_heads = c.heads;
-    layer.attention.head_dim = c.hidden / c.heads;
-    layer.attention_norm =
-        load_layer_norm(weights, p + "attention.output.LayerNorm", c.hidden, c.layer_norm_eps);
-    layer.mlp.up = load_linear(weights, p + "intermediate.dense", c.intermediate, c.hidden);
-    layer.mlp.down = load_linear(weights, p + "output.dense", c.hidden, c.intermediate);
-    layer.mlp.act = c.act;
-    layer.output_norm = load_layer_norm(weights, p + "output.LayerNorm", c.hidden, c.layer_norm_eps);
-    return layer;
+    return load_encoder_layer(weights, c, bert_layer_names(), index, prefix);
 }
 
-// The encoder stack over hidden states [B, S, hidden] with a padding mask [B, S] (1 = token, 0 = padding),
-// turned into an additive mask broadcast over heads and queries. Hugging Face adds float32's lowest value;
-// fp16's lowest (-65504) gives the same softmax in fp32 (either way exp underflows to exactly 0) and stays
-// finite in fp16, where float32's lowest would round to -inf and 0 * -inf to NaN.
+// A padding mask [B, S] (1 = token, 0 = padding) as the additive mask [B, 1, 1, S] that broadcasts over heads
+// and queries. Hugging Face adds float32's lowest value; fp16's lowest (-65504) gives the same softmax in
+// fp32 (either way exp underflows to exactly 0) and stays finite in fp16, where float32's lowest would round
+// to -inf and 0 * -inf to NaN.
+[[nodiscard]] inline tensor<float> additive_padding_mask(const tensor<float>& padding_mask) {
+    const dims& m = padding_mask.shape();
+    if (m.rank() != 2) {
+        throw shape_error(
+            anvil::detail::message("padding mask: expected [batch, sequence], got ", padding_mask.shape()));
+    }
+    return reshape((1.0f - padding_mask) * -65504.0f, std::vector<std::int64_t>{m[0], 1, 1, m[1]});
+}
+
+// The encoder stack over hidden states [B, S, hidden] with an additive mask that broadcasts to the scores
+// [B, heads, S, S] (padding, plus MPNet's relative position bias).
+[[nodiscard]] inline tensor<float> encoder_stack(const std::vector<post_norm_encoder_layer>& layers,
+                                                 const tensor<float>& hidden_states,
+                                                 const tensor<float>& additive_mask) {
+    tensor<float> h = hidden_states;
+    for (const auto& layer : layers)
+        h = apply(layer, h, additive_mask);
+    return h;
+}
+
+// The same with a padding mask [B, S] (1 = token, 0 = padding).
 [[nodiscard]] inline tensor<float> bert_encoder(const std::vector<post_norm_encoder_layer>& layers,
                                                 const tensor<float>& hidden_states,
                                                 const tensor<float>& padding_mask) {
-    const dims& m = padding_mask.shape();
-    const auto additive =
-        reshape((1.0f - padding_mask) * -65504.0f, std::vector<std::int64_t>{m[0], 1, 1, m[1]});
-    tensor<float> h = hidden_states;
-    for (const auto& layer : layers)
-        h = apply(layer, h, additive);
-    return h;
+    return encoder_stack(layers, hidden_states, additive_padding_mask(padding_mask));
 }
 
 }  // namespace anvil::models
 // #include "anvil/models/blocks.hpp"
+// #include "anvil/models/compiled_shapes.hpp"
+// anvil: how a recipe turns its graph into programs. Graphs have static shapes, so a recipe compiles one
+// program per input shape it meets (a batch size and a padded length, an image size) and keeps it: a batch of
+// texts padded to one length computes in one call, and a second batch of the same shape compiles nothing.
+// Weights enter each graph as constants that point into the mapped checkpoint, so a second shape copies no
+// weights.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <span>
+#include <utility>
+#include <vector>
+
+// #include "anvil/backend/compile.hpp"
+// #include "anvil/graph/graph.hpp"
+
+namespace anvil::models {
+
+// How a recipe runs: the options every program it compiles gets. The device defaults to automatic — the
+// Neural Engine where one is present, else the CPU.
+struct load_options {
+    compile_options compile = [] {
+        compile_options options;
+        options.target = device::automatic;
+        return options;
+    }();
+};
+
+class compiled_shapes {
+public:
+    // Builds, in a fresh graph, the outputs for one shape key (e.g. {batch, sequence}).
+    using builder = std::function<std::vector<value>(graph&, std::span<const std::int64_t> key)>;
+
+    compiled_shapes(compile_options options, builder build)
+        : options_(std::move(options)), build_(std::move(build)) {}
+
+    // The program for `key`, compiled on first use.
+    [[nodiscard]] program& at(const std::vector<std::int64_t>& key) {
+        const std::lock_guard lock(mutex_);
+        auto found = programs_.find(key);
+        if (found != programs_.end()) return found->second;
+        graph g;
+        const std::vector<value> outputs = build_(g, key);
+        return programs_.emplace(key, compile(std::span<const value>(outputs), options_)).first->second;
+    }
+
+    // How many programs have been compiled (one per distinct key).
+    [[nodiscard]] std::size_t count() const {
+        const std::lock_guard lock(mutex_);
+        return programs_.size();
+    }
+
+    [[nodiscard]] const compile_options& options() const noexcept { return options_; }
+
+private:
+    compile_options options_;
+    builder build_;
+    std::map<std::vector<std::int64_t>, program> programs_;
+    mutable std::mutex mutex_;
+};
+
+}  // namespace anvil::models
+// #include "anvil/models/config.hpp"
+// #include "anvil/models/cross_encoder.hpp"
+// anvil: cross-encoder rerankers (ms-marco-MiniLM, bge-reranker, ...): a text encoder (text_encoder.hpp) with
+// its family's sequence-classification head on the first token, run on (query, passage) pairs. The score is
+// the first logit, as sentence-transformers' CrossEncoder.predict gives it without an activation.
+
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/host_tensor.hpp"
+// #include "anvil/core/json.hpp"
+// #include "anvil/expr/expr.hpp"
+// #include "anvil/io/tokenizer.hpp"
+// #include "anvil/models/blocks.hpp"
+// #include "anvil/models/compiled_shapes.hpp"
+// #include "anvil/models/config.hpp"
+// #include "anvil/models/text_encoder.hpp"
+// anvil: the text encoders — BERT, RoBERTa, XLM-R, MPNet and DistilBERT — as one mechanism. A family differs
+// by its config keys and a table of weight names; every one is embeddings (word + position (+ token type),
+// then LayerNorm) and the post-norm encoder stack of bert.hpp. Texts run in batches sorted by length, each
+// padded to a bucketed length, so a handful of compiled programs (one per {rows, length}) serve any mix of
+// texts. sentence_encoder.hpp and cross_encoder.hpp put pooling and classification heads on top.
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+// #include "anvil/backend/compile.hpp"
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/json.hpp"
+// #include "anvil/expr/expr.hpp"
+// #include "anvil/io/checkpoint.hpp"
+// #include "anvil/io/tokenizer.hpp"
+// #include "anvil/models/bert.hpp"
+// #include "anvil/models/compiled_shapes.hpp"
+// #include "anvil/models/config.hpp"
+// #include "anvil/models/weights.hpp"
+
+namespace anvil::models {
+
+enum class text_family : std::uint8_t { bert, roberta, xlm_roberta, mpnet, distilbert };
+
+// What distinguishes one family: its model_type, the prefix its task classes put before the encoder's names
+// ("bert." in BertForSequenceClassification), the layer-name table, and the embedding variants.
+struct text_family_table {
+    text_family family = text_family::bert;
+    std::string_view model_type;
+    std::string_view base_prefix;
+    encoder_layer_names layers;
+    bool token_types = true;              // token_type_embeddings
+    bool positions_from_padding = false;  // RoBERTa's create_position_ids_from_input_ids
+    bool relative_bias = false;           // MPNet's encoder.relative_attention_bias
+};
+
+[[nodiscard]] inline text_family_table family_table(text_family family) {
+    switch (family) {
+        case text_family::bert:
+            return {family, "bert", "bert.", bert_layer_names(), true, false, false};
+        case text_family::roberta:
+            return {family, "roberta", "roberta.", bert_layer_names(), true, true, false};
+        case text_family::xlm_roberta:  // XLMRobertaForSequenceClassification keeps RoBERTa's "roberta."
+                                        // prefix
+            return {family, "xlm-roberta", "roberta.", bert_layer_names(), true, true, false};
+        case text_family::mpnet:
+            return {family,
+                    "mpnet",
+                    "mpnet.",
+                    {"encoder.layer.", "attention.attn.q", "attention.attn.k", "attention.attn.v",
+                     "attention.attn.o", "attention.LayerNorm", "intermediate.dense", "output.dense",
+                     "output.LayerNorm"},
+                    false,
+                    true,
+                    true};
+        case text_family::distilbert:
+            return {family,
+                    "distilbert",
+                    "distilbert.",
+                    {"transformer.layer.", "attention.q_lin", "attention.k_lin", "attention.v_lin",
+                     "attention.out_lin", "sa_layer_norm", "ffn.lin1", "ffn.lin2", "output_layer_norm"},
+                    false,
+                    false,
+                    false};
+    }
+    throw error("family_table: unknown text family");
+}
+
+struct text_encoder_config {
+    text_family family = text_family::bert;
+    bert_config stack;  // layers, hidden, heads, intermediate, eps, activation
+    std::int64_t vocab_size = 30522;
+    std::int64_t max_position_embeddings = 512;
+    std::int64_t type_vocab_size = 2;  // 0: no token-type embeddings (MPNet, DistilBERT)
+    std::int64_t pad_token_id = 0;
+    std::int64_t padding_idx = -1;      // >= 0: positions count from padding_idx + 1 (RoBERTa, MPNet)
+    std::int64_t relative_buckets = 0;  // MPNet: rows of encoder.relative_attention_bias
+    double embedding_norm_eps = 1e-12;
+
+    [[nodiscard]] text_family_table table() const { return family_table(family); }
+    [[nodiscard]] std::int64_t first_position() const { return padding_idx < 0 ? 0 : padding_idx + 1; }
+    // The longest sequence the position table holds.
+    [[nodiscard]] std::int64_t max_tokens() const { return max_position_embeddings - first_position(); }
+
+    [[nodiscard]] static text_encoder_config from_json(const json::value& document, std::string source) {
+        const config_reader config(document, std::move(source));
+        const std::string type = config.string("model_type", "");
+        text_encoder_config c;
+        if (type == "bert") {
+            c.family = text_family::bert;
+        } else if (type == "roberta") {
+            c.family = text_family::roberta;
+        } else if (type == "xlm-roberta") {
+            c.family = text_family::xlm_roberta;
+        } else if (type == "mpnet") {
+            c.family = text_family::mpnet;
+        } else if (type == "distilbert") {
+            c.family = text_family::distilbert;
+        } else {
+            throw unsupported_error(anvil::detail::message(
+                config.source(), ": model_type '", type,
+                "' is not a supported text encoder (bert, roberta, xlm-roberta, mpnet, distilbert)"));
+        }
+        c.vocab_size = config.required_integer("vocab_size");
+        c.max_position_embeddings = config.integer("max_position_embeddings", 512);
+        if (c.family == text_family::distilbert) {
+            c.stack.layers = config.integer("n_layers", 6);
+            c.stack.hidden = config.integer("dim", 768);
+            c.stack.heads = config.integer("n_heads", 12);
+            c.stack.intermediate = config.integer("hidden_dim", 3072);
+            c.stack.layer_norm_eps = 1e-12;  // modeling_distilbert.py fixes it
+            c.stack.act = parse_activation(config.string("activation", "gelu"));
+            c.type_vocab_size = 0;
+            c.pad_token_id = config.integer("pad_token_id", 0, 0);
+            if (config.boolean("sinusoidal_pos_embds", false)) {
+                throw unsupported_error(anvil::detail::message(
+                    config.source(),
+                    ": sinusoidal_pos_embds true is not supported (learned positions only)"));
+            }
+            if (c.stack.hidden % c.stack.heads != 0) {
+                throw format_error(anvil::detail::message(config.source(), ": dim ", c.stack.hidden,
+                                                          " is not a multiple of n_heads ", c.stack.heads));
+            }
+        } else {
+            c.stack = bert_config::from_json(document, config.source());
+            const std::string positions = config.string("position_embedding_type", "absolute");
+            if (positions != "absolute") {
+                throw unsupported_error(anvil::detail::message(config.source(), ": position_embedding_type '",
+                                                               positions,
+                                                               "' is not supported (absolute only)"));
+            }
+            const bool roberta = c.family == text_family::roberta || c.family == text_family::xlm_roberta;
+            c.pad_token_id =
+                config.integer("pad_token_id", roberta || c.family == text_family::mpnet ? 1 : 0, 0);
+            if (roberta) c.padding_idx = c.pad_token_id;
+            if (c.family == text_family::mpnet) {
+                c.padding_idx = 1;  // MPNetEmbeddings fixes padding_idx = 1, whatever pad_token_id says
+                c.type_vocab_size = 0;
+                c.relative_buckets = config.integer("relative_attention_num_buckets", 32);
+            } else {
+                c.type_vocab_size = config.integer("type_vocab_size", 2);
+            }
+        }
+        c.embedding_norm_eps = c.stack.layer_norm_eps;
+        if (c.pad_token_id >= c.vocab_size) {
+            throw format_error(anvil::detail::message(config.source(), ": pad_token_id ", c.pad_token_id,
+                                                      " is outside the vocabulary (vocab_size ", c.vocab_size,
+                                                      ")"));
+        }
+        if (c.max_tokens() < 1) {
+            throw format_error(anvil::detail::message(config.source(), ": max_position_embeddings ",
+                                                      c.max_position_embeddings,
+                                                      " leaves no position for a token"));
+        }
+        return c;
+    }
+
+    [[nodiscard]] static text_encoder_config load(const std::filesystem::path& folder) {
+        const auto path = folder / "config.json";
+        return from_json(config_reader::read_file(path), path.string());
+    }
+};
+
+// MPNet's relative_position_bucket (modeling_mpnet.py) for relative position `memory - context`, with its
+// defaults: 32 buckets, max_distance 128. The logarithm is taken in float32, as torch does.
+[[nodiscard]] inline std::int64_t mpnet_relative_bucket(std::int64_t relative_position) {
+    constexpr std::int64_t half = 16, max_exact = 8, max_distance = 128;
+    std::int64_t n = -relative_position;
+    const std::int64_t ret = n < 0 ? half : 0;
+    n = n < 0 ? -n : n;
+    if (n < max_exact) return ret + n;
+    const float scale = static_cast<float>(std::log(static_cast<double>(max_distance) / max_exact));
+    const float large = std::log(static_cast<float>(n) / static_cast<float>(max_exact)) / scale *
+                        static_cast<float>(half - max_exact);
+    return ret + std::min(max_exact + static_cast<std::int64_t>(large), half - 1);
+}
+
+// The weights of a text encoder: `prefix` is "" or the family's base prefix ("bert.", ...).
+struct text_encoder_weights {
+    tensor<float> word_embeddings;                       // [vocab, hidden]
+    tensor<float> position_embeddings;                   // [max_position_embeddings, hidden]
+    std::optional<tensor<float>> token_type_embeddings;  // [type_vocab, hidden]
+    norm_layer embedding_norm;
+    std::vector<post_norm_encoder_layer> layers;
+    std::optional<tensor<float>> relative_attention_bias;  // MPNet: [buckets, heads]
+};
+
+[[nodiscard]] inline text_encoder_weights load_text_encoder(weight_loader& weights,
+                                                            const text_encoder_config& c,
+                                                            const std::string& prefix) {
+    const text_family_table table = c.table();
+    const std::int64_t hidden = c.stack.hidden;
+    const std::string e = prefix + "embeddings.";
+    text_encoder_weights w;
+    w.word_embeddings = weights.load(e + "word_embeddings.weight", dims{c.vocab_size, hidden});
+    w.position_embeddings =
+        weights.load(e + "position_embeddings.weight", dims{c.max_position_embeddings, hidden});
+    if (table.token_types)
+        w.token_type_embeddings =
+            weights.load(e + "token_type_embeddings.weight", dims{c.type_vocab_size, hidden});
+    w.embedding_norm = load_layer_norm(weights, e + "LayerNorm", hidden, c.embedding_norm_eps);
+    for (std::int64_t i = 0; i < c.stack.layers; ++i)
+        w.layers.push_back(load_encoder_layer(weights, c.stack, table.layers, i, prefix));
+    if (table.relative_bias) {
+        w.relative_attention_bias = weights.load(prefix + "encoder.relative_attention_bias.weight",
+                                                 dims{c.relative_buckets, c.stack.heads});
+    }
+    return w;
+}
+
+// The prefix the checkpoint's encoder tensors carry: "" (what AutoModel and sentence-transformers save) or
+// the family's base prefix (what the *ForSequenceClassification classes save).
+[[nodiscard]] inline std::string detect_prefix(const checkpoint& weights, const text_encoder_config& c) {
+    const std::string probe = "embeddings.word_embeddings.weight";
+    const std::string base(c.table().base_prefix);
+    if (weights.contains(probe)) return "";
+    if (weights.contains(base + probe)) return base;
+    throw format_error(anvil::detail::message(weights.path().string(), ": no ", c.table().model_type,
+                                              " encoder weights: neither '", probe, "' nor '", base, probe,
+                                              "' is there"));
+}
+
+// The graph's inputs, each [rows, length]: token ids, position ids (computed on the host: RoBERTa's depend
+// on where the padding is), token types (families that have them) and the padding mask (1 token, 0 padding).
+inline constexpr std::string_view input_ids_name = "input_ids";
+inline constexpr std::string_view position_ids_name = "position_ids";
+inline constexpr std::string_view token_type_ids_name = "token_type_ids";
+inline constexpr std::string_view attention_mask_name = "attention_mask";
+
+// The last hidden states [rows, length, hidden] for inputs of that shape.
+[[nodiscard]] inline tensor<float> text_encoder_forward(graph& g, const text_encoder_weights& w,
+                                                        const text_encoder_config& c, std::int64_t rows,
+                                                        std::int64_t length) {
+    const dims shape{rows, length};
+    auto ids = g.input<std::int32_t>(std::string(input_ids_name), shape);
+    auto positions = g.input<std::int32_t>(std::string(position_ids_name), shape);
+    tensor<float> x = embedding(w.word_embeddings, ids) + embedding(w.position_embeddings, positions);
+    if (w.token_type_embeddings) {
+        auto types = g.input<std::int32_t>(std::string(token_type_ids_name), shape);
+        x = x + embedding(*w.token_type_embeddings, types);
+    }
+    x = apply(w.embedding_norm, x);
+    tensor<float> mask = additive_padding_mask(g.input<float>(std::string(attention_mask_name), shape));
+    if (w.relative_attention_bias) {
+        // MPNetEncoder.compute_position_bias: one bias per head from the bucket of (key - query), the same
+        // for every text, added to the padding mask so the attention gets one additive mask [rows, heads, S,
+        // S].
+        std::vector<std::int32_t> buckets(static_cast<std::size_t>(length * length));
+        for (std::int64_t q = 0; q < length; ++q) {
+            for (std::int64_t k = 0; k < length; ++k)
+                buckets[static_cast<std::size_t>(q * length + k)] =
+                    static_cast<std::int32_t>(mpnet_relative_bucket(k - q));
+        }
+        auto index =
+            g.constant<std::int32_t>(host_tensor::from(buckets, dims{length, length}), "mpnet buckets");
+        const tensor<float> bias = permute(embedding(*w.relative_attention_bias, index), {2, 0, 1});
+        mask = reshape(bias, std::vector<std::int64_t>{1, c.stack.heads, length, length}) + mask;
+    }
+    return encoder_stack(w.layers, x, mask);
+}
+
+// --- batching on the host ---
+
+// How finely padded lengths are bucketed. Each distinct length is a program: on the Neural Engine a
+// compilation of seconds, so few (powers of two); on the CPU one of milliseconds that shares the packed
+// weights, so fine steps that waste little compute.
+enum class length_buckets : std::uint8_t { powers_of_two, fine };
+
+// A padded length from a short ladder (8, 16, 32, ... capped at the model's maximum), so that texts of many
+// lengths share a few programs.
+[[nodiscard]] inline std::int64_t bucketed_length(std::int64_t length, std::int64_t max_tokens,
+                                                  length_buckets buckets = length_buckets::powers_of_two) {
+    std::int64_t bucket = 8;
+    if (buckets == length_buckets::powers_of_two) {
+        while (bucket < length)
+            bucket *= 2;
+    } else {
+        // Steps of 8 up to 64, then of 16, 32 and 64 past 128, 256: at most a quarter of a text's length is
+        // padding (powers of two waste up to half), with about 20 lengths up to 512.
+        std::int64_t step = 8;
+        while (bucket < length) {
+            if (bucket >= 8 * step) step *= 2;
+            bucket += step;
+        }
+    }
+    return std::min(bucket, max_tokens);
+}
+
+// Rows rounded up to a power of two (at most batch_size): the last, partial batch reuses a program too.
+[[nodiscard]] inline std::int64_t bucketed_rows(std::size_t count, std::size_t batch_size) {
+    std::size_t rows = 1;
+    while (rows < count)
+        rows *= 2;
+    return static_cast<std::int64_t>(std::min(rows, std::max(batch_size, count)));
+}
+
+// One batch: the caller's texts `items` (row r holds items[r]; rows past items.size() are filler) and the
+// program inputs.
+struct token_batch {
+    std::vector<std::size_t> items;
+    std::vector<std::int64_t> lengths;
+    std::int64_t rows = 0;
+    std::int64_t length = 0;
+    std::vector<named_tensor> inputs;
+};
+
+// Checks every text (not empty, within the model's length, ids in the vocabulary, type ids in range) so a bad
+// one is an error naming it rather than a gather out of bounds.
+inline void check_token_ids(const text_encoder_config& c, std::span<const std::vector<std::int32_t>> ids,
+                            std::span<const std::vector<std::int32_t>> type_ids, std::int64_t max_tokens) {
+    if (!type_ids.empty() && type_ids.size() != ids.size()) {
+        throw shape_error(anvil::detail::message("text encoder: ", ids.size(), " texts but ", type_ids.size(),
+                                                 " lists of token type ids"));
+    }
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+        const auto& text = ids[i];
+        if (text.empty()) throw error(anvil::detail::message("text encoder: text ", i, " has no tokens"));
+        if (static_cast<std::int64_t>(text.size()) > max_tokens) {
+            throw shape_error(anvil::detail::message("text encoder: text ", i, " has ", text.size(),
+                                                     " tokens; the model takes at most ", max_tokens));
+        }
+        for (std::size_t t = 0; t < text.size(); ++t) {
+            if (text[t] < 0 || text[t] >= c.vocab_size) {
+                throw error(anvil::detail::message("text encoder: text ", i, ", token ", t, ": id ", text[t],
+                                                   " is outside the vocabulary [0, ", c.vocab_size, ")"));
+            }
+        }
+        if (type_ids.empty()) continue;
+        if (type_ids[i].size() != text.size()) {
+            throw shape_error(anvil::detail::message("text encoder: text ", i, " has ", text.size(),
+                                                     " token ids but ", type_ids[i].size(),
+                                                     " token type ids"));
+        }
+        if (!c.table().token_types) continue;  // MPNet and DistilBERT have none: a tokenizer's are ignored
+        for (std::size_t t = 0; t < text.size(); ++t) {
+            if (type_ids[i][t] < 0 || type_ids[i][t] >= c.type_vocab_size) {
+                throw error(anvil::detail::message("text encoder: text ", i, ", token ", t, ": token type ",
+                                                   type_ids[i][t], " is outside [0, ", c.type_vocab_size,
+                                                   ")"));
+            }
+        }
+    }
+}
+
+// The texts sorted by length (longest first), cut into batches of at most batch_size, each padded on the
+// right.
+[[nodiscard]] inline std::vector<token_batch> make_batches(
+    const text_encoder_config& c, std::span<const std::vector<std::int32_t>> ids,
+    std::span<const std::vector<std::int32_t>> type_ids, std::size_t batch_size, std::int64_t max_tokens,
+    length_buckets buckets = length_buckets::powers_of_two) {
+    if (batch_size == 0) throw error("text encoder: batch_size must be at least 1");
+    check_token_ids(c, ids, type_ids, max_tokens);
+    std::vector<std::size_t> order(ids.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return ids[a].size() > ids[b].size(); });
+    std::vector<token_batch> batches;
+    for (std::size_t start = 0; start < order.size(); start += batch_size) {
+        token_batch b;
+        b.items.assign(
+            order.begin() + static_cast<std::ptrdiff_t>(start),
+            order.begin() + static_cast<std::ptrdiff_t>(std::min(order.size(), start + batch_size)));
+        b.rows = bucketed_rows(b.items.size(), batch_size);
+        b.length =
+            bucketed_length(static_cast<std::int64_t>(ids[b.items.front()].size()), max_tokens, buckets);
+        const auto cells = static_cast<std::size_t>(b.rows * b.length);
+        std::vector<std::int32_t> tokens(cells, static_cast<std::int32_t>(c.pad_token_id));
+        std::vector<std::int32_t> types(cells, 0);
+        std::vector<std::int32_t> positions(cells, 0);
+        std::vector<float> mask(cells, 0.0f);
+        for (std::int64_t r = 0; r < b.rows; ++r) {
+            const auto row = static_cast<std::size_t>(r * b.length);
+            const bool filler = static_cast<std::size_t>(r) >= b.items.size();
+            const std::size_t count = filler ? 0 : ids[b.items[static_cast<std::size_t>(r)]].size();
+            if (!filler) {
+                const std::size_t item = b.items[static_cast<std::size_t>(r)];
+                std::copy(ids[item].begin(), ids[item].end(),
+                          tokens.begin() + static_cast<std::ptrdiff_t>(row));
+                if (!type_ids.empty() && c.table().token_types) {
+                    std::copy(type_ids[item].begin(), type_ids[item].end(),
+                              types.begin() + static_cast<std::ptrdiff_t>(row));
+                }
+                b.lengths.push_back(static_cast<std::int64_t>(count));
+            }
+            // A filler row sees its first token, so its softmax stays finite.
+            std::fill_n(mask.begin() + static_cast<std::ptrdiff_t>(row), std::max<std::size_t>(count, 1),
+                        1.0f);
+            std::int64_t seen = 0;
+            for (std::int64_t t = 0; t < b.length; ++t) {
+                auto& p = positions[row + static_cast<std::size_t>(t)];
+                if (c.padding_idx < 0) {
+                    p = static_cast<std::int32_t>(t);
+                } else {  // create_position_ids_from_input_ids: padding keeps padding_idx
+                    const bool token = tokens[row + static_cast<std::size_t>(t)] != c.padding_idx;
+                    seen += token ? 1 : 0;
+                    p = static_cast<std::int32_t>(token ? c.padding_idx + seen : c.padding_idx);
+                }
+            }
+        }
+        const dims shape{b.rows, b.length};
+        b.inputs.push_back({std::string(input_ids_name), host_tensor::from(tokens, shape)});
+        b.inputs.push_back({std::string(position_ids_name), host_tensor::from(positions, shape)});
+        if (c.table().token_types)
+            b.inputs.push_back({std::string(token_type_ids_name), host_tensor::from(types, shape)});
+        b.inputs.push_back({std::string(attention_mask_name), host_tensor::from(mask, shape)});
+        batches.push_back(std::move(b));
+    }
+    return batches;
+}
+
+// A loaded text encoder: the config, the mapped weights, the tokenizer when the folder has one, and the
+// programs compiled so far. A head (a pooler and classifier) may be put on top of the hidden states.
+class text_encoder {
+public:
+    // Builds the head's output from the hidden states [rows, length, hidden]; loads its weights with
+    // `weights`.
+    using head_builder = std::function<tensor<float>(weight_loader& weights, const tensor<float>& hidden)>;
+
+    [[nodiscard]] static text_encoder load(const std::filesystem::path& folder,
+                                           const load_options& options = {}) {
+        text_encoder encoder;
+        auto state = std::make_shared<shared_state>();
+        state->config = text_encoder_config::load(folder);
+        state->weights = std::make_shared<const checkpoint>(checkpoint::open(folder));
+        state->prefix = detect_prefix(*state->weights, state->config);
+        encoder.state_ = state;
+        encoder.options_ = options.compile;
+        const bool on_cpu = options.compile.target == device::cpu ||
+                            (options.compile.target == device::automatic && !anvil::detail::ane::available());
+        encoder.buckets_ = on_cpu ? length_buckets::fine : length_buckets::powers_of_two;
+        encoder.max_tokens_ = state->config.max_tokens();
+        // Without tokenizer files (an XLM-R folder with only sentencepiece.bpe.model, say) the encoder takes
+        // token ids only.
+        if (std::filesystem::exists(folder / "tokenizer.json") ||
+            std::filesystem::exists(folder / "vocab.txt") ||
+            (std::filesystem::exists(folder / "vocab.json") &&
+             std::filesystem::exists(folder / "merges.txt"))) {
+            encoder.tokenizer_ = std::make_shared<const tokenizer>(tokenizer::load(folder));
+            const auto limit = static_cast<std::int64_t>(encoder.tokenizer_->model_max_length());
+            if (limit > 0) encoder.max_tokens_ = std::min(encoder.max_tokens_, limit);
+        }
+        encoder.set_head({});
+        return encoder;
+    }
+
+    // Replaces the head (none: the outputs are the hidden states); every weight is loaded and checked now.
+    void set_head(head_builder head) {
+        auto state = std::make_shared<shared_state>(*state_);
+        state->head = std::move(head);
+        {
+            graph scratch;
+            weight_loader loader(scratch, state->weights);
+            static_cast<void>(load_text_encoder(loader, state->config, state->prefix));
+            if (state->head) {
+                auto hidden = scratch.input<float>("hidden", dims{1, 1, state->config.stack.hidden});
+                static_cast<void>(state->head(loader, hidden));
+            }
+        }
+        state_ = state;
+        programs_ = std::make_unique<compiled_shapes>(
+            options_, [state](graph& g, std::span<const std::int64_t> key) -> std::vector<value> {
+                weight_loader loader(g, state->weights);
+                const auto w = load_text_encoder(loader, state->config, state->prefix);
+                auto out = text_encoder_forward(g, w, state->config, key[0], key[1]);
+                if (state->head) out = state->head(loader, out);
+                return {out.value()};
+            });
+    }
+
+    // Runs the texts in batches and hands each batch's output to `consume` (rows in the batch's order).
+    void run(std::span<const std::vector<std::int32_t>> ids,
+             std::span<const std::vector<std::int32_t>> type_ids, std::size_t batch_size,
+             const std::function<void(const token_batch&, const host_tensor&)>& consume) {
+        for (const token_batch& batch :
+             make_batches(config(), ids, type_ids, batch_size, max_tokens_, buckets_)) {
+            program& p = programs_->at({batch.rows, batch.length});
+            const auto outputs = p.run(std::span<const named_tensor>(batch.inputs));
+            consume(batch, outputs.at(0));
+        }
+    }
+
+    // Limits the length of texts (a sentence-transformers folder's max_seq_length).
+    void limit_tokens(std::int64_t limit) {
+        if (limit > 0) max_tokens_ = std::min(max_tokens_, limit);
+    }
+
+    [[nodiscard]] const text_encoder_config& config() const noexcept { return state_->config; }
+    [[nodiscard]] const checkpoint& weights() const noexcept { return *state_->weights; }
+    [[nodiscard]] const std::string& prefix() const noexcept { return state_->prefix; }
+    [[nodiscard]] std::int64_t max_tokens() const noexcept { return max_tokens_; }
+    [[nodiscard]] std::size_t compiled_programs() const { return programs_->count(); }
+    [[nodiscard]] bool has_tokenizer() const noexcept { return tokenizer_ != nullptr; }
+    [[nodiscard]] const tokenizer& text_tokenizer() const {
+        if (!tokenizer_) {
+            throw io_error(
+                "text encoder: the model folder has no tokenizer (tokenizer.json, vocab.txt or vocab.json + "
+                "merges.txt); "
+                "pass token ids instead");
+        }
+        return *tokenizer_;
+    }
+    // Options for the tokenizer: special tokens, truncated to what the model takes.
+    [[nodiscard]] anvil::encode_options tokenizer_options() const {
+        anvil::encode_options o;
+        o.max_length = static_cast<std::size_t>(max_tokens_);
+        return o;
+    }
+
+private:
+    struct shared_state {
+        text_encoder_config config;
+        std::shared_ptr<const checkpoint> weights;
+        std::string prefix;
+        head_builder head;
+    };
+
+    std::shared_ptr<const shared_state> state_;
+    std::shared_ptr<const tokenizer> tokenizer_;
+    compile_options options_;
+    std::unique_ptr<compiled_shapes> programs_;
+    std::int64_t max_tokens_ = 0;
+    length_buckets buckets_ = length_buckets::powers_of_two;
+};
+
+}  // namespace anvil::models
+
+namespace anvil::models {
+
+namespace detail {
+
+// The *ForSequenceClassification head of each family, on the first token's hidden state:
+//   BERT        bert.pooler.dense + tanh, classifier
+//   RoBERTa,    classifier.dense + tanh, classifier.out_proj  (RobertaClassificationHead,
+//   XLM-R, MPNet                                                 MPNetClassificationHead)
+//   DistilBERT  pre_classifier + ReLU, classifier
+struct classification_head {
+    std::string first, second;  // the two linear layers
+    bool tanh = true;           // the activation between them: tanh, else ReLU
+};
+
+[[nodiscard]] inline classification_head head_for(text_family family, const std::string& prefix) {
+    switch (family) {
+        case text_family::bert:
+            return {prefix + "pooler.dense", "classifier", true};
+        case text_family::roberta:
+        case text_family::xlm_roberta:
+        case text_family::mpnet:
+            return {"classifier.dense", "classifier.out_proj", true};
+        case text_family::distilbert:
+            return {"pre_classifier", "classifier", false};
+    }
+    throw error("head_for: unknown text family");
+}
+
+inline void check_architecture(const config_reader& config, text_family family) {
+    const json::value* list = config.find("architectures");
+    if (list == nullptr || !list->is_array() || list->as_array().empty()) return;
+    const json::value& first = list->as_array().front();
+    if (!first.is_string()) return;
+    const std::string& name = first.as_string();
+    const bool fits = (family == text_family::bert && name == "BertForSequenceClassification") ||
+                      (family == text_family::roberta && name == "RobertaForSequenceClassification") ||
+                      (family == text_family::xlm_roberta && name == "XLMRobertaForSequenceClassification") ||
+                      (family == text_family::mpnet && name == "MPNetForSequenceClassification") ||
+                      (family == text_family::distilbert && name == "DistilBertForSequenceClassification");
+    if (!fits) {
+        throw unsupported_error(
+            anvil::detail::message(config.source(), ": architecture '", name,
+                                   "' is not a supported cross-encoder (BertForSequenceClassification, "
+                                   "RobertaForSequenceClassification, XLMRobertaForSequenceClassification, "
+                                   "MPNetForSequenceClassification, DistilBertForSequenceClassification)"));
+    }
+}
+
+}  // namespace detail
+
+class cross_encoder {
+public:
+    [[nodiscard]] static cross_encoder load(const std::filesystem::path& folder,
+                                            const load_options& options = {}) {
+        cross_encoder result(text_encoder::load(folder, options));
+        const auto config_path = folder / "config.json";
+        const json::value document = config_reader::read_file(config_path);
+        const config_reader config(document, config_path.string());
+        const text_family family = result.encoder_.config().family;
+        detail::check_architecture(config, family);
+        const auto head = detail::head_for(family, result.encoder_.prefix());
+        const std::string out_name = head.second + ".weight";
+        const tensor_view* out = result.encoder_.weights().find(out_name);
+        if (out == nullptr || out->rank() != 2) {
+            throw format_error(anvil::detail::message(
+                result.encoder_.weights().path().string(), ": the classification head's tensor '", out_name,
+                out == nullptr ? "' is missing" : "' is not a matrix [labels, hidden]"));
+        }
+        const std::int64_t labels = out->shape()[0];
+        const std::int64_t hidden = result.encoder_.config().stack.hidden;
+        result.labels_ = config.labels(labels);
+        result.encoder_.set_head([head, labels, hidden](weight_loader& weights, const tensor<float>& states) {
+            const auto first = load_linear(weights, head.first, hidden, hidden);
+            const auto second = load_linear(weights, head.second, labels, hidden);
+            const std::int64_t rows = states.shape()[0];
+            const tensor<float> token =
+                reshape(slice(states, 1, 0, 1), std::vector<std::int64_t>{rows, hidden});
+            const tensor<float> pooled = apply(first, token);
+            return apply(second, head.tanh ? anvil::tanh(pooled) : relu(pooled));
+        });
+        return result;
+    }
+
+    // One score per pair: the first logit.
+    [[nodiscard]] std::vector<float> predict(std::span<const std::pair<std::string, std::string>> pairs,
+                                             std::size_t batch_size = 32) {
+        std::vector<std::vector<std::int32_t>> ids, types;
+        tokenize(pairs, ids, types);
+        return predict_ids(ids, types, batch_size);
+    }
+
+    [[nodiscard]] std::vector<float> predict_ids(std::span<const std::vector<std::int32_t>> ids,
+                                                 std::span<const std::vector<std::int32_t>> type_ids = {},
+                                                 std::size_t batch_size = 32) {
+        const host_tensor logits = logits_ids(ids, type_ids, batch_size);
+        const auto values = logits.values<float>();
+        const std::size_t labels = labels_.size();
+        std::vector<float> scores(ids.size());
+        for (std::size_t i = 0; i < scores.size(); ++i)
+            scores[i] = values[i * labels];
+        return scores;
+    }
+
+    // The head's logits, f32 [N, num_labels], in the caller's order.
+    [[nodiscard]] host_tensor logits_ids(std::span<const std::vector<std::int32_t>> ids,
+                                         std::span<const std::vector<std::int32_t>> type_ids = {},
+                                         std::size_t batch_size = 32) {
+        const auto labels = static_cast<std::int64_t>(labels_.size());
+        host_tensor result(dtype::f32, dims{static_cast<std::int64_t>(ids.size()), labels});
+        encoder_.run(ids, type_ids, batch_size, [&](const token_batch& batch, const host_tensor& logits) {
+            const float* rows = logits.values<float>().data();
+            float* out = result.values<float>().data();
+            const auto width = static_cast<std::size_t>(labels);
+            for (std::size_t r = 0; r < batch.items.size(); ++r)
+                std::copy(rows + r * width, rows + (r + 1) * width, out + batch.items[r] * width);
+        });
+        return result;
+    }
+
+    [[nodiscard]] host_tensor logits(std::span<const std::pair<std::string, std::string>> pairs,
+                                     std::size_t batch_size = 32) {
+        std::vector<std::vector<std::int32_t>> ids, types;
+        tokenize(pairs, ids, types);
+        return logits_ids(ids, types, batch_size);
+    }
+
+    // id2label's names (LABEL_0.. where config.json has none), one per logit.
+    [[nodiscard]] const std::vector<std::string>& labels() const noexcept { return labels_; }
+    [[nodiscard]] const tokenizer& text_tokenizer() const { return encoder_.text_tokenizer(); }
+    [[nodiscard]] std::size_t compiled_programs() const { return encoder_.compiled_programs(); }
+    [[nodiscard]] const text_encoder_config& config() const noexcept { return encoder_.config(); }
+
+private:
+    explicit cross_encoder(text_encoder encoder) : encoder_(std::move(encoder)) {}
+
+    void tokenize(std::span<const std::pair<std::string, std::string>> pairs,
+                  std::vector<std::vector<std::int32_t>>& ids,
+                  std::vector<std::vector<std::int32_t>>& types) const {
+        if (pairs.empty()) return;
+        const tokenizer& words = encoder_.text_tokenizer();
+        const auto options = encoder_.tokenizer_options();
+        for (const auto& [first, second] : pairs) {
+            encoding e = words.encode_pair(first, second, options);
+            ids.push_back(std::move(e.ids));
+            types.push_back(std::move(e.type_ids));
+            if (types.back().size() != ids.back().size()) types.back().assign(ids.back().size(), 0);
+        }
+    }
+
+    text_encoder encoder_;
+    std::vector<std::string> labels_;
+};
+
+}  // namespace anvil::models
+// #include "anvil/models/image_classifier.hpp"
+// anvil: one entry point for every image classifier anvil runs (what `anvil classify` uses). A model folder
+// is dispatched on config.json's model_type — "vit" and "deit" to the ViT recipe, "resnet" to the ResNet
+// one — or, without a config.json, on its weights (torchvision's ResNet state_dict). The folder's
+// preprocessor_config.json, where present, says how to turn an image into pixels.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <numeric>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+// Before blocks.hpp: config.hpp calls detail::message unqualified, which blocks.hpp's anvil::models::detail
+// would hide.
+// #include "anvil/models/config.hpp"
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/host_tensor.hpp"
+// #include "anvil/core/json.hpp"
+// #include "anvil/io/checkpoint.hpp"
+// #include "anvil/io/image_transforms.hpp"
+// #include "anvil/models/compiled_shapes.hpp"
+// #include "anvil/models/resnet.hpp"
+// anvil: ResNet image classifiers, from pixels [N, C, H, W] to logits [N, classes]. Reads either
+// torchvision's state_dict names (conv1.weight, bn1.*, layer{1-4}.{i}.conv{1,2,3}.weight, .bn{1,2,3}.*,
+// .downsample.{0,1}.*, fc.*; no config.json needed: depth, block type, widths and groups come from the
+// tensors present) or Hugging Face's ResNetForImageClassification names (resnet.embedder.embedder.*,
+// resnet.encoder.stages.{s}.layers.{l}. layer.{k}.* / .shortcut.*, classifier.1.*; the architecture from
+// config.json where there is one).
+//
+// The network (He et al. 2015, torchvision's "V1.5"): a 7x7 stride-2 stem convolution, ReLU, a 3x3 stride-2
+// max pool, stages of residual blocks (basic: 3x3 -> 3x3; bottleneck: 1x1 -> 3x3 -> 1x1 to 4x the width), a
+// global average pool and a linear classifier. Each stage but the first halves the resolution in its first
+// block, on the 3x3 (or, with Hugging Face's downsample_in_bottleneck, on the first 1x1); a block whose input
+// and output differ in channels or resolution adds a 1x1 projection of its input instead of the input itself.
+// Every BatchNorm is folded into its convolution at load (batch_norm_folding.hpp).
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/host_tensor.hpp"
+// #include "anvil/core/json.hpp"
+// #include "anvil/expr/expr.hpp"
+// #include "anvil/io/checkpoint.hpp"
+// #include "anvil/models/batch_norm_folding.hpp"
+// #include "anvil/models/blocks.hpp"
+// #include "anvil/models/compiled_shapes.hpp"
+// #include "anvil/models/config.hpp"
+// #include "anvil/models/weights.hpp"
+
+namespace anvil::models {
+
+// ResNet-50's values as examples.
+struct resnet_config {
+    std::string naming;                // "torchvision" | "huggingface": which tensor names the folder uses
+    std::int64_t channels = 3;         // input channels (num_channels)
+    std::int64_t stem_channels = 64;   // the stem convolution's outputs (embedding_size)
+    std::vector<std::int64_t> depths;  // blocks per stage: [3, 4, 6, 3]
+    std::vector<std::int64_t> widths;  // each stage's output channels (hidden_sizes): [256, ..., 2048]
+    std::vector<std::int64_t> inner_widths;  // a bottleneck's 3x3 channels per stage: [64, ..., 512]
+    bool bottleneck = true;                  // 1x1-3x3-1x1 blocks ("bottleneck") or 3x3-3x3 ("basic")
+    std::int64_t groups = 1;                 // the bottleneck 3x3's groups (32 in ResNeXt)
+    bool downsample_in_first_stage = false;  // the first stage's first block has stride 2 too
+    bool downsample_in_bottleneck = false;   // a bottleneck strides on its first 1x1 (V1), not its 3x3 (V1.5)
+    activation act = activation::relu;       // hidden_act: after the stem and each residual sum
+    std::int64_t classes = 1000;             // the classifier's outputs
+};
+
+}  // namespace anvil::models
+
+namespace anvil::detail {
+
+// Where each weight lives in one of the two namings.
+struct resnet_names {
+    bool huggingface = false;
+
+    [[nodiscard]] std::string stem_convolution() const {
+        return huggingface ? "resnet.embedder.embedder.convolution.weight" : "conv1.weight";
+    }
+    [[nodiscard]] std::string stem_norm() const {
+        return huggingface ? "resnet.embedder.embedder.normalization" : "bn1";
+    }
+    // The prefix of block `index` of stage `stage` (both from 0).
+    [[nodiscard]] std::string block(std::size_t stage, std::int64_t index) const {
+        return huggingface ? "resnet.encoder.stages." + std::to_string(stage) + ".layers." +
+                                 std::to_string(index) + "."
+                           : "layer" + std::to_string(stage + 1) + "." + std::to_string(index) + ".";
+    }
+    // Convolution `k` (from 0) of a block, and its norm.
+    [[nodiscard]] std::string convolution(const std::string& block_prefix, std::size_t k) const {
+        return block_prefix + (huggingface ? "layer." + std::to_string(k) + ".convolution.weight"
+                                           : "conv" + std::to_string(k + 1) + ".weight");
+    }
+    [[nodiscard]] std::string norm(const std::string& block_prefix, std::size_t k) const {
+        return block_prefix +
+               (huggingface ? "layer." + std::to_string(k) + ".normalization" : "bn" + std::to_string(k + 1));
+    }
+    [[nodiscard]] std::string shortcut_convolution(const std::string& block_prefix) const {
+        return block_prefix + (huggingface ? "shortcut.convolution.weight" : "downsample.0.weight");
+    }
+    [[nodiscard]] std::string shortcut_norm(const std::string& block_prefix) const {
+        return block_prefix + (huggingface ? "shortcut.normalization" : "downsample.1");
+    }
+    [[nodiscard]] std::string classifier() const { return huggingface ? "classifier.1" : "fc"; }
+};
+
+// A convolution with its BatchNorm folded in, and how it slides.
+struct resnet_convolution {
+    models::folded_convolution folded;
+    std::string label;  // the checkpoint's weight name, for dumps and errors
+    std::int64_t stride = 1;
+    std::int64_t padding = 0;
+    std::int64_t groups = 1;
+};
+
+struct resnet_block {
+    std::vector<resnet_convolution> layers;        // an activation after each but the last
+    std::optional<resnet_convolution> projection;  // the shortcut; the identity when absent
+};
+
+struct resnet_network {
+    std::shared_ptr<const checkpoint> weights;  // the classifier's constants point into it
+    resnet_names names;
+    std::int64_t channels = 3;
+    std::int64_t classes = 0;
+    std::int64_t features = 0;  // the last stage's width, the classifier's input
+    models::activation act = models::activation::relu;
+    resnet_convolution stem;
+    std::vector<resnet_block> blocks;
+};
+
+// Extent `axis` of a tensor the architecture is read from; its rank must be `rank`.
+[[nodiscard]] inline std::int64_t resnet_extent(const checkpoint& weights, const std::string& name,
+                                                std::size_t rank, std::size_t axis) {
+    const tensor_view& view = weights.tensor(name);
+    if (view.rank() != rank) {
+        throw shape_error(message(view.source_name(), ": tensor '", name, "': expected rank ", rank,
+                                  ", got shape ", dims(view.shape())));
+    }
+    if (view.shape()[axis] < 1) {
+        throw shape_error(message(view.source_name(), ": tensor '", name, "': shape ", dims(view.shape()),
+                                  " has an empty axis ", axis));
+    }
+    return view.shape()[axis];
+}
+
+// Depth, block type, widths and groups from the tensors present (torchvision's folders have no config).
+inline void infer_resnet_architecture(const checkpoint& weights, const resnet_names& names,
+                                      models::resnet_config& c) {
+    c.stem_channels = resnet_extent(weights, names.stem_convolution(), 4, 0);
+    c.channels = resnet_extent(weights, names.stem_convolution(), 4, 1);
+    c.bottleneck = weights.contains(names.convolution(names.block(0, 0), 2));
+    const std::size_t last = c.bottleneck ? 2 : 1;
+    for (std::size_t stage = 0; weights.contains(names.convolution(names.block(stage, 0), 0)); ++stage) {
+        std::int64_t depth = 0;
+        while (weights.contains(names.convolution(names.block(stage, depth), 0)))
+            ++depth;
+        c.depths.push_back(depth);
+        const std::string first = names.block(stage, 0);
+        c.widths.push_back(resnet_extent(weights, names.convolution(first, last), 4, 0));
+        c.inner_widths.push_back(c.bottleneck ? resnet_extent(weights, names.convolution(first, 0), 4, 0)
+                                              : 0);
+    }
+    if (c.depths.empty()) {
+        throw format_error(message(weights.path().string(), ": the tensor '",
+                                   names.convolution(names.block(0, 0), 0),
+                                   "' is missing: a ResNet needs at least one stage of blocks"));
+    }
+    if (c.bottleneck) {
+        const std::string name = names.convolution(names.block(0, 0), 1);
+        const std::int64_t per_group = resnet_extent(weights, name, 4, 1);
+        if (per_group <= 0 || c.inner_widths[0] % per_group != 0) {
+            throw shape_error(message(
+                weights.tensor(name).source_name(), ": tensor '", name, "': ", per_group,
+                " input channels per group do not divide the block's ", c.inner_widths[0], " channels"));
+        }
+        c.groups = c.inner_widths[0] / per_group;
+    }
+    c.classes = resnet_extent(weights, names.classifier() + ".weight", 2, 0);
+}
+
+// Hugging Face's ResNetConfig fields (defaults: microsoft/resnet-50's), checked against the stage and layer
+// counts the checkpoint holds.
+inline void read_resnet_config(const models::config_reader& config, const checkpoint& weights,
+                               const resnet_names& names, models::resnet_config& c) {
+    c.channels = config.integer("num_channels", 3);
+    c.stem_channels = config.integer("embedding_size", 64);
+    c.widths = config.integers("hidden_sizes", 1);
+    c.depths = config.integers("depths", 1);
+    if (!config.contains("hidden_sizes")) c.widths = {256, 512, 1024, 2048};
+    if (!config.contains("depths")) c.depths = {3, 4, 6, 3};
+    if (c.depths.empty() || c.depths.size() != c.widths.size()) {
+        throw format_error(message(config.source(), ": 'depths' lists ", c.depths.size(),
+                                   " stages and 'hidden_sizes' ", c.widths.size(),
+                                   " (expected the same number, at least one)"));
+    }
+    const std::string layer_type = config.string("layer_type", "bottleneck");
+    if (layer_type != "basic" && layer_type != "bottleneck") {
+        throw format_error(message(
+            config.source(), ": 'layer_type' must be \"basic\" or \"bottleneck\", got \"", layer_type, "\""));
+    }
+    c.bottleneck = layer_type == "bottleneck";
+    for (const std::int64_t width : c.widths) {
+        if (c.bottleneck && width < 4) {
+            throw format_error(message(config.source(), ": 'hidden_sizes' entry ", width,
+                                       " is too small for a bottleneck block (it reduces the width by 4)"));
+        }
+        c.inner_widths.push_back(c.bottleneck ? width / 4 : 0);
+    }
+    c.act = models::parse_activation(config.string("hidden_act", "relu"));
+    c.downsample_in_first_stage = config.boolean("downsample_in_first_stage", false);
+    c.downsample_in_bottleneck = config.boolean("downsample_in_bottleneck", false);
+    c.classes = resnet_extent(weights, names.classifier() + ".weight", 2, 0);
+    // Layers the config does not describe would be silently dropped; refuse them instead.
+    const auto refuse_extra = [&](const std::string& extra, std::string_view what) {
+        if (weights.contains(extra)) {
+            throw format_error(
+                message(config.source(), ": ", what, ", but the checkpoint also has '", extra, "'"));
+        }
+    };
+    for (std::size_t stage = 0; stage < c.depths.size(); ++stage) {
+        refuse_extra(names.convolution(names.block(stage, c.depths[stage]), 0),
+                     message("'depths' gives stage ", stage, " ", c.depths[stage], " layers"));
+    }
+    refuse_extra(names.convolution(names.block(c.depths.size(), 0), 0),
+                 message("'depths' lists ", c.depths.size(), " stages"));
+}
+
+[[nodiscard]] inline resnet_convolution load_resnet_convolution(const checkpoint& weights, std::string weight,
+                                                                const std::string& norm, const dims& shape,
+                                                                std::int64_t stride,
+                                                                std::int64_t groups = 1) {
+    resnet_convolution conv;
+    conv.folded = models::fold_batch_norm(weights, weight, norm, shape);
+    conv.label = std::move(weight);
+    conv.stride = stride;
+    conv.padding = shape[2] / 2;
+    conv.groups = groups;
+    return conv;
+}
+
+// Every block's folded convolutions, with the shapes the config implies checked tensor by tensor.
+[[nodiscard]] inline std::vector<resnet_block> load_resnet_blocks(const checkpoint& weights,
+                                                                  const resnet_names& names,
+                                                                  const models::resnet_config& c) {
+    std::vector<resnet_block> blocks;
+    std::int64_t in = c.stem_channels;
+    for (std::size_t stage = 0; stage < c.depths.size(); ++stage) {
+        const std::int64_t out = c.widths[stage];
+        const std::int64_t inner = c.inner_widths[stage];
+        for (std::int64_t index = 0; index < c.depths[stage]; ++index) {
+            const std::int64_t stride = index == 0 && (stage > 0 || c.downsample_in_first_stage) ? 2 : 1;
+            const std::string p = names.block(stage, index);
+            resnet_block block;
+            if (c.bottleneck) {
+                if (inner % c.groups != 0) {
+                    throw format_error(message(weights.path().string(), ": block ", p, " has ", inner,
+                                               " bottleneck channels, not a multiple of the ", c.groups,
+                                               " groups"));
+                }
+                const std::int64_t first_stride = c.downsample_in_bottleneck ? stride : 1;
+                block.layers.push_back(load_resnet_convolution(
+                    weights, names.convolution(p, 0), names.norm(p, 0), dims{inner, in, 1, 1}, first_stride));
+                block.layers.push_back(load_resnet_convolution(
+                    weights, names.convolution(p, 1), names.norm(p, 1), dims{inner, inner / c.groups, 3, 3},
+                    stride / first_stride, c.groups));
+                block.layers.push_back(load_resnet_convolution(weights, names.convolution(p, 2),
+                                                               names.norm(p, 2), dims{out, inner, 1, 1}, 1));
+            } else {
+                block.layers.push_back(load_resnet_convolution(
+                    weights, names.convolution(p, 0), names.norm(p, 0), dims{out, in, 3, 3}, stride));
+                block.layers.push_back(load_resnet_convolution(weights, names.convolution(p, 1),
+                                                               names.norm(p, 1), dims{out, out, 3, 3}, 1));
+            }
+            // The projection is taken from the weights present; without one the input must fit the output.
+            const std::string projection = names.shortcut_convolution(p);
+            if (weights.contains(projection)) {
+                block.projection = load_resnet_convolution(weights, projection, names.shortcut_norm(p),
+                                                           dims{out, in, 1, 1}, stride);
+            } else if (in != out || stride != 1) {
+                throw format_error(message(weights.path().string(), ": the tensor '", projection,
+                                           "' is missing: block ", p, " maps ", in, " channels to ", out,
+                                           " with stride ", stride, ", so its shortcut needs a projection"));
+            }
+            blocks.push_back(std::move(block));
+            in = out;
+        }
+    }
+    return blocks;
+}
+
+[[nodiscard]] inline tensor<float> apply_resnet_convolution(graph& g, const resnet_convolution& conv,
+                                                            const tensor<float>& x) {
+    const auto weight = g.constant<float>(conv.folded.weight, conv.label);
+    const auto bias = g.constant<float>(conv.folded.bias, conv.label + " (folded bias)");
+    conv2d_options options;
+    options.stride = size2d(conv.stride);
+    options.padding = padding2d(conv.padding);
+    options.groups = conv.groups;
+    return conv2d(x, weight, bias, options);
+}
+
+// The graph for pixels [N, C, H, W] (key {N, H, W}): logits [N, classes].
+[[nodiscard]] inline std::vector<value> build_resnet(graph& g, const resnet_network& net,
+                                                     std::span<const std::int64_t> key) {
+    const auto pixels = g.input<float>("pixels", dims{key[0], net.channels, key[1], key[2]});
+    auto h = models::activate(apply_resnet_convolution(g, net.stem, pixels), net.act);
+    pool_options pool;
+    pool.kernel = size2d(3);
+    pool.stride = size2d(2);
+    pool.padding = padding2d(1);
+    h = max_pool2d(h, pool);
+    for (const resnet_block& block : net.blocks) {
+        tensor<float> y = h;
+        for (std::size_t k = 0; k < block.layers.size(); ++k) {
+            y = apply_resnet_convolution(g, block.layers[k], y);
+            // Hugging Face's ResNetConvLayer keeps its default ReLU inside a block; hidden_act is for the
+            // stem and the residual sum.
+            if (k + 1 < block.layers.size()) y = relu(y);
+        }
+        const tensor<float> shortcut =
+            block.projection ? apply_resnet_convolution(g, *block.projection, h) : h;
+        h = models::activate(y + shortcut, net.act);
+    }
+    const auto pooled = reshape(global_avg_pool2d(h), std::vector<std::int64_t>{key[0], net.features});
+    models::weight_loader classifier(g, net.weights);
+    const std::string name = net.names.classifier();
+    const auto weight = classifier.load(name + ".weight", dims{net.classes, net.features});
+    const auto bias = classifier.load(name + ".bias", dims{net.classes});
+    return {linear(pooled, weight, bias).value()};
+}
+
+}  // namespace anvil::detail
+
+namespace anvil::models {
+
+class resnet {
+public:
+    // Whether `weights` holds a ResNet's stem and first block in either naming.
+    [[nodiscard]] static bool recognizes(const checkpoint& weights) {
+        return (weights.contains("conv1.weight") && weights.contains("layer1.0.conv1.weight")) ||
+               weights.contains("resnet.embedder.embedder.convolution.weight");
+    }
+
+    // A folder (or one .safetensors file) of either naming, with config.json next to it where there is one.
+    [[nodiscard]] static resnet load(const std::filesystem::path& folder, const load_options& options = {}) {
+        auto weights = std::make_shared<const checkpoint>(checkpoint::open(folder));
+        const std::filesystem::path directory =
+            std::filesystem::is_directory(folder) ? folder : folder.parent_path();
+        const std::filesystem::path config_path = directory / "config.json";
+        std::optional<json::value> document;
+        if (std::filesystem::is_regular_file(config_path)) document = config_reader::read_file(config_path);
+
+        resnet model;
+        resnet_config& c = model.config_;
+        anvil::detail::resnet_names names;
+        if (weights->contains("resnet.embedder.embedder.convolution.weight")) {
+            names.huggingface = true;
+            c.naming = "huggingface";
+        } else if (weights->contains("conv1.weight")) {
+            c.naming = "torchvision";
+        } else if (weights->contains("embedder.embedder.convolution.weight")) {
+            throw format_error(anvil::detail::message(
+                folder.string(),
+                ": a Hugging Face ResNetModel without its classifier (tensor names lack the "
+                "'resnet.' prefix of ResNetForImageClassification); image classification needs "
+                "classifier.1.weight"));
+        } else {
+            throw format_error(anvil::detail::message(
+                folder.string(),
+                ": not a ResNet checkpoint: it has neither 'conv1.weight' (torchvision's "
+                "naming) nor 'resnet.embedder.embedder.convolution.weight' (Hugging Face's "
+                "ResNetForImageClassification)"));
+        }
+        std::optional<config_reader> config;
+        if (document) config.emplace(*document, config_path.string());
+        if (names.huggingface && config) {
+            anvil::detail::read_resnet_config(*config, *weights, names, c);
+        } else {
+            anvil::detail::infer_resnet_architecture(*weights, names, c);
+        }
+
+        auto net = std::make_shared<anvil::detail::resnet_network>();
+        net->weights = weights;
+        net->names = names;
+        net->channels = c.channels;
+        net->classes = c.classes;
+        net->features = c.widths.back();
+        net->act = c.act;
+        net->stem =
+            anvil::detail::load_resnet_convolution(*weights, names.stem_convolution(), names.stem_norm(),
+                                                   dims{c.stem_channels, c.channels, 7, 7}, 2);
+        net->blocks = anvil::detail::load_resnet_blocks(*weights, names, c);
+        static_cast<void>(
+            checked_tensor(*weights, names.classifier() + ".weight", dims{c.classes, net->features}));
+        static_cast<void>(checked_tensor(*weights, names.classifier() + ".bias", dims{c.classes}));
+
+        if (config) {
+            model.labels_ = config->labels(c.classes);
+        } else {
+            for (std::int64_t i = 0; i < c.classes; ++i)
+                model.labels_.push_back("LABEL_" + std::to_string(i));
+        }
+        std::shared_ptr<const anvil::detail::resnet_network> network = std::move(net);
+        model.programs_ = std::make_unique<compiled_shapes>(
+            options.compile, [network](graph& g, std::span<const std::int64_t> key) {
+                return anvil::detail::build_resnet(g, *network, key);
+            });
+        return model;
+    }
+
+    // pixels f32 [N, C, H, W] -> logits f32 [N, classes]; one program per {N, H, W}, compiled on first use.
+    [[nodiscard]] host_tensor logits(const host_tensor& pixels) {
+        const dims& shape = pixels.shape();
+        if (pixels.type() != dtype::f32) {
+            throw type_error(
+                anvil::detail::message("resnet: pixels must be f32, got ", dtype_name(pixels.type())));
+        }
+        if (shape.rank() != 4 || shape[1] != config_.channels || shape[0] < 1 || shape[2] < 1 ||
+            shape[3] < 1) {
+            throw shape_error(anvil::detail::message("resnet: pixels must be [N, ", config_.channels,
+                                                     ", H, W] with N, H, W >= 1, got ", shape));
+        }
+        program& run = programs_->at({shape[0], shape[2], shape[3]});
+        return run.run({{"pixels", pixels}}).front();
+    }
+
+    // config.json's id2label names by class index, else "LABEL_0", "LABEL_1", ...
+    [[nodiscard]] const std::vector<std::string>& labels() const noexcept { return labels_; }
+    [[nodiscard]] const resnet_config& config() const noexcept { return config_; }
+    // How many programs have been compiled (one per pixel shape {N, H, W} met).
+    [[nodiscard]] std::size_t compiled_programs() const { return programs_->count(); }
+
+private:
+    resnet() = default;
+
+    resnet_config config_;
+    std::vector<std::string> labels_;
+    std::unique_ptr<compiled_shapes> programs_;
+};
+
+}  // namespace anvil::models
+// #include "anvil/models/vit.hpp"
+// anvil: ViT and DeiT image classifiers (Hugging Face's ViTForImageClassification, DeiTForImageClassification
+// and DeiTForImageClassificationWithTeacher). One recipe: DeiT differs from ViT only by a second prepended
+// token (the distillation token) and, with a teacher, a second head on it. Read top to bottom:
+//
+//   pixels [N, C, H, W] -> patch embedding (a conv with kernel = stride = patch) -> [N, P, hidden]
+//   -> [CLS] (and DeiT's distillation token) prepended -> + position embeddings [1, T, hidden]
+//   -> L pre-norm encoder layers -> final layernorm -> classifier on token 0
+//   (DeiT with teacher: (cls_classifier(token 0) + distillation_classifier(token 1)) / 2).
+//
+// Images must have the config's image_size: interpolating the position embeddings for other sizes
+// (interpolate_pos_encoding) is not supported.
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+// Before blocks.hpp: config.hpp calls detail::message unqualified, which blocks.hpp's anvil::models::detail
+// would hide.
+// #include "anvil/models/config.hpp"
+
+// #include "anvil/backend/compile.hpp"
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/host_tensor.hpp"
+// #include "anvil/core/json.hpp"
+// #include "anvil/expr/expr.hpp"
+// #include "anvil/io/checkpoint.hpp"
+// #include "anvil/models/blocks.hpp"
+// #include "anvil/models/compiled_shapes.hpp"
+// #include "anvil/models/weights.hpp"
+
+namespace anvil::models {
+
+// ViTConfig / DeiTConfig, with transformers' defaults (google/vit-base-patch16-224).
+struct vit_config {
+    std::string model_type = "vit";    // "vit" or "deit": the weights' prefix, and DeiT's distillation token
+    std::int64_t layers = 12;          // num_hidden_layers
+    std::int64_t hidden = 768;         // hidden_size
+    std::int64_t heads = 12;           // num_attention_heads
+    std::int64_t intermediate = 3072;  // intermediate_size
+    std::int64_t image_height = 224;   // image_size (a number, or [height, width])
+    std::int64_t image_width = 224;
+    std::int64_t patch_height = 16;  // patch_size (likewise)
+    std::int64_t patch_width = 16;
+    std::int64_t channels = 3;  // num_channels
+    double layer_norm_eps = 1e-12;
+    bool qkv_bias = true;
+    activation act = activation::gelu;  // hidden_act
+
+    [[nodiscard]] bool distilled() const noexcept { return model_type == "deit"; }
+    // Tokens before the patches: [CLS], and DeiT's distillation token.
+    [[nodiscard]] std::int64_t prefix_tokens() const noexcept { return distilled() ? 2 : 1; }
+    [[nodiscard]] std::int64_t patches() const noexcept {
+        return (image_height / patch_height) * (image_width / patch_width);
+    }
+    [[nodiscard]] std::int64_t tokens() const noexcept { return prefix_tokens() + patches(); }
+
+    [[nodiscard]] static vit_config from_json(const config_reader& config) {
+        vit_config c;
+        c.model_type = config.string("model_type", "");
+        if (c.model_type != "vit" && c.model_type != "deit") {
+            throw unsupported_error(
+                anvil::detail::message(config.source(), ": model_type '", c.model_type,
+                                       "' is not a ViT or DeiT model (\"vit\", \"deit\")"));
+        }
+        c.layers = config.integer("num_hidden_layers", c.layers);
+        c.hidden = config.integer("hidden_size", c.hidden);
+        c.heads = config.integer("num_attention_heads", c.heads);
+        c.intermediate = config.integer("intermediate_size", c.intermediate);
+        c.channels = config.integer("num_channels", c.channels);
+        c.layer_norm_eps = config.positive_number("layer_norm_eps", c.layer_norm_eps);
+        c.qkv_bias = config.boolean("qkv_bias", c.qkv_bias);
+        c.act = parse_activation(config.string("hidden_act", "gelu"));
+        std::tie(c.image_height, c.image_width) = extents(config, "image_size", 224);
+        std::tie(c.patch_height, c.patch_width) = extents(config, "patch_size", 16);
+        if (c.hidden % c.heads != 0) {
+            throw format_error(anvil::detail::message(config.source(), ": hidden_size ", c.hidden,
+                                                      " is not a multiple of num_attention_heads ", c.heads));
+        }
+        if (c.patch_height > c.image_height || c.patch_width > c.image_width) {
+            throw format_error(anvil::detail::message(config.source(), ": patch_size ", c.patch_height, " x ",
+                                                      c.patch_width, " is larger than image_size ",
+                                                      c.image_height, " x ", c.image_width));
+        }
+        return c;
+    }
+
+private:
+    // A size given as one number (square) or as [height, width], as transformers accepts both.
+    static std::pair<std::int64_t, std::int64_t> extents(const config_reader& config, std::string_view key,
+                                                         std::int64_t fallback) {
+        const json::value* v = config.find(key);
+        if (v == nullptr || !v->is_array()) {
+            const std::int64_t size = config.integer(key, fallback);
+            return {size, size};
+        }
+        const auto pair = config.integers(key, 1);
+        if (pair.size() != 2) {
+            throw format_error(anvil::detail::message(
+                config.source(), ": '", key, "' must be a number or [height, width], got ", json::dump(*v)));
+        }
+        return {pair[0], pair[1]};
+    }
+};
+
+// Which head the checkpoint has.
+enum class vit_head : std::uint8_t {
+    cls,                   // classifier on token 0 (ViTForImageClassification, DeiTForImageClassification)
+    cls_and_distillation,  // DeiTForImageClassificationWithTeacher's two heads, averaged
+};
+
+struct vit_weights {
+    tensor<float> cls_token;                          // [1, 1, hidden]
+    std::optional<tensor<float>> distillation_token;  // [1, 1, hidden] (DeiT)
+    tensor<float> position_embeddings;                // [1, prefix tokens + patches, hidden]
+    tensor<float> patch_weight;                       // [hidden, channels, patch_height, patch_width]
+    tensor<float> patch_bias;                         // [hidden]
+    std::vector<pre_norm_encoder_layer> layers;
+    norm_layer final_norm;                                // [hidden]
+    linear_layer classifier;                              // [classes, hidden], on token 0
+    std::optional<linear_layer> distillation_classifier;  // [classes, hidden], on token 1 (with teacher)
+};
+
+namespace detail {
+
+// The head a checkpoint carries, and how many classes it has; a checkpoint without one (a bare
+// ViTModel / DeiTModel, with or without its pooler, or a masked-image-modeling one) is not a classifier.
+[[nodiscard]] inline std::pair<vit_head, std::int64_t> vit_head_of(const checkpoint& weights,
+                                                                   const vit_config& c) {
+    const std::string where = weights.path().string();
+    const std::string prefix = c.model_type + ".";
+    const std::string kind = c.distilled() ? "DeiT" : "ViT";
+    if (!weights.contains(prefix + "embeddings.cls_token") && weights.contains("embeddings.cls_token")) {
+        throw unsupported_error(anvil::detail::message(
+            where, ": this is a bare ", kind, "Model checkpoint (tensors 'embeddings.*'",
+            weights.contains("pooler.dense.weight") ? " and its pooler 'pooler.dense.*'" : "",
+            " without the '", prefix, "' prefix and no classification head), not an image classifier (", kind,
+            "ForImageClassification)"));
+    }
+    auto classes = [&](const std::string& name) {
+        const dims shape(weights.tensor(name).shape());
+        if (shape.rank() != 2) {
+            throw shape_error(anvil::detail::message(
+                where, ": tensor '", name, "': expected shape [classes, ", c.hidden, "], got ", shape));
+        }
+        return shape[0];
+    };
+    if (c.distilled() && weights.contains("cls_classifier.weight") &&
+        weights.contains("distillation_classifier.weight")) {
+        return {vit_head::cls_and_distillation, classes("cls_classifier.weight")};
+    }
+    if (weights.contains("classifier.weight")) return {vit_head::cls, classes("classifier.weight")};
+    throw unsupported_error(anvil::detail::message(
+        where, ": no classification head: expected the tensor 'classifier.weight' (", kind,
+        "ForImageClassification)",
+        c.distilled() ? " or 'cls_classifier.weight' and 'distillation_classifier.weight' "
+                        "(DeiTForImageClassificationWithTeacher)"
+                      : "",
+        weights.contains(prefix + "pooler.dense.weight") ? "; the checkpoint has a pooler instead" : ""));
+}
+
+}  // namespace detail
+
+// Layer i: `<prefix>encoder.layer.{i}.attention.attention.query.weight`, ...
+[[nodiscard]] inline pre_norm_encoder_layer load_vit_layer(weight_loader& weights, const vit_config& c,
+                                                           std::int64_t index) {
+    const std::string p = c.model_type + ".encoder.layer." + std::to_string(index) + ".";
+    pre_norm_encoder_layer layer;
+    layer.attention_norm = load_layer_norm(weights, p + "layernorm_before", c.hidden, c.layer_norm_eps);
+    layer.attention.query =
+        load_linear(weights, p + "attention.attention.query", c.hidden, c.hidden, c.qkv_bias);
+    layer.attention.key = load_linear(weights, p + "attention.attention.key", c.hidden, c.hidden, c.qkv_bias);
+    layer.attention.value =
+        load_linear(weights, p + "attention.attention.value", c.hidden, c.hidden, c.qkv_bias);
+    layer.attention.output = load_linear(weights, p + "attention.output.dense", c.hidden, c.hidden);
+    layer.attention.heads = c.heads;
+    layer.attention.kv_heads = c.heads;
+    layer.attention.head_dim = c.hidden / c.heads;
+    layer.mlp_norm = load_layer_norm(weights, p + "layernorm_after", c.hidden, c.layer_norm_eps);
+    layer.mlp.up = load_linear(weights, p + "intermediate.dense", c.intermediate, c.hidden);
+    layer.mlp.down = load_linear(weights, p + "output.dense", c.hidden, c.intermediate);
+    layer.mlp.act = c.act;
+    return layer;
+}
+
+[[nodiscard]] inline vit_weights load_vit_weights(weight_loader& weights, const vit_config& c, vit_head head,
+                                                  std::int64_t classes) {
+    const std::string e = c.model_type + ".embeddings.";
+    vit_weights w;
+    w.cls_token = weights.load(e + "cls_token", dims{1, 1, c.hidden});
+    if (c.distilled()) w.distillation_token = weights.load(e + "distillation_token", dims{1, 1, c.hidden});
+    w.position_embeddings = weights.load(e + "position_embeddings", dims{1, c.tokens(), c.hidden});
+    w.patch_weight = weights.load(e + "patch_embeddings.projection.weight",
+                                  dims{c.hidden, c.channels, c.patch_height, c.patch_width});
+    w.patch_bias = weights.load(e + "patch_embeddings.projection.bias", dims{c.hidden});
+    for (std::int64_t i = 0; i < c.layers; ++i)
+        w.layers.push_back(load_vit_layer(weights, c, i));
+    w.final_norm = load_layer_norm(weights, c.model_type + ".layernorm", c.hidden, c.layer_norm_eps);
+    if (head == vit_head::cls_and_distillation) {
+        w.classifier = load_linear(weights, "cls_classifier", classes, c.hidden);
+        w.distillation_classifier = load_linear(weights, "distillation_classifier", classes, c.hidden);
+    } else {
+        w.classifier = load_linear(weights, "classifier", classes, c.hidden);
+    }
+    return w;
+}
+
+namespace detail {
+
+// Pixels must be [N, channels, image_height, image_width].
+inline void check_vit_pixels(const vit_config& c, const dims& shape) {
+    if (shape.rank() != 4 || shape[0] < 1 || shape[1] != c.channels) {
+        throw shape_error(anvil::detail::message(c.model_type, ": expected pixels [batch, ", c.channels, ", ",
+                                                 c.image_height, ", ", c.image_width, "], got ", shape));
+    }
+    if (shape[2] != c.image_height || shape[3] != c.image_width) {
+        throw shape_error(
+            anvil::detail::message(c.model_type, ": the image is ", shape[2], " x ", shape[3],
+                                   " but the model takes ", c.image_height, " x ", c.image_width,
+                                   " (config.json image_size); resize the image to the model's size"));
+    }
+}
+
+}  // namespace detail
+
+// pixels [N, C, H, W] -> logits [N, classes].
+[[nodiscard]] inline tensor<float> vit_logits(const vit_weights& w, const vit_config& c,
+                                              const tensor<float>& pixels) {
+    const dims shape = pixels.shape();
+    detail::check_vit_pixels(c, shape);
+    const std::int64_t batch = shape[0];
+    const std::int64_t prefix = c.prefix_tokens();
+
+    // [N, hidden, H / ph, W / pw] -> [N, patches, hidden]
+    const tensor<float> grid = conv2d(pixels, w.patch_weight, w.patch_bias,
+                                      conv2d_options{.stride = {c.patch_height, c.patch_width}});
+    const tensor<float> patches =
+        permute(reshape(grid, std::vector<std::int64_t>{batch, c.hidden, c.patches()}), {0, 2, 1}) +
+        slice(w.position_embeddings, 1, prefix, end_of_axis);
+
+    // The prefix tokens with their positions added once, then repeated over the batch: the same sums
+    // as adding the position embeddings after the concatenation.
+    std::vector<tensor<float>> special{w.cls_token};
+    if (w.distillation_token) special.push_back(*w.distillation_token);
+    tensor<float> joined = special.front();
+    if (special.size() > 1) joined = concat(special, 1);
+    const tensor<float> positioned = joined + slice(w.position_embeddings, 1, 0, prefix);
+    const std::vector<tensor<float>> copies(static_cast<std::size_t>(batch), positioned);
+    const tensor<float> prefix_tokens = batch == 1 ? positioned : concat(copies, 0);
+
+    tensor<float> h = concat(std::vector<tensor<float>>{prefix_tokens, patches}, 1);
+    for (const auto& layer : w.layers)
+        h = apply(layer, h, std::nullopt);
+
+    // The final layernorm is per token, so only the tokens the heads read need it.
+    const tensor<float> read = apply(w.final_norm, slice(h, 1, 0, prefix));
+    auto token = [&](std::int64_t index) {
+        return reshape(slice(read, 1, index, index + 1), std::vector<std::int64_t>{batch, c.hidden});
+    };
+    if (!w.distillation_classifier) return apply(w.classifier, token(0));
+    return (apply(w.classifier, token(0)) + apply(*w.distillation_classifier, token(1))) * 0.5f;
+}
+
+// A ViT or DeiT classifier loaded from a Hugging Face folder (config.json + safetensors), compiling one
+// program per batch size.
+class vit {
+public:
+    [[nodiscard]] static vit load(const std::filesystem::path& folder, const load_options& options = {}) {
+        const json::value document = config_reader::read_file(folder / "config.json");
+        const config_reader reader(document, (folder / "config.json").string());
+        vit result;
+        result.config_ = vit_config::from_json(reader);
+        auto weights = std::make_shared<const checkpoint>(checkpoint::open(folder));
+        const auto found = detail::vit_head_of(*weights, result.config_);
+        const vit_head head = found.first;
+        const std::int64_t classes = found.second;
+        result.head_ = head;
+        result.labels_ = reader.labels(classes);
+        // Every tensor is looked up and its shape checked now, so a folder that does not fit fails at load.
+        {
+            weight_loader check(graph{}, weights);
+            static_cast<void>(load_vit_weights(check, result.config_, head, classes));
+        }
+        result.programs_ = std::make_unique<compiled_shapes>(
+            options.compile,
+            [config = result.config_, weights, head, classes](
+                graph& g, std::span<const std::int64_t> key) -> std::vector<value> {
+                weight_loader loader(g, weights);
+                const vit_weights w = load_vit_weights(loader, config, head, classes);
+                const auto pixels = g.input<float>(
+                    "pixels", dims{key[0], config.channels, config.image_height, config.image_width});
+                return {vit_logits(w, config, pixels)};
+            });
+        return result;
+    }
+
+    // pixels [N, C, H, W] f32 -> logits [N, classes].
+    [[nodiscard]] host_tensor logits(const host_tensor& pixels) {
+        detail::check_vit_pixels(config_, pixels.shape());
+        if (pixels.type() != dtype::f32) {
+            throw type_error(
+                anvil::detail::message("vit: expected f32 pixels, got ", dtype_name(pixels.type())));
+        }
+        program& p = programs_->at({pixels.shape()[0]});
+        return p.run({{"pixels", pixels}}).front();
+    }
+
+    [[nodiscard]] const std::vector<std::string>& labels() const noexcept { return labels_; }
+    [[nodiscard]] const vit_config& config() const noexcept { return config_; }
+    [[nodiscard]] vit_head head() const noexcept { return head_; }
+    [[nodiscard]] std::size_t compiled_programs() const { return programs_->count(); }
+
+private:
+    vit() = default;
+
+    vit_config config_;
+    vit_head head_ = vit_head::cls;
+    std::vector<std::string> labels_;
+    std::unique_ptr<compiled_shapes> programs_;
+};
+
+}  // namespace anvil::models
+
+namespace anvil::models {
+
+// One class of one image: its index in the classifier's output, its softmax probability and its label.
+struct classification {
+    std::int64_t index = 0;
+    float probability = 0.0f;
+    std::string label;
+};
+
+class image_classifier {
+public:
+    // config.json's model_type "vit", "deit" or "resnet", or a folder without config.json whose weights are
+    // torchvision's ResNet; anything else is an unsupported_error naming the model_type or what was found.
+    [[nodiscard]] static image_classifier load(const std::filesystem::path& folder,
+                                               const load_options& options = {}) {
+        std::error_code ignored;
+        if (!std::filesystem::is_directory(folder, ignored)) {
+            throw io_error(
+                anvil::detail::message(folder.string(), ": not a model folder (no such directory)"));
+        }
+        const std::filesystem::path config_path = folder / "config.json";
+        if (std::filesystem::exists(config_path, ignored)) {
+            const json::value document = config_reader::read_file(config_path);
+            const config_reader config(document, config_path.string());
+            const std::string type = config.string("model_type", "");
+            if (type == "vit" || type == "deit") return {vit::load(folder, options), folder};
+            if (type == "resnet") return {resnet::load(folder, options), folder};
+            throw unsupported_error(
+                anvil::detail::message(config_path.string(), ": ",
+                                       type.empty() ? std::string("there is no model_type")
+                                                    : anvil::detail::message("model_type '", type, "'"),
+                                       " is not an image classifier anvil runs (vit, deit, resnet)"));
+        }
+        bool has_weights = false;
+        for (std::filesystem::directory_iterator entry(folder, ignored), end; !ignored && entry != end;
+             entry.increment(ignored)) {
+            has_weights = has_weights || entry->path().extension() == ".safetensors";
+        }
+        if (!has_weights) {
+            throw unsupported_error(anvil::detail::message(
+                folder.string(), ": neither a config.json nor .safetensors weights: not a model folder"));
+        }
+        const checkpoint weights = checkpoint::open(folder);
+        if (!resnet::recognizes(weights)) {
+            const auto& tensors = weights.tensors();
+            throw unsupported_error(anvil::detail::message(
+                folder.string(), ": there is no config.json, and the weights (", tensors.size(),
+                " tensors, the first '", tensors.empty() ? std::string_view() : tensors.front()->name(),
+                "') are not torchvision's ResNet ('conv1.weight', 'layer1.0.conv1.weight'); a Hugging "
+                "Face model needs its config.json"));
+        }
+        return {resnet::load(folder, options), folder};
+    }
+
+    // pixels f32 [N, 3, H, W] (what preprocessing() makes) -> logits f32 [N, classes].
+    [[nodiscard]] host_tensor logits(const host_tensor& pixels) {
+        return std::visit([&](auto& model) { return model.logits(pixels); }, model_);
+    }
+
+    // The `top_k` most probable classes of each image (softmax over the logits), best first; ties keep
+    // the lower index first.
+    [[nodiscard]] std::vector<std::vector<classification>> classify(const host_tensor& pixels,
+                                                                    std::size_t top_k = 5) {
+        return top_classes(logits(pixels), labels(), top_k);
+    }
+
+    // The same for logits [N, classes] computed elsewhere; `names` labels the classes (a class without
+    // one is "LABEL_<index>").
+    [[nodiscard]] static std::vector<std::vector<classification>> top_classes(
+        const host_tensor& scores, const std::vector<std::string>& names, std::size_t top_k = 5) {
+        const dims& shape = scores.shape();
+        if (shape.rank() != 2 || shape[1] < 1) {
+            throw shape_error(
+                anvil::detail::message("image_classifier: expected logits [images, classes], got ", shape));
+        }
+        const auto rows = static_cast<std::size_t>(shape[0]);
+        const auto classes = static_cast<std::size_t>(shape[1]);
+        const std::vector<float> values = scores.to_f32();
+        std::vector<std::vector<classification>> out(rows);
+        for (std::size_t row = 0; row < rows; ++row) {
+            // In double, shifted by the maximum: exp never overflows and the sum keeps every class.
+            const float* logit = values.data() + row * classes;
+            const double highest = *std::max_element(logit, logit + classes);
+            std::vector<double> probability(classes);
+            double total = 0.0;
+            for (std::size_t i = 0; i < classes; ++i)
+                total += probability[i] = std::exp(double{logit[i]} - highest);
+            std::vector<std::size_t> order(classes);
+            std::iota(order.begin(), order.end(), std::size_t{0});
+            std::stable_sort(order.begin(), order.end(),
+                             [&](std::size_t a, std::size_t b) { return probability[a] > probability[b]; });
+            const std::size_t kept = std::min(top_k, classes);
+            for (std::size_t k = 0; k < kept; ++k) {
+                const std::size_t i = order[k];
+                out[row].push_back({static_cast<std::int64_t>(i), static_cast<float>(probability[i] / total),
+                                    i < names.size() ? names[i] : "LABEL_" + std::to_string(i)});
+            }
+        }
+        return out;
+    }
+
+    [[nodiscard]] const std::vector<std::string>& labels() const {
+        return std::visit([](const auto& model) -> const std::vector<std::string>& { return model.labels(); },
+                          model_);
+    }
+
+    // From preprocessor_config.json where the folder has one, else torchvision's ImageNet defaults.
+    [[nodiscard]] image_preprocessing preprocessing() const { return preprocessing_; }
+
+    // "vit", "deit" or "resnet".
+    [[nodiscard]] std::string_view architecture() const {
+        if (const auto* transformer = std::get_if<vit>(&model_)) return transformer->config().model_type;
+        return "resnet";
+    }
+
+    // How many programs have been compiled (one per input shape met).
+    [[nodiscard]] std::size_t compiled_programs() const {
+        return std::visit([](const auto& model) { return model.compiled_programs(); }, model_);
+    }
+
+private:
+    template <class Model>
+    image_classifier(Model model, const std::filesystem::path& folder)
+        : model_(std::move(model)), preprocessing_(default_preprocessing(folder)) {}
+
+    // preprocessor_config.json where the folder has one. Without it, a ViT or DeiT gets ViTImageProcessor's
+    // defaults at the config's image size (resize to it, bilinear, mean and std 0.5): ImageNet's 224 crop
+    // would not fit a model trained at another size. A ResNet gets torchvision's ImageNet transform.
+    [[nodiscard]] image_preprocessing default_preprocessing(const std::filesystem::path& folder) const {
+        if (std::filesystem::exists(folder / "preprocessor_config.json"))
+            return image_preprocessing::load(folder);
+        const auto* transformer = std::get_if<vit>(&model_);
+        if (transformer == nullptr) return image_preprocessing::imagenet();
+        image_preprocessing p = image_preprocessing::imagenet();
+        p.resize_shortest_edge = 0;
+        p.resize_height = transformer->config().image_height;
+        p.resize_width = transformer->config().image_width;
+        p.crop_height = p.crop_width = 0;
+        p.filter = resample::bilinear;
+        p.mean = {0.5f, 0.5f, 0.5f};
+        p.std = {0.5f, 0.5f, 0.5f};
+        return p;
+    }
+
+    std::variant<vit, resnet> model_;
+    image_preprocessing preprocessing_;
+};
+
+}  // namespace anvil::models
+// #include "anvil/models/resnet.hpp"
+// #include "anvil/models/sentence_encoder.hpp"
+// anvil: sentence embeddings from a sentence-transformers folder (all-MiniLM-L6-v2, all-mpnet-base-v2, ...):
+// a text encoder (text_encoder.hpp), then sentence-transformers' Pooling (mean, cls or max over the text's
+// tokens) and, when modules.json lists it, Normalize (unit L2 norm). Pooling runs on the host over the hidden
+// states the program returns, so one program per shape serves every pooling.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/host_tensor.hpp"
+// #include "anvil/core/json.hpp"
+// #include "anvil/io/tokenizer.hpp"
+// #include "anvil/models/compiled_shapes.hpp"
+// #include "anvil/models/config.hpp"
+// #include "anvil/models/text_encoder.hpp"
+
+namespace anvil::models {
+
+enum class pooling : std::uint8_t { mean, cls, max, none };
+
+struct encode_options {
+    std::optional<pooling> pool;    // default: the folder's 1_Pooling/config.json, else mean
+    std::optional<bool> normalize;  // default: modules.json has a Normalize module (never for pooling none)
+    std::size_t batch_size = 32;
+};
+
+namespace detail {
+
+// The Pooling module's config: exactly one of cls, mean, max.
+[[nodiscard]] inline pooling read_pooling_config(const std::filesystem::path& path, std::int64_t hidden) {
+    const json::value document = config_reader::read_file(path);
+    const config_reader config(document, path.string());
+    const std::int64_t dimension = config.integer("word_embedding_dimension", hidden);
+    if (dimension != hidden) {
+        throw format_error(anvil::detail::message(path.string(), ": word_embedding_dimension ", dimension,
+                                                  " does not match the encoder's hidden size ", hidden));
+    }
+    for (const char* unsupported : {"pooling_mode_mean_sqrt_len_tokens", "pooling_mode_weightedmean_tokens",
+                                    "pooling_mode_lasttoken"}) {
+        if (config.boolean(unsupported, false)) {
+            throw unsupported_error(anvil::detail::message(path.string(), ": ", unsupported,
+                                                           " is not supported (cls, mean or max pooling)"));
+        }
+    }
+    const bool cls = config.boolean("pooling_mode_cls_token", false);
+    const bool mean = config.boolean("pooling_mode_mean_tokens", false);
+    const bool max = config.boolean("pooling_mode_max_tokens", false);
+    if (int{cls} + int{mean} + int{max} != 1) {
+        throw unsupported_error(anvil::detail::message(
+            path.string(),
+            ": expected exactly one of pooling_mode_cls_token, pooling_mode_mean_tokens, "
+            "pooling_mode_max_tokens (several poolings concatenated are not supported)"));
+    }
+    return cls ? pooling::cls : (mean ? pooling::mean : pooling::max);
+}
+
+// One text's pooled embedding from its rows [length, dim] of the batch output.
+inline void pool_rows(const float* rows, std::int64_t length, std::int64_t dim, pooling mode, bool normalize,
+                      float* out) {
+    const auto d = static_cast<std::size_t>(dim);
+    std::vector<double> acc(d, mode == pooling::max ? -INFINITY : 0.0);
+    const std::int64_t used = mode == pooling::cls ? 1 : length;
+    for (std::int64_t t = 0; t < used; ++t) {
+        const float* row = rows + static_cast<std::size_t>(t) * d;
+        for (std::size_t j = 0; j < d; ++j)
+            acc[j] = mode == pooling::max ? std::max(acc[j], double{row[j]}) : acc[j] + double{row[j]};
+    }
+    if (mode == pooling::mean) {
+        for (auto& v : acc)
+            v /= static_cast<double>(length);
+    }
+    double norm = 1.0;
+    if (normalize) {  // torch.nn.functional.normalize: x / max(||x||, 1e-12)
+        double squares = 0.0;
+        for (const double v : acc)
+            squares += v * v;
+        norm = std::max(std::sqrt(squares), 1e-12);
+    }
+    for (std::size_t j = 0; j < d; ++j)
+        out[j] = static_cast<float>(acc[j] / norm);
+}
+
+}  // namespace detail
+
+class sentence_encoder {
+public:
+    // A sentence-transformers folder (modules.json, 1_Pooling/config.json, the Transformer module's
+    // config.json and weights), or a plain Hugging Face encoder folder (mean pooling, no normalisation).
+    [[nodiscard]] static sentence_encoder load(const std::filesystem::path& folder,
+                                               const load_options& options = {}) {
+        std::filesystem::path model_folder = folder;
+        std::optional<std::filesystem::path> pooling_folder;
+        bool normalize = false;
+        const auto modules_path = folder / "modules.json";
+        if (std::filesystem::exists(modules_path)) {
+            const json::value modules = json::parse_file(modules_path);
+            if (!modules.is_array()) {
+                throw format_error(
+                    anvil::detail::message(modules_path.string(), ": expected a list of modules"));
+            }
+            for (const auto& module : modules.as_array()) {
+                const config_reader entry(module, modules_path.string());
+                const std::string type = entry.string("type", "");
+                const std::string path = entry.string("path", "");
+                const auto kind = type.substr(type.rfind('.') + 1);
+                if (kind == "Transformer") {
+                    model_folder = folder / path;
+                } else if (kind == "Pooling") {
+                    pooling_folder = folder / path;
+                } else if (kind == "Normalize") {
+                    normalize = true;
+                } else {
+                    throw unsupported_error(
+                        anvil::detail::message(modules_path.string(), ": module '", type, "' (", path,
+                                               ") is not supported (Transformer, Pooling, Normalize)"));
+                }
+            }
+        }
+        sentence_encoder result(text_encoder::load(model_folder, options));
+        result.normalize_ = normalize;
+        const std::int64_t hidden = result.encoder_.config().stack.hidden;
+        if (pooling_folder)
+            result.pool_ = detail::read_pooling_config(*pooling_folder / "config.json", hidden);
+        // sentence-transformers truncates to max_seq_length, which may be shorter than the position table.
+        const auto st_config = model_folder / "sentence_bert_config.json";
+        if (std::filesystem::exists(st_config)) {
+            const json::value document = json::parse_file(st_config);
+            result.encoder_.limit_tokens(
+                config_reader(document, st_config.string()).integer("max_seq_length", 0, 0));
+        }
+        return result;
+    }
+
+    // f32 [N, D] (pooling none: [S, D], the hidden states of the one text).
+    [[nodiscard]] host_tensor encode(std::span<const std::string> texts, const encode_options& options = {}) {
+        if (texts.empty()) return encode_ids({}, {}, options);
+        const tokenizer& words = encoder_.text_tokenizer();
+        const auto tokenizer_options = encoder_.tokenizer_options();
+        std::vector<std::vector<std::int32_t>> ids, types;
+        for (const auto& text : texts) {
+            encoding e = words.encode(text, tokenizer_options);
+            ids.push_back(std::move(e.ids));
+            types.push_back(std::move(e.type_ids));
+            if (types.back().size() != ids.back().size()) types.back().assign(ids.back().size(), 0);
+        }
+        return encode_ids(ids, types, options);
+    }
+
+    // Token ids already tokenised (with their special tokens); type ids optional (empty: zeros). Pooled: f32
+    // [N, D] in the caller's order (N = 0: [0, D]). Pooling none: exactly one text, its hidden states [S, D]
+    // (normalised per token only when options.normalize is true).
+    [[nodiscard]] host_tensor encode_ids(std::span<const std::vector<std::int32_t>> ids,
+                                         std::span<const std::vector<std::int32_t>> type_ids = {},
+                                         const encode_options& options = {}) {
+        const pooling mode = options.pool.value_or(pool_);
+        const std::int64_t dim = dimension();
+        if (mode == pooling::none) {
+            if (ids.size() != 1) {
+                throw error(
+                    anvil::detail::message("sentence_encoder: pooling none gives the hidden states of one "
+                                           "text, got ",
+                                           ids.size(), " texts"));
+            }
+            const bool normalize = options.normalize.value_or(false);
+            host_tensor result(dtype::f32, dims{static_cast<std::int64_t>(ids[0].size()), dim});
+            encoder_.run(ids, type_ids, 1, [&](const token_batch& batch, const host_tensor& hidden) {
+                const float* rows = hidden.values<float>().data();
+                float* out = result.values<float>().data();
+                for (std::int64_t t = 0; t < batch.lengths[0]; ++t) {
+                    const auto offset = static_cast<std::size_t>(t * dim);
+                    detail::pool_rows(rows + offset, 1, dim, pooling::mean, normalize, out + offset);
+                }
+            });
+            return result;
+        }
+        const bool normalize = options.normalize.value_or(normalize_);
+        host_tensor result(dtype::f32, dims{static_cast<std::int64_t>(ids.size()), dim});
+        encoder_.run(ids, type_ids, options.batch_size,
+                     [&](const token_batch& batch, const host_tensor& hidden) {
+                         const float* rows = hidden.values<float>().data();
+                         float* out = result.values<float>().data();
+                         for (std::size_t r = 0; r < batch.items.size(); ++r) {
+                             const auto offset =
+                                 static_cast<std::size_t>(static_cast<std::int64_t>(r) * batch.length * dim);
+                             detail::pool_rows(rows + offset, batch.lengths[r], dim, mode, normalize,
+                                               out + batch.items[r] * static_cast<std::size_t>(dim));
+                         }
+                     });
+        return result;
+    }
+
+    [[nodiscard]] std::int64_t dimension() const { return encoder_.config().stack.hidden; }
+    [[nodiscard]] const tokenizer& text_tokenizer() const { return encoder_.text_tokenizer(); }
+    [[nodiscard]] std::size_t compiled_programs() const { return encoder_.compiled_programs(); }
+    [[nodiscard]] const text_encoder_config& config() const noexcept { return encoder_.config(); }
+    // The folder's defaults.
+    [[nodiscard]] pooling default_pooling() const noexcept { return pool_; }
+    [[nodiscard]] bool default_normalize() const noexcept { return normalize_; }
+
+private:
+    explicit sentence_encoder(text_encoder encoder) : encoder_(std::move(encoder)) {}
+
+    text_encoder encoder_;
+    pooling pool_ = pooling::mean;
+    bool normalize_ = false;
+};
+
+}  // namespace anvil::models
+// #include "anvil/models/text_encoder.hpp"
+// #include "anvil/models/vit.hpp"
 // #include "anvil/models/weights.hpp"

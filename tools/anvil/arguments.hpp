@@ -74,6 +74,11 @@ public:
         if (it == values_.end()) return std::nullopt;
         return it->second.back();
     }
+    // Every value a repeatable option was given, in order.
+    [[nodiscard]] std::vector<std::string> values(std::string_view name) const {
+        const auto it = values_.find(std::string(name));
+        return it == values_.end() ? std::vector<std::string>{} : it->second;
+    }
 
 private:
     std::vector<std::string> positional_;

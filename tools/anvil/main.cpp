@@ -2,8 +2,10 @@
 // benchmarks and users drive. Errors are one line `anvil: error: ...` on stderr with exit status 1; usage
 // errors exit 2.
 #include "arguments.hpp"
+#include "classify.hpp"
 #include "info.hpp"
 #include "selftest.hpp"
+#include "text_commands.hpp"
 
 #include <anvil/anvil.hpp>
 
@@ -21,7 +23,15 @@ constexpr const char* usage_text =
     "commands:\n"
     "  info PATH [--json]   tensors, dtypes, shapes and totals of a .safetensors file or a model folder\n"
     "                       (config.json and one or several safetensors files, sharded or not)\n"
+    "  embed --model DIR    sentence embeddings (BERT, RoBERTa, XLM-R, MPNet, DistilBERT encoders)\n"
+    "  rerank --model DIR   cross-encoder scores of (query, passage) pairs\n"
+    "  classify --model DIR the top classes of images (ResNet, ViT, DeiT)\n"
+    "  tokenize --model DIR token ids as Hugging Face's tokenizer gives them\n"
     "  selftest [--json]    every op on the Neural Engine (or its simulator) against the CPU\n"
+    "\n"
+    "model commands take --backend cpu|ane|auto (default auto: the Neural Engine where present), --out "
+    "F.npy\n"
+    "and --json; 'anvil COMMAND --help' says more\n"
     "\n"
     "options:\n"
     "  --help               this text\n"
@@ -41,6 +51,10 @@ int dispatch(const std::vector<std::string_view>& args, const char* argv0) {
     }
     if (command == "info") return anvil::cli::run_info(rest);
     if (command == "selftest") return anvil::cli::run_selftest(rest, argv0);
+    if (command == "embed") return anvil::cli::run_embed(rest, argv0);
+    if (command == "rerank") return anvil::cli::run_rerank(rest, argv0);
+    if (command == "classify") return anvil::cli::run_classify(rest, argv0);
+    if (command == "tokenize") return anvil::cli::run_tokenize(rest);
     throw anvil::cli::usage_error(
         anvil::detail::message("unknown command '", command, "' (try 'anvil --help')"));
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "arguments.hpp"
+#include "model_commands.hpp"
 
 #include <anvil/anvil.hpp>
 
@@ -25,26 +26,15 @@ inline constexpr const char* selftest_usage =
     "Without a Neural Engine it runs on the simulator: $ANVIL_ANE_SIM, else libanvil-ane-sim.so beside this\n"
     "program.\n";
 
-// Points ANVIL_ANE_SIM at the simulator beside the executable when nothing else provides an ANE.
+// The Neural Engine, or the simulator beside the executable when nothing else provides one.
 inline std::string choose_selftest_backend(const char* argv0) {
-    if (const char* sim = std::getenv("ANVIL_ANE_SIM"); sim != nullptr && *sim != '\0')
-        return detail::message("the ANE simulator ", sim);
-#if defined(__APPLE__)
-    (void)argv0;
-    return "the Neural Engine";
-#else
-    std::error_code ignored;
-    const auto self = std::filesystem::read_symlink("/proc/self/exe", ignored);
-    std::filesystem::path beside =
-        (self.empty() ? std::filesystem::path(argv0) : self).parent_path() / "libanvil-ane-sim.so";
-    if (!std::filesystem::exists(beside)) {
+    std::string where = locate_neural_engine(argv0);
+    if (where.empty()) {
         throw error(
             "selftest: no Neural Engine on this machine and no simulator: set ANVIL_ANE_SIM=/path/to/"
             "libanvil-ane-sim.so (built from tools/ane-sim)");
     }
-    setenv("ANVIL_ANE_SIM", beside.c_str(), 1);
-    return detail::message("the ANE simulator ", beside.string());
-#endif
+    return where;
 }
 
 inline int run_selftest(const std::vector<std::string_view>& argv, const char* argv0) {

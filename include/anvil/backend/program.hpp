@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "anvil/backend/cpu/numerics.hpp"
+#include "anvil/core/error.hpp"
 #include "anvil/core/host_tensor.hpp"
 
 namespace anvil {
@@ -63,6 +64,50 @@ struct io_info {
 };
 
 namespace detail {
+
+// Matches the tensors a run was given to the program's declared inputs, checking each name, shape and kind
+// (floating or integer): the result holds, for each declared input in order, the index of its tensor in
+// `given`. Every backend binds its inputs through this, so a bad call reads the same on all of them.
+[[nodiscard]] inline std::vector<std::size_t> match_inputs(std::span<const named_tensor> given,
+                                                           std::span<const io_info> declared) {
+    constexpr std::size_t unbound = static_cast<std::size_t>(-1);
+    std::vector<std::size_t> order(declared.size(), unbound);
+    auto names = [&] {
+        std::string list;
+        for (const auto& input : declared)
+            list += (list.empty() ? "" : ", ") + input.name;
+        return list.empty() ? std::string("none") : list;
+    };
+    for (std::size_t g = 0; g < given.size(); ++g) {
+        const named_tensor& input = given[g];
+        std::size_t index = 0;
+        while (index < declared.size() && declared[index].name != input.name)
+            ++index;
+        if (index == declared.size()) {
+            throw error(
+                message("program::run: there is no input named '", input.name, "' (inputs: ", names(), ")"));
+        }
+        if (order[index] != unbound)
+            throw error(message("program::run: input '", input.name, "' is given twice"));
+        order[index] = g;
+        const io_info& expected = declared[index];
+        if (!(input.tensor.shape() == expected.shape)) {
+            throw shape_error(message("program::run: input '", input.name, "' has shape ",
+                                      input.tensor.shape(), ", expected ", expected.shape));
+        }
+        if (is_floating(input.tensor.type()) != is_floating(expected.type)) {
+            throw type_error(message(
+                "program::run: input '", input.name, "' is ", dtype_name(input.tensor.type()), ", expected ",
+                dtype_name(expected.type),
+                is_floating(expected.type) ? " (or another floating type)" : " (or another integer type)"));
+        }
+    }
+    for (std::size_t i = 0; i < declared.size(); ++i) {
+        if (order[i] == unbound)
+            throw error(message("program::run: input '", declared[i].name, "' is missing"));
+    }
+    return order;
+}
 
 class program_impl {
 public:

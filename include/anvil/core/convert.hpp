@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "anvil/core/bfloat16.hpp"
+#include "anvil/core/cpu_features.hpp"
 #include "anvil/core/dtype.hpp"
 #include "anvil/core/error.hpp"
 #include "anvil/core/float8.hpp"
@@ -19,7 +20,6 @@
 
 #if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
 #define ANVIL_DETAIL_CONVERT_F16C 1
-#include <cpuid.h>
 #include <immintrin.h>
 #elif defined(__aarch64__) && defined(__ARM_NEON)
 #define ANVIL_DETAIL_CONVERT_NEON 1
@@ -34,27 +34,12 @@ namespace detail {
 // compare the two on a machine that has both).
 enum class conversion_path { fastest, portable };
 
-#if defined(ANVIL_DETAIL_CONVERT_F16C)
-// CPUID rather than __builtin_cpu_supports("f16c"), which Clang 14 does not know. F16C works on AVX
-// registers, so the OS must also save AVX state (XCR0 bits 1 and 2).
-[[nodiscard]] inline bool cpu_has_f16c() noexcept {
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
-    const unsigned needed = bit_OSXSAVE | bit_AVX | bit_F16C;
-    if ((ecx & needed) != needed) return false;
-    unsigned xcr0_low = 0, xcr0_high = 0;
-    __asm__("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
-    return (xcr0_low & 0x6u) == 0x6u;
-}
-#endif
-
 // Whether conversion_path::fastest runs vector instructions for f16 <-> f32 on this machine; checked once.
 [[nodiscard]] inline bool vector_conversion_available() noexcept {
 #if defined(ANVIL_DETAIL_CONVERT_F16C) && defined(__F16C__)
     return true;
 #elif defined(ANVIL_DETAIL_CONVERT_F16C)
-    static const bool available = cpu_has_f16c();
-    return available;
+    return host_cpu_features().f16c;
 #elif defined(ANVIL_DETAIL_CONVERT_NEON)
     return true;
 #else

@@ -153,4 +153,19 @@ struct post_norm_encoder_layer {
     return apply(layer.output_norm, h + apply(layer.mlp, h));
 }
 
+// A transformer encoder layer with the norms before each block, on the residual's branch (ViT, DeiT):
+// h = x + attention(norm1(x)); out = h + mlp(norm2(h)).
+struct pre_norm_encoder_layer {
+    norm_layer attention_norm;
+    attention_layer attention;
+    norm_layer mlp_norm;
+    mlp_layer mlp;
+};
+
+[[nodiscard]] inline tensor<float> apply(const pre_norm_encoder_layer& layer, const tensor<float>& x,
+                                         const std::optional<tensor<float>>& mask) {
+    const auto h = x + self_attention(layer.attention, apply(layer.attention_norm, x), mask);
+    return h + apply(layer.mlp, apply(layer.mlp_norm, h));
+}
+
 }  // namespace anvil::models

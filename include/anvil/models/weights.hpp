@@ -30,8 +30,8 @@ public:
     [[nodiscard]] tensor<float> load(std::string_view name, const dims& expected) {
         const tensor_view* view = weights_->find(name);
         if (view == nullptr) {
-            throw format_error(detail::message(weights_->path().string(), ": the tensor '", name,
-                                               "' is missing (expected shape ", expected, ")"));
+            throw format_error(anvil::detail::message(weights_->path().string(), ": the tensor '", name,
+                                                      "' is missing (expected shape ", expected, ")"));
         }
         return from_view(*view, expected);
     }
@@ -49,13 +49,14 @@ public:
 private:
     tensor<float> from_view(const tensor_view& view, const dims& expected) {
         if (!(dims(view.shape()) == expected)) {
-            throw shape_error(detail::message(view.source_name(), ": tensor '", view.name(),
-                                              "': expected shape ", expected, ", got ", dims(view.shape())));
+            throw shape_error(anvil::detail::message(view.source_name(), ": tensor '", view.name(),
+                                                     "': expected shape ", expected, ", got ",
+                                                     dims(view.shape())));
         }
         if (!is_floating(view.type())) {
-            throw type_error(detail::message(view.source_name(), ": tensor '", view.name(),
-                                             "': expected floating-point weights, got ",
-                                             dtype_name(view.type())));
+            throw type_error(anvil::detail::message(view.source_name(), ": tensor '", view.name(),
+                                                    "': expected floating-point weights, got ",
+                                                    dtype_name(view.type())));
         }
         // The constant keeps the whole checkpoint (and so its mapping) alive.
         host_tensor data(view.type(), expected, view.bytes().data(), weights_);

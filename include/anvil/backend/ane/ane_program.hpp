@@ -26,6 +26,7 @@
 #include "anvil/backend/ane/tiling.hpp"
 #include "anvil/backend/cpu/executor.hpp"
 #include "anvil/backend/program.hpp"
+#include "anvil/core/convert.hpp"
 #include "anvil/core/half.hpp"
 #include "anvil/graph/dump.hpp"
 #include "anvil/graph/passes.hpp"
@@ -146,6 +147,7 @@ public:
         }
         produced_.clear();
         mark_host_copies();
+        release_build_data();
     }
 
     std::vector<host_tensor> run(std::span<const named_tensor> inputs) override {
@@ -332,6 +334,22 @@ private:
         s.request.emplace(s.model->make_request(inputs, outputs));
     }
 
+    // Once every segment is compiled, the program needs neither the weights it handed to the compiler (the
+    // model's files hold them) nor the constants the segments took copies of: a large model would otherwise
+    // keep its weights in memory twice more for the program's lifetime. Constants that are outputs stay.
+    void release_build_data() {
+        for (auto& s : steps_) {
+            if (s.ane) std::vector<weight_file>().swap(s.ane->lowered.weights);
+        }
+        std::vector<bool> is_output(body_.nodes.size(), false);
+        for (const value_id id : body_.outputs)
+            is_output[id] = true;
+        for (std::size_t id = 0; id < body_.nodes.size(); ++id) {
+            node& n = body_.nodes[id];
+            if (n.kind == op::constant && !is_output[id]) n.data = host_tensor();
+        }
+    }
+
     // An ANE output is copied to the host only when an output, a CPU segment or an unshared ANE input reads
     // it.
     void mark_host_copies() {
@@ -357,35 +375,10 @@ private:
     }
 
     void bind_inputs(std::span<const named_tensor> given, std::vector<host_tensor>& values) const {
-        std::vector<bool> seen(inputs_.size(), false);
-        for (const auto& input : given) {
-            const auto it = std::find_if(inputs_.begin(), inputs_.end(),
-                                         [&](const io_info& info) { return info.name == input.name; });
-            if (it == inputs_.end())
-                throw error(message("run: the program has no input named '", input.name, "'"));
-            const std::size_t index = static_cast<std::size_t>(it - inputs_.begin());
-            if (seen[index]) throw error(message("run: input '", input.name, "' is given twice"));
-            seen[index] = true;
-            if (input.tensor.shape() != it->shape) {
-                throw shape_error(message("run: input '", input.name, "': expected shape ", it->shape,
-                                          ", got ", input.tensor.shape()));
-            }
-            if (is_floating(input.tensor.type()) != is_floating(it->type)) {
-                throw type_error(message("run: input '", input.name, "': expected ",
-                                         is_floating(it->type) ? "a floating" : "an integer", " tensor, got ",
-                                         dtype_name(input.tensor.type())));
-            }
-        }
-        for (std::size_t i = 0; i < inputs_.size(); ++i) {
-            if (!seen[i]) throw error(message("run: input '", inputs_[i].name, "' is missing"));
-        }
+        const std::vector<std::size_t> order = match_inputs(given, inputs_);
         std::size_t next = 0;
         for (std::size_t id = 0; id < body_.nodes.size(); ++id) {
-            if (body_.nodes[id].kind != op::input) continue;
-            const auto& name = inputs_[next++].name;
-            for (const auto& input : given) {
-                if (input.name == name) values[id] = input.tensor;
-            }
+            if (body_.nodes[id].kind == op::input) values[id] = given[order[next++]].tensor;
         }
     }
 
@@ -399,34 +392,37 @@ private:
     }
 
     // fp32 values into an fp16 surface laid out as the lowering chose: rows ([1, leading, 1, last]) or
-    // columns ([1, last, 1, leading], the channels-first form, transposed here while converting).
+    // columns ([1, last, 1, leading], the channels-first form, transposed here while converting). Each row
+    // converts in one vectorised call; a transposed row is gathered first.
     static void pack(const surface_layout& layout, const float* values, std::byte* base) {
         const auto channels = static_cast<std::size_t>(layout.channels);
         const auto width = static_cast<std::size_t>(layout.width);
+        std::vector<float> gathered(layout.order == surface_order::rows ? 0 : width);
         for (std::size_t c = 0; c < channels; ++c) {
             auto* row = reinterpret_cast<half*>(base + c * layout.row_stride);
-            if (layout.order == surface_order::rows) {
+            const float* source = values + c * width;
+            if (layout.order == surface_order::columns) {
                 for (std::size_t w = 0; w < width; ++w)
-                    row[w] = half(values[c * width + w]);
-            } else {
-                for (std::size_t w = 0; w < width; ++w)
-                    row[w] = half(values[w * channels + c]);
+                    gathered[w] = values[w * channels + c];
+                source = gathered.data();
             }
+            convert_f32_to_f16(source, width, row);
         }
     }
 
     static void unpack(const surface_layout& layout, const std::byte* base, float* values) {
         const auto channels = static_cast<std::size_t>(layout.channels);
         const auto width = static_cast<std::size_t>(layout.width);
+        std::vector<float> row_values(layout.order == surface_order::rows ? 0 : width);
         for (std::size_t c = 0; c < channels; ++c) {
-            const auto* row = reinterpret_cast<const half*>(base + c * layout.row_stride);
+            const void* row = base + c * layout.row_stride;
             if (layout.order == surface_order::rows) {
-                for (std::size_t w = 0; w < width; ++w)
-                    values[c * width + w] = static_cast<float>(row[w]);
-            } else {
-                for (std::size_t w = 0; w < width; ++w)
-                    values[w * channels + c] = static_cast<float>(row[w]);
+                convert_to_f32(dtype::f16, row, width, values + c * width);
+                continue;
             }
+            convert_to_f32(dtype::f16, row, width, row_values.data());
+            for (std::size_t w = 0; w < width; ++w)
+                values[w * channels + c] = row_values[w];
         }
     }
 

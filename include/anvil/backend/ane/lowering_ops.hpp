@@ -15,6 +15,13 @@
 
 namespace anvil::detail::ane {
 
+// A norm's epsilon as the fp16 scalar MIL gets: BERT's 1e-12 rounds to 0 in fp16, and a row with no spread
+// would then divide by zero. Below fp16's smallest subnormal (2^-24) it becomes that value instead, which
+// changes no row with any spread.
+[[nodiscard]] inline float fp16_epsilon(float epsilon) noexcept {
+    return epsilon > 0.0f ? std::max(epsilon, 0x1p-24f) : epsilon;
+}
+
 namespace lowering_detail {
 
 inline std::vector<mil_argument> conv_parameters(segment_lowering& L, const std::string& name,
@@ -207,7 +214,7 @@ inline void lower_last_axis_norm(segment_lowering& L, value_id id) {
         std::vector<mil_argument> args{
             {"axes",
              {mil.const_ints(out + "_axes", std::vector<std::int64_t>{static_cast<std::int64_t>(axis)})}},
-            {"epsilon", {L.scalar(n.attrs.epsilon, out + "_epsilon")}},
+            {"epsilon", {L.scalar(fp16_epsilon(n.attrs.epsilon), out + "_epsilon")}},
             {"x", {input}}};
         if (affine && n.inputs.size() > 1) {
             const std::vector<float>& gamma = L.constant_values(n.inputs[1]);
@@ -254,7 +261,7 @@ inline void lower_group_norm(segment_lowering& L, value_id id) {
     const mil_ref normalised =
         mil.op("layer_norm", name + "_norm", mil.shape(grouped),
                {{"axes", {mil.const_ints(name + "_norm_axes", std::vector<std::int64_t>{2})}},
-                {"epsilon", {L.scalar(n.attrs.epsilon, name + "_norm_epsilon")}},
+                {"epsilon", {L.scalar(fp16_epsilon(n.attrs.epsilon), name + "_norm_epsilon")}},
                 {"x", {grouped}}});
     const bool has_weight = n.inputs.size() > 1, has_bias = n.inputs.size() > 2;
     mil_ref out = L.reshape(normalised, segment_lowering::logical_shape(shape),

@@ -42,24 +42,6 @@ struct partition_limits {
     std::size_t max_program_weight_bytes = std::size_t{256} << 20;
 };
 
-inline std::string describe_node(const graph_body& body, value_id id) {
-    const node& n = body.nodes[id];
-    std::string text = message("node ", id, " (", op_name(n.kind));
-    if (!n.name.empty()) {
-        text += message(" '", n.name, "'");
-    } else {
-        // Compute nodes are unnamed: the weight or input they read is what a user recognises.
-        for (const value_id input : n.inputs) {
-            const node& producer = body.nodes[input];
-            if ((producer.kind == op::constant || producer.kind == op::input) && !producer.name.empty()) {
-                text += message(" of '", producer.name, "'");
-                break;
-            }
-        }
-    }
-    return text + message(", ", dtype_name(n.result.type), " ", n.result.shape, ")");
-}
-
 // The bytes of constants node `id` reads that no earlier node of its program read (fp16 on the ANE, whatever
 // the checkpoint stored).
 inline std::size_t constant_bytes_read(const graph_body& body, value_id id, std::vector<bool>& counted) {

@@ -191,33 +191,48 @@ inline constexpr std::array<op_lowering, op_count> op_lowerings{{
     return op_lowerings.at(static_cast<std::size_t>(kind)).summary;
 }
 
-namespace support_detail {
-
-inline std::string describe(const graph_body& body, value_id id) {
+// How errors and placement reports name a node: its id, op, the name of the weight or input it reads, its
+// type and shape.
+inline std::string describe_node(const graph_body& body, value_id id) {
     const node& n = body.nodes[id];
-    return message(n.kind == op::input ? "input '" + n.name + "'" : message(op_name(n.kind), " node ", id),
-                   " ", n.result.shape, " ", dtype_name(n.result.type));
+    std::string text = message("node ", id, " (", op_name(n.kind));
+    if (!n.name.empty()) {
+        text += message(" '", n.name, "'");
+    } else {
+        // Compute nodes are unnamed: the weight or input they read is what a user recognises.
+        for (const value_id input : n.inputs) {
+            const node& producer = body.nodes[input];
+            if ((producer.kind == op::constant || producer.kind == op::input) && !producer.name.empty()) {
+                text += message(" of '", producer.name, "'");
+                break;
+            }
+        }
+    }
+    return text + message(", ", dtype_name(n.result.type), " ", n.result.shape, ")");
 }
+
+namespace support_detail {
 
 // Why a value cannot live on the ANE (empty when it can): its type, rank or extents.
 inline std::string value_problem(const graph_body& body, value_id id, const lowering_options& options) {
     const node& n = body.nodes[id];
     const dims& shape = n.result.shape;
     if (!is_floating(n.result.type)) {
-        return message(describe(body, id), " is not floating point; the ANE computes in fp16 only");
+        return message(describe_node(body, id), " is not floating point; the ANE computes in fp16 only");
     }
     if (shape.rank() > 5)
-        return message(describe(body, id), " has rank ", shape.rank(), "; the ANE allows at most 5");
+        return message(describe_node(body, id), " has rank ", shape.rank(), "; the ANE allows at most 5");
     for (std::size_t a = 0; a < shape.rank(); ++a) {
         if (shape[a] > options.max_dimension) {
-            return message(describe(body, id), " has extent ", shape[a], " at axis ", a,
+            return message(describe_node(body, id), " has extent ", shape[a], " at axis ", a,
                            ", past the ANE's max_dimension ", options.max_dimension);
         }
     }
     const surface_extents surface = surface_extents_of(shape);
     if (surface.positions > options.max_dimension) {
-        return message(describe(body, id), " flattens to ", surface.positions, " rows of ", surface.channels,
-                       ", past max_dimension ", options.max_dimension, " as a [1, C, 1, W] surface");
+        return message(describe_node(body, id), " flattens to ", surface.positions, " rows of ",
+                       surface.channels, ", past max_dimension ", options.max_dimension,
+                       " as a [1, C, 1, W] surface");
     }
     return {};
 }

@@ -321,47 +321,17 @@ private:
     }
 
     void bind_inputs(std::span<const named_tensor> given) {
-        std::vector<bool> bound(body_.nodes.size(), false);
-        for (const named_tensor& given_input : given) {
-            const std::string& name = given_input.name;
-            const host_tensor& tensor = given_input.tensor;
-            const auto it = std::find_if(body_.nodes.begin(), body_.nodes.end(), [&](const node& n) {
-                return n.kind == op::input && n.name == name;
-            });
-            if (it == body_.nodes.end()) {
-                throw error(message("program::run: there is no input named '", name,
-                                    "' (inputs: ", input_names(), ")"));
-            }
-            const auto id = static_cast<value_id>(it - body_.nodes.begin());
-            if (bound[id]) throw error(message("program::run: input '", name, "' is given twice"));
-            bound[id] = true;
-            if (!(tensor.shape() == it->result.shape)) {
-                throw shape_error(message("program::run: input '", name, "' has shape ", tensor.shape(),
-                                          ", expected ", it->result.shape));
-            }
-            if (is_floating(tensor.type()) != is_floating(it->result.type)) {
-                throw type_error(message("program::run: input '", name, "' is ", dtype_name(tensor.type()),
-                                         ", expected ", dtype_name(it->result.type),
-                                         is_floating(it->result.type) ? " (or another floating type)"
-                                                                      : " (or another integer type)"));
-            }
-            float* out = buffer_of(id);
-            to_compute_floats(tensor, out, message("program::run: input '", name, "'"));
-            round_to_type(out, tensor.element_count(), it->result.type);
-            finish_value(id, out);
-        }
+        const std::vector<std::size_t> order = match_inputs(given, inputs_);
+        std::size_t next = 0;
         for (std::size_t id = 0; id < body_.nodes.size(); ++id) {
-            if (body_.nodes[id].kind == op::input && !bound[id]) {
-                throw error(message("program::run: input '", body_.nodes[id].name, "' is missing"));
-            }
+            const node& n = body_.nodes[id];
+            if (n.kind != op::input) continue;
+            const named_tensor& input = given[order[next++]];
+            float* out = buffer_of(static_cast<value_id>(id));
+            to_compute_floats(input.tensor, out, message("program::run: input '", input.name, "'"));
+            round_to_type(out, input.tensor.element_count(), n.result.type);
+            finish_value(static_cast<value_id>(id), out);
         }
-    }
-
-    [[nodiscard]] std::string input_names() const {
-        std::string names;
-        for (const auto& input : inputs_)
-            names += (names.empty() ? "" : ", ") + input.name;
-        return names.empty() ? "none" : names;
     }
 
     // After a node computed its value: the fp16 rounding and overflow report of ane_numerics, and rounding

@@ -21,46 +21,19 @@
 #include "anvil/backend/cpu/gemm_kernel.hpp"
 #include "anvil/backend/cpu/gemm_reference.hpp"
 #include "anvil/core/convert.hpp"
+#include "anvil/core/cpu_features.hpp"
 #include "anvil/core/dtype.hpp"
 #include "anvil/core/error.hpp"
 #include "anvil/core/thread_pool.hpp"
 
-#if defined(ANVIL_DETAIL_GEMM_X86)
-#include <cpuid.h>
-#endif
-
 namespace anvil::detail {
-
-#if defined(ANVIL_DETAIL_GEMM_X86)
-struct gemm_cpu_features {
-    bool avx2_fma = false;
-    bool avx512 = false;
-};
-
-// CPUID rather than __builtin_cpu_supports (which Clang 14 lacks for some features); the OS must also save
-// the AVX (XCR0 bits 1-2) and AVX-512 (bits 5-7) register state.
-[[nodiscard]] inline gemm_cpu_features detect_gemm_cpu_features() noexcept {
-    gemm_cpu_features features;
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return features;
-    const unsigned needed = bit_OSXSAVE | bit_AVX | bit_FMA;
-    if ((ecx & needed) != needed) return features;
-    unsigned xcr0_low = 0, xcr0_high = 0;
-    __asm__("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
-    if ((xcr0_low & 0x6u) != 0x6u) return features;
-    if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return features;
-    features.avx2_fma = (ebx & bit_AVX2) != 0;
-    features.avx512 = features.avx2_fma && (ebx & bit_AVX512F) != 0 && (xcr0_low & 0xE6u) == 0xE6u;
-    return features;
-}
-#endif
 
 // The kernels this machine runs, best first; the last is always the portable one. Detected once.
 [[nodiscard]] inline const std::vector<gemm_isa>& available_gemm_isas() {
     static const std::vector<gemm_isa> isas = [] {
         std::vector<gemm_isa> found;
 #if defined(ANVIL_DETAIL_GEMM_X86)
-        const gemm_cpu_features features = detect_gemm_cpu_features();
+        const cpu_features& features = host_cpu_features();
         if (features.avx512) found.push_back(gemm_isa::avx512);
         if (features.avx2_fma) found.push_back(gemm_isa::avx2);
 #elif defined(ANVIL_DETAIL_GEMM_NEON)

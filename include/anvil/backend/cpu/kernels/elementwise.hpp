@@ -28,13 +28,13 @@
 
 #include "anvil/backend/cpu/reference/elementwise.hpp"
 #include "anvil/backend/cpu/tensor_span.hpp"
+#include "anvil/core/cpu_features.hpp"
 #include "anvil/core/error.hpp"
 #include "anvil/core/thread_pool.hpp"
 #include "anvil/graph/graph.hpp"
 
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
 #define ANVIL_DETAIL_KERNELS_X86 1
-#include <cpuid.h>
 #include <immintrin.h>
 #elif defined(__aarch64__) && defined(__ARM_NEON)
 #define ANVIL_DETAIL_KERNELS_NEON 1
@@ -301,24 +301,9 @@ ANVIL_DETAIL_ALWAYS_INLINE vec<W> sigmoid(const vec<W>& x) {
 // force_portable_kernels to compare both on one machine; it is read at each kernel call.
 inline bool force_portable_kernels = false;
 
-#if defined(ANVIL_DETAIL_KERNELS_X86)
-[[nodiscard]] inline bool cpu_has_avx2_fma() noexcept {
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
-    const unsigned needed = bit_OSXSAVE | bit_AVX | bit_FMA;
-    if ((ecx & needed) != needed) return false;
-    unsigned xcr0_low = 0, xcr0_high = 0;
-    __asm__("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
-    if ((xcr0_low & 0x6u) != 0x6u) return false;
-    if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
-    return (ebx & bit_AVX2) != 0;
-}
-#endif
-
 [[nodiscard]] inline bool use_avx2_kernels() noexcept {
 #if defined(ANVIL_DETAIL_KERNELS_X86)
-    static const bool available = cpu_has_avx2_fma();
-    return available && !force_portable_kernels;
+    return host_cpu_features().avx2_fma && !force_portable_kernels;
 #else
     return false;
 #endif

@@ -6,9 +6,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
+#include <tuple>
 #include <vector>
 
 #include "anvil/backend/cpu/gemm.hpp"
@@ -56,6 +59,26 @@ inline const node* constant_weight(const graph_body& body, const node& n, std::s
     return constant_behind(body, n.inputs[index]);
 }
 
+// A packed f32 weight is shared by every program built from the same constant: a recipe compiles one program
+// per input shape, and each would otherwise hold its own packed copy of every weight (90 MB for a MiniLM, per
+// shape). Entries are keyed by the weight's address and extents; a live entry keeps its constant's storage
+// alive, so no other data can appear at that address while the entry is used.
+inline std::shared_ptr<weight_operand> shared_packed_weight(std::shared_ptr<weight_operand> w, std::int64_t k,
+                                                            std::int64_t n) {
+    using key = std::tuple<const void*, std::int64_t, std::int64_t>;
+    static std::mutex mutex;
+    static std::map<key, std::weak_ptr<weight_operand>> cache;
+    const key id{w->operand.data, k, n};
+    const std::lock_guard lock(mutex);
+    if (auto found = cache.find(id); found != cache.end()) {
+        if (auto shared = found->second.lock()) return shared;
+    }
+    std::erase_if(cache, [](const auto& entry) { return entry.second.expired(); });
+    w->packed = std::make_shared<packed_matrix>(k, n, w->operand);
+    cache[id] = w;
+    return w;
+}
+
 // B = weightᵀ for a weight stored [n, k] row-major (nn.Linear's [out, in]; a conv weight viewed as
 // [out, in * kh * kw] is the A operand instead, see conv2d).
 inline std::shared_ptr<weight_operand> transposed_weight(const graph_body& body, const node& weight,
@@ -73,7 +96,7 @@ inline std::shared_ptr<weight_operand> transposed_weight(const graph_body& body,
             w->operand.zero_point = w->zero_point_values.data();
         }
     } else if (weight.data.type() == dtype::f32) {
-        w->packed = std::make_shared<packed_matrix>(k, n, w->operand);
+        return shared_packed_weight(std::move(w), k, n);
     }
     return w;
 }

@@ -1,0 +1,343 @@
+// anvil: the Unicode the tokenizers need, without ICU: UTF-8 decoding with precise errors and lossy decoding
+// (U+FFFD for each maximal invalid subpart, as Python's errors="replace" and Rust's from_utf8_lossy), general
+// categories, the White_Space property, canonical decomposition (NFD) and lower-casing. The tables are
+// generated from Python's unicodedata by tools/make_unicode_tables.py into unicode_tables.hpp.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <string>
+#include <string_view>
+
+#include "anvil/core/error.hpp"
+#include "anvil/io/unicode_tables.hpp"
+
+namespace anvil::detail {
+
+// General categories, in the order tools/make_unicode_tables.py packs them (cn, unassigned, is 0).
+enum class unicode_category : std::uint8_t {
+    cn,
+    lu,
+    ll,
+    lt,
+    lm,
+    lo,
+    mn,
+    mc,
+    me,
+    nd,
+    nl,
+    no,
+    pc,
+    pd,
+    ps,
+    pe,
+    pi,
+    pf,
+    po,
+    sm,
+    sc,
+    sk,
+    so,
+    zs,
+    zl,
+    zp,
+    cc,
+    cf,
+    cs,
+    co
+};
+
+inline constexpr char32_t max_code_point = 0x10FFFF;
+inline constexpr char32_t replacement_character = 0xFFFD;
+
+// ---- UTF-8 ----------------------------------------------------------------------------------------------
+
+inline void append_utf8(std::string& out, char32_t code_point) {
+    if (code_point < 0x80) {
+        out += static_cast<char>(code_point);
+    } else if (code_point < 0x800) {
+        out += static_cast<char>(0xC0 | (code_point >> 6));
+        out += static_cast<char>(0x80 | (code_point & 0x3F));
+    } else if (code_point < 0x10000) {
+        out += static_cast<char>(0xE0 | (code_point >> 12));
+        out += static_cast<char>(0x80 | ((code_point >> 6) & 0x3F));
+        out += static_cast<char>(0x80 | (code_point & 0x3F));
+    } else {
+        out += static_cast<char>(0xF0 | (code_point >> 18));
+        out += static_cast<char>(0x80 | ((code_point >> 12) & 0x3F));
+        out += static_cast<char>(0x80 | ((code_point >> 6) & 0x3F));
+        out += static_cast<char>(0x80 | (code_point & 0x3F));
+    }
+}
+
+// The outcome of reading one UTF-8 sequence: its length and code point, or (length 0) why it is invalid and
+// how many bytes form its maximal invalid subpart (Unicode 15, section 3.9, "U+FFFD substitution").
+struct utf8_step {
+    char32_t code_point = 0;
+    std::size_t length = 0;
+    std::size_t invalid_length = 0;
+    const char* problem = nullptr;
+};
+
+inline utf8_step read_utf8(std::string_view text, std::size_t at) {
+    const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[at + i]); };
+    const unsigned lead = byte(0);
+    if (lead < 0x80) return {lead, 1, 0, nullptr};
+    std::size_t need = 0;
+    unsigned low = 0x80, high = 0xBF;  // the range allowed for the second byte
+    const char* second_problem = "expected a continuation byte (0x80-0xBF)";
+    if (lead >= 0xC2 && lead <= 0xDF) {
+        need = 2;
+    } else if (lead >= 0xE0 && lead <= 0xEF) {
+        need = 3;
+        if (lead == 0xE0) low = 0xA0, second_problem = "overlong encoding";
+        if (lead == 0xED) high = 0x9F, second_problem = "UTF-16 surrogate (U+D800-U+DFFF)";
+    } else if (lead >= 0xF0 && lead <= 0xF4) {
+        need = 4;
+        if (lead == 0xF0) low = 0x90, second_problem = "overlong encoding";
+        if (lead == 0xF4) high = 0x8F, second_problem = "code point beyond U+10FFFF";
+    } else {
+        return {0, 0, 1,
+                lead < 0xC0   ? "continuation byte without a lead byte"
+                : lead < 0xC2 ? "overlong encoding (lead byte 0xC0 or 0xC1)"
+                              : "byte that never appears in UTF-8 (0xF5-0xFF)"};
+    }
+    char32_t code_point = lead & (0xFFu >> (need + 1));
+    for (std::size_t i = 1; i < need; ++i) {
+        if (at + i >= text.size()) return {0, 0, i, "sequence truncated by the end of the text"};
+        const unsigned next = byte(i);
+        const bool fits = i == 1 ? next >= low && next <= high : next >= 0x80 && next <= 0xBF;
+        if (!fits)
+            return {0, 0, i,
+                    i == 1 && next >= 0x80 && next <= 0xBF ? second_problem
+                                                           : "expected a continuation byte (0x80-0xBF)"};
+        code_point = (code_point << 6) | (next & 0x3F);
+    }
+    return {code_point, need, 0, nullptr};
+}
+
+// anvil::format_error "<what>: invalid UTF-8 at byte N (0xXX): <problem>" unless text is well-formed UTF-8.
+inline void validate_utf8(std::string_view text, std::string_view what) {
+    for (std::size_t at = 0; at < text.size();) {
+        if (static_cast<unsigned char>(text[at]) < 0x80) {
+            ++at;
+            continue;
+        }
+        const utf8_step step = read_utf8(text, at);
+        if (step.length == 0) {
+            constexpr std::string_view hex = "0123456789ABCDEF";
+            const auto byte = static_cast<unsigned char>(text[at]);
+            throw format_error(message(what, ": invalid UTF-8 at byte ", at, " (0x", hex[byte >> 4],
+                                       hex[byte & 15], "): ", step.problem));
+        }
+        at += step.length;
+    }
+}
+
+// The next code point of well-formed UTF-8 (validate first), advancing at.
+inline char32_t next_code_point(std::string_view text, std::size_t& at) {
+    const auto b0 = static_cast<unsigned char>(text[at]);
+    if (b0 < 0x80) {
+        ++at;
+        return b0;
+    }
+    const auto b = [&](std::size_t i) {
+        return static_cast<char32_t>(static_cast<unsigned char>(text[at + i]) & 0x3F);
+    };
+    char32_t cp = 0;
+    if (b0 < 0xE0) {
+        cp = (char32_t{b0} & 0x1F) << 6 | b(1);
+        at += 2;
+    } else if (b0 < 0xF0) {
+        cp = (char32_t{b0} & 0x0F) << 12 | b(1) << 6 | b(2);
+        at += 3;
+    } else {
+        cp = (char32_t{b0} & 0x07) << 18 | b(1) << 12 | b(2) << 6 | b(3);
+        at += 4;
+    }
+    return cp;
+}
+
+// Bytes to text with each maximal invalid subpart replaced by U+FFFD.
+inline std::string utf8_lossy(std::string_view bytes) {
+    std::string out;
+    out.reserve(bytes.size());
+    for (std::size_t at = 0; at < bytes.size();) {
+        if (static_cast<unsigned char>(bytes[at]) < 0x80) {
+            out += bytes[at++];
+            continue;
+        }
+        const utf8_step step = read_utf8(bytes, at);
+        if (step.length != 0) {
+            out.append(bytes.substr(at, step.length));
+            at += step.length;
+        } else {
+            append_utf8(out, replacement_character);
+            at += step.invalid_length;
+        }
+    }
+    return out;
+}
+
+// ---- categories and properties ---------------------------------------------------------------------------
+
+constexpr unicode_category lookup_category(char32_t cp) {
+    if (cp > max_code_point) return unicode_category::cn;
+    const auto& starts = unicode_tables::category_starts;
+    const auto* after =
+        std::upper_bound(std::begin(starts), std::end(starts), (std::uint32_t{cp} << 8) | 0xFFu);
+    return static_cast<unicode_category>(*(after - 1) & 0xFFu);
+}
+
+inline constexpr std::array<unicode_category, 256> latin1_categories = [] {
+    std::array<unicode_category, 256> table{};
+    for (char32_t cp = 0; cp < 256; ++cp)
+        table[cp] = lookup_category(cp);
+    return table;
+}();
+
+inline unicode_category category(char32_t cp) {
+    return cp < 256 ? latin1_categories[cp] : lookup_category(cp);
+}
+
+inline bool is_letter(unicode_category c) {
+    return c >= unicode_category::lu && c <= unicode_category::lo;
+}
+inline bool is_number(unicode_category c) {
+    return c >= unicode_category::nd && c <= unicode_category::no;
+}
+inline bool is_punctuation(unicode_category c) {
+    return c >= unicode_category::pc && c <= unicode_category::po;
+}
+// C*: control, format, surrogate, private use and unassigned.
+inline bool is_other(unicode_category c) {
+    return c == unicode_category::cn || c >= unicode_category::cc;
+}
+inline bool is_letter(char32_t cp) {
+    return is_letter(category(cp));
+}
+inline bool is_number(char32_t cp) {
+    return is_number(category(cp));
+}
+
+// The White_Space property (\s of Rust's regex, Oniguruma and Python's regex module); stable since
+// Unicode 6.3.
+inline bool is_white_space(char32_t cp) {
+    if (cp <= 0x20) return cp == 0x20 || (cp >= 0x09 && cp <= 0x0D);
+    if (cp < 0x85) return false;
+    return cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 ||
+           cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+}
+
+// ---- lower-casing ----------------------------------------------------------------------------------------
+
+// Up to three code points: what one code point becomes.
+struct code_point_sequence {
+    std::array<char32_t, 3> code_points{};
+    std::size_t size = 0;
+};
+
+// Full lower-case mapping of one code point (Python's str.lower() and Rust's char::to_lowercase, without the
+// context-dependent final sigma).
+inline code_point_sequence to_lower(char32_t cp) {
+    if (cp < 0x80) return {{cp >= 'A' && cp <= 'Z' ? cp + 32 : cp}, 1};
+    for (const auto& multi : unicode_tables::lower_multi) {
+        if (multi.code_point == cp) {
+            code_point_sequence out;
+            for (std::size_t i = 0; i < multi.length; ++i)
+                out.code_points[i] = unicode_tables::lower_multi_pool[multi.offset + i];
+            out.size = multi.length;
+            return out;
+        }
+    }
+    const auto& runs = unicode_tables::lower_runs;
+    const auto* after = std::upper_bound(std::begin(runs), std::end(runs), std::uint32_t{cp},
+                                         [](std::uint32_t c, const auto& run) { return c < run.first; });
+    if (after != std::begin(runs)) {
+        const auto& run = *(after - 1);
+        if (cp <= run.last && (cp - run.first) % run.stride == 0)
+            return {{static_cast<char32_t>(static_cast<std::int64_t>(cp) + run.delta)}, 1};
+    }
+    return {{cp}, 1};
+}
+
+// ---- canonical decomposition ---------------------------------------------------------------------------
+
+inline std::uint8_t combining_class(char32_t cp) {
+    if (cp < 0x300) return 0;
+    const auto& runs = unicode_tables::combining_class_runs;
+    const auto* after = std::upper_bound(std::begin(runs), std::end(runs), std::uint32_t{cp},
+                                         [](std::uint32_t c, const auto& run) { return c < run.first; });
+    if (after == std::begin(runs) || cp > (after - 1)->last) return 0;
+    return static_cast<std::uint8_t>((after - 1)->combining_class);
+}
+
+// Appends the full canonical decomposition of cp (not yet canonically ordered across code points).
+inline void append_decomposition(char32_t cp, std::u32string& out) {
+    constexpr char32_t s_base = 0xAC00, l_base = 0x1100, v_base = 0x1161, t_base = 0x11A7;
+    constexpr char32_t t_count = 28, n_count = 21 * 28, s_count = 19 * 21 * 28;
+    if (cp < 0xC0) {
+        out += cp;
+    } else if (cp >= s_base && cp < s_base + s_count) {  // Hangul syllables decompose algorithmically
+        const char32_t index = cp - s_base;
+        out += l_base + index / n_count;
+        out += v_base + (index % n_count) / t_count;
+        if (index % t_count != 0) out += t_base + index % t_count;
+    } else {
+        const auto& table = unicode_tables::decompositions;
+        const auto* found =
+            std::lower_bound(std::begin(table), std::end(table), std::uint32_t{cp},
+                             [](const auto& entry, std::uint32_t c) { return entry.code_point < c; });
+        if (found == std::end(table) || found->code_point != cp) {
+            out += cp;
+            return;
+        }
+        for (std::size_t i = 0; i < found->length; ++i)
+            out += unicode_tables::decomposition_pool[found->offset + i];
+    }
+}
+
+// NFD: full decomposition, then each run of non-starters stably sorted by combining class.
+inline std::u32string nfd(std::u32string_view text) {
+    std::u32string out;
+    out.reserve(text.size());
+    for (const char32_t cp : text)
+        append_decomposition(cp, out);
+    for (std::size_t i = 0; i < out.size();) {
+        if (combining_class(out[i]) == 0) {
+            ++i;
+            continue;
+        }
+        std::size_t end = i;
+        while (end < out.size() && combining_class(out[end]) != 0)
+            ++end;
+        if (end - i > 1)
+            std::stable_sort(out.begin() + static_cast<std::ptrdiff_t>(i),
+                             out.begin() + static_cast<std::ptrdiff_t>(end),
+                             [](char32_t a, char32_t b) { return combining_class(a) < combining_class(b); });
+        i = end;
+    }
+    return out;
+}
+
+// Well-formed UTF-8 to code points and back.
+inline std::u32string to_code_points(std::string_view utf8) {
+    std::u32string out;
+    out.reserve(utf8.size());
+    for (std::size_t at = 0; at < utf8.size();)
+        out += next_code_point(utf8, at);
+    return out;
+}
+inline std::string to_utf8(std::u32string_view code_points) {
+    std::string out;
+    out.reserve(code_points.size());
+    for (const char32_t cp : code_points)
+        append_utf8(out, cp);
+    return out;
+}
+
+}  // namespace anvil::detail

@@ -1,0 +1,272 @@
+#!/usr/bin/env python3
+"""Drives `anvil embed`, `anvil rerank`, `anvil classify` and `anvil tokenize` on the committed fixtures, checking
+their results against the expected outputs the PyTorch references wrote (tools/reference/), the token ids
+against Hugging Face's own golden ids, and the command line's contract (DESIGN.md): --ids / --type-ids /
+--pixels inputs, --out .npy and --json outputs, --backend, one-line errors with exit status 1, usage errors
+with exit status 2. Reads .npy with its own small reader (no numpy needed).
+
+usage: test_model_commands.py PATH_TO_ANVIL
+"""
+import ast
+import json
+import math
+import os
+import pathlib
+import struct
+import subprocess
+import sys
+import tempfile
+
+ANVIL = sys.argv[1]
+DATA = pathlib.Path(__file__).resolve().parent.parent / "data"
+TEXT = DATA / "text_encoders"
+failures = []
+
+
+def check(condition: bool, what: str) -> None:
+    print(("ok    " if condition else "FAIL  ") + what)
+    if not condition:
+        failures.append(what)
+
+
+def read_npy(path: pathlib.Path):
+    """(shape, flat values) of a little-endian f4/i4/i8 .npy in C order."""
+    data = path.read_bytes()
+    if data[:6] != b"\x93NUMPY":
+        raise ValueError(f"{path}: not an .npy file")
+    major = data[6]
+    header_length = struct.unpack("<H" if major == 1 else "<I", data[8:10] if major == 1 else data[8:12])[0]
+    start = (10 if major == 1 else 12) + header_length
+    header = ast.literal_eval(data[10 if major == 1 else 12:start].decode("latin1"))
+    if header["fortran_order"]:
+        raise ValueError(f"{path}: Fortran order")
+    code = {"<f4": "f", "<i4": "i", "<i8": "q"}[header["descr"]]
+    shape = tuple(header["shape"])
+    count = math.prod(shape)
+    return shape, list(struct.unpack(f"<{count}{code}", data[start:start + count * struct.calcsize(code)]))
+
+
+def rows(shape, values):
+    width = shape[-1]
+    return [values[i:i + width] for i in range(0, len(values), width)]
+
+
+def max_relative_error(got, expected) -> float:
+    if len(got) != len(expected):
+        return math.inf
+    return max((abs(a - b) / max(1.0, abs(b)) for a, b in zip(got, expected)), default=0.0)
+
+
+def anvil(*args, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run([ANVIL, *map(str, args)], capture_output=True, text=True, timeout=300, env=env)
+
+
+def check_error(result, status: int, prefix: str, *needles: str, what: str) -> None:
+    lines = result.stderr.splitlines()
+    check(result.returncode == status, f"{what}: exit status {status} (got {result.returncode}: {result.stderr!r})")
+    check(len(lines) == 1 and lines[0].startswith(prefix), f"{what}: one line starting '{prefix}'")
+    for needle in needles:
+        check(needle in result.stderr, f"{what}: message names '{needle}'")
+
+
+def id_lists(folder: pathlib.Path, name: str = "ids.npy"):
+    shape, ids = read_npy(folder / name)
+    _, types = read_npy(folder / name.replace("ids", "type_ids"))
+    _, lengths = read_npy(folder / name.replace("ids", "lengths"))
+    out_ids, out_types = [], []
+    for row, length in enumerate(lengths):
+        out_ids.append(",".join(str(v) for v in ids[row * shape[1]:row * shape[1] + length]))
+        out_types.append(",".join(str(v) for v in types[row * shape[1]:row * shape[1] + length]))
+    return out_ids, out_types
+
+
+def test_tokenize() -> None:
+    bert = DATA / "tokenizers" / "bert-base-uncased"
+    result = anvil("tokenize", "--model", bert, "i like strawberries")
+    check(result.returncode == 0 and result.stdout.strip() == "[101, 1045, 2066, 13137, 20968, 102]",
+          f"tokenize: BERT's golden ids ({result.stdout.strip()!r} {result.stderr!r})")
+    result = anvil("tokenize", "--model", bert, "i like strawberries", "--no-special")
+    check(result.stdout.strip() == "[1045, 2066, 13137, 20968]", "tokenize --no-special")
+    result = anvil("tokenize", "--model", bert, "a cat", "--pair", "a dog", "--json")
+    report = json.loads(result.stdout) if result.returncode == 0 else [{}]
+    check(report[0].get("ids") == [101, 1037, 4937, 102, 1037, 3899, 102]
+          and report[0].get("type_ids") == [0, 0, 0, 0, 1, 1, 1]
+          and report[0].get("tokens", [None])[0] == "[CLS]", f"tokenize --pair --json ({report})")
+    # GPT-2's byte-level BPE on one of tiktoken's r50k_base goldens (TestPlans.txt).
+    result = anvil("tokenize", "--model", DATA / "tokenizers" / "gpt2", "Hello, World! How are you today? 🌍")
+    check(result.stdout.strip() == "[15496, 11, 2159, 0, 1374, 389, 345, 1909, 30, 12520, 234, 235]",
+          f"tokenize: GPT-2's golden ids ({result.stdout.strip()!r})")
+    check_error(anvil("tokenize", "--model", DATA / "images", "x"), 1, "anvil: error:", "tokenizer",
+                what="tokenize a folder without a tokenizer")
+    check_error(anvil("tokenize", "--model", bert), 2, "anvil: usage:", "TEXT", what="tokenize without text")
+
+
+def test_embed(tmp: pathlib.Path) -> None:
+    folder = TEXT / "bert_sentence"
+    ids, types = id_lists(folder)
+    args = ["embed", "--model", folder, "--backend", "cpu"]
+    for one, kind in zip(ids, types):
+        args += ["--ids", one, "--type-ids", kind]
+    out = tmp / "embeddings.npy"
+    result = anvil(*args, "--out", out)
+    check(result.returncode == 0, f"embed --ids --out runs ({result.stderr})")
+    expected_shape, expected = read_npy(folder / "embeddings.npy")
+    got_shape, got = read_npy(out) if out.exists() else ((), [])
+    check(got_shape == expected_shape and max_relative_error(got, expected) < 1e-4,
+          f"embed --ids: the PyTorch reference's embeddings, {got_shape} (error "
+          f"{max_relative_error(got, expected):.2g})")
+    result = anvil(*args, "--json")
+    report = json.loads(result.stdout) if result.returncode == 0 else {}
+    flat = [v for row in report.get("embeddings", []) for v in row]
+    check(report.get("shape") == list(expected_shape) and max_relative_error(flat, expected) < 1e-4,
+          "embed --json: shape and embeddings")
+    # The other poolings, unnormalised.
+    for pooling in ("cls", "max", "mean"):
+        result = anvil(*args, "--pooling", pooling, "--no-normalize", "--out", out)
+        _, got = read_npy(out) if result.returncode == 0 else ((), [])
+        _, expected_pool = read_npy(folder / f"{pooling}.npy")
+        check(max_relative_error(got, expected_pool) < 1e-4, f"embed --pooling {pooling} --no-normalize")
+    # --pooling none: the hidden states of one text, [S, D].
+    result = anvil("embed", "--model", folder, "--backend", "cpu", "--ids", ids[0], "--type-ids", types[0],
+                   "--pooling", "none", "--out", out)
+    hidden_shape, hidden = read_npy(folder / "hidden.npy")
+    length = len(ids[0].split(","))
+    got_shape, got = read_npy(out) if result.returncode == 0 else ((), [])
+    check(got_shape == (length, hidden_shape[1])
+          and max_relative_error(got, hidden[:length * hidden_shape[1]]) < 1e-4,
+          f"embed --pooling none: [S, D] hidden states ({got_shape})")
+    # Text in: the folder's tokenizer, then the model.
+    texts = json.loads((folder / "texts.json").read_text(encoding="utf-8"))
+    result = anvil("embed", "--model", folder, "--backend", "cpu", *texts, "--out", out)
+    _, expected_text = read_npy(folder / "text_embeddings.npy")
+    _, got = read_npy(out) if result.returncode == 0 else ((), [])
+    check(max_relative_error(got, expected_text) < 1e-4, f"embed TEXT...: the reference's embeddings ({result.stderr})")
+    # The Neural Engine simulator built beside anvil: fp16 agreement.
+    env = {k: v for k, v in os.environ.items() if k != "ANVIL_ANE_SIM"}
+    result = anvil(*(["embed", "--model", folder, "--backend", "ane"] + args[5:]), "--out", out, env=env)
+    _, got = read_npy(out) if result.returncode == 0 else ((), [])
+    check(result.returncode == 0 and max_relative_error(got, expected) < 1.5e-2,
+          f"embed --backend ane on the simulator: within fp16 tolerance ({result.stderr[-300:]})")
+    # Errors.
+    check_error(anvil("embed", "--model", folder, "--ids", "101,x"), 2, "anvil: usage:", "--ids", "'x'",
+                what="embed --ids with a non-number")
+    check_error(anvil("embed", "--model", folder, "--ids", "1,99999"), 1, "anvil: error:", "99999",
+                what="embed --ids out of the vocabulary")
+    check_error(anvil("embed", "--model", folder, "a", "--ids", "1,2"), 2, "anvil: usage:", "either",
+                what="embed with text and ids")
+    check_error(anvil("embed", "--model", folder, "a", "--backend", "tpu"), 2, "anvil: usage:", "--backend",
+                what="embed --backend tpu")
+    check_error(anvil("embed", "--model", folder, "a", "b", "--pooling", "none"), 2, "anvil: usage:", "one text",
+                what="embed --pooling none with two texts")
+    check_error(anvil("embed", "a"), 2, "anvil: usage:", "--model", what="embed without --model")
+    check_error(anvil("embed", "--model", tmp / "nowhere", "a"), 1, "anvil: error:", "nowhere",
+                what="embed on a missing folder")
+    check_error(anvil("embed", "--model", DATA / "vit" / "vit", "a"), 1, "anvil: error:", "vit",
+                what="embed on an image model")
+
+
+def test_rerank(tmp: pathlib.Path) -> None:
+    folder = TEXT / "bert_cross"
+    ids, types = id_lists(folder)
+    args = ["rerank", "--model", folder, "--backend", "cpu"]
+    for one, kind in zip(ids, types):
+        args += ["--ids", one, "--type-ids", kind]
+    out = tmp / "scores.npy"
+    result = anvil(*args, "--out", out)
+    shape, logits = read_npy(folder / "logits.npy")
+    expected = [row[0] for row in rows(shape, logits)]
+    got_shape, got = read_npy(out) if result.returncode == 0 else ((), [])
+    check(got_shape == (len(ids),) and max_relative_error(got, expected) < 1e-4,
+          f"rerank --ids --type-ids --out: first logits of the reference ({result.stderr})")
+    result = anvil(*args, "--json")
+    report = json.loads(result.stdout) if result.returncode == 0 else {}
+    best_first = sorted(range(len(expected)), key=lambda i: -expected[i])
+    check(max_relative_error(report.get("scores", []), expected) < 1e-4 and report.get("ranking") == best_first,
+          "rerank --json: scores in input order and the ranking best first")
+    pairs = json.loads((folder / "texts.json").read_text(encoding="utf-8"))
+    query = pairs[0][0]
+    result = anvil("rerank", "--model", folder, "--backend", "cpu", "--query", query, pairs[0][1], "--json")
+    shape, text_logits = read_npy(folder / "text_logits.npy")
+    report = json.loads(result.stdout) if result.returncode == 0 else {}
+    check(max_relative_error(report.get("scores", []), [rows(shape, text_logits)[0][0]]) < 1e-4,
+          f"rerank --query: the reference's score for the pair ({result.stderr})")
+    result = anvil("rerank", "--model", folder, "--backend", "cpu", "--query", query, pairs[0][1], pairs[1][1])
+    check(result.returncode == 0 and len(result.stdout.splitlines()) == 2, "rerank prints one line per passage")
+    check_error(anvil("rerank", "--model", folder, "--ids", ids[0]), 2, "anvil: usage:", "--type-ids",
+                what="rerank --ids without --type-ids")
+    check_error(anvil("rerank", "--model", folder, "--query", "q"), 2, "anvil: usage:", "PASSAGE",
+                what="rerank --query without passages")
+    check_error(anvil("rerank", "--model", TEXT / "bert_sentence", "--query", "q", "p"), 1, "anvil: error:",
+                what="rerank with a model that has no classification head")
+
+
+def test_classify(tmp: pathlib.Path) -> None:
+    out = tmp / "logits.npy"
+    for name in ("vit", "deit", "deit_teacher"):
+        folder = DATA / "vit" / name
+        result = anvil("classify", "--model", folder, "--pixels", folder / "pixels.npy", "--backend", "cpu",
+                       "--out", out)
+        shape, expected = read_npy(folder / "logits.npy")
+        got_shape, got = read_npy(out) if result.returncode == 0 else ((), [])
+        check(got_shape == shape and max_relative_error(got, expected) < 1e-4,
+              f"classify --pixels {name}: the reference's logits ({result.stderr})")
+    folder = DATA / "vit" / "vit"
+    result = anvil("classify", "--model", folder, "--pixels", folder / "pixels.npy", "--backend", "cpu", "--top",
+                   "3", "--json")
+    report = json.loads(result.stdout) if result.returncode == 0 else {"results": []}
+    shape, logits = read_npy(folder / "logits.npy")
+    config = json.loads((folder / "config.json").read_text())
+    ok = len(report["results"]) == shape[0]
+    for result_row, logit_row in zip(report["results"], rows(shape, logits)):
+        top = max(logit_row)
+        total = sum(math.exp(v - top) for v in logit_row)
+        best = sorted(range(len(logit_row)), key=lambda i: -logit_row[i])[:3]
+        ok = ok and [c["index"] for c in result_row["top"]] == best
+        ok = ok and all(abs(c["probability"] - math.exp(logit_row[c["index"]] - top) / total) < 1e-4
+                        and c["label"] == config["id2label"][str(c["index"])] for c in result_row["top"])
+    check(ok, "classify --top 3 --json: the three best classes, softmax probabilities and id2label names")
+
+    # The real photos, decoded and preprocessed by anvil, through a random-weight ResNet.
+    resnet = DATA / "resnet" / "hf_basic"
+    photos = sorted((DATA / "images").glob("*.png")) + sorted((DATA / "images").glob("*.jpg"))
+    result = anvil("classify", "--model", resnet, "--backend", "cpu", *photos, "--json", "--out", out)
+    report = json.loads(result.stdout) if result.returncode == 0 else {"results": []}
+    check(len(photos) == 6 and len(report["results"]) == 6
+          and all(len(r["top"]) == 5 and r["top"][0]["probability"] >= r["top"][-1]["probability"] > 0
+                  for r in report["results"]),
+          f"classify on the six photos: five classes each, best first ({result.stderr[-300:]})")
+    # anvil's decode + preprocessing of chelsea.png against torchvision's transform of the same pixels.
+    chelsea = DATA / "images" / "chelsea.png"
+    reference = DATA / "images" / "preprocessing" / "chelsea_imagenet.npy"
+    result_a = anvil("classify", "--model", resnet, "--backend", "cpu", chelsea, "--out", tmp / "a.npy")
+    result_b = anvil("classify", "--model", resnet, "--backend", "cpu", "--pixels", reference, "--out",
+                     tmp / "b.npy")
+    _, a = read_npy(tmp / "a.npy") if result_a.returncode == 0 else ((), [])
+    _, b = read_npy(tmp / "b.npy") if result_b.returncode == 0 else ((), [1.0])
+    check(max_relative_error(a, b) < 1e-3,
+          f"classify chelsea.png = classify on torchvision's preprocessing of it ({max_relative_error(a, b):.2g})")
+    bad = tmp / "bad.png"
+    bad.write_bytes(b"\x89PNG\r\n\x1a\nnot really")
+    check_error(anvil("classify", "--model", resnet, bad), 1, "anvil: error:", "bad.png",
+                what="classify a broken PNG")
+    check_error(anvil("classify", "--model", resnet, "--pixels", TEXT / "bert_sentence" / "ids.npy"), 1,
+                "anvil: error:", what="classify --pixels of the wrong shape")
+    check_error(anvil("classify", "--model", resnet, "--top", "0", chelsea), 2, "anvil: usage:", "--top",
+                what="classify --top 0")
+    check_error(anvil("classify", "--model", TEXT / "bert_sentence", chelsea), 1, "anvil: error:",
+                what="classify with a text model")
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = pathlib.Path(tmp)
+        test_tokenize()
+        test_embed(tmp)
+        test_rerank(tmp)
+        test_classify(tmp)
+    print(f"cli.models: {len(failures)} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

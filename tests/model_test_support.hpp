@@ -1,0 +1,87 @@
+// What the model tests share: reading the fixtures a generator in tools/reference/ wrote, comparing with a
+// relative tolerance, and running a recipe on the Neural Engine simulator.
+#pragma once
+
+#include <doctest/doctest.h>
+#include <anvil/anvil.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+namespace anvil_test {
+
+inline std::string data_path(const std::string& relative) {
+    return std::string(ANVIL_TEST_DATA_DIR) + "/" + relative;
+}
+
+// A float .npy as an f32 host tensor, an integer one as i32.
+inline anvil::host_tensor load_npy(const std::string& path) {
+    const auto array = anvil::npy::read(path);
+    if (array.type == anvil::dtype::i32)
+        return anvil::host_tensor::from(array.values<std::int32_t>(), anvil::dims(array.shape));
+    if (array.type == anvil::dtype::i64) {
+        const auto values = array.values<std::int64_t>();
+        std::vector<std::int32_t> narrow(values.size());
+        std::transform(values.begin(), values.end(), narrow.begin(),
+                       [](std::int64_t v) { return static_cast<std::int32_t>(v); });
+        return anvil::host_tensor::from(narrow, anvil::dims(array.shape));
+    }
+    return anvil::host_tensor::from(array.to_f32(), anvil::dims(array.shape));
+}
+
+// max |got - expected| / max(1, |expected|): relative for large values, absolute near zero.
+inline double max_relative_error(const anvil::host_tensor& got, const anvil::host_tensor& expected) {
+    REQUIRE(got.shape() == expected.shape());
+    const auto a = got.to_f32();
+    const auto b = expected.to_f32();
+    double worst = 0.0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        if (!std::isfinite(a[i])) return INFINITY;
+        worst =
+            std::max(worst, std::fabs(double{a[i]} - double{b[i]}) / std::max(1.0, std::fabs(double{b[i]})));
+    }
+    return worst;
+}
+
+// Compile options for the CPU, and for the Neural Engine through the simulator (nullopt where the build has
+// no simulator). The ANE options use a fresh cache directory that lives as long as the returned object.
+struct ane_target {
+    anvil::compile_options options;
+    std::filesystem::path cache;
+    ane_target(const ane_target&) = delete;
+    ane_target& operator=(const ane_target&) = delete;
+    ane_target() = default;
+    ~ane_target() {
+        std::error_code ignored;
+        if (!cache.empty()) std::filesystem::remove_all(cache, ignored);
+    }
+};
+
+inline bool ane_simulator_available() {
+#ifdef ANVIL_ANE_SIM_PATH
+    setenv("ANVIL_ANE_SIM", ANVIL_ANE_SIM_PATH, 1);
+    return true;
+#else
+    return false;
+#endif
+}
+
+// Fills `target` for the simulator and returns true, or returns false where the build has none (tests then
+// say so with a MESSAGE, never silently).
+inline bool use_ane_simulator(ane_target& target) {
+    if (!ane_simulator_available()) {
+        MESSAGE("this build has no ANE simulator: the Neural Engine half of this test did not run");
+        return false;
+    }
+    std::string pattern = (std::filesystem::temp_directory_path() / "anvil-model-cache-XXXXXX").string();
+    REQUIRE(mkdtemp(pattern.data()) != nullptr);
+    target.cache = pattern;
+    target.options.target = anvil::device::ane;
+    target.options.cache_dir = target.cache.string();
+    return true;
+}
+
+}  // namespace anvil_test

@@ -1,0 +1,132 @@
+// What the model commands (embed, rerank, classify, tokenize) share: the --backend choice, token-id lists,
+// writing results as .npy, JSON output, and progress shown only on a terminal.
+#pragma once
+
+#include "arguments.hpp"
+
+#include <anvil/anvil.hpp>
+
+#include <unistd.h>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace anvil::cli {
+
+// Where the Neural Engine comes from when it is asked for: the framework on a Mac; elsewhere the simulator in
+// $ANVIL_ANE_SIM, or the libanvil-ane-sim.so built beside this program (which this then points
+// $ANVIL_ANE_SIM at). Returns a description, or "" when there is none.
+inline std::string locate_neural_engine(const char* argv0) {
+    if (const char* sim = std::getenv("ANVIL_ANE_SIM"); sim != nullptr && *sim != '\0')
+        return detail::message("the ANE simulator ", sim);
+#if defined(__APPLE__)
+    (void)argv0;
+    return "the Neural Engine";
+#else
+    std::error_code ignored;
+    const auto self = std::filesystem::read_symlink("/proc/self/exe", ignored);
+    const std::filesystem::path beside =
+        (self.empty() ? std::filesystem::path(argv0) : self).parent_path() / "libanvil-ane-sim.so";
+    if (!std::filesystem::exists(beside)) return {};
+    setenv("ANVIL_ANE_SIM", beside.c_str(), 1);
+    return detail::message("the ANE simulator ", beside.string());
+#endif
+}
+
+// --backend cpu|ane|auto (auto: the Neural Engine where present, else the CPU; on Linux "present" means
+// $ANVIL_ANE_SIM is set).
+inline models::load_options backend_options(const arguments& args, std::string_view command,
+                                            const char* argv0) {
+    models::load_options options;
+    const std::string backend = args.value("backend").value_or("auto");
+    if (backend == "cpu") {
+        options.compile.target = device::cpu;
+    } else if (backend == "ane") {
+        if (locate_neural_engine(argv0).empty()) {
+            throw error(
+                detail::message(command,
+                                ": --backend ane: no Neural Engine on this machine and no simulator (set "
+                                "ANVIL_ANE_SIM=/path/to/libanvil-ane-sim.so, built from tools/ane-sim)"));
+        }
+        options.compile.target = device::ane;
+    } else if (backend == "auto") {
+        options.compile.target = device::automatic;
+    } else {
+        throw usage_error(
+            detail::message(command, ": --backend must be cpu, ane or auto, got '", backend, "'"));
+    }
+    return options;
+}
+
+// "101,1045,102" -> {101, 1045, 102}.
+inline std::vector<std::int32_t> parse_id_list(std::string_view text, std::string_view option) {
+    std::vector<std::int32_t> ids;
+    std::size_t start = 0;
+    while (start <= text.size()) {
+        const std::size_t comma = std::min(text.find(',', start), text.size());
+        const std::string item(text.substr(start, comma - start));
+        char* end = nullptr;
+        errno = 0;
+        const long long value = std::strtoll(item.c_str(), &end, 10);
+        if (item.empty() || end != item.c_str() + item.size() || errno != 0 || value < 0 ||
+            value > INT32_MAX) {
+            throw usage_error(detail::message(option, ": '", text,
+                                              "' is not a comma-separated list of token ids (non-negative "
+                                              "integers), at '",
+                                              item, "'"));
+        }
+        ids.push_back(static_cast<std::int32_t>(value));
+        start = comma + 1;
+    }
+    return ids;
+}
+
+inline std::vector<std::vector<std::int32_t>> parse_id_lists(const arguments& args, std::string_view option) {
+    std::vector<std::vector<std::int32_t>> lists;
+    for (const auto& text : args.values(option))
+        lists.push_back(parse_id_list(text, detail::message("--", option)));
+    return lists;
+}
+
+inline void write_npy(const std::string& path, const host_tensor& tensor) {
+    const auto values = tensor.to_f32();
+    const dims& shape = tensor.shape();
+    std::vector<std::int64_t> extents(shape.begin(), shape.end());
+    npy::write(path, dtype::f32, extents, values.data());
+}
+
+// A float for JSON: shortest round-trip text, and null for what JSON cannot hold.
+inline json::value json_number(float v) {
+    if (!std::isfinite(v)) return json::value(nullptr);
+    return json::value(static_cast<double>(v));
+}
+
+// Progress goes to stderr, and only when both streams are a terminal.
+class progress {
+public:
+    progress() : shown_(isatty(STDOUT_FILENO) != 0 && isatty(STDERR_FILENO) != 0) {}
+    void say(std::string_view what) const {
+        if (!shown_) return;
+        std::fprintf(stderr, "\r\033[K%.*s", static_cast<int>(what.size()), what.data());
+        std::fflush(stderr);
+    }
+    ~progress() {
+        if (shown_) std::fputs("\r\033[K", stderr);
+    }
+    progress(const progress&) = delete;
+    progress& operator=(const progress&) = delete;
+
+private:
+    bool shown_;
+};
+
+inline std::string model_folder(const arguments& args, std::string_view command) {
+    const auto folder = args.value("model");
+    if (!folder) throw usage_error(detail::message(command, ": --model DIR is required"));
+    return *folder;
+}
+
+}  // namespace anvil::cli
