@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "model_test_support.hpp"
+#include "text_encoder_fixtures.hpp"
 
 namespace test_cross_encoder {
 
@@ -20,59 +20,9 @@ namespace {
 
 using anvil::models::cross_encoder;
 
-std::string fixture(const std::string& name) {
-    return anvil_test::data_path("text_encoders/" + name);
-}
-
-// The CPU explicitly: the default (automatic) picks the Neural Engine, which the simulator test case makes
-// present for the rest of the process.
-anvil::models::load_options cpu() {
-    anvil::models::load_options options;
-    options.compile.target = anvil::device::cpu;
-    return options;
-}
-
-struct texts {
-    std::vector<std::vector<std::int32_t>> ids, types;
-};
-
-texts read_texts(const std::string& folder, const std::string& stem = "") {
-    const auto ids = anvil_test::load_npy(folder + "/" + stem + "ids.npy");
-    const auto types = anvil_test::load_npy(folder + "/" + stem + "type_ids.npy");
-    const auto lengths = anvil_test::load_npy(folder + "/" + stem + "lengths.npy");
-    texts result;
-    const auto width = static_cast<std::size_t>(ids.shape()[1]);
-    for (std::size_t i = 0; i < lengths.element_count(); ++i) {
-        const auto length = static_cast<std::size_t>(lengths.values<std::int32_t>()[i]);
-        const auto row = ids.values<std::int32_t>().subspan(i * width, length);
-        const auto type_row = types.values<std::int32_t>().subspan(i * width, length);
-        result.ids.emplace_back(row.begin(), row.end());
-        result.types.emplace_back(type_row.begin(), type_row.end());
-    }
-    return result;
-}
+using namespace anvil_test::text_encoders;
 
 const char* const families[] = {"bert_cross", "xlmr_cross", "distilbert_cross", "mpnet_cross"};
-
-// A copy of a fixture folder with config.json replaced (the weights are linked).
-struct edited_folder {
-    std::filesystem::path path;
-    edited_folder(const std::string& name, const std::string& config) {
-        path = std::filesystem::temp_directory_path() /
-               ("anvil-cross-encoder-" + name + "-" + std::to_string(std::hash<std::string>{}(config)));
-        std::filesystem::remove_all(path);
-        std::filesystem::create_directories(path);
-        std::filesystem::create_symlink(std::filesystem::absolute(fixture(name) + "/model.safetensors"),
-                                        path / "model.safetensors");
-        std::ofstream(path / "config.json") << config;
-    }
-    ~edited_folder() {
-        std::error_code ignored;
-        std::filesystem::remove_all(path, ignored);
-    }
-    edited_folder(const edited_folder&) = delete;
-    edited_folder& operator=(const edited_folder&) = delete;
-};
 
 }  // namespace
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "model_test_support.hpp"
+#include "text_encoder_fixtures.hpp"
 
 namespace test_sentence_encoder {
 
@@ -21,37 +21,7 @@ namespace {
 using anvil::models::pooling;
 using anvil::models::sentence_encoder;
 
-std::string fixture(const std::string& name) {
-    return anvil_test::data_path("text_encoders/" + name);
-}
-
-// The CPU explicitly: the default (automatic) picks the Neural Engine, which the simulator test case makes
-// present for the rest of the process.
-anvil::models::load_options cpu() {
-    anvil::models::load_options options;
-    options.compile.target = anvil::device::cpu;
-    return options;
-}
-
-struct texts {
-    std::vector<std::vector<std::int32_t>> ids, types;
-};
-
-texts read_texts(const std::string& folder, const std::string& stem = "") {
-    const auto ids = anvil_test::load_npy(folder + "/" + stem + "ids.npy");
-    const auto types = anvil_test::load_npy(folder + "/" + stem + "type_ids.npy");
-    const auto lengths = anvil_test::load_npy(folder + "/" + stem + "lengths.npy");
-    texts result;
-    const auto width = static_cast<std::size_t>(ids.shape()[1]);
-    for (std::size_t i = 0; i < lengths.element_count(); ++i) {
-        const auto length = static_cast<std::size_t>(lengths.values<std::int32_t>()[i]);
-        const auto row = ids.values<std::int32_t>().subspan(i * width, length);
-        const auto type_row = types.values<std::int32_t>().subspan(i * width, length);
-        result.ids.emplace_back(row.begin(), row.end());
-        result.types.emplace_back(type_row.begin(), type_row.end());
-    }
-    return result;
-}
+using namespace anvil_test::text_encoders;
 
 anvil::models::encode_options with(pooling mode, bool normalize, std::size_t batch_size = 32) {
     anvil::models::encode_options o;

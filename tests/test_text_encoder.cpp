@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "model_test_support.hpp"
+#include "text_encoder_fixtures.hpp"
 
 namespace test_text_encoder {
 
@@ -22,38 +22,7 @@ namespace {
 
 using anvil::models::text_encoder;
 
-std::string fixture(const std::string& name) {
-    return anvil_test::data_path("text_encoders/" + name);
-}
-
-// The CPU explicitly: the default (automatic) picks the Neural Engine, which the simulator test case makes
-// present for the rest of the process.
-anvil::models::load_options cpu() {
-    anvil::models::load_options options;
-    options.compile.target = anvil::device::cpu;
-    return options;
-}
-
-// A fixture's texts: ids.npy [N, L] cut to lengths.npy, and their type ids.
-struct texts {
-    std::vector<std::vector<std::int32_t>> ids, types;
-};
-
-texts read_texts(const std::string& folder, const std::string& stem = "") {
-    const auto ids = anvil_test::load_npy(folder + "/" + stem + "ids.npy");
-    const auto types = anvil_test::load_npy(folder + "/" + stem + "type_ids.npy");
-    const auto lengths = anvil_test::load_npy(folder + "/" + stem + "lengths.npy");
-    texts result;
-    const auto width = static_cast<std::size_t>(ids.shape()[1]);
-    for (std::size_t i = 0; i < lengths.element_count(); ++i) {
-        const auto length = static_cast<std::size_t>(lengths.values<std::int32_t>()[i]);
-        const auto row = ids.values<std::int32_t>().subspan(i * width, length);
-        const auto type_row = types.values<std::int32_t>().subspan(i * width, length);
-        result.ids.emplace_back(row.begin(), row.end());
-        result.types.emplace_back(type_row.begin(), type_row.end());
-    }
-    return result;
-}
+using namespace anvil_test::text_encoders;
 
 // The hidden states of every text, [sum of lengths, D] like hidden.npy, from one run in padded batches.
 anvil::host_tensor hidden_states(text_encoder& encoder, const texts& input, std::size_t batch_size) {
@@ -79,26 +48,6 @@ anvil::host_tensor hidden_states(text_encoder& encoder, const texts& input, std:
                 });
     return result;
 }
-
-// A copy of a fixture folder whose config.json is `config` (the weights are linked, not copied).
-struct edited_folder {
-    std::filesystem::path path;
-    edited_folder(const std::string& name, const std::string& config) {
-        path = std::filesystem::temp_directory_path() /
-               ("anvil-text-encoder-" + name + "-" + std::to_string(std::hash<std::string>{}(config)));
-        std::filesystem::remove_all(path);
-        std::filesystem::create_directories(path);
-        std::filesystem::create_symlink(std::filesystem::absolute(fixture(name) + "/model.safetensors"),
-                                        path / "model.safetensors");
-        std::ofstream(path / "config.json") << config;
-    }
-    ~edited_folder() {
-        std::error_code ignored;
-        std::filesystem::remove_all(path, ignored);
-    }
-    edited_folder(const edited_folder&) = delete;
-    edited_folder& operator=(const edited_folder&) = delete;
-};
 
 const char* const sentence_fixtures[] = {"bert_sentence", "roberta_sentence", "mpnet_sentence",
                                          "distilbert_sentence"};
