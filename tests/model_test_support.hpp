@@ -46,6 +46,15 @@ inline double max_relative_error(const anvil::host_tensor& got, const anvil::hos
     return worst;
 }
 
+// A recipe's options for the CPU. Model tests name the device: the default (automatic) picks the Neural
+// Engine, which a simulator test case makes present for the rest of the process.
+inline anvil::models::load_options cpu(anvil::cpu_kernels kernels = anvil::cpu_kernels::optimized) {
+    anvil::models::load_options options;
+    options.compile.target = anvil::device::cpu;
+    options.compile.kernels = kernels;
+    return options;
+}
+
 // Compile options for the CPU, and for the Neural Engine through the simulator (nullopt where the build has
 // no simulator). The ANE options use a fresh cache directory that lives as long as the returned object.
 struct ane_target {

@@ -26,11 +26,7 @@ using anvil::models::image_classifier;
 using anvil::models::load_options;
 using anvil_test::data_path;
 
-load_options on_cpu() {
-    load_options options;
-    options.compile.target = anvil::device::cpu;
-    return options;
-}
+using anvil_test::cpu;
 
 // An empty scratch folder, removed with the object.
 struct scratch_folder {
@@ -97,7 +93,7 @@ TEST_CASE("image_classifier: ViT and DeiT folders classify as PyTorch's logits s
         const std::string& model = entry.first;
         const std::string& architecture = entry.second;
         CAPTURE(model);
-        auto classifier = image_classifier::load(data_path("vit/" + model), on_cpu());
+        auto classifier = image_classifier::load(data_path("vit/" + model), cpu());
         CHECK(classifier.architecture() == architecture);
         CHECK(classifier.labels() == names);
         const auto pixels = anvil_test::load_npy(data_path("vit/" + model + "/pixels.npy"));
@@ -116,20 +112,20 @@ TEST_CASE("image_classifier: ViT and DeiT folders classify as PyTorch's logits s
 
 TEST_CASE(
     "image_classifier: the preprocessing comes from preprocessor_config.json, else the family's default") {
-    const auto vit = image_classifier::load(data_path("vit/vit"), on_cpu()).preprocessing();
+    const auto vit = image_classifier::load(data_path("vit/vit"), cpu()).preprocessing();
     CHECK(vit.resize_height == 20);
     CHECK(vit.resize_width == 20);
     CHECK(vit.mean[1] == doctest::Approx(0.5));
     CHECK(vit.std[2] == doctest::Approx(0.5));
     CHECK(vit.output_height() == 20);
-    const auto deit = image_classifier::load(data_path("vit/deit_teacher"), on_cpu()).preprocessing();
+    const auto deit = image_classifier::load(data_path("vit/deit_teacher"), cpu()).preprocessing();
     CHECK(deit.resize_height == 23);
     CHECK(deit.crop_height == 20);
     CHECK(deit.crop_width == 20);
     CHECK(deit.mean[0] == doctest::Approx(0.485));
     // No preprocessor_config.json: ViTImageProcessor's defaults at the config's image_size (24), not
     // ImageNet's 224 crop, which the model could not take.
-    const auto plain = image_classifier::load(data_path("vit/deit"), on_cpu()).preprocessing();
+    const auto plain = image_classifier::load(data_path("vit/deit"), cpu()).preprocessing();
     CHECK(plain.resize_shortest_edge == 0);
     CHECK(plain.resize_height == 24);
     CHECK(plain.resize_width == 24);
@@ -141,7 +137,7 @@ TEST_CASE(
 
 TEST_CASE("image_classifier: a ResNet folder, with config.json or with torchvision's names alone") {
     SUBCASE("Hugging Face's ResNetForImageClassification (model_type resnet)") {
-        auto classifier = image_classifier::load(data_path("resnet/hf_basic"), on_cpu());
+        auto classifier = image_classifier::load(data_path("resnet/hf_basic"), cpu());
         CHECK(classifier.architecture() == "resnet");
         CHECK(classifier.labels()[4] == "blue");
         const auto pixels = anvil_test::load_npy(data_path("resnet/inputs_a.npy"));
@@ -178,11 +174,11 @@ TEST_CASE("image_classifier: a ResNet folder, with config.json or with torchvisi
             writer.add(name, *tensor);
         }
         writer.write(folder.path / "model.safetensors");
-        auto classifier = image_classifier::load(folder.path, on_cpu());
+        auto classifier = image_classifier::load(folder.path, cpu());
         CHECK(classifier.architecture() == "resnet");
         CHECK(classifier.labels()[6] == "LABEL_6");
         const auto pixels = anvil_test::load_npy(data_path("resnet/inputs_a.npy"));
-        auto direct = anvil::models::resnet::load(folder.path, on_cpu());
+        auto direct = anvil::models::resnet::load(folder.path, cpu());
         CHECK(anvil_test::max_relative_error(classifier.logits(pixels), direct.logits(pixels)) == 0.0);
     }
 }
@@ -213,24 +209,24 @@ TEST_CASE("image_classifier: top_classes ranks logits by softmax, ties by index,
 
 TEST_CASE("image_classifier: folders that hold no image classifier say what they hold") {
     scratch_folder folder;
-    CHECK_THROWS_WITH_AS(static_cast<void>(image_classifier::load(folder.path, on_cpu())),
+    CHECK_THROWS_WITH_AS(static_cast<void>(image_classifier::load(folder.path, cpu())),
                          doctest::Contains("neither a config.json nor .safetensors weights"),
                          anvil::unsupported_error);
     // ViT weights without their config.json: not torchvision's ResNet, so nothing to go by.
     std::filesystem::copy_file(data_path("vit/vit/model.safetensors"), folder.path / "model.safetensors");
-    CHECK_THROWS_WITH_AS(static_cast<void>(image_classifier::load(folder.path, on_cpu())),
+    CHECK_THROWS_WITH_AS(static_cast<void>(image_classifier::load(folder.path, cpu())),
                          doctest::Contains("there is no config.json, and the weights (40 tensors, the first "
                                            "'classifier.bias') are not torchvision's ResNet"),
                          anvil::unsupported_error);
     std::ofstream(folder.path / "config.json") << R"({"model_type": "bert", "hidden_size": 36})";
-    CHECK_THROWS_WITH_AS(static_cast<void>(image_classifier::load(folder.path, on_cpu())),
+    CHECK_THROWS_WITH_AS(static_cast<void>(image_classifier::load(folder.path, cpu())),
                          doctest::Contains("config.json: model_type 'bert' is not an image classifier anvil "
                                            "runs (vit, deit, resnet)"),
                          anvil::unsupported_error);
     std::ofstream(folder.path / "config.json") << R"({"hidden_size": 36})";
-    CHECK_THROWS_WITH_AS(static_cast<void>(image_classifier::load(folder.path, on_cpu())),
+    CHECK_THROWS_WITH_AS(static_cast<void>(image_classifier::load(folder.path, cpu())),
                          doctest::Contains("config.json: there is no model_type"), anvil::unsupported_error);
-    CHECK_THROWS_WITH_AS(static_cast<void>(image_classifier::load(folder.path / "absent", on_cpu())),
+    CHECK_THROWS_WITH_AS(static_cast<void>(image_classifier::load(folder.path / "absent", cpu())),
                          doctest::Contains("absent: not a model folder (no such directory)"),
                          anvil::io_error);
 }

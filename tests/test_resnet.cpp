@@ -207,12 +207,7 @@ void check_close(resnet& model, const std::string& inputs, const std::string& ex
     CHECK(error < tolerance);
 }
 
-anvil::models::load_options cpu(anvil::cpu_kernels kernels = anvil::cpu_kernels::optimized) {
-    anvil::models::load_options options;
-    options.compile.target = anvil::device::cpu;
-    options.compile.kernels = kernels;
-    return options;
-}
+using anvil_test::cpu;
 
 // A copy of the small Hugging Face fixture with some tensors changed: `edit` returns false to drop a tensor,
 // or writes a replacement itself and returns false.

@@ -26,12 +26,7 @@ anvil::host_tensor fixture(const std::string& model, const std::string& name) {
     return anvil_test::load_npy(data_path("vit/" + model + "/" + name));
 }
 
-load_options cpu(anvil::cpu_kernels kernels) {
-    load_options options;
-    options.compile.target = anvil::device::cpu;
-    options.compile.kernels = kernels;
-    return options;
-}
+using anvil_test::cpu;
 
 // A scratch copy of a fixture folder whose files a test may rewrite; removed with the object.
 struct scratch_folder {

@@ -19,13 +19,7 @@ inline std::string fixture(const std::string& name) {
     return data_path("text_encoders/" + name);
 }
 
-// The CPU explicitly: the default (automatic) picks the Neural Engine, which a simulator test case makes
-// present for the rest of the process.
-inline anvil::models::load_options cpu() {
-    anvil::models::load_options options;
-    options.compile.target = anvil::device::cpu;
-    return options;
-}
+using anvil_test::cpu;
 
 // A fixture's texts: ids.npy [N, L] cut to lengths.npy, and their type ids.
 struct texts {

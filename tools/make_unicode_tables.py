@@ -8,7 +8,10 @@ Everything comes from Python's unicodedata (its Unicode version is recorded in t
   - canonical decompositions, fully expanded and canonically ordered (Hangul syllables are left to the
     algorithm), as `code point, offset, length` into one pool;
   - canonical combining classes as runs `first, last, class` (non-zero only), for the canonical reordering
-    step of NFD.
+    step of NFD;
+  - primary composites for NFC as `first, second, composite`, sorted by (first, second): every code point
+    whose canonical decomposition is a pair and that NFC leaves alone (so composition exclusions, singletons
+    and non-starter decompositions are out; Hangul syllables are left to the algorithm).
 
 Run `python3 tools/make_unicode_tables.py` to rewrite the header, `--check` to fail (exit 1) when the committed
 header differs from what this Python would write (exit 77, skipped, when this Python has another Unicode version).
@@ -100,6 +103,20 @@ def combining_classes():
     return runs
 
 
+def compositions():
+    pairs = []
+    for cp in range(MAX_CODE_POINT + 1):
+        if is_surrogate(cp) or HANGUL_FIRST <= cp <= HANGUL_LAST:
+            continue
+        raw = unicodedata.decomposition(chr(cp))
+        if not raw or raw.startswith("<"):
+            continue
+        parts = [int(x, 16) for x in raw.split()]
+        if len(parts) == 2 and unicodedata.normalize("NFC", chr(cp)) == chr(cp):
+            pairs.append((parts[0], parts[1], cp))
+    return sorted(pairs)
+
+
 def wrap(items, indent="    ", width=110):
     lines, line = [], indent
     for item in items:
@@ -118,6 +135,7 @@ def render():
     runs, multi = lower_mappings()
     entries, pool = decompositions()
     ccc = combining_classes()
+    composed = compositions()
     multi_pool, multi_entries = [], []
     for cp, lowered in multi:
         multi_entries.append((cp, len(multi_pool), len(lowered)))
@@ -176,6 +194,14 @@ struct class_run {{
 // Non-zero canonical combining classes, sorted.
 inline constexpr class_run combining_class_runs[] = {{
 {wrap(f"{{0x{a:x}, 0x{b:x}, {c}}}" for a, b, c in ccc)}
+}};
+
+struct composition {{
+    std::uint32_t first, second, composite;
+}};
+// Primary composites (canonical composition of NFC), sorted by (first, second).
+inline constexpr composition compositions[] = {{
+{wrap(f"{{0x{a:x}, 0x{b:x}, 0x{c:x}}}" for a, b, c in composed)}
 }};
 
 }}  // namespace anvil::detail::unicode_tables

@@ -9281,7 +9281,8 @@ private:
 // (ane_framework.hpp) — or loads it from the program cache — with one IOSurface per input and output,
 // allocated once. Host segments are ordinary CPU programs. A run copies the inputs into their surfaces (fp32
 // to fp16, with the 64-byte row stride and the layout the lowering chose), evaluates the segments in order
-// and copies the outputs back.
+// and copies the outputs back. A resident input's surfaces are packed at compile and then only where
+// write_input writes; a host mirror of it serves read_input and the outputs.
 
 #include <algorithm>
 #include <chrono>
@@ -9292,6 +9293,7 @@ private:
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -11673,7 +11675,8 @@ inline host_tensor leading_rows(const host_tensor& tensor, std::int64_t first, s
 // #include "anvil/backend/cpu/executor.hpp"
 // anvil: the CPU backend's program — the graph after the passes, one prepared kernel per node, and one arena
 // laid out by the memory plan, so a run converts the inputs in, runs the kernels in order and converts the
-// outputs out without allocating anything else.
+// outputs out without allocating anything else. A resident input keeps its arena slot for the program's
+// life; write_input writes it in place and a run does not touch it.
 
 #include <algorithm>
 #include <cmath>
@@ -11683,6 +11686,7 @@ inline host_tensor leading_rows(const host_tensor& tensor, std::int64_t first, s
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -16477,12 +16481,14 @@ inline void evaluate_reference(const node& n, std::span<const const_tensor_span>
 // across calls. One program serves one caller at a time (a second concurrent run waits); several programs
 // run in parallel.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 // #include "anvil/backend/cpu/numerics.hpp"
@@ -16600,6 +16606,10 @@ struct compile_options {
     mil_version ane_mil = mil_version::automatic;
     // ANE: a program holding more weights than this is split into several (intermediates pass by IOSurface).
     std::size_t ane_max_program_weight_bytes = std::size_t{256} << 20;
+    // Inputs that stay bound to the program between runs (a KV cache): zero-filled at compile, updated in
+    // place with program::write_input, never passed to run(). On the ANE each is an IOSurface that run() does
+    // not rewrite, so a step moves only what write_input wrote.
+    std::vector<std::string> resident_inputs;
 };
 
 struct named_tensor {
@@ -16612,36 +16622,47 @@ struct io_info {
     std::string name;
     dtype type = dtype::f32;
     dims shape;
+    bool resident = false;  // bound to the program (compile_options::resident_inputs), not given to run()
 };
 
 namespace detail {
 
+// The declared inputs' names, for error messages ("none" when there are none); only resident ones when
+// `resident_only`.
+[[nodiscard]] inline std::string input_names(std::span<const io_info> declared, bool resident_only = false) {
+    std::string list;
+    for (const auto& input : declared) {
+        if (!resident_only || input.resident) list += (list.empty() ? "" : ", ") + input.name;
+    }
+    return list.empty() ? std::string("none") : list;
+}
+
 // Matches the tensors a run was given to the program's declared inputs, checking each name, shape and kind
 // (floating or integer): the result holds, for each declared input in order, the index of its tensor in
-// `given`. Every backend binds its inputs through this, so a bad call reads the same on all of them.
+// `given` (or unbound_input for a resident input, which a run is never given). Every backend binds its
+// inputs through this, so a bad call reads the same on all of them.
+inline constexpr std::size_t unbound_input = static_cast<std::size_t>(-1);
+
 [[nodiscard]] inline std::vector<std::size_t> match_inputs(std::span<const named_tensor> given,
                                                            std::span<const io_info> declared) {
-    constexpr std::size_t unbound = static_cast<std::size_t>(-1);
-    std::vector<std::size_t> order(declared.size(), unbound);
-    auto names = [&] {
-        std::string list;
-        for (const auto& input : declared)
-            list += (list.empty() ? "" : ", ") + input.name;
-        return list.empty() ? std::string("none") : list;
-    };
+    std::vector<std::size_t> order(declared.size(), unbound_input);
     for (std::size_t g = 0; g < given.size(); ++g) {
         const named_tensor& input = given[g];
         std::size_t index = 0;
         while (index < declared.size() && declared[index].name != input.name)
             ++index;
         if (index == declared.size()) {
-            throw error(
-                message("program::run: there is no input named '", input.name, "' (inputs: ", names(), ")"));
+            throw error(message("program::run: there is no input named '", input.name,
+                                "' (inputs: ", input_names(declared), ")"));
         }
-        if (order[index] != unbound)
+        const io_info& expected = declared[index];
+        if (expected.resident) {
+            throw error(message("program::run: input '", input.name,
+                                "' is resident: update it with program::write_input, not run()"));
+        }
+        if (order[index] != unbound_input)
             throw error(message("program::run: input '", input.name, "' is given twice"));
         order[index] = g;
-        const io_info& expected = declared[index];
         if (!(input.tensor.shape() == expected.shape)) {
             throw shape_error(message("program::run: input '", input.name, "' has shape ",
                                       input.tensor.shape(), ", expected ", expected.shape));
@@ -16654,10 +16675,150 @@ namespace detail {
         }
     }
     for (std::size_t i = 0; i < declared.size(); ++i) {
-        if (order[i] == unbound)
+        if (order[i] == unbound_input && !declared[i].resident)
             throw error(message("program::run: input '", declared[i].name, "' is missing"));
     }
     return order;
+}
+
+// Flags the inputs compile_options::resident_inputs names; each must be an input of the graph, once.
+inline void mark_resident(std::vector<io_info>& declared, std::span<const std::string> resident) {
+    for (std::size_t r = 0; r < resident.size(); ++r) {
+        const std::string& name = resident[r];
+        const auto it = std::find_if(declared.begin(), declared.end(),
+                                     [&](const io_info& input) { return input.name == name; });
+        if (it == declared.end()) {
+            throw error(message("compile: resident input '", name,
+                                "' is not an input of the graph (inputs: ", input_names(declared), ")"));
+        }
+        if (it->resident) throw error(message("compile: resident input '", name, "' is listed twice"));
+        it->resident = true;
+    }
+}
+
+// The index of resident input `name` among `declared`, or an error naming what is wrong (`what`: the
+// calling function).
+[[nodiscard]] inline std::size_t find_resident(std::span<const io_info> declared, std::string_view name,
+                                               std::string_view what) {
+    const auto it = std::find_if(declared.begin(), declared.end(),
+                                 [&](const io_info& input) { return input.name == name; });
+    if (it == declared.end()) {
+        throw error(message(what, ": there is no input named '", name,
+                            "' (resident inputs: ", input_names(declared, true), ")"));
+    }
+    if (!it->resident) {
+        throw error(message(what, ": input '", name,
+                            "' is not resident: it is given to run() (name it in compile_options::"
+                            "resident_inputs to keep it bound to the program)"));
+    }
+    return static_cast<std::size_t>(it - declared.begin());
+}
+
+// Where a write_input lands in the row-major input: a box of extents `extent` at `offset`, walked as runs of
+// extent.back() elements contiguous in both the part and the input.
+struct write_region {
+    std::size_t input = 0;                           // index among the declared inputs
+    std::vector<std::size_t> shape, offset, extent;  // the input's shape; the box's corner and extents
+
+    [[nodiscard]] std::size_t run_length() const noexcept { return extent.empty() ? 1 : extent.back(); }
+    [[nodiscard]] std::size_t element_count() const noexcept {
+        std::size_t count = 1;
+        for (const std::size_t e : extent)
+            count *= e;
+        return count;
+    }
+    // Where each run starts in the input (run k holds the part's elements [k * run_length(), ...)).
+    [[nodiscard]] std::vector<std::size_t> run_starts() const {
+        std::vector<std::size_t> starts;
+        const std::size_t length = run_length();
+        if (length == 0 || element_count() == 0) return starts;
+        starts.reserve(element_count() / length);
+        std::vector<std::size_t> index(extent.size(), 0);  // within the box; the last axis stays 0
+        for (;;) {
+            std::size_t flat = 0;
+            for (std::size_t d = 0; d < shape.size(); ++d)
+                flat = flat * shape[d] + offset[d] + index[d];
+            starts.push_back(flat);
+            std::size_t d = extent.empty() ? 0 : extent.size() - 1;
+            while (d > 0 && ++index[d - 1] == extent[d - 1])
+                index[--d] = 0;
+            if (d == 0) return starts;
+        }
+    }
+};
+
+// Checks a write_input of `part` at `offsets` (one per axis) against the declared inputs and says where it
+// lands.
+[[nodiscard]] inline write_region check_write(std::span<const io_info> declared, std::string_view name,
+                                              std::span<const std::int64_t> offsets,
+                                              const host_tensor& part) {
+    constexpr std::string_view what = "program::write_input";
+    write_region region;
+    region.input = find_resident(declared, name, what);
+    const io_info& input = declared[region.input];
+    const dims& shape = part.shape();
+    const std::size_t rank = input.shape.rank();
+    if (shape.rank() != rank) {
+        throw shape_error(message(what, ": part ", shape, " for input '", name, "' ", input.shape,
+                                  " has rank ", shape.rank(), ", expected ", rank));
+    }
+    if (offsets.size() != rank) {
+        throw shape_error(message(what, ": ", offsets.size(), " offsets for input '", name, "' ", input.shape,
+                                  " of rank ", rank));
+    }
+    for (std::size_t d = 0; d < rank; ++d) {
+        if (offsets[d] < 0 || offsets[d] > input.shape[d] || shape[d] > input.shape[d] - offsets[d]) {
+            throw shape_error(message(what, ": part ", shape, " at offset ", offsets[d], " of axis ", d,
+                                      " is outside input '", name, "' ", input.shape, " (positions [",
+                                      offsets[d], ", ", offsets[d] + shape[d], ") of 0 to ", input.shape[d],
+                                      ")"));
+        }
+        region.shape.push_back(static_cast<std::size_t>(input.shape[d]));
+        region.offset.push_back(static_cast<std::size_t>(offsets[d]));
+        region.extent.push_back(static_cast<std::size_t>(shape[d]));
+    }
+    if (is_floating(part.type()) != is_floating(input.type)) {
+        throw type_error(
+            message(what, ": the part for input '", name, "' is ", dtype_name(part.type()), ", expected ",
+                    dtype_name(input.type),
+                    is_floating(input.type) ? " (or another floating type)" : " (or another integer type)"));
+    }
+    return region;
+}
+
+// The offsets of a write along one axis (every other axis whole), with errors that speak of that form.
+[[nodiscard]] inline std::vector<std::int64_t> axis_offsets(std::span<const io_info> declared,
+                                                            std::string_view name, std::int64_t axis,
+                                                            std::int64_t begin, const host_tensor& part) {
+    constexpr std::string_view what = "program::write_input";
+    const io_info& input = declared[find_resident(declared, name, what)];
+    const auto rank = static_cast<std::int64_t>(input.shape.rank());
+    if (axis < -rank || axis >= rank) {
+        throw shape_error(message(what, ": axis ", axis, " is out of range for input '", name, "' ",
+                                  input.shape, " (rank ", rank, ")"));
+    }
+    const auto a = static_cast<std::size_t>(axis < 0 ? axis + rank : axis);
+    const dims& shape = part.shape();
+    if (shape.rank() != input.shape.rank()) {
+        throw shape_error(message(what, ": part ", shape, " for input '", name, "' ", input.shape,
+                                  " has rank ", shape.rank(), ", expected ", rank));
+    }
+    for (std::size_t d = 0; d < shape.rank(); ++d) {
+        if (d != a && shape[d] != input.shape[d]) {
+            throw shape_error(message(what, ": part ", shape, " for input '", name, "' ", input.shape,
+                                      " along axis ", a, ": axis ", d, " is ", shape[d], ", expected ",
+                                      input.shape[d]));
+        }
+    }
+    const std::int64_t extent = input.shape[a];
+    const std::int64_t length = shape[a];
+    if (begin < 0 || begin > extent || length > extent - begin) {
+        throw shape_error(message(what, ": positions [", begin, ", ", begin + length, ") along axis ", a,
+                                  " are outside input '", name, "' ", input.shape, " (0 to ", extent, ")"));
+    }
+    std::vector<std::int64_t> offsets(input.shape.rank(), 0);
+    offsets[a] = begin;
+    return offsets;
 }
 
 class program_impl {
@@ -16668,6 +16829,9 @@ public:
     [[nodiscard]] virtual const std::vector<io_info>& outputs() const = 0;
     [[nodiscard]] virtual numerics_report numerics() const = 0;
     [[nodiscard]] virtual std::string dump() const = 0;
+    virtual void write_input(std::string_view name, std::span<const std::int64_t> offsets,
+                             const host_tensor& part) = 0;
+    [[nodiscard]] virtual host_tensor read_input(std::string_view name) const = 0;
 };
 
 }  // namespace detail
@@ -16677,14 +16841,35 @@ public:
     program() = default;
     explicit program(std::unique_ptr<detail::program_impl> impl) : impl_(std::move(impl)) {}
 
-    // Runs the program: every input by name, once each, with its declared shape (floating inputs may be
-    // any floating type, integer inputs any integer type: they are converted). Returns the outputs in the
-    // order they were given to compile.
+    // Runs the program: every input by name, once each (resident inputs excepted: they are bound already),
+    // with its declared shape (floating inputs may be any floating type, integer inputs any integer type:
+    // they are converted). Returns the outputs in the order they were given to compile.
     std::vector<host_tensor> run(std::span<const named_tensor> inputs) { return checked().run(inputs); }
     std::vector<host_tensor> run(std::initializer_list<named_tensor> inputs) {
         return checked().run(std::span<const named_tensor>(inputs.begin(), inputs.size()));
     }
 
+    // Writes `part` into resident input `name` at [begin, begin + part.shape()[axis]) along `axis`; every
+    // other axis of `part` must equal the input's. Converts any floating type (integer inputs take integer
+    // parts). The next run sees it; nothing else of the input changes.
+    void write_input(std::string_view name, std::int64_t axis, std::int64_t begin, const host_tensor& part) {
+        detail::program_impl& impl = checked();
+        impl.write_input(name, detail::axis_offsets(impl.inputs(), name, axis, begin, part), part);
+    }
+    // The general form: `part` (the input's rank) lands at `offsets` (one per axis), a box of its shape —
+    // e.g. one stream's rows [1, H, S, D] of a batched cache [B, H, T, D] at {b, 0, position, 0}.
+    void write_input(std::string_view name, std::span<const std::int64_t> offsets, const host_tensor& part) {
+        checked().write_input(name, offsets, part);
+    }
+    void write_input(std::string_view name, std::initializer_list<std::int64_t> offsets,
+                     const host_tensor& part) {
+        write_input(name, std::span<const std::int64_t>(offsets.begin(), offsets.size()), part);
+    }
+    // A copy (f32) of resident input `name`'s current contents (rounded to the input's type, as a run sees
+    // them).
+    [[nodiscard]] host_tensor read_input(std::string_view name) const { return checked().read_input(name); }
+
+    // Every input, resident ones flagged (io_info::resident).
     [[nodiscard]] const std::vector<io_info>& inputs() const { return checked().inputs(); }
     [[nodiscard]] const std::vector<io_info>& outputs() const { return checked().outputs(); }
     // With ane_numerics: the ops whose values left the fp16 range during the last run.
@@ -17087,6 +17272,33 @@ public:
         return report_;
     }
     [[nodiscard]] std::string dump() const override { return anvil::dump(body_); }
+
+    // A resident input's slot in the arena is its own for the program's life (plan_buffers pins it), so a
+    // write lands where the kernels read it, converted and rounded as bind_inputs converts a run's inputs.
+    void write_input(std::string_view name, std::span<const std::int64_t> offsets,
+                     const host_tensor& part) override {
+        const write_region region = check_write(inputs_, name, offsets, part);
+        std::vector<float> values(part.element_count());
+        to_compute_floats(part, values.data(), message("program::write_input: input '", name, "'"));
+        const node& n = body_.nodes[input_ids_[region.input]];
+        round_to_type(values.data(), values.size(), n.result.type);
+        if (options_.ane_numerics && is_floating(n.result.type)) round_to_fp16(values.data(), values.size());
+        const std::vector<std::size_t> starts = region.run_starts();
+        const std::size_t length = region.run_length();
+        std::lock_guard lock(mutex_);
+        float* slot = buffer_of(input_ids_[region.input]);
+        for (std::size_t k = 0; k < starts.size(); ++k)
+            std::memcpy(slot + starts[k], values.data() + k * length, length * sizeof(float));
+    }
+
+    [[nodiscard]] host_tensor read_input(std::string_view name) const override {
+        const std::size_t index = find_resident(inputs_, name, "program::read_input");
+        std::lock_guard lock(mutex_);
+        const value_id id = input_ids_[index];
+        return from_compute_floats(arena_ + plan_.offsets[buffer_index_[id]] / sizeof(float), dtype::f32,
+                                   inputs_[index].shape);
+    }
+
     // The bytes of the arena that holds every intermediate value.
     [[nodiscard]] std::size_t arena_bytes() const noexcept { return plan_.arena_bytes; }
 
@@ -17113,9 +17325,13 @@ private:
             const node& n = body_.nodes[id];
             if (n.kind == op::input) {
                 inputs_.push_back({n.name, n.result.type, n.result.shape});
-                continue;
+                input_ids_.push_back(static_cast<value_id>(id));
             }
-            if (n.kind == op::constant || alias_[id] != no_value) continue;
+        }
+        mark_resident(inputs_, options_.resident_inputs);
+        for (std::size_t id = 0; id < count; ++id) {
+            const node& n = body_.nodes[id];
+            if (n.kind == op::input || n.kind == op::constant || alias_[id] != no_value) continue;
             kernels_[id] = prepare_kernel(body_, static_cast<value_id>(id), options_.kernels, pool().size());
             workspace_floats = std::max(workspace_floats, kernels_[id].workspace_floats);
         }
@@ -17193,6 +17409,11 @@ private:
         for (std::size_t id = 0; id < count; ++id) {
             if (body_.nodes[id].kind == op::input) requests[buffer_index_[id]].first_use = 0;
         }
+        // A resident input lives from compile to the program's end: no other value may ever share its bytes
+        // (a reshape of it shares its request and only reads it; no kernel writes into its operands).
+        for (std::size_t i = 0; i < inputs_.size(); ++i) {
+            if (inputs_[i].resident) requests[buffer_index_[input_ids_[i]]].last_use = count;
+        }
         plan_ = plan_memory(requests);
         arena_storage_.assign(plan_.arena_bytes / sizeof(float) + buffer_alignment / sizeof(float), 0.0f);
         arena_ = aligned(arena_storage_.data());
@@ -17216,15 +17437,15 @@ private:
 
     void bind_inputs(std::span<const named_tensor> given) {
         const std::vector<std::size_t> order = match_inputs(given, inputs_);
-        std::size_t next = 0;
-        for (std::size_t id = 0; id < body_.nodes.size(); ++id) {
+        for (std::size_t i = 0; i < inputs_.size(); ++i) {
+            if (inputs_[i].resident) continue;  // bound already, written in place by write_input
+            const value_id id = input_ids_[i];
             const node& n = body_.nodes[id];
-            if (n.kind != op::input) continue;
-            const named_tensor& input = given[order[next++]];
-            float* out = buffer_of(static_cast<value_id>(id));
+            const named_tensor& input = given[order[i]];
+            float* out = buffer_of(id);
             to_compute_floats(input.tensor, out, message("program::run: input '", input.name, "'"));
             round_to_type(out, input.tensor.element_count(), n.result.type);
-            finish_value(static_cast<value_id>(id), out);
+            finish_value(id, out);
         }
     }
 
@@ -17258,6 +17479,7 @@ private:
     std::vector<float> workspace_storage_;
     std::span<float> workspace_;
     std::vector<io_info> inputs_;
+    std::vector<value_id> input_ids_;  // the input node of each of inputs_
     std::vector<io_info> outputs_;
     numerics_report report_;
     mutable std::mutex mutex_;
@@ -17297,7 +17519,7 @@ inline constexpr std::size_t surface_granule = std::size_t{16} << 10;
         node in;
         in.kind = op::input;
         in.result = body.nodes[id].result;
-        in.name = "v" + std::to_string(id);
+        in.name = message("v", id);
         mapped[id] = add(std::move(in));
     }
     for (const value_id id : seg.nodes) {
@@ -17357,12 +17579,20 @@ public:
         lowering_.dialect = choose_dialect(options.ane_mil, architecture_);
         cache_root_ = cache_root(options.cache_dir);
         body_ = tile_wide_linears(body, lowering_.max_dimension);
-        for (const auto& n : body_.nodes) {
-            if (n.kind == op::input) inputs_.push_back({n.name, n.result.type, n.result.shape});
+        for (std::size_t id = 0; id < body_.nodes.size(); ++id) {
+            const node& n = body_.nodes[id];
+            if (n.kind != op::input) continue;
+            inputs_.push_back({n.name, n.result.type, n.result.shape});
+            input_ids_.push_back(static_cast<value_id>(id));
+        }
+        mark_resident(inputs_, options.resident_inputs);
+        resident_.assign(body_.nodes.size(), false);
+        for (std::size_t i = 0; i < inputs_.size(); ++i) {
+            if (inputs_[i].resident) resident_[input_ids_[i]] = true;
         }
         for (std::size_t i = 0; i < body_.outputs.size(); ++i) {
             const node& n = body_.nodes[body_.outputs[i]];
-            outputs_.push_back({"output" + std::to_string(i), n.result.type, n.result.shape});
+            outputs_.push_back({message("output", i), n.result.type, n.result.shape});
         }
 
         partition_limits limits;
@@ -17378,6 +17608,11 @@ public:
             if (seg.device == segment_device::cpu) {
                 compile_options cpu_options = options_;
                 cpu_options.target = device::cpu;
+                // A resident input the segment reads stays resident there, under the segment's name for it.
+                cpu_options.resident_inputs.clear();
+                for (const value_id id : seg.inputs) {
+                    if (resident_[id]) cpu_options.resident_inputs.push_back(segment_input_name(id));
+                }
                 s.cpu = std::make_unique<cpu::cpu_program>(extract_segment(body_, seg), cpu_options);
             } else {
                 s.ane = build_ane_step(seg, ane_index++);
@@ -17387,6 +17622,7 @@ public:
         produced_.clear();
         mark_host_copies();
         release_build_data();
+        bind_resident();
     }
 
     std::vector<host_tensor> run(std::span<const named_tensor> inputs) override {
@@ -17403,6 +17639,11 @@ public:
         std::vector<host_tensor> results;
         for (const value_id id : body_.outputs) {
             const node& n = body_.nodes[id];
+            if (resident_[id]) {  // a copy: the host mirror changes with the next write_input
+                results.push_back(cpu::from_compute_floats(mirror_of(id).values<float>().data(),
+                                                           n.result.type, n.result.shape));
+                continue;
+            }
             const host_tensor& value = n.kind == op::constant ? n.data : values[id];
             if (value.type() == n.result.type) {
                 results.push_back(value);
@@ -17452,6 +17693,45 @@ public:
         return text;
     }
 
+    // The write lands in the host mirror (rounded to the input's type), then in every place a segment reads
+    // the input: only the written region of each ANE input surface is re-packed, and a CPU segment's resident
+    // copy is written in place.
+    void write_input(std::string_view name, std::span<const std::int64_t> offsets,
+                     const host_tensor& part) override {
+        const write_region region = check_write(inputs_, name, offsets, part);
+        std::vector<float> values(part.element_count());
+        cpu::to_compute_floats(part, values.data(), message("program::write_input: input '", name, "'"));
+        const value_id id = input_ids_[region.input];
+        cpu::round_to_type(values.data(), values.size(), body_.nodes[id].result.type);
+        const std::vector<std::size_t> starts = region.run_starts();
+        const std::size_t length = region.run_length();
+        std::lock_guard lock(mutex_);
+        float* mirror = mirror_of(id).values<float>().data();
+        for (std::size_t k = 0; k < starts.size(); ++k)
+            std::memcpy(mirror + starts[k], values.data() + k * length, length * sizeof(float));
+        if (starts.empty()) return;
+        for (auto& s : steps_) {
+            if (s.cpu) {
+                if (std::find(s.inputs.begin(), s.inputs.end(), id) != s.inputs.end())
+                    s.cpu->write_input(segment_input_name(id), offsets, part);
+                continue;
+            }
+            for (std::size_t i = 0; i < s.ane->lowered.inputs.size(); ++i) {
+                const surface_layout& layout = s.ane->lowered.inputs[i];
+                if (layout.value != id) continue;
+                auto guard = s.ane->input_surfaces[i]->lock(false);
+                pack_region(layout, starts, length, mirror, guard.data());
+            }
+        }
+    }
+
+    [[nodiscard]] host_tensor read_input(std::string_view name) const override {
+        const std::size_t index = find_resident(inputs_, name, "program::read_input");
+        std::lock_guard lock(mutex_);
+        const host_tensor& mirror = mirror_of(input_ids_[index]);
+        return host_tensor::from(mirror.values<float>(), mirror.shape());
+    }
+
     [[nodiscard]] std::size_t compiled_count() const noexcept { return compiled_; }
     [[nodiscard]] std::size_t shared_surface_count() const noexcept { return shared_surfaces_; }
     [[nodiscard]] std::size_t cache_hit_count() const noexcept { return cache_hits_; }
@@ -17477,6 +17757,29 @@ private:
         std::unique_ptr<cpu::cpu_program> cpu;
         std::unique_ptr<ane_step> ane;
     };
+
+    static std::string segment_input_name(value_id id) { return message("v", id); }
+
+    [[nodiscard]] host_tensor& mirror_of(value_id id) { return mirrors_.at(id); }
+    [[nodiscard]] const host_tensor& mirror_of(value_id id) const { return mirrors_.at(id); }
+
+    // Every resident input starts at zero: its host mirror, and each ANE surface that reads it, packed once
+    // here (a fresh surface's contents are not promised to be zero). run() never packs these surfaces again.
+    void bind_resident() {
+        for (std::size_t i = 0; i < inputs_.size(); ++i) {
+            if (!inputs_[i].resident) continue;
+            const value_id id = input_ids_[i];
+            host_tensor& mirror = mirrors_[id] = host_tensor(dtype::f32, inputs_[i].shape);
+            for (auto& s : steps_) {
+                if (!s.ane) continue;
+                for (std::size_t k = 0; k < s.ane->lowered.inputs.size(); ++k) {
+                    if (s.ane->lowered.inputs[k].value != id) continue;
+                    auto guard = s.ane->input_surfaces[k]->lock(false);
+                    pack(s.ane->lowered.inputs[k], mirror.values<float>().data(), guard.data());
+                }
+            }
+        }
+    }
 
     std::unique_ptr<ane_step> build_ane_step(const segment& seg, std::size_t index) {
         auto s = std::make_unique<ane_step>();
@@ -17615,16 +17918,16 @@ private:
 
     void bind_inputs(std::span<const named_tensor> given, std::vector<host_tensor>& values) const {
         const std::vector<std::size_t> order = match_inputs(given, inputs_);
-        std::size_t next = 0;
-        for (std::size_t id = 0; id < body_.nodes.size(); ++id) {
-            if (body_.nodes[id].kind == op::input) values[id] = given[order[next++]].tensor;
+        for (std::size_t i = 0; i < inputs_.size(); ++i) {
+            if (!inputs_[i].resident) values[input_ids_[i]] = given[order[i]].tensor;
         }
     }
 
     void run_cpu_step(step& s, std::vector<host_tensor>& values) const {
         std::vector<named_tensor> named;
-        for (const value_id id : s.inputs)
-            named.push_back({"v" + std::to_string(id), values[id]});
+        for (const value_id id : s.inputs) {
+            if (!resident_[id]) named.push_back({segment_input_name(id), values[id]});
+        }
         auto results = s.cpu->run(named);
         for (std::size_t i = 0; i < s.outputs.size(); ++i)
             values[s.outputs[i]] = std::move(results[i]);
@@ -17649,6 +17952,35 @@ private:
         }
     }
 
+    // Runs of `length` elements of the full input starting at `starts` (f32 values in `values`, indexed as
+    // the input) into a surface packed as pack() packs the whole: in rows order a run converts row by row, in
+    // columns order element by element (each lands in another row). Nothing else of the surface is touched.
+    static void pack_region(const surface_layout& layout, std::span<const std::size_t> starts,
+                            std::size_t length, const float* values, std::byte* base) {
+        const auto channels = static_cast<std::size_t>(layout.channels);
+        const auto width = static_cast<std::size_t>(layout.width);
+        const std::size_t last = layout.order == surface_order::rows ? width : channels;
+        for (const std::size_t start : starts) {
+            std::size_t f = start;
+            const std::size_t end = f + length;
+            if (layout.order == surface_order::rows) {
+                while (f < end) {
+                    const std::size_t c = f / last, w = f % last;
+                    const std::size_t n = std::min(end - f, last - w);
+                    convert_f32_to_f16(values + f, n,
+                                       reinterpret_cast<half*>(base + c * layout.row_stride) + w);
+                    f += n;
+                }
+            } else {
+                for (; f < end; ++f) {
+                    const std::size_t c = f % last, w = f / last;
+                    convert_f32_to_f16(values + f, 1,
+                                       reinterpret_cast<half*>(base + c * layout.row_stride) + w);
+                }
+            }
+        }
+    }
+
     static void unpack(const surface_layout& layout, const std::byte* base, float* values) {
         const auto channels = static_cast<std::size_t>(layout.channels);
         const auto width = static_cast<std::size_t>(layout.width);
@@ -17669,6 +18001,7 @@ private:
         for (std::size_t i = 0; i < s.lowered.inputs.size(); ++i) {
             if (s.input_shared[i]) continue;  // already there: an earlier program wrote it
             const auto& layout = s.lowered.inputs[i];
+            if (resident_[layout.value]) continue;  // packed by write_input, region by region
             const host_tensor& value = values[layout.value];
             s.scratch.resize(value.element_count());
             cpu::to_compute_floats(value, s.scratch.data(), layout.symbol);
@@ -17692,6 +18025,9 @@ private:
     std::string architecture_;
     std::filesystem::path cache_root_;
     std::vector<io_info> inputs_;
+    std::vector<value_id> input_ids_;                    // the input node of each of inputs_
+    std::vector<bool> resident_;                         // per node: a resident input
+    std::unordered_map<value_id, host_tensor> mirrors_;  // per resident input: its f32 contents
     std::vector<io_info> outputs_;
     std::vector<host_fallback> fallbacks_;
     std::vector<step> steps_;
@@ -20356,55 +20692,24 @@ private:
 };
 
 }  // namespace anvil
-// #include "anvil/io/tokenizer.hpp"
-// anvil: text tokenizers with Hugging Face `tokenizers` semantics: BERT WordPiece and byte-level BPE (GPT-2,
-// RoBERTa), read from tokenizer.json or from a model folder's vocab.txt / vocab.json + merges.txt.
-//
-//   const auto tok = anvil::tokenizer::load("models/all-MiniLM-L6-v2");
-//   const anvil::encoding e = tok.encode("i like strawberries");   // ids {101, 1045, 2066, 13137, 20968,
-//   102} const std::string text = tok.decode(e.ids);                     // "i like strawberries"
-//
-// Encoding runs the pipeline of tokenizer_pipeline.hpp: added (special) tokens are split out of the raw text,
-// the rest is normalized, pre-tokenized into words, each word becomes ids through the model, and the
-// post-processor adds special tokens and type ids. A tokenizer is a cheap copyable value sharing its tables;
-// it is safe to use from several threads at once.
+// #include "anvil/io/split_patterns.hpp"
+// anvil: Hugging Face's Split pre-tokenizer for the regexes that decoder LLM tokenizers use, matched by hand
+// over Unicode general categories instead of a regex engine (as split_gpt2 does for GPT-2):
+//   Llama-3:  (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|
+//             \s*[\r\n]+|\s+(?!\S)|\s+
+//   Qwen2/3:  the same with \p{N} for \p{N}{1,3}
+//   GPT-2:    's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+// \p{L} is L*, \p{N} is N*, \s is White_Space, as Oniguruma and Rust's regex define them. Any other pattern
+// is an unsupported_error quoting it.
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <filesystem>
-#include <memory>
-#include <optional>
-#include <span>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
-
-// #include "anvil/core/error.hpp"
-// #include "anvil/core/json.hpp"
-// #include "anvil/io/tokenizer_files.hpp"
-// anvil: model folders without a tokenizer.json, read as transformers' slow tokenizers would set them up:
-// vocab.txt is BERT WordPiece ([CLS] A [SEP] B [SEP]), vocab.json + merges.txt byte-level BPE (RoBERTa's
-// <s> A </s></s> B </s> when the vocabulary has <s> and </s>, else GPT-2 with no special tokens added), with
-// options from tokenizer_config.json and special_tokens_map.json where present.
-
-#include <cerrno>
-#include <cstddef>
-#include <cstdint>
-#include <cstdio>
-#include <filesystem>
-#include <map>
-#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <system_error>
-#include <utility>
 #include <vector>
 
-// #include "anvil/core/error.hpp"
-// #include "anvil/core/json.hpp"
 // #include "anvil/io/byte_level_bpe.hpp"
 // anvil: byte-level BPE (GPT-2, RoBERTa), as Hugging Face `tokenizers` pre_tokenizers/byte_level.rs,
 // models/bpe and decoders/byte_level define it: the GPT-2 split pattern (written out by hand over code
@@ -20446,8 +20751,9 @@ private:
 // #include "anvil/io/unicode.hpp"
 // anvil: the Unicode the tokenizers need, without ICU: UTF-8 decoding with precise errors and lossy decoding
 // (U+FFFD for each maximal invalid subpart, as Python's errors="replace" and Rust's from_utf8_lossy), general
-// categories, the White_Space property, canonical decomposition (NFD) and lower-casing. The tables are
-// generated from Python's unicodedata by tools/make_unicode_tables.py into unicode_tables.hpp.
+// categories, the White_Space property, canonical decomposition (NFD) and composition (NFC), and
+// lower-casing. The tables are generated from Python's unicodedata by tools/make_unicode_tables.py into
+// unicode_tables.hpp.
 
 #include <algorithm>
 #include <array>
@@ -20456,6 +20762,7 @@ private:
 #include <iterator>
 #include <string>
 #include <string_view>
+#include <utility>
 
 // #include "anvil/core/error.hpp"
 // #include "anvil/io/unicode_tables.hpp"
@@ -21678,6 +21985,250 @@ inline constexpr class_run combining_class_runs[] = {
     {0x1e94a, 0x1e94a, 7},
 };
 
+struct composition {
+    std::uint32_t first, second, composite;
+};
+// Primary composites (canonical composition of NFC), sorted by (first, second).
+inline constexpr composition compositions[] = {
+    {0x3c, 0x338, 0x226e}, {0x3d, 0x338, 0x2260}, {0x3e, 0x338, 0x226f}, {0x41, 0x300, 0xc0},
+    {0x41, 0x301, 0xc1}, {0x41, 0x302, 0xc2}, {0x41, 0x303, 0xc3}, {0x41, 0x304, 0x100},
+    {0x41, 0x306, 0x102}, {0x41, 0x307, 0x226}, {0x41, 0x308, 0xc4}, {0x41, 0x309, 0x1ea2},
+    {0x41, 0x30a, 0xc5}, {0x41, 0x30c, 0x1cd}, {0x41, 0x30f, 0x200}, {0x41, 0x311, 0x202},
+    {0x41, 0x323, 0x1ea0}, {0x41, 0x325, 0x1e00}, {0x41, 0x328, 0x104}, {0x42, 0x307, 0x1e02},
+    {0x42, 0x323, 0x1e04}, {0x42, 0x331, 0x1e06}, {0x43, 0x301, 0x106}, {0x43, 0x302, 0x108},
+    {0x43, 0x307, 0x10a}, {0x43, 0x30c, 0x10c}, {0x43, 0x327, 0xc7}, {0x44, 0x307, 0x1e0a},
+    {0x44, 0x30c, 0x10e}, {0x44, 0x323, 0x1e0c}, {0x44, 0x327, 0x1e10}, {0x44, 0x32d, 0x1e12},
+    {0x44, 0x331, 0x1e0e}, {0x45, 0x300, 0xc8}, {0x45, 0x301, 0xc9}, {0x45, 0x302, 0xca},
+    {0x45, 0x303, 0x1ebc}, {0x45, 0x304, 0x112}, {0x45, 0x306, 0x114}, {0x45, 0x307, 0x116},
+    {0x45, 0x308, 0xcb}, {0x45, 0x309, 0x1eba}, {0x45, 0x30c, 0x11a}, {0x45, 0x30f, 0x204},
+    {0x45, 0x311, 0x206}, {0x45, 0x323, 0x1eb8}, {0x45, 0x327, 0x228}, {0x45, 0x328, 0x118},
+    {0x45, 0x32d, 0x1e18}, {0x45, 0x330, 0x1e1a}, {0x46, 0x307, 0x1e1e}, {0x47, 0x301, 0x1f4},
+    {0x47, 0x302, 0x11c}, {0x47, 0x304, 0x1e20}, {0x47, 0x306, 0x11e}, {0x47, 0x307, 0x120},
+    {0x47, 0x30c, 0x1e6}, {0x47, 0x327, 0x122}, {0x48, 0x302, 0x124}, {0x48, 0x307, 0x1e22},
+    {0x48, 0x308, 0x1e26}, {0x48, 0x30c, 0x21e}, {0x48, 0x323, 0x1e24}, {0x48, 0x327, 0x1e28},
+    {0x48, 0x32e, 0x1e2a}, {0x49, 0x300, 0xcc}, {0x49, 0x301, 0xcd}, {0x49, 0x302, 0xce},
+    {0x49, 0x303, 0x128}, {0x49, 0x304, 0x12a}, {0x49, 0x306, 0x12c}, {0x49, 0x307, 0x130},
+    {0x49, 0x308, 0xcf}, {0x49, 0x309, 0x1ec8}, {0x49, 0x30c, 0x1cf}, {0x49, 0x30f, 0x208},
+    {0x49, 0x311, 0x20a}, {0x49, 0x323, 0x1eca}, {0x49, 0x328, 0x12e}, {0x49, 0x330, 0x1e2c},
+    {0x4a, 0x302, 0x134}, {0x4b, 0x301, 0x1e30}, {0x4b, 0x30c, 0x1e8}, {0x4b, 0x323, 0x1e32},
+    {0x4b, 0x327, 0x136}, {0x4b, 0x331, 0x1e34}, {0x4c, 0x301, 0x139}, {0x4c, 0x30c, 0x13d},
+    {0x4c, 0x323, 0x1e36}, {0x4c, 0x327, 0x13b}, {0x4c, 0x32d, 0x1e3c}, {0x4c, 0x331, 0x1e3a},
+    {0x4d, 0x301, 0x1e3e}, {0x4d, 0x307, 0x1e40}, {0x4d, 0x323, 0x1e42}, {0x4e, 0x300, 0x1f8},
+    {0x4e, 0x301, 0x143}, {0x4e, 0x303, 0xd1}, {0x4e, 0x307, 0x1e44}, {0x4e, 0x30c, 0x147},
+    {0x4e, 0x323, 0x1e46}, {0x4e, 0x327, 0x145}, {0x4e, 0x32d, 0x1e4a}, {0x4e, 0x331, 0x1e48},
+    {0x4f, 0x300, 0xd2}, {0x4f, 0x301, 0xd3}, {0x4f, 0x302, 0xd4}, {0x4f, 0x303, 0xd5}, {0x4f, 0x304, 0x14c},
+    {0x4f, 0x306, 0x14e}, {0x4f, 0x307, 0x22e}, {0x4f, 0x308, 0xd6}, {0x4f, 0x309, 0x1ece},
+    {0x4f, 0x30b, 0x150}, {0x4f, 0x30c, 0x1d1}, {0x4f, 0x30f, 0x20c}, {0x4f, 0x311, 0x20e},
+    {0x4f, 0x31b, 0x1a0}, {0x4f, 0x323, 0x1ecc}, {0x4f, 0x328, 0x1ea}, {0x50, 0x301, 0x1e54},
+    {0x50, 0x307, 0x1e56}, {0x52, 0x301, 0x154}, {0x52, 0x307, 0x1e58}, {0x52, 0x30c, 0x158},
+    {0x52, 0x30f, 0x210}, {0x52, 0x311, 0x212}, {0x52, 0x323, 0x1e5a}, {0x52, 0x327, 0x156},
+    {0x52, 0x331, 0x1e5e}, {0x53, 0x301, 0x15a}, {0x53, 0x302, 0x15c}, {0x53, 0x307, 0x1e60},
+    {0x53, 0x30c, 0x160}, {0x53, 0x323, 0x1e62}, {0x53, 0x326, 0x218}, {0x53, 0x327, 0x15e},
+    {0x54, 0x307, 0x1e6a}, {0x54, 0x30c, 0x164}, {0x54, 0x323, 0x1e6c}, {0x54, 0x326, 0x21a},
+    {0x54, 0x327, 0x162}, {0x54, 0x32d, 0x1e70}, {0x54, 0x331, 0x1e6e}, {0x55, 0x300, 0xd9},
+    {0x55, 0x301, 0xda}, {0x55, 0x302, 0xdb}, {0x55, 0x303, 0x168}, {0x55, 0x304, 0x16a},
+    {0x55, 0x306, 0x16c}, {0x55, 0x308, 0xdc}, {0x55, 0x309, 0x1ee6}, {0x55, 0x30a, 0x16e},
+    {0x55, 0x30b, 0x170}, {0x55, 0x30c, 0x1d3}, {0x55, 0x30f, 0x214}, {0x55, 0x311, 0x216},
+    {0x55, 0x31b, 0x1af}, {0x55, 0x323, 0x1ee4}, {0x55, 0x324, 0x1e72}, {0x55, 0x328, 0x172},
+    {0x55, 0x32d, 0x1e76}, {0x55, 0x330, 0x1e74}, {0x56, 0x303, 0x1e7c}, {0x56, 0x323, 0x1e7e},
+    {0x57, 0x300, 0x1e80}, {0x57, 0x301, 0x1e82}, {0x57, 0x302, 0x174}, {0x57, 0x307, 0x1e86},
+    {0x57, 0x308, 0x1e84}, {0x57, 0x323, 0x1e88}, {0x58, 0x307, 0x1e8a}, {0x58, 0x308, 0x1e8c},
+    {0x59, 0x300, 0x1ef2}, {0x59, 0x301, 0xdd}, {0x59, 0x302, 0x176}, {0x59, 0x303, 0x1ef8},
+    {0x59, 0x304, 0x232}, {0x59, 0x307, 0x1e8e}, {0x59, 0x308, 0x178}, {0x59, 0x309, 0x1ef6},
+    {0x59, 0x323, 0x1ef4}, {0x5a, 0x301, 0x179}, {0x5a, 0x302, 0x1e90}, {0x5a, 0x307, 0x17b},
+    {0x5a, 0x30c, 0x17d}, {0x5a, 0x323, 0x1e92}, {0x5a, 0x331, 0x1e94}, {0x61, 0x300, 0xe0},
+    {0x61, 0x301, 0xe1}, {0x61, 0x302, 0xe2}, {0x61, 0x303, 0xe3}, {0x61, 0x304, 0x101},
+    {0x61, 0x306, 0x103}, {0x61, 0x307, 0x227}, {0x61, 0x308, 0xe4}, {0x61, 0x309, 0x1ea3},
+    {0x61, 0x30a, 0xe5}, {0x61, 0x30c, 0x1ce}, {0x61, 0x30f, 0x201}, {0x61, 0x311, 0x203},
+    {0x61, 0x323, 0x1ea1}, {0x61, 0x325, 0x1e01}, {0x61, 0x328, 0x105}, {0x62, 0x307, 0x1e03},
+    {0x62, 0x323, 0x1e05}, {0x62, 0x331, 0x1e07}, {0x63, 0x301, 0x107}, {0x63, 0x302, 0x109},
+    {0x63, 0x307, 0x10b}, {0x63, 0x30c, 0x10d}, {0x63, 0x327, 0xe7}, {0x64, 0x307, 0x1e0b},
+    {0x64, 0x30c, 0x10f}, {0x64, 0x323, 0x1e0d}, {0x64, 0x327, 0x1e11}, {0x64, 0x32d, 0x1e13},
+    {0x64, 0x331, 0x1e0f}, {0x65, 0x300, 0xe8}, {0x65, 0x301, 0xe9}, {0x65, 0x302, 0xea},
+    {0x65, 0x303, 0x1ebd}, {0x65, 0x304, 0x113}, {0x65, 0x306, 0x115}, {0x65, 0x307, 0x117},
+    {0x65, 0x308, 0xeb}, {0x65, 0x309, 0x1ebb}, {0x65, 0x30c, 0x11b}, {0x65, 0x30f, 0x205},
+    {0x65, 0x311, 0x207}, {0x65, 0x323, 0x1eb9}, {0x65, 0x327, 0x229}, {0x65, 0x328, 0x119},
+    {0x65, 0x32d, 0x1e19}, {0x65, 0x330, 0x1e1b}, {0x66, 0x307, 0x1e1f}, {0x67, 0x301, 0x1f5},
+    {0x67, 0x302, 0x11d}, {0x67, 0x304, 0x1e21}, {0x67, 0x306, 0x11f}, {0x67, 0x307, 0x121},
+    {0x67, 0x30c, 0x1e7}, {0x67, 0x327, 0x123}, {0x68, 0x302, 0x125}, {0x68, 0x307, 0x1e23},
+    {0x68, 0x308, 0x1e27}, {0x68, 0x30c, 0x21f}, {0x68, 0x323, 0x1e25}, {0x68, 0x327, 0x1e29},
+    {0x68, 0x32e, 0x1e2b}, {0x68, 0x331, 0x1e96}, {0x69, 0x300, 0xec}, {0x69, 0x301, 0xed},
+    {0x69, 0x302, 0xee}, {0x69, 0x303, 0x129}, {0x69, 0x304, 0x12b}, {0x69, 0x306, 0x12d},
+    {0x69, 0x308, 0xef}, {0x69, 0x309, 0x1ec9}, {0x69, 0x30c, 0x1d0}, {0x69, 0x30f, 0x209},
+    {0x69, 0x311, 0x20b}, {0x69, 0x323, 0x1ecb}, {0x69, 0x328, 0x12f}, {0x69, 0x330, 0x1e2d},
+    {0x6a, 0x302, 0x135}, {0x6a, 0x30c, 0x1f0}, {0x6b, 0x301, 0x1e31}, {0x6b, 0x30c, 0x1e9},
+    {0x6b, 0x323, 0x1e33}, {0x6b, 0x327, 0x137}, {0x6b, 0x331, 0x1e35}, {0x6c, 0x301, 0x13a},
+    {0x6c, 0x30c, 0x13e}, {0x6c, 0x323, 0x1e37}, {0x6c, 0x327, 0x13c}, {0x6c, 0x32d, 0x1e3d},
+    {0x6c, 0x331, 0x1e3b}, {0x6d, 0x301, 0x1e3f}, {0x6d, 0x307, 0x1e41}, {0x6d, 0x323, 0x1e43},
+    {0x6e, 0x300, 0x1f9}, {0x6e, 0x301, 0x144}, {0x6e, 0x303, 0xf1}, {0x6e, 0x307, 0x1e45},
+    {0x6e, 0x30c, 0x148}, {0x6e, 0x323, 0x1e47}, {0x6e, 0x327, 0x146}, {0x6e, 0x32d, 0x1e4b},
+    {0x6e, 0x331, 0x1e49}, {0x6f, 0x300, 0xf2}, {0x6f, 0x301, 0xf3}, {0x6f, 0x302, 0xf4},
+    {0x6f, 0x303, 0xf5}, {0x6f, 0x304, 0x14d}, {0x6f, 0x306, 0x14f}, {0x6f, 0x307, 0x22f},
+    {0x6f, 0x308, 0xf6}, {0x6f, 0x309, 0x1ecf}, {0x6f, 0x30b, 0x151}, {0x6f, 0x30c, 0x1d2},
+    {0x6f, 0x30f, 0x20d}, {0x6f, 0x311, 0x20f}, {0x6f, 0x31b, 0x1a1}, {0x6f, 0x323, 0x1ecd},
+    {0x6f, 0x328, 0x1eb}, {0x70, 0x301, 0x1e55}, {0x70, 0x307, 0x1e57}, {0x72, 0x301, 0x155},
+    {0x72, 0x307, 0x1e59}, {0x72, 0x30c, 0x159}, {0x72, 0x30f, 0x211}, {0x72, 0x311, 0x213},
+    {0x72, 0x323, 0x1e5b}, {0x72, 0x327, 0x157}, {0x72, 0x331, 0x1e5f}, {0x73, 0x301, 0x15b},
+    {0x73, 0x302, 0x15d}, {0x73, 0x307, 0x1e61}, {0x73, 0x30c, 0x161}, {0x73, 0x323, 0x1e63},
+    {0x73, 0x326, 0x219}, {0x73, 0x327, 0x15f}, {0x74, 0x307, 0x1e6b}, {0x74, 0x308, 0x1e97},
+    {0x74, 0x30c, 0x165}, {0x74, 0x323, 0x1e6d}, {0x74, 0x326, 0x21b}, {0x74, 0x327, 0x163},
+    {0x74, 0x32d, 0x1e71}, {0x74, 0x331, 0x1e6f}, {0x75, 0x300, 0xf9}, {0x75, 0x301, 0xfa},
+    {0x75, 0x302, 0xfb}, {0x75, 0x303, 0x169}, {0x75, 0x304, 0x16b}, {0x75, 0x306, 0x16d},
+    {0x75, 0x308, 0xfc}, {0x75, 0x309, 0x1ee7}, {0x75, 0x30a, 0x16f}, {0x75, 0x30b, 0x171},
+    {0x75, 0x30c, 0x1d4}, {0x75, 0x30f, 0x215}, {0x75, 0x311, 0x217}, {0x75, 0x31b, 0x1b0},
+    {0x75, 0x323, 0x1ee5}, {0x75, 0x324, 0x1e73}, {0x75, 0x328, 0x173}, {0x75, 0x32d, 0x1e77},
+    {0x75, 0x330, 0x1e75}, {0x76, 0x303, 0x1e7d}, {0x76, 0x323, 0x1e7f}, {0x77, 0x300, 0x1e81},
+    {0x77, 0x301, 0x1e83}, {0x77, 0x302, 0x175}, {0x77, 0x307, 0x1e87}, {0x77, 0x308, 0x1e85},
+    {0x77, 0x30a, 0x1e98}, {0x77, 0x323, 0x1e89}, {0x78, 0x307, 0x1e8b}, {0x78, 0x308, 0x1e8d},
+    {0x79, 0x300, 0x1ef3}, {0x79, 0x301, 0xfd}, {0x79, 0x302, 0x177}, {0x79, 0x303, 0x1ef9},
+    {0x79, 0x304, 0x233}, {0x79, 0x307, 0x1e8f}, {0x79, 0x308, 0xff}, {0x79, 0x309, 0x1ef7},
+    {0x79, 0x30a, 0x1e99}, {0x79, 0x323, 0x1ef5}, {0x7a, 0x301, 0x17a}, {0x7a, 0x302, 0x1e91},
+    {0x7a, 0x307, 0x17c}, {0x7a, 0x30c, 0x17e}, {0x7a, 0x323, 0x1e93}, {0x7a, 0x331, 0x1e95},
+    {0xa8, 0x300, 0x1fed}, {0xa8, 0x301, 0x385}, {0xa8, 0x342, 0x1fc1}, {0xc2, 0x300, 0x1ea6},
+    {0xc2, 0x301, 0x1ea4}, {0xc2, 0x303, 0x1eaa}, {0xc2, 0x309, 0x1ea8}, {0xc4, 0x304, 0x1de},
+    {0xc5, 0x301, 0x1fa}, {0xc6, 0x301, 0x1fc}, {0xc6, 0x304, 0x1e2}, {0xc7, 0x301, 0x1e08},
+    {0xca, 0x300, 0x1ec0}, {0xca, 0x301, 0x1ebe}, {0xca, 0x303, 0x1ec4}, {0xca, 0x309, 0x1ec2},
+    {0xcf, 0x301, 0x1e2e}, {0xd4, 0x300, 0x1ed2}, {0xd4, 0x301, 0x1ed0}, {0xd4, 0x303, 0x1ed6},
+    {0xd4, 0x309, 0x1ed4}, {0xd5, 0x301, 0x1e4c}, {0xd5, 0x304, 0x22c}, {0xd5, 0x308, 0x1e4e},
+    {0xd6, 0x304, 0x22a}, {0xd8, 0x301, 0x1fe}, {0xdc, 0x300, 0x1db}, {0xdc, 0x301, 0x1d7},
+    {0xdc, 0x304, 0x1d5}, {0xdc, 0x30c, 0x1d9}, {0xe2, 0x300, 0x1ea7}, {0xe2, 0x301, 0x1ea5},
+    {0xe2, 0x303, 0x1eab}, {0xe2, 0x309, 0x1ea9}, {0xe4, 0x304, 0x1df}, {0xe5, 0x301, 0x1fb},
+    {0xe6, 0x301, 0x1fd}, {0xe6, 0x304, 0x1e3}, {0xe7, 0x301, 0x1e09}, {0xea, 0x300, 0x1ec1},
+    {0xea, 0x301, 0x1ebf}, {0xea, 0x303, 0x1ec5}, {0xea, 0x309, 0x1ec3}, {0xef, 0x301, 0x1e2f},
+    {0xf4, 0x300, 0x1ed3}, {0xf4, 0x301, 0x1ed1}, {0xf4, 0x303, 0x1ed7}, {0xf4, 0x309, 0x1ed5},
+    {0xf5, 0x301, 0x1e4d}, {0xf5, 0x304, 0x22d}, {0xf5, 0x308, 0x1e4f}, {0xf6, 0x304, 0x22b},
+    {0xf8, 0x301, 0x1ff}, {0xfc, 0x300, 0x1dc}, {0xfc, 0x301, 0x1d8}, {0xfc, 0x304, 0x1d6},
+    {0xfc, 0x30c, 0x1da}, {0x102, 0x300, 0x1eb0}, {0x102, 0x301, 0x1eae}, {0x102, 0x303, 0x1eb4},
+    {0x102, 0x309, 0x1eb2}, {0x103, 0x300, 0x1eb1}, {0x103, 0x301, 0x1eaf}, {0x103, 0x303, 0x1eb5},
+    {0x103, 0x309, 0x1eb3}, {0x112, 0x300, 0x1e14}, {0x112, 0x301, 0x1e16}, {0x113, 0x300, 0x1e15},
+    {0x113, 0x301, 0x1e17}, {0x14c, 0x300, 0x1e50}, {0x14c, 0x301, 0x1e52}, {0x14d, 0x300, 0x1e51},
+    {0x14d, 0x301, 0x1e53}, {0x15a, 0x307, 0x1e64}, {0x15b, 0x307, 0x1e65}, {0x160, 0x307, 0x1e66},
+    {0x161, 0x307, 0x1e67}, {0x168, 0x301, 0x1e78}, {0x169, 0x301, 0x1e79}, {0x16a, 0x308, 0x1e7a},
+    {0x16b, 0x308, 0x1e7b}, {0x17f, 0x307, 0x1e9b}, {0x1a0, 0x300, 0x1edc}, {0x1a0, 0x301, 0x1eda},
+    {0x1a0, 0x303, 0x1ee0}, {0x1a0, 0x309, 0x1ede}, {0x1a0, 0x323, 0x1ee2}, {0x1a1, 0x300, 0x1edd},
+    {0x1a1, 0x301, 0x1edb}, {0x1a1, 0x303, 0x1ee1}, {0x1a1, 0x309, 0x1edf}, {0x1a1, 0x323, 0x1ee3},
+    {0x1af, 0x300, 0x1eea}, {0x1af, 0x301, 0x1ee8}, {0x1af, 0x303, 0x1eee}, {0x1af, 0x309, 0x1eec},
+    {0x1af, 0x323, 0x1ef0}, {0x1b0, 0x300, 0x1eeb}, {0x1b0, 0x301, 0x1ee9}, {0x1b0, 0x303, 0x1eef},
+    {0x1b0, 0x309, 0x1eed}, {0x1b0, 0x323, 0x1ef1}, {0x1b7, 0x30c, 0x1ee}, {0x1ea, 0x304, 0x1ec},
+    {0x1eb, 0x304, 0x1ed}, {0x226, 0x304, 0x1e0}, {0x227, 0x304, 0x1e1}, {0x228, 0x306, 0x1e1c},
+    {0x229, 0x306, 0x1e1d}, {0x22e, 0x304, 0x230}, {0x22f, 0x304, 0x231}, {0x292, 0x30c, 0x1ef},
+    {0x391, 0x300, 0x1fba}, {0x391, 0x301, 0x386}, {0x391, 0x304, 0x1fb9}, {0x391, 0x306, 0x1fb8},
+    {0x391, 0x313, 0x1f08}, {0x391, 0x314, 0x1f09}, {0x391, 0x345, 0x1fbc}, {0x395, 0x300, 0x1fc8},
+    {0x395, 0x301, 0x388}, {0x395, 0x313, 0x1f18}, {0x395, 0x314, 0x1f19}, {0x397, 0x300, 0x1fca},
+    {0x397, 0x301, 0x389}, {0x397, 0x313, 0x1f28}, {0x397, 0x314, 0x1f29}, {0x397, 0x345, 0x1fcc},
+    {0x399, 0x300, 0x1fda}, {0x399, 0x301, 0x38a}, {0x399, 0x304, 0x1fd9}, {0x399, 0x306, 0x1fd8},
+    {0x399, 0x308, 0x3aa}, {0x399, 0x313, 0x1f38}, {0x399, 0x314, 0x1f39}, {0x39f, 0x300, 0x1ff8},
+    {0x39f, 0x301, 0x38c}, {0x39f, 0x313, 0x1f48}, {0x39f, 0x314, 0x1f49}, {0x3a1, 0x314, 0x1fec},
+    {0x3a5, 0x300, 0x1fea}, {0x3a5, 0x301, 0x38e}, {0x3a5, 0x304, 0x1fe9}, {0x3a5, 0x306, 0x1fe8},
+    {0x3a5, 0x308, 0x3ab}, {0x3a5, 0x314, 0x1f59}, {0x3a9, 0x300, 0x1ffa}, {0x3a9, 0x301, 0x38f},
+    {0x3a9, 0x313, 0x1f68}, {0x3a9, 0x314, 0x1f69}, {0x3a9, 0x345, 0x1ffc}, {0x3ac, 0x345, 0x1fb4},
+    {0x3ae, 0x345, 0x1fc4}, {0x3b1, 0x300, 0x1f70}, {0x3b1, 0x301, 0x3ac}, {0x3b1, 0x304, 0x1fb1},
+    {0x3b1, 0x306, 0x1fb0}, {0x3b1, 0x313, 0x1f00}, {0x3b1, 0x314, 0x1f01}, {0x3b1, 0x342, 0x1fb6},
+    {0x3b1, 0x345, 0x1fb3}, {0x3b5, 0x300, 0x1f72}, {0x3b5, 0x301, 0x3ad}, {0x3b5, 0x313, 0x1f10},
+    {0x3b5, 0x314, 0x1f11}, {0x3b7, 0x300, 0x1f74}, {0x3b7, 0x301, 0x3ae}, {0x3b7, 0x313, 0x1f20},
+    {0x3b7, 0x314, 0x1f21}, {0x3b7, 0x342, 0x1fc6}, {0x3b7, 0x345, 0x1fc3}, {0x3b9, 0x300, 0x1f76},
+    {0x3b9, 0x301, 0x3af}, {0x3b9, 0x304, 0x1fd1}, {0x3b9, 0x306, 0x1fd0}, {0x3b9, 0x308, 0x3ca},
+    {0x3b9, 0x313, 0x1f30}, {0x3b9, 0x314, 0x1f31}, {0x3b9, 0x342, 0x1fd6}, {0x3bf, 0x300, 0x1f78},
+    {0x3bf, 0x301, 0x3cc}, {0x3bf, 0x313, 0x1f40}, {0x3bf, 0x314, 0x1f41}, {0x3c1, 0x313, 0x1fe4},
+    {0x3c1, 0x314, 0x1fe5}, {0x3c5, 0x300, 0x1f7a}, {0x3c5, 0x301, 0x3cd}, {0x3c5, 0x304, 0x1fe1},
+    {0x3c5, 0x306, 0x1fe0}, {0x3c5, 0x308, 0x3cb}, {0x3c5, 0x313, 0x1f50}, {0x3c5, 0x314, 0x1f51},
+    {0x3c5, 0x342, 0x1fe6}, {0x3c9, 0x300, 0x1f7c}, {0x3c9, 0x301, 0x3ce}, {0x3c9, 0x313, 0x1f60},
+    {0x3c9, 0x314, 0x1f61}, {0x3c9, 0x342, 0x1ff6}, {0x3c9, 0x345, 0x1ff3}, {0x3ca, 0x300, 0x1fd2},
+    {0x3ca, 0x301, 0x390}, {0x3ca, 0x342, 0x1fd7}, {0x3cb, 0x300, 0x1fe2}, {0x3cb, 0x301, 0x3b0},
+    {0x3cb, 0x342, 0x1fe7}, {0x3ce, 0x345, 0x1ff4}, {0x3d2, 0x301, 0x3d3}, {0x3d2, 0x308, 0x3d4},
+    {0x406, 0x308, 0x407}, {0x410, 0x306, 0x4d0}, {0x410, 0x308, 0x4d2}, {0x413, 0x301, 0x403},
+    {0x415, 0x300, 0x400}, {0x415, 0x306, 0x4d6}, {0x415, 0x308, 0x401}, {0x416, 0x306, 0x4c1},
+    {0x416, 0x308, 0x4dc}, {0x417, 0x308, 0x4de}, {0x418, 0x300, 0x40d}, {0x418, 0x304, 0x4e2},
+    {0x418, 0x306, 0x419}, {0x418, 0x308, 0x4e4}, {0x41a, 0x301, 0x40c}, {0x41e, 0x308, 0x4e6},
+    {0x423, 0x304, 0x4ee}, {0x423, 0x306, 0x40e}, {0x423, 0x308, 0x4f0}, {0x423, 0x30b, 0x4f2},
+    {0x427, 0x308, 0x4f4}, {0x42b, 0x308, 0x4f8}, {0x42d, 0x308, 0x4ec}, {0x430, 0x306, 0x4d1},
+    {0x430, 0x308, 0x4d3}, {0x433, 0x301, 0x453}, {0x435, 0x300, 0x450}, {0x435, 0x306, 0x4d7},
+    {0x435, 0x308, 0x451}, {0x436, 0x306, 0x4c2}, {0x436, 0x308, 0x4dd}, {0x437, 0x308, 0x4df},
+    {0x438, 0x300, 0x45d}, {0x438, 0x304, 0x4e3}, {0x438, 0x306, 0x439}, {0x438, 0x308, 0x4e5},
+    {0x43a, 0x301, 0x45c}, {0x43e, 0x308, 0x4e7}, {0x443, 0x304, 0x4ef}, {0x443, 0x306, 0x45e},
+    {0x443, 0x308, 0x4f1}, {0x443, 0x30b, 0x4f3}, {0x447, 0x308, 0x4f5}, {0x44b, 0x308, 0x4f9},
+    {0x44d, 0x308, 0x4ed}, {0x456, 0x308, 0x457}, {0x474, 0x30f, 0x476}, {0x475, 0x30f, 0x477},
+    {0x4d8, 0x308, 0x4da}, {0x4d9, 0x308, 0x4db}, {0x4e8, 0x308, 0x4ea}, {0x4e9, 0x308, 0x4eb},
+    {0x627, 0x653, 0x622}, {0x627, 0x654, 0x623}, {0x627, 0x655, 0x625}, {0x648, 0x654, 0x624},
+    {0x64a, 0x654, 0x626}, {0x6c1, 0x654, 0x6c2}, {0x6d2, 0x654, 0x6d3}, {0x6d5, 0x654, 0x6c0},
+    {0x928, 0x93c, 0x929}, {0x930, 0x93c, 0x931}, {0x933, 0x93c, 0x934}, {0x9c7, 0x9be, 0x9cb},
+    {0x9c7, 0x9d7, 0x9cc}, {0xb47, 0xb3e, 0xb4b}, {0xb47, 0xb56, 0xb48}, {0xb47, 0xb57, 0xb4c},
+    {0xb92, 0xbd7, 0xb94}, {0xbc6, 0xbbe, 0xbca}, {0xbc6, 0xbd7, 0xbcc}, {0xbc7, 0xbbe, 0xbcb},
+    {0xc46, 0xc56, 0xc48}, {0xcbf, 0xcd5, 0xcc0}, {0xcc6, 0xcc2, 0xcca}, {0xcc6, 0xcd5, 0xcc7},
+    {0xcc6, 0xcd6, 0xcc8}, {0xcca, 0xcd5, 0xccb}, {0xd46, 0xd3e, 0xd4a}, {0xd46, 0xd57, 0xd4c},
+    {0xd47, 0xd3e, 0xd4b}, {0xdd9, 0xdca, 0xdda}, {0xdd9, 0xdcf, 0xddc}, {0xdd9, 0xddf, 0xdde},
+    {0xddc, 0xdca, 0xddd}, {0x1025, 0x102e, 0x1026}, {0x1b05, 0x1b35, 0x1b06}, {0x1b07, 0x1b35, 0x1b08},
+    {0x1b09, 0x1b35, 0x1b0a}, {0x1b0b, 0x1b35, 0x1b0c}, {0x1b0d, 0x1b35, 0x1b0e}, {0x1b11, 0x1b35, 0x1b12},
+    {0x1b3a, 0x1b35, 0x1b3b}, {0x1b3c, 0x1b35, 0x1b3d}, {0x1b3e, 0x1b35, 0x1b40}, {0x1b3f, 0x1b35, 0x1b41},
+    {0x1b42, 0x1b35, 0x1b43}, {0x1e36, 0x304, 0x1e38}, {0x1e37, 0x304, 0x1e39}, {0x1e5a, 0x304, 0x1e5c},
+    {0x1e5b, 0x304, 0x1e5d}, {0x1e62, 0x307, 0x1e68}, {0x1e63, 0x307, 0x1e69}, {0x1ea0, 0x302, 0x1eac},
+    {0x1ea0, 0x306, 0x1eb6}, {0x1ea1, 0x302, 0x1ead}, {0x1ea1, 0x306, 0x1eb7}, {0x1eb8, 0x302, 0x1ec6},
+    {0x1eb9, 0x302, 0x1ec7}, {0x1ecc, 0x302, 0x1ed8}, {0x1ecd, 0x302, 0x1ed9}, {0x1f00, 0x300, 0x1f02},
+    {0x1f00, 0x301, 0x1f04}, {0x1f00, 0x342, 0x1f06}, {0x1f00, 0x345, 0x1f80}, {0x1f01, 0x300, 0x1f03},
+    {0x1f01, 0x301, 0x1f05}, {0x1f01, 0x342, 0x1f07}, {0x1f01, 0x345, 0x1f81}, {0x1f02, 0x345, 0x1f82},
+    {0x1f03, 0x345, 0x1f83}, {0x1f04, 0x345, 0x1f84}, {0x1f05, 0x345, 0x1f85}, {0x1f06, 0x345, 0x1f86},
+    {0x1f07, 0x345, 0x1f87}, {0x1f08, 0x300, 0x1f0a}, {0x1f08, 0x301, 0x1f0c}, {0x1f08, 0x342, 0x1f0e},
+    {0x1f08, 0x345, 0x1f88}, {0x1f09, 0x300, 0x1f0b}, {0x1f09, 0x301, 0x1f0d}, {0x1f09, 0x342, 0x1f0f},
+    {0x1f09, 0x345, 0x1f89}, {0x1f0a, 0x345, 0x1f8a}, {0x1f0b, 0x345, 0x1f8b}, {0x1f0c, 0x345, 0x1f8c},
+    {0x1f0d, 0x345, 0x1f8d}, {0x1f0e, 0x345, 0x1f8e}, {0x1f0f, 0x345, 0x1f8f}, {0x1f10, 0x300, 0x1f12},
+    {0x1f10, 0x301, 0x1f14}, {0x1f11, 0x300, 0x1f13}, {0x1f11, 0x301, 0x1f15}, {0x1f18, 0x300, 0x1f1a},
+    {0x1f18, 0x301, 0x1f1c}, {0x1f19, 0x300, 0x1f1b}, {0x1f19, 0x301, 0x1f1d}, {0x1f20, 0x300, 0x1f22},
+    {0x1f20, 0x301, 0x1f24}, {0x1f20, 0x342, 0x1f26}, {0x1f20, 0x345, 0x1f90}, {0x1f21, 0x300, 0x1f23},
+    {0x1f21, 0x301, 0x1f25}, {0x1f21, 0x342, 0x1f27}, {0x1f21, 0x345, 0x1f91}, {0x1f22, 0x345, 0x1f92},
+    {0x1f23, 0x345, 0x1f93}, {0x1f24, 0x345, 0x1f94}, {0x1f25, 0x345, 0x1f95}, {0x1f26, 0x345, 0x1f96},
+    {0x1f27, 0x345, 0x1f97}, {0x1f28, 0x300, 0x1f2a}, {0x1f28, 0x301, 0x1f2c}, {0x1f28, 0x342, 0x1f2e},
+    {0x1f28, 0x345, 0x1f98}, {0x1f29, 0x300, 0x1f2b}, {0x1f29, 0x301, 0x1f2d}, {0x1f29, 0x342, 0x1f2f},
+    {0x1f29, 0x345, 0x1f99}, {0x1f2a, 0x345, 0x1f9a}, {0x1f2b, 0x345, 0x1f9b}, {0x1f2c, 0x345, 0x1f9c},
+    {0x1f2d, 0x345, 0x1f9d}, {0x1f2e, 0x345, 0x1f9e}, {0x1f2f, 0x345, 0x1f9f}, {0x1f30, 0x300, 0x1f32},
+    {0x1f30, 0x301, 0x1f34}, {0x1f30, 0x342, 0x1f36}, {0x1f31, 0x300, 0x1f33}, {0x1f31, 0x301, 0x1f35},
+    {0x1f31, 0x342, 0x1f37}, {0x1f38, 0x300, 0x1f3a}, {0x1f38, 0x301, 0x1f3c}, {0x1f38, 0x342, 0x1f3e},
+    {0x1f39, 0x300, 0x1f3b}, {0x1f39, 0x301, 0x1f3d}, {0x1f39, 0x342, 0x1f3f}, {0x1f40, 0x300, 0x1f42},
+    {0x1f40, 0x301, 0x1f44}, {0x1f41, 0x300, 0x1f43}, {0x1f41, 0x301, 0x1f45}, {0x1f48, 0x300, 0x1f4a},
+    {0x1f48, 0x301, 0x1f4c}, {0x1f49, 0x300, 0x1f4b}, {0x1f49, 0x301, 0x1f4d}, {0x1f50, 0x300, 0x1f52},
+    {0x1f50, 0x301, 0x1f54}, {0x1f50, 0x342, 0x1f56}, {0x1f51, 0x300, 0x1f53}, {0x1f51, 0x301, 0x1f55},
+    {0x1f51, 0x342, 0x1f57}, {0x1f59, 0x300, 0x1f5b}, {0x1f59, 0x301, 0x1f5d}, {0x1f59, 0x342, 0x1f5f},
+    {0x1f60, 0x300, 0x1f62}, {0x1f60, 0x301, 0x1f64}, {0x1f60, 0x342, 0x1f66}, {0x1f60, 0x345, 0x1fa0},
+    {0x1f61, 0x300, 0x1f63}, {0x1f61, 0x301, 0x1f65}, {0x1f61, 0x342, 0x1f67}, {0x1f61, 0x345, 0x1fa1},
+    {0x1f62, 0x345, 0x1fa2}, {0x1f63, 0x345, 0x1fa3}, {0x1f64, 0x345, 0x1fa4}, {0x1f65, 0x345, 0x1fa5},
+    {0x1f66, 0x345, 0x1fa6}, {0x1f67, 0x345, 0x1fa7}, {0x1f68, 0x300, 0x1f6a}, {0x1f68, 0x301, 0x1f6c},
+    {0x1f68, 0x342, 0x1f6e}, {0x1f68, 0x345, 0x1fa8}, {0x1f69, 0x300, 0x1f6b}, {0x1f69, 0x301, 0x1f6d},
+    {0x1f69, 0x342, 0x1f6f}, {0x1f69, 0x345, 0x1fa9}, {0x1f6a, 0x345, 0x1faa}, {0x1f6b, 0x345, 0x1fab},
+    {0x1f6c, 0x345, 0x1fac}, {0x1f6d, 0x345, 0x1fad}, {0x1f6e, 0x345, 0x1fae}, {0x1f6f, 0x345, 0x1faf},
+    {0x1f70, 0x345, 0x1fb2}, {0x1f74, 0x345, 0x1fc2}, {0x1f7c, 0x345, 0x1ff2}, {0x1fb6, 0x345, 0x1fb7},
+    {0x1fbf, 0x300, 0x1fcd}, {0x1fbf, 0x301, 0x1fce}, {0x1fbf, 0x342, 0x1fcf}, {0x1fc6, 0x345, 0x1fc7},
+    {0x1ff6, 0x345, 0x1ff7}, {0x1ffe, 0x300, 0x1fdd}, {0x1ffe, 0x301, 0x1fde}, {0x1ffe, 0x342, 0x1fdf},
+    {0x2190, 0x338, 0x219a}, {0x2192, 0x338, 0x219b}, {0x2194, 0x338, 0x21ae}, {0x21d0, 0x338, 0x21cd},
+    {0x21d2, 0x338, 0x21cf}, {0x21d4, 0x338, 0x21ce}, {0x2203, 0x338, 0x2204}, {0x2208, 0x338, 0x2209},
+    {0x220b, 0x338, 0x220c}, {0x2223, 0x338, 0x2224}, {0x2225, 0x338, 0x2226}, {0x223c, 0x338, 0x2241},
+    {0x2243, 0x338, 0x2244}, {0x2245, 0x338, 0x2247}, {0x2248, 0x338, 0x2249}, {0x224d, 0x338, 0x226d},
+    {0x2261, 0x338, 0x2262}, {0x2264, 0x338, 0x2270}, {0x2265, 0x338, 0x2271}, {0x2272, 0x338, 0x2274},
+    {0x2273, 0x338, 0x2275}, {0x2276, 0x338, 0x2278}, {0x2277, 0x338, 0x2279}, {0x227a, 0x338, 0x2280},
+    {0x227b, 0x338, 0x2281}, {0x227c, 0x338, 0x22e0}, {0x227d, 0x338, 0x22e1}, {0x2282, 0x338, 0x2284},
+    {0x2283, 0x338, 0x2285}, {0x2286, 0x338, 0x2288}, {0x2287, 0x338, 0x2289}, {0x2291, 0x338, 0x22e2},
+    {0x2292, 0x338, 0x22e3}, {0x22a2, 0x338, 0x22ac}, {0x22a8, 0x338, 0x22ad}, {0x22a9, 0x338, 0x22ae},
+    {0x22ab, 0x338, 0x22af}, {0x22b2, 0x338, 0x22ea}, {0x22b3, 0x338, 0x22eb}, {0x22b4, 0x338, 0x22ec},
+    {0x22b5, 0x338, 0x22ed}, {0x3046, 0x3099, 0x3094}, {0x304b, 0x3099, 0x304c}, {0x304d, 0x3099, 0x304e},
+    {0x304f, 0x3099, 0x3050}, {0x3051, 0x3099, 0x3052}, {0x3053, 0x3099, 0x3054}, {0x3055, 0x3099, 0x3056},
+    {0x3057, 0x3099, 0x3058}, {0x3059, 0x3099, 0x305a}, {0x305b, 0x3099, 0x305c}, {0x305d, 0x3099, 0x305e},
+    {0x305f, 0x3099, 0x3060}, {0x3061, 0x3099, 0x3062}, {0x3064, 0x3099, 0x3065}, {0x3066, 0x3099, 0x3067},
+    {0x3068, 0x3099, 0x3069}, {0x306f, 0x3099, 0x3070}, {0x306f, 0x309a, 0x3071}, {0x3072, 0x3099, 0x3073},
+    {0x3072, 0x309a, 0x3074}, {0x3075, 0x3099, 0x3076}, {0x3075, 0x309a, 0x3077}, {0x3078, 0x3099, 0x3079},
+    {0x3078, 0x309a, 0x307a}, {0x307b, 0x3099, 0x307c}, {0x307b, 0x309a, 0x307d}, {0x309d, 0x3099, 0x309e},
+    {0x30a6, 0x3099, 0x30f4}, {0x30ab, 0x3099, 0x30ac}, {0x30ad, 0x3099, 0x30ae}, {0x30af, 0x3099, 0x30b0},
+    {0x30b1, 0x3099, 0x30b2}, {0x30b3, 0x3099, 0x30b4}, {0x30b5, 0x3099, 0x30b6}, {0x30b7, 0x3099, 0x30b8},
+    {0x30b9, 0x3099, 0x30ba}, {0x30bb, 0x3099, 0x30bc}, {0x30bd, 0x3099, 0x30be}, {0x30bf, 0x3099, 0x30c0},
+    {0x30c1, 0x3099, 0x30c2}, {0x30c4, 0x3099, 0x30c5}, {0x30c6, 0x3099, 0x30c7}, {0x30c8, 0x3099, 0x30c9},
+    {0x30cf, 0x3099, 0x30d0}, {0x30cf, 0x309a, 0x30d1}, {0x30d2, 0x3099, 0x30d3}, {0x30d2, 0x309a, 0x30d4},
+    {0x30d5, 0x3099, 0x30d6}, {0x30d5, 0x309a, 0x30d7}, {0x30d8, 0x3099, 0x30d9}, {0x30d8, 0x309a, 0x30da},
+    {0x30db, 0x3099, 0x30dc}, {0x30db, 0x309a, 0x30dd}, {0x30ef, 0x3099, 0x30f7}, {0x30f0, 0x3099, 0x30f8},
+    {0x30f1, 0x3099, 0x30f9}, {0x30f2, 0x3099, 0x30fa}, {0x30fd, 0x3099, 0x30fe},
+    {0x11099, 0x110ba, 0x1109a}, {0x1109b, 0x110ba, 0x1109c}, {0x110a5, 0x110ba, 0x110ab},
+    {0x11131, 0x11127, 0x1112e}, {0x11132, 0x11127, 0x1112f}, {0x11347, 0x1133e, 0x1134b},
+    {0x11347, 0x11357, 0x1134c}, {0x114b9, 0x114b0, 0x114bc}, {0x114b9, 0x114ba, 0x114bb},
+    {0x114b9, 0x114bd, 0x114be}, {0x115b8, 0x115af, 0x115ba}, {0x115b9, 0x115af, 0x115bb},
+    {0x11935, 0x11930, 0x11938},
+};
+
 }  // namespace anvil::detail::unicode_tables
 // clang-format on
 
@@ -21990,6 +22541,53 @@ inline std::u32string nfd(std::u32string_view text) {
     return out;
 }
 
+// ---- canonical composition ----------------------------------------------------------------------------
+
+// The primary composite of a + b, or 0 when there is none (Hangul L+V and LV+T algorithmically).
+inline char32_t compose_pair(char32_t a, char32_t b) {
+    constexpr char32_t s_base = 0xAC00, l_base = 0x1100, v_base = 0x1161, t_base = 0x11A7;
+    constexpr char32_t l_count = 19, v_count = 21, t_count = 28, s_count = 19 * 21 * 28;
+    if (a >= l_base && a < l_base + l_count && b >= v_base && b < v_base + v_count)
+        return s_base + ((a - l_base) * v_count + (b - v_base)) * t_count;
+    if (a >= s_base && a < s_base + s_count && (a - s_base) % t_count == 0 && b > t_base &&
+        b < t_base + t_count)
+        return a + (b - t_base);
+    const auto& table = unicode_tables::compositions;
+    const auto* found = std::lower_bound(std::begin(table), std::end(table), std::pair{a, b},
+                                         [](const auto& entry, const std::pair<char32_t, char32_t>& key) {
+                                             return entry.first != key.first ? entry.first < key.first
+                                                                             : entry.second < key.second;
+                                         });
+    if (found == std::end(table) || found->first != a || found->second != b) return 0;
+    return found->composite;
+}
+
+// NFC: NFD, then each code point joins the last starter when nothing between them blocks it (a code point
+// in between with class 0 or a class not below its own), as UAX #15's canonical composition says.
+inline std::u32string nfc(std::u32string_view text) {
+    std::u32string out = nfd(text);
+    std::size_t starter = std::u32string::npos, kept = 0;
+    std::uint8_t last_class = 0;  // class of out[kept - 1] when it is not the starter
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        const char32_t cp = out[i];
+        const std::uint8_t cc = combining_class(cp);
+        if (starter != std::u32string::npos) {
+            const bool adjacent = kept == starter + 1;
+            if (adjacent || (last_class != 0 && last_class < cc)) {
+                if (const char32_t composite = compose_pair(out[starter], cp)) {
+                    out[starter] = composite;
+                    continue;
+                }
+            }
+        }
+        if (cc == 0) starter = kept;
+        last_class = cc;
+        out[kept++] = cp;
+    }
+    out.resize(kept);
+    return out;
+}
+
 // Well-formed UTF-8 to code points and back.
 inline std::u32string to_code_points(std::string_view utf8) {
     std::u32string out;
@@ -22097,6 +22695,12 @@ class pre_tokenizer {
 public:
     virtual ~pre_tokenizer() = default;
     virtual void pre_tokenize(std::string_view text, word_list& out) const = 0;
+    // at_start: text begins the input (Hugging Face's offsets_original().0 == 0), which only Metaspace's
+    // prepend_scheme "first" looks at.
+    virtual void pre_tokenize_part(std::string_view text, bool at_start, word_list& out) const {
+        static_cast<void>(at_start);
+        pre_tokenize(text, out);
+    }
 };
 
 // Turns one word into token ids.
@@ -22233,33 +22837,60 @@ inline const byte_alphabet& bytes_as_unicode() {
 
 // ---- the GPT-2 split -------------------------------------------------------------------------------------
 
+// The code points of a text as the split patterns see them: each one's byte offset (then text.size()), its
+// value and its class (\s, \p{L}, \p{N} or anything else). One per thread, reused, so a split allocates
+// nothing once warm.
+struct split_classes {
+    enum kind : std::uint8_t { space, letter, number, other };
+    std::vector<std::size_t> offsets;
+    std::vector<kind> kinds;
+    std::vector<char32_t> cps;
+
+    void read(std::string_view text) {
+        offsets.clear();
+        kinds.clear();
+        cps.clear();
+        for (std::size_t at = 0; at < text.size();) {
+            offsets.push_back(at);
+            const char32_t cp = next_code_point(text, at);
+            cps.push_back(cp);
+            const unicode_category c = category(cp);
+            kinds.push_back(is_white_space(cp) ? space
+                            : is_letter(c)     ? letter
+                            : is_number(c)     ? number
+                                               : other);
+        }
+        offsets.push_back(text.size());
+    }
+
+    // The end of the run of class `k` that starts at code point i.
+    [[nodiscard]] std::size_t run_end(std::size_t i, kind k) const {
+        while (i < cps.size() && kinds[i] == k)
+            ++i;
+        return i;
+    }
+};
+
+[[nodiscard]] inline const split_classes& thread_split_classes(std::string_view text) {
+    thread_local split_classes classes;
+    classes.read(text);
+    return classes;
+}
+
 // Calls piece(begin, end) with byte ranges of well-formed UTF-8 text as GPT-2's pattern splits it:
 //   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
 // Alternatives are tried in order at each position and quantifiers are greedy, so only \s+(?!\S) needs a
 // look at what follows the whitespace run (it gives back one whitespace when a non-space follows).
 template <class Piece>
 void split_gpt2(std::string_view text, Piece&& piece) {
-    enum kind : std::uint8_t { space, letter, number, other };
-    thread_local std::vector<std::size_t> offsets;  // byte offset of each code point, then text.size()
-    thread_local std::vector<kind> kinds;
-    thread_local std::vector<char32_t> cps;
-    offsets.clear();
-    kinds.clear();
-    cps.clear();
-    for (std::size_t at = 0; at < text.size();) {
-        offsets.push_back(at);
-        const char32_t cp = next_code_point(text, at);
-        cps.push_back(cp);
-        const unicode_category c = category(cp);
-        kinds.push_back(is_white_space(cp) ? space : is_letter(c) ? letter : is_number(c) ? number : other);
-    }
+    using kind = split_classes::kind;
+    using enum split_classes::kind;
+    const split_classes& classes = thread_split_classes(text);
+    const std::vector<std::size_t>& offsets = classes.offsets;
+    const std::vector<split_classes::kind>& kinds = classes.kinds;
+    const std::vector<char32_t>& cps = classes.cps;
     const std::size_t n = cps.size();
-    offsets.push_back(text.size());
-    const auto run_end = [&](std::size_t i, kind k) {
-        while (i < n && kinds[i] == k)
-            ++i;
-        return i;
-    };
+    const auto run_end = [&](std::size_t i, split_classes::kind k) { return classes.run_end(i, k); };
     for (std::size_t i = 0; i < n;) {
         std::size_t end = i;
         if (cps[i] == '\'' && i + 1 < n) {
@@ -22474,6 +23105,182 @@ private:
 };
 
 }  // namespace anvil::detail
+// #include "anvil/io/tokenizer_pipeline.hpp"
+// #include "anvil/io/unicode.hpp"
+
+namespace anvil::detail {
+
+enum class split_pattern : std::uint8_t { gpt2, llama3, qwen2 };
+
+inline constexpr std::string_view llama3_split_regex =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+inline constexpr std::string_view qwen2_split_regex =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+inline constexpr std::string_view gpt2_split_regex =
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+
+inline std::optional<split_pattern> recognise_split_regex(std::string_view regex) {
+    if (regex == llama3_split_regex) return split_pattern::llama3;
+    if (regex == qwen2_split_regex) return split_pattern::qwen2;
+    if (regex == gpt2_split_regex) return split_pattern::gpt2;
+    return std::nullopt;
+}
+
+// The case-insensitive letter of a contraction: ASCII letters lower-cased, and U+017F (long s), which
+// Unicode case folding makes 's'.
+inline char32_t fold_contraction_letter(char32_t cp) {
+    if (cp >= 'A' && cp <= 'Z') return cp + 32;
+    return cp == 0x17F ? U's' : cp;
+}
+
+// Calls piece(begin, end) with the byte ranges the Llama-3 pattern (qwen: the Qwen2 one) matches in
+// well-formed UTF-8 text. Every code point is matched by some alternative, so the ranges tile the text.
+// Alternatives are tried in order, quantifiers greedy with backtracking worked out per alternative.
+template <class Piece>
+void split_llama3(std::string_view text, bool qwen, Piece&& piece) {
+    using enum split_classes::kind;
+    const split_classes& classes = thread_split_classes(text);
+    const std::vector<std::size_t>& offsets = classes.offsets;
+    const std::vector<split_classes::kind>& kinds = classes.kinds;
+    const std::vector<char32_t>& cps = classes.cps;
+    const std::size_t n = cps.size();
+    const auto run_end = [&](std::size_t i, split_classes::kind k) { return classes.run_end(i, k); };
+    const auto newline = [&](std::size_t i) { return cps[i] == '\r' || cps[i] == '\n'; };
+    for (std::size_t i = 0; i < n;) {
+        std::size_t end = i;
+        if (cps[i] == '\'' && i + 1 < n) {  // (?i:'s|'t|'re|'ve|'m|'ll|'d)
+            const char32_t a = fold_contraction_letter(cps[i + 1]);
+            const char32_t b = i + 2 < n ? fold_contraction_letter(cps[i + 2]) : 0;
+            if (a == 's' || a == 't' || a == 'm' || a == 'd')
+                end = i + 2;
+            else if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l'))
+                end = i + 3;
+        }
+        if (end == i) {
+            if (kinds[i] == letter) {  // [^\r\n\p{L}\p{N}]?\p{L}+
+                end = run_end(i, letter);
+            } else if (kinds[i] != number && !newline(i) && i + 1 < n && kinds[i + 1] == letter) {
+                end = run_end(i + 1, letter);
+            } else if (kinds[i] == number) {  // \p{N}{1,3} (Qwen: \p{N})
+                end = std::min(run_end(i, number), i + (qwen ? 1 : 3));
+            } else if (kinds[i] == other || (cps[i] == ' ' && i + 1 < n && kinds[i + 1] == other)) {
+                end = run_end(kinds[i] == other ? i : i + 1, other);  // ' ?[^\s\p{L}\p{N}]+[\r\n]*'
+                while (end < n && newline(end))
+                    ++end;
+            } else {  // whitespace
+                const std::size_t run = run_end(i, space);
+                std::size_t last_newline = run;
+                for (std::size_t k = run; k > i; --k)
+                    if (newline(k - 1)) {
+                        last_newline = k - 1;
+                        break;
+                    }
+                if (last_newline < run)  // \s*[\r\n]+: \s* gives back up to the last newline
+                    end = last_newline + 1;
+                else if (run == n || run - i == 1)  // \s+(?!\S), else \s+
+                    end = run;
+                else
+                    end = run - 1;
+            }
+        }
+        piece(offsets[i], offsets[end]);
+        i = end;
+    }
+}
+
+// Split with behavior Isolated and invert false: every match and every gap is a word (the patterns here
+// match everywhere, so there are no gaps).
+class split_pre_tokenizer final : public pre_tokenizer {
+public:
+    explicit split_pre_tokenizer(split_pattern pattern) : pattern_(pattern) {}
+    void pre_tokenize(std::string_view text, word_list& out) const override {
+        const auto emit = [&](std::size_t begin, std::size_t end) {
+            out.add(text.substr(begin, end - begin));
+        };
+        if (pattern_ == split_pattern::gpt2)
+            split_gpt2(text, emit);
+        else
+            split_llama3(text, pattern_ == split_pattern::qwen2, emit);
+    }
+
+private:
+    split_pattern pattern_;
+};
+
+}  // namespace anvil::detail
+// #include "anvil/io/token_stream.hpp"
+// anvil: incremental detokenization for streaming generation, as Hugging Face's DecodeStream does it.
+//
+//   anvil::token_stream stream(tok);
+//   for (const std::int32_t id : generated) std::cout << stream.push(id);
+//   std::cout << stream.finish();
+//
+// The stream decodes a short window of recent ids with the tokenizer's own decode, so every decoder rule
+// (SentencePiece's dropped leading space, byte-level and <0xAB> byte tokens) applies as in the full decode,
+// and the pieces concatenate to tokenizer::decode(all ids). Text is held back while the window's decode ends
+// in U+FFFD: the last character may still be incomplete (a byte token splits it). So a text that really ends
+// in U+FFFD shows it only when the next character arrives, or at finish().
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/io/tokenizer.hpp"
+// anvil: text tokenizers with Hugging Face `tokenizers` semantics: BERT WordPiece, byte-level BPE (GPT-2,
+// RoBERTa), read from tokenizer.json or from a model folder's vocab.txt / vocab.json + merges.txt.
+//
+//   const auto tok = anvil::tokenizer::load("models/all-MiniLM-L6-v2");
+//   const anvil::encoding e = tok.encode("i like strawberries");   // ids {101, 1045, 2066, 13137, 20968,
+//   102} const std::string text = tok.decode(e.ids);                     // "i like strawberries"
+//
+// Encoding runs the pipeline of tokenizer_pipeline.hpp: added (special) tokens are split out of the raw text,
+// the rest is normalized, pre-tokenized into words, each word becomes ids through the model, and the
+// post-processor adds special tokens and type ids. A tokenizer is a cheap copyable value sharing its tables;
+// it is safe to use from several threads at once.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/json.hpp"
+// #include "anvil/io/tokenizer_files.hpp"
+// anvil: model folders without a tokenizer.json, read as transformers' slow tokenizers would set them up:
+// vocab.txt is BERT WordPiece ([CLS] A [SEP] B [SEP]), vocab.json + merges.txt byte-level BPE (RoBERTa's
+// <s> A </s></s> B </s> when the vocabulary has <s> and </s>, else GPT-2 with no special tokens added), with
+// options from tokenizer_config.json and special_tokens_map.json where present.
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/json.hpp"
+// #include "anvil/io/byte_level_bpe.hpp"
 // #include "anvil/io/tokenizer_json.hpp"
 // anvil: reading a Hugging Face tokenizer.json into a pipeline (tokenizer_pipeline.hpp). Each component is
 // chosen by its "type"; a type Hugging Face has but anvil does not (yet) is an anvil::unsupported_error
@@ -22494,9 +23301,24 @@ private:
 // #include "anvil/core/error.hpp"
 // #include "anvil/core/json.hpp"
 // #include "anvil/io/byte_level_bpe.hpp"
+// #include "anvil/io/split_patterns.hpp"
+// #include "anvil/io/tokenizer_decoders.hpp"
+// anvil: the decoders of SentencePiece-style tokenizers (Hugging Face `tokenizers` decoders/*.rs): Replace,
+// ByteFallback, Fuse, Strip and Metaspace. Each rewrites the list of token strings; the tokenizer
+// concatenates what is left. (WordPiece and ByteLevel live with their models, Sequence in
+// tokenizer_json.hpp.)
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
 // #include "anvil/io/tokenizer_normalizers.hpp"
 // anvil: tokenizer normalizers (Hugging Face `tokenizers` semantics, normalizers/*.rs): BertNormalizer,
-// Lowercase, NFD, StripAccents, Prepend, Replace (a literal pattern) and Sequence.
+// Lowercase, NFD, NFC, StripAccents, Prepend, Replace (a literal pattern) and Sequence.
 
 #include <cstddef>
 #include <memory>
@@ -22610,6 +23432,24 @@ public:
     void normalize(std::string& text) const override { text = to_utf8(nfd(to_code_points(text))); }
 };
 
+// ASCII and other text below U+0300 with no decomposable code point is already NFC: the common case is a
+// scan.
+class nfc_normalizer final : public normalizer {
+public:
+    void normalize(std::string& text) const override {
+        bool unchanged = true;
+        for (std::size_t at = 0; at < text.size() && unchanged;) {
+            if (static_cast<unsigned char>(text[at]) < 0x80) {
+                ++at;
+                continue;
+            }
+            const char32_t cp = next_code_point(text, at);
+            unchanged = cp < 0xC0;
+        }
+        if (!unchanged) text = to_utf8(nfc(to_code_points(text)));
+    }
+};
+
 // Drops nonspacing marks (Mn); meant to follow NFD.
 class strip_accents_normalizer final : public normalizer {
 public:
@@ -22666,10 +23506,12 @@ private:
 // #include "anvil/io/tokenizer_pipeline.hpp"
 // #include "anvil/io/tokenizer_pre_tokenizers.hpp"
 // anvil: tokenizer pre-tokenizers that split on characters (Hugging Face `tokenizers` semantics,
-// pre_tokenizers/*.rs): BertPreTokenizer, WhitespaceSplit and Sequence. ByteLevel, which also rewrites bytes,
+// pre_tokenizers/*.rs): BertPreTokenizer, WhitespaceSplit, Metaspace and Sequence (Split is in
+// split_patterns.hpp). ByteLevel, which also rewrites bytes,
 // lives with the byte-level BPE model in byte_level_bpe.hpp.
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -22725,12 +23567,60 @@ public:
     }
 };
 
+enum class prepend_scheme : std::uint8_t { always, first, never };
+
+// SentencePiece's spaces: ' ' becomes the replacement (U+2581), which is prepended unless the text starts
+// with it (always, or first: only for text at the start of the input), then (split) each replacement starts a
+// word.
+class metaspace_pre_tokenizer final : public pre_tokenizer {
+public:
+    metaspace_pre_tokenizer(std::string replacement, prepend_scheme scheme, bool split)
+        : replacement_(std::move(replacement)), scheme_(scheme), split_(split) {}
+
+    void pre_tokenize(std::string_view text, word_list& out) const override {
+        pre_tokenize_part(text, false, out);
+    }
+    void pre_tokenize_part(std::string_view text, bool at_start, word_list& out) const override {
+        if (text.empty()) return;
+        std::string replaced;
+        replaced.reserve(text.size() + 8);
+        for (const char c : text) {
+            if (c == ' ')
+                replaced += replacement_;
+            else
+                replaced += c;
+        }
+        if ((scheme_ == prepend_scheme::always || (scheme_ == prepend_scheme::first && at_start)) &&
+            !replaced.starts_with(replacement_))
+            replaced.insert(0, replacement_);
+        if (!split_) {
+            out.add(replaced);
+            return;
+        }
+        std::size_t begin = 0;  // MergedWithNext: a word runs from one replacement to the next
+        for (std::size_t at = replaced.find(replacement_, 1); at != std::string::npos;
+             at = replaced.find(replacement_, at + 1)) {
+            out.add(std::string_view(replaced).substr(begin, at - begin));
+            begin = at;
+        }
+        out.add(std::string_view(replaced).substr(begin));
+    }
+
+private:
+    std::string replacement_;
+    prepend_scheme scheme_;
+    bool split_;
+};
+
 // Each stage splits every word of the previous one.
 class sequence_pre_tokenizer final : public pre_tokenizer {
 public:
     explicit sequence_pre_tokenizer(std::vector<std::unique_ptr<pre_tokenizer>> stages)
         : stages_(std::move(stages)) {}
     void pre_tokenize(std::string_view text, word_list& out) const override {
+        pre_tokenize_part(text, false, out);
+    }
+    void pre_tokenize_part(std::string_view text, bool at_start, word_list& out) const override {
         if (stages_.empty()) {
             out.add(text);
             return;
@@ -22741,7 +23631,7 @@ public:
             word_list& target = s + 1 == stages_.size() ? out : next;
             if (&target == &next) next.clear();
             for (std::size_t w = 0; w < current.size(); ++w)
-                stages_[s]->pre_tokenize(current[w], target);
+                stages_[s]->pre_tokenize_part(current[w], at_start && w == 0, target);
             if (&target == &next) std::swap(current, next);
         }
     }
@@ -22751,6 +23641,138 @@ private:
 };
 
 }  // namespace anvil::detail
+// #include "anvil/io/unicode.hpp"
+
+namespace anvil::detail {
+
+// Every occurrence of a literal pattern in each token.
+class replace_decoder final : public decoder {
+public:
+    replace_decoder(std::string pattern, std::string content)
+        : replace_(std::move(pattern), std::move(content)) {}
+    void decode(std::vector<std::string>& tokens) const override {
+        for (std::string& token : tokens)
+            replace_.normalize(token);
+    }
+
+private:
+    replace_normalizer replace_;
+};
+
+// The byte of a "<0xAB>" token.
+inline std::optional<std::uint8_t> byte_fallback_value(std::string_view token) {
+    if (token.size() != 6 || !token.starts_with("<0x") || token.back() != '>') return std::nullopt;
+    std::uint32_t value = 0;
+    for (const char c : token.substr(3, 2)) {
+        const int digit = c >= '0' && c <= '9'   ? c - '0'
+                          : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                          : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                                 : -1;
+        if (digit < 0) return std::nullopt;
+        value = value * 16 + static_cast<std::uint32_t>(digit);
+    }
+    return static_cast<std::uint8_t>(value);
+}
+
+// Runs of <0xAB> tokens become their bytes as one token when those are valid UTF-8, else one U+FFFD per byte.
+class byte_fallback_decoder final : public decoder {
+public:
+    void decode(std::vector<std::string>& tokens) const override {
+        std::vector<std::string> out;
+        out.reserve(tokens.size());
+        std::string bytes;
+        std::size_t count = 0;
+        const auto flush = [&] {
+            if (count == 0) return;
+            if (is_valid_utf8(bytes)) {
+                out.push_back(bytes);
+            } else {
+                for (std::size_t i = 0; i < count; ++i)
+                    out.emplace_back("\xEF\xBF\xBD");
+            }
+            bytes.clear();
+            count = 0;
+        };
+        for (std::string& token : tokens) {
+            if (const auto byte = byte_fallback_value(token)) {
+                bytes += static_cast<char>(*byte);
+                ++count;
+                continue;
+            }
+            flush();
+            out.push_back(std::move(token));
+        }
+        flush();
+        tokens = std::move(out);
+    }
+
+private:
+    static bool is_valid_utf8(std::string_view bytes) {
+        for (std::size_t at = 0; at < bytes.size();) {
+            const utf8_step step = read_utf8(bytes, at);
+            if (step.invalid_length) return false;
+            at += step.length;
+        }
+        return true;
+    }
+};
+
+// All tokens into one.
+class fuse_decoder final : public decoder {
+public:
+    void decode(std::vector<std::string>& tokens) const override {
+        std::string joined;
+        for (const std::string& token : tokens)
+            joined += token;
+        tokens.assign(1, std::move(joined));
+    }
+};
+
+// Up to `start` leading and `stop` trailing copies of one code point off each token.
+class strip_decoder final : public decoder {
+public:
+    strip_decoder(std::string content, std::size_t start, std::size_t stop)
+        : content_(std::move(content)), start_(start), stop_(stop) {}
+    void decode(std::vector<std::string>& tokens) const override {
+        for (std::string& token : tokens) {
+            std::size_t begin = 0, end = token.size();
+            for (std::size_t i = 0; i < start_ && std::string_view(token).substr(begin).starts_with(content_);
+                 ++i)
+                begin += content_.size();
+            for (std::size_t i = 0; i < stop_ && end - begin >= content_.size() &&
+                                    std::string_view(token).substr(begin, end - begin).ends_with(content_);
+                 ++i)
+                end -= content_.size();
+            token = token.substr(begin, end - begin);
+        }
+    }
+
+private:
+    std::string content_;
+    std::size_t start_, stop_;
+};
+
+// The replacement back to ' '; in the first token it is dropped instead unless the prepend scheme is never.
+class metaspace_decoder final : public decoder {
+public:
+    metaspace_decoder(std::string replacement, prepend_scheme scheme)
+        : replacement_(std::move(replacement)), scheme_(scheme) {}
+    void decode(std::vector<std::string>& tokens) const override {
+        for (std::size_t i = 0; i < tokens.size(); ++i) {
+            const bool drop = i == 0 && scheme_ != prepend_scheme::never;
+            replace_normalizer(replacement_, drop ? "" : " ").normalize(tokens[i]);
+        }
+    }
+
+private:
+    std::string replacement_;
+    prepend_scheme scheme_;
+};
+
+}  // namespace anvil::detail
+// #include "anvil/io/tokenizer_normalizers.hpp"
+// #include "anvil/io/tokenizer_pipeline.hpp"
+// #include "anvil/io/tokenizer_pre_tokenizers.hpp"
 // #include "anvil/io/tokenizer_processors.hpp"
 // anvil: post-processing (special tokens and token type ids around one or two sequences) and truncation.
 // Every post-processor anvil reads reduces to a template, as Hugging Face's TemplateProcessing writes it:
@@ -23102,6 +24124,7 @@ inline std::unique_ptr<normalizer> read_normalizer(const json::value& n, const j
     }
     if (type == "Lowercase") return std::make_unique<lowercase_normalizer>();
     if (type == "NFD") return std::make_unique<nfd_normalizer>();
+    if (type == "NFC") return std::make_unique<nfc_normalizer>();
     if (type == "StripAccents") return std::make_unique<strip_accents_normalizer>();
     if (type == "Prepend") return std::make_unique<prepend_normalizer>(read_string(n, "prepend", where, ""));
     if (type == "Replace") {
@@ -23123,12 +24146,61 @@ inline std::unique_ptr<normalizer> read_normalizer(const json::value& n, const j
             stages.push_back(read_normalizer(items[i], list[i]));
         return std::make_unique<sequence_normalizer>(std::move(stages));
     }
-    constexpr std::string_view later[] = {"NFC", "NFKC", "NFKD", "Strip", "Nmt", "Precompiled", "ByteLevel"};
+    constexpr std::string_view later[] = {"NFKC", "NFKD", "Strip", "Nmt", "Precompiled", "ByteLevel"};
     for (const std::string_view known : later)
         if (type == known)
-            where.unsupported("normalizer", type,
-                              "BertNormalizer, Lowercase, NFD, StripAccents, Prepend, Replace, Sequence");
+            where.unsupported(
+                "normalizer", type,
+                "BertNormalizer, Lowercase, NFD, NFC, StripAccents, Prepend, Replace, Sequence");
     (where / "type").fail(message("unknown normalizer type '", type, "'"));
+}
+
+// Metaspace's replacement: one code point (U+2581 by default).
+inline std::string read_replacement(const json::value& c, const json_field& where) {
+    std::string replacement = read_string(c, "replacement", where, "\u2581");
+    std::size_t at = 0;
+    if (replacement.empty() || (next_code_point(replacement, at), at != replacement.size()))
+        (where / "replacement").fail(message("expected one character, got '", replacement, "'"));
+    return replacement;
+}
+
+// prepend_scheme, or for files written before it the boolean add_prefix_space.
+inline prepend_scheme read_prepend_scheme(const json::value& c, const json_field& where) {
+    if (!member(c, "prepend_scheme"))
+        return read_bool(c, "add_prefix_space", where, true) ? prepend_scheme::always : prepend_scheme::never;
+    const std::string scheme = read_string(c, "prepend_scheme", where, "always");
+    if (scheme == "always") return prepend_scheme::always;
+    if (scheme == "first") return prepend_scheme::first;
+    if (scheme == "never") return prepend_scheme::never;
+    (where / "prepend_scheme")
+        .fail(message("expected \"always\", \"first\" or \"never\", got \"", scheme, "\""));
+}
+
+inline std::unique_ptr<pre_tokenizer> read_split(const json::value& p, const json_field& where) {
+    const json::value& pattern =
+        (where / "pattern").expect(required(p, "pattern", where), json::kind::object);
+    const json::value* regex = member(pattern, "Regex");
+    if (!regex) {
+        const std::string literal = read_string(pattern, "String", where / "pattern", "");
+        throw unsupported_error(message(where.source, ": ", where.path, ": Split on the string pattern '",
+                                        literal,
+                                        "' is not supported yet (the Llama-3, Qwen2 and GPT-2 regexes are)"));
+    }
+    const std::string& text = (where / "pattern" / "Regex").expect(*regex, json::kind::string).as_string();
+    const auto known = recognise_split_regex(text);
+    if (!known)
+        throw unsupported_error(
+            message(where.source, ": ", where.path, ": Split regex '", text,
+                    "' is not supported (anvil matches the Llama-3, Qwen2 and GPT-2 patterns "
+                    "without a regex engine)"));
+    const std::string behavior = read_string(p, "behavior", where, "Isolated");
+    if (behavior != "Isolated")
+        throw unsupported_error(message(where.source, ": ", where.path, ": Split behavior '", behavior,
+                                        "' is not supported yet (Isolated)"));
+    if (read_bool(p, "invert", where, false))
+        throw unsupported_error(
+            message(where.source, ": ", where.path, ": Split with invert true is not supported yet"));
+    return std::make_unique<split_pre_tokenizer>(*known);
 }
 
 inline std::unique_ptr<pre_tokenizer> read_pre_tokenizer(const json::value& p, const json_field& where) {
@@ -23138,6 +24210,10 @@ inline std::unique_ptr<pre_tokenizer> read_pre_tokenizer(const json::value& p, c
     if (type == "ByteLevel")
         return std::make_unique<byte_level_pre_tokenizer>(read_bool(p, "add_prefix_space", where, true),
                                                           read_bool(p, "use_regex", where, true));
+    if (type == "Split") return read_split(p, where);
+    if (type == "Metaspace")
+        return std::make_unique<metaspace_pre_tokenizer>(
+            read_replacement(p, where), read_prepend_scheme(p, where), read_bool(p, "split", where, true));
     if (type == "Sequence") {
         const json_field list = where / "pretokenizers";
         std::vector<std::unique_ptr<pre_tokenizer>> stages;
@@ -23147,13 +24223,12 @@ inline std::unique_ptr<pre_tokenizer> read_pre_tokenizer(const json::value& p, c
             stages.push_back(read_pre_tokenizer(items[i], list[i]));
         return std::make_unique<sequence_pre_tokenizer>(std::move(stages));
     }
-    constexpr std::string_view later[] = {"Whitespace",     "Split",      "Metaspace",
-                                          "Punctuation",    "Digits",     "CharDelimiterSplit",
-                                          "UnicodeScripts", "FixedLength"};
+    constexpr std::string_view later[] = {"Whitespace",         "Punctuation",    "Digits",
+                                          "CharDelimiterSplit", "UnicodeScripts", "FixedLength"};
     for (const std::string_view known : later)
         if (type == known)
             where.unsupported("pre_tokenizer", type,
-                              "BertPreTokenizer, ByteLevel, WhitespaceSplit, Sequence");
+                              "BertPreTokenizer, ByteLevel, WhitespaceSplit, Split, Metaspace, Sequence");
     (where / "type").fail(message("unknown pre_tokenizer type '", type, "'"));
 }
 
@@ -23239,6 +24314,16 @@ inline std::unique_ptr<tokenizer_model> read_bpe(const json::value& m, const jso
         const std::string& name = (where / "unk_token").expect(*unk, json::kind::string).as_string();
         options.unk_id = vocab.find(name);
         if (!options.unk_id) (where / "unk_token").fail(message("'", name, "' is not in the vocabulary"));
+    }
+    if (options.byte_fallback) {
+        for (unsigned b = 0; b < 256; ++b) {
+            constexpr std::string_view hex = "0123456789ABCDEF";
+            const std::string name{'<', '0', 'x', hex[b >> 4], hex[b & 15], '>'};
+            if (!vocab.find(name))
+                (where / "byte_fallback")
+                    .fail(message("true, but the vocabulary has no byte token '", name,
+                                  "' (byte fallback needs all 256 <0xXX> tokens)"));
+        }
     }
     const json::value* merges_value = member(m, "merges");
     const json::array no_merges;
@@ -23380,6 +24465,36 @@ inline std::unique_ptr<decoder> read_decoder(const json::value& d, const json_fi
         return std::make_unique<wordpiece_decoder>(read_string(d, "prefix", where, "##"),
                                                    read_bool(d, "cleanup", where, true));
     if (type == "ByteLevel") return std::make_unique<byte_level_decoder>();
+    if (type == "ByteFallback") return std::make_unique<byte_fallback_decoder>();
+    if (type == "Fuse") return std::make_unique<fuse_decoder>();
+    if (type == "Metaspace")
+        return std::make_unique<metaspace_decoder>(read_replacement(d, where), read_prepend_scheme(d, where));
+    if (type == "Replace") {
+        const json::value& pattern =
+            (where / "pattern").expect(required(d, "pattern", where), json::kind::object);
+        if (!member(pattern, "String"))
+            throw unsupported_error(
+                message(where.source, ": ", where.path,
+                        ": Replace with a Regex pattern is not supported yet (String patterns)"));
+        return std::make_unique<replace_decoder>(read_string(pattern, "String", where / "pattern", ""),
+                                                 read_string(d, "content", where, ""));
+    }
+    if (type == "Strip") {
+        std::string content = read_string(d, "content", where, " ");
+        std::size_t at = 0;
+        if (content.empty() || (next_code_point(content, at), at != content.size()))
+            (where / "content").fail(message("expected one character, got '", content, "'"));
+        std::size_t counts[2] = {0, 0};
+        for (int k = 0; k < 2; ++k) {
+            const std::string_view key = k == 0 ? "start" : "stop";
+            if (const json::value* v = member(d, key)) {
+                const std::int64_t count = (where / key).expect(*v, json::kind::integer).as_int();
+                if (count < 0) (where / key).fail(message("expected a count, got ", count));
+                counts[k] = static_cast<std::size_t>(count);
+            }
+        }
+        return std::make_unique<strip_decoder>(std::move(content), counts[0], counts[1]);
+    }
     if (type == "Sequence") {
         const json_field list = where / "decoders";
         std::vector<std::unique_ptr<decoder>> stages;
@@ -23388,10 +24503,12 @@ inline std::unique_ptr<decoder> read_decoder(const json::value& d, const json_fi
             stages.push_back(read_decoder(items[i], list[i]));
         return std::make_unique<sequence_decoder>(std::move(stages));
     }
-    constexpr std::string_view later[] = {"Metaspace", "BPEDecoder", "CTC",    "ByteFallback",
-                                          "Fuse",      "Strip",      "Replace"};
+    constexpr std::string_view later[] = {"BPEDecoder", "CTC"};
     for (const std::string_view known : later)
-        if (type == known) where.unsupported("decoder", type, "WordPiece, ByteLevel, Sequence");
+        if (type == known)
+            where.unsupported(
+                "decoder", type,
+                "WordPiece, ByteLevel, ByteFallback, Fuse, Metaspace, Replace, Strip, Sequence");
     (where / "type").fail(message("unknown decoder type '", type, "'"));
 }
 
@@ -23817,7 +24934,7 @@ private:
                     std::string_view(normalized).substr(piece.begin, piece.end - piece.begin);
                 words.clear();
                 if (d.pre_tokenize)
-                    d.pre_tokenize->pre_tokenize(part, words);
+                    d.pre_tokenize->pre_tokenize_part(part, segment.begin == 0 && piece.begin == 0, words);
                 else
                     words.add(part);
                 for (std::size_t w = 0; w < words.size(); ++w)
@@ -23843,6 +24960,62 @@ private:
 };
 
 }  // namespace anvil
+
+namespace anvil {
+
+class token_stream {
+public:
+    explicit token_stream(const tokenizer& tok, bool skip_special_tokens = true)
+        : tokenizer_(tok), skip_special_(skip_special_tokens) {}
+
+    // The text that became final with id ("" while a character is incomplete). anvil::error for an id that
+    // names no token.
+    [[nodiscard]] std::string push(std::int32_t id) {
+        ids_.push_back(id);
+        std::string text = tokenizer_.decode(ids_, skip_special_);
+        if (text.size() <= prefix_.size() || text.ends_with(replacement)) return {};
+        std::string fresh = take_after_prefix(std::move(text));
+        // The next window starts where the text of this step's previous window began: the decoders see the
+        // same first token in both decodes, so its leading-space rule cancels out.
+        const std::size_t next_prefix_index = ids_.size() - prefix_index_;
+        ids_.erase(ids_.begin(), ids_.begin() + static_cast<std::ptrdiff_t>(prefix_index_));
+        prefix_ = tokenizer_.decode(ids_, skip_special_);
+        prefix_index_ = next_prefix_index;
+        return fresh;
+    }
+
+    // Whatever is left, incomplete characters as U+FFFD; the stream is then empty.
+    [[nodiscard]] std::string finish() {
+        std::string text = tokenizer_.decode(ids_, skip_special_);
+        std::string rest = text.size() > prefix_.size() ? take_after_prefix(std::move(text)) : std::string();
+        ids_.clear();
+        prefix_.clear();
+        prefix_index_ = 0;
+        return rest;
+    }
+
+private:
+    static constexpr std::string_view replacement = "\xEF\xBF\xBD";
+
+    std::string take_after_prefix(std::string text) const {
+        if (!text.starts_with(prefix_))
+            throw error(
+                detail::message("token_stream: the decoded text no longer starts with the text already "
+                                "given out ('",
+                                prefix_, "'); this tokenizer's decoder is not incremental"));
+        return text.substr(prefix_.size());
+    }
+
+    tokenizer tokenizer_;
+    bool skip_special_;
+    std::vector<std::int32_t> ids_;
+    std::string prefix_;  // decode of the window ids_, all of it already given out
+    std::size_t prefix_index_ = 0;
+};
+
+}  // namespace anvil
+// #include "anvil/io/tokenizer.hpp"
+// #include "anvil/io/tokenizer_decoders.hpp"
 // #include "anvil/io/unicode.hpp"
 
 // #include "anvil/models/batch_norm_folding.hpp"
@@ -24132,6 +25305,8 @@ private:
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 // #include "anvil/core/error.hpp"
 // #include "anvil/expr/expr.hpp"
@@ -24223,9 +25398,9 @@ enum class activation : std::uint8_t { gelu, gelu_tanh, quick_gelu, relu, silu }
     if (name == "relu") return activation::relu;
     if (name == "silu" || name == "swish") return activation::silu;
     throw unsupported_error(
-        detail::message("hidden_act '", name,
-                        "' is not supported (gelu, gelu_new, gelu_pytorch_tanh, gelu_fast, "
-                        "quick_gelu, relu, silu, swish)"));
+        anvil::detail::message("hidden_act '", name,
+                               "' is not supported (gelu, gelu_new, gelu_pytorch_tanh, gelu_fast, "
+                               "quick_gelu, relu, silu, swish)"));
 }
 
 [[nodiscard]] inline tensor<float> activate(const tensor<float>& x, activation kind) {
@@ -24366,6 +25541,82 @@ struct pre_norm_encoder_layer {
     return h + apply(layer.mlp, apply(layer.mlp_norm, h));
 }
 
+// Rotary position embedding in the rotate_half form (Llama, GPT-NeoX) with tables given per row:
+// x [B, heads, S, D], cos and sin [B, 1, S, R / 2] (broadcast over heads). The first R features rotate in
+// pairs (i, i + R/2): x1 cos - x2 sin, x2 cos + x1 sin; the rest pass through. Elementwise ops, so every
+// backend runs it and the tables may differ per row (positions, dynamic scaling).
+[[nodiscard]] inline tensor<float> rotate_half_rows(const tensor<float>& x, const tensor<float>& cos,
+                                                    const tensor<float>& sin) {
+    const std::int64_t d = x.shape()[3];
+    const std::int64_t half = cos.shape()[3];
+    if (2 * half > d) {
+        throw shape_error(anvil::detail::message("rotary: tables of ", half, " frequencies rotate ", 2 * half,
+                                                 " features, but a head has ", d));
+    }
+    const auto x1 = slice(x, 3, 0, half);
+    const auto x2 = slice(x, 3, half, 2 * half);
+    std::vector<tensor<float>> parts{x1 * cos - x2 * sin, x2 * cos + x1 * sin};
+    if (2 * half < d) parts.push_back(slice(x, 3, 2 * half, d));
+    return concat(parts, 3);
+}
+
+// A pre-norm decoder layer (GPT-2, Llama, Qwen2/3, Mistral): h = x + attention(norm1(x)); out = h +
+// mlp(norm2(h)). Attention reads the cached keys and values followed by this step's; Qwen3 normalises each
+// query and key head first (query_norm, key_norm).
+struct decoder_layer {
+    norm_layer attention_norm;
+    attention_layer attention;
+    std::optional<norm_layer> query_norm, key_norm;
+    norm_layer mlp_norm;
+    mlp_layer mlp;
+    double attention_scale = 0.0;  // 0: 1 / sqrt(head_dim)
+};
+
+// What one decoder layer gives: the hidden states and this step's keys (rotated) and values
+// [B, kv_heads, S, D], which the caller appends to the cache.
+struct decoder_layer_result {
+    tensor<float> hidden, key, value;
+};
+
+// x [B, S, hidden]; earlier_keys, earlier_values: the keys and values before this step's, as parts
+// [B, kv_heads, T_i, D] read in order (a KV cache, then a decode window); mask additive, broadcast to the
+// scores [B, heads, S, sum T_i + S]; rope: cos, sin [B, 1, S, R / 2] (none for learned positions).
+[[nodiscard]] inline decoder_layer_result apply(
+    const decoder_layer& layer, const tensor<float>& x, const std::vector<tensor<float>>& earlier_keys,
+    const std::vector<tensor<float>>& earlier_values, const tensor<float>& mask,
+    const std::optional<std::pair<tensor<float>, tensor<float>>>& rope) {
+    const attention_layer& a = layer.attention;
+    const auto h = apply(layer.attention_norm, x);
+    auto q = detail::split_heads(apply(a.query, h), a.heads, a.head_dim);
+    auto k = detail::split_heads(apply(a.key, h), a.kv_heads, a.head_dim);
+    const auto v = detail::split_heads(apply(a.value, h), a.kv_heads, a.head_dim);
+    if (layer.query_norm) q = apply(*layer.query_norm, q);
+    if (layer.key_norm) k = apply(*layer.key_norm, k);
+    if (rope) {
+        q = rotate_half_rows(q, rope->first, rope->second);
+        k = rotate_half_rows(k, rope->first, rope->second);
+    }
+    std::vector<tensor<float>> key_parts = earlier_keys, value_parts = earlier_values;
+    key_parts.push_back(k);
+    value_parts.push_back(v);
+    const auto keys = concat(key_parts, 2);
+    const auto values = concat(value_parts, 2);
+    attention_options options;
+    options.scale = layer.attention_scale;
+    const auto context = attention(q, keys, values, mask, options);
+    const auto out = x + apply(a.output, detail::merge_heads(context));
+    return {out + apply(layer.mlp, apply(layer.mlp_norm, out)), k, v};
+}
+
+// One cache [B, kv_heads, T, D] of earlier keys and values.
+[[nodiscard]] inline decoder_layer_result apply(
+    const decoder_layer& layer, const tensor<float>& x, const tensor<float>& cached_key,
+    const tensor<float>& cached_value, const tensor<float>& mask,
+    const std::optional<std::pair<tensor<float>, tensor<float>>>& rope) {
+    return apply(layer, x, std::vector<tensor<float>>{cached_key}, std::vector<tensor<float>>{cached_value},
+                 mask, rope);
+}
+
 }  // namespace anvil::models
 
 namespace anvil::models {
@@ -24472,6 +25723,497 @@ struct encoder_layer_names {
 
 }  // namespace anvil::models
 // #include "anvil/models/blocks.hpp"
+// #include "anvil/models/causal_lm.hpp"
+// anvil: running a decoder language model (decoder_lm.hpp) — prefill in chunks, decode in windows, up to
+// max_streams streams batched per decode call, sampling (sampling.hpp), stop tokens, streaming text.
+//
+// The KV cache lives in the programs: each compiled step (one per {batch, new tokens, context, select,
+// window}) binds its k<i>/v<i> inputs as resident (program::write_input), and after every call the runner
+// writes only the new tokens' keys and values into it — never the whole cache. Contexts come in a ladder of
+// sizes: a stream starts in the smallest program its tokens fit and moves up a rung (one read_input/
+// write_input of the cache) when it would overflow, so short conversations run small programs.
+//
+// Decode windows: a decode step takes one new token per stream. With decode_window W > 0 each decode program
+// also binds, per layer, a small resident window wk<i>/wv<i> [B, kv_heads, W, D] read after the cache
+// (keys = cache, window, new). Each step's new keys and values go into the next free window slot, and once
+// W tokens are there the runner flushes them into the cache with one write_input per tensor (from a host
+// copy) and the window empties. Why: on the Neural Engine a resident input is an IOSurface the host must
+// lock to write, and locking and unlocking a surface costs in proportion to its size (cache maintenance), so
+// the per-token writes go to a small surface and the large cache is written once per W tokens. The mask
+// gives window slots their real positions, exactly as cache slots, so the results are those of writing the
+// cache directly. Prefill programs (many tokens per call) write the cache directly and have no window.
+//
+// Streams of a batch write their new tokens at one shared cache slot per step (a window slot is a cache
+// slot not yet flushed): each stream's tokens sit right-aligned in its row (slot = position + offset), its
+// positions go in through the RoPE tables (or GPT-2's position ids) and the mask hides the slots before its
+// first token.
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+// #include "anvil/backend/compile.hpp"
+// #include "anvil/core/error.hpp"
+// #include "anvil/io/checkpoint.hpp"
+// #include "anvil/io/token_stream.hpp"
+// #include "anvil/io/tokenizer.hpp"
+// #include "anvil/models/chat_template.hpp"
+// anvil: chat templates. tokenizer_config.json carries a Jinja template; anvil runs no Jinja: it recognises
+// which family's template it is (by markers that every published variant of the family has) and renders
+// that family with built-in code that reproduces the template's output byte for byte.
+//
+// Supported, checked against the real templates rendered by jinja2 (tools/reference/chat_goldens.py):
+//   chatml  - plain ChatML, Qwen2 and Qwen2.5 (their default system message, read from the template) and
+//   Qwen3
+//             (its <think> handling of assistant turns, enable_thinking); Qwen2.5/3 "tool" turns become
+//             <tool_response> blocks.
+//   llama3  - Llama-3 (base and Instruct).
+//   mistral - Mistral-7B-Instruct v0.1, Mixtral-8x7B-Instruct v0.1, Mistral-7B-Instruct v0.2 (system message
+//             folded into the first [INST]).
+//   llama2  - Llama-2-chat (<<SYS>> block).
+// Limitations (each an error, never a silent difference): messages carry only role + content (no tools,
+// tool_calls, reasoning_content, images); Llama-3.1+ templates (dated system header, tools) and Mistral's
+// tool-aware v0.3 templates are refused; roles a template would silently drop (Qwen2.5/3: anything but
+// system/user/assistant/tool; Llama-2: anything but user/assistant after the system message) are refused.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/json.hpp"
+
+namespace anvil::models {
+
+struct chat_message {
+    std::string role, content;
+};
+
+// A conversation rendered by a chat template. The text already holds the special tokens the template writes
+// (<|begin_of_text|>, <|im_start|>, [INST] ...), so it is encoded without adding any, as Hugging Face's
+// apply_chat_template does: encoding it as plain text would put a second BOS in front of Llama-3's.
+struct chat_prompt {
+    std::string text;
+};
+
+enum class chat_format : std::uint8_t { chatml, llama3, mistral, llama2 };
+
+[[nodiscard]] inline std::string_view to_string(chat_format f) noexcept {
+    switch (f) {
+        case chat_format::chatml:
+            return "chatml";
+        case chat_format::llama3:
+            return "llama3";
+        case chat_format::mistral:
+            return "mistral";
+        case chat_format::llama2:
+            return "llama2";
+    }
+    return "?";
+}
+
+struct chat_template {
+    chat_format format = chat_format::chatml;
+    std::string bos_token, eos_token;
+    // Where the variants of a family differ (make_chat_template reads these from the Jinja source).
+    std::string default_system;             // chatml: system turn when the conversation has none (Qwen2/2.5)
+    bool qwen_roles = false;                // chatml: Qwen2.5/3 rules for "tool" and unknown roles
+    bool qwen3_thinking = false;            // chatml: Qwen3's <think> handling
+    bool enable_thinking = true;            // Qwen3: false appends an empty <think></think> to the prompt
+    bool always_generation_prompt = false;  // llama3: the base template adds the assistant header regardless
+    bool mistral_v2 = false;                // mistral: " [INST] " spacing and a system message (v0.2)
+    bool eos_space = false;                 // mistral v0.1: a space after each assistant turn's eos
+};
+
+namespace detail {
+
+inline bool contains(std::string_view text, std::string_view part) noexcept {
+    return text.find(part) != std::string_view::npos;
+}
+
+// Python's str.isspace() for one code point: what Jinja's `trim` and str.strip() remove.
+inline bool is_python_space(std::uint32_t c) noexcept {
+    return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 || c == 0x1680 ||
+           (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f || c == 0x205f ||
+           c == 0x3000;
+}
+
+// Decodes the UTF-8 sequence at text[begin, end); 0xFFFFFFFF when malformed (never whitespace).
+inline std::uint32_t decode_code_point(std::string_view text, std::size_t begin, std::size_t end) noexcept {
+    const auto byte = [&](std::size_t i) {
+        return static_cast<std::uint32_t>(static_cast<unsigned char>(text[i]));
+    };
+    const std::size_t n = end - begin;
+    const std::uint32_t lead = byte(begin);
+    if (n == 1) return lead < 0x80 ? lead : 0xFFFFFFFFu;
+    std::uint32_t c = lead & (0x7fu >> n);
+    for (std::size_t i = begin + 1; i < end; ++i)
+        c = (c << 6) | (byte(i) & 0x3fu);
+    return c;
+}
+
+inline std::size_t utf8_length(unsigned char lead) noexcept {
+    return lead < 0x80 ? 1 : lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1;
+}
+
+// Python's str.strip() / lstrip() / rstrip(): Unicode whitespace when `chars` is empty, else those ASCII
+// chars.
+inline std::string_view python_strip(std::string_view s, bool left, bool right, std::string_view chars = {}) {
+    const auto strip_char = [&](std::uint32_t c) {
+        return chars.empty() ? is_python_space(c)
+                             : (c < 0x80 && contains(chars, std::string(1, static_cast<char>(c))));
+    };
+    std::size_t begin = 0, end = s.size();
+    while (left && begin < end) {
+        const std::size_t n = std::min(utf8_length(static_cast<unsigned char>(s[begin])), end - begin);
+        if (!strip_char(decode_code_point(s, begin, begin + n))) break;
+        begin += n;
+    }
+    while (right && end > begin) {
+        std::size_t start = end - 1;
+        while (start > begin && (static_cast<unsigned char>(s[start]) & 0xc0) == 0x80 && end - start < 4)
+            --start;
+        if (!strip_char(decode_code_point(s, start, end))) break;
+        end = start;
+    }
+    return s.substr(begin, end - begin);
+}
+
+// A Jinja string literal's escapes (\n, \t, \\, \', \").
+inline std::string jinja_unescape(std::string_view s) {
+    std::string out;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        if (s[i] != '\\' || i + 1 == s.size()) {
+            out += s[i];
+            continue;
+        }
+        const char e = s[++i];
+        out += e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e;
+    }
+    return out;
+}
+
+// The default system message of a ChatML template: a literal '<|im_start|>system\n...<|im_end|>' whose text
+// is part of the literal (rather than `+ messages[0]['content']`).
+inline std::string chatml_default_system(std::string_view source) {
+    static constexpr std::string_view head = "<|im_start|>system";
+    for (std::size_t at = source.find(head); at != std::string_view::npos; at = source.find(head, at + 1)) {
+        std::size_t text = at + head.size();
+        if (source.substr(text, 2) == "\\n") {
+            text += 2;
+        } else if (source.substr(text, 1) == "\n") {
+            text += 1;
+        } else {
+            continue;
+        }
+        if (text >= source.size() || source[text] == '\'' || source[text] == '"') continue;
+        const std::size_t end = source.find("<|im_end|>", text);
+        if (end == std::string_view::npos) continue;
+        return jinja_unescape(source.substr(text, end - text));
+    }
+    return {};
+}
+
+inline std::string quote_start(std::string_view source) {
+    constexpr std::size_t shown = 120;
+    std::string start(source.substr(0, shown));
+    for (char& c : start)
+        if (c == '\n') c = ' ';
+    return "\"" + start + (source.size() > shown ? "...\"" : "\"");
+}
+
+[[noreturn]] inline void unknown_template(std::string_view what, std::string_view source) {
+    throw unsupported_error(anvil::detail::message(
+        "chat template: ", what,
+        "; anvil renders the ChatML (Qwen2/2.5/3), Llama-3, Mistral [INST] and Llama-2 <<SYS>> families; "
+        "the template starts ",
+        quote_start(source)));
+}
+
+}  // namespace detail
+
+// Recognises the family of tokenizer_config.json's `chat_template` (error naming what it found when unknown).
+[[nodiscard]] inline chat_format recognise_chat_template(std::string_view jinja_source) {
+    using detail::contains;
+    if (contains(jinja_source, "<|im_start|>")) return chat_format::chatml;
+    if (contains(jinja_source, "<|start_header_id|>")) return chat_format::llama3;
+    if (contains(jinja_source, "<<SYS>>")) return chat_format::llama2;
+    if (contains(jinja_source, "[INST]")) return chat_format::mistral;
+    detail::unknown_template("not a template of a known family", jinja_source);
+}
+
+// The family and the variant details of a template, with the tokens it refers to as bos_token/eos_token.
+[[nodiscard]] inline chat_template make_chat_template(std::string_view jinja_source, std::string bos_token,
+                                                      std::string eos_token) {
+    using detail::contains;
+    chat_template t;
+    t.format = recognise_chat_template(jinja_source);
+    t.bos_token = std::move(bos_token);
+    t.eos_token = std::move(eos_token);
+    switch (t.format) {
+        case chat_format::chatml:
+            if (contains(jinja_source, "tool_call") && !contains(jinja_source, "<tool_response>"))
+                detail::unknown_template("a ChatML template with tool calls of an unknown style",
+                                         jinja_source);
+            t.default_system = detail::chatml_default_system(jinja_source);
+            t.qwen_roles = contains(jinja_source, "<tool_response>");
+            t.qwen3_thinking =
+                contains(jinja_source, "</think>") || contains(jinja_source, "enable_thinking");
+            break;
+        case chat_format::llama3:
+            if (contains(jinja_source, "Cutting Knowledge Date") || contains(jinja_source, "ipython"))
+                detail::unknown_template(
+                    "Llama-3.1+ templates (dated system header, tools) are not supported", jinja_source);
+            t.always_generation_prompt = !contains(jinja_source, "add_generation_prompt");
+            break;
+        case chat_format::mistral:
+            if (contains(jinja_source, "[AVAILABLE_TOOLS]") || contains(jinja_source, "[SYSTEM_PROMPT]"))
+                detail::unknown_template(
+                    "Mistral templates with [AVAILABLE_TOOLS]/[SYSTEM_PROMPT] are not supported",
+                    jinja_source);
+            t.mistral_v2 = contains(jinja_source, "' [INST] '");
+            if (!t.mistral_v2 && contains(jinja_source, "system_message"))
+                detail::unknown_template("a Mistral template with a system message of an unknown style",
+                                         jinja_source);
+            t.eos_space = contains(jinja_source, "eos_token + ' '");
+            break;
+        case chat_format::llama2:
+            break;
+    }
+    return t;
+}
+
+namespace detail {
+
+inline std::string special_token(const json::value& config, std::string_view key, const std::string& source) {
+    const json::value* v = config.find(key);
+    if (!v || v->is_null()) return {};
+    if (v->is_string()) return v->as_string();
+    if (v->is_object())
+        if (const json::value* content = v->find("content"); content && content->is_string())
+            return content->as_string();
+    throw format_error(anvil::detail::message(source, ": '", key,
+                                              "' must be a string or an object with a string \"content\""));
+}
+
+}  // namespace detail
+
+// The chat template of a model folder: tokenizer_config.json's `chat_template` (a string, or the "default" of
+// a list of named templates) or a chat_template.jinja file; std::nullopt when the folder has none.
+[[nodiscard]] inline std::optional<chat_template> read_chat_template(const std::filesystem::path& folder) {
+    const std::filesystem::path config_path = folder / "tokenizer_config.json";
+    const std::filesystem::path jinja_path = folder / "chat_template.jinja";
+    json::value config;
+    if (std::filesystem::is_regular_file(config_path)) config = json::parse_file(config_path);
+    const std::string source = config_path.string();
+    if (!config.is_null() && !config.is_object())
+        throw format_error(anvil::detail::message(source, ": expected a JSON object"));
+    std::string jinja;
+    const json::value* value = config.is_object() ? config.find("chat_template") : nullptr;
+    if (value && value->is_string()) {
+        jinja = value->as_string();
+    } else if (value && value->is_array()) {
+        for (const json::value& named : value->as_array()) {
+            const json::value* name = named.find("name");
+            const json::value* text = named.find("template");
+            if (name && name->is_string() && name->as_string() == "default" && text && text->is_string())
+                jinja = text->as_string();
+        }
+        if (jinja.empty())
+            throw format_error(
+                anvil::detail::message(source, ": 'chat_template' is a list without a \"default\" template"));
+    } else if (value && !value->is_null()) {
+        throw format_error(anvil::detail::message(source, ": 'chat_template' must be a string or a list"));
+    } else if (std::filesystem::is_regular_file(jinja_path)) {
+        std::ifstream file(jinja_path, std::ios::binary);
+        if (!file) throw io_error(anvil::detail::message(jinja_path.string(), ": cannot open"));
+        jinja.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+    } else {
+        return std::nullopt;
+    }
+    std::string bos, eos;
+    if (config.is_object()) {
+        bos = detail::special_token(config, "bos_token", source);
+        eos = detail::special_token(config, "eos_token", source);
+    }
+    return make_chat_template(jinja, std::move(bos), std::move(eos));
+}
+
+namespace detail {
+
+inline void render_chatml(const chat_template& t, std::span<const chat_message> messages, std::string& out) {
+    const auto turn = [&](std::string_view role, std::string_view content) {
+        out.append("<|im_start|>").append(role).append("\n").append(content).append("<|im_end|>\n");
+    };
+    if (messages.front().role != "system" && !t.default_system.empty()) turn("system", t.default_system);
+    // Qwen3: the last user turn that is not a tool response; assistant turns after it keep their thinking.
+    std::size_t last_query = messages.size() - 1;
+    for (std::size_t i = messages.size(); i-- > 0;) {
+        const std::string& c = messages[i].content;
+        if (messages[i].role == "user" &&
+            !(c.starts_with("<tool_response>") && c.ends_with("</tool_response>"))) {
+            last_query = i;
+            break;
+        }
+    }
+    for (std::size_t i = 0; i < messages.size(); ++i) {
+        const chat_message& m = messages[i];
+        const bool last = i + 1 == messages.size();
+        if (m.role == "assistant" && t.qwen3_thinking) {
+            std::string_view content = m.content;
+            std::string_view reasoning;
+            if (contains(content, "</think>")) {
+                const std::string_view before = content.substr(0, content.find("</think>"));
+                content = python_strip(content.substr(content.rfind("</think>") + 8), true, false, "\n");
+                reasoning = python_strip(before, false, true, "\n");
+                if (const std::size_t open = reasoning.rfind("<think>"); open != std::string_view::npos)
+                    reasoning = reasoning.substr(open + 7);
+                reasoning = python_strip(reasoning, true, false, "\n");
+            }
+            out.append("<|im_start|>assistant\n");
+            if (i > last_query && (last || !reasoning.empty())) {
+                out.append("<think>\n")
+                    .append(python_strip(reasoning, true, true, "\n"))
+                    .append("\n</think>\n\n");
+                out.append(python_strip(content, true, false, "\n"));
+            } else {
+                out.append(content);
+            }
+            out.append("<|im_end|>\n");
+        } else if (m.role == "tool" && t.qwen_roles) {
+            if (i == 0 || messages[i - 1].role != "tool") out.append("<|im_start|>user");
+            out.append("\n<tool_response>\n").append(m.content).append("\n</tool_response>");
+            if (last || messages[i + 1].role != "tool") out.append("<|im_end|>\n");
+        } else if (m.role == "system" || m.role == "user" || m.role == "assistant" || !t.qwen_roles) {
+            turn(m.role, m.content);
+        } else {
+            throw unsupported_error(anvil::detail::message(
+                "chat template (Qwen): message ", i, " has role '", m.role,
+                "', which the template would drop; the roles are system, user, assistant and tool"));
+        }
+    }
+}
+
+inline void check_alternation(std::span<const chat_message> turns, std::size_t offset,
+                              std::string_view rule) {
+    for (std::size_t j = 0; j < turns.size(); ++j)
+        if ((turns[j].role == "user") != (j % 2 == 0))
+            throw error(anvil::detail::message("chat template: ", rule, " (message ", j + offset,
+                                               " has role '", turns[j].role, "')"));
+}
+
+inline void render_inst(const chat_template& t, std::span<const chat_message> messages, std::string& out) {
+    const bool has_system =
+        messages.front().role == "system" && (t.format == chat_format::llama2 || t.mistral_v2);
+    const std::string_view system =
+        has_system ? std::string_view(messages.front().content) : std::string_view();
+    const std::span<const chat_message> turns = has_system ? messages.subspan(1) : messages;
+    const std::size_t offset = has_system ? 1 : 0;
+    if (t.format == chat_format::llama2) {
+        check_alternation(turns, offset,
+                          "Conversation roles must alternate user/assistant/user/assistant/...");
+        for (std::size_t j = 0; j < turns.size(); ++j) {
+            std::string content = turns[j].content;
+            if (j == 0 && has_system)
+                content = "<<SYS>>\n" + std::string(system) + "\n<</SYS>>\n\n" + content;
+            const std::string_view stripped = python_strip(content, true, true);
+            if (turns[j].role == "user") {
+                out.append(t.bos_token).append("[INST] ").append(stripped).append(" [/INST]");
+            } else if (turns[j].role == "assistant") {
+                out.append(" ").append(stripped).append(" ").append(t.eos_token);
+            } else {
+                throw unsupported_error(anvil::detail::message(
+                    "chat template (Llama-2): message ", j + offset, " has role '", turns[j].role,
+                    "'; only user and assistant turns after an optional system message are rendered"));
+            }
+        }
+        return;
+    }
+    out.append(t.bos_token);
+    if (t.mistral_v2) {
+        check_alternation(turns, offset,
+                          "After the optional system message, conversation roles must alternate "
+                          "user/assistant/user/assistant/...");
+    } else {
+        check_alternation(turns, offset,
+                          "Conversation roles must alternate user/assistant/user/assistant/...");
+    }
+    for (std::size_t j = 0; j < turns.size(); ++j) {
+        const chat_message& m = turns[j];
+        if (m.role == "user") {
+            out.append(t.mistral_v2 ? " [INST] " : "[INST] ");
+            if (j == 0 && has_system) out.append(system).append("\n\n");
+            out.append(m.content).append(" [/INST]");
+        } else if (m.role == "assistant") {
+            if (t.mistral_v2) out.append(" ");
+            out.append(m.content).append(t.eos_token);
+            if (t.eos_space) out.append(" ");
+        } else {
+            throw unsupported_error(anvil::detail::message(
+                "chat template (Mistral): message ", j + offset, " has role '", m.role,
+                t.mistral_v2
+                    ? "'; Only user and assistant roles are supported, with the exception of an initial "
+                      "optional system message!"
+                    : "'; Only user and assistant roles are supported!"));
+        }
+    }
+}
+
+}  // namespace detail
+
+// The prompt text of a conversation as the family's template renders it. add_generation_prompt appends the
+// assistant header where the template has one (ChatML, Llama-3); [INST] templates always end ready for the
+// assistant and ignore it, as their templates do.
+[[nodiscard]] inline std::string render_chat(const chat_template& t, std::span<const chat_message> messages,
+                                             bool add_generation_prompt) {
+    if (messages.empty()) throw error("chat template: the conversation has no messages");
+    std::string out;
+    switch (t.format) {
+        case chat_format::chatml:
+            detail::render_chatml(t, messages, out);
+            if (add_generation_prompt) {
+                out.append("<|im_start|>assistant\n");
+                if (t.qwen3_thinking && !t.enable_thinking) out.append("<think>\n\n</think>\n\n");
+            }
+            break;
+        case chat_format::llama3:
+            for (std::size_t i = 0; i < messages.size(); ++i) {
+                if (i == 0) out.append(t.bos_token);
+                out.append("<|start_header_id|>").append(messages[i].role).append("<|end_header_id|>\n\n");
+                out.append(detail::python_strip(messages[i].content, true, true)).append("<|eot_id|>");
+            }
+            if (add_generation_prompt || t.always_generation_prompt)
+                out.append("<|start_header_id|>assistant<|end_header_id|>\n\n");
+            break;
+        case chat_format::mistral:
+        case chat_format::llama2:
+            detail::render_inst(t, messages, out);
+            break;
+    }
+    return out;
+}
+
+}  // namespace anvil::models
 // #include "anvil/models/compiled_shapes.hpp"
 // anvil: how a recipe turns its graph into programs. Graphs have static shapes, so a recipe compiles one
 // program per input shape it meets (a batch size and a padded length, an image size) and keeps it: a batch of
@@ -24536,6 +26278,1538 @@ private:
 };
 
 }  // namespace anvil::models
+// #include "anvil/models/decoder_lm.hpp"
+// anvil: decoder language models — GPT-2 and the Llama family (Llama, Qwen2/2.5, Qwen3, Mistral) — as one
+// mechanism: a config read from config.json (+ generation_config.json), a table of weight names per family,
+// and one step graph built from the shared decoder layer (blocks.hpp). A step takes S new tokens per row of a
+// batch, attends to a cache of T earlier keys and values that the caller keeps (resident on the device, see
+// causal_lm.hpp), and returns the logits and the S new keys and values per layer. Positions enter as host
+// tables (RoPE cos/sin, rope.hpp; GPT-2's position ids) and every masking rule (causal, padding, sliding
+// window, cache slots not yet filled) as one additive mask, so a single graph serves every family and call.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/json.hpp"
+// #include "anvil/expr/expr.hpp"
+// #include "anvil/io/checkpoint.hpp"
+// #include "anvil/models/config.hpp"
+
+// After config.hpp (see bert.hpp).
+// #include "anvil/models/blocks.hpp"
+// #include "anvil/models/rope.hpp"
+// anvil: rotary position embedding tables, computed on the host. Every variant Hugging Face's
+// modeling_rope_utils.py has for the decoders anvil runs — plain, linear, dynamic (NTK) and llama3 — only
+// changes the inverse frequencies, so the step graph takes cos and sin as inputs [B, 1, S, R / 2] and one
+// graph serves them all (and dynamic scaling, whose frequencies depend on the sequence length, needs no new
+// program). Arithmetic is float32 in the order torch does it, so the tables match to rounding.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numbers>
+#include <span>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+
+namespace anvil::models {
+
+enum class rope_scaling_kind : std::uint8_t { none, linear, dynamic, llama3 };
+
+struct rope_config {
+    std::int64_t rotary_dim = 0;  // R: the rotated features of a head (head_dim * partial_rotary_factor)
+    double theta = 10000.0;       // rope_theta
+    rope_scaling_kind scaling = rope_scaling_kind::none;
+    double factor = 1.0;
+    // dynamic: the length past which the base grows (config.max_position_embeddings)
+    std::int64_t max_position_embeddings = 2048;
+    // llama3
+    double low_freq_factor = 1.0;
+    double high_freq_factor = 4.0;
+    std::int64_t original_max_position_embeddings = 8192;
+};
+
+// The R / 2 inverse frequencies for a call whose largest position is `seq_len - 1` (only dynamic scaling
+// looks at it: HF's _dynamic_frequency_update recomputes the base from torch.max(position_ids) + 1).
+[[nodiscard]] inline std::vector<float> rope_inverse_frequencies(const rope_config& c, std::int64_t seq_len) {
+    if (c.rotary_dim < 2 || c.rotary_dim % 2 != 0)
+        throw error(anvil::detail::message("rope: the rotary dimension ", c.rotary_dim,
+                                           " must be even and positive"));
+    const auto half = static_cast<std::size_t>(c.rotary_dim / 2);
+    const auto dim = static_cast<float>(c.rotary_dim);
+    double base = c.theta;
+    if (c.scaling == rope_scaling_kind::dynamic && seq_len > c.max_position_embeddings) {
+        // _compute_dynamic_ntk_parameters
+        const double grown =
+            c.factor * static_cast<double>(seq_len) / static_cast<double>(c.max_position_embeddings) -
+            (c.factor - 1.0);
+        base = base * std::pow(grown, static_cast<double>(dim) / (static_cast<double>(dim) - 2.0));
+    }
+    std::vector<float> inv(half);
+    for (std::size_t i = 0; i < half; ++i) {
+        const float exponent = static_cast<float>(2 * i) / dim;
+        inv[i] = 1.0f / std::pow(static_cast<float>(base), exponent);
+    }
+    if (c.scaling == rope_scaling_kind::linear) {
+        for (float& f : inv)
+            f /= static_cast<float>(c.factor);
+    } else if (c.scaling == rope_scaling_kind::llama3) {
+        // _compute_llama3_parameters: long wavelengths divided by factor, short ones kept, a smooth blend
+        // between.
+        const auto old_context = static_cast<float>(c.original_max_position_embeddings);
+        const auto low = static_cast<float>(c.low_freq_factor);
+        const auto high = static_cast<float>(c.high_freq_factor);
+        const auto factor = static_cast<float>(c.factor);
+        const float low_freq_wavelen = old_context / low;
+        const float high_freq_wavelen = old_context / high;
+        for (float& f : inv) {
+            const float wavelen = 2.0f * std::numbers::pi_v<float> / f;
+            const float scaled = wavelen > low_freq_wavelen ? f / factor : f;
+            const bool medium = !(wavelen < high_freq_wavelen) && !(wavelen > low_freq_wavelen);
+            if (medium) {
+                const float smooth = (old_context / wavelen - low) / (high - low);
+                f = (1.0f - smooth) * scaled / factor + smooth * scaled;
+            } else {
+                f = scaled;
+            }
+        }
+    }
+    return inv;
+}
+
+// cos and sin tables [rows, 1, S, R / 2] (row-major, rows * S * R / 2 floats each) for `positions`
+// [rows, S]; a negative position (a padding slot) gets cos 1, sin 0. Each row's frequencies come from its
+// own largest position (dynamic scaling).
+struct rope_tables {
+    std::vector<float> cos, sin;
+};
+
+[[nodiscard]] inline rope_tables make_rope_tables(const rope_config& c,
+                                                  std::span<const std::int64_t> positions, std::int64_t rows,
+                                                  std::int64_t tokens) {
+    if (rows < 1 || tokens < 1 || static_cast<std::int64_t>(positions.size()) != rows * tokens) {
+        throw error(anvil::detail::message("rope: ", positions.size(), " positions for ", rows, " rows of ",
+                                           tokens, " tokens"));
+    }
+    const auto half = static_cast<std::size_t>(c.rotary_dim / 2);
+    const auto count = positions.size() * half;
+    rope_tables t{std::vector<float>(count, 1.0f), std::vector<float>(count, 0.0f)};
+    for (std::int64_t r = 0; r < rows; ++r) {
+        const auto row =
+            positions.subspan(static_cast<std::size_t>(r * tokens), static_cast<std::size_t>(tokens));
+        const std::int64_t largest = *std::max_element(row.begin(), row.end());
+        if (largest < 0) continue;
+        const std::vector<float> inv = rope_inverse_frequencies(c, largest + 1);
+        for (std::size_t s = 0; s < row.size(); ++s) {
+            if (row[s] < 0) continue;
+            const auto p = static_cast<float>(row[s]);
+            float* cos = t.cos.data() + (static_cast<std::size_t>(r * tokens) + s) * half;
+            float* sin = t.sin.data() + (static_cast<std::size_t>(r * tokens) + s) * half;
+            for (std::size_t i = 0; i < half; ++i) {
+                const float angle = inv[i] * p;  // float32, as torch's inv_freq @ position_ids
+                cos[i] = std::cos(angle);
+                sin[i] = std::sin(angle);
+            }
+        }
+    }
+    return t;
+}
+
+}  // namespace anvil::models
+// #include "anvil/models/weights.hpp"
+
+namespace anvil::models {
+
+enum class decoder_family : std::uint8_t { gpt2, llama, qwen2, qwen3, mistral };
+
+struct decoder_config {
+    decoder_family family = decoder_family::llama;
+    std::string model_type;
+    std::int64_t vocab_size = 0;
+    std::int64_t hidden = 0;        // hidden_size / n_embd
+    std::int64_t layers = 0;        // num_hidden_layers / n_layer
+    std::int64_t heads = 0;         // num_attention_heads / n_head
+    std::int64_t kv_heads = 0;      // num_key_value_heads (grouped-query attention when < heads)
+    std::int64_t head_dim = 0;      // head_dim (Qwen3 states it; else hidden / heads)
+    std::int64_t intermediate = 0;  // intermediate_size / n_inner
+    std::int64_t max_position_embeddings = 2048;
+    double norm_eps = 1e-6;  // rms_norm_eps / layer_norm_epsilon
+    activation act = activation::silu;
+    rope_config rope;          // rotary_dim 0: learned positions (GPT-2)
+    bool qkv_bias = false;     // Qwen2: always; Llama: attention_bias
+    bool output_bias = false;  // Llama: attention_bias; GPT-2: always
+    bool mlp_bias = false;     // Llama: mlp_bias; GPT-2: always
+    bool qk_norm = false;      // Qwen3
+    bool tie_word_embeddings = false;
+    std::int64_t sliding_window = 0;  // Mistral: key k visible from query q iff 0 <= q - k < window; 0: none
+    std::vector<double> attention_scales;  // per layer (GPT-2's scale_attn_* options); 0: 1 / sqrt(head_dim)
+    std::vector<std::int32_t> eos_token_ids;  // config.json and generation_config.json, merged
+    std::optional<std::int32_t> bos_token_id;
+
+    [[nodiscard]] bool learned_positions() const noexcept { return family == decoder_family::gpt2; }
+
+    // `generation` (generation_config.json, may be null) adds its eos/bos ids.
+    [[nodiscard]] static decoder_config from_json(const json::value& document, std::string source,
+                                                  const json::value* generation = nullptr,
+                                                  std::string generation_source = "generation_config.json");
+
+    [[nodiscard]] static decoder_config load(const std::filesystem::path& folder) {
+        const auto path = folder / "config.json";
+        const json::value document = config_reader::read_file(path);
+        const auto generation_path = folder / "generation_config.json";
+        if (std::filesystem::exists(generation_path)) {
+            const json::value generation = json::parse_file(generation_path);
+            return from_json(document, path.string(), &generation, generation_path.string());
+        }
+        return from_json(document, path.string());
+    }
+};
+
+namespace detail {
+
+// eos_token_id / bos_token_id: an integer or a list of them (absent or null: none).
+inline void read_token_ids(const config_reader& config, std::string_view key,
+                           std::vector<std::int32_t>& out) {
+    const json::value* v = config.find(key);
+    if (v == nullptr || v->is_null()) return;
+    auto add = [&](const json::value& item) {
+        if (!item.is_integer() || item.as_int() < 0 || item.as_int() > (std::int64_t{1} << 31) - 1) {
+            throw format_error(anvil::detail::message(
+                config.source(), ": '", key, "' must be a token id or a list of them, got ", json::dump(*v)));
+        }
+        const auto id = static_cast<std::int32_t>(item.as_int());
+        if (std::find(out.begin(), out.end(), id) == out.end()) out.push_back(id);
+    };
+    if (v->is_array()) {
+        for (const auto& item : v->as_array())
+            add(item);
+    } else {
+        add(*v);
+    }
+}
+
+inline void read_rope_scaling(const config_reader& config, decoder_config& c) {
+    const json::value* s = config.find("rope_scaling");
+    if (s == nullptr || s->is_null()) return;
+    if (!s->is_object())
+        throw format_error(anvil::detail::message(config.source(), ": 'rope_scaling' must be an object"));
+    const config_reader scaling(*s, config.source() + " rope_scaling");
+    std::string type = scaling.string("rope_type", "");
+    if (type.empty()) type = scaling.string("type", "default");
+    c.rope.factor = scaling.positive_number("factor", 1.0);
+    if (type == "default") {
+        c.rope.scaling = rope_scaling_kind::none;
+    } else if (type == "linear") {
+        c.rope.scaling = rope_scaling_kind::linear;
+    } else if (type == "dynamic") {
+        c.rope.scaling = rope_scaling_kind::dynamic;
+    } else if (type == "llama3") {
+        c.rope.scaling = rope_scaling_kind::llama3;
+        c.rope.low_freq_factor = scaling.positive_number("low_freq_factor", 1.0);
+        c.rope.high_freq_factor = scaling.positive_number("high_freq_factor", 4.0);
+        c.rope.original_max_position_embeddings = scaling.integer("original_max_position_embeddings", 8192);
+        if (!(c.rope.high_freq_factor > c.rope.low_freq_factor)) {
+            throw format_error(anvil::detail::message(
+                config.source(), ": rope_scaling high_freq_factor ", c.rope.high_freq_factor,
+                " must exceed low_freq_factor ", c.rope.low_freq_factor));
+        }
+    } else {
+        throw unsupported_error(
+            anvil::detail::message(config.source(), ": rope_scaling type '", type,
+                                   "' is not supported (default, linear, dynamic, llama3)"));
+    }
+    if (c.rope.scaling != rope_scaling_kind::none && !scaling.contains("factor"))
+        throw format_error(
+            anvil::detail::message(config.source(), ": rope_scaling '", type, "' has no 'factor'"));
+}
+
+}  // namespace detail
+
+inline decoder_config decoder_config::from_json(const json::value& document, std::string source,
+                                                const json::value* generation,
+                                                std::string generation_source) {
+    const config_reader config(document, std::move(source));
+    decoder_config c;
+    c.model_type = config.string("model_type", "");
+    const std::string& type = c.model_type;
+    if (type == "gpt2") {
+        c.family = decoder_family::gpt2;
+    } else if (type == "llama") {
+        c.family = decoder_family::llama;
+    } else if (type == "qwen2") {
+        c.family = decoder_family::qwen2;
+    } else if (type == "qwen3") {
+        c.family = decoder_family::qwen3;
+    } else if (type == "mistral") {
+        c.family = decoder_family::mistral;
+    } else {
+        throw unsupported_error(anvil::detail::message(
+            config.source(), ": model_type '", type,
+            "' is not a supported decoder language model (gpt2, llama, qwen2, qwen3, mistral)"));
+    }
+    c.vocab_size = config.required_integer("vocab_size");
+    if (c.family == decoder_family::gpt2) {
+        c.hidden = config.integer("n_embd", 768);
+        c.layers = config.integer("n_layer", 12);
+        c.heads = config.integer("n_head", 12);
+        c.kv_heads = c.heads;
+        c.intermediate = config.integer("n_inner", 4 * c.hidden);
+        c.max_position_embeddings = config.integer("n_positions", 1024);
+        c.norm_eps = config.positive_number("layer_norm_epsilon", 1e-5);
+        c.act = parse_activation(config.string("activation_function", "gelu_new"));
+        c.qkv_bias = c.output_bias = c.mlp_bias = true;
+        c.tie_word_embeddings = config.boolean("tie_word_embeddings", true);
+        if (c.hidden % c.heads != 0) {
+            throw format_error(anvil::detail::message(config.source(), ": n_embd ", c.hidden,
+                                                      " is not a multiple of n_head ", c.heads));
+        }
+        c.head_dim = c.hidden / c.heads;
+        // GPT2Attention: scale_attn_weights divides by sqrt(D); scale_attn_by_inverse_layer_idx further by
+        // layer + 1.
+        const bool scaled = config.boolean("scale_attn_weights", true);
+        const bool by_layer = config.boolean("scale_attn_by_inverse_layer_idx", false);
+        for (std::int64_t i = 0; i < c.layers; ++i) {
+            double scale = scaled ? 1.0 / std::sqrt(static_cast<double>(c.head_dim)) : 1.0;
+            if (by_layer) scale /= static_cast<double>(i + 1);
+            c.attention_scales.push_back(scale);
+        }
+    } else {
+        c.hidden = config.required_integer("hidden_size");
+        c.layers = config.required_integer("num_hidden_layers");
+        c.heads = config.required_integer("num_attention_heads");
+        c.kv_heads = config.integer("num_key_value_heads", c.heads);
+        c.intermediate = config.required_integer("intermediate_size");
+        c.max_position_embeddings = config.integer("max_position_embeddings", 2048);
+        c.norm_eps = config.positive_number("rms_norm_eps", 1e-6);
+        c.act = parse_activation(config.string("hidden_act", "silu"));
+        c.tie_word_embeddings = config.boolean("tie_word_embeddings", false);
+        const bool explicit_head_dim = c.family == decoder_family::qwen3;
+        if (!explicit_head_dim && c.hidden % c.heads != 0 && !config.contains("head_dim")) {
+            throw format_error(anvil::detail::message(config.source(), ": hidden_size ", c.hidden,
+                                                      " is not a multiple of num_attention_heads ", c.heads,
+                                                      " (and there is no head_dim)"));
+        }
+        c.head_dim = config.integer("head_dim", explicit_head_dim ? 128 : c.hidden / c.heads);
+        if (c.heads % c.kv_heads != 0) {
+            throw format_error(anvil::detail::message(config.source(), ": num_attention_heads ", c.heads,
+                                                      " is not a multiple of num_key_value_heads ",
+                                                      c.kv_heads));
+        }
+        switch (c.family) {
+            case decoder_family::llama:
+                c.qkv_bias = c.output_bias = config.boolean("attention_bias", false);
+                c.mlp_bias = config.boolean("mlp_bias", false);
+                break;
+            case decoder_family::qwen2:
+                c.qkv_bias = true;  // Qwen2Attention: q/k/v always have a bias, o_proj none
+                break;
+            case decoder_family::qwen3:
+                c.qkv_bias = c.output_bias = config.boolean("attention_bias", false);
+                c.qk_norm = true;
+                break;
+            default:
+                break;
+        }
+        if (c.family == decoder_family::qwen2 || c.family == decoder_family::qwen3) {
+            if (config.boolean("use_sliding_window", false)) {
+                throw unsupported_error(anvil::detail::message(
+                    config.source(), ": use_sliding_window true is not supported for ", type,
+                    " (Qwen's per-layer sliding window; Mistral's sliding_window is)"));
+            }
+        }
+        if (c.family == decoder_family::mistral) c.sliding_window = config.integer("sliding_window", 0, 0);
+        c.rope.theta = config.positive_number("rope_theta", 10000.0);
+        c.rope.max_position_embeddings = c.max_position_embeddings;
+        const double partial = config.positive_number("partial_rotary_factor", 1.0);
+        const double rotary = static_cast<double>(c.head_dim) * partial;
+        c.rope.rotary_dim = static_cast<std::int64_t>(rotary);
+        if (partial > 1.0 || static_cast<double>(c.rope.rotary_dim) != rotary || c.rope.rotary_dim % 2 != 0 ||
+            c.rope.rotary_dim < 2) {
+            throw unsupported_error(
+                anvil::detail::message(config.source(), ": partial_rotary_factor ", partial, " of head_dim ",
+                                       c.head_dim, " does not give an even number of rotated features"));
+        }
+        detail::read_rope_scaling(config, c);
+        c.attention_scales.assign(static_cast<std::size_t>(c.layers), 0.0);
+    }
+    detail::read_token_ids(config, "eos_token_id", c.eos_token_ids);
+    std::vector<std::int32_t> bos;
+    detail::read_token_ids(config, "bos_token_id", bos);
+    if (generation != nullptr) {
+        const config_reader gen(*generation, std::move(generation_source));
+        detail::read_token_ids(gen, "eos_token_id", c.eos_token_ids);
+        detail::read_token_ids(gen, "bos_token_id", bos);
+    }
+    if (!bos.empty()) c.bos_token_id = bos.front();
+    for (const std::int32_t id : c.eos_token_ids) {
+        if (id >= c.vocab_size) {
+            throw format_error(anvil::detail::message(config.source(), ": eos_token_id ", id,
+                                                      " is outside the vocabulary (vocab_size ", c.vocab_size,
+                                                      ")"));
+        }
+    }
+    return c;
+}
+
+// --- weights ---
+
+// A decoder's weights as graph values: every linear as nn.Linear [out, in] (GPT-2's Conv1D [in, out] arrives
+// transposed, see decoder_weight_source).
+struct decoder_weights {
+    tensor<float> token_embeddings;                    // [vocab, hidden]
+    std::optional<tensor<float>> position_embeddings;  // GPT-2: [n_positions, hidden]
+    std::vector<decoder_layer> layers;
+    norm_layer final_norm;
+    tensor<float> head;  // [vocab, hidden]: lm_head.weight, or the token embeddings when tied
+};
+
+// Where a checkpoint's tensors come from: the mapped file, plus GPT-2's Conv1D weights transposed once at
+// load into host tensors that every compiled program's constants share.
+class decoder_weight_source {
+public:
+    decoder_weight_source(std::shared_ptr<const checkpoint> weights, const decoder_config& c)
+        : weights_(std::move(weights)) {
+        if (weights_->contains("model.embed_tokens.weight") || weights_->contains("transformer.wte.weight")) {
+            prefix_ = c.learned_positions() ? "transformer." : "model.";
+        }
+        const std::string probe = prefix_ + (c.learned_positions() ? "wte.weight" : "embed_tokens.weight");
+        if (!weights_->contains(probe)) {
+            throw format_error(anvil::detail::message(weights_->path().string(), ": no ", c.model_type,
+                                                      " weights: the tensor '", probe, "' is missing"));
+        }
+        if (c.learned_positions()) prepare_gpt2(c);
+    }
+
+    [[nodiscard]] const std::string& prefix() const noexcept { return prefix_; }
+    [[nodiscard]] const std::shared_ptr<const checkpoint>& file() const noexcept { return weights_; }
+
+    // The tensor `name` (after the prefix) with shape `expected`, as an f32 value of loader's graph.
+    [[nodiscard]] tensor<float> load(weight_loader& loader, const std::string& name,
+                                     const dims& expected) const {
+        const auto found = prepared_.find(name);
+        if (found == prepared_.end()) return loader.load(prefix_ + name, expected);
+        graph& g = loader.target();
+        const value stored = g.constant(found->second, prefix_ + name);
+        if (found->second.type() == dtype::f32) return tensor<float>(stored);
+        attributes to_f32;
+        to_f32.to = dtype::f32;
+        return tensor<float>(g.apply(op::cast, {stored}, to_f32));
+    }
+
+private:
+    [[nodiscard]] const tensor_view& find(const std::string& name, const dims& expected,
+                                          std::string_view layout) const {
+        const tensor_view* view = weights_->find(prefix_ + name);
+        if (view == nullptr) {
+            throw format_error(anvil::detail::message(weights_->path().string(), ": the tensor '", prefix_,
+                                                      name, "' is missing (expected shape ", expected, ")"));
+        }
+        if (!(dims(view->shape()) == expected)) {
+            throw shape_error(anvil::detail::message(view->source_name(), ": tensor '", view->name(),
+                                                     "': expected shape ", expected, layout, ", got ",
+                                                     dims(view->shape())));
+        }
+        if (!is_floating(view->type())) {
+            throw type_error(anvil::detail::message(view->source_name(), ": tensor '", view->name(),
+                                                    "': expected floating-point weights, got ",
+                                                    dtype_name(view->type())));
+        }
+        return *view;
+    }
+
+    // Conv1D `name` (weight [in, out], bias [out]) as nn.Linear pieces [out / n, in] and [out / n], one per
+    // entry of `pieces` (GPT-2's fused c_attn holds query, key and value). Weights are transposed bytes as
+    // they are (any element type); biases are views of the mapped file.
+    void transpose_conv1d(const std::string& name, std::int64_t in, std::int64_t out,
+                          const std::vector<std::string>& pieces) {
+        const tensor_view& weight = find(name + ".weight", dims{in, out}, " (Conv1D [in, out])");
+        const tensor_view& bias = find(name + ".bias", dims{out}, "");
+        const auto part = out / static_cast<std::int64_t>(pieces.size());
+        const std::size_t size = dtype_size(weight.type());
+        const auto* from = reinterpret_cast<const unsigned char*>(weight.bytes().data());
+        for (std::size_t n = 0; n < pieces.size(); ++n) {
+            const std::int64_t first = static_cast<std::int64_t>(n) * part;
+            host_tensor t(weight.type(), dims{part, in});
+            auto* to = static_cast<unsigned char*>(t.raw());
+            for (std::int64_t i = 0; i < in; ++i) {
+                for (std::int64_t o = 0; o < part; ++o) {
+                    std::memcpy(to + static_cast<std::size_t>(o * in + i) * size,
+                                from + static_cast<std::size_t>(i * out + first + o) * size, size);
+                }
+            }
+            prepared_.emplace(pieces[n] + ".weight", std::move(t));
+            const std::byte* b =
+                bias.bytes().data() + static_cast<std::size_t>(first) * dtype_size(bias.type());
+            prepared_.emplace(pieces[n] + ".bias", host_tensor(bias.type(), dims{part}, b, weights_));
+        }
+    }
+
+    void prepare_gpt2(const decoder_config& c) {
+        for (std::int64_t i = 0; i < c.layers; ++i) {
+            const std::string p = "h." + std::to_string(i) + ".";
+            transpose_conv1d(p + "attn.c_attn", c.hidden, 3 * c.hidden,
+                             {p + "attn.q", p + "attn.k", p + "attn.v"});
+            transpose_conv1d(p + "attn.c_proj", c.hidden, c.hidden, {p + "attn.c_proj"});
+            transpose_conv1d(p + "mlp.c_fc", c.hidden, c.intermediate, {p + "mlp.c_fc"});
+            transpose_conv1d(p + "mlp.c_proj", c.intermediate, c.hidden, {p + "mlp.c_proj"});
+        }
+    }
+
+    std::shared_ptr<const checkpoint> weights_;
+    std::string prefix_;
+    std::map<std::string, host_tensor> prepared_;  // GPT-2's Conv1D tensors, as nn.Linear ones
+};
+
+namespace detail {
+
+[[nodiscard]] inline linear_layer load_decoder_linear(weight_loader& loader,
+                                                      const decoder_weight_source& source,
+                                                      const std::string& name, std::int64_t out,
+                                                      std::int64_t in, bool bias) {
+    linear_layer layer{source.load(loader, name + ".weight", dims{out, in}), std::nullopt};
+    if (bias) layer.bias = source.load(loader, name + ".bias", dims{out});
+    return layer;
+}
+
+[[nodiscard]] inline norm_layer load_decoder_norm(weight_loader& loader, const decoder_weight_source& source,
+                                                  const std::string& name, std::int64_t size, double eps,
+                                                  bool layer_norm) {
+    norm_layer n;
+    n.type = layer_norm ? norm_layer::kind::layer_norm : norm_layer::kind::rms_norm;
+    n.weight = source.load(loader, name + ".weight", dims{size});
+    if (layer_norm) n.bias = source.load(loader, name + ".bias", dims{size});
+    n.epsilon = eps;
+    return n;
+}
+
+// GPT-2's attention: the fused c_attn comes as three prepared pieces (decoder_weight_source).
+[[nodiscard]] inline attention_layer load_gpt2_attention(weight_loader& loader,
+                                                         const decoder_weight_source& source,
+                                                         const decoder_config& c, const std::string& p) {
+    attention_layer a;
+    a.query = load_decoder_linear(loader, source, p + "attn.q", c.hidden, c.hidden, true);
+    a.key = load_decoder_linear(loader, source, p + "attn.k", c.hidden, c.hidden, true);
+    a.value = load_decoder_linear(loader, source, p + "attn.v", c.hidden, c.hidden, true);
+    a.output = load_decoder_linear(loader, source, p + "attn.c_proj", c.hidden, c.hidden, true);
+    return a;
+}
+
+}  // namespace detail
+
+[[nodiscard]] inline decoder_weights load_decoder_weights(weight_loader& loader,
+                                                          const decoder_weight_source& source,
+                                                          const decoder_config& c) {
+    decoder_weights w;
+    const bool gpt2 = c.learned_positions();
+    w.token_embeddings =
+        source.load(loader, gpt2 ? "wte.weight" : "embed_tokens.weight", dims{c.vocab_size, c.hidden});
+    if (gpt2)
+        w.position_embeddings = source.load(loader, "wpe.weight", dims{c.max_position_embeddings, c.hidden});
+    const std::int64_t q_out = c.heads * c.head_dim, kv_out = c.kv_heads * c.head_dim;
+    for (std::int64_t i = 0; i < c.layers; ++i) {
+        decoder_layer layer;
+        layer.attention_scale = c.attention_scales.at(static_cast<std::size_t>(i));
+        if (gpt2) {
+            const std::string p = "h." + std::to_string(i) + ".";
+            layer.attention_norm =
+                detail::load_decoder_norm(loader, source, p + "ln_1", c.hidden, c.norm_eps, true);
+            layer.attention = detail::load_gpt2_attention(loader, source, c, p);
+            layer.mlp_norm =
+                detail::load_decoder_norm(loader, source, p + "ln_2", c.hidden, c.norm_eps, true);
+            layer.mlp.up =
+                detail::load_decoder_linear(loader, source, p + "mlp.c_fc", c.intermediate, c.hidden, true);
+            layer.mlp.down =
+                detail::load_decoder_linear(loader, source, p + "mlp.c_proj", c.hidden, c.intermediate, true);
+        } else {
+            const std::string p = "layers." + std::to_string(i) + ".";
+            layer.attention_norm =
+                detail::load_decoder_norm(loader, source, p + "input_layernorm", c.hidden, c.norm_eps, false);
+            attention_layer& a = layer.attention;
+            a.query = detail::load_decoder_linear(loader, source, p + "self_attn.q_proj", q_out, c.hidden,
+                                                  c.qkv_bias);
+            a.key = detail::load_decoder_linear(loader, source, p + "self_attn.k_proj", kv_out, c.hidden,
+                                                c.qkv_bias);
+            a.value = detail::load_decoder_linear(loader, source, p + "self_attn.v_proj", kv_out, c.hidden,
+                                                  c.qkv_bias);
+            a.output = detail::load_decoder_linear(loader, source, p + "self_attn.o_proj", c.hidden, q_out,
+                                                   c.output_bias);
+            if (c.qk_norm) {
+                layer.query_norm = detail::load_decoder_norm(loader, source, p + "self_attn.q_norm",
+                                                             c.head_dim, c.norm_eps, false);
+                layer.key_norm = detail::load_decoder_norm(loader, source, p + "self_attn.k_norm", c.head_dim,
+                                                           c.norm_eps, false);
+            }
+            layer.mlp_norm = detail::load_decoder_norm(loader, source, p + "post_attention_layernorm",
+                                                       c.hidden, c.norm_eps, false);
+            layer.mlp.gate = detail::load_decoder_linear(loader, source, p + "mlp.gate_proj", c.intermediate,
+                                                         c.hidden, c.mlp_bias);
+            layer.mlp.up = detail::load_decoder_linear(loader, source, p + "mlp.up_proj", c.intermediate,
+                                                       c.hidden, c.mlp_bias);
+            layer.mlp.down = detail::load_decoder_linear(loader, source, p + "mlp.down_proj", c.hidden,
+                                                         c.intermediate, c.mlp_bias);
+        }
+        layer.attention.heads = c.heads;
+        layer.attention.kv_heads = c.kv_heads;
+        layer.attention.head_dim = c.head_dim;
+        layer.mlp.act = c.act;
+        w.layers.push_back(std::move(layer));
+    }
+    w.final_norm =
+        detail::load_decoder_norm(loader, source, gpt2 ? "ln_f" : "norm", c.hidden, c.norm_eps, gpt2);
+    // lm_head sits outside the base model's prefix (GPT2LMHeadModel, LlamaForCausalLM).
+    if (c.tie_word_embeddings) {
+        w.head = w.token_embeddings;
+    } else {
+        w.head = loader.load("lm_head.weight", dims{c.vocab_size, c.hidden});
+    }
+    return w;
+}
+
+// --- the step graph ---
+
+// The step graph's inputs (contract: ids [B, S] i32; cos, sin [B, 1, S, R/2]; mask [B, 1, S, T + W + S]
+// additive; positions [B, S] i32 for learned positions; select [B, 1, S] one-hot; resident k<i>, v<i>
+// [B, kv_heads, T, D] and, with a decode window (W > 0), wk<i>, wv<i> [B, kv_heads, W, D]) and outputs
+// (logits [B, S, V] or [B, 1, V], then k<i>, v<i> [B, kv_heads, S, D]).
+inline constexpr std::string_view step_ids_name = "ids";
+inline constexpr std::string_view step_cos_name = "cos";
+inline constexpr std::string_view step_sin_name = "sin";
+inline constexpr std::string_view step_mask_name = "mask";
+inline constexpr std::string_view step_positions_name = "positions";
+inline constexpr std::string_view step_select_name = "select";
+[[nodiscard]] inline std::string cache_key_name(std::int64_t layer) {
+    return "k" + std::to_string(layer);
+}
+[[nodiscard]] inline std::string cache_value_name(std::int64_t layer) {
+    return "v" + std::to_string(layer);
+}
+[[nodiscard]] inline std::string window_key_name(std::int64_t layer) {
+    return "wk" + std::to_string(layer);
+}
+[[nodiscard]] inline std::string window_value_name(std::int64_t layer) {
+    return "wv" + std::to_string(layer);
+}
+
+struct step_shape {
+    std::int64_t batch = 1;    // B: streams
+    std::int64_t tokens = 1;   // S: new tokens per stream
+    std::int64_t context = 1;  // T: cache slots
+    bool select = false;       // logits of one chosen position per stream
+    std::int64_t window = 0;   // W: decode window slots read after the cache (causal_lm.hpp); 0: none
+};
+
+// The outputs of one step: logits, then k0, v0, k1, v1, ...
+[[nodiscard]] inline std::vector<value> decoder_step(graph& g, const decoder_weights& w,
+                                                     const decoder_config& c, const step_shape& s) {
+    const dims tokens{s.batch, s.tokens};
+    auto ids = g.input<std::int32_t>(std::string(step_ids_name), tokens);
+    tensor<float> x = embedding(w.token_embeddings, ids);
+    std::optional<std::pair<tensor<float>, tensor<float>>> rope;
+    if (w.position_embeddings) {
+        x = x + embedding(*w.position_embeddings,
+                          g.input<std::int32_t>(std::string(step_positions_name), tokens));
+    } else {
+        const dims table{s.batch, 1, s.tokens, c.rope.rotary_dim / 2};
+        rope.emplace(g.input<float>(std::string(step_cos_name), table),
+                     g.input<float>(std::string(step_sin_name), table));
+    }
+    auto mask = g.input<float>(std::string(step_mask_name),
+                               dims{s.batch, 1, s.tokens, s.context + s.window + s.tokens});
+    std::vector<value> caches;
+    const dims cache{s.batch, c.kv_heads, s.context, c.head_dim};
+    const dims window{s.batch, c.kv_heads, s.window, c.head_dim};
+    for (std::int64_t i = 0; i < c.layers; ++i) {
+        std::vector<tensor<float>> keys{g.input<float>(cache_key_name(i), cache)};
+        std::vector<tensor<float>> values{g.input<float>(cache_value_name(i), cache)};
+        if (s.window > 0) {
+            keys.push_back(g.input<float>(window_key_name(i), window));
+            values.push_back(g.input<float>(window_value_name(i), window));
+        }
+        auto out = apply(w.layers[static_cast<std::size_t>(i)], x, keys, values, mask, rope);
+        x = out.hidden;
+        caches.push_back(out.key.value());
+        caches.push_back(out.value.value());
+    }
+    if (s.select) x = matmul(g.input<float>(std::string(step_select_name), dims{s.batch, 1, s.tokens}), x);
+    const auto logits = linear(apply(w.final_norm, x), w.head);
+    std::vector<value> outputs{logits.value()};
+    outputs.insert(outputs.end(), caches.begin(), caches.end());
+    return outputs;
+}
+
+}  // namespace anvil::models
+// #include "anvil/models/sampling.hpp"
+// anvil: choosing the next token from a row of logits. Greedy, temperature, top-k, top-p and repetition
+// penalty, applied in the order of Hugging Face's generate(): repetition penalty -> temperature -> top-k ->
+// top-p -> draw. Draws come from a seeded xoshiro256** generator written out here (not <random>'s
+// distributions, whose outputs differ between standard libraries), so a seed gives the same tokens on every
+// platform.
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <span>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+
+namespace anvil::models {
+
+struct sampling_options {
+    double temperature = 0;           // 0: greedy (argmax, lowest id on ties)
+    std::int64_t top_k = 0;           // 0: off; ties with the k-th logit are kept, as in Hugging Face
+    double top_p = 1.0;               // 1: off; keeps the smallest most-likely set whose probability >= top_p
+    double repetition_penalty = 1.0;  // HF's: logit > 0 ? logit / p : logit * p, over tokens seen
+    std::uint64_t seed = 0;
+};
+
+namespace detail {
+
+// splitmix64: expands a 64-bit seed into the generator's state (the seeding xoshiro's authors recommend).
+[[nodiscard]] inline std::uint64_t splitmix64(std::uint64_t& state) noexcept {
+    std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+// xoshiro256** (Blackman and Vigna, 2018): small, fast, and its output is fixed by the algorithm alone.
+class xoshiro256 {
+public:
+    explicit xoshiro256(std::uint64_t seed) noexcept {
+        for (auto& word : state_)
+            word = splitmix64(seed);
+    }
+
+    [[nodiscard]] std::uint64_t next() noexcept {
+        const std::uint64_t result = rotl(state_[1] * 5, 7) * 9;
+        const std::uint64_t t = state_[1] << 17;
+        state_[2] ^= state_[0];
+        state_[3] ^= state_[1];
+        state_[1] ^= state_[2];
+        state_[0] ^= state_[3];
+        state_[2] ^= t;
+        state_[3] = rotl(state_[3], 45);
+        return result;
+    }
+
+    // Uniform in [0, 1): the top 53 bits scaled by 2^-53, exact in a double.
+    [[nodiscard]] double uniform() noexcept { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+
+private:
+    [[nodiscard]] static std::uint64_t rotl(std::uint64_t x, int k) noexcept {
+        return (x << k) | (x >> (64 - k));
+    }
+    std::uint64_t state_[4]{};
+};
+
+inline void validate_sampling_options(const sampling_options& o) {
+    if (!(o.temperature >= 0) || std::isinf(o.temperature))
+        throw error(anvil::detail::message(
+            "sampling: temperature must be a finite number >= 0 (0 is greedy), got ", o.temperature));
+    if (o.top_k < 0)
+        throw error(anvil::detail::message("sampling: top_k must be >= 0 (0 is off), got ", o.top_k));
+    if (!(o.top_p > 0 && o.top_p <= 1))
+        throw error(anvil::detail::message("sampling: top_p must be in (0, 1] (1 is off), got ", o.top_p));
+    if (!(o.repetition_penalty > 0) || std::isinf(o.repetition_penalty))
+        throw error(anvil::detail::message(
+            "sampling: repetition_penalty must be a finite number > 0 (1 is off), got ",
+            o.repetition_penalty));
+}
+
+}  // namespace detail
+
+class sampler {
+public:
+    // Validates the options (an anvil::error naming the bad value).
+    explicit sampler(const sampling_options& options) : options_(options), random_(options.seed) {
+        detail::validate_sampling_options(options_);
+    }
+
+    [[nodiscard]] const sampling_options& options() const noexcept { return options_; }
+    [[nodiscard]] bool greedy() const noexcept { return options_.temperature == 0; }
+
+    // Picks the next token from one row of logits; `seen` are prompt + generated ids (for the penalty).
+    std::int32_t next(std::span<const float> logits, std::span<const std::int32_t> seen) {
+        if (logits.empty()) throw error("sampling: the row of logits is empty");
+        if (logits.size() > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
+            throw error(anvil::detail::message("sampling: ", logits.size(),
+                                               " logits is more than token ids can index"));
+        scores_.resize(logits.size());
+        for (std::size_t i = 0; i < logits.size(); ++i) {
+            const float v = logits[i];
+            if (std::isnan(v) || v == std::numeric_limits<float>::infinity())
+                throw error(anvil::detail::message("sampling: logit of token ", i, " is ", v,
+                                                   "; expected a finite number or -inf"));
+            scores_[i] = static_cast<double>(v);
+        }
+        if (options_.repetition_penalty != 1.0) apply_repetition_penalty(seen);
+        if (greedy()) return argmax();
+
+        const double inv_temperature = 1.0 / options_.temperature;
+        for (double& s : scores_)
+            s *= inv_temperature;
+        if (options_.top_k > 0 && static_cast<std::size_t>(options_.top_k) < scores_.size()) apply_top_k();
+        return draw();
+    }
+
+private:
+    static constexpr double minus_infinity = -std::numeric_limits<double>::infinity();
+
+    void apply_repetition_penalty(std::span<const std::int32_t> seen) {
+        const double p = options_.repetition_penalty;
+        penalised_.assign(scores_.size(), false);
+        for (const std::int32_t id : seen) {
+            if (id < 0 || static_cast<std::size_t>(id) >= scores_.size())
+                throw error(anvil::detail::message("sampling: seen token id ", id,
+                                                   " is outside the vocabulary [0, ", scores_.size(), ")"));
+            const auto index = static_cast<std::size_t>(id);
+            if (penalised_[index]) continue;  // once per token, however often it was seen
+            penalised_[index] = true;
+            double& s = scores_[index];
+            s = s < 0 ? s * p : s / p;
+        }
+    }
+
+    [[nodiscard]] std::int32_t argmax() const {
+        std::size_t best = 0;
+        for (std::size_t i = 1; i < scores_.size(); ++i)
+            if (scores_[i] > scores_[best]) best = i;
+        if (scores_[best] == minus_infinity) throw error("sampling: every logit is -inf");
+        return static_cast<std::int32_t>(best);
+    }
+
+    // Hugging Face's TopKLogitsWarper: removes every score below the k-th largest (ties with it stay).
+    void apply_top_k() {
+        order_ = scores_;
+        const auto kth = order_.begin() + (options_.top_k - 1);
+        std::nth_element(order_.begin(), kth, order_.end(), std::greater<>());
+        const double threshold = *kth;
+        for (double& s : scores_)
+            if (s < threshold) s = minus_infinity;
+    }
+
+    std::int32_t draw() {
+        const double top = *std::max_element(scores_.begin(), scores_.end());
+        if (top == minus_infinity) throw error("sampling: every logit is -inf");
+        probabilities_.resize(scores_.size());
+        double total = 0;
+        for (std::size_t i = 0; i < scores_.size(); ++i)
+            total += probabilities_[i] = std::exp(scores_[i] - top);
+        for (double& q : probabilities_)
+            q /= total;
+
+        if (options_.top_p < 1) apply_top_p();
+
+        // Inverse CDF over the kept tokens in id order.
+        double kept = 0;
+        std::size_t last = 0;
+        for (std::size_t i = 0; i < probabilities_.size(); ++i)
+            if (probabilities_[i] > 0) {
+                kept += probabilities_[i];
+                last = i;
+            }
+        const double target = random_.uniform() * kept;
+        double cumulative = 0;
+        for (std::size_t i = 0; i < probabilities_.size(); ++i) {
+            if (probabilities_[i] <= 0) continue;
+            cumulative += probabilities_[i];
+            if (target < cumulative) return static_cast<std::int32_t>(i);
+        }
+        return static_cast<std::int32_t>(last);  // rounding left target at the very end
+    }
+
+    // Hugging Face's TopPLogitsWarper: in order of decreasing probability (lower id first on ties), keeps a
+    // token while the tokens before it sum to less than top_p, so the kept set is the smallest whose
+    // probability reaches top_p (and never empty).
+    void apply_top_p() {
+        ids_.clear();
+        for (std::size_t i = 0; i < probabilities_.size(); ++i)
+            if (probabilities_[i] > 0) ids_.push_back(static_cast<std::int32_t>(i));
+        std::stable_sort(ids_.begin(), ids_.end(), [&](std::int32_t a, std::int32_t b) {
+            return probabilities_[static_cast<std::size_t>(a)] > probabilities_[static_cast<std::size_t>(b)];
+        });
+        double before = 0;
+        for (const std::int32_t id : ids_) {
+            double& q = probabilities_[static_cast<std::size_t>(id)];
+            if (before >= options_.top_p) {
+                q = 0;
+            } else {
+                before += q;
+            }
+        }
+    }
+
+    sampling_options options_;
+    detail::xoshiro256 random_;
+    std::vector<double> scores_, order_, probabilities_;
+    std::vector<std::int32_t> ids_;
+    std::vector<bool> penalised_;
+};
+
+}  // namespace anvil::models
+
+namespace anvil::models {
+
+struct causal_lm_options {
+    load_options load;  // device (automatic by default), compile options
+    // 0: the ladder's last rung, else min(max_position_embeddings, 8192) (8192 with dynamic RoPE scaling)
+    std::int64_t max_context = 0;
+    // Empty: 512, 1024, ... up to max_context on the Neural Engine (64, 128, ... on the CPU).
+    std::vector<std::int64_t> context_ladder;
+    std::int64_t prefill_chunk = 256;  // tokens per prefill call
+    // Window slots (tokens) per stream a decode step writes before one flush into the cache (see above);
+    // 0: none, every step writes the cache; -1: 8 on the ANE, 0 on the CPU.
+    std::int64_t decode_window = -1;
+    std::int64_t max_streams = 8;  // streams batched in one decode call
+};
+
+struct generation_options {
+    std::int64_t max_new_tokens = 128;
+    sampling_options sampling;              // greedy by default
+    std::vector<std::int32_t> stop_tokens;  // added to the model's eos ids (generation_config.json / config)
+    bool stop_at_eos = true;
+};
+
+struct generation_stats {
+    std::int64_t prompt_tokens = 0, generated_tokens = 0;
+    double time_to_first_token_s = 0, prefill_tokens_per_s = 0, decode_tokens_per_s = 0;
+};
+
+struct generation_result {
+    std::vector<std::int32_t> tokens;  // the new tokens (stop token excluded)
+    std::string text;                  // decoded (empty when the folder has no tokenizer)
+    std::string stop_reason;           // "eos", "stop_token", "max_new_tokens", "context_full", "callback"
+    generation_stats stats;
+};
+
+// Called for every new token of stream `stream` with the text that token completed; return false to stop
+// that stream.
+using token_callback = std::function<bool(std::size_t stream, std::int32_t token, std::string_view text)>;
+
+class causal_lm;
+
+namespace detail {
+
+struct causal_lm_access;
+
+// Slots [begin, end) of axis 2 of a [B, H, S, D] f32 tensor.
+[[nodiscard]] inline host_tensor slice_slots(const host_tensor& t, std::int64_t begin, std::int64_t end) {
+    const dims& s = t.shape();
+    host_tensor out(dtype::f32, dims{s[0], s[1], end - begin, s[3]});
+    const std::vector<float> from = t.type() == dtype::f32 ? std::vector<float>() : t.to_f32();
+    const float* src = t.type() == dtype::f32 ? t.values<float>().data() : from.data();
+    float* dst = out.values<float>().data();
+    const auto d = static_cast<std::size_t>(s[3]);
+    const auto rows = static_cast<std::size_t>(s[0] * s[1]);
+    const auto n = static_cast<std::size_t>(end - begin);
+    for (std::size_t r = 0; r < rows; ++r) {
+        std::memcpy(dst + r * n * d,
+                    src + (r * static_cast<std::size_t>(s[2]) + static_cast<std::size_t>(begin)) * d,
+                    n * d * sizeof(float));
+    }
+    return out;
+}
+
+// The context sizes a runner uses, ascending, the last the largest context.
+// Without a ladder in the options the rungs double from `first_rung` (512 on the Neural Engine, where each
+// program is a costly compile; 64 on the CPU, where attention over empty slots would cost more than a
+// compile).
+[[nodiscard]] inline std::vector<std::int64_t> context_rungs(const decoder_config& c,
+                                                             const causal_lm_options& o,
+                                                             std::int64_t first_rung) {
+    std::int64_t max_context = o.max_context;
+    if (max_context == 0) {
+        // Dynamic NTK scaling exists to run past max_position_embeddings (the frequencies stretch with the
+        // length), so only the 8192 cap applies to it.
+        const std::int64_t trained =
+            c.rope.scaling == rope_scaling_kind::dynamic ? std::int64_t{8192} : c.max_position_embeddings;
+        max_context =
+            o.context_ladder.empty() ? std::min<std::int64_t>(trained, 8192) : o.context_ladder.back();
+    }
+    if (max_context < 1)
+        throw error(anvil::detail::message("causal_lm: max_context must be positive, got ", max_context));
+    if (c.learned_positions() && max_context > c.max_position_embeddings) {
+        throw error(anvil::detail::message("causal_lm: max_context ", max_context, " exceeds the ",
+                                           c.max_position_embeddings, " positions ", c.model_type,
+                                           " has embeddings for (n_positions)"));
+    }
+    std::vector<std::int64_t> rungs;
+    if (o.context_ladder.empty()) {
+        for (std::int64_t r = first_rung; r < max_context; r *= 2)
+            rungs.push_back(r);
+    } else {
+        for (const std::int64_t r : o.context_ladder) {
+            if (r < 1 || (!rungs.empty() && r <= rungs.back()) || r > max_context) {
+                throw error(
+                    anvil::detail::message("causal_lm: context_ladder must be increasing positive sizes up "
+                                           "to max_context ",
+                                           max_context, ", got ", r));
+            }
+            rungs.push_back(r);
+        }
+    }
+    if (rungs.empty() || rungs.back() < max_context) rungs.push_back(max_context);
+    return rungs;
+}
+
+}  // namespace detail
+
+class causal_lm {
+public:
+    [[nodiscard]] static causal_lm load(const std::filesystem::path& folder,
+                                        const causal_lm_options& options = {}) {
+        causal_lm lm;
+        auto state = std::make_shared<shared_state>();
+        state->config = decoder_config::load(folder);
+        state->source = std::make_shared<const decoder_weight_source>(
+            std::make_shared<const checkpoint>(checkpoint::open(folder)), state->config);
+        {  // every tensor is found and shape-checked now, not at the first call
+            graph scratch;
+            weight_loader loader(scratch, state->source->file());
+            static_cast<void>(load_decoder_weights(loader, *state->source, state->config));
+        }
+        lm.state_ = state;
+        lm.options_ = options;
+        const device target = options.load.compile.target;
+        const bool on_ane =
+            target == device::ane || (target == device::automatic && anvil::detail::ane::available());
+        lm.on_ane_ = on_ane;
+        lm.rungs_ = detail::context_rungs(state->config, options, on_ane ? 512 : 64);
+        if (options.decode_window < -1 || options.prefill_chunk < 1 || options.max_streams < 1) {
+            throw error(anvil::detail::message("causal_lm: prefill_chunk (", options.prefill_chunk,
+                                               ") and max_streams (", options.max_streams,
+                                               ") must be positive and decode_window (",
+                                               options.decode_window, ") -1 (automatic), 0 or positive"));
+        }
+        lm.window_ = options.decode_window >= 0 ? options.decode_window : (on_ane ? 8 : 0);
+        compile_options compile = options.load.compile;
+        for (std::int64_t i = 0; i < state->config.layers; ++i) {
+            compile.resident_inputs.push_back(cache_key_name(i));
+            compile.resident_inputs.push_back(cache_value_name(i));
+        }
+        const compiled_shapes::builder build =
+            [state](graph& g, std::span<const std::int64_t> key) -> std::vector<value> {
+            weight_loader loader(g, state->source->file());
+            const auto w = load_decoder_weights(loader, *state->source, state->config);
+            return decoder_step(g, w, state->config, {key[0], key[1], key[2], key[3] != 0, key[4]});
+        };
+        lm.programs_ = std::make_unique<compiled_shapes>(compile, build);
+        if (lm.window_ > 0) {  // decode programs: their window inputs are resident too
+            for (std::int64_t i = 0; i < state->config.layers; ++i) {
+                compile.resident_inputs.push_back(window_key_name(i));
+                compile.resident_inputs.push_back(window_value_name(i));
+            }
+            lm.windowed_ = std::make_unique<compiled_shapes>(compile, build);
+        }
+        if (std::filesystem::exists(folder / "tokenizer.json") ||
+            (std::filesystem::exists(folder / "vocab.json") &&
+             std::filesystem::exists(folder / "merges.txt"))) {
+            lm.tokenizer_ = std::make_shared<const tokenizer>(tokenizer::load(folder));
+            lm.chat_ = read_chat_template(folder);
+        }
+        for (const std::int32_t id : state->config.eos_token_ids)
+            lm.eos_.push_back(id);
+        return lm;
+    }
+
+    [[nodiscard]] const decoder_config& config() const noexcept { return state_->config; }
+    [[nodiscard]] bool has_tokenizer() const noexcept { return tokenizer_ != nullptr; }
+    [[nodiscard]] const tokenizer& tokens() const {
+        if (!tokenizer_)
+            throw io_error(
+                "causal_lm: the model folder has no tokenizer (tokenizer.json or vocab.json + merges.txt)");
+        return *tokenizer_;
+    }
+    [[nodiscard]] std::int64_t max_context() const noexcept { return rungs_.back(); }
+    [[nodiscard]] const std::vector<std::int64_t>& context_ladder() const noexcept { return rungs_; }
+    [[nodiscard]] std::int64_t decode_window() const noexcept { return window_; }
+    [[nodiscard]] std::size_t compiled_programs() const {
+        return programs_->count() + (windowed_ ? windowed_->count() : 0);
+    }
+
+    // The logits [S, V] (f32) at every position of `ids`, computed by chunked prefill.
+    [[nodiscard]] host_tensor logits(std::span<const std::int32_t> ids) {
+        check_prompt(ids);
+        const auto n = static_cast<std::int64_t>(ids.size());
+        const std::int64_t vocab = config().vocab_size;
+        host_tensor out(dtype::f32, dims{n, vocab});
+        prefill(ids, false, [&](std::int64_t start, std::int64_t count, const host_tensor& logits) {
+            const std::vector<float> values = logits.to_f32();
+            std::copy_n(values.begin(), count * vocab, out.values<float>().begin() + start * vocab);
+        });
+        return out;
+    }
+
+    generation_result generate(std::span<const std::int32_t> prompt, const generation_options& options = {},
+                               const token_callback& callback = {}) {
+        const std::vector<std::vector<std::int32_t>> prompts{
+            std::vector<std::int32_t>(prompt.begin(), prompt.end())};
+        return generate_batch(prompts, options, callback).front();
+    }
+
+    generation_result generate(std::string_view prompt_text, const generation_options& options = {},
+                               const token_callback& callback = {}) {
+        const auto encoded = tokens().encode(prompt_text);
+        return generate(std::span<const std::int32_t>(encoded.ids), options, callback);
+    }
+
+    // A conversation from chat(): encoded without adding special tokens (the template wrote them).
+    generation_result generate(const chat_prompt& prompt, const generation_options& options = {},
+                               const token_callback& callback = {}) {
+        return generate(std::span<const std::int32_t>(chat_ids(prompt)), options, callback);
+    }
+
+    // The same, streaming each piece of text (whole UTF-8 characters) to `on_text`.
+    generation_result generate(const chat_prompt& prompt, const generation_options& options,
+                               const std::function<void(std::string_view)>& on_text) {
+        return generate(prompt, options, [&](std::size_t, std::int32_t, std::string_view piece) {
+            on_text(piece);
+            return true;
+        });
+    }
+
+    // The ids of a rendered conversation, as Hugging Face's apply_chat_template(tokenize=True) gives them.
+    [[nodiscard]] std::vector<std::int32_t> chat_ids(const chat_prompt& prompt) const {
+        encode_options no_specials;
+        no_specials.add_special_tokens = false;
+        return tokens().encode(prompt.text, no_specials).ids;
+    }
+
+    // Each prompt prefilled on its own, then up to max_streams decoded together, one batched call per step.
+    std::vector<generation_result> generate_batch(std::span<const std::vector<std::int32_t>> prompts,
+                                                  const generation_options& options = {},
+                                                  const token_callback& callback = {}) {
+        for (const auto& p : prompts)
+            check_prompt(p);
+        if (options.max_new_tokens < 0)
+            throw error(anvil::detail::message("generate: max_new_tokens must be >= 0, got ",
+                                               options.max_new_tokens));
+        detail::validate_sampling_options(options.sampling);
+        std::vector<generation_result> results(prompts.size());
+        const auto group = static_cast<std::size_t>(options_.max_streams);
+        for (std::size_t first = 0; first < prompts.size(); first += group) {
+            const std::size_t count = std::min(group, prompts.size() - first);
+            generate_group(prompts.subspan(first, count), first, options, callback,
+                           std::span<generation_result>(results).subspan(first, count));
+        }
+        return results;
+    }
+
+    // The conversation rendered with the folder's chat template (tokenizer_config.json).
+    [[nodiscard]] chat_prompt chat(std::initializer_list<chat_message> messages,
+                                   bool add_generation_prompt = true) const {
+        return chat(std::span<const chat_message>(messages.begin(), messages.size()), add_generation_prompt);
+    }
+    [[nodiscard]] chat_prompt chat(std::span<const chat_message> messages,
+                                   bool add_generation_prompt = true) const {
+        if (!chat_)
+            throw unsupported_error(
+                "causal_lm: the model folder has no chat template (tokenizer_config.json)");
+        return {render_chat(*chat_, messages, add_generation_prompt)};
+    }
+
+private:
+    struct shared_state {
+        decoder_config config;
+        std::shared_ptr<const decoder_weight_source> source;
+    };
+
+    using clock = std::chrono::steady_clock;
+
+    // A prompt's token ids are in the vocabulary and fit the largest context.
+    void check_prompt(std::span<const std::int32_t> ids) const {
+        if (ids.empty()) throw error("causal_lm: the prompt is empty (at least one token id is needed)");
+        if (static_cast<std::int64_t>(ids.size()) > max_context()) {
+            throw error(anvil::detail::message("causal_lm: the prompt has ", ids.size(),
+                                               " tokens, more than max_context ", max_context()));
+        }
+        for (const std::int32_t id : ids) {
+            if (id < 0 || id >= config().vocab_size) {
+                throw error(anvil::detail::message("causal_lm: token id ", id, " is outside the vocabulary (",
+                                                   config().vocab_size, " ids)"));
+            }
+        }
+    }
+
+    [[nodiscard]] std::int64_t rung_for(std::int64_t tokens) const {
+        for (const std::int64_t r : rungs_)
+            if (r >= tokens) return r;
+        return -1;
+    }
+
+    [[nodiscard]] program& step_program(std::int64_t batch, std::int64_t tokens, std::int64_t context,
+                                        bool select, std::int64_t window = 0) {
+        return (window > 0 ? *windowed_ : *programs_).at({batch, tokens, context, select ? 1 : 0, window});
+    }
+
+    // The inputs of one step. `positions` [B, S] (-1: an unused slot); `cache_positions` [B, T] (-1: a slot
+    // the stream has not filled; with a decode window, T counts the cache's slots and then the window's). A
+    // query sees a key iff the key's position is at most its own (and within the sliding window); an unused
+    // slot sees only itself, so its softmax stays finite.
+    [[nodiscard]] std::vector<named_tensor> step_inputs(std::span<const std::int32_t> ids,
+                                                        std::span<const std::int64_t> positions,
+                                                        std::span<const std::int64_t> cache_positions,
+                                                        std::int64_t batch, std::int64_t tokens,
+                                                        std::int64_t context,
+                                                        std::span<const std::int64_t> select) const {
+        const decoder_config& c = config();
+        std::vector<named_tensor> in;
+        in.push_back(
+            {std::string(step_ids_name),
+             host_tensor::from(std::vector<std::int32_t>(ids.begin(), ids.end()), dims{batch, tokens})});
+        if (c.learned_positions()) {
+            std::vector<std::int32_t> p(positions.size());
+            for (std::size_t i = 0; i < p.size(); ++i)
+                p[i] = static_cast<std::int32_t>(std::max<std::int64_t>(positions[i], 0));
+            in.push_back({std::string(step_positions_name), host_tensor::from(p, dims{batch, tokens})});
+        } else {
+            auto tables = make_rope_tables(c.rope, positions, batch, tokens);
+            const dims table{batch, 1, tokens, c.rope.rotary_dim / 2};
+            in.push_back({std::string(step_cos_name), host_tensor::from(tables.cos, table)});
+            in.push_back({std::string(step_sin_name), host_tensor::from(tables.sin, table)});
+        }
+        constexpr float hidden = -65504.0f;  // fp16's lowest: finite on the ANE (bert.hpp)
+        const std::int64_t width = context + tokens;
+        std::vector<float> mask(static_cast<std::size_t>(batch * tokens * width), hidden);
+        auto visible = [&](std::int64_t q, std::int64_t k) {
+            return k >= 0 && k <= q && (c.sliding_window == 0 || q - k < c.sliding_window);
+        };
+        for (std::int64_t b = 0; b < batch; ++b) {
+            for (std::int64_t i = 0; i < tokens; ++i) {
+                float* row = mask.data() + (b * tokens + i) * width;
+                const std::int64_t q = positions[static_cast<std::size_t>(b * tokens + i)];
+                if (q < 0) {
+                    row[context + i] = 0.0f;
+                    continue;
+                }
+                for (std::int64_t j = 0; j < context; ++j)
+                    if (visible(q, cache_positions[static_cast<std::size_t>(b * context + j)])) row[j] = 0.0f;
+                for (std::int64_t j = 0; j < tokens; ++j)
+                    if (visible(q, positions[static_cast<std::size_t>(b * tokens + j)]))
+                        row[context + j] = 0.0f;
+            }
+        }
+        in.push_back({std::string(step_mask_name), host_tensor::from(mask, dims{batch, 1, tokens, width})});
+        if (!select.empty()) {
+            std::vector<float> one_hot(static_cast<std::size_t>(batch * tokens), 0.0f);
+            for (std::int64_t b = 0; b < batch; ++b)
+                one_hot[static_cast<std::size_t>(b * tokens + select[static_cast<std::size_t>(b)])] = 1.0f;
+            in.push_back({std::string(step_select_name), host_tensor::from(one_hot, dims{batch, 1, tokens})});
+        }
+        return in;
+    }
+
+    // A decode step's new keys and values (outputs 1.., [B, kv_heads, 1, D]) into window slot `fill`: the
+    // host copy `pending`, and `p`'s window unless this token fills it (the flush that follows writes the
+    // cache, and the window's slots are masked again).
+    void keep_in_window(program& p, const std::vector<host_tensor>& outputs,
+                        std::vector<host_tensor>& pending, std::int64_t fill) const {
+        for (std::size_t k = 0; k < pending.size(); ++k) {
+            const host_tensor& out = outputs.at(1 + k);
+            const std::vector<float> values = out.to_f32();
+            const dims& shape = pending[k].shape();
+            const auto d = static_cast<std::size_t>(shape[3]);
+            const auto rows = static_cast<std::size_t>(shape[0] * shape[1]);
+            const auto w = static_cast<std::size_t>(shape[2]);
+            float* to = pending[k].values<float>().data();
+            for (std::size_t r = 0; r < rows; ++r)
+                std::memcpy(to + (r * w + static_cast<std::size_t>(fill)) * d, values.data() + r * d,
+                            d * sizeof(float));
+            if (fill + 1 < shape[2]) {
+                const auto layer = static_cast<std::int64_t>(k / 2);
+                p.write_input(k % 2 == 0 ? window_key_name(layer) : window_value_name(layer), 2, fill, out);
+            }
+        }
+    }
+
+    // Writes slots [0, count) of a step's new keys and values (outputs 1..) into `p`'s cache at `slot`.
+    void write_new(program& p, const std::vector<host_tensor>& outputs, std::int64_t count,
+                   std::int64_t slot) const {
+        for (std::int64_t i = 0; i < config().layers; ++i) {
+            const auto k = static_cast<std::size_t>(1 + 2 * i);
+            p.write_input(cache_key_name(i), 2, slot, detail::slice_slots(outputs[k], 0, count));
+            p.write_input(cache_value_name(i), 2, slot, detail::slice_slots(outputs[k + 1], 0, count));
+        }
+    }
+
+    // Runs `ids` through the B = 1 prefill program of the smallest rung that holds them, prefill_chunk tokens
+    // per call; `consume(start, count, logits)` gets each chunk's logits ([1, S, V], or [1, 1, V] for the
+    // chunk's last token with `select`). Returns the program, whose cache holds the tokens at slots 0..n-1.
+    program& prefill(std::span<const std::int32_t> ids, bool select,
+                     const std::function<void(std::int64_t, std::int64_t, const host_tensor&)>& consume) {
+        const auto n = static_cast<std::int64_t>(ids.size());
+        const std::int64_t context = rung_for(n);
+        // On the CPU a short prompt gets a chunk of its own size (a power of two from 16), not a full
+        // prefill_chunk of padding; on the Neural Engine every chunk size would be one more compile.
+        const std::int64_t fitted =
+            on_ane_ ? options_.prefill_chunk
+                    : std::max<std::int64_t>(
+                          16, static_cast<std::int64_t>(std::bit_ceil(static_cast<std::uint64_t>(n))));
+        const std::int64_t chunk = std::min({options_.prefill_chunk, context, fitted});
+        program& p = step_program(1, chunk, context, select);
+        std::vector<std::int64_t> cache_positions(static_cast<std::size_t>(context), -1);
+        for (std::int64_t start = 0; start < n; start += chunk) {
+            const std::int64_t count = std::min(chunk, n - start);
+            std::vector<std::int32_t> chunk_ids(static_cast<std::size_t>(chunk), 0);
+            std::vector<std::int64_t> positions(static_cast<std::size_t>(chunk), -1);
+            for (std::int64_t i = 0; i < count; ++i) {
+                chunk_ids[static_cast<std::size_t>(i)] = ids[static_cast<std::size_t>(start + i)];
+                positions[static_cast<std::size_t>(i)] = start + i;
+            }
+            const std::vector<std::int64_t> last{count - 1};
+            const auto inputs =
+                step_inputs(chunk_ids, positions, cache_positions, 1, chunk, context,
+                            select ? std::span<const std::int64_t>(last) : std::span<const std::int64_t>());
+            const auto outputs = p.run(inputs);
+            write_new(p, outputs, count, start);
+            for (std::int64_t i = 0; i < count; ++i)
+                cache_positions[static_cast<std::size_t>(start + i)] = start + i;
+            consume(start, count, outputs.at(0));
+        }
+        return p;
+    }
+
+    struct stream_state {
+        std::vector<std::int32_t> seen;  // prompt + generated
+        std::int64_t prompt = 0;
+        std::int64_t offset = 0;  // cache slot of position 0
+        bool active = true;
+        std::optional<sampler> pick;
+        std::optional<token_stream> text;
+        clock::time_point decode_start;
+    };
+
+    // Picks the next token of stream `s` from `row`, reports it and decides whether the stream goes on.
+    void take_token(stream_state& s, std::size_t index, std::span<const float> row,
+                    const generation_options& options, const token_callback& callback,
+                    generation_result& result) {
+        if (observe_logits_) observe_logits_(index, row);
+        const std::int32_t token = s.pick->next(row, s.seen);
+        const bool eos = options.stop_at_eos && std::find(eos_.begin(), eos_.end(), token) != eos_.end();
+        const bool stop = std::find(options.stop_tokens.begin(), options.stop_tokens.end(), token) !=
+                          options.stop_tokens.end();
+        if (eos || stop) {
+            result.stop_reason = eos ? "eos" : "stop_token";
+            s.active = false;
+            return;
+        }
+        s.seen.push_back(token);
+        result.tokens.push_back(token);
+        std::string piece = s.text ? s.text->push(token) : std::string();
+        if (callback && !callback(index, token, piece)) {
+            result.stop_reason = "callback";
+            s.active = false;
+            return;
+        }
+        if (static_cast<std::int64_t>(result.tokens.size()) >= options.max_new_tokens) {
+            result.stop_reason = "max_new_tokens";
+            s.active = false;
+        }
+    }
+
+    void generate_group(std::span<const std::vector<std::int32_t>> prompts, std::size_t first,
+                        const generation_options& options, const token_callback& callback,
+                        std::span<generation_result> results) {
+        const auto batch = static_cast<std::int64_t>(prompts.size());
+        const decoder_config& c = config();
+        std::vector<stream_state> streams(prompts.size());
+        std::int64_t longest = 0;
+        for (const auto& p : prompts)
+            longest = std::max(longest, static_cast<std::int64_t>(p.size()));
+        // The decode program: the smallest rung with room for the longest prompt plus one token.
+        std::int64_t context = rung_for(longest + 1);
+        program* decode = nullptr;
+        const std::int64_t vocab = c.vocab_size;
+        for (std::size_t b = 0; b < prompts.size(); ++b) {
+            stream_state& s = streams[b];
+            generation_result& r = results[b];
+            s.seen = prompts[b];
+            s.prompt = static_cast<std::int64_t>(prompts[b].size());
+            s.offset = longest - s.prompt;
+            sampling_options so = options.sampling;
+            so.seed += first + b;
+            s.pick.emplace(so);
+            if (tokenizer_) s.text.emplace(*tokenizer_);
+            r.stats.prompt_tokens = s.prompt;
+            if (options.max_new_tokens == 0) {
+                r.stop_reason = "max_new_tokens";
+                s.active = false;
+                continue;
+            }
+            const auto start = clock::now();
+            std::vector<float> last;
+            program& p = prefill(
+                prompts[b], true,
+                [&](std::int64_t, std::int64_t, const host_tensor& logits) { last = logits.to_f32(); });
+            r.stats.time_to_first_token_s = std::chrono::duration<double>(clock::now() - start).count();
+            r.stats.prefill_tokens_per_s =
+                static_cast<double>(s.prompt) / std::max(r.stats.time_to_first_token_s, 1e-9);
+            take_token(s, first + b, std::span<const float>(last).first(static_cast<std::size_t>(vocab)),
+                       options, callback, r);
+            if (!s.active) continue;
+            if (context < 0) {  // the longest prompt fills the largest context
+                r.stop_reason = "context_full";
+                s.active = false;
+                continue;
+            }
+            // The stream's cache, right-aligned, into its row of the decode program (once per stream).
+            if (decode == nullptr) decode = &step_program(batch, 1, context, true, window_);
+            for (std::int64_t i = 0; i < c.layers; ++i) {
+                for (const std::string& name : {cache_key_name(i), cache_value_name(i)}) {
+                    const host_tensor cached = p.read_input(name);
+                    const dims& from = cached.shape();
+                    host_tensor row(dtype::f32, dims{1, from[1], context, from[3]});
+                    const auto d = static_cast<std::size_t>(from[3]);
+                    for (std::int64_t h = 0; h < from[1]; ++h) {
+                        std::memcpy(
+                            row.values<float>().data() + static_cast<std::size_t>(h * context + s.offset) * d,
+                            cached.values<float>().data() + static_cast<std::size_t>(h * from[2]) * d,
+                            static_cast<std::size_t>(s.prompt) * d * sizeof(float));
+                    }
+                    decode->write_input(name, 0, static_cast<std::int64_t>(b), row);
+                }
+            }
+            s.decode_start = clock::now();
+        }
+        // Decode: every active stream feeds its last token; all streams write at the shared slot
+        // cursor + fill (`fill` tokens wait in the window, with their host copy in `pending`: k0, v0, k1,
+        // ...).
+        std::int64_t cursor = longest;
+        const std::int64_t w = window_;
+        std::int64_t fill = 0;
+        std::vector<host_tensor> pending;
+        if (w > 0) {
+            for (std::int64_t i = 0; i < 2 * c.layers; ++i)
+                pending.emplace_back(dtype::f32, dims{batch, c.kv_heads, w, c.head_dim});
+        }
+        // The window's tokens into the cache: one write per tensor.
+        auto flush = [&] {
+            if (fill == 0) return;
+            for (std::int64_t i = 0; i < c.layers; ++i) {
+                const auto k = static_cast<std::size_t>(2 * i);
+                decode->write_input(cache_key_name(i), 2, cursor,
+                                    fill == w ? pending[k] : detail::slice_slots(pending[k], 0, fill));
+                decode->write_input(
+                    cache_value_name(i), 2, cursor,
+                    fill == w ? pending[k + 1] : detail::slice_slots(pending[k + 1], 0, fill));
+            }
+            cursor += fill;
+            fill = 0;
+        };
+        while (std::any_of(streams.begin(), streams.end(), [](const stream_state& s) { return s.active; })) {
+            if (cursor + fill + 1 > context) {
+                const std::int64_t next = rung_for(cursor + fill + 1);
+                if (next < 0) {
+                    for (std::size_t b = 0; b < streams.size(); ++b) {
+                        if (!streams[b].active) continue;
+                        streams[b].active = false;
+                        results[b].stop_reason = "context_full";
+                    }
+                    break;
+                }
+                flush();
+                program& bigger = step_program(batch, 1, next, true, w);
+                for (std::int64_t i = 0; i < c.layers; ++i) {
+                    for (const std::string& name : {cache_key_name(i), cache_value_name(i)})
+                        bigger.write_input(name, 2, 0, decode->read_input(name));
+                }
+                decode = &bigger;
+                context = next;
+            }
+            const std::int64_t slots = context + w;  // the mask's cache and window columns
+            std::vector<std::int32_t> ids(static_cast<std::size_t>(batch), 0);
+            std::vector<std::int64_t> positions(static_cast<std::size_t>(batch), -1);
+            std::vector<std::int64_t> cache_positions(static_cast<std::size_t>(batch * slots), -1);
+            const std::vector<std::int64_t> select(static_cast<std::size_t>(batch), 0);
+            for (std::int64_t b = 0; b < batch; ++b) {
+                const stream_state& s = streams[static_cast<std::size_t>(b)];
+                if (!s.active) continue;
+                const auto known = static_cast<std::int64_t>(s.seen.size()) - 1;  // tokens in cache + window
+                ids[static_cast<std::size_t>(b)] = s.seen.back();
+                positions[static_cast<std::size_t>(b)] = known;
+                for (std::int64_t j = s.offset; j < cursor; ++j)
+                    cache_positions[static_cast<std::size_t>(b * slots + j)] = j - s.offset;
+                for (std::int64_t j = 0; j < fill; ++j)
+                    cache_positions[static_cast<std::size_t>(b * slots + context + j)] =
+                        cursor + j - s.offset;
+            }
+            const auto inputs = step_inputs(ids, positions, cache_positions, batch, 1, slots, select);
+            const auto outputs = decode->run(inputs);
+            if (w == 0) {
+                write_new(*decode, outputs, 1, cursor);
+                ++cursor;
+            } else {
+                keep_in_window(*decode, outputs, pending, fill);
+                if (++fill == w) flush();
+            }
+            const std::vector<float> logits = outputs.at(0).to_f32();
+            for (std::size_t b = 0; b < streams.size(); ++b) {
+                stream_state& s = streams[b];
+                if (!s.active) continue;
+                const auto row = std::span<const float>(logits).subspan(b * static_cast<std::size_t>(vocab),
+                                                                        static_cast<std::size_t>(vocab));
+                take_token(s, first + b, row, options, callback, results[b]);
+            }
+        }
+        for (std::size_t b = 0; b < streams.size(); ++b) {
+            generation_result& r = results[b];
+            r.stats.generated_tokens = static_cast<std::int64_t>(r.tokens.size());
+            if (r.tokens.size() > 1) {
+                const double seconds =
+                    std::chrono::duration<double>(clock::now() - streams[b].decode_start).count();
+                r.stats.decode_tokens_per_s =
+                    static_cast<double>(r.tokens.size() - 1) / std::max(seconds, 1e-9);
+            }
+            if (tokenizer_) r.text = tokenizer_->decode(r.tokens);
+        }
+    }
+
+    std::shared_ptr<const shared_state> state_;
+    std::shared_ptr<const tokenizer> tokenizer_;
+    std::optional<chat_template> chat_;
+    causal_lm_options options_;
+    std::vector<std::int64_t> rungs_;
+    bool on_ane_ = false;
+    std::int64_t window_ = 0;
+    std::unique_ptr<compiled_shapes> programs_;  // prefill, and decode without a window
+    std::unique_ptr<compiled_shapes> windowed_;  // decode with a window (its inputs resident too)
+    std::function<void(std::size_t, std::span<const float>)> observe_logits_;  // detail::causal_lm_access
+    friend struct detail::causal_lm_access;
+    std::vector<std::int32_t> eos_;
+};
+
+namespace detail {
+
+// For tests: sees every row of logits a generation samples from (stream index, the row) — e.g. to compare
+// decoding with and without a window.
+struct causal_lm_access {
+    static void observe_logits(causal_lm& lm, std::function<void(std::size_t, std::span<const float>)> f) {
+        lm.observe_logits_ = std::move(f);
+    }
+};
+
+}  // namespace detail
+
+}  // namespace anvil::models
+// #include "anvil/models/chat_template.hpp"
+// #include "anvil/models/compiled_shapes.hpp"
 // #include "anvil/models/config.hpp"
 // #include "anvil/models/cross_encoder.hpp"
 // anvil: cross-encoder rerankers (ms-marco-MiniLM, bge-reranker, ...): a text encoder (text_encoder.hpp) with
@@ -25250,6 +28524,7 @@ private:
 };
 
 }  // namespace anvil::models
+// #include "anvil/models/decoder_lm.hpp"
 // #include "anvil/models/image_classifier.hpp"
 // anvil: one entry point for every image classifier anvil runs (what `anvil classify` uses). A model folder
 // is dispatched on config.json's model_type — "vit" and "deit" to the ViT recipe, "resnet" to the ResNet
@@ -26185,6 +29460,8 @@ private:
 
 }  // namespace anvil::models
 // #include "anvil/models/resnet.hpp"
+// #include "anvil/models/rope.hpp"
+// #include "anvil/models/sampling.hpp"
 // #include "anvil/models/sentence_encoder.hpp"
 // anvil: sentence embeddings from a sentence-transformers folder (all-MiniLM-L6-v2, all-mpnet-base-v2, ...):
 // a text encoder (text_encoder.hpp), then sentence-transformers' Pooling (mean, cls or max over the text's

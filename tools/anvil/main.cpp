@@ -4,6 +4,7 @@
 #include "arguments.hpp"
 #include "classify.hpp"
 #include "info.hpp"
+#include "lm_commands.hpp"
 #include "selftest.hpp"
 #include "text_commands.hpp"
 
@@ -27,6 +28,8 @@ constexpr const char* usage_text =
     "  rerank --model DIR   cross-encoder scores of (query, passage) pairs\n"
     "  classify --model DIR the top classes of images (ResNet, ViT, DeiT)\n"
     "  tokenize --model DIR token ids as Hugging Face's tokenizer gives them\n"
+    "  logits --model DIR   a decoder LM's logits [S, V] for --ids LIST (GPT-2, Llama, Qwen2/3, Mistral)\n"
+    "  generate --model DIR text from a decoder LM, streamed (--prompt TEXT | --ids LIST, sampling options)\n"
     "  selftest [--json]    every op on the Neural Engine (or its simulator) against the CPU\n"
     "\n"
     "model commands take --backend cpu|ane|auto (default auto: the Neural Engine where present), --out "
@@ -55,6 +58,8 @@ int dispatch(const std::vector<std::string_view>& args, const char* argv0) {
     if (command == "rerank") return anvil::cli::run_rerank(rest, argv0);
     if (command == "classify") return anvil::cli::run_classify(rest, argv0);
     if (command == "tokenize") return anvil::cli::run_tokenize(rest);
+    if (command == "logits") return anvil::cli::run_logits(rest, argv0);
+    if (command == "generate") return anvil::cli::run_generate(rest, argv0);
     throw anvil::cli::usage_error(
         anvil::detail::message("unknown command '", command, "' (try 'anvil --help')"));
 }

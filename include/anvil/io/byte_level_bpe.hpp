@@ -49,33 +49,60 @@ inline const byte_alphabet& bytes_as_unicode() {
 
 // ---- the GPT-2 split -------------------------------------------------------------------------------------
 
+// The code points of a text as the split patterns see them: each one's byte offset (then text.size()), its
+// value and its class (\s, \p{L}, \p{N} or anything else). One per thread, reused, so a split allocates
+// nothing once warm.
+struct split_classes {
+    enum kind : std::uint8_t { space, letter, number, other };
+    std::vector<std::size_t> offsets;
+    std::vector<kind> kinds;
+    std::vector<char32_t> cps;
+
+    void read(std::string_view text) {
+        offsets.clear();
+        kinds.clear();
+        cps.clear();
+        for (std::size_t at = 0; at < text.size();) {
+            offsets.push_back(at);
+            const char32_t cp = next_code_point(text, at);
+            cps.push_back(cp);
+            const unicode_category c = category(cp);
+            kinds.push_back(is_white_space(cp) ? space
+                            : is_letter(c)     ? letter
+                            : is_number(c)     ? number
+                                               : other);
+        }
+        offsets.push_back(text.size());
+    }
+
+    // The end of the run of class `k` that starts at code point i.
+    [[nodiscard]] std::size_t run_end(std::size_t i, kind k) const {
+        while (i < cps.size() && kinds[i] == k)
+            ++i;
+        return i;
+    }
+};
+
+[[nodiscard]] inline const split_classes& thread_split_classes(std::string_view text) {
+    thread_local split_classes classes;
+    classes.read(text);
+    return classes;
+}
+
 // Calls piece(begin, end) with byte ranges of well-formed UTF-8 text as GPT-2's pattern splits it:
 //   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
 // Alternatives are tried in order at each position and quantifiers are greedy, so only \s+(?!\S) needs a
 // look at what follows the whitespace run (it gives back one whitespace when a non-space follows).
 template <class Piece>
 void split_gpt2(std::string_view text, Piece&& piece) {
-    enum kind : std::uint8_t { space, letter, number, other };
-    thread_local std::vector<std::size_t> offsets;  // byte offset of each code point, then text.size()
-    thread_local std::vector<kind> kinds;
-    thread_local std::vector<char32_t> cps;
-    offsets.clear();
-    kinds.clear();
-    cps.clear();
-    for (std::size_t at = 0; at < text.size();) {
-        offsets.push_back(at);
-        const char32_t cp = next_code_point(text, at);
-        cps.push_back(cp);
-        const unicode_category c = category(cp);
-        kinds.push_back(is_white_space(cp) ? space : is_letter(c) ? letter : is_number(c) ? number : other);
-    }
+    using kind = split_classes::kind;
+    using enum split_classes::kind;
+    const split_classes& classes = thread_split_classes(text);
+    const std::vector<std::size_t>& offsets = classes.offsets;
+    const std::vector<split_classes::kind>& kinds = classes.kinds;
+    const std::vector<char32_t>& cps = classes.cps;
     const std::size_t n = cps.size();
-    offsets.push_back(text.size());
-    const auto run_end = [&](std::size_t i, kind k) {
-        while (i < n && kinds[i] == k)
-            ++i;
-        return i;
-    };
+    const auto run_end = [&](std::size_t i, split_classes::kind k) { return classes.run_end(i, k); };
     for (std::size_t i = 0; i < n;) {
         std::size_t end = i;
         if (cps[i] == '\'' && i + 1 < n) {

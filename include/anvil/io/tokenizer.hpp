@@ -1,4 +1,4 @@
-// anvil: text tokenizers with Hugging Face `tokenizers` semantics: BERT WordPiece and byte-level BPE (GPT-2,
+// anvil: text tokenizers with Hugging Face `tokenizers` semantics: BERT WordPiece, byte-level BPE (GPT-2,
 // RoBERTa), read from tokenizer.json or from a model folder's vocab.txt / vocab.json + merges.txt.
 //
 //   const auto tok = anvil::tokenizer::load("models/all-MiniLM-L6-v2");
@@ -189,7 +189,7 @@ private:
                     std::string_view(normalized).substr(piece.begin, piece.end - piece.begin);
                 words.clear();
                 if (d.pre_tokenize)
-                    d.pre_tokenize->pre_tokenize(part, words);
+                    d.pre_tokenize->pre_tokenize_part(part, segment.begin == 0 && piece.begin == 0, words);
                 else
                     words.add(part);
                 for (std::size_t w = 0; w < words.size(); ++w)

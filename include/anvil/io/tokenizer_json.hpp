@@ -18,6 +18,8 @@
 #include "anvil/core/error.hpp"
 #include "anvil/core/json.hpp"
 #include "anvil/io/byte_level_bpe.hpp"
+#include "anvil/io/split_patterns.hpp"
+#include "anvil/io/tokenizer_decoders.hpp"
 #include "anvil/io/tokenizer_normalizers.hpp"
 #include "anvil/io/tokenizer_pipeline.hpp"
 #include "anvil/io/tokenizer_pre_tokenizers.hpp"
@@ -153,6 +155,7 @@ inline std::unique_ptr<normalizer> read_normalizer(const json::value& n, const j
     }
     if (type == "Lowercase") return std::make_unique<lowercase_normalizer>();
     if (type == "NFD") return std::make_unique<nfd_normalizer>();
+    if (type == "NFC") return std::make_unique<nfc_normalizer>();
     if (type == "StripAccents") return std::make_unique<strip_accents_normalizer>();
     if (type == "Prepend") return std::make_unique<prepend_normalizer>(read_string(n, "prepend", where, ""));
     if (type == "Replace") {
@@ -174,12 +177,61 @@ inline std::unique_ptr<normalizer> read_normalizer(const json::value& n, const j
             stages.push_back(read_normalizer(items[i], list[i]));
         return std::make_unique<sequence_normalizer>(std::move(stages));
     }
-    constexpr std::string_view later[] = {"NFC", "NFKC", "NFKD", "Strip", "Nmt", "Precompiled", "ByteLevel"};
+    constexpr std::string_view later[] = {"NFKC", "NFKD", "Strip", "Nmt", "Precompiled", "ByteLevel"};
     for (const std::string_view known : later)
         if (type == known)
-            where.unsupported("normalizer", type,
-                              "BertNormalizer, Lowercase, NFD, StripAccents, Prepend, Replace, Sequence");
+            where.unsupported(
+                "normalizer", type,
+                "BertNormalizer, Lowercase, NFD, NFC, StripAccents, Prepend, Replace, Sequence");
     (where / "type").fail(message("unknown normalizer type '", type, "'"));
+}
+
+// Metaspace's replacement: one code point (U+2581 by default).
+inline std::string read_replacement(const json::value& c, const json_field& where) {
+    std::string replacement = read_string(c, "replacement", where, "\u2581");
+    std::size_t at = 0;
+    if (replacement.empty() || (next_code_point(replacement, at), at != replacement.size()))
+        (where / "replacement").fail(message("expected one character, got '", replacement, "'"));
+    return replacement;
+}
+
+// prepend_scheme, or for files written before it the boolean add_prefix_space.
+inline prepend_scheme read_prepend_scheme(const json::value& c, const json_field& where) {
+    if (!member(c, "prepend_scheme"))
+        return read_bool(c, "add_prefix_space", where, true) ? prepend_scheme::always : prepend_scheme::never;
+    const std::string scheme = read_string(c, "prepend_scheme", where, "always");
+    if (scheme == "always") return prepend_scheme::always;
+    if (scheme == "first") return prepend_scheme::first;
+    if (scheme == "never") return prepend_scheme::never;
+    (where / "prepend_scheme")
+        .fail(message("expected \"always\", \"first\" or \"never\", got \"", scheme, "\""));
+}
+
+inline std::unique_ptr<pre_tokenizer> read_split(const json::value& p, const json_field& where) {
+    const json::value& pattern =
+        (where / "pattern").expect(required(p, "pattern", where), json::kind::object);
+    const json::value* regex = member(pattern, "Regex");
+    if (!regex) {
+        const std::string literal = read_string(pattern, "String", where / "pattern", "");
+        throw unsupported_error(message(where.source, ": ", where.path, ": Split on the string pattern '",
+                                        literal,
+                                        "' is not supported yet (the Llama-3, Qwen2 and GPT-2 regexes are)"));
+    }
+    const std::string& text = (where / "pattern" / "Regex").expect(*regex, json::kind::string).as_string();
+    const auto known = recognise_split_regex(text);
+    if (!known)
+        throw unsupported_error(
+            message(where.source, ": ", where.path, ": Split regex '", text,
+                    "' is not supported (anvil matches the Llama-3, Qwen2 and GPT-2 patterns "
+                    "without a regex engine)"));
+    const std::string behavior = read_string(p, "behavior", where, "Isolated");
+    if (behavior != "Isolated")
+        throw unsupported_error(message(where.source, ": ", where.path, ": Split behavior '", behavior,
+                                        "' is not supported yet (Isolated)"));
+    if (read_bool(p, "invert", where, false))
+        throw unsupported_error(
+            message(where.source, ": ", where.path, ": Split with invert true is not supported yet"));
+    return std::make_unique<split_pre_tokenizer>(*known);
 }
 
 inline std::unique_ptr<pre_tokenizer> read_pre_tokenizer(const json::value& p, const json_field& where) {
@@ -189,6 +241,10 @@ inline std::unique_ptr<pre_tokenizer> read_pre_tokenizer(const json::value& p, c
     if (type == "ByteLevel")
         return std::make_unique<byte_level_pre_tokenizer>(read_bool(p, "add_prefix_space", where, true),
                                                           read_bool(p, "use_regex", where, true));
+    if (type == "Split") return read_split(p, where);
+    if (type == "Metaspace")
+        return std::make_unique<metaspace_pre_tokenizer>(
+            read_replacement(p, where), read_prepend_scheme(p, where), read_bool(p, "split", where, true));
     if (type == "Sequence") {
         const json_field list = where / "pretokenizers";
         std::vector<std::unique_ptr<pre_tokenizer>> stages;
@@ -198,13 +254,12 @@ inline std::unique_ptr<pre_tokenizer> read_pre_tokenizer(const json::value& p, c
             stages.push_back(read_pre_tokenizer(items[i], list[i]));
         return std::make_unique<sequence_pre_tokenizer>(std::move(stages));
     }
-    constexpr std::string_view later[] = {"Whitespace",     "Split",      "Metaspace",
-                                          "Punctuation",    "Digits",     "CharDelimiterSplit",
-                                          "UnicodeScripts", "FixedLength"};
+    constexpr std::string_view later[] = {"Whitespace",         "Punctuation",    "Digits",
+                                          "CharDelimiterSplit", "UnicodeScripts", "FixedLength"};
     for (const std::string_view known : later)
         if (type == known)
             where.unsupported("pre_tokenizer", type,
-                              "BertPreTokenizer, ByteLevel, WhitespaceSplit, Sequence");
+                              "BertPreTokenizer, ByteLevel, WhitespaceSplit, Split, Metaspace, Sequence");
     (where / "type").fail(message("unknown pre_tokenizer type '", type, "'"));
 }
 
@@ -290,6 +345,16 @@ inline std::unique_ptr<tokenizer_model> read_bpe(const json::value& m, const jso
         const std::string& name = (where / "unk_token").expect(*unk, json::kind::string).as_string();
         options.unk_id = vocab.find(name);
         if (!options.unk_id) (where / "unk_token").fail(message("'", name, "' is not in the vocabulary"));
+    }
+    if (options.byte_fallback) {
+        for (unsigned b = 0; b < 256; ++b) {
+            constexpr std::string_view hex = "0123456789ABCDEF";
+            const std::string name{'<', '0', 'x', hex[b >> 4], hex[b & 15], '>'};
+            if (!vocab.find(name))
+                (where / "byte_fallback")
+                    .fail(message("true, but the vocabulary has no byte token '", name,
+                                  "' (byte fallback needs all 256 <0xXX> tokens)"));
+        }
     }
     const json::value* merges_value = member(m, "merges");
     const json::array no_merges;
@@ -431,6 +496,36 @@ inline std::unique_ptr<decoder> read_decoder(const json::value& d, const json_fi
         return std::make_unique<wordpiece_decoder>(read_string(d, "prefix", where, "##"),
                                                    read_bool(d, "cleanup", where, true));
     if (type == "ByteLevel") return std::make_unique<byte_level_decoder>();
+    if (type == "ByteFallback") return std::make_unique<byte_fallback_decoder>();
+    if (type == "Fuse") return std::make_unique<fuse_decoder>();
+    if (type == "Metaspace")
+        return std::make_unique<metaspace_decoder>(read_replacement(d, where), read_prepend_scheme(d, where));
+    if (type == "Replace") {
+        const json::value& pattern =
+            (where / "pattern").expect(required(d, "pattern", where), json::kind::object);
+        if (!member(pattern, "String"))
+            throw unsupported_error(
+                message(where.source, ": ", where.path,
+                        ": Replace with a Regex pattern is not supported yet (String patterns)"));
+        return std::make_unique<replace_decoder>(read_string(pattern, "String", where / "pattern", ""),
+                                                 read_string(d, "content", where, ""));
+    }
+    if (type == "Strip") {
+        std::string content = read_string(d, "content", where, " ");
+        std::size_t at = 0;
+        if (content.empty() || (next_code_point(content, at), at != content.size()))
+            (where / "content").fail(message("expected one character, got '", content, "'"));
+        std::size_t counts[2] = {0, 0};
+        for (int k = 0; k < 2; ++k) {
+            const std::string_view key = k == 0 ? "start" : "stop";
+            if (const json::value* v = member(d, key)) {
+                const std::int64_t count = (where / key).expect(*v, json::kind::integer).as_int();
+                if (count < 0) (where / key).fail(message("expected a count, got ", count));
+                counts[k] = static_cast<std::size_t>(count);
+            }
+        }
+        return std::make_unique<strip_decoder>(std::move(content), counts[0], counts[1]);
+    }
     if (type == "Sequence") {
         const json_field list = where / "decoders";
         std::vector<std::unique_ptr<decoder>> stages;
@@ -439,10 +534,12 @@ inline std::unique_ptr<decoder> read_decoder(const json::value& d, const json_fi
             stages.push_back(read_decoder(items[i], list[i]));
         return std::make_unique<sequence_decoder>(std::move(stages));
     }
-    constexpr std::string_view later[] = {"Metaspace", "BPEDecoder", "CTC",    "ByteFallback",
-                                          "Fuse",      "Strip",      "Replace"};
+    constexpr std::string_view later[] = {"BPEDecoder", "CTC"};
     for (const std::string_view known : later)
-        if (type == known) where.unsupported("decoder", type, "WordPiece, ByteLevel, Sequence");
+        if (type == known)
+            where.unsupported(
+                "decoder", type,
+                "WordPiece, ByteLevel, ByteFallback, Fuse, Metaspace, Replace, Strip, Sequence");
     (where / "type").fail(message("unknown decoder type '", type, "'"));
 }
 

@@ -1,5 +1,5 @@
 // anvil: tokenizer normalizers (Hugging Face `tokenizers` semantics, normalizers/*.rs): BertNormalizer,
-// Lowercase, NFD, StripAccents, Prepend, Replace (a literal pattern) and Sequence.
+// Lowercase, NFD, NFC, StripAccents, Prepend, Replace (a literal pattern) and Sequence.
 #pragma once
 
 #include <cstddef>
@@ -112,6 +112,24 @@ public:
 class nfd_normalizer final : public normalizer {
 public:
     void normalize(std::string& text) const override { text = to_utf8(nfd(to_code_points(text))); }
+};
+
+// ASCII and other text below U+0300 with no decomposable code point is already NFC: the common case is a
+// scan.
+class nfc_normalizer final : public normalizer {
+public:
+    void normalize(std::string& text) const override {
+        bool unchanged = true;
+        for (std::size_t at = 0; at < text.size() && unchanged;) {
+            if (static_cast<unsigned char>(text[at]) < 0x80) {
+                ++at;
+                continue;
+            }
+            const char32_t cp = next_code_point(text, at);
+            unchanged = cp < 0xC0;
+        }
+        if (!unchanged) text = to_utf8(nfc(to_code_points(text)));
+    }
 };
 
 // Drops nonspacing marks (Mn); meant to follow NFD.

@@ -108,6 +108,12 @@ class pre_tokenizer {
 public:
     virtual ~pre_tokenizer() = default;
     virtual void pre_tokenize(std::string_view text, word_list& out) const = 0;
+    // at_start: text begins the input (Hugging Face's offsets_original().0 == 0), which only Metaspace's
+    // prepend_scheme "first" looks at.
+    virtual void pre_tokenize_part(std::string_view text, bool at_start, word_list& out) const {
+        static_cast<void>(at_start);
+        pre_tokenize(text, out);
+    }
 };
 
 // Turns one word into token ids.

@@ -1,7 +1,8 @@
 // anvil: the Unicode the tokenizers need, without ICU: UTF-8 decoding with precise errors and lossy decoding
 // (U+FFFD for each maximal invalid subpart, as Python's errors="replace" and Rust's from_utf8_lossy), general
-// categories, the White_Space property, canonical decomposition (NFD) and lower-casing. The tables are
-// generated from Python's unicodedata by tools/make_unicode_tables.py into unicode_tables.hpp.
+// categories, the White_Space property, canonical decomposition (NFD) and composition (NFC), and
+// lower-casing. The tables are generated from Python's unicodedata by tools/make_unicode_tables.py into
+// unicode_tables.hpp.
 #pragma once
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <iterator>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "anvil/core/error.hpp"
 #include "anvil/io/unicode_tables.hpp"
@@ -321,6 +323,53 @@ inline std::u32string nfd(std::u32string_view text) {
                              [](char32_t a, char32_t b) { return combining_class(a) < combining_class(b); });
         i = end;
     }
+    return out;
+}
+
+// ---- canonical composition ----------------------------------------------------------------------------
+
+// The primary composite of a + b, or 0 when there is none (Hangul L+V and LV+T algorithmically).
+inline char32_t compose_pair(char32_t a, char32_t b) {
+    constexpr char32_t s_base = 0xAC00, l_base = 0x1100, v_base = 0x1161, t_base = 0x11A7;
+    constexpr char32_t l_count = 19, v_count = 21, t_count = 28, s_count = 19 * 21 * 28;
+    if (a >= l_base && a < l_base + l_count && b >= v_base && b < v_base + v_count)
+        return s_base + ((a - l_base) * v_count + (b - v_base)) * t_count;
+    if (a >= s_base && a < s_base + s_count && (a - s_base) % t_count == 0 && b > t_base &&
+        b < t_base + t_count)
+        return a + (b - t_base);
+    const auto& table = unicode_tables::compositions;
+    const auto* found = std::lower_bound(std::begin(table), std::end(table), std::pair{a, b},
+                                         [](const auto& entry, const std::pair<char32_t, char32_t>& key) {
+                                             return entry.first != key.first ? entry.first < key.first
+                                                                             : entry.second < key.second;
+                                         });
+    if (found == std::end(table) || found->first != a || found->second != b) return 0;
+    return found->composite;
+}
+
+// NFC: NFD, then each code point joins the last starter when nothing between them blocks it (a code point
+// in between with class 0 or a class not below its own), as UAX #15's canonical composition says.
+inline std::u32string nfc(std::u32string_view text) {
+    std::u32string out = nfd(text);
+    std::size_t starter = std::u32string::npos, kept = 0;
+    std::uint8_t last_class = 0;  // class of out[kept - 1] when it is not the starter
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        const char32_t cp = out[i];
+        const std::uint8_t cc = combining_class(cp);
+        if (starter != std::u32string::npos) {
+            const bool adjacent = kept == starter + 1;
+            if (adjacent || (last_class != 0 && last_class < cc)) {
+                if (const char32_t composite = compose_pair(out[starter], cp)) {
+                    out[starter] = composite;
+                    continue;
+                }
+            }
+        }
+        if (cc == 0) starter = kept;
+        last_class = cc;
+        out[kept++] = cp;
+    }
+    out.resize(kept);
     return out;
 }
 

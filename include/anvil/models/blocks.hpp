@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "anvil/core/error.hpp"
 #include "anvil/expr/expr.hpp"
@@ -25,9 +27,9 @@ enum class activation : std::uint8_t { gelu, gelu_tanh, quick_gelu, relu, silu }
     if (name == "relu") return activation::relu;
     if (name == "silu" || name == "swish") return activation::silu;
     throw unsupported_error(
-        detail::message("hidden_act '", name,
-                        "' is not supported (gelu, gelu_new, gelu_pytorch_tanh, gelu_fast, "
-                        "quick_gelu, relu, silu, swish)"));
+        anvil::detail::message("hidden_act '", name,
+                               "' is not supported (gelu, gelu_new, gelu_pytorch_tanh, gelu_fast, "
+                               "quick_gelu, relu, silu, swish)"));
 }
 
 [[nodiscard]] inline tensor<float> activate(const tensor<float>& x, activation kind) {
@@ -166,6 +168,82 @@ struct pre_norm_encoder_layer {
                                          const std::optional<tensor<float>>& mask) {
     const auto h = x + self_attention(layer.attention, apply(layer.attention_norm, x), mask);
     return h + apply(layer.mlp, apply(layer.mlp_norm, h));
+}
+
+// Rotary position embedding in the rotate_half form (Llama, GPT-NeoX) with tables given per row:
+// x [B, heads, S, D], cos and sin [B, 1, S, R / 2] (broadcast over heads). The first R features rotate in
+// pairs (i, i + R/2): x1 cos - x2 sin, x2 cos + x1 sin; the rest pass through. Elementwise ops, so every
+// backend runs it and the tables may differ per row (positions, dynamic scaling).
+[[nodiscard]] inline tensor<float> rotate_half_rows(const tensor<float>& x, const tensor<float>& cos,
+                                                    const tensor<float>& sin) {
+    const std::int64_t d = x.shape()[3];
+    const std::int64_t half = cos.shape()[3];
+    if (2 * half > d) {
+        throw shape_error(anvil::detail::message("rotary: tables of ", half, " frequencies rotate ", 2 * half,
+                                                 " features, but a head has ", d));
+    }
+    const auto x1 = slice(x, 3, 0, half);
+    const auto x2 = slice(x, 3, half, 2 * half);
+    std::vector<tensor<float>> parts{x1 * cos - x2 * sin, x2 * cos + x1 * sin};
+    if (2 * half < d) parts.push_back(slice(x, 3, 2 * half, d));
+    return concat(parts, 3);
+}
+
+// A pre-norm decoder layer (GPT-2, Llama, Qwen2/3, Mistral): h = x + attention(norm1(x)); out = h +
+// mlp(norm2(h)). Attention reads the cached keys and values followed by this step's; Qwen3 normalises each
+// query and key head first (query_norm, key_norm).
+struct decoder_layer {
+    norm_layer attention_norm;
+    attention_layer attention;
+    std::optional<norm_layer> query_norm, key_norm;
+    norm_layer mlp_norm;
+    mlp_layer mlp;
+    double attention_scale = 0.0;  // 0: 1 / sqrt(head_dim)
+};
+
+// What one decoder layer gives: the hidden states and this step's keys (rotated) and values
+// [B, kv_heads, S, D], which the caller appends to the cache.
+struct decoder_layer_result {
+    tensor<float> hidden, key, value;
+};
+
+// x [B, S, hidden]; earlier_keys, earlier_values: the keys and values before this step's, as parts
+// [B, kv_heads, T_i, D] read in order (a KV cache, then a decode window); mask additive, broadcast to the
+// scores [B, heads, S, sum T_i + S]; rope: cos, sin [B, 1, S, R / 2] (none for learned positions).
+[[nodiscard]] inline decoder_layer_result apply(
+    const decoder_layer& layer, const tensor<float>& x, const std::vector<tensor<float>>& earlier_keys,
+    const std::vector<tensor<float>>& earlier_values, const tensor<float>& mask,
+    const std::optional<std::pair<tensor<float>, tensor<float>>>& rope) {
+    const attention_layer& a = layer.attention;
+    const auto h = apply(layer.attention_norm, x);
+    auto q = detail::split_heads(apply(a.query, h), a.heads, a.head_dim);
+    auto k = detail::split_heads(apply(a.key, h), a.kv_heads, a.head_dim);
+    const auto v = detail::split_heads(apply(a.value, h), a.kv_heads, a.head_dim);
+    if (layer.query_norm) q = apply(*layer.query_norm, q);
+    if (layer.key_norm) k = apply(*layer.key_norm, k);
+    if (rope) {
+        q = rotate_half_rows(q, rope->first, rope->second);
+        k = rotate_half_rows(k, rope->first, rope->second);
+    }
+    std::vector<tensor<float>> key_parts = earlier_keys, value_parts = earlier_values;
+    key_parts.push_back(k);
+    value_parts.push_back(v);
+    const auto keys = concat(key_parts, 2);
+    const auto values = concat(value_parts, 2);
+    attention_options options;
+    options.scale = layer.attention_scale;
+    const auto context = attention(q, keys, values, mask, options);
+    const auto out = x + apply(a.output, detail::merge_heads(context));
+    return {out + apply(layer.mlp, apply(layer.mlp_norm, out)), k, v};
+}
+
+// One cache [B, kv_heads, T, D] of earlier keys and values.
+[[nodiscard]] inline decoder_layer_result apply(
+    const decoder_layer& layer, const tensor<float>& x, const tensor<float>& cached_key,
+    const tensor<float>& cached_value, const tensor<float>& mask,
+    const std::optional<std::pair<tensor<float>, tensor<float>>>& rope) {
+    return apply(layer, x, std::vector<tensor<float>>{cached_key}, std::vector<tensor<float>>{cached_value},
+                 mask, rope);
 }
 
 }  // namespace anvil::models

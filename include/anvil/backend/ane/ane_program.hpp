@@ -3,7 +3,8 @@
 // (ane_framework.hpp) — or loads it from the program cache — with one IOSurface per input and output,
 // allocated once. Host segments are ordinary CPU programs. A run copies the inputs into their surfaces (fp32
 // to fp16, with the 64-byte row stride and the layout the lowering chose), evaluates the segments in order
-// and copies the outputs back.
+// and copies the outputs back. A resident input's surfaces are packed at compile and then only where
+// write_input writes; a host mirror of it serves read_input and the outputs.
 #pragma once
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -58,7 +60,7 @@ inline constexpr std::size_t surface_granule = std::size_t{16} << 10;
         node in;
         in.kind = op::input;
         in.result = body.nodes[id].result;
-        in.name = "v" + std::to_string(id);
+        in.name = message("v", id);
         mapped[id] = add(std::move(in));
     }
     for (const value_id id : seg.nodes) {
@@ -118,12 +120,20 @@ public:
         lowering_.dialect = choose_dialect(options.ane_mil, architecture_);
         cache_root_ = cache_root(options.cache_dir);
         body_ = tile_wide_linears(body, lowering_.max_dimension);
-        for (const auto& n : body_.nodes) {
-            if (n.kind == op::input) inputs_.push_back({n.name, n.result.type, n.result.shape});
+        for (std::size_t id = 0; id < body_.nodes.size(); ++id) {
+            const node& n = body_.nodes[id];
+            if (n.kind != op::input) continue;
+            inputs_.push_back({n.name, n.result.type, n.result.shape});
+            input_ids_.push_back(static_cast<value_id>(id));
+        }
+        mark_resident(inputs_, options.resident_inputs);
+        resident_.assign(body_.nodes.size(), false);
+        for (std::size_t i = 0; i < inputs_.size(); ++i) {
+            if (inputs_[i].resident) resident_[input_ids_[i]] = true;
         }
         for (std::size_t i = 0; i < body_.outputs.size(); ++i) {
             const node& n = body_.nodes[body_.outputs[i]];
-            outputs_.push_back({"output" + std::to_string(i), n.result.type, n.result.shape});
+            outputs_.push_back({message("output", i), n.result.type, n.result.shape});
         }
 
         partition_limits limits;
@@ -139,6 +149,11 @@ public:
             if (seg.device == segment_device::cpu) {
                 compile_options cpu_options = options_;
                 cpu_options.target = device::cpu;
+                // A resident input the segment reads stays resident there, under the segment's name for it.
+                cpu_options.resident_inputs.clear();
+                for (const value_id id : seg.inputs) {
+                    if (resident_[id]) cpu_options.resident_inputs.push_back(segment_input_name(id));
+                }
                 s.cpu = std::make_unique<cpu::cpu_program>(extract_segment(body_, seg), cpu_options);
             } else {
                 s.ane = build_ane_step(seg, ane_index++);
@@ -148,6 +163,7 @@ public:
         produced_.clear();
         mark_host_copies();
         release_build_data();
+        bind_resident();
     }
 
     std::vector<host_tensor> run(std::span<const named_tensor> inputs) override {
@@ -164,6 +180,11 @@ public:
         std::vector<host_tensor> results;
         for (const value_id id : body_.outputs) {
             const node& n = body_.nodes[id];
+            if (resident_[id]) {  // a copy: the host mirror changes with the next write_input
+                results.push_back(cpu::from_compute_floats(mirror_of(id).values<float>().data(),
+                                                           n.result.type, n.result.shape));
+                continue;
+            }
             const host_tensor& value = n.kind == op::constant ? n.data : values[id];
             if (value.type() == n.result.type) {
                 results.push_back(value);
@@ -213,6 +234,45 @@ public:
         return text;
     }
 
+    // The write lands in the host mirror (rounded to the input's type), then in every place a segment reads
+    // the input: only the written region of each ANE input surface is re-packed, and a CPU segment's resident
+    // copy is written in place.
+    void write_input(std::string_view name, std::span<const std::int64_t> offsets,
+                     const host_tensor& part) override {
+        const write_region region = check_write(inputs_, name, offsets, part);
+        std::vector<float> values(part.element_count());
+        cpu::to_compute_floats(part, values.data(), message("program::write_input: input '", name, "'"));
+        const value_id id = input_ids_[region.input];
+        cpu::round_to_type(values.data(), values.size(), body_.nodes[id].result.type);
+        const std::vector<std::size_t> starts = region.run_starts();
+        const std::size_t length = region.run_length();
+        std::lock_guard lock(mutex_);
+        float* mirror = mirror_of(id).values<float>().data();
+        for (std::size_t k = 0; k < starts.size(); ++k)
+            std::memcpy(mirror + starts[k], values.data() + k * length, length * sizeof(float));
+        if (starts.empty()) return;
+        for (auto& s : steps_) {
+            if (s.cpu) {
+                if (std::find(s.inputs.begin(), s.inputs.end(), id) != s.inputs.end())
+                    s.cpu->write_input(segment_input_name(id), offsets, part);
+                continue;
+            }
+            for (std::size_t i = 0; i < s.ane->lowered.inputs.size(); ++i) {
+                const surface_layout& layout = s.ane->lowered.inputs[i];
+                if (layout.value != id) continue;
+                auto guard = s.ane->input_surfaces[i]->lock(false);
+                pack_region(layout, starts, length, mirror, guard.data());
+            }
+        }
+    }
+
+    [[nodiscard]] host_tensor read_input(std::string_view name) const override {
+        const std::size_t index = find_resident(inputs_, name, "program::read_input");
+        std::lock_guard lock(mutex_);
+        const host_tensor& mirror = mirror_of(input_ids_[index]);
+        return host_tensor::from(mirror.values<float>(), mirror.shape());
+    }
+
     [[nodiscard]] std::size_t compiled_count() const noexcept { return compiled_; }
     [[nodiscard]] std::size_t shared_surface_count() const noexcept { return shared_surfaces_; }
     [[nodiscard]] std::size_t cache_hit_count() const noexcept { return cache_hits_; }
@@ -238,6 +298,29 @@ private:
         std::unique_ptr<cpu::cpu_program> cpu;
         std::unique_ptr<ane_step> ane;
     };
+
+    static std::string segment_input_name(value_id id) { return message("v", id); }
+
+    [[nodiscard]] host_tensor& mirror_of(value_id id) { return mirrors_.at(id); }
+    [[nodiscard]] const host_tensor& mirror_of(value_id id) const { return mirrors_.at(id); }
+
+    // Every resident input starts at zero: its host mirror, and each ANE surface that reads it, packed once
+    // here (a fresh surface's contents are not promised to be zero). run() never packs these surfaces again.
+    void bind_resident() {
+        for (std::size_t i = 0; i < inputs_.size(); ++i) {
+            if (!inputs_[i].resident) continue;
+            const value_id id = input_ids_[i];
+            host_tensor& mirror = mirrors_[id] = host_tensor(dtype::f32, inputs_[i].shape);
+            for (auto& s : steps_) {
+                if (!s.ane) continue;
+                for (std::size_t k = 0; k < s.ane->lowered.inputs.size(); ++k) {
+                    if (s.ane->lowered.inputs[k].value != id) continue;
+                    auto guard = s.ane->input_surfaces[k]->lock(false);
+                    pack(s.ane->lowered.inputs[k], mirror.values<float>().data(), guard.data());
+                }
+            }
+        }
+    }
 
     std::unique_ptr<ane_step> build_ane_step(const segment& seg, std::size_t index) {
         auto s = std::make_unique<ane_step>();
@@ -376,16 +459,16 @@ private:
 
     void bind_inputs(std::span<const named_tensor> given, std::vector<host_tensor>& values) const {
         const std::vector<std::size_t> order = match_inputs(given, inputs_);
-        std::size_t next = 0;
-        for (std::size_t id = 0; id < body_.nodes.size(); ++id) {
-            if (body_.nodes[id].kind == op::input) values[id] = given[order[next++]].tensor;
+        for (std::size_t i = 0; i < inputs_.size(); ++i) {
+            if (!inputs_[i].resident) values[input_ids_[i]] = given[order[i]].tensor;
         }
     }
 
     void run_cpu_step(step& s, std::vector<host_tensor>& values) const {
         std::vector<named_tensor> named;
-        for (const value_id id : s.inputs)
-            named.push_back({"v" + std::to_string(id), values[id]});
+        for (const value_id id : s.inputs) {
+            if (!resident_[id]) named.push_back({segment_input_name(id), values[id]});
+        }
         auto results = s.cpu->run(named);
         for (std::size_t i = 0; i < s.outputs.size(); ++i)
             values[s.outputs[i]] = std::move(results[i]);
@@ -410,6 +493,35 @@ private:
         }
     }
 
+    // Runs of `length` elements of the full input starting at `starts` (f32 values in `values`, indexed as
+    // the input) into a surface packed as pack() packs the whole: in rows order a run converts row by row, in
+    // columns order element by element (each lands in another row). Nothing else of the surface is touched.
+    static void pack_region(const surface_layout& layout, std::span<const std::size_t> starts,
+                            std::size_t length, const float* values, std::byte* base) {
+        const auto channels = static_cast<std::size_t>(layout.channels);
+        const auto width = static_cast<std::size_t>(layout.width);
+        const std::size_t last = layout.order == surface_order::rows ? width : channels;
+        for (const std::size_t start : starts) {
+            std::size_t f = start;
+            const std::size_t end = f + length;
+            if (layout.order == surface_order::rows) {
+                while (f < end) {
+                    const std::size_t c = f / last, w = f % last;
+                    const std::size_t n = std::min(end - f, last - w);
+                    convert_f32_to_f16(values + f, n,
+                                       reinterpret_cast<half*>(base + c * layout.row_stride) + w);
+                    f += n;
+                }
+            } else {
+                for (; f < end; ++f) {
+                    const std::size_t c = f % last, w = f / last;
+                    convert_f32_to_f16(values + f, 1,
+                                       reinterpret_cast<half*>(base + c * layout.row_stride) + w);
+                }
+            }
+        }
+    }
+
     static void unpack(const surface_layout& layout, const std::byte* base, float* values) {
         const auto channels = static_cast<std::size_t>(layout.channels);
         const auto width = static_cast<std::size_t>(layout.width);
@@ -430,6 +542,7 @@ private:
         for (std::size_t i = 0; i < s.lowered.inputs.size(); ++i) {
             if (s.input_shared[i]) continue;  // already there: an earlier program wrote it
             const auto& layout = s.lowered.inputs[i];
+            if (resident_[layout.value]) continue;  // packed by write_input, region by region
             const host_tensor& value = values[layout.value];
             s.scratch.resize(value.element_count());
             cpu::to_compute_floats(value, s.scratch.data(), layout.symbol);
@@ -453,6 +566,9 @@ private:
     std::string architecture_;
     std::filesystem::path cache_root_;
     std::vector<io_info> inputs_;
+    std::vector<value_id> input_ids_;                    // the input node of each of inputs_
+    std::vector<bool> resident_;                         // per node: a resident input
+    std::unordered_map<value_id, host_tensor> mirrors_;  // per resident input: its f32 contents
     std::vector<io_info> outputs_;
     std::vector<host_fallback> fallbacks_;
     std::vector<step> steps_;

@@ -1,6 +1,7 @@
 // anvil: the CPU backend's program — the graph after the passes, one prepared kernel per node, and one arena
 // laid out by the memory plan, so a run converts the inputs in, runs the kernels in order and converts the
-// outputs out without allocating anything else.
+// outputs out without allocating anything else. A resident input keeps its arena slot for the program's
+// life; write_input writes it in place and a run does not touch it.
 #pragma once
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -193,6 +195,33 @@ public:
         return report_;
     }
     [[nodiscard]] std::string dump() const override { return anvil::dump(body_); }
+
+    // A resident input's slot in the arena is its own for the program's life (plan_buffers pins it), so a
+    // write lands where the kernels read it, converted and rounded as bind_inputs converts a run's inputs.
+    void write_input(std::string_view name, std::span<const std::int64_t> offsets,
+                     const host_tensor& part) override {
+        const write_region region = check_write(inputs_, name, offsets, part);
+        std::vector<float> values(part.element_count());
+        to_compute_floats(part, values.data(), message("program::write_input: input '", name, "'"));
+        const node& n = body_.nodes[input_ids_[region.input]];
+        round_to_type(values.data(), values.size(), n.result.type);
+        if (options_.ane_numerics && is_floating(n.result.type)) round_to_fp16(values.data(), values.size());
+        const std::vector<std::size_t> starts = region.run_starts();
+        const std::size_t length = region.run_length();
+        std::lock_guard lock(mutex_);
+        float* slot = buffer_of(input_ids_[region.input]);
+        for (std::size_t k = 0; k < starts.size(); ++k)
+            std::memcpy(slot + starts[k], values.data() + k * length, length * sizeof(float));
+    }
+
+    [[nodiscard]] host_tensor read_input(std::string_view name) const override {
+        const std::size_t index = find_resident(inputs_, name, "program::read_input");
+        std::lock_guard lock(mutex_);
+        const value_id id = input_ids_[index];
+        return from_compute_floats(arena_ + plan_.offsets[buffer_index_[id]] / sizeof(float), dtype::f32,
+                                   inputs_[index].shape);
+    }
+
     // The bytes of the arena that holds every intermediate value.
     [[nodiscard]] std::size_t arena_bytes() const noexcept { return plan_.arena_bytes; }
 
@@ -219,9 +248,13 @@ private:
             const node& n = body_.nodes[id];
             if (n.kind == op::input) {
                 inputs_.push_back({n.name, n.result.type, n.result.shape});
-                continue;
+                input_ids_.push_back(static_cast<value_id>(id));
             }
-            if (n.kind == op::constant || alias_[id] != no_value) continue;
+        }
+        mark_resident(inputs_, options_.resident_inputs);
+        for (std::size_t id = 0; id < count; ++id) {
+            const node& n = body_.nodes[id];
+            if (n.kind == op::input || n.kind == op::constant || alias_[id] != no_value) continue;
             kernels_[id] = prepare_kernel(body_, static_cast<value_id>(id), options_.kernels, pool().size());
             workspace_floats = std::max(workspace_floats, kernels_[id].workspace_floats);
         }
@@ -299,6 +332,11 @@ private:
         for (std::size_t id = 0; id < count; ++id) {
             if (body_.nodes[id].kind == op::input) requests[buffer_index_[id]].first_use = 0;
         }
+        // A resident input lives from compile to the program's end: no other value may ever share its bytes
+        // (a reshape of it shares its request and only reads it; no kernel writes into its operands).
+        for (std::size_t i = 0; i < inputs_.size(); ++i) {
+            if (inputs_[i].resident) requests[buffer_index_[input_ids_[i]]].last_use = count;
+        }
         plan_ = plan_memory(requests);
         arena_storage_.assign(plan_.arena_bytes / sizeof(float) + buffer_alignment / sizeof(float), 0.0f);
         arena_ = aligned(arena_storage_.data());
@@ -322,15 +360,15 @@ private:
 
     void bind_inputs(std::span<const named_tensor> given) {
         const std::vector<std::size_t> order = match_inputs(given, inputs_);
-        std::size_t next = 0;
-        for (std::size_t id = 0; id < body_.nodes.size(); ++id) {
+        for (std::size_t i = 0; i < inputs_.size(); ++i) {
+            if (inputs_[i].resident) continue;  // bound already, written in place by write_input
+            const value_id id = input_ids_[i];
             const node& n = body_.nodes[id];
-            if (n.kind != op::input) continue;
-            const named_tensor& input = given[order[next++]];
-            float* out = buffer_of(static_cast<value_id>(id));
+            const named_tensor& input = given[order[i]];
+            float* out = buffer_of(id);
             to_compute_floats(input.tensor, out, message("program::run: input '", input.name, "'"));
             round_to_type(out, input.tensor.element_count(), n.result.type);
-            finish_value(static_cast<value_id>(id), out);
+            finish_value(id, out);
         }
     }
 
@@ -364,6 +402,7 @@ private:
     std::vector<float> workspace_storage_;
     std::span<float> workspace_;
     std::vector<io_info> inputs_;
+    std::vector<value_id> input_ids_;  // the input node of each of inputs_
     std::vector<io_info> outputs_;
     numerics_report report_;
     mutable std::mutex mutex_;

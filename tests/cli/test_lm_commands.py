@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""Drives `anvil logits` and `anvil generate` on the decoder-LM fixtures (tests/data/decoder_lms/<name>/, written
+by tools/reference/decoder_lms.py from an independent PyTorch implementation): full logits against logits.npy,
+greedy continuations token for token against expected.json, the streamed text against --json's, seeded
+sampling reproducible, and the command line's contract (DESIGN.md): one-line errors with exit status 1, usage
+errors with exit status 2. Reads .npy with its own small reader (no numpy needed).
+
+usage: test_lm_commands.py PATH_TO_ANVIL [FIXTURES_DIR (default tests/data/decoder_lms)]
+"""
+import json
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import cli_support  # noqa: E402
+from cli_support import DATA, anvil, check, check_error, failures, max_relative_error, read_npy  # noqa: E402
+
+cli_support.ANVIL = sys.argv[1]
+
+LMS = pathlib.Path(sys.argv[2]) if len(sys.argv) > 2 else DATA / "decoder_lms"
+NAMES = ["gpt2", "llama", "llama_linear", "llama_dynamic", "qwen2", "qwen3", "mistral"]
+
+
+def eos_ids(folder: pathlib.Path):
+    ids = set()
+    for name in ("generation_config.json", "config.json"):
+        path = folder / name
+        if path.exists():
+            value = json.loads(path.read_text()).get("eos_token_id")
+            ids.update(value if isinstance(value, list) else [] if value is None else [value])
+    return ids
+
+
+def ids_text(ids) -> str:
+    return ",".join(str(i) for i in ids)
+
+
+def json_result(result, what: str) -> dict:
+    check(result.returncode == 0, f"{what}: runs ({result.stderr.strip()!r})")
+    try:
+        return json.loads(result.stdout) if result.returncode == 0 else {}
+    except json.JSONDecodeError:
+        check(False, f"{what}: prints JSON ({result.stdout[:200]!r})")
+        return {}
+
+
+def test_model(name: str, tmp: pathlib.Path) -> None:
+    folder = LMS / name
+    expected = json.loads((folder / "expected.json").read_text())
+    prompts = expected["prompts"]
+    base = ["--model", folder, "--backend", "cpu"]
+
+    # Full logits of one prompt against the reference: --out and --json.
+    prompt = prompts[expected["logits_prompt"]]
+    out = tmp / f"{name}_logits.npy"
+    result = anvil("logits", *base, "--ids", ids_text(prompt), "--out", out)
+    check(result.returncode == 0, f"{name}: logits --out runs ({result.stderr.strip()!r})")
+    want_shape, want = read_npy(folder / "logits.npy")
+    got_shape, got = read_npy(out) if out.exists() else ((), [])
+    error = max_relative_error(got, want)
+    check(got_shape == want_shape and error < 1e-4, f"{name}: logits {got_shape} match the reference (error {error:.2g})")
+    report = json_result(anvil("logits", *base, "--ids", ids_text(prompt), "--json"), f"{name}: logits --json")
+    flat = [v for row in report.get("logits", []) for v in row]
+    check(report.get("shape") == list(want_shape) and max_relative_error(flat, want) < 1e-4,
+          f"{name}: logits --json match the reference")
+
+    # Greedy continuations, token for token (up to the first eos, where anvil stops).
+    stops = eos_ids(folder)
+    margins = expected.get("min_margin", [1.0] * len(prompts))
+    for i, (prompt, greedy) in enumerate(zip(prompts, expected["greedy"])):
+        if margins[i] < 1e-3:
+            continue  # a near tie along the path: float rounding may pick either token
+        want_tokens = []
+        for token in greedy:
+            if token in stops:
+                break
+            want_tokens.append(token)
+        report = json_result(anvil("generate", *base, "--ids", ids_text(prompt), "--max-new-tokens", len(greedy),
+                                   "--json"), f"{name}: generate prompt {i}")
+        check(report.get("tokens") == want_tokens,
+              f"{name}: greedy continuation of prompt {i} ({report.get('tokens')} vs {want_tokens})")
+        reason = "eos" if len(want_tokens) < len(greedy) else "max_new_tokens"
+        check(report.get("stop_reason") == reason, f"{name}: prompt {i} stops with {reason}")
+        stats = report.get("stats", {})
+        check(stats.get("prompt_tokens") == len(prompt) and stats.get("generated_tokens") == len(want_tokens),
+              f"{name}: prompt {i} stats count the tokens ({stats})")
+
+    # The streamed text is the --json text; sampling is reproducible for a seed; top-k 1 is greedy.
+    prompt = prompts[-1]
+    args = ["generate", *base, "--ids", ids_text(prompt), "--max-new-tokens", 12]
+    report = json_result(anvil(*args, "--json"), f"{name}: generate --json")
+    # Bytes: text mode would turn a generated '\r' into '\n'.
+    streamed = subprocess.run([cli_support.ANVIL, *map(str, args)], capture_output=True, timeout=300)
+    stdout = streamed.stdout.decode("utf-8", "replace")
+    check(streamed.returncode == 0 and stdout == report.get("text", "") + "\n",
+          f"{name}: streamed text equals the --json text ({stdout!r} vs {report.get('text')!r})")
+    check(streamed.stderr == b"", f"{name}: no progress on stderr when it is not a terminal")
+    # The fixtures are built with wide logit margins (tools/reference/decoder_lms.py), so only a high
+    # temperature makes the draws differ between seeds.
+    sampled = [json_result(anvil(*args, "--temperature", 20, "--seed", seed, "--json"), f"{name}: sampling")
+               .get("tokens") for seed in (5, 5, 6)]
+    check(sampled[0] == sampled[1] and sampled[0] is not None, f"{name}: the same seed samples the same tokens")
+    check(sampled[0] != sampled[2], f"{name}: another seed samples other tokens")
+    top1 = json_result(anvil(*args, "--temperature", 1.0, "--top-k", 1, "--seed", 3, "--json"), f"{name}: top-k 1")
+    check(top1.get("tokens") == report.get("tokens"), f"{name}: --top-k 1 samples the greedy tokens")
+
+
+def test_text_prompt_and_chat(name: str) -> None:
+    folder = LMS / name
+    base = ["generate", "--model", folder, "--backend", "cpu", "--max-new-tokens", 4]
+    report = json_result(anvil(*base, "--prompt", "hello world", "--json"), f"{name}: generate --prompt")
+    check(report.get("stats", {}).get("prompt_tokens", 0) > 0 and len(report.get("tokens", [])) <= 4,
+          f"{name}: --prompt is tokenized ({report.get('stats')})")
+    config = json.loads((folder / "tokenizer_config.json").read_text()) if (folder / "tokenizer_config.json").exists() else {}
+    result = anvil(*base, "--prompt", "hello", "--chat", "--json")
+    if config.get("chat_template"):
+        report = json_result(result, f"{name}: generate --chat")
+        check(report.get("stats", {}).get("prompt_tokens", 0) > 2, f"{name}: --chat renders the template")
+        chat = json.loads((folder / "expected.json").read_text()).get("chat")
+        messages = chat["messages"] if chat else []
+        if [m["role"] for m in messages] == ["system", "user"]:
+            report = json_result(anvil("generate", "--model", folder, "--backend", "cpu", "--chat", "--system",
+                                       messages[0]["content"], "--prompt", messages[1]["content"],
+                                       "--max-new-tokens", len(chat["greedy"]), "--json"), f"{name}: --chat --system")
+            stops = eos_ids(folder)
+            want = []
+            for token in chat["greedy"]:
+                if token in stops:
+                    break
+                want.append(token)
+            check(report.get("stats", {}).get("prompt_tokens") == len(chat["ids"]),
+                  f"{name}: --chat --system gives the reference's {len(chat['ids'])} prompt tokens")
+            check(report.get("tokens") == want, f"{name}: --chat continues as the reference ({report.get('tokens')})")
+    else:
+        check_error(result, 1, "anvil: error:", "chat template", what=f"{name}: --chat without a chat template")
+
+
+def test_errors() -> None:
+    folder = next((LMS / n for n in NAMES if (LMS / n).exists()), LMS / "llama")
+    check_error(anvil("logits", "--ids", "1,2"), 2, "anvil: usage:", "--model", what="logits without --model")
+    check_error(anvil("logits", "--model", folder, "--ids", "1,x"), 2, "anvil: usage:", "--ids",
+                what="logits with bad --ids")
+    check_error(anvil("logits", "--model", folder), 2, "anvil: usage:", "--ids", what="logits without --ids")
+    check_error(anvil("generate", "--model", folder, "--ids", "1", "--frobnicate"), 2, "anvil: usage:",
+                "--frobnicate", what="generate with an unknown option")
+    check_error(anvil("generate", "--model", folder, "--ids", "1", "--prompt", "x"), 2, "anvil: usage:",
+                what="generate with --ids and --prompt")
+    check_error(anvil("generate", "--model", folder, "--ids", "1", "--temperature", "-1"), 2, "anvil: usage:",
+                "temperature", what="generate with a negative temperature")
+    check_error(anvil("generate", "--model", folder, "--ids", "1", "--top-p", "abc"), 2, "anvil: usage:",
+                "--top-p", what="generate with a non-numeric --top-p")
+    check_error(anvil("generate", "--model", folder, "--ids", "1", "--chat"), 2, "anvil: usage:", "--chat",
+                what="generate --chat with --ids")
+    check_error(anvil("logits", "--model", DATA / "bert_stack", "--ids", "1,2", "--backend", "cpu"), 1,
+                "anvil: error:", "decoder", what="logits of a folder that is not a decoder LM")
+    check_error(anvil("generate", "--model", DATA / "no_such_folder", "--ids", "1", "--backend", "cpu"), 1,
+                "anvil: error:", what="generate with a missing folder")
+    if folder.exists():
+        check_error(anvil("logits", "--model", folder, "--ids", "999999", "--backend", "cpu"), 1, "anvil: error:",
+                    "999999", what="logits of a token id outside the vocabulary")
+
+
+def main() -> int:
+    present = [n for n in NAMES if (LMS / n / "expected.json").exists()]
+    check(len(present) == len(NAMES), f"decoder-LM fixtures present ({present})")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in present:
+            test_model(name, pathlib.Path(tmp))
+        if present:
+            test_text_prompt_and_chat(present[0])
+            if "qwen3" in present:
+                test_text_prompt_and_chat("qwen3")
+        test_errors()
+    print(f"cli.lm: {len(failures)} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

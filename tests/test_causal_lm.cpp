@@ -1,0 +1,313 @@
+// The decoder language models end to end against an independent PyTorch port of Hugging Face's modeling_*.py
+// (tools/reference/decoder_lms.py wrote tests/data/decoder_lms/): every family's full-sequence logits, greedy
+// continuations token for token (one stream, and eight batched in one decode call), chunked prefill, a
+// context ladder crossed twice, decode windows of several sizes, the chat template — on the CPU and through
+// the Neural Engine simulator, whose counters show that a decode step moves the new token's keys and values
+// and a window flush W tokens' worth, never the whole cache.
+#include <doctest/doctest.h>
+#include <anvil/anvil.hpp>
+
+#include <dlfcn.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model_test_support.hpp"
+
+namespace test_causal_lm {
+
+namespace {
+
+using anvil::models::causal_lm;
+using ids = std::vector<std::int32_t>;
+
+const char* const models[] = {"gpt2", "llama", "llama_linear", "llama_dynamic", "qwen2", "qwen3", "mistral"};
+
+std::string fixture(const std::string& name) {
+    return anvil_test::data_path("decoder_lms/" + name);
+}
+
+ids to_ids(const anvil::json::value& v) {
+    ids out;
+    for (const auto& item : v.as_array())
+        out.push_back(static_cast<std::int32_t>(item.as_int()));
+    return out;
+}
+
+std::vector<ids> to_id_lists(const anvil::json::value& v) {
+    std::vector<ids> out;
+    for (const auto& item : v.as_array())
+        out.push_back(to_ids(item));
+    return out;
+}
+
+struct expected {
+    std::vector<ids> prompts, greedy;
+    std::size_t logits_prompt = 0;
+    anvil::json::value document;
+};
+
+expected read_expected(const std::string& name) {
+    expected e;
+    e.document = anvil::json::parse_file(fixture(name) + "/expected.json");
+    e.prompts = to_id_lists(*e.document.find("prompts"));
+    e.greedy = to_id_lists(*e.document.find("greedy"));
+    e.logits_prompt = static_cast<std::size_t>(e.document.find("logits_prompt")->as_int());
+    REQUIRE(e.prompts.size() == 8);
+    return e;
+}
+
+// Greedy, exactly as many tokens as the reference, never stopping early.
+anvil::models::generation_options greedy(std::size_t tokens) {
+    anvil::models::generation_options g;
+    g.max_new_tokens = static_cast<std::int64_t>(tokens);
+    g.stop_at_eos = false;
+    return g;
+}
+
+// max_context 64 for every model: llama_dynamic's max_position_embeddings is 16 (its prompts run past it,
+// where dynamic scaling acts).
+anvil::models::causal_lm_options options_for(const anvil::compile_options& compile) {
+    anvil::models::causal_lm_options o;
+    o.load.compile = compile;
+    o.max_context = 64;
+    return o;
+}
+
+anvil::compile_options cpu() {
+    anvil::compile_options c;
+    c.target = anvil::device::cpu;
+    return c;
+}
+
+// The simulator's counters, reached as test_ane_backend.cpp reaches them.
+long simulator_counter(const char* name) {
+#ifdef ANVIL_ANE_SIM_PATH
+    void* handle = dlopen(ANVIL_ANE_SIM_PATH, RTLD_NOW | RTLD_LOCAL);
+    REQUIRE(handle != nullptr);
+    auto counter = reinterpret_cast<long (*)(const char*)>(dlsym(handle, "anvil_ane_sim_counter"));
+    REQUIRE(reinterpret_cast<void*>(counter) != nullptr);
+    const long value = counter(name);
+    dlclose(handle);
+    return value;
+#else
+    static_cast<void>(name);
+    return 0;
+#endif
+}
+
+// Every model against the reference on one device: logits within `tolerance`, the greedy path of each prompt
+// alone and of all eight batched in one decode call.
+void check_against_reference(const anvil::compile_options& compile, double tolerance, double& worst) {
+    for (const std::string name : models) {
+        CAPTURE(name);
+        const expected e = read_expected(name);
+        auto options = options_for(compile);
+        options.prefill_chunk = 32;
+        auto lm = causal_lm::load(fixture(name), options);
+        const auto want = anvil_test::load_npy(fixture(name) + "/logits.npy");
+        const double error = anvil_test::max_relative_error(lm.logits(e.prompts[e.logits_prompt]), want);
+        MESSAGE(name, ": logits max relative error ", error);
+        CHECK(error < tolerance);
+        worst = std::max(worst, error);
+        for (std::size_t p = 0; p < e.prompts.size(); ++p) {
+            CAPTURE(p);
+            const auto result = lm.generate(e.prompts[p], greedy(e.greedy[p].size()));
+            CHECK(result.tokens == e.greedy[p]);
+            CHECK(result.stop_reason == "max_new_tokens");
+        }
+        const auto batch = lm.generate_batch(e.prompts, greedy(e.greedy.front().size()));
+        REQUIRE(batch.size() == e.prompts.size());
+        for (std::size_t p = 0; p < e.prompts.size(); ++p) {
+            CAPTURE(p);
+            CHECK(batch[p].tokens == e.greedy[p]);
+        }
+    }
+}
+
+// Llama's long prompt: 13 tokens and 24 greedy ones cross the rungs 16 -> 32 -> 64 (a decode window of 8
+// holds 3 tokens at the first crossing; batched with the 21-token prompt, 3 at the crossing of 32).
+void check_ladder(const anvil::compile_options& compile, std::int64_t decode_window = -1) {
+    const expected e = read_expected("llama");
+    const auto* long_case = e.document.find("prompts_long");
+    REQUIRE(long_case != nullptr);
+    const ids prompt = to_ids(*long_case->find("prompt"));
+    const ids want = to_ids(*long_case->find("greedy"));
+    auto options = options_for(compile);
+    options.context_ladder = {16, 32, 64};
+    options.decode_window = decode_window;
+    auto lm = causal_lm::load(fixture("llama"), options);
+    CHECK(lm.context_ladder() == std::vector<std::int64_t>{16, 32, 64});
+    const auto result = lm.generate(prompt, greedy(want.size()));
+    CHECK(result.tokens == want);
+    // The batch of eight with the long prompt among them crosses the same rungs.
+    std::vector<ids> prompts(e.prompts.begin(), e.prompts.begin() + 7);
+    prompts.push_back(prompt);
+    const auto batch = lm.generate_batch(prompts, greedy(want.size()));
+    CHECK(batch.back().tokens == want);
+}
+
+}  // namespace
+
+TEST_CASE("causal lm: every family matches the PyTorch reference on the CPU") {
+    double worst = 0.0;
+    check_against_reference(cpu(), 1e-4, worst);
+    MESSAGE("CPU: worst logits relative error over all models ", worst);
+}
+
+TEST_CASE("causal lm: chunked prefill gives the logits of one prefill") {
+    // Not llama_dynamic: its frequencies depend on each call's largest position, so chunks differ by design
+    // (as in Hugging Face).
+    for (const std::string name : {"gpt2", "llama", "qwen2", "qwen3", "mistral"}) {
+        CAPTURE(name);
+        const expected e = read_expected(name);
+        auto options = options_for(cpu());
+        options.prefill_chunk = 5;
+        auto lm = causal_lm::load(fixture(name), options);
+        const auto want = anvil_test::load_npy(fixture(name) + "/logits.npy");
+        CHECK(anvil_test::max_relative_error(lm.logits(e.prompts[e.logits_prompt]), want) < 1e-4);
+        const auto result = lm.generate(e.prompts[1], greedy(e.greedy[1].size()));
+        CHECK(result.tokens == e.greedy[1]);
+    }
+}
+
+TEST_CASE("causal lm: the context ladder, stop tokens, streaming and statistics on the CPU") {
+    check_ladder(cpu());
+
+    const expected e = read_expected("qwen2");
+    auto lm = causal_lm::load(fixture("qwen2"), options_for(cpu()));
+    CHECK(lm.has_tokenizer());
+    CHECK(lm.decode_window() == 0);                     // the CPU writes its cache directly
+    CHECK(lm.config().eos_token_ids == ids{319, 317});  // config.json, then generation_config.json
+    // A stop token ends the stream before it (the token itself is not returned).
+    auto g = greedy(12);
+    g.stop_tokens = {e.greedy[0][4]};
+    const auto stopped = lm.generate(e.prompts[0], g);
+    CHECK(stopped.stop_reason == "stop_token");
+    CHECK(stopped.tokens == ids(e.greedy[0].begin(), e.greedy[0].begin() + 4));
+    // Streaming: every token reaches the callback, its text pieces make the decoded text; false stops.
+    std::string streamed;
+    std::size_t calls = 0;
+    const auto result = lm.generate(e.prompts[0], greedy(12),
+                                    [&](std::size_t stream, std::int32_t token, std::string_view text) {
+                                        CHECK(stream == 0);
+                                        CHECK(token == e.greedy[0][calls]);
+                                        streamed += text;
+                                        return ++calls < 6;
+                                    });
+    CHECK(calls == 6);
+    CHECK(result.stop_reason == "callback");
+    CHECK(result.text == lm.tokens().decode(ids(e.greedy[0].begin(), e.greedy[0].begin() + 6)));
+    CHECK(result.text.starts_with(streamed));
+    CHECK(result.stats.prompt_tokens == static_cast<std::int64_t>(e.prompts[0].size()));
+    CHECK(result.stats.generated_tokens == 6);
+    CHECK(result.stats.time_to_first_token_s > 0);
+    CHECK(result.stats.prefill_tokens_per_s > 0);
+    CHECK(result.stats.decode_tokens_per_s > 0);
+
+    // The chat template renders the reference conversation; its greedy continuation matches.
+    const auto* chat = e.document.find("chat");
+    REQUIRE(chat != nullptr);
+    std::vector<anvil::models::chat_message> messages;
+    for (const auto& m : chat->find("messages")->as_array())
+        messages.push_back({m.find("role")->as_string(), m.find("content")->as_string()});
+    const anvil::models::chat_prompt prompt = lm.chat(messages);
+    CHECK(prompt.text == chat->find("text")->as_string());
+    CHECK(lm.chat_ids(prompt) == to_ids(*chat->find("ids")));
+    CHECK(lm.generate(prompt, greedy(12)).tokens == to_ids(*chat->find("greedy")));
+
+    // DESIGN.md's form: a braced conversation and a callback that takes only the text. (Its
+    // `{.max_new_tokens = 64}` also works; GCC's -Wextra warns about the members it leaves out.)
+    std::string piece_text;
+    anvil::models::generation_options four;
+    four.max_new_tokens = 4;
+    const auto reply = lm.generate(lm.chat({messages.front(), messages.back()}), four,
+                                   [&](std::string_view piece) { piece_text += piece; });
+    CHECK(reply.tokens.size() <= 4);
+    CHECK(piece_text == lm.tokens().decode(reply.tokens).substr(0, piece_text.size()));
+}
+
+TEST_CASE("causal lm: decode windows of 0, 1, 3 and 8 tokens give the reference's greedy tokens") {
+    for (const std::int64_t window : {0, 1, 3, 8}) {
+        CAPTURE(window);
+        for (const std::string name : models) {
+            CAPTURE(name);
+            const expected e = read_expected(name);
+            auto options = options_for(cpu());
+            options.decode_window = window;
+            auto lm = causal_lm::load(fixture(name), options);
+            CHECK(lm.decode_window() == window);
+            CHECK(lm.generate(e.prompts[3], greedy(e.greedy[3].size())).tokens == e.greedy[3]);
+            const auto batch = lm.generate_batch(e.prompts, greedy(e.greedy.front().size()));
+            REQUIRE(batch.size() == e.prompts.size());
+            for (std::size_t p = 0; p < e.prompts.size(); ++p) {
+                CAPTURE(p);
+                CHECK(batch[p].tokens == e.greedy[p]);
+            }
+            // Two prefill programs at context 64 (on the CPU a chunk fits its prompt: 16 tokens for prompts
+            // of 3 to 13, 32 for 17 to 21, the last token's logits), a decode program for one stream and one
+            // for eight.
+            CHECK(lm.compiled_programs() == 4);
+        }
+        check_ladder(cpu(), window);
+    }
+}
+
+TEST_CASE("causal lm: the Neural Engine simulator matches the reference within fp16 tolerance") {
+    anvil_test::ane_target ane;
+    if (!anvil_test::use_ane_simulator(ane)) return;
+    double worst = 0.0;
+    // Logits reach 84: fp16 spacing there is 0.0625, and the CPU with every op rounded to fp16
+    // (ane_numerics) lands at 1.6e-2 .. 2.4e-2 on the same measure.
+    check_against_reference(ane.options, 5e-2, worst);
+    MESSAGE("ANE simulator: worst logits relative error over all models ", worst);
+    check_ladder(ane.options);
+}
+
+TEST_CASE(
+    "causal lm: on the simulator a decode step writes its window slot, a flush W tokens, never the cache") {
+    anvil_test::ane_target ane;
+    if (!anvil_test::use_ane_simulator(ane)) return;
+    const expected e = read_expected("llama");
+    auto options = options_for(ane.options);
+    options.context_ladder = {64};
+    auto lm = causal_lm::load(fixture("llama"), options);
+    CHECK(lm.decode_window() == 8);
+    const auto& c = lm.config();
+    std::vector<long> changed;
+    const auto result =
+        lm.generate(e.prompts[1], greedy(12), [&](std::size_t, std::int32_t, std::string_view) {
+            changed.push_back(simulator_counter("bytes_changed_in"));
+            return true;
+        });
+    CHECK(result.tokens == e.greedy[1]);
+    REQUIRE(changed.size() == 12);
+    // Token 0 comes from prefill, token n from decode step n, whose inputs changed by what the runner wrote
+    // after step n - 1: one window slot, or (after step 8, which filled the window) the flush of 8 tokens.
+    // Bytes (4 per element, generously) of a step's ordinary inputs (ids, cos, sin, mask, select for one
+    // stream and one token: 64 cache + 8 window + 1 new keys) and of one token's key and value per layer.
+    const long window = 8, context = 64;
+    const long ordinary = 4 * (1 + c.rope.rotary_dim + (context + window + 1) + 1);
+    const long one_token = 4 * 2 * c.layers * c.kv_heads * c.head_dim;
+    const long flushed = 2 * 2 * c.layers * c.kv_heads * window * c.head_dim;  // 8 tokens in fp16
+    const long cache = 2 * 2 * c.layers * c.kv_heads * context * c.head_dim;   // the whole cache in fp16
+    CHECK(ordinary + one_token < flushed / 2);
+    for (std::size_t step = 2; step < changed.size(); ++step) {
+        const long delta = changed[step] - changed[step - 1];
+        CAPTURE(step);
+        CAPTURE(delta);
+        CHECK(delta > 0);
+        CHECK(delta < cache / 4);
+        if (step == 9) {
+            CHECK(delta > flushed / 2);  // nearly every byte of 8 tokens differs from the zeros there
+            CHECK(delta <= ordinary + 2 * flushed);
+        } else {
+            CHECK(delta <= ordinary + one_token);
+        }
+    }
+    MESSAGE("bytes changed: a decode step ", changed[3] - changed[2], ", a flush step ",
+            changed[9] - changed[8], " (whole cache: ", cache, " bytes)");
+}
+
+}  // namespace test_causal_lm

@@ -1,0 +1,275 @@
+// `anvil logits` and `anvil generate`: decoder language models (GPT-2, Llama, Qwen2/3, Mistral) from a
+// Hugging Face folder. generate streams the text to stdout as it is produced; on a terminal a progress line
+// (prefill) and a closing line of statistics (tokens/s) go to stderr.
+#pragma once
+
+#include "arguments.hpp"
+#include "model_commands.hpp"
+#include "text_commands.hpp"
+
+#include <anvil/anvil.hpp>
+#include <anvil/models/causal_lm.hpp>
+
+#include <unistd.h>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace anvil::cli {
+
+inline constexpr const char* logits_usage =
+    "usage: anvil logits --model DIR --ids LIST [--backend cpu|ane|auto] [--out F.npy] [--json]\n"
+    "\n"
+    "The logits [S, V] of a decoder language model (GPT-2, Llama, Qwen2/3, Mistral) at every position of "
+    "the\n"
+    "token ids LIST (comma-separated). --out writes them as float32 .npy, --json prints them; otherwise "
+    "each\n"
+    "position's five best tokens are listed.\n";
+
+inline constexpr const char* generate_usage =
+    "usage: anvil generate --model DIR (--prompt TEXT | --ids LIST) [--chat [--system TEXT]]\n"
+    "                      [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
+    "                      [--repetition-penalty R] [--seed S] [--backend cpu|ane|auto] [--json]\n"
+    "\n"
+    "Continues the prompt with a decoder language model, streaming the text to stdout as it is generated.\n"
+    "Greedy unless --temperature T > 0 (then top-k, top-p and the seed apply); --repetition-penalty as\n"
+    "Hugging Face's. Stops at the model's eos tokens or after N new tokens (default 128).\n"
+    "--chat renders --prompt as a user message (after --system, if given) with the folder's chat template.\n"
+    "--json prints {\"tokens\", \"text\", \"stop_reason\", \"stats\"} at the end instead of streaming.\n";
+
+namespace detail_lm {
+
+inline long long parse_integer(const arguments& args, std::string_view name, long long fallback,
+                               long long minimum, std::string_view command) {
+    const auto text = args.value(name);
+    if (!text) return fallback;
+    char* end = nullptr;
+    errno = 0;
+    const long long value = std::strtoll(text->c_str(), &end, 10);
+    if (text->empty() || end != text->c_str() + text->size() || errno != 0 || value < minimum)
+        throw usage_error(detail::message(command, ": --", name, " must be an integer >= ", minimum,
+                                          ", got '", *text, "'"));
+    return value;
+}
+
+inline double parse_number(const arguments& args, std::string_view name, double fallback,
+                           std::string_view command) {
+    const auto text = args.value(name);
+    if (!text) return fallback;
+    char* end = nullptr;
+    errno = 0;
+    const double value = std::strtod(text->c_str(), &end);
+    if (text->empty() || end != text->c_str() + text->size() || errno != 0)
+        throw usage_error(detail::message(command, ": --", name, " must be a number, got '", *text, "'"));
+    return value;
+}
+
+inline std::uint64_t parse_seed(const arguments& args) {
+    const auto text = args.value("seed");
+    if (!text) return 0;
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long value = std::strtoull(text->c_str(), &end, 10);
+    if (text->empty() || (*text)[0] == '-' || end != text->c_str() + text->size() || errno != 0)
+        throw usage_error(
+            detail::message("generate: --seed must be an integer in [0, 2^64), got '", *text, "'"));
+    return static_cast<std::uint64_t>(value);
+}
+
+inline models::causal_lm load_lm(const arguments& args, std::string_view command, const char* argv0) {
+    models::causal_lm_options options;
+    options.load = backend_options(args, command, argv0);
+    return models::causal_lm::load(model_folder(args, command), options);
+}
+
+inline std::vector<std::int32_t> single_id_list(const arguments& args, std::string_view command) {
+    const auto lists = parse_id_lists(args, "ids");
+    if (lists.size() > 1)
+        throw usage_error(detail::message(command, ": one --ids LIST (", lists.size(), " given)"));
+    return lists.empty() ? std::vector<std::int32_t>{} : lists.front();
+}
+
+}  // namespace detail_lm
+
+inline int run_logits(const std::vector<std::string_view>& argv, const char* argv0) {
+    const arguments args(
+        "logits", argv,
+        {{"model", true}, {"ids", true}, {"backend", true}, {"out", true}, {"json", false}, {"help", false}});
+    if (args.flag("help")) {
+        std::fputs(logits_usage, stdout);
+        return 0;
+    }
+    const std::string folder = model_folder(args, "logits");
+    if (!args.positional().empty())
+        throw usage_error(detail::message("logits: unexpected argument '", args.positional().front(),
+                                          "' (the input is --ids LIST)"));
+    const auto ids = detail_lm::single_id_list(args, "logits");
+    if (ids.empty()) throw usage_error("logits: --ids LIST is required");
+
+    host_tensor result;
+    {
+        const progress shown;
+        shown.say("loading " + folder);
+        auto lm = detail_lm::load_lm(args, "logits", argv0);
+        shown.say(detail::message("computing the logits of ", ids.size(), " tokens"));
+        result = lm.logits(ids);
+    }
+    if (const auto out = args.value("out")) write_npy(*out, result);
+    if (args.flag("json")) {
+        json::object report;
+        report["model"] = folder;
+        report["shape"] = detail_text::json_ints(
+            {static_cast<std::int32_t>(result.shape()[0]), static_cast<std::int32_t>(result.shape()[1])});
+        report["logits"] = detail_text::json_rows(result);
+        std::printf("%s\n", json::dump(json::value(std::move(report))).c_str());
+        return 0;
+    }
+    if (args.value("out")) return 0;
+    const auto values = result.to_f32();
+    const auto vocab = static_cast<std::size_t>(result.shape()[1]);
+    for (std::size_t s = 0; s < ids.size(); ++s) {
+        std::vector<std::size_t> best;
+        for (std::size_t v = 0; v < vocab; ++v) {
+            const float x = values[s * vocab + v];
+            auto at = best.begin();
+            while (at != best.end() && values[s * vocab + *at] >= x)
+                ++at;
+            if (at - best.begin() < 5) best.insert(at, v);
+            if (best.size() > 5) best.pop_back();
+        }
+        std::printf("%zu (id %d):", s, ids[s]);
+        for (const std::size_t v : best)
+            std::printf(" %zu:%.4f", v, static_cast<double>(values[s * vocab + v]));
+        std::printf("\n");
+    }
+    return 0;
+}
+
+inline int run_generate(const std::vector<std::string_view>& argv, const char* argv0) {
+    const arguments args("generate", argv,
+                         {{"model", true},
+                          {"prompt", true},
+                          {"ids", true},
+                          {"chat", false},
+                          {"system", true},
+                          {"max-new-tokens", true},
+                          {"temperature", true},
+                          {"top-k", true},
+                          {"top-p", true},
+                          {"repetition-penalty", true},
+                          {"seed", true},
+                          {"backend", true},
+                          {"json", false},
+                          {"help", false}});
+    if (args.flag("help")) {
+        std::fputs(generate_usage, stdout);
+        return 0;
+    }
+    const std::string folder = model_folder(args, "generate");
+    if (!args.positional().empty())
+        throw usage_error(detail::message("generate: unexpected argument '", args.positional().front(),
+                                          "' (the prompt is --prompt TEXT or --ids LIST)"));
+    const auto prompt = args.value("prompt");
+    const auto ids = detail_lm::single_id_list(args, "generate");
+    if (prompt.has_value() == !ids.empty())
+        throw usage_error("generate: give either --prompt TEXT or --ids LIST (one of them)");
+    const bool chat = args.flag("chat");
+    if (chat && !prompt) throw usage_error("generate: --chat renders --prompt TEXT; it does not take --ids");
+    if (args.value("system") && !chat) throw usage_error("generate: --system goes with --chat");
+
+    models::generation_options options;
+    options.max_new_tokens = detail_lm::parse_integer(args, "max-new-tokens", 128, 0, "generate");
+    options.sampling.temperature = detail_lm::parse_number(args, "temperature", 0.0, "generate");
+    options.sampling.top_k = detail_lm::parse_integer(args, "top-k", 0, 0, "generate");
+    options.sampling.top_p = detail_lm::parse_number(args, "top-p", 1.0, "generate");
+    options.sampling.repetition_penalty =
+        detail_lm::parse_number(args, "repetition-penalty", 1.0, "generate");
+    options.sampling.seed = detail_lm::parse_seed(args);
+    try {
+        models::detail::validate_sampling_options(options.sampling);
+    } catch (const anvil::error& e) {
+        throw usage_error(detail::message("generate: ", e.what()));
+    }
+    const bool as_json = args.flag("json");
+    const bool terminal = isatty(STDOUT_FILENO) != 0 && isatty(STDERR_FILENO) != 0;
+    const bool stats_line = isatty(STDERR_FILENO) != 0 && !as_json;
+
+    const auto status = [&](const std::string& what) {
+        if (!terminal) return;
+        std::fprintf(stderr, "\r\033[K%s", what.c_str());
+        std::fflush(stderr);
+    };
+    status("loading " + folder);
+    auto lm = detail_lm::load_lm(args, "generate", argv0);
+
+    std::vector<std::int32_t> prompt_ids = ids;
+    if (prompt) {
+        if (chat) {
+            std::vector<models::chat_message> messages;
+            if (const auto system = args.value("system")) messages.push_back({"system", *system});
+            messages.push_back({"user", *prompt});
+            // The template writes the special tokens itself (bos included), as apply_chat_template does.
+            prompt_ids = lm.chat_ids(lm.chat(messages, true));
+        } else {
+            prompt_ids = lm.tokens().encode(*prompt).ids;
+        }
+    }
+    status(detail::message("prefill: ", prompt_ids.size(), " tokens"));
+
+    bool first = true;
+    std::string streamed;
+    const bool has_text = lm.has_tokenizer();
+    const auto stream = [&](std::size_t, std::int32_t token, std::string_view text) {
+        if (first) {
+            status("");
+            first = false;
+        }
+        if (as_json) return true;
+        if (has_text) {
+            std::fwrite(text.data(), 1, text.size(), stdout);
+            streamed.append(text);
+        } else {
+            std::printf("%d ", token);
+        }
+        std::fflush(stdout);
+        return true;
+    };
+    const models::generation_result result =
+        lm.generate(std::span<const std::int32_t>(prompt_ids), options, stream);
+    if (first) status("");
+    const auto& s = result.stats;
+    if (as_json) {
+        json::object stats;
+        stats["prompt_tokens"] = json::value(s.prompt_tokens);
+        stats["generated_tokens"] = json::value(s.generated_tokens);
+        stats["time_to_first_token_s"] = json::value(s.time_to_first_token_s);
+        stats["prefill_tokens_per_s"] = json::value(s.prefill_tokens_per_s);
+        stats["decode_tokens_per_s"] = json::value(s.decode_tokens_per_s);
+        json::object report;
+        report["tokens"] = detail_text::json_ints(result.tokens);
+        report["text"] = json::value(result.text);
+        report["stop_reason"] = json::value(result.stop_reason);
+        report["stats"] = json::value(std::move(stats));
+        std::printf("%s\n", json::dump(json::value(std::move(report))).c_str());
+        return 0;
+    }
+    // What the stream held back to the end (an incomplete character, shown as U+FFFD by the full decode).
+    if (has_text && result.text.size() > streamed.size() && result.text.starts_with(streamed))
+        std::fputs(result.text.c_str() + streamed.size(), stdout);
+    std::printf("\n");
+    std::fflush(stdout);
+    if (stats_line)
+        std::fprintf(stderr,
+                     "[%lld prompt tokens: prefill %.1f tokens/s, first token after %.3f s; %lld new tokens: "
+                     "%.1f tokens/s; stop: %s]\n",
+                     static_cast<long long>(s.prompt_tokens), s.prefill_tokens_per_s, s.time_to_first_token_s,
+                     static_cast<long long>(s.generated_tokens), s.decode_tokens_per_s,
+                     result.stop_reason.c_str());
+    return 0;
+}
+
+}  // namespace anvil::cli
