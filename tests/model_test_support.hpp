@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 namespace anvil_test {
@@ -46,6 +47,22 @@ inline double max_relative_error(const anvil::host_tensor& got, const anvil::hos
     return worst;
 }
 
+// A fresh folder under the temporary directory (mkdtemp), removed with everything in it when this goes.
+struct temporary_folder {
+    explicit temporary_folder(const std::string& prefix = "anvil-test") {
+        std::string pattern = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
+        REQUIRE(mkdtemp(pattern.data()) != nullptr);
+        path = pattern;
+    }
+    temporary_folder(const temporary_folder&) = delete;
+    temporary_folder& operator=(const temporary_folder&) = delete;
+    ~temporary_folder() {
+        std::error_code ignored;
+        std::filesystem::remove_all(path, ignored);
+    }
+    std::filesystem::path path;
+};
+
 // A recipe's options for the CPU. Model tests name the device: the default (automatic) picks the Neural
 // Engine, which a simulator test case makes present for the rest of the process.
 inline anvil::models::load_options cpu(anvil::cpu_kernels kernels = anvil::cpu_kernels::optimized) {
@@ -59,14 +76,7 @@ inline anvil::models::load_options cpu(anvil::cpu_kernels kernels = anvil::cpu_k
 // no simulator). The ANE options use a fresh cache directory that lives as long as the returned object.
 struct ane_target {
     anvil::compile_options options;
-    std::filesystem::path cache;
-    ane_target(const ane_target&) = delete;
-    ane_target& operator=(const ane_target&) = delete;
-    ane_target() = default;
-    ~ane_target() {
-        std::error_code ignored;
-        if (!cache.empty()) std::filesystem::remove_all(cache, ignored);
-    }
+    std::optional<temporary_folder> cache;
 };
 
 inline bool ane_simulator_available() {
@@ -85,11 +95,9 @@ inline bool use_ane_simulator(ane_target& target) {
         MESSAGE("this build has no ANE simulator: the Neural Engine half of this test did not run");
         return false;
     }
-    std::string pattern = (std::filesystem::temp_directory_path() / "anvil-model-cache-XXXXXX").string();
-    REQUIRE(mkdtemp(pattern.data()) != nullptr);
-    target.cache = pattern;
+    target.cache.emplace("anvil-model-cache");
     target.options.target = anvil::device::ane;
-    target.options.cache_dir = target.cache.string();
+    target.options.cache_dir = target.cache->path.string();
     return true;
 }
 

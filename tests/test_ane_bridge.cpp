@@ -6,6 +6,8 @@
 #include <doctest/doctest.h>
 #include <anvil/anvil.hpp>
 
+#include "ane_simulator.hpp"
+
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -44,41 +46,7 @@ TEST_CASE("ane bridge: without the simulator a Linux machine reports that it has
 #else  // ANVIL_ANE_SIM_PATH
 
 // The simulator's diagnostics, from the same loaded library the bridge uses (dlopen returns the same handle).
-struct simulator {
-    long (*counter)(const char*) = nullptr;
-    const char* (*violations)() = nullptr;
-    const char* (*live_objects)() = nullptr;
-    void (*reset)() = nullptr;
-    int (*set_option)(const char*, const char*) = nullptr;
-
-    template <class F>
-    static F symbol(void* handle, const char* name) {
-        void* found = dlsym(handle, name);
-        REQUIRE_MESSAGE(found != nullptr, "the simulator lacks ", name);
-        F result = nullptr;
-        std::memcpy(&result, &found, sizeof result);
-        return result;
-    }
-
-    static const simulator& get() {
-        static const simulator instance = [] {
-            void* handle = dlopen(ANVIL_ANE_SIM_PATH, RTLD_NOW | RTLD_LOCAL);
-            REQUIRE_MESSAGE(handle != nullptr, "cannot open ", ANVIL_ANE_SIM_PATH);
-            simulator s;
-            s.counter = symbol<long (*)(const char*)>(handle, "anvil_ane_sim_counter");
-            s.violations = symbol<const char* (*)()>(handle, "anvil_ane_sim_violations");
-            s.live_objects = symbol<const char* (*)()>(handle, "anvil_ane_sim_live_objects");
-            s.reset = symbol<void (*)()>(handle, "anvil_ane_sim_reset");
-            s.set_option = symbol<int (*)(const char*, const char*)>(handle, "anvil_ane_sim_set_option");
-            return s;
-        }();
-        return instance;
-    }
-
-    void option(const char* name, const char* value) const {
-        REQUIRE_MESSAGE(set_option(name, value) == 0, "set_option ", name, "=", value);
-    }
-};
+using anvil_test::simulator;
 
 const ane::runtime& sim_runtime() {
     setenv("ANVIL_ANE_SIM", ANVIL_ANE_SIM_PATH, 1);
@@ -90,12 +58,12 @@ const ane::runtime& sim_runtime() {
 struct clean_simulator {
     clean_simulator() {
         (void)sim_runtime();
-        simulator::get().reset();
+        anvil_test::sim().reset();
     }
     clean_simulator(const clean_simulator&) = delete;
     clean_simulator& operator=(const clean_simulator&) = delete;
     ~clean_simulator() {
-        const simulator& s = simulator::get();
+        const simulator& s = anvil_test::sim();
         CHECK_MESSAGE(s.counter("live_objects") == 0, "live objects:\n", s.live_objects());
         CHECK_MESSAGE(s.counter("live_programs") == 0, "programs still loaded");
         CHECK_MESSAGE(std::string(s.violations()).empty(), "violations:\n", s.violations());
@@ -108,24 +76,37 @@ constexpr const char* mil_header =
     "\"3505.4.1\"}, {\"coremltools-component-milinternal\", \"\"}, {\"coremltools-version\", \"9.0\"}})]\n"
     "{\n";
 
-// z = relu(x + y) over two [1, 64, 1, 32] fp16 inputs (RUNTIME.md §4 header A).
+// `output` = a depthwise 1x1 conv of `input` [1, 64, 1, 32] with weights 1: the identity, and the anchor op a
+// program needs on the device (RUNTIME.md §0 #6: a program with no conv or matmul may not load).
+std::string identity_conv(const std::string& input, const std::string& output) {
+    std::string ones;
+    for (int c = 0; c < 64; ++c)
+        ones += c == 0 ? "1.0" : ", 1.0";
+    return "        tensor<fp16, [64, 1, 1, 1]> w_" + output + " = const()[name = string(\"w_" + output +
+           "\"), val = tensor<fp16, [64, 1, 1, 1]>([" + ones + "])];\n" +
+           "        tensor<fp16, [1, 64, 1, 32]> " + output + " = conv(x = " + input + ", weight = w_" +
+           output + ", groups = int32(64))[name = string(\"" + output + "\")];\n";
+}
+
+// z = relu(x + y) over two [1, 64, 1, 32] fp16 inputs (RUNTIME.md §4 header A), x through the identity conv.
 std::string relu_add_mil() {
     return std::string(mil_header) +
-           "    func main<ios18>(tensor<fp16, [1, 64, 1, 32]> x, tensor<fp16, [1, 64, 1, 32]> y) {\n"
-           "        tensor<fp16, [1, 64, 1, 32]> s = add(x = x, y = y)[name = string(\"s\")];\n"
+           "    func main<ios18>(tensor<fp16, [1, 64, 1, 32]> x, tensor<fp16, [1, 64, 1, 32]> y) {\n" +
+           identity_conv("x", "xc") +
+           "        tensor<fp16, [1, 64, 1, 32]> s = add(x = xc, y = y)[name = string(\"s\")];\n"
            "        tensor<fp16, [1, 64, 1, 32]> z = relu(x = s)[name = string(\"z\")];\n"
            "    } -> (z);\n"
            "}\n";
 }
 
-// z = x + b with b a [1, 64, 1, 1] BLOBFILE constant.
+// z = x + b with b a [1, 64, 1, 1] BLOBFILE constant, x through the identity conv.
 std::string bias_add_mil() {
-    return std::string(mil_header) +
-           "    func main<ios18>(tensor<fp16, [1, 64, 1, 32]> x) {\n"
+    return std::string(mil_header) + "    func main<ios18>(tensor<fp16, [1, 64, 1, 32]> x) {\n" +
+           identity_conv("x", "xc") +
            "        tensor<fp16, [1, 64, 1, 1]> b = const()[name = string(\"b\"), val = tensor<fp16, [1, 64, "
            "1, "
            "1]>(BLOBFILE(path = string(\"@model_path/weights/bias.bin\"), offset = uint64(64)))];\n"
-           "        tensor<fp16, [1, 64, 1, 32]> z = add(x = x, y = b)[name = string(\"z\")];\n"
+           "        tensor<fp16, [1, 64, 1, 32]> z = add(x = xc, y = b)[name = string(\"z\")];\n"
            "    } -> (z);\n"
            "}\n";
 }
@@ -232,11 +213,13 @@ TEST_CASE("ane bridge: the runtime loads from the simulator and reports it; devi
 
     const ane::device_info info = ane::query_device();
     CHECK(info.has_ane);
-    CHECK(info.architecture == "h16g");  // the simulator's default
+    CHECK(info.architecture == anvil_test::simulated_architecture());  // the default, or this run's profile
+    CHECK(info.known);
     CHECK(info.cores > 0);
-    simulator::get().option("architecture", "h15g");
-    CHECK(ane::query_device().architecture == "h15g");
-    simulator::get().option("architecture", "h16g");
+    {
+        const anvil_test::scoped_option chip("architecture", "h15g", "h16g");
+        CHECK(ane::query_device().architecture == "h15g");
+    }
 }
 
 TEST_CASE("ane bridge: a selector the class lacks is an error naming both, not a crash") {
@@ -311,7 +294,7 @@ TEST_CASE("ane bridge: IOSurfaces are created with the asked layout and read bac
 
 TEST_CASE("ane bridge: relu(x + y) compiles, loads, evaluates and unloads, matching a naive loop") {
     const clean_simulator check;
-    const simulator& sim = simulator::get();
+    const simulator& sim = anvil_test::sim();
     const ane::io_surface x = make_surface();
     const ane::io_surface y = make_surface();
     const ane::io_surface z = make_surface();
@@ -407,32 +390,36 @@ TEST_CASE("ane bridge: weights reach the framework and the model directory; the 
     CHECK(!std::filesystem::exists(directory));
 }
 
-TEST_CASE("ane bridge: a failed load is retried once after 100 ms; a lasting failure is a clear error") {
+TEST_CASE(
+    "ane bridge: a failed load is retried with exponential backoff; a lasting failure is a clear error") {
     const clean_simulator check;
-    const simulator& sim = simulator::get();
+    const simulator& sim = anvil_test::sim();
     {
-        // The simulator fails the first load of each of the next N models once (a transient error).
-        sim.option("inject_load_failures", "2");
+        // The simulator fails the next N loads in a row with a transient error (RUNTIME.md §0 #13).
+        sim.option("inject_load_failures", "3");
         ane::ane_model first = ane::ane_model::create(relu_add_mil(), {});
         ane::ane_model second = ane::ane_model::create(
             bias_add_mil(), {{{"@model_path/weights/bias.bin", fp16_blob(std::vector<float>(64, 1.0f))}}});
         first.compile();
         second.compile();
         const auto started = std::chrono::steady_clock::now();
-        first.load();
+        first.load(
+            ane::load_retry_policy{7, std::chrono::milliseconds(10)});  // fails 3 times: 10 + 20 + 40 ms
+        CHECK(std::chrono::steady_clock::now() - started >= std::chrono::milliseconds(70));
         second.load();
-        CHECK(std::chrono::steady_clock::now() - started >= std::chrono::milliseconds(200));
         CHECK(first.loaded());
         CHECK(second.loaded());
         CHECK(sim.counter("live_programs") == 2);
         CHECK(sim.counter("loads") == 2);
         sim.option("inject_load_failures", "0");
     }
-    // A load that keeps failing (nothing compiled) reports the framework's message after the retry.
+    // A load that keeps failing (nothing compiled) reports the framework's message after the last try.
     ane::ane_model model = ane::ane_model::create(relu_add_mil(), {});
-    const std::string text = thrown_message([&] { model.load(); });
+    const std::string text = thrown_message([&] {
+        model.load(ane::load_retry_policy{3, std::chrono::milliseconds(1)});
+    });
     CHECK(contains(text, "ANE load of program " + model.hex_identifier()));
-    CHECK(contains(text, "after a retry"));
+    CHECK(contains(text, "after 3 tries"));
     CHECK(contains(text, "not compiled"));
     CHECK(!model.loaded());
 }
@@ -462,7 +449,7 @@ TEST_CASE("ane bridge: a bad MIL program is an anvil::error carrying the compile
 
 TEST_CASE("ane bridge: a cache directory set with setModelURL: serves a second model without a compile") {
     const clean_simulator check;
-    const simulator& sim = simulator::get();
+    const simulator& sim = anvil_test::sim();
     const std::filesystem::path cache =
         std::filesystem::temp_directory_path() / ("anvil_test_ane_bridge_cache_" + std::to_string(getpid()));
     std::filesystem::remove_all(cache);
@@ -472,6 +459,9 @@ TEST_CASE("ane bridge: a cache directory set with setModelURL: serves a second m
         CHECK(!model.compiled_model_exists());
         model.compile();
         model.load();
+        // Staged in the model-URL directory itself, as OMLX does (RUNTIME.md §0 #2), not in <tmp>/<hex>.
+        CHECK(std::filesystem::exists(cache / "model.mil"));
+        CHECK(!std::filesystem::exists(model.directory() / "model.mil"));
     }
     {
         ane::ane_model model = ane::ane_model::create(relu_add_mil(), {});
@@ -486,7 +476,7 @@ TEST_CASE("ane bridge: a cache directory set with setModelURL: serves a second m
 
 TEST_CASE("ane bridge: 200 create/compile/load/evaluate/unload/destroy cycles leave nothing behind") {
     const clean_simulator check;
-    const simulator& sim = simulator::get();
+    const simulator& sim = anvil_test::sim();
     // The per-process budget (119) would stop this test; only a new process resets the count.
     sim.option("compile_budget", "1000000");
     const ane::io_surface x = make_surface();

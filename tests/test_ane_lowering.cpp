@@ -197,7 +197,8 @@ TEST_CASE("ane lowering: a linear becomes a 1x1 conv with the bias as a separate
     CHECK(s.inputs[0].order == surface_order::columns);
     CHECK(s.inputs[0].channels == 16);
     CHECK(s.inputs[0].width == 32);
-    CHECK(s.inputs[0].row_stride == 64);
+    CHECK(s.inputs[0].surface_width == 32);
+    CHECK(s.inputs[0].channel_stride == 64);
     REQUIRE(s.outputs.size() == 1);
     CHECK(s.outputs[0].order == surface_order::columns);
     CHECK(s.outputs[0].channels == 8);

@@ -43,21 +43,7 @@ const std::string gpt2_json = R"({"model_type": "gpt2", "vocab_size": 30, "n_emb
     "n_head": 3, "n_inner": null, "n_positions": 40, "layer_norm_epsilon": 1e-5,
     "activation_function": "gelu_new", "eos_token_id": 29, "bos_token_id": 29})";
 
-// A temporary folder, removed at the end of the test.
-struct temporary_folder {
-    std::filesystem::path path;
-    temporary_folder() {
-        std::string pattern = (std::filesystem::temp_directory_path() / "anvil-decoder-XXXXXX").string();
-        REQUIRE(mkdtemp(pattern.data()) != nullptr);
-        path = pattern;
-    }
-    temporary_folder(const temporary_folder&) = delete;
-    temporary_folder& operator=(const temporary_folder&) = delete;
-    ~temporary_folder() {
-        std::error_code ignored;
-        std::filesystem::remove_all(path, ignored);
-    }
-};
+using anvil_test::temporary_folder;
 
 void write_text(const std::filesystem::path& path, const std::string& text) {
     std::ofstream(path) << text;

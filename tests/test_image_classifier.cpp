@@ -28,21 +28,7 @@ using anvil_test::data_path;
 
 using anvil_test::cpu;
 
-// An empty scratch folder, removed with the object.
-struct scratch_folder {
-    std::filesystem::path path;
-    scratch_folder() {
-        std::string pattern = (std::filesystem::temp_directory_path() / "anvil-classifier-XXXXXX").string();
-        REQUIRE(mkdtemp(pattern.data()) != nullptr);
-        path = pattern;
-    }
-    scratch_folder(const scratch_folder&) = delete;
-    scratch_folder& operator=(const scratch_folder&) = delete;
-    ~scratch_folder() {
-        std::error_code ignored;
-        std::filesystem::remove_all(path, ignored);
-    }
-};
+using anvil_test::temporary_folder;
 
 // Softmax of one row of the expected logits, in double, independent of anvil's.
 std::vector<double> softmax_row(const std::vector<float>& logits, std::size_t row, std::size_t classes) {
@@ -149,7 +135,7 @@ TEST_CASE("image_classifier: a ResNet folder, with config.json or with torchvisi
     SUBCASE("torchvision's state_dict names and no config.json") {
         // The Hugging Face tensors renamed to torchvision's: the dispatch must find the ResNet by its
         // weights. (Its numerics are test_resnet.cpp's; here it must be the ResNet recipe's result.)
-        scratch_folder folder;
+        temporary_folder folder;
         const auto source = anvil::checkpoint::open(data_path("resnet/hf_basic/model.safetensors"));
         anvil::safetensors_writer writer;
         for (const auto* tensor : source.tensors()) {
@@ -208,7 +194,7 @@ TEST_CASE("image_classifier: top_classes ranks logits by softmax, ties by index,
 }
 
 TEST_CASE("image_classifier: folders that hold no image classifier say what they hold") {
-    scratch_folder folder;
+    temporary_folder folder;
     CHECK_THROWS_WITH_AS(static_cast<void>(image_classifier::load(folder.path, cpu())),
                          doctest::Contains("neither a config.json nor .safetensors weights"),
                          anvil::unsupported_error);

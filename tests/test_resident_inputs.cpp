@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 #include <anvil/anvil.hpp>
 
+#include "ane_simulator.hpp"
 #include "model_test_support.hpp"
 
 #ifdef ANVIL_ANE_SIM_PATH
@@ -64,6 +65,12 @@ struct kv_step {
             along.axis = 2;
             q = g.apply(op::add, {q, g.apply(op::gather, {k_cache, ids}, along)});
         }
+        // q through an identity linear: the 1x1 conv every ANE program needs (RUNTIME.md §0 #6; on M1/M2
+        // attention has no matmul to anchor it).
+        std::vector<float> identity(static_cast<std::size_t>(depth * depth), 0.0f);
+        for (std::int64_t d = 0; d < depth; ++d)
+            identity[static_cast<std::size_t>(d * depth + d)] = 1.0f;
+        q = g.apply(op::linear, {q, g.constant(host_tensor::from(identity, dims{depth, depth}))});
         anvil::attributes sequence;
         sequence.axis = 2;
         const auto k = g.apply(op::concat, {k_cache, k_new}, sequence);
@@ -347,31 +354,7 @@ TEST_CASE("resident inputs: bad names, shapes, bounds and types get errors namin
 
 namespace {
 
-// The simulator's counters, through a dlopen of the library the backend loads (as test_ane_backend does).
-struct simulator {
-    simulator() {
-        handle = dlopen(ANVIL_ANE_SIM_PATH, RTLD_NOW | RTLD_LOCAL);
-        REQUIRE_MESSAGE(handle != nullptr, dlerror());
-        counter_fn = reinterpret_cast<long (*)(const char*)>(dlsym(handle, "anvil_ane_sim_counter"));
-        violations_fn = reinterpret_cast<const char* (*)()>(dlsym(handle, "anvil_ane_sim_violations"));
-        REQUIRE_MESSAGE((counter_fn != nullptr && violations_fn != nullptr),
-                        "the simulator lacks its diagnostics entry points");
-    }
-    simulator(const simulator&) = delete;
-    simulator& operator=(const simulator&) = delete;
-    ~simulator() { dlclose(handle); }
-    long counter(const char* name) const { return counter_fn(name); }
-    std::string violations() const { return violations_fn(); }
-
-    void* handle = nullptr;
-    long (*counter_fn)(const char*) = nullptr;
-    const char* (*violations_fn)() = nullptr;
-};
-
-simulator& sim() {
-    static simulator instance;
-    return instance;
-}
+using anvil_test::sim;
 
 // The bytes that differ between the fp16 encodings of `before` and `after`: what a surface update changes.
 long changed_fp16_bytes(const std::vector<float>& before, const std::vector<float>& after) {
@@ -397,6 +380,8 @@ TEST_CASE("resident inputs: on the ANE simulator a step moves only what write_in
     cpu.kernels = anvil::cpu_kernels::reference;
     anvil::program reference = anvil::compile({graph.out}, cpu);
     REQUIRE(p.dump().find("host:") == std::string::npos);  // the whole step is one ANE program
+    REQUIRE(p.placement().segments.size() == 1);
+    REQUIRE(p.placement().segments[0].device == "ane");
 
     // Steps against the CPU's reference kernels (fp16 tolerance) ...
     const double worst = run_steps(p, reference, 2e-2);

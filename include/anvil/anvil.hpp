@@ -20,6 +20,7 @@
 #include "anvil/core/sha256.hpp"
 #include "anvil/core/shape.hpp"
 #include "anvil/core/thread_pool.hpp"
+#include "anvil/core/warning.hpp"
 
 #include "anvil/expr/expr.hpp"
 
@@ -31,6 +32,7 @@
 
 #include "anvil/backend/ane/ane_framework.hpp"
 #include "anvil/backend/ane/ane_program.hpp"
+#include "anvil/backend/ane/capabilities.hpp"
 #include "anvil/backend/ane/core_foundation.hpp"
 #include "anvil/backend/ane/io_surface.hpp"
 #include "anvil/backend/ane/lowering.hpp"

@@ -3864,6 +3864,54 @@ private:
 };
 
 }  // namespace anvil
+// #include "anvil/core/warning.hpp"
+// anvil: warnings — what the library tells a user without failing (a segment that fell back to the CPU, a
+// compile budget nearly spent). One line each, to a handler the application may set; by default to stderr as
+// "anvil: warning: ...". The library never writes to stdout.
+
+#include <cstdio>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace anvil {
+
+using warning_handler = std::function<void(std::string_view)>;
+
+namespace detail {
+
+struct warning_state {
+    std::mutex mutex;
+    warning_handler handler;
+};
+
+inline warning_state& warnings() {
+    static warning_state state;
+    return state;
+}
+
+inline void warn(std::string_view text) {
+    warning_state& state = warnings();
+    const std::lock_guard<std::mutex> guard(state.mutex);
+    if (state.handler) {
+        state.handler(text);
+        return;
+    }
+    std::fprintf(stderr, "anvil: warning: %.*s\n", static_cast<int>(text.size()), text.data());
+}
+
+}  // namespace detail
+
+// Replaces the warning handler (an empty one restores stderr); returns the previous one.
+inline warning_handler set_warning_handler(warning_handler handler) {
+    detail::warning_state& state = detail::warnings();
+    const std::lock_guard<std::mutex> guard(state.mutex);
+    return std::exchange(state.handler, std::move(handler));
+}
+
+}  // namespace anvil
 
 // #include "anvil/expr/expr.hpp"
 // anvil: the typed tensor-expression front end, all of it: tensor<T, Shape> and every op on it.
@@ -7772,15 +7820,18 @@ inline bool all_constant(const graph_body& body, const node& n, std::size_t firs
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -8551,9 +8602,11 @@ inline std::string describe_error(objc_id error_object) {
 
 }  // namespace anvil::detail::ane
 // #include "anvil/backend/ane/io_surface.hpp"
-// anvil: an IOSurface holding one ANE input or output tensor [1, C, 1, W], channel c's row at
-// c * row_stride (RUNTIME.md §3: Width = W, Height = C, BytesPerRow a multiple of 64, AllocSize given, pixel
-// format 0). The CPU reads and writes it only under a lock, and never while the ANE evaluates.
+// anvil: an IOSurface holding one ANE input or output tensor [1, C, 1, W]. The backend makes flat surfaces,
+// as working code does (RUNTIME.md §0 #16, OMLX make_surface): Width = the allocation in bytes, Height 1, one
+// byte per element, so channel c lives wherever the compiled program's PlaneStride puts it, which may exceed
+// its row (§0 #8). The shaped form (Width = W, Height = C, BytesPerRow the row stride) stays for tests of the
+// bridge. The CPU reads and writes a surface only under a lock, and never while the ANE evaluates.
 
 #include <cstddef>
 #include <cstdint>
@@ -8648,6 +8701,39 @@ public:
         return result;
     }
 
+    // A flat surface of `bytes` bytes (a multiple of 64): Width = bytes, Height = 1, BytesPerElement = 1,
+    // BytesPerRow = AllocSize = bytes, pixel format 0.
+    [[nodiscard]] static io_surface create_flat(std::size_t bytes) {
+        if (bytes == 0 || bytes % 64 != 0)
+            throw shape_error(
+                message("ANE surface: ", bytes, " bytes; a flat surface is a positive multiple of 64"));
+        const runtime& rt = runtime::get();
+        const auto& s = rt.surface;
+        const objc_object size_number = make_number(static_cast<std::int64_t>(bytes));
+        const objc_object one = make_number(1);
+        const objc_object format_number = make_number(0);
+        const objc_object properties = make_dictionary({
+            {rt.io_surface_key(s.kIOSurfaceWidth), size_number.get()},
+            {rt.io_surface_key(s.kIOSurfaceHeight), one.get()},
+            {rt.io_surface_key(s.kIOSurfaceBytesPerElement), one.get()},
+            {rt.io_surface_key(s.kIOSurfaceBytesPerRow), size_number.get()},
+            {rt.io_surface_key(s.kIOSurfaceAllocSize), size_number.get()},
+            {rt.io_surface_key(s.kIOSurfacePixelFormat), format_number.get()},
+        });
+        objc_object handle = objc_object::adopt(s.IOSurfaceCreate(properties.get()));
+        if (!handle)
+            throw error(
+                message("ANE surface: IOSurfaceCreate failed for a flat surface of ", bytes, " bytes"));
+        io_surface result(std::move(handle));
+        result.alloc_size_ = s.IOSurfaceGetAllocSize(result.handle());
+        result.row_stride_ = s.IOSurfaceGetBytesPerRow(result.handle());
+        if (result.alloc_size_ < bytes) {
+            throw error(message("ANE surface: IOSurfaceCreate gave ", result.alloc_size_, " bytes where ",
+                                bytes, " were asked"));
+        }
+        return result;
+    }
+
     // Read-only locks tell the system the CPU did not write (RUNTIME.md §3 locking).
     [[nodiscard]] lock_guard lock(bool read_only) const {
         if (handle() == nullptr) throw error("ANE surface: lock of a moved-from io_surface");
@@ -8704,28 +8790,40 @@ inline constexpr unsigned ane_qos = 21;
 
 struct device_info {
     bool has_ane = false;
-    std::string architecture;  // "h16g" for M4, ...
+    bool known = false;        // _ANEDeviceInfo answered; false: the chip is unknown (RUNTIME.md §0 #14)
+    std::string architecture;  // "h16g" for M4, ...; empty when unknown
     unsigned cores = 0;
 };
 
-// +[_ANEDeviceInfo hasANE / aneArchitectureType / numANECores], each where the framework has it.
+// +[_ANEDeviceInfo hasANE / aneArchitectureType / numANECores], each where the framework has it. The class is
+// optional: no working codebase but one queries it, so without it the framework's presence is taken to mean
+// a Neural Engine of unknown kind, which the backend meets with its most conservative lowering.
 inline device_info query_device() {
     const runtime& rt = runtime::get();
     device_info info;
-    const objc_id cls = rt.classes.device_info;
-    if (cls == nullptr) return info;
+    // Looked up on every query rather than once at load: cheap, and a simulator told to drop the class
+    // mid-process is believed.
+    const objc_id cls = rt.classes.device_info != nullptr ? rt.objc.objc_getClass("_ANEDeviceInfo") : nullptr;
+    if (cls == nullptr) {
+        info.has_ane = true;
+        return info;
+    }
     const autorelease_pool pool;
-    if (rt.messages.has_ane.available) info.has_ane = rt.send(cls, rt.messages.has_ane);
+    info.known = true;
+    info.has_ane =
+        rt.messages.has_ane.available ? static_cast<bool>(rt.send(cls, rt.messages.has_ane)) : true;
     if (rt.messages.ane_architecture_type.available) {
         const objc_id architecture = rt.send(cls, rt.messages.ane_architecture_type);
         if (is_cf_string(architecture)) info.architecture = string_value(architecture, "aneArchitectureType");
     }
+    if (info.architecture.empty()) info.known = false;
     if (rt.messages.num_ane_cores.available) info.cores = rt.send(cls, rt.messages.num_ane_cores);
     return info;
 }
 
-// One input or output as the compiled program lays it out (RUNTIME.md §3): element (c, h, w) at
-// c * plane_stride + h * row_stride + w * element size.
+// One input or output as the compiled program lays it out (RUNTIME.md §3, §0 #8): element (c, h, w) at
+// c * plane_stride + h * row_stride + w * element size. `name` is the MIL name (the "@output" suffix the
+// framework adds to output symbols is removed).
 struct symbol_layout {
     std::string name;
     std::int64_t channels = 0, height = 1, width = 0;
@@ -8899,6 +8997,30 @@ inline std::string named_mil_line(std::string_view description, std::string_view
     return {};
 }
 
+// The MIL op on the line a framework message names ("line 12: ..."), e.g. " (MIL line 12: softmax)", or "".
+inline std::string named_mil_op(std::string_view description, std::string_view mil_text) {
+    for (std::size_t at = description.find("line "); at != std::string_view::npos;
+         at = description.find("line ", at + 1)) {
+        std::size_t digit = at + 5, number = 0;
+        while (digit < description.size() && description[digit] >= '0' && description[digit] <= '9' &&
+               number < 100'000'000)
+            number = number * 10 + static_cast<std::size_t>(description[digit++] - '0');
+        if (digit == at + 5 || number == 0) continue;
+        std::size_t begin = 0;
+        for (std::size_t line = 1; line < number && begin != std::string_view::npos; ++line) {
+            begin = mil_text.find('\n', begin);
+            if (begin != std::string_view::npos) ++begin;
+        }
+        if (begin == std::string_view::npos) return {};
+        const std::string_view text = mil_text.substr(begin, mil_text.find('\n', begin) - begin);
+        const std::size_t equals = text.find(" = ");
+        const std::size_t paren = equals == std::string_view::npos ? equals : text.find('(', equals);
+        if (paren == std::string_view::npos) return {};
+        return message(" (MIL line ", number, ": ", text.substr(equals + 3, paren - equals - 3), ")");
+    }
+    return {};
+}
+
 // What a failed call reports: the NSError (+0, autoreleased: read inside the caller's pool).
 inline std::string failure_reason(objc_id error_object) {
     return error_object == nullptr ? std::string("returned NO with nil error") : describe_error(error_object);
@@ -8937,24 +9059,42 @@ inline std::string optional_string(objc_id dictionary, const char* key) {
     return is_cf_string(value) ? string_value(value) : std::string();
 }
 
+// A Live entry's optional count ("Interleave", "Batches", "Depth"): 1 when absent.
+inline std::int64_t optional_count(objc_id entry, const char* key, std::string_view context) {
+    return dictionary_lookup(entry, key) == nullptr ? 1 : attribute_number(entry, key, context);
+}
+
+// "out000@output" -> "out000": output symbols come back with the suffix (RUNTIME.md §0 #1, ironmill, FTN);
+// both spellings are accepted.
+inline std::string without_output_suffix(std::string name) {
+    constexpr std::string_view suffix = "@output";
+    if (name.size() > suffix.size() && name.ends_with(suffix)) name.resize(name.size() - suffix.size());
+    return name;
+}
+
 // The symbols in index order, each matched to its LiveInputList/LiveOutputList entry by "Symbol" or "Name"
-// (positionally when the entries carry neither).
+// (either spelling of an output), or by position when the entries carry neither (RUNTIME.md §0 #8). Each
+// layout is checked: anvil binds [1, C, 1, W] surfaces, one batch, one plane per channel, no interleave.
 inline std::vector<symbol_layout> read_symbols(objc_id symbols, objc_id live, const char* kind) {
     const std::size_t count = array_count(symbols, message(kind, " symbols"));
     const std::size_t live_count = array_count(live, message("Live", kind, "List"));
     std::vector<symbol_layout> result;
     for (std::size_t i = 0; i < count; ++i) {
         symbol_layout layout;
-        layout.name = string_value(array_at(symbols, i), message(kind, " symbol ", i));
+        layout.name = without_output_suffix(string_value(array_at(symbols, i), message(kind, " symbol ", i)));
         objc_id entry = nullptr;
+        bool named = false;
         for (std::size_t j = 0; j < live_count && entry == nullptr; ++j) {
             const objc_id candidate = array_at(live, j);
-            if (optional_string(candidate, "Symbol") == layout.name ||
-                optional_string(candidate, "Name") == layout.name) {
+            const std::string symbol = optional_string(candidate, "Symbol");
+            const std::string name = optional_string(candidate, "Name");
+            named = named || !symbol.empty() || !name.empty();
+            if ((!symbol.empty() && without_output_suffix(symbol) == layout.name) ||
+                (!name.empty() && without_output_suffix(name) == layout.name)) {
                 entry = candidate;
             }
         }
-        if (entry == nullptr && live_count == count) entry = array_at(live, i);
+        if (entry == nullptr && !named && live_count == count) entry = array_at(live, i);
         if (entry == nullptr) {
             throw error(message("ANE modelAttributes: ", kind, " symbol '", layout.name,
                                 "' has no entry in Live", kind, "List"));
@@ -8972,12 +9112,77 @@ inline std::vector<symbol_layout> read_symbols(objc_id symbols, objc_id live, co
             throw error(message("ANE modelAttributes: ", context, " has element type \"", type,
                                 "\"; expected \"Float16\" or \"Float32\""));
         }
+        const std::int64_t interleave = optional_count(entry, "Interleave", context);
+        const std::int64_t batches = optional_count(entry, "Batches", context);
+        const std::int64_t depth = optional_count(entry, "Depth", context);
+        const std::size_t element = layout.fp16 ? 2 : 4;
+        const auto width_bytes = static_cast<std::size_t>(std::max<std::int64_t>(layout.width, 0)) * element;
+        if (layout.channels <= 0 || layout.width <= 0 || layout.height != 1 || interleave != 1 ||
+            batches != 1 || depth != 1 || layout.row_stride < width_bytes || layout.row_stride % 64 != 0 ||
+            layout.plane_stride < layout.row_stride || layout.plane_stride % 64 != 0) {
+            throw error(
+                message("ANE modelAttributes: the compiled program lays out ", context, " as Channels ",
+                        layout.channels, ", Height ", layout.height, ", Width ", layout.width, ", RowStride ",
+                        layout.row_stride, ", PlaneStride ", layout.plane_stride, ", Interleave ", interleave,
+                        ", Batches ", batches, ", Depth ", depth,
+                        "; anvil binds one [1, C, 1, W] plane per channel with 64-byte aligned strides "
+                        "and no interleave (RUNTIME.md §0 #8)"));
+        }
         result.push_back(std::move(layout));
     }
     return result;
 }
 
 }  // namespace framework_detail
+
+// How loadWithQoS is retried: failures for lack of ANE resources are machine-wide and transient, so working
+// code retries with exponential backoff (ANEDVD: up to 7 tries, 0.1 s to 3.2 s; RUNTIME.md §0 #13).
+struct load_retry_policy {
+    int attempts = 7;
+    std::chrono::milliseconds first_delay{100};
+};
+
+// `configured`, unless $ANVIL_ANE_LOAD_RETRY ("ATTEMPTS,FIRST_DELAY_MS", e.g. "7,100") overrides it: a test
+// that makes every load fail, or a user who would rather fall back to the CPU at once, shortens the wait.
+inline load_retry_policy load_retry_from_environment(load_retry_policy configured) {
+    const char* text = std::getenv("ANVIL_ANE_LOAD_RETRY");
+    if (text == nullptr || *text == '\0') return configured;
+    char* end = nullptr;
+    const long attempts = std::strtol(text, &end, 10);
+    long delay = -1;
+    if (end != text && *end == ',') {
+        const char* rest = end + 1;
+        delay = std::strtol(rest, &end, 10);
+        if (end == rest) delay = -1;
+    }
+    if (attempts < 1 || attempts > 100 || delay < 0 || delay > 60'000 || *end != '\0') {
+        throw error(
+            message("ANVIL_ANE_LOAD_RETRY: expected \"ATTEMPTS,FIRST_DELAY_MS\" (1 to 100 tries, a delay "
+                    "of 0 to 60000 ms), got '",
+                    text, "'"));
+    }
+    return {static_cast<int>(attempts), std::chrono::milliseconds(delay)};
+}
+
+// An exclusive flock on `<directory>.lock` for as long as it lives: two processes staging and compiling the
+// same cached program must not clear each other's files.
+class directory_lock {
+public:
+    explicit directory_lock(const std::filesystem::path& directory)
+        : fd_(::open(framework_detail::lock_path(directory).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)) {
+        if (fd_ < 0) return;  // an unwritable cache fails at staging, with a message naming the path
+        while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+        }
+    }
+    directory_lock(const directory_lock&) = delete;
+    directory_lock& operator=(const directory_lock&) = delete;
+    ~directory_lock() {
+        if (fd_ >= 0) ::close(fd_);
+    }
+
+private:
+    int fd_;
+};
 
 // An `_ANEInMemoryModel` with its MIL and weights. Move-only; the destructor unloads it when loaded, releases
 // it and removes its temp directory when no other model uses it.
@@ -8990,6 +9195,7 @@ public:
             model_ = std::move(other.model_);
             hex_ = std::move(other.hex_);
             directory_ = std::exchange(other.directory_, {});
+            model_url_ = std::exchange(other.model_url_, {});
             mil_data_ = std::move(other.mil_data_);
             weight_files_ = std::move(other.weight_files_);
             loaded_ = std::exchange(other.loaded_, false);
@@ -9062,8 +9268,13 @@ public:
     [[nodiscard]] const std::string& hex_identifier() const noexcept { return hex_; }
     [[nodiscard]] const std::filesystem::path& directory() const noexcept { return directory_; }
 
-    // -setModelURL: with a file URL, so compiled artefacts persist there (RUNTIME.md §7 cross-process cache);
-    // false when the framework lacks the selector.
+    // -setModelURL: with a file URL: the program cache's directory for this program. The on-disk cache
+    // follows OMLX (RUNTIME.md §0 #2): with a model URL the compiler stages model.mil and weights/ in that
+    // directory itself (not in NSTemporaryDirectory()/<hex>), and compiledModelExists asks whether it already
+    // holds the compiled program. The other working path, electricapp's — never calling setModelURL: and
+    // relying on aned's own cache by hexStringIdentifier — leaves where and how long a compiled program is
+    // kept to the system, and cannot key it by anvil's version or the capability record. False when the
+    // framework lacks the selector (the program then compiles from the temporary directory, uncached).
     bool set_cache_directory(const std::filesystem::path& dir) {
         const runtime& rt = runtime::get();
         if (!rt.responds(model(), rt.messages.set_model_url)) return false;
@@ -9075,6 +9286,7 @@ public:
         const autorelease_pool pool;
         const objc_object url = make_directory_url(dir.string());
         rt.send(model(), rt.messages.set_model_url, url.get());
+        model_url_ = dir;
         return true;
     }
 
@@ -9086,15 +9298,28 @@ public:
         return rt.send(model(), rt.messages.compiled_model_exists);
     }
 
-    // Populates <tmp>/<hex>/ (model.mil, weights/...) and compiles; the error carries the compiler's message
-    // and the MIL line it names.
+    // Stages model.mil and weights/ — in the model-URL directory, cleared first as OMLX does so no file of an
+    // earlier, interrupted compile stays beside them; else in <tmp>/<hex>/ — and compiles. The error carries
+    // the compiler's message and the MIL line it names. Afterwards this object keeps no copy of the weights
+    // (the compiler read them from the staged files; RUNTIME.md §0 #12).
     void compile() {
         const runtime& rt = runtime::get();
-        write_model_directory();
+        std::optional<directory_lock> lock;
+        if (!model_url_.empty()) {
+            lock.emplace(model_url_);
+            std::error_code ignored;
+            std::filesystem::remove_all(model_url_, ignored);
+            write_model_directory(model_url_);
+        } else {
+            write_model_directory(directory_);
+        }
         const autorelease_pool pool;
         const objc_object options = make_empty_dictionary();
         objc_id failure = nullptr;
-        if (rt.send(model(), rt.messages.compile_with_qos, ane_qos, options.get(), &failure)) return;
+        if (rt.send(model(), rt.messages.compile_with_qos, ane_qos, options.get(), &failure)) {
+            weight_files_.clear();
+            return;
+        }
         const std::string reason = framework_detail::failure_reason(failure);
         const auto mil = data_bytes(mil_data_.get(), "MIL text");
         const std::string_view mil_text(reinterpret_cast<const char*>(mil.data()), mil.size());
@@ -9102,13 +9327,21 @@ public:
                             framework_detail::named_mil_line(reason, mil_text)));
     }
 
-    // loadWithQoS; a failure is retried once after 100 ms, as slots are reclaimed lazily (RUNTIME.md §2).
-    void load() {
+    // A cached compile needs no staging: the weights need not be kept either.
+    void release_weight_copies() noexcept { weight_files_.clear(); }
+
+    // loadWithQoS, retried with exponential backoff (load_retry_policy).
+    void load(const load_retry_policy& retry = {}) {
         const runtime& rt = runtime::get();
         if (loaded_) return;
         std::string reason;
-        for (int attempt = 0; attempt < 2; ++attempt) {
-            if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        const int attempts = std::max(1, retry.attempts);
+        auto delay = retry.first_delay;
+        for (int attempt = 0; attempt < attempts; ++attempt) {
+            if (attempt > 0) {
+                std::this_thread::sleep_for(delay);
+                delay *= 2;
+            }
             const autorelease_pool pool;
             const objc_object options = make_empty_dictionary();
             objc_id failure = nullptr;
@@ -9118,8 +9351,9 @@ public:
             }
             reason = framework_detail::failure_reason(failure);
         }
-        throw error(
-            message("ANE load of program ", hex_, " failed (also after a retry 100 ms later): ", reason));
+        throw error(message("ANE load of program ", hex_, " failed after ", attempts,
+                            attempts == 1 ? " try" : " tries", " (backing off from ",
+                            retry.first_delay.count(), " ms): ", reason));
     }
 
     [[nodiscard]] bool loaded() const noexcept { return loaded_; }
@@ -9242,10 +9476,10 @@ private:
         return model_.get();
     }
 
-    void write_model_directory() const {
-        framework_detail::write_file(directory_ / "model.mil", data_bytes(mil_data_.get(), "MIL text"));
+    void write_model_directory(const std::filesystem::path& directory) const {
+        framework_detail::write_file(directory / "model.mil", data_bytes(mil_data_.get(), "MIL text"));
         for (const auto& [relative, data] : weight_files_) {
-            framework_detail::write_file(directory_ / relative, data_bytes(data.get(), "weight file"));
+            framework_detail::write_file(directory / relative, data_bytes(data.get(), "weight file"));
         }
     }
 
@@ -9268,7 +9502,8 @@ private:
 
     objc_object model_;
     std::string hex_;
-    std::filesystem::path directory_;
+    std::filesystem::path directory_;  // <tmp>/<hex>: staging without a model URL
+    std::filesystem::path model_url_;  // the cache directory given to setModelURL:, or empty
     objc_object mil_data_;
     std::vector<std::pair<std::filesystem::path, objc_object>> weight_files_;
     bool loaded_ = false;
@@ -9277,12 +9512,15 @@ private:
 }  // namespace anvil::detail::ane
 // #include "anvil/backend/ane/ane_program.hpp"
 // anvil: the Neural Engine backend's program. Compiling partitions the graph (partition.hpp), lowers each ANE
-// segment to MIL + weights (lowering.hpp), and compiles and loads it through AppleNeuralEngine.framework
-// (ane_framework.hpp) — or loads it from the program cache — with one IOSurface per input and output,
-// allocated once. Host segments are ordinary CPU programs. A run copies the inputs into their surfaces (fp32
-// to fp16, with the 64-byte row stride and the layout the lowering chose), evaluates the segments in order
-// and copies the outputs back. A resident input's surfaces are packed at compile and then only where
-// write_input writes; a host mirror of it serves read_input and the outputs.
+// segment to MIL + weights (lowering.hpp) with the variants the capability record or the chip's defaults
+// choose (capabilities.hpp), and compiles, loads and evaluates it once through AppleNeuralEngine.framework
+// (ane_framework.hpp) — or loads it from the program cache — with one flat IOSurface per input and output,
+// laid out as the compiled program reports. A segment the Neural Engine refuses at any of those steps runs on
+// the CPU instead (or, under strict_device, is an error naming it), and the placement report says so. Host
+// segments are ordinary CPU programs. A run copies the inputs into their surfaces (fp32 to fp16, in the
+// layout the lowering chose, padded to the I/O width), evaluates the segments in order and copies the outputs
+// back. A resident input's surfaces are packed at compile and then only where write_input writes; a host
+// mirror of it serves read_input and the outputs.
 
 #include <algorithm>
 #include <chrono>
@@ -9298,6 +9536,1009 @@ private:
 #include <vector>
 
 // #include "anvil/backend/ane/ane_framework.hpp"
+// #include "anvil/backend/ane/capabilities.hpp"
+// anvil: what this Neural Engine accepts. Sources disagree about many ops per chip and OS (RUNTIME.md §0), so
+// each op family that has several lowerings has a *feature* with up to two variants — native (the op as MIL
+// spells it) and decomposed (anvil's rewrite into ops every chip takes) — and otherwise runs on the CPU. The
+// variant used comes from the capability record `anvil selftest` writes for this (OS build, chip) after it
+// probed every variant on the device and checked its numbers against the CPU; without a record it comes from
+// the conservative defaults of RUNTIME.md §0 for the chip (the most conservative when the chip is unknown).
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+
+// #include "anvil/backend/ane/program_cache.hpp"
+// anvil: the on-disk cache of compiled ANE programs and the per-process compile budget. A program is named by
+// a SHA-256 of its MIL text, its weights, the OS build, the Neural Engine's architecture and anvil's version,
+// so a second run of the same model — in any process — loads the compiled program instead of compiling it
+// (RUNTIME.md §7: `setModelURL:` + `compiledModelExists`). The framework leaks resources per compile and is
+// reported to fail past ~119 compiles per process (RUNTIME.md §6), but not at a fixed count (ANEDVD compiled
+// 121, §0 #11): anvil counts its compiles and warns near a configurable budget, and a compile the framework
+// then refuses sends that segment to the CPU.
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+
+// #include "anvil/backend/ane/weight_file.hpp"
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/sha256.hpp"
+// #include "anvil/core/warning.hpp"
+// #include "anvil/version.hpp"
+
+#if defined(__APPLE__)
+#include <sys/sysctl.h>
+#else
+#include <sys/utsname.h>
+#endif
+
+namespace anvil::detail::ane {
+
+// The OS build the compiled programs are valid for (a new OS may compile differently).
+inline std::string os_build() {
+#if defined(__APPLE__)
+    char buffer[256] = {};
+    std::size_t size = sizeof buffer;
+    if (sysctlbyname("kern.osversion", buffer, &size, nullptr, 0) == 0) return std::string(buffer);
+    return "unknown-macos";
+#else
+    utsname name{};
+    if (uname(&name) == 0) return std::string(name.sysname) + " " + name.release + " " + name.version;
+    return "unknown";
+#endif
+}
+
+// The cache directory: `requested` when given; else $ANVIL_CACHE_DIR; else the platform's user cache
+// directory (~/Library/Caches/anvil on macOS, $XDG_CACHE_HOME/anvil or ~/.cache/anvil elsewhere). Empty
+// when caching is off (`requested` or $ANVIL_CACHE_DIR equal to "none") or no home directory is known.
+inline std::filesystem::path cache_directory(std::string_view requested) {
+    std::string chosen(requested);
+    if (chosen.empty()) {
+        if (const char* env = std::getenv("ANVIL_CACHE_DIR"); env != nullptr && *env != '\0') chosen = env;
+    }
+    if (chosen == "none") return {};
+    if (!chosen.empty()) return std::filesystem::path(chosen);
+#if defined(__APPLE__)
+    if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0')
+        return std::filesystem::path(home) / "Library" / "Caches" / "anvil";
+#else
+    if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0')
+        return std::filesystem::path(xdg) / "anvil";
+    if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0')
+        return std::filesystem::path(home) / ".cache" / "anvil";
+#endif
+    return {};
+}
+
+// Where compiled programs go: <cache directory>/ane.
+inline std::filesystem::path cache_root(std::string_view requested) {
+    const std::filesystem::path base = cache_directory(requested);
+    return base.empty() ? base : base / "ane";
+}
+
+// The cache key of one program: hex SHA-256 over everything that changes what the compiler produces.
+// `record_digest` is the capability record's (empty without one): a new record compiles afresh.
+inline std::string program_key(std::string_view mil_text, std::span<const weight_file> weights,
+                               std::string_view architecture, std::string_view record_digest) {
+    sha256 digest;
+    auto field = [&](std::string_view label, std::string_view text) {
+        digest.update(label).update(std::to_string(text.size())).update(":").update(text);
+    };
+    field("anvil", version_string);
+    field("os", os_build());
+    field("chip", architecture);
+    field("capabilities", record_digest);
+    field("mil", mil_text);
+    for (const auto& file : weights) {
+        field("weight", file.path);
+        digest.update(std::to_string(file.bytes.size()))
+            .update(":")
+            .update(std::span<const std::byte>(file.bytes));
+    }
+    return digest.finish_hex();
+}
+
+// Compiles this process has run.
+inline std::atomic<long>& compiles_in_process() {
+    static std::atomic<long> count{0};
+    return count;
+}
+
+// The budget a warning refers to: `configured` when positive, else $ANVIL_ANE_COMPILE_BUDGET, else 119.
+inline long compile_budget(long configured = 0) {
+    if (configured > 0) return configured;
+    if (const char* env = std::getenv("ANVIL_ANE_COMPILE_BUDGET"); env != nullptr && *env != '\0') {
+        char* end = nullptr;
+        const long value = std::strtol(env, &end, 10);
+        if (end != env && *end == '\0' && value > 0) return value;
+        throw error(message("ANVIL_ANE_COMPILE_BUDGET: expected a positive integer, got '", env, "'"));
+    }
+    return 119;
+}
+
+// Counts one compile; warns once when the count comes within 10 of the budget and once when it passes it.
+// Never refuses: the framework decides, and a refused compile sends its segment to the CPU.
+inline void count_compile(long configured_budget = 0) {
+    const long budget = compile_budget(configured_budget);
+    const long count = ++compiles_in_process();
+    const long near = std::max(1L, budget - 10);
+    if (count == near) {
+        warn(message("this process has compiled ", count, " Neural Engine programs of a budget of ", budget,
+                     ": the framework leaks per compile and is reported to refuse compiles past ~119 per "
+                     "process (RUNTIME.md §6); refused segments run on the CPU. The program cache turns "
+                     "compiles into loads; ANVIL_ANE_COMPILE_BUDGET sets the budget"));
+    } else if (count == budget + 1) {
+        warn(message("this process has compiled ", count, " Neural Engine programs, past the budget of ",
+                     budget, "; further compiles may be refused (or crash the framework, RUNTIME.md §6)"));
+    }
+}
+
+}  // namespace anvil::detail::ane
+// #include "anvil/backend/program.hpp"
+// anvil: what every backend hands back from compile — a program: named inputs in, outputs out, reusable
+// across calls. One program serves one caller at a time (a second concurrent run waits); several programs
+// run in parallel.
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+// #include "anvil/backend/cpu/numerics.hpp"
+// anvil: the CPU backend's ane_numerics mode. The Neural Engine stores every intermediate in fp16 and flushes
+// denormals, so a model that is fine in fp32 can overflow to inf (or lose small values) there. Rounding every
+// op's output the same way on the CPU shows that on any machine, and the report names the ops whose values
+// left the fp16 range on the inputs given — before the model is shipped.
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
+
+// #include "anvil/core/half.hpp"
+// #include "anvil/graph/op.hpp"
+// #include "anvil/graph/shape_inference.hpp"
+
+namespace anvil {
+
+// One op whose output left the fp16 range during a run.
+struct fp16_overflow {
+    std::uint32_t node = 0;  // the node's id in the compiled graph (program::dump shows it)
+    op kind = op::add;
+    std::string label;             // the node's name, if it has one
+    dims shape;                    // the output's shape
+    std::uint64_t overflowed = 0;  // finite values beyond the largest half (65504): inf on the ANE
+    std::uint64_t elements = 0;
+    float max_abs = 0.0f;  // the largest finite magnitude computed before rounding
+};
+
+struct numerics_report {
+    std::vector<fp16_overflow> overflows;  // in execution order
+
+    [[nodiscard]] bool clean() const noexcept { return overflows.empty(); }
+
+    // One line per op: "%12 gelu [1, 128, 3072]: 37 of 393216 values beyond fp16 (max |x| 1.2e+05)".
+    [[nodiscard]] std::string to_string() const {
+        std::ostringstream out;
+        for (const auto& o : overflows) {
+            out << '%' << o.node << ' ' << op_name(o.kind);
+            if (!o.label.empty()) out << " \"" << o.label << '"';
+            out << ' ' << o.shape << ": " << o.overflowed << " of " << o.elements
+                << " values beyond fp16 (max |x| " << o.max_abs << ")\n";
+        }
+        return out.str();
+    }
+};
+
+namespace detail::cpu {
+
+inline constexpr float fp16_max = 65504.0f;
+inline constexpr float fp16_min_normal = 6.103515625e-05f;  // 2^-14
+
+struct fp16_rounding_result {
+    std::uint64_t overflowed = 0;
+    float max_abs = 0.0f;
+};
+
+// Rounds values to fp16 in place (round to nearest even, overflow to inf) and flushes fp16 denormals to zero,
+// as the Neural Engine stores them; counts the finite values that overflowed.
+inline fp16_rounding_result round_to_fp16(float* values, std::size_t count) {
+    fp16_rounding_result result;
+    for (std::size_t i = 0; i < count; ++i) {
+        const float x = values[i];
+        const float magnitude = std::fabs(x);
+        if (std::isfinite(x)) {
+            if (magnitude > result.max_abs) result.max_abs = magnitude;
+        }
+        float rounded = static_cast<float>(half(x));
+        if (std::isinf(rounded) && std::isfinite(x)) ++result.overflowed;
+        if (std::fabs(rounded) < fp16_min_normal) rounded = std::copysign(0.0f, rounded);
+        values[i] = rounded;
+    }
+    return result;
+}
+
+}  // namespace detail::cpu
+}  // namespace anvil
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/host_tensor.hpp"
+
+namespace anvil {
+
+enum class device : std::uint8_t {
+    cpu,
+    ane,
+    automatic,  // the Neural Engine where present, else the CPU
+};
+
+// Which CPU kernels run the graph: the optimised ones, or the plain reference ones that define each op
+// (for parity tests and for checking a suspicion).
+enum class cpu_kernels : std::uint8_t { optimized, reference };
+
+// The MIL dialect of ANE programs: program(1.3)/ios18 (macOS 15+, M3 and later), or the verbose
+// program(1.0)/ios16 older chips need (RUNTIME.md §4); automatic picks by the Neural Engine's architecture.
+enum class mil_version : std::uint8_t { automatic, ios18, ios16 };
+
+class placement_journal;
+
+struct compile_options {
+    device target = device::cpu;
+    // Fail to compile instead of running on another device any node `target` could run: a node placed on the
+    // host for a device limit, or a segment the Neural Engine refuses (at compile, load or first evaluate),
+    // is an error naming it. Integer work the ANE cannot do at all (embedding lookups, argmax) stays on the
+    // host.
+    bool strict_device = false;
+    // CPU: round every op's output to fp16 with denormals flushed, as the Neural Engine stores values, and
+    // report the ops whose values left the fp16 range (program::numerics()).
+    bool ane_numerics = false;
+    cpu_kernels kernels = cpu_kernels::optimized;
+    std::size_t threads = 0;  // 0: the process-wide pool (ANVIL_NUM_THREADS or every core)
+    bool fold_constants = true;
+    bool fold_batch_norm = true;
+    bool fuse_elementwise = true;
+    // ANE: where compiled programs are cached ("" = $ANVIL_CACHE_DIR, else the user cache directory;
+    // "none" = no cache).
+    std::string cache_dir;
+    mil_version ane_mil = mil_version::automatic;
+    // ANE: a program holding more weights than this is split into several (intermediates pass by IOSurface).
+    std::size_t ane_max_program_weight_bytes = std::size_t{256} << 20;
+    // Inputs that stay bound to the program between runs (a KV cache): zero-filled at compile, updated in
+    // place with program::write_input, never passed to run(). On the ANE each is an IOSurface that run() does
+    // not rewrite, so a step moves only what write_input wrote.
+    std::vector<std::string> resident_inputs;
+    // ANE: the capability record `anvil selftest` wrote ("" = capabilities-<os build>-<chip>.json in the
+    // cache directory; "none" = the conservative defaults for the chip).
+    std::string ane_capabilities;
+    // ANE: how an op family is lowered, overriding the record and the defaults: feature -> "native",
+    // "decomposed" or "cpu" (features: matmul, max_pool, avg_pool, softmax, gelu, rsqrt, reduce_mean, exp,
+    // log, sqrt, io_width, anchorless, dialect; `anvil selftest` probes each variant this way).
+    std::map<std::string, std::string> ane_lowering;
+    // ANE: loadWithQoS is tried this many times in all, the delay doubling from the first (RUNTIME.md §0 #13:
+    // failures for lack of resources are transient); $ANVIL_ANE_LOAD_RETRY="ATTEMPTS,FIRST_DELAY_MS"
+    // overrides.
+    int ane_load_attempts = 7;
+    std::chrono::milliseconds ane_load_first_retry_delay{100};
+    // ANE: compiles per process after which a warning says the framework may refuse more (0: the
+    // ANVIL_ANE_COMPILE_BUDGET environment variable, else 119, RUNTIME.md §6). A soft limit: compiles go on
+    // until the framework refuses, and a refused segment runs on the CPU.
+    long ane_compile_budget = 0;
+    // Where each compiled program records its placement (shared: every program compiled with these options,
+    // a model's included, appends its report). Optional.
+    std::shared_ptr<placement_journal> placement_log;
+};
+
+// Where one segment of a program runs, and why.
+struct placement_segment {
+    std::string device;        // "ane" or "cpu"
+    std::size_t op_count = 0;  // graph ops in the segment
+    std::string ops;           // "linear x3, gelu, softmax"
+    std::string reason;        // on the CPU: why (host-only ops, no anchor op, or the device's refusal)
+    std::string refused_at;    // "compile", "load", "evaluate": the Neural Engine refused it there; else ""
+    std::string framework_error;  // the framework's message when it refused
+    bool cached = false;          // an ANE program loaded from the program cache
+};
+
+// Where a program's work runs: every segment, the nodes the Neural Engine does not run, and how ops were
+// lowered. program::placement() returns it; the command line prints it under "placement" with --json.
+struct placement_report {
+    std::string backend;   // "cpu" or "ane"
+    std::string device;    // "h16g", "unknown", or "" on the CPU
+    std::string lowering;  // where the lowering choices came from, and what they are
+    std::vector<placement_segment> segments;
+    std::vector<std::string> host_nodes;  // "node 12 (gather ...): why"
+
+    [[nodiscard]] std::size_t refused() const noexcept {
+        return static_cast<std::size_t>(
+            std::count_if(segments.begin(), segments.end(),
+                          [](const placement_segment& s) { return !s.refused_at.empty(); }));
+    }
+};
+
+// Reports of several programs, appended as they compile (thread-safe).
+class placement_journal {
+public:
+    void add(placement_report report) {
+        const std::lock_guard<std::mutex> guard(mutex_);
+        reports_.push_back(std::move(report));
+    }
+    [[nodiscard]] std::vector<placement_report> reports() const {
+        const std::lock_guard<std::mutex> guard(mutex_);
+        return reports_;
+    }
+
+private:
+    mutable std::mutex mutex_;
+    std::vector<placement_report> reports_;
+};
+
+struct named_tensor {
+    std::string name;
+    host_tensor tensor;
+};
+
+// A program input or output: its name (outputs are named "output0", "output1", ...), type and shape.
+struct io_info {
+    std::string name;
+    dtype type = dtype::f32;
+    dims shape;
+    bool resident = false;  // bound to the program (compile_options::resident_inputs), not given to run()
+};
+
+namespace detail {
+
+// The declared inputs' names, for error messages ("none" when there are none); only resident ones when
+// `resident_only`.
+[[nodiscard]] inline std::string input_names(std::span<const io_info> declared, bool resident_only = false) {
+    std::string list;
+    for (const auto& input : declared) {
+        if (!resident_only || input.resident) list += (list.empty() ? "" : ", ") + input.name;
+    }
+    return list.empty() ? std::string("none") : list;
+}
+
+// Matches the tensors a run was given to the program's declared inputs, checking each name, shape and kind
+// (floating or integer): the result holds, for each declared input in order, the index of its tensor in
+// `given` (or unbound_input for a resident input, which a run is never given). Every backend binds its
+// inputs through this, so a bad call reads the same on all of them.
+inline constexpr std::size_t unbound_input = static_cast<std::size_t>(-1);
+
+[[nodiscard]] inline std::vector<std::size_t> match_inputs(std::span<const named_tensor> given,
+                                                           std::span<const io_info> declared) {
+    std::vector<std::size_t> order(declared.size(), unbound_input);
+    for (std::size_t g = 0; g < given.size(); ++g) {
+        const named_tensor& input = given[g];
+        std::size_t index = 0;
+        while (index < declared.size() && declared[index].name != input.name)
+            ++index;
+        if (index == declared.size()) {
+            throw error(message("program::run: there is no input named '", input.name,
+                                "' (inputs: ", input_names(declared), ")"));
+        }
+        const io_info& expected = declared[index];
+        if (expected.resident) {
+            throw error(message("program::run: input '", input.name,
+                                "' is resident: update it with program::write_input, not run()"));
+        }
+        if (order[index] != unbound_input)
+            throw error(message("program::run: input '", input.name, "' is given twice"));
+        order[index] = g;
+        if (!(input.tensor.shape() == expected.shape)) {
+            throw shape_error(message("program::run: input '", input.name, "' has shape ",
+                                      input.tensor.shape(), ", expected ", expected.shape));
+        }
+        if (is_floating(input.tensor.type()) != is_floating(expected.type)) {
+            throw type_error(message(
+                "program::run: input '", input.name, "' is ", dtype_name(input.tensor.type()), ", expected ",
+                dtype_name(expected.type),
+                is_floating(expected.type) ? " (or another floating type)" : " (or another integer type)"));
+        }
+    }
+    for (std::size_t i = 0; i < declared.size(); ++i) {
+        if (order[i] == unbound_input && !declared[i].resident)
+            throw error(message("program::run: input '", declared[i].name, "' is missing"));
+    }
+    return order;
+}
+
+// Flags the inputs compile_options::resident_inputs names; each must be an input of the graph, once.
+inline void mark_resident(std::vector<io_info>& declared, std::span<const std::string> resident) {
+    for (std::size_t r = 0; r < resident.size(); ++r) {
+        const std::string& name = resident[r];
+        const auto it = std::find_if(declared.begin(), declared.end(),
+                                     [&](const io_info& input) { return input.name == name; });
+        if (it == declared.end()) {
+            throw error(message("compile: resident input '", name,
+                                "' is not an input of the graph (inputs: ", input_names(declared), ")"));
+        }
+        if (it->resident) throw error(message("compile: resident input '", name, "' is listed twice"));
+        it->resident = true;
+    }
+}
+
+// The index of resident input `name` among `declared`, or an error naming what is wrong (`what`: the
+// calling function).
+[[nodiscard]] inline std::size_t find_resident(std::span<const io_info> declared, std::string_view name,
+                                               std::string_view what) {
+    const auto it = std::find_if(declared.begin(), declared.end(),
+                                 [&](const io_info& input) { return input.name == name; });
+    if (it == declared.end()) {
+        throw error(message(what, ": there is no input named '", name,
+                            "' (resident inputs: ", input_names(declared, true), ")"));
+    }
+    if (!it->resident) {
+        throw error(message(what, ": input '", name,
+                            "' is not resident: it is given to run() (name it in compile_options::"
+                            "resident_inputs to keep it bound to the program)"));
+    }
+    return static_cast<std::size_t>(it - declared.begin());
+}
+
+// Where a write_input lands in the row-major input: a box of extents `extent` at `offset`, walked as runs of
+// extent.back() elements contiguous in both the part and the input.
+struct write_region {
+    std::size_t input = 0;                           // index among the declared inputs
+    std::vector<std::size_t> shape, offset, extent;  // the input's shape; the box's corner and extents
+
+    [[nodiscard]] std::size_t run_length() const noexcept { return extent.empty() ? 1 : extent.back(); }
+    [[nodiscard]] std::size_t element_count() const noexcept {
+        std::size_t count = 1;
+        for (const std::size_t e : extent)
+            count *= e;
+        return count;
+    }
+    // Where each run starts in the input (run k holds the part's elements [k * run_length(), ...)).
+    [[nodiscard]] std::vector<std::size_t> run_starts() const {
+        std::vector<std::size_t> starts;
+        const std::size_t length = run_length();
+        if (length == 0 || element_count() == 0) return starts;
+        starts.reserve(element_count() / length);
+        std::vector<std::size_t> index(extent.size(), 0);  // within the box; the last axis stays 0
+        for (;;) {
+            std::size_t flat = 0;
+            for (std::size_t d = 0; d < shape.size(); ++d)
+                flat = flat * shape[d] + offset[d] + index[d];
+            starts.push_back(flat);
+            std::size_t d = extent.empty() ? 0 : extent.size() - 1;
+            while (d > 0 && ++index[d - 1] == extent[d - 1])
+                index[--d] = 0;
+            if (d == 0) return starts;
+        }
+    }
+};
+
+// Checks a write_input of `part` at `offsets` (one per axis) against the declared inputs and says where it
+// lands.
+[[nodiscard]] inline write_region check_write(std::span<const io_info> declared, std::string_view name,
+                                              std::span<const std::int64_t> offsets,
+                                              const host_tensor& part) {
+    constexpr std::string_view what = "program::write_input";
+    write_region region;
+    region.input = find_resident(declared, name, what);
+    const io_info& input = declared[region.input];
+    const dims& shape = part.shape();
+    const std::size_t rank = input.shape.rank();
+    if (shape.rank() != rank) {
+        throw shape_error(message(what, ": part ", shape, " for input '", name, "' ", input.shape,
+                                  " has rank ", shape.rank(), ", expected ", rank));
+    }
+    if (offsets.size() != rank) {
+        throw shape_error(message(what, ": ", offsets.size(), " offsets for input '", name, "' ", input.shape,
+                                  " of rank ", rank));
+    }
+    for (std::size_t d = 0; d < rank; ++d) {
+        if (offsets[d] < 0 || offsets[d] > input.shape[d] || shape[d] > input.shape[d] - offsets[d]) {
+            throw shape_error(message(what, ": part ", shape, " at offset ", offsets[d], " of axis ", d,
+                                      " is outside input '", name, "' ", input.shape, " (positions [",
+                                      offsets[d], ", ", offsets[d] + shape[d], ") of 0 to ", input.shape[d],
+                                      ")"));
+        }
+        region.shape.push_back(static_cast<std::size_t>(input.shape[d]));
+        region.offset.push_back(static_cast<std::size_t>(offsets[d]));
+        region.extent.push_back(static_cast<std::size_t>(shape[d]));
+    }
+    if (is_floating(part.type()) != is_floating(input.type)) {
+        throw type_error(
+            message(what, ": the part for input '", name, "' is ", dtype_name(part.type()), ", expected ",
+                    dtype_name(input.type),
+                    is_floating(input.type) ? " (or another floating type)" : " (or another integer type)"));
+    }
+    return region;
+}
+
+// The offsets of a write along one axis (every other axis whole), with errors that speak of that form.
+[[nodiscard]] inline std::vector<std::int64_t> axis_offsets(std::span<const io_info> declared,
+                                                            std::string_view name, std::int64_t axis,
+                                                            std::int64_t begin, const host_tensor& part) {
+    constexpr std::string_view what = "program::write_input";
+    const io_info& input = declared[find_resident(declared, name, what)];
+    const auto rank = static_cast<std::int64_t>(input.shape.rank());
+    if (axis < -rank || axis >= rank) {
+        throw shape_error(message(what, ": axis ", axis, " is out of range for input '", name, "' ",
+                                  input.shape, " (rank ", rank, ")"));
+    }
+    const auto a = static_cast<std::size_t>(axis < 0 ? axis + rank : axis);
+    const dims& shape = part.shape();
+    if (shape.rank() != input.shape.rank()) {
+        throw shape_error(message(what, ": part ", shape, " for input '", name, "' ", input.shape,
+                                  " has rank ", shape.rank(), ", expected ", rank));
+    }
+    for (std::size_t d = 0; d < shape.rank(); ++d) {
+        if (d != a && shape[d] != input.shape[d]) {
+            throw shape_error(message(what, ": part ", shape, " for input '", name, "' ", input.shape,
+                                      " along axis ", a, ": axis ", d, " is ", shape[d], ", expected ",
+                                      input.shape[d]));
+        }
+    }
+    const std::int64_t extent = input.shape[a];
+    const std::int64_t length = shape[a];
+    if (begin < 0 || begin > extent || length > extent - begin) {
+        throw shape_error(message(what, ": positions [", begin, ", ", begin + length, ") along axis ", a,
+                                  " are outside input '", name, "' ", input.shape, " (0 to ", extent, ")"));
+    }
+    std::vector<std::int64_t> offsets(input.shape.rank(), 0);
+    offsets[a] = begin;
+    return offsets;
+}
+
+class program_impl {
+public:
+    virtual ~program_impl() = default;
+    virtual std::vector<host_tensor> run(std::span<const named_tensor> inputs) = 0;
+    [[nodiscard]] virtual const std::vector<io_info>& inputs() const = 0;
+    [[nodiscard]] virtual const std::vector<io_info>& outputs() const = 0;
+    [[nodiscard]] virtual numerics_report numerics() const = 0;
+    [[nodiscard]] virtual std::string dump() const = 0;
+    virtual void write_input(std::string_view name, std::span<const std::int64_t> offsets,
+                             const host_tensor& part) = 0;
+    [[nodiscard]] virtual host_tensor read_input(std::string_view name) const = 0;
+    // Where the work runs; a CPU program runs all of it on the CPU.
+    [[nodiscard]] virtual placement_report placement() const {
+        placement_report report;
+        report.backend = "cpu";
+        return report;
+    }
+};
+
+}  // namespace detail
+
+class program {
+public:
+    program() = default;
+    explicit program(std::unique_ptr<detail::program_impl> impl) : impl_(std::move(impl)) {}
+
+    // Runs the program: every input by name, once each (resident inputs excepted: they are bound already),
+    // with its declared shape (floating inputs may be any floating type, integer inputs any integer type:
+    // they are converted). Returns the outputs in the order they were given to compile.
+    std::vector<host_tensor> run(std::span<const named_tensor> inputs) { return checked().run(inputs); }
+    std::vector<host_tensor> run(std::initializer_list<named_tensor> inputs) {
+        return checked().run(std::span<const named_tensor>(inputs.begin(), inputs.size()));
+    }
+
+    // Writes `part` into resident input `name` at [begin, begin + part.shape()[axis]) along `axis`; every
+    // other axis of `part` must equal the input's. Converts any floating type (integer inputs take integer
+    // parts). The next run sees it; nothing else of the input changes.
+    void write_input(std::string_view name, std::int64_t axis, std::int64_t begin, const host_tensor& part) {
+        detail::program_impl& impl = checked();
+        impl.write_input(name, detail::axis_offsets(impl.inputs(), name, axis, begin, part), part);
+    }
+    // The general form: `part` (the input's rank) lands at `offsets` (one per axis), a box of its shape —
+    // e.g. one stream's rows [1, H, S, D] of a batched cache [B, H, T, D] at {b, 0, position, 0}.
+    void write_input(std::string_view name, std::span<const std::int64_t> offsets, const host_tensor& part) {
+        checked().write_input(name, offsets, part);
+    }
+    void write_input(std::string_view name, std::initializer_list<std::int64_t> offsets,
+                     const host_tensor& part) {
+        write_input(name, std::span<const std::int64_t>(offsets.begin(), offsets.size()), part);
+    }
+    // A copy (f32) of resident input `name`'s current contents (rounded to the input's type, as a run sees
+    // them).
+    [[nodiscard]] host_tensor read_input(std::string_view name) const { return checked().read_input(name); }
+
+    // Every input, resident ones flagged (io_info::resident).
+    [[nodiscard]] const std::vector<io_info>& inputs() const { return checked().inputs(); }
+    [[nodiscard]] const std::vector<io_info>& outputs() const { return checked().outputs(); }
+    // With ane_numerics: the ops whose values left the fp16 range during the last run.
+    [[nodiscard]] numerics_report numerics() const { return checked().numerics(); }
+    // The graph as compiled, after the passes (anvil::dump's format); on the ANE also the placement of each
+    // segment, with the framework's error where the Neural Engine refused one, and each program's MIL.
+    [[nodiscard]] std::string dump() const { return checked().dump(); }
+    // Where each segment runs and why (ANE programs: which the Neural Engine refused, and its message).
+    [[nodiscard]] placement_report placement() const { return checked().placement(); }
+    [[nodiscard]] bool valid() const noexcept { return impl_ != nullptr; }
+
+private:
+    [[nodiscard]] detail::program_impl& checked() const {
+        if (!impl_) throw error("program: this program is empty (default-constructed or moved from)");
+        return *impl_;
+    }
+
+    std::unique_ptr<detail::program_impl> impl_;
+};
+
+}  // namespace anvil
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/json.hpp"
+// #include "anvil/core/sha256.hpp"
+
+namespace anvil::detail::ane {
+
+enum class lowering_feature : std::uint8_t {
+    matmul,       // products of two computed tensors: matmul, attention's q k^T and weights v
+    max_pool,     // max_pool2d
+    avg_pool,     // avg_pool2d
+    softmax,      // softmax (axes up to softmax_max_axis; longer ones are always decomposed)
+    gelu,         // gelu (erf form)
+    rsqrt,        // rsqrt
+    reduce_mean,  // reduce_mean (and the global average pool)
+    exp,          // exp
+    log,          // log
+    sqrt,         // sqrt
+    io_width,     // native: inputs and outputs at their own width; decomposed: padded to a multiple of 32
+    anchorless,   // native: programs with no conv or matmul are allowed; cpu: such segments run on the CPU
+    dialect,      // native: program(1.3)/ios18; decomposed: program(1.0)/ios16
+};
+inline constexpr std::size_t feature_count = 13;
+
+enum class lowering_variant : std::uint8_t { native, decomposed, cpu };
+
+struct feature_description {
+    lowering_feature feature;
+    std::string_view name;
+    std::string_view native;
+    std::string_view decomposed;  // empty: there is no decomposition (the fallback is the CPU)
+};
+
+inline constexpr std::array<feature_description, feature_count> feature_descriptions{{
+    {lowering_feature::matmul, "matmul", "the matmul op",
+     "a broadcast mul and reduce_sum (no matmul: it fails on M1/M2, RUNTIME.md §0 #4)"},
+    {lowering_feature::max_pool, "max_pool", "the max_pool op",
+     "strided slices and maximum (max_pool is reported rejected, RUNTIME.md §0 #5)"},
+    {lowering_feature::avg_pool, "avg_pool", "the avg_pool op",
+     "a depthwise conv with constant weights (avg_pool is reported rejected, RUNTIME.md §0 #5)"},
+    {lowering_feature::softmax, "softmax", "the softmax op", "reduce_max, sub, exp, reduce_sum, real_div"},
+    {lowering_feature::gelu, "gelu", "the gelu op",
+     "0.5 x (1 + erf(x / sqrt(2))) (gelu is reported rejected, RUNTIME.md §6)"},
+    {lowering_feature::rsqrt, "rsqrt", "the rsqrt op with a positive epsilon",
+     "pow(x, -0.5) (rsqrt is reported rejected, RUNTIME.md §6)"},
+    {lowering_feature::reduce_mean, "reduce_mean", "the reduce_mean op", "reduce_sum times 1/n"},
+    {lowering_feature::exp, "exp", "the exp op", "pow(e, x)"},
+    {lowering_feature::log, "log", "the log op with a positive epsilon", ""},
+    {lowering_feature::sqrt, "sqrt", "the sqrt op", "pow(x, 0.5)"},
+    {lowering_feature::io_width, "io_width", "inputs and outputs at their own width",
+     "the innermost dimension of every input and output padded to a multiple of 32 on the host and sliced "
+     "inside the program (RUNTIME.md §0 #3)"},
+    {lowering_feature::anchorless, "anchorless", "programs with no conv or matmul", ""},
+    {lowering_feature::dialect, "dialect", "program(1.3) with ios18 ops",
+     "program(1.0) with ios16 ops and verbose scalars (RUNTIME.md §4)"},
+}};
+
+[[nodiscard]] inline const feature_description& describe_feature(lowering_feature f) {
+    return feature_descriptions.at(static_cast<std::size_t>(f));
+}
+
+[[nodiscard]] inline std::optional<lowering_feature> feature_named(std::string_view name) {
+    for (const auto& d : feature_descriptions)
+        if (d.name == name) return d.feature;
+    return std::nullopt;
+}
+
+[[nodiscard]] inline std::string_view variant_name(lowering_variant v) {
+    switch (v) {
+        case lowering_variant::native:
+            return "native";
+        case lowering_variant::decomposed:
+            return "decomposed";
+        case lowering_variant::cpu:
+            return "cpu";
+    }
+    return "?";
+}
+
+[[nodiscard]] inline std::optional<lowering_variant> variant_named(std::string_view name) {
+    if (name == "native") return lowering_variant::native;
+    if (name == "decomposed") return lowering_variant::decomposed;
+    if (name == "cpu") return lowering_variant::cpu;
+    return std::nullopt;
+}
+
+// M1 (h13) and M2 (h14): no matmul or SDPA, program(1.0)/ios16 only (RUNTIME.md §0 #4, §4).
+[[nodiscard]] inline bool is_h13_or_h14(std::string_view architecture) {
+    return architecture.starts_with("h13") || architecture.starts_with("h14");
+}
+
+// The variant of each feature a program is lowered with, and where that choice came from.
+struct lowering_choices {
+    std::array<lowering_variant, feature_count> chosen{};
+    std::string source;  // "defaults for h16g", "record /path/capabilities-...json", ...
+    std::string digest;  // of the record's outcomes; empty without a record (part of the program cache key)
+
+    [[nodiscard]] lowering_variant of(lowering_feature f) const {
+        return chosen.at(static_cast<std::size_t>(f));
+    }
+    void set(lowering_feature f, lowering_variant v) { chosen.at(static_cast<std::size_t>(f)) = v; }
+
+    // "matmul=decomposed, max_pool=decomposed, ..." for placement reports.
+    [[nodiscard]] std::string summary() const {
+        std::string text;
+        for (const auto& d : feature_descriptions)
+            text += message(text.empty() ? "" : ", ", d.name, "=", variant_name(of(d.feature)));
+        return text;
+    }
+};
+
+// The conservative defaults of RUNTIME.md §0 for a chip ("" when unknown: the most conservative set).
+[[nodiscard]] inline lowering_choices default_choices(std::string_view architecture) {
+    using f = lowering_feature;
+    using v = lowering_variant;
+    lowering_choices c;
+    const bool old_or_unknown = architecture.empty() || is_h13_or_h14(architecture);
+    c.set(f::matmul, old_or_unknown ? v::decomposed : v::native);
+    c.set(f::max_pool, v::decomposed);
+    c.set(f::avg_pool, v::decomposed);
+    c.set(f::softmax, v::native);
+    c.set(f::gelu, v::decomposed);
+    c.set(f::rsqrt, v::decomposed);
+    c.set(f::reduce_mean, v::native);
+    c.set(f::exp, v::native);
+    c.set(f::log, v::native);
+    c.set(f::sqrt, v::native);
+    c.set(f::io_width, v::decomposed);
+    c.set(f::anchorless, v::cpu);
+    c.set(f::dialect, old_or_unknown ? v::decomposed : v::native);
+    c.source = architecture.empty() ? std::string("conservative defaults (the chip is unknown)")
+                                    : message("defaults for ", architecture);
+    return c;
+}
+
+// One probe of one variant on the device: whether it compiled, loaded, evaluated and matched the CPU.
+struct probe_outcome {
+    bool held = false;
+    double max_error = 0.0;
+    double tolerance = 0.0;
+    double ms = 0.0;
+    std::string error;  // why it did not hold
+};
+
+// What `anvil selftest` found on one (OS build, chip): outcomes by feature name, then variant name.
+struct capability_record {
+    static constexpr std::string_view format = "anvil-ane-capabilities/1";
+    std::string os_build;
+    std::string chip;
+    std::string anvil_version;
+    bool simulated = false;
+    std::map<std::string, std::map<std::string, probe_outcome>> features;
+
+    // The best variant that held: native, then decomposed, else the CPU; nullopt when never probed.
+    [[nodiscard]] std::optional<lowering_variant> best(lowering_feature f) const {
+        const auto found = features.find(std::string(describe_feature(f).name));
+        if (found == features.end() || found->second.empty()) return std::nullopt;
+        for (const lowering_variant v : {lowering_variant::native, lowering_variant::decomposed}) {
+            const auto outcome = found->second.find(std::string(variant_name(v)));
+            if (outcome != found->second.end() && outcome->second.held) return v;
+        }
+        return lowering_variant::cpu;
+    }
+
+    // A digest of the outcomes (what held, not the timings), so re-running the self-test with the same
+    // results keeps every cached program valid, and a different result compiles afresh.
+    [[nodiscard]] std::string digest() const {
+        sha256 hash;
+        hash.update(format).update("|").update(os_build).update("|").update(chip);
+        for (const auto& [feature, variants] : features)
+            for (const auto& [variant, outcome] : variants)
+                hash.update(message("|", feature, ".", variant, "=", outcome.held ? "held" : "failed"));
+        return hash.finish_hex();
+    }
+
+    [[nodiscard]] json::value to_json() const {
+        json::object root;
+        root["format"] = json::value(std::string(format));
+        root["os_build"] = json::value(os_build);
+        root["chip"] = json::value(chip);
+        root["anvil"] = json::value(anvil_version);
+        root["simulated"] = json::value(simulated);
+        json::object by_feature;
+        for (const auto& [feature, variants] : features) {
+            json::object by_variant;
+            for (const auto& [variant, outcome] : variants) {
+                json::object o;
+                o["held"] = json::value(outcome.held);
+                o["max_error"] = json::value(outcome.max_error);
+                o["tolerance"] = json::value(outcome.tolerance);
+                o["ms"] = json::value(outcome.ms);
+                o["error"] = json::value(outcome.error);
+                by_variant[variant] = json::value(std::move(o));
+            }
+            by_feature[feature] = json::value(std::move(by_variant));
+        }
+        root["features"] = json::value(std::move(by_feature));
+        return json::value(std::move(root));
+    }
+
+    // Parses a record; a malformed one is an error naming the file and what is wrong.
+    [[nodiscard]] static capability_record parse(std::string_view text, const std::string& where) {
+        json::value root;
+        try {
+            root = json::parse(text);
+        } catch (const error& e) {
+            throw format_error(message("ANE capability record '", where, "': ", e.what()));
+        }
+        const auto field = [&](const json::value& object, std::string_view key, json::kind kind,
+                               std::string_view context) -> const json::value& {
+            const json::value* found = object.find(key);
+            if (found == nullptr || found->type() != kind) {
+                throw format_error(message("ANE capability record '", where, "': ", context, " has no ",
+                                           json::kind_name(kind), " \"", key, "\""));
+            }
+            return *found;
+        };
+        if (!root.is_object())
+            throw format_error(message("ANE capability record '", where, "': not an object"));
+        capability_record record;
+        const std::string& version = field(root, "format", json::kind::string, "the record").as_string();
+        if (version != format) {
+            throw format_error(message("ANE capability record '", where, "': format \"", version,
+                                       "\", expected \"", format, "\" (run anvil selftest again)"));
+        }
+        record.os_build = field(root, "os_build", json::kind::string, "the record").as_string();
+        record.chip = field(root, "chip", json::kind::string, "the record").as_string();
+        record.anvil_version = field(root, "anvil", json::kind::string, "the record").as_string();
+        record.simulated = field(root, "simulated", json::kind::boolean, "the record").as_bool();
+        for (const auto& [feature, variants] :
+             field(root, "features", json::kind::object, "the record").as_object()) {
+            if (!feature_named(feature)) {
+                throw format_error(
+                    message("ANE capability record '", where, "': unknown feature \"", feature, "\""));
+            }
+            if (!variants.is_object()) {
+                throw format_error(message("ANE capability record '", where, "': feature \"", feature,
+                                           "\" is not an object"));
+            }
+            for (const auto& [variant, outcome] : variants.as_object()) {
+                if (!variant_named(variant) || variant == "cpu") {
+                    throw format_error(message("ANE capability record '", where, "': feature \"", feature,
+                                               "\" has unknown variant \"", variant, "\""));
+                }
+                const std::string context = message("\"", feature, ".", variant, "\"");
+                if (!outcome.is_object()) {
+                    throw format_error(
+                        message("ANE capability record '", where, "': ", context, " is not an object"));
+                }
+                probe_outcome o;
+                o.held = field(outcome, "held", json::kind::boolean, context).as_bool();
+                if (const json::value* e = outcome.find("max_error"); e != nullptr && e->is_number())
+                    o.max_error = e->as_double();
+                if (const json::value* t = outcome.find("tolerance"); t != nullptr && t->is_number())
+                    o.tolerance = t->as_double();
+                if (const json::value* m = outcome.find("ms"); m != nullptr && m->is_number())
+                    o.ms = m->as_double();
+                if (const json::value* e = outcome.find("error"); e != nullptr && e->is_string())
+                    o.error = e->as_string();
+                record.features[feature][variant] = std::move(o);
+            }
+        }
+        return record;
+    }
+};
+
+// A file-name-safe spelling of the OS build and chip ("Linux 6.1.0-27 #1 SMP" -> "Linux_6.1.0-27__1_SMP").
+[[nodiscard]] inline std::string file_name_part(std::string_view text) {
+    std::string out;
+    for (const char c : text.substr(0, 80)) {
+        const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                           c == '.' || c == '-';
+        out += plain ? c : '_';
+    }
+    return out.empty() ? std::string("unknown") : out;
+}
+
+// <cache directory>/capabilities-<os build>-<chip>.json
+[[nodiscard]] inline std::filesystem::path record_path(const std::filesystem::path& cache_directory,
+                                                       std::string_view os_build, std::string_view chip) {
+    return cache_directory / message("capabilities-", file_name_part(os_build), "-",
+                                     file_name_part(chip.empty() ? "unknown" : chip), ".json");
+}
+
+// The record at `path`, nullopt when there is none; a malformed or foreign one (another OS build or chip) is
+// an error, so a stale record never silently picks variants.
+[[nodiscard]] inline std::optional<capability_record> read_record(const std::filesystem::path& path,
+                                                                  std::string_view os_build,
+                                                                  std::string_view chip) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return std::nullopt;
+    std::ostringstream text;
+    text << in.rdbuf();
+    capability_record record = capability_record::parse(text.str(), path.string());
+    if (record.os_build != os_build || record.chip != chip) {
+        throw format_error(message("ANE capability record '", path.string(), "' is for OS build \"",
+                                   record.os_build, "\" and chip \"", record.chip, "\", this machine is \"",
+                                   os_build, "\" and \"", chip, "\" (run anvil selftest again)"));
+    }
+    return record;
+}
+
+// The defaults for the chip, replaced feature by feature by what the record says held, then by explicit
+// overrides (compile_options::ane_lowering: feature name -> variant name).
+[[nodiscard]] inline lowering_choices choose_lowering(std::string_view architecture,
+                                                      const std::optional<capability_record>& record,
+                                                      const std::filesystem::path& record_file,
+                                                      const std::map<std::string, std::string>& overrides) {
+    lowering_choices c = default_choices(architecture);
+    if (record) {
+        for (const auto& d : feature_descriptions)
+            if (const auto best = record->best(d.feature)) c.set(d.feature, *best);
+        c.source = message("the capability record ", record_file.string());
+        c.digest = record->digest();
+    }
+    for (const auto& [name, variant] : overrides) {
+        const auto feature = feature_named(name);
+        if (!feature) {
+            std::string known;
+            for (const auto& d : feature_descriptions)
+                known += message(known.empty() ? "" : ", ", d.name);
+            throw error(
+                message("compile: ane_lowering: unknown feature '", name, "' (features: ", known, ")"));
+        }
+        const auto v = variant_named(variant);
+        if (!v) {
+            throw error(message("compile: ane_lowering: feature '", name, "': variant '", variant,
+                                "' is not native, decomposed or cpu"));
+        }
+        if (*v == lowering_variant::decomposed && describe_feature(*feature).decomposed.empty()) {
+            throw error(message("compile: ane_lowering: feature '", name, "' has no decomposed variant"));
+        }
+        c.set(*feature, *v);
+    }
+    if (!overrides.empty()) c.source += " with compile_options::ane_lowering overrides";
+    return c;
+}
+
+// The capability record for this OS build and chip, if `anvil selftest` wrote one, decides each op's
+// lowering; otherwise the conservative defaults for the chip do. compile_options::ane_lowering overrides come
+// last.
+inline lowering_choices choices_for(const compile_options& options, const std::string& architecture) {
+    std::optional<capability_record> record;
+    std::filesystem::path file;
+    if (options.ane_capabilities != "none") {
+        const std::filesystem::path cache = cache_directory(options.cache_dir);
+        if (!options.ane_capabilities.empty()) {
+            file = options.ane_capabilities;
+        } else if (!cache.empty()) {
+            file = record_path(cache, os_build(), architecture.empty() ? "unknown" : architecture);
+        }
+        if (!file.empty())
+            record = read_record(file, os_build(), architecture.empty() ? "unknown" : architecture);
+        if (!record && !options.ane_capabilities.empty()) {
+            throw io_error(message("compile: ane_capabilities: cannot read the capability record '",
+                                   file.string(), "'"));
+        }
+    }
+    return choose_lowering(architecture, record, file, options.ane_lowering);
+}
+
+}  // namespace anvil::detail::ane
 // #include "anvil/backend/ane/io_surface.hpp"
 // #include "anvil/backend/ane/lowering.hpp"
 // anvil: lowering one ANE segment of a graph — a run of supported nodes — to MIL text plus its weight files,
@@ -9309,7 +10550,9 @@ private:
 // S the rest), see lowering_context.hpp. A boundary value is packed by the host in `rows` order (C = the
 // leading extents, W = the last: the IR's memory order) or `columns` order (C = the last extent, W = the
 // rest: channels-first, the host transposes while packing), whichever the segment consumes or produces, so
-// a linear at a segment's edge needs no transpose inside the program.
+// a linear at a segment's edge needs no transpose inside the program — unless the other order pads less: the
+// innermost dimension of every input and output is padded to a multiple of 32 (RUNTIME.md §0 #3), sliced off
+// inside the program for inputs and padded with zeros for outputs.
 //
 // Tiling: a linear or matmul whose output extent N exceeds max_dimension would be split into tiles of at most
 // max_dimension outputs, but the concatenated result has extent N again, which every layout (and the
@@ -9625,6 +10868,12 @@ public:
         return out;
     }
 
+    // How many statements apply op `type` (consts excluded).
+    [[nodiscard]] std::size_t count_ops(std::string_view type) const {
+        return static_cast<std::size_t>(std::count_if(statements_.begin(), statements_.end(),
+                                                      [&](const mil_statement& s) { return s.op == type; }));
+    }
+
     // The weight files the BLOBFILE references name (none when every const is inline).
     [[nodiscard]] std::vector<weight_file> weights() const {
         std::vector<weight_file> files;
@@ -9711,14 +10960,17 @@ private:
 // CONSTRAINTS.md: fp16 only, rank <= 5, every extent <= max_dimension, surfaces [1, C, 1, W].
 // Constants (and int8/LUT dequantisation of constants, folded here to fp16 values) are embedded as weights.
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+// #include "anvil/backend/ane/capabilities.hpp"
 // #include "anvil/backend/ane/mil_writer.hpp"
 // #include "anvil/core/convert.hpp"
 // #include "anvil/core/error.hpp"
@@ -9726,19 +10978,47 @@ private:
 
 namespace anvil::detail::ane {
 
+// Every op as MIL spells it, except gelu and rsqrt (rejected by ANECCompile wherever reported, RUNTIME.md
+// §6), at the I/O width of each value: the lowering's own default, which unit tests of single ops use. A
+// program is lowered with the choices of capabilities.hpp for its chip instead.
+[[nodiscard]] inline lowering_choices unrestricted_choices() {
+    lowering_choices c;
+    c.chosen.fill(lowering_variant::native);
+    c.set(lowering_feature::gelu, lowering_variant::decomposed);
+    c.set(lowering_feature::rsqrt, lowering_variant::decomposed);
+    c.source = "every op native";
+    return c;
+}
+
 struct lowering_options {
     mil_dialect dialect = mil_dialect::ios18;
     std::int64_t max_dimension =
         16384;  // per axis of every tensor (CONSTRAINTS.md; 65536 on A16/M2 and later)
     std::int64_t softmax_max_axis = 8192;  // longer softmax axes are decomposed (RUNTIME.md §6)
     bool one_file_per_weight = false;      // one blob file per constant (M1 rejected multi-blob files, §5)
+    lowering_choices choices = unrestricted_choices();
+
+    [[nodiscard]] lowering_variant variant(lowering_feature f) const { return choices.of(f); }
+    [[nodiscard]] bool native(lowering_feature f) const { return choices.of(f) == lowering_variant::native; }
 };
+
+// The I/O width rule (RUNTIME.md §0 #3): an input or output surface's innermost dimension is a multiple of
+// 32, and at least 32, when the lowering pads it.
+inline constexpr std::int64_t io_width_granule = 32;
+[[nodiscard]] inline std::int64_t surface_width_for(std::int64_t width, const lowering_options& options) {
+    if (options.native(lowering_feature::io_width)) return width;
+    const std::int64_t at_least = std::max(width, io_width_granule);
+    return (at_least + io_width_granule - 1) / io_width_granule * io_width_granule;
+}
 
 enum class placement : std::uint8_t { native, decomposed, host_only };
 
 struct support_result {
     placement where = placement::native;
     std::string reason;  // decomposed: into what; host_only: why
+    // host_only because of what the value is, not of a Neural Engine limit: integer results (the ANE computes
+    // fp16 only: embedding lookups, argmax) or nothing to compute. strict_device accepts these on the host.
+    bool inherent = false;
 };
 
 // A value known on the host when lowering: a constant, or int8/LUT dequantisation or a float cast of one.
@@ -9947,6 +11227,51 @@ inline bool integer_scale(std::int64_t out, std::int64_t in) {
     return in > 0 && out % in == 0;
 }
 
+// Why a product of two computed tensors cannot be decomposed into a broadcast mul and a reduce_sum (the
+// variant for chips without matmul, RUNTIME.md §0 #4), or empty: the operands gain an axis, so they must have
+// rank 4 or less, and the [..., M, K, N] intermediate must respect max_dimension.
+inline std::string product_problem(const dims& a, const dims& b, bool transpose_a, bool transpose_b,
+                                   const lowering_options& options) {
+    const std::size_t rank = std::max(a.rank(), b.rank());
+    if (rank > 4) {
+        return message("a product of rank-", rank, " tensors decomposes through a rank-", rank + 1,
+                       " intermediate; the ANE allows 5 at most");
+    }
+    const std::int64_t m = transpose_a ? a[a.rank() - 1] : a[a.rank() - 2];
+    const std::int64_t k = transpose_a ? a[a.rank() - 2] : a[a.rank() - 1];
+    const std::int64_t n = transpose_b ? b[b.rank() - 2] : b[b.rank() - 1];
+    for (const std::int64_t extent : {m, k, n}) {
+        if (extent > options.max_dimension) {
+            return message("the decomposed product's intermediate has extent ", extent,
+                           ", past max_dimension ", options.max_dimension);
+        }
+    }
+    return {};
+}
+
+// The feature of an elementwise op with several lowerings, if it has one.
+inline std::optional<lowering_feature> elementwise_feature(op kind) {
+    switch (kind) {
+        case op::exp:
+            return lowering_feature::exp;
+        case op::log:
+            return lowering_feature::log;
+        case op::sqrt:
+            return lowering_feature::sqrt;
+        case op::rsqrt:
+            return lowering_feature::rsqrt;
+        case op::gelu:
+            return lowering_feature::gelu;
+        default:
+            return std::nullopt;
+    }
+}
+
+inline std::string on_cpu_by_choice(lowering_feature f, const lowering_options& options) {
+    return message("the lowering choices (", options.choices.source, ") run ", describe_feature(f).name,
+                   " on the CPU: neither its native nor its decomposed form held on this Neural Engine");
+}
+
 }  // namespace support_detail
 
 // Where node `id` of `body` runs and why.
@@ -9961,14 +11286,22 @@ inline bool integer_scale(std::int64_t out, std::int64_t in) {
     const auto host = [](std::string reason) {
         return support_result{placement::host_only, std::move(reason)};
     };
+    const auto integer_host = [](std::string reason) {
+        return support_result{placement::host_only, std::move(reason), true};
+    };
     const std::string name = message(op_name(kind), " node ", id);
     if (kind == op::input || kind == op::constant) return {placement::native, {}};
-    if (kind == op::gather || kind == op::argmax) return host(std::string(lowering_summary(kind)));
+    if (kind == op::gather || kind == op::argmax) return integer_host(std::string(lowering_summary(kind)));
     if (kind == op::dequantize_int8 || kind == op::dequantize_lut) {
         if (is_host_constant(body, id)) return {placement::decomposed, std::string(lowering_summary(kind))};
-        return host(message(name,
-                            ": the quantised weights are not constant, so they cannot be folded into fp16 "
-                            "weights (the ANE has no integer arithmetic)"));
+        return integer_host(
+            message(name,
+                    ": the quantised weights are not constant, so they cannot be folded into fp16 "
+                    "weights (the ANE has no integer arithmetic)"));
+    }
+    if (!is_floating(n.result.type)) {
+        return integer_host(message(name, ": ", describe_node(body, id),
+                                    " is not floating point; the ANE computes in fp16 only"));
     }
     if (kind == op::cast && is_host_constant(body, id))
         return {placement::decomposed, "folded into an fp16 constant"};
@@ -9987,11 +11320,19 @@ inline bool integer_scale(std::int64_t out, std::int64_t in) {
     }
     const auto x_shape = [&](std::size_t i) -> const dims& { return body.nodes[n.inputs[i]].result.shape; };
     switch (kind) {
-        case op::conv2d:
+        case op::conv2d: {
             if (!constant(1))
                 return host(message(name, ": the weight is not constant (conv needs a const weight here)"));
             if (n.inputs.size() > 2 && !constant(2)) return host(message(name, ": the bias is not constant"));
+            const dims& w = x_shape(1);
+            // Width 16 or more fails at every padding and grouping (EAB); ironmill caps kernels at 16x16.
+            if (w[3] >= 16 || w[2] > 16) {
+                return host(message(name, ": a ", w[2], "x", w[3],
+                                    " kernel; conv kernels 16 or wider (or taller than 16) fail to compile "
+                                    "(RUNTIME.md §0 #7)"));
+            }
             return {placement::native, {}};
+        }
         case op::max_pool2d:
         case op::avg_pool2d: {
             const dims& x = x_shape(0);
@@ -10004,7 +11345,29 @@ inline bool integer_scale(std::int64_t out, std::int64_t in) {
                         message(name, ": ceil_mode windows (PyTorch's rule) differ from MIL's pooling"));
                 }
             }
-            return {placement::native, {}};
+            const lowering_feature f =
+                kind == op::max_pool2d ? lowering_feature::max_pool : lowering_feature::avg_pool;
+            switch (options.variant(f)) {
+                case lowering_variant::native:
+                    return {placement::native, {}};
+                case lowering_variant::cpu:
+                    return host(message(name, ": ", on_cpu_by_choice(f, options)));
+                case lowering_variant::decomposed:
+                    break;
+            }
+            const std::int64_t kh = n.attrs.kernel[0], kw = n.attrs.kernel[1];
+            if (kind == op::max_pool2d && kh * kw > 64) {
+                return host(message(name, ": a ", kh, "x", kw,
+                                    " window is more than 64 slices; max_pool itself is reported rejected "
+                                    "(RUNTIME.md §0 #5)"));
+            }
+            if (kind == op::avg_pool2d && (kw >= 16 || kh > 16)) {
+                return host(
+                    message(name, ": a ", kh, "x", kw,
+                            " window needs a conv kernel that wide, which fails to compile (RUNTIME.md "
+                            "§0 #7), and avg_pool itself is reported rejected (§0 #5)"));
+            }
+            return {placement::decomposed, std::string(describe_feature(f).decomposed)};
         }
         case op::upsample_nearest:
         case op::upsample_bilinear: {
@@ -10047,12 +11410,24 @@ inline bool integer_scale(std::int64_t out, std::int64_t in) {
             break;
         case op::softmax: {
             const std::int64_t extent = n.result.shape[static_cast<std::size_t>(n.attrs.axis)];
-            if (extent > options.softmax_max_axis) {
+            const bool long_axis = extent > options.softmax_max_axis;
+            const lowering_variant v = options.variant(lowering_feature::softmax);
+            if (v == lowering_variant::cpu && !long_axis)
+                return host(message(name, ": ", on_cpu_by_choice(lowering_feature::softmax, options)));
+            if ((long_axis || v == lowering_variant::decomposed) &&
+                options.variant(lowering_feature::exp) == lowering_variant::cpu) {
+                return host(message(name, ": its decomposition needs exp, and ",
+                                    on_cpu_by_choice(lowering_feature::exp, options)));
+            }
+            if (long_axis) {
                 return {placement::decomposed,
                         message("reduce_max, sub, exp, reduce_sum, real_div: the axis has ", extent,
                                 " elements, past softmax_max_axis ", options.softmax_max_axis,
                                 " (the ANE normalises long softmax axes per tile, RUNTIME.md §6)")};
             }
+            if (v == lowering_variant::decomposed)
+                return {placement::decomposed,
+                        std::string(describe_feature(lowering_feature::softmax).decomposed)};
             return {placement::native, {}};
         }
         case op::attention: {
@@ -10065,6 +11440,67 @@ inline bool integer_scale(std::int64_t out, std::int64_t in) {
             }
             if (k[2] > options.max_dimension) {
                 return host(message(name, ": ", k[2], " keys exceed max_dimension ", options.max_dimension));
+            }
+            const lowering_variant v = options.variant(lowering_feature::matmul);
+            if (v == lowering_variant::cpu)
+                return host(message(name, ": ", on_cpu_by_choice(lowering_feature::matmul, options)));
+            if (v == lowering_variant::decomposed) {
+                const std::int64_t rows = (q[1] / k[1]) * q[2];  // grouped queries per key head
+                const dims& vs = x_shape(2);
+                std::string why = product_problem(dims{q[0], k[1], rows, q[3]}, k, false, true, options);
+                if (why.empty())
+                    why = product_problem(dims{q[0], k[1], rows, k[2]}, vs, false, false, options);
+                if (!why.empty()) return host(message(name, ": ", why));
+                if (options.variant(lowering_feature::softmax) != lowering_variant::native &&
+                    options.variant(lowering_feature::exp) == lowering_variant::cpu)
+                    return host(message(name, ": its softmax needs exp, and ",
+                                        on_cpu_by_choice(lowering_feature::exp, options)));
+                return {
+                    placement::decomposed,
+                    "q k^T and weights v as broadcast mul and reduce_sum (no matmul on this Neural Engine, "
+                    "RUNTIME.md §0 #4), the mask added, softmax"};
+            }
+            if (options.variant(lowering_feature::softmax) == lowering_variant::cpu)
+                return host(message(name, ": ", on_cpu_by_choice(lowering_feature::softmax, options)));
+            break;
+        }
+        case op::matmul:
+        case op::linear: {
+            if (kind == op::linear && constant(1)) break;  // a 1x1 conv
+            const lowering_variant v = options.variant(lowering_feature::matmul);
+            if (v == lowering_variant::cpu)
+                return host(message(name, ": ", on_cpu_by_choice(lowering_feature::matmul, options)));
+            if (v == lowering_variant::native) break;
+            const bool ta = kind == op::matmul && n.attrs.transpose_a;
+            const bool tb = kind == op::linear || n.attrs.transpose_b;
+            if (std::string why = product_problem(x_shape(0), x_shape(1), ta, tb, options); !why.empty())
+                return host(message(name, ": ", why));
+            return {placement::decomposed,
+                    std::string(describe_feature(lowering_feature::matmul).decomposed)};
+        }
+        case op::fused_elementwise:
+            for (const fused_step& step : n.attrs.steps) {
+                if (const auto f = elementwise_feature(step.kind);
+                    f && options.variant(*f) == lowering_variant::cpu)
+                    return host(message(name, ": its step ", op_name(step.kind), ": ",
+                                        on_cpu_by_choice(*f, options)));
+            }
+            break;
+        case op::exp:
+        case op::log:
+        case op::sqrt:
+        case op::rsqrt:
+        case op::gelu:
+        case op::reduce_mean: {
+            const lowering_feature f =
+                kind == op::reduce_mean ? lowering_feature::reduce_mean : *elementwise_feature(kind);
+            switch (options.variant(f)) {
+                case lowering_variant::native:
+                    return {placement::native, {}};
+                case lowering_variant::decomposed:
+                    return {placement::decomposed, std::string(describe_feature(f).decomposed)};
+                case lowering_variant::cpu:
+                    return host(message(name, ": ", on_cpu_by_choice(f, options)));
             }
             break;
         }
@@ -10284,6 +11720,19 @@ public:
         e[axis] = end;
         return slice(x, b, e, name);
     }
+    // x with `after` zeros appended along `axis` (the I/O width padding of an output).
+    mil_ref pad_axis(mil_ref x, std::size_t axis, std::int64_t after, const std::string& name) {
+        const mil_shape s = mil_.shape(x);
+        std::vector<std::int64_t> pad(2 * s.size(), 0);
+        pad[2 * axis + 1] = after;
+        mil_shape out = s;
+        out[axis] += after;
+        return mil_.op("pad", name, out,
+                       {{"constant_val", {scalar(0.0f, name + "_constant_val")}},
+                        {"mode", {mil_.const_string(name + "_mode", "constant")}},
+                        {"pad", {mil_.const_ints(name + "_pad", pad)}},
+                        {"x", {x}}});
+    }
     mil_ref concat(const std::vector<mil_ref>& values, std::size_t axis, const std::string& name) {
         mil_shape out = mil_.shape(values.at(0));
         out[axis] = 0;
@@ -10407,6 +11856,19 @@ private:
 
 namespace anvil::detail::ane {
 
+// The epsilon working code gives log, rsqrt and inverse (ironmill: fp16(0x1.0cp-17)); none passes 0, and the
+// ops' defaults (1e-45 for log) round to 0 in fp16 (RUNTIME.md §0 #10).
+inline constexpr float transcendental_epsilon = 0x1.0cp-17f;
+
+// e^x: the exp op, or pow(e, x) where the chip refuses exp (RUNTIME.md §0 #9).
+inline mil_ref exponential(segment_lowering& L, mil_ref x, const std::string& name) {
+    if (L.options().variant(lowering_feature::exp) == lowering_variant::decomposed) {
+        return L.mil().op("pow", name, L.mil().shape(x),
+                          {{"x", {L.scalar(static_cast<float>(std::numbers::e), name + "_e")}}, {"y", {x}}});
+    }
+    return L.unary("exp", x, name);
+}
+
 // `kind` applied to MIL operands already in one layout; the final op is named `name`.
 inline mil_ref apply_elementwise(segment_lowering& L, op kind, std::span<const mil_ref> x, float alpha,
                                  float beta, const std::string& name) {
@@ -10420,16 +11882,21 @@ inline mil_ref apply_elementwise(segment_lowering& L, op kind, std::span<const m
         case op::tanh:
             return L.unary("tanh", x[0], name);
         case op::exp:
-            return L.unary("exp", x[0], name);
+            return exponential(L, x[0], name);
         case op::sqrt:
+            if (L.options().variant(lowering_feature::sqrt) == lowering_variant::decomposed)
+                return L.binary("pow", x[0], scalar(0.5f, "_exponent"), name);
             return L.unary("sqrt", x[0], name);
         case op::abs:
             return L.unary("abs", x[0], name);
         case op::log:
-            // epsilon's default (1e-45) is 0 in fp16; emitted explicitly as coremltools does.
             return mil.op("log", name, mil.shape(x[0]),
-                          {{"epsilon", {scalar(0.0f, "_epsilon")}}, {"x", {x[0]}}});
+                          {{"epsilon", {scalar(transcendental_epsilon, "_epsilon")}}, {"x", {x[0]}}});
         case op::gelu: {
+            if (L.options().native(lowering_feature::gelu)) {
+                return mil.op("gelu", name, mil.shape(x[0]),
+                              {{"mode", {mil.const_string(name + "_mode", "EXACT")}}, {"x", {x[0]}}});
+            }
             const mil_ref scaled =
                 L.binary("mul", x[0], scalar(static_cast<float>(std::numbers::sqrt2 / 2.0), "_rsqrt2"),
                          name + "_scaled");
@@ -10459,6 +11926,10 @@ inline mil_ref apply_elementwise(segment_lowering& L, op kind, std::span<const m
         case op::silu:
             return L.binary("mul", x[0], L.unary("sigmoid", x[0], name + "_sigmoid"), name);
         case op::rsqrt:
+            if (L.options().native(lowering_feature::rsqrt)) {
+                return mil.op("rsqrt", name, mil.shape(x[0]),
+                              {{"epsilon", {scalar(transcendental_epsilon, "_epsilon")}}, {"x", {x[0]}}});
+            }
             return L.binary("pow", x[0], scalar(-0.5f, "_exponent"), name);
         case op::neg:
             return L.binary("mul", x[0], scalar(-1.0f, "_minus1"), name);
@@ -10573,10 +12044,12 @@ inline void lower_elementwise(segment_lowering& L, value_id id) {
 // as a 1x1 conv on [1, K, 1, S] with the bias as a separate add, norms over the channel axis, every op
 // parameter a named const, finite masks, attention decomposed (SDPA masks are ignored on the ANE).
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 // #include "anvil/backend/ane/lowering_context.hpp"
@@ -10617,12 +12090,13 @@ inline mil_ref per_channel(segment_lowering& L, std::span<const float> values, c
 inline mil_ref softmax(segment_lowering& L, mil_ref x, std::size_t axis, const std::string& name) {
     mil_writer& mil = L.mil();
     const mil_shape& shape = mil.shape(x);
-    if (shape[axis] <= L.options().softmax_max_axis) {
+    if (shape[axis] <= L.options().softmax_max_axis && L.options().native(lowering_feature::softmax)) {
         return mil.op(
             "softmax", name, shape,
             {{"axis", {mil.const_int(name + "_axis", static_cast<std::int64_t>(axis))}}, {"x", {x}}});
     }
-    // The ANE normalises long softmax axes per tile (RUNTIME.md §6): spell it out.
+    // The ANE normalises long softmax axes per tile (RUNTIME.md §6), and the chip may refuse softmax: spell
+    // it out.
     mil_shape reduced = shape;
     reduced[axis] = 1;
     const std::vector<std::int64_t> axes{static_cast<std::int64_t>(axis)};
@@ -10634,14 +12108,60 @@ inline mil_ref softmax(segment_lowering& L, mil_ref x, std::size_t axis, const s
     };
     const mil_ref largest = reduce("reduce_max", x, name + "_max");
     const mil_ref shifted = L.binary("sub", x, largest, name + "_shifted");
-    const mil_ref exponent = L.unary("exp", shifted, name + "_exp");
+    const mil_ref exponent = exponential(L, shifted, name + "_exp");
     const mil_ref total = reduce("reduce_sum", exponent, name + "_sum");
     return L.binary("real_div", exponent, total, name);
+}
+
+// a @ b as a broadcast mul and a reduce_sum, for chips without matmul (RUNTIME.md §0 #4): [..., M, K] and
+// [..., K, N] gain an axis, [..., M, K, 1] * [..., 1, K, N] sums over K; with b transposed ([..., N, K]),
+// [..., M, 1, K] * [..., 1, N, K] sums over the last axis. Batch axes broadcast as matmul's do.
+inline mil_ref product_by_reduction(segment_lowering& L, mil_ref a, mil_ref b, bool transpose_a,
+                                    bool transpose_b, const std::string& name) {
+    mil_writer& mil = L.mil();
+    if (transpose_a) {
+        const std::size_t rank = mil.shape(a).size();
+        std::vector<std::int64_t> perm(rank);
+        for (std::size_t i = 0; i < rank; ++i)
+            perm[i] = static_cast<std::int64_t>(i);
+        std::swap(perm[rank - 1], perm[rank - 2]);
+        a = L.transpose(a, perm, name + "_at");
+    }
+    const mil_shape x = mil.shape(a);
+    const mil_shape y = mil.shape(b);
+    const std::int64_t m = x[x.size() - 2], k = x[x.size() - 1];
+    const std::int64_t n = transpose_b ? y[y.size() - 2] : y[y.size() - 1];
+    mil_shape a_shape(x.begin(), x.end() - 2), b_shape(y.begin(), y.end() - 2);
+    const mil_shape batch = broadcast_mil(a_shape, b_shape);
+    if (transpose_b) {
+        a_shape.insert(a_shape.end(), {m, 1, k});
+        b_shape.insert(b_shape.end(), {1, n, k});
+    } else {
+        a_shape.insert(a_shape.end(), {m, k, 1});
+        b_shape.insert(b_shape.end(), {1, k, n});
+    }
+    const mil_ref a_wide = L.reshape(a, a_shape, name + "_a", true);
+    const mil_ref b_wide = L.reshape(b, b_shape, name + "_b", true);
+    const mil_ref products = L.binary("mul", a_wide, b_wide, name + "_products");
+    mil_shape summed = mil.shape(products);
+    const std::size_t axis = transpose_b ? summed.size() - 1 : summed.size() - 2;
+    summed[axis] = 1;
+    const mil_ref sums = mil.op(
+        "reduce_sum", name + "_sums", summed,
+        {{"axes",
+          {mil.const_ints(name + "_sums_axes", std::vector<std::int64_t>{static_cast<std::int64_t>(axis)})}},
+         {"keep_dims", {mil.const_bool(name + "_sums_keep_dims", true)}},
+         {"x", {products}}});
+    mil_shape out = batch;
+    out.insert(out.end(), {m, n});
+    return L.reshape(sums, out, name, true);
 }
 
 inline mil_ref matmul(segment_lowering& L, mil_ref a, mil_ref b, bool transpose_a, bool transpose_b,
                       const std::string& name) {
     mil_writer& mil = L.mil();
+    if (!L.options().native(lowering_feature::matmul))
+        return product_by_reduction(L, a, b, transpose_a, transpose_b, name);
     const mil_shape& x = mil.shape(a);
     const mil_shape& y = mil.shape(b);
     mil_shape out = broadcast_mil(mil_shape(x.begin(), x.end() - 2), mil_shape(y.begin(), y.end() - 2));
@@ -10724,11 +12244,91 @@ inline void lower_conv2d(segment_lowering& L, value_id id) {
     L.set_form(id, value_layout::logical, out);
 }
 
+// Max pooling as the maximum of kh * kw strided slices of the input padded with fp16's lowest value (MIL's
+// max_pool is reported rejected, RUNTIME.md §0 #5).
+inline mil_ref max_pool_by_slices(segment_lowering& L, const node& n, const std::string& name) {
+    const attributes& a = n.attrs;
+    mil_writer& mil = L.mil();
+    mil_ref x = L.logical(n.inputs[0]);
+    const dims& out = n.result.shape;
+    if (a.padding[0] + a.padding[1] + a.padding[2] + a.padding[3] > 0) {
+        mil_shape padded = mil.shape(x);
+        padded[2] += a.padding[0] + a.padding[1];
+        padded[3] += a.padding[2] + a.padding[3];
+        x = mil.op("pad", name + "_padded", padded,
+                   {{"constant_val", {L.scalar(-65504.0f, name + "_padded_constant_val")}},
+                    {"mode", {mil.const_string(name + "_padded_mode", "constant")}},
+                    {"pad",
+                     {mil.const_ints(name + "_padded_pad",
+                                     std::vector<std::int64_t>{0, 0, 0, 0, a.padding[0], a.padding[1],
+                                                               a.padding[2], a.padding[3]})}},
+                    {"x", {x}}});
+    }
+    const std::int64_t kh = a.kernel[0], kw = a.kernel[1];
+    mil_ref result{};
+    for (std::int64_t i = 0; i < kh; ++i) {
+        for (std::int64_t j = 0; j < kw; ++j) {
+            const bool last = i == kh - 1 && j == kw - 1;
+            const mil_ref window = L.slice(
+                x, {0, 0, i, j},
+                {out[0], out[1], i + a.stride[0] * (out[2] - 1) + 1, j + a.stride[1] * (out[3] - 1) + 1},
+                message(name, "_tap", i, "_", j), {1, 1, a.stride[0], a.stride[1]});
+            result = i == 0 && j == 0 ? window
+                                      : L.binary("maximum", result, window,
+                                                 last ? name : message(name, "_max", i, "_", j));
+        }
+    }
+    if (kh * kw == 1) result = L.reshape(result, mil.shape(result), name, true);
+    return result;
+}
+
+// Average pooling as a depthwise conv with constant weights 1 / (kh * kw); where padding is excluded from the
+// average, the sums are scaled by a constant of each window's own count instead (RUNTIME.md §0 #5).
+inline mil_ref avg_pool_by_conv(segment_lowering& L, const node& n, const std::string& name) {
+    using namespace lowering_detail;
+    const attributes& a = n.attrs;
+    mil_writer& mil = L.mil();
+    const dims& in = L.ir_shape(n.inputs[0]);
+    const dims& out = n.result.shape;
+    const std::int64_t channels = in[1], kh = a.kernel[0], kw = a.kernel[1];
+    const bool padded = a.padding[0] + a.padding[1] + a.padding[2] + a.padding[3] > 0;
+    const bool per_window = padded && !a.count_include_pad;
+    const float tap = per_window ? 1.0f : static_cast<float>(1.0 / static_cast<double>(kh * kw));
+    std::vector<mil_argument> args =
+        conv_parameters(L, name, {a.stride[0], a.stride[1]},
+                        {a.padding[0], a.padding[1], a.padding[2], a.padding[3]}, {1, 1}, channels, "custom");
+    const std::vector<float> weights(static_cast<std::size_t>(channels * kh * kw), tap);
+    args.push_back({"weight", {L.fp16_const(name + "_weight", {channels, 1, kh, kw}, weights)}});
+    args.push_back({"x", {L.logical(n.inputs[0])}});
+    const mil_shape shape = segment_lowering::logical_shape(out);
+    mil_ref sums = mil.op("conv", per_window ? name + "_sums" : name, shape, std::move(args));
+    if (!per_window) return sums;
+    std::vector<float> inverse(static_cast<std::size_t>(out.element_count()));
+    for (std::size_t at = 0; at < inverse.size(); ++at) {
+        const auto ow = static_cast<std::int64_t>(at) % out[3];
+        const auto oh = (static_cast<std::int64_t>(at) / out[3]) % out[2];
+        const auto inside = [](std::int64_t start, std::int64_t size, std::int64_t extent) {
+            return std::min(start + size, extent) - std::max<std::int64_t>(start, 0);
+        };
+        const std::int64_t count = inside(oh * a.stride[0] - a.padding[0], kh, in[2]) *
+                                   inside(ow * a.stride[1] - a.padding[2], kw, in[3]);
+        inverse[at] = static_cast<float>(1.0 / static_cast<double>(std::max<std::int64_t>(count, 1)));
+    }
+    return L.binary("mul", sums, L.fp16_const(name + "_counts", shape, inverse), name);
+}
+
 inline void lower_pool(segment_lowering& L, value_id id) {
     const node& n = L.at(id);
     mil_writer& mil = L.mil();
     const std::string name = L.base(id);
     const attributes& a = n.attrs;
+    const lowering_feature feature =
+        n.kind == op::max_pool2d ? lowering_feature::max_pool : lowering_feature::avg_pool;
+    if (!L.options().native(feature)) {
+        L.set_form(id, value_layout::logical,
+                   n.kind == op::max_pool2d ? max_pool_by_slices(L, n, name) : avg_pool_by_conv(L, n, name));
+        return;
+    }
     std::vector<mil_argument> args{
         {"ceil_mode", {mil.const_bool(name + "_ceil_mode", false)}},
         {"kernel_sizes",
@@ -10892,16 +12492,28 @@ inline void lower_reduction(segment_lowering& L, value_id id) {
     mil_shape reduced = mil.shape(x);
     for (const auto axis : n.attrs.axes)
         reduced[static_cast<std::size_t>(axis)] = 1;
-    const char* type = n.kind == op::reduce_sum    ? "reduce_sum"
-                       : n.kind == op::reduce_mean ? "reduce_mean"
-                                                   : "reduce_max";
+    // reduce_mean as reduce_sum times 1/n where the chip refuses it (RUNTIME.md §0 #9).
+    const bool mean_as_sum = n.kind == op::reduce_mean && !L.options().native(lowering_feature::reduce_mean);
+    const char* type = n.kind == op::reduce_sum || mean_as_sum ? "reduce_sum"
+                       : n.kind == op::reduce_mean             ? "reduce_mean"
+                                                               : "reduce_max";
     const mil_shape target = segment_lowering::logical_shape(n.result.shape);
-    const bool exact = reduced == target;
+    const bool exact = reduced == target && !mean_as_sum;
     // keep_dims bound to a named const (CONSTRAINTS.md); dropped axes are reshaped away afterwards.
-    const mil_ref out = mil.op(type, exact ? name : name + "_kept", reduced,
-                               {{"axes", {mil.const_ints(name + "_axes", n.attrs.axes)}},
-                                {"keep_dims", {mil.const_bool(name + "_keep_dims", true)}},
-                                {"x", {x}}});
+    mil_ref out = mil.op(type, exact ? name : name + "_kept", reduced,
+                         {{"axes", {mil.const_ints(name + "_axes", n.attrs.axes)}},
+                          {"keep_dims", {mil.const_bool(name + "_keep_dims", true)}},
+                          {"x", {x}}});
+    if (mean_as_sum) {
+        std::int64_t count = 1;
+        const mil_shape& in = mil.shape(x);
+        for (const auto axis : n.attrs.axes)
+            count *= in[static_cast<std::size_t>(axis)];
+        const bool same = reduced == target;
+        out = L.binary("mul", out,
+                       L.scalar(static_cast<float>(1.0 / static_cast<double>(count)), name + "_inverse"),
+                       same ? name : name + "_mean");
+    }
     L.set_form(id, value_layout::logical, L.reshape(out, target, name));
 }
 
@@ -11078,31 +12690,58 @@ namespace anvil::detail::ane {
 // product of the leading ones (channels-first; the host transposes while packing).
 enum class surface_order : std::uint8_t { rows, columns };
 
+// An input or output surface: the value's [1, channels, 1, width] form, declared to the program as
+// [1, channels, 1, surface_width] (the width padded to the I/O width rule; the program slices the padding off
+// inputs and pads outputs), channel c at c * channel_stride bytes: round_up(surface_width * 2, 64) as the
+// lowering assumes, replaced by the compiled program's PlaneStride once it is loaded (RUNTIME.md §0 #8).
 struct surface_layout {
     std::string symbol;
     value_id value = 0;
     dims shape;  // the value's IR shape
     surface_order order = surface_order::rows;
     std::int64_t channels = 1, width = 1;
-    std::size_t row_stride = 0;  // bytes, round_up(width * 2, 64) (RUNTIME.md §3)
+    std::int64_t surface_width = 1;  // >= width
+    std::size_t channel_stride = 0;  // bytes
+
+    [[nodiscard]] std::size_t bytes() const noexcept {
+        return static_cast<std::size_t>(channels) * channel_stride;
+    }
 };
 
 struct lowered_segment {
     std::string mil;
     std::vector<weight_file> weights;
     std::vector<surface_layout> inputs, outputs;  // each in binding order: sorted by symbol
+    bool anchored = false;  // holds a conv or matmul, which every ANE program needs (RUNTIME.md §0 #6)
+    std::size_t padded_surfaces = 0;  // inputs and outputs whose width the I/O width rule padded
 };
 
 namespace lowering_detail {
 
-inline surface_layout make_surface(std::string symbol, value_id value, const dims& shape,
-                                   surface_order order) {
+inline surface_layout make_surface(std::string symbol, value_id value, const dims& shape, surface_order order,
+                                   const lowering_options& options) {
     const surface_extents s = surface_extents_of(shape);
-    surface_layout layout{std::move(symbol), value, shape, order, 1, 1, 0};
+    surface_layout layout{std::move(symbol), value, shape, order, 1, 1, 1, 0};
     layout.channels = order == surface_order::rows ? s.positions : s.channels;
     layout.width = order == surface_order::rows ? s.channels : s.positions;
-    layout.row_stride = weight_blob_writer::round_up(static_cast<std::size_t>(layout.width) * 2);
+    layout.surface_width = surface_width_for(layout.width, options);
+    layout.channel_stride = weight_blob_writer::round_up(static_cast<std::size_t>(layout.surface_width) * 2);
     return layout;
+}
+
+// The order a boundary value's surface takes: the one its readers (or producer) prefer, unless padding to the
+// I/O width makes the other move fewer bytes (a decode step's [1, C] moves as [1, 1, 1, C], not as
+// [1, C, 1, 32]).
+inline surface_order cheaper_order(surface_order preferred, const dims& shape,
+                                   const lowering_options& options) {
+    if (options.native(lowering_feature::io_width)) return preferred;
+    const auto padded_bytes = [&](surface_order order) {
+        const surface_layout layout = make_surface({}, 0, shape, order, options);
+        return layout.bytes();
+    };
+    const surface_order other =
+        preferred == surface_order::rows ? surface_order::columns : surface_order::rows;
+    return padded_bytes(other) < padded_bytes(preferred) ? other : preferred;
 }
 
 // Whether some node of the segment reads `value` as the activation of a channels-first op.
@@ -11231,10 +12870,16 @@ inline void lower_node(segment_lowering& L, value_id id) {
         char prefix[32];
         std::snprintf(prefix, sizeof prefix, "in%03zu_", i);
         const std::string symbol = prefix + sanitise_mil_name(label);
-        const surface_order order =
-            consumed_channels_first(L, nodes, id) ? surface_order::columns : surface_order::rows;
-        surface_layout surface = make_surface(symbol, id, n.result.shape, order);
-        const mil_ref ref = L.mil().input(symbol, {1, surface.channels, 1, surface.width});
+        const surface_order order = cheaper_order(
+            consumed_channels_first(L, nodes, id) ? surface_order::columns : surface_order::rows,
+            n.result.shape, options);
+        surface_layout surface = make_surface(symbol, id, n.result.shape, order, options);
+        mil_ref ref = L.mil().input(symbol, {1, surface.channels, 1, surface.surface_width});
+        if (surface.surface_width != surface.width) {
+            // The host pads the width (RUNTIME.md §0 #3); the program reads only the value.
+            ref = L.slice_axis(ref, 3, 0, surface.width, symbol + "_unpadded");
+            ++segment.padded_surfaces;
+        }
         L.set_base(id, symbol);
         if (order == surface_order::columns) {
             L.set_form(id, value_layout::channels_first, ref);
@@ -11254,17 +12899,26 @@ inline void lower_node(segment_lowering& L, value_id id) {
         std::snprintf(symbol, sizeof symbol, "out%03zu", i);
         const dims& shape = L.ir_shape(id);
         // Channels-first results leave as columns (no transpose in the program), others as rows.
-        const surface_order order = L.has_channels_first(id) ? surface_order::columns : surface_order::rows;
+        const surface_order order = cheaper_order(
+            L.has_channels_first(id) ? surface_order::columns : surface_order::rows, shape, options);
         mil_ref ref = order == surface_order::columns ? L.channels_first(id) : L.rows(id);
-        const bool taken = std::find(results.begin(), results.end(), ref) != results.end();
-        if (taken || !L.mil().rename(ref, symbol)) {
-            ref = L.reshape(ref, L.mil().shape(ref), symbol, true);  // a copy under the output's name
+        surface_layout surface = make_surface(symbol, id, shape, order, options);
+        if (surface.surface_width != surface.width) {
+            ref = L.pad_axis(ref, 3, surface.surface_width - surface.width, symbol);
+            ++segment.padded_surfaces;
+        } else {
+            const bool taken = std::find(results.begin(), results.end(), ref) != results.end();
+            if (taken || !L.mil().rename(ref, symbol)) {
+                ref = L.reshape(ref, L.mil().shape(ref), symbol, true);  // a copy under the output's name
+            }
         }
         results.push_back(ref);
-        segment.outputs.push_back(make_surface(symbol, id, shape, order));
+        segment.outputs.push_back(std::move(surface));
     }
     segment.mil = L.mil().text(results);
     segment.weights = L.mil().weights();
+    segment.anchored =
+        L.mil().count_ops("conv") + L.mil().count_ops("matmul") + L.mil().count_ops("linear") > 0;
     return segment;
 }
 
@@ -11278,7 +12932,9 @@ inline void lower_node(segment_lowering& L, value_id id) {
 
 #include <algorithm>
 #include <cstddef>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 // #include "anvil/backend/ane/support.hpp"
@@ -11327,6 +12983,56 @@ inline std::size_t constant_bytes_read(const graph_body& body, value_id id, std:
     return bytes;
 }
 
+// What each segment reads from outside (program inputs or other segments' results; constants are copied in)
+// and what other segments or the program's outputs read from it.
+inline void compute_boundaries(const graph_body& body, std::vector<segment>& segments) {
+    const std::size_t count = body.nodes.size();
+    std::vector<std::size_t> segment_of(count, static_cast<std::size_t>(-1));
+    for (std::size_t s = 0; s < segments.size(); ++s)
+        for (const value_id id : segments[s].nodes)
+            segment_of[id] = s;
+    std::vector<bool> is_output(count, false);
+    for (const value_id id : body.outputs)
+        is_output[id] = true;
+    std::vector<std::vector<std::size_t>> read_by(count);
+    for (std::size_t s = 0; s < segments.size(); ++s) {
+        auto& seg = segments[s];
+        std::vector<value_id> inputs;
+        for (const value_id id : seg.nodes) {
+            for (const value_id input : body.nodes[id].inputs) {
+                const node& producer = body.nodes[input];
+                if (producer.kind == op::constant) continue;
+                if (producer.kind != op::input && segment_of[input] == s) continue;
+                if (std::find(inputs.begin(), inputs.end(), input) == inputs.end()) inputs.push_back(input);
+                read_by[input].push_back(s);
+            }
+        }
+        seg.inputs = std::move(inputs);
+    }
+    for (auto& seg : segments) {
+        seg.outputs.clear();
+        for (const value_id id : seg.nodes) {
+            if (is_output[id] || !read_by[id].empty()) seg.outputs.push_back(id);
+        }
+    }
+}
+
+// Joins each run of neighbouring CPU segments into one (after ANE segments moved to the CPU), keeping the
+// schedule's order, and recomputes every boundary.
+inline void merge_cpu_neighbours(const graph_body& body, std::vector<segment>& segments) {
+    std::vector<segment> merged;
+    for (auto& seg : segments) {
+        if (!merged.empty() && merged.back().device == segment_device::cpu &&
+            seg.device == segment_device::cpu) {
+            merged.back().nodes.insert(merged.back().nodes.end(), seg.nodes.begin(), seg.nodes.end());
+            continue;
+        }
+        merged.push_back(std::move(seg));
+    }
+    segments = std::move(merged);
+    compute_boundaries(body, segments);
+}
+
 // The graph must hold no compute node whose operands are all constants (callers materialise them first), so
 // every weight reaches a segment as an op::constant it can embed or copy.
 [[nodiscard]] inline partition_result partition(const graph_body& body, const lowering_options& options,
@@ -11342,12 +13048,14 @@ inline std::size_t constant_bytes_read(const graph_body& body, value_id id, std:
         support_result support;
         if (n.result.shape.element_count() == 0) {
             support = {placement::host_only,
-                       "the value is empty (a zero extent); the ANE has no empty tensors"};
+                       "the value is empty (a zero extent); the ANE has no empty tensors", true};
         } else {
             support = supports(body, static_cast<value_id>(id), options);
         }
         if (support.where == placement::host_only) {
-            if (strict_device) {
+            // strict_device refuses what the Neural Engine could run but will not; integer work (embedding
+            // lookups, argmax) is the host's by nature and stays there.
+            if (strict_device && !support.inherent) {
                 throw unsupported_error(
                     message("compile: strict_device: ", describe_node(body, static_cast<value_id>(id)),
                             " cannot run on the Neural Engine: ", support.reason));
@@ -11385,7 +13093,6 @@ inline std::size_t constant_bytes_read(const graph_body& body, value_id id, std:
         if (is_compute[id] && needed[id] && pending[id] == 0)
             ready[slot(device[id])].push_back(static_cast<value_id>(id));
     }
-    std::vector<std::size_t> segment_of(count, static_cast<std::size_t>(-1));
     std::vector<bool> weight_counted(count, false);
     std::size_t current_weight_bytes = 0;
     segment_device current = ready[0].empty() ? segment_device::cpu : segment_device::ane;
@@ -11414,156 +13121,129 @@ inline std::size_t constant_bytes_read(const graph_body& body, value_id id, std:
             current_weight_bytes += bytes;
         }
         result.segments.back().nodes.push_back(id);
-        segment_of[id] = result.segments.size() - 1;
         for (const value_id reader : readers[id]) {
             if (--pending[reader] == 0) ready[slot(device[reader])].push_back(reader);
         }
     }
 
-    // Boundaries: what each segment reads from outside and what others (or the outputs) read from it.
-    std::vector<bool> is_output(count, false);
-    for (const value_id id : body.outputs)
-        is_output[id] = true;
-    std::vector<std::vector<std::size_t>> read_by(count);
-    for (std::size_t s = 0; s < result.segments.size(); ++s) {
-        auto& seg = result.segments[s];
-        std::vector<value_id> inputs;
-        for (const value_id id : seg.nodes) {
-            for (const value_id input : body.nodes[id].inputs) {
-                const node& producer = body.nodes[input];
-                if (producer.kind == op::constant) continue;
-                if (producer.kind != op::input && segment_of[input] == s) continue;
-                if (std::find(inputs.begin(), inputs.end(), input) == inputs.end()) inputs.push_back(input);
-                read_by[input].push_back(s);
-            }
-        }
-        seg.inputs = std::move(inputs);
-    }
-    for (auto& seg : result.segments) {
-        for (const value_id id : seg.nodes) {
-            if (is_output[id] || !read_by[id].empty()) seg.outputs.push_back(id);
-        }
-    }
+    compute_boundaries(body, result.segments);
     return result;
+}
+
+// "linear x3, gelu, softmax": a segment's ops by kind, in order of first appearance.
+inline std::string ops_summary(const graph_body& body, std::span<const value_id> nodes) {
+    std::vector<std::pair<op, std::size_t>> counts;
+    for (const value_id id : nodes) {
+        const op kind = body.nodes[id].kind;
+        const auto found =
+            std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == kind; });
+        if (found == counts.end()) {
+            counts.emplace_back(kind, 1);
+        } else {
+            ++found->second;
+        }
+    }
+    std::string text;
+    for (const auto& [kind, count] : counts)
+        text += message(text.empty() ? "" : ", ", op_name(kind),
+                        count > 1 ? message(" x", count) : std::string());
+    return text;
 }
 
 }  // namespace anvil::detail::ane
 // #include "anvil/backend/ane/program_cache.hpp"
-// anvil: the on-disk cache of compiled ANE programs and the per-process compile budget. A program is named by
-// a SHA-256 of its MIL text, its weights, the OS build, the Neural Engine's architecture and anvil's version,
-// so a second run of the same model — in any process — loads the compiled program instead of compiling it
-// (RUNTIME.md §7: `setModelURL:` + `compiledModelExists`). The framework leaks resources per compile and
-// fails past ~119 compiles per process (RUNTIME.md §6): anvil counts its compiles and stops with a clear
-// error first.
+// #include "anvil/backend/ane/surface_packing.hpp"
+// anvil: moving values between the host and an ANE input or output surface laid out as surface_layout says:
+// rows ([1, leading, 1, last], the IR's memory order) or columns ([1, last, 1, leading], channels-first, the
+// host transposing while it converts), channel c at c * channel_stride bytes, fp16, the I/O width padding
+// past `width` untouched (the program slices it off).
 
-#include <atomic>
-#include <cstdlib>
-#include <filesystem>
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
 #include <span>
-#include <string>
-#include <string_view>
+#include <vector>
 
-// #include "anvil/backend/ane/weight_file.hpp"
-// #include "anvil/core/error.hpp"
-// #include "anvil/core/sha256.hpp"
-// #include "anvil/version.hpp"
-
-#if defined(__APPLE__)
-#include <sys/sysctl.h>
-#else
-#include <sys/utsname.h>
-#endif
+// #include "anvil/backend/ane/io_surface.hpp"
+// #include "anvil/backend/ane/lowering.hpp"
+// #include "anvil/core/convert.hpp"
+// #include "anvil/core/half.hpp"
 
 namespace anvil::detail::ane {
 
-// The OS build the compiled programs are valid for (a new OS may compile differently).
-inline std::string os_build() {
-#if defined(__APPLE__)
-    char buffer[256] = {};
-    std::size_t size = sizeof buffer;
-    if (sysctlbyname("kern.osversion", buffer, &size, nullptr, 0) == 0) return std::string(buffer);
-    return "unknown-macos";
-#else
-    utsname name{};
-    if (uname(&name) == 0) return std::string(name.sysname) + " " + name.release + " " + name.version;
-    return "unknown";
-#endif
-}
-
-// The cache directory: `requested` when given; else $ANVIL_CACHE_DIR; else the platform's user cache
-// directory (~/Library/Caches/anvil on macOS, $XDG_CACHE_HOME/anvil or ~/.cache/anvil elsewhere). Empty
-// when caching is off (`requested` or $ANVIL_CACHE_DIR equal to "none") or no home directory is known.
-inline std::filesystem::path cache_root(std::string_view requested) {
-    std::string chosen(requested);
-    if (chosen.empty()) {
-        if (const char* env = std::getenv("ANVIL_CACHE_DIR"); env != nullptr && *env != '\0') chosen = env;
-    }
-    if (chosen == "none") return {};
-    if (!chosen.empty()) return std::filesystem::path(chosen) / "ane";
-#if defined(__APPLE__)
-    if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0')
-        return std::filesystem::path(home) / "Library" / "Caches" / "anvil" / "ane";
-#else
-    if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0')
-        return std::filesystem::path(xdg) / "anvil" / "ane";
-    if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0')
-        return std::filesystem::path(home) / ".cache" / "anvil" / "ane";
-#endif
-    return {};
-}
-
-// The cache key of one program: hex SHA-256 over everything that changes what the compiler produces.
-inline std::string program_key(std::string_view mil_text, std::span<const weight_file> weights,
-                               std::string_view architecture) {
-    sha256 digest;
-    auto field = [&](std::string_view label, std::string_view text) {
-        digest.update(label).update(std::to_string(text.size())).update(":").update(text);
-    };
-    field("anvil", version_string);
-    field("os", os_build());
-    field("chip", architecture);
-    field("mil", mil_text);
-    for (const auto& file : weights) {
-        field("weight", file.path);
-        digest.update(std::to_string(file.bytes.size()))
-            .update(":")
-            .update(std::span<const std::byte>(file.bytes));
-    }
-    return digest.finish_hex();
-}
-
-// Compiles this process has run, and how many it may (LIBANE stops at 115, below the ~119 where the
-// framework fails; $ANVIL_ANE_COMPILE_BUDGET overrides).
-inline std::atomic<long>& compiles_in_process() {
-    static std::atomic<long> count{0};
-    return count;
-}
-
-inline long compile_budget() {
-    if (const char* env = std::getenv("ANVIL_ANE_COMPILE_BUDGET"); env != nullptr && *env != '\0') {
-        char* end = nullptr;
-        const long value = std::strtol(env, &end, 10);
-        if (end != env && *end == '\0' && value > 0) return value;
-        throw error(message("ANVIL_ANE_COMPILE_BUDGET: expected a positive integer, got '", env, "'"));
-    }
-    return 115;
-}
-
-// Takes one compile from the budget, or throws before the framework would fail.
-inline void reserve_compile() {
-    const long budget = compile_budget();
-    long current = compiles_in_process().load();
-    do {
-        if (current >= budget) {
-            throw error(
-                message("ANE compile budget spent: this process has compiled ", current,
-                        " Neural Engine programs, and the framework fails or crashes past ~119 per process "
-                        "(AppleNeuralEngine leaks per compile). Reuse compiled programs, let the program "
-                        "cache turn compiles into loads, or run the work in a new process "
-                        "(ANVIL_ANE_COMPILE_BUDGET changes the limit of ",
-                        budget, ")"));
+// fp32 values into an fp16 surface laid out as the lowering chose: rows ([1, leading, 1, last]) or
+// columns ([1, last, 1, leading], the channels-first form, transposed here while converting), channel c at
+// c * channel_stride. Each row converts in one vectorised call; a transposed row is gathered first. The
+// padding past `width` is left alone: the program slices it off.
+inline void pack(const surface_layout& layout, const float* values, std::byte* base) {
+    const auto channels = static_cast<std::size_t>(layout.channels);
+    const auto width = static_cast<std::size_t>(layout.width);
+    std::vector<float> gathered(layout.order == surface_order::rows ? 0 : width);
+    for (std::size_t c = 0; c < channels; ++c) {
+        auto* row = reinterpret_cast<half*>(base + c * layout.channel_stride);
+        const float* source = values + c * width;
+        if (layout.order == surface_order::columns) {
+            for (std::size_t w = 0; w < width; ++w)
+                gathered[w] = values[w * channels + c];
+            source = gathered.data();
         }
-    } while (!compiles_in_process().compare_exchange_weak(current, current + 1));
+        convert_f32_to_f16(source, width, row);
+    }
+}
+
+// Runs of `length` elements of the full input starting at `starts` (f32 values in `values`, indexed as
+// the input) into a surface packed as pack() packs the whole: in rows order a run converts row by row, in
+// columns order element by element (each lands in another row). Nothing else of the surface is touched.
+inline void pack_region(const surface_layout& layout, std::span<const std::size_t> starts, std::size_t length,
+                        const float* values, std::byte* base) {
+    const auto channels = static_cast<std::size_t>(layout.channels);
+    const auto width = static_cast<std::size_t>(layout.width);
+    const std::size_t last = layout.order == surface_order::rows ? width : channels;
+    for (const std::size_t start : starts) {
+        std::size_t f = start;
+        const std::size_t end = f + length;
+        if (layout.order == surface_order::rows) {
+            while (f < end) {
+                const std::size_t c = f / last, w = f % last;
+                const std::size_t n = std::min(end - f, last - w);
+                convert_f32_to_f16(values + f, n,
+                                   reinterpret_cast<half*>(base + c * layout.channel_stride) + w);
+                f += n;
+            }
+        } else {
+            for (; f < end; ++f) {
+                const std::size_t c = f % last, w = f / last;
+                convert_f32_to_f16(values + f, 1,
+                                   reinterpret_cast<half*>(base + c * layout.channel_stride) + w);
+            }
+        }
+    }
+}
+
+inline void unpack(const surface_layout& layout, const std::byte* base, float* values) {
+    const auto channels = static_cast<std::size_t>(layout.channels);
+    const auto width = static_cast<std::size_t>(layout.width);
+    std::vector<float> row_values(layout.order == surface_order::rows ? 0 : width);
+    for (std::size_t c = 0; c < channels; ++c) {
+        const void* row = base + c * layout.channel_stride;
+        if (layout.order == surface_order::rows) {
+            convert_to_f32(dtype::f16, row, width, values + c * width);
+            continue;
+        }
+        convert_to_f32(dtype::f16, row, width, row_values.data());
+        for (std::size_t w = 0; w < width; ++w)
+            values[w * channels + c] = row_values[w];
+    }
+}
+
+// Ones in every element of an input surface, padding included: what a program's first evaluation reads (not
+// zeros, which would turn log and rsqrt into infinities).
+inline void fill_with_ones(const surface_layout& layout, const io_surface& surface) {
+    const std::vector<half> ones(static_cast<std::size_t>(layout.surface_width), half(1.0f));
+    auto guard = surface.lock(false);
+    for (std::int64_t c = 0; c < layout.channels; ++c)
+        std::memcpy(guard.data() + static_cast<std::size_t>(c) * layout.channel_stride, ones.data(),
+                    ones.size() * sizeof(half));
 }
 
 }  // namespace anvil::detail::ane
@@ -16477,417 +18157,6 @@ inline void evaluate_reference(const node& n, std::span<const const_tensor_span>
 
 }  // namespace anvil::detail::cpu
 // #include "anvil/backend/program.hpp"
-// anvil: what every backend hands back from compile — a program: named inputs in, outputs out, reusable
-// across calls. One program serves one caller at a time (a second concurrent run waits); several programs
-// run in parallel.
-
-#include <algorithm>
-#include <cstddef>
-#include <cstdint>
-#include <initializer_list>
-#include <memory>
-#include <span>
-#include <string>
-#include <string_view>
-#include <vector>
-
-// #include "anvil/backend/cpu/numerics.hpp"
-// anvil: the CPU backend's ane_numerics mode. The Neural Engine stores every intermediate in fp16 and flushes
-// denormals, so a model that is fine in fp32 can overflow to inf (or lose small values) there. Rounding every
-// op's output the same way on the CPU shows that on any machine, and the report names the ops whose values
-// left the fp16 range on the inputs given — before the model is shipped.
-
-#include <cmath>
-#include <cstdint>
-#include <limits>
-#include <sstream>
-#include <string>
-#include <vector>
-
-// #include "anvil/core/half.hpp"
-// #include "anvil/graph/op.hpp"
-// #include "anvil/graph/shape_inference.hpp"
-
-namespace anvil {
-
-// One op whose output left the fp16 range during a run.
-struct fp16_overflow {
-    std::uint32_t node = 0;  // the node's id in the compiled graph (program::dump shows it)
-    op kind = op::add;
-    std::string label;             // the node's name, if it has one
-    dims shape;                    // the output's shape
-    std::uint64_t overflowed = 0;  // finite values beyond the largest half (65504): inf on the ANE
-    std::uint64_t elements = 0;
-    float max_abs = 0.0f;  // the largest finite magnitude computed before rounding
-};
-
-struct numerics_report {
-    std::vector<fp16_overflow> overflows;  // in execution order
-
-    [[nodiscard]] bool clean() const noexcept { return overflows.empty(); }
-
-    // One line per op: "%12 gelu [1, 128, 3072]: 37 of 393216 values beyond fp16 (max |x| 1.2e+05)".
-    [[nodiscard]] std::string to_string() const {
-        std::ostringstream out;
-        for (const auto& o : overflows) {
-            out << '%' << o.node << ' ' << op_name(o.kind);
-            if (!o.label.empty()) out << " \"" << o.label << '"';
-            out << ' ' << o.shape << ": " << o.overflowed << " of " << o.elements
-                << " values beyond fp16 (max |x| " << o.max_abs << ")\n";
-        }
-        return out.str();
-    }
-};
-
-namespace detail::cpu {
-
-inline constexpr float fp16_max = 65504.0f;
-inline constexpr float fp16_min_normal = 6.103515625e-05f;  // 2^-14
-
-struct fp16_rounding_result {
-    std::uint64_t overflowed = 0;
-    float max_abs = 0.0f;
-};
-
-// Rounds values to fp16 in place (round to nearest even, overflow to inf) and flushes fp16 denormals to zero,
-// as the Neural Engine stores them; counts the finite values that overflowed.
-inline fp16_rounding_result round_to_fp16(float* values, std::size_t count) {
-    fp16_rounding_result result;
-    for (std::size_t i = 0; i < count; ++i) {
-        const float x = values[i];
-        const float magnitude = std::fabs(x);
-        if (std::isfinite(x)) {
-            if (magnitude > result.max_abs) result.max_abs = magnitude;
-        }
-        float rounded = static_cast<float>(half(x));
-        if (std::isinf(rounded) && std::isfinite(x)) ++result.overflowed;
-        if (std::fabs(rounded) < fp16_min_normal) rounded = std::copysign(0.0f, rounded);
-        values[i] = rounded;
-    }
-    return result;
-}
-
-}  // namespace detail::cpu
-}  // namespace anvil
-// #include "anvil/core/error.hpp"
-// #include "anvil/core/host_tensor.hpp"
-
-namespace anvil {
-
-enum class device : std::uint8_t {
-    cpu,
-    ane,
-    automatic,  // the Neural Engine where present, else the CPU
-};
-
-// Which CPU kernels run the graph: the optimised ones, or the plain reference ones that define each op
-// (for parity tests and for checking a suspicion).
-enum class cpu_kernels : std::uint8_t { optimized, reference };
-
-// The MIL dialect of ANE programs: program(1.3)/ios18 (macOS 15+, M3 and later), or the verbose
-// program(1.0)/ios16 older chips need (RUNTIME.md §4); automatic picks by the Neural Engine's architecture.
-enum class mil_version : std::uint8_t { automatic, ios18, ios16 };
-
-struct compile_options {
-    device target = device::cpu;
-    // Fail to compile instead of running any node on a device other than `target`.
-    bool strict_device = false;
-    // CPU: round every op's output to fp16 with denormals flushed, as the Neural Engine stores values, and
-    // report the ops whose values left the fp16 range (program::numerics()).
-    bool ane_numerics = false;
-    cpu_kernels kernels = cpu_kernels::optimized;
-    std::size_t threads = 0;  // 0: the process-wide pool (ANVIL_NUM_THREADS or every core)
-    bool fold_constants = true;
-    bool fold_batch_norm = true;
-    bool fuse_elementwise = true;
-    // ANE: where compiled programs are cached ("" = $ANVIL_CACHE_DIR, else the user cache directory;
-    // "none" = no cache).
-    std::string cache_dir;
-    mil_version ane_mil = mil_version::automatic;
-    // ANE: a program holding more weights than this is split into several (intermediates pass by IOSurface).
-    std::size_t ane_max_program_weight_bytes = std::size_t{256} << 20;
-    // Inputs that stay bound to the program between runs (a KV cache): zero-filled at compile, updated in
-    // place with program::write_input, never passed to run(). On the ANE each is an IOSurface that run() does
-    // not rewrite, so a step moves only what write_input wrote.
-    std::vector<std::string> resident_inputs;
-};
-
-struct named_tensor {
-    std::string name;
-    host_tensor tensor;
-};
-
-// A program input or output: its name (outputs are named "output0", "output1", ...), type and shape.
-struct io_info {
-    std::string name;
-    dtype type = dtype::f32;
-    dims shape;
-    bool resident = false;  // bound to the program (compile_options::resident_inputs), not given to run()
-};
-
-namespace detail {
-
-// The declared inputs' names, for error messages ("none" when there are none); only resident ones when
-// `resident_only`.
-[[nodiscard]] inline std::string input_names(std::span<const io_info> declared, bool resident_only = false) {
-    std::string list;
-    for (const auto& input : declared) {
-        if (!resident_only || input.resident) list += (list.empty() ? "" : ", ") + input.name;
-    }
-    return list.empty() ? std::string("none") : list;
-}
-
-// Matches the tensors a run was given to the program's declared inputs, checking each name, shape and kind
-// (floating or integer): the result holds, for each declared input in order, the index of its tensor in
-// `given` (or unbound_input for a resident input, which a run is never given). Every backend binds its
-// inputs through this, so a bad call reads the same on all of them.
-inline constexpr std::size_t unbound_input = static_cast<std::size_t>(-1);
-
-[[nodiscard]] inline std::vector<std::size_t> match_inputs(std::span<const named_tensor> given,
-                                                           std::span<const io_info> declared) {
-    std::vector<std::size_t> order(declared.size(), unbound_input);
-    for (std::size_t g = 0; g < given.size(); ++g) {
-        const named_tensor& input = given[g];
-        std::size_t index = 0;
-        while (index < declared.size() && declared[index].name != input.name)
-            ++index;
-        if (index == declared.size()) {
-            throw error(message("program::run: there is no input named '", input.name,
-                                "' (inputs: ", input_names(declared), ")"));
-        }
-        const io_info& expected = declared[index];
-        if (expected.resident) {
-            throw error(message("program::run: input '", input.name,
-                                "' is resident: update it with program::write_input, not run()"));
-        }
-        if (order[index] != unbound_input)
-            throw error(message("program::run: input '", input.name, "' is given twice"));
-        order[index] = g;
-        if (!(input.tensor.shape() == expected.shape)) {
-            throw shape_error(message("program::run: input '", input.name, "' has shape ",
-                                      input.tensor.shape(), ", expected ", expected.shape));
-        }
-        if (is_floating(input.tensor.type()) != is_floating(expected.type)) {
-            throw type_error(message(
-                "program::run: input '", input.name, "' is ", dtype_name(input.tensor.type()), ", expected ",
-                dtype_name(expected.type),
-                is_floating(expected.type) ? " (or another floating type)" : " (or another integer type)"));
-        }
-    }
-    for (std::size_t i = 0; i < declared.size(); ++i) {
-        if (order[i] == unbound_input && !declared[i].resident)
-            throw error(message("program::run: input '", declared[i].name, "' is missing"));
-    }
-    return order;
-}
-
-// Flags the inputs compile_options::resident_inputs names; each must be an input of the graph, once.
-inline void mark_resident(std::vector<io_info>& declared, std::span<const std::string> resident) {
-    for (std::size_t r = 0; r < resident.size(); ++r) {
-        const std::string& name = resident[r];
-        const auto it = std::find_if(declared.begin(), declared.end(),
-                                     [&](const io_info& input) { return input.name == name; });
-        if (it == declared.end()) {
-            throw error(message("compile: resident input '", name,
-                                "' is not an input of the graph (inputs: ", input_names(declared), ")"));
-        }
-        if (it->resident) throw error(message("compile: resident input '", name, "' is listed twice"));
-        it->resident = true;
-    }
-}
-
-// The index of resident input `name` among `declared`, or an error naming what is wrong (`what`: the
-// calling function).
-[[nodiscard]] inline std::size_t find_resident(std::span<const io_info> declared, std::string_view name,
-                                               std::string_view what) {
-    const auto it = std::find_if(declared.begin(), declared.end(),
-                                 [&](const io_info& input) { return input.name == name; });
-    if (it == declared.end()) {
-        throw error(message(what, ": there is no input named '", name,
-                            "' (resident inputs: ", input_names(declared, true), ")"));
-    }
-    if (!it->resident) {
-        throw error(message(what, ": input '", name,
-                            "' is not resident: it is given to run() (name it in compile_options::"
-                            "resident_inputs to keep it bound to the program)"));
-    }
-    return static_cast<std::size_t>(it - declared.begin());
-}
-
-// Where a write_input lands in the row-major input: a box of extents `extent` at `offset`, walked as runs of
-// extent.back() elements contiguous in both the part and the input.
-struct write_region {
-    std::size_t input = 0;                           // index among the declared inputs
-    std::vector<std::size_t> shape, offset, extent;  // the input's shape; the box's corner and extents
-
-    [[nodiscard]] std::size_t run_length() const noexcept { return extent.empty() ? 1 : extent.back(); }
-    [[nodiscard]] std::size_t element_count() const noexcept {
-        std::size_t count = 1;
-        for (const std::size_t e : extent)
-            count *= e;
-        return count;
-    }
-    // Where each run starts in the input (run k holds the part's elements [k * run_length(), ...)).
-    [[nodiscard]] std::vector<std::size_t> run_starts() const {
-        std::vector<std::size_t> starts;
-        const std::size_t length = run_length();
-        if (length == 0 || element_count() == 0) return starts;
-        starts.reserve(element_count() / length);
-        std::vector<std::size_t> index(extent.size(), 0);  // within the box; the last axis stays 0
-        for (;;) {
-            std::size_t flat = 0;
-            for (std::size_t d = 0; d < shape.size(); ++d)
-                flat = flat * shape[d] + offset[d] + index[d];
-            starts.push_back(flat);
-            std::size_t d = extent.empty() ? 0 : extent.size() - 1;
-            while (d > 0 && ++index[d - 1] == extent[d - 1])
-                index[--d] = 0;
-            if (d == 0) return starts;
-        }
-    }
-};
-
-// Checks a write_input of `part` at `offsets` (one per axis) against the declared inputs and says where it
-// lands.
-[[nodiscard]] inline write_region check_write(std::span<const io_info> declared, std::string_view name,
-                                              std::span<const std::int64_t> offsets,
-                                              const host_tensor& part) {
-    constexpr std::string_view what = "program::write_input";
-    write_region region;
-    region.input = find_resident(declared, name, what);
-    const io_info& input = declared[region.input];
-    const dims& shape = part.shape();
-    const std::size_t rank = input.shape.rank();
-    if (shape.rank() != rank) {
-        throw shape_error(message(what, ": part ", shape, " for input '", name, "' ", input.shape,
-                                  " has rank ", shape.rank(), ", expected ", rank));
-    }
-    if (offsets.size() != rank) {
-        throw shape_error(message(what, ": ", offsets.size(), " offsets for input '", name, "' ", input.shape,
-                                  " of rank ", rank));
-    }
-    for (std::size_t d = 0; d < rank; ++d) {
-        if (offsets[d] < 0 || offsets[d] > input.shape[d] || shape[d] > input.shape[d] - offsets[d]) {
-            throw shape_error(message(what, ": part ", shape, " at offset ", offsets[d], " of axis ", d,
-                                      " is outside input '", name, "' ", input.shape, " (positions [",
-                                      offsets[d], ", ", offsets[d] + shape[d], ") of 0 to ", input.shape[d],
-                                      ")"));
-        }
-        region.shape.push_back(static_cast<std::size_t>(input.shape[d]));
-        region.offset.push_back(static_cast<std::size_t>(offsets[d]));
-        region.extent.push_back(static_cast<std::size_t>(shape[d]));
-    }
-    if (is_floating(part.type()) != is_floating(input.type)) {
-        throw type_error(
-            message(what, ": the part for input '", name, "' is ", dtype_name(part.type()), ", expected ",
-                    dtype_name(input.type),
-                    is_floating(input.type) ? " (or another floating type)" : " (or another integer type)"));
-    }
-    return region;
-}
-
-// The offsets of a write along one axis (every other axis whole), with errors that speak of that form.
-[[nodiscard]] inline std::vector<std::int64_t> axis_offsets(std::span<const io_info> declared,
-                                                            std::string_view name, std::int64_t axis,
-                                                            std::int64_t begin, const host_tensor& part) {
-    constexpr std::string_view what = "program::write_input";
-    const io_info& input = declared[find_resident(declared, name, what)];
-    const auto rank = static_cast<std::int64_t>(input.shape.rank());
-    if (axis < -rank || axis >= rank) {
-        throw shape_error(message(what, ": axis ", axis, " is out of range for input '", name, "' ",
-                                  input.shape, " (rank ", rank, ")"));
-    }
-    const auto a = static_cast<std::size_t>(axis < 0 ? axis + rank : axis);
-    const dims& shape = part.shape();
-    if (shape.rank() != input.shape.rank()) {
-        throw shape_error(message(what, ": part ", shape, " for input '", name, "' ", input.shape,
-                                  " has rank ", shape.rank(), ", expected ", rank));
-    }
-    for (std::size_t d = 0; d < shape.rank(); ++d) {
-        if (d != a && shape[d] != input.shape[d]) {
-            throw shape_error(message(what, ": part ", shape, " for input '", name, "' ", input.shape,
-                                      " along axis ", a, ": axis ", d, " is ", shape[d], ", expected ",
-                                      input.shape[d]));
-        }
-    }
-    const std::int64_t extent = input.shape[a];
-    const std::int64_t length = shape[a];
-    if (begin < 0 || begin > extent || length > extent - begin) {
-        throw shape_error(message(what, ": positions [", begin, ", ", begin + length, ") along axis ", a,
-                                  " are outside input '", name, "' ", input.shape, " (0 to ", extent, ")"));
-    }
-    std::vector<std::int64_t> offsets(input.shape.rank(), 0);
-    offsets[a] = begin;
-    return offsets;
-}
-
-class program_impl {
-public:
-    virtual ~program_impl() = default;
-    virtual std::vector<host_tensor> run(std::span<const named_tensor> inputs) = 0;
-    [[nodiscard]] virtual const std::vector<io_info>& inputs() const = 0;
-    [[nodiscard]] virtual const std::vector<io_info>& outputs() const = 0;
-    [[nodiscard]] virtual numerics_report numerics() const = 0;
-    [[nodiscard]] virtual std::string dump() const = 0;
-    virtual void write_input(std::string_view name, std::span<const std::int64_t> offsets,
-                             const host_tensor& part) = 0;
-    [[nodiscard]] virtual host_tensor read_input(std::string_view name) const = 0;
-};
-
-}  // namespace detail
-
-class program {
-public:
-    program() = default;
-    explicit program(std::unique_ptr<detail::program_impl> impl) : impl_(std::move(impl)) {}
-
-    // Runs the program: every input by name, once each (resident inputs excepted: they are bound already),
-    // with its declared shape (floating inputs may be any floating type, integer inputs any integer type:
-    // they are converted). Returns the outputs in the order they were given to compile.
-    std::vector<host_tensor> run(std::span<const named_tensor> inputs) { return checked().run(inputs); }
-    std::vector<host_tensor> run(std::initializer_list<named_tensor> inputs) {
-        return checked().run(std::span<const named_tensor>(inputs.begin(), inputs.size()));
-    }
-
-    // Writes `part` into resident input `name` at [begin, begin + part.shape()[axis]) along `axis`; every
-    // other axis of `part` must equal the input's. Converts any floating type (integer inputs take integer
-    // parts). The next run sees it; nothing else of the input changes.
-    void write_input(std::string_view name, std::int64_t axis, std::int64_t begin, const host_tensor& part) {
-        detail::program_impl& impl = checked();
-        impl.write_input(name, detail::axis_offsets(impl.inputs(), name, axis, begin, part), part);
-    }
-    // The general form: `part` (the input's rank) lands at `offsets` (one per axis), a box of its shape —
-    // e.g. one stream's rows [1, H, S, D] of a batched cache [B, H, T, D] at {b, 0, position, 0}.
-    void write_input(std::string_view name, std::span<const std::int64_t> offsets, const host_tensor& part) {
-        checked().write_input(name, offsets, part);
-    }
-    void write_input(std::string_view name, std::initializer_list<std::int64_t> offsets,
-                     const host_tensor& part) {
-        write_input(name, std::span<const std::int64_t>(offsets.begin(), offsets.size()), part);
-    }
-    // A copy (f32) of resident input `name`'s current contents (rounded to the input's type, as a run sees
-    // them).
-    [[nodiscard]] host_tensor read_input(std::string_view name) const { return checked().read_input(name); }
-
-    // Every input, resident ones flagged (io_info::resident).
-    [[nodiscard]] const std::vector<io_info>& inputs() const { return checked().inputs(); }
-    [[nodiscard]] const std::vector<io_info>& outputs() const { return checked().outputs(); }
-    // With ane_numerics: the ops whose values left the fp16 range during the last run.
-    [[nodiscard]] numerics_report numerics() const { return checked().numerics(); }
-    // The graph as compiled, after the passes (anvil::dump's format).
-    [[nodiscard]] std::string dump() const { return checked().dump(); }
-    [[nodiscard]] bool valid() const noexcept { return impl_ != nullptr; }
-
-private:
-    [[nodiscard]] detail::program_impl& checked() const {
-        if (!impl_) throw error("program: this program is empty (default-constructed or moved from)");
-        return *impl_;
-    }
-
-    std::unique_ptr<detail::program_impl> impl_;
-};
-
-}  // namespace anvil
 // #include "anvil/core/thread_pool.hpp"
 // #include "anvil/graph/graph.hpp"
 
@@ -17489,6 +18758,7 @@ private:
 // #include "anvil/backend/program.hpp"
 // #include "anvil/core/convert.hpp"
 // #include "anvil/core/half.hpp"
+// #include "anvil/core/warning.hpp"
 // #include "anvil/graph/dump.hpp"
 // #include "anvil/graph/passes.hpp"
 
@@ -17544,7 +18814,9 @@ inline constexpr std::size_t surface_granule = std::size_t{16} << 10;
     return sub;
 }
 
-inline mil_dialect choose_dialect(mil_version requested, std::string_view architecture) {
+// The dialect: the one asked for, else the lowering choices' (ios18 on chips known to take it, ios16 on M1/M2
+// and on chips of unknown kind, RUNTIME.md §4).
+inline mil_dialect choose_dialect(mil_version requested, const lowering_choices& choices) {
     switch (requested) {
         case mil_version::ios18:
             return mil_dialect::ios18;
@@ -17553,14 +18825,19 @@ inline mil_dialect choose_dialect(mil_version requested, std::string_view archit
         case mil_version::automatic:
             break;
     }
-    // M1 (h13) and M2 (h14) accept only program(1.0) with verbose scalars (RUNTIME.md §4, MDX PR#6).
-    if (architecture.starts_with("h13") || architecture.starts_with("h14")) return mil_dialect::ios16;
-    return mil_dialect::ios18;
+    return choices.of(lowering_feature::dialect) == lowering_variant::native ? mil_dialect::ios18
+                                                                             : mil_dialect::ios16;
 }
 
 inline std::size_t round_up(std::size_t value, std::size_t granule) {
     return (value + granule - 1) / granule * granule;
 }
+
+// The Neural Engine refused a segment: where (compile, load, layout, evaluate) and the framework's message.
+struct device_refusal {
+    std::string stage;
+    std::string what;
+};
 
 class ane_program final : public program_impl {
 public:
@@ -17576,8 +18853,8 @@ public:
                                             runtime::get().library(), ")"));
         }
         architecture_ = device.architecture;
-        lowering_.dialect = choose_dialect(options.ane_mil, architecture_);
         cache_root_ = cache_root(options.cache_dir);
+        choose_lowering_for(options);
         body_ = tile_wide_linears(body, lowering_.max_dimension);
         for (std::size_t id = 0; id < body_.nodes.size(); ++id) {
             const node& n = body_.nodes[id];
@@ -17598,31 +18875,46 @@ public:
         partition_limits limits;
         limits.max_program_weight_bytes = options.ane_max_program_weight_bytes;
         partition_result parts = partition(body_, lowering_, options.strict_device, limits);
-        fallbacks_ = std::move(parts.fallbacks);
+        for (const auto& fallback : parts.fallbacks)
+            placement_.host_nodes.push_back(
+                message(describe_node(body_, fallback.node), ": ", fallback.reason));
+        std::vector<planned_segment> plan = plan_segments(std::move(parts.segments));
+
         std::size_t ane_index = 0;
-        for (auto& seg : parts.segments) {
+        for (auto& planned : plan) {
             step s;
-            s.device = seg.device;
-            s.inputs = seg.inputs;
-            s.outputs = seg.outputs;
-            if (seg.device == segment_device::cpu) {
-                compile_options cpu_options = options_;
-                cpu_options.target = device::cpu;
-                // A resident input the segment reads stays resident there, under the segment's name for it.
-                cpu_options.resident_inputs.clear();
-                for (const value_id id : seg.inputs) {
-                    if (resident_[id]) cpu_options.resident_inputs.push_back(segment_input_name(id));
+            s.device = planned.seg.device;
+            s.inputs = planned.seg.inputs;
+            s.outputs = planned.seg.outputs;
+            placement_segment report;
+            report.op_count = planned.seg.nodes.size();
+            report.ops = ops_summary(body_, planned.seg.nodes);
+            report.reason = std::move(planned.cpu_reason);
+            if (planned.seg.device == segment_device::ane) {
+                const std::size_t index = ane_index++;
+                try {
+                    s.ane = build_ane_step(planned.seg, std::move(*planned.lowered), index);
+                    report.device = "ane";
+                    report.cached = s.ane->cached;
+                } catch (const device_refusal& refusal) {
+                    refuse(planned.seg, index, report, refusal);
+                    s.device = segment_device::cpu;
                 }
-                s.cpu = std::make_unique<cpu::cpu_program>(extract_segment(body_, seg), cpu_options);
-            } else {
-                s.ane = build_ane_step(seg, ane_index++);
             }
+            if (s.device == segment_device::cpu) {
+                s.cpu = make_cpu_step(planned.seg);
+                report.device = "cpu";
+            }
+            placement_.segments.push_back(std::move(report));
             steps_.push_back(std::move(s));
         }
         produced_.clear();
         mark_host_copies();
         release_build_data();
         bind_resident();
+        placement_.backend = "ane";
+        placement_.device = architecture_.empty() ? std::string("unknown") : architecture_;
+        placement_.lowering = message(choices_.source, ": ", choices_.summary());
     }
 
     std::vector<host_tensor> run(std::span<const named_tensor> inputs) override {
@@ -17669,25 +18961,35 @@ public:
         return merged;
     }
 
-    // The placement of every segment (ANE programs with their MIL; CPU segments with their graph) and the
-    // reason each host node is not on the Neural Engine.
+    [[nodiscard]] placement_report placement() const override { return placement_; }
+
+    // The placement of every segment (ANE programs with their MIL; CPU segments with their graph, and the
+    // framework's error where the Neural Engine refused one) and the reason each host node is not on it.
     [[nodiscard]] std::string dump() const override {
+        std::size_t on_ane = 0;
+        for (const auto& s : steps_)
+            on_ane += s.ane ? 1u : 0u;
         std::string text =
-            message("ANE program (", architecture_, ", ",
+            message("ANE program (", placement_.device, ", ",
                     lowering_.dialect == mil_dialect::ios18 ? "program(1.3)/ios18" : "program(1.0)/ios16",
-                    "): ", steps_.size(), " segment(s), ", compiled_, " compiled, ", cache_hits_,
-                    " loaded from the cache, ", shared_surfaces_,
-                    " intermediate(s) passed between ANE programs by IOSurface\n");
-        for (const auto& fallback : fallbacks_) {
-            text += message("host: ", describe_node(body_, fallback.node), ": ", fallback.reason, "\n");
-        }
+                    "): ", steps_.size(), " segment(s), ", on_ane, " on the Neural Engine, ",
+                    placement_.refused(), " refused by it and run on the CPU; ", compiled_, " compiled, ",
+                    cache_hits_, " loaded from the cache, ", shared_surfaces_,
+                    " intermediate(s) passed between ANE programs by IOSurface\n",
+                    "lowering: ", placement_.lowering, "\n");
+        for (const auto& host : placement_.host_nodes)
+            text += message("host: ", host, "\n");
         for (std::size_t i = 0; i < steps_.size(); ++i) {
             const auto& s = steps_[i];
+            const placement_segment& p = placement_.segments[i];
             if (s.cpu) {
-                text += message("segment ", i, ": CPU\n", s.cpu->dump());
-            } else {
                 text +=
-                    message("segment ", i, ": ANE (", s.ane->key.substr(0, 16), ")\n", s.ane->lowered.mil);
+                    message("segment ", i, ": CPU (", p.ops, ")", p.reason.empty() ? "" : ": ", p.reason,
+                            p.framework_error.empty() ? "" : ": ", p.framework_error, "\n", s.cpu->dump());
+            } else {
+                text += message("segment ", i, ": ANE (", s.ane->key.substr(0, 16),
+                                p.cached ? ", cached" : "", "; ", p.ops, "; ", s.ane->lowered.padded_surfaces,
+                                " surface(s) padded to the I/O width)\n", s.ane->lowered.mil);
             }
         }
         return text;
@@ -17735,11 +19037,13 @@ public:
     [[nodiscard]] std::size_t compiled_count() const noexcept { return compiled_; }
     [[nodiscard]] std::size_t shared_surface_count() const noexcept { return shared_surfaces_; }
     [[nodiscard]] std::size_t cache_hit_count() const noexcept { return cache_hits_; }
+    [[nodiscard]] const lowering_choices& choices() const noexcept { return choices_; }
 
 private:
     struct ane_step {
         lowered_segment lowered;
         std::string key;
+        bool cached = false;
         std::optional<ane_model> model;
         // In lowered.inputs / lowered.outputs order. An input may be the very surface an earlier ANE program
         // writes the value to (input_shared): nothing is copied between the two programs.
@@ -17757,11 +19061,174 @@ private:
         std::unique_ptr<cpu::cpu_program> cpu;
         std::unique_ptr<ane_step> ane;
     };
+    // A segment as planned: ANE segments with their lowering, CPU ones with why they are there.
+    struct planned_segment {
+        segment seg;
+        std::optional<lowered_segment> lowered;
+        std::string cpu_reason;
+    };
 
     static std::string segment_input_name(value_id id) { return message("v", id); }
 
     [[nodiscard]] host_tensor& mirror_of(value_id id) { return mirrors_.at(id); }
     [[nodiscard]] const host_tensor& mirror_of(value_id id) const { return mirrors_.at(id); }
+
+    void choose_lowering_for(const compile_options& options) {
+        choices_ = choices_for(options, architecture_);
+        lowering_.choices = choices_;
+        lowering_.dialect = choose_dialect(options.ane_mil, choices_);
+    }
+
+    // Lowers each ANE segment. One that holds no conv or matmul (RUNTIME.md §0 #6: such a program may not
+    // compile or load) joins the next ANE segment when no segment between reads it, or the previous one when
+    // everything it reads exists by then — an attention mask built from the input joins the encoder that
+    // reads it — unless the chip is known to load unanchored programs; failing that it runs on the CPU. A
+    // segment whose lowering fails runs on the CPU too. Neighbouring CPU segments then merge.
+    std::vector<planned_segment> plan_segments(std::vector<segment> segments) {
+        std::vector<std::string> reasons(segments.size());
+        std::vector<std::optional<lowered_segment>> lowered(segments.size());
+        const auto lower_at = [&](std::size_t i) {
+            segment& seg = segments[i];
+            try {
+                lowered[i] = lower(body_, seg.nodes, seg.inputs, seg.outputs, lowering_);
+            } catch (const error& e) {
+                if (options_.strict_device)
+                    throw unsupported_error(message("compile: strict_device: ANE segment (",
+                                                    ops_summary(body_, seg.nodes),
+                                                    ") cannot be lowered: ", e.what()));
+                reasons[i] = message("the lowering failed: ", e.what());
+                seg.device = segment_device::cpu;
+                lowered[i].reset();
+            }
+        };
+        for (std::size_t i = 0; i < segments.size(); ++i)
+            if (segments[i].device == segment_device::ane) lower_at(i);
+        const bool anchors_needed =
+            lowering_.variant(lowering_feature::anchorless) != lowering_variant::native;
+        for (std::size_t i = 0; anchors_needed && i < segments.size();) {
+            if (segments[i].device != segment_device::ane || !lowered[i] || lowered[i]->anchored) {
+                ++i;
+                continue;
+            }
+            const std::optional<std::size_t> into = anchored_neighbour(segments, lowered, i);
+            if (!into) {
+                const std::string why = message(
+                    "it holds no conv or matmul, and a program without one may not compile or load "
+                    "(RUNTIME.md §0 "
+                    "#6; anvil selftest finds out whether this Neural Engine loads one)");
+                if (options_.strict_device) {
+                    throw unsupported_error(message("compile: strict_device: the ANE segment of ",
+                                                    ops_summary(body_, segments[i].nodes),
+                                                    " cannot run on the Neural Engine: ", why));
+                }
+                reasons[i] = why;
+                segments[i].device = segment_device::cpu;
+                lowered[i].reset();
+                ++i;
+                continue;
+            }
+            // Earlier nodes first keeps the joined segment in a topological order.
+            std::vector<value_id>& target = segments[*into].nodes;
+            if (*into > i) {
+                target.insert(target.begin(), segments[i].nodes.begin(), segments[i].nodes.end());
+            } else {
+                target.insert(target.end(), segments[i].nodes.begin(), segments[i].nodes.end());
+            }
+            segments.erase(segments.begin() + static_cast<std::ptrdiff_t>(i));
+            lowered.erase(lowered.begin() + static_cast<std::ptrdiff_t>(i));
+            reasons.erase(reasons.begin() + static_cast<std::ptrdiff_t>(i));
+            compute_boundaries(body_, segments);
+            const std::size_t joined = *into > i ? *into - 1 : *into;
+            lower_at(joined);
+            i = std::min(i, joined);
+        }
+        // Merge neighbouring CPU segments, keeping the lowering of each remaining ANE segment (its boundary
+        // does not change: its readers and producers stay in other segments).
+        std::vector<planned_segment> plan;
+        for (std::size_t i = 0; i < segments.size(); ++i) {
+            if (!plan.empty() && plan.back().seg.device == segment_device::cpu &&
+                segments[i].device == segment_device::cpu) {
+                planned_segment& last = plan.back();
+                last.seg.nodes.insert(last.seg.nodes.end(), segments[i].nodes.begin(),
+                                      segments[i].nodes.end());
+                if (!reasons[i].empty())
+                    last.cpu_reason += message(last.cpu_reason.empty() ? "" : "; ", reasons[i]);
+                continue;
+            }
+            plan.push_back({std::move(segments[i]), std::move(lowered[i]), std::move(reasons[i])});
+        }
+        std::vector<segment> merged;
+        for (const auto& p : plan)
+            merged.push_back(p.seg);
+        compute_boundaries(body_, merged);
+        for (std::size_t i = 0; i < plan.size(); ++i) {
+            plan[i].seg = std::move(merged[i]);
+            if (plan[i].seg.device == segment_device::cpu && plan[i].cpu_reason.empty())
+                plan[i].cpu_reason = "host-only ops";
+        }
+        return plan;
+    }
+
+    // The anchored ANE segment the unanchored segment `i` can join: the next one when no segment between
+    // reads what `i` computes, else the previous one when every value `i` reads is computed by then.
+    std::optional<std::size_t> anchored_neighbour(const std::vector<segment>& segments,
+                                                  const std::vector<std::optional<lowered_segment>>& lowered,
+                                                  std::size_t i) const {
+        const auto anchored = [&](std::size_t k) {
+            return segments[k].device == segment_device::ane && lowered[k] && lowered[k]->anchored;
+        };
+        const auto reads_from_i = [&](std::size_t k) {
+            for (const value_id v : segments[k].inputs)
+                if (std::find(segments[i].outputs.begin(), segments[i].outputs.end(), v) !=
+                    segments[i].outputs.end())
+                    return true;
+            return false;
+        };
+        for (std::size_t k = i + 1; k < segments.size(); ++k) {
+            if (anchored(k)) return k;
+            if (reads_from_i(k)) break;
+        }
+        std::vector<std::size_t> producer(body_.nodes.size(), segments.size());
+        for (std::size_t k = 0; k < segments.size(); ++k)
+            for (const value_id id : segments[k].nodes)
+                producer[id] = k;
+        for (std::size_t k = i; k-- > 0;) {
+            if (!anchored(k)) continue;
+            const bool ready =
+                std::all_of(segments[i].inputs.begin(), segments[i].inputs.end(),
+                            [&](value_id v) { return producer[v] == segments.size() || producer[v] <= k; });
+            if (ready) return k;
+            break;
+        }
+        return std::nullopt;
+    }
+
+    std::unique_ptr<cpu::cpu_program> make_cpu_step(const segment& seg) const {
+        compile_options cpu_options = options_;
+        cpu_options.target = device::cpu;
+        cpu_options.placement_log.reset();
+        // A resident input the segment reads stays resident there, under the segment's name for it.
+        cpu_options.resident_inputs.clear();
+        for (const value_id id : seg.inputs) {
+            if (resident_[id]) cpu_options.resident_inputs.push_back(segment_input_name(id));
+        }
+        return std::make_unique<cpu::cpu_program>(extract_segment(body_, seg), cpu_options);
+    }
+
+    // The Neural Engine refused segment `index`: under strict_device that is an error naming the op, the
+    // segment and the framework's message; otherwise the segment runs on the CPU, the placement report keeps
+    // the message, and one warning line says so.
+    void refuse(const segment& seg, std::size_t index, placement_segment& report,
+                const device_refusal& refusal) {
+        const std::string what =
+            message("ANE segment ", index, " (", ops_summary(body_, seg.nodes), ") was refused at ",
+                    refusal.stage, " by the Neural Engine: ", refusal.what);
+        if (options_.strict_device) throw unsupported_error(message("compile: strict_device: ", what));
+        report.refused_at = refusal.stage;
+        report.framework_error = refusal.what;
+        report.reason = message("the Neural Engine refused it at ", refusal.stage);
+        warn(message(what, "; it runs on the CPU instead"));
+    }
 
     // Every resident input starts at zero: its host mirror, and each ANE surface that reads it, packed once
     // here (a fresh surface's contents are not promised to be zero). run() never packs these surfaces again.
@@ -17781,75 +19248,109 @@ private:
         }
     }
 
-    std::unique_ptr<ane_step> build_ane_step(const segment& seg, std::size_t index) {
+    // Compiles (or loads from the cache), loads, binds and evaluates once: a segment whose compile, load or
+    // first evaluation fails raises device_refusal, so the caller can run it on the CPU instead.
+    std::unique_ptr<ane_step> build_ane_step(const segment& seg, lowered_segment lowered, std::size_t index) {
         auto s = std::make_unique<ane_step>();
-        s->lowered = lower(body_, seg.nodes, seg.inputs, seg.outputs, lowering_);
-        s->key = program_key(s->lowered.mil, s->lowered.weights, architecture_);
-        const std::string where = message("compile: ANE program ", index, " (", seg.nodes.size(), " ops)");
-        s->model.emplace(ane_model::create(s->lowered.mil, s->lowered.weights));
+        s->lowered = std::move(lowered);
+        s->key = program_key(s->lowered.mil, s->lowered.weights, architecture_, choices_.digest);
+        const auto refused = [](std::string stage, const std::exception& e) {
+            return device_refusal{std::move(stage), e.what()};
+        };
+        try {
+            s->model.emplace(ane_model::create(s->lowered.mil, s->lowered.weights));
+        } catch (const error& e) {
+            throw refused("compile", e);
+        }
+        // The framework holds the weights now (and the staged files will): no second copy stays here.
+        std::vector<weight_file>().swap(s->lowered.weights);
         ane_model& model = *s->model;
-        bool from_cache = false;
         if (!cache_root_.empty()) {
             const std::filesystem::path dir = cache_root_ / s->key;
-            std::error_code ignored;
-            std::filesystem::create_directories(dir, ignored);
-            if (model.set_cache_directory(dir) && model.compiled_model_exists()) from_cache = true;
+            try {
+                s->cached = model.set_cache_directory(dir) && model.compiled_model_exists();
+            } catch (const error&) {
+                s->cached = false;  // an unwritable cache only costs the compile
+            }
         }
-        try {
-            if (!from_cache) {
-                reserve_compile();
+        const load_retry_policy retry = load_retry_from_environment(
+            load_retry_policy{options_.ane_load_attempts, options_.ane_load_first_retry_delay});
+        const auto compile_fresh = [&] {
+            try {
+                count_compile(options_.ane_compile_budget);
                 model.compile();
                 ++compiled_;
-            } else {
-                ++cache_hits_;
+            } catch (const error& e) {
+                throw device_refusal{
+                    "compile", message(e.what(), framework_detail::named_mil_op(e.what(), s->lowered.mil))};
             }
-            model.load();
-        } catch (const error& e) {
-            throw error(message(where, ": ", e.what()));
+        };
+        if (s->cached) {
+            model.release_weight_copies();
+        } else {
+            compile_fresh();
         }
-        bind_surfaces(*s, model.layout(), where);
+        try {
+            model.load(retry);
+        } catch (const error& e) {
+            if (!s->cached)
+                throw device_refusal{
+                    "load", message(e.what(), framework_detail::named_mil_op(e.what(), s->lowered.mil))};
+            // A cached compile that no longer loads (an OS update the key missed, a damaged file): compile
+            // afresh once.
+            s->cached = false;
+            compile_fresh();
+            try {
+                model.load(retry);
+            } catch (const error& again) {
+                throw device_refusal{"load", message(again.what(), framework_detail::named_mil_op(
+                                                                       again.what(), s->lowered.mil))};
+            }
+        }
+        if (s->cached) ++cache_hits_;
+        const std::string where = message("ANE program ", index, " (", seg.nodes.size(), " ops)");
+        try {
+            bind_surfaces(*s, model.layout(), where);
+        } catch (const error& e) {
+            forget_produced(*s);
+            throw refused("layout", e);
+        }
+        try {
+            // The first evaluation, on inputs of ones (not zeros, which would turn log and rsqrt into
+            // infinities): a program the device refuses at dispatch is known now, while its constants are
+            // still there to build the CPU segment from.
+            for (std::size_t i = 0; i < s->lowered.inputs.size(); ++i) {
+                if (!s->input_shared[i]) fill_with_ones(s->lowered.inputs[i], *s->input_surfaces[i]);
+            }
+            model.evaluate(*s->request);
+        } catch (const error& e) {
+            forget_produced(*s);
+            throw device_refusal{"evaluate",
+                                 message(e.what(), framework_detail::named_mil_op(e.what(), s->lowered.mil))};
+        }
         return s;
     }
 
-    // Allocates the surfaces and checks the compiled program's symbols against the lowering's: bound by name
-    // in the order the program reports (RUNTIME.md §3: the compiler sorts symbols by name). An input that an
-    // earlier ANE program produced in the same layout and allocation size reuses that program's output
-    // surface.
+    // A refused program's outputs are not there for later programs to read.
+    void forget_produced(const ane_step& s) {
+        for (const auto& out : s.lowered.outputs)
+            produced_.erase(out.value);
+    }
+
+    // Allocates flat surfaces laid out as the compiled program reports (PlaneStride as the channel stride,
+    // RUNTIME.md §0 #8, #16) and checks its symbols against the lowering's: bound by name in the order the
+    // program reports (the compiler sorts symbols by name; outputs come back as "<name>@output"). An input
+    // that an earlier ANE program produced in the same layout and allocation size reuses that program's
+    // output surface.
     void bind_surfaces(ane_step& s, const model_layout& layout, const std::string& where) {
-        auto allocate = [&](const std::vector<surface_layout>& wanted,
-                            const std::vector<symbol_layout>& reported,
+        auto allocate = [&](std::vector<surface_layout>& wanted, const std::vector<symbol_layout>& reported,
                             std::vector<std::shared_ptr<io_surface>>& surfaces, std::vector<bool>* shared,
                             std::vector<const io_surface*>& bound, const char* kind) {
             if (wanted.size() != reported.size()) {
                 throw error(message(where, ": the compiled program has ", reported.size(), " ", kind,
                                     "s, the lowering made ", wanted.size()));
             }
-            // Every surface of one kind gets the same allocation size (RUNTIME.md §3, ORI #12).
-            std::size_t alloc = min_surface_bytes;
-            for (const auto& w : wanted)
-                alloc = std::max(
-                    alloc, round_up(static_cast<std::size_t>(w.channels) * w.row_stride, surface_granule));
-            surfaces.clear();
-            for (const auto& w : wanted) {
-                const auto produced = produced_.find(w.value);
-                if (shared != nullptr && produced != produced_.end() && produced->second.alloc == alloc &&
-                    produced->second.layout.channels == w.channels &&
-                    produced->second.layout.width == w.width && produced->second.layout.order == w.order &&
-                    produced->second.layout.row_stride == w.row_stride) {
-                    surfaces.push_back(produced->second.surface);
-                    shared->push_back(true);
-                    ++shared_surfaces_;
-                    continue;
-                }
-                surfaces.push_back(std::make_shared<io_surface>(
-                    io_surface::create(w.channels, w.width, 2, w.row_stride, alloc)));
-                if (shared != nullptr) shared->push_back(false);
-            }
-            if (shared == nullptr) {
-                for (std::size_t i = 0; i < wanted.size(); ++i)
-                    produced_[wanted[i].value] = {surfaces[i], wanted[i], alloc};
-            }
-            bound.assign(reported.size(), nullptr);
+            std::vector<std::size_t> slot_of(reported.size());
             for (std::size_t i = 0; i < reported.size(); ++i) {
                 const auto& r = reported[i];
                 const auto it = std::find_if(wanted.begin(), wanted.end(),
@@ -17858,16 +19359,43 @@ private:
                     throw error(message(where, ": the compiled program reports ", kind, " symbol '", r.name,
                                         "', which the lowering did not declare"));
                 }
-                if (r.channels != it->channels || r.width != it->width || !r.fp16 ||
-                    (r.row_stride != 0 && r.row_stride != it->row_stride)) {
-                    throw error(message(where, ": ", kind, " '", r.name,
-                                        "': the compiled program expects [1, ", r.channels, ", ", r.height,
-                                        ", ", r.width, "] ", r.fp16 ? "fp16" : "fp32", " with row stride ",
-                                        r.row_stride, ", the lowering laid out [1, ", it->channels, ", 1, ",
-                                        it->width, "] fp16 with row stride ", it->row_stride));
+                if (r.channels != it->channels || r.width != it->surface_width || !r.fp16) {
+                    throw error(message(
+                        where, ": ", kind, " '", r.name, "': the compiled program expects [1, ", r.channels,
+                        ", ", r.height, ", ", r.width, "] ", r.fp16 ? "fp16" : "fp32",
+                        ", the lowering declared [1, ", it->channels, ", 1, ", it->surface_width, "] fp16"));
                 }
-                bound[i] = surfaces[static_cast<std::size_t>(it - wanted.begin())].get();
+                it->channel_stride = r.plane_stride;
+                slot_of[i] = static_cast<std::size_t>(it - wanted.begin());
             }
+            // Every surface of one kind gets the same allocation size (RUNTIME.md §3, ORI #12).
+            std::size_t alloc = min_surface_bytes;
+            for (const auto& w : wanted)
+                alloc = std::max(alloc, round_up(w.bytes(), surface_granule));
+            surfaces.clear();
+            for (const auto& w : wanted) {
+                const auto produced = produced_.find(w.value);
+                if (shared != nullptr && produced != produced_.end() && produced->second.alloc == alloc &&
+                    produced->second.layout.channels == w.channels &&
+                    produced->second.layout.width == w.width &&
+                    produced->second.layout.surface_width == w.surface_width &&
+                    produced->second.layout.order == w.order &&
+                    produced->second.layout.channel_stride == w.channel_stride) {
+                    surfaces.push_back(produced->second.surface);
+                    shared->push_back(true);
+                    ++shared_surfaces_;
+                    continue;
+                }
+                surfaces.push_back(std::make_shared<io_surface>(io_surface::create_flat(alloc)));
+                if (shared != nullptr) shared->push_back(false);
+            }
+            if (shared == nullptr) {
+                for (std::size_t i = 0; i < wanted.size(); ++i)
+                    produced_[wanted[i].value] = {surfaces[i], wanted[i], alloc};
+            }
+            bound.assign(reported.size(), nullptr);
+            for (std::size_t i = 0; i < reported.size(); ++i)
+                bound[i] = surfaces[slot_of[i]].get();
         };
         std::vector<const io_surface*> inputs;
         std::vector<const io_surface*> outputs;
@@ -17876,13 +19404,10 @@ private:
         s.request.emplace(s.model->make_request(inputs, outputs));
     }
 
-    // Once every segment is compiled, the program needs neither the weights it handed to the compiler (the
-    // model's files hold them) nor the constants the segments took copies of: a large model would otherwise
-    // keep its weights in memory twice more for the program's lifetime. Constants that are outputs stay.
+    // Once every segment is built, the program needs none of the constants the segments took copies of (a
+    // large model would otherwise keep its weights in memory twice more for the program's lifetime).
+    // Constants that are outputs stay.
     void release_build_data() {
-        for (auto& s : steps_) {
-            if (s.ane) std::vector<weight_file>().swap(s.ane->lowered.weights);
-        }
         std::vector<bool> is_output(body_.nodes.size(), false);
         for (const value_id id : body_.outputs)
             is_output[id] = true;
@@ -17933,70 +19458,6 @@ private:
             values[s.outputs[i]] = std::move(results[i]);
     }
 
-    // fp32 values into an fp16 surface laid out as the lowering chose: rows ([1, leading, 1, last]) or
-    // columns ([1, last, 1, leading], the channels-first form, transposed here while converting). Each row
-    // converts in one vectorised call; a transposed row is gathered first.
-    static void pack(const surface_layout& layout, const float* values, std::byte* base) {
-        const auto channels = static_cast<std::size_t>(layout.channels);
-        const auto width = static_cast<std::size_t>(layout.width);
-        std::vector<float> gathered(layout.order == surface_order::rows ? 0 : width);
-        for (std::size_t c = 0; c < channels; ++c) {
-            auto* row = reinterpret_cast<half*>(base + c * layout.row_stride);
-            const float* source = values + c * width;
-            if (layout.order == surface_order::columns) {
-                for (std::size_t w = 0; w < width; ++w)
-                    gathered[w] = values[w * channels + c];
-                source = gathered.data();
-            }
-            convert_f32_to_f16(source, width, row);
-        }
-    }
-
-    // Runs of `length` elements of the full input starting at `starts` (f32 values in `values`, indexed as
-    // the input) into a surface packed as pack() packs the whole: in rows order a run converts row by row, in
-    // columns order element by element (each lands in another row). Nothing else of the surface is touched.
-    static void pack_region(const surface_layout& layout, std::span<const std::size_t> starts,
-                            std::size_t length, const float* values, std::byte* base) {
-        const auto channels = static_cast<std::size_t>(layout.channels);
-        const auto width = static_cast<std::size_t>(layout.width);
-        const std::size_t last = layout.order == surface_order::rows ? width : channels;
-        for (const std::size_t start : starts) {
-            std::size_t f = start;
-            const std::size_t end = f + length;
-            if (layout.order == surface_order::rows) {
-                while (f < end) {
-                    const std::size_t c = f / last, w = f % last;
-                    const std::size_t n = std::min(end - f, last - w);
-                    convert_f32_to_f16(values + f, n,
-                                       reinterpret_cast<half*>(base + c * layout.row_stride) + w);
-                    f += n;
-                }
-            } else {
-                for (; f < end; ++f) {
-                    const std::size_t c = f % last, w = f / last;
-                    convert_f32_to_f16(values + f, 1,
-                                       reinterpret_cast<half*>(base + c * layout.row_stride) + w);
-                }
-            }
-        }
-    }
-
-    static void unpack(const surface_layout& layout, const std::byte* base, float* values) {
-        const auto channels = static_cast<std::size_t>(layout.channels);
-        const auto width = static_cast<std::size_t>(layout.width);
-        std::vector<float> row_values(layout.order == surface_order::rows ? 0 : width);
-        for (std::size_t c = 0; c < channels; ++c) {
-            const void* row = base + c * layout.row_stride;
-            if (layout.order == surface_order::rows) {
-                convert_to_f32(dtype::f16, row, width, values + c * width);
-                continue;
-            }
-            convert_to_f32(dtype::f16, row, width, row_values.data());
-            for (std::size_t w = 0; w < width; ++w)
-                values[w * channels + c] = row_values[w];
-        }
-    }
-
     void run_ane_step(ane_step& s, std::vector<host_tensor>& values) {
         for (std::size_t i = 0; i < s.lowered.inputs.size(); ++i) {
             if (s.input_shared[i]) continue;  // already there: an earlier program wrote it
@@ -18022,6 +19483,7 @@ private:
     compile_options options_;
     graph_body body_;
     lowering_options lowering_;
+    lowering_choices choices_;
     std::string architecture_;
     std::filesystem::path cache_root_;
     std::vector<io_info> inputs_;
@@ -18029,7 +19491,7 @@ private:
     std::vector<bool> resident_;                         // per node: a resident input
     std::unordered_map<value_id, host_tensor> mirrors_;  // per resident input: its f32 contents
     std::vector<io_info> outputs_;
-    std::vector<host_fallback> fallbacks_;
+    placement_report placement_;  // in steps_ order
     std::vector<step> steps_;
     struct produced_surface {
         std::shared_ptr<io_surface> surface;
@@ -18053,6 +19515,7 @@ inline bool available() noexcept {
 }
 
 }  // namespace anvil::detail::ane
+// #include "anvil/backend/ane/capabilities.hpp"
 // #include "anvil/backend/ane/core_foundation.hpp"
 // #include "anvil/backend/ane/io_surface.hpp"
 // #include "anvil/backend/ane/lowering.hpp"
@@ -18061,21 +19524,31 @@ inline bool available() noexcept {
 // #include "anvil/backend/ane/partition.hpp"
 // #include "anvil/backend/ane/program_cache.hpp"
 // #include "anvil/backend/ane/selftest.hpp"
-// anvil: the Neural Engine self-test — one small graph per IR op, run on the ANE backend and on the CPU
-// backend with the same inputs, reporting each op's placement (native, decomposed or host), its largest error
-// against the CPU (relative to the output's magnitude) next to an fp16 tolerance for that op, and both times.
+// anvil: the Neural Engine self-test. Two parts:
+//   - probes: every lowering variant of every feature (capabilities.hpp) compiled, loaded and evaluated on
+//   its
+//     own on the device, strictly (no CPU fallback), and checked against the CPU. What held becomes the
+//     capability record for this (OS build, chip), which later programs read to choose each op's lowering;
+//   - the op table: one small graph per IR op, run on the ANE backend (with the record's choices) and on the
+//     CPU backend with the same inputs, reporting each op's placement (native, decomposed, host, or refused
+//     by the device), its largest error against the CPU (relative to the output's magnitude) next to an fp16
+//     tolerance for that op, and both times.
 // On a Mac it tells the first users with hardware what works; on Linux it runs on the simulator. `anvil
-// selftest` prints it; the tests require every row to pass.
+// selftest` prints it and writes the record; the tests require every row to pass.
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 // #include "anvil/backend/ane/ane_program.hpp"
+// #include "anvil/backend/ane/capabilities.hpp"
 // #include "anvil/backend/ane/support.hpp"
 // #include "anvil/backend/compile.hpp"
 // anvil: compile — the one entry point from a graph's values to a runnable program on a backend.
@@ -18105,16 +19578,21 @@ namespace anvil {
         body.outputs.push_back(outputs[i].id());
     }
     body.nodes = owner->nodes;
+    const auto made = [&](std::unique_ptr<detail::program_impl> impl) {
+        program result(std::move(impl));
+        if (options.placement_log) options.placement_log->add(result.placement());
+        return result;
+    };
     switch (options.target) {
         case device::cpu:
-            return program(std::make_unique<detail::cpu::cpu_program>(std::move(body), options));
+            return made(std::make_unique<detail::cpu::cpu_program>(std::move(body), options));
         case device::ane:
-            return program(std::make_unique<detail::ane::ane_program>(std::move(body), options));
+            return made(std::make_unique<detail::ane::ane_program>(std::move(body), options));
         case device::automatic:
             if (detail::ane::available()) {
-                return program(std::make_unique<detail::ane::ane_program>(std::move(body), options));
+                return made(std::make_unique<detail::ane::ane_program>(std::move(body), options));
             }
-            return program(std::make_unique<detail::cpu::cpu_program>(std::move(body), options));
+            return made(std::make_unique<detail::cpu::cpu_program>(std::move(body), options));
     }
     throw error("compile: unknown device");
 }
@@ -18125,6 +19603,7 @@ namespace anvil {
 }
 
 }  // namespace anvil
+// #include "anvil/core/json.hpp"
 // #include "anvil/graph/graph.hpp"
 
 namespace anvil {
@@ -18132,7 +19611,7 @@ namespace anvil {
 struct ane_selftest_row {
     std::string name;  // the case: the op, with its variant ("add (broadcast const)")
     op kind = op::add;
-    std::string placement;   // "native", "decomposed", "host" (the op's node as the partitioner placed it)
+    std::string placement;   // "native", "decomposed", "host", or "refused" (the device refused its program)
     double max_error = 0.0;  // max |ane - cpu| / max(1, max |cpu|)
     double tolerance = 0.0;
     bool passed = false;
@@ -18145,6 +19624,13 @@ struct ane_selftest_options {
     compile_options ane;  // target is forced to device::ane
     int repeats = 3;
     std::uint32_t seed = 1234;
+};
+
+// One probe: a variant of a feature on the device.
+struct ane_probe_row {
+    std::string feature;
+    std::string variant;
+    detail::ane::probe_outcome outcome;
 };
 
 namespace detail::ane {
@@ -18452,9 +19938,201 @@ inline std::vector<selftest_case> selftest_cases() {
 
 }  // namespace detail::ane
 
-// Runs every case on the ANE backend and the CPU backend (optimised kernels, f32) and compares them.
-inline std::vector<ane_selftest_row> ane_selftest(const ane_selftest_options& options = {}) {
+namespace detail::ane {
+
+// max |a - e| / max(1, max |e|), infinite when NaNs differ.
+inline double relative_error(const host_tensor& expected, const host_tensor& actual) {
+    const std::vector<float> e = expected.to_f32();
+    const std::vector<float> a = actual.to_f32();
+    double magnitude = 1.0;
+    for (const float v : e)
+        magnitude = std::max(magnitude, static_cast<double>(std::fabs(v)));
+    double worst = 0.0;
+    for (std::size_t i = 0; i < e.size() && i < a.size(); ++i) {
+        if (std::isnan(a[i]) != std::isnan(e[i]) || !std::isfinite(a[i])) return INFINITY;
+        worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - static_cast<double>(e[i])));
+    }
+    return e.size() == a.size() ? worst / magnitude : INFINITY;
+}
+
+// The best of `repeats` runs of `p`, in milliseconds; the last run's outputs land in `result`.
+inline double best_of(program& p, std::span<const named_tensor> inputs, int repeats,
+                      std::vector<host_tensor>& result) {
     using clock = std::chrono::steady_clock;
+    double best = 1e300;
+    for (int i = 0; i < std::max(1, repeats); ++i) {
+        const auto start = clock::now();
+        result = p.run(inputs);
+        best = std::min(best, std::chrono::duration<double, std::milli>(clock::now() - start).count());
+    }
+    return best;
+}
+
+// The graph that probes one feature: the op under test inside a program anchored by a linear (a 1x1 conv),
+// as real programs are, so that only the variant under test can make it fail.
+struct feature_probe {
+    lowering_feature feature;
+    double tolerance;
+    std::function<value(graph& g, std::vector<named_tensor>& inputs, std::mt19937& random)> build;
+};
+
+inline std::vector<feature_probe> feature_probes() {
+    using rng = std::mt19937;
+    using ins = std::vector<named_tensor>;
+    using f = lowering_feature;
+    std::vector<feature_probe> probes;
+    const auto linear = [](graph& g, rng& r, value x, std::int64_t in, std::int64_t out) {
+        return g.apply(op::linear, {x, random_constant(g, r, dims{out, in}, -0.3f, 0.3f)});
+    };
+    const auto after_linear = [&](f feature, double tolerance, dims shape, op kind, attributes attrs = {}) {
+        probes.push_back({feature, tolerance, [=](graph& g, ins& in, rng& r) {
+                              const value x = random_input(g, in, r, "x", shape);
+                              const std::int64_t last = shape[shape.rank() - 1];
+                              return g.apply(kind, {linear(g, r, x, last, last)}, attrs);
+                          }});
+    };
+    const auto before_linear = [&](f feature, double tolerance, op kind, float low, float high) {
+        probes.push_back({feature, tolerance, [=](graph& g, ins& in, rng& r) {
+                              const value x = random_input(g, in, r, "x", dims{6, 64}, low, high);
+                              return linear(g, r, g.apply(kind, {x}), 64, 32);
+                          }});
+    };
+    probes.push_back({f::matmul, 1e-2, [=](graph& g, ins& in, rng& r) {
+                          const value a = linear(g, r, random_input(g, in, r, "a", dims{2, 8, 32}), 32, 32);
+                          return g.apply(op::matmul, {a, random_input(g, in, r, "b", dims{2, 32, 32})});
+                      }});
+    const auto pool = [&](f feature, op kind) {
+        probes.push_back({feature, 4e-3, [=](graph& g, ins& in, rng& r) {
+                              const value x = random_input(g, in, r, "x", dims{1, 4, 8, 8});
+                              const value mixed = g.apply(
+                                  op::conv2d, {x, random_constant(g, r, dims{4, 4, 1, 1}, -0.5f, 0.5f)},
+                                  with([](attributes& a) {
+                                      a.kernel = {1, 1};
+                                  }));
+                              return g.apply(kind, {mixed}, with([](attributes& a) {
+                                                 a.kernel = {3, 3};
+                                                 a.stride = {2, 2};
+                                                 a.padding = {1, 1, 1, 1};
+                                                 a.count_include_pad = false;
+                                             }));
+                          }});
+    };
+    pool(f::max_pool, op::max_pool2d);
+    pool(f::avg_pool, op::avg_pool2d);
+    after_linear(f::softmax, 4e-3, dims{6, 64}, op::softmax, with([](attributes& a) { a.axis = 1; }));
+    after_linear(f::gelu, 4e-3, dims{6, 64}, op::gelu);
+    before_linear(f::rsqrt, 1e-2, op::rsqrt, 0.25f, 4.0f);
+    after_linear(f::reduce_mean, 1e-2, dims{3, 6, 64}, op::reduce_mean, with([](attributes& a) {
+                     a.axes = {2};
+                     a.keep_dims = true;
+                 }));
+    after_linear(f::exp, 1e-2, dims{6, 64}, op::exp);
+    before_linear(f::log, 1e-2, op::log, 0.1f, 4.0f);
+    before_linear(f::sqrt, 1e-2, op::sqrt, 0.05f, 4.0f);
+    // A decode step's shape: one row, whose surfaces are narrower than 32 unless padded.
+    probes.push_back({f::io_width, 1e-2, [=](graph& g, ins& in, rng& r) {
+                          return linear(g, r, random_input(g, in, r, "x", dims{1, 48}), 48, 24);
+                      }});
+    probes.push_back(
+        {f::anchorless, 2e-3, [](graph& g, ins& in, rng& r) {
+             const value a = random_input(g, in, r, "a", dims{4, 64});
+             return g.apply(op::relu, {g.apply(op::add, {a, random_input(g, in, r, "b", dims{4, 64})})});
+         }});
+    probes.push_back(
+        {f::dialect, 1e-2, [=](graph& g, ins& in, rng& r) {
+             return g.apply(op::gelu_tanh, {linear(g, r, random_input(g, in, r, "x", dims{6, 64}), 64, 64)});
+         }});
+    return probes;
+}
+
+inline std::string architecture_or_unknown(const std::string& architecture) {
+    return architecture.empty() ? std::string("unknown") : architecture;
+}
+
+}  // namespace detail::ane
+
+// Runs every variant of every feature on the Neural Engine, strictly, against the CPU: the capability record
+// for this OS build and chip. `rows` receives one line per probe.
+inline detail::ane::capability_record ane_probe_capabilities(const ane_selftest_options& options,
+                                                             std::vector<ane_probe_row>* rows = nullptr) {
+    using namespace detail::ane;
+    const device_info device = query_device();
+    capability_record record;
+    record.os_build = os_build();
+    record.chip = architecture_or_unknown(device.architecture);
+    record.anvil_version = version_string;
+    record.simulated = runtime::get().simulated();
+    std::mt19937 random(options.seed);
+    for (const feature_probe& probe : feature_probes()) {
+        const feature_description& d = describe_feature(probe.feature);
+        for (const lowering_variant variant : {lowering_variant::native, lowering_variant::decomposed}) {
+            if (variant == lowering_variant::decomposed && d.decomposed.empty()) continue;
+            graph g;
+            std::vector<named_tensor> inputs;
+            const value out = probe.build(g, inputs, random);
+            probe_outcome outcome;
+            outcome.tolerance = probe.tolerance;
+            try {
+                compile_options cpu_options;
+                program cpu = compile({out}, cpu_options);
+                compile_options ane_options = options.ane;
+                ane_options.target = device::ane;
+                ane_options.strict_device = true;  // a refusal must fail the probe, not fall back to the CPU
+                ane_options.ane_capabilities = "none";
+                ane_options.cache_dir = "none";
+                ane_options.placement_log.reset();
+                // A probe's load fails for good more often than for lack of resources: one retry, not seven.
+                ane_options.ane_load_attempts = std::min(ane_options.ane_load_attempts, 2);
+                ane_options.ane_load_first_retry_delay = std::chrono::milliseconds(10);
+                ane_options.ane_lowering[std::string(d.name)] = std::string(variant_name(variant));
+                program ane = compile({out}, ane_options);
+                std::vector<host_tensor> want, got;
+                best_of(cpu, inputs, 1, want);
+                outcome.ms = best_of(ane, inputs, options.repeats, got);
+                outcome.max_error = relative_error(want.at(0), got.at(0));
+                outcome.held = outcome.max_error <= std::max(probe.tolerance, 1e-6);
+                if (!outcome.held)
+                    outcome.error =
+                        detail::message("its largest error against the CPU is ", outcome.max_error,
+                                        ", past the tolerance ", probe.tolerance);
+            } catch (const std::exception& e) {
+                outcome.held = false;
+                outcome.error = e.what();
+            }
+            if (rows != nullptr)
+                rows->push_back({std::string(d.name), std::string(variant_name(variant)), outcome});
+            record.features[std::string(d.name)][std::string(variant_name(variant))] = std::move(outcome);
+        }
+    }
+    return record;
+}
+
+// Writes the record to `path` (through a temporary file and a rename: programs read it concurrently).
+inline void write_capability_record(const detail::ane::capability_record& record,
+                                    const std::filesystem::path& path) {
+    std::error_code code;
+    std::filesystem::create_directories(path.parent_path(), code);
+    std::filesystem::path staging = path;
+    staging += ".tmp";
+    {
+        std::ofstream out(staging, std::ios::binary | std::ios::trunc);
+        out << json::dump(record.to_json(), 2) << "\n";
+        out.close();
+        if (!out)
+            throw io_error(
+                detail::message("selftest: cannot write the capability record '", staging.string(), "'"));
+    }
+    std::filesystem::rename(staging, path, code);
+    if (code) {
+        throw io_error(detail::message("selftest: cannot move '", staging.string(), "' to '", path.string(),
+                                       "': ", code.message()));
+    }
+}
+
+// Runs every case on the ANE backend (with options.ane's lowering: the record it names, or the defaults) and
+// the CPU backend (optimised kernels, f32) and compares them. A case whose program the device refused (it
+// then ran on the CPU) fails: the device did not run it.
+inline std::vector<ane_selftest_row> ane_selftest(const ane_selftest_options& options = {}) {
     std::vector<ane_selftest_row> rows;
     std::mt19937 random(options.seed);
     for (const auto& c : detail::ane::selftest_cases()) {
@@ -18465,56 +20143,65 @@ inline std::vector<ane_selftest_row> ane_selftest(const ane_selftest_options& op
         graph g;
         std::vector<named_tensor> inputs;
         const value out = c.build(g, inputs, random);
-        // Where the node of the case's op lands.
-        {
-            graph_body body;
-            body.nodes = g.nodes();
-            body.outputs = {out.id()};
-            detail::ane::lowering_options lowering;
-            for (std::size_t id = body.nodes.size(); id-- > 0;) {
-                if (body.nodes[id].kind != c.kind) continue;
-                const auto support = detail::ane::supports(body, static_cast<value_id>(id), lowering);
-                row.placement = support.where == detail::ane::placement::native       ? "native"
-                                : support.where == detail::ane::placement::decomposed ? "decomposed"
-                                                                                      : "host";
-                row.note = support.reason;
-                break;
-            }
+        // A second output anchors the program with a linear of the first input (a 1x1 conv), as real programs
+        // are: a program of one elementwise op alone may not load (RUNTIME.md §0 #6), which is not what this
+        // case tests.
+        std::optional<value> anchor;
+        for (std::size_t id = 0; id < g.nodes().size(); ++id) {
+            const node& n = g.nodes()[id];
+            if (n.kind != op::input || !is_floating(n.result.type) || n.result.shape.rank() == 0) continue;
+            const std::int64_t last = n.result.shape[n.result.shape.rank() - 1];
+            const value x(out.owner(), static_cast<value_id>(id));
+            anchor = g.apply(op::linear, {x, detail::ane::random_constant(g, random, dims{32, last})});
+            break;
         }
-        auto best_of = [&](program& p, std::vector<host_tensor>& result) {
-            double best = 1e300;
-            for (int i = 0; i < std::max(1, options.repeats); ++i) {
-                const auto start = clock::now();
-                result = p.run(inputs);
-                best =
-                    std::min(best, std::chrono::duration<double, std::milli>(clock::now() - start).count());
-            }
-            return best;
-        };
+        const std::vector<value> outputs =
+            anchor ? std::vector<value>{out, *anchor} : std::vector<value>{out};
         try {
             compile_options cpu_options;
-            program cpu = compile({out}, cpu_options);
+            program cpu = compile(outputs, cpu_options);
             compile_options ane_options = options.ane;
             ane_options.target = device::ane;
             ane_options.strict_device = false;
-            program ane = compile({out}, ane_options);
+            program ane = compile(outputs, ane_options);
+            // Where the node of the case's op landed, with the choices the program was lowered with.
+            const placement_report placement = ane.placement();
+            {
+                graph_body body;
+                body.nodes = g.nodes();
+                body.outputs = {out.id()};
+                detail::ane::lowering_options lowering;
+                lowering.choices = detail::ane::choices_for(
+                    ane_options, placement.device == "unknown" ? std::string() : placement.device);
+                for (std::size_t id = body.nodes.size(); id-- > 0;) {
+                    if (body.nodes[id].kind != c.kind) continue;
+                    const auto support = detail::ane::supports(body, static_cast<value_id>(id), lowering);
+                    row.placement = support.where == detail::ane::placement::native       ? "native"
+                                    : support.where == detail::ane::placement::decomposed ? "decomposed"
+                                                                                          : "host";
+                    row.note = support.reason;
+                    break;
+                }
+            }
             std::vector<host_tensor> want;
             std::vector<host_tensor> got;
-            row.cpu_ms = best_of(cpu, want);
-            row.ane_ms = best_of(ane, got);
-            const std::vector<float> e = want.at(0).to_f32();
-            const std::vector<float> a = got.at(0).to_f32();
-            double magnitude = 1.0;
-            for (const float v : e)
-                magnitude = std::max(magnitude, static_cast<double>(std::fabs(v)));
-            double worst = 0.0;
-            bool nan = false;
-            for (std::size_t i = 0; i < e.size(); ++i) {
-                if (std::isnan(a[i]) != std::isnan(e[i])) nan = true;
-                worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - static_cast<double>(e[i])));
+            row.cpu_ms = detail::ane::best_of(cpu, inputs, options.repeats, want);
+            row.ane_ms = detail::ane::best_of(ane, inputs, options.repeats, got);
+            row.max_error = detail::ane::relative_error(want.at(0), got.at(0));
+            row.passed = row.max_error <= std::max(row.tolerance, 1e-6);
+            if (std::none_of(placement.segments.begin(), placement.segments.end(),
+                             [](const placement_segment& s) { return s.device == "ane"; })) {
+                row.placement = "host";
+                if (!placement.segments.empty()) row.note = placement.segments.front().reason;
             }
-            row.max_error = nan ? INFINITY : worst / magnitude;
-            row.passed = !nan && row.max_error <= std::max(row.tolerance, 1e-6);
+            for (const auto& segment : placement.segments) {
+                if (segment.refused_at.empty()) continue;
+                row.placement = "refused";
+                row.passed = false;
+                row.note = detail::message("the Neural Engine refused its program at ", segment.refused_at,
+                                           ": ", segment.framework_error);
+                break;
+            }
         } catch (const std::exception& e) {
             row.passed = false;
             row.note = e.what();

@@ -1,7 +1,7 @@
 // The ANE simulator's MIL part: parsing both dialects, validation against mil_ops.json and CONSTRAINTS.md,
 // BLOBFILE records, and fp16 execution checked against naive loops.
 #include <doctest/doctest.h>
-#include <anvil/anvil.hpp>
+#include <anvil/core/half.hpp>
 
 #include <cmath>
 #include <cstring>
@@ -10,19 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "mil_program.hpp"
+#include "mil_harness.hpp"
 
 namespace test_mil {
 
-using anvil_sim::mil_program;
-using anvil_sim::rules;
-using anvil_sim::sim_failure;
-using anvil_sim::surface_view;
-using anvil_sim::weight_file;
-
-float to_fp16(float x) {
-    return anvil::half_bits_to_float(anvil::float_to_half_bits(x));
-}
+using namespace ane_sim_mil;
 
 // A weight.bin as MIL.md §1.5 lays it out: 64-byte storage header {count, version 2}, then per blob a 64-byte
 // record {0xDEADBEEF, dtype code, size, data offset} and the data, both 64-byte aligned. Blobs go at the
@@ -32,12 +24,6 @@ struct blob_spec {
     std::uint32_t code;
     std::vector<std::byte> bytes;
 };
-
-template <class T>
-void put(std::vector<std::byte>& file, std::size_t at, T v) {
-    if (file.size() < at + sizeof v) file.resize(at + sizeof v);
-    std::memcpy(file.data() + at, &v, sizeof v);
-}
 
 std::vector<std::byte> make_weight_file(const std::vector<blob_spec>& blobs) {
     std::vector<std::byte> file(64);
@@ -64,100 +50,6 @@ std::vector<std::byte> fp16_bytes(const std::vector<float>& values) {
     }
     return bytes;
 }
-
-// An fp16 surface [C, H, W] with explicit strides; `read`/`write` in (c, h, w) order.
-struct surface {
-    std::int64_t c, h, w;
-    std::size_t row_stride, plane_stride;
-    std::vector<std::byte> bytes;
-    surface(std::int64_t channels, std::int64_t height, std::int64_t width, std::size_t row = 0)
-        : c(channels), h(height), w(width) {
-        row_stride = row ? row : static_cast<std::size_t>(width) * 2;
-        plane_stride = row_stride * static_cast<std::size_t>(height);
-        bytes.assign(plane_stride * static_cast<std::size_t>(channels), std::byte{0x7f});
-    }
-    std::size_t at(std::int64_t ci, std::int64_t hi, std::int64_t wi) const {
-        return static_cast<std::size_t>(ci) * plane_stride + static_cast<std::size_t>(hi) * row_stride +
-               static_cast<std::size_t>(wi) * 2;
-    }
-    void write(const std::vector<float>& values) {
-        std::size_t i = 0;
-        for (std::int64_t ci = 0; ci < c; ++ci)
-            for (std::int64_t hi = 0; hi < h; ++hi)
-                for (std::int64_t wi = 0; wi < w; ++wi)
-                    put<std::uint16_t>(bytes, at(ci, hi, wi), anvil::float_to_half_bits(values[i++]));
-    }
-    std::vector<float> read() const {
-        std::vector<float> values;
-        for (std::int64_t ci = 0; ci < c; ++ci)
-            for (std::int64_t hi = 0; hi < h; ++hi)
-                for (std::int64_t wi = 0; wi < w; ++wi) {
-                    std::uint16_t bits;
-                    std::memcpy(&bits, bytes.data() + at(ci, hi, wi), 2);
-                    values.push_back(anvil::half_bits_to_float(bits));
-                }
-        return values;
-    }
-    surface_view view() { return {bytes.data(), bytes.size(), row_stride, plane_stride}; }
-};
-
-std::vector<float> ramp(std::size_t n, float scale = 0.1f, float offset = -1.0f) {
-    std::vector<float> v(n);
-    for (std::size_t i = 0; i < n; ++i)
-        v[i] = to_fp16(offset + scale * static_cast<float>((i * 7) % 23));
-    return v;
-}
-
-std::string error_of(const std::string& text, const rules& options = {},
-                     std::vector<weight_file> weights = {}) {
-    try {
-        (void)mil_program::compile(text, weights, options);
-    } catch (const sim_failure& e) {
-        return e.what();
-    }
-    return "(compiled)";
-}
-
-// Runs a one-input one-output ios17 program: `body` computes `y` from `x` [1, C, H, W].
-std::vector<float> run_body(const std::string& body, std::vector<std::int64_t> in,
-                            std::vector<std::int64_t> out, const std::vector<float>& input,
-                            std::string* warnings = nullptr, const rules& options = {}) {
-    const std::string text = "program(1.0)\n{\n    func main<ios17>(tensor<fp16, [1, " +
-                             std::to_string(in[0]) + ", " + std::to_string(in[1]) + ", " +
-                             std::to_string(in[2]) + "]> x) {\n" + body + "    } -> (y);\n}\n";
-    auto program = mil_program::compile(text, {}, options);
-    surface a(in[0], in[1], in[2]), b(out[0], out[1], out[2]);
-    a.write(input);
-    const surface_view iv = a.view(), ov = b.view();
-    program->evaluate({&iv, 1}, {&ov, 1});
-    if (warnings) *warnings = program->warnings();
-    return b.read();
-}
-
-void check_close(const std::vector<float>& got, const std::vector<float>& expected, float tolerance = 2e-3f) {
-    REQUIRE(got.size() == expected.size());
-    for (std::size_t i = 0; i < got.size(); ++i) {
-        INFO("element " << i);
-        CHECK(std::fabs(got[i] - expected[i]) <= tolerance * (1.0f + std::fabs(expected[i])));
-    }
-}
-
-// Const declarations in program(1.0) spelling.
-std::string ints(const std::string& name, const std::vector<int>& v) {
-    std::string list;
-    for (int i : v)
-        list += (list.empty() ? "" : ", ") + std::to_string(i);
-    return "tensor<int32, [" + std::to_string(v.size()) + "]> " + name +
-           " = const()[name = tensor<string, []>(\"" + name + "\"), val = tensor<int32, [" +
-           std::to_string(v.size()) + "]>([" + list + "])];\n";
-}
-std::string scalar(const std::string& type, const std::string& name, const std::string& v) {
-    return "tensor<" + type + ", []> " + name + " = const()[name = tensor<string, []>(\"" + name +
-           "\"), val = tensor<" + type + ", []>(" + v + ")];\n";
-}
-
-const std::string nm = "[name = tensor<string, []>(\"n\")];\n";
-const std::string t48 = "tensor<fp16, [1, 4, 1, 8]> ";
 
 // ---- MIL.md's examples
 // ---------------------------------------------------------------------------------------
@@ -295,13 +187,6 @@ const std::string valid_body =
     "[]>(\"m\")];\n"
     "tensor<fp16, [1, 4, 1, 8]> y = sub(x = s, y = m)[name = tensor<string, []>(\"y\")];\n";
 
-std::string program_of(const std::string& body, const std::string& opset = "ios17",
-                       const std::string& params = "tensor<fp16, [1, 4, 1, 8]> x",
-                       const std::string& ret = "y") {
-    return "program(1.0)\n{\n    func main<" + opset + ">(" + params + ") {\n" + body + "    } -> (" + ret +
-           ");\n}\n";
-}
-
 TEST_CASE("ane sim mil: each validation rule fails with the line and the problem") {
     CHECK(error_of(program_of(valid_body)) == "(compiled)");
     struct failing {
@@ -375,6 +260,7 @@ TEST_CASE("ane sim mil: each validation rule fails with the line and the problem
         const std::string message = error_of(program_of(c.body, c.opset));
         INFO(message);
         CHECK(message.find(c.expected) != std::string::npos);
+        CHECK(cited_line(message) > 0);
     }
     // [1, C, 1, 1] consts broadcast fine; the [C] case is allowed when the option says so.
     CHECK(error_of(program_of("tensor<fp16, [1, 4, 1, 1]> b = const()[name = tensor<string, []>(\"b\"), val "
@@ -393,7 +279,7 @@ TEST_CASE("ane sim mil: each validation rule fails with the line and the problem
         std::string::npos);
     // Garbage is a syntax error with a line.
     CHECK(error_of("program(1.0)\n{\n  func main<ios17>(tensor<fp16, [1, 4, 1, 8]> x) {\n  @@@\n") ==
-          "line 4: unexpected character '@'");
+          "line 4: unexpected character '@' [CONSTRAINTS.md:45]");
     CHECK(error_of("program(2.0)\n").find("line 1: program version '2.0' is not supported") !=
           std::string::npos);
 }
@@ -759,7 +645,9 @@ TEST_CASE("ane sim mil: conv, matmul, linear, pooling and upsampling match naive
                             e = xv(c, 2 * h + 1, 2 * q + 1);
                 want.push_back(std::max(std::max(a, b), std::max(d, e)) + to_fp16((a + b + d + e) / 4));
             }
-    check_close(run_body(pool, {4, 4, 6}, {4, 2, 3}, x), want, 4e-3f);
+    rules pooling;  // rejected by default (CONSTRAINTS.md: max_pool / avg_pool rejected at compile)
+    pooling.pooling = anvil_sim::rule_mode::allow;
+    check_close(run_body(pool, {4, 4, 6}, {4, 2, 3}, x, nullptr, pooling), want, 4e-3f);
     // nearest-neighbour upsampling x2
     const std::string up = scalar("fp32", "sf", "0x1p+1") +
                            "tensor<fp16, [1, 4, 8, 12]> y = upsample_nearest_neighbor(scale_factor_height = "

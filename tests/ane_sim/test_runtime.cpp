@@ -1,363 +1,18 @@
 // The ANE simulator's runtime half (libobjc, CoreFoundation, IOSurface, the _ANE* classes), driven only
 // through dlopen + dlsym and IMPs cast to exact prototypes, the way the backend drives the real frameworks.
-#include <dlfcn.h>
 #include <unistd.h>
 
 #include <doctest/doctest.h>
 #include <cstdint>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <stdexcept>
 #include <string>
-#include <utility>
 #include <vector>
 
-#ifndef ANVIL_ANE_SIM_PATH
-#error "ANVIL_ANE_SIM_PATH must name libanvil-ane-sim.so"
-#endif
+#include "runtime_harness.hpp"
 
 namespace test_runtime {
 
-using id = void*;
-using sel = void*;
-
-constexpr std::uint32_t utf8 = 0x08000100;
-constexpr long code_program_inference = 0x1d;
-constexpr long code_too_many_programs = 0x50004;
-constexpr long code_compile_budget = 3;
-constexpr long code_transient_load = 4;
-constexpr long code_bad_call = 5;
-
-void* library() {
-    static void* handle = [] {
-        void* opened = dlopen(ANVIL_ANE_SIM_PATH, RTLD_NOW | RTLD_LOCAL);
-        if (opened == nullptr) throw std::runtime_error(std::string("dlopen failed: ") + dlerror());
-        return opened;
-    }();
-    return handle;
-}
-
-template <class Signature>
-Signature* symbol(const char* name) {
-    void* found = dlsym(library(), name);
-    if (found == nullptr) throw std::runtime_error(std::string("missing symbol ") + name);
-    return reinterpret_cast<Signature*>(found);
-}
-
-template <class T>
-T data_symbol(const char* name) {
-    return *static_cast<T*>(dlsym(library(), name));
-}
-
-// libobjc
-id get_class(const char* name) {
-    return symbol<id(const char*)>("objc_getClass")(name);
-}
-sel selector(const char* name) {
-    return symbol<sel(const char*)>("sel_registerName")(name);
-}
-id class_of(id value) {
-    return symbol<id(id)>("object_getClass")(value);
-}
-bool responds(id cls, const char* name) {
-    return symbol<bool(id, sel)>("class_respondsToSelector")(cls, selector(name));
-}
-template <class Result, class... Args>
-Result send(id receiver, const char* name, Args... args) {
-    sel cmd = selector(name);
-    void* imp = symbol<void*(id, sel)>("class_getMethodImplementation")(class_of(receiver), cmd);
-    return reinterpret_cast<Result (*)(id, sel, Args...)>(imp)(receiver, cmd, args...);
-}
-id retain(id value) {
-    return symbol<id(id)>("objc_retain")(value);
-}
-void release(id value) {
-    symbol<void(id)>("objc_release")(value);
-}
-id autorelease(id value) {
-    return symbol<id(id)>("objc_autorelease")(value);
-}
-void* pool_push() {
-    return symbol<void*()>("objc_autoreleasePoolPush")();
-}
-void pool_pop(void* token) {
-    symbol<void(void*)>("objc_autoreleasePoolPop")(token);
-}
-
-// CoreFoundation
-long retain_count(id value) {
-    return symbol<long(const void*)>("CFGetRetainCount")(value);
-}
-void cf_release(id value) {
-    symbol<void(const void*)>("CFRelease")(value);
-}
-unsigned long type_id(id value) {
-    return symbol<unsigned long(const void*)>("CFGetTypeID")(value);
-}
-id cf_string(const char* text) {
-    return symbol<id(const void*, const char*, std::uint32_t)>("CFStringCreateWithCString")(nullptr, text,
-                                                                                            utf8);
-}
-std::string text_of(id string) {
-    char buffer[4096];
-    bool ok = symbol<unsigned char(const void*, char*, long, std::uint32_t)>("CFStringGetCString")(
-                  string, buffer, sizeof buffer, utf8) != 0;
-    return ok ? std::string(buffer) : std::string("<not a string>");
-}
-id cf_data(const std::string& bytes) {
-    return symbol<id(const void*, const std::uint8_t*, long)>("CFDataCreate")(
-        nullptr, reinterpret_cast<const std::uint8_t*>(bytes.data()), static_cast<long>(bytes.size()));
-}
-id cf_number(long long value) {
-    return symbol<id(const void*, long, const void*)>("CFNumberCreate")(nullptr, 11, &value);
-}
-long long number_value(id number) {
-    long long value = -999;
-    symbol<unsigned char(const void*, long, void*)>("CFNumberGetValue")(number, 11, &value);
-    return value;
-}
-// Owned dictionary; the caller's references to keys and values stay the caller's.
-id cf_dictionary(std::vector<std::pair<id, id>> entries) {
-    std::vector<const void*> keys;
-    std::vector<const void*> values;
-    for (auto& [key, value] : entries) {
-        keys.push_back(key);
-        values.push_back(value);
-    }
-    return symbol<id(const void*, const void**, const void**, long, const void*, const void*)>(
-        "CFDictionaryCreate")(nullptr, keys.data(), values.data(), static_cast<long>(keys.size()),
-                              dlsym(library(), "kCFTypeDictionaryKeyCallBacks"),
-                              dlsym(library(), "kCFTypeDictionaryValueCallBacks"));
-}
-id cf_array(std::vector<id> items) {
-    std::vector<const void*> values(items.begin(), items.end());
-    return symbol<id(const void*, const void**, long, const void*)>("CFArrayCreate")(
-        nullptr, values.data(), static_cast<long>(values.size()), dlsym(library(), "kCFTypeArrayCallBacks"));
-}
-id dictionary_get(id dictionary, const char* key) {
-    id key_string = cf_string(key);
-    id found = symbol<id(const void*, const void*)>("CFDictionaryGetValue")(dictionary, key_string);
-    cf_release(key_string);
-    return found;
-}
-long array_count(id array) {
-    return symbol<long(const void*)>("CFArrayGetCount")(array);
-}
-id array_at(id array, long i) {
-    return symbol<id(const void*, long)>("CFArrayGetValueAtIndex")(array, i);
-}
-
-// Diagnostics
-long counter(const char* name) {
-    return symbol<long(const char*)>("anvil_ane_sim_counter")(name);
-}
-std::string violations() {
-    return symbol<const char*()>("anvil_ane_sim_violations")();
-}
-std::string live_objects() {
-    return symbol<const char*()>("anvil_ane_sim_live_objects")();
-}
-void reset() {
-    symbol<void()>("anvil_ane_sim_reset")();
-}
-int set_option(const char* name, const char* value) {
-    return symbol<int(const char*, const char*)>("anvil_ane_sim_set_option")(name, value);
-}
-
-// IOSurface: a flat byte buffer as most code makes one (RUNTIME.md §3), or a strided one.
-id make_surface(long width, long height, long bytes_per_element, long bytes_per_row, long alloc_size) {
-    id keys[] = {data_symbol<id>("kIOSurfaceWidth"),           data_symbol<id>("kIOSurfaceHeight"),
-                 data_symbol<id>("kIOSurfaceBytesPerElement"), data_symbol<id>("kIOSurfaceBytesPerRow"),
-                 data_symbol<id>("kIOSurfaceAllocSize"),       data_symbol<id>("kIOSurfacePixelFormat")};
-    long values[] = {width, height, bytes_per_element, bytes_per_row, alloc_size, 0};
-    std::vector<std::pair<id, id>> entries;
-    for (int i = 0; i < 6; ++i)
-        entries.emplace_back(keys[i], cf_number(values[i]));
-    id properties = cf_dictionary(entries);
-    for (auto& entry : entries)
-        cf_release(entry.second);
-    id surface = symbol<id(const void*)>("IOSurfaceCreate")(properties);
-    cf_release(properties);
-    return surface;
-}
-id flat_surface(long bytes) {
-    return make_surface(bytes, 1, 1, bytes, bytes);
-}
-int lock(id surface, std::uint32_t options) {
-    return symbol<int(id, std::uint32_t, std::uint32_t*)>("IOSurfaceLock")(surface, options, nullptr);
-}
-int unlock(id surface, std::uint32_t options) {
-    return symbol<int(id, std::uint32_t, std::uint32_t*)>("IOSurfaceUnlock")(surface, options, nullptr);
-}
-std::uint16_t* surface_halves(id surface) {
-    return static_cast<std::uint16_t*>(symbol<void*(id)>("IOSurfaceGetBaseAddress")(surface));
-}
-
-// fp16 bit patterns of small integers (|v| < 2048), written out independently of the simulator.
-std::uint16_t half_of(int v) {
-    if (v == 0) return 0;
-    std::uint16_t sign = v < 0 ? 0x8000 : 0;
-    unsigned magnitude = static_cast<unsigned>(v < 0 ? -v : v);
-    int exponent = 0;
-    while ((magnitude >> (exponent + 1)) != 0)
-        ++exponent;
-    unsigned mantissa = (magnitude << (10 - exponent)) & 0x3ff;
-    return static_cast<std::uint16_t>(sign | ((exponent + 15) << 10) | mantissa);
-}
-
-struct error_info {
-    long code = 0;
-    std::string domain;
-    std::string description;
-};
-error_info read_error(id error) {
-    error_info info;
-    if (error == nullptr) return info;
-    info.code = symbol<long(const void*)>("CFErrorGetCode")(error);
-    info.domain = text_of(symbol<id(const void*)>("CFErrorGetDomain")(error));
-    id description = symbol<id(const void*)>("CFErrorCopyDescription")(error);
-    info.description = text_of(description);
-    cf_release(description);
-    return info;
-}
-
-const char* relu_mil = R"(program(1.3)
-[buildInfo = dict<string, string>({{"coremlc-component-MIL", "3510.2.1"}, {"coremlc-version", "3505.4.1"}, {"coremltools-component-milinternal", ""}, {"coremltools-version", "9.0"}})]
-{
-    func main<ios18>(tensor<fp16, [1, 64, 1, 32]> x) {
-        tensor<fp16, [1, 64, 1, 32]> y = relu(x = x)[name = string("y")];
-    } -> (y);
-}
-)";
-
-const char* sub_mil = R"(program(1.3)
-[buildInfo = dict<string, string>({{"coremlc-component-MIL", "3510.2.1"}, {"coremlc-version", "3505.4.1"}, {"coremltools-component-milinternal", ""}, {"coremltools-version", "9.0"}})]
-{
-    func main<ios18>(tensor<fp16, [1, 64, 1, 32]> b, tensor<fp16, [1, 64, 1, 32]> a) {
-        tensor<fp16, [1, 64, 1, 32]> y = sub(x = a, y = b)[name = string("y")];
-    } -> (y);
-}
-)";
-
-constexpr long surface_bytes = 49152;  // the default minimum; [1, 64, 1, 32] fp16 needs 4096
-
-std::string temporary_directory() {
-    void* pool = pool_push();
-    std::string directory = text_of(symbol<id()>("NSTemporaryDirectory")());
-    pool_pop(pool);
-    return directory;
-}
-
-// A model from MIL text and weight files (key -> bytes); retained (the caller releases), inside the caller's
-// pool.
-id make_model(const std::string& mil, const std::vector<std::pair<std::string, std::string>>& weights = {}) {
-    std::vector<std::pair<id, id>> entries;
-    std::vector<id> owned;
-    for (auto& [key, bytes] : weights) {
-        id offset_key = cf_string("offset");
-        id data_key = cf_string("data");
-        id zero = cf_number(0);
-        id data = cf_data(bytes);
-        id entry = cf_dictionary({{offset_key, zero}, {data_key, data}});
-        id key_string = cf_string(key.c_str());
-        entries.emplace_back(key_string, entry);
-        owned.insert(owned.end(), {offset_key, data_key, zero, data, entry, key_string});
-    }
-    id weights_dictionary = cf_dictionary(entries);
-    id text = cf_data(mil);
-    id descriptor =
-        send<id>(get_class("_ANEInMemoryModelDescriptor"), "modelWithMILText:weights:optionsPlist:", text,
-                 weights_dictionary, static_cast<id>(nullptr));
-    id model = retain(send<id>(get_class("_ANEInMemoryModel"), "inMemoryModelWithDescriptor:", descriptor));
-    for (id o : owned)
-        cf_release(o);
-    cf_release(weights_dictionary);
-    cf_release(text);
-    return model;
-}
-
-std::string hex_of(id model) {
-    return text_of(send<id>(model, "hexStringIdentifier"));
-}
-
-void populate_temporary_directory(id model, const std::string& mil,
-                                  const std::vector<std::pair<std::string, std::string>>& weights = {}) {
-    std::filesystem::path directory = temporary_directory() + hex_of(model);
-    std::filesystem::create_directories(directory / "weights");
-    std::ofstream(directory / "model.mil", std::ios::binary) << mil;
-    for (auto& [key, bytes] : weights)
-        std::ofstream(directory / key.substr(std::string("@model_path/").size()), std::ios::binary) << bytes;
-}
-
-void remove_temporary_directory(id model) {
-    std::filesystem::remove_all(temporary_directory() + hex_of(model));
-}
-
-bool compile(id model, id* error) {
-    id options = cf_dictionary({});
-    bool ok = send<bool>(model, "compileWithQoS:options:error:", 21u, options, error);
-    cf_release(options);
-    return ok;
-}
-bool load(id model, id* error) {
-    id options = cf_dictionary({});
-    bool ok = send<bool>(model, "loadWithQoS:options:error:", 21u, options, error);
-    cf_release(options);
-    return ok;
-}
-bool unload(id model, id* error) {
-    return send<bool>(model, "unloadWithQoS:error:", 21u, error);
-}
-
-// A request binding `inputs` to symbols 0.. and `outputs` to symbols 0..; retained.
-id make_request(const std::vector<id>& inputs, const std::vector<id>& outputs) {
-    auto wrap = [](const std::vector<id>& surfaces, id& objects, id& indices) {
-        std::vector<id> wrappers;
-        std::vector<id> numbers;
-        for (std::size_t i = 0; i < surfaces.size(); ++i) {
-            wrappers.push_back(
-                send<id>(get_class("_ANEIOSurfaceObject"), "objectWithIOSurface:", surfaces[i]));
-            numbers.push_back(cf_number(static_cast<long long>(i)));
-        }
-        objects = cf_array(wrappers);
-        indices = cf_array(numbers);
-        for (id number : numbers)
-            cf_release(number);
-    };
-    id in_objects = nullptr;
-    id in_indices = nullptr;
-    id out_objects = nullptr;
-    id out_indices = nullptr;
-    wrap(inputs, in_objects, in_indices);
-    wrap(outputs, out_objects, out_indices);
-    id procedure = cf_number(0);
-    id request = retain(send<id>(
-        get_class("_ANERequest"),
-        "requestWithInputs:inputIndices:outputs:outputIndices:weightsBuffer:perfStats:procedureIndex:",
-        in_objects, in_indices, out_objects, out_indices, static_cast<id>(nullptr), static_cast<id>(nullptr),
-        procedure));
-    for (id o : {in_objects, in_indices, out_objects, out_indices, procedure})
-        cf_release(o);
-    return request;
-}
-
-bool evaluate(id model, id request, id* error) {
-    id options = cf_dictionary({});
-    bool ok = send<bool>(model, "evaluateWithQoS:options:request:error:", 21u, options, request, error);
-    cf_release(options);
-    return ok;
-}
-
-// Compiles and loads `mil` (no weights); returns the retained model.
-id compiled_and_loaded(const std::string& mil) {
-    id model = make_model(mil);
-    populate_temporary_directory(model, mil);
-    id error = nullptr;
-    REQUIRE(compile(model, &error));
-    REQUIRE(load(model, &error));
-    return model;
-}
+using namespace ane_sim_runtime;
 
 TEST_CASE("ane sim runtime: autorelease pools and retain counts") {
     reset();
@@ -503,6 +158,12 @@ TEST_CASE("ane sim runtime: compile, load, evaluate and unload a relu program") 
     CHECK(counter("compiles") == 1);
     CHECK(counter("loads") == 1);
     CHECK(counter("live_programs") == 1);
+    // The statements of what compiled, by op type.
+    CHECK(counter("op:conv") == 1);
+    CHECK(counter("op:relu") == 1);
+    CHECK(counter("op:const") == 1);
+    CHECK(counter("op:matmul") == 0);
+    CHECK(counter("op:no_such_op") == 0);
 
     // modelAttributes as RUNTIME.md §3 describes: [1, 64, 1, 32] fp16 has RowStride round_up(64, 64) = 64.
     id attributes = send<id>(send<id>(model, "model"), "modelAttributes");
@@ -515,8 +176,21 @@ TEST_CASE("ane sim runtime: compile, load, evaluate and unload a relu program") 
     CHECK(number_value(dictionary_get(input, "PlaneStride")) == 64);
     CHECK(text_of(dictionary_get(input, "Type")) == "Float16");
     CHECK(text_of(dictionary_get(input, "Name")) == "x");
+    CHECK(text_of(dictionary_get(input, "Symbol")) == "x");
+    // RUNTIME.md §0 #8: one batch, one depth slice, no interleave; the strides span the whole tensor.
+    CHECK(number_value(dictionary_get(input, "Interleave")) == 1);
+    CHECK(number_value(dictionary_get(input, "Batches")) == 1);
+    CHECK(number_value(dictionary_get(input, "Depth")) == 1);
+    CHECK(number_value(dictionary_get(input, "PlaneCount")) == 64);
+    CHECK(number_value(dictionary_get(input, "DepthStride")) == 64 * 64);
+    CHECK(number_value(dictionary_get(input, "BatchStride")) == 64 * 64);
+    // RUNTIME.md §0 #1: outputs carry "@output", inputs are plain.
+    id output = array_at(dictionary_get(status, "LiveOutputList"), 0);
+    CHECK(text_of(dictionary_get(output, "Name")) == "y@output");
+    CHECK(text_of(dictionary_get(output, "Symbol")) == "y@output");
     id description = dictionary_get(attributes, "ANEFModelDescription");
-    CHECK(text_of(array_at(dictionary_get(description, "kANEFModelOutputSymbolsArrayKey"), 0)) == "y");
+    CHECK(text_of(array_at(dictionary_get(description, "kANEFModelOutputSymbolsArrayKey"), 0)) == "y@output");
+    CHECK(text_of(array_at(dictionary_get(description, "kANEFModelInputSymbolsArrayKey"), 0)) == "x");
 
     id in = flat_surface(surface_bytes);
     id out = flat_surface(surface_bytes);
@@ -600,7 +274,7 @@ TEST_CASE("ane sim runtime: inputs bind to symbols in alphabetical order of thei
 TEST_CASE("ane sim runtime: MIL as NSString and nil weights are rejected") {
     reset();
     void* pool = pool_push();
-    id text = cf_string(relu_mil);
+    id text = cf_string(relu_mil.c_str());
     id weights = cf_dictionary({});
     id descriptor_class = get_class("_ANEInMemoryModelDescriptor");
     CHECK(send<id>(descriptor_class, "modelWithMILText:weights:optionsPlist:", text, weights,
@@ -626,7 +300,9 @@ TEST_CASE("ane sim runtime: compile needs the temporary directory populated") {
     error_info info = read_error(error);
     CHECK(info.code == code_bad_call);
     CHECK(info.description.rfind("ANECCompile() FAILED: ", 0) == 0);
+    CHECK(info.description.find("temporary directory lacks") != std::string::npos);
     CHECK(info.description.find("model.mil") != std::string::npos);
+    CHECK(cites(info.description, 19));
 
     populate_temporary_directory(model, relu_mil);  // model.mil only
     CHECK_FALSE(compile(model, &error));
@@ -722,41 +398,99 @@ TEST_CASE("ane sim runtime: the compile budget and the live program limit") {
     CHECK(violations().empty());
 }
 
-TEST_CASE("ane sim runtime: an injected load failure succeeds on retry") {
+TEST_CASE("ane sim runtime: injected load failures fail the next N loads in a row, of any model") {
     reset();
-    REQUIRE(set_option("compile_budget", "100000") == 0);
+    scoped_option budget("compile_budget", "100000", "119");
     void* pool = pool_push();
     id model = make_model(relu_mil);
+    id other = make_model(sub_mil);
     populate_temporary_directory(model, relu_mil);
+    populate_temporary_directory(other, sub_mil);
     id error = nullptr;
     REQUIRE(compile(model, &error));
-    REQUIRE(set_option("inject_load_failures", "1") == 0);
-    CHECK_FALSE(load(model, &error));
-    CHECK(read_error(error).code == code_transient_load);
+    REQUIRE(compile(other, &error));
+    REQUIRE(set_option("inject_load_failures", "3") == 0);
+    for (id which : {model, other, model}) {  // the device is busy for everyone (RUNTIME.md §0 #13)
+        CHECK_FALSE(load(which, &error));
+        error_info info = read_error(error);
+        CHECK(info.code == code_transient_load);
+        CHECK(info.description.rfind("ANEProgramLoad() Failed: transient failure", 0) == 0);
+        CHECK(info.description.find("inject_load_failures") != std::string::npos);
+        CHECK(cites(info.description, 80));
+    }
     CHECK(load(model, &error));
-    CHECK(counter("loads") == 1);
+    CHECK(load(other, &error));
+    CHECK(counter("loads") == 2);
     unload(model, &error);
+    unload(other, &error);
     remove_temporary_directory(model);
+    remove_temporary_directory(other);
     pool_pop(pool);
     release(model);
+    release(other);
+    CHECK(violations().empty());
+}
+
+TEST_CASE("ane sim runtime: after setModelURL: compile reads the staged files from the model-URL directory") {
+    reset();
+    scoped_option budget("compile_budget", "100000", "119");
+    const std::string cache = temporary_directory() + "anvil_ane_sim_staging_" + std::to_string(getpid());
+    std::filesystem::remove_all(cache);
+    const std::string weight_key = "@model_path/weights/w.bin";
+    const std::string weight(128, '\x01');
+    void* pool = pool_push();
+    id url = directory_url(cache);
+    id model = make_model(relu_mil, {{weight_key, weight}});
+    send<void>(model, "setModelURL:", url);
+    // Staged where a model without a URL would need them: not where this one reads.
+    populate_temporary_directory(model, relu_mil, {{weight_key, weight}});
+    id error = nullptr;
+    CHECK_FALSE(compile(model, &error));
+    error_info info = read_error(error);
+    CHECK(info.code == code_bad_call);
+    CHECK(info.description.rfind("ANECCompile() FAILED: the model-URL directory lacks " + cache, 0) == 0);
+    CHECK(info.description.find("model.mil") != std::string::npos);
+    CHECK(cites(info.description, 72));
+    remove_temporary_directory(model);
+
+    stage_files(cache, relu_mil);  // model.mil only
+    CHECK_FALSE(compile(model, &error));
+    info = read_error(error);
+    CHECK(info.description.find("weights/w.bin") != std::string::npos);
+    CHECK(cites(info.description, 72));
+    stage_files(cache, relu_mil + "\n", {{weight_key, weight}});  // not the descriptor's text
+    CHECK_FALSE(compile(model, &error));
+    CHECK(read_error(error).description.find("model.mil differs from the MIL text") != std::string::npos);
+    stage_files(cache, relu_mil, {{weight_key, std::string(128, '\x02')}});
+    CHECK_FALSE(compile(model, &error));
+    CHECK(read_error(error).description.find("differs from the data of weights entry") != std::string::npos);
+    CHECK(counter("compiles") == 0);
+
+    stage_files(cache, relu_mil, {{weight_key, weight}});
+    CHECK(compile(model, &error));
+    CHECK(send<bool>(model, "compiledModelExists"));
+    CHECK(std::filesystem::exists(std::filesystem::path(cache) / "net.plist"));
+    CHECK_FALSE(std::filesystem::exists(temporary_directory() + hex_of(model)));  // nothing written there
+    pool_pop(pool);
+    release(model);
+    cf_release(url);
+    std::filesystem::remove_all(cache);
+    CHECK(violations().empty());
 }
 
 TEST_CASE("ane sim runtime: compiled artefacts at the model URL let a new model load without a compile") {
     reset();
-    REQUIRE(set_option("compile_budget", "100000") == 0);
+    scoped_option budget("compile_budget", "100000", "119");
     std::string cache = temporary_directory() + "anvil_ane_sim_cache_" + std::to_string(getpid());
     void* pool = pool_push();
-    id path = cf_string(cache.c_str());
-    id url = symbol<id(const void*, const void*, long, unsigned char)>("CFURLCreateWithFileSystemPath")(
-        nullptr, path, 0, 1);
+    id url = directory_url(cache);
     id first = make_model(relu_mil);
     send<void>(first, "setModelURL:", url);
     CHECK_FALSE(send<bool>(first, "compiledModelExists"));
-    populate_temporary_directory(first, relu_mil);
+    stage_files(cache, relu_mil);
     id error = nullptr;
     REQUIRE(compile(first, &error));
     CHECK(send<bool>(first, "compiledModelExists"));
-    remove_temporary_directory(first);
     release(first);
 
     reset();
@@ -766,12 +500,15 @@ TEST_CASE("ane sim runtime: compiled artefacts at the model URL let a new model 
     CHECK(load(second, &error));
     CHECK(counter("compiles") == 0);
     CHECK(counter("compile_cache_hits") == 1);
+    CHECK(counter("op:conv") == 1);  // a load from a cached compile counts its ops too
+    CHECK(counter("op:relu") == 1);
 
     id stranger = make_model(sub_mil);  // another program: the artefacts are not its own
     send<void>(stranger, "setModelURL:", url);
     CHECK_FALSE(send<bool>(stranger, "compiledModelExists"));
     CHECK_FALSE(load(stranger, &error));
     CHECK(read_error(error).description.find("not compiled") != std::string::npos);
+    CHECK(cites(read_error(error).description, 20));
 
     release(second);  // still loaded; the pool holds the last reference
     CHECK(counter("live_programs") == 1);
@@ -779,10 +516,8 @@ TEST_CASE("ane sim runtime: compiled artefacts at the model URL let a new model 
     CHECK(violations().find("released while loaded") != std::string::npos);
     CHECK(counter("live_programs") == 0);
     release(stranger);
-    for (id o : {path, url})
-        cf_release(o);
+    cf_release(url);
     std::filesystem::remove_all(cache);
-    REQUIRE(set_option("compile_budget", "119") == 0);
 }
 
 TEST_CASE("ane sim runtime: options are parsed and unknown ones refused") {
@@ -798,8 +533,43 @@ TEST_CASE("ane sim runtime: options are parsed and unknown ones refused") {
     void* pool = pool_push();
     CHECK(text_of(send<id>(get_class("_ANEDeviceInfo"), "aneArchitectureType")) == "h15g");
     pool_pop(pool);
+    for (const char* chip : {"h13", "h14", "h15", "h16", "h17", "h17g"})
+        CHECK(set_option("architecture", chip) == 0);
+    CHECK(set_option("architecture", "H16") == -1);
+    CHECK(set_option("architecture", "") == -1);
     CHECK(set_option("architecture", "h16g") == 0);
     CHECK(counter("no_such_counter") == -1);
+
+    // The options of the second audit: every accepted value, then a wrong one, then the default again.
+    struct spelling {
+        const char* name;
+        std::vector<const char*> good;
+        std::vector<const char*> bad;
+        const char* fallback;
+    };
+    const std::vector<spelling> spellings = {
+        {"live_names", {"omit", "present"}, {"absent", "1"}, "present"},
+        {"plane_stride_pad", {"64", "4096", "0"}, {"32", "-64", "x"}, "0"},
+        {"io_width", {"allow", "error"}, {"warn", "on"}, "error"},
+        {"pooling", {"allow", "error"}, {"warn"}, "error"},
+        {"anchor", {"allow", "error"}, {"warn"}, "error"},
+        {"transcendentals", {"error", "allow"}, {"warn"}, "allow"},
+        {"profile", {"m5-macos26", "default"}, {"m5", ""}, "default"},
+        {"device_info", {"absent", "present"}, {"0", "omit"}, "present"},
+        {"fail_compile_op", {"softmax", "conv", ""}, {"no_such_op", "Softmax"}, ""},
+        {"fail_load_op", {"matmul", ""}, {"frobnicate"}, ""},
+        {"fail_eval_op", {"exp", ""}, {"frobnicate"}, ""},
+        {"inject_load_failures", {"2", "0"}, {"-1"}, "0"},
+    };
+    for (const spelling& option : spellings) {
+        INFO(option.name);
+        for (const char* value : option.good)
+            CHECK(set_option(option.name, value) == 0);
+        for (const char* value : option.bad)
+            CHECK(set_option(option.name, value) == -1);
+        CHECK(set_option(option.name, option.fallback) == 0);
+    }
+    CHECK(set_option("architecture", "h16g") == 0);  // profile=m5-macos26 changed it
 }
 
 }  // namespace test_runtime

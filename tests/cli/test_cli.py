@@ -145,7 +145,10 @@ def main() -> int:
         # selftest: every op on the ANE against the CPU; here on the simulator built beside the binary.
         simulator = pathlib.Path(ANVIL).resolve().parent / "libanvil-ane-sim.so"
         check(simulator.exists(), f"the ANE simulator is built beside anvil ({simulator})")
-        env = {k: v for k, v in os.environ.items() if k != "ANVIL_ANE_SIM"}
+        # The capability record goes to the cache directory: a fresh one, so no other test reads it.
+        cache = tmp / "cache"
+        env = {k: v for k, v in os.environ.items() if k not in ("ANVIL_ANE_SIM", "ANVIL_ANE_SIM_OPTIONS")}
+        env["ANVIL_CACHE_DIR"] = str(cache)
         result = subprocess.run([ANVIL, "selftest", "--json", "--repeats", "1"], capture_output=True, text=True,
                                 timeout=300, env=env)
         check(result.returncode == 0, f"selftest passes on the simulator ({result.stderr[-400:]})")
@@ -153,11 +156,47 @@ def main() -> int:
         check(report["failed"] == 0 and len(report["cases"]) >= 50, "selftest --json: 50 cases or more, none failed")
         check("simulator" in report["backend"], "selftest names the simulator it ran on")
         placements = {case["case"]: case["placement"] for case in report["cases"]}
-        check(placements.get("linear") == "native" and placements.get("gelu") == "decomposed"
-              and placements.get("gather") == "host", "selftest reports each op's placement")
+        # With the record it wrote: the simulator rejects max_pool, so max pooling is decomposed; gelu, which it
+        # only warns about, held natively.
+        check(placements.get("linear") == "native" and placements.get("gelu") == "native"
+              and placements.get("max_pool2d") == "decomposed" and placements.get("gather") == "host",
+              f"selftest reports each op's placement, with the record's choices ({placements})")
+        records = sorted(cache.glob("capabilities-*-h16g.json"))
+        check(len(records) == 1, f"selftest writes the capability record to the cache directory ({records})")
+        record = json.loads(records[0].read_text()) if records else {"features": {}}
+        check(record.get("chip") == "h16g" and record["features"].get("matmul", {}).get("native", {}).get("held")
+              and record["features"].get("max_pool", {}).get("native", {}).get("held") is False,
+              "the record: native matmul held on h16g; max_pool, which the simulator rejects, did not")
+        check(report.get("capabilities", {}).get("path") == str(records[0]) if records else False,
+              "selftest --json names the record it wrote and lowered the op table with")
         result = subprocess.run([ANVIL, "selftest"], capture_output=True, text=True, timeout=300, env=env)
-        check(result.returncode == 0 and "cases passed" in result.stdout and "max error" in result.stdout,
-              "selftest prints its table")
+        check(result.returncode == 0 and "cases passed" in result.stdout and "max error" in result.stdout
+              and "capability record:" in result.stdout, "selftest prints its probes and its table")
+        # On a simulated M1: the report for a bug report, and a record the next program lowers by.
+        m1 = dict(env, ANVIL_ANE_SIM_OPTIONS="architecture=h13g")
+        report_file = tmp / "selftest-report.json"
+        result = subprocess.run([ANVIL, "selftest", "--report", report_file, "--repeats", "1"], capture_output=True,
+                                text=True, timeout=300, env=m1)
+        check(result.returncode == 0 and report_file.exists(), f"selftest --report on h13g ({result.stderr[-400:]})")
+        m1_report = json.loads(report_file.read_text()) if report_file.exists() else {}
+        probes = {(p["feature"], p["variant"]): p for p in m1_report.get("probes", [])}
+        check(m1_report.get("chip") == "h13g" and m1_report.get("os_build") and len(m1_report.get("cases", [])) >= 50,
+              "the report names the chip and the OS build and lists every op")
+        check(probes.get(("matmul", "native"), {}).get("held") is False
+              and "matmul" in probes.get(("matmul", "native"), {}).get("error", "")
+              and probes.get(("matmul", "decomposed"), {}).get("held") is True,
+              "on h13g native matmul fails with the framework's message and the decomposed form holds")
+        counts = m1_report.get("simulator", {})
+        check(counts.get("op:matmul") == 0 and counts.get("op:reduce_sum", 0) > 0 and counts.get("op:max_pool") == 0,
+              f"the simulator's counts show the op table ran the chosen variants ({counts})")
+        llama = DATA / "decoder_lms" / "llama"
+        result = subprocess.run([ANVIL, "logits", "--model", llama, "--ids", "1,5,9", "--backend", "ane", "--json"],
+                                capture_output=True, text=True, timeout=300, env=m1)
+        placement = json.loads(result.stdout).get("placement", {}) if result.returncode == 0 else {}
+        lowerings = [p.get("lowering", "") for p in placement.get("programs", [])]
+        check(result.returncode == 0 and lowerings and all("capabilities-" in l and "h13g" in l
+                                                           and "matmul=decomposed" in l for l in lowerings),
+              f"a model on h13g lowers by the record selftest wrote ({lowerings[:1]}, {result.stderr[-300:]})")
         missing = tmp / "missing-sim.so"
         result = subprocess.run([ANVIL, "selftest"], capture_output=True, text=True, timeout=60,
                                 env=dict(env, ANVIL_ANE_SIM=str(missing)))

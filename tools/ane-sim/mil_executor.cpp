@@ -13,6 +13,8 @@
 #include <numeric>
 #include <set>
 
+#include "citations.hpp"
+
 namespace anvil_sim::mil {
 
 std::size_t tensor::count() const {
@@ -120,8 +122,10 @@ tensor& op_context::output(std::size_t i, dtype type, std::vector<std::int64_t> 
     return t;
 }
 void op_context::fail(const std::string& what) const {
-    throw sim_failure(shape_only_ ? codes::invalid_mil : codes::program_inference,
-                      "line " + std::to_string(step_.line) + ": " + op() + ": " + what);
+    const std::string message = "line " + std::to_string(step_.line) + ": " + op() + ": " + what;
+    // At compile, a kernel fails while inferring the result type from the inputs.
+    if (shape_only_) throw sim_failure(codes::invalid_mil, message + cite(rule::result_types));
+    throw sim_failure(codes::program_inference, message);
 }
 
 std::int64_t normalize_axis(const op_context& c, std::int64_t axis, std::size_t rank) {
@@ -261,6 +265,8 @@ bool run_unary(op_context& c) {
     std::function<float(float)> f;
     if (op == "sqrt") f = [](float x) { return std::sqrt(x); };
     if (op == "exp") f = [](float x) { return std::exp(x); };
+    if (op == "sin") f = [](float x) { return std::sin(x); };
+    if (op == "cos") f = [](float x) { return std::cos(x); };
     if (op == "tanh") f = [](float x) { return std::tanh(x); };
     if (op == "sigmoid") f = sigmoid_f;
     if (op == "relu") f = [](float x) { return std::max(x, 0.0f); };
@@ -268,8 +274,12 @@ bool run_unary(op_context& c) {
     if (op == "erf") f = erf_f;
     if (op == "abs") f = [](float x) { return std::fabs(x); };
     if (op == "square") f = [](float x) { return x * x; };
-    if (op == "rsqrt" || op == "log" || op == "clip" || op == "leaky_relu" || op == "gelu") {
-        if (op == "rsqrt") {
+    if (op == "rsqrt" || op == "log" || op == "inverse" || op == "clip" || op == "leaky_relu" ||
+        op == "gelu") {
+        if (op == "inverse") {
+            const auto eps = static_cast<float>(c.number("epsilon", 1e-4));
+            f = [eps](float x) { return 1.0f / (x + eps); };
+        } else if (op == "rsqrt") {
             const auto eps = static_cast<float>(c.number("epsilon", 1e-12));
             f = [eps](float x) { return 1.0f / std::sqrt(x + eps); };
         } else if (op == "log") {
@@ -691,6 +701,9 @@ const std::set<std::string, std::less<>>& executable_ops() {
                                                            "rsqrt",
                                                            "exp",
                                                            "log",
+                                                           "inverse",
+                                                           "sin",
+                                                           "cos",
                                                            "tanh",
                                                            "sigmoid",
                                                            "relu",

@@ -44,6 +44,7 @@ struct prepared_program {
     std::vector<step> steps;                 // non-const statements in order
     std::vector<io_tensor> inputs, outputs;  // symbol (alphabetical) order
     std::vector<int> input_values, output_values;
+    std::vector<op_statement> statements;  // every statement, const included
     std::string warnings;
 };
 

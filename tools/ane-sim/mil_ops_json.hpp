@@ -247,6 +247,35 @@ R"json(  "y": {"type": "tensor<T>", "const": false, "optional": false, "default"
  "types": {"T": ["fp16", "fp32"], "U": ["fp16", "fp32"]},
  "changes": {"iOS17": "epsilon dtype U may differ from x"}
 },
+"inverse": {
+ "since": "iOS15",
+ "pymil_opset": "iOS13",
+ "definitions": ["iOS15", "iOS17"],
+ "inputs": {
+  "x": {"type": "tensor<T>", "const": false, "optional": false, "default": null},
+  "epsilon": {"type": "scalar<U>", "const": true, "optional": true, "default": 1e-4, "note": "1/(x+epsilon)"}
+ },
+ "types": {"T": ["fp16", "fp32"], "U": ["fp16", "fp32"]},
+ "changes": {"iOS17": "epsilon dtype U may differ from x"}
+},
+"sin": {
+ "since": "iOS15",
+ "pymil_opset": "iOS13",
+ "inputs": {
+  "x": {"type": "tensor<T>", "const": false, "optional": false, "default": null}
+ },
+ "types": {"T": ["fp16", "fp32"]},
+ "outputs": "same shape/dtype as x"
+},
+"cos": {
+ "since": "iOS15",
+ "pymil_opset": "iOS13",
+ "inputs": {
+  "x": {"type": "tensor<T>", "const": false, "optional": false, "default": null}
+ },
+ "types": {"T": ["fp16", "fp32"]},
+ "outputs": "same shape/dtype as x"
+},
 "tanh": {
  "since": "iOS15",
  "pymil_opset": "iOS13",
@@ -473,7 +502,8 @@ R"json(  "y": {"type": "tensor<T>", "const": false, "optional": false, "default"
  "since": "iOS15",
  "pymil_opset": "iOS13",
  "inputs": {
-  "values": {"type": "tuple<tensor<T>>", "const": false, "optional": false, "default": null, "note": "text form: values = (a, b, ...); count fixed at compile time"},
+)json",
+R"json(  "values": {"type": "tuple<tensor<T>>", "const": false, "optional": false, "default": null, "note": "text form: values = (a, b, ...); count fixed at compile time"},
   "axis": {"type": "scalar<int32>", "const": true, "optional": false, "default": null, "note": "required"},
   "interleave": {"type": "scalar<bool>", "const": true, "optional": true, "default": false, "note": "coremltools always emits it; third-party ANE probing says ANE compiler needs it present"}
  },
@@ -485,8 +515,7 @@ R"json(  "y": {"type": "tensor<T>", "const": false, "optional": false, "default"
  "pymil_opset": "iOS13",
  "inputs": {
   "values": {"type": "tuple<tensor<T>>", "const": false, "optional": false, "default": null, "note": "identical shapes"},
-)json",
-R"json(  "axis": {"type": "scalar<int32>", "const": true, "optional": false, "default": null, "note": "required"}
+  "axis": {"type": "scalar<int32>", "const": true, "optional": false, "default": null, "note": "required"}
  },
  "types": {"T": ["fp16", "fp32", "int32", "bool"]}
 },
@@ -669,7 +698,8 @@ R"json(  "axis": {"type": "scalar<int32>", "const": true, "optional": false, "de
  "since": "iOS15",
  "pymil_opset": "iOS13",
  "inputs": {
-  "val": {"type": "attribute (any value type)", "const": true, "optional": false, "default": null, "note": "value lives in the op ATTRIBUTES: const()[name=..., val=T(...)]"}
+)json",
+R"json(  "val": {"type": "attribute (any value type)", "const": true, "optional": false, "default": null, "note": "value lives in the op ATTRIBUTES: const()[name=..., val=T(...)]"}
  },
  "types": {},
  "notes": "No inputs. >=10-element fp16/fp32/(u)int8 tensors are written by coremltools to weights/weight.bin and referenced via BLOBFILE (iOS18 adds (u)int16/(u)int32 to blob-eligible dtypes)."
@@ -689,8 +719,7 @@ R"json(  "axis": {"type": "scalar<int32>", "const": true, "optional": false, "de
 "select": {
  "since": "iOS15",
  "pymil_opset": "iOS13",
-)json",
-R"json( "inputs": {
+ "inputs": {
   "cond": {"type": "tensor<bool>", "const": false, "optional": false, "default": null},
   "a": {"type": "tensor<T>", "const": false, "optional": false, "default": null, "note": "taken where cond"},
   "b": {"type": "tensor<T>", "const": false, "optional": false, "default": null, "note": "taken where !cond"}
@@ -855,7 +884,8 @@ R"json( "inputs": {
  },
  "types": {"ST": ["fp16", "fp32", "int8", "int16", "int32", "uint8", "uint16", "bool"]},
  "outputs": "none (statement without LHS): write_state(data = v, input = s)[name = ...];",
- "notes": "Not a PyMIL op: exists only in the serialized program. coremltools lowers coreml_update_state -> write_state(input=state, data=value) [+ read_state if the result is used] (backend/mil/load.py translate_coreml_update_state_op). Text form taken from third-party generators; treat as unverified."
+)json",
+R"json( "notes": "Not a PyMIL op: exists only in the serialized program. coremltools lowers coreml_update_state -> write_state(input=state, data=value) [+ read_state if the result is used] (backend/mil/load.py translate_coreml_update_state_op). Text form taken from third-party generators; treat as unverified."
 }
 }
 )json"};

@@ -19,8 +19,9 @@ struct input_spec {
     input_form form = input_form::tensor;
     bool must_be_const = false;
     bool optional = false;
-    std::string type_id;        // a shared id from "types" ("T"), empty when the dtype is fixed
-    std::vector<dtype> dtypes;  // allowed dtypes; empty = not checked
+    std::string type_id;                   // a shared id from "types" ("T"), empty when the dtype is fixed
+    std::vector<dtype> dtypes;             // allowed dtypes; empty = not checked
+    std::optional<double> default_number;  // the value coremltools materializes when omitted, if a number
 };
 
 struct op_spec {

@@ -8,7 +8,9 @@
 #include <cstring>
 #include <new>
 
+#include "citations.hpp"
 #include "mil_executor.hpp"
+#include "mil_ops_table.hpp"
 #include "mil_parser.hpp"
 
 namespace anvil_sim {
@@ -22,6 +24,7 @@ public:
 
     const std::vector<io_tensor>& inputs() const override { return program_.inputs; }
     const std::vector<io_tensor>& outputs() const override { return program_.outputs; }
+    const std::vector<op_statement>& statements() const override { return program_.statements; }
     std::string warnings() const override { return program_.warnings + evaluate_warnings_; }
 
     void evaluate(std::span<const surface_view> inputs, std::span<const surface_view> outputs) override {
@@ -54,7 +57,8 @@ public:
                 overflow_reported = true;
                 const auto& name = program_.value_names[static_cast<std::size_t>(s.outputs[0])];
                 evaluate_warnings_ += "line " + std::to_string(s.line) + ": " + s.op + " '" + name +
-                                      "': a result passed the fp16 range (65504) and became infinity\n";
+                                      "': a result passed the fp16 range (65504) and became infinity" +
+                                      cite(rule::overflow) + "\n";
             }
         }
         for (std::size_t i = 0; i < outputs.size(); ++i)
@@ -83,7 +87,8 @@ private:
             throw sim_failure(codes::program_inference,
                               std::string(what) + " '" + io.name + "': the surface (" +
                                   std::to_string(view.alloc_size) + " bytes) is smaller than the " +
-                                  std::to_string(last) + " bytes its layout needs");
+                                  std::to_string(last) + " bytes its layout needs" +
+                                  cite(rule::surface_size));
     }
 
     void read_input(const io_tensor& io, const surface_view& view, int id) {
@@ -148,14 +153,25 @@ std::unique_ptr<mil_program> mil_program::compile(std::string_view mil_text,
                                                   std::span<const weight_file> weights,
                                                   const rules& options) {
     try {
-        return mil::make_program(mil::validate(mil::parse(mil_text), weights, options));
+        mil::program_text parsed;
+        try {
+            parsed = mil::parse(mil_text);
+        } catch (const sim_failure& e) {  // a syntax error: neither dialect
+            throw sim_failure(e.code, e.what() + cite(rule::dialects));
+        }
+        return mil::make_program(mil::validate(parsed, weights, options));
     } catch (const sim_failure&) {
         throw;
     } catch (const std::bad_alloc&) {
         throw sim_failure(codes::invalid_mil, "the program is too large to simulate");
     } catch (const std::exception& e) {  // a number out of range in the text, or similar
-        throw sim_failure(codes::invalid_mil, std::string("the MIL text could not be read: ") + e.what());
+        throw sim_failure(codes::invalid_mil,
+                          std::string("the MIL text could not be read: ") + e.what() + cite(rule::dialects));
     }
+}
+
+bool is_known_op(std::string_view op) {
+    return op == "const" || mil::op_since(op) > 0;
 }
 
 }  // namespace anvil_sim

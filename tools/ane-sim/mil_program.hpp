@@ -34,7 +34,8 @@ inline constexpr long program_inference = 0x1d;  // evaluate failed (surfaces wr
 inline constexpr long too_many_programs = 0x50004;
 inline constexpr long compile_budget = 3;
 inline constexpr long transient_load = 4;
-inline constexpr long bad_call = 5;  // wrong call order or argument (nil dictionary, NSString MIL)
+inline constexpr long bad_call = 5;      // wrong call order or argument (nil dictionary, NSString MIL)
+inline constexpr long load_refused = 6;  // the device refuses a compiled program (no anchor op, fail_load_op)
 }  // namespace codes
 
 // One entry of the weights dictionary: key (the BLOBFILE path, "@model_path/weights/x.bin"), the `offset`
@@ -65,6 +66,12 @@ struct surface_view {
     std::size_t plane_stride = 0;
 };
 
+// One statement of the function `main`, const included: its op type and MIL line.
+struct op_statement {
+    std::string op;
+    int line = 0;
+};
+
 class mil_program {
 public:
     virtual ~mil_program() = default;
@@ -79,6 +86,10 @@ public:
     [[nodiscard]] virtual const std::vector<io_tensor>& inputs() const = 0;
     [[nodiscard]] virtual const std::vector<io_tensor>& outputs() const = 0;
 
+    // Every statement in text order, for the rules the runtime checks at load and evaluate and for the
+    // per-op counters.
+    [[nodiscard]] virtual const std::vector<op_statement>& statements() const = 0;
+
     // Runs once. Surfaces are given in symbol order; their sizes and strides were checked by the runtime.
     // Throws sim_failure (program_inference) on a failure the hardware would report.
     virtual void evaluate(std::span<const surface_view> inputs, std::span<const surface_view> outputs) = 0;
@@ -87,5 +98,8 @@ public:
     // overflowed fp16), one per line; empty when none.
     [[nodiscard]] virtual std::string warnings() const = 0;
 };
+
+// Whether mil_ops.json has the op at some opset (const included): the op names the runtime's options take.
+[[nodiscard]] bool is_known_op(std::string_view op);
 
 }  // namespace anvil_sim

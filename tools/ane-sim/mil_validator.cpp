@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "citations.hpp"
 #include "mil_executor.hpp"
 #include "mil_ops_table.hpp"
 
@@ -16,8 +17,9 @@ namespace anvil_sim::mil {
 
 namespace {
 
-[[noreturn]] void fail(int line, const std::string& what, long code = codes::invalid_mil) {
-    throw sim_failure(code, "line " + std::to_string(line) + ": " + what);
+// A broken rule: "line N: what [CONSTRAINTS.md:NN]".
+[[noreturn]] void fail(int line, const std::string& what, rule cited, long code = codes::invalid_mil) {
+    throw sim_failure(code, "line " + std::to_string(line) + ": " + what + cite(cited));
 }
 
 std::string shape_text(const std::vector<std::int64_t>& shape) {
@@ -79,7 +81,9 @@ T read_le(const std::vector<std::byte>& data, std::uint64_t at) {
 
 void load_blob(const literal& lit, std::span<const weight_file> weights, tensor& out) {
     const int line = lit.line;
-    const auto code = [&](const std::string& what) { fail(line, what, codes::invalid_weights); };
+    const auto code = [&](const std::string& what, rule cited = rule::blobfile_records) {
+        fail(line, what, cited, codes::invalid_weights);
+    };
     const weight_file* file = nullptr;
     for (const auto& w : weights)
         if (w.key == lit.blob_path) file = &w;
@@ -88,7 +92,8 @@ void load_blob(const literal& lit, std::span<const weight_file> weights, tensor&
         for (const auto& w : weights)
             keys += (keys.empty() ? "" : ", ") + ("\"" + w.key + "\"");
         code("BLOBFILE path \"" + lit.blob_path +
-             "\" is not a key of the weights dictionary (keys: " + (keys.empty() ? "none" : keys) + ")");
+                 "\" is not a key of the weights dictionary (keys: " + (keys.empty() ? "none" : keys) + ")",
+             rule::weights_entries);
     }
     const auto& data = file->data;
     const std::string where = "BLOBFILE \"" + lit.blob_path + "\" offset " + std::to_string(lit.blob_offset);
@@ -197,36 +202,48 @@ public:
             check_statement(s);
         check_returns();
         if (options_.blobfile_limit > 0 && blobfiles_ > options_.blobfile_limit)
-            fail(function_.line, "the program has " + std::to_string(blobfiles_) +
-                                     " BLOBFILE-backed constants, more than the limit of " +
-                                     std::to_string(options_.blobfile_limit));
+            fail(function_.line,
+                 "the program has " + std::to_string(blobfiles_) +
+                     " BLOBFILE-backed constants, more than the limit of " +
+                     std::to_string(options_.blobfile_limit),
+                 rule::blobfile_limit);
         result_.warnings = warnings_;
         return std::move(result_);
     }
 
 private:
     // A rule with a mode: error throws, warn records.
-    void apply(rule_mode mode, int line, const std::string& what) {
-        if (mode == rule_mode::error) fail(line, what);
-        if (mode == rule_mode::warn) warnings_ += "line " + std::to_string(line) + ": " + what + "\n";
+    void apply(rule_mode mode, int line, const std::string& what, rule cited) {
+        if (mode == rule_mode::error) fail(line, what, cited);
+        if (mode == rule_mode::warn) warn(line, what, cited);
+    }
+    void warn(int line, const std::string& what, rule cited) {
+        warnings_ += "line " + std::to_string(line) + ": " + what + cite(cited) + "\n";
     }
 
     void check_type(const tensor_type& type, int line, const std::string& what) {
         if (!dims_ok(type.shape))
-            fail(line, what + " " + type_text(type) +
-                           " has an unknown ('?') dimension; flexible shapes are not supported");
+            fail(line,
+                 what + " " + type_text(type) +
+                     " has an unknown ('?') dimension; flexible shapes are not supported",
+                 rule::rank_and_dimensions);
         if (type.shape.size() > 5)
-            fail(line, what + " " + type_text(type) + " has rank " + std::to_string(type.shape.size()) +
-                           "; the ANE allows rank <= 5");
+            fail(line,
+                 what + " " + type_text(type) + " has rank " + std::to_string(type.shape.size()) +
+                     "; the ANE allows rank <= 5",
+                 rule::rank_and_dimensions);
         for (std::int64_t d : type.shape)
             if (d > options_.max_dimension)
-                fail(line, what + " " + type_text(type) + " has a dimension of " + std::to_string(d) +
-                               ", more than the limit of " + std::to_string(options_.max_dimension));
+                fail(line,
+                     what + " " + type_text(type) + " has a dimension of " + std::to_string(d) +
+                         ", more than the limit of " + std::to_string(options_.max_dimension),
+                     rule::rank_and_dimensions);
     }
 
     int add_value(const std::string& name, const tensor_type& type, int line) {
         if (!name.empty() && ids_.contains(name))
-            fail(line, "'" + name + "' is already defined (line " + std::to_string(lines_[name]) + ")");
+            fail(line, "'" + name + "' is already defined (line " + std::to_string(lines_[name]) + ")",
+                 rule::value_scoping);
         tensor t;
         t.type = type.type;
         t.shape = type.shape;
@@ -245,12 +262,16 @@ private:
     void check_io(const named_type& v, const char* what) {
         const auto& s = v.type.shape;
         if (v.type.is_state)
-            fail(v.line, std::string(what) + " '" + v.name +
-                             "' is a state; state ops (read_state/write_state) fail through the in-memory "
-                             "compiler path");
+            fail(v.line,
+                 std::string(what) + " '" + v.name +
+                     "' is a state; state ops (read_state/write_state) fail through the in-memory "
+                     "compiler path",
+                 rule::reported_failing_ops);
         if ((v.type.type != dtype::fp16 && v.type.type != dtype::fp32) || s.size() != 4 || s[0] != 1)
-            fail(v.line, std::string(what) + " '" + v.name + "' is " + type_text(v.type) +
-                             "; function inputs and outputs must be rank 4 [1, C, H, W] fp16 or fp32");
+            fail(v.line,
+                 std::string(what) + " '" + v.name + "' is " + type_text(v.type) +
+                     "; function inputs and outputs must be rank 4 [1, C, H, W] fp16 or fp32",
+                 rule::io_types);
     }
 
     void declare_param(const named_type& param) {
@@ -285,26 +306,34 @@ private:
 
     int lookup(const std::string& name, int line, const statement& s) {
         const auto found = ids_.find(name);
-        if (found == ids_.end()) fail(line, s.op + ": '" + name + "' is not defined before use");
+        if (found == ids_.end())
+            fail(line, s.op + ": '" + name + "' is not defined before use", rule::value_scoping);
         return found->second;
     }
 
     void check_statement(const statement& s) {
+        result_.statements.push_back({s.op, s.line});
+        if (!options_.fail_compile_op.empty() && s.op == options_.fail_compile_op)
+            fail(s.line, s.op + ": failure injected by the simulator (fail_compile_op=" + s.op + ")",
+                 rule::fault_injection);
         for (const auto& out : s.outputs)
             check_type(out.type, out.line, "result '" + out.name + "'");
         for (const auto& [attr, arg] : s.attributes)
             if (attr == "name" &&
                 (arg.form != argument::kind::literal || arg.value.type.type != dtype::string))
-                fail(arg.line, s.op + ": attribute 'name' must be a string literal");
+                fail(arg.line, s.op + ": attribute 'name' must be a string literal", rule::op_table);
         if (s.op == "const") return check_const(s);
         state_rules(s);
+        device_rules(s);
         const auto spec = find_op(s.op, function_.opset_version);
         if (!spec) {
             const int since = op_since(s.op);
             if (since > 0)
-                fail(s.line, s.op + " needs opset ios" + std::to_string(since) + "; function " +
-                                 function_.name + " is " + function_.opset);
-            fail(s.line, "unknown op '" + s.op + "' (not in mil_ops.json)");
+                fail(s.line,
+                     s.op + " needs opset ios" + std::to_string(since) + "; function " + function_.name +
+                         " is " + function_.opset,
+                     rule::op_table);
+            fail(s.line, "unknown op '" + s.op + "' (not in mil_ops.json)", rule::op_table);
         }
         step st;
         st.line = s.line;
@@ -315,7 +344,8 @@ private:
         for (const auto& [attr, arg] : s.attributes) {
             if (attr == "name") continue;
             if (!constexpr_op)
-                fail(arg.line, s.op + ": unknown attribute '" + attr + "' (ops take only [name = ...])");
+                fail(arg.line, s.op + ": unknown attribute '" + attr + "' (ops take only [name = ...])",
+                     rule::op_table);
             args.emplace_back(attr, arg);
         }
         std::map<std::string, dtype> shared;
@@ -326,15 +356,17 @@ private:
                 std::string known;
                 for (const auto& i : spec->inputs)
                     known += (known.empty() ? "" : ", ") + i.name;
-                fail(arg.line, s.op + ": '" + input_name + "' is not an input of " + s.op + " in " +
-                                   function_.opset + " (inputs: " + known + ")");
+                fail(arg.line,
+                     s.op + ": '" + input_name + "' is not an input of " + s.op + " in " + function_.opset +
+                         " (inputs: " + known + ")",
+                     rule::op_table);
             }
             if (!seen.insert(input_name).second)
-                fail(arg.line, s.op + ": input '" + input_name + "' is given twice");
+                fail(arg.line, s.op + ": input '" + input_name + "' is given twice", rule::op_table);
             operand bound;
             if (arg.form == argument::kind::tuple) {
                 if (in->form != input_form::tuple)
-                    fail(arg.line, s.op + ": input '" + input_name + "' is not a tuple");
+                    fail(arg.line, s.op + ": input '" + input_name + "' is not a tuple", rule::op_table);
                 for (const auto& n : arg.tuple_names)
                     bound.tuple.push_back(lookup(n, arg.line, s));
             } else {
@@ -350,8 +382,10 @@ private:
         }
         for (const auto& in : spec->inputs)
             if (!in.optional && !seen.contains(in.name))
-                fail(s.line, s.op + ": required input '" + in.name + "' is missing");
+                fail(s.line, s.op + ": required input '" + in.name + "' is missing", rule::op_table);
         option_rules(s, st);
+        kernel_width_rule(s, st);
+        epsilon_rule(s, st, *spec);
         for (const auto& out : s.outputs) {
             const int id = add_value(out.name, out.type, out.line);
             st.outputs.push_back(id);
@@ -367,64 +401,140 @@ private:
         const tensor& v = result_.values[static_cast<std::size_t>(id)];
         const std::string what = s.op + ": input '" + in.name + "'";
         if (in.must_be_const && !is_const_[static_cast<std::size_t>(id)])
-            fail(arg.line, what + " must be a constant (a const op or an inline literal), '" +
-                               result_.value_names[static_cast<std::size_t>(id)] + "' is computed");
+            fail(arg.line,
+                 what + " must be a constant (a const op or an inline literal), '" +
+                     result_.value_names[static_cast<std::size_t>(id)] + "' is computed",
+                 rule::op_table);
         if (in.form == input_form::scalar && !v.shape.empty())
-            fail(arg.line, what + " must be a scalar (rank 0), got " + type_text({v.type, v.shape, false}));
+            fail(arg.line, what + " must be a scalar (rank 0), got " + type_text({v.type, v.shape, false}),
+                 rule::op_table);
         if (!in.dtypes.empty() && std::find(in.dtypes.begin(), in.dtypes.end(), v.type) == in.dtypes.end()) {
             std::string allowed;
             for (dtype t : in.dtypes)
                 allowed += (allowed.empty() ? "" : ", ") + std::string(dtype_name(t));
-            fail(arg.line, what + " has dtype " + std::string(dtype_name(v.type)) + "; " + function_.opset +
-                               " allows " + allowed);
+            fail(arg.line,
+                 what + " has dtype " + std::string(dtype_name(v.type)) + "; " + function_.opset +
+                     " allows " + allowed,
+                 rule::op_table);
         }
         if (!in.type_id.empty()) {
             const auto [it, fresh] = shared.emplace(in.type_id, v.type);
             if (!fresh && it->second != v.type)
-                fail(arg.line, what + " has dtype " + std::string(dtype_name(v.type)) +
-                                   " but another input of type " + in.type_id + " has " +
-                                   std::string(dtype_name(it->second)));
+                fail(arg.line,
+                     what + " has dtype " + std::string(dtype_name(v.type)) + " but another input of type " +
+                         in.type_id + " has " + std::string(dtype_name(it->second)),
+                     rule::op_table);
         }
     }
 
     void check_const(const statement& s) {
-        if (s.outputs.size() != 1) fail(s.line, "const must define exactly one value");
-        if (!s.inputs.empty()) fail(s.line, "const takes no inputs; its value is the attribute val");
+        if (s.outputs.size() != 1) fail(s.line, "const must define exactly one value", rule::op_table);
+        if (!s.inputs.empty())
+            fail(s.line, "const takes no inputs; its value is the attribute val", rule::op_table);
         const argument* val = nullptr;
         for (const auto& [attr, arg] : s.attributes) {
             if (attr == "val")
                 val = &arg;
             else if (attr != "name")
-                fail(arg.line, "const: unknown attribute '" + attr + "'");
+                fail(arg.line, "const: unknown attribute '" + attr + "'", rule::op_table);
         }
         if (!val || val->form != argument::kind::literal)
-            fail(s.line, "const needs attribute val = <literal>");
+            fail(s.line, "const needs attribute val = <literal>", rule::op_table);
         const auto& out = s.outputs[0];
         if (!(val->value.type == out.type))
-            fail(s.line, "const '" + out.name + "' is declared " + type_text(out.type) +
-                             " but its value is " + type_text(val->value.type));
+            fail(s.line,
+                 "const '" + out.name + "' is declared " + type_text(out.type) + " but its value is " +
+                     type_text(val->value.type),
+                 rule::result_types);
         materialize(val->value, out.name);
         lines_[out.name] = s.line;
     }
 
     void state_rules(const statement& s) {
         if (s.op == "read_state" || s.op == "write_state" || s.op == "coreml_update_state")
-            fail(s.line, s.op +
-                             ": state ops fail through the in-memory compiler path; keep the cache in "
-                             "input/output surfaces");
+            fail(s.line,
+                 s.op +
+                     ": state ops fail through the in-memory compiler path; keep the cache in "
+                     "input/output surfaces",
+                 rule::reported_failing_ops);
         if (s.op == "scaled_dot_product_attention")
             for (const auto& [name, arg] : s.inputs)
                 if (name == "attn_mask")
                     fail(arg.line,
                          "scaled_dot_product_attention: attn_mask is ignored on this path (wrong results); "
-                         "add the mask before an explicit softmax");
+                         "add the mask before an explicit softmax",
+                         rule::reported_failing_ops);
         if (s.op == "gelu")
             apply(options_.gelu, s.line,
-                  "gelu is reported to fail through this path; decompose it (tanh or sigmoid form)");
+                  "gelu is reported to fail through this path; decompose it (tanh or sigmoid form)",
+                  rule::reported_failing_ops);
         if (s.op == "rsqrt")
-            apply(options_.rsqrt, s.line, "rsqrt is reported to fail through this path; use sqrt + real_div");
+            apply(options_.rsqrt, s.line, "rsqrt is reported to fail through this path; use sqrt + real_div",
+                  rule::reported_failing_ops);
         if (s.op == "reduce_prod")
-            apply(options_.reduce_prod, s.line, "reduce_prod is reported to fail through this path");
+            apply(options_.reduce_prod, s.line, "reduce_prod is reported to fail through this path",
+                  rule::reported_failing_ops);
+    }
+
+    // Rules of the second audit that depend on the op and the simulated chip only (RUNTIME.md §0 #4, #5).
+    void device_rules(const statement& s) {
+        const std::string& chip = options_.architecture;
+        const bool m1_m2 = chip.rfind("h13", 0) == 0 || chip.rfind("h14", 0) == 0;
+        if (m1_m2 && (s.op == "matmul" || s.op == "scaled_dot_product_attention"))
+            fail(
+                s.line,
+                s.op + " fails to compile on " + chip +
+                    " (H13/H14, the M1/M2 generation); express it as a conv (constant weights as a 1x1 conv) "
+                    "or run it on the CPU",
+                rule::old_chip_ops);
+        if (s.op == "max_pool" || s.op == "avg_pool")
+            apply(options_.pooling, s.line,
+                  s.op +
+                      " is rejected by the ANE compiler; use reduce_max / reduce_mean, or a depthwise conv "
+                      "for average pooling (simulator option pooling)",
+                  rule::pooling);
+    }
+
+    // RUNTIME.md §0 #7: the weight is [C_out, C_in / groups, *K]; its last dimension is the kernel width.
+    void kernel_width_rule(const statement& s, const step& st) {
+        if (s.op != "conv") return;
+        const operand* weight = find_input(st, "weight");
+        if (!weight || weight->value < 0) return;
+        const auto& shape = result_.values[static_cast<std::size_t>(weight->value)].shape;
+        if (shape.size() < 3 || shape.back() < 16) return;
+        fail(s.line,
+             "conv: kernel width " + std::to_string(shape.back()) + " (weight '" +
+                 result_.value_names[static_cast<std::size_t>(weight->value)] + "' " + shape_text(shape) +
+                 "); a conv whose kernel is 16 or more wide fails to compile at every padding and grouping: "
+                 "split the kernel into narrower convs and add them",
+             rule::conv_kernel_width);
+    }
+
+    // RUNTIME.md §0 #10: an epsilon of 0 in fp16 (given, or the op's default rounding to 0) is a warning.
+    void epsilon_rule(const statement& s, const step& st, const op_spec& spec) {
+        if (s.op != "log" && s.op != "rsqrt" && s.op != "inverse") return;
+        double epsilon = 0.0;
+        std::string how;
+        if (const operand* given = find_input(st, "epsilon"); given && given->value >= 0) {
+            const tensor& t = result_.values[static_cast<std::size_t>(given->value)];
+            if (!t.has_data || t.data.size() != 1) return;
+            epsilon = t.data[0];
+            how = "epsilon is 0";
+        } else {
+            const input_spec* in = spec.find("epsilon");
+            if (!in || !in->default_number) return;
+            epsilon = *in->default_number;
+            char text[32];
+            std::snprintf(text, sizeof text, "%g", epsilon);
+            how = std::string("epsilon is omitted and its default ") + text + " is 0";
+        }
+        const float in_fp16 =
+            anvil::half_bits_to_float(anvil::float_to_half_bits(static_cast<float>(epsilon)));
+        if (in_fp16 != 0.0f) return;
+        warn(s.line,
+             s.op + ": " + how +
+                 " in fp16; no working code passes 0: pass a small positive epsilon such as fp16(0x1.0cp-17)",
+             rule::epsilon_zero);
     }
 
     const operand* find_input(const step& st, std::string_view name) const {
@@ -437,13 +547,15 @@ private:
         if (s.op == "conv" && find_input(st, "bias"))
             apply(options_.conv_bias, s.line,
                   "conv: 'bias' on conv is not honoured on the ANE path; add the bias with a separate add of "
-                  "a [1, C, 1, 1] const");
+                  "a [1, C, 1, 1] const",
+                  rule::conv_bias_and_broadcast);
         for (const auto& [name, arg] : s.inputs) {
             const bool flag = (s.op == "matmul" && (name == "transpose_x" || name == "transpose_y")) ||
                               (s.op.rfind("reduce_", 0) == 0 && name == "keep_dims");
             if (flag && arg.form == argument::kind::literal)
                 apply(options_.named_matmul_flags, arg.line,
-                      s.op + ": '" + name + "' must be bound to a named const, not an inline literal");
+                      s.op + ": '" + name + "' must be bound to a named const, not an inline literal",
+                      rule::named_flags);
         }
     }
 
@@ -469,10 +581,11 @@ private:
         for (std::size_t i = 0; i < st.outputs.size(); ++i) {
             const tensor& got = result_.values[static_cast<std::size_t>(st.outputs[i])];
             if (got.type != declared[i].type || got.shape != declared[i].shape)
-                fail(s.outputs[i].line, s.op + ": '" + s.outputs[i].name + "' is declared " +
-                                            type_text({declared[i].type, declared[i].shape, false}) +
-                                            " but its inputs give " +
-                                            type_text({got.type, got.shape, false}));
+                fail(s.outputs[i].line,
+                     s.op + ": '" + s.outputs[i].name + "' is declared " +
+                         type_text({declared[i].type, declared[i].shape, false}) + " but its inputs give " +
+                         type_text({got.type, got.shape, false}),
+                     rule::result_types);
         }
         if (constexpr_op) {  // fold now: the inputs are constants
             op_context context(st, result_.values, false);
@@ -504,7 +617,8 @@ private:
                     apply(options_.const_broadcast, s.line,
                           s.op + ": const operand '" + name + "' has shape " + shape_text(shape) +
                               "; a broadcast const must be a scalar, the result's shape " +
-                              shape_text(result) + " or rank 4 [1, C, 1, 1]");
+                              shape_text(result) + " or rank 4 [1, C, 1, 1]",
+                          rule::conv_bias_and_broadcast);
             }
         }
         if (s.op == "softmax" && !st.outputs.empty()) {
@@ -520,15 +634,18 @@ private:
                 fail(s.line,
                      "softmax over an axis of " + std::to_string(shape[static_cast<std::size_t>(axis)]) +
                          " elements; the ANE normalises per tile above " +
-                         std::to_string(options_.softmax_max_axis) + " (wrong results): split the axis");
+                         std::to_string(options_.softmax_max_axis) + " (wrong results): split the axis",
+                     rule::softmax_axis);
             const int from = producer_[static_cast<std::size_t>(x->value)];
             if (from >= 0 && result_.steps[static_cast<std::size_t>(from)].op == "add")
                 for (const auto& [n, bound] : result_.steps[static_cast<std::size_t>(from)].inputs)
                     if (bound.value >= 0 && has_infinity(bound.value))
-                        fail(s.line, "softmax: its input adds a mask constant '" +
-                                         result_.value_names[static_cast<std::size_t>(bound.value)] +
-                                         "' holding infinity; the ANE's softmax mishandles -inf: use a "
-                                         "finite value such as -1e4");
+                        fail(s.line,
+                             "softmax: its input adds a mask constant '" +
+                                 result_.value_names[static_cast<std::size_t>(bound.value)] +
+                                 "' holding infinity; the ANE's softmax mishandles -inf: use a "
+                                 "finite value such as -1e4",
+                             rule::mask_infinity);
         }
     }
 
@@ -537,9 +654,10 @@ private:
         for (const auto& name : function_.returns) {
             const auto found = ids_.find(name);
             if (found == ids_.end())
-                fail(function_.return_line, "the function returns '" + name + "', which is not defined");
+                fail(function_.return_line, "the function returns '" + name + "', which is not defined",
+                     rule::value_scoping);
             if (!seen.insert(name).second)
-                fail(function_.return_line, "the function returns '" + name + "' twice");
+                fail(function_.return_line, "the function returns '" + name + "' twice", rule::value_scoping);
             const auto& v = result_.values[static_cast<std::size_t>(found->second)];
             named_type as_declared{{v.type, v.shape, false}, name, function_.return_line};
             check_io(as_declared, "function output");
@@ -547,7 +665,8 @@ private:
                          v.shape[2], v.shape[3]};
             outputs_.emplace_back(io, found->second);
         }
-        if (function_.returns.empty()) fail(function_.return_line, "the function returns nothing");
+        if (function_.returns.empty())
+            fail(function_.return_line, "the function returns nothing", rule::value_scoping);
         auto by_name = [](const auto& a, const auto& b) { return a.first.name < b.first.name; };
         std::sort(inputs_.begin(), inputs_.end(), by_name);
         std::sort(outputs_.begin(), outputs_.end(), by_name);
@@ -581,7 +700,7 @@ prepared_program validate(const program_text& program, std::span<const weight_fi
     const function* main = nullptr;
     for (const auto& f : program.functions)
         if (f.name == "main") main = &f;
-    if (!main) fail(1, "the program has no function 'main'");
+    if (!main) fail(1, "the program has no function 'main'", rule::dialects);
     return checker(*main, weights, options).run();
 }
 

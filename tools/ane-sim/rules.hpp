@@ -1,6 +1,6 @@
 // anvil's ANE simulator: the options that choose how strictly each rule of CONSTRAINTS.md is enforced. One
-// process-wide set, changed through anvil_ane_sim_set_option; the defaults are the stricter reading of each
-// conflict between sources, so the backend is tested against the harder case.
+// process-wide set, changed through anvil_ane_sim_set_option (or ANVIL_ANE_SIM_OPTIONS); the defaults are the
+// stricter reading of each conflict between sources, so the backend is tested against the harder case.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +11,7 @@ namespace anvil_sim {
 enum class rule_mode : std::uint8_t { allow, warn, error };
 
 struct rules {
-    std::string architecture = "h16g";    // what _ANEDeviceInfo reports (M4 class)
+    std::string architecture = "h16g";    // what _ANEDeviceInfo reports (M4 class); h13*/h14* = M1/M2
     std::int64_t compile_budget = 119;    // compiles per process before they fail
     std::int64_t max_live_programs = 15;  // loaded programs alive at once before a compile fails with 0x50004
     std::int64_t max_dimension = 16384;   // per axis, every tensor in a program
@@ -19,13 +19,25 @@ struct rules {
     bool equal_surface_sizes = true;        // all inputs one allocation size; all outputs one
     std::int64_t softmax_max_axis = 8192;   // a longer softmax axis is an error (the ANE normalises per tile)
     std::int64_t blobfile_limit = 0;        // BLOBFILE-backed consts per program; 0 = not enforced (counted)
-    std::int64_t inject_load_failures = 0;  // the next N loads fail once with a transient error
+    std::int64_t inject_load_failures = 0;  // the next N loadWithQoS calls fail with the transient error
     rule_mode conv_bias = rule_mode::error;           // `bias` on conv
     rule_mode const_broadcast = rule_mode::error;     // a broadcast const operand that is not [1, C, 1, 1]
     rule_mode named_matmul_flags = rule_mode::error;  // transpose_x/y and keep_dims not bound to named consts
     rule_mode gelu = rule_mode::warn;
     rule_mode rsqrt = rule_mode::warn;
     rule_mode reduce_prod = rule_mode::warn;
+    // Rules added from the second audit (CONSTRAINTS.md, RUNTIME.md §0).
+    bool live_names = true;                 // Live entries carry Name/Symbol (live_names=present|omit)
+    std::int64_t plane_stride_pad = 0;      // PlaneStride = Height * RowStride + this (a multiple of 64)
+    rule_mode io_width = rule_mode::error;  // I/O widths below 32 or not a multiple of 32 at evaluate
+    rule_mode pooling = rule_mode::error;   // max_pool / avg_pool at compile
+    rule_mode anchor = rule_mode::error;    // no conv/matmul/linear at load
+    rule_mode transcendentals = rule_mode::allow;  // reduce_mean/exp/log/sqrt/sin/cos at evaluate
+    std::string profile = "default";  // "m5-macos26" sets transcendentals=error, architecture h17g
+    bool device_info = true;          // objc_getClass("_ANEDeviceInfo") finds the class
+    std::string fail_compile_op;      // a program with this op fails to compile ("" = off)
+    std::string fail_load_op;         // ... to load
+    std::string fail_eval_op;         // ... to evaluate
 };
 
 // The process-wide options (defined in the runtime part; read by the MIL part at compile time).

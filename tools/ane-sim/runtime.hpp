@@ -71,6 +71,7 @@ struct state {
     std::unordered_set<const object*> objects;                  // every object ever made, tombstones too
     std::map<std::string, long, std::less<>> counters;
     std::string violations;
+    std::string configuration_violations;           // from ANVIL_ANE_SIM_OPTIONS: kept by anvil_ane_sim_reset
     std::unordered_set<std::string> warnings_seen;  // MIL warnings are reported once each
     long violation_count = 0;
     long process_compiles = 0;  // the compile budget: only a new process resets it
@@ -86,6 +87,8 @@ using lock_guard = std::lock_guard<std::recursive_mutex>;
 
 const char* intern_selector(std::string_view name);
 void record_violation(std::string_view message);
+// Applies ANVIL_ANE_SIM_OPTIONS (runtime_diagnostics.cpp); sim() calls it once, when it creates the state.
+void apply_environment_options();
 void add_counter(std::string_view name, long amount);
 
 // Defines a class (with its metaclass) under NSObject. The `define_*_classes` functions of each file add

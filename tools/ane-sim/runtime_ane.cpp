@@ -3,49 +3,19 @@
 // the surface rules of CONSTRAINTS.md, and handing the MIL text and weights to mil_program (the MIL part).
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
-#include "runtime.hpp"
+#include "runtime_ane.hpp"
 
 namespace anvil_sim {
 
 namespace {
 
-namespace fs = std::filesystem;
-
-struct descriptor_object : object {
-    static constexpr const char* class_name = "_ANEInMemoryModelDescriptor";
-    std::string mil_text;
-    std::vector<weight_file> weights;  // sorted by key
-};
-
-struct in_memory_model_object : object {
-    static constexpr const char* class_name = "_ANEInMemoryModel";
-    ~in_memory_model_object();
-    descriptor_object* descriptor = nullptr;
-    std::string hex_identifier;
-    url_object* model_url = nullptr;
-    std::unique_ptr<mil_program> program;
-    bool loaded = false;
-    bool was_unloaded = false;
-    bool injected_failure = false;
-};
-
 struct model_object : object {
     static constexpr const char* class_name = "_ANEModel";
     ~model_object() { release_object(owner, "_ANEModel dealloc"); }
     in_memory_model_object* owner = nullptr;
-};
-
-struct surface_wrapper_object : object {
-    static constexpr const char* class_name = "_ANEIOSurfaceObject";
-    ~surface_wrapper_object() { release_object(surface, "_ANEIOSurfaceObject dealloc"); }
-    surface_object* surface = nullptr;
 };
 
 struct request_object : object {
@@ -65,21 +35,22 @@ struct request_object : object {
     std::vector<std::vector<std::byte>> previous_inputs;  // data bytes at the last evaluation, per symbol
 };
 
+}  // namespace
+
 in_memory_model_object::~in_memory_model_object() {
     if (loaded) {
         record_violation(
             "_ANEInMemoryModel " + hex_identifier +
             ": model released while loaded (call unloadWithQoS:error: first; what the framework does "
-            "with a loaded program whose model is deallocated is unknown)");
+            "with a loaded program whose model is deallocated is unknown)" +
+            cite(rule::call_order));
         --sim().live_programs;
     }
     release_object(descriptor, "_ANEInMemoryModel dealloc");
     release_object(model_url, "_ANEInMemoryModel dealloc");
 }
 
-constexpr const char* compile_prefix = "ANECCompile() FAILED: ";
-constexpr const char* evaluate_prefix =
-    "ANEProgramProcessRequestDirect() Failed with status=0x1d : Program Inference error: ";
+namespace {
 
 std::string with_prefix(const char* prefix, const std::string& message) {
     return message.rfind(prefix, 0) == 0 ? message : prefix + message;
@@ -97,76 +68,6 @@ void report_program_warnings(const mil_program& program) {
     }
 }
 
-// Two independent 64-bit hashes of MIL text + weights (RUNTIME.md §2: the identifier is derived from the
-// text, weights and options hashes, so identical inputs give an identical directory).
-std::string hex_identifier_of(const descriptor_object& descriptor) {
-    std::uint64_t first = 0xcbf29ce484222325ULL;
-    std::uint64_t second = 0x9e3779b97f4a7c15ULL;
-    auto feed = [&](const void* bytes, std::size_t size) {
-        auto* p = static_cast<const unsigned char*>(bytes);
-        for (std::size_t i = 0; i < size; ++i) {
-            first = (first ^ p[i]) * 0x100000001b3ULL;
-            second = ((second << 5 | second >> 59) ^ p[i]) * 0xff51afd7ed558ccdULL;
-        }
-    };
-    auto feed_size = [&](std::size_t size) {
-        std::uint64_t value = size;
-        feed(&value, sizeof value);
-    };
-    feed_size(descriptor.mil_text.size());
-    feed(descriptor.mil_text.data(), descriptor.mil_text.size());
-    for (const weight_file& weight : descriptor.weights) {
-        feed_size(weight.key.size());
-        feed(weight.key.data(), weight.key.size());
-        feed(&weight.offset, sizeof weight.offset);
-        feed_size(weight.data.size());
-        feed(weight.data.data(), weight.data.size());
-    }
-    char text[33];
-    std::snprintf(text, sizeof text, "%016llx%016llx", static_cast<unsigned long long>(first),
-                  static_cast<unsigned long long>(second ^ (second >> 31)));
-    return text;
-}
-
-bool read_file(const fs::path& path, std::string& contents) {
-    std::ifstream stream(path, std::ios::binary);
-    if (!stream) return false;
-    contents.assign(std::istreambuf_iterator<char>(stream), std::istreambuf_iterator<char>());
-    return true;
-}
-
-bool write_file(const fs::path& path, const std::string& contents) {
-    std::ofstream stream(path, std::ios::binary | std::ios::trunc);
-    stream << contents;
-    return static_cast<bool>(stream);
-}
-
-// The compiled artefacts (RUNTIME.md §2: after compile the directory holds net.plist and data).
-std::string net_plist_for(const std::string& hex) {
-    return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<plist version=\"1.0\">\n<dict>\n"
-           "  <key>hexStringIdentifier</key>\n  <string>" +
-           hex + "</string>\n</dict>\n</plist>\n";
-}
-std::string data_for(const std::string& hex) {
-    return "anvil-ane-sim compiled program " + hex + "\n";
-}
-
-bool write_artefacts(const fs::path& directory, const std::string& hex) {
-    std::error_code ignored;
-    fs::create_directories(directory, ignored);
-    return write_file(directory / "net.plist", net_plist_for(hex)) &&
-           write_file(directory / "data", data_for(hex));
-}
-
-bool artefacts_exist(const in_memory_model_object& model) {
-    if (model.model_url == nullptr || !model.model_url->alive) return false;
-    std::string plist;
-    std::string data;
-    fs::path directory = model.model_url->path;
-    return read_file(directory / "net.plist", plist) && plist == net_plist_for(model.hex_identifier) &&
-           read_file(directory / "data", data) && data == data_for(model.hex_identifier);
-}
-
 void check_options(id options, const char* method) {
     if (as<dictionary_object>(options) == nullptr)
         record_violation(std::string("-[_ANEInMemoryModel ") + method + "]: options is " + describe(options) +
@@ -182,7 +83,8 @@ bool room_for_another_program(void** error) {
             " program instances are loaded (the device allows about " +
             std::to_string(s.options.max_live_programs) +
             "); unload models, and drain the autorelease pools that hold them (RUNTIME.md §2 \"Autorelease "
-            "and ownership\")");
+            "and ownership\")" +
+            cite(rule::live_programs));
     return false;
 }
 
@@ -210,19 +112,21 @@ id descriptor_create(id, sel, id mil_text, id weights, id options_plist) {
     if (mil == nullptr) {
         record_violation(
             where + "the MIL text is " + describe(mil_text) +
-            ", expected NSData of UTF-8 bytes (an NSString crashes or fails silently, RUNTIME.md §2)");
+            ", expected NSData of UTF-8 bytes (an NSString crashes or fails silently, RUNTIME.md §2)" +
+            cite(rule::mil_text_as_data));
         return nullptr;
     }
     auto* dictionary = as<dictionary_object>(weights);
     if (dictionary == nullptr) {
         record_violation(
             where + "the weights are " + describe(weights) +
-            ", expected an NSDictionary (@{} when there are no weights; nil crashes, RUNTIME.md §2)");
+            ", expected an NSDictionary (@{} when there are no weights; nil crashes, RUNTIME.md §2)" +
+            cite(rule::weights_argument));
         return nullptr;
     }
     if (options_plist != nullptr)
         record_violation(where + "optionsPlist is " + describe(options_plist) +
-                         ", expected nil (RUNTIME.md §2)");
+                         ", expected nil (RUNTIME.md §2)" + cite(rule::weights_argument));
     std::vector<weight_file> files;
     for (std::size_t i = 0; i < dictionary->keys.size(); ++i) {
         auto* key = as<string_object>(dictionary->keys[i]);
@@ -230,7 +134,8 @@ id descriptor_create(id, sel, id mil_text, id weights, id options_plist) {
         if (key == nullptr || entry == nullptr) {
             record_violation(where + "weights entry " + std::to_string(i) + " has key " +
                              describe(dictionary->keys[i]) + " and value " + describe(dictionary->values[i]) +
-                             ", expected NSString -> @{@\"offset\": @0, @\"data\": NSData}");
+                             ", expected NSString -> @{@\"offset\": @0, @\"data\": NSData}" +
+                             cite(rule::weights_entries));
             return nullptr;
         }
         auto* offset = as<number_object>(dictionary_lookup(*entry, "offset"));
@@ -238,13 +143,15 @@ id descriptor_create(id, sel, id mil_text, id weights, id options_plist) {
         if (offset == nullptr || data == nullptr || offset->is_float) {
             record_violation(
                 where + "weights entry '" + key->text +
-                "' must be @{@\"offset\": @0, @\"data\": <NSData: the whole file>} (RUNTIME.md §2)");
+                "' must be @{@\"offset\": @0, @\"data\": <NSData: the whole file>} (RUNTIME.md §2)" +
+                cite(rule::weights_entries));
             return nullptr;
         }
         if (offset->integer_value != 0)
             record_violation(where + "weights entry '" + key->text + "' has offset " +
                              std::to_string(offset->integer_value) +
-                             "; every working codebase passes @0 (its meaning is unknown, RUNTIME.md §2)");
+                             "; every working codebase passes @0 (its meaning is unknown, RUNTIME.md §2)" +
+                             cite(rule::weights_entries));
         files.push_back({key->text, offset->integer_value, data->bytes});
     }
     std::sort(files.begin(), files.end(),
@@ -299,39 +206,12 @@ bool model_compiled_model_exists(id self, sel) {
     return model != nullptr && artefacts_exist(*model);
 }
 
-// Checks that the caller populated NSTemporaryDirectory()/<hex>/ (RUNTIME.md §2 step 4); the error message or
-// "".
-std::string check_temporary_directory(const in_memory_model_object& model) {
-    fs::path directory = temporary_directory() + model.hex_identifier;
-    std::string contents;
-    fs::path mil_path = directory / "model.mil";
-    const std::string remedy =
-        " (write NSTemporaryDirectory()/<hexStringIdentifier>/model.mil and weights/<file> "
-        "before compileWithQoS:options:error:, RUNTIME.md §2 step 4)";
-    if (!read_file(mil_path, contents))
-        return "the model's temporary directory lacks " + mil_path.string() + remedy;
-    if (contents != model.descriptor->mil_text)
-        return mil_path.string() + " differs from the MIL text given to the descriptor" + remedy;
-    const std::string prefix = "@model_path/";
-    for (const weight_file& weight : model.descriptor->weights) {
-        if (weight.key.rfind(prefix + "weights/", 0) != 0)
-            return "weights key '" + weight.key + "' is not of the form @model_path/weights/<file>";
-        fs::path path = directory / weight.key.substr(prefix.size());
-        if (!read_file(path, contents))
-            return "the model's temporary directory lacks " + path.string() + remedy;
-        if (contents.size() != weight.data.size() ||
-            !std::equal(contents.begin(), contents.end(), reinterpret_cast<const char*>(weight.data.data())))
-            return path.string() + " differs from the data of weights entry '" + weight.key + "'" + remedy;
-    }
-    return "";
-}
-
 bool model_compile(id self, sel, unsigned int, id options, void** error) {
     lock_guard lock(sim().mutex);
     auto* model = receiver<in_memory_model_object>(self, "compileWithQoS:options:error:");
     if (model == nullptr) return false;
     check_options(options, "compileWithQoS:options:error:");
-    if (std::string problem = check_temporary_directory(*model); !problem.empty()) {
+    if (std::string problem = check_staged_files(*model); !problem.empty()) {
         set_error(error, codes::bad_call, compile_prefix + problem);
         return false;
     }
@@ -342,7 +222,8 @@ bool model_compile(id self, sel, unsigned int, id options, void** error) {
             std::string(compile_prefix) + "this process has used its " +
                 std::to_string(s.options.compile_budget) +
                 " compiles (the ANE compiler leaks resources, RUNTIME.md §6; restart the process, or cache "
-                "with setModelURL: + compiledModelExists)");
+                "with setModelURL: + compiledModelExists)" +
+                cite(rule::compile_budget));
         return false;
     }
     if (!room_for_another_program(error)) return false;
@@ -351,14 +232,13 @@ bool model_compile(id self, sel, unsigned int, id options, void** error) {
     auto program = compile_program(*model, error);
     if (program == nullptr) return false;
     model->program = std::move(program);
-    std::error_code ignored;
-    write_artefacts(temporary_directory() + model->hex_identifier, model->hex_identifier);
-    if (model->model_url != nullptr && !write_artefacts(model->model_url->path, model->hex_identifier)) {
+    if (!write_artefacts(*model)) {
         set_error(
             error, codes::bad_call,
-            std::string(compile_prefix) + "cannot write the compiled model to " + model->model_url->path);
+            std::string(compile_prefix) + "cannot write the compiled model to " + model_directory(*model));
         return false;
     }
+    count_ops(*model->program);
     return true;
 }
 
@@ -367,35 +247,46 @@ bool model_load(id self, sel, unsigned int, id options, void** error) {
     auto* model = receiver<in_memory_model_object>(self, "loadWithQoS:options:error:");
     if (model == nullptr) return false;
     check_options(options, "loadWithQoS:options:error:");
-    if (model->loaded) {
-        record_violation("-[_ANEInMemoryModel loadWithQoS:options:error:]: model " + model->hex_identifier +
-                         " is already loaded");
-        return true;
-    }
-    bool from_cache = model->program == nullptr;
-    if (from_cache && !artefacts_exist(*model)) {
-        set_error(
-            error, codes::bad_call,
-            "ANEProgramLoad() Failed: model " + model->hex_identifier +
-                " is not compiled (call compileWithQoS:options:error: first, or setModelURL: to a directory "
-                "whose compiled model matches, see compiledModelExists)");
+    state& s = sim();
+    // ANE resources are machine-wide: a busy device fails every load for a while, whatever the model
+    // (RUNTIME.md §0 #13).
+    if (s.options.inject_load_failures > 0) {
+        --s.options.inject_load_failures;
+        set_error(error, codes::transient_load,
+                  std::string(load_prefix) +
+                      "transient failure: the ANE's resources are busy (injected by the simulator: "
+                      "inject_load_failures, " +
+                      std::to_string(s.options.inject_load_failures) +
+                      " more to come); retry with exponential backoff, RUNTIME.md §0 #13" +
+                      cite(rule::load_transient));
         return false;
     }
-    state& s = sim();
-    if (s.options.inject_load_failures > 0 && !model->injected_failure) {
-        --s.options.inject_load_failures;
-        model->injected_failure = true;
-        set_error(
-            error, codes::transient_load,
-            "ANEProgramLoad() Failed: transient failure (injected by the simulator's inject_load_failures; "
-            "retry once after a short sleep, RUNTIME.md §2 \"Load retry\")");
+    if (model->loaded) {
+        record_violation("-[_ANEInMemoryModel loadWithQoS:options:error:]: model " + model->hex_identifier +
+                         " is already loaded" + cite(rule::call_order));
+        return true;
+    }
+    const bool from_cache = model->program == nullptr;
+    if (from_cache && !artefacts_exist(*model)) {
+        set_error(error, codes::bad_call,
+                  std::string(load_prefix) + "model " + model->hex_identifier +
+                      " is not compiled (call compileWithQoS:options:error: first, or setModelURL: to a "
+                      "directory whose compiled model matches, see compiledModelExists)" +
+                      cite(rule::call_order));
         return false;
     }
     if (!room_for_another_program(error)) return false;
+    // Loading a cached compile parses the MIL again internally, which costs no compile.
+    std::unique_ptr<mil_program> cached = from_cache ? compile_program(*model, error) : nullptr;
+    if (from_cache && cached == nullptr) return false;
+    const mil_program& program = from_cache ? *cached : *model->program;
+    if (std::string problem = load_problem(program); !problem.empty()) {
+        set_error(error, codes::load_refused, load_prefix + problem);
+        return false;
+    }
     if (from_cache) {
-        // Loading a cached compile parses the MIL again internally, which costs no compile.
-        model->program = compile_program(*model, error);
-        if (model->program == nullptr) return false;
+        model->program = std::move(cached);
+        count_ops(*model->program);
         add_counter("compile_cache_hits", 1);
     }
     model->loaded = true;
@@ -410,105 +301,14 @@ bool model_unload(id self, sel, unsigned int, void** error) {
     if (model == nullptr) return false;
     if (!model->loaded) {
         set_error(error, codes::bad_call,
-                  "ANEProgramUnload() Failed: model " + model->hex_identifier + " is not loaded");
+                  "ANEProgramUnload() Failed: model " + model->hex_identifier + " is not loaded" +
+                      cite(rule::call_order));
         return false;
     }
     model->loaded = false;
     model->was_unloaded = true;
     --sim().live_programs;
     return true;
-}
-
-std::size_t element_size(element_type type) {
-    return type == element_type::fp16 ? 2 : 4;
-}
-std::size_t row_stride_of(const io_tensor& tensor) {
-    return (static_cast<std::size_t>(tensor.width) * element_size(tensor.type) + 63) / 64 * 64;
-}
-std::size_t plane_stride_of(const io_tensor& tensor) {
-    return row_stride_of(tensor) * static_cast<std::size_t>(tensor.height);
-}
-
-// Binds the request's surfaces to symbols; "" or what is wrong.
-std::string bind_surfaces(const array_object& wrappers, const array_object& indices,
-                          const std::vector<io_tensor>& symbols, const char* kind,
-                          std::vector<surface_object*>& bound) {
-    bound.assign(symbols.size(), nullptr);
-    for (std::size_t i = 0; i < wrappers.elements.size(); ++i) {
-        auto* index = as<number_object>(indices.elements[i]);
-        auto* wrapper = as<surface_wrapper_object>(wrappers.elements[i]);
-        if (index == nullptr || wrapper == nullptr || !wrapper->surface->alive) return "bad request contents";
-        std::int64_t symbol = index->integer_value;
-        if (symbol < 0 || symbol >= static_cast<std::int64_t>(symbols.size()))
-            return std::string(kind) + " index " + std::to_string(symbol) +
-                   " is not a symbol of the program (it has " + std::to_string(symbols.size()) + " " + kind +
-                   "s)";
-        auto slot = static_cast<std::size_t>(symbol);
-        if (bound[slot] != nullptr)
-            return std::string(kind) + " symbol " + std::to_string(symbol) + " ('" + symbols[slot].name +
-                   "') is bound twice";
-        bound[slot] = wrapper->surface;
-    }
-    for (std::size_t i = 0; i < symbols.size(); ++i)
-        if (bound[i] == nullptr)
-            return std::string(kind) + " symbol " + std::to_string(i) + " ('" + symbols[i].name +
-                   "') has no surface (symbols are the MIL names in alphabetical order, RUNTIME.md §3)";
-    return "";
-}
-
-// The layout checks of CONSTRAINTS.md "I/O surfaces" for one direction; "" or what is wrong.
-std::string check_surfaces(const std::vector<surface_object*>& bound, const std::vector<io_tensor>& symbols,
-                           const char* kind, std::vector<surface_view>& views) {
-    const rules& options = sim().options;
-    for (std::size_t i = 0; i < bound.size(); ++i) {
-        const surface_object& surface = *bound[i];
-        const io_tensor& symbol = symbols[i];
-        std::string which = std::string(kind) + " '" + symbol.name + "' (symbol " + std::to_string(i) + ")";
-        std::size_t row = row_stride_of(symbol);
-        std::size_t needed = plane_stride_of(symbol) * static_cast<std::size_t>(symbol.channels);
-        if (surface.lock_count > 0) {
-            record_violation("evaluateWithQoS: the surface of " + which +
-                             " is locked; unlock surfaces before evaluate (RUNTIME.md §3 \"Locking\")");
-            return "the surface of " + which + " is locked during evaluate";
-        }
-        if (surface.bytes_per_row % 64 != 0)
-            return "the surface of " + which + " has bytes per row " + std::to_string(surface.bytes_per_row) +
-                   ", not a multiple of 64";
-        if (surface.height > 1 && surface.bytes_per_row != row)
-            return "the surface of " + which + " has rows " + std::to_string(surface.bytes_per_row) +
-                   " bytes apart but the program reads them RowStride = round_up(Width * elemsize, 64) = " +
-                   std::to_string(row) + " bytes apart (RUNTIME.md §3)";
-        if (surface.alloc_size < needed)
-            return "the surface of " + which + " holds " + std::to_string(surface.alloc_size) +
-                   " bytes; [1, " + std::to_string(symbol.channels) + ", " + std::to_string(symbol.height) +
-                   ", " + std::to_string(symbol.width) +
-                   "] needs Channels * PlaneStride = " + std::to_string(needed) + " bytes (RowStride " +
-                   std::to_string(row) + ")";
-        if (static_cast<std::int64_t>(surface.alloc_size) < options.min_surface_bytes)
-            return "the surface of " + which + " holds " + std::to_string(surface.alloc_size) +
-                   " bytes, below the minimum of " + std::to_string(options.min_surface_bytes) +
-                   " (RUNTIME.md §3 \"Sizes\"; simulator option min_surface_bytes)";
-        if (options.equal_surface_sizes && surface.alloc_size != bound[0]->alloc_size)
-            return "the " + std::string(kind) + " surfaces differ in size (" +
-                   std::to_string(bound[0]->alloc_size) + " and " + std::to_string(surface.alloc_size) +
-                   " bytes); several " + kind +
-                   "s need equal allocation sizes (RUNTIME.md §3; simulator option equal_surface_sizes)";
-        views.push_back({surface.base, surface.alloc_size, row, plane_stride_of(symbol)});
-    }
-    return "";
-}
-
-// The bytes of the tensor inside a surface (padding excluded), channel by channel.
-std::vector<std::byte> gather_data(const surface_view& view, const io_tensor& symbol) {
-    std::vector<std::byte> data;
-    std::size_t row_bytes = static_cast<std::size_t>(symbol.width) * element_size(symbol.type);
-    for (std::int64_t c = 0; c < symbol.channels; ++c)
-        for (std::int64_t h = 0; h < symbol.height; ++h) {
-            const std::byte* row = view.base + static_cast<std::size_t>(c) * view.plane_stride +
-                                   static_cast<std::size_t>(h) * view.row_stride;
-            data.insert(data.end(), row, row + row_bytes);
-        }
-    return data;
 }
 
 bool model_evaluate(id self, sel, unsigned int, id options, id request, void** error) {
@@ -519,15 +319,16 @@ bool model_evaluate(id self, sel, unsigned int, id options, id request, void** e
     auto* typed = as<request_object>(request);
     if (typed == nullptr) {
         record_violation("-[_ANEInMemoryModel evaluateWithQoS:options:request:error:]: the request is " +
-                         describe(request) + ", expected an _ANERequest");
-        set_error(error, codes::bad_call, std::string(evaluate_prefix) + "no valid request");
+                         describe(request) + ", expected an _ANERequest" + cite(rule::request_selector));
+        set_error(error, codes::bad_call,
+                  std::string(evaluate_prefix) + "no valid request" + cite(rule::request_selector));
         return false;
     }
     if (!model->loaded) {
         set_error(error, codes::program_inference,
                   std::string(evaluate_prefix) + "model " + model->hex_identifier +
                       (model->was_unloaded ? " was unloaded" : " is not loaded") +
-                      " (order: compile, load, evaluate, unload; RUNTIME.md §2)");
+                      " (order: compile, load, evaluate, unload; RUNTIME.md §2)" + cite(rule::call_order));
         return false;
     }
     const auto& input_symbols = model->program->inputs();
@@ -549,7 +350,12 @@ bool model_evaluate(id self, sel, unsigned int, id options, id request, void** e
     for (std::size_t i = 0; i < inputs.size(); ++i)
         if (digest_bytes(inputs[i]->base, inputs[i]->alloc_size, 0) != inputs[i]->digest_at_unlock)
             record_violation("evaluateWithQoS: the surface of input '" + input_symbols[i].name +
-                             "' was written without IOSurfaceLock/IOSurfaceUnlock around the CPU access");
+                             "' was written without IOSurfaceLock/IOSurfaceUnlock around the CPU access" +
+                             cite(rule::surface_locking));
+    if (std::string refused = evaluate_problem(*model->program); !refused.empty()) {
+        set_error(error, codes::program_inference, evaluate_prefix + refused);
+        return false;
+    }
     try {
         model->program->evaluate(input_views, output_views);
     } catch (const sim_failure& failure) {
@@ -591,57 +397,13 @@ id model_model(id self, sel) {
     return autorelease_object(made, "-[_ANEInMemoryModel model]");
 }
 
-object* live_list(const std::vector<io_tensor>& symbols) {
-    std::vector<object*> entries;
-    for (const io_tensor& symbol : symbols)
-        entries.push_back(make_dictionary({
-            {"Channels", make_integer(symbol.channels)},
-            {"Width", make_integer(symbol.width)},
-            {"Height", make_integer(symbol.height)},
-            {"RowStride", make_integer(static_cast<std::int64_t>(row_stride_of(symbol)))},
-            {"PlaneStride", make_integer(static_cast<std::int64_t>(plane_stride_of(symbol)))},
-            {"Type", make_string(symbol.type == element_type::fp16 ? "Float16" : "Float32")},
-            {"Name", make_string(symbol.name)},
-            {"Symbol", make_string(symbol.name)},
-        }));
-    return make_array(std::move(entries));
-}
-
-object* symbol_names(const std::vector<io_tensor>& symbols) {
-    std::vector<object*> names;
-    for (const io_tensor& symbol : symbols)
-        names.push_back(make_string(symbol.name));
-    return make_array(std::move(names));
-}
-
-object* index_array(std::size_t count) {
-    std::vector<object*> indices;
-    for (std::size_t i = 0; i < count; ++i)
-        indices.push_back(make_integer(static_cast<std::int64_t>(i)));
-    return make_array(std::move(indices));
-}
-
 // -[_ANEModel modelAttributes] (RUNTIME.md §3 "the rigorous method"); empty before compile or load.
 id model_attributes(id self, sel) {
     lock_guard lock(sim().mutex);
     auto* model = receiver<model_object>(self, "modelAttributes");
     if (model == nullptr) return nullptr;
     const mil_program* program = model->owner->alive ? model->owner->program.get() : nullptr;
-    if (program == nullptr) return autorelease_object(make_dictionary({}), "-[_ANEModel modelAttributes]");
-    object* status = make_dictionary(
-        {{"LiveInputList", live_list(program->inputs())}, {"LiveOutputList", live_list(program->outputs())}});
-    object* procedure =
-        make_dictionary({{"ANEFModelInputSymbolIndexArray", index_array(program->inputs().size())},
-                         {"ANEFModelOutputSymbolIndexArray", index_array(program->outputs().size())},
-                         {"ANEFModelProcedureID", make_integer(0)}});
-    object* description = make_dictionary({
-        {"kANEFModelInputSymbolsArrayKey", symbol_names(program->inputs())},
-        {"kANEFModelOutputSymbolsArrayKey", symbol_names(program->outputs())},
-        {"ANEFModelProcedures", make_array({procedure})},
-        {"kANEFModelProcedureNameToIDMapKey", make_dictionary({{"main", make_integer(0)}})},
-    });
-    object* attributes =
-        make_dictionary({{"NetworkStatusList", make_array({status})}, {"ANEFModelDescription", description}});
+    object* attributes = program != nullptr ? model_attributes_of(*program) : make_dictionary({});
     return autorelease_object(attributes, "-[_ANEModel modelAttributes]");
 }
 
@@ -703,7 +465,7 @@ id request_create(id, sel, id inputs, id input_indices, id outputs, id output_in
         record_violation(
             "+[_ANERequest requestWithInputs:inputIndices:outputs:outputIndices:weightsBuffer:"
             "perfStats:procedureIndex:]: " +
-            problem);
+            problem + cite(rule::request_selector));
         return nullptr;
     }
     auto* made = make_object<request_object>();

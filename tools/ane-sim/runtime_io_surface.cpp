@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "citations.hpp"
 #include "runtime.hpp"
 
 namespace anvil_sim {
@@ -110,7 +111,8 @@ ANVIL_SIM_EXPORT void* IOSurfaceCreate(const void* properties) {
     if (row % 64 != 0) {
         record_violation("IOSurfaceCreate: bytes per row " + std::to_string(row) +
                          " is not a multiple of 64, the ANE's row alignment (RUNTIME.md §3: RowStride = "
-                         "round_up(Width * elemsize, 64))");
+                         "round_up(Width * elemsize, 64))" +
+                         cite(rule::row_stride));
         return nullptr;
     }
     if (!read_size(*dictionary, "IOSurfaceAllocSize", row * height, alloc)) return nullptr;
@@ -142,7 +144,7 @@ ANVIL_SIM_EXPORT int IOSurfaceLock(void* surface, std::uint32_t options, std::ui
     if (typed->lock_count > 0 && typed->locked_read_only != read_only)
         record_violation("IOSurfaceLock: the surface is already locked " +
                          std::string(typed->locked_read_only ? "read-only" : "for writing") +
-                         "; a nested lock must use the same options");
+                         "; a nested lock must use the same options" + cite(rule::surface_locking));
     if (typed->lock_count == 0) {
         typed->locked_read_only = read_only;
         typed->digest_at_lock = digest_bytes(typed->base, typed->alloc_size, 0);
@@ -157,16 +159,18 @@ ANVIL_SIM_EXPORT int IOSurfaceUnlock(void* surface, std::uint32_t options, std::
     auto* typed = checked_surface(surface, "IOSurfaceUnlock");
     if (typed == nullptr) return io_return_error;
     if (typed->lock_count == 0) {
-        record_violation("IOSurfaceUnlock: the surface is not locked");
+        record_violation("IOSurfaceUnlock: the surface is not locked" + cite(rule::surface_locking));
         return io_return_not_locked;
     }
     if (((options & lock_read_only) != 0) != typed->locked_read_only)
-        record_violation("IOSurfaceUnlock: the options differ from those of the matching IOSurfaceLock");
+        record_violation("IOSurfaceUnlock: the options differ from those of the matching IOSurfaceLock" +
+                         cite(rule::surface_locking));
     std::uint64_t now = digest_bytes(typed->base, typed->alloc_size, 0);
     if (--typed->lock_count == 0) {
         if (typed->locked_read_only && now != typed->digest_at_lock)
             record_violation(
-                "IOSurfaceUnlock: the surface was written under a read-only lock (kIOSurfaceLockReadOnly)");
+                "IOSurfaceUnlock: the surface was written under a read-only lock (kIOSurfaceLockReadOnly)" +
+                cite(rule::surface_locking));
         typed->digest_at_unlock = now;
     }
     if (seed != nullptr) *seed = static_cast<std::uint32_t>(now);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "citations.hpp"
 #include "runtime.hpp"
 
 namespace anvil_sim {
@@ -72,12 +73,14 @@ long unknown_selector_trap(id self, sel cmd) {
         auto* cls = static_cast<class_record*>(self);
         record_violation("+[" + cls->name + " " + selector_name + "]: unrecognized selector sent to class " +
                          cls->name +
-                         " (the simulator implements only the selectors of RUNTIME.md §2, §3, §7)");
+                         " (the simulator implements only the selectors of RUNTIME.md §2, §3, §7)" +
+                         cite(rule::classes_and_selectors));
     } else {
         std::string class_name = is_known_object(self) ? static_cast<object*>(self)->isa->name : "?";
         record_violation("-[" + class_name + " " + selector_name + "]: unrecognized selector sent to " +
                          describe(self) +
-                         " (the simulator implements only the selectors of RUNTIME.md §2, §3, §7)");
+                         " (the simulator implements only the selectors of RUNTIME.md §2, §3, §7)" +
+                         cite(rule::classes_and_selectors));
     }
     return 0;
 }
@@ -96,6 +99,7 @@ state& sim() {
         define_core_foundation_classes();
         define_io_surface_class();
         define_ane_classes();
+        apply_environment_options();
     }
     return *global_state;
 }
@@ -159,7 +163,7 @@ std::string describe(const void* pointer) {
 object* retain_object(const void* pointer, std::string_view who) {
     if (pointer == nullptr || is_class_record(pointer)) return nullptr;
     if (!is_known_object(pointer) || !static_cast<const object*>(pointer)->alive) {
-        record_violation(std::string(who) + ": retain of " + describe(pointer));
+        record_violation(std::string(who) + ": retain of " + describe(pointer) + cite(rule::ownership));
         return nullptr;
     }
     auto* o = static_cast<object*>(const_cast<void*>(pointer));
@@ -170,14 +174,14 @@ object* retain_object(const void* pointer, std::string_view who) {
 void release_object(const void* pointer, std::string_view who) {
     if (pointer == nullptr || is_class_record(pointer)) return;
     if (!is_known_object(pointer)) {
-        record_violation(std::string(who) + ": release of " + describe(pointer));
+        record_violation(std::string(who) + ": release of " + describe(pointer) + cite(rule::ownership));
         return;
     }
     auto* o = static_cast<object*>(const_cast<void*>(pointer));
     if (o->immortal) return;
     if (!o->alive) {
         record_violation(std::string(who) + ": double release: " + describe(pointer) +
-                         " was released more times than it was retained");
+                         " was released more times than it was retained" + cite(rule::ownership));
         return;
     }
     if (--o->retain_count == 0) o->isa->destroy(o);
@@ -186,7 +190,7 @@ void release_object(const void* pointer, std::string_view who) {
 id autorelease_object(id pointer, std::string_view who) {
     if (pointer == nullptr || is_class_record(pointer)) return pointer;
     if (!is_known_object(pointer) || !static_cast<object*>(pointer)->alive) {
-        record_violation(std::string(who) + ": autorelease of " + describe(pointer));
+        record_violation(std::string(who) + ": autorelease of " + describe(pointer) + cite(rule::ownership));
         return pointer;
     }
     auto* o = static_cast<object*>(pointer);
@@ -194,7 +198,8 @@ id autorelease_object(id pointer, std::string_view who) {
     if (pool_stack.empty()) {
         record_violation(std::string(who) + ": " + describe(pointer) +
                          " autoreleased with no autorelease pool in place, so it leaks (wrap the calls in "
-                         "objc_autoreleasePoolPush/Pop, RUNTIME.md §2 \"Autorelease and ownership\")");
+                         "objc_autoreleasePoolPush/Pop, RUNTIME.md §2 \"Autorelease and ownership\")" +
+                         cite(rule::ownership));
         return pointer;
     }
     pool_stack.back().push_back(o);
@@ -208,6 +213,9 @@ using namespace anvil_sim;
 ANVIL_SIM_EXPORT void* objc_getClass(const char* name) {
     if (name == nullptr) return nullptr;
     lock_guard lock(sim().mutex);
+    // Option device_info=absent: the class is missing, as on machines where working code never asks for it
+    // (RUNTIME.md §0 #14).
+    if (!sim().options.device_info && std::string_view(name) == "_ANEDeviceInfo") return nullptr;
     return find_class(name);
 }
 
@@ -230,7 +238,7 @@ ANVIL_SIM_EXPORT void* object_getClass(void* object_pointer) {
         return nullptr;
     }
     auto* o = static_cast<object*>(object_pointer);
-    if (!o->alive) record_violation("object_getClass: " + describe(object_pointer));
+    if (!o->alive) record_violation("object_getClass: " + describe(object_pointer) + cite(rule::ownership));
     return o->isa;
 }
 
@@ -295,7 +303,7 @@ ANVIL_SIM_EXPORT void objc_autoreleasePoolPop(void* token) {
     if (depth == 0 || depth > pool_stack.size()) {
         record_violation("objc_autoreleasePoolPop: the token " + std::to_string(depth) +
                          " is not a pool on this thread's stack (" + std::to_string(pool_stack.size()) +
-                         " pools pushed): popped twice, or on another thread");
+                         " pools pushed): popped twice, or on another thread" + cite(rule::ownership));
         return;
     }
     // Popping an outer pool drains the inner ones too, innermost first, each in reverse autorelease order.

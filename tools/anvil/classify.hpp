@@ -15,7 +15,7 @@ namespace anvil::cli {
 
 inline constexpr const char* classify_usage =
     "usage: anvil classify --model DIR (IMAGE... | --pixels F.npy) [--top K] [--backend cpu|ane|auto]\n"
-    "                      [--out F.npy] [--json]\n"
+    "                      [--strict-device] [--out F.npy] [--json]\n"
     "\n"
     "The K (default 5) most probable classes of each image under a ResNet (Hugging Face or torchvision\n"
     "weights), ViT or DeiT classifier. Images are resized, cropped and normalised as the folder's\n"
@@ -28,6 +28,7 @@ inline int run_classify(const std::vector<std::string_view>& argv, const char* a
                           {"pixels", true},
                           {"top", true},
                           {"backend", true},
+                          {"strict-device", false},
                           {"out", true},
                           {"json", false},
                           {"help", false}});
@@ -97,6 +98,7 @@ inline int run_classify(const std::vector<std::string_view>& argv, const char* a
         }
         json::object report;
         report["model"] = folder;
+        report["placement"] = placement_json();
         report["architecture"] = std::string(classifier.architecture());
         report["results"] = json::value(std::move(list));
         std::printf("%s\n", json::dump(json::value(std::move(report))).c_str());

@@ -22,7 +22,8 @@
 namespace anvil::cli {
 
 inline constexpr const char* logits_usage =
-    "usage: anvil logits --model DIR --ids LIST [--backend cpu|ane|auto] [--out F.npy] [--json]\n"
+    "usage: anvil logits --model DIR --ids LIST [--backend cpu|ane|auto] [--strict-device] [--out F.npy]\n"
+    "                    [--json]\n"
     "\n"
     "The logits [S, V] of a decoder language model (GPT-2, Llama, Qwen2/3, Mistral) at every position of "
     "the\n"
@@ -33,7 +34,8 @@ inline constexpr const char* logits_usage =
 inline constexpr const char* generate_usage =
     "usage: anvil generate --model DIR (--prompt TEXT | --ids LIST) [--chat [--system TEXT]]\n"
     "                      [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
-    "                      [--repetition-penalty R] [--seed S] [--backend cpu|ane|auto] [--json]\n"
+    "                      [--repetition-penalty R] [--seed S] [--backend cpu|ane|auto] [--strict-device]\n"
+    "                      [--json]\n"
     "\n"
     "Continues the prompt with a decoder language model, streaming the text to stdout as it is generated.\n"
     "Greedy unless --temperature T > 0 (then top-k, top-p and the seed apply); --repetition-penalty as\n"
@@ -96,9 +98,14 @@ inline std::vector<std::int32_t> single_id_list(const arguments& args, std::stri
 }  // namespace detail_lm
 
 inline int run_logits(const std::vector<std::string_view>& argv, const char* argv0) {
-    const arguments args(
-        "logits", argv,
-        {{"model", true}, {"ids", true}, {"backend", true}, {"out", true}, {"json", false}, {"help", false}});
+    const arguments args("logits", argv,
+                         {{"model", true},
+                          {"ids", true},
+                          {"backend", true},
+                          {"strict-device", false},
+                          {"out", true},
+                          {"json", false},
+                          {"help", false}});
     if (args.flag("help")) {
         std::fputs(logits_usage, stdout);
         return 0;
@@ -122,6 +129,7 @@ inline int run_logits(const std::vector<std::string_view>& argv, const char* arg
     if (args.flag("json")) {
         json::object report;
         report["model"] = folder;
+        report["placement"] = placement_json();
         report["shape"] = detail_text::json_ints(
             {static_cast<std::int32_t>(result.shape()[0]), static_cast<std::int32_t>(result.shape()[1])});
         report["logits"] = detail_text::json_rows(result);
@@ -163,6 +171,7 @@ inline int run_generate(const std::vector<std::string_view>& argv, const char* a
                           {"repetition-penalty", true},
                           {"seed", true},
                           {"backend", true},
+                          {"strict-device", false},
                           {"json", false},
                           {"help", false}});
     if (args.flag("help")) {
@@ -254,6 +263,7 @@ inline int run_generate(const std::vector<std::string_view>& argv, const char* a
         report["text"] = json::value(result.text);
         report["stop_reason"] = json::value(result.stop_reason);
         report["stats"] = json::value(std::move(stats));
+        report["placement"] = placement_json();
         std::printf("%s\n", json::dump(json::value(std::move(report))).c_str());
         return 0;
     }

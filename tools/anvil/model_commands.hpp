@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,11 +37,60 @@ inline std::string locate_neural_engine(const char* argv0) {
 #endif
 }
 
+// Every program this command compiles reports where it placed its work here (one command per process).
+inline const std::shared_ptr<placement_journal>& placement_log() {
+    static const auto journal = std::make_shared<placement_journal>();
+    return journal;
+}
+
+// The placement of every program compiled so far, for --json: {"backend", "refused", "programs": [...]}.
+inline json::value placement_json() {
+    json::array programs;
+    std::string backend = "cpu";
+    std::int64_t refused = 0;
+    for (const placement_report& report : placement_log()->reports()) {
+        if (report.backend == "ane") backend = "ane";
+        refused += static_cast<std::int64_t>(report.refused());
+        json::object program;
+        program["backend"] = json::value(report.backend);
+        if (!report.device.empty()) program["device"] = json::value(report.device);
+        if (!report.lowering.empty()) program["lowering"] = json::value(report.lowering);
+        json::array segments;
+        for (const placement_segment& segment : report.segments) {
+            json::object s;
+            s["device"] = json::value(segment.device);
+            s["ops"] = json::value(segment.ops);
+            s["op_count"] = json::value(static_cast<std::int64_t>(segment.op_count));
+            if (!segment.reason.empty()) s["reason"] = json::value(segment.reason);
+            if (!segment.refused_at.empty()) {
+                s["refused_at"] = json::value(segment.refused_at);
+                s["framework_error"] = json::value(segment.framework_error);
+            }
+            if (segment.cached) s["cached"] = json::value(true);
+            segments.emplace_back(std::move(s));
+        }
+        program["segments"] = json::value(std::move(segments));
+        json::array host;
+        for (const std::string& node : report.host_nodes)
+            host.emplace_back(node);
+        if (!host.empty()) program["host_nodes"] = json::value(std::move(host));
+        programs.emplace_back(std::move(program));
+    }
+    json::object placement;
+    placement["backend"] = json::value(backend);
+    placement["refused"] = json::value(refused);
+    placement["programs"] = json::value(std::move(programs));
+    return json::value(std::move(placement));
+}
+
 // --backend cpu|ane|auto (auto: the Neural Engine where present, else the CPU; on Linux "present" means
-// $ANVIL_ANE_SIM is set).
+// $ANVIL_ANE_SIM is set) and --strict-device (a segment the Neural Engine refuses is an error, not a CPU
+// fallback).
 inline models::load_options backend_options(const arguments& args, std::string_view command,
                                             const char* argv0) {
     models::load_options options;
+    options.compile.placement_log = placement_log();
+    options.compile.strict_device = args.flag("strict-device");
     const std::string backend = args.value("backend").value_or("auto");
     if (backend == "cpu") {
         options.compile.target = device::cpu;

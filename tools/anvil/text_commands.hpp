@@ -19,7 +19,7 @@ namespace anvil::cli {
 inline constexpr const char* embed_usage =
     "usage: anvil embed --model DIR (TEXT... | --ids LIST...) [--type-ids LIST...]\n"
     "                   [--pooling mean|cls|max|none] [--no-normalize] [--backend cpu|ane|auto]\n"
-    "                   [--out F.npy] [--json]\n"
+    "                   [--strict-device] [--out F.npy] [--json]\n"
     "\n"
     "Sentence embeddings from a BERT, RoBERTa, XLM-R, MPNet or DistilBERT encoder (a sentence-transformers\n"
     "folder: pooling from 1_Pooling/config.json, L2 normalisation when modules.json has Normalize).\n"
@@ -28,7 +28,7 @@ inline constexpr const char* embed_usage =
 
 inline constexpr const char* rerank_usage =
     "usage: anvil rerank --model DIR (--query Q PASSAGE... | --ids LIST --type-ids LIST ...)\n"
-    "                    [--backend cpu|ane|auto] [--out F.npy] [--json]\n"
+    "                    [--backend cpu|ane|auto] [--strict-device] [--out F.npy] [--json]\n"
     "\n"
     "Scores each (query, passage) pair with a cross-encoder (BERT, RoBERTa/XLM-R or DistilBERT sequence\n"
     "classification): the score is the head's first logit. Prints the passages best first; --json and --out\n"
@@ -93,6 +93,7 @@ inline int run_embed(const std::vector<std::string_view>& argv, const char* argv
                           {"pooling", true},
                           {"no-normalize", false},
                           {"backend", true},
+                          {"strict-device", false},
                           {"out", true},
                           {"json", false},
                           {"help", false}});
@@ -126,6 +127,7 @@ inline int run_embed(const std::vector<std::string_view>& argv, const char* argv
     if (args.flag("json")) {
         json::object report;
         report["model"] = folder;
+        report["placement"] = placement_json();
         report["shape"] = detail_text::json_ints(
             {static_cast<std::int32_t>(result.shape()[0]), static_cast<std::int32_t>(result.shape()[1])});
         report[options.pool == models::pooling::none ? "hidden_states" : "embeddings"] =
@@ -152,6 +154,7 @@ inline int run_rerank(const std::vector<std::string_view>& argv, const char* arg
                           {"ids", true},
                           {"type-ids", true},
                           {"backend", true},
+                          {"strict-device", false},
                           {"out", true},
                           {"json", false},
                           {"help", false}});
@@ -197,6 +200,7 @@ inline int run_rerank(const std::vector<std::string_view>& argv, const char* arg
     if (args.flag("json")) {
         json::object report;
         report["model"] = folder;
+        report["placement"] = placement_json();
         json::array score_list;
         for (const float s : scores)
             score_list.push_back(json_number(s));

@@ -26,16 +26,21 @@ namespace anvil {
         body.outputs.push_back(outputs[i].id());
     }
     body.nodes = owner->nodes;
+    const auto made = [&](std::unique_ptr<detail::program_impl> impl) {
+        program result(std::move(impl));
+        if (options.placement_log) options.placement_log->add(result.placement());
+        return result;
+    };
     switch (options.target) {
         case device::cpu:
-            return program(std::make_unique<detail::cpu::cpu_program>(std::move(body), options));
+            return made(std::make_unique<detail::cpu::cpu_program>(std::move(body), options));
         case device::ane:
-            return program(std::make_unique<detail::ane::ane_program>(std::move(body), options));
+            return made(std::make_unique<detail::ane::ane_program>(std::move(body), options));
         case device::automatic:
             if (detail::ane::available()) {
-                return program(std::make_unique<detail::ane::ane_program>(std::move(body), options));
+                return made(std::make_unique<detail::ane::ane_program>(std::move(body), options));
             }
-            return program(std::make_unique<detail::cpu::cpu_program>(std::move(body), options));
+            return made(std::make_unique<detail::cpu::cpu_program>(std::move(body), options));
     }
     throw error("compile: unknown device");
 }

@@ -4,10 +4,13 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -33,9 +36,14 @@ enum class cpu_kernels : std::uint8_t { optimized, reference };
 // program(1.0)/ios16 older chips need (RUNTIME.md §4); automatic picks by the Neural Engine's architecture.
 enum class mil_version : std::uint8_t { automatic, ios18, ios16 };
 
+class placement_journal;
+
 struct compile_options {
     device target = device::cpu;
-    // Fail to compile instead of running any node on a device other than `target`.
+    // Fail to compile instead of running on another device any node `target` could run: a node placed on the
+    // host for a device limit, or a segment the Neural Engine refuses (at compile, load or first evaluate),
+    // is an error naming it. Integer work the ANE cannot do at all (embedding lookups, argmax) stays on the
+    // host.
     bool strict_device = false;
     // CPU: round every op's output to fp16 with denormals flushed, as the Neural Engine stores values, and
     // report the ops whose values left the fp16 range (program::numerics()).
@@ -55,6 +63,69 @@ struct compile_options {
     // place with program::write_input, never passed to run(). On the ANE each is an IOSurface that run() does
     // not rewrite, so a step moves only what write_input wrote.
     std::vector<std::string> resident_inputs;
+    // ANE: the capability record `anvil selftest` wrote ("" = capabilities-<os build>-<chip>.json in the
+    // cache directory; "none" = the conservative defaults for the chip).
+    std::string ane_capabilities;
+    // ANE: how an op family is lowered, overriding the record and the defaults: feature -> "native",
+    // "decomposed" or "cpu" (features: matmul, max_pool, avg_pool, softmax, gelu, rsqrt, reduce_mean, exp,
+    // log, sqrt, io_width, anchorless, dialect; `anvil selftest` probes each variant this way).
+    std::map<std::string, std::string> ane_lowering;
+    // ANE: loadWithQoS is tried this many times in all, the delay doubling from the first (RUNTIME.md §0 #13:
+    // failures for lack of resources are transient); $ANVIL_ANE_LOAD_RETRY="ATTEMPTS,FIRST_DELAY_MS"
+    // overrides.
+    int ane_load_attempts = 7;
+    std::chrono::milliseconds ane_load_first_retry_delay{100};
+    // ANE: compiles per process after which a warning says the framework may refuse more (0: the
+    // ANVIL_ANE_COMPILE_BUDGET environment variable, else 119, RUNTIME.md §6). A soft limit: compiles go on
+    // until the framework refuses, and a refused segment runs on the CPU.
+    long ane_compile_budget = 0;
+    // Where each compiled program records its placement (shared: every program compiled with these options,
+    // a model's included, appends its report). Optional.
+    std::shared_ptr<placement_journal> placement_log;
+};
+
+// Where one segment of a program runs, and why.
+struct placement_segment {
+    std::string device;        // "ane" or "cpu"
+    std::size_t op_count = 0;  // graph ops in the segment
+    std::string ops;           // "linear x3, gelu, softmax"
+    std::string reason;        // on the CPU: why (host-only ops, no anchor op, or the device's refusal)
+    std::string refused_at;    // "compile", "load", "evaluate": the Neural Engine refused it there; else ""
+    std::string framework_error;  // the framework's message when it refused
+    bool cached = false;          // an ANE program loaded from the program cache
+};
+
+// Where a program's work runs: every segment, the nodes the Neural Engine does not run, and how ops were
+// lowered. program::placement() returns it; the command line prints it under "placement" with --json.
+struct placement_report {
+    std::string backend;   // "cpu" or "ane"
+    std::string device;    // "h16g", "unknown", or "" on the CPU
+    std::string lowering;  // where the lowering choices came from, and what they are
+    std::vector<placement_segment> segments;
+    std::vector<std::string> host_nodes;  // "node 12 (gather ...): why"
+
+    [[nodiscard]] std::size_t refused() const noexcept {
+        return static_cast<std::size_t>(
+            std::count_if(segments.begin(), segments.end(),
+                          [](const placement_segment& s) { return !s.refused_at.empty(); }));
+    }
+};
+
+// Reports of several programs, appended as they compile (thread-safe).
+class placement_journal {
+public:
+    void add(placement_report report) {
+        const std::lock_guard<std::mutex> guard(mutex_);
+        reports_.push_back(std::move(report));
+    }
+    [[nodiscard]] std::vector<placement_report> reports() const {
+        const std::lock_guard<std::mutex> guard(mutex_);
+        return reports_;
+    }
+
+private:
+    mutable std::mutex mutex_;
+    std::vector<placement_report> reports_;
 };
 
 struct named_tensor {
@@ -277,6 +348,12 @@ public:
     virtual void write_input(std::string_view name, std::span<const std::int64_t> offsets,
                              const host_tensor& part) = 0;
     [[nodiscard]] virtual host_tensor read_input(std::string_view name) const = 0;
+    // Where the work runs; a CPU program runs all of it on the CPU.
+    [[nodiscard]] virtual placement_report placement() const {
+        placement_report report;
+        report.backend = "cpu";
+        return report;
+    }
 };
 
 }  // namespace detail
@@ -319,8 +396,11 @@ public:
     [[nodiscard]] const std::vector<io_info>& outputs() const { return checked().outputs(); }
     // With ane_numerics: the ops whose values left the fp16 range during the last run.
     [[nodiscard]] numerics_report numerics() const { return checked().numerics(); }
-    // The graph as compiled, after the passes (anvil::dump's format).
+    // The graph as compiled, after the passes (anvil::dump's format); on the ANE also the placement of each
+    // segment, with the framework's error where the Neural Engine refused one, and each program's MIL.
     [[nodiscard]] std::string dump() const { return checked().dump(); }
+    // Where each segment runs and why (ANE programs: which the Neural Engine refused, and its message).
+    [[nodiscard]] placement_report placement() const { return checked().placement(); }
     [[nodiscard]] bool valid() const noexcept { return impl_ != nullptr; }
 
 private:

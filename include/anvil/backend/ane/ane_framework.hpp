@@ -8,15 +8,18 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -39,28 +42,40 @@ inline constexpr unsigned ane_qos = 21;
 
 struct device_info {
     bool has_ane = false;
-    std::string architecture;  // "h16g" for M4, ...
+    bool known = false;        // _ANEDeviceInfo answered; false: the chip is unknown (RUNTIME.md §0 #14)
+    std::string architecture;  // "h16g" for M4, ...; empty when unknown
     unsigned cores = 0;
 };
 
-// +[_ANEDeviceInfo hasANE / aneArchitectureType / numANECores], each where the framework has it.
+// +[_ANEDeviceInfo hasANE / aneArchitectureType / numANECores], each where the framework has it. The class is
+// optional: no working codebase but one queries it, so without it the framework's presence is taken to mean
+// a Neural Engine of unknown kind, which the backend meets with its most conservative lowering.
 inline device_info query_device() {
     const runtime& rt = runtime::get();
     device_info info;
-    const objc_id cls = rt.classes.device_info;
-    if (cls == nullptr) return info;
+    // Looked up on every query rather than once at load: cheap, and a simulator told to drop the class
+    // mid-process is believed.
+    const objc_id cls = rt.classes.device_info != nullptr ? rt.objc.objc_getClass("_ANEDeviceInfo") : nullptr;
+    if (cls == nullptr) {
+        info.has_ane = true;
+        return info;
+    }
     const autorelease_pool pool;
-    if (rt.messages.has_ane.available) info.has_ane = rt.send(cls, rt.messages.has_ane);
+    info.known = true;
+    info.has_ane =
+        rt.messages.has_ane.available ? static_cast<bool>(rt.send(cls, rt.messages.has_ane)) : true;
     if (rt.messages.ane_architecture_type.available) {
         const objc_id architecture = rt.send(cls, rt.messages.ane_architecture_type);
         if (is_cf_string(architecture)) info.architecture = string_value(architecture, "aneArchitectureType");
     }
+    if (info.architecture.empty()) info.known = false;
     if (rt.messages.num_ane_cores.available) info.cores = rt.send(cls, rt.messages.num_ane_cores);
     return info;
 }
 
-// One input or output as the compiled program lays it out (RUNTIME.md §3): element (c, h, w) at
-// c * plane_stride + h * row_stride + w * element size.
+// One input or output as the compiled program lays it out (RUNTIME.md §3, §0 #8): element (c, h, w) at
+// c * plane_stride + h * row_stride + w * element size. `name` is the MIL name (the "@output" suffix the
+// framework adds to output symbols is removed).
 struct symbol_layout {
     std::string name;
     std::int64_t channels = 0, height = 1, width = 0;
@@ -234,6 +249,30 @@ inline std::string named_mil_line(std::string_view description, std::string_view
     return {};
 }
 
+// The MIL op on the line a framework message names ("line 12: ..."), e.g. " (MIL line 12: softmax)", or "".
+inline std::string named_mil_op(std::string_view description, std::string_view mil_text) {
+    for (std::size_t at = description.find("line "); at != std::string_view::npos;
+         at = description.find("line ", at + 1)) {
+        std::size_t digit = at + 5, number = 0;
+        while (digit < description.size() && description[digit] >= '0' && description[digit] <= '9' &&
+               number < 100'000'000)
+            number = number * 10 + static_cast<std::size_t>(description[digit++] - '0');
+        if (digit == at + 5 || number == 0) continue;
+        std::size_t begin = 0;
+        for (std::size_t line = 1; line < number && begin != std::string_view::npos; ++line) {
+            begin = mil_text.find('\n', begin);
+            if (begin != std::string_view::npos) ++begin;
+        }
+        if (begin == std::string_view::npos) return {};
+        const std::string_view text = mil_text.substr(begin, mil_text.find('\n', begin) - begin);
+        const std::size_t equals = text.find(" = ");
+        const std::size_t paren = equals == std::string_view::npos ? equals : text.find('(', equals);
+        if (paren == std::string_view::npos) return {};
+        return message(" (MIL line ", number, ": ", text.substr(equals + 3, paren - equals - 3), ")");
+    }
+    return {};
+}
+
 // What a failed call reports: the NSError (+0, autoreleased: read inside the caller's pool).
 inline std::string failure_reason(objc_id error_object) {
     return error_object == nullptr ? std::string("returned NO with nil error") : describe_error(error_object);
@@ -272,24 +311,42 @@ inline std::string optional_string(objc_id dictionary, const char* key) {
     return is_cf_string(value) ? string_value(value) : std::string();
 }
 
+// A Live entry's optional count ("Interleave", "Batches", "Depth"): 1 when absent.
+inline std::int64_t optional_count(objc_id entry, const char* key, std::string_view context) {
+    return dictionary_lookup(entry, key) == nullptr ? 1 : attribute_number(entry, key, context);
+}
+
+// "out000@output" -> "out000": output symbols come back with the suffix (RUNTIME.md §0 #1, ironmill, FTN);
+// both spellings are accepted.
+inline std::string without_output_suffix(std::string name) {
+    constexpr std::string_view suffix = "@output";
+    if (name.size() > suffix.size() && name.ends_with(suffix)) name.resize(name.size() - suffix.size());
+    return name;
+}
+
 // The symbols in index order, each matched to its LiveInputList/LiveOutputList entry by "Symbol" or "Name"
-// (positionally when the entries carry neither).
+// (either spelling of an output), or by position when the entries carry neither (RUNTIME.md §0 #8). Each
+// layout is checked: anvil binds [1, C, 1, W] surfaces, one batch, one plane per channel, no interleave.
 inline std::vector<symbol_layout> read_symbols(objc_id symbols, objc_id live, const char* kind) {
     const std::size_t count = array_count(symbols, message(kind, " symbols"));
     const std::size_t live_count = array_count(live, message("Live", kind, "List"));
     std::vector<symbol_layout> result;
     for (std::size_t i = 0; i < count; ++i) {
         symbol_layout layout;
-        layout.name = string_value(array_at(symbols, i), message(kind, " symbol ", i));
+        layout.name = without_output_suffix(string_value(array_at(symbols, i), message(kind, " symbol ", i)));
         objc_id entry = nullptr;
+        bool named = false;
         for (std::size_t j = 0; j < live_count && entry == nullptr; ++j) {
             const objc_id candidate = array_at(live, j);
-            if (optional_string(candidate, "Symbol") == layout.name ||
-                optional_string(candidate, "Name") == layout.name) {
+            const std::string symbol = optional_string(candidate, "Symbol");
+            const std::string name = optional_string(candidate, "Name");
+            named = named || !symbol.empty() || !name.empty();
+            if ((!symbol.empty() && without_output_suffix(symbol) == layout.name) ||
+                (!name.empty() && without_output_suffix(name) == layout.name)) {
                 entry = candidate;
             }
         }
-        if (entry == nullptr && live_count == count) entry = array_at(live, i);
+        if (entry == nullptr && !named && live_count == count) entry = array_at(live, i);
         if (entry == nullptr) {
             throw error(message("ANE modelAttributes: ", kind, " symbol '", layout.name,
                                 "' has no entry in Live", kind, "List"));
@@ -307,12 +364,77 @@ inline std::vector<symbol_layout> read_symbols(objc_id symbols, objc_id live, co
             throw error(message("ANE modelAttributes: ", context, " has element type \"", type,
                                 "\"; expected \"Float16\" or \"Float32\""));
         }
+        const std::int64_t interleave = optional_count(entry, "Interleave", context);
+        const std::int64_t batches = optional_count(entry, "Batches", context);
+        const std::int64_t depth = optional_count(entry, "Depth", context);
+        const std::size_t element = layout.fp16 ? 2 : 4;
+        const auto width_bytes = static_cast<std::size_t>(std::max<std::int64_t>(layout.width, 0)) * element;
+        if (layout.channels <= 0 || layout.width <= 0 || layout.height != 1 || interleave != 1 ||
+            batches != 1 || depth != 1 || layout.row_stride < width_bytes || layout.row_stride % 64 != 0 ||
+            layout.plane_stride < layout.row_stride || layout.plane_stride % 64 != 0) {
+            throw error(
+                message("ANE modelAttributes: the compiled program lays out ", context, " as Channels ",
+                        layout.channels, ", Height ", layout.height, ", Width ", layout.width, ", RowStride ",
+                        layout.row_stride, ", PlaneStride ", layout.plane_stride, ", Interleave ", interleave,
+                        ", Batches ", batches, ", Depth ", depth,
+                        "; anvil binds one [1, C, 1, W] plane per channel with 64-byte aligned strides "
+                        "and no interleave (RUNTIME.md §0 #8)"));
+        }
         result.push_back(std::move(layout));
     }
     return result;
 }
 
 }  // namespace framework_detail
+
+// How loadWithQoS is retried: failures for lack of ANE resources are machine-wide and transient, so working
+// code retries with exponential backoff (ANEDVD: up to 7 tries, 0.1 s to 3.2 s; RUNTIME.md §0 #13).
+struct load_retry_policy {
+    int attempts = 7;
+    std::chrono::milliseconds first_delay{100};
+};
+
+// `configured`, unless $ANVIL_ANE_LOAD_RETRY ("ATTEMPTS,FIRST_DELAY_MS", e.g. "7,100") overrides it: a test
+// that makes every load fail, or a user who would rather fall back to the CPU at once, shortens the wait.
+inline load_retry_policy load_retry_from_environment(load_retry_policy configured) {
+    const char* text = std::getenv("ANVIL_ANE_LOAD_RETRY");
+    if (text == nullptr || *text == '\0') return configured;
+    char* end = nullptr;
+    const long attempts = std::strtol(text, &end, 10);
+    long delay = -1;
+    if (end != text && *end == ',') {
+        const char* rest = end + 1;
+        delay = std::strtol(rest, &end, 10);
+        if (end == rest) delay = -1;
+    }
+    if (attempts < 1 || attempts > 100 || delay < 0 || delay > 60'000 || *end != '\0') {
+        throw error(
+            message("ANVIL_ANE_LOAD_RETRY: expected \"ATTEMPTS,FIRST_DELAY_MS\" (1 to 100 tries, a delay "
+                    "of 0 to 60000 ms), got '",
+                    text, "'"));
+    }
+    return {static_cast<int>(attempts), std::chrono::milliseconds(delay)};
+}
+
+// An exclusive flock on `<directory>.lock` for as long as it lives: two processes staging and compiling the
+// same cached program must not clear each other's files.
+class directory_lock {
+public:
+    explicit directory_lock(const std::filesystem::path& directory)
+        : fd_(::open(framework_detail::lock_path(directory).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)) {
+        if (fd_ < 0) return;  // an unwritable cache fails at staging, with a message naming the path
+        while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+        }
+    }
+    directory_lock(const directory_lock&) = delete;
+    directory_lock& operator=(const directory_lock&) = delete;
+    ~directory_lock() {
+        if (fd_ >= 0) ::close(fd_);
+    }
+
+private:
+    int fd_;
+};
 
 // An `_ANEInMemoryModel` with its MIL and weights. Move-only; the destructor unloads it when loaded, releases
 // it and removes its temp directory when no other model uses it.
@@ -325,6 +447,7 @@ public:
             model_ = std::move(other.model_);
             hex_ = std::move(other.hex_);
             directory_ = std::exchange(other.directory_, {});
+            model_url_ = std::exchange(other.model_url_, {});
             mil_data_ = std::move(other.mil_data_);
             weight_files_ = std::move(other.weight_files_);
             loaded_ = std::exchange(other.loaded_, false);
@@ -397,8 +520,13 @@ public:
     [[nodiscard]] const std::string& hex_identifier() const noexcept { return hex_; }
     [[nodiscard]] const std::filesystem::path& directory() const noexcept { return directory_; }
 
-    // -setModelURL: with a file URL, so compiled artefacts persist there (RUNTIME.md §7 cross-process cache);
-    // false when the framework lacks the selector.
+    // -setModelURL: with a file URL: the program cache's directory for this program. The on-disk cache
+    // follows OMLX (RUNTIME.md §0 #2): with a model URL the compiler stages model.mil and weights/ in that
+    // directory itself (not in NSTemporaryDirectory()/<hex>), and compiledModelExists asks whether it already
+    // holds the compiled program. The other working path, electricapp's — never calling setModelURL: and
+    // relying on aned's own cache by hexStringIdentifier — leaves where and how long a compiled program is
+    // kept to the system, and cannot key it by anvil's version or the capability record. False when the
+    // framework lacks the selector (the program then compiles from the temporary directory, uncached).
     bool set_cache_directory(const std::filesystem::path& dir) {
         const runtime& rt = runtime::get();
         if (!rt.responds(model(), rt.messages.set_model_url)) return false;
@@ -410,6 +538,7 @@ public:
         const autorelease_pool pool;
         const objc_object url = make_directory_url(dir.string());
         rt.send(model(), rt.messages.set_model_url, url.get());
+        model_url_ = dir;
         return true;
     }
 
@@ -421,15 +550,28 @@ public:
         return rt.send(model(), rt.messages.compiled_model_exists);
     }
 
-    // Populates <tmp>/<hex>/ (model.mil, weights/...) and compiles; the error carries the compiler's message
-    // and the MIL line it names.
+    // Stages model.mil and weights/ — in the model-URL directory, cleared first as OMLX does so no file of an
+    // earlier, interrupted compile stays beside them; else in <tmp>/<hex>/ — and compiles. The error carries
+    // the compiler's message and the MIL line it names. Afterwards this object keeps no copy of the weights
+    // (the compiler read them from the staged files; RUNTIME.md §0 #12).
     void compile() {
         const runtime& rt = runtime::get();
-        write_model_directory();
+        std::optional<directory_lock> lock;
+        if (!model_url_.empty()) {
+            lock.emplace(model_url_);
+            std::error_code ignored;
+            std::filesystem::remove_all(model_url_, ignored);
+            write_model_directory(model_url_);
+        } else {
+            write_model_directory(directory_);
+        }
         const autorelease_pool pool;
         const objc_object options = make_empty_dictionary();
         objc_id failure = nullptr;
-        if (rt.send(model(), rt.messages.compile_with_qos, ane_qos, options.get(), &failure)) return;
+        if (rt.send(model(), rt.messages.compile_with_qos, ane_qos, options.get(), &failure)) {
+            weight_files_.clear();
+            return;
+        }
         const std::string reason = framework_detail::failure_reason(failure);
         const auto mil = data_bytes(mil_data_.get(), "MIL text");
         const std::string_view mil_text(reinterpret_cast<const char*>(mil.data()), mil.size());
@@ -437,13 +579,21 @@ public:
                             framework_detail::named_mil_line(reason, mil_text)));
     }
 
-    // loadWithQoS; a failure is retried once after 100 ms, as slots are reclaimed lazily (RUNTIME.md §2).
-    void load() {
+    // A cached compile needs no staging: the weights need not be kept either.
+    void release_weight_copies() noexcept { weight_files_.clear(); }
+
+    // loadWithQoS, retried with exponential backoff (load_retry_policy).
+    void load(const load_retry_policy& retry = {}) {
         const runtime& rt = runtime::get();
         if (loaded_) return;
         std::string reason;
-        for (int attempt = 0; attempt < 2; ++attempt) {
-            if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        const int attempts = std::max(1, retry.attempts);
+        auto delay = retry.first_delay;
+        for (int attempt = 0; attempt < attempts; ++attempt) {
+            if (attempt > 0) {
+                std::this_thread::sleep_for(delay);
+                delay *= 2;
+            }
             const autorelease_pool pool;
             const objc_object options = make_empty_dictionary();
             objc_id failure = nullptr;
@@ -453,8 +603,9 @@ public:
             }
             reason = framework_detail::failure_reason(failure);
         }
-        throw error(
-            message("ANE load of program ", hex_, " failed (also after a retry 100 ms later): ", reason));
+        throw error(message("ANE load of program ", hex_, " failed after ", attempts,
+                            attempts == 1 ? " try" : " tries", " (backing off from ",
+                            retry.first_delay.count(), " ms): ", reason));
     }
 
     [[nodiscard]] bool loaded() const noexcept { return loaded_; }
@@ -577,10 +728,10 @@ private:
         return model_.get();
     }
 
-    void write_model_directory() const {
-        framework_detail::write_file(directory_ / "model.mil", data_bytes(mil_data_.get(), "MIL text"));
+    void write_model_directory(const std::filesystem::path& directory) const {
+        framework_detail::write_file(directory / "model.mil", data_bytes(mil_data_.get(), "MIL text"));
         for (const auto& [relative, data] : weight_files_) {
-            framework_detail::write_file(directory_ / relative, data_bytes(data.get(), "weight file"));
+            framework_detail::write_file(directory / relative, data_bytes(data.get(), "weight file"));
         }
     }
 
@@ -603,7 +754,8 @@ private:
 
     objc_object model_;
     std::string hex_;
-    std::filesystem::path directory_;
+    std::filesystem::path directory_;  // <tmp>/<hex>: staging without a model URL
+    std::filesystem::path model_url_;  // the cache directory given to setModelURL:, or empty
     objc_object mil_data_;
     std::vector<std::pair<std::filesystem::path, objc_object>> weight_files_;
     bool loaded_ = false;

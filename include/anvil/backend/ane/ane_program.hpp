@@ -1,10 +1,13 @@
 // anvil: the Neural Engine backend's program. Compiling partitions the graph (partition.hpp), lowers each ANE
-// segment to MIL + weights (lowering.hpp), and compiles and loads it through AppleNeuralEngine.framework
-// (ane_framework.hpp) — or loads it from the program cache — with one IOSurface per input and output,
-// allocated once. Host segments are ordinary CPU programs. A run copies the inputs into their surfaces (fp32
-// to fp16, with the 64-byte row stride and the layout the lowering chose), evaluates the segments in order
-// and copies the outputs back. A resident input's surfaces are packed at compile and then only where
-// write_input writes; a host mirror of it serves read_input and the outputs.
+// segment to MIL + weights (lowering.hpp) with the variants the capability record or the chip's defaults
+// choose (capabilities.hpp), and compiles, loads and evaluates it once through AppleNeuralEngine.framework
+// (ane_framework.hpp) — or loads it from the program cache — with one flat IOSurface per input and output,
+// laid out as the compiled program reports. A segment the Neural Engine refuses at any of those steps runs on
+// the CPU instead (or, under strict_device, is an error naming it), and the placement report says so. Host
+// segments are ordinary CPU programs. A run copies the inputs into their surfaces (fp32 to fp16, in the
+// layout the lowering chose, padded to the I/O width), evaluates the segments in order and copies the outputs
+// back. A resident input's surfaces are packed at compile and then only where write_input writes; a host
+// mirror of it serves read_input and the outputs.
 #pragma once
 
 #include <algorithm>
@@ -21,15 +24,18 @@
 #include <vector>
 
 #include "anvil/backend/ane/ane_framework.hpp"
+#include "anvil/backend/ane/capabilities.hpp"
 #include "anvil/backend/ane/io_surface.hpp"
 #include "anvil/backend/ane/lowering.hpp"
 #include "anvil/backend/ane/partition.hpp"
 #include "anvil/backend/ane/program_cache.hpp"
+#include "anvil/backend/ane/surface_packing.hpp"
 #include "anvil/backend/ane/tiling.hpp"
 #include "anvil/backend/cpu/executor.hpp"
 #include "anvil/backend/program.hpp"
 #include "anvil/core/convert.hpp"
 #include "anvil/core/half.hpp"
+#include "anvil/core/warning.hpp"
 #include "anvil/graph/dump.hpp"
 #include "anvil/graph/passes.hpp"
 
@@ -85,7 +91,9 @@ inline constexpr std::size_t surface_granule = std::size_t{16} << 10;
     return sub;
 }
 
-inline mil_dialect choose_dialect(mil_version requested, std::string_view architecture) {
+// The dialect: the one asked for, else the lowering choices' (ios18 on chips known to take it, ios16 on M1/M2
+// and on chips of unknown kind, RUNTIME.md §4).
+inline mil_dialect choose_dialect(mil_version requested, const lowering_choices& choices) {
     switch (requested) {
         case mil_version::ios18:
             return mil_dialect::ios18;
@@ -94,14 +102,19 @@ inline mil_dialect choose_dialect(mil_version requested, std::string_view archit
         case mil_version::automatic:
             break;
     }
-    // M1 (h13) and M2 (h14) accept only program(1.0) with verbose scalars (RUNTIME.md §4, MDX PR#6).
-    if (architecture.starts_with("h13") || architecture.starts_with("h14")) return mil_dialect::ios16;
-    return mil_dialect::ios18;
+    return choices.of(lowering_feature::dialect) == lowering_variant::native ? mil_dialect::ios18
+                                                                             : mil_dialect::ios16;
 }
 
 inline std::size_t round_up(std::size_t value, std::size_t granule) {
     return (value + granule - 1) / granule * granule;
 }
+
+// The Neural Engine refused a segment: where (compile, load, layout, evaluate) and the framework's message.
+struct device_refusal {
+    std::string stage;
+    std::string what;
+};
 
 class ane_program final : public program_impl {
 public:
@@ -117,8 +130,8 @@ public:
                                             runtime::get().library(), ")"));
         }
         architecture_ = device.architecture;
-        lowering_.dialect = choose_dialect(options.ane_mil, architecture_);
         cache_root_ = cache_root(options.cache_dir);
+        choose_lowering_for(options);
         body_ = tile_wide_linears(body, lowering_.max_dimension);
         for (std::size_t id = 0; id < body_.nodes.size(); ++id) {
             const node& n = body_.nodes[id];
@@ -139,31 +152,46 @@ public:
         partition_limits limits;
         limits.max_program_weight_bytes = options.ane_max_program_weight_bytes;
         partition_result parts = partition(body_, lowering_, options.strict_device, limits);
-        fallbacks_ = std::move(parts.fallbacks);
+        for (const auto& fallback : parts.fallbacks)
+            placement_.host_nodes.push_back(
+                message(describe_node(body_, fallback.node), ": ", fallback.reason));
+        std::vector<planned_segment> plan = plan_segments(std::move(parts.segments));
+
         std::size_t ane_index = 0;
-        for (auto& seg : parts.segments) {
+        for (auto& planned : plan) {
             step s;
-            s.device = seg.device;
-            s.inputs = seg.inputs;
-            s.outputs = seg.outputs;
-            if (seg.device == segment_device::cpu) {
-                compile_options cpu_options = options_;
-                cpu_options.target = device::cpu;
-                // A resident input the segment reads stays resident there, under the segment's name for it.
-                cpu_options.resident_inputs.clear();
-                for (const value_id id : seg.inputs) {
-                    if (resident_[id]) cpu_options.resident_inputs.push_back(segment_input_name(id));
+            s.device = planned.seg.device;
+            s.inputs = planned.seg.inputs;
+            s.outputs = planned.seg.outputs;
+            placement_segment report;
+            report.op_count = planned.seg.nodes.size();
+            report.ops = ops_summary(body_, planned.seg.nodes);
+            report.reason = std::move(planned.cpu_reason);
+            if (planned.seg.device == segment_device::ane) {
+                const std::size_t index = ane_index++;
+                try {
+                    s.ane = build_ane_step(planned.seg, std::move(*planned.lowered), index);
+                    report.device = "ane";
+                    report.cached = s.ane->cached;
+                } catch (const device_refusal& refusal) {
+                    refuse(planned.seg, index, report, refusal);
+                    s.device = segment_device::cpu;
                 }
-                s.cpu = std::make_unique<cpu::cpu_program>(extract_segment(body_, seg), cpu_options);
-            } else {
-                s.ane = build_ane_step(seg, ane_index++);
             }
+            if (s.device == segment_device::cpu) {
+                s.cpu = make_cpu_step(planned.seg);
+                report.device = "cpu";
+            }
+            placement_.segments.push_back(std::move(report));
             steps_.push_back(std::move(s));
         }
         produced_.clear();
         mark_host_copies();
         release_build_data();
         bind_resident();
+        placement_.backend = "ane";
+        placement_.device = architecture_.empty() ? std::string("unknown") : architecture_;
+        placement_.lowering = message(choices_.source, ": ", choices_.summary());
     }
 
     std::vector<host_tensor> run(std::span<const named_tensor> inputs) override {
@@ -210,25 +238,35 @@ public:
         return merged;
     }
 
-    // The placement of every segment (ANE programs with their MIL; CPU segments with their graph) and the
-    // reason each host node is not on the Neural Engine.
+    [[nodiscard]] placement_report placement() const override { return placement_; }
+
+    // The placement of every segment (ANE programs with their MIL; CPU segments with their graph, and the
+    // framework's error where the Neural Engine refused one) and the reason each host node is not on it.
     [[nodiscard]] std::string dump() const override {
+        std::size_t on_ane = 0;
+        for (const auto& s : steps_)
+            on_ane += s.ane ? 1u : 0u;
         std::string text =
-            message("ANE program (", architecture_, ", ",
+            message("ANE program (", placement_.device, ", ",
                     lowering_.dialect == mil_dialect::ios18 ? "program(1.3)/ios18" : "program(1.0)/ios16",
-                    "): ", steps_.size(), " segment(s), ", compiled_, " compiled, ", cache_hits_,
-                    " loaded from the cache, ", shared_surfaces_,
-                    " intermediate(s) passed between ANE programs by IOSurface\n");
-        for (const auto& fallback : fallbacks_) {
-            text += message("host: ", describe_node(body_, fallback.node), ": ", fallback.reason, "\n");
-        }
+                    "): ", steps_.size(), " segment(s), ", on_ane, " on the Neural Engine, ",
+                    placement_.refused(), " refused by it and run on the CPU; ", compiled_, " compiled, ",
+                    cache_hits_, " loaded from the cache, ", shared_surfaces_,
+                    " intermediate(s) passed between ANE programs by IOSurface\n",
+                    "lowering: ", placement_.lowering, "\n");
+        for (const auto& host : placement_.host_nodes)
+            text += message("host: ", host, "\n");
         for (std::size_t i = 0; i < steps_.size(); ++i) {
             const auto& s = steps_[i];
+            const placement_segment& p = placement_.segments[i];
             if (s.cpu) {
-                text += message("segment ", i, ": CPU\n", s.cpu->dump());
-            } else {
                 text +=
-                    message("segment ", i, ": ANE (", s.ane->key.substr(0, 16), ")\n", s.ane->lowered.mil);
+                    message("segment ", i, ": CPU (", p.ops, ")", p.reason.empty() ? "" : ": ", p.reason,
+                            p.framework_error.empty() ? "" : ": ", p.framework_error, "\n", s.cpu->dump());
+            } else {
+                text += message("segment ", i, ": ANE (", s.ane->key.substr(0, 16),
+                                p.cached ? ", cached" : "", "; ", p.ops, "; ", s.ane->lowered.padded_surfaces,
+                                " surface(s) padded to the I/O width)\n", s.ane->lowered.mil);
             }
         }
         return text;
@@ -276,11 +314,13 @@ public:
     [[nodiscard]] std::size_t compiled_count() const noexcept { return compiled_; }
     [[nodiscard]] std::size_t shared_surface_count() const noexcept { return shared_surfaces_; }
     [[nodiscard]] std::size_t cache_hit_count() const noexcept { return cache_hits_; }
+    [[nodiscard]] const lowering_choices& choices() const noexcept { return choices_; }
 
 private:
     struct ane_step {
         lowered_segment lowered;
         std::string key;
+        bool cached = false;
         std::optional<ane_model> model;
         // In lowered.inputs / lowered.outputs order. An input may be the very surface an earlier ANE program
         // writes the value to (input_shared): nothing is copied between the two programs.
@@ -298,11 +338,174 @@ private:
         std::unique_ptr<cpu::cpu_program> cpu;
         std::unique_ptr<ane_step> ane;
     };
+    // A segment as planned: ANE segments with their lowering, CPU ones with why they are there.
+    struct planned_segment {
+        segment seg;
+        std::optional<lowered_segment> lowered;
+        std::string cpu_reason;
+    };
 
     static std::string segment_input_name(value_id id) { return message("v", id); }
 
     [[nodiscard]] host_tensor& mirror_of(value_id id) { return mirrors_.at(id); }
     [[nodiscard]] const host_tensor& mirror_of(value_id id) const { return mirrors_.at(id); }
+
+    void choose_lowering_for(const compile_options& options) {
+        choices_ = choices_for(options, architecture_);
+        lowering_.choices = choices_;
+        lowering_.dialect = choose_dialect(options.ane_mil, choices_);
+    }
+
+    // Lowers each ANE segment. One that holds no conv or matmul (RUNTIME.md §0 #6: such a program may not
+    // compile or load) joins the next ANE segment when no segment between reads it, or the previous one when
+    // everything it reads exists by then — an attention mask built from the input joins the encoder that
+    // reads it — unless the chip is known to load unanchored programs; failing that it runs on the CPU. A
+    // segment whose lowering fails runs on the CPU too. Neighbouring CPU segments then merge.
+    std::vector<planned_segment> plan_segments(std::vector<segment> segments) {
+        std::vector<std::string> reasons(segments.size());
+        std::vector<std::optional<lowered_segment>> lowered(segments.size());
+        const auto lower_at = [&](std::size_t i) {
+            segment& seg = segments[i];
+            try {
+                lowered[i] = lower(body_, seg.nodes, seg.inputs, seg.outputs, lowering_);
+            } catch (const error& e) {
+                if (options_.strict_device)
+                    throw unsupported_error(message("compile: strict_device: ANE segment (",
+                                                    ops_summary(body_, seg.nodes),
+                                                    ") cannot be lowered: ", e.what()));
+                reasons[i] = message("the lowering failed: ", e.what());
+                seg.device = segment_device::cpu;
+                lowered[i].reset();
+            }
+        };
+        for (std::size_t i = 0; i < segments.size(); ++i)
+            if (segments[i].device == segment_device::ane) lower_at(i);
+        const bool anchors_needed =
+            lowering_.variant(lowering_feature::anchorless) != lowering_variant::native;
+        for (std::size_t i = 0; anchors_needed && i < segments.size();) {
+            if (segments[i].device != segment_device::ane || !lowered[i] || lowered[i]->anchored) {
+                ++i;
+                continue;
+            }
+            const std::optional<std::size_t> into = anchored_neighbour(segments, lowered, i);
+            if (!into) {
+                const std::string why = message(
+                    "it holds no conv or matmul, and a program without one may not compile or load "
+                    "(RUNTIME.md §0 "
+                    "#6; anvil selftest finds out whether this Neural Engine loads one)");
+                if (options_.strict_device) {
+                    throw unsupported_error(message("compile: strict_device: the ANE segment of ",
+                                                    ops_summary(body_, segments[i].nodes),
+                                                    " cannot run on the Neural Engine: ", why));
+                }
+                reasons[i] = why;
+                segments[i].device = segment_device::cpu;
+                lowered[i].reset();
+                ++i;
+                continue;
+            }
+            // Earlier nodes first keeps the joined segment in a topological order.
+            std::vector<value_id>& target = segments[*into].nodes;
+            if (*into > i) {
+                target.insert(target.begin(), segments[i].nodes.begin(), segments[i].nodes.end());
+            } else {
+                target.insert(target.end(), segments[i].nodes.begin(), segments[i].nodes.end());
+            }
+            segments.erase(segments.begin() + static_cast<std::ptrdiff_t>(i));
+            lowered.erase(lowered.begin() + static_cast<std::ptrdiff_t>(i));
+            reasons.erase(reasons.begin() + static_cast<std::ptrdiff_t>(i));
+            compute_boundaries(body_, segments);
+            const std::size_t joined = *into > i ? *into - 1 : *into;
+            lower_at(joined);
+            i = std::min(i, joined);
+        }
+        // Merge neighbouring CPU segments, keeping the lowering of each remaining ANE segment (its boundary
+        // does not change: its readers and producers stay in other segments).
+        std::vector<planned_segment> plan;
+        for (std::size_t i = 0; i < segments.size(); ++i) {
+            if (!plan.empty() && plan.back().seg.device == segment_device::cpu &&
+                segments[i].device == segment_device::cpu) {
+                planned_segment& last = plan.back();
+                last.seg.nodes.insert(last.seg.nodes.end(), segments[i].nodes.begin(),
+                                      segments[i].nodes.end());
+                if (!reasons[i].empty())
+                    last.cpu_reason += message(last.cpu_reason.empty() ? "" : "; ", reasons[i]);
+                continue;
+            }
+            plan.push_back({std::move(segments[i]), std::move(lowered[i]), std::move(reasons[i])});
+        }
+        std::vector<segment> merged;
+        for (const auto& p : plan)
+            merged.push_back(p.seg);
+        compute_boundaries(body_, merged);
+        for (std::size_t i = 0; i < plan.size(); ++i) {
+            plan[i].seg = std::move(merged[i]);
+            if (plan[i].seg.device == segment_device::cpu && plan[i].cpu_reason.empty())
+                plan[i].cpu_reason = "host-only ops";
+        }
+        return plan;
+    }
+
+    // The anchored ANE segment the unanchored segment `i` can join: the next one when no segment between
+    // reads what `i` computes, else the previous one when every value `i` reads is computed by then.
+    std::optional<std::size_t> anchored_neighbour(const std::vector<segment>& segments,
+                                                  const std::vector<std::optional<lowered_segment>>& lowered,
+                                                  std::size_t i) const {
+        const auto anchored = [&](std::size_t k) {
+            return segments[k].device == segment_device::ane && lowered[k] && lowered[k]->anchored;
+        };
+        const auto reads_from_i = [&](std::size_t k) {
+            for (const value_id v : segments[k].inputs)
+                if (std::find(segments[i].outputs.begin(), segments[i].outputs.end(), v) !=
+                    segments[i].outputs.end())
+                    return true;
+            return false;
+        };
+        for (std::size_t k = i + 1; k < segments.size(); ++k) {
+            if (anchored(k)) return k;
+            if (reads_from_i(k)) break;
+        }
+        std::vector<std::size_t> producer(body_.nodes.size(), segments.size());
+        for (std::size_t k = 0; k < segments.size(); ++k)
+            for (const value_id id : segments[k].nodes)
+                producer[id] = k;
+        for (std::size_t k = i; k-- > 0;) {
+            if (!anchored(k)) continue;
+            const bool ready =
+                std::all_of(segments[i].inputs.begin(), segments[i].inputs.end(),
+                            [&](value_id v) { return producer[v] == segments.size() || producer[v] <= k; });
+            if (ready) return k;
+            break;
+        }
+        return std::nullopt;
+    }
+
+    std::unique_ptr<cpu::cpu_program> make_cpu_step(const segment& seg) const {
+        compile_options cpu_options = options_;
+        cpu_options.target = device::cpu;
+        cpu_options.placement_log.reset();
+        // A resident input the segment reads stays resident there, under the segment's name for it.
+        cpu_options.resident_inputs.clear();
+        for (const value_id id : seg.inputs) {
+            if (resident_[id]) cpu_options.resident_inputs.push_back(segment_input_name(id));
+        }
+        return std::make_unique<cpu::cpu_program>(extract_segment(body_, seg), cpu_options);
+    }
+
+    // The Neural Engine refused segment `index`: under strict_device that is an error naming the op, the
+    // segment and the framework's message; otherwise the segment runs on the CPU, the placement report keeps
+    // the message, and one warning line says so.
+    void refuse(const segment& seg, std::size_t index, placement_segment& report,
+                const device_refusal& refusal) {
+        const std::string what =
+            message("ANE segment ", index, " (", ops_summary(body_, seg.nodes), ") was refused at ",
+                    refusal.stage, " by the Neural Engine: ", refusal.what);
+        if (options_.strict_device) throw unsupported_error(message("compile: strict_device: ", what));
+        report.refused_at = refusal.stage;
+        report.framework_error = refusal.what;
+        report.reason = message("the Neural Engine refused it at ", refusal.stage);
+        warn(message(what, "; it runs on the CPU instead"));
+    }
 
     // Every resident input starts at zero: its host mirror, and each ANE surface that reads it, packed once
     // here (a fresh surface's contents are not promised to be zero). run() never packs these surfaces again.
@@ -322,75 +525,109 @@ private:
         }
     }
 
-    std::unique_ptr<ane_step> build_ane_step(const segment& seg, std::size_t index) {
+    // Compiles (or loads from the cache), loads, binds and evaluates once: a segment whose compile, load or
+    // first evaluation fails raises device_refusal, so the caller can run it on the CPU instead.
+    std::unique_ptr<ane_step> build_ane_step(const segment& seg, lowered_segment lowered, std::size_t index) {
         auto s = std::make_unique<ane_step>();
-        s->lowered = lower(body_, seg.nodes, seg.inputs, seg.outputs, lowering_);
-        s->key = program_key(s->lowered.mil, s->lowered.weights, architecture_);
-        const std::string where = message("compile: ANE program ", index, " (", seg.nodes.size(), " ops)");
-        s->model.emplace(ane_model::create(s->lowered.mil, s->lowered.weights));
+        s->lowered = std::move(lowered);
+        s->key = program_key(s->lowered.mil, s->lowered.weights, architecture_, choices_.digest);
+        const auto refused = [](std::string stage, const std::exception& e) {
+            return device_refusal{std::move(stage), e.what()};
+        };
+        try {
+            s->model.emplace(ane_model::create(s->lowered.mil, s->lowered.weights));
+        } catch (const error& e) {
+            throw refused("compile", e);
+        }
+        // The framework holds the weights now (and the staged files will): no second copy stays here.
+        std::vector<weight_file>().swap(s->lowered.weights);
         ane_model& model = *s->model;
-        bool from_cache = false;
         if (!cache_root_.empty()) {
             const std::filesystem::path dir = cache_root_ / s->key;
-            std::error_code ignored;
-            std::filesystem::create_directories(dir, ignored);
-            if (model.set_cache_directory(dir) && model.compiled_model_exists()) from_cache = true;
+            try {
+                s->cached = model.set_cache_directory(dir) && model.compiled_model_exists();
+            } catch (const error&) {
+                s->cached = false;  // an unwritable cache only costs the compile
+            }
         }
-        try {
-            if (!from_cache) {
-                reserve_compile();
+        const load_retry_policy retry = load_retry_from_environment(
+            load_retry_policy{options_.ane_load_attempts, options_.ane_load_first_retry_delay});
+        const auto compile_fresh = [&] {
+            try {
+                count_compile(options_.ane_compile_budget);
                 model.compile();
                 ++compiled_;
-            } else {
-                ++cache_hits_;
+            } catch (const error& e) {
+                throw device_refusal{
+                    "compile", message(e.what(), framework_detail::named_mil_op(e.what(), s->lowered.mil))};
             }
-            model.load();
-        } catch (const error& e) {
-            throw error(message(where, ": ", e.what()));
+        };
+        if (s->cached) {
+            model.release_weight_copies();
+        } else {
+            compile_fresh();
         }
-        bind_surfaces(*s, model.layout(), where);
+        try {
+            model.load(retry);
+        } catch (const error& e) {
+            if (!s->cached)
+                throw device_refusal{
+                    "load", message(e.what(), framework_detail::named_mil_op(e.what(), s->lowered.mil))};
+            // A cached compile that no longer loads (an OS update the key missed, a damaged file): compile
+            // afresh once.
+            s->cached = false;
+            compile_fresh();
+            try {
+                model.load(retry);
+            } catch (const error& again) {
+                throw device_refusal{"load", message(again.what(), framework_detail::named_mil_op(
+                                                                       again.what(), s->lowered.mil))};
+            }
+        }
+        if (s->cached) ++cache_hits_;
+        const std::string where = message("ANE program ", index, " (", seg.nodes.size(), " ops)");
+        try {
+            bind_surfaces(*s, model.layout(), where);
+        } catch (const error& e) {
+            forget_produced(*s);
+            throw refused("layout", e);
+        }
+        try {
+            // The first evaluation, on inputs of ones (not zeros, which would turn log and rsqrt into
+            // infinities): a program the device refuses at dispatch is known now, while its constants are
+            // still there to build the CPU segment from.
+            for (std::size_t i = 0; i < s->lowered.inputs.size(); ++i) {
+                if (!s->input_shared[i]) fill_with_ones(s->lowered.inputs[i], *s->input_surfaces[i]);
+            }
+            model.evaluate(*s->request);
+        } catch (const error& e) {
+            forget_produced(*s);
+            throw device_refusal{"evaluate",
+                                 message(e.what(), framework_detail::named_mil_op(e.what(), s->lowered.mil))};
+        }
         return s;
     }
 
-    // Allocates the surfaces and checks the compiled program's symbols against the lowering's: bound by name
-    // in the order the program reports (RUNTIME.md §3: the compiler sorts symbols by name). An input that an
-    // earlier ANE program produced in the same layout and allocation size reuses that program's output
-    // surface.
+    // A refused program's outputs are not there for later programs to read.
+    void forget_produced(const ane_step& s) {
+        for (const auto& out : s.lowered.outputs)
+            produced_.erase(out.value);
+    }
+
+    // Allocates flat surfaces laid out as the compiled program reports (PlaneStride as the channel stride,
+    // RUNTIME.md §0 #8, #16) and checks its symbols against the lowering's: bound by name in the order the
+    // program reports (the compiler sorts symbols by name; outputs come back as "<name>@output"). An input
+    // that an earlier ANE program produced in the same layout and allocation size reuses that program's
+    // output surface.
     void bind_surfaces(ane_step& s, const model_layout& layout, const std::string& where) {
-        auto allocate = [&](const std::vector<surface_layout>& wanted,
-                            const std::vector<symbol_layout>& reported,
+        auto allocate = [&](std::vector<surface_layout>& wanted, const std::vector<symbol_layout>& reported,
                             std::vector<std::shared_ptr<io_surface>>& surfaces, std::vector<bool>* shared,
                             std::vector<const io_surface*>& bound, const char* kind) {
             if (wanted.size() != reported.size()) {
                 throw error(message(where, ": the compiled program has ", reported.size(), " ", kind,
                                     "s, the lowering made ", wanted.size()));
             }
-            // Every surface of one kind gets the same allocation size (RUNTIME.md §3, ORI #12).
-            std::size_t alloc = min_surface_bytes;
-            for (const auto& w : wanted)
-                alloc = std::max(
-                    alloc, round_up(static_cast<std::size_t>(w.channels) * w.row_stride, surface_granule));
-            surfaces.clear();
-            for (const auto& w : wanted) {
-                const auto produced = produced_.find(w.value);
-                if (shared != nullptr && produced != produced_.end() && produced->second.alloc == alloc &&
-                    produced->second.layout.channels == w.channels &&
-                    produced->second.layout.width == w.width && produced->second.layout.order == w.order &&
-                    produced->second.layout.row_stride == w.row_stride) {
-                    surfaces.push_back(produced->second.surface);
-                    shared->push_back(true);
-                    ++shared_surfaces_;
-                    continue;
-                }
-                surfaces.push_back(std::make_shared<io_surface>(
-                    io_surface::create(w.channels, w.width, 2, w.row_stride, alloc)));
-                if (shared != nullptr) shared->push_back(false);
-            }
-            if (shared == nullptr) {
-                for (std::size_t i = 0; i < wanted.size(); ++i)
-                    produced_[wanted[i].value] = {surfaces[i], wanted[i], alloc};
-            }
-            bound.assign(reported.size(), nullptr);
+            std::vector<std::size_t> slot_of(reported.size());
             for (std::size_t i = 0; i < reported.size(); ++i) {
                 const auto& r = reported[i];
                 const auto it = std::find_if(wanted.begin(), wanted.end(),
@@ -399,16 +636,43 @@ private:
                     throw error(message(where, ": the compiled program reports ", kind, " symbol '", r.name,
                                         "', which the lowering did not declare"));
                 }
-                if (r.channels != it->channels || r.width != it->width || !r.fp16 ||
-                    (r.row_stride != 0 && r.row_stride != it->row_stride)) {
-                    throw error(message(where, ": ", kind, " '", r.name,
-                                        "': the compiled program expects [1, ", r.channels, ", ", r.height,
-                                        ", ", r.width, "] ", r.fp16 ? "fp16" : "fp32", " with row stride ",
-                                        r.row_stride, ", the lowering laid out [1, ", it->channels, ", 1, ",
-                                        it->width, "] fp16 with row stride ", it->row_stride));
+                if (r.channels != it->channels || r.width != it->surface_width || !r.fp16) {
+                    throw error(message(
+                        where, ": ", kind, " '", r.name, "': the compiled program expects [1, ", r.channels,
+                        ", ", r.height, ", ", r.width, "] ", r.fp16 ? "fp16" : "fp32",
+                        ", the lowering declared [1, ", it->channels, ", 1, ", it->surface_width, "] fp16"));
                 }
-                bound[i] = surfaces[static_cast<std::size_t>(it - wanted.begin())].get();
+                it->channel_stride = r.plane_stride;
+                slot_of[i] = static_cast<std::size_t>(it - wanted.begin());
             }
+            // Every surface of one kind gets the same allocation size (RUNTIME.md §3, ORI #12).
+            std::size_t alloc = min_surface_bytes;
+            for (const auto& w : wanted)
+                alloc = std::max(alloc, round_up(w.bytes(), surface_granule));
+            surfaces.clear();
+            for (const auto& w : wanted) {
+                const auto produced = produced_.find(w.value);
+                if (shared != nullptr && produced != produced_.end() && produced->second.alloc == alloc &&
+                    produced->second.layout.channels == w.channels &&
+                    produced->second.layout.width == w.width &&
+                    produced->second.layout.surface_width == w.surface_width &&
+                    produced->second.layout.order == w.order &&
+                    produced->second.layout.channel_stride == w.channel_stride) {
+                    surfaces.push_back(produced->second.surface);
+                    shared->push_back(true);
+                    ++shared_surfaces_;
+                    continue;
+                }
+                surfaces.push_back(std::make_shared<io_surface>(io_surface::create_flat(alloc)));
+                if (shared != nullptr) shared->push_back(false);
+            }
+            if (shared == nullptr) {
+                for (std::size_t i = 0; i < wanted.size(); ++i)
+                    produced_[wanted[i].value] = {surfaces[i], wanted[i], alloc};
+            }
+            bound.assign(reported.size(), nullptr);
+            for (std::size_t i = 0; i < reported.size(); ++i)
+                bound[i] = surfaces[slot_of[i]].get();
         };
         std::vector<const io_surface*> inputs;
         std::vector<const io_surface*> outputs;
@@ -417,13 +681,10 @@ private:
         s.request.emplace(s.model->make_request(inputs, outputs));
     }
 
-    // Once every segment is compiled, the program needs neither the weights it handed to the compiler (the
-    // model's files hold them) nor the constants the segments took copies of: a large model would otherwise
-    // keep its weights in memory twice more for the program's lifetime. Constants that are outputs stay.
+    // Once every segment is built, the program needs none of the constants the segments took copies of (a
+    // large model would otherwise keep its weights in memory twice more for the program's lifetime).
+    // Constants that are outputs stay.
     void release_build_data() {
-        for (auto& s : steps_) {
-            if (s.ane) std::vector<weight_file>().swap(s.ane->lowered.weights);
-        }
         std::vector<bool> is_output(body_.nodes.size(), false);
         for (const value_id id : body_.outputs)
             is_output[id] = true;
@@ -474,70 +735,6 @@ private:
             values[s.outputs[i]] = std::move(results[i]);
     }
 
-    // fp32 values into an fp16 surface laid out as the lowering chose: rows ([1, leading, 1, last]) or
-    // columns ([1, last, 1, leading], the channels-first form, transposed here while converting). Each row
-    // converts in one vectorised call; a transposed row is gathered first.
-    static void pack(const surface_layout& layout, const float* values, std::byte* base) {
-        const auto channels = static_cast<std::size_t>(layout.channels);
-        const auto width = static_cast<std::size_t>(layout.width);
-        std::vector<float> gathered(layout.order == surface_order::rows ? 0 : width);
-        for (std::size_t c = 0; c < channels; ++c) {
-            auto* row = reinterpret_cast<half*>(base + c * layout.row_stride);
-            const float* source = values + c * width;
-            if (layout.order == surface_order::columns) {
-                for (std::size_t w = 0; w < width; ++w)
-                    gathered[w] = values[w * channels + c];
-                source = gathered.data();
-            }
-            convert_f32_to_f16(source, width, row);
-        }
-    }
-
-    // Runs of `length` elements of the full input starting at `starts` (f32 values in `values`, indexed as
-    // the input) into a surface packed as pack() packs the whole: in rows order a run converts row by row, in
-    // columns order element by element (each lands in another row). Nothing else of the surface is touched.
-    static void pack_region(const surface_layout& layout, std::span<const std::size_t> starts,
-                            std::size_t length, const float* values, std::byte* base) {
-        const auto channels = static_cast<std::size_t>(layout.channels);
-        const auto width = static_cast<std::size_t>(layout.width);
-        const std::size_t last = layout.order == surface_order::rows ? width : channels;
-        for (const std::size_t start : starts) {
-            std::size_t f = start;
-            const std::size_t end = f + length;
-            if (layout.order == surface_order::rows) {
-                while (f < end) {
-                    const std::size_t c = f / last, w = f % last;
-                    const std::size_t n = std::min(end - f, last - w);
-                    convert_f32_to_f16(values + f, n,
-                                       reinterpret_cast<half*>(base + c * layout.row_stride) + w);
-                    f += n;
-                }
-            } else {
-                for (; f < end; ++f) {
-                    const std::size_t c = f % last, w = f / last;
-                    convert_f32_to_f16(values + f, 1,
-                                       reinterpret_cast<half*>(base + c * layout.row_stride) + w);
-                }
-            }
-        }
-    }
-
-    static void unpack(const surface_layout& layout, const std::byte* base, float* values) {
-        const auto channels = static_cast<std::size_t>(layout.channels);
-        const auto width = static_cast<std::size_t>(layout.width);
-        std::vector<float> row_values(layout.order == surface_order::rows ? 0 : width);
-        for (std::size_t c = 0; c < channels; ++c) {
-            const void* row = base + c * layout.row_stride;
-            if (layout.order == surface_order::rows) {
-                convert_to_f32(dtype::f16, row, width, values + c * width);
-                continue;
-            }
-            convert_to_f32(dtype::f16, row, width, row_values.data());
-            for (std::size_t w = 0; w < width; ++w)
-                values[w * channels + c] = row_values[w];
-        }
-    }
-
     void run_ane_step(ane_step& s, std::vector<host_tensor>& values) {
         for (std::size_t i = 0; i < s.lowered.inputs.size(); ++i) {
             if (s.input_shared[i]) continue;  // already there: an earlier program wrote it
@@ -563,6 +760,7 @@ private:
     compile_options options_;
     graph_body body_;
     lowering_options lowering_;
+    lowering_choices choices_;
     std::string architecture_;
     std::filesystem::path cache_root_;
     std::vector<io_info> inputs_;
@@ -570,7 +768,7 @@ private:
     std::vector<bool> resident_;                         // per node: a resident input
     std::unordered_map<value_id, host_tensor> mirrors_;  // per resident input: its f32 contents
     std::vector<io_info> outputs_;
-    std::vector<host_fallback> fallbacks_;
+    placement_report placement_;  // in steps_ order
     std::vector<step> steps_;
     struct produced_surface {
         std::shared_ptr<io_surface> surface;

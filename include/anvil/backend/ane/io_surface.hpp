@@ -1,6 +1,8 @@
-// anvil: an IOSurface holding one ANE input or output tensor [1, C, 1, W], channel c's row at
-// c * row_stride (RUNTIME.md §3: Width = W, Height = C, BytesPerRow a multiple of 64, AllocSize given, pixel
-// format 0). The CPU reads and writes it only under a lock, and never while the ANE evaluates.
+// anvil: an IOSurface holding one ANE input or output tensor [1, C, 1, W]. The backend makes flat surfaces,
+// as working code does (RUNTIME.md §0 #16, OMLX make_surface): Width = the allocation in bytes, Height 1, one
+// byte per element, so channel c lives wherever the compiled program's PlaneStride puts it, which may exceed
+// its row (§0 #8). The shaped form (Width = W, Height = C, BytesPerRow the row stride) stays for tests of the
+// bridge. The CPU reads and writes a surface only under a lock, and never while the ANE evaluates.
 #pragma once
 
 #include <cstddef>
@@ -92,6 +94,39 @@ public:
             throw error(message("ANE surface: IOSurfaceCreate gave ", result.alloc_size_,
                                 " bytes with row stride ", result.row_stride_, " where ", alloc_size, " and ",
                                 row_stride, " were asked"));
+        }
+        return result;
+    }
+
+    // A flat surface of `bytes` bytes (a multiple of 64): Width = bytes, Height = 1, BytesPerElement = 1,
+    // BytesPerRow = AllocSize = bytes, pixel format 0.
+    [[nodiscard]] static io_surface create_flat(std::size_t bytes) {
+        if (bytes == 0 || bytes % 64 != 0)
+            throw shape_error(
+                message("ANE surface: ", bytes, " bytes; a flat surface is a positive multiple of 64"));
+        const runtime& rt = runtime::get();
+        const auto& s = rt.surface;
+        const objc_object size_number = make_number(static_cast<std::int64_t>(bytes));
+        const objc_object one = make_number(1);
+        const objc_object format_number = make_number(0);
+        const objc_object properties = make_dictionary({
+            {rt.io_surface_key(s.kIOSurfaceWidth), size_number.get()},
+            {rt.io_surface_key(s.kIOSurfaceHeight), one.get()},
+            {rt.io_surface_key(s.kIOSurfaceBytesPerElement), one.get()},
+            {rt.io_surface_key(s.kIOSurfaceBytesPerRow), size_number.get()},
+            {rt.io_surface_key(s.kIOSurfaceAllocSize), size_number.get()},
+            {rt.io_surface_key(s.kIOSurfacePixelFormat), format_number.get()},
+        });
+        objc_object handle = objc_object::adopt(s.IOSurfaceCreate(properties.get()));
+        if (!handle)
+            throw error(
+                message("ANE surface: IOSurfaceCreate failed for a flat surface of ", bytes, " bytes"));
+        io_surface result(std::move(handle));
+        result.alloc_size_ = s.IOSurfaceGetAllocSize(result.handle());
+        result.row_stride_ = s.IOSurfaceGetBytesPerRow(result.handle());
+        if (result.alloc_size_ < bytes) {
+            throw error(message("ANE surface: IOSurfaceCreate gave ", result.alloc_size_, " bytes where ",
+                                bytes, " were asked"));
         }
         return result;
     }

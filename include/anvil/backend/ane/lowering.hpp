@@ -7,7 +7,9 @@
 // S the rest), see lowering_context.hpp. A boundary value is packed by the host in `rows` order (C = the
 // leading extents, W = the last: the IR's memory order) or `columns` order (C = the last extent, W = the
 // rest: channels-first, the host transposes while packing), whichever the segment consumes or produces, so
-// a linear at a segment's edge needs no transpose inside the program.
+// a linear at a segment's edge needs no transpose inside the program — unless the other order pads less: the
+// innermost dimension of every input and output is padded to a multiple of 32 (RUNTIME.md §0 #3), sliced off
+// inside the program for inputs and padded with zeros for outputs.
 //
 // Tiling: a linear or matmul whose output extent N exceeds max_dimension would be split into tiles of at most
 // max_dimension outputs, but the concatenated result has extent N again, which every layout (and the
@@ -35,31 +37,58 @@ namespace anvil::detail::ane {
 // product of the leading ones (channels-first; the host transposes while packing).
 enum class surface_order : std::uint8_t { rows, columns };
 
+// An input or output surface: the value's [1, channels, 1, width] form, declared to the program as
+// [1, channels, 1, surface_width] (the width padded to the I/O width rule; the program slices the padding off
+// inputs and pads outputs), channel c at c * channel_stride bytes: round_up(surface_width * 2, 64) as the
+// lowering assumes, replaced by the compiled program's PlaneStride once it is loaded (RUNTIME.md §0 #8).
 struct surface_layout {
     std::string symbol;
     value_id value = 0;
     dims shape;  // the value's IR shape
     surface_order order = surface_order::rows;
     std::int64_t channels = 1, width = 1;
-    std::size_t row_stride = 0;  // bytes, round_up(width * 2, 64) (RUNTIME.md §3)
+    std::int64_t surface_width = 1;  // >= width
+    std::size_t channel_stride = 0;  // bytes
+
+    [[nodiscard]] std::size_t bytes() const noexcept {
+        return static_cast<std::size_t>(channels) * channel_stride;
+    }
 };
 
 struct lowered_segment {
     std::string mil;
     std::vector<weight_file> weights;
     std::vector<surface_layout> inputs, outputs;  // each in binding order: sorted by symbol
+    bool anchored = false;  // holds a conv or matmul, which every ANE program needs (RUNTIME.md §0 #6)
+    std::size_t padded_surfaces = 0;  // inputs and outputs whose width the I/O width rule padded
 };
 
 namespace lowering_detail {
 
-inline surface_layout make_surface(std::string symbol, value_id value, const dims& shape,
-                                   surface_order order) {
+inline surface_layout make_surface(std::string symbol, value_id value, const dims& shape, surface_order order,
+                                   const lowering_options& options) {
     const surface_extents s = surface_extents_of(shape);
-    surface_layout layout{std::move(symbol), value, shape, order, 1, 1, 0};
+    surface_layout layout{std::move(symbol), value, shape, order, 1, 1, 1, 0};
     layout.channels = order == surface_order::rows ? s.positions : s.channels;
     layout.width = order == surface_order::rows ? s.channels : s.positions;
-    layout.row_stride = weight_blob_writer::round_up(static_cast<std::size_t>(layout.width) * 2);
+    layout.surface_width = surface_width_for(layout.width, options);
+    layout.channel_stride = weight_blob_writer::round_up(static_cast<std::size_t>(layout.surface_width) * 2);
     return layout;
+}
+
+// The order a boundary value's surface takes: the one its readers (or producer) prefer, unless padding to the
+// I/O width makes the other move fewer bytes (a decode step's [1, C] moves as [1, 1, 1, C], not as
+// [1, C, 1, 32]).
+inline surface_order cheaper_order(surface_order preferred, const dims& shape,
+                                   const lowering_options& options) {
+    if (options.native(lowering_feature::io_width)) return preferred;
+    const auto padded_bytes = [&](surface_order order) {
+        const surface_layout layout = make_surface({}, 0, shape, order, options);
+        return layout.bytes();
+    };
+    const surface_order other =
+        preferred == surface_order::rows ? surface_order::columns : surface_order::rows;
+    return padded_bytes(other) < padded_bytes(preferred) ? other : preferred;
 }
 
 // Whether some node of the segment reads `value` as the activation of a channels-first op.
@@ -188,10 +217,16 @@ inline void lower_node(segment_lowering& L, value_id id) {
         char prefix[32];
         std::snprintf(prefix, sizeof prefix, "in%03zu_", i);
         const std::string symbol = prefix + sanitise_mil_name(label);
-        const surface_order order =
-            consumed_channels_first(L, nodes, id) ? surface_order::columns : surface_order::rows;
-        surface_layout surface = make_surface(symbol, id, n.result.shape, order);
-        const mil_ref ref = L.mil().input(symbol, {1, surface.channels, 1, surface.width});
+        const surface_order order = cheaper_order(
+            consumed_channels_first(L, nodes, id) ? surface_order::columns : surface_order::rows,
+            n.result.shape, options);
+        surface_layout surface = make_surface(symbol, id, n.result.shape, order, options);
+        mil_ref ref = L.mil().input(symbol, {1, surface.channels, 1, surface.surface_width});
+        if (surface.surface_width != surface.width) {
+            // The host pads the width (RUNTIME.md §0 #3); the program reads only the value.
+            ref = L.slice_axis(ref, 3, 0, surface.width, symbol + "_unpadded");
+            ++segment.padded_surfaces;
+        }
         L.set_base(id, symbol);
         if (order == surface_order::columns) {
             L.set_form(id, value_layout::channels_first, ref);
@@ -211,17 +246,26 @@ inline void lower_node(segment_lowering& L, value_id id) {
         std::snprintf(symbol, sizeof symbol, "out%03zu", i);
         const dims& shape = L.ir_shape(id);
         // Channels-first results leave as columns (no transpose in the program), others as rows.
-        const surface_order order = L.has_channels_first(id) ? surface_order::columns : surface_order::rows;
+        const surface_order order = cheaper_order(
+            L.has_channels_first(id) ? surface_order::columns : surface_order::rows, shape, options);
         mil_ref ref = order == surface_order::columns ? L.channels_first(id) : L.rows(id);
-        const bool taken = std::find(results.begin(), results.end(), ref) != results.end();
-        if (taken || !L.mil().rename(ref, symbol)) {
-            ref = L.reshape(ref, L.mil().shape(ref), symbol, true);  // a copy under the output's name
+        surface_layout surface = make_surface(symbol, id, shape, order, options);
+        if (surface.surface_width != surface.width) {
+            ref = L.pad_axis(ref, 3, surface.surface_width - surface.width, symbol);
+            ++segment.padded_surfaces;
+        } else {
+            const bool taken = std::find(results.begin(), results.end(), ref) != results.end();
+            if (taken || !L.mil().rename(ref, symbol)) {
+                ref = L.reshape(ref, L.mil().shape(ref), symbol, true);  // a copy under the output's name
+            }
         }
         results.push_back(ref);
-        segment.outputs.push_back(make_surface(symbol, id, shape, order));
+        segment.outputs.push_back(std::move(surface));
     }
     segment.mil = L.mil().text(results);
     segment.weights = L.mil().weights();
+    segment.anchored =
+        L.mil().count_ops("conv") + L.mil().count_ops("matmul") + L.mil().count_ops("linear") > 0;
     return segment;
 }
 

@@ -222,6 +222,19 @@ public:
         e[axis] = end;
         return slice(x, b, e, name);
     }
+    // x with `after` zeros appended along `axis` (the I/O width padding of an output).
+    mil_ref pad_axis(mil_ref x, std::size_t axis, std::int64_t after, const std::string& name) {
+        const mil_shape s = mil_.shape(x);
+        std::vector<std::int64_t> pad(2 * s.size(), 0);
+        pad[2 * axis + 1] = after;
+        mil_shape out = s;
+        out[axis] += after;
+        return mil_.op("pad", name, out,
+                       {{"constant_val", {scalar(0.0f, name + "_constant_val")}},
+                        {"mode", {mil_.const_string(name + "_mode", "constant")}},
+                        {"pad", {mil_.const_ints(name + "_pad", pad)}},
+                        {"x", {x}}});
+    }
     mil_ref concat(const std::vector<mil_ref>& values, std::size_t axis, const std::string& name) {
         mil_shape out = mil_.shape(values.at(0));
         out[axis] = 0;

@@ -15,6 +15,19 @@
 
 namespace anvil::detail::ane {
 
+// The epsilon working code gives log, rsqrt and inverse (ironmill: fp16(0x1.0cp-17)); none passes 0, and the
+// ops' defaults (1e-45 for log) round to 0 in fp16 (RUNTIME.md §0 #10).
+inline constexpr float transcendental_epsilon = 0x1.0cp-17f;
+
+// e^x: the exp op, or pow(e, x) where the chip refuses exp (RUNTIME.md §0 #9).
+inline mil_ref exponential(segment_lowering& L, mil_ref x, const std::string& name) {
+    if (L.options().variant(lowering_feature::exp) == lowering_variant::decomposed) {
+        return L.mil().op("pow", name, L.mil().shape(x),
+                          {{"x", {L.scalar(static_cast<float>(std::numbers::e), name + "_e")}}, {"y", {x}}});
+    }
+    return L.unary("exp", x, name);
+}
+
 // `kind` applied to MIL operands already in one layout; the final op is named `name`.
 inline mil_ref apply_elementwise(segment_lowering& L, op kind, std::span<const mil_ref> x, float alpha,
                                  float beta, const std::string& name) {
@@ -28,16 +41,21 @@ inline mil_ref apply_elementwise(segment_lowering& L, op kind, std::span<const m
         case op::tanh:
             return L.unary("tanh", x[0], name);
         case op::exp:
-            return L.unary("exp", x[0], name);
+            return exponential(L, x[0], name);
         case op::sqrt:
+            if (L.options().variant(lowering_feature::sqrt) == lowering_variant::decomposed)
+                return L.binary("pow", x[0], scalar(0.5f, "_exponent"), name);
             return L.unary("sqrt", x[0], name);
         case op::abs:
             return L.unary("abs", x[0], name);
         case op::log:
-            // epsilon's default (1e-45) is 0 in fp16; emitted explicitly as coremltools does.
             return mil.op("log", name, mil.shape(x[0]),
-                          {{"epsilon", {scalar(0.0f, "_epsilon")}}, {"x", {x[0]}}});
+                          {{"epsilon", {scalar(transcendental_epsilon, "_epsilon")}}, {"x", {x[0]}}});
         case op::gelu: {
+            if (L.options().native(lowering_feature::gelu)) {
+                return mil.op("gelu", name, mil.shape(x[0]),
+                              {{"mode", {mil.const_string(name + "_mode", "EXACT")}}, {"x", {x[0]}}});
+            }
             const mil_ref scaled =
                 L.binary("mul", x[0], scalar(static_cast<float>(std::numbers::sqrt2 / 2.0), "_rsqrt2"),
                          name + "_scaled");
@@ -67,6 +85,10 @@ inline mil_ref apply_elementwise(segment_lowering& L, op kind, std::span<const m
         case op::silu:
             return L.binary("mul", x[0], L.unary("sigmoid", x[0], name + "_sigmoid"), name);
         case op::rsqrt:
+            if (L.options().native(lowering_feature::rsqrt)) {
+                return mil.op("rsqrt", name, mil.shape(x[0]),
+                              {{"epsilon", {scalar(transcendental_epsilon, "_epsilon")}}, {"x", {x[0]}}});
+            }
             return L.binary("pow", x[0], scalar(-0.5f, "_exponent"), name);
         case op::neg:
             return L.binary("mul", x[0], scalar(-1.0f, "_minus1"), name);

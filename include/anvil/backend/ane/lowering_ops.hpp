@@ -4,10 +4,12 @@
 // parameter a named const, finite masks, attention decomposed (SDPA masks are ignored on the ANE).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "anvil/backend/ane/lowering_context.hpp"
@@ -48,12 +50,13 @@ inline mil_ref per_channel(segment_lowering& L, std::span<const float> values, c
 inline mil_ref softmax(segment_lowering& L, mil_ref x, std::size_t axis, const std::string& name) {
     mil_writer& mil = L.mil();
     const mil_shape& shape = mil.shape(x);
-    if (shape[axis] <= L.options().softmax_max_axis) {
+    if (shape[axis] <= L.options().softmax_max_axis && L.options().native(lowering_feature::softmax)) {
         return mil.op(
             "softmax", name, shape,
             {{"axis", {mil.const_int(name + "_axis", static_cast<std::int64_t>(axis))}}, {"x", {x}}});
     }
-    // The ANE normalises long softmax axes per tile (RUNTIME.md §6): spell it out.
+    // The ANE normalises long softmax axes per tile (RUNTIME.md §6), and the chip may refuse softmax: spell
+    // it out.
     mil_shape reduced = shape;
     reduced[axis] = 1;
     const std::vector<std::int64_t> axes{static_cast<std::int64_t>(axis)};
@@ -65,14 +68,60 @@ inline mil_ref softmax(segment_lowering& L, mil_ref x, std::size_t axis, const s
     };
     const mil_ref largest = reduce("reduce_max", x, name + "_max");
     const mil_ref shifted = L.binary("sub", x, largest, name + "_shifted");
-    const mil_ref exponent = L.unary("exp", shifted, name + "_exp");
+    const mil_ref exponent = exponential(L, shifted, name + "_exp");
     const mil_ref total = reduce("reduce_sum", exponent, name + "_sum");
     return L.binary("real_div", exponent, total, name);
+}
+
+// a @ b as a broadcast mul and a reduce_sum, for chips without matmul (RUNTIME.md §0 #4): [..., M, K] and
+// [..., K, N] gain an axis, [..., M, K, 1] * [..., 1, K, N] sums over K; with b transposed ([..., N, K]),
+// [..., M, 1, K] * [..., 1, N, K] sums over the last axis. Batch axes broadcast as matmul's do.
+inline mil_ref product_by_reduction(segment_lowering& L, mil_ref a, mil_ref b, bool transpose_a,
+                                    bool transpose_b, const std::string& name) {
+    mil_writer& mil = L.mil();
+    if (transpose_a) {
+        const std::size_t rank = mil.shape(a).size();
+        std::vector<std::int64_t> perm(rank);
+        for (std::size_t i = 0; i < rank; ++i)
+            perm[i] = static_cast<std::int64_t>(i);
+        std::swap(perm[rank - 1], perm[rank - 2]);
+        a = L.transpose(a, perm, name + "_at");
+    }
+    const mil_shape x = mil.shape(a);
+    const mil_shape y = mil.shape(b);
+    const std::int64_t m = x[x.size() - 2], k = x[x.size() - 1];
+    const std::int64_t n = transpose_b ? y[y.size() - 2] : y[y.size() - 1];
+    mil_shape a_shape(x.begin(), x.end() - 2), b_shape(y.begin(), y.end() - 2);
+    const mil_shape batch = broadcast_mil(a_shape, b_shape);
+    if (transpose_b) {
+        a_shape.insert(a_shape.end(), {m, 1, k});
+        b_shape.insert(b_shape.end(), {1, n, k});
+    } else {
+        a_shape.insert(a_shape.end(), {m, k, 1});
+        b_shape.insert(b_shape.end(), {1, k, n});
+    }
+    const mil_ref a_wide = L.reshape(a, a_shape, name + "_a", true);
+    const mil_ref b_wide = L.reshape(b, b_shape, name + "_b", true);
+    const mil_ref products = L.binary("mul", a_wide, b_wide, name + "_products");
+    mil_shape summed = mil.shape(products);
+    const std::size_t axis = transpose_b ? summed.size() - 1 : summed.size() - 2;
+    summed[axis] = 1;
+    const mil_ref sums = mil.op(
+        "reduce_sum", name + "_sums", summed,
+        {{"axes",
+          {mil.const_ints(name + "_sums_axes", std::vector<std::int64_t>{static_cast<std::int64_t>(axis)})}},
+         {"keep_dims", {mil.const_bool(name + "_sums_keep_dims", true)}},
+         {"x", {products}}});
+    mil_shape out = batch;
+    out.insert(out.end(), {m, n});
+    return L.reshape(sums, out, name, true);
 }
 
 inline mil_ref matmul(segment_lowering& L, mil_ref a, mil_ref b, bool transpose_a, bool transpose_b,
                       const std::string& name) {
     mil_writer& mil = L.mil();
+    if (!L.options().native(lowering_feature::matmul))
+        return product_by_reduction(L, a, b, transpose_a, transpose_b, name);
     const mil_shape& x = mil.shape(a);
     const mil_shape& y = mil.shape(b);
     mil_shape out = broadcast_mil(mil_shape(x.begin(), x.end() - 2), mil_shape(y.begin(), y.end() - 2));
@@ -155,11 +204,91 @@ inline void lower_conv2d(segment_lowering& L, value_id id) {
     L.set_form(id, value_layout::logical, out);
 }
 
+// Max pooling as the maximum of kh * kw strided slices of the input padded with fp16's lowest value (MIL's
+// max_pool is reported rejected, RUNTIME.md §0 #5).
+inline mil_ref max_pool_by_slices(segment_lowering& L, const node& n, const std::string& name) {
+    const attributes& a = n.attrs;
+    mil_writer& mil = L.mil();
+    mil_ref x = L.logical(n.inputs[0]);
+    const dims& out = n.result.shape;
+    if (a.padding[0] + a.padding[1] + a.padding[2] + a.padding[3] > 0) {
+        mil_shape padded = mil.shape(x);
+        padded[2] += a.padding[0] + a.padding[1];
+        padded[3] += a.padding[2] + a.padding[3];
+        x = mil.op("pad", name + "_padded", padded,
+                   {{"constant_val", {L.scalar(-65504.0f, name + "_padded_constant_val")}},
+                    {"mode", {mil.const_string(name + "_padded_mode", "constant")}},
+                    {"pad",
+                     {mil.const_ints(name + "_padded_pad",
+                                     std::vector<std::int64_t>{0, 0, 0, 0, a.padding[0], a.padding[1],
+                                                               a.padding[2], a.padding[3]})}},
+                    {"x", {x}}});
+    }
+    const std::int64_t kh = a.kernel[0], kw = a.kernel[1];
+    mil_ref result{};
+    for (std::int64_t i = 0; i < kh; ++i) {
+        for (std::int64_t j = 0; j < kw; ++j) {
+            const bool last = i == kh - 1 && j == kw - 1;
+            const mil_ref window = L.slice(
+                x, {0, 0, i, j},
+                {out[0], out[1], i + a.stride[0] * (out[2] - 1) + 1, j + a.stride[1] * (out[3] - 1) + 1},
+                message(name, "_tap", i, "_", j), {1, 1, a.stride[0], a.stride[1]});
+            result = i == 0 && j == 0 ? window
+                                      : L.binary("maximum", result, window,
+                                                 last ? name : message(name, "_max", i, "_", j));
+        }
+    }
+    if (kh * kw == 1) result = L.reshape(result, mil.shape(result), name, true);
+    return result;
+}
+
+// Average pooling as a depthwise conv with constant weights 1 / (kh * kw); where padding is excluded from the
+// average, the sums are scaled by a constant of each window's own count instead (RUNTIME.md §0 #5).
+inline mil_ref avg_pool_by_conv(segment_lowering& L, const node& n, const std::string& name) {
+    using namespace lowering_detail;
+    const attributes& a = n.attrs;
+    mil_writer& mil = L.mil();
+    const dims& in = L.ir_shape(n.inputs[0]);
+    const dims& out = n.result.shape;
+    const std::int64_t channels = in[1], kh = a.kernel[0], kw = a.kernel[1];
+    const bool padded = a.padding[0] + a.padding[1] + a.padding[2] + a.padding[3] > 0;
+    const bool per_window = padded && !a.count_include_pad;
+    const float tap = per_window ? 1.0f : static_cast<float>(1.0 / static_cast<double>(kh * kw));
+    std::vector<mil_argument> args =
+        conv_parameters(L, name, {a.stride[0], a.stride[1]},
+                        {a.padding[0], a.padding[1], a.padding[2], a.padding[3]}, {1, 1}, channels, "custom");
+    const std::vector<float> weights(static_cast<std::size_t>(channels * kh * kw), tap);
+    args.push_back({"weight", {L.fp16_const(name + "_weight", {channels, 1, kh, kw}, weights)}});
+    args.push_back({"x", {L.logical(n.inputs[0])}});
+    const mil_shape shape = segment_lowering::logical_shape(out);
+    mil_ref sums = mil.op("conv", per_window ? name + "_sums" : name, shape, std::move(args));
+    if (!per_window) return sums;
+    std::vector<float> inverse(static_cast<std::size_t>(out.element_count()));
+    for (std::size_t at = 0; at < inverse.size(); ++at) {
+        const auto ow = static_cast<std::int64_t>(at) % out[3];
+        const auto oh = (static_cast<std::int64_t>(at) / out[3]) % out[2];
+        const auto inside = [](std::int64_t start, std::int64_t size, std::int64_t extent) {
+            return std::min(start + size, extent) - std::max<std::int64_t>(start, 0);
+        };
+        const std::int64_t count = inside(oh * a.stride[0] - a.padding[0], kh, in[2]) *
+                                   inside(ow * a.stride[1] - a.padding[2], kw, in[3]);
+        inverse[at] = static_cast<float>(1.0 / static_cast<double>(std::max<std::int64_t>(count, 1)));
+    }
+    return L.binary("mul", sums, L.fp16_const(name + "_counts", shape, inverse), name);
+}
+
 inline void lower_pool(segment_lowering& L, value_id id) {
     const node& n = L.at(id);
     mil_writer& mil = L.mil();
     const std::string name = L.base(id);
     const attributes& a = n.attrs;
+    const lowering_feature feature =
+        n.kind == op::max_pool2d ? lowering_feature::max_pool : lowering_feature::avg_pool;
+    if (!L.options().native(feature)) {
+        L.set_form(id, value_layout::logical,
+                   n.kind == op::max_pool2d ? max_pool_by_slices(L, n, name) : avg_pool_by_conv(L, n, name));
+        return;
+    }
     std::vector<mil_argument> args{
         {"ceil_mode", {mil.const_bool(name + "_ceil_mode", false)}},
         {"kernel_sizes",
@@ -323,16 +452,28 @@ inline void lower_reduction(segment_lowering& L, value_id id) {
     mil_shape reduced = mil.shape(x);
     for (const auto axis : n.attrs.axes)
         reduced[static_cast<std::size_t>(axis)] = 1;
-    const char* type = n.kind == op::reduce_sum    ? "reduce_sum"
-                       : n.kind == op::reduce_mean ? "reduce_mean"
-                                                   : "reduce_max";
+    // reduce_mean as reduce_sum times 1/n where the chip refuses it (RUNTIME.md §0 #9).
+    const bool mean_as_sum = n.kind == op::reduce_mean && !L.options().native(lowering_feature::reduce_mean);
+    const char* type = n.kind == op::reduce_sum || mean_as_sum ? "reduce_sum"
+                       : n.kind == op::reduce_mean             ? "reduce_mean"
+                                                               : "reduce_max";
     const mil_shape target = segment_lowering::logical_shape(n.result.shape);
-    const bool exact = reduced == target;
+    const bool exact = reduced == target && !mean_as_sum;
     // keep_dims bound to a named const (CONSTRAINTS.md); dropped axes are reshaped away afterwards.
-    const mil_ref out = mil.op(type, exact ? name : name + "_kept", reduced,
-                               {{"axes", {mil.const_ints(name + "_axes", n.attrs.axes)}},
-                                {"keep_dims", {mil.const_bool(name + "_keep_dims", true)}},
-                                {"x", {x}}});
+    mil_ref out = mil.op(type, exact ? name : name + "_kept", reduced,
+                         {{"axes", {mil.const_ints(name + "_axes", n.attrs.axes)}},
+                          {"keep_dims", {mil.const_bool(name + "_keep_dims", true)}},
+                          {"x", {x}}});
+    if (mean_as_sum) {
+        std::int64_t count = 1;
+        const mil_shape& in = mil.shape(x);
+        for (const auto axis : n.attrs.axes)
+            count *= in[static_cast<std::size_t>(axis)];
+        const bool same = reduced == target;
+        out = L.binary("mul", out,
+                       L.scalar(static_cast<float>(1.0 / static_cast<double>(count)), name + "_inverse"),
+                       same ? name : name + "_mean");
+    }
     L.set_form(id, value_layout::logical, L.reshape(out, target, name));
 }
 

@@ -204,6 +204,12 @@ public:
         return out;
     }
 
+    // How many statements apply op `type` (consts excluded).
+    [[nodiscard]] std::size_t count_ops(std::string_view type) const {
+        return static_cast<std::size_t>(std::count_if(statements_.begin(), statements_.end(),
+                                                      [&](const mil_statement& s) { return s.op == type; }));
+    }
+
     // The weight files the BLOBFILE references name (none when every const is inline).
     [[nodiscard]] std::vector<weight_file> weights() const {
         std::vector<weight_file> files;

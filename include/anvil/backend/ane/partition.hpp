@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "anvil/backend/ane/support.hpp"
@@ -56,6 +58,56 @@ inline std::size_t constant_bytes_read(const graph_body& body, value_id id, std:
     return bytes;
 }
 
+// What each segment reads from outside (program inputs or other segments' results; constants are copied in)
+// and what other segments or the program's outputs read from it.
+inline void compute_boundaries(const graph_body& body, std::vector<segment>& segments) {
+    const std::size_t count = body.nodes.size();
+    std::vector<std::size_t> segment_of(count, static_cast<std::size_t>(-1));
+    for (std::size_t s = 0; s < segments.size(); ++s)
+        for (const value_id id : segments[s].nodes)
+            segment_of[id] = s;
+    std::vector<bool> is_output(count, false);
+    for (const value_id id : body.outputs)
+        is_output[id] = true;
+    std::vector<std::vector<std::size_t>> read_by(count);
+    for (std::size_t s = 0; s < segments.size(); ++s) {
+        auto& seg = segments[s];
+        std::vector<value_id> inputs;
+        for (const value_id id : seg.nodes) {
+            for (const value_id input : body.nodes[id].inputs) {
+                const node& producer = body.nodes[input];
+                if (producer.kind == op::constant) continue;
+                if (producer.kind != op::input && segment_of[input] == s) continue;
+                if (std::find(inputs.begin(), inputs.end(), input) == inputs.end()) inputs.push_back(input);
+                read_by[input].push_back(s);
+            }
+        }
+        seg.inputs = std::move(inputs);
+    }
+    for (auto& seg : segments) {
+        seg.outputs.clear();
+        for (const value_id id : seg.nodes) {
+            if (is_output[id] || !read_by[id].empty()) seg.outputs.push_back(id);
+        }
+    }
+}
+
+// Joins each run of neighbouring CPU segments into one (after ANE segments moved to the CPU), keeping the
+// schedule's order, and recomputes every boundary.
+inline void merge_cpu_neighbours(const graph_body& body, std::vector<segment>& segments) {
+    std::vector<segment> merged;
+    for (auto& seg : segments) {
+        if (!merged.empty() && merged.back().device == segment_device::cpu &&
+            seg.device == segment_device::cpu) {
+            merged.back().nodes.insert(merged.back().nodes.end(), seg.nodes.begin(), seg.nodes.end());
+            continue;
+        }
+        merged.push_back(std::move(seg));
+    }
+    segments = std::move(merged);
+    compute_boundaries(body, segments);
+}
+
 // The graph must hold no compute node whose operands are all constants (callers materialise them first), so
 // every weight reaches a segment as an op::constant it can embed or copy.
 [[nodiscard]] inline partition_result partition(const graph_body& body, const lowering_options& options,
@@ -71,12 +123,14 @@ inline std::size_t constant_bytes_read(const graph_body& body, value_id id, std:
         support_result support;
         if (n.result.shape.element_count() == 0) {
             support = {placement::host_only,
-                       "the value is empty (a zero extent); the ANE has no empty tensors"};
+                       "the value is empty (a zero extent); the ANE has no empty tensors", true};
         } else {
             support = supports(body, static_cast<value_id>(id), options);
         }
         if (support.where == placement::host_only) {
-            if (strict_device) {
+            // strict_device refuses what the Neural Engine could run but will not; integer work (embedding
+            // lookups, argmax) is the host's by nature and stays there.
+            if (strict_device && !support.inherent) {
                 throw unsupported_error(
                     message("compile: strict_device: ", describe_node(body, static_cast<value_id>(id)),
                             " cannot run on the Neural Engine: ", support.reason));
@@ -114,7 +168,6 @@ inline std::size_t constant_bytes_read(const graph_body& body, value_id id, std:
         if (is_compute[id] && needed[id] && pending[id] == 0)
             ready[slot(device[id])].push_back(static_cast<value_id>(id));
     }
-    std::vector<std::size_t> segment_of(count, static_cast<std::size_t>(-1));
     std::vector<bool> weight_counted(count, false);
     std::size_t current_weight_bytes = 0;
     segment_device current = ready[0].empty() ? segment_device::cpu : segment_device::ane;
@@ -143,37 +196,33 @@ inline std::size_t constant_bytes_read(const graph_body& body, value_id id, std:
             current_weight_bytes += bytes;
         }
         result.segments.back().nodes.push_back(id);
-        segment_of[id] = result.segments.size() - 1;
         for (const value_id reader : readers[id]) {
             if (--pending[reader] == 0) ready[slot(device[reader])].push_back(reader);
         }
     }
 
-    // Boundaries: what each segment reads from outside and what others (or the outputs) read from it.
-    std::vector<bool> is_output(count, false);
-    for (const value_id id : body.outputs)
-        is_output[id] = true;
-    std::vector<std::vector<std::size_t>> read_by(count);
-    for (std::size_t s = 0; s < result.segments.size(); ++s) {
-        auto& seg = result.segments[s];
-        std::vector<value_id> inputs;
-        for (const value_id id : seg.nodes) {
-            for (const value_id input : body.nodes[id].inputs) {
-                const node& producer = body.nodes[input];
-                if (producer.kind == op::constant) continue;
-                if (producer.kind != op::input && segment_of[input] == s) continue;
-                if (std::find(inputs.begin(), inputs.end(), input) == inputs.end()) inputs.push_back(input);
-                read_by[input].push_back(s);
-            }
-        }
-        seg.inputs = std::move(inputs);
-    }
-    for (auto& seg : result.segments) {
-        for (const value_id id : seg.nodes) {
-            if (is_output[id] || !read_by[id].empty()) seg.outputs.push_back(id);
-        }
-    }
+    compute_boundaries(body, result.segments);
     return result;
+}
+
+// "linear x3, gelu, softmax": a segment's ops by kind, in order of first appearance.
+inline std::string ops_summary(const graph_body& body, std::span<const value_id> nodes) {
+    std::vector<std::pair<op, std::size_t>> counts;
+    for (const value_id id : nodes) {
+        const op kind = body.nodes[id].kind;
+        const auto found =
+            std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == kind; });
+        if (found == counts.end()) {
+            counts.emplace_back(kind, 1);
+        } else {
+            ++found->second;
+        }
+    }
+    std::string text;
+    for (const auto& [kind, count] : counts)
+        text += message(text.empty() ? "" : ", ", op_name(kind),
+                        count > 1 ? message(" x", count) : std::string());
+    return text;
 }
 
 }  // namespace anvil::detail::ane

@@ -1,21 +1,32 @@
-// anvil: the Neural Engine self-test — one small graph per IR op, run on the ANE backend and on the CPU
-// backend with the same inputs, reporting each op's placement (native, decomposed or host), its largest error
-// against the CPU (relative to the output's magnitude) next to an fp16 tolerance for that op, and both times.
+// anvil: the Neural Engine self-test. Two parts:
+//   - probes: every lowering variant of every feature (capabilities.hpp) compiled, loaded and evaluated on
+//   its
+//     own on the device, strictly (no CPU fallback), and checked against the CPU. What held becomes the
+//     capability record for this (OS build, chip), which later programs read to choose each op's lowering;
+//   - the op table: one small graph per IR op, run on the ANE backend (with the record's choices) and on the
+//     CPU backend with the same inputs, reporting each op's placement (native, decomposed, host, or refused
+//     by the device), its largest error against the CPU (relative to the output's magnitude) next to an fp16
+//     tolerance for that op, and both times.
 // On a Mac it tells the first users with hardware what works; on Linux it runs on the simulator. `anvil
-// selftest` prints it; the tests require every row to pass.
+// selftest` prints it and writes the record; the tests require every row to pass.
 #pragma once
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "anvil/backend/ane/ane_program.hpp"
+#include "anvil/backend/ane/capabilities.hpp"
 #include "anvil/backend/ane/support.hpp"
 #include "anvil/backend/compile.hpp"
+#include "anvil/core/json.hpp"
 #include "anvil/graph/graph.hpp"
 
 namespace anvil {
@@ -23,7 +34,7 @@ namespace anvil {
 struct ane_selftest_row {
     std::string name;  // the case: the op, with its variant ("add (broadcast const)")
     op kind = op::add;
-    std::string placement;   // "native", "decomposed", "host" (the op's node as the partitioner placed it)
+    std::string placement;   // "native", "decomposed", "host", or "refused" (the device refused its program)
     double max_error = 0.0;  // max |ane - cpu| / max(1, max |cpu|)
     double tolerance = 0.0;
     bool passed = false;
@@ -36,6 +47,13 @@ struct ane_selftest_options {
     compile_options ane;  // target is forced to device::ane
     int repeats = 3;
     std::uint32_t seed = 1234;
+};
+
+// One probe: a variant of a feature on the device.
+struct ane_probe_row {
+    std::string feature;
+    std::string variant;
+    detail::ane::probe_outcome outcome;
 };
 
 namespace detail::ane {
@@ -343,9 +361,201 @@ inline std::vector<selftest_case> selftest_cases() {
 
 }  // namespace detail::ane
 
-// Runs every case on the ANE backend and the CPU backend (optimised kernels, f32) and compares them.
-inline std::vector<ane_selftest_row> ane_selftest(const ane_selftest_options& options = {}) {
+namespace detail::ane {
+
+// max |a - e| / max(1, max |e|), infinite when NaNs differ.
+inline double relative_error(const host_tensor& expected, const host_tensor& actual) {
+    const std::vector<float> e = expected.to_f32();
+    const std::vector<float> a = actual.to_f32();
+    double magnitude = 1.0;
+    for (const float v : e)
+        magnitude = std::max(magnitude, static_cast<double>(std::fabs(v)));
+    double worst = 0.0;
+    for (std::size_t i = 0; i < e.size() && i < a.size(); ++i) {
+        if (std::isnan(a[i]) != std::isnan(e[i]) || !std::isfinite(a[i])) return INFINITY;
+        worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - static_cast<double>(e[i])));
+    }
+    return e.size() == a.size() ? worst / magnitude : INFINITY;
+}
+
+// The best of `repeats` runs of `p`, in milliseconds; the last run's outputs land in `result`.
+inline double best_of(program& p, std::span<const named_tensor> inputs, int repeats,
+                      std::vector<host_tensor>& result) {
     using clock = std::chrono::steady_clock;
+    double best = 1e300;
+    for (int i = 0; i < std::max(1, repeats); ++i) {
+        const auto start = clock::now();
+        result = p.run(inputs);
+        best = std::min(best, std::chrono::duration<double, std::milli>(clock::now() - start).count());
+    }
+    return best;
+}
+
+// The graph that probes one feature: the op under test inside a program anchored by a linear (a 1x1 conv),
+// as real programs are, so that only the variant under test can make it fail.
+struct feature_probe {
+    lowering_feature feature;
+    double tolerance;
+    std::function<value(graph& g, std::vector<named_tensor>& inputs, std::mt19937& random)> build;
+};
+
+inline std::vector<feature_probe> feature_probes() {
+    using rng = std::mt19937;
+    using ins = std::vector<named_tensor>;
+    using f = lowering_feature;
+    std::vector<feature_probe> probes;
+    const auto linear = [](graph& g, rng& r, value x, std::int64_t in, std::int64_t out) {
+        return g.apply(op::linear, {x, random_constant(g, r, dims{out, in}, -0.3f, 0.3f)});
+    };
+    const auto after_linear = [&](f feature, double tolerance, dims shape, op kind, attributes attrs = {}) {
+        probes.push_back({feature, tolerance, [=](graph& g, ins& in, rng& r) {
+                              const value x = random_input(g, in, r, "x", shape);
+                              const std::int64_t last = shape[shape.rank() - 1];
+                              return g.apply(kind, {linear(g, r, x, last, last)}, attrs);
+                          }});
+    };
+    const auto before_linear = [&](f feature, double tolerance, op kind, float low, float high) {
+        probes.push_back({feature, tolerance, [=](graph& g, ins& in, rng& r) {
+                              const value x = random_input(g, in, r, "x", dims{6, 64}, low, high);
+                              return linear(g, r, g.apply(kind, {x}), 64, 32);
+                          }});
+    };
+    probes.push_back({f::matmul, 1e-2, [=](graph& g, ins& in, rng& r) {
+                          const value a = linear(g, r, random_input(g, in, r, "a", dims{2, 8, 32}), 32, 32);
+                          return g.apply(op::matmul, {a, random_input(g, in, r, "b", dims{2, 32, 32})});
+                      }});
+    const auto pool = [&](f feature, op kind) {
+        probes.push_back({feature, 4e-3, [=](graph& g, ins& in, rng& r) {
+                              const value x = random_input(g, in, r, "x", dims{1, 4, 8, 8});
+                              const value mixed = g.apply(
+                                  op::conv2d, {x, random_constant(g, r, dims{4, 4, 1, 1}, -0.5f, 0.5f)},
+                                  with([](attributes& a) {
+                                      a.kernel = {1, 1};
+                                  }));
+                              return g.apply(kind, {mixed}, with([](attributes& a) {
+                                                 a.kernel = {3, 3};
+                                                 a.stride = {2, 2};
+                                                 a.padding = {1, 1, 1, 1};
+                                                 a.count_include_pad = false;
+                                             }));
+                          }});
+    };
+    pool(f::max_pool, op::max_pool2d);
+    pool(f::avg_pool, op::avg_pool2d);
+    after_linear(f::softmax, 4e-3, dims{6, 64}, op::softmax, with([](attributes& a) { a.axis = 1; }));
+    after_linear(f::gelu, 4e-3, dims{6, 64}, op::gelu);
+    before_linear(f::rsqrt, 1e-2, op::rsqrt, 0.25f, 4.0f);
+    after_linear(f::reduce_mean, 1e-2, dims{3, 6, 64}, op::reduce_mean, with([](attributes& a) {
+                     a.axes = {2};
+                     a.keep_dims = true;
+                 }));
+    after_linear(f::exp, 1e-2, dims{6, 64}, op::exp);
+    before_linear(f::log, 1e-2, op::log, 0.1f, 4.0f);
+    before_linear(f::sqrt, 1e-2, op::sqrt, 0.05f, 4.0f);
+    // A decode step's shape: one row, whose surfaces are narrower than 32 unless padded.
+    probes.push_back({f::io_width, 1e-2, [=](graph& g, ins& in, rng& r) {
+                          return linear(g, r, random_input(g, in, r, "x", dims{1, 48}), 48, 24);
+                      }});
+    probes.push_back(
+        {f::anchorless, 2e-3, [](graph& g, ins& in, rng& r) {
+             const value a = random_input(g, in, r, "a", dims{4, 64});
+             return g.apply(op::relu, {g.apply(op::add, {a, random_input(g, in, r, "b", dims{4, 64})})});
+         }});
+    probes.push_back(
+        {f::dialect, 1e-2, [=](graph& g, ins& in, rng& r) {
+             return g.apply(op::gelu_tanh, {linear(g, r, random_input(g, in, r, "x", dims{6, 64}), 64, 64)});
+         }});
+    return probes;
+}
+
+inline std::string architecture_or_unknown(const std::string& architecture) {
+    return architecture.empty() ? std::string("unknown") : architecture;
+}
+
+}  // namespace detail::ane
+
+// Runs every variant of every feature on the Neural Engine, strictly, against the CPU: the capability record
+// for this OS build and chip. `rows` receives one line per probe.
+inline detail::ane::capability_record ane_probe_capabilities(const ane_selftest_options& options,
+                                                             std::vector<ane_probe_row>* rows = nullptr) {
+    using namespace detail::ane;
+    const device_info device = query_device();
+    capability_record record;
+    record.os_build = os_build();
+    record.chip = architecture_or_unknown(device.architecture);
+    record.anvil_version = version_string;
+    record.simulated = runtime::get().simulated();
+    std::mt19937 random(options.seed);
+    for (const feature_probe& probe : feature_probes()) {
+        const feature_description& d = describe_feature(probe.feature);
+        for (const lowering_variant variant : {lowering_variant::native, lowering_variant::decomposed}) {
+            if (variant == lowering_variant::decomposed && d.decomposed.empty()) continue;
+            graph g;
+            std::vector<named_tensor> inputs;
+            const value out = probe.build(g, inputs, random);
+            probe_outcome outcome;
+            outcome.tolerance = probe.tolerance;
+            try {
+                compile_options cpu_options;
+                program cpu = compile({out}, cpu_options);
+                compile_options ane_options = options.ane;
+                ane_options.target = device::ane;
+                ane_options.strict_device = true;  // a refusal must fail the probe, not fall back to the CPU
+                ane_options.ane_capabilities = "none";
+                ane_options.cache_dir = "none";
+                ane_options.placement_log.reset();
+                // A probe's load fails for good more often than for lack of resources: one retry, not seven.
+                ane_options.ane_load_attempts = std::min(ane_options.ane_load_attempts, 2);
+                ane_options.ane_load_first_retry_delay = std::chrono::milliseconds(10);
+                ane_options.ane_lowering[std::string(d.name)] = std::string(variant_name(variant));
+                program ane = compile({out}, ane_options);
+                std::vector<host_tensor> want, got;
+                best_of(cpu, inputs, 1, want);
+                outcome.ms = best_of(ane, inputs, options.repeats, got);
+                outcome.max_error = relative_error(want.at(0), got.at(0));
+                outcome.held = outcome.max_error <= std::max(probe.tolerance, 1e-6);
+                if (!outcome.held)
+                    outcome.error =
+                        detail::message("its largest error against the CPU is ", outcome.max_error,
+                                        ", past the tolerance ", probe.tolerance);
+            } catch (const std::exception& e) {
+                outcome.held = false;
+                outcome.error = e.what();
+            }
+            if (rows != nullptr)
+                rows->push_back({std::string(d.name), std::string(variant_name(variant)), outcome});
+            record.features[std::string(d.name)][std::string(variant_name(variant))] = std::move(outcome);
+        }
+    }
+    return record;
+}
+
+// Writes the record to `path` (through a temporary file and a rename: programs read it concurrently).
+inline void write_capability_record(const detail::ane::capability_record& record,
+                                    const std::filesystem::path& path) {
+    std::error_code code;
+    std::filesystem::create_directories(path.parent_path(), code);
+    std::filesystem::path staging = path;
+    staging += ".tmp";
+    {
+        std::ofstream out(staging, std::ios::binary | std::ios::trunc);
+        out << json::dump(record.to_json(), 2) << "\n";
+        out.close();
+        if (!out)
+            throw io_error(
+                detail::message("selftest: cannot write the capability record '", staging.string(), "'"));
+    }
+    std::filesystem::rename(staging, path, code);
+    if (code) {
+        throw io_error(detail::message("selftest: cannot move '", staging.string(), "' to '", path.string(),
+                                       "': ", code.message()));
+    }
+}
+
+// Runs every case on the ANE backend (with options.ane's lowering: the record it names, or the defaults) and
+// the CPU backend (optimised kernels, f32) and compares them. A case whose program the device refused (it
+// then ran on the CPU) fails: the device did not run it.
+inline std::vector<ane_selftest_row> ane_selftest(const ane_selftest_options& options = {}) {
     std::vector<ane_selftest_row> rows;
     std::mt19937 random(options.seed);
     for (const auto& c : detail::ane::selftest_cases()) {
@@ -356,56 +566,65 @@ inline std::vector<ane_selftest_row> ane_selftest(const ane_selftest_options& op
         graph g;
         std::vector<named_tensor> inputs;
         const value out = c.build(g, inputs, random);
-        // Where the node of the case's op lands.
-        {
-            graph_body body;
-            body.nodes = g.nodes();
-            body.outputs = {out.id()};
-            detail::ane::lowering_options lowering;
-            for (std::size_t id = body.nodes.size(); id-- > 0;) {
-                if (body.nodes[id].kind != c.kind) continue;
-                const auto support = detail::ane::supports(body, static_cast<value_id>(id), lowering);
-                row.placement = support.where == detail::ane::placement::native       ? "native"
-                                : support.where == detail::ane::placement::decomposed ? "decomposed"
-                                                                                      : "host";
-                row.note = support.reason;
-                break;
-            }
+        // A second output anchors the program with a linear of the first input (a 1x1 conv), as real programs
+        // are: a program of one elementwise op alone may not load (RUNTIME.md §0 #6), which is not what this
+        // case tests.
+        std::optional<value> anchor;
+        for (std::size_t id = 0; id < g.nodes().size(); ++id) {
+            const node& n = g.nodes()[id];
+            if (n.kind != op::input || !is_floating(n.result.type) || n.result.shape.rank() == 0) continue;
+            const std::int64_t last = n.result.shape[n.result.shape.rank() - 1];
+            const value x(out.owner(), static_cast<value_id>(id));
+            anchor = g.apply(op::linear, {x, detail::ane::random_constant(g, random, dims{32, last})});
+            break;
         }
-        auto best_of = [&](program& p, std::vector<host_tensor>& result) {
-            double best = 1e300;
-            for (int i = 0; i < std::max(1, options.repeats); ++i) {
-                const auto start = clock::now();
-                result = p.run(inputs);
-                best =
-                    std::min(best, std::chrono::duration<double, std::milli>(clock::now() - start).count());
-            }
-            return best;
-        };
+        const std::vector<value> outputs =
+            anchor ? std::vector<value>{out, *anchor} : std::vector<value>{out};
         try {
             compile_options cpu_options;
-            program cpu = compile({out}, cpu_options);
+            program cpu = compile(outputs, cpu_options);
             compile_options ane_options = options.ane;
             ane_options.target = device::ane;
             ane_options.strict_device = false;
-            program ane = compile({out}, ane_options);
+            program ane = compile(outputs, ane_options);
+            // Where the node of the case's op landed, with the choices the program was lowered with.
+            const placement_report placement = ane.placement();
+            {
+                graph_body body;
+                body.nodes = g.nodes();
+                body.outputs = {out.id()};
+                detail::ane::lowering_options lowering;
+                lowering.choices = detail::ane::choices_for(
+                    ane_options, placement.device == "unknown" ? std::string() : placement.device);
+                for (std::size_t id = body.nodes.size(); id-- > 0;) {
+                    if (body.nodes[id].kind != c.kind) continue;
+                    const auto support = detail::ane::supports(body, static_cast<value_id>(id), lowering);
+                    row.placement = support.where == detail::ane::placement::native       ? "native"
+                                    : support.where == detail::ane::placement::decomposed ? "decomposed"
+                                                                                          : "host";
+                    row.note = support.reason;
+                    break;
+                }
+            }
             std::vector<host_tensor> want;
             std::vector<host_tensor> got;
-            row.cpu_ms = best_of(cpu, want);
-            row.ane_ms = best_of(ane, got);
-            const std::vector<float> e = want.at(0).to_f32();
-            const std::vector<float> a = got.at(0).to_f32();
-            double magnitude = 1.0;
-            for (const float v : e)
-                magnitude = std::max(magnitude, static_cast<double>(std::fabs(v)));
-            double worst = 0.0;
-            bool nan = false;
-            for (std::size_t i = 0; i < e.size(); ++i) {
-                if (std::isnan(a[i]) != std::isnan(e[i])) nan = true;
-                worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - static_cast<double>(e[i])));
+            row.cpu_ms = detail::ane::best_of(cpu, inputs, options.repeats, want);
+            row.ane_ms = detail::ane::best_of(ane, inputs, options.repeats, got);
+            row.max_error = detail::ane::relative_error(want.at(0), got.at(0));
+            row.passed = row.max_error <= std::max(row.tolerance, 1e-6);
+            if (std::none_of(placement.segments.begin(), placement.segments.end(),
+                             [](const placement_segment& s) { return s.device == "ane"; })) {
+                row.placement = "host";
+                if (!placement.segments.empty()) row.note = placement.segments.front().reason;
             }
-            row.max_error = nan ? INFINITY : worst / magnitude;
-            row.passed = !nan && row.max_error <= std::max(row.tolerance, 1e-6);
+            for (const auto& segment : placement.segments) {
+                if (segment.refused_at.empty()) continue;
+                row.placement = "refused";
+                row.passed = false;
+                row.note = detail::message("the Neural Engine refused its program at ", segment.refused_at,
+                                           ": ", segment.framework_error);
+                break;
+            }
         } catch (const std::exception& e) {
             row.passed = false;
             row.note = e.what();

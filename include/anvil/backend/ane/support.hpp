@@ -5,14 +5,17 @@
 // Constants (and int8/LUT dequantisation of constants, folded here to fp16 values) are embedded as weights.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "anvil/backend/ane/capabilities.hpp"
 #include "anvil/backend/ane/mil_writer.hpp"
 #include "anvil/core/convert.hpp"
 #include "anvil/core/error.hpp"
@@ -20,19 +23,47 @@
 
 namespace anvil::detail::ane {
 
+// Every op as MIL spells it, except gelu and rsqrt (rejected by ANECCompile wherever reported, RUNTIME.md
+// §6), at the I/O width of each value: the lowering's own default, which unit tests of single ops use. A
+// program is lowered with the choices of capabilities.hpp for its chip instead.
+[[nodiscard]] inline lowering_choices unrestricted_choices() {
+    lowering_choices c;
+    c.chosen.fill(lowering_variant::native);
+    c.set(lowering_feature::gelu, lowering_variant::decomposed);
+    c.set(lowering_feature::rsqrt, lowering_variant::decomposed);
+    c.source = "every op native";
+    return c;
+}
+
 struct lowering_options {
     mil_dialect dialect = mil_dialect::ios18;
     std::int64_t max_dimension =
         16384;  // per axis of every tensor (CONSTRAINTS.md; 65536 on A16/M2 and later)
     std::int64_t softmax_max_axis = 8192;  // longer softmax axes are decomposed (RUNTIME.md §6)
     bool one_file_per_weight = false;      // one blob file per constant (M1 rejected multi-blob files, §5)
+    lowering_choices choices = unrestricted_choices();
+
+    [[nodiscard]] lowering_variant variant(lowering_feature f) const { return choices.of(f); }
+    [[nodiscard]] bool native(lowering_feature f) const { return choices.of(f) == lowering_variant::native; }
 };
+
+// The I/O width rule (RUNTIME.md §0 #3): an input or output surface's innermost dimension is a multiple of
+// 32, and at least 32, when the lowering pads it.
+inline constexpr std::int64_t io_width_granule = 32;
+[[nodiscard]] inline std::int64_t surface_width_for(std::int64_t width, const lowering_options& options) {
+    if (options.native(lowering_feature::io_width)) return width;
+    const std::int64_t at_least = std::max(width, io_width_granule);
+    return (at_least + io_width_granule - 1) / io_width_granule * io_width_granule;
+}
 
 enum class placement : std::uint8_t { native, decomposed, host_only };
 
 struct support_result {
     placement where = placement::native;
     std::string reason;  // decomposed: into what; host_only: why
+    // host_only because of what the value is, not of a Neural Engine limit: integer results (the ANE computes
+    // fp16 only: embedding lookups, argmax) or nothing to compute. strict_device accepts these on the host.
+    bool inherent = false;
 };
 
 // A value known on the host when lowering: a constant, or int8/LUT dequantisation or a float cast of one.
@@ -241,6 +272,51 @@ inline bool integer_scale(std::int64_t out, std::int64_t in) {
     return in > 0 && out % in == 0;
 }
 
+// Why a product of two computed tensors cannot be decomposed into a broadcast mul and a reduce_sum (the
+// variant for chips without matmul, RUNTIME.md §0 #4), or empty: the operands gain an axis, so they must have
+// rank 4 or less, and the [..., M, K, N] intermediate must respect max_dimension.
+inline std::string product_problem(const dims& a, const dims& b, bool transpose_a, bool transpose_b,
+                                   const lowering_options& options) {
+    const std::size_t rank = std::max(a.rank(), b.rank());
+    if (rank > 4) {
+        return message("a product of rank-", rank, " tensors decomposes through a rank-", rank + 1,
+                       " intermediate; the ANE allows 5 at most");
+    }
+    const std::int64_t m = transpose_a ? a[a.rank() - 1] : a[a.rank() - 2];
+    const std::int64_t k = transpose_a ? a[a.rank() - 2] : a[a.rank() - 1];
+    const std::int64_t n = transpose_b ? b[b.rank() - 2] : b[b.rank() - 1];
+    for (const std::int64_t extent : {m, k, n}) {
+        if (extent > options.max_dimension) {
+            return message("the decomposed product's intermediate has extent ", extent,
+                           ", past max_dimension ", options.max_dimension);
+        }
+    }
+    return {};
+}
+
+// The feature of an elementwise op with several lowerings, if it has one.
+inline std::optional<lowering_feature> elementwise_feature(op kind) {
+    switch (kind) {
+        case op::exp:
+            return lowering_feature::exp;
+        case op::log:
+            return lowering_feature::log;
+        case op::sqrt:
+            return lowering_feature::sqrt;
+        case op::rsqrt:
+            return lowering_feature::rsqrt;
+        case op::gelu:
+            return lowering_feature::gelu;
+        default:
+            return std::nullopt;
+    }
+}
+
+inline std::string on_cpu_by_choice(lowering_feature f, const lowering_options& options) {
+    return message("the lowering choices (", options.choices.source, ") run ", describe_feature(f).name,
+                   " on the CPU: neither its native nor its decomposed form held on this Neural Engine");
+}
+
 }  // namespace support_detail
 
 // Where node `id` of `body` runs and why.
@@ -255,14 +331,22 @@ inline bool integer_scale(std::int64_t out, std::int64_t in) {
     const auto host = [](std::string reason) {
         return support_result{placement::host_only, std::move(reason)};
     };
+    const auto integer_host = [](std::string reason) {
+        return support_result{placement::host_only, std::move(reason), true};
+    };
     const std::string name = message(op_name(kind), " node ", id);
     if (kind == op::input || kind == op::constant) return {placement::native, {}};
-    if (kind == op::gather || kind == op::argmax) return host(std::string(lowering_summary(kind)));
+    if (kind == op::gather || kind == op::argmax) return integer_host(std::string(lowering_summary(kind)));
     if (kind == op::dequantize_int8 || kind == op::dequantize_lut) {
         if (is_host_constant(body, id)) return {placement::decomposed, std::string(lowering_summary(kind))};
-        return host(message(name,
-                            ": the quantised weights are not constant, so they cannot be folded into fp16 "
-                            "weights (the ANE has no integer arithmetic)"));
+        return integer_host(
+            message(name,
+                    ": the quantised weights are not constant, so they cannot be folded into fp16 "
+                    "weights (the ANE has no integer arithmetic)"));
+    }
+    if (!is_floating(n.result.type)) {
+        return integer_host(message(name, ": ", describe_node(body, id),
+                                    " is not floating point; the ANE computes in fp16 only"));
     }
     if (kind == op::cast && is_host_constant(body, id))
         return {placement::decomposed, "folded into an fp16 constant"};
@@ -281,11 +365,19 @@ inline bool integer_scale(std::int64_t out, std::int64_t in) {
     }
     const auto x_shape = [&](std::size_t i) -> const dims& { return body.nodes[n.inputs[i]].result.shape; };
     switch (kind) {
-        case op::conv2d:
+        case op::conv2d: {
             if (!constant(1))
                 return host(message(name, ": the weight is not constant (conv needs a const weight here)"));
             if (n.inputs.size() > 2 && !constant(2)) return host(message(name, ": the bias is not constant"));
+            const dims& w = x_shape(1);
+            // Width 16 or more fails at every padding and grouping (EAB); ironmill caps kernels at 16x16.
+            if (w[3] >= 16 || w[2] > 16) {
+                return host(message(name, ": a ", w[2], "x", w[3],
+                                    " kernel; conv kernels 16 or wider (or taller than 16) fail to compile "
+                                    "(RUNTIME.md §0 #7)"));
+            }
             return {placement::native, {}};
+        }
         case op::max_pool2d:
         case op::avg_pool2d: {
             const dims& x = x_shape(0);
@@ -298,7 +390,29 @@ inline bool integer_scale(std::int64_t out, std::int64_t in) {
                         message(name, ": ceil_mode windows (PyTorch's rule) differ from MIL's pooling"));
                 }
             }
-            return {placement::native, {}};
+            const lowering_feature f =
+                kind == op::max_pool2d ? lowering_feature::max_pool : lowering_feature::avg_pool;
+            switch (options.variant(f)) {
+                case lowering_variant::native:
+                    return {placement::native, {}};
+                case lowering_variant::cpu:
+                    return host(message(name, ": ", on_cpu_by_choice(f, options)));
+                case lowering_variant::decomposed:
+                    break;
+            }
+            const std::int64_t kh = n.attrs.kernel[0], kw = n.attrs.kernel[1];
+            if (kind == op::max_pool2d && kh * kw > 64) {
+                return host(message(name, ": a ", kh, "x", kw,
+                                    " window is more than 64 slices; max_pool itself is reported rejected "
+                                    "(RUNTIME.md §0 #5)"));
+            }
+            if (kind == op::avg_pool2d && (kw >= 16 || kh > 16)) {
+                return host(
+                    message(name, ": a ", kh, "x", kw,
+                            " window needs a conv kernel that wide, which fails to compile (RUNTIME.md "
+                            "§0 #7), and avg_pool itself is reported rejected (§0 #5)"));
+            }
+            return {placement::decomposed, std::string(describe_feature(f).decomposed)};
         }
         case op::upsample_nearest:
         case op::upsample_bilinear: {
@@ -341,12 +455,24 @@ inline bool integer_scale(std::int64_t out, std::int64_t in) {
             break;
         case op::softmax: {
             const std::int64_t extent = n.result.shape[static_cast<std::size_t>(n.attrs.axis)];
-            if (extent > options.softmax_max_axis) {
+            const bool long_axis = extent > options.softmax_max_axis;
+            const lowering_variant v = options.variant(lowering_feature::softmax);
+            if (v == lowering_variant::cpu && !long_axis)
+                return host(message(name, ": ", on_cpu_by_choice(lowering_feature::softmax, options)));
+            if ((long_axis || v == lowering_variant::decomposed) &&
+                options.variant(lowering_feature::exp) == lowering_variant::cpu) {
+                return host(message(name, ": its decomposition needs exp, and ",
+                                    on_cpu_by_choice(lowering_feature::exp, options)));
+            }
+            if (long_axis) {
                 return {placement::decomposed,
                         message("reduce_max, sub, exp, reduce_sum, real_div: the axis has ", extent,
                                 " elements, past softmax_max_axis ", options.softmax_max_axis,
                                 " (the ANE normalises long softmax axes per tile, RUNTIME.md §6)")};
             }
+            if (v == lowering_variant::decomposed)
+                return {placement::decomposed,
+                        std::string(describe_feature(lowering_feature::softmax).decomposed)};
             return {placement::native, {}};
         }
         case op::attention: {
@@ -359,6 +485,67 @@ inline bool integer_scale(std::int64_t out, std::int64_t in) {
             }
             if (k[2] > options.max_dimension) {
                 return host(message(name, ": ", k[2], " keys exceed max_dimension ", options.max_dimension));
+            }
+            const lowering_variant v = options.variant(lowering_feature::matmul);
+            if (v == lowering_variant::cpu)
+                return host(message(name, ": ", on_cpu_by_choice(lowering_feature::matmul, options)));
+            if (v == lowering_variant::decomposed) {
+                const std::int64_t rows = (q[1] / k[1]) * q[2];  // grouped queries per key head
+                const dims& vs = x_shape(2);
+                std::string why = product_problem(dims{q[0], k[1], rows, q[3]}, k, false, true, options);
+                if (why.empty())
+                    why = product_problem(dims{q[0], k[1], rows, k[2]}, vs, false, false, options);
+                if (!why.empty()) return host(message(name, ": ", why));
+                if (options.variant(lowering_feature::softmax) != lowering_variant::native &&
+                    options.variant(lowering_feature::exp) == lowering_variant::cpu)
+                    return host(message(name, ": its softmax needs exp, and ",
+                                        on_cpu_by_choice(lowering_feature::exp, options)));
+                return {
+                    placement::decomposed,
+                    "q k^T and weights v as broadcast mul and reduce_sum (no matmul on this Neural Engine, "
+                    "RUNTIME.md §0 #4), the mask added, softmax"};
+            }
+            if (options.variant(lowering_feature::softmax) == lowering_variant::cpu)
+                return host(message(name, ": ", on_cpu_by_choice(lowering_feature::softmax, options)));
+            break;
+        }
+        case op::matmul:
+        case op::linear: {
+            if (kind == op::linear && constant(1)) break;  // a 1x1 conv
+            const lowering_variant v = options.variant(lowering_feature::matmul);
+            if (v == lowering_variant::cpu)
+                return host(message(name, ": ", on_cpu_by_choice(lowering_feature::matmul, options)));
+            if (v == lowering_variant::native) break;
+            const bool ta = kind == op::matmul && n.attrs.transpose_a;
+            const bool tb = kind == op::linear || n.attrs.transpose_b;
+            if (std::string why = product_problem(x_shape(0), x_shape(1), ta, tb, options); !why.empty())
+                return host(message(name, ": ", why));
+            return {placement::decomposed,
+                    std::string(describe_feature(lowering_feature::matmul).decomposed)};
+        }
+        case op::fused_elementwise:
+            for (const fused_step& step : n.attrs.steps) {
+                if (const auto f = elementwise_feature(step.kind);
+                    f && options.variant(*f) == lowering_variant::cpu)
+                    return host(message(name, ": its step ", op_name(step.kind), ": ",
+                                        on_cpu_by_choice(*f, options)));
+            }
+            break;
+        case op::exp:
+        case op::log:
+        case op::sqrt:
+        case op::rsqrt:
+        case op::gelu:
+        case op::reduce_mean: {
+            const lowering_feature f =
+                kind == op::reduce_mean ? lowering_feature::reduce_mean : *elementwise_feature(kind);
+            switch (options.variant(f)) {
+                case lowering_variant::native:
+                    return {placement::native, {}};
+                case lowering_variant::decomposed:
+                    return {placement::decomposed, std::string(describe_feature(f).decomposed)};
+                case lowering_variant::cpu:
+                    return host(message(name, ": ", on_cpu_by_choice(f, options)));
             }
             break;
         }

@@ -1,0 +1,486 @@
+// The Neural Engine path as real Macs run it (RUNTIME.md §0), on the simulator: outputs bound under their
+// "@output" symbols and by position, PlaneStride as the channel stride, inputs and outputs padded to the I/O
+// width, no matmul on M1/M2, pooling without max_pool/avg_pool, programs anchored by a conv, wide kernels on
+// the CPU, positive epsilons, load retries with backoff, an unknown chip, the soft compile budget, the
+// per-segment CPU fallback with its placement report and warning (and strict_device's error), and the
+// capability record chosen variants come from.
+#include <doctest/doctest.h>
+#include <anvil/anvil.hpp>
+
+#include "ane_simulator.hpp"
+#include "model_test_support.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace test_ane_fidelity {
+
+#ifdef ANVIL_ANE_SIM_PATH
+
+using anvil::dims;
+using anvil::dtype;
+using anvil::host_tensor;
+using anvil::op;
+using anvil_test::scoped_option;
+using anvil_test::sim;
+using anvil_test::temporary_folder;
+
+std::vector<float> pattern(std::size_t count, int mod, float scale, int shift = 0) {
+    std::vector<float> values(count);
+    for (std::size_t i = 0; i < count; ++i)
+        values[i] = static_cast<float>(static_cast<int>((i * 7 + static_cast<std::size_t>(shift)) %
+                                                        static_cast<std::size_t>(mod)) -
+                                       mod / 2) *
+                    scale;
+    return values;
+}
+
+// linear -> gelu -> layer_norm -> softmax over [S, 48] inputs: one ANE program.
+struct block {
+    anvil::graph g;
+    anvil::value out;
+    std::vector<anvil::named_tensor> inputs;
+
+    explicit block(std::int64_t rows = 5) {
+        const auto x = g.input("x", dtype::f32, dims{rows, 48});
+        auto h =
+            g.apply(op::linear, {x, g.constant(host_tensor::from(pattern(32 * 48, 29, 0.01f), dims{32, 48})),
+                                 g.constant(host_tensor::from(pattern(32, 5, 0.1f), dims{32}))});
+        h = g.apply(op::gelu, {h});
+        anvil::attributes norm;
+        norm.epsilon = 1e-5f;
+        h = g.apply(op::layer_norm,
+                    {h, g.constant(host_tensor::from(std::vector<float>(32, 1.0f), dims{32})),
+                     g.constant(host_tensor::from(std::vector<float>(32, 0.0f), dims{32}))},
+                    norm);
+        anvil::attributes soft;
+        soft.axis = 1;
+        out = g.apply(op::softmax, {h}, soft);
+        inputs.push_back(
+            {"x", host_tensor::from(pattern(static_cast<std::size_t>(rows) * 48, 19, 0.1f), dims{rows, 48})});
+    }
+};
+
+anvil::compile_options ane_options(const temporary_folder& cache) {
+    anvil::compile_options options;
+    options.target = anvil::device::ane;
+    options.cache_dir = cache.path.string();
+    return options;
+}
+
+double max_difference(const host_tensor& a, const host_tensor& b) {
+    const auto x = a.to_f32();
+    const auto y = b.to_f32();
+    REQUIRE(x.size() == y.size());
+    double worst = 0.0;
+    for (std::size_t i = 0; i < x.size(); ++i)
+        worst = std::max(worst, std::fabs(static_cast<double>(x[i]) - static_cast<double>(y[i])));
+    return worst;
+}
+
+// Captures warnings for one scope.
+struct captured_warnings {
+    captured_warnings()
+        : previous(anvil::set_warning_handler([this](std::string_view text) { lines.emplace_back(text); })) {}
+    captured_warnings(const captured_warnings&) = delete;
+    captured_warnings& operator=(const captured_warnings&) = delete;
+    ~captured_warnings() { anvil::set_warning_handler(previous); }
+    std::vector<std::string> lines;
+    anvil::warning_handler previous;
+};
+
+bool contains(const std::string& text, const std::string& part) {
+    return text.find(part) != std::string::npos;
+}
+
+TEST_CASE("ane fidelity: outputs bind as name@output, and by position when Live entries carry no names") {
+    temporary_folder cache;
+    block b;
+    const auto want = anvil::compile({b.out}).run(b.inputs);
+    for (const char* names : {"present", "omit"}) {
+        CAPTURE(names);
+        scoped_option live("live_names", names, "present");
+        anvil::program p = anvil::compile({b.out}, ane_options(cache));
+        CHECK(p.placement().refused() == 0);
+        CHECK(max_difference(want[0], p.run(b.inputs)[0]) < 1e-2);
+    }
+    CHECK(sim().violations() == "");
+}
+
+TEST_CASE("ane fidelity: a PlaneStride past the row is the channel stride of every surface") {
+    temporary_folder cache;
+    block b;
+    const auto want = anvil::compile({b.out}).run(b.inputs);
+    scoped_option pad("plane_stride_pad", "256", "0");
+    scoped_option live("live_names", "omit", "present");
+    anvil::program p = anvil::compile({b.out}, ane_options(cache));
+    CHECK(p.placement().refused() == 0);
+    CHECK(max_difference(want[0], p.run(b.inputs)[0]) < 1e-2);
+    CHECK(sim().violations() == "");
+}
+
+TEST_CASE("ane fidelity: the on-disk cache stages model.mil and weights/ in the model-URL directory") {
+    temporary_folder cache;
+    block b;
+    {
+        anvil::program p = anvil::compile({b.out}, ane_options(cache));
+        REQUIRE(p.placement().segments.size() == 1);
+        CHECK_FALSE(p.placement().segments[0].cached);
+    }
+    std::size_t programs = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(cache.path / "ane")) {
+        if (!entry.is_directory()) continue;
+        ++programs;
+        CHECK(std::filesystem::exists(entry.path() / "model.mil"));
+        CHECK(std::filesystem::exists(entry.path() / "weights" / "weight.bin"));
+    }
+    CHECK(programs == 1);
+    anvil::program again = anvil::compile({b.out}, ane_options(cache));
+    CHECK(again.placement().segments[0].cached);
+}
+
+TEST_CASE(
+    "ane fidelity: narrow inputs and outputs are padded to a multiple of 32 on the host, sliced inside") {
+    temporary_folder cache;
+    // One row of 48 features to 24: a decode step's shape.
+    anvil::graph g;
+    const auto x = g.input("x", dtype::f32, dims{1, 48});
+    const auto y =
+        g.apply(op::linear, {x, g.constant(host_tensor::from(pattern(24 * 48, 23, 0.02f), dims{24, 48}))});
+    const std::vector<anvil::named_tensor> inputs{
+        {"x", host_tensor::from(pattern(48, 17, 0.1f), dims{1, 48})}};
+    const auto want = anvil::compile({y}).run(inputs);
+    anvil::program p = anvil::compile({y}, ane_options(cache));
+    CHECK(p.placement().refused() == 0);
+    CHECK(max_difference(want[0], p.run(inputs)[0]) < 1e-2);
+    const std::string mil = p.dump();
+    // [1, 48] moves as one row of 48 padded to 64, not as [1, 48, 1, 32]; the output [1, 24] as 32.
+    CHECK(contains(mil, "tensor<fp16, [1, 1, 1, 64]> in000_x"));
+    CHECK(contains(mil, "tensor<fp16, [1, 1, 1, 32]> out000 = pad("));
+    // At their own width the simulator refuses the evaluate (RUNTIME.md §0 #3), so the segment runs on the
+    // CPU.
+    auto unpadded = ane_options(cache);
+    unpadded.ane_lowering["io_width"] = "native";
+    captured_warnings warnings;
+    anvil::program refused = anvil::compile({y}, unpadded);
+    REQUIRE(refused.placement().refused() == 1);
+    CHECK(refused.placement().segments[0].refused_at == "evaluate");
+    CHECK(contains(refused.placement().segments[0].framework_error, "32"));
+    CHECK(max_difference(want[0], refused.run(inputs)[0]) < 1e-6);
+    CHECK(warnings.lines.size() == 1);
+}
+
+TEST_CASE("ane fidelity: on M1/M2 attention and products run without matmul, matching the CPU") {
+    temporary_folder cache;
+    scoped_option chip("architecture", "h13g", "h16g");
+    anvil::graph g;
+    const auto q = g.input("q", dtype::f32, dims{1, 4, 8, 16});
+    const auto k = g.input("k", dtype::f32, dims{1, 2, 8, 16});
+    const auto v = g.input("v", dtype::f32, dims{1, 2, 8, 16});
+    anvil::attributes causal;
+    causal.causal = true;
+    const auto projected =
+        g.apply(op::linear, {q, g.constant(host_tensor::from(pattern(16 * 16, 13, 0.05f), dims{16, 16}))});
+    const auto out = g.apply(op::attention, {projected, k, v}, causal);
+    const std::vector<anvil::named_tensor> inputs{
+        {"q", host_tensor::from(pattern(512, 11, 0.1f), dims{1, 4, 8, 16})},
+        {"k", host_tensor::from(pattern(256, 13, 0.1f, 3), dims{1, 2, 8, 16})},
+        {"v", host_tensor::from(pattern(256, 7, 0.1f, 5), dims{1, 2, 8, 16})}};
+    const auto want = anvil::compile({out}).run(inputs);
+    sim().reset();
+    anvil::program p = anvil::compile({out}, ane_options(cache));
+    CHECK(p.placement().refused() == 0);
+    CHECK(max_difference(want[0], p.run(inputs)[0]) < 1e-2);
+    CHECK(sim().counter("op:matmul") == 0);
+    CHECK(sim().counter("op:reduce_sum") >= 2);
+    CHECK(contains(p.dump(), "program(1.0)/ios16"));
+    // Forcing matmul there is refused at compile and the segment runs on the CPU.
+    auto native = ane_options(cache);
+    native.ane_lowering["matmul"] = "native";
+    native.ane_lowering["dialect"] = "decomposed";
+    captured_warnings warnings;
+    anvil::program refused = anvil::compile({out}, native);
+    REQUIRE(refused.placement().refused() == 1);
+    CHECK(refused.placement().segments[0].refused_at == "compile");
+    CHECK(contains(refused.placement().segments[0].framework_error, "matmul"));
+    CHECK(max_difference(want[0], refused.run(inputs)[0]) < 1e-5);
+    CHECK(sim().violations() == "");
+}
+
+TEST_CASE("ane fidelity: pooling becomes slices and maximum, and a depthwise conv, matching the CPU") {
+    temporary_folder cache;
+    anvil::graph g;
+    const auto x = g.input("x", dtype::f32, dims{1, 4, 9, 9});
+    const auto mixed =
+        g.apply(op::conv2d, {x, g.constant(host_tensor::from(pattern(16, 5, 0.2f), dims{4, 4, 1, 1}))}, [] {
+            anvil::attributes a;
+            a.kernel = {1, 1};
+            return a;
+        }());
+    anvil::attributes window;
+    window.kernel = {3, 3};
+    window.stride = {2, 2};
+    window.padding = {1, 1, 1, 1};
+    window.count_include_pad = false;
+    const auto biggest = g.apply(op::max_pool2d, {mixed}, window);
+    const auto mean = g.apply(op::avg_pool2d, {mixed}, window);
+    anvil::attributes counted = window;
+    counted.count_include_pad = true;
+    const auto mean_counted = g.apply(op::avg_pool2d, {mixed}, counted);
+    const std::vector<anvil::named_tensor> inputs{
+        {"x", host_tensor::from(pattern(324, 31, 0.1f), dims{1, 4, 9, 9})}};
+    const auto want = anvil::compile({biggest, mean, mean_counted}).run(inputs);
+    sim().reset();
+    anvil::program p = anvil::compile({biggest, mean, mean_counted}, ane_options(cache));
+    CHECK(p.placement().refused() == 0);
+    const auto got = p.run(inputs);
+    for (std::size_t i = 0; i < 3; ++i) {
+        CAPTURE(i);
+        CHECK(max_difference(want[i], got[i]) < 5e-3);
+    }
+    CHECK(sim().counter("op:max_pool") == 0);
+    CHECK(sim().counter("op:avg_pool") == 0);
+    CHECK(sim().counter("op:maximum") == 8);
+}
+
+TEST_CASE("ane fidelity: a segment with no conv or matmul runs on the CPU, or is an error when strict") {
+    temporary_folder cache;
+    anvil::graph g;
+    const auto a = g.input("a", dtype::f32, dims{4, 64});
+    const auto b = g.input("b", dtype::f32, dims{4, 64});
+    const auto y = g.apply(op::relu, {g.apply(op::add, {a, b})});
+    const std::vector<anvil::named_tensor> inputs{
+        {"a", host_tensor::from(pattern(256, 9, 0.1f), dims{4, 64})},
+        {"b", host_tensor::from(pattern(256, 7, 0.1f), dims{4, 64})}};
+    const long compiles = sim().counter("compiles");
+    anvil::program p = anvil::compile({y}, ane_options(cache));
+    REQUIRE(p.placement().segments.size() == 1);
+    CHECK(p.placement().segments[0].device == "cpu");
+    CHECK(contains(p.placement().segments[0].reason, "no conv or matmul"));
+    CHECK(sim().counter("compiles") == compiles);
+    CHECK(max_difference(anvil::compile({y}).run(inputs)[0], p.run(inputs)[0]) == 0.0);
+    auto strict = ane_options(cache);
+    strict.strict_device = true;
+    CHECK_THROWS_WITH_AS((void)anvil::compile({y}, strict), doctest::Contains("holds no conv or matmul"),
+                         anvil::unsupported_error);
+}
+
+TEST_CASE("ane fidelity: a conv kernel 16 or wider runs on the CPU with the reason") {
+    temporary_folder cache;
+    anvil::graph g;
+    const auto x = g.input("x", dtype::f32, dims{1, 2, 4, 40});
+    anvil::attributes wide;
+    wide.kernel = {1, 16};
+    const auto y = g.apply(
+        op::conv2d, {x, g.constant(host_tensor::from(pattern(64, 9, 0.05f), dims{2, 2, 1, 16}))}, wide);
+    anvil::program p = anvil::compile({y}, ane_options(cache));
+    REQUIRE(p.placement().host_nodes.size() == 1);
+    CHECK(contains(p.placement().host_nodes[0], "kernel"));
+    CHECK(contains(p.placement().host_nodes[0], "§0 #7"));
+    const std::vector<anvil::named_tensor> inputs{
+        {"x", host_tensor::from(pattern(320, 11, 0.1f), dims{1, 2, 4, 40})}};
+    CHECK(max_difference(anvil::compile({y}).run(inputs)[0], p.run(inputs)[0]) == 0.0);
+}
+
+TEST_CASE("ane fidelity: log gets a positive epsilon, so the simulator warns of none") {
+    temporary_folder cache;
+    anvil::graph g;
+    const auto x = g.input("x", dtype::f32, dims{6, 64});
+    const auto y = g.apply(
+        op::linear,
+        {g.apply(op::log, {x}), g.constant(host_tensor::from(pattern(32 * 64, 21, 0.02f), dims{32, 64}))});
+    std::vector<float> positive = pattern(384, 13, 0.1f);
+    for (float& v : positive)
+        v = std::fabs(v) + 0.2f;
+    const std::vector<anvil::named_tensor> inputs{{"x", host_tensor::from(positive, dims{6, 64})}};
+    sim().reset();
+    anvil::program p = anvil::compile({y}, ane_options(cache));
+    CHECK(contains(p.dump(), "epsilon"));
+    CHECK(max_difference(anvil::compile({y}).run(inputs)[0], p.run(inputs)[0]) < 2e-2);
+    CHECK(sim().violations() == "");
+}
+
+TEST_CASE("ane fidelity: loads are retried with backoff; a lasting refusal runs the segment on the CPU") {
+    temporary_folder cache;
+    block b;
+    const auto want = anvil::compile({b.out}).run(b.inputs);
+    auto options = ane_options(cache);
+    options.cache_dir = "none";
+    options.ane_load_first_retry_delay = std::chrono::milliseconds(1);
+    {
+        scoped_option failures("inject_load_failures", "3", "0");
+        anvil::program p = anvil::compile({b.out}, options);
+        CHECK(p.placement().refused() == 0);
+        CHECK(max_difference(want[0], p.run(b.inputs)[0]) < 1e-2);
+    }
+    {
+        scoped_option failures("inject_load_failures", "7", "0");
+        captured_warnings warnings;
+        anvil::program p = anvil::compile({b.out}, options);
+        REQUIRE(p.placement().refused() == 1);
+        CHECK(p.placement().segments[0].refused_at == "load");
+        CHECK(contains(p.placement().segments[0].framework_error, "after 7 tries"));
+        CHECK(max_difference(want[0], p.run(b.inputs)[0]) < 1e-6);
+        REQUIRE(warnings.lines.size() == 1);
+        CHECK(contains(warnings.lines[0], "refused at load"));
+    }
+    CHECK(sim().counter("live_programs") == 0);
+}
+
+TEST_CASE("ane fidelity: without _ANEDeviceInfo the chip is unknown and the lowering most conservative") {
+    temporary_folder cache;
+    block b;
+    const auto want = anvil::compile({b.out}).run(b.inputs);
+    scoped_option absent("device_info", "absent", "present");
+    anvil::program p = anvil::compile({b.out}, ane_options(cache));
+    CHECK(p.placement().device == "unknown");
+    CHECK(contains(p.placement().lowering, "the chip is unknown"));
+    CHECK(contains(p.placement().lowering, "matmul=decomposed"));
+    CHECK(contains(p.dump(), "program(1.0)/ios16"));
+    CHECK(max_difference(want[0], p.run(b.inputs)[0]) < 1e-2);
+}
+
+TEST_CASE(
+    "ane fidelity: the compile budget warns near its end; a compile the framework refuses runs on the CPU") {
+    temporary_folder cache;
+    auto options = ane_options(cache);
+    options.cache_dir = "none";
+    const long done = anvil::detail::ane::compiles_in_process().load();
+    options.ane_compile_budget = done + 14;  // the warning comes 10 before it: at the 4th compile from here
+    captured_warnings warnings;
+    for (int i = 0; i < 3; ++i) {
+        block b(static_cast<std::int64_t>(3 + i));
+        (void)anvil::compile({b.out}, options);
+    }
+    CHECK(warnings.lines.empty());
+    {
+        block b(6);
+        (void)anvil::compile({b.out}, options);
+    }
+    REQUIRE(warnings.lines.size() == 1);
+    CHECK(contains(warnings.lines[0], "compiled"));
+    CHECK(contains(warnings.lines[0], "ANVIL_ANE_COMPILE_BUDGET"));
+    // The framework's own refusal: the segment runs on the CPU, with the framework's message.
+    {
+        scoped_option low("compile_budget", "0", "119");
+        block b(7);
+        anvil::program p = anvil::compile({b.out}, options);
+        REQUIRE(p.placement().refused() == 1);
+        CHECK(p.placement().segments[0].refused_at == "compile");
+        CHECK(max_difference(anvil::compile({b.out}).run(b.inputs)[0], p.run(b.inputs)[0]) < 1e-6);
+    }
+}
+
+TEST_CASE(
+    "ane fidelity: a segment refused at compile, load or evaluate falls back to the CPU and is reported") {
+    temporary_folder cache;
+    block b;
+    const auto want = anvil::compile({b.out}).run(b.inputs);
+    for (const char* fault : {"fail_compile_op", "fail_load_op", "fail_eval_op"}) {
+        CAPTURE(fault);
+        scoped_option injected(fault, "softmax", "");
+        captured_warnings warnings;
+        auto options = ane_options(cache);
+        options.cache_dir = "none";
+        options.ane_load_first_retry_delay = std::chrono::milliseconds(1);  // a refused load is tried 7 times
+        anvil::program p = anvil::compile({b.out}, options);
+        const anvil::placement_report report = p.placement();
+        REQUIRE(report.refused() == 1);
+        const std::string stage = std::string(fault) == "fail_compile_op" ? "compile"
+                                  : std::string(fault) == "fail_load_op"  ? "load"
+                                                                          : "evaluate";
+        CHECK(report.segments[0].refused_at == stage);
+        CHECK(report.segments[0].device == "cpu");
+        CHECK(contains(report.segments[0].framework_error, "softmax"));
+        CHECK(max_difference(want[0], p.run(b.inputs)[0]) < 1e-6);
+        REQUIRE(warnings.lines.size() == 1);
+        CHECK(contains(warnings.lines[0], "softmax"));
+        CHECK(contains(p.dump(), "refused"));
+        CHECK(contains(p.dump(), report.segments[0].framework_error));
+
+        options.strict_device = true;
+        CHECK_THROWS_WITH_AS((void)anvil::compile({b.out}, options), doctest::Contains("softmax"),
+                             anvil::unsupported_error);
+    }
+    CHECK(sim().counter("live_programs") == 0);
+}
+
+TEST_CASE("ane fidelity: the capability record decides each op's variant, and keys the program cache") {
+    temporary_folder cache;
+    anvil::ane_selftest_options options;
+    options.repeats = 1;
+    const std::filesystem::path record_file = cache.path / "record.json";
+    anvil::graph g;
+    const auto a = g.input("a", dtype::f32, dims{2, 8, 32});
+    const auto b = g.input("b", dtype::f32, dims{2, 32, 32});
+    const auto product = g.apply(
+        op::matmul,
+        {g.apply(op::linear, {a, g.constant(host_tensor::from(pattern(1024, 17, 0.02f), dims{32, 32}))}), b});
+    const std::vector<anvil::named_tensor> inputs{
+        {"a", host_tensor::from(pattern(512, 9, 0.1f), dims{2, 8, 32})},
+        {"b", host_tensor::from(pattern(2048, 7, 0.1f), dims{2, 32, 32})}};
+    const auto want = anvil::compile({product}).run(inputs);
+    const auto compile_with_record = [&] {
+        auto compile = ane_options(cache);
+        compile.ane_capabilities = record_file.string();
+        sim().reset();
+        anvil::program p = anvil::compile({product}, compile);
+        CHECK(max_difference(want[0], p.run(inputs)[0]) < 2e-2);
+        CHECK(contains(p.placement().lowering, record_file.string()));
+        return sim().counter("op:matmul");
+    };
+    {
+        // On M1 the probe of native matmul fails, so the record sends products through reduce_sum.
+        scoped_option chip("architecture", "h13g", "h16g");
+        const auto record = anvil::ane_probe_capabilities(options);
+        CHECK(record.chip == "h13g");
+        CHECK_FALSE(record.features.at("matmul").at("native").held);
+        CHECK(contains(record.features.at("matmul").at("native").error, "matmul"));
+        CHECK(record.features.at("matmul").at("decomposed").held);
+        CHECK(record.best(anvil::detail::ane::lowering_feature::matmul) ==
+              anvil::detail::ane::lowering_variant::decomposed);
+        // The simulator refuses pooling ops and narrow surfaces by default, and requires an anchor.
+        CHECK_FALSE(record.features.at("max_pool").at("native").held);
+        CHECK_FALSE(record.features.at("io_width").at("native").held);
+        CHECK_FALSE(record.features.at("anchorless").at("native").held);
+        anvil::write_capability_record(record, record_file);
+        CHECK(compile_with_record() == 0);
+    }
+    {
+        scoped_option chip("architecture", "h16g", "h16g");
+        const auto record = anvil::ane_probe_capabilities(options);
+        CHECK(record.features.at("matmul").at("native").held);
+        anvil::write_capability_record(record, record_file);
+        CHECK(compile_with_record() > 0);
+        // A record for another chip is an error naming both, never a silent choice.
+        scoped_option other("architecture", "h15g", "h16g");
+        auto compile = ane_options(cache);
+        compile.ane_capabilities = record_file.string();
+        CHECK_THROWS_WITH((void)anvil::compile({product}, compile), doctest::Contains("h15g"));
+    }
+    // The digest of what held keys the cache: two records that differ compile to different keys.
+    anvil::detail::ane::capability_record x, y;
+    x.features["matmul"]["native"].held = true;
+    y.features["matmul"]["native"].held = false;
+    CHECK(x.digest() != y.digest());
+    CHECK(anvil::detail::ane::program_key("mil", {}, "h16g", x.digest()) !=
+          anvil::detail::ane::program_key("mil", {}, "h16g", y.digest()));
+    // A malformed record is an error naming the file.
+    {
+        std::ofstream out(record_file, std::ios::trunc);
+        out << "{\"format\": \"anvil-ane-capabilities/1\", \"features\": 3}";
+    }
+    auto compile = ane_options(cache);
+    compile.ane_capabilities = record_file.string();
+    const std::string named = record_file.string();
+    CHECK_THROWS_WITH((void)anvil::compile({product}, compile), doctest::Contains(named.c_str()));
+}
+
+#endif  // ANVIL_ANE_SIM_PATH
+
+}  // namespace test_ane_fidelity
