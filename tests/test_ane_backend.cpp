@@ -3,6 +3,7 @@
 // compile/load/evaluate/unload cycles without leaked objects.
 #include <doctest/doctest.h>
 #include <anvil/anvil.hpp>
+#include <anvil/backend/ane/ane_program.hpp>
 
 #include "ane_simulator.hpp"
 #include "model_test_support.hpp"

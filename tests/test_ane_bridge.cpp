@@ -5,6 +5,7 @@
 // ANVIL_ANE_SIM_PATH only the "no Neural Engine" error is checked (on a non-Apple machine).
 #include <doctest/doctest.h>
 #include <anvil/anvil.hpp>
+#include <anvil/backend/ane/ane_program.hpp>
 
 #include "ane_simulator.hpp"
 

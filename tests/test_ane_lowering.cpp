@@ -20,6 +20,7 @@
 //   changed: re-check it by the same list before replacing the file.
 #include <doctest/doctest.h>
 #include <anvil/anvil.hpp>
+#include <anvil/backend/ane/ane_program.hpp>
 
 #include <algorithm>
 #include <cstddef>

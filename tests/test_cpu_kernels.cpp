@@ -11,6 +11,7 @@
 //   rotary 4e-6 + 1e-6 |ref|; chains with a transcendental step 1e-5 + 1e-5 |ref|.
 #include <doctest/doctest.h>
 #include <anvil/anvil.hpp>
+#include <anvil/backend/cpu/executor.hpp>
 
 #include <algorithm>
 #include <bit>

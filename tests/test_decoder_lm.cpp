@@ -402,7 +402,7 @@ TEST_CASE("decoder lm: decoding through a window gives the logits of writing the
             auto lm = anvil::models::causal_lm::load(folder.path, options);
             CHECK(lm.decode_window() == window);
             logits_rows rows(prompts.size());
-            anvil::models::detail::causal_lm_access::observe_logits(
+            anvil::models::recipe_detail::causal_lm_access::observe_logits(
                 lm, [&](std::size_t stream, std::span<const float> row) {
                     rows.at(stream).emplace_back(row.begin(), row.end());
                 });

@@ -2,6 +2,7 @@
 // test_program.cpp, against the unfused graphs).
 #include <doctest/doctest.h>
 #include <anvil/anvil.hpp>
+#include <anvil/backend/cpu/memory_plan.hpp>
 
 #include <random>
 #include <string>

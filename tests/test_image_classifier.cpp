@@ -2,8 +2,7 @@
 // config.json's model_type (ViT, DeiT, ResNet) or, without one, on torchvision ResNet weights; top-k
 // classification against the softmax of PyTorch's logits (tools/reference/vit_fixtures.py,
 // tools/reference/resnet_fixtures.py), computed here; the preprocessing each folder asks for; and folders
-// that are not image classifiers. The recipes first: config.hpp (which they include) must come before
-// blocks.hpp (in anvil.hpp) for now.
+// that are not image classifiers, and timm's folders (config.json's architecture and pretrained_cfg).
 
 #include <doctest/doctest.h>
 #include <anvil/anvil.hpp>
@@ -67,6 +66,33 @@ void check_top_k(image_classifier& classifier, const anvil::host_tensor& pixels,
             CHECK(result[row][k].label == classifier.labels()[order[k]]);
         }
     }
+}
+
+// resnet/hf_basic's tensors renamed to torchvision's state_dict names, as folder/model.safetensors.
+void write_torchvision_copy(const std::filesystem::path& folder) {
+    const auto source = anvil::checkpoint::open(data_path("resnet/hf_basic/model.safetensors"));
+    anvil::safetensors_writer writer;
+    for (const auto* tensor : source.tensors()) {
+        std::string name(tensor->name());
+        const auto replace = [&](const std::string& from, const std::string& to) {
+            if (const auto at = name.find(from); at != std::string::npos) name.replace(at, from.size(), to);
+        };
+        replace("resnet.embedder.embedder.convolution", "conv1");
+        replace("resnet.embedder.embedder.normalization", "bn1");
+        replace("classifier.1", "fc");
+        for (int stage = 0; stage < 4; ++stage) {
+            replace("resnet.encoder.stages." + std::to_string(stage) + ".layers.",
+                    "layer" + std::to_string(stage + 1) + ".");
+        }
+        for (int k = 0; k < 2; ++k) {
+            replace(".layer." + std::to_string(k) + ".convolution", ".conv" + std::to_string(k + 1));
+            replace(".layer." + std::to_string(k) + ".normalization", ".bn" + std::to_string(k + 1));
+        }
+        replace(".shortcut.convolution", ".downsample.0");
+        replace(".shortcut.normalization", ".downsample.1");
+        writer.add(name, *tensor);
+    }
+    writer.write(folder / "model.safetensors");
 }
 
 }  // namespace
@@ -136,36 +162,58 @@ TEST_CASE("image_classifier: a ResNet folder, with config.json or with torchvisi
         // The Hugging Face tensors renamed to torchvision's: the dispatch must find the ResNet by its
         // weights. (Its numerics are test_resnet.cpp's; here it must be the ResNet recipe's result.)
         temporary_folder folder;
-        const auto source = anvil::checkpoint::open(data_path("resnet/hf_basic/model.safetensors"));
-        anvil::safetensors_writer writer;
-        for (const auto* tensor : source.tensors()) {
-            std::string name(tensor->name());
-            const auto replace = [&](const std::string& from, const std::string& to) {
-                if (const auto at = name.find(from); at != std::string::npos)
-                    name.replace(at, from.size(), to);
-            };
-            replace("resnet.embedder.embedder.convolution", "conv1");
-            replace("resnet.embedder.embedder.normalization", "bn1");
-            replace("classifier.1", "fc");
-            for (int stage = 0; stage < 4; ++stage) {
-                replace("resnet.encoder.stages." + std::to_string(stage) + ".layers.",
-                        "layer" + std::to_string(stage + 1) + ".");
-            }
-            for (int k = 0; k < 2; ++k) {
-                replace(".layer." + std::to_string(k) + ".convolution", ".conv" + std::to_string(k + 1));
-                replace(".layer." + std::to_string(k) + ".normalization", ".bn" + std::to_string(k + 1));
-            }
-            replace(".shortcut.convolution", ".downsample.0");
-            replace(".shortcut.normalization", ".downsample.1");
-            writer.add(name, *tensor);
-        }
-        writer.write(folder.path / "model.safetensors");
+        write_torchvision_copy(folder.path);
         auto classifier = image_classifier::load(folder.path, cpu());
         CHECK(classifier.architecture() == "resnet");
         CHECK(classifier.labels()[6] == "LABEL_6");
         const auto pixels = anvil_test::load_npy(data_path("resnet/inputs_a.npy"));
         auto direct = anvil::models::resnet::load(folder.path, cpu());
         CHECK(anvil_test::max_relative_error(classifier.logits(pixels), direct.logits(pixels)) == 0.0);
+    }
+    SUBCASE("a timm folder: architecture, num_classes and pretrained_cfg, torchvision's names") {
+        // How timm's ResNets appear on the Hub (timm/resnet50.a1_in1k and the like).
+        temporary_folder folder;
+        write_torchvision_copy(folder.path);
+        auto direct = anvil::models::resnet::load(folder.path, cpu());
+        const auto classes = static_cast<std::int64_t>(direct.labels().size());
+        std::string labels;
+        for (std::int64_t i = 0; i < classes; ++i)
+            labels += (i ? ", \"class " : "\"class ") + std::to_string(i) + "\"";
+        std::ofstream(folder.path / "config.json")
+            << R"({"architecture": "resnet18", "num_classes": )" << classes
+            << R"(, "num_features": 64, "global_pool": "avg", "pretrained_cfg": {"tag": "a1_in1k",
+               "input_size": [3, 160, 160], "interpolation": "bicubic", "crop_pct": 0.95, "crop_mode": "center",
+               "mean": [0.5, 0.25, 0.125], "std": [0.2, 0.3, 0.4], "num_classes": )"
+            << classes << R"(, "label_names": [)" << labels << "]}}";
+        auto classifier = image_classifier::load(folder.path, cpu());
+        CHECK(classifier.architecture() == "resnet");
+        CHECK(classifier.labels()[3] == "class 3");
+        const auto pixels = anvil_test::load_npy(data_path("resnet/inputs_a.npy"));
+        CHECK(anvil_test::max_relative_error(classifier.logits(pixels), direct.logits(pixels)) == 0.0);
+        // timm's transforms_imagenet_eval: Resize(floor(160 / 0.95) = 168), CenterCrop(160), bicubic.
+        const auto p = classifier.preprocessing();
+        CHECK(p.resize_shortest_edge == 168);
+        CHECK(p.crop_height == 160);
+        CHECK(p.crop_width == 160);
+        CHECK(p.filter == anvil::resample::bicubic);
+        CHECK(p.mean[1] == doctest::Approx(0.25));
+        CHECK(p.std[2] == doctest::Approx(0.4));
+        CHECK(p.rescale_factor == doctest::Approx(1.0 / 255.0));
+
+        // What timm folders anvil does not run say so.
+        std::ofstream(folder.path / "config.json") << R"({"architecture": "resnet50d", "num_classes": 1000})";
+        CHECK_THROWS_WITH_AS(static_cast<void>(image_classifier::load(folder.path, cpu())),
+                             doctest::Contains("timm architecture 'resnet50d' is not one anvil runs"),
+                             anvil::unsupported_error);
+        std::ofstream(folder.path / "config.json") << R"({"architecture": "resnet18", "num_classes": 1000})";
+        CHECK_THROWS_WITH_AS(static_cast<void>(image_classifier::load(folder.path, cpu())),
+                             doctest::Contains("num_classes 1000 does not match the classifier's"),
+                             anvil::format_error);
+        std::ofstream(folder.path / "config.json")
+            << R"({"architecture": "resnet18", "pretrained_cfg": {"input_size": [3, 160, 200]}})";
+        CHECK_THROWS_WITH_AS(static_cast<void>(image_classifier::load(folder.path, cpu())),
+                             doctest::Contains("input_size 160 x 200 is not square"),
+                             anvil::unsupported_error);
     }
 }
 
@@ -205,13 +253,16 @@ TEST_CASE("image_classifier: folders that hold no image classifier say what they
                                            "'classifier.bias') are not torchvision's ResNet"),
                          anvil::unsupported_error);
     std::ofstream(folder.path / "config.json") << R"({"model_type": "bert", "hidden_size": 36})";
-    CHECK_THROWS_WITH_AS(static_cast<void>(image_classifier::load(folder.path, cpu())),
-                         doctest::Contains("config.json: model_type 'bert' is not an image classifier anvil "
-                                           "runs (vit, deit, resnet)"),
-                         anvil::unsupported_error);
+    CHECK_THROWS_WITH_AS(
+        static_cast<void>(image_classifier::load(folder.path, cpu())),
+        doctest::Contains("config.json: model_type 'bert' is not an image classifier anvil "
+                          "runs; anvil runs Hugging Face's vit, deit and resnet, and timm's ResNets"),
+        anvil::unsupported_error);
     std::ofstream(folder.path / "config.json") << R"({"hidden_size": 36})";
     CHECK_THROWS_WITH_AS(static_cast<void>(image_classifier::load(folder.path, cpu())),
-                         doctest::Contains("config.json: there is no model_type"), anvil::unsupported_error);
+                         doctest::Contains("config.json: there is neither a model_type (Hugging Face) nor an "
+                                           "architecture (timm)"),
+                         anvil::unsupported_error);
     CHECK_THROWS_WITH_AS(static_cast<void>(image_classifier::load(folder.path / "absent", cpu())),
                          doctest::Contains("absent: not a model folder (no such directory)"),
                          anvil::io_error);

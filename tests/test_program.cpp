@@ -3,6 +3,7 @@
 // programs used from several threads.
 #include <doctest/doctest.h>
 #include <anvil/anvil.hpp>
+#include <anvil/backend/cpu/executor.hpp>
 
 #include <cmath>
 #include <random>

@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 #include <anvil/anvil.hpp>
+#include <anvil/backend/cpu/executor.hpp>
 
 #include <cmath>
 #include <cstddef>

@@ -61,12 +61,12 @@ double chi_square(const std::vector<int>& n, const std::vector<double>& p, int d
 }  // namespace
 
 TEST_CASE("sampling: the generator matches xoshiro256** seeded by splitmix64, computed independently") {
-    anvil::models::detail::xoshiro256 zero(0), answer(42);
+    anvil::models::recipe_detail::xoshiro256 zero(0), answer(42);
     CHECK(zero.next() == 0x99ec5f36cb75f2b4ULL);
     CHECK(zero.next() == 0xbf6e1f784956452aULL);
     CHECK(zero.next() == 0x1a5f849d4933e6e0ULL);
     CHECK(answer.next() == 0x15780b2e0c2ec716ULL);
-    anvil::models::detail::xoshiro256 again(0);
+    anvil::models::recipe_detail::xoshiro256 again(0);
     CHECK(again.uniform() == 0.6012629994179048);
 }
 

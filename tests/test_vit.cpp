@@ -3,7 +3,6 @@
 // (tools/reference/vit_fixtures.py, which wrote tests/data/vit/): a ViT (f32 weights), a DeiT with its
 // teacher head (bf16) and a DeiT without it (f16, no qkv bias, gelu_new), on the CPU with both kernel sets
 // and on the Neural Engine simulator. Then checkpoints and inputs that do not fit, with their messages.
-// The recipe first: config.hpp (which it includes) must come before blocks.hpp (in anvil.hpp) for now.
 
 #include <doctest/doctest.h>
 #include <anvil/anvil.hpp>

@@ -8,7 +8,11 @@
 #      include/, the simulator's tests and the command line;
 #   3. Meson: a subset of the unit tests over include/, built and run by `meson test`;
 #   4. the libFuzzer targets, ANVIL_FUZZ_SECONDS each (default 30; longer campaigns: set it).
-# Build trees go to build/ (ANVIL_BUILD_ROOT overrides). Exits non-zero when anything fails.
+# The unit tests, the tool, the examples and the benchmarks build against anvil::compiled (one implementation
+# unit per tree, anvil/compilation.hpp); header-only mode is built by the README demo, the strict-warnings unit,
+# the definitions' self-containment units, the consumers and the fuzzers. ccache is used when present.
+# Build trees go to build/ (ANVIL_BUILD_ROOT overrides). Prints each stage's time at the end. Exits non-zero
+# when anything fails.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -16,6 +20,18 @@ build_root=${ANVIL_BUILD_ROOT:-$root/build}
 fuzz_seconds=${ANVIL_FUZZ_SECONDS:-30}
 jobs=$(nproc)
 
+# Stage times, printed at the end.
+stage_names=()
+stage_seconds=()
+stage_started=$SECONDS
+stage() {
+    if ((${#stage_names[@]})); then stage_seconds+=($((SECONDS - stage_started))); fi
+    stage_names+=("$1")
+    stage_started=$SECONDS
+    echo "== $1"
+}
+
+stage "packages: install what is missing"
 packages=(g++ clang clang-format libclang-rt-14-dev cmake ninja-build meson pkg-config git python3 python3-numpy doctest-dev libstb-dev)
 missing=()
 for package in "${packages[@]}"; do
@@ -58,13 +74,15 @@ run_ctest() {
     failed=$((failed + fails))
 }
 
+launcher=()
+if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
 configure() {
     local dir=$1
     shift
-    cmake -S "$root" -B "$dir" -G Ninja -DANVIL_WARNINGS_AS_ERRORS=ON "$@" >/dev/null
+    cmake -S "$root" -B "$dir" -G Ninja -DANVIL_WARNINGS_AS_ERRORS=ON "${launcher[@]}" "$@" >/dev/null
 }
 
-echo "== README: the demo command, exactly as written there"
+stage "README: the demo command, exactly as written there"
 demo_command=$(awk '/^```sh$/ { inside = 1; next } /^```$/ { if (inside) exit } inside' "$root/README.md")
 if (cd "$root" && bash -euo pipefail -c "$demo_command"); then
     passed=$((passed + 1))
@@ -73,20 +91,21 @@ else
     failed=$((failed + 1))
 fi
 
-echo "== gcc: build and test (warnings are errors)"
+stage "gcc: build and test (warnings are errors)"
 configure "$build_root/gcc" -DCMAKE_CXX_COMPILER=g++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DANVIL_BUILD_BENCH=ON
 cmake --build "$build_root/gcc" -j "$jobs"
 run_ctest "$build_root/gcc"
 
-echo "== clang: build and test with AddressSanitizer and UndefinedBehaviorSanitizer (warnings are errors)"
-# The single header and the compile-only checks were covered by GCC above; this tree runs the code.
-configure "$build_root/clang-sanitize" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug \
+stage "clang: build and test with AddressSanitizer and UndefinedBehaviorSanitizer (warnings are errors)"
+# The single header and the compile-only checks were covered by GCC above; this tree runs the code, optimised as
+# users build it (the sanitizers see the code the optimiser keeps; Debug ran the tests three times slower).
+configure "$build_root/clang-sanitize" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DANVIL_SANITIZE=address,undefined -DANVIL_TEST_SINGLE_HEADER=OFF -DANVIL_TEST_COMPILE_CHECKS=OFF
 cmake --build "$build_root/clang-sanitize" -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
     run_ctest "$build_root/clang-sanitize" -LE consumer
 
-echo "== meson: build and test"
+stage "meson: build and test"
 if [[ ! -f $build_root/meson/build.ninja ]]; then
     # A subset of the unit tests: the CMake trees above build and run all of them.
     CXX=g++ meson setup "$build_root/meson" "$root" -Dwerror=true \
@@ -104,13 +123,17 @@ passed=$((passed + ${meson_ok:-0}))
 failed=$((failed + ${meson_failed:-0}))
 if ((meson_status != 0 && ${meson_failed:-0} == 0)); then failed=$((failed + 1)); fi
 
-echo "== fuzz: each target for ${fuzz_seconds}s"
+stage "fuzz: each target for ${fuzz_seconds}s"
 configure "$build_root/fuzz" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DANVIL_BUILD_TESTS=OFF -DANVIL_BUILD_TOOLS=OFF -DANVIL_BUILD_EXAMPLES=OFF -DANVIL_BUILD_ANE_SIM=OFF -DANVIL_BUILD_FUZZERS=ON \
     -DANVIL_FUZZ_SECONDS="$fuzz_seconds"
 cmake --build "$build_root/fuzz" -j "$jobs"
 run_ctest "$build_root/fuzz" -L fuzz -j 3
 
+stage_seconds+=($((SECONDS - stage_started)))
 echo
+for i in "${!stage_names[@]}"; do
+    printf 'anvil: %4d s  %s\n' "${stage_seconds[$i]}" "${stage_names[$i]}"
+done
 echo "anvil: $passed passed, $failed failed"
 ((failed == 0))

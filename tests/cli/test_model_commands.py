@@ -171,7 +171,18 @@ def test_rerank(tmp: pathlib.Path) -> None:
     result = anvil("rerank", "--model", folder, "--backend", "cpu", "--query", query, pairs[0][1], pairs[1][1])
     check(result.returncode == 0 and len(result.stdout.splitlines()) == 2, "rerank prints one line per passage")
     check_error(anvil("rerank", "--model", folder, "--ids", ids[0]), 2, "anvil: usage:", "--type-ids",
-                what="rerank --ids without --type-ids")
+                "type_vocab_size 2", what="rerank --ids without --type-ids on a model with token types")
+    # A model without token types (DistilBERT) takes --ids alone.
+    distil = TEXT / "distilbert_cross"
+    distil_ids, _ = id_lists(distil)
+    args = ["rerank", "--model", distil, "--backend", "cpu", "--json"]
+    for one in distil_ids:
+        args += ["--ids", one]
+    result = anvil(*args)
+    shape, logits = read_npy(distil / "logits.npy")
+    report = json.loads(result.stdout) if result.returncode == 0 else {}
+    check(max_relative_error(report.get("scores", []), [row[0] for row in rows(shape, logits)]) < 1e-4,
+          f"rerank --ids without --type-ids on DistilBERT: the reference's scores ({result.stderr.strip()})")
     check_error(anvil("rerank", "--model", folder, "--query", "q"), 2, "anvil: usage:", "PASSAGE",
                 what="rerank --query without passages")
     check_error(anvil("rerank", "--model", TEXT / "bert_sentence", "--query", "q", "p"), 1, "anvil: error:",

@@ -199,7 +199,7 @@ inline int run_generate(const std::vector<std::string_view>& argv, const char* a
         detail_lm::parse_number(args, "repetition-penalty", 1.0, "generate");
     options.sampling.seed = detail_lm::parse_seed(args);
     try {
-        models::detail::validate_sampling_options(options.sampling);
+        models::recipe_detail::validate_sampling_options(options.sampling);
     } catch (const anvil::error& e) {
         throw usage_error(detail::message("generate: ", e.what()));
     }

@@ -2,6 +2,7 @@
 // benchmarks and users drive. Errors are one line `anvil: error: ...` on stderr with exit status 1; usage
 // errors exit 2.
 #include "arguments.hpp"
+#include "bench.hpp"
 #include "classify.hpp"
 #include "info.hpp"
 #include "lm_commands.hpp"
@@ -30,6 +31,7 @@ constexpr const char* usage_text =
     "  tokenize --model DIR token ids as Hugging Face's tokenizer gives them\n"
     "  logits --model DIR   a decoder LM's logits [S, V] for --ids LIST (GPT-2, Llama, Qwen2/3, Mistral)\n"
     "  generate --model DIR text from a decoder LM, streamed (--prompt TEXT | --ids LIST, sampling options)\n"
+    "  bench --model DIR    load, compile, first-result and steady-state times, tokens/s, memory\n"
     "  selftest [--report F] every lowering variant and op on the Neural Engine (or its simulator) against\n"
     "                       the CPU; writes the capability record later programs lower by\n"
     "\n"
@@ -61,6 +63,7 @@ int dispatch(const std::vector<std::string_view>& args, const char* argv0) {
     if (command == "tokenize") return anvil::cli::run_tokenize(rest);
     if (command == "logits") return anvil::cli::run_logits(rest, argv0);
     if (command == "generate") return anvil::cli::run_generate(rest, argv0);
+    if (command == "bench") return anvil::cli::run_bench(rest, argv0);
     throw anvil::cli::usage_error(
         anvil::detail::message("unknown command '", command, "' (try 'anvil --help')"));
 }

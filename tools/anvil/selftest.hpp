@@ -8,6 +8,7 @@
 #include "model_commands.hpp"
 
 #include <anvil/anvil.hpp>
+#include <anvil/backend/ane/ane_program.hpp>
 
 #include <dlfcn.h>
 

@@ -27,12 +27,13 @@ inline constexpr const char* embed_usage =
     "--pooling none gives the hidden states of one text, [S, D]. --out writes the float32 result as .npy.\n";
 
 inline constexpr const char* rerank_usage =
-    "usage: anvil rerank --model DIR (--query Q PASSAGE... | --ids LIST --type-ids LIST ...)\n"
+    "usage: anvil rerank --model DIR (--query Q PASSAGE... | --ids LIST [--type-ids LIST] ...)\n"
     "                    [--backend cpu|ane|auto] [--strict-device] [--out F.npy] [--json]\n"
     "\n"
     "Scores each (query, passage) pair with a cross-encoder (BERT, RoBERTa/XLM-R or DistilBERT sequence\n"
     "classification): the score is the head's first logit. Prints the passages best first; --json and --out\n"
-    "give the scores in input order.\n";
+    "give the scores in input order. With --ids, a model with token types (BERT) needs one --type-ids list\n"
+    "per pair; one without (DistilBERT, MPNet, RoBERTa) takes --ids alone.\n";
 
 inline constexpr const char* tokenize_usage =
     "usage: anvil tokenize --model DIR TEXT... [--pair TEXT] [--no-special] [--json]\n"
@@ -168,17 +169,26 @@ inline int run_rerank(const std::vector<std::string_view>& argv, const char* arg
     const auto query = args.value("query");
     const auto& passages = args.positional();
     if (query.has_value() == !ids.empty())
-        throw usage_error("rerank: give either --query Q PASSAGE... or --ids LIST --type-ids LIST ...");
+        throw usage_error("rerank: give either --query Q PASSAGE... or --ids LIST [--type-ids LIST] ...");
     if (query && passages.empty()) throw usage_error("rerank: --query needs at least one PASSAGE");
     if (!query && !passages.empty())
         throw usage_error("rerank: PASSAGE arguments go with --query, not with --ids");
-    if (!ids.empty() && type_ids.size() != ids.size())
-        throw usage_error(detail::message("rerank: ", type_ids.size(), " --type-ids lists for ", ids.size(),
-                                          " --ids lists (one each: a pair needs its token types)"));
+    if (!ids.empty() && !type_ids.empty() && type_ids.size() != ids.size())
+        throw usage_error(
+            detail::message("rerank: ", type_ids.size(), " --type-ids lists for ", ids.size(),
+                            " --ids lists (one each, or none for a model without token types)"));
 
     const progress shown;
     shown.say("loading " + folder);
     auto model = models::cross_encoder::load(folder, backend_options(args, "rerank", argv0));
+    // A model with token types (BERT's two segments) needs them to score a pair; one without (DistilBERT,
+    // MPNet, or RoBERTa's single type) takes --ids alone.
+    const auto& config = model.config();
+    if (!ids.empty() && type_ids.empty() && config.table().token_types && config.type_vocab_size > 1) {
+        throw usage_error(
+            detail::message("rerank: ", folder, " has token types (type_vocab_size ", config.type_vocab_size,
+                            "): give one --type-ids list per --ids list (a pair needs its token types)"));
+    }
     shown.say("scoring");
     std::vector<float> scores;
     if (query) {

@@ -30,28 +30,12 @@ import struct
 import sys
 import time
 
-# The build machines set these to force OpenBLAS's Haswell kernels, which halves its speed here (DESIGN.md
-# "Performance"); a baseline must run at its best, so drop them before torch (and its BLAS) loads.
-for _name in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
-    os.environ.pop(_name, None)
+# Run the baseline at its best (DESIGN.md "Performance"): before torch (and its BLAS) loads, drop the build
+# machines' OpenBLAS overrides and pin both thread pools to --threads when it is given (threads_first.py).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import threads_first  # noqa: E402
 
-
-def _threads_from_argv():
-    for i, arg in enumerate(sys.argv):
-        if arg == "--threads" and i + 1 < len(sys.argv):
-            return sys.argv[i + 1]
-        if arg.startswith("--threads="):
-            return arg.split("=", 1)[1]
-    return None
-
-
-# torch.set_num_threads sizes torch's OpenMP pool, but Debian's torch does its sgemm in OpenBLAS (pthreads
-# build), whose pool is sized from the environment when it loads; pin both to --threads. With both pools on the
-# same cores, libgomp's spinning workers steal the cores from OpenBLAS's threads: BERT-base on 2 threads measured
-# ~440-600 ms with the default wait policy, ~170 ms with PASSIVE (1 thread: ~300 ms either way).
-if _threads_from_argv():
-    os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = _threads_from_argv()
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+threads_first.pin()
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402

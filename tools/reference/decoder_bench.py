@@ -37,27 +37,16 @@ import os
 import sys
 import time
 
+# As sentence_bench.py: run the baseline at its best (DESIGN.md "Performance") — before torch loads, drop the
+# build machines' OpenBLAS overrides and pin both thread pools to --threads, default 1 (threads_first.py).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import threads_first  # noqa: E402
 
-def _threads_from_argv():
-    for i, arg in enumerate(sys.argv):
-        if arg == "--threads" and i + 1 < len(sys.argv):
-            return sys.argv[i + 1]
-        if arg.startswith("--threads="):
-            return arg.split("=", 1)[1]
-    return "1"
-
-
-# As sentence_bench.py: run the baseline at its best (DESIGN.md "Performance") — drop the build machines' OpenBLAS
-# overrides and pin both thread pools before torch loads.
-for _name in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
-    os.environ.pop(_name, None)
-os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = _threads_from_argv()
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+threads_first.pin(default="1")
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import decoder_lms  # noqa: E402
 import hf_format  # noqa: E402
 

@@ -24,27 +24,17 @@ import shutil
 import sys
 import time
 
+# Run the baseline at its best (DESIGN.md "Performance"): before torch loads, drop the build machines' OpenBLAS
+# overrides and pin both thread pools to --threads (default 1); libgomp's spinning workers otherwise starve
+# OpenBLAS (threads_first.py).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import threads_first  # noqa: E402
 
-def _threads_from_argv():
-    for i, arg in enumerate(sys.argv):
-        if arg == "--threads" and i + 1 < len(sys.argv):
-            return sys.argv[i + 1]
-        if arg.startswith("--threads="):
-            return arg.split("=", 1)[1]
-    return "1"
-
-
-# As bert_stack.py: run the baseline at its best (DESIGN.md "Performance") — drop the build machines' OpenBLAS
-# overrides and pin both thread pools before torch loads; libgomp's spinning workers otherwise starve OpenBLAS.
-for _name in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
-    os.environ.pop(_name, None)
-os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = _threads_from_argv()
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+threads_first.pin(default="1")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hf_format  # noqa: E402
 import text_encoders  # noqa: E402
 

@@ -17,7 +17,7 @@ Writes tests/data/text_encoders/<name>/ (or under --out DIR) for each fixture:
   vocab.txt, tokenizer.json,           bert_sentence and bert_cross: a tiny WordPiece vocabulary; texts.json,
     tokenizer_config.json                texts (bert_cross: [first, second] pairs); text_ids.npy,
                                          text_type_ids.npy, text_lengths.npy their ids (BertTokenizer's basic
-                                         and WordPiece steps, reimplemented here, padded with 0);
+                                         and WordPiece steps, tokenizer_goldens.py's port, padded with 0);
                                          text_embeddings.npy (bert_sentence) or text_logits.npy (bert_cross)
   ids.npy, type_ids.npy                int32 [N, L]: the token ids of N texts, right-padded with the pad id
   lengths.npy                          int32 [N]: each text's length
@@ -35,7 +35,6 @@ Standard library + numpy + torch only.
 import argparse
 import math
 import os
-import re
 import sys
 
 import numpy as np
@@ -44,6 +43,7 @@ from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hf_format  # noqa: E402
+import tokenizer_goldens  # noqa: E402
 
 MASK_MIN = float(torch.finfo(torch.float32).min)
 
@@ -373,49 +373,13 @@ def normalize(x):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# A tiny WordPiece vocabulary and tokenizer (BertTokenizer's basic + wordpiece steps, ASCII only).
+# A tiny WordPiece vocabulary, tokenized by tokenizer_goldens.py's port of BertTokenizer.
 
 VOCAB = ["[PAD]", "[unused0]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", "!", "?", "'", "a", "the", "cat",
          "dog", "sat", "on", "mat", "is", "an", "in", "of", "and", "to", "it", "play", "##ing", "##s", "##ed",
          "run", "##ner", "good", "bad", "day", "night", "hello", "world", "fast", "slow", "very", "this", "that",
          "##ly", "sun", "moon", "star", "##light", "blue", "red", "green", "house", "tree", "big", "small",
          "b", "c", "d", "e", "##a", "##b", "##c", "##e", "##d", "##r"]
-
-
-def basic_tokenize(text):
-    words = []
-    for word in text.lower().split():
-        words.extend(t for t in re.split(r"([^\w]|_)", word) if t)
-    return words
-
-
-def wordpiece(word, vocab):
-    pieces, start = [], 0
-    while start < len(word):
-        end, found = len(word), None
-        while start < end:
-            piece = ("##" if start > 0 else "") + word[start:end]
-            if piece in vocab:
-                found = piece
-                break
-            end -= 1
-        if found is None:
-            return ["[UNK]"]
-        pieces.append(found)
-        start = end
-    return pieces
-
-
-def tokenize(text, vocab):
-    ids = [vocab["[CLS]"]]
-    for word in basic_tokenize(text):
-        ids.extend(vocab[p] for p in wordpiece(word, vocab))
-    return ids + [vocab["[SEP]"]]
-
-
-def tokenize_pair(first, second, vocab):
-    a, b = tokenize(first, vocab), tokenize(second, vocab)[1:]
-    return a + b, [0] * len(a) + [1] * len(b)
 
 
 def write_texts(folder, vocab, texts, pairs=False):
@@ -426,8 +390,8 @@ def write_texts(folder, vocab, texts, pairs=False):
     hf_format.write_json(os.path.join(folder, "tokenizer_config.json"), {
         "tokenizer_class": "BertTokenizer", "do_lower_case": True, "model_max_length": 38, "unk_token": "[UNK]",
         "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]", "mask_token": "[MASK]"})
-    encoded = [tokenize_pair(a, b, vocab) if pairs else (tokenize(a, vocab), [0] * len(tokenize(a, vocab)))
-               for a, b in (texts if pairs else [(t, None) for t in texts])]
+    tokenizer = tokenizer_goldens.BertTokenizer(vocab)
+    encoded = [tokenizer.encode(a, b)[:2] for a, b in (texts if pairs else [(t, None) for t in texts])]
     lengths = [len(ids) for ids, _ in encoded]
     ids = np.zeros((len(texts), max(lengths)), dtype=np.int64)
     types = np.zeros_like(ids)

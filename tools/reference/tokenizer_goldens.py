@@ -16,15 +16,15 @@ unicodedata) with two changes that follow the Rust `tokenizers` library, which t
 follows: lower-casing is per character (Python's str.lower() would turn a final capital sigma into 'ς'), and
 CJK Extension E starts at U+2B920 (bert.rs) instead of U+2B820. Pair truncation ports tokenizers' utils/
 truncation.rs (longest_first), not transformers' one-token-at-a-time loop. The GPT-2 side is a port of openai's
-gpt-2 src/encoder.py, with the `regex` module (Debian python3-regex) for \\p{L} and \\p{N}.
+gpt-2 src/encoder.py, with the `regex` module (Debian python3-regex) for \\p{L} and \\p{N}; it is imported on first
+use, so the BERT side (which text_encoders.py imports) needs the standard library alone.
 
 Deterministic; rerun with `/usr/bin/python3 tools/reference/tokenizer_goldens.py` after changing the sentences.
 """
+import functools
 import json
 import pathlib
 import unicodedata
-
-import regex
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
 DATA = ROOT / "tests" / "data" / "tokenizers"
@@ -281,7 +281,11 @@ def get_pairs(word):
     return {(word[i], word[i + 1]) for i in range(len(word) - 1)}
 
 
-GPT2_PATTERN = regex.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
+@functools.cache
+def gpt2_pattern():
+    """openai's pre-tokenizer pattern, compiled on first use (it needs the `regex` module)."""
+    import regex
+    return regex.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
 
 
 class Gpt2Encoder:
@@ -334,7 +338,7 @@ class Gpt2Encoder:
                 continue
             if self.add_prefix_space and not piece.startswith(" "):
                 piece = " " + piece
-            for token in regex.findall(GPT2_PATTERN, piece):
+            for token in gpt2_pattern().findall(piece):
                 token = "".join(self.byte_encoder[b] for b in token.encode("utf-8"))
                 out.extend(self.encoder[t] for t in self.bpe(token).split(" "))
         return out
@@ -477,7 +481,7 @@ def learn_merges(corpus, count):
     byte_encoder = bytes_to_unicode()
     words = {}
     for line in corpus:
-        for token in regex.findall(GPT2_PATTERN, line):
+        for token in gpt2_pattern().findall(line):
             word = tuple(byte_encoder[b] for b in token.encode("utf-8"))
             words[word] = words.get(word, 0) + 1
     merges = []

@@ -9,10 +9,9 @@
 #include <memory>
 #include <span>
 #include <type_traits>
-#include <utility>
 #include <vector>
 
-#include "anvil/core/convert.hpp"
+#include "anvil/compilation.hpp"
 #include "anvil/core/dtype.hpp"
 #include "anvil/core/error.hpp"
 #include "anvil/core/shape.hpp"
@@ -24,24 +23,11 @@ public:
     host_tensor() = default;
 
     // Zero-filled elements of `type`, laid out row-major.
-    host_tensor(dtype type, dims shape) : type_(type), shape_(shape) {
-        const std::size_t bytes = byte_count(type, shape);
-        auto storage = std::shared_ptr<std::byte[]>(new std::byte[bytes == 0 ? 1 : bytes]());
-        data_ = storage.get();
-        owner_ = std::move(storage);
-    }
+    host_tensor(dtype type, dims shape);
 
     // Elements that live elsewhere (a mapped file, a buffer): `owner` keeps them alive as long as any copy of
     // this tensor exists. The bytes must hold exactly shape.element_count() elements of `type`.
-    host_tensor(dtype type, dims shape, const void* data, std::shared_ptr<const void> owner)
-        : type_(type),
-          shape_(shape),
-          owner_(std::move(owner)),
-          data_(static_cast<std::byte*>(const_cast<void*>(data))) {
-        if (data_ == nullptr && byte_count(type, shape) != 0) {
-            throw error(detail::message("host_tensor ", shape, " ", dtype_name(type), ": the data is null"));
-        }
-    }
+    host_tensor(dtype type, dims shape, const void* data, std::shared_ptr<const void> owner);
 
     // A copy of `values` in a new tensor of shape `shape` (element counts must agree).
     template <class T>
@@ -89,33 +75,13 @@ public:
     }
 
     // The elements converted to f32, whatever the dtype.
-    [[nodiscard]] std::vector<float> to_f32() const {
-        std::vector<float> out(element_count());
-        if (!out.empty()) convert_to_f32(type_, data_, out.size(), out.data());
-        return out;
-    }
+    [[nodiscard]] std::vector<float> to_f32() const;
 
     // A tensor of the same elements under another shape with the same element count (no copy).
-    [[nodiscard]] host_tensor reshaped(dims shape) const {
-        if (shape.element_count() != shape_.element_count()) {
-            throw shape_error(detail::message("host_tensor::reshaped: ", shape_, " has ",
-                                              shape_.element_count(), " elements, ", shape, " has ",
-                                              shape.element_count()));
-        }
-        host_tensor result = *this;
-        result.shape_ = shape;
-        return result;
-    }
+    [[nodiscard]] host_tensor reshaped(dims shape) const;
 
 private:
-    static std::size_t byte_count(dtype type, const dims& shape) {
-        const auto bytes = detail::checked_mul(shape.element_count(), std::uint64_t{dtype_size(type)});
-        if (!bytes || *bytes > static_cast<std::uint64_t>(PTRDIFF_MAX)) {
-            throw shape_error(detail::message("host_tensor ", shape, " ", dtype_name(type),
-                                              ": the byte size does not fit in memory"));
-        }
-        return static_cast<std::size_t>(*bytes);
-    }
+    static std::size_t byte_count(dtype type, const dims& shape);
 
     template <class T>
     void check_type() const {
@@ -132,3 +98,7 @@ private:
 };
 
 }  // namespace anvil
+
+#if ANVIL_DEFINITIONS
+#include "anvil/core/host_tensor-inl.hpp"
+#endif

@@ -4,11 +4,9 @@
 #pragma once
 
 #include <array>
-#include <bit>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
@@ -18,6 +16,7 @@
 #include <variant>
 #include <vector>
 
+#include "anvil/compilation.hpp"
 #include "anvil/core/error.hpp"
 
 // GCC 12 reports a false -Wmaybe-uninitialized inside std::variant's move constructor when a value holding an
@@ -176,6 +175,8 @@ private:
         throw_wrong_kind(expected);
     }
     [[noreturn]] void throw_wrong_kind(kind expected) const;
+    // Destroying a deep value recursively could overflow the stack (max_depth is the caller's choice), so
+    // nested containers are moved to a work list and destroyed one level at a time.
     void release_nested() noexcept;
 
     std::variant<std::nullptr_t, bool, std::int64_t, double, std::string, array, object> data_;
@@ -183,15 +184,6 @@ private:
 };
 
 // ---- object ----------------------------------------------------------------------------------------------
-
-inline object::object(const object& other)
-    : members_(other.members_),
-      index_(other.index_ ? std::make_unique<std::vector<std::uint64_t>>(*other.index_) : nullptr) {}
-
-inline object& object::operator=(const object& other) {
-    if (this != &other) *this = object(other);
-    return *this;
-}
 
 inline std::size_t object::size() const noexcept {
     return members_.size();
@@ -209,131 +201,16 @@ inline bool operator==(const object& a, const object& b) {
     return a.members_ == b.members_;
 }
 
-inline const value* object::find(std::string_view key) const {
-    if (!index_) {
-        for (std::size_t i = members_.size(); i-- > 0;)
-            if (members_[i].first == key) return &members_[i].second;
-        return nullptr;
-    }
-    const std::vector<std::uint64_t>& slots = *index_;
-    const std::uint64_t hash = std::hash<std::string_view>{}(key);
-    const std::size_t mask = slots.size() - 1;
-    for (std::size_t at = static_cast<std::size_t>(hash) & mask;; at = (at + 1) & mask) {
-        const std::uint64_t slot = slots[at];
-        if (slot == 0) return nullptr;
-        const member& m = members_[static_cast<std::size_t>(slot & 0xffffffffu) - 1];
-        if ((slot >> 32) == (hash >> 32) && m.first == key) return &m.second;
-    }
-}
-
 inline value* object::find(std::string_view key) {
     return const_cast<value*>(std::as_const(*this).find(key));
-}
-
-inline value& object::operator[](std::string key) {
-    if (value* existing = find(key)) return *existing;
-    members_.emplace_back(std::move(key), value{});
-    if (index_ && members_.size() * 2 <= index_->size()) {
-        const std::uint64_t hash = std::hash<std::string_view>{}(members_.back().first);
-        const std::size_t mask = index_->size() - 1;
-        std::size_t at = static_cast<std::size_t>(hash) & mask;
-        while ((*index_)[at] != 0)
-            at = (at + 1) & mask;
-        (*index_)[at] = (hash >> 32 << 32) | members_.size();
-    } else if (members_.size() > linear_search_limit) {
-        build_index(true);
-    }
-    return members_.back().second;
-}
-
-inline std::size_t object::adopt(std::vector<member>&& members, bool allow_duplicate_keys) {
-    members_ = std::move(members);
-    index_.reset();
-    if (members_.size() > linear_search_limit) return build_index(allow_duplicate_keys);
-    for (std::size_t i = 1; i < members_.size() && !allow_duplicate_keys; ++i)
-        for (std::size_t j = 0; j < i; ++j)
-            if (members_[i].first == members_[j].first) return i;
-    return no_duplicate;
-}
-
-inline std::size_t object::build_index(bool allow_duplicate_keys) {
-    if (members_.size() >= 0xffffffffu)
-        throw format_error(
-            anvil::detail::message("JSON object with ", members_.size(), " members is too large"));
-    const std::size_t capacity = std::bit_ceil(members_.size() * 2);
-    index_ = std::make_unique<std::vector<std::uint64_t>>(capacity, 0);
-    std::vector<std::uint64_t>& slots = *index_;
-    const std::size_t mask = capacity - 1;
-    // Hashing first lets the insertion loop prefetch its slots: in a large index every key is a cache miss.
-    std::vector<std::uint64_t> hashes(members_.size());
-    for (std::size_t i = 0; i < members_.size(); ++i)
-        hashes[i] = std::hash<std::string_view>{}(members_[i].first);
-    constexpr std::size_t prefetch_distance = 16;
-    for (std::size_t position = 0; position < members_.size(); ++position) {
-        if (position + prefetch_distance < members_.size())
-            __builtin_prefetch(&slots[static_cast<std::size_t>(hashes[position + prefetch_distance]) & mask]);
-        const std::uint64_t hash = hashes[position];
-        const std::uint64_t entry = (hash >> 32 << 32) | (position + 1);
-        for (std::size_t at = static_cast<std::size_t>(hash) & mask;; at = (at + 1) & mask) {
-            const std::uint64_t slot = slots[at];
-            const bool same_key =
-                slot != 0 && (slot >> 32) == (hash >> 32) &&
-                members_[static_cast<std::size_t>(slot & 0xffffffffu) - 1].first == members_[position].first;
-            if (same_key && !allow_duplicate_keys) return position;
-            if (slot == 0 || same_key) {
-                slots[at] = entry;
-                break;
-            }
-        }
-    }
-    return no_duplicate;
-}
-
-// ---- value -----------------------------------------------------------------------------------------------
-
-inline void value::throw_wrong_kind(kind expected) const {
-    constexpr std::array<std::string_view, 7> described = {"null",     "a boolean", "an integer", "a number",
-                                                           "a string", "an array",  "an object"};
-    throw type_error(anvil::detail::message(
-        "JSON: expected ", described[static_cast<std::size_t>(expected)], ", got ", described[data_.index()],
-        offset_plus_one_ ? anvil::detail::message(" (the value at byte ", offset(), ")") : ""));
-}
-
-inline const value& value::at(std::string_view key) const {
-    if (const value* found = as_object().find(key)) return *found;
-    throw format_error(anvil::detail::message(
-        "JSON: missing key \"", key, "\"",
-        offset_plus_one_ ? anvil::detail::message(" (the object at byte ", offset(), ")") : ""));
-}
-
-// Destroying a deep value recursively could overflow the stack (max_depth is the caller's choice), so nested
-// containers are moved to a work list and destroyed one level at a time.
-inline void value::release_nested() noexcept {
-    std::vector<value> pending;
-    const auto take_nested_children = [&pending](value& v) {
-        const auto take = [&pending](value& child) {
-            const auto* a = std::get_if<array>(&child.data_);
-            const auto* o = std::get_if<object>(&child.data_);
-            if ((a && !a->empty()) || (o && !o->empty())) pending.push_back(std::move(child));
-        };
-        if (auto* a = std::get_if<array>(&v.data_)) {
-            for (value& child : *a)
-                take(child);
-        } else if (auto* o = std::get_if<object>(&v.data_)) {
-            for (object::member& m : o->members_)
-                take(m.second);
-        }
-    };
-    take_nested_children(*this);
-    while (!pending.empty()) {
-        value current = std::move(pending.back());
-        pending.pop_back();
-        take_nested_children(current);
-    }
 }
 
 }  // namespace anvil::json
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
+
+#if ANVIL_DEFINITIONS
+#include "anvil/core/json_value-inl.hpp"
 #endif

@@ -2,22 +2,14 @@
 // the only operating-system calls live in detail::os_mapping below, so a Windows port changes one section.
 #pragma once
 
-#include "anvil/core/error.hpp"
-
-#include <cerrno>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <filesystem>
-#include <limits>
 #include <span>
 #include <string>
 #include <utility>
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include "anvil/compilation.hpp"
 
 namespace anvil {
 
@@ -38,9 +30,7 @@ struct os_mapping {
     std::size_t size = 0;
 };
 
-[[nodiscard]] inline std::string os_error_text(int error_number) {
-    return std::strerror(error_number);
-}
+[[nodiscard]] std::string os_error_text(int error_number);
 
 // Closes the descriptor on every path out of map_file.
 class os_file_descriptor {
@@ -48,74 +38,18 @@ public:
     explicit os_file_descriptor(int descriptor) noexcept : descriptor_(descriptor) {}
     os_file_descriptor(const os_file_descriptor&) = delete;
     os_file_descriptor& operator=(const os_file_descriptor&) = delete;
-    ~os_file_descriptor() {
-        if (descriptor_ >= 0) ::close(descriptor_);
-    }
+    ~os_file_descriptor();
     [[nodiscard]] int get() const noexcept { return descriptor_; }
 
 private:
     int descriptor_;
 };
 
-[[nodiscard]] inline os_mapping map_file(const std::filesystem::path& path) {
-    int descriptor = -1;
-    do {
-        descriptor = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    } while (descriptor < 0 && errno == EINTR);
-    if (descriptor < 0) {
-        throw io_error(message(path.string(), ": cannot open for reading: ", os_error_text(errno)));
-    }
-    const os_file_descriptor file(descriptor);
+[[nodiscard]] os_mapping map_file(const std::filesystem::path& path);
 
-    struct stat status {};
-    if (::fstat(file.get(), &status) != 0) {
-        throw io_error(message(path.string(), ": cannot read the file's size: ", os_error_text(errno)));
-    }
-    if (S_ISDIR(status.st_mode)) throw io_error(message(path.string(), ": is a folder, expected a file"));
-    if (!S_ISREG(status.st_mode)) {
-        // A pipe or device has no fixed size to map.
-        throw io_error(message(path.string(), ": is not a regular file, cannot be memory-mapped"));
-    }
-    if (status.st_size < 0 ||
-        static_cast<std::uintmax_t>(status.st_size) > std::numeric_limits<std::size_t>::max()) {
-        throw io_error(message(path.string(), ": ", status.st_size, " bytes do not fit the address space"));
-    }
-    const auto size = static_cast<std::size_t>(status.st_size);
-    if (size == 0) return {};
+void unmap_file(const os_mapping& mapping) noexcept;
 
-    // MAP_PRIVATE: the mapping is read-only anyway, and private pages are never written back.
-    void* address = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, file.get(), 0);
-    if (address == MAP_FAILED) {
-        throw io_error(
-            message(path.string(), ": cannot memory-map ", size, " bytes: ", os_error_text(errno)));
-    }
-    return {address, size};
-}
-
-inline void unmap_file(const os_mapping& mapping) noexcept {
-    if (mapping.address != nullptr) ::munmap(mapping.address, mapping.size);
-}
-
-inline void advise_mapping(const os_mapping& mapping, access_hint hint) noexcept {
-    if (mapping.address == nullptr) return;
-    int advice = MADV_NORMAL;
-    switch (hint) {
-        case access_hint::normal:
-            advice = MADV_NORMAL;
-            break;
-        case access_hint::sequential:
-            advice = MADV_SEQUENTIAL;
-            break;
-        case access_hint::random:
-            advice = MADV_RANDOM;
-            break;
-        case access_hint::will_need:
-            advice = MADV_WILLNEED;
-            break;
-    }
-    // Only a hint: a kernel that refuses it reads the file all the same.
-    static_cast<void>(::madvise(mapping.address, mapping.size, advice));
-}
+void advise_mapping(const os_mapping& mapping, access_hint hint) noexcept;
 
 // --- end of the POSIX section ---
 
@@ -129,26 +63,13 @@ public:
     mapped_file() = default;
 
     [[nodiscard]] static mapped_file open(const std::filesystem::path& path,
-                                          access_hint hint = access_hint::normal) {
-        mapped_file file;
-        file.mapping_ = detail::map_file(path);
-        file.path_ = path;
-        if (hint != access_hint::normal) file.advise(hint);
-        return file;
-    }
+                                          access_hint hint = access_hint::normal);
 
     mapped_file(const mapped_file&) = delete;
     mapped_file& operator=(const mapped_file&) = delete;
     mapped_file(mapped_file&& other) noexcept
         : mapping_(std::exchange(other.mapping_, {})), path_(std::move(other.path_)) {}
-    mapped_file& operator=(mapped_file&& other) noexcept {
-        if (this != &other) {
-            detail::unmap_file(mapping_);
-            mapping_ = std::exchange(other.mapping_, {});
-            path_ = std::move(other.path_);
-        }
-        return *this;
-    }
+    mapped_file& operator=(mapped_file&& other) noexcept;
     ~mapped_file() { detail::unmap_file(mapping_); }
 
     [[nodiscard]] std::span<const std::byte> bytes() const noexcept {
@@ -167,3 +88,7 @@ private:
 };
 
 }  // namespace anvil
+
+#if ANVIL_DEFINITIONS
+#include "anvil/core/mapped_file-inl.hpp"
+#endif

@@ -10,6 +10,7 @@
 // character codes in Clang 14.
 #pragma once
 
+#include "anvil/compilation.hpp"
 #include "anvil/core/checked_math.hpp"
 #include "anvil/core/error.hpp"
 
@@ -39,17 +40,7 @@ namespace detail {
 
 // A shape for a message: "[1, 64, 1, 32]"; "[]" for a scalar; a long one shows its first 16 axes and its
 // rank. Shapes anvil expects print dyn as "?"; shapes read from files (dyn_as_any = false) print every value.
-[[nodiscard]] inline std::string extents_to_string(std::span<const std::int64_t> extents,
-                                                   bool dyn_as_any = true) {
-    constexpr std::size_t shown = 16;
-    std::string text = "[";
-    for (std::size_t axis = 0; axis < extents.size() && axis < shown; ++axis) {
-        if (axis > 0) text += ", ";
-        text += dyn_as_any && extents[axis] == dyn ? std::string("?") : std::to_string(extents[axis]);
-    }
-    if (extents.size() > shown) text += message(", ... (", extents.size(), " dims)");
-    return text + "]";
-}
+[[nodiscard]] std::string extents_to_string(std::span<const std::int64_t> extents, bool dyn_as_any = true);
 
 // numpy's rule for one pair of extents aligned from the right: equal, or one of them 1. dyn (which only
 // static shapes hold) matches anything here; its real value is checked when the graph is built.
@@ -77,18 +68,11 @@ constexpr bool broadcast_extents(std::span<const std::int64_t> a, std::span<cons
     return true;
 }
 
-[[noreturn]] inline void throw_invalid_extent(std::size_t axis, std::int64_t extent) {
-    throw shape_error(message("dims: extent ", extent, " at axis ", axis,
-                              " is negative; extents must be >= 0 (anvil::dyn is for static shapes only)"));
-}
+[[noreturn]] void throw_invalid_extent(std::size_t axis, std::int64_t extent);
 
-[[noreturn]] inline void throw_extent_too_large(std::size_t axis, std::uint64_t extent) {
-    throw shape_error(message("dims: extent ", extent, " at axis ", axis, " does not fit in int64"));
-}
+[[noreturn]] void throw_extent_too_large(std::size_t axis, std::uint64_t extent);
 
-[[noreturn]] inline void throw_rank_too_large(std::size_t rank) {
-    throw shape_error(message("dims: rank ", rank, " exceeds anvil's maximum rank of ", max_rank));
-}
+[[noreturn]] void throw_rank_too_large(std::size_t rank);
 
 // A trait so that a failing check prints the shape: element_count_fits<anvil::shape<...>>::value.
 template <class Shape>
@@ -176,10 +160,7 @@ private:
         extents_[rank_++] = static_cast<std::int64_t>(extent);
     }
 
-    [[noreturn]] void throw_element_count_overflow() const {
-        throw shape_error(
-            detail::message("dims ", to_string(), ": the element count does not fit in 64 bits"));
-    }
+    [[noreturn]] void throw_element_count_overflow() const;
 
     std::array<std::int64_t, max_rank> extents_{};
     std::size_t rank_ = 0;
@@ -203,21 +184,7 @@ inline std::ostream& operator<<(std::ostream& out, const dims& shape) {
 
 // The same, for an op being built: throws shape_error naming the op, both shapes and the first axis (counted
 // from the right, as numpy aligns them) that does not fit.
-[[nodiscard]] inline dims broadcast_or_throw(std::string_view op, const dims& a, const dims& b) {
-    if (auto result = broadcast(a, b)) return *result;
-    const std::size_t rank = a.rank() > b.rank() ? a.rank() : b.rank();
-    std::size_t from_right = 1;
-    for (; from_right <= rank; ++from_right) {
-        const std::int64_t extent_a = from_right <= a.rank() ? a[a.rank() - from_right] : 1;
-        const std::int64_t extent_b = from_right <= b.rank() ? b[b.rank() - from_right] : 1;
-        if (!detail::broadcast_extent(extent_a, extent_b)) {
-            throw shape_error(detail::message(op, ": shapes ", a, " and ", b, " do not broadcast (axis -",
-                                              from_right, ": ", extent_a, " vs ", extent_b,
-                                              "; aligned from the right, extents must match or be 1)"));
-        }
-    }
-    throw shape_error(detail::message(op, ": shapes ", a, " and ", b, " do not broadcast"));  // unreachable
-}
+[[nodiscard]] dims broadcast_or_throw(std::string_view op, const dims& a, const dims& b);
 
 // A static shape. Extents are >= 0, or dyn for one known only at run time.
 template <std::int64_t... Extents>
@@ -394,3 +361,7 @@ void require_matches(std::string_view what, const dims& actual) {
 
 }  // namespace detail
 }  // namespace anvil
+
+#if ANVIL_DEFINITIONS
+#include "anvil/core/shape-inl.hpp"
+#endif

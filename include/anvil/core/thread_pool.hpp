@@ -3,76 +3,35 @@
 // is passed by reference (no allocation per call). Workers sleep on a condition variable between calls.
 #pragma once
 
-#include "anvil/core/error.hpp"
-
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
-#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <mutex>
 #include <string_view>
-#include <system_error>
 #include <thread>
 #include <type_traits>
 #include <vector>
 
-#if defined(__linux__)
-#include <sched.h>
-#endif
+#include "anvil/compilation.hpp"
 
 namespace anvil {
 
 // The threads this process may run on at once: the CPUs in its affinity mask on Linux (containers and
 // `taskset` restrict it), else std::thread::hardware_concurrency(); at least 1.
-[[nodiscard]] inline std::size_t default_thread_count() {
-    std::size_t count = std::thread::hardware_concurrency();
-#if defined(__linux__)
-    // A cpu_set_t covers 1024 CPUs; on a larger machine sched_getaffinity fails and the hardware count
-    // stands.
-    cpu_set_t allowed;
-    CPU_ZERO(&allowed);
-    if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0) {
-        const int in_mask = CPU_COUNT(&allowed);
-        if (in_mask > 0) count = static_cast<std::size_t>(in_mask);
-    }
-#endif
-    return std::max<std::size_t>(count, 1);
-}
+[[nodiscard]] std::size_t default_thread_count();
 
 namespace detail {
 
 inline constexpr std::size_t max_thread_count = 1024;
 
 // The value of ANVIL_NUM_THREADS: a whole number from 1 to max_thread_count, nothing else.
-[[nodiscard]] inline std::size_t parse_thread_count(std::string_view text) {
-    std::size_t count = 0;
-    bool valid = !text.empty();
-    for (const char c : text) {
-        if (c < '0' || c > '9') {
-            valid = false;
-            break;
-        }
-        count =
-            std::min(count * 10 + static_cast<std::size_t>(c - '0'), max_thread_count + 1);  // no wrap-around
-    }
-    if (!valid || count == 0 || count > max_thread_count) {
-        const std::string_view shown = text.substr(0, 32);
-        throw error(message("ANVIL_NUM_THREADS='", shown, shown.size() < text.size() ? "...'" : "'",
-                            ": expected a whole number of threads from 1 to ", max_thread_count,
-                            " (unset it to use every CPU this process may run on)"));
-    }
-    return count;
-}
+[[nodiscard]] std::size_t parse_thread_count(std::string_view text);
 
 // ANVIL_NUM_THREADS when set and not empty, else default_thread_count().
-[[nodiscard]] inline std::size_t thread_count_from_environment() {
-    const char* value = std::getenv("ANVIL_NUM_THREADS");
-    if (value == nullptr || *value == '\0') return default_thread_count();
-    return parse_thread_count(value);
-}
+[[nodiscard]] std::size_t thread_count_from_environment();
 
 // A non-owning reference to the chunk body; valid because parallel_for returns only after every chunk ran.
 struct chunk_body {
@@ -107,20 +66,7 @@ struct parallel_job {
     std::exception_ptr error;  // written only by the thread that set `failed`
 
     // Takes chunks until none is left or one threw. Never throws.
-    void run_chunks() noexcept {
-        while (!failed.load(std::memory_order_relaxed)) {
-            const std::size_t chunk = next_chunk.fetch_add(1, std::memory_order_relaxed);
-            if (chunk >= chunk_count) return;
-            const std::size_t first = begin + chunk * chunk_size + std::min(chunk, remainder);
-            const std::size_t last = first + chunk_size + (chunk < remainder ? 1 : 0);
-            try {
-                body.call(body.object, first, last);
-            } catch (...) {
-                if (!failed.exchange(true, std::memory_order_relaxed)) error = std::current_exception();
-                return;
-            }
-        }
-    }
+    void run_chunks() noexcept;
 };
 
 }  // namespace detail
@@ -129,21 +75,7 @@ class thread_pool {
 public:
     // `threads` counts the calling thread, which runs chunks too: a pool of n starts n - 1 workers. 0 means
     // default_thread_count(). A pool of 1 runs everything inline.
-    explicit thread_pool(std::size_t threads = 0) {
-        if (threads == 0) threads = default_thread_count();
-        workers_.reserve(threads - 1);
-        for (std::size_t i = 1; i < threads; ++i) {
-            try {
-                auto slot = std::make_unique<worker>();
-                slot->thread = std::thread([this, raw = slot.get()] { worker_loop(*raw); });
-                workers_.push_back(std::move(slot));
-            } catch (const std::exception& e) {
-                stop_workers();
-                throw error(detail::message("thread_pool: could not start thread ", i + 1, " of ", threads,
-                                            ": ", e.what()));
-            }
-        }
-    }
+    explicit thread_pool(std::size_t threads = 0);
 
     thread_pool(const thread_pool&) = delete;
     thread_pool& operator=(const thread_pool&) = delete;
@@ -182,10 +114,7 @@ public:
 
     // The process-wide pool, started on first use with ANVIL_NUM_THREADS threads when that is set, else
     // default_thread_count(). An invalid ANVIL_NUM_THREADS throws anvil::error (again on the next call).
-    [[nodiscard]] static thread_pool& global() {
-        static thread_pool pool(detail::thread_count_from_environment());
-        return pool;
-    }
+    [[nodiscard]] static thread_pool& global();
 
 private:
     static constexpr std::size_t chunks_per_thread = 4;
@@ -196,72 +125,9 @@ private:
         detail::parallel_job* job = nullptr;  // guarded by mutex_
     };
 
-    void run(std::size_t begin, std::size_t end, std::size_t grain, detail::chunk_body body) {
-        if (end <= begin) return;
-        const std::size_t count = end - begin;
-        const std::size_t chunk_count =
-            std::min(count / std::max<std::size_t>(grain, 1), size() * chunks_per_thread);
-        if (chunk_count <= 1 || workers_.empty() || detail::running_chunks) {
-            body.call(body.object, begin, end);
-            return;
-        }
-
-        detail::parallel_job job;
-        job.body = body;
-        job.begin = begin;
-        job.chunk_count = chunk_count;
-        job.chunk_size = count / chunk_count;
-        job.remainder = count % chunk_count;
-
-        const std::lock_guard<std::mutex> one_call_at_a_time(submit_mutex_);
-        const std::size_t helpers = std::min(chunk_count - 1, workers_.size());
-        {
-            const std::lock_guard<std::mutex> lock(mutex_);
-            busy_workers_ = helpers;
-            for (std::size_t i = 0; i < helpers; ++i)
-                workers_[i]->job = &job;
-        }
-        for (std::size_t i = 0; i < helpers; ++i)
-            workers_[i]->wake.notify_one();
-        {
-            const detail::running_chunks_scope scope;
-            job.run_chunks();
-        }
-        {
-            // Also orders the workers' writes (and job.error) before everything after parallel_for.
-            std::unique_lock<std::mutex> lock(mutex_);
-            done_.wait(lock, [this] { return busy_workers_ == 0; });
-        }
-        if (job.error) std::rethrow_exception(job.error);
-    }
-
-    void worker_loop(worker& self) {
-        detail::running_chunks = true;
-        std::unique_lock<std::mutex> lock(mutex_);
-        for (;;) {
-            self.wake.wait(lock, [&] { return self.job != nullptr || stopping_; });
-            if (self.job == nullptr) return;  // stopping
-            detail::parallel_job* job = self.job;
-            lock.unlock();
-            job->run_chunks();
-            lock.lock();
-            self.job = nullptr;
-            if (--busy_workers_ == 0) done_.notify_one();
-        }
-    }
-
-    void stop_workers() noexcept {
-        {
-            const std::lock_guard<std::mutex> lock(mutex_);
-            stopping_ = true;
-        }
-        for (auto& slot : workers_)
-            slot->wake.notify_one();
-        for (auto& slot : workers_) {
-            if (slot->thread.joinable()) slot->thread.join();
-        }
-        workers_.clear();
-    }
+    void run(std::size_t begin, std::size_t end, std::size_t grain, detail::chunk_body body);
+    void worker_loop(worker& self);
+    void stop_workers() noexcept;
 
     std::mutex submit_mutex_;  // one parallel_for at a time from outside threads
     std::mutex mutex_;         // guards worker::job, busy_workers_, stopping_
@@ -272,3 +138,7 @@ private:
 };
 
 }  // namespace anvil
+
+#if ANVIL_DEFINITIONS
+#include "anvil/core/thread_pool-inl.hpp"
+#endif

@@ -4,18 +4,15 @@
 // inference runs at once and throws on a mismatch); compiling copies them, so one graph can be compiled
 // many times with different outputs.
 #pragma once
-
 #include <cstdint>
 #include <initializer_list>
-#include <limits>
 #include <memory>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
-#include "anvil/core/error.hpp"
+#include "anvil/compilation.hpp"
 #include "anvil/core/host_tensor.hpp"
 #include "anvil/graph/op.hpp"
 #include "anvil/graph/shape_inference.hpp"
@@ -71,29 +68,10 @@ public:
     graph() : body_(std::make_shared<graph_body>()) {}
 
     // A named input the program is run with.
-    value input(std::string name, dtype type, dims shape) {
-        if (name.empty()) throw error("graph::input: an input needs a name");
-        for (const auto& existing : body_->nodes) {
-            if (existing.kind == op::input && existing.name == name) {
-                throw error(detail::message("graph::input: there is already an input named '", name, "'"));
-            }
-        }
-        node n;
-        n.kind = op::input;
-        n.result = {type, shape};
-        n.name = std::move(name);
-        return append(std::move(n));
-    }
+    value input(std::string name, dtype type, dims shape);
 
     // Host data baked into the program (weights); `label` names it in dumps and errors.
-    value constant(host_tensor data, std::string label = {}) {
-        node n;
-        n.kind = op::constant;
-        n.result = {data.type(), data.shape()};
-        n.name = std::move(label);
-        n.data = std::move(data);
-        return append(std::move(n));
-    }
+    value constant(host_tensor data, std::string label = {});
 
     // Typed leaves for the expression front end, defined in anvil/expr/tensor.hpp:
     // input<T>(name, shape<2, 3>{}) gives a tensor<T, shape<2, 3>>; input<T>(name, dims) a tensor<T> whose
@@ -110,34 +88,11 @@ public:
                                           std::string label = {});
 
     // A scalar constant of `type`: the right operand of `x * 0.5`.
-    value scalar(double number, dtype type = dtype::f32) {
-        host_tensor data(dtype::f64, dims{});
-        data.values<double>()[0] = number;
-        if (type != dtype::f64) data = convert_scalar(data, type);
-        return constant(std::move(data));
-    }
+    value scalar(double number, dtype type = dtype::f32);
 
     // Appends `kind` applied to `inputs`; infers the result's type and shape (throwing shape_error or
     // type_error that name the op and the operands) and canonicalises the attributes.
-    value apply(op kind, std::span<const value> inputs, attributes attrs = {}) {
-        std::vector<value_type> types;
-        node n;
-        n.kind = kind;
-        for (const value& input : inputs) {
-            if (!input.valid()) {
-                throw error(detail::message(op_name(kind), ": operand ", types.size(), " is an empty value"));
-            }
-            if (input.owner() != body_) {
-                throw error(
-                    detail::message(op_name(kind), ": operand ", types.size(), " belongs to another graph"));
-            }
-            types.push_back(input.producer().result);
-            n.inputs.push_back(input.id());
-        }
-        n.result = infer(kind, attrs, types);
-        n.attrs = std::move(attrs);
-        return append(std::move(n));
-    }
+    value apply(op kind, std::span<const value> inputs, attributes attrs = {});
     value apply(op kind, std::initializer_list<value> inputs, attributes attrs = {}) {
         return apply(kind, std::span<const value>(inputs.begin(), inputs.size()), std::move(attrs));
     }
@@ -147,49 +102,20 @@ public:
     [[nodiscard]] const std::vector<node>& nodes() const noexcept { return body_->nodes; }
     [[nodiscard]] const std::shared_ptr<graph_body>& body() const noexcept { return body_; }
     // The graph a value belongs to.
-    [[nodiscard]] static graph of(const value& v) {
-        if (!v.valid()) throw error("graph::of: an empty value belongs to no graph");
-        return graph(v.owner());
-    }
+    [[nodiscard]] static graph of(const value& v);
 
 private:
     explicit graph(std::shared_ptr<graph_body> body) : body_(std::move(body)) {}
 
-    value append(node n) {
-        if (body_->nodes.size() >= std::numeric_limits<value_id>::max()) {
-            throw error("graph: too many nodes");
-        }
-        body_->nodes.push_back(std::move(n));
-        return {body_, static_cast<value_id>(body_->nodes.size() - 1)};
-    }
+    value append(node n);
 
-    static host_tensor convert_scalar(const host_tensor& number, dtype type) {
-        host_tensor out(type, dims{});
-        const double v = number.values<double>()[0];
-        switch (type) {
-            case dtype::f32:
-                out.values<float>()[0] = static_cast<float>(v);
-                break;
-            case dtype::f16:
-                out.values<half>()[0] = half(static_cast<float>(v));
-                break;
-            case dtype::bf16:
-                out.values<bfloat16>()[0] = bfloat16(static_cast<float>(v));
-                break;
-            case dtype::i64:
-                out.values<std::int64_t>()[0] = static_cast<std::int64_t>(v);
-                break;
-            case dtype::i32:
-                out.values<std::int32_t>()[0] = static_cast<std::int32_t>(v);
-                break;
-            default:
-                throw type_error(
-                    detail::message("graph::scalar: no scalar constants of type ", dtype_name(type)));
-        }
-        return out;
-    }
+    static host_tensor convert_scalar(const host_tensor& number, dtype type);
 
     std::shared_ptr<graph_body> body_;
 };
 
 }  // namespace anvil
+
+#if ANVIL_DEFINITIONS
+#include "anvil/graph/graph-inl.hpp"
+#endif

@@ -7,18 +7,16 @@
 //   an optional "__metadata__" maps strings to strings. The tensors must tile the data section exactly.
 #pragma once
 
+#include "anvil/compilation.hpp"
 #include "anvil/core/bfloat16.hpp"
-#include "anvil/core/checked_math.hpp"
-#include "anvil/core/convert.hpp"
 #include "anvil/core/dtype.hpp"
 #include "anvil/core/error.hpp"
 #include "anvil/core/half.hpp"
-#include "anvil/core/json.hpp"
+#include "anvil/core/json_value.hpp"
 #include "anvil/core/mapped_file.hpp"
 #include "anvil/core/shape.hpp"
 
 #include <algorithm>
-#include <array>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -26,7 +24,6 @@
 #include <initializer_list>
 #include <memory>
 #include <numeric>
-#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -60,24 +57,7 @@ inline constexpr std::size_t safetensors_max_rank = 64;
 
 // A tensor name as messages quote it: control bytes escaped, very long names cut, so that a hostile header
 // cannot make a message unreadable or huge.
-[[nodiscard]] inline std::string quoted_name(std::string_view name) {
-    constexpr std::size_t limit = 200;
-    std::string out = "'";
-    for (std::size_t i = 0; i < name.size() && i < limit; ++i) {
-        const auto c = static_cast<unsigned char>(name[i]);
-        if (c < 0x20 || c == 0x7f) {
-            constexpr std::string_view hex = "0123456789abcdef";
-            out += "\\x";
-            out += hex[c >> 4];
-            out += hex[c & 0xf];
-        } else {
-            out += static_cast<char>(c);
-        }
-    }
-    if (name.size() > limit) out += message("... (", name.size(), " bytes)");
-    out += "'";
-    return out;
-}
+[[nodiscard]] std::string quoted_name(std::string_view name);
 
 // Up to three names close to `wanted` (edit distance, or the same name under an extra "prefix."), for
 // "did you mean" hints. Bounded work: only on error paths, but the names come from hostile files.
@@ -162,24 +142,10 @@ public:
 
     // The elements converted to f32 / f16 (f64 and integers round as static_cast would). `out` must hold
     // exactly element_count() values.
-    [[nodiscard]] std::vector<float> to_f32() const {
-        std::vector<float> out(static_cast<std::size_t>(info_.element_count));
-        to_f32(out);
-        return out;
-    }
-    void to_f32(std::span<float> out) const {
-        check_output_size(out.size(), "to_f32");
-        if (!out.empty()) convert_to_f32(info_.type, bytes_.data(), out.size(), out.data());
-    }
-    [[nodiscard]] std::vector<half> to_f16() const {
-        std::vector<half> out(static_cast<std::size_t>(info_.element_count));
-        to_f16(out);
-        return out;
-    }
-    void to_f16(std::span<half> out) const {
-        check_output_size(out.size(), "to_f16");
-        if (!out.empty()) convert_to_f16(info_.type, bytes_.data(), out.size(), out.data());
-    }
+    [[nodiscard]] std::vector<float> to_f32() const;
+    void to_f32(std::span<float> out) const;
+    [[nodiscard]] std::vector<half> to_f16() const;
+    void to_f16(std::span<half> out) const;
 
     // The elements in place, without a copy: T must be the tensor's own element type (float for f32, half for
     // f16, std::int64_t for i64, ...) and the bytes aligned for T (they are in files Hugging Face writes).
@@ -207,32 +173,12 @@ public:
 
     // Checks a model loader's expectation and returns *this; anvil::dyn (-1) matches any extent. Throws
     // shape_error "model.safetensors: tensor 'w': expected shape [768, 768], got [768, 512]" or type_error.
-    const tensor_view& require_shape(std::span<const std::int64_t> expected) const {
-        bool matches = expected.size() == info_.shape.size();
-        for (std::size_t axis = 0; matches && axis < expected.size(); ++axis) {
-            matches = expected[axis] == dyn || expected[axis] == info_.shape[axis];
-        }
-        if (!matches) {
-            throw shape_error(detail::message(prefix(), "expected shape ",
-                                              detail::extents_to_string(expected), ", got ",
-                                              detail::extents_to_string(info_.shape, false)));
-        }
-        return *this;
-    }
+    const tensor_view& require_shape(std::span<const std::int64_t> expected) const;
     const tensor_view& require_shape(std::initializer_list<std::int64_t> expected) const {
         return require_shape(std::span<const std::int64_t>(expected.begin(), expected.size()));
     }
-    const tensor_view& require_type(dtype expected) const {
-        if (info_.type != expected) {
-            throw type_error(detail::message(prefix(), "expected dtype ", dtype_name(expected), ", got ",
-                                             dtype_name(info_.type)));
-        }
-        return *this;
-    }
-    const tensor_view& require(dtype expected_type, std::span<const std::int64_t> expected_shape) const {
-        require_shape(expected_shape);
-        return require_type(expected_type);
-    }
+    const tensor_view& require_type(dtype expected) const;
+    const tensor_view& require(dtype expected_type, std::span<const std::int64_t> expected_shape) const;
     const tensor_view& require(dtype expected_type,
                                std::initializer_list<std::int64_t> expected_shape) const {
         return require(expected_type,
@@ -245,15 +191,8 @@ private:
     tensor_view(tensor_info info, std::span<const std::byte> bytes, std::shared_ptr<const std::string> source)
         : info_(std::move(info)), bytes_(bytes), source_(std::move(source)) {}
 
-    [[nodiscard]] std::string prefix() const {
-        return detail::message(*source_, ": tensor ", detail::quoted_name(info_.name), ": ");
-    }
-    void check_output_size(std::size_t size, std::string_view what) const {
-        if (size != info_.element_count) {
-            throw shape_error(detail::message(prefix(), what, " needs room for exactly ", info_.element_count,
-                                              " elements, got ", size));
-        }
-    }
+    [[nodiscard]] std::string prefix() const;
+    void check_output_size(std::size_t size, std::string_view what) const;
 
     tensor_info info_;
     std::span<const std::byte> bytes_;
@@ -265,22 +204,12 @@ private:
 class safetensors_file {
 public:
     [[nodiscard]] static safetensors_file open(const std::filesystem::path& path,
-                                               access_hint hint = access_hint::normal) {
-        auto mapping = mapped_file::open(path, hint);
-        auto file = parse(mapping.bytes(), path.string());
-        file.mapping_ = std::move(mapping);  // the views keep pointing into the same pages
-        file.path_ = path;
-        return file;
-    }
+                                               access_hint hint = access_hint::normal);
 
     // Borrows `bytes`, which must outlive the result and its views.
     [[nodiscard]] static safetensors_file parse(std::span<const std::byte> bytes, std::string source_name);
     // Takes the buffer over, so a temporary (a writer's to_bytes(), a downloaded file) is safe to pass.
-    [[nodiscard]] static safetensors_file parse(std::vector<std::byte>&& bytes, std::string source_name) {
-        auto file = parse(std::span<const std::byte>(bytes), std::move(source_name));
-        file.owned_bytes_ = std::move(bytes);  // a moved vector keeps its buffer: the views stay valid
-        return file;
-    }
+    [[nodiscard]] static safetensors_file parse(std::vector<std::byte>&& bytes, std::string source_name);
 
     safetensors_file(safetensors_file&&) noexcept = default;
     safetensors_file& operator=(safetensors_file&&) noexcept = default;
@@ -297,33 +226,15 @@ public:
     [[nodiscard]] std::size_t size() const noexcept { return tensors_.size(); }
     [[nodiscard]] bool contains(std::string_view name) const { return find(name) != nullptr; }
     // nullptr when absent; a binary search over the names.
-    [[nodiscard]] const tensor_view* find(std::string_view name) const {
-        const auto position = std::lower_bound(
-            by_name_.begin(), by_name_.end(), name,
-            [this](std::uint32_t index, std::string_view wanted) { return tensors_[index].name() < wanted; });
-        if (position == by_name_.end() || tensors_[*position].name() != name) return nullptr;
-        return &tensors_[*position];
-    }
+    [[nodiscard]] const tensor_view* find(std::string_view name) const;
     // The named tensor, or a format_error "model.safetensors: no tensor named 'x' (did you mean 'y'?)".
-    [[nodiscard]] const tensor_view& tensor(std::string_view name) const {
-        if (const tensor_view* found = find(name)) return *found;
-        std::vector<std::string_view> names;
-        names.reserve(tensors_.size());
-        for (const auto& view : tensors_)
-            names.emplace_back(view.name());
-        throw format_error(detail::no_tensor_message(*source_, name, names, tensors_.size()));
-    }
+    [[nodiscard]] const tensor_view& tensor(std::string_view name) const;
 
     // "__metadata__", in header order.
     [[nodiscard]] const std::vector<std::pair<std::string, std::string>>& metadata() const noexcept {
         return metadata_;
     }
-    [[nodiscard]] const std::string* find_metadata(std::string_view key) const {
-        for (const auto& [entry_key, value] : metadata_) {
-            if (entry_key == key) return &value;
-        }
-        return nullptr;
-    }
+    [[nodiscard]] const std::string* find_metadata(std::string_view key) const;
 
     [[nodiscard]] std::uint64_t header_size() const noexcept { return header_size_; }  // N, padding included
     [[nodiscard]] std::uint64_t data_size() const noexcept { return data_size_; }
@@ -349,308 +260,12 @@ namespace detail {
 
 // "a JSON array", "the number 1.5": what a header value is, for messages (values of unbounded size are not
 // printed).
-[[nodiscard]] inline std::string describe_json(const json::value& value) {
-    if (value.is_number()) return "the number " + json::dump(value);
-    if (value.is_string()) return "a string";
-    if (value.is_array()) return "an array";
-    if (value.is_object()) return "an object";
-    return "the JSON literal " + json::dump(value);
-}
-
-// A non-negative JSON integer, or nullopt (fractions, negatives, non-numbers, integers past 2^63 - 1).
-[[nodiscard]] inline std::optional<std::uint64_t> non_negative_integer(const json::value& value) {
-    if (!value.is_integer()) return std::nullopt;
-    const std::int64_t integer = value.as_int();
-    if (integer < 0) return std::nullopt;
-    return static_cast<std::uint64_t>(integer);
-}
-
-// One header entry checked on its own; the tiling of the data section is checked afterwards.
-[[nodiscard]] inline tensor_info parse_tensor_entry(std::string_view source, const std::string& name,
-                                                    const json::value& entry, std::uint64_t data_size) {
-    const auto where = [&] { return message(source, ": tensor ", quoted_name(name), ": "); };
-    if (!entry.is_object()) {
-        throw format_error(message(where(), "entry is ", describe_json(entry),
-                                   ", expected an object with dtype, shape and data_offsets"));
-    }
-    const json::value* type_value = nullptr;
-    const json::value* shape_value = nullptr;
-    const json::value* offsets_value = nullptr;
-    for (const auto& [key, value] : entry.as_object()) {
-        if (key == "dtype") {
-            type_value = &value;
-        } else if (key == "shape") {
-            shape_value = &value;
-        } else if (key == "data_offsets") {
-            offsets_value = &value;
-        } else {
-            throw format_error(message(where(), "unknown key ", quoted_name(key),
-                                       " (an entry holds only dtype, shape and data_offsets)"));
-        }
-    }
-    for (const auto& [value, key] : {std::pair{type_value, "dtype"}, std::pair{shape_value, "shape"},
-                                     std::pair{offsets_value, "data_offsets"}}) {
-        if (value == nullptr) throw format_error(message(where(), "the entry has no \"", key, "\""));
-    }
-
-    tensor_info info;
-    info.name = name;
-    if (!type_value->is_string()) {
-        throw format_error(
-            message(where(), "dtype is ", describe_json(*type_value), ", expected a string such as \"F32\""));
-    }
-    const auto type = dtype_from_safetensors_name(type_value->as_string());
-    if (!type) throw format_error(message(where(), "unknown dtype ", quoted_name(type_value->as_string())));
-    info.type = *type;
-
-    if (!shape_value->is_array()) {
-        throw format_error(message(where(), "shape is ", describe_json(*shape_value),
-                                   ", expected an array of non-negative integers"));
-    }
-    const auto& extents = shape_value->as_array();
-    // check_header_arrays has bounded the rank by safetensors_max_rank.
-    for (std::size_t axis = 0; axis < extents.size(); ++axis) {
-        const auto extent = non_negative_integer(extents[axis]);
-        if (!extent) {
-            throw format_error(message(where(), "shape[", axis, "] is ", describe_json(extents[axis]),
-                                       ", expected a non-negative integer"));
-        }
-        info.shape.push_back(static_cast<std::int64_t>(*extent));
-    }
-    const auto count = checked_element_count(std::span<const std::int64_t>(info.shape));
-    const auto byte_count = count ? checked_mul(*count, dtype_size(info.type)) : std::nullopt;
-    if (!byte_count) {
-        throw format_error(message(where(), "shape ", extents_to_string(info.shape, false), " of ",
-                                   dtype_name(info.type), " has more than 2^64 bytes"));
-    }
-    info.element_count = *count;
-
-    if (!offsets_value->is_array() || offsets_value->as_array().size() != 2) {
-        throw format_error(message(where(), "data_offsets is ", describe_json(*offsets_value),
-                                   offsets_value->is_array()
-                                       ? message(" of ", offsets_value->as_array().size(), " values")
-                                       : std::string(),
-                                   ", expected [begin, end]"));
-    }
-    for (std::size_t i = 0; i < 2; ++i) {
-        if (!non_negative_integer(offsets_value->as_array()[i])) {
-            throw format_error(message(where(), "data_offsets[", i, "] is ",
-                                       describe_json(offsets_value->as_array()[i]),
-                                       ", expected a non-negative integer"));
-        }
-    }
-    info.data_begin = *non_negative_integer(offsets_value->as_array()[0]);
-    info.data_end = *non_negative_integer(offsets_value->as_array()[1]);
-    const auto offsets_text = [&] { return message("[", info.data_begin, ", ", info.data_end, "]"); };
-    if (info.data_begin > info.data_end) {
-        throw format_error(message(where(), "data_offsets ", offsets_text(), " begin after they end"));
-    }
-    if (info.data_end > data_size) {
-        throw format_error(message(where(), "data_offsets ", offsets_text(), " run past the end of the ",
-                                   data_size, "-byte data section"));
-    }
-    if (info.data_end - info.data_begin != *byte_count) {
-        throw format_error(message(where(), "data_offsets ", offsets_text(), " hold ",
-                                   info.data_end - info.data_begin, " bytes, but ", dtype_name(info.type),
-                                   " ", extents_to_string(info.shape, false), " needs ", *byte_count, " (",
-                                   *count, " elements x ", dtype_size(info.type), " bytes)"));
-    }
-    return info;
-}
-
-[[nodiscard]] inline std::vector<std::pair<std::string, std::string>> parse_safetensors_metadata(
-    std::string_view source, const json::value& value) {
-    if (!value.is_object()) {
-        throw format_error(
-            message(source, ": __metadata__ is ", describe_json(value), ", expected an object of strings"));
-    }
-    std::vector<std::pair<std::string, std::string>> entries;
-    for (const auto& [key, entry] : value.as_object()) {
-        if (!entry.is_string()) {
-            throw format_error(message(source, ": __metadata__ value ", quoted_name(key), " is ",
-                                       describe_json(entry), ", expected a string"));
-        }
-        entries.emplace_back(key, entry.as_string());
-    }
-    return entries;
-}
-
-// The tensors, sorted by offset, must tile [0, data_size) exactly: no overlap, no gap, nothing after the
-// last.
-inline void check_tiling(std::string_view source, const std::vector<tensor_info*>& by_offset,
-                         std::uint64_t data_size) {
-    std::uint64_t covered = 0;  // end of the bytes accounted for so far
-    const tensor_info* previous = nullptr;
-    for (const tensor_info* info : by_offset) {
-        if (previous != nullptr && info->data_begin < previous->data_end) {
-            throw format_error(message(source, ": tensors ", quoted_name(previous->name), " [",
-                                       previous->data_begin, ", ", previous->data_end, ") and ",
-                                       quoted_name(info->name), " [", info->data_begin, ", ", info->data_end,
-                                       ") overlap"));
-        }
-        if (info->data_begin > covered) {
-            throw format_error(message(source, ": bytes [", covered, ", ", info->data_begin,
-                                       ") of the data section belong to no tensor (a gap ",
-                                       previous != nullptr ? "after " + quoted_name(previous->name)
-                                                           : std::string("before the first tensor"),
-                                       ")"));
-        }
-        covered = info->data_end;
-        previous = info;
-    }
-    if (covered != data_size) {
-        throw format_error(message(
-            source, ": the last ", data_size - covered, " bytes of the data section belong to no tensor (",
-            previous != nullptr ? "tensors end at " + std::to_string(covered) : std::string("no tensors"),
-            ", the data section at ", data_size, ")"));
-    }
-}
-
-// Runs before the JSON parser builds its tree. No array of a valid header is longer than safetensors_max_rank
-// (shapes; data_offsets has 2), so a longer one is refused here, in one pass over the bytes, instead of after
-// it has become millions of JSON values (a tree is ~50 times larger than such an array's text). A quick scan,
-// not a parser: it skips strings and counts commas; malformed text is left to the parser to report.
-inline void check_header_arrays(std::string_view source, std::string_view text) {
-    constexpr std::size_t max_depth = 8;
-    std::array<bool, max_depth> is_array{};
-    std::array<std::size_t, max_depth> commas{};
-    std::array<std::size_t, max_depth> opened_at{};
-    std::size_t depth = 0;
-    std::string_view tensor;  // the root key last seen, as written (escapes and all)
-    bool expect_root_key = false;
-    for (std::size_t i = 0; i < text.size(); ++i) {
-        const char c = text[i];
-        if (c == '"') {
-            const std::size_t begin = i + 1;
-            for (++i; i < text.size() && text[i] != '"'; ++i) {
-                if (text[i] == '\\') ++i;
-            }
-            if (depth == 1 && expect_root_key) tensor = text.substr(begin, std::min(i, text.size()) - begin);
-            expect_root_key = false;
-        } else if (c == '[' || c == '{') {
-            if (depth == max_depth) return;  // the parser's depth limit reports it
-            is_array[depth] = c == '[';
-            commas[depth] = 0;
-            opened_at[depth] = i;
-            ++depth;
-            expect_root_key = depth == 1;
-        } else if (c == ']' || c == '}') {
-            if (depth == 0) return;
-            --depth;
-        } else if (c == ',' && depth > 0) {
-            expect_root_key = depth == 1;
-            if (is_array[depth - 1] && ++commas[depth - 1] >= safetensors_max_rank) {
-                throw format_error(message(source, ": tensor ", quoted_name(tensor),
-                                           ": the array at file byte ", opened_at[depth - 1] + 8,
-                                           " holds more than ", safetensors_max_rank,
-                                           " values; shape and data_offsets never do"));
-            }
-        }
-    }
-}
+[[nodiscard]] std::string describe_json(const json::value& value);
 
 }  // namespace detail
 
-inline safetensors_file safetensors_file::parse(std::span<const std::byte> bytes, std::string source_name) {
-    using detail::message;
-    safetensors_file file;
-    file.source_ = std::make_shared<const std::string>(std::move(source_name));
-    const std::string_view source = *file.source_;
-    file.bytes_ = bytes;
-
-    if (bytes.size() < 8) {
-        throw format_error(
-            message(source, ": the file is ", bytes.size(),
-                    " bytes, shorter than the 8-byte header length that starts a safetensors file"));
-    }
-    std::uint64_t header_size = 0;
-    for (std::size_t i = 0; i < 8; ++i)
-        header_size |= std::to_integer<std::uint64_t>(bytes[i]) << (8 * i);
-    // A file of another kind shows up here first: its first 8 bytes read as an absurd length.
-    const bool starts_like_json = bytes.size() > 8 && std::to_integer<char>(bytes[8]) == '{';
-    const std::string_view not_safetensors =
-        starts_like_json ? "" : " (the file does not look like safetensors)";
-    if (header_size > detail::safetensors_max_header_size) {
-        throw format_error(message(source, ": header length ", header_size, " exceeds the limit of ",
-                                   detail::safetensors_max_header_size, " bytes", not_safetensors));
-    }
-    if (header_size > bytes.size() - 8) {
-        throw format_error(message(source, ": header length ", header_size,
-                                   " runs past the end of the file (", bytes.size() - 8,
-                                   " bytes follow the length)", not_safetensors));
-    }
-    if (header_size == 0)
-        throw format_error(message(source, ": the header is empty, expected a JSON object"));
-    file.header_size_ = header_size;
-    file.data_size_ = bytes.size() - 8 - header_size;
-
-    const std::string_view text(reinterpret_cast<const char*>(bytes.data() + 8),
-                                static_cast<std::size_t>(header_size));
-    // Refused before parsing: a hostile header that is a 100 MB array never becomes a tree.
-    const auto first = text.find_first_not_of(" \t\r\n");
-    if (first != std::string_view::npos && text[first] != '{') {
-        throw format_error(message(source, ": the header starts with ",
-                                   detail::quoted_name(text.substr(first, 1)), " at file byte ", first + 8,
-                                   ", expected a JSON object"));
-    }
-    detail::check_header_arrays(source, text);
-    json::value header;
-    try {
-        // A valid header nests three deep (header, entry, shape); the limit bounds hostile nesting.
-        header =
-            json::parse(text, message(source, ": header"), {.max_depth = 8, .allow_duplicate_keys = false});
-    } catch (const json_error& e) {
-        // The parser counts from the header's first byte, 8 bytes into the file; offset() is the file's. A
-        // message quoting a hostile key (a duplicate) is cut short.
-        std::string what = e.what();
-        if (what.size() > 600) what = what.substr(0, 600) + "...";
-        throw json_error(message(what, " (file byte ", e.offset() + 8, ")"), e.offset() + 8);
-    }
-    std::vector<tensor_info> infos;
-    for (const auto& [name, entry] : header.as_object()) {
-        if (name == "__metadata__") {
-            file.metadata_ = detail::parse_safetensors_metadata(source, entry);
-        } else {
-            infos.push_back(detail::parse_tensor_entry(source, name, entry, file.data_size_));
-        }
-    }
-    header = json::value();  // the tree is no longer needed: free it before building the views
-
-    std::vector<tensor_info*> by_offset;
-    by_offset.reserve(infos.size());
-    for (auto& info : infos)
-        by_offset.push_back(&info);
-    // Stable: empty tensors that share an offset keep their header order.
-    std::stable_sort(by_offset.begin(), by_offset.end(), [](const tensor_info* a, const tensor_info* b) {
-        return a->data_begin != b->data_begin ? a->data_begin < b->data_begin : a->data_end < b->data_end;
-    });
-    detail::check_tiling(source, by_offset, file.data_size_);
-
-    const std::byte* data = bytes.data() + 8 + header_size;
-    file.tensors_.reserve(infos.size());
-    for (tensor_info* info : by_offset) {
-        const std::span<const std::byte> tensor_bytes(
-            data + info->data_begin, static_cast<std::size_t>(info->data_end - info->data_begin));
-        file.tensors_.push_back(tensor_view(std::move(*info), tensor_bytes, file.source_));
-    }
-    // Sorted as (name, index) pairs: comparing names in place is cache-friendlier than through the views.
-    std::vector<std::pair<std::string_view, std::uint32_t>> names;
-    names.reserve(file.tensors_.size());
-    for (std::size_t i = 0; i < file.tensors_.size(); ++i) {
-        names.emplace_back(file.tensors_[i].name(), static_cast<std::uint32_t>(i));
-    }
-    std::sort(names.begin(), names.end());
-    // The JSON parser refuses duplicate keys; this keeps find() exact whatever parser options change.
-    for (std::size_t i = 1; i < names.size(); ++i) {
-        if (names[i].first == names[i - 1].first) {
-            throw format_error(
-                message(source, ": tensor ", detail::quoted_name(names[i].first), " appears twice"));
-        }
-    }
-    file.by_name_.reserve(names.size());
-    for (const auto& entry : names)
-        file.by_name_.push_back(entry.second);
-    return file;
-}
-
 }  // namespace anvil
+
+#if ANVIL_DEFINITIONS
+#include "anvil/io/safetensors-inl.hpp"
+#endif

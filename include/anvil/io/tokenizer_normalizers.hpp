@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "anvil/compilation.hpp"
 #include "anvil/io/tokenizer_pipeline.hpp"
 #include "anvil/io/unicode.hpp"
 
@@ -38,75 +39,17 @@ public:
           strip_accents_(strip_accents),
           lowercase_(lowercase) {}
 
-    void normalize(std::string& text) const override {
-        bool ascii = true;
-        for (const char c : text)
-            ascii = ascii && static_cast<unsigned char>(c) < 0x80;
-        if (ascii) {
-            normalize_ascii(text);
-            return;
-        }
-        std::u32string code_points;
-        code_points.reserve(text.size());
-        for (std::size_t at = 0; at < text.size();) {
-            char32_t cp = next_code_point(text, at);
-            if (clean_text_) {
-                if (cp == 0 || cp == replacement_character) continue;
-                const bool layout = cp == '\t' || cp == '\n' || cp == '\r';
-                if (!layout && is_other(category(cp))) continue;
-                if (layout || is_white_space(cp)) cp = ' ';
-            }
-            if (handle_chinese_chars_ && is_cjk_ideograph(cp)) {
-                code_points += ' ';
-                code_points += cp;
-                code_points += ' ';
-            } else {
-                code_points += cp;
-            }
-        }
-        if (strip_accents_) {
-            code_points = nfd(code_points);
-            std::erase_if(code_points, [](char32_t cp) { return category(cp) == unicode_category::mn; });
-        }
-        if (lowercase_) {
-            std::u32string lowered;
-            lowered.reserve(code_points.size());
-            for (const char32_t cp : code_points)
-                append_lower(lowered, cp);
-            code_points = std::move(lowered);
-        }
-        text = to_utf8(code_points);
-    }
+    void normalize(std::string& text) const override;
 
 private:
-    void normalize_ascii(std::string& text) const {
-        std::size_t out = 0;
-        for (const char c : text) {
-            char d = c;
-            if (clean_text_) {
-                if (c == '\t' || c == '\n' || c == '\r') {
-                    d = ' ';
-                } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7F) {
-                    continue;  // Cc, \v and \f included: control wins over White_Space
-                }
-            }
-            if (lowercase_ && d >= 'A' && d <= 'Z') d = static_cast<char>(d + 32);
-            text[out++] = d;
-        }
-        text.resize(out);
-    }
+    void normalize_ascii(std::string& text) const;
 
     bool clean_text_, handle_chinese_chars_, strip_accents_, lowercase_;
 };
 
 class lowercase_normalizer final : public normalizer {
 public:
-    void normalize(std::string& text) const override {
-        std::u32string lowered;
-        for (std::size_t at = 0; at < text.size();)
-            append_lower(lowered, next_code_point(text, at));
-        text = to_utf8(lowered);
-    }
+    void normalize(std::string& text) const override;
 };
 
 class nfd_normalizer final : public normalizer {
@@ -118,28 +61,13 @@ public:
 // scan.
 class nfc_normalizer final : public normalizer {
 public:
-    void normalize(std::string& text) const override {
-        bool unchanged = true;
-        for (std::size_t at = 0; at < text.size() && unchanged;) {
-            if (static_cast<unsigned char>(text[at]) < 0x80) {
-                ++at;
-                continue;
-            }
-            const char32_t cp = next_code_point(text, at);
-            unchanged = cp < 0xC0;
-        }
-        if (!unchanged) text = to_utf8(nfc(to_code_points(text)));
-    }
+    void normalize(std::string& text) const override;
 };
 
 // Drops nonspacing marks (Mn); meant to follow NFD.
 class strip_accents_normalizer final : public normalizer {
 public:
-    void normalize(std::string& text) const override {
-        std::u32string code_points = to_code_points(text);
-        std::erase_if(code_points, [](char32_t cp) { return category(cp) == unicode_category::mn; });
-        text = to_utf8(code_points);
-    }
+    void normalize(std::string& text) const override;
 };
 
 class prepend_normalizer final : public normalizer {
@@ -157,15 +85,7 @@ class replace_normalizer final : public normalizer {
 public:
     replace_normalizer(std::string pattern, std::string content)
         : pattern_(std::move(pattern)), content_(std::move(content)) {}
-    void normalize(std::string& text) const override {
-        if (pattern_.empty()) return;
-        std::string out;
-        std::size_t from = 0;
-        for (std::size_t at; (at = text.find(pattern_, from)) != std::string::npos;
-             from = at + pattern_.size())
-            out.append(text, from, at - from).append(content_);
-        text = std::move(out.append(text, from));
-    }
+    void normalize(std::string& text) const override;
 
 private:
     std::string pattern_, content_;
@@ -185,3 +105,7 @@ private:
 };
 
 }  // namespace anvil::detail
+
+#if ANVIL_DEFINITIONS
+#include "anvil/io/tokenizer_normalizers-inl.hpp"
+#endif

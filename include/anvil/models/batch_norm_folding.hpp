@@ -5,18 +5,13 @@
 // nothing else.
 #pragma once
 
-#include <cmath>
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
-#include <string>
 #include <string_view>
 #include <vector>
 
-#include "anvil/core/error.hpp"
+#include "anvil/compilation.hpp"
 #include "anvil/core/host_tensor.hpp"
 #include "anvil/core/shape.hpp"
-#include "anvil/io/checkpoint.hpp"
+#include "anvil/fwd.hpp"
 
 namespace anvil::models {
 
@@ -32,44 +27,15 @@ struct folded_convolution {
 // The tensor `name`, which must be present, floating-point and of shape `expected`; the messages are
 // weight_loader's ("...: the tensor 'x' is missing (expected shape [64])", "...: tensor 'x': expected shape
 // [64], got [32]").
-[[nodiscard]] inline const tensor_view& checked_tensor(const checkpoint& weights, std::string_view name,
-                                                       const dims& expected) {
-    const tensor_view* view = weights.find(name);
-    if (view == nullptr) {
-        throw format_error(anvil::detail::message(weights.path().string(), ": the tensor '", name,
-                                                  "' is missing (expected shape ", expected, ")"));
-    }
-    if (!(dims(view->shape()) == expected)) {
-        throw shape_error(anvil::detail::message(view->source_name(), ": tensor '", view->name(),
-                                                 "': expected shape ", expected, ", got ",
-                                                 dims(view->shape())));
-    }
-    if (!is_floating(view->type())) {
-        throw type_error(anvil::detail::message(view->source_name(), ": tensor '", view->name(),
-                                                "': expected floating-point weights, got ",
-                                                dtype_name(view->type())));
-    }
-    return *view;
-}
+[[nodiscard]] const tensor_view& checked_tensor(const checkpoint& weights, std::string_view name,
+                                                const dims& expected);
 
 }  // namespace anvil::models
 
 namespace anvil::detail {
 
 // The elements in float64: exact for f16, bf16 and f32 (through f32), and f64 read as it is.
-[[nodiscard]] inline std::vector<double> values_f64(const tensor_view& view) {
-    std::vector<double> out(static_cast<std::size_t>(view.element_count()));
-    if (view.type() == dtype::f64) {
-        if (!out.empty()) std::memcpy(out.data(), view.bytes().data(), out.size() * sizeof(double));
-        return out;
-    }
-    const std::vector<float> narrow = view.to_f32();
-    const float* in = narrow.data();
-    double* wide = out.data();
-    for (std::size_t i = 0; i < out.size(); ++i)
-        wide[i] = double{in[i]};
-    return out;
-}
+[[nodiscard]] std::vector<double> values_f64(const tensor_view& view);
 
 }  // namespace anvil::detail
 
@@ -78,40 +44,13 @@ namespace anvil::models {
 // Folds the BatchNorm `<norm>.weight`, `.bias`, `.running_mean`, `.running_var` (each [out]) into the
 // bias-free convolution `convolution_weight` of shape `expected_weight` ([out, ...]). Every tensor is checked
 // as checked_tensor does; a running variance that makes var + eps not positive is refused.
-[[nodiscard]] inline folded_convolution fold_batch_norm(const checkpoint& weights,
-                                                        std::string_view convolution_weight,
-                                                        std::string_view norm, const dims& expected_weight,
-                                                        double eps = batch_norm_default_eps) {
-    const dims channels{expected_weight[0]};
-    const std::string prefix(norm);
-    const auto kernel =
-        anvil::detail::values_f64(checked_tensor(weights, convolution_weight, expected_weight));
-    const auto gamma = anvil::detail::values_f64(checked_tensor(weights, prefix + ".weight", channels));
-    const auto beta = anvil::detail::values_f64(checked_tensor(weights, prefix + ".bias", channels));
-    const auto mean = anvil::detail::values_f64(checked_tensor(weights, prefix + ".running_mean", channels));
-    const tensor_view& variance_view = checked_tensor(weights, prefix + ".running_var", channels);
-    const auto variance = anvil::detail::values_f64(variance_view);
-
-    folded_convolution out{host_tensor(dtype::f32, expected_weight), host_tensor(dtype::f32, channels)};
-    float* const weight = out.weight.values<float>().data();
-    float* const bias = out.bias.values<float>().data();
-    const double* const source = kernel.data();
-    const std::size_t outputs = gamma.size();
-    const std::size_t per_output = outputs == 0 ? 0 : kernel.size() / outputs;
-    for (std::size_t o = 0; o < outputs; ++o) {
-        const double denominator = variance[o] + eps;
-        if (!(denominator > 0.0) || !std::isfinite(denominator)) {
-            throw format_error(anvil::detail::message(variance_view.source_name(), ": tensor '",
-                                                      variance_view.name(), "': channel ", o,
-                                                      " has running variance ", variance[o],
-                                                      ", which with eps ", eps, " is not a positive number"));
-        }
-        const double scale = gamma[o] / std::sqrt(denominator);
-        for (std::size_t i = 0; i < per_output; ++i)
-            weight[o * per_output + i] = static_cast<float>(source[o * per_output + i] * scale);
-        bias[o] = static_cast<float>(beta[o] - mean[o] * scale);
-    }
-    return out;
-}
+[[nodiscard]] folded_convolution fold_batch_norm(const checkpoint& weights,
+                                                 std::string_view convolution_weight, std::string_view norm,
+                                                 const dims& expected_weight,
+                                                 double eps = batch_norm_default_eps);
 
 }  // namespace anvil::models
+
+#if ANVIL_DEFINITIONS
+#include "anvil/models/batch_norm_folding-inl.hpp"
+#endif

@@ -10,8 +10,9 @@
 #include <utility>
 #include <vector>
 
-#include "anvil/core/error.hpp"
-#include "anvil/expr/expr.hpp"
+#include "anvil/compilation.hpp"
+#include "anvil/expr/tensor.hpp"
+#include "anvil/expr/transformer.hpp"
 #include "anvil/models/weights.hpp"
 
 namespace anvil::models {
@@ -19,34 +20,9 @@ namespace anvil::models {
 enum class activation : std::uint8_t { gelu, gelu_tanh, quick_gelu, relu, silu };
 
 // Hugging Face's `hidden_act` names.
-[[nodiscard]] inline activation parse_activation(std::string_view name) {
-    if (name == "gelu") return activation::gelu;
-    if (name == "gelu_new" || name == "gelu_pytorch_tanh" || name == "gelu_fast")
-        return activation::gelu_tanh;
-    if (name == "quick_gelu") return activation::quick_gelu;
-    if (name == "relu") return activation::relu;
-    if (name == "silu" || name == "swish") return activation::silu;
-    throw unsupported_error(
-        anvil::detail::message("hidden_act '", name,
-                               "' is not supported (gelu, gelu_new, gelu_pytorch_tanh, gelu_fast, "
-                               "quick_gelu, relu, silu, swish)"));
-}
+[[nodiscard]] activation parse_activation(std::string_view name);
 
-[[nodiscard]] inline tensor<float> activate(const tensor<float>& x, activation kind) {
-    switch (kind) {
-        case activation::gelu:
-            return gelu(x);
-        case activation::gelu_tanh:
-            return gelu(x, gelu_approximation::tanh);
-        case activation::quick_gelu:
-            return quick_gelu(x);
-        case activation::relu:
-            return relu(x);
-        case activation::silu:
-            return silu(x);
-    }
-    throw error("activate: unknown activation");
-}
+[[nodiscard]] tensor<float> activate(const tensor<float>& x, activation kind);
 
 // nn.Linear: weight [out, in], bias [out].
 struct linear_layer {
@@ -54,16 +30,10 @@ struct linear_layer {
     std::optional<tensor<float>> bias;
 };
 
-[[nodiscard]] inline linear_layer load_linear(weight_loader& weights, const std::string& prefix,
-                                              std::int64_t out, std::int64_t in, bool with_bias = true) {
-    linear_layer layer{weights.load(prefix + ".weight", dims{out, in}), std::nullopt};
-    if (with_bias) layer.bias = weights.load(prefix + ".bias", dims{out});
-    return layer;
-}
+[[nodiscard]] linear_layer load_linear(weight_loader& weights, const std::string& prefix, std::int64_t out,
+                                       std::int64_t in, bool with_bias = true);
 
-[[nodiscard]] inline tensor<float> apply(const linear_layer& layer, const tensor<float>& x) {
-    return layer.bias ? linear(x, layer.weight, *layer.bias) : linear(x, layer.weight);
-}
+[[nodiscard]] tensor<float> apply(const linear_layer& layer, const tensor<float>& x);
 
 // LayerNorm (weight and bias) or RMSNorm (weight only) over the last axis.
 struct norm_layer {
@@ -74,17 +44,10 @@ struct norm_layer {
     double epsilon = 1e-5;
 };
 
-[[nodiscard]] inline norm_layer load_layer_norm(weight_loader& weights, const std::string& prefix,
-                                                std::int64_t size, double epsilon) {
-    return {norm_layer::kind::layer_norm, weights.load(prefix + ".weight", dims{size}),
-            weights.load(prefix + ".bias", dims{size}), epsilon};
-}
+[[nodiscard]] norm_layer load_layer_norm(weight_loader& weights, const std::string& prefix, std::int64_t size,
+                                         double epsilon);
 
-[[nodiscard]] inline tensor<float> apply(const norm_layer& norm, const tensor<float>& x) {
-    if (norm.type == norm_layer::kind::rms_norm) return rms_norm(x, norm.weight, norm.epsilon);
-    return norm.bias ? layer_norm(x, norm.weight, *norm.bias, norm.epsilon)
-                     : layer_norm(x, norm.weight, std::nullopt, norm.epsilon);
-}
+[[nodiscard]] tensor<float> apply(const norm_layer& norm, const tensor<float>& x);
 
 // Multi-head self-attention with separate query, key, value and output projections; kv_heads < heads is
 // grouped-query attention.
@@ -95,38 +58,21 @@ struct attention_layer {
     std::int64_t head_dim = 0;
 };
 
-namespace detail {
+namespace recipe_detail {
 
 // [B, S, heads * D] -> [B, heads, S, D]
-[[nodiscard]] inline tensor<float> split_heads(const tensor<float>& x, std::int64_t heads,
-                                               std::int64_t head_dim) {
-    const dims& s = x.shape();
-    return permute(reshape(x, std::vector<std::int64_t>{s[0], s[1], heads, head_dim}), {0, 2, 1, 3});
-}
+[[nodiscard]] tensor<float> split_heads(const tensor<float>& x, std::int64_t heads, std::int64_t head_dim);
 
 // [B, heads, S, D] -> [B, S, heads * D]
-[[nodiscard]] inline tensor<float> merge_heads(const tensor<float>& x) {
-    const dims& s = x.shape();
-    return reshape(permute(x, {0, 2, 1, 3}), std::vector<std::int64_t>{s[0], s[2], s[1] * s[3]});
-}
+[[nodiscard]] tensor<float> merge_heads(const tensor<float>& x);
 
-}  // namespace detail
+}  // namespace recipe_detail
 
 // x [B, S, hidden] -> [B, S, hidden]. `mask`: additive, broadcast to the scores [B, heads, S, S] (e.g.
 // [B, 1, 1, S] for padding: 0 where a key may be seen, a large negative number where not).
-[[nodiscard]] inline tensor<float> self_attention(const attention_layer& layer, const tensor<float>& x,
-                                                  const std::optional<tensor<float>>& mask,
-                                                  const attention_options& options = {}) {
-    if (x.rank() != 3) {
-        throw shape_error(
-            anvil::detail::message("self_attention: expected x [batch, sequence, hidden], got ", x.shape()));
-    }
-    const auto q = detail::split_heads(apply(layer.query, x), layer.heads, layer.head_dim);
-    const auto k = detail::split_heads(apply(layer.key, x), layer.kv_heads, layer.head_dim);
-    const auto v = detail::split_heads(apply(layer.value, x), layer.kv_heads, layer.head_dim);
-    const auto context = mask ? attention(q, k, v, *mask, options) : attention(q, k, v, options);
-    return apply(layer.output, detail::merge_heads(context));
-}
+[[nodiscard]] tensor<float> self_attention(const attention_layer& layer, const tensor<float>& x,
+                                           const std::optional<tensor<float>>& mask,
+                                           const attention_options& options = {});
 
 // The feed-forward block: down(act(up(x))), or down(act(gate(x)) * up(x)) when there is a gate (SwiGLU).
 struct mlp_layer {
@@ -135,10 +81,7 @@ struct mlp_layer {
     activation act = activation::gelu;
 };
 
-[[nodiscard]] inline tensor<float> apply(const mlp_layer& mlp, const tensor<float>& x) {
-    if (mlp.gate) return apply(mlp.down, activate(apply(*mlp.gate, x), mlp.act) * apply(mlp.up, x));
-    return apply(mlp.down, activate(apply(mlp.up, x), mlp.act));
-}
+[[nodiscard]] tensor<float> apply(const mlp_layer& mlp, const tensor<float>& x);
 
 // A transformer encoder layer with the norms after each residual (BERT, RoBERTa):
 // h = norm1(x + attention(x)); out = norm2(h + mlp(h)).
@@ -149,11 +92,8 @@ struct post_norm_encoder_layer {
     norm_layer output_norm;
 };
 
-[[nodiscard]] inline tensor<float> apply(const post_norm_encoder_layer& layer, const tensor<float>& x,
-                                         const std::optional<tensor<float>>& mask) {
-    const auto h = apply(layer.attention_norm, x + self_attention(layer.attention, x, mask));
-    return apply(layer.output_norm, h + apply(layer.mlp, h));
-}
+[[nodiscard]] tensor<float> apply(const post_norm_encoder_layer& layer, const tensor<float>& x,
+                                  const std::optional<tensor<float>>& mask);
 
 // A transformer encoder layer with the norms before each block, on the residual's branch (ViT, DeiT):
 // h = x + attention(norm1(x)); out = h + mlp(norm2(h)).
@@ -164,30 +104,15 @@ struct pre_norm_encoder_layer {
     mlp_layer mlp;
 };
 
-[[nodiscard]] inline tensor<float> apply(const pre_norm_encoder_layer& layer, const tensor<float>& x,
-                                         const std::optional<tensor<float>>& mask) {
-    const auto h = x + self_attention(layer.attention, apply(layer.attention_norm, x), mask);
-    return h + apply(layer.mlp, apply(layer.mlp_norm, h));
-}
+[[nodiscard]] tensor<float> apply(const pre_norm_encoder_layer& layer, const tensor<float>& x,
+                                  const std::optional<tensor<float>>& mask);
 
 // Rotary position embedding in the rotate_half form (Llama, GPT-NeoX) with tables given per row:
 // x [B, heads, S, D], cos and sin [B, 1, S, R / 2] (broadcast over heads). The first R features rotate in
 // pairs (i, i + R/2): x1 cos - x2 sin, x2 cos + x1 sin; the rest pass through. Elementwise ops, so every
 // backend runs it and the tables may differ per row (positions, dynamic scaling).
-[[nodiscard]] inline tensor<float> rotate_half_rows(const tensor<float>& x, const tensor<float>& cos,
-                                                    const tensor<float>& sin) {
-    const std::int64_t d = x.shape()[3];
-    const std::int64_t half = cos.shape()[3];
-    if (2 * half > d) {
-        throw shape_error(anvil::detail::message("rotary: tables of ", half, " frequencies rotate ", 2 * half,
-                                                 " features, but a head has ", d));
-    }
-    const auto x1 = slice(x, 3, 0, half);
-    const auto x2 = slice(x, 3, half, 2 * half);
-    std::vector<tensor<float>> parts{x1 * cos - x2 * sin, x2 * cos + x1 * sin};
-    if (2 * half < d) parts.push_back(slice(x, 3, 2 * half, d));
-    return concat(parts, 3);
-}
+[[nodiscard]] tensor<float> rotate_half_rows(const tensor<float>& x, const tensor<float>& cos,
+                                             const tensor<float>& sin);
 
 // A pre-norm decoder layer (GPT-2, Llama, Qwen2/3, Mistral): h = x + attention(norm1(x)); out = h +
 // mlp(norm2(h)). Attention reads the cached keys and values followed by this step's; Qwen3 normalises each
@@ -210,40 +135,20 @@ struct decoder_layer_result {
 // x [B, S, hidden]; earlier_keys, earlier_values: the keys and values before this step's, as parts
 // [B, kv_heads, T_i, D] read in order (a KV cache, then a decode window); mask additive, broadcast to the
 // scores [B, heads, S, sum T_i + S]; rope: cos, sin [B, 1, S, R / 2] (none for learned positions).
-[[nodiscard]] inline decoder_layer_result apply(
-    const decoder_layer& layer, const tensor<float>& x, const std::vector<tensor<float>>& earlier_keys,
-    const std::vector<tensor<float>>& earlier_values, const tensor<float>& mask,
-    const std::optional<std::pair<tensor<float>, tensor<float>>>& rope) {
-    const attention_layer& a = layer.attention;
-    const auto h = apply(layer.attention_norm, x);
-    auto q = detail::split_heads(apply(a.query, h), a.heads, a.head_dim);
-    auto k = detail::split_heads(apply(a.key, h), a.kv_heads, a.head_dim);
-    const auto v = detail::split_heads(apply(a.value, h), a.kv_heads, a.head_dim);
-    if (layer.query_norm) q = apply(*layer.query_norm, q);
-    if (layer.key_norm) k = apply(*layer.key_norm, k);
-    if (rope) {
-        q = rotate_half_rows(q, rope->first, rope->second);
-        k = rotate_half_rows(k, rope->first, rope->second);
-    }
-    std::vector<tensor<float>> key_parts = earlier_keys, value_parts = earlier_values;
-    key_parts.push_back(k);
-    value_parts.push_back(v);
-    const auto keys = concat(key_parts, 2);
-    const auto values = concat(value_parts, 2);
-    attention_options options;
-    options.scale = layer.attention_scale;
-    const auto context = attention(q, keys, values, mask, options);
-    const auto out = x + apply(a.output, detail::merge_heads(context));
-    return {out + apply(layer.mlp, apply(layer.mlp_norm, out)), k, v};
-}
+[[nodiscard]] decoder_layer_result apply(const decoder_layer& layer, const tensor<float>& x,
+                                         const std::vector<tensor<float>>& earlier_keys,
+                                         const std::vector<tensor<float>>& earlier_values,
+                                         const tensor<float>& mask,
+                                         const std::optional<std::pair<tensor<float>, tensor<float>>>& rope);
 
 // One cache [B, kv_heads, T, D] of earlier keys and values.
-[[nodiscard]] inline decoder_layer_result apply(
-    const decoder_layer& layer, const tensor<float>& x, const tensor<float>& cached_key,
-    const tensor<float>& cached_value, const tensor<float>& mask,
-    const std::optional<std::pair<tensor<float>, tensor<float>>>& rope) {
-    return apply(layer, x, std::vector<tensor<float>>{cached_key}, std::vector<tensor<float>>{cached_value},
-                 mask, rope);
-}
+[[nodiscard]] decoder_layer_result apply(const decoder_layer& layer, const tensor<float>& x,
+                                         const tensor<float>& cached_key, const tensor<float>& cached_value,
+                                         const tensor<float>& mask,
+                                         const std::optional<std::pair<tensor<float>, tensor<float>>>& rope);
 
 }  // namespace anvil::models
+
+#if ANVIL_DEFINITIONS
+#include "anvil/models/blocks-inl.hpp"
+#endif

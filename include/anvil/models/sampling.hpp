@@ -5,16 +5,13 @@
 // platform.
 #pragma once
 
-#include <algorithm>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <limits>
 #include <span>
 #include <vector>
 
-#include "anvil/core/error.hpp"
+#include "anvil/compilation.hpp"
 
 namespace anvil::models {
 
@@ -26,7 +23,7 @@ struct sampling_options {
     std::uint64_t seed = 0;
 };
 
-namespace detail {
+namespace recipe_detail {
 
 // splitmix64: expands a 64-bit seed into the generator's state (the seeding xoshiro's authors recommend).
 [[nodiscard]] inline std::uint64_t splitmix64(std::uint64_t& state) noexcept {
@@ -66,148 +63,47 @@ private:
     std::uint64_t state_[4]{};
 };
 
-inline void validate_sampling_options(const sampling_options& o) {
-    if (!(o.temperature >= 0) || std::isinf(o.temperature))
-        throw error(anvil::detail::message(
-            "sampling: temperature must be a finite number >= 0 (0 is greedy), got ", o.temperature));
-    if (o.top_k < 0)
-        throw error(anvil::detail::message("sampling: top_k must be >= 0 (0 is off), got ", o.top_k));
-    if (!(o.top_p > 0 && o.top_p <= 1))
-        throw error(anvil::detail::message("sampling: top_p must be in (0, 1] (1 is off), got ", o.top_p));
-    if (!(o.repetition_penalty > 0) || std::isinf(o.repetition_penalty))
-        throw error(anvil::detail::message(
-            "sampling: repetition_penalty must be a finite number > 0 (1 is off), got ",
-            o.repetition_penalty));
-}
+void validate_sampling_options(const sampling_options& o);
 
-}  // namespace detail
+}  // namespace recipe_detail
 
 class sampler {
 public:
     // Validates the options (an anvil::error naming the bad value).
-    explicit sampler(const sampling_options& options) : options_(options), random_(options.seed) {
-        detail::validate_sampling_options(options_);
-    }
+    explicit sampler(const sampling_options& options);
 
     [[nodiscard]] const sampling_options& options() const noexcept { return options_; }
     [[nodiscard]] bool greedy() const noexcept { return options_.temperature == 0; }
 
     // Picks the next token from one row of logits; `seen` are prompt + generated ids (for the penalty).
-    std::int32_t next(std::span<const float> logits, std::span<const std::int32_t> seen) {
-        if (logits.empty()) throw error("sampling: the row of logits is empty");
-        if (logits.size() > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
-            throw error(anvil::detail::message("sampling: ", logits.size(),
-                                               " logits is more than token ids can index"));
-        scores_.resize(logits.size());
-        for (std::size_t i = 0; i < logits.size(); ++i) {
-            const float v = logits[i];
-            if (std::isnan(v) || v == std::numeric_limits<float>::infinity())
-                throw error(anvil::detail::message("sampling: logit of token ", i, " is ", v,
-                                                   "; expected a finite number or -inf"));
-            scores_[i] = static_cast<double>(v);
-        }
-        if (options_.repetition_penalty != 1.0) apply_repetition_penalty(seen);
-        if (greedy()) return argmax();
-
-        const double inv_temperature = 1.0 / options_.temperature;
-        for (double& s : scores_)
-            s *= inv_temperature;
-        if (options_.top_k > 0 && static_cast<std::size_t>(options_.top_k) < scores_.size()) apply_top_k();
-        return draw();
-    }
+    std::int32_t next(std::span<const float> logits, std::span<const std::int32_t> seen);
 
 private:
     static constexpr double minus_infinity = -std::numeric_limits<double>::infinity();
 
-    void apply_repetition_penalty(std::span<const std::int32_t> seen) {
-        const double p = options_.repetition_penalty;
-        penalised_.assign(scores_.size(), false);
-        for (const std::int32_t id : seen) {
-            if (id < 0 || static_cast<std::size_t>(id) >= scores_.size())
-                throw error(anvil::detail::message("sampling: seen token id ", id,
-                                                   " is outside the vocabulary [0, ", scores_.size(), ")"));
-            const auto index = static_cast<std::size_t>(id);
-            if (penalised_[index]) continue;  // once per token, however often it was seen
-            penalised_[index] = true;
-            double& s = scores_[index];
-            s = s < 0 ? s * p : s / p;
-        }
-    }
+    void apply_repetition_penalty(std::span<const std::int32_t> seen);
 
-    [[nodiscard]] std::int32_t argmax() const {
-        std::size_t best = 0;
-        for (std::size_t i = 1; i < scores_.size(); ++i)
-            if (scores_[i] > scores_[best]) best = i;
-        if (scores_[best] == minus_infinity) throw error("sampling: every logit is -inf");
-        return static_cast<std::int32_t>(best);
-    }
+    [[nodiscard]] std::int32_t argmax() const;
 
     // Hugging Face's TopKLogitsWarper: removes every score below the k-th largest (ties with it stay).
-    void apply_top_k() {
-        order_ = scores_;
-        const auto kth = order_.begin() + (options_.top_k - 1);
-        std::nth_element(order_.begin(), kth, order_.end(), std::greater<>());
-        const double threshold = *kth;
-        for (double& s : scores_)
-            if (s < threshold) s = minus_infinity;
-    }
+    void apply_top_k();
 
-    std::int32_t draw() {
-        const double top = *std::max_element(scores_.begin(), scores_.end());
-        if (top == minus_infinity) throw error("sampling: every logit is -inf");
-        probabilities_.resize(scores_.size());
-        double total = 0;
-        for (std::size_t i = 0; i < scores_.size(); ++i)
-            total += probabilities_[i] = std::exp(scores_[i] - top);
-        for (double& q : probabilities_)
-            q /= total;
-
-        if (options_.top_p < 1) apply_top_p();
-
-        // Inverse CDF over the kept tokens in id order.
-        double kept = 0;
-        std::size_t last = 0;
-        for (std::size_t i = 0; i < probabilities_.size(); ++i)
-            if (probabilities_[i] > 0) {
-                kept += probabilities_[i];
-                last = i;
-            }
-        const double target = random_.uniform() * kept;
-        double cumulative = 0;
-        for (std::size_t i = 0; i < probabilities_.size(); ++i) {
-            if (probabilities_[i] <= 0) continue;
-            cumulative += probabilities_[i];
-            if (target < cumulative) return static_cast<std::int32_t>(i);
-        }
-        return static_cast<std::int32_t>(last);  // rounding left target at the very end
-    }
+    std::int32_t draw();
 
     // Hugging Face's TopPLogitsWarper: in order of decreasing probability (lower id first on ties), keeps a
     // token while the tokens before it sum to less than top_p, so the kept set is the smallest whose
     // probability reaches top_p (and never empty).
-    void apply_top_p() {
-        ids_.clear();
-        for (std::size_t i = 0; i < probabilities_.size(); ++i)
-            if (probabilities_[i] > 0) ids_.push_back(static_cast<std::int32_t>(i));
-        std::stable_sort(ids_.begin(), ids_.end(), [&](std::int32_t a, std::int32_t b) {
-            return probabilities_[static_cast<std::size_t>(a)] > probabilities_[static_cast<std::size_t>(b)];
-        });
-        double before = 0;
-        for (const std::int32_t id : ids_) {
-            double& q = probabilities_[static_cast<std::size_t>(id)];
-            if (before >= options_.top_p) {
-                q = 0;
-            } else {
-                before += q;
-            }
-        }
-    }
+    void apply_top_p();
 
     sampling_options options_;
-    detail::xoshiro256 random_;
+    recipe_detail::xoshiro256 random_;
     std::vector<double> scores_, order_, probabilities_;
     std::vector<std::int32_t> ids_;
     std::vector<bool> penalised_;
 };
 
 }  // namespace anvil::models
+
+#if ANVIL_DEFINITIONS
+#include "anvil/models/sampling-inl.hpp"
+#endif

@@ -4,8 +4,6 @@
 // states the program returns, so one program per shape serves every pooling.
 #pragma once
 
-#include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -13,12 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "anvil/core/error.hpp"
+#include "anvil/compilation.hpp"
 #include "anvil/core/host_tensor.hpp"
-#include "anvil/core/json.hpp"
 #include "anvil/io/tokenizer.hpp"
 #include "anvil/models/compiled_shapes.hpp"
-#include "anvil/models/config.hpp"
 #include "anvil/models/text_encoder.hpp"
 
 namespace anvil::models {
@@ -31,170 +27,33 @@ struct encode_options {
     std::size_t batch_size = 32;
 };
 
-namespace detail {
+namespace recipe_detail {
 
 // The Pooling module's config: exactly one of cls, mean, max.
-[[nodiscard]] inline pooling read_pooling_config(const std::filesystem::path& path, std::int64_t hidden) {
-    const json::value document = config_reader::read_file(path);
-    const config_reader config(document, path.string());
-    const std::int64_t dimension = config.integer("word_embedding_dimension", hidden);
-    if (dimension != hidden) {
-        throw format_error(anvil::detail::message(path.string(), ": word_embedding_dimension ", dimension,
-                                                  " does not match the encoder's hidden size ", hidden));
-    }
-    for (const char* unsupported : {"pooling_mode_mean_sqrt_len_tokens", "pooling_mode_weightedmean_tokens",
-                                    "pooling_mode_lasttoken"}) {
-        if (config.boolean(unsupported, false)) {
-            throw unsupported_error(anvil::detail::message(path.string(), ": ", unsupported,
-                                                           " is not supported (cls, mean or max pooling)"));
-        }
-    }
-    const bool cls = config.boolean("pooling_mode_cls_token", false);
-    const bool mean = config.boolean("pooling_mode_mean_tokens", false);
-    const bool max = config.boolean("pooling_mode_max_tokens", false);
-    if (int{cls} + int{mean} + int{max} != 1) {
-        throw unsupported_error(anvil::detail::message(
-            path.string(),
-            ": expected exactly one of pooling_mode_cls_token, pooling_mode_mean_tokens, "
-            "pooling_mode_max_tokens (several poolings concatenated are not supported)"));
-    }
-    return cls ? pooling::cls : (mean ? pooling::mean : pooling::max);
-}
+[[nodiscard]] pooling read_pooling_config(const std::filesystem::path& path, std::int64_t hidden);
 
 // One text's pooled embedding from its rows [length, dim] of the batch output.
-inline void pool_rows(const float* rows, std::int64_t length, std::int64_t dim, pooling mode, bool normalize,
-                      float* out) {
-    const auto d = static_cast<std::size_t>(dim);
-    std::vector<double> acc(d, mode == pooling::max ? -INFINITY : 0.0);
-    const std::int64_t used = mode == pooling::cls ? 1 : length;
-    for (std::int64_t t = 0; t < used; ++t) {
-        const float* row = rows + static_cast<std::size_t>(t) * d;
-        for (std::size_t j = 0; j < d; ++j)
-            acc[j] = mode == pooling::max ? std::max(acc[j], double{row[j]}) : acc[j] + double{row[j]};
-    }
-    if (mode == pooling::mean) {
-        for (auto& v : acc)
-            v /= static_cast<double>(length);
-    }
-    double norm = 1.0;
-    if (normalize) {  // torch.nn.functional.normalize: x / max(||x||, 1e-12)
-        double squares = 0.0;
-        for (const double v : acc)
-            squares += v * v;
-        norm = std::max(std::sqrt(squares), 1e-12);
-    }
-    for (std::size_t j = 0; j < d; ++j)
-        out[j] = static_cast<float>(acc[j] / norm);
-}
+void pool_rows(const float* rows, std::int64_t length, std::int64_t dim, pooling mode, bool normalize,
+               float* out);
 
-}  // namespace detail
+}  // namespace recipe_detail
 
 class sentence_encoder {
 public:
     // A sentence-transformers folder (modules.json, 1_Pooling/config.json, the Transformer module's
     // config.json and weights), or a plain Hugging Face encoder folder (mean pooling, no normalisation).
     [[nodiscard]] static sentence_encoder load(const std::filesystem::path& folder,
-                                               const load_options& options = {}) {
-        std::filesystem::path model_folder = folder;
-        std::optional<std::filesystem::path> pooling_folder;
-        bool normalize = false;
-        const auto modules_path = folder / "modules.json";
-        if (std::filesystem::exists(modules_path)) {
-            const json::value modules = json::parse_file(modules_path);
-            if (!modules.is_array()) {
-                throw format_error(
-                    anvil::detail::message(modules_path.string(), ": expected a list of modules"));
-            }
-            for (const auto& module : modules.as_array()) {
-                const config_reader entry(module, modules_path.string());
-                const std::string type = entry.string("type", "");
-                const std::string path = entry.string("path", "");
-                const auto kind = type.substr(type.rfind('.') + 1);
-                if (kind == "Transformer") {
-                    model_folder = folder / path;
-                } else if (kind == "Pooling") {
-                    pooling_folder = folder / path;
-                } else if (kind == "Normalize") {
-                    normalize = true;
-                } else {
-                    throw unsupported_error(
-                        anvil::detail::message(modules_path.string(), ": module '", type, "' (", path,
-                                               ") is not supported (Transformer, Pooling, Normalize)"));
-                }
-            }
-        }
-        sentence_encoder result(text_encoder::load(model_folder, options));
-        result.normalize_ = normalize;
-        const std::int64_t hidden = result.encoder_.config().stack.hidden;
-        if (pooling_folder)
-            result.pool_ = detail::read_pooling_config(*pooling_folder / "config.json", hidden);
-        // sentence-transformers truncates to max_seq_length, which may be shorter than the position table.
-        const auto st_config = model_folder / "sentence_bert_config.json";
-        if (std::filesystem::exists(st_config)) {
-            const json::value document = json::parse_file(st_config);
-            result.encoder_.limit_tokens(
-                config_reader(document, st_config.string()).integer("max_seq_length", 0, 0));
-        }
-        return result;
-    }
+                                               const load_options& options = {});
 
     // f32 [N, D] (pooling none: [S, D], the hidden states of the one text).
-    [[nodiscard]] host_tensor encode(std::span<const std::string> texts, const encode_options& options = {}) {
-        if (texts.empty()) return encode_ids({}, {}, options);
-        const tokenizer& words = encoder_.text_tokenizer();
-        const auto tokenizer_options = encoder_.tokenizer_options();
-        std::vector<std::vector<std::int32_t>> ids, types;
-        for (const auto& text : texts) {
-            encoding e = words.encode(text, tokenizer_options);
-            ids.push_back(std::move(e.ids));
-            types.push_back(std::move(e.type_ids));
-            if (types.back().size() != ids.back().size()) types.back().assign(ids.back().size(), 0);
-        }
-        return encode_ids(ids, types, options);
-    }
+    [[nodiscard]] host_tensor encode(std::span<const std::string> texts, const encode_options& options = {});
 
     // Token ids already tokenised (with their special tokens); type ids optional (empty: zeros). Pooled: f32
     // [N, D] in the caller's order (N = 0: [0, D]). Pooling none: exactly one text, its hidden states [S, D]
     // (normalised per token only when options.normalize is true).
     [[nodiscard]] host_tensor encode_ids(std::span<const std::vector<std::int32_t>> ids,
                                          std::span<const std::vector<std::int32_t>> type_ids = {},
-                                         const encode_options& options = {}) {
-        const pooling mode = options.pool.value_or(pool_);
-        const std::int64_t dim = dimension();
-        if (mode == pooling::none) {
-            if (ids.size() != 1) {
-                throw error(
-                    anvil::detail::message("sentence_encoder: pooling none gives the hidden states of one "
-                                           "text, got ",
-                                           ids.size(), " texts"));
-            }
-            const bool normalize = options.normalize.value_or(false);
-            host_tensor result(dtype::f32, dims{static_cast<std::int64_t>(ids[0].size()), dim});
-            encoder_.run(ids, type_ids, 1, [&](const token_batch& batch, const host_tensor& hidden) {
-                const float* rows = hidden.values<float>().data();
-                float* out = result.values<float>().data();
-                for (std::int64_t t = 0; t < batch.lengths[0]; ++t) {
-                    const auto offset = static_cast<std::size_t>(t * dim);
-                    detail::pool_rows(rows + offset, 1, dim, pooling::mean, normalize, out + offset);
-                }
-            });
-            return result;
-        }
-        const bool normalize = options.normalize.value_or(normalize_);
-        host_tensor result(dtype::f32, dims{static_cast<std::int64_t>(ids.size()), dim});
-        encoder_.run(ids, type_ids, options.batch_size,
-                     [&](const token_batch& batch, const host_tensor& hidden) {
-                         const float* rows = hidden.values<float>().data();
-                         float* out = result.values<float>().data();
-                         for (std::size_t r = 0; r < batch.items.size(); ++r) {
-                             const auto offset =
-                                 static_cast<std::size_t>(static_cast<std::int64_t>(r) * batch.length * dim);
-                             detail::pool_rows(rows + offset, batch.lengths[r], dim, mode, normalize,
-                                               out + batch.items[r] * static_cast<std::size_t>(dim));
-                         }
-                     });
-        return result;
-    }
+                                         const encode_options& options = {});
 
     [[nodiscard]] std::int64_t dimension() const { return encoder_.config().stack.hidden; }
     [[nodiscard]] const tokenizer& text_tokenizer() const { return encoder_.text_tokenizer(); }
@@ -213,3 +72,7 @@ private:
 };
 
 }  // namespace anvil::models
+
+#if ANVIL_DEFINITIONS
+#include "anvil/models/sentence_encoder-inl.hpp"
+#endif

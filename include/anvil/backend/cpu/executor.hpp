@@ -20,6 +20,7 @@
 #include "anvil/backend/cpu/memory_plan.hpp"
 #include "anvil/backend/cpu/numerics.hpp"
 #include "anvil/backend/program.hpp"
+#include "anvil/core/convert.hpp"
 #include "anvil/core/thread_pool.hpp"
 #include "anvil/graph/dump.hpp"
 #include "anvil/graph/passes.hpp"

@@ -1,0 +1,9 @@
+// anvil: the Neural Engine's public face — compile for device::ane, the capability record each chip and OS
+// gets (capabilities.hpp), the on-disk program cache, and `anvil selftest`'s probes (selftest.hpp).
+#pragma once
+
+#include "anvil/cpu.hpp"
+
+#include "anvil/backend/ane/capabilities.hpp"
+#include "anvil/backend/ane/program_cache.hpp"
+#include "anvil/backend/ane/selftest.hpp"

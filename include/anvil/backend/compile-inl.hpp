@@ -1,0 +1,50 @@
+// anvil: compile's definitions (see compile.hpp; compilation.hpp says when this file is compiled).
+#pragma once
+
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <utility>
+
+#include "anvil/backend/ane/ane_program.hpp"
+#include "anvil/backend/compile.hpp"
+#include "anvil/backend/cpu/executor.hpp"
+
+namespace anvil {
+
+ANVIL_INLINE program compile(std::span<const value> outputs, const compile_options& options) {
+    if (outputs.empty()) throw error("compile: no outputs given");
+    graph_body body;
+    const auto& owner = outputs[0].owner();
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
+        if (!outputs[i].valid()) throw error(detail::message("compile: output ", i, " is an empty value"));
+        if (outputs[i].owner() != owner) {
+            throw error(detail::message("compile: output ", i, " belongs to another graph than output 0"));
+        }
+        body.outputs.push_back(outputs[i].id());
+    }
+    body.nodes = owner->nodes;
+    const auto made = [&](std::unique_ptr<detail::program_impl> impl) {
+        program result(std::move(impl));
+        if (options.placement_log) options.placement_log->add(result.placement());
+        return result;
+    };
+    switch (options.target) {
+        case device::cpu:
+            return made(std::make_unique<detail::cpu::cpu_program>(std::move(body), options));
+        case device::ane:
+            return made(std::make_unique<detail::ane::ane_program>(std::move(body), options));
+        case device::automatic:
+            if (detail::ane::available()) {
+                return made(std::make_unique<detail::ane::ane_program>(std::move(body), options));
+            }
+            return made(std::make_unique<detail::cpu::cpu_program>(std::move(body), options));
+    }
+    throw error("compile: unknown device");
+}
+
+ANVIL_INLINE program compile(std::initializer_list<value> outputs, const compile_options& options) {
+    return compile(std::span<const value>(outputs.begin(), outputs.size()), options);
+}
+
+}  // namespace anvil

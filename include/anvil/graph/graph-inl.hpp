@@ -1,0 +1,109 @@
+// anvil: graph's definitions (see graph.hpp; compilation.hpp says when this file is compiled).
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "anvil/core/error.hpp"
+#include "anvil/core/host_tensor.hpp"
+#include "anvil/graph/graph.hpp"
+#include "anvil/graph/op.hpp"
+#include "anvil/graph/shape_inference.hpp"
+
+namespace anvil {
+
+ANVIL_INLINE value graph::input(std::string name, dtype type, dims shape) {
+    if (name.empty()) throw error("graph::input: an input needs a name");
+    for (const auto& existing : body_->nodes) {
+        if (existing.kind == op::input && existing.name == name) {
+            throw error(detail::message("graph::input: there is already an input named '", name, "'"));
+        }
+    }
+    node n;
+    n.kind = op::input;
+    n.result = {type, shape};
+    n.name = std::move(name);
+    return append(std::move(n));
+}
+
+ANVIL_INLINE value graph::constant(host_tensor data, std::string label) {
+    node n;
+    n.kind = op::constant;
+    n.result = {data.type(), data.shape()};
+    n.name = std::move(label);
+    n.data = std::move(data);
+    return append(std::move(n));
+}
+
+ANVIL_INLINE value graph::scalar(double number, dtype type) {
+    host_tensor data(dtype::f64, dims{});
+    data.values<double>()[0] = number;
+    if (type != dtype::f64) data = convert_scalar(data, type);
+    return constant(std::move(data));
+}
+
+ANVIL_INLINE value graph::apply(op kind, std::span<const value> inputs, attributes attrs) {
+    std::vector<value_type> types;
+    node n;
+    n.kind = kind;
+    for (const value& input : inputs) {
+        if (!input.valid()) {
+            throw error(detail::message(op_name(kind), ": operand ", types.size(), " is an empty value"));
+        }
+        if (input.owner() != body_) {
+            throw error(
+                detail::message(op_name(kind), ": operand ", types.size(), " belongs to another graph"));
+        }
+        types.push_back(input.producer().result);
+        n.inputs.push_back(input.id());
+    }
+    n.result = infer(kind, attrs, types);
+    n.attrs = std::move(attrs);
+    return append(std::move(n));
+}
+
+ANVIL_INLINE graph graph::of(const value& v) {
+    if (!v.valid()) throw error("graph::of: an empty value belongs to no graph");
+    return graph(v.owner());
+}
+
+ANVIL_INLINE value graph::append(node n) {
+    if (body_->nodes.size() >= std::numeric_limits<value_id>::max()) {
+        throw error("graph: too many nodes");
+    }
+    body_->nodes.push_back(std::move(n));
+    return {body_, static_cast<value_id>(body_->nodes.size() - 1)};
+}
+
+ANVIL_INLINE host_tensor graph::convert_scalar(const host_tensor& number, dtype type) {
+    host_tensor out(type, dims{});
+    const double v = number.values<double>()[0];
+    switch (type) {
+        case dtype::f32:
+            out.values<float>()[0] = static_cast<float>(v);
+            break;
+        case dtype::f16:
+            out.values<half>()[0] = half(static_cast<float>(v));
+            break;
+        case dtype::bf16:
+            out.values<bfloat16>()[0] = bfloat16(static_cast<float>(v));
+            break;
+        case dtype::i64:
+            out.values<std::int64_t>()[0] = static_cast<std::int64_t>(v);
+            break;
+        case dtype::i32:
+            out.values<std::int32_t>()[0] = static_cast<std::int32_t>(v);
+            break;
+        default:
+            throw type_error(
+                detail::message("graph::scalar: no scalar constants of type ", dtype_name(type)));
+    }
+    return out;
+}
+
+}  // namespace anvil

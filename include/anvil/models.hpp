@@ -1,0 +1,6 @@
+// anvil: every model recipe (text, vision, language models).
+#pragma once
+
+#include "anvil/models/llm.hpp"
+#include "anvil/models/text.hpp"
+#include "anvil/models/vision.hpp"

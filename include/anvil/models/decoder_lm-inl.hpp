@@ -1,0 +1,466 @@
+// anvil: decoder_lm's definitions (see decoder_lm.hpp; compilation.hpp says when this file is compiled).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "anvil/core/error.hpp"
+#include "anvil/core/json.hpp"
+#include "anvil/expr/expr.hpp"
+#include "anvil/io/checkpoint.hpp"
+#include "anvil/models/decoder_lm.hpp"
+
+namespace anvil::models {
+
+ANVIL_INLINE decoder_config decoder_config::load(const std::filesystem::path& folder) {
+    const auto path = folder / "config.json";
+    const json::value document = config_reader::read_file(path);
+    const auto generation_path = folder / "generation_config.json";
+    if (std::filesystem::exists(generation_path)) {
+        const json::value generation = json::parse_file(generation_path);
+        return from_json(document, path.string(), &generation, generation_path.string());
+    }
+    return from_json(document, path.string());
+}
+
+}  // namespace anvil::models
+
+namespace anvil::models::recipe_detail {
+
+ANVIL_INLINE void read_token_ids(const config_reader& config, std::string_view key,
+                                 std::vector<std::int32_t>& out) {
+    const json::value* v = config.find(key);
+    if (v == nullptr || v->is_null()) return;
+    auto add = [&](const json::value& item) {
+        if (!item.is_integer() || item.as_int() < 0 || item.as_int() > (std::int64_t{1} << 31) - 1) {
+            throw format_error(anvil::detail::message(
+                config.source(), ": '", key, "' must be a token id or a list of them, got ", json::dump(*v)));
+        }
+        const auto id = static_cast<std::int32_t>(item.as_int());
+        if (std::find(out.begin(), out.end(), id) == out.end()) out.push_back(id);
+    };
+    if (v->is_array()) {
+        for (const auto& item : v->as_array())
+            add(item);
+    } else {
+        add(*v);
+    }
+}
+
+ANVIL_INLINE void read_rope_scaling(const config_reader& config, decoder_config& c) {
+    const json::value* s = config.find("rope_scaling");
+    if (s == nullptr || s->is_null()) return;
+    if (!s->is_object())
+        throw format_error(anvil::detail::message(config.source(), ": 'rope_scaling' must be an object"));
+    const config_reader scaling(*s, config.source() + " rope_scaling");
+    std::string type = scaling.string("rope_type", "");
+    if (type.empty()) type = scaling.string("type", "default");
+    c.rope.factor = scaling.positive_number("factor", 1.0);
+    if (type == "default") {
+        c.rope.scaling = rope_scaling_kind::none;
+    } else if (type == "linear") {
+        c.rope.scaling = rope_scaling_kind::linear;
+    } else if (type == "dynamic") {
+        c.rope.scaling = rope_scaling_kind::dynamic;
+    } else if (type == "llama3") {
+        c.rope.scaling = rope_scaling_kind::llama3;
+        c.rope.low_freq_factor = scaling.positive_number("low_freq_factor", 1.0);
+        c.rope.high_freq_factor = scaling.positive_number("high_freq_factor", 4.0);
+        c.rope.original_max_position_embeddings = scaling.integer("original_max_position_embeddings", 8192);
+        if (!(c.rope.high_freq_factor > c.rope.low_freq_factor)) {
+            throw format_error(anvil::detail::message(
+                config.source(), ": rope_scaling high_freq_factor ", c.rope.high_freq_factor,
+                " must exceed low_freq_factor ", c.rope.low_freq_factor));
+        }
+    } else {
+        throw unsupported_error(
+            anvil::detail::message(config.source(), ": rope_scaling type '", type,
+                                   "' is not supported (default, linear, dynamic, llama3)"));
+    }
+    if (c.rope.scaling != rope_scaling_kind::none && !scaling.contains("factor"))
+        throw format_error(
+            anvil::detail::message(config.source(), ": rope_scaling '", type, "' has no 'factor'"));
+}
+
+}  // namespace anvil::models::recipe_detail
+
+namespace anvil::models {
+
+ANVIL_INLINE decoder_config decoder_config::from_json(const json::value& document, std::string source,
+                                                      const json::value* generation,
+                                                      std::string generation_source) {
+    const config_reader config(document, std::move(source));
+    decoder_config c;
+    c.model_type = config.string("model_type", "");
+    const std::string& type = c.model_type;
+    if (type == "gpt2") {
+        c.family = decoder_family::gpt2;
+    } else if (type == "llama") {
+        c.family = decoder_family::llama;
+    } else if (type == "qwen2") {
+        c.family = decoder_family::qwen2;
+    } else if (type == "qwen3") {
+        c.family = decoder_family::qwen3;
+    } else if (type == "mistral") {
+        c.family = decoder_family::mistral;
+    } else {
+        throw unsupported_error(anvil::detail::message(
+            config.source(), ": model_type '", type,
+            "' is not a supported decoder language model (gpt2, llama, qwen2, qwen3, mistral)"));
+    }
+    c.vocab_size = config.required_integer("vocab_size");
+    if (c.family == decoder_family::gpt2) {
+        c.hidden = config.integer("n_embd", 768);
+        c.layers = config.integer("n_layer", 12);
+        c.heads = config.integer("n_head", 12);
+        c.kv_heads = c.heads;
+        c.intermediate = config.integer("n_inner", 4 * c.hidden);
+        c.max_position_embeddings = config.integer("n_positions", 1024);
+        c.norm_eps = config.positive_number("layer_norm_epsilon", 1e-5);
+        c.act = parse_activation(config.string("activation_function", "gelu_new"));
+        c.qkv_bias = c.output_bias = c.mlp_bias = true;
+        c.tie_word_embeddings = config.boolean("tie_word_embeddings", true);
+        if (c.hidden % c.heads != 0) {
+            throw format_error(anvil::detail::message(config.source(), ": n_embd ", c.hidden,
+                                                      " is not a multiple of n_head ", c.heads));
+        }
+        c.head_dim = c.hidden / c.heads;
+        // GPT2Attention: scale_attn_weights divides by sqrt(D); scale_attn_by_inverse_layer_idx further by
+        // layer + 1.
+        const bool scaled = config.boolean("scale_attn_weights", true);
+        const bool by_layer = config.boolean("scale_attn_by_inverse_layer_idx", false);
+        for (std::int64_t i = 0; i < c.layers; ++i) {
+            double scale = scaled ? 1.0 / std::sqrt(static_cast<double>(c.head_dim)) : 1.0;
+            if (by_layer) scale /= static_cast<double>(i + 1);
+            c.attention_scales.push_back(scale);
+        }
+    } else {
+        c.hidden = config.required_integer("hidden_size");
+        c.layers = config.required_integer("num_hidden_layers");
+        c.heads = config.required_integer("num_attention_heads");
+        c.kv_heads = config.integer("num_key_value_heads", c.heads);
+        c.intermediate = config.required_integer("intermediate_size");
+        c.max_position_embeddings = config.integer("max_position_embeddings", 2048);
+        c.norm_eps = config.positive_number("rms_norm_eps", 1e-6);
+        c.act = parse_activation(config.string("hidden_act", "silu"));
+        c.tie_word_embeddings = config.boolean("tie_word_embeddings", false);
+        const bool explicit_head_dim = c.family == decoder_family::qwen3;
+        if (!explicit_head_dim && c.hidden % c.heads != 0 && !config.contains("head_dim")) {
+            throw format_error(anvil::detail::message(config.source(), ": hidden_size ", c.hidden,
+                                                      " is not a multiple of num_attention_heads ", c.heads,
+                                                      " (and there is no head_dim)"));
+        }
+        c.head_dim = config.integer("head_dim", explicit_head_dim ? 128 : c.hidden / c.heads);
+        if (c.heads % c.kv_heads != 0) {
+            throw format_error(anvil::detail::message(config.source(), ": num_attention_heads ", c.heads,
+                                                      " is not a multiple of num_key_value_heads ",
+                                                      c.kv_heads));
+        }
+        switch (c.family) {
+            case decoder_family::llama:
+                c.qkv_bias = c.output_bias = config.boolean("attention_bias", false);
+                c.mlp_bias = config.boolean("mlp_bias", false);
+                break;
+            case decoder_family::qwen2:
+                c.qkv_bias = true;  // Qwen2Attention: q/k/v always have a bias, o_proj none
+                break;
+            case decoder_family::qwen3:
+                c.qkv_bias = c.output_bias = config.boolean("attention_bias", false);
+                c.qk_norm = true;
+                break;
+            default:
+                break;
+        }
+        if (c.family == decoder_family::qwen2 || c.family == decoder_family::qwen3) {
+            if (config.boolean("use_sliding_window", false)) {
+                throw unsupported_error(anvil::detail::message(
+                    config.source(), ": use_sliding_window true is not supported for ", type,
+                    " (Qwen's per-layer sliding window; Mistral's sliding_window is)"));
+            }
+        }
+        if (c.family == decoder_family::mistral) c.sliding_window = config.integer("sliding_window", 0, 0);
+        c.rope.theta = config.positive_number("rope_theta", 10000.0);
+        c.rope.max_position_embeddings = c.max_position_embeddings;
+        const double partial = config.positive_number("partial_rotary_factor", 1.0);
+        const double rotary = static_cast<double>(c.head_dim) * partial;
+        c.rope.rotary_dim = static_cast<std::int64_t>(rotary);
+        if (partial > 1.0 || static_cast<double>(c.rope.rotary_dim) != rotary || c.rope.rotary_dim % 2 != 0 ||
+            c.rope.rotary_dim < 2) {
+            throw unsupported_error(
+                anvil::detail::message(config.source(), ": partial_rotary_factor ", partial, " of head_dim ",
+                                       c.head_dim, " does not give an even number of rotated features"));
+        }
+        recipe_detail::read_rope_scaling(config, c);
+        c.attention_scales.assign(static_cast<std::size_t>(c.layers), 0.0);
+    }
+    recipe_detail::read_token_ids(config, "eos_token_id", c.eos_token_ids);
+    std::vector<std::int32_t> bos;
+    recipe_detail::read_token_ids(config, "bos_token_id", bos);
+    if (generation != nullptr) {
+        const config_reader gen(*generation, std::move(generation_source));
+        recipe_detail::read_token_ids(gen, "eos_token_id", c.eos_token_ids);
+        recipe_detail::read_token_ids(gen, "bos_token_id", bos);
+    }
+    if (!bos.empty()) c.bos_token_id = bos.front();
+    for (const std::int32_t id : c.eos_token_ids) {
+        if (id >= c.vocab_size) {
+            throw format_error(anvil::detail::message(config.source(), ": eos_token_id ", id,
+                                                      " is outside the vocabulary (vocab_size ", c.vocab_size,
+                                                      ")"));
+        }
+    }
+    return c;
+}
+
+ANVIL_INLINE decoder_weight_source::decoder_weight_source(std::shared_ptr<const checkpoint> weights,
+                                                          const decoder_config& c)
+    : weights_(std::move(weights)) {
+    if (weights_->contains("model.embed_tokens.weight") || weights_->contains("transformer.wte.weight")) {
+        prefix_ = c.learned_positions() ? "transformer." : "model.";
+    }
+    const std::string probe = prefix_ + (c.learned_positions() ? "wte.weight" : "embed_tokens.weight");
+    if (!weights_->contains(probe)) {
+        throw format_error(anvil::detail::message(weights_->path().string(), ": no ", c.model_type,
+                                                  " weights: the tensor '", probe, "' is missing"));
+    }
+    if (c.learned_positions()) prepare_gpt2(c);
+}
+
+ANVIL_INLINE tensor<float> decoder_weight_source::load(weight_loader& loader, const std::string& name,
+                                                       const dims& expected) const {
+    const auto found = prepared_.find(name);
+    if (found == prepared_.end()) return loader.load(prefix_ + name, expected);
+    graph& g = loader.target();
+    const value stored = g.constant(found->second, prefix_ + name);
+    if (found->second.type() == dtype::f32) return tensor<float>(stored);
+    attributes to_f32;
+    to_f32.to = dtype::f32;
+    return tensor<float>(g.apply(op::cast, {stored}, to_f32));
+}
+
+ANVIL_INLINE const tensor_view& decoder_weight_source::find(const std::string& name, const dims& expected,
+                                                            std::string_view layout) const {
+    const tensor_view* view = weights_->find(prefix_ + name);
+    if (view == nullptr) {
+        throw format_error(anvil::detail::message(weights_->path().string(), ": the tensor '", prefix_, name,
+                                                  "' is missing (expected shape ", expected, ")"));
+    }
+    if (!(dims(view->shape()) == expected)) {
+        throw shape_error(anvil::detail::message(view->source_name(), ": tensor '", view->name(),
+                                                 "': expected shape ", expected, layout, ", got ",
+                                                 dims(view->shape())));
+    }
+    if (!is_floating(view->type())) {
+        throw type_error(anvil::detail::message(view->source_name(), ": tensor '", view->name(),
+                                                "': expected floating-point weights, got ",
+                                                dtype_name(view->type())));
+    }
+    return *view;
+}
+
+ANVIL_INLINE void decoder_weight_source::transpose_conv1d(const std::string& name, std::int64_t in,
+                                                          std::int64_t out,
+                                                          const std::vector<std::string>& pieces) {
+    const tensor_view& weight = find(name + ".weight", dims{in, out}, " (Conv1D [in, out])");
+    const tensor_view& bias = find(name + ".bias", dims{out}, "");
+    const auto part = out / static_cast<std::int64_t>(pieces.size());
+    const std::size_t size = dtype_size(weight.type());
+    const auto* from = reinterpret_cast<const unsigned char*>(weight.bytes().data());
+    for (std::size_t n = 0; n < pieces.size(); ++n) {
+        const std::int64_t first = static_cast<std::int64_t>(n) * part;
+        host_tensor t(weight.type(), dims{part, in});
+        auto* to = static_cast<unsigned char*>(t.raw());
+        for (std::int64_t i = 0; i < in; ++i) {
+            for (std::int64_t o = 0; o < part; ++o) {
+                std::memcpy(to + static_cast<std::size_t>(o * in + i) * size,
+                            from + static_cast<std::size_t>(i * out + first + o) * size, size);
+            }
+        }
+        prepared_.emplace(pieces[n] + ".weight", std::move(t));
+        const std::byte* b = bias.bytes().data() + static_cast<std::size_t>(first) * dtype_size(bias.type());
+        prepared_.emplace(pieces[n] + ".bias", host_tensor(bias.type(), dims{part}, b, weights_));
+    }
+}
+
+ANVIL_INLINE void decoder_weight_source::prepare_gpt2(const decoder_config& c) {
+    for (std::int64_t i = 0; i < c.layers; ++i) {
+        const std::string p = "h." + std::to_string(i) + ".";
+        transpose_conv1d(p + "attn.c_attn", c.hidden, 3 * c.hidden,
+                         {p + "attn.q", p + "attn.k", p + "attn.v"});
+        transpose_conv1d(p + "attn.c_proj", c.hidden, c.hidden, {p + "attn.c_proj"});
+        transpose_conv1d(p + "mlp.c_fc", c.hidden, c.intermediate, {p + "mlp.c_fc"});
+        transpose_conv1d(p + "mlp.c_proj", c.intermediate, c.hidden, {p + "mlp.c_proj"});
+    }
+}
+
+}  // namespace anvil::models
+
+namespace anvil::models::recipe_detail {
+
+ANVIL_INLINE linear_layer load_decoder_linear(weight_loader& loader, const decoder_weight_source& source,
+                                              const std::string& name, std::int64_t out, std::int64_t in,
+                                              bool bias) {
+    linear_layer layer{source.load(loader, name + ".weight", dims{out, in}), std::nullopt};
+    if (bias) layer.bias = source.load(loader, name + ".bias", dims{out});
+    return layer;
+}
+
+ANVIL_INLINE norm_layer load_decoder_norm(weight_loader& loader, const decoder_weight_source& source,
+                                          const std::string& name, std::int64_t size, double eps,
+                                          bool layer_norm) {
+    norm_layer n;
+    n.type = layer_norm ? norm_layer::kind::layer_norm : norm_layer::kind::rms_norm;
+    n.weight = source.load(loader, name + ".weight", dims{size});
+    if (layer_norm) n.bias = source.load(loader, name + ".bias", dims{size});
+    n.epsilon = eps;
+    return n;
+}
+
+ANVIL_INLINE attention_layer load_gpt2_attention(weight_loader& loader, const decoder_weight_source& source,
+                                                 const decoder_config& c, const std::string& p) {
+    attention_layer a;
+    a.query = load_decoder_linear(loader, source, p + "attn.q", c.hidden, c.hidden, true);
+    a.key = load_decoder_linear(loader, source, p + "attn.k", c.hidden, c.hidden, true);
+    a.value = load_decoder_linear(loader, source, p + "attn.v", c.hidden, c.hidden, true);
+    a.output = load_decoder_linear(loader, source, p + "attn.c_proj", c.hidden, c.hidden, true);
+    return a;
+}
+
+}  // namespace anvil::models::recipe_detail
+
+namespace anvil::models {
+
+ANVIL_INLINE decoder_weights load_decoder_weights(weight_loader& loader, const decoder_weight_source& source,
+                                                  const decoder_config& c) {
+    decoder_weights w;
+    const bool gpt2 = c.learned_positions();
+    w.token_embeddings =
+        source.load(loader, gpt2 ? "wte.weight" : "embed_tokens.weight", dims{c.vocab_size, c.hidden});
+    if (gpt2)
+        w.position_embeddings = source.load(loader, "wpe.weight", dims{c.max_position_embeddings, c.hidden});
+    const std::int64_t q_out = c.heads * c.head_dim, kv_out = c.kv_heads * c.head_dim;
+    for (std::int64_t i = 0; i < c.layers; ++i) {
+        decoder_layer layer;
+        layer.attention_scale = c.attention_scales.at(static_cast<std::size_t>(i));
+        if (gpt2) {
+            const std::string p = "h." + std::to_string(i) + ".";
+            layer.attention_norm =
+                recipe_detail::load_decoder_norm(loader, source, p + "ln_1", c.hidden, c.norm_eps, true);
+            layer.attention = recipe_detail::load_gpt2_attention(loader, source, c, p);
+            layer.mlp_norm =
+                recipe_detail::load_decoder_norm(loader, source, p + "ln_2", c.hidden, c.norm_eps, true);
+            layer.mlp.up = recipe_detail::load_decoder_linear(loader, source, p + "mlp.c_fc", c.intermediate,
+                                                              c.hidden, true);
+            layer.mlp.down = recipe_detail::load_decoder_linear(loader, source, p + "mlp.c_proj", c.hidden,
+                                                                c.intermediate, true);
+        } else {
+            const std::string p = "layers." + std::to_string(i) + ".";
+            layer.attention_norm = recipe_detail::load_decoder_norm(loader, source, p + "input_layernorm",
+                                                                    c.hidden, c.norm_eps, false);
+            attention_layer& a = layer.attention;
+            a.query = recipe_detail::load_decoder_linear(loader, source, p + "self_attn.q_proj", q_out,
+                                                         c.hidden, c.qkv_bias);
+            a.key = recipe_detail::load_decoder_linear(loader, source, p + "self_attn.k_proj", kv_out,
+                                                       c.hidden, c.qkv_bias);
+            a.value = recipe_detail::load_decoder_linear(loader, source, p + "self_attn.v_proj", kv_out,
+                                                         c.hidden, c.qkv_bias);
+            a.output = recipe_detail::load_decoder_linear(loader, source, p + "self_attn.o_proj", c.hidden,
+                                                          q_out, c.output_bias);
+            if (c.qk_norm) {
+                layer.query_norm = recipe_detail::load_decoder_norm(loader, source, p + "self_attn.q_norm",
+                                                                    c.head_dim, c.norm_eps, false);
+                layer.key_norm = recipe_detail::load_decoder_norm(loader, source, p + "self_attn.k_norm",
+                                                                  c.head_dim, c.norm_eps, false);
+            }
+            layer.mlp_norm = recipe_detail::load_decoder_norm(loader, source, p + "post_attention_layernorm",
+                                                              c.hidden, c.norm_eps, false);
+            layer.mlp.gate = recipe_detail::load_decoder_linear(loader, source, p + "mlp.gate_proj",
+                                                                c.intermediate, c.hidden, c.mlp_bias);
+            layer.mlp.up = recipe_detail::load_decoder_linear(loader, source, p + "mlp.up_proj",
+                                                              c.intermediate, c.hidden, c.mlp_bias);
+            layer.mlp.down = recipe_detail::load_decoder_linear(loader, source, p + "mlp.down_proj", c.hidden,
+                                                                c.intermediate, c.mlp_bias);
+        }
+        layer.attention.heads = c.heads;
+        layer.attention.kv_heads = c.kv_heads;
+        layer.attention.head_dim = c.head_dim;
+        layer.mlp.act = c.act;
+        w.layers.push_back(std::move(layer));
+    }
+    w.final_norm =
+        recipe_detail::load_decoder_norm(loader, source, gpt2 ? "ln_f" : "norm", c.hidden, c.norm_eps, gpt2);
+    // lm_head sits outside the base model's prefix (GPT2LMHeadModel, LlamaForCausalLM).
+    if (c.tie_word_embeddings) {
+        w.head = w.token_embeddings;
+    } else {
+        w.head = loader.load("lm_head.weight", dims{c.vocab_size, c.hidden});
+    }
+    return w;
+}
+
+ANVIL_INLINE std::string cache_key_name(std::int64_t layer) {
+    return "k" + std::to_string(layer);
+}
+
+ANVIL_INLINE std::string cache_value_name(std::int64_t layer) {
+    return "v" + std::to_string(layer);
+}
+
+ANVIL_INLINE std::string window_key_name(std::int64_t layer) {
+    return "wk" + std::to_string(layer);
+}
+
+ANVIL_INLINE std::string window_value_name(std::int64_t layer) {
+    return "wv" + std::to_string(layer);
+}
+
+ANVIL_INLINE std::vector<value> decoder_step(graph& g, const decoder_weights& w, const decoder_config& c,
+                                             const step_shape& s) {
+    const dims tokens{s.batch, s.tokens};
+    auto ids = g.input<std::int32_t>(std::string(step_ids_name), tokens);
+    tensor<float> x = embedding(w.token_embeddings, ids);
+    std::optional<std::pair<tensor<float>, tensor<float>>> rope;
+    if (w.position_embeddings) {
+        x = x + embedding(*w.position_embeddings,
+                          g.input<std::int32_t>(std::string(step_positions_name), tokens));
+    } else {
+        const dims table{s.batch, 1, s.tokens, c.rope.rotary_dim / 2};
+        rope.emplace(g.input<float>(std::string(step_cos_name), table),
+                     g.input<float>(std::string(step_sin_name), table));
+    }
+    auto mask = g.input<float>(std::string(step_mask_name),
+                               dims{s.batch, 1, s.tokens, s.context + s.window + s.tokens});
+    std::vector<value> caches;
+    const dims cache{s.batch, c.kv_heads, s.context, c.head_dim};
+    const dims window{s.batch, c.kv_heads, s.window, c.head_dim};
+    for (std::int64_t i = 0; i < c.layers; ++i) {
+        std::vector<tensor<float>> keys{g.input<float>(cache_key_name(i), cache)};
+        std::vector<tensor<float>> values{g.input<float>(cache_value_name(i), cache)};
+        if (s.window > 0) {
+            keys.push_back(g.input<float>(window_key_name(i), window));
+            values.push_back(g.input<float>(window_value_name(i), window));
+        }
+        auto out = apply(w.layers[static_cast<std::size_t>(i)], x, keys, values, mask, rope);
+        x = out.hidden;
+        caches.push_back(out.key.value());
+        caches.push_back(out.value.value());
+    }
+    if (s.select) x = matmul(g.input<float>(std::string(step_select_name), dims{s.batch, 1, s.tokens}), x);
+    const auto logits = linear(apply(w.final_norm, x), w.head);
+    std::vector<value> outputs{logits.value()};
+    outputs.insert(outputs.end(), caches.begin(), caches.end());
+    return outputs;
+}
+
+}  // namespace anvil::models
