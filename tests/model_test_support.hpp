@@ -33,6 +33,17 @@ inline anvil::host_tensor load_npy(const std::string& path) {
     return anvil::host_tensor::from(array.to_f32(), anvil::dims(array.shape));
 }
 
+// max |a - b| over two tensors of one shape.
+inline double max_difference(const anvil::host_tensor& a, const anvil::host_tensor& b) {
+    REQUIRE(a.shape() == b.shape());
+    const auto x = a.to_f32();
+    const auto y = b.to_f32();
+    double worst = 0.0;
+    for (std::size_t i = 0; i < x.size(); ++i)
+        worst = std::max(worst, std::fabs(static_cast<double>(x[i]) - static_cast<double>(y[i])));
+    return worst;
+}
+
 // max |got - expected| / max(1, |expected|): relative for large values, absolute near zero.
 inline double max_relative_error(const anvil::host_tensor& got, const anvil::host_tensor& expected) {
     REQUIRE(got.shape() == expected.shape());

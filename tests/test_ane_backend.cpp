@@ -69,15 +69,7 @@ anvil::compile_options ane_options(const std::filesystem::path& cache) {
     return options;
 }
 
-double max_difference(const host_tensor& a, const host_tensor& b) {
-    const auto x = a.to_f32();
-    const auto y = b.to_f32();
-    REQUIRE(x.size() == y.size());
-    double worst = 0.0;
-    for (std::size_t i = 0; i < x.size(); ++i)
-        worst = std::max(worst, std::fabs(static_cast<double>(x[i]) - static_cast<double>(y[i])));
-    return worst;
-}
+using anvil_test::max_difference;
 
 void expect_clean(const char* when) {
     INFO(when);

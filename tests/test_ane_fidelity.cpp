@@ -73,15 +73,7 @@ anvil::compile_options ane_options(const temporary_folder& cache) {
     return options;
 }
 
-double max_difference(const host_tensor& a, const host_tensor& b) {
-    const auto x = a.to_f32();
-    const auto y = b.to_f32();
-    REQUIRE(x.size() == y.size());
-    double worst = 0.0;
-    for (std::size_t i = 0; i < x.size(); ++i)
-        worst = std::max(worst, std::fabs(static_cast<double>(x[i]) - static_cast<double>(y[i])));
-    return worst;
-}
+using anvil_test::max_difference;
 
 // Captures warnings for one scope.
 struct captured_warnings {

@@ -127,15 +127,7 @@ anvil::compile_options resident(anvil::compile_options options) {
     return options;
 }
 
-double max_difference(const host_tensor& a, const host_tensor& b) {
-    REQUIRE(a.shape() == b.shape());
-    const auto x = a.to_f32();
-    const auto y = b.to_f32();
-    double worst = 0.0;
-    for (std::size_t i = 0; i < x.size(); ++i)
-        worst = std::max(worst, std::fabs(static_cast<double>(x[i]) - static_cast<double>(y[i])));
-    return worst;
-}
+using anvil_test::max_difference;
 
 // Runs several steps on `p` (resident cache) and `reference` (the whole cache given each run): one position
 // written, then two, then one f16 part (write_input converts any floating type); every step's outputs and the
