@@ -432,7 +432,7 @@ private:
                     have_path = true;
                 } else if (key.text == "offset" && inner.type.shape.empty() && !is_float(inner.type.type) &&
                            inner.type.type != dtype::string && inner.numbers.size() == 1 &&
-                           inner.numbers[0] >= 0) {
+                           inner.numbers[0] >= 0 && inner.numbers[0] < 0x1p64) {  // a uint64, cast safely
                     lit.blob_offset = static_cast<std::uint64_t>(inner.numbers[0]);
                     have_offset = true;
                 } else {
