@@ -6,6 +6,11 @@
 // NFC against Python's regex/unicodedata, Metaspace, the streaming detokenizer, and errors.
 #include <doctest/doctest.h>
 #include <anvil/anvil.hpp>
+// White-box: the tokenizers' internals (anvil::detail) by name.
+#include <anvil/io/split_patterns.hpp>
+#include <anvil/io/tokenizer_decoders.hpp>
+#include <anvil/io/tokenizer_normalizers.hpp>
+#include <anvil/io/unicode.hpp>
 
 #include <cstdint>
 #include <filesystem>

@@ -1,8 +1,8 @@
 // Tokenizers: BERT WordPiece and byte-level BPE (GPT-2, RoBERTa) against golden ids from independent
 // references: the manifest's BERT golden, tiktoken's r50k_base cases in TestPlans.txt, and
 // tools/reference/tokenizer_goldens.py (ports of transformers' BERT tokenizer and openai's GPT-2 encoder.py)
-// for the rest; tokenizer.json against the vocab-file path; the Unicode tables; errors and the malformed
-// corpus.
+// for the rest; tokenizer.json against the vocab-file path; errors and the malformed corpus (the Unicode
+// tables are test_unicode.cpp's, a white-box test).
 #include <doctest/doctest.h>
 #include <anvil/anvil.hpp>
 #include "malformed_corpus.hpp"
@@ -386,41 +386,6 @@ TEST_CASE("tokenizer: errors name what is wrong") {
                       Contains("decoder type 'CTC' is not supported yet"));
 
     check_malformed_corpus("tokenizer", 20, [](const fs::path& path) { (void)anvil::tokenizer::load(path); });
-}
-
-TEST_CASE("tokenizer: Unicode tables and UTF-8 against Python's unicodedata") {
-    namespace d = anvil::detail;
-    CHECK(d::category(U'a') == d::unicode_category::ll);
-    CHECK(d::category(U'\u00C5') == d::unicode_category::lu);
-    CHECK(d::category(U'\u0301') == d::unicode_category::mn);
-    CHECK(d::category(U'\u4E00') == d::unicode_category::lo);
-    CHECK(d::category(U'\u0663') == d::unicode_category::nd);
-    CHECK(d::category(U'\u216B') == d::unicode_category::nl);
-    CHECK(d::category(U'\u00BD') == d::unicode_category::no);
-    CHECK(d::category(U'\u00BF') == d::unicode_category::po);
-    CHECK(d::category(U'\u200B') == d::unicode_category::cf);
-    CHECK(d::category(U'\U0001F600') == d::unicode_category::so);
-    CHECK(d::category(U'\U000E0080') == d::unicode_category::cn);
-    CHECK(d::category(U'\U0010FFFF') == d::unicode_category::cn);
-    CHECK(d::category(U'\U000F0000') == d::unicode_category::co);
-    CHECK(d::combining_class(U'\u0301') == 230);
-    CHECK(d::combining_class(U'\u0323') == 220);
-    CHECK(d::to_utf8(d::nfd(U"\u00C5\u1E69\uAC01")) == "A\u030As\u0323\u0307\u1100\u1161\u11A8");
-    CHECK(d::to_utf8(d::nfd(U"a\u0301\u0323")) == "a\u0323\u0301");  // canonical reordering
-    const auto lower = [](char32_t cp) {
-        const d::code_point_sequence s = d::to_lower(cp);
-        return std::u32string(s.code_points.data(), s.size);
-    };
-    CHECK(lower(U'A') == U"a");
-    CHECK(lower(U'\u0130') == U"i\u0307");
-    CHECK(lower(U'\u1E9E') == U"\u00DF");
-    CHECK(lower(U'\u01C5') == U"\u01C6");
-    CHECK(lower(U'\u0100') == U"\u0101");
-    CHECK(lower(U'\u0101') == U"\u0101");
-    CHECK(lower(U'\u03A3') == U"\u03C3");
-    CHECK(lower(U'\U00010400') == U"\U00010428");
-    CHECK(d::utf8_lossy("a\xe4\xbd"
-                        "b\x80\xf0\x9f\x98\x80") == "a\uFFFDb\uFFFD\U0001F600");
 }
 
 TEST_CASE("tokenizer: encoding thousands of sentences is fast") {

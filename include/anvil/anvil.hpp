@@ -3,7 +3,8 @@
 // graph.hpp, cpu.hpp, ane.hpp, io.hpp, models/text.hpp, models/vision.hpp, models/llm.hpp (or models.hpp).
 //
 // Header-only by default; with ANVIL_SEPARATE_COMPILATION (anvil::compiled) the headers hold declarations and
-// templates only, and this file leaves out the backends' internals, which users never call (compilation.hpp).
+// templates only, and this file leaves out the backends' and tokenizers' internals, which users never call
+// (compilation.hpp).
 #pragma once
 
 #include "anvil/compilation.hpp"
@@ -15,10 +16,6 @@
 #include "anvil/io.hpp"
 #include "anvil/models.hpp"
 
-#include "anvil/io/split_patterns.hpp"
-#include "anvil/io/tokenizer_decoders.hpp"
-#include "anvil/io/unicode.hpp"
-
 #include "anvil/models/batch_norm_folding.hpp"
 #include "anvil/models/bert.hpp"
 #include "anvil/models/blocks.hpp"
@@ -29,7 +26,8 @@
 #include "anvil/models/weights.hpp"
 
 #if ANVIL_DEFINITIONS
-// Header-only (and the implementation unit): the backends' internals too, as this header always offered them.
+// Header-only (and the implementation unit): the backends' and the tokenizers' internals too, as this header
+// always offered them.
 #include "anvil/backend/ane/ane_framework.hpp"
 #include "anvil/backend/ane/ane_program.hpp"
 #include "anvil/backend/ane/core_foundation.hpp"
@@ -44,4 +42,7 @@
 #include "anvil/backend/cpu/executor.hpp"
 #include "anvil/backend/cpu/gemm.hpp"
 #include "anvil/backend/cpu/reference/reference.hpp"
+#include "anvil/io/split_patterns.hpp"
+#include "anvil/io/tokenizer_decoders.hpp"
+#include "anvil/io/unicode.hpp"
 #endif

@@ -4,9 +4,13 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "anvil/backend/program.hpp"
@@ -180,3 +184,79 @@ ANVIL_INLINE std::vector<std::int64_t> axis_offsets(std::span<const io_info> dec
 }
 
 }  // namespace anvil::detail
+
+namespace anvil {
+
+ANVIL_INLINE std::size_t placement_report::refused() const noexcept {
+    return static_cast<std::size_t>(std::count_if(
+        segments.begin(), segments.end(), [](const placement_segment& s) { return !s.refused_at.empty(); }));
+}
+
+ANVIL_INLINE void placement_journal::add(placement_report report) {
+    const std::lock_guard<std::mutex> guard(mutex_);
+    reports_.push_back(std::move(report));
+}
+
+ANVIL_INLINE std::vector<placement_report> placement_journal::reports() const {
+    const std::lock_guard<std::mutex> guard(mutex_);
+    return reports_;
+}
+
+ANVIL_INLINE placement_report detail::program_impl::placement() const {
+    placement_report report;
+    report.backend = "cpu";
+    return report;
+}
+
+ANVIL_INLINE program::program() noexcept = default;
+ANVIL_INLINE program::program(std::unique_ptr<detail::program_impl> impl) noexcept : impl_(std::move(impl)) {}
+ANVIL_INLINE program::program(program&&) noexcept = default;
+ANVIL_INLINE program& program::operator=(program&&) noexcept = default;
+ANVIL_INLINE program::~program() = default;
+
+ANVIL_INLINE std::vector<host_tensor> program::run(std::span<const named_tensor> inputs) {
+    return checked().run(inputs);
+}
+ANVIL_INLINE std::vector<host_tensor> program::run(std::initializer_list<named_tensor> inputs) {
+    return checked().run(std::span<const named_tensor>(inputs.begin(), inputs.size()));
+}
+
+ANVIL_INLINE void program::write_input(std::string_view name, std::int64_t axis, std::int64_t begin,
+                                       const host_tensor& part) {
+    detail::program_impl& impl = checked();
+    impl.write_input(name, detail::axis_offsets(impl.inputs(), name, axis, begin, part), part);
+}
+ANVIL_INLINE void program::write_input(std::string_view name, std::span<const std::int64_t> offsets,
+                                       const host_tensor& part) {
+    checked().write_input(name, offsets, part);
+}
+ANVIL_INLINE void program::write_input(std::string_view name, std::initializer_list<std::int64_t> offsets,
+                                       const host_tensor& part) {
+    write_input(name, std::span<const std::int64_t>(offsets.begin(), offsets.size()), part);
+}
+
+ANVIL_INLINE host_tensor program::read_input(std::string_view name) const {
+    return checked().read_input(name);
+}
+ANVIL_INLINE const std::vector<io_info>& program::inputs() const {
+    return checked().inputs();
+}
+ANVIL_INLINE const std::vector<io_info>& program::outputs() const {
+    return checked().outputs();
+}
+ANVIL_INLINE numerics_report program::numerics() const {
+    return checked().numerics();
+}
+ANVIL_INLINE std::string program::dump() const {
+    return checked().dump();
+}
+ANVIL_INLINE placement_report program::placement() const {
+    return checked().placement();
+}
+
+ANVIL_INLINE detail::program_impl& program::checked() const {
+    if (!impl_) throw error("program: this program is empty (default-constructed or moved from)");
+    return *impl_;
+}
+
+}  // namespace anvil

@@ -3,7 +3,6 @@
 // run in parallel.
 #pragma once
 
-#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -105,24 +104,15 @@ struct placement_report {
     std::vector<placement_segment> segments;
     std::vector<std::string> host_nodes;  // "node 12 (gather ...): why"
 
-    [[nodiscard]] std::size_t refused() const noexcept {
-        return static_cast<std::size_t>(
-            std::count_if(segments.begin(), segments.end(),
-                          [](const placement_segment& s) { return !s.refused_at.empty(); }));
-    }
+    // How many segments the Neural Engine refused.
+    [[nodiscard]] std::size_t refused() const noexcept;
 };
 
 // Reports of several programs, appended as they compile (thread-safe).
 class placement_journal {
 public:
-    void add(placement_report report) {
-        const std::lock_guard<std::mutex> guard(mutex_);
-        reports_.push_back(std::move(report));
-    }
-    [[nodiscard]] std::vector<placement_report> reports() const {
-        const std::lock_guard<std::mutex> guard(mutex_);
-        return reports_;
-    }
+    void add(placement_report report);
+    [[nodiscard]] std::vector<placement_report> reports() const;
 
 private:
     mutable std::mutex mutex_;
@@ -204,65 +194,52 @@ public:
                              const host_tensor& part) = 0;
     [[nodiscard]] virtual host_tensor read_input(std::string_view name) const = 0;
     // Where the work runs; a CPU program runs all of it on the CPU.
-    [[nodiscard]] virtual placement_report placement() const {
-        placement_report report;
-        report.backend = "cpu";
-        return report;
-    }
+    [[nodiscard]] ANVIL_INLINE virtual placement_report placement() const;
 };
 
 }  // namespace detail
 
 class program {
 public:
-    program() = default;
-    explicit program(std::unique_ptr<detail::program_impl> impl) : impl_(std::move(impl)) {}
+    program() noexcept;
+    explicit program(std::unique_ptr<detail::program_impl> impl) noexcept;
+    program(program&&) noexcept;
+    program& operator=(program&&) noexcept;
+    ~program();
 
     // Runs the program: every input by name, once each (resident inputs excepted: they are bound already),
     // with its declared shape (floating inputs may be any floating type, integer inputs any integer type:
     // they are converted). Returns the outputs in the order they were given to compile.
-    std::vector<host_tensor> run(std::span<const named_tensor> inputs) { return checked().run(inputs); }
-    std::vector<host_tensor> run(std::initializer_list<named_tensor> inputs) {
-        return checked().run(std::span<const named_tensor>(inputs.begin(), inputs.size()));
-    }
+    std::vector<host_tensor> run(std::span<const named_tensor> inputs);
+    std::vector<host_tensor> run(std::initializer_list<named_tensor> inputs);
 
     // Writes `part` into resident input `name` at [begin, begin + part.shape()[axis]) along `axis`; every
     // other axis of `part` must equal the input's. Converts any floating type (integer inputs take integer
     // parts). The next run sees it; nothing else of the input changes.
-    void write_input(std::string_view name, std::int64_t axis, std::int64_t begin, const host_tensor& part) {
-        detail::program_impl& impl = checked();
-        impl.write_input(name, detail::axis_offsets(impl.inputs(), name, axis, begin, part), part);
-    }
+    void write_input(std::string_view name, std::int64_t axis, std::int64_t begin, const host_tensor& part);
     // The general form: `part` (the input's rank) lands at `offsets` (one per axis), a box of its shape —
     // e.g. one stream's rows [1, H, S, D] of a batched cache [B, H, T, D] at {b, 0, position, 0}.
-    void write_input(std::string_view name, std::span<const std::int64_t> offsets, const host_tensor& part) {
-        checked().write_input(name, offsets, part);
-    }
+    void write_input(std::string_view name, std::span<const std::int64_t> offsets, const host_tensor& part);
     void write_input(std::string_view name, std::initializer_list<std::int64_t> offsets,
-                     const host_tensor& part) {
-        write_input(name, std::span<const std::int64_t>(offsets.begin(), offsets.size()), part);
-    }
+                     const host_tensor& part);
     // A copy (f32) of resident input `name`'s current contents (rounded to the input's type, as a run sees
     // them).
-    [[nodiscard]] host_tensor read_input(std::string_view name) const { return checked().read_input(name); }
+    [[nodiscard]] host_tensor read_input(std::string_view name) const;
 
     // Every input, resident ones flagged (io_info::resident).
-    [[nodiscard]] const std::vector<io_info>& inputs() const { return checked().inputs(); }
-    [[nodiscard]] const std::vector<io_info>& outputs() const { return checked().outputs(); }
+    [[nodiscard]] const std::vector<io_info>& inputs() const;
+    [[nodiscard]] const std::vector<io_info>& outputs() const;
     // With ane_numerics: the ops whose values left the fp16 range during the last run.
-    [[nodiscard]] numerics_report numerics() const { return checked().numerics(); }
+    [[nodiscard]] numerics_report numerics() const;
     // The graph as compiled, after the passes (anvil::dump's format); on the ANE also the placement of each
     // segment, with the framework's error where the Neural Engine refused one, and each program's MIL.
-    [[nodiscard]] std::string dump() const { return checked().dump(); }
+    [[nodiscard]] std::string dump() const;
     // Where each segment runs and why (ANE programs: which the Neural Engine refused, and its message).
-    [[nodiscard]] placement_report placement() const { return checked().placement(); }
+    [[nodiscard]] placement_report placement() const;
     [[nodiscard]] bool valid() const noexcept { return impl_ != nullptr; }
 
 private:
-    [[nodiscard]] detail::program_impl& checked() const {
-        if (!impl_) throw error("program: this program is empty (default-constructed or moved from)");
-        return *impl_;
-    }
+    [[nodiscard]] detail::program_impl& checked() const;
 
     std::unique_ptr<detail::program_impl> impl_;
 };

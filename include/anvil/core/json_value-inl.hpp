@@ -111,7 +111,90 @@ ANVIL_INLINE std::size_t object::build_index(bool allow_duplicate_keys) {
     return no_duplicate;
 }
 
+ANVIL_INLINE std::size_t object::size() const noexcept {
+    return members_.size();
+}
+ANVIL_INLINE bool object::empty() const noexcept {
+    return members_.empty();
+}
+ANVIL_INLINE object::const_iterator object::begin() const noexcept {
+    return members_.begin();
+}
+ANVIL_INLINE object::const_iterator object::end() const noexcept {
+    return members_.end();
+}
+ANVIL_INLINE bool operator==(const object& a, const object& b) {
+    return a.members_ == b.members_;
+}
+
+ANVIL_INLINE value* object::find(std::string_view key) {
+    return const_cast<value*>(std::as_const(*this).find(key));
+}
+
 // ---- value -----------------------------------------------------------------------------------------------
+
+ANVIL_INLINE value::value() noexcept = default;
+ANVIL_INLINE value::value(std::nullptr_t) noexcept {}
+ANVIL_INLINE value::value(bool b) noexcept : data_(b) {}
+ANVIL_INLINE value::value(integer_tag, std::int64_t i) noexcept : data_(i) {}
+ANVIL_INLINE value::value(double d) noexcept : data_(d) {}
+ANVIL_INLINE value::value(std::string s) noexcept : data_(std::move(s)) {}
+ANVIL_INLINE value::value(std::string_view s) : data_(std::string(s)) {}
+ANVIL_INLINE value::value(const char* s) : data_(std::string(s)) {}
+ANVIL_INLINE value::value(array a) noexcept : data_(std::move(a)) {}
+ANVIL_INLINE value::value(object o) noexcept : data_(std::move(o)) {}
+
+ANVIL_INLINE value::value(const value&) = default;
+ANVIL_INLINE value::value(value&&) noexcept = default;
+ANVIL_INLINE value& value::operator=(const value&) = default;
+ANVIL_INLINE value& value::operator=(value&&) noexcept = default;
+ANVIL_INLINE value::~value() {
+    if (data_.index() >= static_cast<std::size_t>(kind::array)) release_nested();
+}
+
+ANVIL_INLINE bool value::as_bool() const {
+    if (const auto* b = std::get_if<bool>(&data_)) return *b;
+    throw_wrong_kind(kind::boolean);
+}
+ANVIL_INLINE std::int64_t value::as_int() const {
+    if (const auto* i = std::get_if<std::int64_t>(&data_)) return *i;
+    throw_wrong_kind(kind::integer);
+}
+ANVIL_INLINE double value::as_double() const {
+    if (const auto* i = std::get_if<std::int64_t>(&data_)) return static_cast<double>(*i);
+    if (const auto* d = std::get_if<double>(&data_)) return *d;
+    throw_wrong_kind(kind::number);
+}
+ANVIL_INLINE const std::string& value::as_string() const {
+    if (const auto* s = std::get_if<std::string>(&data_)) return *s;
+    throw_wrong_kind(kind::string);
+}
+ANVIL_INLINE const array& value::as_array() const {
+    if (const auto* a = std::get_if<array>(&data_)) return *a;
+    throw_wrong_kind(kind::array);
+}
+ANVIL_INLINE const object& value::as_object() const {
+    if (const auto* o = std::get_if<object>(&data_)) return *o;
+    throw_wrong_kind(kind::object);
+}
+ANVIL_INLINE array& value::as_array() {
+    return const_cast<array&>(std::as_const(*this).as_array());
+}
+ANVIL_INLINE object& value::as_object() {
+    return const_cast<object&>(std::as_const(*this).as_object());
+}
+
+ANVIL_INLINE const value* value::find(std::string_view key) const {
+    const auto* o = std::get_if<object>(&data_);
+    return o ? o->find(key) : nullptr;
+}
+ANVIL_INLINE value* value::find(std::string_view key) {
+    return const_cast<value*>(std::as_const(*this).find(key));
+}
+
+ANVIL_INLINE bool operator==(const value& a, const value& b) {
+    return a.data_ == b.data_;
+}
 
 ANVIL_INLINE void value::throw_wrong_kind(kind expected) const {
     constexpr std::array<std::string_view, 7> described = {"null",     "a boolean", "an integer", "a number",

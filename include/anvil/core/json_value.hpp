@@ -91,30 +91,30 @@ private:
 
 class value {
 public:
-    value() noexcept = default;
-    value(std::nullptr_t) noexcept {}
-    value(bool b) noexcept : data_(b) {}
+    value() noexcept;
+    value(std::nullptr_t) noexcept;
+    value(bool b) noexcept;
     // Any integer type but bool and the character types (a char is no number). An unsigned value above
     // INT64_MAX throws anvil::type_error rather than silently becoming a double.
     template <std::integral Int>
     requires(!std::same_as<Int, bool> && !std::same_as<Int, char> && !std::same_as<Int, wchar_t> &&
              !std::same_as<Int, char8_t> && !std::same_as<Int, char16_t> && !std::same_as<Int, char32_t>)
         value(Int i)
-        : data_(checked_int64(i)) {}
-    value(double d) noexcept : data_(d) {}
-    value(std::string s) noexcept : data_(std::move(s)) {}
-    value(std::string_view s) : data_(std::string(s)) {}
-    value(const char* s) : data_(std::string(s)) {}
-    value(array a) noexcept : data_(std::move(a)) {}
-    value(object o) noexcept : data_(std::move(o)) {}
+        : value(integer_tag{}, checked_int64(i)) {}
+    value(double d) noexcept;
+    value(std::string s) noexcept;
+    value(std::string_view s);
+    value(const char* s);
+    value(array a) noexcept;
+    value(object o) noexcept;
 
-    value(const value&) = default;
-    value(value&&) noexcept = default;
-    value& operator=(const value&) = default;
-    value& operator=(value&&) noexcept = default;
-    ~value() {
-        if (data_.index() >= static_cast<std::size_t>(kind::array)) release_nested();
-    }
+    // Defined with the other members (json_value-inl.hpp), so that a file built against anvil::compiled does
+    // not instantiate the variant's copies, moves and comparisons.
+    value(const value&);
+    value(value&&) noexcept;
+    value& operator=(const value&);
+    value& operator=(value&&) noexcept;
+    ~value();
 
     [[nodiscard]] kind type() const noexcept { return static_cast<kind>(data_.index()); }
     [[nodiscard]] bool is_null() const noexcept { return type() == kind::null; }
@@ -127,26 +127,18 @@ public:
     [[nodiscard]] bool is_object() const noexcept { return type() == kind::object; }
 
     // On the wrong kind these throw anvil::type_error naming the expected and actual kinds and the offset.
-    [[nodiscard]] bool as_bool() const { return get<bool>(kind::boolean); }
-    [[nodiscard]] std::int64_t as_int() const { return get<std::int64_t>(kind::integer); }
-    [[nodiscard]] double as_double() const {  // integers convert
-        if (const auto* i = std::get_if<std::int64_t>(&data_)) return static_cast<double>(*i);
-        return get<double>(kind::number);
-    }
-    [[nodiscard]] const std::string& as_string() const { return get<std::string>(kind::string); }
-    [[nodiscard]] const array& as_array() const { return get<array>(kind::array); }
-    [[nodiscard]] const object& as_object() const { return get<object>(kind::object); }
-    [[nodiscard]] array& as_array() { return const_cast<array&>(std::as_const(*this).as_array()); }
-    [[nodiscard]] object& as_object() { return const_cast<object&>(std::as_const(*this).as_object()); }
+    [[nodiscard]] bool as_bool() const;
+    [[nodiscard]] std::int64_t as_int() const;
+    [[nodiscard]] double as_double() const;  // integers convert
+    [[nodiscard]] const std::string& as_string() const;
+    [[nodiscard]] const array& as_array() const;
+    [[nodiscard]] const object& as_object() const;
+    [[nodiscard]] array& as_array();
+    [[nodiscard]] object& as_object();
 
     // nullptr when this is not an object or the key is absent.
-    [[nodiscard]] const value* find(std::string_view key) const {
-        const auto* o = std::get_if<object>(&data_);
-        return o ? o->find(key) : nullptr;
-    }
-    [[nodiscard]] value* find(std::string_view key) {
-        return const_cast<value*>(std::as_const(*this).find(key));
-    }
+    [[nodiscard]] const value* find(std::string_view key) const;
+    [[nodiscard]] value* find(std::string_view key);
     // The member named key: anvil::format_error when absent, anvil::type_error when this is not an object.
     [[nodiscard]] const value& at(std::string_view key) const;
 
@@ -155,10 +147,12 @@ public:
 
     // Same kind and contents: numbers by == (so 0.0 == -0.0, and an integer never equals a double), objects
     // member by member in order.
-    friend bool operator==(const value& a, const value& b) { return a.data_ == b.data_; }
+    friend bool operator==(const value& a, const value& b);
 
 private:
     friend class detail::parser;
+    struct integer_tag {};
+    value(integer_tag, std::int64_t i) noexcept;
 
     template <class Int>
     static std::int64_t checked_int64(Int i) {
@@ -169,11 +163,6 @@ private:
         }
         return static_cast<std::int64_t>(i);
     }
-    template <class T>
-    const T& get(kind expected) const {
-        if (const auto* p = std::get_if<T>(&data_)) return *p;
-        throw_wrong_kind(expected);
-    }
     [[noreturn]] void throw_wrong_kind(kind expected) const;
     // Destroying a deep value recursively could overflow the stack (max_depth is the caller's choice), so
     // nested containers are moved to a work list and destroyed one level at a time.
@@ -182,28 +171,6 @@ private:
     std::variant<std::nullptr_t, bool, std::int64_t, double, std::string, array, object> data_;
     std::size_t offset_plus_one_ = 0;  // 0: built in code, not parsed
 };
-
-// ---- object ----------------------------------------------------------------------------------------------
-
-inline std::size_t object::size() const noexcept {
-    return members_.size();
-}
-inline bool object::empty() const noexcept {
-    return members_.empty();
-}
-inline object::const_iterator object::begin() const noexcept {
-    return members_.begin();
-}
-inline object::const_iterator object::end() const noexcept {
-    return members_.end();
-}
-inline bool operator==(const object& a, const object& b) {
-    return a.members_ == b.members_;
-}
-
-inline value* object::find(std::string_view key) {
-    return const_cast<value*>(std::as_const(*this).find(key));
-}
 
 }  // namespace anvil::json
 

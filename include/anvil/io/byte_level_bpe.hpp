@@ -101,7 +101,7 @@ public:
     byte_level_pre_tokenizer(bool add_prefix_space, bool use_regex)
         : add_prefix_space_(add_prefix_space), use_regex_(use_regex) {}
 
-    void pre_tokenize(std::string_view text, word_list& out) const override;
+    ANVIL_INLINE void pre_tokenize(std::string_view text, word_list& out) const override;
 
 private:
     bool add_prefix_space_, use_regex_;
@@ -111,7 +111,7 @@ private:
 // UTF-8 in the result becomes U+FFFD.
 class byte_level_decoder final : public decoder {
 public:
-    void decode(std::vector<std::string>& tokens) const override;
+    ANVIL_INLINE void decode(std::vector<std::string>& tokens) const override;
 };
 
 // ---- the BPE model ---------------------------------------------------------------------------------------
@@ -140,7 +140,7 @@ public:
     bpe_model(vocabulary vocab, std::unordered_map<std::uint64_t, merge> merges, bpe_options options)
         : vocab_(std::move(vocab)), merges_(std::move(merges)), options_(std::move(options)) {}
 
-    void tokenize(std::string_view word, std::vector<std::int32_t>& ids) const override;
+    ANVIL_INLINE void tokenize(std::string_view word, std::vector<std::int32_t>& ids) const override;
 
     [[nodiscard]] const vocabulary& vocab() const override { return vocab_; }
 

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <initializer_list>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <span>
 #include <string>
@@ -43,6 +44,62 @@ ANVIL_INLINE std::string quoted_name(std::string_view name) {
     if (name.size() > limit) out += message("... (", name.size(), " bytes)");
     out += "'";
     return out;
+}
+
+ANVIL_INLINE std::vector<std::string_view> closest_names(std::string_view wanted,
+                                                         std::span<const std::string_view> names) {
+    constexpr std::size_t max_wanted = 256;
+    constexpr std::uint64_t max_cells = 20'000'000;
+    std::vector<std::pair<std::size_t, std::string_view>> scored;
+    if (wanted.size() > max_wanted) return {};
+    const std::size_t threshold = std::max<std::size_t>(2, wanted.size() / 3);
+    std::uint64_t cells = 0;
+    std::vector<std::size_t> previous;
+    std::vector<std::size_t> current;
+    for (const std::string_view name : names) {
+        const auto ends_with_dotted = [](std::string_view longer, std::string_view shorter) {
+            return longer.size() > shorter.size() && longer.ends_with(shorter) &&
+                   longer[longer.size() - shorter.size() - 1] == '.';
+        };
+        if (ends_with_dotted(name, wanted) || ends_with_dotted(wanted, name)) {
+            scored.emplace_back(1, name);
+            continue;
+        }
+        const std::size_t difference =
+            name.size() > wanted.size() ? name.size() - wanted.size() : wanted.size() - name.size();
+        if (difference > threshold) continue;
+        cells += static_cast<std::uint64_t>(name.size() + 1) * (wanted.size() + 1);
+        if (cells > max_cells) break;
+        previous.resize(name.size() + 1);
+        current.resize(name.size() + 1);
+        std::iota(previous.begin(), previous.end(), std::size_t{0});
+        for (std::size_t i = 1; i <= wanted.size(); ++i) {
+            current[0] = i;
+            for (std::size_t j = 1; j <= name.size(); ++j) {
+                const std::size_t substitution = previous[j - 1] + (wanted[i - 1] == name[j - 1] ? 0 : 1);
+                current[j] = std::min({previous[j] + 1, current[j - 1] + 1, substitution});
+            }
+            std::swap(previous, current);
+        }
+        if (previous[name.size()] <= threshold) scored.emplace_back(previous[name.size()], name);
+    }
+    std::sort(scored.begin(), scored.end());
+    std::vector<std::string_view> best;
+    for (std::size_t i = 0; i < scored.size() && i < 3; ++i)
+        best.push_back(scored[i].second);
+    return best;
+}
+
+ANVIL_INLINE std::string no_tensor_message(std::string_view source, std::string_view wanted,
+                                           std::span<const std::string_view> names,
+                                           std::size_t tensor_count) {
+    std::string text = message(source, ": no tensor named ", quoted_name(wanted));
+    const auto close = closest_names(wanted, names);
+    if (close.empty()) return text + message(" (it holds ", tensor_count, " tensors)");
+    text += " (did you mean ";
+    for (std::size_t i = 0; i < close.size(); ++i)
+        text += (i > 0 ? ", " : "") + quoted_name(close[i]);
+    return text + "?)";
 }
 
 }  // namespace anvil::detail

@@ -18,53 +18,26 @@
 #include <utility>
 #include <vector>
 
-#include "anvil/core/error.hpp"
+#include "anvil/compilation.hpp"
 #include "anvil/io/tokenizer.hpp"
 
 namespace anvil {
 
 class token_stream {
 public:
-    explicit token_stream(const tokenizer& tok, bool skip_special_tokens = true)
-        : tokenizer_(tok), skip_special_(skip_special_tokens) {}
+    explicit token_stream(const tokenizer& tok, bool skip_special_tokens = true);
 
     // The text that became final with id ("" while a character is incomplete). anvil::error for an id that
     // names no token.
-    [[nodiscard]] std::string push(std::int32_t id) {
-        ids_.push_back(id);
-        std::string text = tokenizer_.decode(ids_, skip_special_);
-        if (text.size() <= prefix_.size() || text.ends_with(replacement)) return {};
-        std::string fresh = take_after_prefix(std::move(text));
-        // The next window starts where the text of this step's previous window began: the decoders see the
-        // same first token in both decodes, so its leading-space rule cancels out.
-        const std::size_t next_prefix_index = ids_.size() - prefix_index_;
-        ids_.erase(ids_.begin(), ids_.begin() + static_cast<std::ptrdiff_t>(prefix_index_));
-        prefix_ = tokenizer_.decode(ids_, skip_special_);
-        prefix_index_ = next_prefix_index;
-        return fresh;
-    }
+    [[nodiscard]] std::string push(std::int32_t id);
 
     // Whatever is left, incomplete characters as U+FFFD; the stream is then empty.
-    [[nodiscard]] std::string finish() {
-        std::string text = tokenizer_.decode(ids_, skip_special_);
-        std::string rest = text.size() > prefix_.size() ? take_after_prefix(std::move(text)) : std::string();
-        ids_.clear();
-        prefix_.clear();
-        prefix_index_ = 0;
-        return rest;
-    }
+    [[nodiscard]] std::string finish();
 
 private:
     static constexpr std::string_view replacement = "\xEF\xBF\xBD";
 
-    std::string take_after_prefix(std::string text) const {
-        if (!text.starts_with(prefix_))
-            throw error(
-                detail::message("token_stream: the decoded text no longer starts with the text already "
-                                "given out ('",
-                                prefix_, "'); this tokenizer's decoder is not incremental"));
-        return text.substr(prefix_.size());
-    }
+    std::string take_after_prefix(std::string text) const;
 
     tokenizer tokenizer_;
     bool skip_special_;
@@ -74,3 +47,7 @@ private:
 };
 
 }  // namespace anvil
+
+#if ANVIL_DEFINITIONS
+#include "anvil/io/token_stream-inl.hpp"
+#endif

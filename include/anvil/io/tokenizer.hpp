@@ -5,10 +5,10 @@
 //   const anvil::encoding e = tok.encode("i like strawberries");   // ids {101, 1045, 2066, 13137, 20968,
 //   102} const std::string text = tok.decode(e.ids);                     // "i like strawberries"
 //
-// Encoding runs the pipeline of tokenizer_pipeline.hpp: added (special) tokens are split out of the raw text,
-// the rest is normalized, pre-tokenized into words, each word becomes ids through the model, and the
-// post-processor adds special tokens and type ids. A tokenizer is a cheap copyable value sharing its tables;
-// it is safe to use from several threads at once.
+// Encoding runs the pipeline of tokenizer_pipeline.hpp (which the definitions include): added (special)
+// tokens are split out of the raw text, the rest is normalized, pre-tokenized into words, each word becomes
+// ids through the model, and the post-processor adds special tokens and type ids. A tokenizer is a cheap
+// copyable value sharing its tables; it is safe to use from several threads at once.
 #pragma once
 
 #include <cstddef>
@@ -24,7 +24,7 @@
 
 #include "anvil/compilation.hpp"
 #include "anvil/core/json_value.hpp"
-#include "anvil/io/tokenizer_pipeline.hpp"
+#include "anvil/io/encoding.hpp"
 
 namespace anvil::detail {
 

@@ -39,7 +39,7 @@ std::optional<std::uint8_t> byte_fallback_value(std::string_view token);
 // Runs of <0xAB> tokens become their bytes as one token when those are valid UTF-8, else one U+FFFD per byte.
 class byte_fallback_decoder final : public decoder {
 public:
-    void decode(std::vector<std::string>& tokens) const override;
+    ANVIL_INLINE void decode(std::vector<std::string>& tokens) const override;
 
 private:
     static bool is_valid_utf8(std::string_view bytes);
@@ -48,7 +48,7 @@ private:
 // All tokens into one.
 class fuse_decoder final : public decoder {
 public:
-    void decode(std::vector<std::string>& tokens) const override;
+    ANVIL_INLINE void decode(std::vector<std::string>& tokens) const override;
 };
 
 // Up to `start` leading and `stop` trailing copies of one code point off each token.
@@ -56,7 +56,7 @@ class strip_decoder final : public decoder {
 public:
     strip_decoder(std::string content, std::size_t start, std::size_t stop)
         : content_(std::move(content)), start_(start), stop_(stop) {}
-    void decode(std::vector<std::string>& tokens) const override;
+    ANVIL_INLINE void decode(std::vector<std::string>& tokens) const override;
 
 private:
     std::string content_;
@@ -68,7 +68,7 @@ class metaspace_decoder final : public decoder {
 public:
     metaspace_decoder(std::string replacement, prepend_scheme scheme)
         : replacement_(std::move(replacement)), scheme_(scheme) {}
-    void decode(std::vector<std::string>& tokens) const override;
+    ANVIL_INLINE void decode(std::vector<std::string>& tokens) const override;
 
 private:
     std::string replacement_;

@@ -39,7 +39,7 @@ public:
           strip_accents_(strip_accents),
           lowercase_(lowercase) {}
 
-    void normalize(std::string& text) const override;
+    ANVIL_INLINE void normalize(std::string& text) const override;
 
 private:
     void normalize_ascii(std::string& text) const;
@@ -49,7 +49,7 @@ private:
 
 class lowercase_normalizer final : public normalizer {
 public:
-    void normalize(std::string& text) const override;
+    ANVIL_INLINE void normalize(std::string& text) const override;
 };
 
 class nfd_normalizer final : public normalizer {
@@ -61,13 +61,13 @@ public:
 // scan.
 class nfc_normalizer final : public normalizer {
 public:
-    void normalize(std::string& text) const override;
+    ANVIL_INLINE void normalize(std::string& text) const override;
 };
 
 // Drops nonspacing marks (Mn); meant to follow NFD.
 class strip_accents_normalizer final : public normalizer {
 public:
-    void normalize(std::string& text) const override;
+    ANVIL_INLINE void normalize(std::string& text) const override;
 };
 
 class prepend_normalizer final : public normalizer {
@@ -85,7 +85,7 @@ class replace_normalizer final : public normalizer {
 public:
     replace_normalizer(std::string pattern, std::string content)
         : pattern_(std::move(pattern)), content_(std::move(content)) {}
-    void normalize(std::string& text) const override;
+    ANVIL_INLINE void normalize(std::string& text) const override;
 
 private:
     std::string pattern_, content_;

@@ -29,12 +29,12 @@ inline bool is_bert_punctuation(char32_t cp) {
 // Splits on White_Space (dropped) and makes each punctuation code point a word of its own.
 class bert_pre_tokenizer final : public pre_tokenizer {
 public:
-    void pre_tokenize(std::string_view text, word_list& out) const override;
+    ANVIL_INLINE void pre_tokenize(std::string_view text, word_list& out) const override;
 };
 
 class whitespace_split_pre_tokenizer final : public pre_tokenizer {
 public:
-    void pre_tokenize(std::string_view text, word_list& out) const override;
+    ANVIL_INLINE void pre_tokenize(std::string_view text, word_list& out) const override;
 };
 
 enum class prepend_scheme : std::uint8_t { always, first, never };
@@ -50,7 +50,7 @@ public:
     void pre_tokenize(std::string_view text, word_list& out) const override {
         pre_tokenize_part(text, false, out);
     }
-    void pre_tokenize_part(std::string_view text, bool at_start, word_list& out) const override;
+    ANVIL_INLINE void pre_tokenize_part(std::string_view text, bool at_start, word_list& out) const override;
 
 private:
     std::string replacement_;
@@ -66,7 +66,7 @@ public:
     void pre_tokenize(std::string_view text, word_list& out) const override {
         pre_tokenize_part(text, false, out);
     }
-    void pre_tokenize_part(std::string_view text, bool at_start, word_list& out) const override;
+    ANVIL_INLINE void pre_tokenize_part(std::string_view text, bool at_start, word_list& out) const override;
 
 private:
     std::vector<std::unique_ptr<pre_tokenizer>> stages_;

@@ -21,7 +21,7 @@ public:
     wordpiece_model(vocabulary vocab, std::int32_t unk_id, std::string continuing_prefix,
                     std::size_t max_input_chars_per_word);
 
-    void tokenize(std::string_view word, std::vector<std::int32_t>& ids) const override;
+    ANVIL_INLINE void tokenize(std::string_view word, std::vector<std::int32_t>& ids) const override;
 
     [[nodiscard]] const vocabulary& vocab() const override { return vocab_; }
 
@@ -41,7 +41,7 @@ class wordpiece_decoder final : public decoder {
 public:
     wordpiece_decoder(std::string prefix, bool cleanup) : prefix_(std::move(prefix)), cleanup_(cleanup) {}
 
-    void decode(std::vector<std::string>& tokens) const override;
+    ANVIL_INLINE void decode(std::vector<std::string>& tokens) const override;
 
     static std::string cleanup(std::string text);
 
