@@ -7,3 +7,4 @@
 
 #include "anvil/backend/compile.hpp"
 #include "anvil/backend/program.hpp"
+#include "anvil/backend/resident_weights.hpp"

@@ -5768,6 +5768,65 @@ namespace anvil {
 // #include "anvil/backend/compile-inl.hpp" (in the definitions at the end)
 #endif
 // #include "anvil/backend/program.hpp"
+// #include "anvil/backend/resident_weights.hpp"
+// anvil: how much memory the weights of the programs alive now take, by device — what `anvil bench` reports
+// as resident weight bytes. Each buffer counts once however many programs read it: a recipe compiles one
+// program per input shape, and those share their packed weights and the checkpoint's mapping.
+//
+//   const anvil::resident_weights w = anvil::resident_weight_bytes();
+//   std::printf("CPU %zu bytes, Neural Engine %zu bytes\n", w.cpu_bytes, w.ane_bytes);
+
+#include <cstddef>
+#include <cstdint>
+
+// #include "anvil/compilation.hpp"
+
+namespace anvil {
+
+struct resident_weights {
+    // Host memory the CPU kernels read weights from while programs run: f32 copies of constants, packed GEMM
+    // panels, and weights read as stored (f16, bf16 or int8, often straight from the checkpoint's mapping).
+    // Constants a program no longer reads (those the Neural Engine took) are not counted.
+    std::size_t cpu_bytes = 0;
+    // Weights loaded Neural Engine programs hold: the blobs handed to the framework, which keeps them for
+    // the program's lifetime (anvil keeps no copy).
+    std::size_t ane_bytes = 0;
+    std::size_t buffers = 0;  // distinct buffers counted
+};
+
+// Over every live program, of every backend; 0 when none is alive.
+[[nodiscard]] resident_weights resident_weight_bytes();
+
+namespace detail {
+
+enum class weight_device : std::uint8_t { cpu, ane };
+
+// Counts one buffer of weights (its address and size, on a device) in resident_weight_bytes() while alive.
+// A buffer registered by several holders (programs sharing it) counts once. Move-only.
+class weight_residency {
+public:
+    weight_residency() noexcept = default;
+    weight_residency(const void* address, std::size_t bytes, weight_device device);
+    weight_residency(weight_residency&& other) noexcept;
+    weight_residency& operator=(weight_residency&& other) noexcept;
+    weight_residency(const weight_residency&) = delete;
+    weight_residency& operator=(const weight_residency&) = delete;
+    ~weight_residency();
+
+private:
+    void release() noexcept;
+
+    const void* address_ = nullptr;
+    std::size_t bytes_ = 0;
+    weight_device device_ = weight_device::cpu;
+};
+
+}  // namespace detail
+}  // namespace anvil
+
+#if ANVIL_DEFINITIONS
+// #include "anvil/backend/resident_weights-inl.hpp" (in the definitions at the end)
+#endif
 
 // #include "anvil/backend/ane/capabilities.hpp"
 // anvil: what this Neural Engine accepts. Sources disagree about many ops per chip and OS (RUNTIME.md §0), so
@@ -13462,13 +13521,16 @@ inline host_tensor leading_rows(const host_tensor& tensor, std::int64_t first, s
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -13489,6 +13551,7 @@ inline host_tensor leading_rows(const host_tensor& tensor, std::int64_t first, s
 #include <cstddef>
 #include <functional>
 #include <span>
+#include <utility>
 #include <vector>
 
 // #include "anvil/backend/cpu/tensor_span.hpp"
@@ -13587,6 +13650,9 @@ struct prepared_kernel {
     // reads_natively[k]: operand k is a constant the kernel reads from its own storage (a weight the GEMM
     // converts while packing), so the executor passes no f32 copy of it (its span's data is null).
     std::vector<bool> reads_natively;
+    // The buffers the kernel reads its constants from while it runs (packed panels, weights read as stored,
+    // f32 copies of biases), as address and bytes: counted in resident_weight_bytes().
+    std::vector<std::pair<const void*, std::size_t>> weight_buffers;
 };
 
 }  // namespace anvil::detail::cpu
@@ -15896,6 +15962,7 @@ public:
         return data_.get();
     }
     [[nodiscard]] const float* data() const noexcept { return data_.get(); }
+    [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
 
 private:
     struct release {
@@ -16160,6 +16227,9 @@ public:
         return kernel_ != nullptr ? kernel_->isa : gemm_isa::automatic;
     }
     [[nodiscard]] const gemm_kernel_info* kernel() const noexcept { return kernel_; }
+    // The packed panels' storage.
+    [[nodiscard]] const float* data() const noexcept { return data_.data(); }
+    [[nodiscard]] std::size_t byte_size() const noexcept { return data_.capacity() * sizeof(float); }
 
     // The panels of rows [row, row + kc) from column `col` (a multiple of nr), gemm_panel_stride apart.
     [[nodiscard]] const float* block(std::int64_t row, std::int64_t col) const noexcept {
@@ -16504,6 +16574,19 @@ struct weight_operand {
     std::shared_ptr<packed_matrix> packed;               // f32 constants only
     host_tensor storage;                                 // the constant (keeps mapped weights alive)
     std::vector<float> scale_values, zero_point_values;  // i8: one per column, as operand.scale points at
+
+    // What the GEMM reads: the packed panels, or the weight as stored and its scales.
+    [[nodiscard]] std::vector<std::pair<const void*, std::size_t>> buffers() const {
+        std::vector<std::pair<const void*, std::size_t>> read;
+        if (packed) {
+            read.emplace_back(packed->data(), packed->byte_size());
+            return read;
+        }
+        read.emplace_back(storage.raw(), storage.byte_size());
+        read.emplace_back(scale_values.data(), scale_values.size() * sizeof(float));
+        read.emplace_back(zero_point_values.data(), zero_point_values.size() * sizeof(float));
+        return read;
+    }
 };
 
 // The constant a value is, looking through a cast to f32 (an f16 or bf16 weight used with f32 activations:
@@ -16590,6 +16673,8 @@ inline prepared_kernel linear_kernel(const graph_body& body, const node& n) {
     if (bias_node != nullptr) *bias = bias_node->data.to_f32();
     prepared_kernel parts;
     parts.reads_natively = {false, w != nullptr, bias_node != nullptr};
+    if (w) parts.weight_buffers = w->buffers();
+    if (!bias->empty()) parts.weight_buffers.emplace_back(bias->data(), bias->size() * sizeof(float));
     parts.run = [w, bias, has_bias = n.inputs.size() == 3](std::span<const const_tensor_span> in,
                                                            tensor_span out, thread_pool& pool,
                                                            std::span<float>) {
@@ -16699,6 +16784,8 @@ inline prepared_kernel conv2d_kernel(const graph_body& body, const node& n) {
                            attrs.padding == std::array<std::int64_t, 4>{0, 0, 0, 0};
     prepared_kernel parts;
     parts.reads_natively = {false, constant_weight_data, bias_node != nullptr};
+    if (constant_weight_data) parts.weight_buffers.emplace_back(weight.raw(), weight.byte_size());
+    if (!bias->empty()) parts.weight_buffers.emplace_back(bias->data(), bias->size() * sizeof(float));
     parts.workspace_floats = pointwise
                                  ? 0
                                  : static_cast<std::size_t>(w_shape[1] * attrs.kernel[0] * attrs.kernel[1] *
@@ -18268,6 +18355,7 @@ inline prepared_kernel reference_kernel(const node& n) {
     return {[&n](std::span<const const_tensor_span> inputs, tensor_span output, thread_pool&,
                  std::span<float>) { evaluate_reference(n, inputs, output); },
             0,
+            {},
             {}};
 }
 
@@ -18280,6 +18368,7 @@ inline prepared_kernel reshape_kernel() {
             if (count != 0) std::memmove(output.data, inputs[0].data, count * sizeof(float));
         },
         0,
+        {},
         {}};
 }
 
@@ -18290,6 +18379,7 @@ prepared_kernel fast_kernel(const node& n, std::size_t workspace_floats = 0) {
     return {[&n](std::span<const const_tensor_span> inputs, tensor_span output, thread_pool& pool,
                  std::span<float> workspace) { Kernel(n, inputs, output, pool, workspace); },
             workspace_floats,
+            {},
             {}};
 }
 
@@ -18468,6 +18558,7 @@ struct memory_plan {
 }  // namespace anvil::detail::cpu
 // #include "anvil/backend/cpu/numerics.hpp"
 // #include "anvil/backend/program.hpp"
+// #include "anvil/backend/resident_weights.hpp"
 // #include "anvil/core/convert.hpp"
 // #include "anvil/core/thread_pool.hpp"
 // #include "anvil/graph/dump.hpp"
@@ -18582,6 +18673,53 @@ inline void round_to_type(float* values, std::size_t count, dtype type) {
         for (std::size_t i = 0; i < count; ++i)
             values[i] = static_cast<float>(bfloat16(values[i]));
     }
+}
+
+// A constant as the kernels read it, in f32 (fp16-rounded for ane_numerics): an aligned f32 constant read in
+// place, else a converted copy.
+struct f32_constant {
+    host_tensor source;  // keeps the constant's storage, and so its address, alive while the copy is shared
+    std::vector<float> converted;
+    const float* values = nullptr;  // source's own data, or converted's
+    std::size_t count = 0;
+};
+
+// An f32 copy (or view) is shared by every program built from the same constant, as packed weights are
+// (shared_packed_weight): a recipe compiles one program per input shape, and each would otherwise hold its
+// own copy of every weight the kernels read as f32 — an embedding table, 47 MB for a MiniLM, per shape. Keyed
+// by the constant's address, type and size and the rounding; a live entry keeps that storage alive, so no
+// other data can appear at the address while the entry is used.
+inline std::shared_ptr<const f32_constant> shared_f32_constant(const host_tensor& data, bool fp16_rounded,
+                                                               std::string_view what) {
+    using key = std::tuple<const void*, dtype, std::size_t, bool>;
+    static std::mutex mutex;
+    static std::map<key, std::weak_ptr<const f32_constant>> cache;
+    const key id{data.raw(), data.type(), data.element_count(), fp16_rounded};
+    {
+        const std::lock_guard lock(mutex);
+        if (auto found = cache.find(id); found != cache.end()) {
+            if (auto shared = found->second.lock()) return shared;
+        }
+    }
+    auto copy = std::make_shared<f32_constant>();
+    copy->source = data;
+    copy->count = data.element_count();
+    if (data.type() == dtype::f32 && !fp16_rounded &&
+        reinterpret_cast<std::uintptr_t>(data.raw()) % alignof(float) == 0) {
+        copy->values = static_cast<const float*>(data.raw());  // already what the kernels read
+    } else {
+        copy->converted.resize(copy->count);
+        to_compute_floats(data, copy->converted.data(), what);
+        if (fp16_rounded) round_to_fp16(copy->converted.data(), copy->converted.size());
+        copy->values = copy->converted.data();
+    }
+    const std::lock_guard lock(mutex);
+    if (auto found = cache.find(id); found != cache.end()) {
+        if (auto shared = found->second.lock()) return shared;  // another thread made it meanwhile
+    }
+    std::erase_if(cache, [](const auto& entry) { return entry.second.expired(); });
+    cache[id] = copy;
+    return copy;
 }
 
 // Folds constants with the reference kernels.
@@ -18734,15 +18872,24 @@ private:
                 if (k >= natively.size() || !natively[k]) needs_f32[n.inputs[k]] = true;
             }
         }
-        // Constants read as f32 get an f32 copy (in ane_numerics mode rounded to fp16, as ANE weights are).
+        // Constants read as f32 get an f32 copy (in ane_numerics mode rounded to fp16, as ANE weights are),
+        // shared with other programs built from the same constant.
         constant_values_.resize(count);
         for (std::size_t id = 0; id < count; ++id) {
             const node& n = body_.nodes[id];
             if (n.kind != op::constant || !needs_f32[id]) continue;
-            auto& values = constant_values_[id];
-            values.resize(n.data.element_count());
-            to_compute_floats(n.data, values.data(), n.name.empty() ? "constant" : n.name);
-            if (options_.ane_numerics) round_to_fp16(values.data(), values.size());
+            constant_values_[id] =
+                shared_f32_constant(n.data, options_.ane_numerics, n.name.empty() ? "constant" : n.name);
+        }
+        // What the program reads weights from while it runs, for resident_weight_bytes(): the f32 copies and
+        // the buffers kernels read their constants from.
+        for (const auto& copy : constant_values_) {
+            if (copy) residency_.emplace_back(copy->values, copy->count * sizeof(float), weight_device::cpu);
+        }
+        for (std::size_t id = 0; id < count; ++id) {
+            if (!needed_[id]) continue;
+            for (const auto& [address, bytes] : kernels_[id].weight_buffers)
+                residency_.emplace_back(address, bytes, weight_device::cpu);
         }
         plan_buffers();
         workspace_storage_.assign(workspace_floats + buffer_alignment / sizeof(float), 0.0f);
@@ -18802,7 +18949,8 @@ private:
     }
     [[nodiscard]] const float* data_of(value_id id) {
         if (alias_[id] != no_value) return data_of(alias_[id]);
-        if (body_.nodes[id].kind == op::constant) return constant_values_[id].data();
+        if (body_.nodes[id].kind == op::constant)
+            return constant_values_[id] ? constant_values_[id]->values : nullptr;
         if (buffer_index_[id] == no_value) return nullptr;  // read natively by its only readers
         return buffer_of(id);
     }
@@ -18843,7 +18991,8 @@ private:
     std::vector<prepared_kernel> kernels_;
     std::vector<bool> needed_;
     std::vector<value_id> alias_;  // a cast of a constant: the constant it reads
-    std::vector<std::vector<float>> constant_values_;
+    std::vector<std::shared_ptr<const f32_constant>> constant_values_;  // null: not read as f32
+    std::vector<weight_residency> residency_;  // constant_values_ and the kernels' weight_buffers
     std::vector<value_id> buffer_index_;
     memory_plan plan_;
     std::vector<float> arena_storage_;
@@ -18859,6 +19008,7 @@ private:
 
 }  // namespace anvil::detail::cpu
 // #include "anvil/backend/program.hpp"
+// #include "anvil/backend/resident_weights.hpp"
 // #include "anvil/core/convert.hpp"
 // #include "anvil/core/half.hpp"
 // #include "anvil/core/warning.hpp"
@@ -19156,6 +19306,7 @@ private:
         std::vector<bool> output_to_host;  // false when only later ANE programs read it, through its surface
         std::optional<ane_request> request;
         std::vector<float> scratch;
+        weight_residency weights;  // the blobs the framework holds for this program (resident_weight_bytes)
     };
     struct step {
         segment_device device = segment_device::cpu;
@@ -19365,7 +19516,12 @@ private:
         } catch (const error& e) {
             throw refused("compile", e);
         }
-        // The framework holds the weights now (and the staged files will): no second copy stays here.
+        // The framework holds the weights now (and the staged files will): no second copy stays here. What it
+        // holds counts as this step's resident weights (keyed by the step, which no other buffer shares).
+        std::size_t weight_bytes = 0;
+        for (const weight_file& file : s->lowered.weights)
+            weight_bytes += file.bytes.size();
+        s->weights = weight_residency(s.get(), weight_bytes, weight_device::ane);
         std::vector<weight_file>().swap(s->lowered.weights);
         ane_model& model = *s->model;
         if (!cache_root_.empty()) {
@@ -23968,6 +24124,89 @@ ANVIL_INLINE program compile(std::span<const value> outputs, const compile_optio
 
 ANVIL_INLINE program compile(std::initializer_list<value> outputs, const compile_options& options) {
     return compile(std::span<const value>(outputs.begin(), outputs.size()), options);
+}
+
+}  // namespace anvil
+// anvil: resident_weights' definitions (see resident_weights.hpp; compilation.hpp says when this file is
+// compiled).
+
+#include <cstddef>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+// #include "anvil/backend/resident_weights.hpp"
+
+namespace anvil::detail {
+
+struct weight_registry {
+    using key = std::tuple<weight_device, const void*, std::size_t>;
+
+    std::mutex mutex;
+    std::map<key, std::size_t> holders;  // how many weight_residency objects hold each buffer
+    resident_weights totals;
+
+    // Never destroyed: programs held by static objects may be destroyed after any function-local static,
+    // and their residencies still unregister then.
+    static weight_registry& instance() {
+        static weight_registry* const registry = new weight_registry;
+        return *registry;
+    }
+};
+
+ANVIL_INLINE weight_residency::weight_residency(const void* address, std::size_t bytes, weight_device device)
+    : address_(address), bytes_(bytes), device_(device) {
+    if (address_ == nullptr || bytes_ == 0) {
+        address_ = nullptr;
+        return;
+    }
+    weight_registry& registry = weight_registry::instance();
+    const std::lock_guard<std::mutex> lock(registry.mutex);
+    if (registry.holders[{device_, address_, bytes_}]++ > 0) return;
+    (device_ == weight_device::cpu ? registry.totals.cpu_bytes : registry.totals.ane_bytes) += bytes_;
+    ++registry.totals.buffers;
+}
+
+ANVIL_INLINE weight_residency::weight_residency(weight_residency&& other) noexcept
+    : address_(other.address_), bytes_(other.bytes_), device_(other.device_) {
+    other.address_ = nullptr;
+}
+
+ANVIL_INLINE weight_residency& weight_residency::operator=(weight_residency&& other) noexcept {
+    if (this != &other) {
+        release();
+        address_ = other.address_;
+        bytes_ = other.bytes_;
+        device_ = other.device_;
+        other.address_ = nullptr;
+    }
+    return *this;
+}
+
+ANVIL_INLINE weight_residency::~weight_residency() {
+    release();
+}
+
+ANVIL_INLINE void weight_residency::release() noexcept {
+    if (address_ == nullptr) return;
+    weight_registry& registry = weight_registry::instance();
+    const std::lock_guard<std::mutex> lock(registry.mutex);
+    const auto found = registry.holders.find({device_, address_, bytes_});
+    address_ = nullptr;
+    if (found == registry.holders.end() || --found->second > 0) return;
+    registry.holders.erase(found);
+    (device_ == weight_device::cpu ? registry.totals.cpu_bytes : registry.totals.ane_bytes) -= bytes_;
+    --registry.totals.buffers;
+}
+
+}  // namespace anvil::detail
+
+namespace anvil {
+
+ANVIL_INLINE resident_weights resident_weight_bytes() {
+    detail::weight_registry& registry = detail::weight_registry::instance();
+    const std::lock_guard<std::mutex> lock(registry.mutex);
+    return registry.totals;
 }
 
 }  // namespace anvil

@@ -2,11 +2,13 @@
 """Drives `anvil bench` on one fixture of every model family (tests/data), on the CPU and on the Neural Engine
 (its simulator, found beside the tool), and checks the report: every field DESIGN.md's contract lists, timings
 that are positive and consistent, the checkpoint's bytes equal to the folder's safetensors files (measured here),
+the weights each device holds against the checkpoint's size,
 tokens/s for decoder LMs, and clear errors for a folder without a task and an unknown --task.
 
 usage: test_bench_command.py PATH_TO_ANVIL
 """
 import json
+import math
 import pathlib
 import sys
 import tempfile
@@ -25,8 +27,20 @@ FAMILIES = [
     ("generate", DATA / "decoder_lms" / "qwen2"),
     ("generate", DATA / "decoder_lms" / "gpt2"),
 ]
-FIELDS = ["task", "load_s", "first_result_s", "compile_s", "steady_s", "checkpoint_bytes", "resident_growth_bytes",
-          "peak_resident_bytes", "placement"]
+FIELDS = ["task", "load_s", "first_result_s", "compile_s", "steady_s", "checkpoint_bytes", "resident_weight_bytes",
+          "weights_cpu_bytes", "weights_ane_bytes", "resident_growth_bytes", "peak_resident_bytes", "placement"]
+
+
+def checkpoint_elements(folder: pathlib.Path) -> int:
+    """The number of weight elements in the folder's safetensors files, from their headers."""
+    total = 0
+    for path in folder.glob("*.safetensors"):
+        with open(path, "rb") as f:
+            header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
+        for name, entry in header.items():
+            if name != "__metadata__":
+                total += math.prod(entry["shape"])
+    return total
 
 
 def test_family(task: str, folder: pathlib.Path, backend: str) -> None:
@@ -46,6 +60,24 @@ def test_family(task: str, folder: pathlib.Path, backend: str) -> None:
           f"{what}: compile_s is first result minus steady state")
     size = sum(p.stat().st_size for p in folder.glob("*.safetensors"))
     check(report.get("checkpoint_bytes") == size, f"{what}: checkpoint bytes {report.get('checkpoint_bytes')} = {size}")
+    cpu_weights, ane_weights = report.get("weights_cpu_bytes", -1), report.get("weights_ane_bytes", -1)
+    check(report.get("resident_weight_bytes") == cpu_weights + ane_weights,
+          f"{what}: resident weight bytes are the CPU's and the Neural Engine's")
+    # Bounds from the checkpoint's own tensors (read here): the CPU holds each weight it reads once, as stored
+    # (at least 2 bytes an element), as an f32 copy or as packed f32 panels (padded to whole panels, which
+    # for these tiny fixtures can nearly double a matrix); a tied embedding is both a gather's f32 copy and
+    # the head's panels. The Neural Engine holds fp16 blobs, one set per loaded program.
+    elements = checkpoint_elements(folder)
+    programs = max(1, len(report.get("placement", {}).get("programs", [])))
+    check(cpu_weights <= 2 * 4 * elements, f"{what}: CPU weights {cpu_weights} at most twice the f32 weights")
+    if backend == "cpu":
+        check(ane_weights == 0 and cpu_weights >= elements,
+              f"{what}: CPU weights {cpu_weights} at least half the weights at 2 bytes ({elements} elements), "
+              f"none on the ANE ({ane_weights})")
+    else:
+        check(elements <= ane_weights <= programs * (2 * elements + 64 * 1024),
+              f"{what}: Neural Engine weights {ane_weights} within [half, all] of the fp16 weights "
+              f"({elements} elements) for each of {programs} programs")
     check(report.get("peak_resident_bytes", 0) >= report.get("resident_growth_bytes", 0) > 0,
           f"{what}: the peak resident set holds the growth over load and first result")
     check(report.get("placement", {}).get("backend") == backend,
@@ -65,7 +97,8 @@ def main() -> int:
             test_family(task, folder, backend)
     # Plain text output names the measurements.
     result = anvil("bench", "--model", FAMILIES[0][1], "--backend", "cpu", "--runs", "1", "--batch", "1")
-    check(result.returncode == 0 and "steady state" in result.stdout and "peak resident" in result.stdout,
+    check(result.returncode == 0 and "steady state" in result.stdout and "weights resident" in result.stdout
+          and "peak" in result.stdout,
           f"bench: the text report ({result.stdout.strip()!r})")
     with tempfile.TemporaryDirectory() as tmp:
         check_error(anvil("bench", "--model", tmp, "--backend", "cpu"), 1, "anvil: error: bench: ", "config.json",

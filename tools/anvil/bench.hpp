@@ -7,6 +7,7 @@
 #include "lm_commands.hpp"
 #include "model_commands.hpp"
 
+#include <anvil/backend/resident_weights.hpp>
 #include <anvil/io/image_transforms.hpp>
 #include <anvil/models/causal_lm.hpp>
 #include <anvil/models/cross_encoder.hpp>
@@ -37,8 +38,9 @@ inline constexpr const char* bench_usage =
     "the programs its input shapes need, then running), steady state (the median of --runs further runs, 5 "
     "by\n"
     "default), and for decoder LMs prefill and decode tokens/s and the time to the first token. Memory: the\n"
-    "checkpoint's bytes, the growth of the resident set over load and first result, and the peak resident "
-    "set.\n"
+    "checkpoint's bytes, the weights the programs hold on each device (CPU: f32 copies, packed panels and\n"
+    "weights read as stored; Neural Engine: the blobs its programs hold), the growth of the resident set\n"
+    "over load and first result, and the peak resident set.\n"
     "The task comes from config.json (architectures, modules.json) unless --task names it. Inputs are\n"
     "synthetic: --batch texts, pairs or images (8), a prompt of --prompt-tokens ids (32) and --new-tokens "
     "(64).\n";
@@ -150,6 +152,7 @@ inline std::vector<std::vector<std::int32_t>> synthetic_ids(std::size_t count, s
 struct timings {
     double load_s = 0, first_s = 0, steady_s = 0;
     std::int64_t rss_before = 0, rss_after = 0;
+    resident_weights weights;  // the programs' weights once the first result is in
 };
 
 // Times load(), one first call and `runs` more; returns the median of the later ones as steady state.
@@ -164,6 +167,7 @@ inline timings measure(const std::function<void()>& load, const std::function<vo
     once();
     t.first_s = seconds_since(start);
     t.rss_after = resident_bytes();
+    t.weights = resident_weight_bytes();
     std::vector<double> steady;
     for (std::int64_t r = 0; r < runs; ++r) {
         start = clock::now();
@@ -320,6 +324,10 @@ inline int run_bench(const std::vector<std::string_view>& argv, const char* argv
         for (const auto& [key, item] : extra)
             report[key] = item;
         report["checkpoint_bytes"] = checkpoint;
+        report["resident_weight_bytes"] =
+            static_cast<std::int64_t>(t.weights.cpu_bytes + t.weights.ane_bytes);
+        report["weights_cpu_bytes"] = static_cast<std::int64_t>(t.weights.cpu_bytes);
+        report["weights_ane_bytes"] = static_cast<std::int64_t>(t.weights.ane_bytes);
         report["resident_growth_bytes"] = growth;
         report["peak_resident_bytes"] = peak;
         report["placement"] = placement_json();
@@ -344,8 +352,10 @@ inline int run_bench(const std::vector<std::string_view>& argv, const char* argv
     } else {
         std::printf("  throughput      %9.1f items/s\n", extra["items_per_s"].as_double());
     }
-    std::printf("  checkpoint %.1f MB, resident growth %.1f MB, peak resident %.1f MB\n",
-                static_cast<double>(checkpoint) / 1e6, static_cast<double>(growth) / 1e6,
+    std::printf("  checkpoint %.1f MB; weights resident: CPU %.1f MB, Neural Engine %.1f MB\n",
+                static_cast<double>(checkpoint) / 1e6, static_cast<double>(t.weights.cpu_bytes) / 1e6,
+                static_cast<double>(t.weights.ane_bytes) / 1e6);
+    std::printf("  resident set: growth %.1f MB, peak %.1f MB\n", static_cast<double>(growth) / 1e6,
                 static_cast<double>(peak) / 1e6);
     return 0;
 }

@@ -33,6 +33,7 @@
 #include "anvil/backend/ane/tiling.hpp"
 #include "anvil/backend/cpu/executor.hpp"
 #include "anvil/backend/program.hpp"
+#include "anvil/backend/resident_weights.hpp"
 #include "anvil/core/convert.hpp"
 #include "anvil/core/half.hpp"
 #include "anvil/core/warning.hpp"
@@ -330,6 +331,7 @@ private:
         std::vector<bool> output_to_host;  // false when only later ANE programs read it, through its surface
         std::optional<ane_request> request;
         std::vector<float> scratch;
+        weight_residency weights;  // the blobs the framework holds for this program (resident_weight_bytes)
     };
     struct step {
         segment_device device = segment_device::cpu;
@@ -539,7 +541,12 @@ private:
         } catch (const error& e) {
             throw refused("compile", e);
         }
-        // The framework holds the weights now (and the staged files will): no second copy stays here.
+        // The framework holds the weights now (and the staged files will): no second copy stays here. What it
+        // holds counts as this step's resident weights (keyed by the step, which no other buffer shares).
+        std::size_t weight_bytes = 0;
+        for (const weight_file& file : s->lowered.weights)
+            weight_bytes += file.bytes.size();
+        s->weights = weight_residency(s.get(), weight_bytes, weight_device::ane);
         std::vector<weight_file>().swap(s->lowered.weights);
         ane_model& model = *s->model;
         if (!cache_root_.empty()) {

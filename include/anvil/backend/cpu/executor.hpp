@@ -6,13 +6,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -20,6 +23,7 @@
 #include "anvil/backend/cpu/memory_plan.hpp"
 #include "anvil/backend/cpu/numerics.hpp"
 #include "anvil/backend/program.hpp"
+#include "anvil/backend/resident_weights.hpp"
 #include "anvil/core/convert.hpp"
 #include "anvil/core/thread_pool.hpp"
 #include "anvil/graph/dump.hpp"
@@ -134,6 +138,53 @@ inline void round_to_type(float* values, std::size_t count, dtype type) {
         for (std::size_t i = 0; i < count; ++i)
             values[i] = static_cast<float>(bfloat16(values[i]));
     }
+}
+
+// A constant as the kernels read it, in f32 (fp16-rounded for ane_numerics): an aligned f32 constant read in
+// place, else a converted copy.
+struct f32_constant {
+    host_tensor source;  // keeps the constant's storage, and so its address, alive while the copy is shared
+    std::vector<float> converted;
+    const float* values = nullptr;  // source's own data, or converted's
+    std::size_t count = 0;
+};
+
+// An f32 copy (or view) is shared by every program built from the same constant, as packed weights are
+// (shared_packed_weight): a recipe compiles one program per input shape, and each would otherwise hold its
+// own copy of every weight the kernels read as f32 — an embedding table, 47 MB for a MiniLM, per shape. Keyed
+// by the constant's address, type and size and the rounding; a live entry keeps that storage alive, so no
+// other data can appear at the address while the entry is used.
+inline std::shared_ptr<const f32_constant> shared_f32_constant(const host_tensor& data, bool fp16_rounded,
+                                                               std::string_view what) {
+    using key = std::tuple<const void*, dtype, std::size_t, bool>;
+    static std::mutex mutex;
+    static std::map<key, std::weak_ptr<const f32_constant>> cache;
+    const key id{data.raw(), data.type(), data.element_count(), fp16_rounded};
+    {
+        const std::lock_guard lock(mutex);
+        if (auto found = cache.find(id); found != cache.end()) {
+            if (auto shared = found->second.lock()) return shared;
+        }
+    }
+    auto copy = std::make_shared<f32_constant>();
+    copy->source = data;
+    copy->count = data.element_count();
+    if (data.type() == dtype::f32 && !fp16_rounded &&
+        reinterpret_cast<std::uintptr_t>(data.raw()) % alignof(float) == 0) {
+        copy->values = static_cast<const float*>(data.raw());  // already what the kernels read
+    } else {
+        copy->converted.resize(copy->count);
+        to_compute_floats(data, copy->converted.data(), what);
+        if (fp16_rounded) round_to_fp16(copy->converted.data(), copy->converted.size());
+        copy->values = copy->converted.data();
+    }
+    const std::lock_guard lock(mutex);
+    if (auto found = cache.find(id); found != cache.end()) {
+        if (auto shared = found->second.lock()) return shared;  // another thread made it meanwhile
+    }
+    std::erase_if(cache, [](const auto& entry) { return entry.second.expired(); });
+    cache[id] = copy;
+    return copy;
 }
 
 // Folds constants with the reference kernels.
@@ -286,15 +337,24 @@ private:
                 if (k >= natively.size() || !natively[k]) needs_f32[n.inputs[k]] = true;
             }
         }
-        // Constants read as f32 get an f32 copy (in ane_numerics mode rounded to fp16, as ANE weights are).
+        // Constants read as f32 get an f32 copy (in ane_numerics mode rounded to fp16, as ANE weights are),
+        // shared with other programs built from the same constant.
         constant_values_.resize(count);
         for (std::size_t id = 0; id < count; ++id) {
             const node& n = body_.nodes[id];
             if (n.kind != op::constant || !needs_f32[id]) continue;
-            auto& values = constant_values_[id];
-            values.resize(n.data.element_count());
-            to_compute_floats(n.data, values.data(), n.name.empty() ? "constant" : n.name);
-            if (options_.ane_numerics) round_to_fp16(values.data(), values.size());
+            constant_values_[id] =
+                shared_f32_constant(n.data, options_.ane_numerics, n.name.empty() ? "constant" : n.name);
+        }
+        // What the program reads weights from while it runs, for resident_weight_bytes(): the f32 copies and
+        // the buffers kernels read their constants from.
+        for (const auto& copy : constant_values_) {
+            if (copy) residency_.emplace_back(copy->values, copy->count * sizeof(float), weight_device::cpu);
+        }
+        for (std::size_t id = 0; id < count; ++id) {
+            if (!needed_[id]) continue;
+            for (const auto& [address, bytes] : kernels_[id].weight_buffers)
+                residency_.emplace_back(address, bytes, weight_device::cpu);
         }
         plan_buffers();
         workspace_storage_.assign(workspace_floats + buffer_alignment / sizeof(float), 0.0f);
@@ -354,7 +414,8 @@ private:
     }
     [[nodiscard]] const float* data_of(value_id id) {
         if (alias_[id] != no_value) return data_of(alias_[id]);
-        if (body_.nodes[id].kind == op::constant) return constant_values_[id].data();
+        if (body_.nodes[id].kind == op::constant)
+            return constant_values_[id] ? constant_values_[id]->values : nullptr;
         if (buffer_index_[id] == no_value) return nullptr;  // read natively by its only readers
         return buffer_of(id);
     }
@@ -395,7 +456,8 @@ private:
     std::vector<prepared_kernel> kernels_;
     std::vector<bool> needed_;
     std::vector<value_id> alias_;  // a cast of a constant: the constant it reads
-    std::vector<std::vector<float>> constant_values_;
+    std::vector<std::shared_ptr<const f32_constant>> constant_values_;  // null: not read as f32
+    std::vector<weight_residency> residency_;  // constant_values_ and the kernels' weight_buffers
     std::vector<value_id> buffer_index_;
     memory_plan plan_;
     std::vector<float> arena_storage_;

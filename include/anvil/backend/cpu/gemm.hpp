@@ -98,6 +98,7 @@ public:
         return data_.get();
     }
     [[nodiscard]] const float* data() const noexcept { return data_.get(); }
+    [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
 
 private:
     struct release {
@@ -362,6 +363,9 @@ public:
         return kernel_ != nullptr ? kernel_->isa : gemm_isa::automatic;
     }
     [[nodiscard]] const gemm_kernel_info* kernel() const noexcept { return kernel_; }
+    // The packed panels' storage.
+    [[nodiscard]] const float* data() const noexcept { return data_.data(); }
+    [[nodiscard]] std::size_t byte_size() const noexcept { return data_.capacity() * sizeof(float); }
 
     // The panels of rows [row, row + kc) from column `col` (a multiple of nr), gemm_panel_stride apart.
     [[nodiscard]] const float* block(std::int64_t row, std::int64_t col) const noexcept {

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <functional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "anvil/backend/cpu/tensor_span.hpp"
@@ -21,6 +22,9 @@ struct prepared_kernel {
     // reads_natively[k]: operand k is a constant the kernel reads from its own storage (a weight the GEMM
     // converts while packing), so the executor passes no f32 copy of it (its span's data is null).
     std::vector<bool> reads_natively;
+    // The buffers the kernel reads its constants from while it runs (packed panels, weights read as stored,
+    // f32 copies of biases), as address and bytes: counted in resident_weight_bytes().
+    std::vector<std::pair<const void*, std::size_t>> weight_buffers;
 };
 
 }  // namespace anvil::detail::cpu

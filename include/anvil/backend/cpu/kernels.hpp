@@ -25,6 +25,7 @@ inline prepared_kernel reference_kernel(const node& n) {
     return {[&n](std::span<const const_tensor_span> inputs, tensor_span output, thread_pool&,
                  std::span<float>) { evaluate_reference(n, inputs, output); },
             0,
+            {},
             {}};
 }
 
@@ -37,6 +38,7 @@ inline prepared_kernel reshape_kernel() {
             if (count != 0) std::memmove(output.data, inputs[0].data, count * sizeof(float));
         },
         0,
+        {},
         {}};
 }
 
@@ -47,6 +49,7 @@ prepared_kernel fast_kernel(const node& n, std::size_t workspace_floats = 0) {
     return {[&n](std::span<const const_tensor_span> inputs, tensor_span output, thread_pool& pool,
                  std::span<float> workspace) { Kernel(n, inputs, output, pool, workspace); },
             workspace_floats,
+            {},
             {}};
 }
 

@@ -28,6 +28,19 @@ struct weight_operand {
     std::shared_ptr<packed_matrix> packed;               // f32 constants only
     host_tensor storage;                                 // the constant (keeps mapped weights alive)
     std::vector<float> scale_values, zero_point_values;  // i8: one per column, as operand.scale points at
+
+    // What the GEMM reads: the packed panels, or the weight as stored and its scales.
+    [[nodiscard]] std::vector<std::pair<const void*, std::size_t>> buffers() const {
+        std::vector<std::pair<const void*, std::size_t>> read;
+        if (packed) {
+            read.emplace_back(packed->data(), packed->byte_size());
+            return read;
+        }
+        read.emplace_back(storage.raw(), storage.byte_size());
+        read.emplace_back(scale_values.data(), scale_values.size() * sizeof(float));
+        read.emplace_back(zero_point_values.data(), zero_point_values.size() * sizeof(float));
+        return read;
+    }
 };
 
 // The constant a value is, looking through a cast to f32 (an f16 or bf16 weight used with f32 activations:
@@ -114,6 +127,8 @@ inline prepared_kernel linear_kernel(const graph_body& body, const node& n) {
     if (bias_node != nullptr) *bias = bias_node->data.to_f32();
     prepared_kernel parts;
     parts.reads_natively = {false, w != nullptr, bias_node != nullptr};
+    if (w) parts.weight_buffers = w->buffers();
+    if (!bias->empty()) parts.weight_buffers.emplace_back(bias->data(), bias->size() * sizeof(float));
     parts.run = [w, bias, has_bias = n.inputs.size() == 3](std::span<const const_tensor_span> in,
                                                            tensor_span out, thread_pool& pool,
                                                            std::span<float>) {
@@ -223,6 +238,8 @@ inline prepared_kernel conv2d_kernel(const graph_body& body, const node& n) {
                            attrs.padding == std::array<std::int64_t, 4>{0, 0, 0, 0};
     prepared_kernel parts;
     parts.reads_natively = {false, constant_weight_data, bias_node != nullptr};
+    if (constant_weight_data) parts.weight_buffers.emplace_back(weight.raw(), weight.byte_size());
+    if (!bias->empty()) parts.weight_buffers.emplace_back(bias->data(), bias->size() * sizeof(float));
     parts.workspace_floats = pointwise
                                  ? 0
                                  : static_cast<std::size_t>(w_shape[1] * attrs.kernel[0] * attrs.kernel[1] *
