@@ -7356,6 +7356,17 @@ private:
 
 namespace anvil::models {
 
+// The checks every recipe applies to a weight it reads, with one wording: `view` has shape `expected`
+// (anvil::shape_error "...: tensor 'x': expected shape [64], got [32]"; `layout` follows the expected
+// shape, as in " (Conv1D [in, out])") and is floating-point (anvil::type_error).
+const tensor_view& checked_weight(const tensor_view& view, const dims& expected,
+                                  std::string_view layout = {});
+
+// The same for tensor `name` of `weights`, which must be present (anvil::format_error "...: the tensor 'x'
+// is missing (expected shape [64])").
+[[nodiscard]] const tensor_view& checked_tensor(const checkpoint& weights, std::string_view name,
+                                                const dims& expected, std::string_view layout = {});
+
 class weight_loader {
 public:
     weight_loader(graph g, std::shared_ptr<const checkpoint> weights);
@@ -7372,6 +7383,7 @@ public:
     [[nodiscard]] const checkpoint& source() const noexcept { return *weights_; }
 
 private:
+    // A view checked_weight has passed, as a graph constant (cast to f32 when stored narrower).
     tensor<float> from_view(const tensor_view& view, const dims& expected);
 
     graph graph_;
@@ -8583,12 +8595,6 @@ struct folded_convolution {
     host_tensor weight;
     host_tensor bias;
 };
-
-// The tensor `name`, which must be present, floating-point and of shape `expected`; the messages are
-// weight_loader's ("...: the tensor 'x' is missing (expected shape [64])", "...: tensor 'x': expected shape
-// [64], got [32]").
-[[nodiscard]] const tensor_view& checked_tensor(const checkpoint& weights, std::string_view name,
-                                                const dims& expected);
 
 }  // namespace anvil::models
 
@@ -27889,6 +27895,31 @@ ANVIL_INLINE std::string render_chat(const chat_template& t, std::span<const cha
 
 namespace anvil::models {
 
+ANVIL_INLINE const tensor_view& checked_weight(const tensor_view& view, const dims& expected,
+                                               std::string_view layout) {
+    if (!(dims(view.shape()) == expected)) {
+        throw shape_error(anvil::detail::message(view.source_name(), ": tensor '", view.name(),
+                                                 "': expected shape ", expected, layout, ", got ",
+                                                 dims(view.shape())));
+    }
+    if (!is_floating(view.type())) {
+        throw type_error(anvil::detail::message(view.source_name(), ": tensor '", view.name(),
+                                                "': expected floating-point weights, got ",
+                                                dtype_name(view.type())));
+    }
+    return view;
+}
+
+ANVIL_INLINE const tensor_view& checked_tensor(const checkpoint& weights, std::string_view name,
+                                               const dims& expected, std::string_view layout) {
+    const tensor_view* view = weights.find(name);
+    if (view == nullptr) {
+        throw format_error(anvil::detail::message(weights.path().string(), ": the tensor '", name,
+                                                  "' is missing (expected shape ", expected, ")"));
+    }
+    return checked_weight(*view, expected, layout);
+}
+
 ANVIL_INLINE weight_loader::weight_loader(graph g, std::shared_ptr<const checkpoint> weights)
     : graph_(std::move(g)), weights_(std::move(weights)) {
     if (!weights_) throw error("weight_loader: no checkpoint given");
@@ -27899,32 +27930,17 @@ ANVIL_INLINE bool weight_loader::contains(std::string_view name) const {
 }
 
 ANVIL_INLINE tensor<float> weight_loader::load(std::string_view name, const dims& expected) {
-    const tensor_view* view = weights_->find(name);
-    if (view == nullptr) {
-        throw format_error(anvil::detail::message(weights_->path().string(), ": the tensor '", name,
-                                                  "' is missing (expected shape ", expected, ")"));
-    }
-    return from_view(*view, expected);
+    return from_view(checked_tensor(*weights_, name, expected), expected);
 }
 
 ANVIL_INLINE std::optional<tensor<float>> weight_loader::load_optional(std::string_view name,
                                                                        const dims& expected) {
     const tensor_view* view = weights_->find(name);
     if (view == nullptr) return std::nullopt;
-    return from_view(*view, expected);
+    return from_view(checked_weight(*view, expected), expected);
 }
 
 ANVIL_INLINE tensor<float> weight_loader::from_view(const tensor_view& view, const dims& expected) {
-    if (!(dims(view.shape()) == expected)) {
-        throw shape_error(anvil::detail::message(view.source_name(), ": tensor '", view.name(),
-                                                 "': expected shape ", expected, ", got ",
-                                                 dims(view.shape())));
-    }
-    if (!is_floating(view.type())) {
-        throw type_error(anvil::detail::message(view.source_name(), ": tensor '", view.name(),
-                                                "': expected floating-point weights, got ",
-                                                dtype_name(view.type())));
-    }
     // The constant keeps the whole checkpoint (and so its mapping) alive.
     host_tensor data(view.type(), expected, view.bytes().data(), weights_);
     const value stored = graph_.constant(std::move(data), view.name());
@@ -28337,6 +28353,7 @@ ANVIL_INLINE rope_tables make_rope_tables(const rope_config& c, std::span<const 
 // #include "anvil/expr/expr.hpp"
 // #include "anvil/io/checkpoint.hpp"
 // #include "anvil/models/decoder_lm.hpp"
+// #include "anvil/models/weights.hpp"
 
 namespace anvil::models {
 
@@ -28568,22 +28585,7 @@ ANVIL_INLINE tensor<float> decoder_weight_source::load(weight_loader& loader, co
 
 ANVIL_INLINE const tensor_view& decoder_weight_source::find(const std::string& name, const dims& expected,
                                                             std::string_view layout) const {
-    const tensor_view* view = weights_->find(prefix_ + name);
-    if (view == nullptr) {
-        throw format_error(anvil::detail::message(weights_->path().string(), ": the tensor '", prefix_, name,
-                                                  "' is missing (expected shape ", expected, ")"));
-    }
-    if (!(dims(view->shape()) == expected)) {
-        throw shape_error(anvil::detail::message(view->source_name(), ": tensor '", view->name(),
-                                                 "': expected shape ", expected, layout, ", got ",
-                                                 dims(view->shape())));
-    }
-    if (!is_floating(view->type())) {
-        throw type_error(anvil::detail::message(view->source_name(), ": tensor '", view->name(),
-                                                "': expected floating-point weights, got ",
-                                                dtype_name(view->type())));
-    }
-    return *view;
+    return checked_tensor(*weights_, prefix_ + name, expected, layout);
 }
 
 ANVIL_INLINE void decoder_weight_source::transpose_conv1d(const std::string& name, std::int64_t in,
@@ -30319,30 +30321,7 @@ ANVIL_INLINE host_tensor sentence_encoder::encode_ids(std::span<const std::vecto
 // #include "anvil/core/error.hpp"
 // #include "anvil/io/checkpoint.hpp"
 // #include "anvil/models/batch_norm_folding.hpp"
-
-namespace anvil::models {
-
-ANVIL_INLINE const tensor_view& checked_tensor(const checkpoint& weights, std::string_view name,
-                                               const dims& expected) {
-    const tensor_view* view = weights.find(name);
-    if (view == nullptr) {
-        throw format_error(anvil::detail::message(weights.path().string(), ": the tensor '", name,
-                                                  "' is missing (expected shape ", expected, ")"));
-    }
-    if (!(dims(view->shape()) == expected)) {
-        throw shape_error(anvil::detail::message(view->source_name(), ": tensor '", view->name(),
-                                                 "': expected shape ", expected, ", got ",
-                                                 dims(view->shape())));
-    }
-    if (!is_floating(view->type())) {
-        throw type_error(anvil::detail::message(view->source_name(), ": tensor '", view->name(),
-                                                "': expected floating-point weights, got ",
-                                                dtype_name(view->type())));
-    }
-    return *view;
-}
-
-}  // namespace anvil::models
+// #include "anvil/models/weights.hpp"
 
 namespace anvil::detail {
 

@@ -13,30 +13,7 @@
 #include "anvil/core/error.hpp"
 #include "anvil/io/checkpoint.hpp"
 #include "anvil/models/batch_norm_folding.hpp"
-
-namespace anvil::models {
-
-ANVIL_INLINE const tensor_view& checked_tensor(const checkpoint& weights, std::string_view name,
-                                               const dims& expected) {
-    const tensor_view* view = weights.find(name);
-    if (view == nullptr) {
-        throw format_error(anvil::detail::message(weights.path().string(), ": the tensor '", name,
-                                                  "' is missing (expected shape ", expected, ")"));
-    }
-    if (!(dims(view->shape()) == expected)) {
-        throw shape_error(anvil::detail::message(view->source_name(), ": tensor '", view->name(),
-                                                 "': expected shape ", expected, ", got ",
-                                                 dims(view->shape())));
-    }
-    if (!is_floating(view->type())) {
-        throw type_error(anvil::detail::message(view->source_name(), ": tensor '", view->name(),
-                                                "': expected floating-point weights, got ",
-                                                dtype_name(view->type())));
-    }
-    return *view;
-}
-
-}  // namespace anvil::models
+#include "anvil/models/weights.hpp"
 
 namespace anvil::detail {
 

@@ -24,12 +24,6 @@ struct folded_convolution {
     host_tensor bias;
 };
 
-// The tensor `name`, which must be present, floating-point and of shape `expected`; the messages are
-// weight_loader's ("...: the tensor 'x' is missing (expected shape [64])", "...: tensor 'x': expected shape
-// [64], got [32]").
-[[nodiscard]] const tensor_view& checked_tensor(const checkpoint& weights, std::string_view name,
-                                                const dims& expected);
-
 }  // namespace anvil::models
 
 namespace anvil::detail {

@@ -20,6 +20,7 @@
 #include "anvil/expr/expr.hpp"
 #include "anvil/io/checkpoint.hpp"
 #include "anvil/models/decoder_lm.hpp"
+#include "anvil/models/weights.hpp"
 
 namespace anvil::models {
 
@@ -251,22 +252,7 @@ ANVIL_INLINE tensor<float> decoder_weight_source::load(weight_loader& loader, co
 
 ANVIL_INLINE const tensor_view& decoder_weight_source::find(const std::string& name, const dims& expected,
                                                             std::string_view layout) const {
-    const tensor_view* view = weights_->find(prefix_ + name);
-    if (view == nullptr) {
-        throw format_error(anvil::detail::message(weights_->path().string(), ": the tensor '", prefix_, name,
-                                                  "' is missing (expected shape ", expected, ")"));
-    }
-    if (!(dims(view->shape()) == expected)) {
-        throw shape_error(anvil::detail::message(view->source_name(), ": tensor '", view->name(),
-                                                 "': expected shape ", expected, layout, ", got ",
-                                                 dims(view->shape())));
-    }
-    if (!is_floating(view->type())) {
-        throw type_error(anvil::detail::message(view->source_name(), ": tensor '", view->name(),
-                                                "': expected floating-point weights, got ",
-                                                dtype_name(view->type())));
-    }
-    return *view;
+    return checked_tensor(*weights_, prefix_ + name, expected, layout);
 }
 
 ANVIL_INLINE void decoder_weight_source::transpose_conv1d(const std::string& name, std::int64_t in,

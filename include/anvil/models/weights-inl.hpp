@@ -12,6 +12,31 @@
 
 namespace anvil::models {
 
+ANVIL_INLINE const tensor_view& checked_weight(const tensor_view& view, const dims& expected,
+                                               std::string_view layout) {
+    if (!(dims(view.shape()) == expected)) {
+        throw shape_error(anvil::detail::message(view.source_name(), ": tensor '", view.name(),
+                                                 "': expected shape ", expected, layout, ", got ",
+                                                 dims(view.shape())));
+    }
+    if (!is_floating(view.type())) {
+        throw type_error(anvil::detail::message(view.source_name(), ": tensor '", view.name(),
+                                                "': expected floating-point weights, got ",
+                                                dtype_name(view.type())));
+    }
+    return view;
+}
+
+ANVIL_INLINE const tensor_view& checked_tensor(const checkpoint& weights, std::string_view name,
+                                               const dims& expected, std::string_view layout) {
+    const tensor_view* view = weights.find(name);
+    if (view == nullptr) {
+        throw format_error(anvil::detail::message(weights.path().string(), ": the tensor '", name,
+                                                  "' is missing (expected shape ", expected, ")"));
+    }
+    return checked_weight(*view, expected, layout);
+}
+
 ANVIL_INLINE weight_loader::weight_loader(graph g, std::shared_ptr<const checkpoint> weights)
     : graph_(std::move(g)), weights_(std::move(weights)) {
     if (!weights_) throw error("weight_loader: no checkpoint given");
@@ -22,32 +47,17 @@ ANVIL_INLINE bool weight_loader::contains(std::string_view name) const {
 }
 
 ANVIL_INLINE tensor<float> weight_loader::load(std::string_view name, const dims& expected) {
-    const tensor_view* view = weights_->find(name);
-    if (view == nullptr) {
-        throw format_error(anvil::detail::message(weights_->path().string(), ": the tensor '", name,
-                                                  "' is missing (expected shape ", expected, ")"));
-    }
-    return from_view(*view, expected);
+    return from_view(checked_tensor(*weights_, name, expected), expected);
 }
 
 ANVIL_INLINE std::optional<tensor<float>> weight_loader::load_optional(std::string_view name,
                                                                        const dims& expected) {
     const tensor_view* view = weights_->find(name);
     if (view == nullptr) return std::nullopt;
-    return from_view(*view, expected);
+    return from_view(checked_weight(*view, expected), expected);
 }
 
 ANVIL_INLINE tensor<float> weight_loader::from_view(const tensor_view& view, const dims& expected) {
-    if (!(dims(view.shape()) == expected)) {
-        throw shape_error(anvil::detail::message(view.source_name(), ": tensor '", view.name(),
-                                                 "': expected shape ", expected, ", got ",
-                                                 dims(view.shape())));
-    }
-    if (!is_floating(view.type())) {
-        throw type_error(anvil::detail::message(view.source_name(), ": tensor '", view.name(),
-                                                "': expected floating-point weights, got ",
-                                                dtype_name(view.type())));
-    }
     // The constant keeps the whole checkpoint (and so its mapping) alive.
     host_tensor data(view.type(), expected, view.bytes().data(), weights_);
     const value stored = graph_.constant(std::move(data), view.name());

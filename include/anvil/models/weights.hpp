@@ -16,6 +16,17 @@
 
 namespace anvil::models {
 
+// The checks every recipe applies to a weight it reads, with one wording: `view` has shape `expected`
+// (anvil::shape_error "...: tensor 'x': expected shape [64], got [32]"; `layout` follows the expected
+// shape, as in " (Conv1D [in, out])") and is floating-point (anvil::type_error).
+const tensor_view& checked_weight(const tensor_view& view, const dims& expected,
+                                  std::string_view layout = {});
+
+// The same for tensor `name` of `weights`, which must be present (anvil::format_error "...: the tensor 'x'
+// is missing (expected shape [64])").
+[[nodiscard]] const tensor_view& checked_tensor(const checkpoint& weights, std::string_view name,
+                                                const dims& expected, std::string_view layout = {});
+
 class weight_loader {
 public:
     weight_loader(graph g, std::shared_ptr<const checkpoint> weights);
@@ -32,6 +43,7 @@ public:
     [[nodiscard]] const checkpoint& source() const noexcept { return *weights_; }
 
 private:
+    // A view checked_weight has passed, as a graph constant (cast to f32 when stored narrower).
     tensor<float> from_view(const tensor_view& view, const dims& expected);
 
     graph graph_;
