@@ -10755,20 +10755,19 @@ private:
 #include <vector>
 
 // #include "anvil/backend/ane/mil_writer.hpp"
-// anvil: the MIL text writer for the ANE backend. It builds one `main` function statement by statement and
-// prints it in either dialect (MIL.md §1.4, RUNTIME.md §4):
-//   ios18: `program(1.3)`, `func main<ios18>`, short scalar types (`int32`, `string("x")`);
-//   ios16: `program(1.0)`, `func main<ios16>`, verbose scalar types (`tensor<int32, []>`), which M1/M2 need.
-// As coremltools does, every op parameter is its own named `const` (never an inline literal), arguments print
-// in alphabetical order, every op carries `[name = ...]`, fp16 literals are C99 hex floats, and consts of 10
-// or more elements live in the weight file (BLOBFILE offset = the blob's metadata record, weight_blob.hpp).
-// Output is deterministic: names come from the caller, made unique in order of creation.
+// anvil: the builder of the ANE backend's MIL programs. The lowering adds one `main` function's inputs,
+// consts and ops statement by statement; the result is an in-memory program (mil_program.hpp) that
+// mil_text.hpp prints for the private path and backend/coreml encodes as Core ML's protobuf. As coremltools
+// does, every op parameter is its own named `const` (never an inline literal); arguments are kept in the
+// caller's order (the text prints them sorted, the protobuf as given, as coremltools writes an op's inputs in
+// its spec's order); and fp16 consts of 10 or more elements live in the weight file (the const names the
+// blob's metadata record, weight_blob.hpp). Output is deterministic: names come from the caller, made unique
+// in order of creation.
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <span>
 #include <string>
 #include <string_view>
@@ -10776,12 +10775,214 @@ private:
 #include <utility>
 #include <vector>
 
+// #include "anvil/backend/ane/mil_program.hpp"
+// anvil: a MIL program in memory — one `main` function as the lowering built it, statement by statement, with
+// every const's value kept typed (not as text). Two writers read it: mil_text.hpp prints the MIL text the
+// private ANE path compiles, and backend/coreml/model_spec.hpp encodes the same function as the Core ML
+// protobuf (COREML.md §2.3), so both routes run exactly the same lowered program.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+// #include "anvil/core/half.hpp"
+
+namespace anvil::detail::ane {
+
+// ios18: `program(1.3)`, `func main<ios18>` (Core ML: spec 9, opset CoreML8); ios16: `program(1.0)`,
+// `func main<ios16>` (Core ML: spec 7, opset CoreML6), which M1/M2 need (RUNTIME.md §4).
+enum class mil_dialect : std::uint8_t { ios18, ios16 };
+
+// A value of the function: an input, a const or an op result.
+using mil_ref = std::size_t;
+
+// One argument of an op: `name = value`, or `name = (a, b, ...)` for a tuple input (concat's values).
+struct mil_argument {
+    std::string name;
+    std::vector<mil_ref> values;
+    bool tuple = false;
+};
+
+// The value of a const. Scalar or tensor follows the value's shape (rank 0 = scalar).
+enum class mil_constant_kind : std::uint8_t { int32, boolean, string, fp16, fp16_blob };
+
+struct mil_constant {
+    mil_constant_kind kind = mil_constant_kind::int32;
+    std::vector<std::int32_t> ints;   // int32
+    std::vector<std::uint8_t> bools;  // boolean: 0 or 1
+    std::string text;                 // string
+    std::vector<half> halves;         // fp16 (inline; fewer than 10 elements)
+    std::string blob_path;            // fp16_blob: "@model_path/weights/weight.bin"
+    std::uint64_t blob_offset = 0;    // fp16_blob: the blob's metadata record (weight_blob.hpp)
+};
+
+struct mil_value {
+    std::string name;
+    std::string dtype;                // "fp16", "int32", "bool", "string"
+    std::vector<std::int64_t> shape;  // rank 0: a scalar
+    bool is_const = false;
+};
+
+// `result = op(arguments)`; a const has no arguments and holds its value.
+struct mil_statement {
+    mil_ref result = 0;
+    std::string op;
+    std::string name;                     // the op's `name`; empty: the result's name
+    std::vector<mil_argument> arguments;  // in the order the lowering gave them
+    mil_constant value;                   // const only
+};
+
+struct mil_function {
+    mil_dialect dialect = mil_dialect::ios18;
+    std::vector<mil_value> values;
+    std::vector<mil_statement> statements;
+    std::vector<mil_ref> inputs;
+};
+
+}  // namespace anvil::detail::ane
+// #include "anvil/backend/ane/mil_text.hpp"
+// anvil: the MIL text writer — prints an in-memory function (mil_program.hpp) in either dialect (MIL.md §1.4,
+// RUNTIME.md §4): ios18 with short scalar types (`int32`, `string("x")`), ios16 with verbose ones
+// (`tensor<int32, []>`). As coremltools does, arguments print in alphabetical order, every op carries
+// `[name = ...]`, fp16 literals are C99 hex floats and blob consts name their weight file and offset.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+// #include "anvil/backend/ane/mil_program.hpp"
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/half.hpp"
+
+namespace anvil::detail::ane {
+
+// C99 %a of an fp16 value, as coremlc prints floats ("0x1.5p-17", "-0x1.388p+13", "0x0p+0").
+[[nodiscard]] inline std::string fp16_literal(half value) {
+    const float number = static_cast<float>(value);
+    if (!std::isfinite(number)) {
+        throw unsupported_error(
+            message("MIL text: the fp16 literal ", number, " is not finite; constants must be finite"));
+    }
+    char text[64];
+    std::snprintf(text, sizeof text, "%a", static_cast<double>(number));
+    return text;
+}
+
+namespace mil_text_detail {
+
+inline std::string scalar_type(mil_dialect dialect, std::string_view dtype) {
+    return dialect == mil_dialect::ios18 ? std::string(dtype) : message("tensor<", dtype, ", []>");
+}
+
+inline std::string scalar_literal(mil_dialect dialect, std::string_view dtype, const std::string& value) {
+    return scalar_type(dialect, dtype) + "(" + value + ")";
+}
+
+inline std::string type_of(mil_dialect dialect, const mil_value& value) {
+    if (value.shape.empty()) return scalar_type(dialect, value.dtype);
+    std::string dims_text;
+    for (std::size_t i = 0; i < value.shape.size(); ++i)
+        dims_text += (i ? ", " : "") + std::to_string(value.shape[i]);
+    return message("tensor<", value.dtype, ", [", dims_text, "]>");
+}
+
+// The literal inside `const()[..., val = ...]`.
+inline std::string const_literal(mil_dialect dialect, const mil_value& value, const mil_constant& constant) {
+    const auto list = [&](std::size_t count, auto&& element) {
+        std::string text;
+        for (std::size_t i = 0; i < count; ++i)
+            text += (i ? ", " : "") + element(i);
+        return value.shape.empty() ? text : "[" + text + "]";
+    };
+    std::string body;
+    switch (constant.kind) {
+        case mil_constant_kind::int32:
+            body =
+                list(constant.ints.size(), [&](std::size_t i) { return std::to_string(constant.ints[i]); });
+            break;
+        case mil_constant_kind::boolean:
+            body = list(constant.bools.size(),
+                        [&](std::size_t i) { return std::string(constant.bools[i] ? "true" : "false"); });
+            break;
+        case mil_constant_kind::string:
+            body = "\"" + constant.text + "\"";
+            break;
+        case mil_constant_kind::fp16:
+            body =
+                list(constant.halves.size(), [&](std::size_t i) { return fp16_literal(constant.halves[i]); });
+            break;
+        case mil_constant_kind::fp16_blob:
+            return type_of(dialect, value) +
+                   "(BLOBFILE(path = " + scalar_literal(dialect, "string", "\"" + constant.blob_path + "\"") +
+                   ", offset = " + scalar_literal(dialect, "uint64", std::to_string(constant.blob_offset)) +
+                   "))";
+    }
+    return value.shape.empty() ? scalar_literal(dialect, value.dtype, body)
+                               : type_of(dialect, value) + "(" + body + ")";
+}
+
+}  // namespace mil_text_detail
+
+// The whole program, returning `outputs` in this order.
+[[nodiscard]] inline std::string mil_text(const mil_function& function, std::span<const mil_ref> outputs) {
+    using namespace mil_text_detail;
+    const mil_dialect dialect = function.dialect;
+    const bool short_form = dialect == mil_dialect::ios18;
+    const auto& values = function.values;
+    std::string out = short_form ? "program(1.3)\n" : "program(1.0)\n";
+    out += short_form ? "[buildInfo = dict<string, string>({{\"coremlc-component-MIL\", \"3510.2.1\"}, "
+                        "{\"coremlc-version\", \"3505.4.1\"}, {\"coremltools-component-milinternal\", \"\"}, "
+                        "{\"coremltools-version\", \"9.0\"}})]\n"
+                      : "[buildInfo = dict<tensor<string, []>, tensor<string, []>>({{\"coremlc-version\", "
+                        "\"3505.4.1\"}})]\n";
+    out += "{\n    func main<";
+    out += short_form ? "ios18" : "ios16";
+    out += ">(";
+    for (std::size_t i = 0; i < function.inputs.size(); ++i) {
+        const mil_value& input = values.at(function.inputs[i]);
+        out += (i ? ", " : "") + type_of(dialect, input) + " " + input.name;
+    }
+    out += ") {\n";
+    for (const auto& statement : function.statements) {
+        const mil_value& result = values.at(statement.result);
+        out += "            " + type_of(dialect, result) + " " + result.name + " = " + statement.op + "(";
+        std::vector<const mil_argument*> sorted;
+        for (const auto& argument : statement.arguments)
+            sorted.push_back(&argument);
+        std::stable_sort(sorted.begin(), sorted.end(),
+                         [](const mil_argument* a, const mil_argument* b) { return a->name < b->name; });
+        for (std::size_t a = 0; a < sorted.size(); ++a) {
+            const mil_argument& argument = *sorted[a];
+            out += (a ? ", " : "") + argument.name + " = ";
+            if (argument.tuple) out += "(";
+            for (std::size_t v = 0; v < argument.values.size(); ++v)
+                out += (v ? ", " : "") + values.at(argument.values[v]).name;
+            if (argument.tuple) out += ")";
+        }
+        const std::string& op_name = statement.name.empty() ? result.name : statement.name;
+        out += ")[name = " + scalar_literal(dialect, "string", "\"" + op_name + "\"");
+        if (result.is_const) out += ", val = " + const_literal(dialect, result, statement.value);
+        out += "];\n";
+    }
+    out += "        } -> (";
+    for (std::size_t i = 0; i < outputs.size(); ++i)
+        out += (i ? ", " : "") + values.at(outputs[i]).name;
+    out += ");\n}\n";
+    return out;
+}
+
+}  // namespace anvil::detail::ane
 // #include "anvil/backend/ane/weight_blob.hpp"
 // anvil: the writer of MIL weight files ("MIL Blob Storage v2", coremltools' MILBlob/Blob/StorageFormat.hpp),
-// byte-exact as MIL.md §1.5 and RUNTIME.md §5 describe them: a 64-byte storage header, then per blob a
-// 64-byte metadata record followed by its payload, every record 64-byte aligned. A MIL `BLOBFILE(..., offset
-// = N)` names the metadata record's offset N, not the payload's (pointing at the payload reads garbage
-// silently).
+// byte-exact as MIL.md §1.5, RUNTIME.md §5 and COREML.md §1.5 describe them: a 64-byte storage header, then
+// per blob a 64-byte metadata record followed by its payload, every record 64-byte aligned, nothing after the
+// last payload. A MIL `BLOBFILE(..., offset = N)` names the metadata record's offset N, not the payload's
+// (pointing at the payload reads garbage silently).
 
 #include <cstddef>
 #include <cstdint>
@@ -10815,7 +11016,9 @@ public:
 
     // Appends one blob; returns the offset its BLOBFILE reference uses (the metadata record's).
     std::uint64_t append(blob_dtype type, std::span<const std::byte> payload) {
-        const std::size_t metadata = bytes_.size();  // always aligned: every append pads its payload
+        // Each record starts at the next aligned offset; as in coremltools' FileWriter, the file ends right
+        // after the last payload (readers use the records' offsets and sizes).
+        const std::size_t metadata = round_up(bytes_.size());
         bytes_.resize(metadata + blob_alignment, std::byte{0});
         store_u32(metadata, blob_sentinel);
         store_u32(metadata + 4, static_cast<std::uint32_t>(type));
@@ -10823,7 +11026,6 @@ public:
         store_u64(metadata + 16, metadata + blob_alignment);  // absolute payload offset
         // +24 padding_size_in_bits and +32..63 reserved stay zero (byte-sized types have no bit padding).
         bytes_.insert(bytes_.end(), payload.begin(), payload.end());
-        bytes_.resize(round_up(bytes_.size()), std::byte{0});
         ++count_;
         store_u32(0, count_);
         return metadata;
@@ -10858,32 +11060,8 @@ private:
 
 namespace anvil::detail::ane {
 
-enum class mil_dialect : std::uint8_t { ios18, ios16 };
-
 // The path coremltools always writes (MIL.md §1.5); the bridge keys the weights dictionary by it.
 inline constexpr std::string_view default_weight_path = "@model_path/weights/weight.bin";
-
-// A value of the function being written: an input, a const or an op result.
-using mil_ref = std::size_t;
-
-// One argument of an op: `name = value`, or `name = (a, b, ...)` for a tuple input (concat's values).
-struct mil_argument {
-    std::string name;
-    std::vector<mil_ref> values;
-    bool tuple = false;
-};
-
-// C99 %a of an fp16 value, as coremlc prints floats ("0x1.5p-17", "-0x1.388p+13", "0x0p+0").
-[[nodiscard]] inline std::string fp16_literal(half value) {
-    const float number = static_cast<float>(value);
-    if (!std::isfinite(number)) {
-        throw unsupported_error(
-            message("MIL text: the fp16 literal ", number, " is not finite; constants must be finite"));
-    }
-    char text[64];
-    std::snprintf(text, sizeof text, "%a", static_cast<double>(number));
-    return text;
-}
 
 // A name MIL accepts ([A-Za-z_][A-Za-z0-9_]*, MIL.md §1.1).
 [[nodiscard]] inline std::string sanitise_mil_name(std::string_view raw) {
@@ -10900,49 +11078,68 @@ struct mil_argument {
 class mil_writer {
 public:
     explicit mil_writer(mil_dialect dialect, bool one_file_per_weight = false)
-        : dialect_(dialect), one_file_per_weight_(one_file_per_weight) {}
+        : one_file_per_weight_(one_file_per_weight) {
+        function_.dialect = dialect;
+    }
 
-    [[nodiscard]] mil_dialect dialect() const noexcept { return dialect_; }
+    [[nodiscard]] mil_dialect dialect() const noexcept { return function_.dialect; }
 
     // A function input: an fp16 tensor (rank 4 [1, C, 1, W] for the ANE; RUNTIME.md §3).
     mil_ref input(std::string_view name, std::vector<std::int64_t> shape) {
         const mil_ref ref = new_value(std::string(name), "fp16", std::move(shape), true);
-        inputs_.push_back(ref);
+        function_.inputs.push_back(ref);
         return ref;
     }
 
     // Scalar and small integer consts (op parameters).
     mil_ref const_int(std::string_view base, std::int64_t number) {
-        return add_const(base, "int32", {}, std::to_string(checked_int32(number, base)));
+        mil_constant value;
+        value.kind = mil_constant_kind::int32;
+        value.ints.push_back(checked_int32(number, base));
+        return add_const(base, "int32", {}, std::move(value));
     }
     mil_ref const_bool(std::string_view base, bool flag) {
-        return add_const(base, "bool", {}, flag ? "true" : "false");
+        mil_constant value;
+        value.kind = mil_constant_kind::boolean;
+        value.bools.push_back(flag ? 1 : 0);
+        return add_const(base, "bool", {}, std::move(value));
     }
     mil_ref const_string(std::string_view base, std::string_view text) {
-        return add_const(base, "string", {}, message("\"", text, "\""));
+        mil_constant value;
+        value.kind = mil_constant_kind::string;
+        value.text = std::string(text);
+        return add_const(base, "string", {}, std::move(value));
     }
     mil_ref const_fp16_scalar(std::string_view base, float number) {
-        return add_const(base, "fp16", {}, fp16_literal(half(number)));
+        mil_constant value;
+        value.kind = mil_constant_kind::fp16;
+        value.halves.push_back(half(number));
+        require_finite(value.halves.back());
+        return add_const(base, "fp16", {}, std::move(value));
     }
     mil_ref const_ints(std::string_view base, std::span<const std::int64_t> numbers) {
-        std::string list;
-        for (std::size_t i = 0; i < numbers.size(); ++i)
-            list += (i ? ", " : "") + std::to_string(checked_int32(numbers[i], base));
-        return add_const(base, "int32", {static_cast<std::int64_t>(numbers.size())}, "[" + list + "]");
+        mil_constant value;
+        value.kind = mil_constant_kind::int32;
+        for (const std::int64_t number : numbers)
+            value.ints.push_back(checked_int32(number, base));
+        return add_const(base, "int32", {static_cast<std::int64_t>(numbers.size())}, std::move(value));
     }
     mil_ref const_bools(std::string_view base, const std::vector<bool>& flags) {
-        std::string list;
-        for (std::size_t i = 0; i < flags.size(); ++i)
-            list += std::string(i ? ", " : "") + (flags[i] ? "true" : "false");
-        return add_const(base, "bool", {static_cast<std::int64_t>(flags.size())}, "[" + list + "]");
+        mil_constant value;
+        value.kind = mil_constant_kind::boolean;
+        for (const bool flag : flags)
+            value.bools.push_back(flag ? 1 : 0);
+        return add_const(base, "bool", {static_cast<std::int64_t>(flags.size())}, std::move(value));
     }
     // An fp16 tensor const: inline below 10 elements, else a blob in the weight file (MIL.md §1.5).
     mil_ref const_fp16(std::string_view base, std::vector<std::int64_t> shape, std::span<const half> values) {
         if (values.size() < 10) {
-            std::string list;
-            for (std::size_t i = 0; i < values.size(); ++i)
-                list += (i ? ", " : "") + fp16_literal(values[i]);
-            return add_const(base, "fp16", std::move(shape), "[" + list + "]");
+            mil_constant value;
+            value.kind = mil_constant_kind::fp16;
+            value.halves.assign(values.begin(), values.end());
+            for (const half h : value.halves)
+                require_finite(h);
+            return add_const(base, "fp16", std::move(shape), std::move(value));
         }
         std::string path(default_weight_path);
         if (one_file_per_weight_) {
@@ -10951,11 +11148,11 @@ public:
         } else if (blobs_.empty()) {
             blobs_.emplace_back(path, weight_blob_writer{});
         }
-        const std::uint64_t offset = blobs_.back().second.append(blob_dtype::float16, std::as_bytes(values));
-        const std::string blob =
-            message("BLOBFILE(path = ", scalar_literal("string", "\"" + path + "\""),
-                    ", offset = ", scalar_literal("uint64", std::to_string(offset)), ")");
-        return add_const(base, "fp16", std::move(shape), blob, true);
+        mil_constant value;
+        value.kind = mil_constant_kind::fp16_blob;
+        value.blob_offset = blobs_.back().second.append(blob_dtype::float16, std::as_bytes(values));
+        value.blob_path = std::move(path);
+        return add_const(base, "fp16", std::move(shape), std::move(value));
     }
 
     // An op with one result of `dtype` and `shape` (rank 0 = scalar).
@@ -10963,31 +11160,35 @@ public:
                std::vector<mil_argument> arguments, std::string_view dtype = "fp16") {
         for (const auto& argument : arguments) {
             for (const mil_ref ref : argument.values) {
-                if (ref >= values_.size()) {
+                if (ref >= function_.values.size()) {
                     throw error(message("MIL writer: op ", type, " argument ", argument.name,
                                         " reads an undefined value"));
                 }
             }
         }
-        std::sort(arguments.begin(), arguments.end(),
-                  [](const mil_argument& a, const mil_argument& b) { return a.name < b.name; });
         const mil_ref ref = new_value(std::string(base), std::string(dtype), std::move(shape), false);
-        statements_.push_back({ref, std::string(type), std::move(arguments), {}});
+        mil_statement statement;
+        statement.result = ref;
+        statement.op = std::string(type);
+        statement.arguments = std::move(arguments);
+        function_.statements.push_back(std::move(statement));
         return ref;
     }
 
     // By value: a reference would dangle once the next value is added.
-    [[nodiscard]] std::vector<std::int64_t> shape(mil_ref ref) const { return values_.at(ref).shape; }
-    [[nodiscard]] const std::string& name(mil_ref ref) const { return values_.at(ref).name; }
-    [[nodiscard]] bool is_const(mil_ref ref) const { return values_.at(ref).is_const; }
+    [[nodiscard]] std::vector<std::int64_t> shape(mil_ref ref) const {
+        return function_.values.at(ref).shape;
+    }
+    [[nodiscard]] const std::string& name(mil_ref ref) const { return function_.values.at(ref).name; }
+    [[nodiscard]] bool is_const(mil_ref ref) const { return function_.values.at(ref).is_const; }
     [[nodiscard]] bool is_input(mil_ref ref) const {
-        return std::find(inputs_.begin(), inputs_.end(), ref) != inputs_.end();
+        return std::find(function_.inputs.begin(), function_.inputs.end(), ref) != function_.inputs.end();
     }
 
     // Gives an op result its final name (a function output's symbol); false when the name is taken or the
     // value is not an op result (inputs and consts keep theirs).
     bool rename(mil_ref ref, const std::string& name) {
-        mil_value& value = values_.at(ref);
+        mil_value& value = function_.values.at(ref);
         if (value.is_const || is_input(ref) || taken_.contains(name)) return false;
         taken_.erase(value.name);
         taken_.insert(name);
@@ -10995,53 +11196,34 @@ public:
         return true;
     }
 
-    // The whole program, returning `outputs` in this order.
-    [[nodiscard]] std::string text(std::span<const mil_ref> outputs) const {
-        const bool short_form = dialect_ == mil_dialect::ios18;
-        std::string out = short_form ? "program(1.3)\n" : "program(1.0)\n";
-        out += short_form
-                   ? "[buildInfo = dict<string, string>({{\"coremlc-component-MIL\", \"3510.2.1\"}, "
-                     "{\"coremlc-version\", \"3505.4.1\"}, {\"coremltools-component-milinternal\", \"\"}, "
-                     "{\"coremltools-version\", \"9.0\"}})]\n"
-                   : "[buildInfo = dict<tensor<string, []>, tensor<string, []>>({{\"coremlc-version\", "
-                     "\"3505.4.1\"}})]\n";
-        out += "{\n    func main<";
-        out += short_form ? "ios18" : "ios16";
-        out += ">(";
-        for (std::size_t i = 0; i < inputs_.size(); ++i) {
-            out += (i ? ", " : "") + type_of(inputs_[i]) + " " + values_[inputs_[i]].name;
-        }
-        out += ") {\n";
-        for (const auto& statement : statements_) {
-            const mil_value& result = values_[statement.result];
-            out +=
-                "            " + type_of(statement.result) + " " + result.name + " = " + statement.op + "(";
-            for (std::size_t a = 0; a < statement.arguments.size(); ++a) {
-                const mil_argument& argument = statement.arguments[a];
-                out += (a ? ", " : "") + argument.name + " = ";
-                if (argument.tuple) out += "(";
-                for (std::size_t v = 0; v < argument.values.size(); ++v)
-                    out += (v ? ", " : "") + values_[argument.values[v]].name;
-                if (argument.tuple) out += ")";
+    // Names the op that produces `ref` apart from its result (coremltools names ops "linear_0" and their
+    // results "y"); by default an op's `name` is its result's.
+    void name_op(mil_ref ref, std::string_view op_name) {
+        for (auto& statement : function_.statements) {
+            if (statement.result == ref) {
+                statement.name = sanitise_mil_name(op_name);
+                return;
             }
-            out += ")[name = " + scalar_literal("string", "\"" + result.name + "\"");
-            if (!statement.literal.empty()) out += ", val = " + statement.literal;
-            out += "];\n";
         }
-        out += "        } -> (";
-        for (std::size_t i = 0; i < outputs.size(); ++i)
-            out += (i ? ", " : "") + values_.at(outputs[i]).name;
-        out += ");\n}\n";
-        return out;
+        throw error(message("MIL writer: value ", ref, " is not the result of an op"));
+    }
+
+    // The function built so far: what both writers read.
+    [[nodiscard]] const mil_function& function() const noexcept { return function_; }
+
+    // The whole program as MIL text, returning `outputs` in this order.
+    [[nodiscard]] std::string text(std::span<const mil_ref> outputs) const {
+        return mil_text(function_, outputs);
     }
 
     // How many statements apply op `type` (consts excluded).
     [[nodiscard]] std::size_t count_ops(std::string_view type) const {
-        return static_cast<std::size_t>(std::count_if(statements_.begin(), statements_.end(),
+        return static_cast<std::size_t>(std::count_if(function_.statements.begin(),
+                                                      function_.statements.end(),
                                                       [&](const mil_statement& s) { return s.op == type; }));
     }
 
-    // The weight files the BLOBFILE references name (none when every const is inline).
+    // The weight files the blob consts name (none when every const is inline).
     [[nodiscard]] std::vector<weight_file> weights() const {
         std::vector<weight_file> files;
         for (const auto& [path, blob] : blobs_)
@@ -11050,18 +11232,15 @@ public:
     }
 
 private:
-    struct mil_value {
-        std::string name;
-        std::string dtype;
-        std::vector<std::int64_t> shape;  // rank 0: a scalar
-        bool is_const = false;
-    };
-    struct mil_statement {
-        mil_ref result;
-        std::string op;
-        std::vector<mil_argument> arguments;
-        std::string literal;  // const's val
-    };
+    // MIL has no literal for inf or NaN; refused where the const is made, so the error names the lowering
+    // step.
+    static void require_finite(half value) {
+        const float number = static_cast<float>(value);
+        if (!std::isfinite(number)) {
+            throw unsupported_error(
+                message("MIL text: the fp16 literal ", number, " is not finite; constants must be finite"));
+        }
+    }
 
     static std::int32_t checked_int32(std::int64_t number, std::string_view what) {
         if (number < INT32_MIN || number > INT32_MAX) {
@@ -11080,41 +11259,24 @@ private:
             name = message(name, "_", suffix);
         }
         taken_.insert(name);
-        values_.push_back({std::move(name), std::move(dtype), std::move(shape), false});
-        return values_.size() - 1;
+        function_.values.push_back({std::move(name), std::move(dtype), std::move(shape), false});
+        return function_.values.size() - 1;
     }
 
     mil_ref add_const(std::string_view base, std::string_view dtype, std::vector<std::int64_t> shape,
-                      const std::string& value, bool blob = false) {
-        const bool scalar = shape.empty();
+                      mil_constant value) {
         const mil_ref ref = new_value(std::string(base), std::string(dtype), std::move(shape), false);
-        values_[ref].is_const = true;
-        const std::string literal =
-            scalar && !blob ? scalar_literal(dtype, value) : type_of(ref) + "(" + value + ")";
-        statements_.push_back({ref, "const", {}, literal});
+        function_.values[ref].is_const = true;
+        mil_statement statement;
+        statement.result = ref;
+        statement.op = "const";
+        statement.value = std::move(value);
+        function_.statements.push_back(std::move(statement));
         return ref;
     }
 
-    [[nodiscard]] std::string scalar_type(std::string_view dtype) const {
-        return dialect_ == mil_dialect::ios18 ? std::string(dtype) : message("tensor<", dtype, ", []>");
-    }
-    [[nodiscard]] std::string scalar_literal(std::string_view dtype, const std::string& value) const {
-        return scalar_type(dtype) + "(" + value + ")";
-    }
-    [[nodiscard]] std::string type_of(mil_ref ref) const {
-        const mil_value& value = values_[ref];
-        if (value.shape.empty()) return scalar_type(value.dtype);
-        std::string dims_text;
-        for (std::size_t i = 0; i < value.shape.size(); ++i)
-            dims_text += (i ? ", " : "") + std::to_string(value.shape[i]);
-        return message("tensor<", value.dtype, ", [", dims_text, "]>");
-    }
-
-    mil_dialect dialect_;
     bool one_file_per_weight_;
-    std::vector<mil_value> values_;
-    std::vector<mil_statement> statements_;
-    std::vector<mil_ref> inputs_;
+    mil_function function_;
     std::unordered_set<std::string> taken_;
     std::vector<std::pair<std::string, weight_blob_writer>> blobs_;
 };
@@ -12876,7 +13038,9 @@ struct surface_layout {
 };
 
 struct lowered_segment {
-    std::string mil;
+    std::string mil;       // the program as MIL text (the private path compiles this)
+    mil_function program;  // the same program in memory (Core ML's protobuf is written from it)
+    std::vector<mil_ref> program_outputs;  // its results, in output order
     std::vector<weight_file> weights;
     std::vector<surface_layout> inputs, outputs;  // each in binding order: sorted by symbol
     bool anchored = false;  // holds a conv or matmul, which every ANE program needs (RUNTIME.md §0 #6)
@@ -13083,6 +13247,8 @@ inline void lower_node(segment_lowering& L, value_id id) {
         segment.outputs.push_back(std::move(surface));
     }
     segment.mil = L.mil().text(results);
+    segment.program = L.mil().function();
+    segment.program_outputs = results;
     segment.weights = L.mil().weights();
     segment.anchored =
         L.mil().count_ops("conv") + L.mil().count_ops("matmul") + L.mil().count_ops("linear") > 0;
@@ -19789,6 +19955,233 @@ inline bool available() noexcept {
 // #include "anvil/backend/ane/support.hpp"
 // #include "anvil/backend/ane/tiling.hpp"
 // #include "anvil/backend/ane/weight_blob.hpp"
+// #include "anvil/backend/coreml/mlpackage.hpp"
+// anvil: the `.mlpackage` writer (COREML.md §1): `Manifest.json`, `Data/com.apple.CoreML/model.mlmodel` (the
+// encoded Model, model_spec.hpp) and `Data/com.apple.CoreML/weights/<file>` (MIL blob storage v2, written by
+// the same weight_blob_writer the private path uses). `@model_path` in a blob reference is the directory
+// that holds model.mlmodel, so "@model_path/weights/weight.bin" lands in Data/com.apple.CoreML/weights/.
+//
+// The manifest's item identifiers are derived from the package's content (UUID-shaped, RFC 9562 version 8)
+// rather than random as coremltools makes them, so exporting the same model twice gives the same bytes; Core
+// ML only needs them unique within the manifest (ModelPackage.cpp).
+
+#include <cstddef>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+// #include "anvil/backend/ane/weight_file.hpp"
+// #include "anvil/compilation.hpp"
+
+namespace anvil::detail::coreml {
+
+inline constexpr std::string_view package_author = "com.apple.CoreML";
+
+struct mlpackage_contents {
+    std::vector<std::byte> model;                // model.mlmodel: a serialised CoreML.Specification.Model
+    std::vector<ane::weight_file> weight_files;  // paths "@model_path/weights/<file>"
+};
+
+// Manifest.json naming the model item `model_id` and the weights item `weights_id`, laid out as
+// coremltools' json.dump(indent=2) lays it out.
+[[nodiscard]] std::string manifest_json(std::string_view model_id, std::string_view weights_id);
+
+// A UUID-shaped identifier (8-4-4-4-12 upper-case hex, version 8) from the SHA-256 of `seed`.
+[[nodiscard]] std::string content_identifier(std::string_view seed);
+
+// The digest of a package's contents (model and weight files): its identity, and the key Core ML's compiled
+// copy is cached under (coreml_runtime.hpp).
+[[nodiscard]] std::string package_digest(const mlpackage_contents& contents);
+
+// Writes the package to `directory` (which must end in .mlpackage), replacing a package already there. It is
+// written beside it first and moved into place, so a reader never sees half a package. Throws io_error.
+void write_mlpackage(const std::filesystem::path& directory, const mlpackage_contents& contents);
+
+}  // namespace anvil::detail::coreml
+
+#if ANVIL_DEFINITIONS
+// #include "anvil/backend/coreml/mlpackage-inl.hpp" (in the definitions at the end)
+#endif
+// #include "anvil/backend/coreml/model_spec.hpp"
+// anvil: the Core ML writer of a lowered MIL program — `CoreML.Specification.Model` with an `mlProgram`
+// (COREML.md §2), encoded by anvil's own protobuf writer. It reads the same in-memory function
+// (backend/ane/mil_program.hpp) that mil_text.hpp prints for the private path, so the two routes run one
+// lowering. The spec version follows the dialect: ios16 programs are spec 7 / opset "CoreML6" (FLOAT16 I/O,
+// macOS 13), ios18 programs spec 9 / "CoreML8" (states, several functions; macOS 15), and the two are never
+// mixed (Core ML derives the spec a program needs from its opset, COREML.md §3).
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+// #include "anvil/backend/ane/mil_program.hpp"
+// #include "anvil/compilation.hpp"
+
+namespace anvil::detail::coreml {
+
+// MultiArray element types (FeatureTypes.proto ArrayDataType; the same numbers as MLMultiArrayDataType).
+enum class array_dtype : std::uint32_t {
+    float16 = 0x10000u | 16u,
+    float32 = 0x10000u | 32u,
+    float64 = 0x10000u | 64u,
+    int32 = 0x20000u | 32u,
+};
+
+// A model input, output or state as Core ML describes it to the app (the names Xcode shows).
+struct feature_description {
+    std::string name;
+    std::string short_description;
+    std::vector<std::int64_t> shape;
+    array_dtype dtype = array_dtype::float16;
+};
+
+// Model.proto Metadata: what Xcode's model page shows.
+struct model_metadata {
+    std::string short_description;
+    std::string version;
+    std::string author;
+    std::string license;
+    std::vector<std::pair<std::string, std::string>> user_defined;  // written sorted by key
+};
+
+// One function of the program: the MIL function, the values it returns (in this order) and how the model
+// describes its interface. Inputs and outputs left empty are described from the function itself.
+struct function_spec {
+    std::string name = "main";
+    const ane::mil_function* function = nullptr;
+    std::vector<ane::mil_ref> outputs;
+    std::vector<feature_description> inputs, output_features;
+};
+
+struct model_spec {
+    std::vector<function_spec> functions;  // one: a plain model; several: a multi-function model (spec 9)
+    std::string default_function;          // several functions: the one loaded without a functionName
+    model_metadata metadata;
+};
+
+// Spec version and opset of a dialect (COREML.md §3).
+[[nodiscard]] int specification_version(ane::mil_dialect dialect) noexcept;
+[[nodiscard]] std::string_view opset_name(ane::mil_dialect dialect) noexcept;
+
+// The FeatureDescriptions a function's own inputs and outputs give: fp16 arrays of their shapes.
+[[nodiscard]] std::vector<feature_description> describe_inputs(const ane::mil_function& function);
+[[nodiscard]] std::vector<feature_description> describe_outputs(const ane::mil_function& function,
+                                                                std::span<const ane::mil_ref> outputs);
+
+// `model.mlmodel`'s bytes. Throws anvil::error naming what Core ML's validator would refuse: a name that
+// is not an identifier, a description that disagrees with the function, functions of different dialects.
+[[nodiscard]] std::vector<std::byte> encode_model(const model_spec& spec);
+
+}  // namespace anvil::detail::coreml
+
+#if ANVIL_DEFINITIONS
+// #include "anvil/backend/coreml/model_spec-inl.hpp" (in the definitions at the end)
+#endif
+// #include "anvil/backend/coreml/protobuf.hpp"
+// anvil: a protobuf wire-format encoder of its own (no libprotobuf): varints, length-delimited fields and
+// packed repeats, enough for Core ML's Model.proto, FeatureTypes.proto and MIL.proto (COREML.md §2). Fields
+// are appended in the order the caller writes them; Core ML's messages are written in field-number order, as
+// protobuf's own serialiser does, so golden bytes compare exactly. proto3 rules (COREML.md §2.4): scalar
+// defaults may be left out by the caller, a oneof member is written even when empty, repeated numbers packed.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace anvil::detail::coreml {
+
+// Wire types (the low three bits of a key).
+enum class wire_type : std::uint8_t { varint = 0, fixed64 = 1, length_delimited = 2, fixed32 = 5 };
+
+class protobuf_writer {
+public:
+    // An int32/int64/uint64/bool/enum field. Negative int32 and int64 values take ten bytes (two's
+    // complement of the 64-bit value), as protobuf encodes them.
+    protobuf_writer& varint(std::uint32_t field, std::uint64_t value) {
+        key(field, wire_type::varint);
+        raw_varint(value);
+        return *this;
+    }
+    protobuf_writer& signed_varint(std::uint32_t field, std::int64_t value) {
+        return varint(field, static_cast<std::uint64_t>(value));
+    }
+    protobuf_writer& boolean(std::uint32_t field, bool value) { return varint(field, value ? 1 : 0); }
+
+    protobuf_writer& bytes(std::uint32_t field, std::span<const std::byte> data) {
+        key(field, wire_type::length_delimited);
+        raw_varint(data.size());
+        bytes_.insert(bytes_.end(), data.begin(), data.end());
+        return *this;
+    }
+    protobuf_writer& string(std::uint32_t field, std::string_view text) {
+        return bytes(field, std::as_bytes(std::span(text.data(), text.size())));
+    }
+    // A sub-message (written even when empty: that is how a oneof member with default content is selected).
+    protobuf_writer& message(std::uint32_t field, const protobuf_writer& child) {
+        return bytes(field, child.bytes_);
+    }
+
+    // `repeated int32/int64/uint64/bool` fields, packed into one length-delimited field.
+    template <class Integer>
+    protobuf_writer& packed_varints(std::uint32_t field, std::span<const Integer> values) {
+        protobuf_writer body;
+        for (const Integer value : values)
+            body.raw_varint(static_cast<std::uint64_t>(static_cast<std::int64_t>(value)));
+        return message(field, body);
+    }
+    // `repeated float`, packed: four little-endian bytes each.
+    protobuf_writer& packed_floats(std::uint32_t field, std::span<const float> values) {
+        protobuf_writer body;
+        for (const float value : values) {
+            std::uint32_t bits = 0;
+            std::memcpy(&bits, &value, sizeof bits);
+            for (int i = 0; i < 4; ++i)
+                body.bytes_.push_back(static_cast<std::byte>((bits >> (8 * i)) & 0xFFu));
+        }
+        return message(field, body);
+    }
+
+    // A `map<string, V>` entry: `Entry{key = 1, value = 2}`.
+    protobuf_writer& map_entry(std::uint32_t field, std::string_view map_key, const protobuf_writer& value) {
+        protobuf_writer entry;
+        entry.string(1, map_key).message(2, value);
+        return message(field, entry);
+    }
+    protobuf_writer& map_entry(std::uint32_t field, std::string_view map_key, std::string_view value) {
+        protobuf_writer entry;
+        entry.string(1, map_key).string(2, value);
+        return message(field, entry);
+    }
+
+    [[nodiscard]] bool empty() const noexcept { return bytes_.empty(); }
+    [[nodiscard]] const std::vector<std::byte>& bytes() const noexcept { return bytes_; }
+    [[nodiscard]] std::vector<std::byte> release() { return std::move(bytes_); }
+
+private:
+    void key(std::uint32_t field, wire_type type) {
+        raw_varint((static_cast<std::uint64_t>(field) << 3) | static_cast<std::uint64_t>(type));
+    }
+    void raw_varint(std::uint64_t value) {
+        while (value >= 0x80) {
+            bytes_.push_back(static_cast<std::byte>((value & 0x7Fu) | 0x80u));
+            value >>= 7;
+        }
+        bytes_.push_back(static_cast<std::byte>(value));
+    }
+
+    std::vector<std::byte> bytes_;
+};
+
+}  // namespace anvil::detail::coreml
 // #include "anvil/backend/cpu/executor.hpp"
 // #include "anvil/backend/cpu/gemm.hpp"
 // #include "anvil/backend/cpu/reference/reference.hpp"
@@ -31152,6 +31545,493 @@ image_classifier::default_preprocessing(const std::filesystem::path& folder) con
 }
 
 }  // namespace anvil::models
+// anvil: mlpackage's definitions (see mlpackage.hpp; compilation.hpp says when this file is compiled).
+
+#include <unistd.h>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <span>
+#include <string>
+#include <system_error>
+
+// #include "anvil/backend/coreml/mlpackage.hpp"
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/sha256.hpp"
+
+namespace anvil::detail::coreml {
+
+namespace mlpackage_detail {
+
+inline constexpr std::string_view model_path_prefix = "@model_path/";
+
+inline void write_file(const std::filesystem::path& path, std::span<const std::byte> bytes) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    out.close();
+    if (!out) throw io_error(message("Core ML package: cannot write '", path.string(), "'"));
+}
+
+// The file a blob reference names, relative to the directory of model.mlmodel. Only "weights/<name>" is a
+// place a package holds weights, and a name cannot climb out of it.
+inline std::string weight_file_name(const std::string& reference) {
+    const std::string prefix = std::string(model_path_prefix) + "weights/";
+    const std::string name = reference.starts_with(prefix) ? reference.substr(prefix.size()) : std::string();
+    if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..") {
+        throw error(message("Core ML package: the weight file '", reference,
+                            "' is not of the form @model_path/weights/<file>"));
+    }
+    return name;
+}
+
+}  // namespace mlpackage_detail
+
+ANVIL_INLINE std::string manifest_json(std::string_view model_id, std::string_view weights_id) {
+    const auto item = [](std::string_view id, std::string_view description, std::string_view name) {
+        return message("    \"", id, "\": {\n      \"author\": \"", package_author,
+                       "\",\n      \"description\": \"", description, "\",\n      \"name\": \"", name,
+                       "\",\n      \"path\": \"", package_author, "/", name, "\"\n    }");
+    };
+    return message("{\n  \"fileFormatVersion\": \"1.0.0\",\n  \"itemInfoEntries\": {\n",
+                   item(model_id, "CoreML Model Specification", "model.mlmodel"), ",\n",
+                   item(weights_id, "CoreML Model Weights", "weights"),
+                   "\n  },\n  \"rootModelIdentifier\": \"", model_id, "\"\n}");
+}
+
+ANVIL_INLINE std::string content_identifier(std::string_view seed) {
+    auto digest = sha256().update(seed).finish();
+    digest[6] = static_cast<std::uint8_t>((digest[6] & 0x0Fu) | 0x80u);  // version 8: vendor-defined
+    digest[8] = static_cast<std::uint8_t>((digest[8] & 0x3Fu) | 0x80u);  // RFC 4122 variant
+    std::string text;
+    for (std::size_t i = 0; i < 16; ++i) {
+        if (i == 4 || i == 6 || i == 8 || i == 10) text += '-';
+        char hex[3];
+        std::snprintf(hex, sizeof hex, "%02X", digest[i]);
+        text += hex;
+    }
+    return text;
+}
+
+ANVIL_INLINE std::string package_digest(const mlpackage_contents& contents) {
+    sha256 hash;
+    hash.update("anvil mlpackage 1\n").update(contents.model);
+    for (const auto& file : contents.weight_files) {
+        hash.update(message("\n", file.path, "\n", file.bytes.size(), "\n")).update(file.bytes);
+    }
+    return hash.finish_hex();
+}
+
+ANVIL_INLINE void write_mlpackage(const std::filesystem::path& directory,
+                                  const mlpackage_contents& contents) {
+    using namespace mlpackage_detail;
+    if (directory.extension() != ".mlpackage") {
+        throw io_error(message("Core ML package: '", directory.string(), "' must end in .mlpackage"));
+    }
+    std::error_code code;
+    if (std::filesystem::exists(directory, code) &&
+        !std::filesystem::exists(directory / "Manifest.json", code)) {
+        throw io_error(message("Core ML package: '", directory.string(),
+                               "' exists and is not a package (no Manifest.json); not replacing it"));
+    }
+    const std::filesystem::path parent = directory.has_parent_path() ? directory.parent_path() : ".";
+    std::filesystem::create_directories(parent, code);
+    if (code) {
+        throw io_error(message("Core ML package: cannot create '", parent.string(), "': ", code.message()));
+    }
+    std::filesystem::path staging = directory;
+    staging += message(".", ::getpid(), ".partial");
+    std::filesystem::remove_all(staging, code);
+    const std::filesystem::path data = staging / "Data" / std::string(package_author);
+    std::filesystem::create_directories(data / "weights", code);
+    if (code) {
+        throw io_error(
+            message("Core ML package: cannot create '", (data / "weights").string(), "': ", code.message()));
+    }
+    try {
+        write_file(data / "model.mlmodel", contents.model);
+        for (const auto& file : contents.weight_files)
+            write_file(data / "weights" / weight_file_name(file.path), file.bytes);
+        const std::string digest = package_digest(contents);
+        const std::string manifest = manifest_json(content_identifier(digest + " model.mlmodel"),
+                                                   content_identifier(digest + " weights"));
+        write_file(staging / "Manifest.json", std::as_bytes(std::span(manifest.data(), manifest.size())));
+    } catch (...) {
+        std::filesystem::remove_all(staging, code);
+        throw;
+    }
+    std::filesystem::remove_all(directory, code);
+    std::filesystem::rename(staging, directory, code);
+    if (code) {
+        std::filesystem::remove_all(staging, code);
+        throw io_error(message("Core ML package: cannot move the package into '", directory.string(),
+                               "': ", code.message()));
+    }
+}
+
+}  // namespace anvil::detail::coreml
+// anvil: model_spec's definitions (see model_spec.hpp; compilation.hpp says when this file is compiled).
+// Field numbers are those of COREML.md §2 (Model.proto, FeatureTypes.proto, MIL.proto).
+
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+// #include "anvil/backend/coreml/model_spec.hpp"
+// #include "anvil/backend/coreml/protobuf.hpp"
+// #include "anvil/core/error.hpp"
+
+namespace anvil::detail::coreml {
+
+namespace model_spec_detail {
+
+using ane::mil_constant;
+using ane::mil_constant_kind;
+using ane::mil_function;
+using ane::mil_ref;
+using ane::mil_statement;
+using ane::mil_value;
+
+// MILSpec.DataType.
+inline constexpr std::uint64_t mil_bool = 1, mil_string = 2, mil_fp16 = 10, mil_int32 = 23;
+
+inline std::uint64_t mil_data_type(std::string_view dtype) {
+    struct entry {
+        std::string_view name;
+        std::uint64_t code;
+    };
+    static constexpr entry table[] = {
+        {"bool", mil_bool}, {"string", mil_string}, {"fp16", mil_fp16}, {"fp32", 11},         {"fp64", 12},
+        {"bf16", 13},       {"int8", 21},           {"int16", 22},      {"int32", mil_int32}, {"int64", 24},
+        {"uint8", 31},      {"uint16", 32},         {"uint32", 33},     {"uint64", 34},
+    };
+    for (const entry& e : table) {
+        if (e.name == dtype) return e.code;
+    }
+    throw unsupported_error(message("Core ML model: the MIL type ", dtype, " has no MILSpec.DataType here"));
+}
+
+// `[A-Za-z_][A-Za-z0-9_@]*` (MIL.proto's rule for every name).
+inline void require_identifier(std::string_view name, std::string_view what) {
+    const auto letter = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; };
+    bool valid = !name.empty() && letter(name[0]);
+    for (const char c : name)
+        valid = valid && (letter(c) || (c >= '0' && c <= '9') || c == '@');
+    if (!valid) {
+        throw error(message("Core ML model: ", what, " '", name,
+                            "' is not a MIL identifier ([A-Za-z_][A-Za-z0-9_@]*)"));
+    }
+}
+
+// TensorType{dataType = 1, rank = 2, dimensions = 3: Dimension{constant = 1: {size = 1}}}; rank 0 is left
+// out, as proto3 leaves out every default.
+inline protobuf_writer tensor_type(std::uint64_t dtype, std::span<const std::int64_t> shape) {
+    protobuf_writer tensor;
+    tensor.varint(1, dtype);
+    if (!shape.empty()) tensor.varint(2, shape.size());
+    for (const std::int64_t extent : shape) {
+        protobuf_writer constant;
+        if (extent != 0) constant.varint(1, static_cast<std::uint64_t>(extent));
+        protobuf_writer dimension;
+        dimension.message(1, constant);
+        tensor.message(3, dimension);
+    }
+    return tensor;
+}
+
+// ValueType{tensorType = 1}.
+inline protobuf_writer value_type(std::uint64_t dtype, std::span<const std::int64_t> shape) {
+    protobuf_writer type;
+    type.message(1, tensor_type(dtype, shape));
+    return type;
+}
+
+// NamedValueType{name = 1, type = 2}.
+inline protobuf_writer named_value_type(const mil_value& value) {
+    protobuf_writer named;
+    named.string(1, value.name).message(2, value_type(mil_data_type(value.dtype), value.shape));
+    return named;
+}
+
+// Value{type = 2, immediateValue = 3: {tensor = 1: TensorValue}}.
+inline protobuf_writer immediate(std::uint64_t dtype, std::span<const std::int64_t> shape,
+                                 const protobuf_writer& tensor_value) {
+    protobuf_writer immediate_value;
+    immediate_value.message(1, tensor_value);
+    protobuf_writer value;
+    value.message(2, value_type(dtype, shape)).message(3, immediate_value);
+    return value;
+}
+
+// A scalar string: TensorValue.strings = 4: RepeatedStrings{values = 1}.
+inline protobuf_writer string_value(std::string_view text) {
+    protobuf_writer strings;
+    strings.string(1, text);
+    protobuf_writer tensor_value;
+    tensor_value.message(4, strings);
+    return immediate(mil_string, {}, tensor_value);
+}
+
+// A const's `val`: the TensorValue field coremltools picks for the type (helper._tensor_field_by_type): fp16
+// as raw little-endian `bytes` (7), int32 as packed `ints` (2), bool as packed `bools` (3), strings (4); a
+// blob as BlobFileValue{fileName = 1, offset = 2} (field 5 of Value).
+inline protobuf_writer const_value(const mil_value& value, const mil_constant& constant) {
+    const std::uint64_t dtype = mil_data_type(value.dtype);
+    protobuf_writer repeated;
+    protobuf_writer tensor_value;
+    switch (constant.kind) {
+        case mil_constant_kind::int32:
+            repeated.packed_varints(1, std::span<const std::int32_t>(constant.ints));
+            tensor_value.message(2, repeated);
+            break;
+        case mil_constant_kind::boolean:
+            repeated.packed_varints(1, std::span<const std::uint8_t>(constant.bools));
+            tensor_value.message(3, repeated);
+            break;
+        case mil_constant_kind::string:
+            repeated.string(1, constant.text);
+            tensor_value.message(4, repeated);
+            break;
+        case mil_constant_kind::fp16: {
+            std::vector<std::byte> raw;
+            for (const half h : constant.halves) {
+                const std::uint16_t bits = h.bits;
+                raw.push_back(static_cast<std::byte>(bits & 0xFFu));
+                raw.push_back(static_cast<std::byte>(bits >> 8));
+            }
+            repeated.bytes(1, raw);
+            tensor_value.message(7, repeated);
+            break;
+        }
+        case mil_constant_kind::fp16_blob: {
+            protobuf_writer blob;
+            blob.string(1, constant.blob_path).varint(2, constant.blob_offset);
+            protobuf_writer blob_value;
+            blob_value.message(2, value_type(dtype, value.shape)).message(5, blob);
+            return blob_value;
+        }
+    }
+    return immediate(dtype, value.shape, tensor_value);
+}
+
+// Operation{type = 1, inputs = 2: map<string, Argument{arguments = 1: Binding{name = 1}}>, outputs = 3,
+// attributes = 5: {"name", and a const's "val"}}. A const has no inputs (the milproto loader refuses one
+// that has).
+inline protobuf_writer operation(const mil_function& function, const mil_statement& statement) {
+    const mil_value& result = function.values.at(statement.result);
+    protobuf_writer op;
+    op.string(1, statement.op);
+    for (const auto& argument : statement.arguments) {
+        protobuf_writer bindings;
+        for (const mil_ref ref : argument.values) {
+            protobuf_writer binding;
+            binding.string(1, function.values.at(ref).name);
+            bindings.message(1, binding);
+        }
+        op.map_entry(2, argument.name, bindings);
+    }
+    op.message(3, named_value_type(result));
+    op.map_entry(5, "name", string_value(statement.name.empty() ? result.name : statement.name));
+    if (result.is_const) op.map_entry(5, "val", const_value(result, statement.value));
+    return op;
+}
+
+// Function{inputs = 1, opset = 2, block_specializations = 3: {opset: Block{outputs = 2, operations = 3}}}.
+inline protobuf_writer mil_function_message(const mil_function& function, std::span<const mil_ref> outputs) {
+    const std::string_view opset = opset_name(function.dialect);
+    protobuf_writer block;
+    for (const mil_ref ref : outputs)
+        block.string(2, function.values.at(ref).name);
+    for (const auto& statement : function.statements)
+        block.message(3, operation(function, statement));
+    protobuf_writer message_body;
+    for (const mil_ref ref : function.inputs)
+        message_body.message(1, named_value_type(function.values.at(ref)));
+    message_body.string(2, opset).map_entry(3, opset, block);
+    return message_body;
+}
+
+// FeatureDescription{name = 1, shortDescription = 2, type = 3: FeatureType{multiArrayType = 5:
+// ArrayFeatureType{shape = 1 (packed), dataType = 2}}}.
+inline protobuf_writer feature(const feature_description& description) {
+    protobuf_writer array;
+    array.packed_varints(1, std::span<const std::int64_t>(description.shape))
+        .varint(2, static_cast<std::uint64_t>(description.dtype));
+    protobuf_writer type;
+    type.message(5, array);
+    protobuf_writer message_body;
+    message_body.string(1, description.name);
+    if (!description.short_description.empty()) message_body.string(2, description.short_description);
+    message_body.message(3, type);
+    return message_body;
+}
+
+inline array_dtype array_type_of(const mil_value& value) {
+    if (value.dtype == "fp16") return array_dtype::float16;
+    if (value.dtype == "fp32") return array_dtype::float32;
+    if (value.dtype == "int32") return array_dtype::int32;
+    throw unsupported_error(message("Core ML model: ", value.name, " is ", value.dtype,
+                                    "; a MultiArray holds fp16, fp32 or int32 (COREML.md §2.2)"));
+}
+
+inline std::string shape_text_of(std::span<const std::int64_t> shape) {
+    std::string text = "[";
+    for (std::size_t i = 0; i < shape.size(); ++i)
+        text += (i ? ", " : "") + std::to_string(shape[i]);
+    return text + "]";
+}
+
+// The interface must be the function's: same names, shapes and element types, in the same order.
+inline void check_features(std::string_view function_name, std::string_view what,
+                           const std::vector<feature_description>& features,
+                           const std::vector<feature_description>& expected) {
+    if (features.size() != expected.size()) {
+        throw error(message("Core ML model: function ", function_name, " has ", expected.size(), " ", what,
+                            " but its description lists ", features.size()));
+    }
+    for (std::size_t i = 0; i < features.size(); ++i) {
+        const feature_description& got = features[i];
+        const feature_description& want = expected[i];
+        if (got.name != want.name || got.shape != want.shape || got.dtype != want.dtype) {
+            throw error(message("Core ML model: function ", function_name, " ", what, " ", i, " is ",
+                                want.name, " ", shape_text_of(want.shape), " but its description says ",
+                                got.name, " ", shape_text_of(got.shape)));
+        }
+    }
+}
+
+}  // namespace model_spec_detail
+
+ANVIL_INLINE int specification_version(ane::mil_dialect dialect) noexcept {
+    return dialect == ane::mil_dialect::ios16 ? 7 : 9;
+}
+
+ANVIL_INLINE std::string_view opset_name(ane::mil_dialect dialect) noexcept {
+    return dialect == ane::mil_dialect::ios16 ? "CoreML6" : "CoreML8";
+}
+
+ANVIL_INLINE std::vector<feature_description> describe_inputs(const ane::mil_function& function) {
+    std::vector<feature_description> features;
+    for (const ane::mil_ref ref : function.inputs) {
+        const ane::mil_value& value = function.values.at(ref);
+        features.push_back({value.name, {}, value.shape, model_spec_detail::array_type_of(value)});
+    }
+    return features;
+}
+
+ANVIL_INLINE std::vector<feature_description> describe_outputs(const ane::mil_function& function,
+                                                               std::span<const ane::mil_ref> outputs) {
+    std::vector<feature_description> features;
+    for (const ane::mil_ref ref : outputs) {
+        const ane::mil_value& value = function.values.at(ref);
+        features.push_back({value.name, {}, value.shape, model_spec_detail::array_type_of(value)});
+    }
+    return features;
+}
+
+ANVIL_INLINE std::vector<std::byte> encode_model(const model_spec& spec) {
+    using namespace model_spec_detail;
+    if (spec.functions.empty()) throw error("Core ML model: a model needs at least one function");
+    const ane::mil_dialect dialect = spec.functions.front().function->dialect;
+    const bool several = spec.functions.size() > 1;
+    if (several && dialect != ane::mil_dialect::ios18) {
+        throw unsupported_error(
+            "Core ML model: several functions need spec 9 (iOS 18 / macOS 15), so the ios18 dialect");
+    }
+    struct described {
+        const function_spec* spec;
+        std::vector<feature_description> inputs, outputs;
+    };
+    std::vector<described> functions;
+    for (const function_spec& f : spec.functions) {
+        if (f.function == nullptr)
+            throw error(message("Core ML model: function ", f.name, " has no program"));
+        if (f.function->dialect != dialect) {
+            throw error(message("Core ML model: function ", f.name,
+                                " is in another MIL dialect than the first; one model has one spec version"));
+        }
+        require_identifier(f.name, "the function name");
+        if (f.outputs.empty()) throw error(message("Core ML model: function ", f.name, " returns nothing"));
+        if (f.function->inputs.empty() && dialect != ane::mil_dialect::ios18) {
+            throw unsupported_error(message("Core ML model: function ", f.name,
+                                            " has no inputs, which Core ML accepts only from spec 9"));
+        }
+        for (const auto& value : f.function->values)
+            require_identifier(value.name, "the value");
+        described d{&f, describe_inputs(*f.function), describe_outputs(*f.function, f.outputs)};
+        if (!f.inputs.empty()) {
+            check_features(f.name, "inputs", f.inputs, d.inputs);
+            d.inputs = f.inputs;
+        }
+        if (!f.output_features.empty()) {
+            check_features(f.name, "outputs", f.output_features, d.outputs);
+            d.outputs = f.output_features;
+        }
+        functions.push_back(std::move(d));
+    }
+    std::sort(functions.begin(), functions.end(),
+              [](const described& a, const described& b) { return a.spec->name < b.spec->name; });
+    for (std::size_t i = 1; i < functions.size(); ++i) {
+        if (functions[i].spec->name == functions[i - 1].spec->name)
+            throw error(message("Core ML model: two functions are named ", functions[i].spec->name));
+    }
+
+    // ModelDescription{input = 1, output = 10, functions = 20, defaultFunctionName = 21, metadata = 100}. A
+    // multi-function model describes each function and leaves the top level empty (COREML.md §3).
+    protobuf_writer description;
+    if (!several) {
+        for (const auto& input : functions.front().inputs)
+            description.message(1, feature(input));
+        for (const auto& output : functions.front().outputs)
+            description.message(10, feature(output));
+    } else {
+        const std::string& default_name =
+            spec.default_function.empty() ? spec.functions.front().name : spec.default_function;
+        bool found = false;
+        for (const described& d : functions) {
+            protobuf_writer function_description;  // FunctionDescription{name = 1, input = 2, output = 3}
+            function_description.string(1, d.spec->name);
+            for (const auto& input : d.inputs)
+                function_description.message(2, feature(input));
+            for (const auto& output : d.outputs)
+                function_description.message(3, feature(output));
+            description.message(20, function_description);
+            found = found || d.spec->name == default_name;
+        }
+        if (!found) {
+            throw error(
+                message("Core ML model: the default function ", default_name, " is not in the model"));
+        }
+        description.string(21, default_name);
+    }
+    const model_metadata& meta = spec.metadata;
+    protobuf_writer metadata;  // Metadata{shortDescription = 1, versionString = 2, author = 3, license = 4}
+    if (!meta.short_description.empty()) metadata.string(1, meta.short_description);
+    if (!meta.version.empty()) metadata.string(2, meta.version);
+    if (!meta.author.empty()) metadata.string(3, meta.author);
+    if (!meta.license.empty()) metadata.string(4, meta.license);
+    auto user_defined = meta.user_defined;
+    std::sort(user_defined.begin(), user_defined.end());
+    for (const auto& [key, value] : user_defined)
+        metadata.map_entry(100, key, value);
+    if (!metadata.empty()) description.message(100, metadata);
+
+    // Program{version = 1, functions = 2: map<string, Function>}.
+    protobuf_writer program;
+    program.varint(1, 1);
+    for (const described& d : functions)
+        program.map_entry(2, d.spec->name, mil_function_message(*d.spec->function, d.spec->outputs));
+
+    protobuf_writer model;  // Model{specificationVersion = 1, description = 2, mlProgram = 502}
+    model.varint(1, static_cast<std::uint64_t>(specification_version(dialect)))
+        .message(2, description)
+        .message(502, program);
+    return model.release();
+}
+
+}  // namespace anvil::detail::coreml
 // anvil: unicode's definitions (see unicode.hpp; compilation.hpp says when this file is compiled).
 
 #include <algorithm>

@@ -56,7 +56,9 @@ struct surface_layout {
 };
 
 struct lowered_segment {
-    std::string mil;
+    std::string mil;       // the program as MIL text (the private path compiles this)
+    mil_function program;  // the same program in memory (Core ML's protobuf is written from it)
+    std::vector<mil_ref> program_outputs;  // its results, in output order
     std::vector<weight_file> weights;
     std::vector<surface_layout> inputs, outputs;  // each in binding order: sorted by symbol
     bool anchored = false;  // holds a conv or matmul, which every ANE program needs (RUNTIME.md §0 #6)
@@ -263,6 +265,8 @@ inline void lower_node(segment_lowering& L, value_id id) {
         segment.outputs.push_back(std::move(surface));
     }
     segment.mil = L.mil().text(results);
+    segment.program = L.mil().function();
+    segment.program_outputs = results;
     segment.weights = L.mil().weights();
     segment.anchored =
         L.mil().count_ops("conv") + L.mil().count_ops("matmul") + L.mil().count_ops("linear") > 0;

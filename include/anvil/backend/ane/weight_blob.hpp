@@ -1,8 +1,8 @@
 // anvil: the writer of MIL weight files ("MIL Blob Storage v2", coremltools' MILBlob/Blob/StorageFormat.hpp),
-// byte-exact as MIL.md §1.5 and RUNTIME.md §5 describe them: a 64-byte storage header, then per blob a
-// 64-byte metadata record followed by its payload, every record 64-byte aligned. A MIL `BLOBFILE(..., offset
-// = N)` names the metadata record's offset N, not the payload's (pointing at the payload reads garbage
-// silently).
+// byte-exact as MIL.md §1.5, RUNTIME.md §5 and COREML.md §1.5 describe them: a 64-byte storage header, then
+// per blob a 64-byte metadata record followed by its payload, every record 64-byte aligned, nothing after the
+// last payload. A MIL `BLOBFILE(..., offset = N)` names the metadata record's offset N, not the payload's
+// (pointing at the payload reads garbage silently).
 #pragma once
 
 #include <cstddef>
@@ -37,7 +37,9 @@ public:
 
     // Appends one blob; returns the offset its BLOBFILE reference uses (the metadata record's).
     std::uint64_t append(blob_dtype type, std::span<const std::byte> payload) {
-        const std::size_t metadata = bytes_.size();  // always aligned: every append pads its payload
+        // Each record starts at the next aligned offset; as in coremltools' FileWriter, the file ends right
+        // after the last payload (readers use the records' offsets and sizes).
+        const std::size_t metadata = round_up(bytes_.size());
         bytes_.resize(metadata + blob_alignment, std::byte{0});
         store_u32(metadata, blob_sentinel);
         store_u32(metadata + 4, static_cast<std::uint32_t>(type));
@@ -45,7 +47,6 @@ public:
         store_u64(metadata + 16, metadata + blob_alignment);  // absolute payload offset
         // +24 padding_size_in_bits and +32..63 reserved stay zero (byte-sized types have no bit padding).
         bytes_.insert(bytes_.end(), payload.begin(), payload.end());
-        bytes_.resize(round_up(bytes_.size()), std::byte{0});
         ++count_;
         store_u32(0, count_);
         return metadata;

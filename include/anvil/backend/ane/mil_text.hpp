@@ -1,0 +1,136 @@
+// anvil: the MIL text writer — prints an in-memory function (mil_program.hpp) in either dialect (MIL.md §1.4,
+// RUNTIME.md §4): ios18 with short scalar types (`int32`, `string("x")`), ios16 with verbose ones
+// (`tensor<int32, []>`). As coremltools does, arguments print in alphabetical order, every op carries
+// `[name = ...]`, fp16 literals are C99 hex floats and blob consts name their weight file and offset.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "anvil/backend/ane/mil_program.hpp"
+#include "anvil/core/error.hpp"
+#include "anvil/core/half.hpp"
+
+namespace anvil::detail::ane {
+
+// C99 %a of an fp16 value, as coremlc prints floats ("0x1.5p-17", "-0x1.388p+13", "0x0p+0").
+[[nodiscard]] inline std::string fp16_literal(half value) {
+    const float number = static_cast<float>(value);
+    if (!std::isfinite(number)) {
+        throw unsupported_error(
+            message("MIL text: the fp16 literal ", number, " is not finite; constants must be finite"));
+    }
+    char text[64];
+    std::snprintf(text, sizeof text, "%a", static_cast<double>(number));
+    return text;
+}
+
+namespace mil_text_detail {
+
+inline std::string scalar_type(mil_dialect dialect, std::string_view dtype) {
+    return dialect == mil_dialect::ios18 ? std::string(dtype) : message("tensor<", dtype, ", []>");
+}
+
+inline std::string scalar_literal(mil_dialect dialect, std::string_view dtype, const std::string& value) {
+    return scalar_type(dialect, dtype) + "(" + value + ")";
+}
+
+inline std::string type_of(mil_dialect dialect, const mil_value& value) {
+    if (value.shape.empty()) return scalar_type(dialect, value.dtype);
+    std::string dims_text;
+    for (std::size_t i = 0; i < value.shape.size(); ++i)
+        dims_text += (i ? ", " : "") + std::to_string(value.shape[i]);
+    return message("tensor<", value.dtype, ", [", dims_text, "]>");
+}
+
+// The literal inside `const()[..., val = ...]`.
+inline std::string const_literal(mil_dialect dialect, const mil_value& value, const mil_constant& constant) {
+    const auto list = [&](std::size_t count, auto&& element) {
+        std::string text;
+        for (std::size_t i = 0; i < count; ++i)
+            text += (i ? ", " : "") + element(i);
+        return value.shape.empty() ? text : "[" + text + "]";
+    };
+    std::string body;
+    switch (constant.kind) {
+        case mil_constant_kind::int32:
+            body =
+                list(constant.ints.size(), [&](std::size_t i) { return std::to_string(constant.ints[i]); });
+            break;
+        case mil_constant_kind::boolean:
+            body = list(constant.bools.size(),
+                        [&](std::size_t i) { return std::string(constant.bools[i] ? "true" : "false"); });
+            break;
+        case mil_constant_kind::string:
+            body = "\"" + constant.text + "\"";
+            break;
+        case mil_constant_kind::fp16:
+            body =
+                list(constant.halves.size(), [&](std::size_t i) { return fp16_literal(constant.halves[i]); });
+            break;
+        case mil_constant_kind::fp16_blob:
+            return type_of(dialect, value) +
+                   "(BLOBFILE(path = " + scalar_literal(dialect, "string", "\"" + constant.blob_path + "\"") +
+                   ", offset = " + scalar_literal(dialect, "uint64", std::to_string(constant.blob_offset)) +
+                   "))";
+    }
+    return value.shape.empty() ? scalar_literal(dialect, value.dtype, body)
+                               : type_of(dialect, value) + "(" + body + ")";
+}
+
+}  // namespace mil_text_detail
+
+// The whole program, returning `outputs` in this order.
+[[nodiscard]] inline std::string mil_text(const mil_function& function, std::span<const mil_ref> outputs) {
+    using namespace mil_text_detail;
+    const mil_dialect dialect = function.dialect;
+    const bool short_form = dialect == mil_dialect::ios18;
+    const auto& values = function.values;
+    std::string out = short_form ? "program(1.3)\n" : "program(1.0)\n";
+    out += short_form ? "[buildInfo = dict<string, string>({{\"coremlc-component-MIL\", \"3510.2.1\"}, "
+                        "{\"coremlc-version\", \"3505.4.1\"}, {\"coremltools-component-milinternal\", \"\"}, "
+                        "{\"coremltools-version\", \"9.0\"}})]\n"
+                      : "[buildInfo = dict<tensor<string, []>, tensor<string, []>>({{\"coremlc-version\", "
+                        "\"3505.4.1\"}})]\n";
+    out += "{\n    func main<";
+    out += short_form ? "ios18" : "ios16";
+    out += ">(";
+    for (std::size_t i = 0; i < function.inputs.size(); ++i) {
+        const mil_value& input = values.at(function.inputs[i]);
+        out += (i ? ", " : "") + type_of(dialect, input) + " " + input.name;
+    }
+    out += ") {\n";
+    for (const auto& statement : function.statements) {
+        const mil_value& result = values.at(statement.result);
+        out += "            " + type_of(dialect, result) + " " + result.name + " = " + statement.op + "(";
+        std::vector<const mil_argument*> sorted;
+        for (const auto& argument : statement.arguments)
+            sorted.push_back(&argument);
+        std::stable_sort(sorted.begin(), sorted.end(),
+                         [](const mil_argument* a, const mil_argument* b) { return a->name < b->name; });
+        for (std::size_t a = 0; a < sorted.size(); ++a) {
+            const mil_argument& argument = *sorted[a];
+            out += (a ? ", " : "") + argument.name + " = ";
+            if (argument.tuple) out += "(";
+            for (std::size_t v = 0; v < argument.values.size(); ++v)
+                out += (v ? ", " : "") + values.at(argument.values[v]).name;
+            if (argument.tuple) out += ")";
+        }
+        const std::string& op_name = statement.name.empty() ? result.name : statement.name;
+        out += ")[name = " + scalar_literal(dialect, "string", "\"" + op_name + "\"");
+        if (result.is_const) out += ", val = " + const_literal(dialect, result, statement.value);
+        out += "];\n";
+    }
+    out += "        } -> (";
+    for (std::size_t i = 0; i < outputs.size(); ++i)
+        out += (i ? ", " : "") + values.at(outputs[i]).name;
+    out += ");\n}\n";
+    return out;
+}
+
+}  // namespace anvil::detail::ane
