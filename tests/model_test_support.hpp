@@ -100,16 +100,22 @@ inline bool ane_simulator_available() {
 }
 
 // Fills `target` for the simulator and returns true, or returns false where the build has none (tests then
-// say so with a MESSAGE, never silently).
-inline bool use_ane_simulator(ane_target& target) {
+// say so with a MESSAGE, never silently). `route` is device::ane (the private framework) or device::coreml
+// (the public one, which the simulator implements too).
+inline bool use_ane_simulator(ane_target& target, anvil::device route = anvil::device::ane) {
     if (!ane_simulator_available()) {
         MESSAGE("this build has no ANE simulator: the Neural Engine half of this test did not run");
         return false;
     }
     target.cache.emplace("anvil-model-cache");
-    target.options.target = anvil::device::ane;
+    target.options.target = route;
     target.options.cache_dir = target.cache->path.string();
     return true;
+}
+
+// How a test's messages name the route its options take.
+inline const char* route_name(const anvil::compile_options& options) {
+    return options.target == anvil::device::coreml ? "through the Core ML route" : "on the ANE simulator";
 }
 
 }  // namespace anvil_test

@@ -249,15 +249,25 @@ TEST_CASE("causal lm: decode windows of 0, 1, 3 and 8 tokens give the reference'
     }
 }
 
-TEST_CASE("causal lm: the Neural Engine simulator matches the reference within fp16 tolerance") {
-    anvil_test::ane_target ane;
-    if (!anvil_test::use_ane_simulator(ane)) return;
+void check_simulated_device(const anvil_test::ane_target& ane) {
     double worst = 0.0;
     // Logits reach 84: fp16 spacing there is 0.0625, and the CPU with every op rounded to fp16
     // (ane_numerics) lands at 1.6e-2 .. 2.4e-2 on the same measure.
     check_against_reference(ane.options, 5e-2, worst);
-    MESSAGE("ANE simulator: worst logits relative error over all models ", worst);
+    MESSAGE(anvil_test::route_name(ane.options), ": worst logits relative error over all models ", worst);
     check_ladder(ane.options);
+}
+
+TEST_CASE("causal lm: the Neural Engine simulator matches the reference within fp16 tolerance") {
+    anvil_test::ane_target ane;
+    if (!anvil_test::use_ane_simulator(ane)) return;
+    check_simulated_device(ane);
+}
+
+TEST_CASE("causal lm: the Core ML route matches the reference within fp16 tolerance") {
+    anvil_test::ane_target ane;
+    if (!anvil_test::use_ane_simulator(ane, anvil::device::coreml)) return;
+    check_simulated_device(ane);
 }
 
 TEST_CASE(

@@ -82,9 +82,7 @@ TEST_CASE("cross encoder: pairs of texts through the folder's tokenizer") {
     CHECK(model.predict(std::vector<std::pair<std::string, std::string>>{}).empty());
 }
 
-TEST_CASE("cross encoder: the Neural Engine simulator agrees within fp16's precision") {
-    anvil_test::ane_target target;
-    if (!anvil_test::use_ane_simulator(target)) return;
+void check_simulated_device(const anvil_test::ane_target& target) {
     anvil::models::load_options options;
     options.compile = target.options;
     for (const std::string name : families) {
@@ -93,9 +91,21 @@ TEST_CASE("cross encoder: the Neural Engine simulator agrees within fp16's preci
         const auto input = read_texts(fixture(name));
         const double error = anvil_test::max_relative_error(
             model.logits_ids(input.ids, input.types), anvil_test::load_npy(fixture(name) + "/logits.npy"));
-        MESSAGE(name, " on the ANE simulator: max relative error ", error);
+        MESSAGE(name, " ", anvil_test::route_name(target.options), ": max relative error ", error);
         CHECK(error < 1.5e-2);  // the hidden states' fp16 tolerance (test_text_encoder.cpp)
     }
+}
+
+TEST_CASE("cross encoder: the Neural Engine simulator agrees within fp16's precision") {
+    anvil_test::ane_target target;
+    if (!anvil_test::use_ane_simulator(target)) return;
+    check_simulated_device(target);
+}
+
+TEST_CASE("cross encoder: the Core ML route agrees within fp16's precision") {
+    anvil_test::ane_target target;
+    if (!anvil_test::use_ane_simulator(target, anvil::device::coreml)) return;
+    check_simulated_device(target);
 }
 
 TEST_CASE("cross encoder: an unknown architecture or a missing head tensor is named") {

@@ -307,9 +307,7 @@ TEST_CASE("resnet: Hugging Face's ResNetForImageClassification naming, bottlenec
     }
 }
 
-TEST_CASE("resnet: through the Neural Engine simulator, within fp16's precision") {
-    anvil_test::ane_target target;
-    if (!anvil_test::use_ane_simulator(target)) return;
+void check_simulated_device(const anvil_test::ane_target& target) {
     anvil::models::load_options options;
     options.compile = target.options;
     // The Neural Engine computes and stores activations and weights in fp16 (relative rounding up to
@@ -354,6 +352,18 @@ TEST_CASE("resnet: through the Neural Engine simulator, within fp16's precision"
         "unoptimised build: ResNet-18 through the simulator is left to optimised builds (hashing its 22 MB "
         "of weights for the program cache takes ~20 s without optimisation)");
 #endif
+}
+
+TEST_CASE("resnet: through the Neural Engine simulator, within fp16's precision") {
+    anvil_test::ane_target target;
+    if (!anvil_test::use_ane_simulator(target)) return;
+    check_simulated_device(target);
+}
+
+TEST_CASE("resnet: through the Core ML route, within fp16's precision") {
+    anvil_test::ane_target target;
+    if (!anvil_test::use_ane_simulator(target, anvil::device::coreml)) return;
+    check_simulated_device(target);
 }
 
 TEST_CASE("resnet: checkpoints that do not fit name the tensor, the field or the shapes") {

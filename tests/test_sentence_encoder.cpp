@@ -152,9 +152,7 @@ TEST_CASE("sentence encoder: texts through the folder's tokenizer") {
                          doctest::Contains("the model folder has no tokenizer"), anvil::io_error);
 }
 
-TEST_CASE("sentence encoder: the Neural Engine simulator agrees within fp16's precision") {
-    anvil_test::ane_target target;
-    if (!anvil_test::use_ane_simulator(target)) return;
+void check_simulated_device(const anvil_test::ane_target& target) {
     anvil::models::load_options options;
     options.compile = target.options;
     for (const std::string name : families) {
@@ -164,9 +162,21 @@ TEST_CASE("sentence encoder: the Neural Engine simulator agrees within fp16's pr
         const double error =
             anvil_test::max_relative_error(encoder.encode_ids(input.ids, input.types),
                                            anvil_test::load_npy(fixture(name) + "/embeddings.npy"));
-        MESSAGE(name, " on the ANE simulator: max relative error ", error);
+        MESSAGE(name, " ", anvil_test::route_name(target.options), ": max relative error ", error);
         CHECK(error < 1.5e-2);  // the hidden states' fp16 tolerance (test_text_encoder.cpp); pooling averages
     }
+}
+
+TEST_CASE("sentence encoder: the Neural Engine simulator agrees within fp16's precision") {
+    anvil_test::ane_target target;
+    if (!anvil_test::use_ane_simulator(target)) return;
+    check_simulated_device(target);
+}
+
+TEST_CASE("sentence encoder: the Core ML route agrees within fp16's precision") {
+    anvil_test::ane_target target;
+    if (!anvil_test::use_ane_simulator(target, anvil::device::coreml)) return;
+    check_simulated_device(target);
 }
 
 TEST_CASE("sentence encoder: unsupported modules and pooling configs are named") {

@@ -197,9 +197,7 @@ TEST_CASE("text encoder: texts of many lengths share a few compiled programs") {
 // The simulator computes in fp16 (10-bit mantissa: a relative step of ~1e-3 per rounding) through two layers
 // of LayerNorm'd states of magnitude ~1-4; the measured max errors were 3.6e-3..4.4e-3, so 1.5e-2 leaves 3x
 // margin.
-TEST_CASE("text encoder: the Neural Engine simulator agrees within fp16's precision") {
-    anvil_test::ane_target target;
-    if (!anvil_test::use_ane_simulator(target)) return;
+void check_simulated_device(const anvil_test::ane_target& target) {
     anvil::models::load_options options;
     options.compile = target.options;
     for (const std::string name : sentence_fixtures) {
@@ -208,9 +206,21 @@ TEST_CASE("text encoder: the Neural Engine simulator agrees within fp16's precis
         const auto input = read_texts(fixture(name));
         const auto expected = anvil_test::load_npy(fixture(name) + "/hidden.npy");
         const double error = anvil_test::max_relative_error(hidden_states(encoder, input, 8), expected);
-        MESSAGE(name, " on the ANE simulator: max relative error ", error);
+        MESSAGE(name, " ", anvil_test::route_name(target.options), ": max relative error ", error);
         CHECK(error < 1.5e-2);
     }
+}
+
+TEST_CASE("text encoder: the Neural Engine simulator agrees within fp16's precision") {
+    anvil_test::ane_target target;
+    if (!anvil_test::use_ane_simulator(target)) return;
+    check_simulated_device(target);
+}
+
+TEST_CASE("text encoder: the Core ML route agrees within fp16's precision") {
+    anvil_test::ane_target target;
+    if (!anvil_test::use_ane_simulator(target, anvil::device::coreml)) return;
+    check_simulated_device(target);
 }
 
 TEST_CASE("text encoder: bad folders and bad token ids give clear errors") {

@@ -115,9 +115,7 @@ TEST_CASE("vit: the heads and tokens follow the checkpoint, and each batch size 
     CHECK(classifier.compiled_programs() == 2);
 }
 
-TEST_CASE("vit: ViT and DeiT on the Neural Engine simulator agree with PyTorch to fp16 precision") {
-    anvil_test::ane_target target;
-    if (!anvil_test::use_ane_simulator(target)) return;
+void check_simulated_device(const anvil_test::ane_target& target) {
     for (const std::string model : {"vit", "deit_teacher", "deit"}) {
         CAPTURE(model);
         load_options options;
@@ -126,12 +124,24 @@ TEST_CASE("vit: ViT and DeiT on the Neural Engine simulator agree with PyTorch t
         const auto expected = fixture(model, "logits.npy");
         const double error =
             anvil_test::max_relative_error(classifier.logits(fixture(model, "pixels.npy")), expected);
-        MESSAGE(model << ": max relative error on the ANE simulator " << error);
+        MESSAGE(model << ": max relative error " << anvil_test::route_name(target.options) << " " << error);
         // fp16 storage and arithmetic (unit roundoff 4.9e-4) through 2-3 layers of layernorm, softmax and
         // GELU gave at most 1.8e-3 (ViT), 1.0e-3 (both DeiTs) on the simulator; 1e-2 leaves a 5x margin and
         // still catches a wrong token, head or layer (those move logits by 0.1 and more).
         CHECK(error < 1e-2);
     }
+}
+
+TEST_CASE("vit: ViT and DeiT on the Neural Engine simulator agree with PyTorch to fp16 precision") {
+    anvil_test::ane_target target;
+    if (!anvil_test::use_ane_simulator(target)) return;
+    check_simulated_device(target);
+}
+
+TEST_CASE("vit: ViT and DeiT through the Core ML route agree with PyTorch to fp16 precision") {
+    anvil_test::ane_target target;
+    if (!anvil_test::use_ane_simulator(target, anvil::device::coreml)) return;
+    check_simulated_device(target);
 }
 
 TEST_CASE("vit: checkpoints, configs and images that do not fit name what is wrong") {

@@ -5528,8 +5528,9 @@ namespace anvil {
 
 enum class device : std::uint8_t {
     cpu,
-    ane,
+    ane,        // the Neural Engine through the private AppleNeuralEngine.framework
     automatic,  // the Neural Engine where present, else the CPU
+    coreml,     // the Neural Engine through the public CoreML.framework: what App Store apps may ship
 };
 
 // Which CPU kernels run the graph: the optimised ones, or the plain reference ones that define each op
@@ -9026,13 +9027,16 @@ private:
 #include <vector>
 
 // #include "anvil/backend/ane/objc_runtime.hpp"
-// anvil: the ANE backend's bridge to the Objective-C runtime, Core Foundation, IOSurface, Foundation and the
-// private AppleNeuralEngine.framework, from plain C++. Every symbol is resolved with dlopen/dlsym (RUNTIME.md
-// §1), from the five system libraries on a Mac, or all of them from the simulator named by ANVIL_ANE_SIM.
-// Everything used is probed once at start-up, so a changed private API is an error naming the missing piece,
-// never a crash. Messages are sent by looking the implementation up (class_getMethodImplementation, after
-// class_respondsToSelector) and calling it through its exact prototype: `runtime::send` is the only place an
-// IMP is cast (DESIGN.md "How the two meet").
+// anvil: the bridge to the Objective-C runtime, Core Foundation, IOSurface and Foundation from plain C++,
+// shared by both routes to the Neural Engine: `system_runtime` loads those public system libraries only,
+// `runtime` adds the private AppleNeuralEngine.framework (the ANE backend), and backend/coreml adds the
+// public CoreML.framework on top of `system_runtime` — so an app on the Core ML route never loads the private
+// framework (App Review rejects that). Every symbol is resolved with dlopen/dlsym (RUNTIME.md §1), from the
+// system libraries on a Mac, or all of them from the simulator named by ANVIL_ANE_SIM. Everything used is
+// probed once at start-up, so a changed API is an error naming the missing piece, never a crash. Messages are
+// sent by looking the implementation up (class_getMethodImplementation, after class_respondsToSelector) and
+// calling it through its exact prototype: `objc_bridge::send` is the only place an IMP is cast (DESIGN.md
+// "How the two meet").
 
 #include <cstddef>
 #include <cstdint>
@@ -9138,6 +9142,7 @@ struct core_foundation_functions {
     cf_index (*CFErrorGetCode)(objc_id) = nullptr;
     objc_id (*CFErrorCopyDescription)(objc_id) = nullptr;
     objc_id (*CFURLCreateWithFileSystemPath)(objc_id, objc_id, cf_index, cf_boolean) = nullptr;
+    objc_id (*CFURLCopyFileSystemPath)(objc_id, cf_index) = nullptr;
 };
 
 struct io_surface_functions {
@@ -9217,28 +9222,19 @@ inline constexpr const char* no_engine_message =
 
 }  // namespace runtime_detail
 
-// The process-wide loader: opened once (thread-safe), never closed.
-class runtime {
+// The function tables and message sending every bridge shares; `system_runtime`, `runtime` and the Core ML
+// runtime are its three loaders.
+class objc_bridge {
 public:
-    // Loads on first use; throws unsupported_error when there is nothing to load, anvil::error naming every
-    // missing symbol, class or selector. A failed load is retried on the next call.
-    [[nodiscard]] static const runtime& get() {
-        static const runtime instance{construct_tag{}};
-        return instance;
-    }
-
-    runtime(const runtime&) = delete;
-    runtime& operator=(const runtime&) = delete;
+    objc_bridge(const objc_bridge&) = delete;
+    objc_bridge& operator=(const objc_bridge&) = delete;
 
     [[nodiscard]] bool simulated() const noexcept { return simulated_; }
-    [[nodiscard]] const std::string& library() const noexcept { return library_; }  // the framework's path
 
     objc_functions objc;
     core_foundation_functions cf;
     io_surface_functions surface;
     foundation_functions foundation;
-    framework_classes classes;
-    framework_messages messages;
 
     // The values of the CF data symbols, read at use (kCFAllocatorDefault is NULL on a Mac).
     [[nodiscard]] objc_id default_allocator() const noexcept {
@@ -9279,77 +9275,27 @@ public:
         return name != nullptr ? name : "?";
     }
 
-private:
-    struct construct_tag {};
-
-    template <class Result, class... Args>
-    Result invoke(objc_id receiver, selector sel, const char* name, Args... args) const {
-        const implementation method = lookup(receiver, sel, name);
-        using prototype = Result (*)(objc_id, selector, Args...);
-        return reinterpret_cast<prototype>(method)(receiver, sel, args...);  // the only cast of an IMP
-    }
-
-    explicit runtime(construct_tag) { load(); }
-
-    implementation lookup(objc_id receiver, selector sel, const char* name) const {
-        if (receiver == nullptr) throw error(message("ANE bridge: message '", name, "' sent to nil"));
-        const class_handle cls = objc.object_getClass(receiver);
-        const std::pair<class_handle, selector> key{cls, sel};
-        const std::lock_guard<std::mutex> guard(cache_mutex_);
-        if (const auto found = method_cache_.find(key); found != method_cache_.end()) return found->second;
-        if (cls == nullptr || !objc.class_respondsToSelector(cls, sel)) {
-            throw error(message("ANE bridge: class '", class_name(receiver), "' does not respond to '", name,
-                                "' (the private AppleNeuralEngine API differs from the one anvil expects)"));
-        }
-        const implementation method = objc.class_getMethodImplementation(cls, sel);
-        if (method == nullptr) {
-            throw error(message("ANE bridge: no implementation of '", name, "' in class '",
-                                class_name(receiver), "'"));
-        }
-        method_cache_.emplace(key, method);
-        return method;
-    }
-
-    void load() {
-#if !ANVIL_ANE_HAS_DLFCN
-        throw unsupported_error(runtime_detail::no_engine_message);
-#else
-        runtime_detail::library_handles handles;
-        const char* simulator = std::getenv("ANVIL_ANE_SIM");
-        if (simulator != nullptr && *simulator != '\0') {
-            simulated_ = true;
-            library_ = simulator;
-            void* handle = open_library(simulator, "the ANE simulator named by ANVIL_ANE_SIM");
-            handles = {handle, handle, handle, handle, handle};
-        } else {
-#if defined(__APPLE__)
-            library_ = "/System/Library/PrivateFrameworks/AppleNeuralEngine.framework/AppleNeuralEngine";
-            handles.objc = open_library("/usr/lib/libobjc.A.dylib", "the Objective-C runtime");
-            handles.core_foundation = open_library(
-                "/System/Library/Frameworks/CoreFoundation.framework/CoreFoundation", "CoreFoundation");
-            handles.io_surface =
-                open_library("/System/Library/Frameworks/IOSurface.framework/IOSurface", "IOSurface");
-            handles.foundation =
-                open_library("/System/Library/Frameworks/Foundation.framework/Foundation", "Foundation");
-            handles.framework = open_library(library_.c_str(), "the private AppleNeuralEngine.framework");
-#else
-            throw unsupported_error(runtime_detail::no_engine_message);
-#endif
-        }
-        std::vector<std::string> missing;
-        resolve_functions(handles, missing);
-        if (!missing.empty()) throw_missing(missing);
-        resolve_framework(missing);
-        if (!missing.empty()) throw_missing(missing);
-#endif
-    }
+protected:
+    // `bridge` names the bridge in errors ("ANE bridge"), `changed_api` says what a missing method means.
+    objc_bridge(std::string bridge, std::string changed_api)
+        : bridge_(std::move(bridge)), changed_api_(std::move(changed_api)) {}
+    // A framework's bridge: the system libraries' tables, as `system` loaded them.
+    objc_bridge(const objc_bridge& system, std::string bridge, std::string changed_api)
+        : objc(system.objc),
+          cf(system.cf),
+          surface(system.surface),
+          foundation(system.foundation),
+          simulated_(system.simulated_),
+          bridge_(std::move(bridge)),
+          changed_api_(std::move(changed_api)) {}
+    ~objc_bridge() = default;
 
 #if ANVIL_ANE_HAS_DLFCN
-    static void* open_library(const char* path, const char* what) {
+    static void* open_library(const char* path, const char* what, const std::string& bridge) {
         void* handle = ::dlopen(path, RTLD_NOW | RTLD_LOCAL);
         if (handle == nullptr) {
             const char* reason = ::dlerror();
-            throw unsupported_error(message("ANE bridge: cannot load ", what, " from '", path,
+            throw unsupported_error(message(bridge, ": cannot load ", what, " from '", path,
                                             "': ", reason != nullptr ? reason : "dlopen failed"));
         }
         return handle;
@@ -9369,6 +9315,128 @@ private:
         }
     }
 #endif
+
+    class_handle find_class(const char* name, bool required, std::vector<std::string>& missing) const {
+        class_handle cls = objc.objc_getClass(name);
+        if (cls == nullptr && required) missing.emplace_back(message("class ", name));
+        return cls;
+    }
+
+    // Registers the selector and checks the class (or, for a class method, its metaclass) implements it.
+    template <class Signature>
+    void find_message(typed_selector<Signature>& m, const char* name, class_handle cls, bool class_method,
+                      bool required, std::vector<std::string>& missing) const {
+        m.name = name;
+        m.sel = objc.sel_registerName(name);
+        if (cls == nullptr) return;  // the class itself is reported missing
+        const class_handle target = class_method ? objc.object_getClass(cls) : cls;
+        m.available = m.sel != nullptr && target != nullptr && objc.class_respondsToSelector(target, m.sel);
+        if (!m.available && required) {
+            missing.emplace_back(
+                message("selector ", class_method ? "+[" : "-[", objc.class_getName(cls), " ", name, "]"));
+        }
+    }
+
+    [[noreturn]] void throw_missing(const std::string& library,
+                                    const std::vector<std::string>& missing) const {
+        std::string list;
+        for (const std::string& item : missing)
+            list += (list.empty() ? "" : ", ") + item;
+        throw error(message(
+            bridge_, ": ", library, " lacks what anvil needs: ", list,
+            simulated_ ? " (is ANVIL_ANE_SIM the anvil ANE simulator?)" : message(" (", changed_api_, ")")));
+    }
+
+    bool simulated_ = false;
+
+private:
+    template <class Result, class... Args>
+    Result invoke(objc_id receiver, selector sel, const char* name, Args... args) const {
+        const implementation method = lookup(receiver, sel, name);
+        using prototype = Result (*)(objc_id, selector, Args...);
+        return reinterpret_cast<prototype>(method)(receiver, sel, args...);  // the only cast of an IMP
+    }
+
+    implementation lookup(objc_id receiver, selector sel, const char* name) const {
+        if (receiver == nullptr) throw error(message(bridge_, ": message '", name, "' sent to nil"));
+        const class_handle cls = objc.object_getClass(receiver);
+        const std::pair<class_handle, selector> key{cls, sel};
+        const std::lock_guard<std::mutex> guard(cache_mutex_);
+        if (const auto found = method_cache_.find(key); found != method_cache_.end()) return found->second;
+        if (cls == nullptr || !objc.class_respondsToSelector(cls, sel)) {
+            throw error(message(bridge_, ": class '", class_name(receiver), "' does not respond to '", name,
+                                "' (", changed_api_, ")"));
+        }
+        const implementation method = objc.class_getMethodImplementation(cls, sel);
+        if (method == nullptr) {
+            throw error(message(bridge_, ": no implementation of '", name, "' in class '",
+                                class_name(receiver), "'"));
+        }
+        method_cache_.emplace(key, method);
+        return method;
+    }
+
+    std::string bridge_;
+    std::string changed_api_;
+    mutable std::mutex cache_mutex_;
+    mutable std::map<std::pair<class_handle, selector>, implementation> method_cache_;
+};
+
+// The public system libraries: libobjc, CoreFoundation, IOSurface, Foundation (or the simulator). Opened once
+// (thread-safe), never closed.
+class system_runtime final : public objc_bridge {
+public:
+    // Loads on first use; throws unsupported_error when there is nothing to load (not a Mac, no simulator),
+    // anvil::error naming every missing symbol.
+    [[nodiscard]] static const system_runtime& get() {
+        static const system_runtime instance{construct_tag{}};
+        return instance;
+    }
+
+    [[nodiscard]] const std::string& library() const noexcept { return library_; }
+    // The dlopen handle the frameworks' symbols come from when simulated (every symbol, one library).
+    [[nodiscard]] void* simulator_handle() const noexcept { return simulator_handle_; }
+
+private:
+    struct construct_tag {};
+
+    explicit system_runtime(construct_tag)
+        : objc_bridge("ANE bridge", "the Objective-C runtime or a system library lacks an expected symbol") {
+        load();
+    }
+
+    void load() {
+#if !ANVIL_ANE_HAS_DLFCN
+        throw unsupported_error(runtime_detail::no_engine_message);
+#else
+        runtime_detail::library_handles handles;
+        const char* simulator = std::getenv("ANVIL_ANE_SIM");
+        if (simulator != nullptr && *simulator != '\0') {
+            simulated_ = true;
+            library_ = simulator;
+            void* handle = open_library(simulator, "the ANE simulator named by ANVIL_ANE_SIM", "ANE bridge");
+            simulator_handle_ = handle;
+            handles = {handle, handle, handle, handle, handle};
+        } else {
+#if defined(__APPLE__)
+            library_ = "/usr/lib/libobjc.A.dylib";
+            handles.objc = open_library("/usr/lib/libobjc.A.dylib", "the Objective-C runtime", "ANE bridge");
+            handles.core_foundation =
+                open_library("/System/Library/Frameworks/CoreFoundation.framework/CoreFoundation",
+                             "CoreFoundation", "ANE bridge");
+            handles.io_surface = open_library("/System/Library/Frameworks/IOSurface.framework/IOSurface",
+                                              "IOSurface", "ANE bridge");
+            handles.foundation = open_library("/System/Library/Frameworks/Foundation.framework/Foundation",
+                                              "Foundation", "ANE bridge");
+#else
+            throw unsupported_error(runtime_detail::no_engine_message);
+#endif
+        }
+        std::vector<std::string> missing;
+        resolve_functions(handles, missing);
+        if (!missing.empty()) throw_missing(library_, missing);
+#endif
+    }
 
     void resolve_functions(const runtime_detail::library_handles& h, std::vector<std::string>& missing) {
 #if ANVIL_ANE_HAS_DLFCN
@@ -9416,6 +9484,7 @@ private:
         ANVIL_ANE_RESOLVE(h.core_foundation, cf, CFErrorGetCode);
         ANVIL_ANE_RESOLVE(h.core_foundation, cf, CFErrorCopyDescription);
         ANVIL_ANE_RESOLVE(h.core_foundation, cf, CFURLCreateWithFileSystemPath);
+        ANVIL_ANE_RESOLVE(h.core_foundation, cf, CFURLCopyFileSystemPath);
 
         ANVIL_ANE_RESOLVE(h.io_surface, surface, kIOSurfaceWidth);
         ANVIL_ANE_RESOLVE(h.io_surface, surface, kIOSurfaceHeight);
@@ -9438,25 +9507,54 @@ private:
 #endif
     }
 
-    class_handle find_class(const char* name, bool required, std::vector<std::string>& missing) const {
-        class_handle cls = objc.objc_getClass(name);
-        if (cls == nullptr && required) missing.emplace_back(message("class ", name));
-        return cls;
+    std::string library_;
+    void* simulator_handle_ = nullptr;
+};
+
+// The ANE backend's loader: the system libraries and the private AppleNeuralEngine.framework. Opened once
+// (thread-safe), never closed.
+class runtime final : public objc_bridge {
+public:
+    // Loads on first use; throws unsupported_error when there is nothing to load, anvil::error naming every
+    // missing symbol, class or selector. A failed load is retried on the next call.
+    [[nodiscard]] static const runtime& get() {
+        static const runtime instance{construct_tag{}};
+        return instance;
     }
 
-    // Registers the selector and checks the class (or, for a class method, its metaclass) implements it.
-    template <class Signature>
-    void find_message(typed_selector<Signature>& m, const char* name, class_handle cls, bool class_method,
-                      bool required, std::vector<std::string>& missing) const {
-        m.name = name;
-        m.sel = objc.sel_registerName(name);
-        if (cls == nullptr) return;  // the class itself is reported missing
-        const class_handle target = class_method ? objc.object_getClass(cls) : cls;
-        m.available = m.sel != nullptr && target != nullptr && objc.class_respondsToSelector(target, m.sel);
-        if (!m.available && required) {
-            missing.emplace_back(
-                message("selector ", class_method ? "+[" : "-[", objc.class_getName(cls), " ", name, "]"));
+    [[nodiscard]] const std::string& library() const noexcept { return library_; }  // the framework's path
+
+    framework_classes classes;
+    framework_messages messages;
+
+private:
+    struct construct_tag {};
+
+    explicit runtime(construct_tag)
+        : objc_bridge(system_runtime::get(), "ANE bridge",
+                      "the private AppleNeuralEngine API differs from the one anvil expects") {
+        load();
+    }
+
+    void load() {
+#if !ANVIL_ANE_HAS_DLFCN
+        throw unsupported_error(runtime_detail::no_engine_message);
+#else
+        const system_runtime& system = system_runtime::get();
+        if (simulated_) {
+            library_ = system.library();
+        } else {
+#if defined(__APPLE__)
+            library_ = "/System/Library/PrivateFrameworks/AppleNeuralEngine.framework/AppleNeuralEngine";
+            open_library(library_.c_str(), "the private AppleNeuralEngine.framework", "ANE bridge");
+#else
+            throw unsupported_error(runtime_detail::no_engine_message);
+#endif
         }
+        std::vector<std::string> missing;
+        resolve_framework(missing);
+        if (!missing.empty()) throw_missing(library_, missing);
+#endif
     }
 
     void resolve_framework(std::vector<std::string>& missing) {
@@ -9496,20 +9594,7 @@ private:
         find_message(m.num_ane_cores, "numANECores", classes.device_info, true, false, missing);
     }
 
-    [[noreturn]] void throw_missing(const std::vector<std::string>& missing) const {
-        std::string list;
-        for (const std::string& item : missing)
-            list += (list.empty() ? "" : ", ") + item;
-        throw error(message("ANE bridge: ", library_, " lacks what anvil needs: ", list,
-                            simulated_
-                                ? " (is ANVIL_ANE_SIM the anvil ANE simulator?)"
-                                : " (the private AppleNeuralEngine API changed in this macOS version)"));
-    }
-
-    bool simulated_ = false;
     std::string library_;
-    mutable std::mutex cache_mutex_;
-    mutable std::map<std::pair<class_handle, selector>, implementation> method_cache_;
 };
 
 // An owned reference to an Objective-C (or CF) object: released once in the destructor. Move-only.
@@ -9521,7 +9606,7 @@ public:
     [[nodiscard]] static objc_object adopt(objc_id object) noexcept { return objc_object(object); }
     // Retains a +0 reference (a factory's autoreleased result, a getter's value).
     [[nodiscard]] static objc_object retain(objc_id object) {
-        if (object != nullptr) runtime::get().objc.objc_retain(object);
+        if (object != nullptr) system_runtime::get().objc.objc_retain(object);
         return objc_object(object);
     }
 
@@ -9542,7 +9627,7 @@ public:
 
     void reset() noexcept {
         // A non-null object implies the runtime loaded, so get() cannot throw here.
-        if (object_ != nullptr) runtime::get().objc.objc_release(std::exchange(object_, nullptr));
+        if (object_ != nullptr) system_runtime::get().objc.objc_release(std::exchange(object_, nullptr));
     }
 
 private:
@@ -9554,13 +9639,13 @@ private:
 // pool, and leaked autoreleased programs exhaust the ~15 live program slots).
 class autorelease_pool {
 public:
-    autorelease_pool() : runtime_(&runtime::get()), pool_(runtime_->objc.objc_autoreleasePoolPush()) {}
+    autorelease_pool() : runtime_(&system_runtime::get()), pool_(runtime_->objc.objc_autoreleasePoolPush()) {}
     autorelease_pool(const autorelease_pool&) = delete;
     autorelease_pool& operator=(const autorelease_pool&) = delete;
     ~autorelease_pool() { runtime_->objc.objc_autoreleasePoolPop(pool_); }
 
 private:
-    const runtime* runtime_;
+    const system_runtime* runtime_;
     void* pool_;
 };
 
@@ -9585,7 +9670,7 @@ inline objc_object created(objc_id object, const char* what) {
 
 // The CF type of `object` by name, for messages ("CFString", "CFNumber", ..., or its class name).
 inline std::string cf_type_name(objc_id object) {
-    const runtime& rt = runtime::get();
+    const system_runtime& rt = system_runtime::get();
     if (object == nullptr) return "nil";
     const cf_type_id type = rt.cf.CFGetTypeID(object);
     if (type == rt.cf.CFStringGetTypeID()) return "CFString";
@@ -9598,13 +9683,13 @@ inline std::string cf_type_name(objc_id object) {
 }
 
 inline bool is_cf_string(objc_id object) {
-    const runtime& rt = runtime::get();
+    const system_runtime& rt = system_runtime::get();
     return object != nullptr && rt.cf.CFGetTypeID(object) == rt.cf.CFStringGetTypeID();
 }
 
 inline void expect_cf_type(objc_id object, cf_type_id (*type_of)(), const char* expected,
                            std::string_view what) {
-    if (object == nullptr || runtime::get().cf.CFGetTypeID(object) != type_of()) {
+    if (object == nullptr || system_runtime::get().cf.CFGetTypeID(object) != type_of()) {
         throw error(message("ANE bridge: ", what, ": expected a ", expected, ", got ", cf_type_name(object)));
     }
 }
@@ -9613,7 +9698,7 @@ inline void expect_cf_type(objc_id object, cf_type_id (*type_of)(), const char* 
 // -------------------------------------------------------------------------------------------------
 
 inline objc_object make_data(std::span<const std::byte> bytes) {
-    const runtime& rt = runtime::get();
+    const system_runtime& rt = system_runtime::get();
     return cf_detail::created(
         rt.cf.CFDataCreate(rt.default_allocator(), reinterpret_cast<const std::uint8_t*>(bytes.data()),
                            cf_detail::to_cf_index(bytes.size(), "CFData")),
@@ -9624,7 +9709,7 @@ inline objc_object make_string(std::string_view utf8) {
     if (utf8.find('\0') != std::string_view::npos) {
         throw error("ANE bridge: a CFString cannot hold a NUL character");
     }
-    const runtime& rt = runtime::get();
+    const system_runtime& rt = system_runtime::get();
     const std::string terminated(utf8);
     return cf_detail::created(
         rt.cf.CFStringCreateWithCString(rt.default_allocator(), terminated.c_str(), cf_string_encoding_utf8),
@@ -9632,14 +9717,14 @@ inline objc_object make_string(std::string_view utf8) {
 }
 
 inline objc_object make_number(std::int64_t value) {
-    const runtime& rt = runtime::get();
+    const system_runtime& rt = system_runtime::get();
     return cf_detail::created(rt.cf.CFNumberCreate(rt.default_allocator(), cf_number_sint64_type, &value),
                               "CFNumberCreate");
 }
 
 // A CFArray retaining each element (kCFTypeArrayCallBacks).
 inline objc_object make_array(std::span<const objc_id> elements) {
-    const runtime& rt = runtime::get();
+    const system_runtime& rt = system_runtime::get();
     std::vector<const void*> values(elements.begin(), elements.end());
     return cf_detail::created(
         rt.cf.CFArrayCreate(rt.default_allocator(), values.data(),
@@ -9649,7 +9734,7 @@ inline objc_object make_array(std::span<const objc_id> elements) {
 
 // A CFDictionary retaining keys and values (kCFTypeDictionary callbacks); empty pairs give `@{}`.
 inline objc_object make_dictionary(std::span<const std::pair<objc_id, objc_id>> pairs) {
-    const runtime& rt = runtime::get();
+    const system_runtime& rt = system_runtime::get();
     std::vector<const void*> keys;
     std::vector<const void*> values;
     keys.reserve(pairs.size());
@@ -9676,18 +9761,27 @@ inline objc_object make_empty_dictionary() {
 
 // A file URL for a directory (CFURL is NSURL).
 inline objc_object make_directory_url(const std::string& path) {
-    const runtime& rt = runtime::get();
+    const system_runtime& rt = system_runtime::get();
     const objc_object text = make_string(path);
     return cf_detail::created(
         rt.cf.CFURLCreateWithFileSystemPath(rt.default_allocator(), text.get(), cf_url_posix_path_style, 1),
         "CFURLCreateWithFileSystemPath");
 }
 
+// A file URL for a file or a directory.
+inline objc_object make_file_url(const std::string& path, bool directory) {
+    const system_runtime& rt = system_runtime::get();
+    const objc_object text = make_string(path);
+    return cf_detail::created(rt.cf.CFURLCreateWithFileSystemPath(rt.default_allocator(), text.get(),
+                                                                  cf_url_posix_path_style, directory ? 1 : 0),
+                              "CFURLCreateWithFileSystemPath");
+}
+
 // ---- readers
 // --------------------------------------------------------------------------------------------------
 
 inline std::string string_value(objc_id string, std::string_view what = "value") {
-    const runtime& rt = runtime::get();
+    const system_runtime& rt = system_runtime::get();
     expect_cf_type(string, rt.cf.CFStringGetTypeID, "CFString", what);
     if (const char* direct = rt.cf.CFStringGetCStringPtr(string, cf_string_encoding_utf8)) return direct;
     const cf_index capacity =
@@ -9702,7 +9796,7 @@ inline std::string string_value(objc_id string, std::string_view what = "value")
 }
 
 inline std::int64_t number_value(objc_id number, std::string_view what = "value") {
-    const runtime& rt = runtime::get();
+    const system_runtime& rt = system_runtime::get();
     expect_cf_type(number, rt.cf.CFNumberGetTypeID, "CFNumber", what);
     std::int64_t value = 0;
     if (!rt.cf.CFNumberGetValue(number, cf_number_sint64_type, &value)) {
@@ -9712,7 +9806,7 @@ inline std::int64_t number_value(objc_id number, std::string_view what = "value"
 }
 
 inline std::span<const std::byte> data_bytes(objc_id data, std::string_view what = "value") {
-    const runtime& rt = runtime::get();
+    const system_runtime& rt = system_runtime::get();
     expect_cf_type(data, rt.cf.CFDataGetTypeID, "CFData", what);
     const cf_index length = rt.cf.CFDataGetLength(data);
     if (length <= 0) return {};
@@ -9721,7 +9815,7 @@ inline std::span<const std::byte> data_bytes(objc_id data, std::string_view what
 }
 
 inline std::size_t array_count(objc_id array, std::string_view what = "value") {
-    const runtime& rt = runtime::get();
+    const system_runtime& rt = system_runtime::get();
     expect_cf_type(array, rt.cf.CFArrayGetTypeID, "CFArray", what);
     const cf_index count = rt.cf.CFArrayGetCount(array);
     return count > 0 ? static_cast<std::size_t>(count) : 0;
@@ -9734,11 +9828,12 @@ inline objc_id array_at(objc_id array, std::size_t index, std::string_view what 
         throw error(
             message("ANE bridge: ", what, ": index ", index, " past the array's ", count, " elements"));
     }
-    return const_cast<void*>(runtime::get().cf.CFArrayGetValueAtIndex(array, static_cast<cf_index>(index)));
+    return const_cast<void*>(
+        system_runtime::get().cf.CFArrayGetValueAtIndex(array, static_cast<cf_index>(index)));
 }
 
 inline std::size_t dictionary_count(objc_id dictionary, std::string_view what = "value") {
-    const runtime& rt = runtime::get();
+    const system_runtime& rt = system_runtime::get();
     expect_cf_type(dictionary, rt.cf.CFDictionaryGetTypeID, "CFDictionary", what);
     const cf_index count = rt.cf.CFDictionaryGetCount(dictionary);
     return count > 0 ? static_cast<std::size_t>(count) : 0;
@@ -9746,16 +9841,25 @@ inline std::size_t dictionary_count(objc_id dictionary, std::string_view what = 
 
 // The value for a string key, not owned; nullptr when absent.
 inline objc_id dictionary_lookup(objc_id dictionary, std::string_view key, std::string_view what = "value") {
-    const runtime& rt = runtime::get();
+    const system_runtime& rt = system_runtime::get();
     expect_cf_type(dictionary, rt.cf.CFDictionaryGetTypeID, "CFDictionary", what);
     const objc_object key_string = make_string(key);
     return const_cast<void*>(rt.cf.CFDictionaryGetValue(dictionary, key_string.get()));
 }
 
 // "domain, code N: description" of an NSError/CFError (not owned).
+// The POSIX path of a file URL (CFURL is NSURL).
+inline std::string url_path(objc_id url, std::string_view what = "URL") {
+    const system_runtime& rt = system_runtime::get();
+    if (url == nullptr) throw error(message("ANE bridge: ", what, " is nil"));
+    const objc_object path = cf_detail::created(rt.cf.CFURLCopyFileSystemPath(url, cf_url_posix_path_style),
+                                                "CFURLCopyFileSystemPath");
+    return string_value(path.get(), what);
+}
+
 inline std::string describe_error(objc_id error_object) {
     if (error_object == nullptr) return "no error object";
-    const runtime& rt = runtime::get();
+    const system_runtime& rt = system_runtime::get();
     if (rt.cf.CFGetTypeID(error_object) != rt.cf.CFErrorGetTypeID()) {
         return message("an error object of unexpected type ", cf_type_name(error_object));
     }
@@ -9800,7 +9904,8 @@ public:
               data_(other.data_) {}
         lock_guard& operator=(lock_guard&&) = delete;
         ~lock_guard() {
-            if (surface_ != nullptr) runtime::get().surface.IOSurfaceUnlock(surface_, options_, nullptr);
+            if (surface_ != nullptr)
+                system_runtime::get().surface.IOSurfaceUnlock(surface_, options_, nullptr);
         }
 
         [[nodiscard]] std::byte* data() const noexcept { return data_; }
@@ -9838,7 +9943,7 @@ public:
             throw shape_error(message("ANE surface: allocation of ", alloc_size, " bytes for ", channels,
                                       " rows of stride ", row_stride, " (", needed, " bytes needed)"));
         }
-        const runtime& rt = runtime::get();
+        const system_runtime& rt = system_runtime::get();
         const auto& s = rt.surface;
         const objc_object width_number = make_number(width);
         const objc_object height_number = make_number(channels);
@@ -9876,7 +9981,7 @@ public:
         if (bytes == 0 || bytes % 64 != 0)
             throw shape_error(
                 message("ANE surface: ", bytes, " bytes; a flat surface is a positive multiple of 64"));
-        const runtime& rt = runtime::get();
+        const system_runtime& rt = system_runtime::get();
         const auto& s = rt.surface;
         const objc_object size_number = make_number(static_cast<std::int64_t>(bytes));
         const objc_object one = make_number(1);
@@ -9906,7 +10011,7 @@ public:
     // Read-only locks tell the system the CPU did not write (RUNTIME.md §3 locking).
     [[nodiscard]] lock_guard lock(bool read_only) const {
         if (handle() == nullptr) throw error("ANE surface: lock of a moved-from io_surface");
-        const runtime& rt = runtime::get();
+        const system_runtime& rt = system_runtime::get();
         const std::uint32_t options = read_only ? io_surface_lock_read_only : 0u;
         const int status = rt.surface.IOSurfaceLock(handle(), options, nullptr);
         if (status != 0) throw error(message("ANE surface: IOSurfaceLock failed with status ", status));
@@ -10690,6 +10795,13 @@ private:
 // layout the lowering chose, padded to the I/O width), evaluates the segments in order and copies the outputs
 // back. A resident input's surfaces are packed at compile and then only where write_input writes; a host
 // mirror of it serves read_input and the outputs.
+//
+// device::coreml takes the public route with the same partition and lowering: each ANE segment's program is
+// encoded as a Core ML model (backend/coreml), compiled once into a .mlmodelc at a permanent path keyed by
+// the package's digest (so Core ML's own Neural Engine cache hits on later runs), loaded with computeUnits =
+// CPUAndNeuralEngine and run with MLMultiArrays over host buffers laid out as the surfaces would be. The chip
+// is not known on that route, so the lowering takes the conservative defaults of an unknown chip (ios16, spec
+// 7) unless a dialect is asked for.
 
 #include <algorithm>
 #include <chrono>
@@ -13571,12 +13683,16 @@ inline void unpack(const surface_layout& layout, const std::byte* base, float* v
 
 // Ones in every element of an input surface, padding included: what a program's first evaluation reads (not
 // zeros, which would turn log and rsqrt into infinities).
-inline void fill_with_ones(const surface_layout& layout, const io_surface& surface) {
+inline void fill_with_ones(const surface_layout& layout, std::byte* base) {
     const std::vector<half> ones(static_cast<std::size_t>(layout.surface_width), half(1.0f));
-    auto guard = surface.lock(false);
     for (std::int64_t c = 0; c < layout.channels; ++c)
-        std::memcpy(guard.data() + static_cast<std::size_t>(c) * layout.channel_stride, ones.data(),
+        std::memcpy(base + static_cast<std::size_t>(c) * layout.channel_stride, ones.data(),
                     ones.size() * sizeof(half));
+}
+
+inline void fill_with_ones(const surface_layout& layout, const io_surface& surface) {
+    auto guard = surface.lock(false);
+    fill_with_ones(layout, guard.data());
 }
 
 }  // namespace anvil::detail::ane
@@ -13685,6 +13801,525 @@ inline host_tensor leading_rows(const host_tensor& tensor, std::int64_t first, s
 }
 
 }  // namespace anvil::detail::ane
+// #include "anvil/backend/coreml/coreml_framework.hpp"
+// anvil: the bridge to the public CoreML.framework (COREML.md §7), from plain C++ through the Objective-C
+// runtime, on top of the system libraries' bridge (backend/ane/objc_runtime.hpp) and never the private
+// AppleNeuralEngine.framework: this is the route an App Store app may ship. It compiles a package once
+// (+[MLModel compileModelAtURL:error:]) and moves the temporary .mlmodelc to a permanent path keyed by the
+// package's digest, because Core ML keys its Neural Engine specialisation cache by that path (COREML.md §4.3:
+// a new path means a new device compile, minutes for large models); loads it with computeUnits =
+// CPUAndNeuralEngine; and predicts with MLMultiArrays over the caller's memory, reading outputs through their
+// strides (the Neural Engine pads rows, COREML.md §4.6) with getBytesWithHandler:, whose handler is an
+// Objective-C block built by hand per Clang's block ABI. Every class and selector is probed at load.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+// #include "anvil/backend/ane/core_foundation.hpp"
+// #include "anvil/backend/ane/objc_runtime.hpp"
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/half.hpp"
+
+namespace anvil::detail::coreml {
+
+using ane::objc_id;
+using ane::objc_object;
+using ane::typed_selector;
+
+// MLComputeUnits: CPUOnly 0, CPUAndGPU 1, All 2, CPUAndNeuralEngine 3 (macOS 13).
+inline constexpr long compute_units_cpu_and_neural_engine = 3;
+// MLMultiArrayDataType.
+inline constexpr long multi_array_float16 = 0x10000 | 16;
+inline constexpr long multi_array_float32 = 0x10000 | 32;
+
+struct coreml_classes {
+    ane::class_handle model = nullptr;                // MLModel
+    ane::class_handle configuration = nullptr;        // MLModelConfiguration
+    ane::class_handle multi_array = nullptr;          // MLMultiArray
+    ane::class_handle feature_value = nullptr;        // MLFeatureValue
+    ane::class_handle dictionary_provider = nullptr;  // MLDictionaryFeatureProvider
+};
+
+struct coreml_messages {
+    typed_selector<objc_id(objc_id, objc_id*)> compile_model;  // +[MLModel compileModelAtURL:error:]
+    typed_selector<objc_id(objc_id, objc_id, objc_id*)>
+        model_with_contents;                       // +[MLModel modelWithContentsOfURL:configuration:error:]
+    typed_selector<objc_id()> make_new;            // +new
+    typed_selector<objc_id()> alloc;               // +alloc
+    typed_selector<void(long)> set_compute_units;  // -[MLModelConfiguration setComputeUnits:]
+    typed_selector<objc_id(void*, objc_id, long, objc_id, objc_id, objc_id*)>
+        init_with_data_pointer;  // -[MLMultiArray
+                                 // initWithDataPointer:shape:dataType:strides:deallocator:error:]
+    typed_selector<objc_id(objc_id)>
+        feature_value_with_multi_array;  // +[MLFeatureValue featureValueWithMultiArray:]
+    typed_selector<objc_id(objc_id, objc_id*)> init_with_dictionary;  // -[MLDictionaryFeatureProvider ...]
+    typed_selector<objc_id(objc_id, objc_id*)> prediction;    // -[MLModel predictionFromFeatures:error:]
+    typed_selector<objc_id(objc_id)> feature_value_for_name;  // -[<MLFeatureProvider> featureValueForName:]
+    typed_selector<objc_id()> multi_array_value;              // -[MLFeatureValue multiArrayValue]
+    typed_selector<objc_id()> shape;                          // -[MLMultiArray shape]
+    typed_selector<objc_id()> strides;                        // -[MLMultiArray strides]
+    typed_selector<long()> data_type;                         // -[MLMultiArray dataType]
+    typed_selector<void(void*)> get_bytes_with_handler;       // -[MLMultiArray getBytesWithHandler:]
+};
+
+// The Core ML loader: the system libraries and CoreML.framework (or, with ANVIL_ANE_SIM, the simulator,
+// which implements these classes too). Opened once, never closed.
+class coreml_runtime final : public ane::objc_bridge {
+public:
+    [[nodiscard]] static const coreml_runtime& get() {
+        static const coreml_runtime instance{construct_tag{}};
+        return instance;
+    }
+
+    [[nodiscard]] const std::string& library() const noexcept { return library_; }
+    // `_NSConcreteStackBlock`, the isa of a block literal on the stack.
+    [[nodiscard]] const void* stack_block_class() const noexcept { return stack_block_; }
+
+    coreml_classes classes;
+    coreml_messages messages;
+
+private:
+    struct construct_tag {};
+
+    explicit coreml_runtime(construct_tag)
+        : objc_bridge(ane::system_runtime::get(), "Core ML bridge",
+                      "CoreML.framework lacks a method anvil needs: macOS 13 or later is required") {
+        load();
+    }
+
+    void load() {
+#if !ANVIL_ANE_HAS_DLFCN
+        throw unsupported_error("Core ML bridge: no dlopen on this platform");
+#else
+        const ane::system_runtime& system = ane::system_runtime::get();
+        std::vector<std::string> missing;
+        if (simulated_) {
+            library_ = system.library();
+            resolve(system.simulator_handle(), "_NSConcreteStackBlock", stack_block_, missing);
+        } else {
+#if defined(__APPLE__)
+            library_ = "/System/Library/Frameworks/CoreML.framework/CoreML";
+            open_library(library_.c_str(), "CoreML.framework", "Core ML bridge");
+            resolve(RTLD_DEFAULT, "_NSConcreteStackBlock", stack_block_, missing);
+#else
+            throw unsupported_error(
+                "Core ML bridge: Core ML needs macOS or iOS; set ANVIL_ANE_SIM=/path/to/libanvil-ane-sim.so "
+                "to run device::coreml on the simulator");
+#endif
+        }
+        auto& c = classes;
+        c.model = find_class("MLModel", true, missing);
+        c.configuration = find_class("MLModelConfiguration", true, missing);
+        c.multi_array = find_class("MLMultiArray", true, missing);
+        c.feature_value = find_class("MLFeatureValue", true, missing);
+        c.dictionary_provider = find_class("MLDictionaryFeatureProvider", true, missing);
+        auto& m = messages;
+        find_message(m.compile_model, "compileModelAtURL:error:", c.model, true, true, missing);
+        find_message(m.model_with_contents, "modelWithContentsOfURL:configuration:error:", c.model, true,
+                     true, missing);
+        find_message(m.make_new, "new", c.configuration, true, true, missing);
+        find_message(m.alloc, "alloc", c.multi_array, true, true, missing);
+        find_message(m.set_compute_units, "setComputeUnits:", c.configuration, false, true, missing);
+        find_message(m.init_with_data_pointer,
+                     "initWithDataPointer:shape:dataType:strides:deallocator:error:", c.multi_array, false,
+                     true, missing);
+        find_message(m.feature_value_with_multi_array, "featureValueWithMultiArray:", c.feature_value, true,
+                     true, missing);
+        find_message(m.init_with_dictionary, "initWithDictionary:error:", c.dictionary_provider, false, true,
+                     missing);
+        find_message(m.prediction, "predictionFromFeatures:error:", c.model, false, true, missing);
+        find_message(m.feature_value_for_name, "featureValueForName:", c.dictionary_provider, false, true,
+                     missing);
+        find_message(m.multi_array_value, "multiArrayValue", c.feature_value, false, true, missing);
+        find_message(m.shape, "shape", c.multi_array, false, true, missing);
+        find_message(m.strides, "strides", c.multi_array, false, true, missing);
+        find_message(m.data_type, "dataType", c.multi_array, false, true, missing);
+        find_message(m.get_bytes_with_handler, "getBytesWithHandler:", c.multi_array, false, true, missing);
+        if (!missing.empty()) throw_missing(library_, missing);
+#endif
+    }
+
+    std::string library_;
+    const void* stack_block_ = nullptr;
+};
+
+// ---- blocks (https://clang.llvm.org/docs/Block-ABI-Apple.html) -----------------------------------------
+
+inline constexpr int block_has_signature = 1 << 30;
+
+struct block_descriptor {
+    unsigned long reserved = 0;
+    unsigned long size = 0;
+    const char* signature = nullptr;
+};
+
+// A block literal on the stack whose captures are the POD `Capture`: `Block_copy` copies it bytewise, so it
+// needs no copy or dispose helpers. It must outlive every call of the handler (the methods anvil passes one
+// to call it before they return).
+template <class Capture, class Invoke>
+struct stack_block {
+    const void* isa;
+    int flags;
+    int reserved;
+    Invoke invoke;
+    const block_descriptor* descriptor;
+    Capture capture;
+};
+
+// What the getBytesWithHandler: handler copies out: `void (^)(const void* bytes, NSInteger size)`.
+struct byte_copy {
+    std::vector<std::byte>* out;
+};
+
+inline void copy_bytes_invoke(void* block, const void* bytes, long size) {
+    auto* self = static_cast<stack_block<byte_copy, void (*)(void*, const void*, long)>*>(block);
+    if (bytes == nullptr || size <= 0) return;
+    const auto* first = static_cast<const std::byte*>(bytes);
+    self->capture.out->assign(first, first + size);
+}
+
+// The bytes of a multiarray (its whole backing, strides included).
+inline std::vector<std::byte> multi_array_bytes(objc_id array) {
+    const coreml_runtime& rt = coreml_runtime::get();
+    static const block_descriptor descriptor{
+        0, sizeof(stack_block<byte_copy, void (*)(void*, const void*, long)>), "v24@?0r^v8q16"};
+    std::vector<std::byte> out;
+    stack_block<byte_copy, void (*)(void*, const void*, long)> block{
+        rt.stack_block_class(), block_has_signature, 0, &copy_bytes_invoke, &descriptor, byte_copy{&out}};
+    rt.send(array, rt.messages.get_bytes_with_handler, static_cast<void*>(&block));
+    return out;
+}
+
+// ---- helpers ---------------------------------------------------------------------------------------------
+
+// The NSError's description, or `fallback` when there is none.
+inline std::string error_text(objc_id error, std::string_view fallback) {
+    return error != nullptr ? ane::describe_error(error) : std::string(fallback);
+}
+
+inline objc_object number_array(std::span<const std::int64_t> values) {
+    std::vector<objc_object> numbers;
+    std::vector<objc_id> ids;
+    for (const std::int64_t v : values) {
+        numbers.push_back(ane::make_number(v));
+        ids.push_back(numbers.back().get());
+    }
+    return ane::make_array(ids);
+}
+
+inline std::vector<std::int64_t> number_values(objc_id array, std::string_view what) {
+    std::vector<std::int64_t> values;
+    const std::size_t count = ane::array_count(array, what);
+    for (std::size_t i = 0; i < count; ++i)
+        values.push_back(ane::number_value(ane::array_at(array, i, what), what));
+    return values;
+}
+
+// Moves a directory, across file systems too (the temporary .mlmodelc may live on another volume).
+inline void move_directory(const std::filesystem::path& from, const std::filesystem::path& to) {
+    std::error_code code;
+    std::filesystem::create_directories(to.parent_path(), code);
+    std::filesystem::remove_all(to, code);
+    std::filesystem::rename(from, to, code);
+    if (!code) return;
+    std::filesystem::copy(from, to, std::filesystem::copy_options::recursive, code);
+    if (code) {
+        std::filesystem::remove_all(to, code);
+        throw io_error(message("Core ML: cannot move the compiled model '", from.string(), "' to '",
+                               to.string(), "': ", code.message()));
+    }
+    std::filesystem::remove_all(from, code);
+}
+
+// A loaded Core ML model with fp16 [1, C, 1, W] inputs and outputs (what the lowering declares).
+class coreml_model {
+public:
+    // Compiles the package at `package` into `compiled` (a permanent .mlmodelc path): Core ML's temporary
+    // result is moved there. Throws anvil::error with Core ML's message.
+    static void compile(const std::filesystem::path& package, const std::filesystem::path& compiled) {
+        const coreml_runtime& rt = coreml_runtime::get();
+        const ane::autorelease_pool pool;
+        const objc_object url = ane::make_file_url(package.string(), true);
+        objc_id error = nullptr;
+        const objc_id temporary = rt.send(rt.classes.model, rt.messages.compile_model, url.get(), &error);
+        if (temporary == nullptr) {
+            throw error_type(message("Core ML: compileModelAtURL: failed for '", package.string(),
+                                     "': ", error_text(error, "no error given")));
+        }
+        move_directory(ane::url_path(temporary, "the compiled model's URL"), compiled);
+    }
+
+    // Loads a compiled model with computeUnits = CPUAndNeuralEngine.
+    static coreml_model load(const std::filesystem::path& compiled) {
+        const coreml_runtime& rt = coreml_runtime::get();
+        const ane::autorelease_pool pool;
+        const objc_object configuration =
+            objc_object::adopt(rt.send(rt.classes.configuration, rt.messages.make_new));
+        if (!configuration) throw error("Core ML: +[MLModelConfiguration new] returned nil");
+        rt.send(configuration.get(), rt.messages.set_compute_units, compute_units_cpu_and_neural_engine);
+        const objc_object url = ane::make_file_url(compiled.string(), true);
+        objc_id error = nullptr;
+        const objc_id model = rt.send(rt.classes.model, rt.messages.model_with_contents, url.get(),
+                                      configuration.get(), &error);
+        if (model == nullptr) {
+            throw error_type(message("Core ML: cannot load '", compiled.string(),
+                                     "': ", error_text(error, "no error given")));
+        }
+        coreml_model made;
+        made.model_ = objc_object::retain(model);
+        return made;
+    }
+
+    struct input {
+        std::string name;
+        std::int64_t channels = 0, width = 0;
+        std::size_t channel_stride = 0;  // bytes
+        std::byte* data = nullptr;       // channels * channel_stride bytes, fp16
+    };
+    struct output {
+        std::string name;
+        std::int64_t channels = 0, width = 0;
+        std::size_t channel_stride = 0;  // bytes, of `data`
+        std::byte* data = nullptr;       // written: channels * channel_stride bytes, fp16
+    };
+
+    // One prediction: inputs are MLMultiArrays over the callers' buffers; each output is read through its
+    // own strides into the buffer given for it.
+    void predict(std::span<const input> inputs, std::span<const output> outputs) const {
+        const coreml_runtime& rt = coreml_runtime::get();
+        const ane::autorelease_pool pool;
+        std::vector<objc_object> keys, values, arrays;
+        std::vector<std::pair<objc_id, objc_id>> pairs;
+        for (const input& in : inputs) {
+            const std::int64_t row = static_cast<std::int64_t>(in.channel_stride / 2);
+            const std::int64_t shape[] = {1, in.channels, 1, in.width};
+            const std::int64_t strides[] = {in.channels * row, row, row, 1};
+            const objc_object shape_array = number_array(shape);
+            const objc_object stride_array = number_array(strides);
+            objc_id error = nullptr;
+            const objc_id allocated = rt.send(rt.classes.multi_array, rt.messages.alloc);
+            const objc_id array = rt.send(allocated, rt.messages.init_with_data_pointer,
+                                          static_cast<void*>(in.data), shape_array.get(), multi_array_float16,
+                                          stride_array.get(), static_cast<objc_id>(nullptr), &error);
+            if (array == nullptr) {
+                throw error_type(message("Core ML: input '", in.name, "': cannot make its MLMultiArray: ",
+                                         error_text(error, "no error given")));
+            }
+            arrays.push_back(objc_object::adopt(array));
+            keys.push_back(ane::make_string(in.name));
+            values.push_back(objc_object::retain(
+                rt.send(rt.classes.feature_value, rt.messages.feature_value_with_multi_array, array)));
+            pairs.emplace_back(keys.back().get(), values.back().get());
+        }
+        const objc_object dictionary = ane::make_dictionary(pairs);
+        objc_id error = nullptr;
+        const objc_id allocated = rt.send(rt.classes.dictionary_provider, rt.messages.alloc);
+        const objc_object provider = objc_object::adopt(
+            rt.send(allocated, rt.messages.init_with_dictionary, dictionary.get(), &error));
+        if (!provider) {
+            throw error_type(
+                message("Core ML: cannot make the input features: ", error_text(error, "no error given")));
+        }
+        error = nullptr;
+        const objc_id result = rt.send(model_.get(), rt.messages.prediction, provider.get(), &error);
+        if (result == nullptr) {
+            throw error_type(
+                message("Core ML: predictionFromFeatures: failed: ", error_text(error, "no error given")));
+        }
+        for (const output& out : outputs)
+            read_output(result, out);
+    }
+
+    [[nodiscard]] objc_id get() const noexcept { return model_.get(); }
+
+private:
+    using error_type = anvil::error;
+
+    static void read_output(objc_id result, const output& out) {
+        const coreml_runtime& rt = coreml_runtime::get();
+        const objc_object name = ane::make_string(out.name);
+        const objc_id value = rt.send(result, rt.messages.feature_value_for_name, name.get());
+        const objc_id array = value != nullptr ? rt.send(value, rt.messages.multi_array_value) : nullptr;
+        if (array == nullptr)
+            throw error_type(message("Core ML: the prediction has no output '", out.name, "'"));
+        const std::vector<std::int64_t> shape = number_values(rt.send(array, rt.messages.shape), "shape");
+        const std::vector<std::int64_t> strides =
+            number_values(rt.send(array, rt.messages.strides), "strides");
+        const long type = rt.send(array, rt.messages.data_type);
+        const std::vector<std::int64_t> expected{1, out.channels, 1, out.width};
+        if (shape != expected || strides.size() != 4 ||
+            (type != multi_array_float16 && type != multi_array_float32)) {
+            throw error_type(message("Core ML: output '", out.name, "' is not the fp16 [1, ", out.channels,
+                                     ", 1, ", out.width, "] array the program declares"));
+        }
+        const std::size_t element = type == multi_array_float16 ? 2 : 4;
+        const std::vector<std::byte> bytes = multi_array_bytes(array);
+        // Row c starts at c * strides[1] elements; the last row needs `width` elements.
+        const auto channel_stride = static_cast<std::size_t>(strides[1]);
+        const auto step = static_cast<std::size_t>(strides[3]);
+        const std::size_t needed = ((static_cast<std::size_t>(out.channels) - 1) * channel_stride +
+                                    (static_cast<std::size_t>(out.width) - 1) * step + 1) *
+                                   element;
+        if (strides[1] <= 0 || strides[3] <= 0 || bytes.size() < needed) {
+            throw error_type(message("Core ML: output '", out.name, "' has ", bytes.size(),
+                                     " bytes, fewer than its shape and strides need (", needed, ")"));
+        }
+        for (std::int64_t c = 0; c < out.channels; ++c) {
+            std::byte* row = out.data + static_cast<std::size_t>(c) * out.channel_stride;
+            for (std::int64_t w = 0; w < out.width; ++w) {
+                const std::size_t at =
+                    (static_cast<std::size_t>(c) * channel_stride + static_cast<std::size_t>(w) * step) *
+                    element;
+                if (element == 2) {
+                    std::memcpy(row + 2 * w, bytes.data() + at, 2);
+                } else {
+                    float f = 0.0f;
+                    std::memcpy(&f, bytes.data() + at, 4);
+                    const std::uint16_t h = half(f).bits;
+                    std::memcpy(row + 2 * w, &h, 2);
+                }
+            }
+        }
+    }
+
+    objc_object model_;
+};
+
+}  // namespace anvil::detail::coreml
+// #include "anvil/backend/coreml/mlpackage.hpp"
+// anvil: the `.mlpackage` writer (COREML.md §1): `Manifest.json`, `Data/com.apple.CoreML/model.mlmodel` (the
+// encoded Model, model_spec.hpp) and `Data/com.apple.CoreML/weights/<file>` (MIL blob storage v2, written by
+// the same weight_blob_writer the private path uses). `@model_path` in a blob reference is the directory
+// that holds model.mlmodel, so "@model_path/weights/weight.bin" lands in Data/com.apple.CoreML/weights/.
+//
+// The manifest's item identifiers are derived from the package's content (UUID-shaped, RFC 9562 version 8)
+// rather than random as coremltools makes them, so exporting the same model twice gives the same bytes; Core
+// ML only needs them unique within the manifest (ModelPackage.cpp).
+
+#include <cstddef>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+// #include "anvil/backend/ane/weight_file.hpp"
+// #include "anvil/compilation.hpp"
+
+namespace anvil::detail::coreml {
+
+inline constexpr std::string_view package_author = "com.apple.CoreML";
+
+struct mlpackage_contents {
+    std::vector<std::byte> model;                // model.mlmodel: a serialised CoreML.Specification.Model
+    std::vector<ane::weight_file> weight_files;  // paths "@model_path/weights/<file>"
+};
+
+// Manifest.json naming the model item `model_id` and the weights item `weights_id`, laid out as
+// coremltools' json.dump(indent=2) lays it out.
+[[nodiscard]] std::string manifest_json(std::string_view model_id, std::string_view weights_id);
+
+// A UUID-shaped identifier (8-4-4-4-12 upper-case hex, version 8) from the SHA-256 of `seed`.
+[[nodiscard]] std::string content_identifier(std::string_view seed);
+
+// The digest of a package's contents (model and weight files): its identity, and the key Core ML's compiled
+// copy is cached under (coreml_runtime.hpp).
+[[nodiscard]] std::string package_digest(const mlpackage_contents& contents);
+
+// Writes the package to `directory` (which must end in .mlpackage), replacing a package already there. It is
+// written beside it first and moved into place, so a reader never sees half a package. Throws io_error.
+void write_mlpackage(const std::filesystem::path& directory, const mlpackage_contents& contents);
+
+}  // namespace anvil::detail::coreml
+
+#if ANVIL_DEFINITIONS
+// #include "anvil/backend/coreml/mlpackage-inl.hpp" (in the definitions at the end)
+#endif
+// #include "anvil/backend/coreml/model_spec.hpp"
+// anvil: the Core ML writer of a lowered MIL program — `CoreML.Specification.Model` with an `mlProgram`
+// (COREML.md §2), encoded by anvil's own protobuf writer. It reads the same in-memory function
+// (backend/ane/mil_program.hpp) that mil_text.hpp prints for the private path, so the two routes run one
+// lowering. The spec version follows the dialect: ios16 programs are spec 7 / opset "CoreML6" (FLOAT16 I/O,
+// macOS 13), ios18 programs spec 9 / "CoreML8" (states, several functions; macOS 15), and the two are never
+// mixed (Core ML derives the spec a program needs from its opset, COREML.md §3).
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+// #include "anvil/backend/ane/mil_program.hpp"
+// #include "anvil/compilation.hpp"
+
+namespace anvil::detail::coreml {
+
+// MultiArray element types (FeatureTypes.proto ArrayDataType; the same numbers as MLMultiArrayDataType).
+enum class array_dtype : std::uint32_t {
+    float16 = 0x10000u | 16u,
+    float32 = 0x10000u | 32u,
+    float64 = 0x10000u | 64u,
+    int32 = 0x20000u | 32u,
+};
+
+// A model input, output or state as Core ML describes it to the app (the names Xcode shows).
+struct feature_description {
+    std::string name;
+    std::string short_description;
+    std::vector<std::int64_t> shape;
+    array_dtype dtype = array_dtype::float16;
+};
+
+// Model.proto Metadata: what Xcode's model page shows.
+struct model_metadata {
+    std::string short_description;
+    std::string version;
+    std::string author;
+    std::string license;
+    std::vector<std::pair<std::string, std::string>> user_defined;  // written sorted by key
+};
+
+// One function of the program: the MIL function, the values it returns (in this order) and how the model
+// describes its interface. Inputs and outputs left empty are described from the function itself.
+struct function_spec {
+    std::string name = "main";
+    const ane::mil_function* function = nullptr;
+    std::vector<ane::mil_ref> outputs;
+    std::vector<feature_description> inputs, output_features;
+};
+
+struct model_spec {
+    std::vector<function_spec> functions;  // one: a plain model; several: a multi-function model (spec 9)
+    std::string default_function;          // several functions: the one loaded without a functionName
+    model_metadata metadata;
+};
+
+// Spec version and opset of a dialect (COREML.md §3).
+[[nodiscard]] int specification_version(ane::mil_dialect dialect) noexcept;
+[[nodiscard]] std::string_view opset_name(ane::mil_dialect dialect) noexcept;
+
+// The FeatureDescriptions a function's own inputs and outputs give: fp16 arrays of their shapes.
+[[nodiscard]] std::vector<feature_description> describe_inputs(const ane::mil_function& function);
+[[nodiscard]] std::vector<feature_description> describe_outputs(const ane::mil_function& function,
+                                                                std::span<const ane::mil_ref> outputs);
+
+// `model.mlmodel`'s bytes. Throws anvil::error naming what Core ML's validator would refuse: a name that
+// is not an identifier, a description that disagrees with the function, functions of different dialects.
+[[nodiscard]] std::vector<std::byte> encode_model(const model_spec& spec);
+
+}  // namespace anvil::detail::coreml
+
+#if ANVIL_DEFINITIONS
+// #include "anvil/backend/coreml/model_spec-inl.hpp" (in the definitions at the end)
+#endif
 // #include "anvil/backend/cpu/executor.hpp"
 // anvil: the CPU backend's program — the graph after the passes, one prepared kernel per node, and one arena
 // laid out by the memory plan, so a run converts the inputs in, runs the kernels in order and converts the
@@ -19272,13 +19907,21 @@ public:
         if (options.fold_batch_norm) body = fold_batch_norm(body);
         body = materialise_constants(body);
 
-        const device_info device = query_device();
-        if (!device.has_ane) {
-            throw unsupported_error(message("compile: device::ane: this machine reports no Neural Engine (",
-                                            runtime::get().library(), ")"));
+        if (on_coreml()) {
+            (void)coreml::coreml_runtime::get();  // throws unsupported_error where Core ML is not there
+            const std::filesystem::path base = cache_directory(options.cache_dir);
+            cache_root_ =
+                base.empty() ? std::filesystem::temp_directory_path() / "anvil-coreml" : base / "coreml";
+        } else {
+            const device_info device = query_device();
+            if (!device.has_ane) {
+                throw unsupported_error(
+                    message("compile: device::ane: this machine reports no Neural Engine (",
+                            runtime::get().library(), ")"));
+            }
+            architecture_ = device.architecture;
+            cache_root_ = cache_root(options.cache_dir);
         }
-        architecture_ = device.architecture;
-        cache_root_ = cache_root(options.cache_dir);
         choose_lowering_for(options);
         body_ = tile_wide_linears(body, lowering_.max_dimension);
         for (std::size_t id = 0; id < body_.nodes.size(); ++id) {
@@ -19318,8 +19961,9 @@ public:
             if (planned.seg.device == segment_device::ane) {
                 const std::size_t index = ane_index++;
                 try {
-                    s.ane = build_ane_step(planned.seg, std::move(*planned.lowered), index);
-                    report.device = "ane";
+                    s.ane = on_coreml() ? build_coreml_step(planned.seg, std::move(*planned.lowered), index)
+                                        : build_ane_step(planned.seg, std::move(*planned.lowered), index);
+                    report.device = on_coreml() ? "coreml" : "ane";
                     report.cached = s.ane->cached;
                 } catch (const device_refusal& refusal) {
                     refuse(planned.seg, index, report, refusal);
@@ -19337,8 +19981,10 @@ public:
         mark_host_copies();
         release_build_data();
         bind_resident();
-        placement_.backend = "ane";
-        placement_.device = architecture_.empty() ? std::string("unknown") : architecture_;
+        placement_.backend = on_coreml() ? "coreml" : "ane";
+        placement_.device = on_coreml()             ? std::string("Core ML (CPUAndNeuralEngine)")
+                            : architecture_.empty() ? std::string("unknown")
+                                                    : architecture_;
         placement_.lowering = message(choices_.source, ": ", choices_.summary());
     }
 
@@ -19395,7 +20041,7 @@ public:
         for (const auto& s : steps_)
             on_ane += s.ane ? 1u : 0u;
         std::string text =
-            message("ANE program (", placement_.device, ", ",
+            message(on_coreml() ? "Core ML program (" : "ANE program (", placement_.device, ", ",
                     lowering_.dialect == mil_dialect::ios18 ? "program(1.3)/ios18" : "program(1.0)/ios16",
                     "): ", steps_.size(), " segment(s), ", on_ane, " on the Neural Engine, ",
                     placement_.refused(), " refused by it and run on the CPU; ", compiled_, " compiled, ",
@@ -19412,9 +20058,10 @@ public:
                     message("segment ", i, ": CPU (", p.ops, ")", p.reason.empty() ? "" : ": ", p.reason,
                             p.framework_error.empty() ? "" : ": ", p.framework_error, "\n", s.cpu->dump());
             } else {
-                text += message("segment ", i, ": ANE (", s.ane->key.substr(0, 16),
-                                p.cached ? ", cached" : "", "; ", p.ops, "; ", s.ane->lowered.padded_surfaces,
-                                " surface(s) padded to the I/O width)\n", s.ane->lowered.mil);
+                text +=
+                    message("segment ", i, on_coreml() ? ": Core ML (" : ": ANE (", s.ane->key.substr(0, 16),
+                            p.cached ? ", cached" : "", "; ", p.ops, "; ", s.ane->lowered.padded_surfaces,
+                            " surface(s) padded to the I/O width)\n", s.ane->lowered.mil);
             }
         }
         return text;
@@ -19446,8 +20093,8 @@ public:
             for (std::size_t i = 0; i < s.ane->lowered.inputs.size(); ++i) {
                 const surface_layout& layout = s.ane->lowered.inputs[i];
                 if (layout.value != id) continue;
-                auto guard = s.ane->input_surfaces[i]->lock(false);
-                pack_region(layout, starts, length, mirror, guard.data());
+                with_input(*s.ane, i,
+                           [&](std::byte* data) { pack_region(layout, starts, length, mirror, data); });
             }
         }
     }
@@ -19477,6 +20124,9 @@ private:
         std::vector<bool> input_shared;
         std::vector<bool> output_to_host;  // false when only later ANE programs read it, through its surface
         std::optional<ane_request> request;
+        // The Core ML route: the loaded model and host buffers laid out as the surfaces would be.
+        std::optional<coreml::coreml_model> coreml;
+        std::vector<std::vector<std::byte>> input_buffers, output_buffers;
         std::vector<float> scratch;
         weight_residency weights;  // the blobs the framework holds for this program (resident_weight_bytes)
     };
@@ -19495,6 +20145,19 @@ private:
     };
 
     static std::string segment_input_name(value_id id) { return message("v", id); }
+
+    [[nodiscard]] bool on_coreml() const noexcept { return options_.target == device::coreml; }
+
+    // Calls `write` with the bytes of input `i` of an ANE step: its locked surface, or its Core ML buffer.
+    template <class Write>
+    static void with_input(ane_step& s, std::size_t i, Write&& write) {
+        if (s.coreml) {
+            write(s.input_buffers[i].data());
+            return;
+        }
+        auto guard = s.input_surfaces[i]->lock(false);
+        write(guard.data());
+    }
 
     [[nodiscard]] host_tensor& mirror_of(value_id id) { return mirrors_.at(id); }
     [[nodiscard]] const host_tensor& mirror_of(value_id id) const { return mirrors_.at(id); }
@@ -19648,7 +20311,7 @@ private:
                 const device_refusal& refusal) {
         const std::string what =
             message("ANE segment ", index, " (", ops_summary(body_, seg.nodes), ") was refused at ",
-                    refusal.stage, " by the Neural Engine: ", refusal.what);
+                    refusal.stage, on_coreml() ? " by Core ML: " : " by the Neural Engine: ", refusal.what);
         if (options_.strict_device) throw unsupported_error(message("compile: strict_device: ", what));
         report.refused_at = refusal.stage;
         report.framework_error = refusal.what;
@@ -19667,8 +20330,9 @@ private:
                 if (!s.ane) continue;
                 for (std::size_t k = 0; k < s.ane->lowered.inputs.size(); ++k) {
                     if (s.ane->lowered.inputs[k].value != id) continue;
-                    auto guard = s.ane->input_surfaces[k]->lock(false);
-                    pack(s.ane->lowered.inputs[k], mirror.values<float>().data(), guard.data());
+                    with_input(*s.ane, k, [&](std::byte* data) {
+                        pack(s.ane->lowered.inputs[k], mirror.values<float>().data(), data);
+                    });
                 }
             }
         }
@@ -19897,18 +20561,113 @@ private:
             const host_tensor& value = values[layout.value];
             s.scratch.resize(value.element_count());
             cpu::to_compute_floats(value, s.scratch.data(), layout.symbol);
-            auto guard = s.input_surfaces[i]->lock(false);
-            pack(layout, s.scratch.data(), guard.data());
+            with_input(s, i, [&](std::byte* data) { pack(layout, s.scratch.data(), data); });
         }
-        s.model->evaluate(*s.request);
+        if (s.coreml) {
+            predict_coreml(s);
+        } else {
+            s.model->evaluate(*s.request);
+        }
         for (std::size_t i = 0; i < s.lowered.outputs.size(); ++i) {
             if (!s.output_to_host[i]) continue;
             const auto& layout = s.lowered.outputs[i];
             host_tensor out(dtype::f32, layout.shape);
-            auto guard = s.output_surfaces[i]->lock(true);
-            unpack(layout, guard.data(), out.values<float>().data());
+            if (s.coreml) {
+                unpack(layout, s.output_buffers[i].data(), out.values<float>().data());
+            } else {
+                auto guard = s.output_surfaces[i]->lock(true);
+                unpack(layout, guard.data(), out.values<float>().data());
+            }
             values[layout.value] = std::move(out);
         }
+    }
+
+    static void predict_coreml(ane_step& s) {
+        std::vector<coreml::coreml_model::input> inputs;
+        for (std::size_t i = 0; i < s.lowered.inputs.size(); ++i) {
+            const surface_layout& l = s.lowered.inputs[i];
+            inputs.push_back(
+                {l.symbol, l.channels, l.surface_width, l.channel_stride, s.input_buffers[i].data()});
+        }
+        std::vector<coreml::coreml_model::output> outputs;
+        for (std::size_t i = 0; i < s.lowered.outputs.size(); ++i) {
+            const surface_layout& l = s.lowered.outputs[i];
+            outputs.push_back(
+                {l.symbol, l.channels, l.surface_width, l.channel_stride, s.output_buffers[i].data()});
+        }
+        s.coreml->predict(inputs, outputs);
+    }
+
+    // The Core ML route's step: the segment's program as a Core ML model, compiled once into
+    // <cache>/coreml/<package digest>/model.mlmodelc (the permanent path Core ML's Neural Engine cache is
+    // keyed by), loaded, and evaluated once on inputs of ones; a failure at any stage raises device_refusal.
+    std::unique_ptr<ane_step> build_coreml_step(const segment& seg, lowered_segment lowered,
+                                                std::size_t index) {
+        auto s = std::make_unique<ane_step>();
+        s->lowered = std::move(lowered);
+        coreml::mlpackage_contents contents;
+        try {
+            coreml::model_spec spec;
+            spec.functions.push_back({"main", &s->lowered.program, s->lowered.program_outputs, {}, {}});
+            spec.metadata.short_description =
+                message("anvil segment ", index, " (", ops_summary(body_, seg.nodes), ")");
+            contents.model = coreml::encode_model(spec);
+        } catch (const error& e) {
+            throw device_refusal{"compile", e.what()};
+        }
+        contents.weight_files = std::move(s->lowered.weights);
+        s->key = coreml::package_digest(contents);
+        std::size_t weight_bytes = 0;
+        for (const weight_file& file : contents.weight_files)
+            weight_bytes += file.bytes.size();
+        const std::filesystem::path dir = cache_root_ / s->key;
+        const std::filesystem::path compiled = dir / "model.mlmodelc";
+        const auto compile_fresh = [&] {
+            const std::filesystem::path package = dir / "model.mlpackage";
+            try {
+                coreml::write_mlpackage(package, contents);
+                coreml::coreml_model::compile(package, compiled);
+                ++compiled_;
+            } catch (const error& e) {
+                throw device_refusal{
+                    "compile", message(e.what(), framework_detail::named_mil_op(e.what(), s->lowered.mil))};
+            }
+            std::error_code ignored;
+            std::filesystem::remove_all(package, ignored);
+        };
+        std::error_code code;
+        s->cached = std::filesystem::is_directory(compiled, code);
+        if (!s->cached) compile_fresh();
+        try {
+            s->coreml.emplace(coreml::coreml_model::load(compiled));
+        } catch (const error& e) {
+            if (!s->cached) throw device_refusal{"load", e.what()};
+            s->cached = false;  // a damaged or stale cache entry: compile afresh once
+            compile_fresh();
+            try {
+                s->coreml.emplace(coreml::coreml_model::load(compiled));
+            } catch (const error& again) {
+                throw device_refusal{"load", again.what()};
+            }
+        }
+        if (s->cached) ++cache_hits_;
+        // Core ML holds the weights now; the program's in-memory copies go.
+        s->weights = weight_residency(s.get(), weight_bytes, weight_device::ane);
+        s->lowered.program = mil_function{};
+        for (const auto& in : s->lowered.inputs) {
+            s->input_buffers.emplace_back(in.bytes());
+            s->input_shared.push_back(false);
+        }
+        for (const auto& out : s->lowered.outputs)
+            s->output_buffers.emplace_back(out.bytes());
+        try {
+            for (std::size_t i = 0; i < s->lowered.inputs.size(); ++i)
+                fill_with_ones(s->lowered.inputs[i], s->input_buffers[i].data());
+            predict_coreml(*s);
+        } catch (const error& e) {
+            throw device_refusal{"evaluate", e.what()};
+        }
+        return s;
     }
 
     compile_options options_;
@@ -19956,132 +20715,7 @@ inline bool available() noexcept {
 // #include "anvil/backend/ane/tiling.hpp"
 // #include "anvil/backend/ane/weight_blob.hpp"
 // #include "anvil/backend/coreml/mlpackage.hpp"
-// anvil: the `.mlpackage` writer (COREML.md §1): `Manifest.json`, `Data/com.apple.CoreML/model.mlmodel` (the
-// encoded Model, model_spec.hpp) and `Data/com.apple.CoreML/weights/<file>` (MIL blob storage v2, written by
-// the same weight_blob_writer the private path uses). `@model_path` in a blob reference is the directory
-// that holds model.mlmodel, so "@model_path/weights/weight.bin" lands in Data/com.apple.CoreML/weights/.
-//
-// The manifest's item identifiers are derived from the package's content (UUID-shaped, RFC 9562 version 8)
-// rather than random as coremltools makes them, so exporting the same model twice gives the same bytes; Core
-// ML only needs them unique within the manifest (ModelPackage.cpp).
-
-#include <cstddef>
-#include <filesystem>
-#include <string>
-#include <string_view>
-#include <vector>
-
-// #include "anvil/backend/ane/weight_file.hpp"
-// #include "anvil/compilation.hpp"
-
-namespace anvil::detail::coreml {
-
-inline constexpr std::string_view package_author = "com.apple.CoreML";
-
-struct mlpackage_contents {
-    std::vector<std::byte> model;                // model.mlmodel: a serialised CoreML.Specification.Model
-    std::vector<ane::weight_file> weight_files;  // paths "@model_path/weights/<file>"
-};
-
-// Manifest.json naming the model item `model_id` and the weights item `weights_id`, laid out as
-// coremltools' json.dump(indent=2) lays it out.
-[[nodiscard]] std::string manifest_json(std::string_view model_id, std::string_view weights_id);
-
-// A UUID-shaped identifier (8-4-4-4-12 upper-case hex, version 8) from the SHA-256 of `seed`.
-[[nodiscard]] std::string content_identifier(std::string_view seed);
-
-// The digest of a package's contents (model and weight files): its identity, and the key Core ML's compiled
-// copy is cached under (coreml_runtime.hpp).
-[[nodiscard]] std::string package_digest(const mlpackage_contents& contents);
-
-// Writes the package to `directory` (which must end in .mlpackage), replacing a package already there. It is
-// written beside it first and moved into place, so a reader never sees half a package. Throws io_error.
-void write_mlpackage(const std::filesystem::path& directory, const mlpackage_contents& contents);
-
-}  // namespace anvil::detail::coreml
-
-#if ANVIL_DEFINITIONS
-// #include "anvil/backend/coreml/mlpackage-inl.hpp" (in the definitions at the end)
-#endif
 // #include "anvil/backend/coreml/model_spec.hpp"
-// anvil: the Core ML writer of a lowered MIL program — `CoreML.Specification.Model` with an `mlProgram`
-// (COREML.md §2), encoded by anvil's own protobuf writer. It reads the same in-memory function
-// (backend/ane/mil_program.hpp) that mil_text.hpp prints for the private path, so the two routes run one
-// lowering. The spec version follows the dialect: ios16 programs are spec 7 / opset "CoreML6" (FLOAT16 I/O,
-// macOS 13), ios18 programs spec 9 / "CoreML8" (states, several functions; macOS 15), and the two are never
-// mixed (Core ML derives the spec a program needs from its opset, COREML.md §3).
-
-#include <cstddef>
-#include <cstdint>
-#include <span>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
-
-// #include "anvil/backend/ane/mil_program.hpp"
-// #include "anvil/compilation.hpp"
-
-namespace anvil::detail::coreml {
-
-// MultiArray element types (FeatureTypes.proto ArrayDataType; the same numbers as MLMultiArrayDataType).
-enum class array_dtype : std::uint32_t {
-    float16 = 0x10000u | 16u,
-    float32 = 0x10000u | 32u,
-    float64 = 0x10000u | 64u,
-    int32 = 0x20000u | 32u,
-};
-
-// A model input, output or state as Core ML describes it to the app (the names Xcode shows).
-struct feature_description {
-    std::string name;
-    std::string short_description;
-    std::vector<std::int64_t> shape;
-    array_dtype dtype = array_dtype::float16;
-};
-
-// Model.proto Metadata: what Xcode's model page shows.
-struct model_metadata {
-    std::string short_description;
-    std::string version;
-    std::string author;
-    std::string license;
-    std::vector<std::pair<std::string, std::string>> user_defined;  // written sorted by key
-};
-
-// One function of the program: the MIL function, the values it returns (in this order) and how the model
-// describes its interface. Inputs and outputs left empty are described from the function itself.
-struct function_spec {
-    std::string name = "main";
-    const ane::mil_function* function = nullptr;
-    std::vector<ane::mil_ref> outputs;
-    std::vector<feature_description> inputs, output_features;
-};
-
-struct model_spec {
-    std::vector<function_spec> functions;  // one: a plain model; several: a multi-function model (spec 9)
-    std::string default_function;          // several functions: the one loaded without a functionName
-    model_metadata metadata;
-};
-
-// Spec version and opset of a dialect (COREML.md §3).
-[[nodiscard]] int specification_version(ane::mil_dialect dialect) noexcept;
-[[nodiscard]] std::string_view opset_name(ane::mil_dialect dialect) noexcept;
-
-// The FeatureDescriptions a function's own inputs and outputs give: fp16 arrays of their shapes.
-[[nodiscard]] std::vector<feature_description> describe_inputs(const ane::mil_function& function);
-[[nodiscard]] std::vector<feature_description> describe_outputs(const ane::mil_function& function,
-                                                                std::span<const ane::mil_ref> outputs);
-
-// `model.mlmodel`'s bytes. Throws anvil::error naming what Core ML's validator would refuse: a name that
-// is not an identifier, a description that disagrees with the function, functions of different dialects.
-[[nodiscard]] std::vector<std::byte> encode_model(const model_spec& spec);
-
-}  // namespace anvil::detail::coreml
-
-#if ANVIL_DEFINITIONS
-// #include "anvil/backend/coreml/model_spec-inl.hpp" (in the definitions at the end)
-#endif
 // #include "anvil/backend/coreml/protobuf.hpp"
 // anvil: a protobuf wire-format encoder of its own (no libprotobuf): varints, length-delimited fields and
 // packed repeats, enough for Core ML's Model.proto, FeatureTypes.proto and MIL.proto (COREML.md §2). Fields
@@ -24511,6 +25145,7 @@ ANVIL_INLINE program compile(std::span<const value> outputs, const compile_optio
         case device::cpu:
             return made(std::make_unique<detail::cpu::cpu_program>(std::move(body), options));
         case device::ane:
+        case device::coreml:
             return made(std::make_unique<detail::ane::ane_program>(std::move(body), options));
         case device::automatic:
             if (detail::ane::available()) {
@@ -29417,8 +30052,8 @@ ANVIL_INLINE causal_lm causal_lm::load(const std::filesystem::path& folder,
     lm.state_ = state;
     lm.options_ = options;
     const device target = options.load.compile.target;
-    const bool on_ane =
-        target == device::ane || (target == device::automatic && anvil::detail::ane::available());
+    const bool on_ane = target == device::ane || target == device::coreml ||
+                        (target == device::automatic && anvil::detail::ane::available());
     lm.on_ane_ = on_ane;
     lm.rungs_ = recipe_detail::context_rungs(state->config, options, on_ane ? 512 : 64);
     if (options.decode_window < -1 || options.prefill_chunk < 1 || options.max_streams < 1) {

@@ -93,7 +93,7 @@ def test_family(task: str, folder: pathlib.Path, backend: str) -> None:
 
 def main() -> int:
     for task, folder in FAMILIES:
-        for backend in ("cpu", "ane"):
+        for backend in ("cpu", "ane", "coreml"):
             test_family(task, folder, backend)
     # Plain text output names the measurements.
     result = anvil("bench", "--model", FAMILIES[0][1], "--backend", "cpu", "--runs", "1", "--batch", "1")

@@ -100,6 +100,7 @@ class_record* find_class(std::string_view name);
 void define_core_foundation_classes();
 void define_io_surface_class();
 void define_ane_classes();
+void define_coreml_classes();  // runtime_coreml.cpp: the CoreML.framework classes
 
 template <class T, class... Args>
 T* make_object(Args&&... args) {

@@ -199,7 +199,8 @@ ANVIL_SIM_EXPORT long anvil_ane_sim_counter(const char* name) {
     };
     if (wanted.rfind("op:", 0) == 0) return count(wanted);  // op:<MIL op type>, 0 for ops never seen
     for (std::string_view known : {"compiles", "compile_cache_hits", "loads", "evaluations", "bytes_in",
-                                   "bytes_out", "bytes_changed_in"})
+                                   "bytes_out", "bytes_changed_in", "coreml_compiles", "coreml_loads",
+                                   "coreml_device_compiles", "coreml_cache_hits", "coreml_predictions"})
         if (wanted == known) return count(wanted);
     return -1;
 }

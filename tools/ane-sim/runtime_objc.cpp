@@ -99,6 +99,7 @@ state& sim() {
         define_core_foundation_classes();
         define_io_surface_class();
         define_ane_classes();
+        define_coreml_classes();
         apply_environment_options();
     }
     return *global_state;

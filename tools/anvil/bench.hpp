@@ -31,7 +31,8 @@ namespace anvil::cli {
 
 inline constexpr const char* bench_usage =
     "usage: anvil bench --model DIR [--task embed|rerank|classify|generate] [--batch N] [--runs N]\n"
-    "                   [--prompt-tokens N] [--new-tokens N] [--backend cpu|ane|auto] [--strict-device] "
+    "                   [--prompt-tokens N] [--new-tokens N] [--backend cpu|ane|coreml|auto] "
+    "[--strict-device] "
     "[--json]\n"
     "\n"
     "Times a model folder on one backend: load (reading and checking the weights), first result (compiling\n"

@@ -14,7 +14,8 @@
 namespace anvil::cli {
 
 inline constexpr const char* classify_usage =
-    "usage: anvil classify --model DIR (IMAGE... | --pixels F.npy) [--top K] [--backend cpu|ane|auto]\n"
+    "usage: anvil classify --model DIR (IMAGE... | --pixels F.npy) [--top K] [--backend "
+    "cpu|ane|coreml|auto]\n"
     "                      [--strict-device] [--out F.npy] [--json]\n"
     "\n"
     "The K (default 5) most probable classes of each image under a ResNet (Hugging Face or torchvision\n"

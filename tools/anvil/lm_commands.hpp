@@ -22,7 +22,8 @@
 namespace anvil::cli {
 
 inline constexpr const char* logits_usage =
-    "usage: anvil logits --model DIR --ids LIST [--backend cpu|ane|auto] [--strict-device] [--out F.npy]\n"
+    "usage: anvil logits --model DIR --ids LIST [--backend cpu|ane|coreml|auto] [--strict-device] [--out "
+    "F.npy]\n"
     "                    [--json]\n"
     "\n"
     "The logits [S, V] of a decoder language model (GPT-2, Llama, Qwen2/3, Mistral) at every position of "
@@ -34,7 +35,8 @@ inline constexpr const char* logits_usage =
 inline constexpr const char* generate_usage =
     "usage: anvil generate --model DIR (--prompt TEXT | --ids LIST) [--chat [--system TEXT]]\n"
     "                      [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
-    "                      [--repetition-penalty R] [--seed S] [--backend cpu|ane|auto] [--strict-device]\n"
+    "                      [--repetition-penalty R] [--seed S] [--backend cpu|ane|coreml|auto] "
+    "[--strict-device]\n"
     "                      [--json]\n"
     "\n"
     "Continues the prompt with a decoder language model, streaming the text to stdout as it is generated.\n"

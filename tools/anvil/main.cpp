@@ -35,7 +35,7 @@ constexpr const char* usage_text =
     "  selftest [--report F] every lowering variant and op on the Neural Engine (or its simulator) against\n"
     "                       the CPU; writes the capability record later programs lower by\n"
     "\n"
-    "model commands take --backend cpu|ane|auto (default auto: the Neural Engine where present),\n"
+    "model commands take --backend cpu|ane|coreml|auto (default auto: the Neural Engine where present),\n"
     "--strict-device (a segment the Neural Engine refuses is an error, not a CPU fallback), --out F.npy\n"
     "and --json (with a \"placement\" field: where each segment ran); 'anvil COMMAND --help' says more\n"
     "\n"

@@ -49,7 +49,7 @@ inline json::value placement_json() {
     std::string backend = "cpu";
     std::int64_t refused = 0;
     for (const placement_report& report : placement_log()->reports()) {
-        if (report.backend == "ane") backend = "ane";
+        if (report.backend == "ane" || report.backend == "coreml") backend = report.backend;
         refused += static_cast<std::int64_t>(report.refused());
         json::object program;
         program["backend"] = json::value(report.backend);
@@ -83,9 +83,10 @@ inline json::value placement_json() {
     return json::value(std::move(placement));
 }
 
-// --backend cpu|ane|auto (auto: the Neural Engine where present, else the CPU; on Linux "present" means
-// $ANVIL_ANE_SIM is set) and --strict-device (a segment the Neural Engine refuses is an error, not a CPU
-// fallback).
+// --backend cpu|ane|coreml|auto (ane: the private framework; coreml: the public Core ML route; auto: the
+// Neural Engine where present, else the CPU; on Linux "present" means $ANVIL_ANE_SIM is set, and the
+// simulator stands in for Core ML too) and --strict-device (a segment the Neural Engine refuses is an error,
+// not a CPU fallback).
 inline models::load_options backend_options(const arguments& args, std::string_view command,
                                             const char* argv0) {
     models::load_options options;
@@ -102,11 +103,20 @@ inline models::load_options backend_options(const arguments& args, std::string_v
                                 "ANVIL_ANE_SIM=/path/to/libanvil-ane-sim.so, built from tools/ane-sim)"));
         }
         options.compile.target = device::ane;
+    } else if (backend == "coreml") {
+        if (locate_neural_engine(argv0).empty()) {
+            throw error(
+                detail::message(command,
+                                ": --backend coreml: Core ML needs macOS or iOS, and no simulator was "
+                                "found (set ANVIL_ANE_SIM=/path/to/libanvil-ane-sim.so, built from "
+                                "tools/ane-sim)"));
+        }
+        options.compile.target = device::coreml;
     } else if (backend == "auto") {
         options.compile.target = device::automatic;
     } else {
         throw usage_error(
-            detail::message(command, ": --backend must be cpu, ane or auto, got '", backend, "'"));
+            detail::message(command, ": --backend must be cpu, ane, coreml or auto, got '", backend, "'"));
     }
     return options;
 }

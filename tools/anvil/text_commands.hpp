@@ -18,7 +18,7 @@ namespace anvil::cli {
 
 inline constexpr const char* embed_usage =
     "usage: anvil embed --model DIR (TEXT... | --ids LIST...) [--type-ids LIST...]\n"
-    "                   [--pooling mean|cls|max|none] [--no-normalize] [--backend cpu|ane|auto]\n"
+    "                   [--pooling mean|cls|max|none] [--no-normalize] [--backend cpu|ane|coreml|auto]\n"
     "                   [--strict-device] [--out F.npy] [--json]\n"
     "\n"
     "Sentence embeddings from a BERT, RoBERTa, XLM-R, MPNet or DistilBERT encoder (a sentence-transformers\n"
@@ -28,7 +28,7 @@ inline constexpr const char* embed_usage =
 
 inline constexpr const char* rerank_usage =
     "usage: anvil rerank --model DIR (--query Q PASSAGE... | --ids LIST [--type-ids LIST] ...)\n"
-    "                    [--backend cpu|ane|auto] [--strict-device] [--out F.npy] [--json]\n"
+    "                    [--backend cpu|ane|coreml|auto] [--strict-device] [--out F.npy] [--json]\n"
     "\n"
     "Scores each (query, passage) pair with a cross-encoder (BERT, RoBERTa/XLM-R or DistilBERT sequence\n"
     "classification): the score is the head's first logit. Prints the passages best first; --json and --out\n"

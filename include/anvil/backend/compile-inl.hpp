@@ -33,6 +33,7 @@ ANVIL_INLINE program compile(std::span<const value> outputs, const compile_optio
         case device::cpu:
             return made(std::make_unique<detail::cpu::cpu_program>(std::move(body), options));
         case device::ane:
+        case device::coreml:
             return made(std::make_unique<detail::ane::ane_program>(std::move(body), options));
         case device::automatic:
             if (detail::ane::available()) {

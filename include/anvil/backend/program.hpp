@@ -24,8 +24,9 @@ namespace anvil {
 
 enum class device : std::uint8_t {
     cpu,
-    ane,
+    ane,        // the Neural Engine through the private AppleNeuralEngine.framework
     automatic,  // the Neural Engine where present, else the CPU
+    coreml,     // the Neural Engine through the public CoreML.framework: what App Store apps may ship
 };
 
 // Which CPU kernels run the graph: the optimised ones, or the plain reference ones that define each op

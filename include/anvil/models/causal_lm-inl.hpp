@@ -98,8 +98,8 @@ ANVIL_INLINE causal_lm causal_lm::load(const std::filesystem::path& folder,
     lm.state_ = state;
     lm.options_ = options;
     const device target = options.load.compile.target;
-    const bool on_ane =
-        target == device::ane || (target == device::automatic && anvil::detail::ane::available());
+    const bool on_ane = target == device::ane || target == device::coreml ||
+                        (target == device::automatic && anvil::detail::ane::available());
     lm.on_ane_ = on_ane;
     lm.rungs_ = recipe_detail::context_rungs(state->config, options, on_ane ? 512 : 64);
     if (options.decode_window < -1 || options.prefill_chunk < 1 || options.max_streams < 1) {

@@ -8,6 +8,13 @@
 // layout the lowering chose, padded to the I/O width), evaluates the segments in order and copies the outputs
 // back. A resident input's surfaces are packed at compile and then only where write_input writes; a host
 // mirror of it serves read_input and the outputs.
+//
+// device::coreml takes the public route with the same partition and lowering: each ANE segment's program is
+// encoded as a Core ML model (backend/coreml), compiled once into a .mlmodelc at a permanent path keyed by
+// the package's digest (so Core ML's own Neural Engine cache hits on later runs), loaded with computeUnits =
+// CPUAndNeuralEngine and run with MLMultiArrays over host buffers laid out as the surfaces would be. The chip
+// is not known on that route, so the lowering takes the conservative defaults of an unknown chip (ios16, spec
+// 7) unless a dialect is asked for.
 #pragma once
 
 #include <algorithm>
@@ -31,6 +38,9 @@
 #include "anvil/backend/ane/program_cache.hpp"
 #include "anvil/backend/ane/surface_packing.hpp"
 #include "anvil/backend/ane/tiling.hpp"
+#include "anvil/backend/coreml/coreml_framework.hpp"
+#include "anvil/backend/coreml/mlpackage.hpp"
+#include "anvil/backend/coreml/model_spec.hpp"
 #include "anvil/backend/cpu/executor.hpp"
 #include "anvil/backend/program.hpp"
 #include "anvil/backend/resident_weights.hpp"
@@ -125,13 +135,21 @@ public:
         if (options.fold_batch_norm) body = fold_batch_norm(body);
         body = materialise_constants(body);
 
-        const device_info device = query_device();
-        if (!device.has_ane) {
-            throw unsupported_error(message("compile: device::ane: this machine reports no Neural Engine (",
-                                            runtime::get().library(), ")"));
+        if (on_coreml()) {
+            (void)coreml::coreml_runtime::get();  // throws unsupported_error where Core ML is not there
+            const std::filesystem::path base = cache_directory(options.cache_dir);
+            cache_root_ =
+                base.empty() ? std::filesystem::temp_directory_path() / "anvil-coreml" : base / "coreml";
+        } else {
+            const device_info device = query_device();
+            if (!device.has_ane) {
+                throw unsupported_error(
+                    message("compile: device::ane: this machine reports no Neural Engine (",
+                            runtime::get().library(), ")"));
+            }
+            architecture_ = device.architecture;
+            cache_root_ = cache_root(options.cache_dir);
         }
-        architecture_ = device.architecture;
-        cache_root_ = cache_root(options.cache_dir);
         choose_lowering_for(options);
         body_ = tile_wide_linears(body, lowering_.max_dimension);
         for (std::size_t id = 0; id < body_.nodes.size(); ++id) {
@@ -171,8 +189,9 @@ public:
             if (planned.seg.device == segment_device::ane) {
                 const std::size_t index = ane_index++;
                 try {
-                    s.ane = build_ane_step(planned.seg, std::move(*planned.lowered), index);
-                    report.device = "ane";
+                    s.ane = on_coreml() ? build_coreml_step(planned.seg, std::move(*planned.lowered), index)
+                                        : build_ane_step(planned.seg, std::move(*planned.lowered), index);
+                    report.device = on_coreml() ? "coreml" : "ane";
                     report.cached = s.ane->cached;
                 } catch (const device_refusal& refusal) {
                     refuse(planned.seg, index, report, refusal);
@@ -190,8 +209,10 @@ public:
         mark_host_copies();
         release_build_data();
         bind_resident();
-        placement_.backend = "ane";
-        placement_.device = architecture_.empty() ? std::string("unknown") : architecture_;
+        placement_.backend = on_coreml() ? "coreml" : "ane";
+        placement_.device = on_coreml()             ? std::string("Core ML (CPUAndNeuralEngine)")
+                            : architecture_.empty() ? std::string("unknown")
+                                                    : architecture_;
         placement_.lowering = message(choices_.source, ": ", choices_.summary());
     }
 
@@ -248,7 +269,7 @@ public:
         for (const auto& s : steps_)
             on_ane += s.ane ? 1u : 0u;
         std::string text =
-            message("ANE program (", placement_.device, ", ",
+            message(on_coreml() ? "Core ML program (" : "ANE program (", placement_.device, ", ",
                     lowering_.dialect == mil_dialect::ios18 ? "program(1.3)/ios18" : "program(1.0)/ios16",
                     "): ", steps_.size(), " segment(s), ", on_ane, " on the Neural Engine, ",
                     placement_.refused(), " refused by it and run on the CPU; ", compiled_, " compiled, ",
@@ -265,9 +286,10 @@ public:
                     message("segment ", i, ": CPU (", p.ops, ")", p.reason.empty() ? "" : ": ", p.reason,
                             p.framework_error.empty() ? "" : ": ", p.framework_error, "\n", s.cpu->dump());
             } else {
-                text += message("segment ", i, ": ANE (", s.ane->key.substr(0, 16),
-                                p.cached ? ", cached" : "", "; ", p.ops, "; ", s.ane->lowered.padded_surfaces,
-                                " surface(s) padded to the I/O width)\n", s.ane->lowered.mil);
+                text +=
+                    message("segment ", i, on_coreml() ? ": Core ML (" : ": ANE (", s.ane->key.substr(0, 16),
+                            p.cached ? ", cached" : "", "; ", p.ops, "; ", s.ane->lowered.padded_surfaces,
+                            " surface(s) padded to the I/O width)\n", s.ane->lowered.mil);
             }
         }
         return text;
@@ -299,8 +321,8 @@ public:
             for (std::size_t i = 0; i < s.ane->lowered.inputs.size(); ++i) {
                 const surface_layout& layout = s.ane->lowered.inputs[i];
                 if (layout.value != id) continue;
-                auto guard = s.ane->input_surfaces[i]->lock(false);
-                pack_region(layout, starts, length, mirror, guard.data());
+                with_input(*s.ane, i,
+                           [&](std::byte* data) { pack_region(layout, starts, length, mirror, data); });
             }
         }
     }
@@ -330,6 +352,9 @@ private:
         std::vector<bool> input_shared;
         std::vector<bool> output_to_host;  // false when only later ANE programs read it, through its surface
         std::optional<ane_request> request;
+        // The Core ML route: the loaded model and host buffers laid out as the surfaces would be.
+        std::optional<coreml::coreml_model> coreml;
+        std::vector<std::vector<std::byte>> input_buffers, output_buffers;
         std::vector<float> scratch;
         weight_residency weights;  // the blobs the framework holds for this program (resident_weight_bytes)
     };
@@ -348,6 +373,19 @@ private:
     };
 
     static std::string segment_input_name(value_id id) { return message("v", id); }
+
+    [[nodiscard]] bool on_coreml() const noexcept { return options_.target == device::coreml; }
+
+    // Calls `write` with the bytes of input `i` of an ANE step: its locked surface, or its Core ML buffer.
+    template <class Write>
+    static void with_input(ane_step& s, std::size_t i, Write&& write) {
+        if (s.coreml) {
+            write(s.input_buffers[i].data());
+            return;
+        }
+        auto guard = s.input_surfaces[i]->lock(false);
+        write(guard.data());
+    }
 
     [[nodiscard]] host_tensor& mirror_of(value_id id) { return mirrors_.at(id); }
     [[nodiscard]] const host_tensor& mirror_of(value_id id) const { return mirrors_.at(id); }
@@ -501,7 +539,7 @@ private:
                 const device_refusal& refusal) {
         const std::string what =
             message("ANE segment ", index, " (", ops_summary(body_, seg.nodes), ") was refused at ",
-                    refusal.stage, " by the Neural Engine: ", refusal.what);
+                    refusal.stage, on_coreml() ? " by Core ML: " : " by the Neural Engine: ", refusal.what);
         if (options_.strict_device) throw unsupported_error(message("compile: strict_device: ", what));
         report.refused_at = refusal.stage;
         report.framework_error = refusal.what;
@@ -520,8 +558,9 @@ private:
                 if (!s.ane) continue;
                 for (std::size_t k = 0; k < s.ane->lowered.inputs.size(); ++k) {
                     if (s.ane->lowered.inputs[k].value != id) continue;
-                    auto guard = s.ane->input_surfaces[k]->lock(false);
-                    pack(s.ane->lowered.inputs[k], mirror.values<float>().data(), guard.data());
+                    with_input(*s.ane, k, [&](std::byte* data) {
+                        pack(s.ane->lowered.inputs[k], mirror.values<float>().data(), data);
+                    });
                 }
             }
         }
@@ -750,18 +789,113 @@ private:
             const host_tensor& value = values[layout.value];
             s.scratch.resize(value.element_count());
             cpu::to_compute_floats(value, s.scratch.data(), layout.symbol);
-            auto guard = s.input_surfaces[i]->lock(false);
-            pack(layout, s.scratch.data(), guard.data());
+            with_input(s, i, [&](std::byte* data) { pack(layout, s.scratch.data(), data); });
         }
-        s.model->evaluate(*s.request);
+        if (s.coreml) {
+            predict_coreml(s);
+        } else {
+            s.model->evaluate(*s.request);
+        }
         for (std::size_t i = 0; i < s.lowered.outputs.size(); ++i) {
             if (!s.output_to_host[i]) continue;
             const auto& layout = s.lowered.outputs[i];
             host_tensor out(dtype::f32, layout.shape);
-            auto guard = s.output_surfaces[i]->lock(true);
-            unpack(layout, guard.data(), out.values<float>().data());
+            if (s.coreml) {
+                unpack(layout, s.output_buffers[i].data(), out.values<float>().data());
+            } else {
+                auto guard = s.output_surfaces[i]->lock(true);
+                unpack(layout, guard.data(), out.values<float>().data());
+            }
             values[layout.value] = std::move(out);
         }
+    }
+
+    static void predict_coreml(ane_step& s) {
+        std::vector<coreml::coreml_model::input> inputs;
+        for (std::size_t i = 0; i < s.lowered.inputs.size(); ++i) {
+            const surface_layout& l = s.lowered.inputs[i];
+            inputs.push_back(
+                {l.symbol, l.channels, l.surface_width, l.channel_stride, s.input_buffers[i].data()});
+        }
+        std::vector<coreml::coreml_model::output> outputs;
+        for (std::size_t i = 0; i < s.lowered.outputs.size(); ++i) {
+            const surface_layout& l = s.lowered.outputs[i];
+            outputs.push_back(
+                {l.symbol, l.channels, l.surface_width, l.channel_stride, s.output_buffers[i].data()});
+        }
+        s.coreml->predict(inputs, outputs);
+    }
+
+    // The Core ML route's step: the segment's program as a Core ML model, compiled once into
+    // <cache>/coreml/<package digest>/model.mlmodelc (the permanent path Core ML's Neural Engine cache is
+    // keyed by), loaded, and evaluated once on inputs of ones; a failure at any stage raises device_refusal.
+    std::unique_ptr<ane_step> build_coreml_step(const segment& seg, lowered_segment lowered,
+                                                std::size_t index) {
+        auto s = std::make_unique<ane_step>();
+        s->lowered = std::move(lowered);
+        coreml::mlpackage_contents contents;
+        try {
+            coreml::model_spec spec;
+            spec.functions.push_back({"main", &s->lowered.program, s->lowered.program_outputs, {}, {}});
+            spec.metadata.short_description =
+                message("anvil segment ", index, " (", ops_summary(body_, seg.nodes), ")");
+            contents.model = coreml::encode_model(spec);
+        } catch (const error& e) {
+            throw device_refusal{"compile", e.what()};
+        }
+        contents.weight_files = std::move(s->lowered.weights);
+        s->key = coreml::package_digest(contents);
+        std::size_t weight_bytes = 0;
+        for (const weight_file& file : contents.weight_files)
+            weight_bytes += file.bytes.size();
+        const std::filesystem::path dir = cache_root_ / s->key;
+        const std::filesystem::path compiled = dir / "model.mlmodelc";
+        const auto compile_fresh = [&] {
+            const std::filesystem::path package = dir / "model.mlpackage";
+            try {
+                coreml::write_mlpackage(package, contents);
+                coreml::coreml_model::compile(package, compiled);
+                ++compiled_;
+            } catch (const error& e) {
+                throw device_refusal{
+                    "compile", message(e.what(), framework_detail::named_mil_op(e.what(), s->lowered.mil))};
+            }
+            std::error_code ignored;
+            std::filesystem::remove_all(package, ignored);
+        };
+        std::error_code code;
+        s->cached = std::filesystem::is_directory(compiled, code);
+        if (!s->cached) compile_fresh();
+        try {
+            s->coreml.emplace(coreml::coreml_model::load(compiled));
+        } catch (const error& e) {
+            if (!s->cached) throw device_refusal{"load", e.what()};
+            s->cached = false;  // a damaged or stale cache entry: compile afresh once
+            compile_fresh();
+            try {
+                s->coreml.emplace(coreml::coreml_model::load(compiled));
+            } catch (const error& again) {
+                throw device_refusal{"load", again.what()};
+            }
+        }
+        if (s->cached) ++cache_hits_;
+        // Core ML holds the weights now; the program's in-memory copies go.
+        s->weights = weight_residency(s.get(), weight_bytes, weight_device::ane);
+        s->lowered.program = mil_function{};
+        for (const auto& in : s->lowered.inputs) {
+            s->input_buffers.emplace_back(in.bytes());
+            s->input_shared.push_back(false);
+        }
+        for (const auto& out : s->lowered.outputs)
+            s->output_buffers.emplace_back(out.bytes());
+        try {
+            for (std::size_t i = 0; i < s->lowered.inputs.size(); ++i)
+                fill_with_ones(s->lowered.inputs[i], s->input_buffers[i].data());
+            predict_coreml(*s);
+        } catch (const error& e) {
+            throw device_refusal{"evaluate", e.what()};
+        }
+        return s;
     }
 
     compile_options options_;

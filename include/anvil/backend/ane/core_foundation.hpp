@@ -34,7 +34,7 @@ inline objc_object created(objc_id object, const char* what) {
 
 // The CF type of `object` by name, for messages ("CFString", "CFNumber", ..., or its class name).
 inline std::string cf_type_name(objc_id object) {
-    const runtime& rt = runtime::get();
+    const system_runtime& rt = system_runtime::get();
     if (object == nullptr) return "nil";
     const cf_type_id type = rt.cf.CFGetTypeID(object);
     if (type == rt.cf.CFStringGetTypeID()) return "CFString";
@@ -47,13 +47,13 @@ inline std::string cf_type_name(objc_id object) {
 }
 
 inline bool is_cf_string(objc_id object) {
-    const runtime& rt = runtime::get();
+    const system_runtime& rt = system_runtime::get();
     return object != nullptr && rt.cf.CFGetTypeID(object) == rt.cf.CFStringGetTypeID();
 }
 
 inline void expect_cf_type(objc_id object, cf_type_id (*type_of)(), const char* expected,
                            std::string_view what) {
-    if (object == nullptr || runtime::get().cf.CFGetTypeID(object) != type_of()) {
+    if (object == nullptr || system_runtime::get().cf.CFGetTypeID(object) != type_of()) {
         throw error(message("ANE bridge: ", what, ": expected a ", expected, ", got ", cf_type_name(object)));
     }
 }
@@ -62,7 +62,7 @@ inline void expect_cf_type(objc_id object, cf_type_id (*type_of)(), const char* 
 // -------------------------------------------------------------------------------------------------
 
 inline objc_object make_data(std::span<const std::byte> bytes) {
-    const runtime& rt = runtime::get();
+    const system_runtime& rt = system_runtime::get();
     return cf_detail::created(
         rt.cf.CFDataCreate(rt.default_allocator(), reinterpret_cast<const std::uint8_t*>(bytes.data()),
                            cf_detail::to_cf_index(bytes.size(), "CFData")),
@@ -73,7 +73,7 @@ inline objc_object make_string(std::string_view utf8) {
     if (utf8.find('\0') != std::string_view::npos) {
         throw error("ANE bridge: a CFString cannot hold a NUL character");
     }
-    const runtime& rt = runtime::get();
+    const system_runtime& rt = system_runtime::get();
     const std::string terminated(utf8);
     return cf_detail::created(
         rt.cf.CFStringCreateWithCString(rt.default_allocator(), terminated.c_str(), cf_string_encoding_utf8),
@@ -81,14 +81,14 @@ inline objc_object make_string(std::string_view utf8) {
 }
 
 inline objc_object make_number(std::int64_t value) {
-    const runtime& rt = runtime::get();
+    const system_runtime& rt = system_runtime::get();
     return cf_detail::created(rt.cf.CFNumberCreate(rt.default_allocator(), cf_number_sint64_type, &value),
                               "CFNumberCreate");
 }
 
 // A CFArray retaining each element (kCFTypeArrayCallBacks).
 inline objc_object make_array(std::span<const objc_id> elements) {
-    const runtime& rt = runtime::get();
+    const system_runtime& rt = system_runtime::get();
     std::vector<const void*> values(elements.begin(), elements.end());
     return cf_detail::created(
         rt.cf.CFArrayCreate(rt.default_allocator(), values.data(),
@@ -98,7 +98,7 @@ inline objc_object make_array(std::span<const objc_id> elements) {
 
 // A CFDictionary retaining keys and values (kCFTypeDictionary callbacks); empty pairs give `@{}`.
 inline objc_object make_dictionary(std::span<const std::pair<objc_id, objc_id>> pairs) {
-    const runtime& rt = runtime::get();
+    const system_runtime& rt = system_runtime::get();
     std::vector<const void*> keys;
     std::vector<const void*> values;
     keys.reserve(pairs.size());
@@ -125,18 +125,27 @@ inline objc_object make_empty_dictionary() {
 
 // A file URL for a directory (CFURL is NSURL).
 inline objc_object make_directory_url(const std::string& path) {
-    const runtime& rt = runtime::get();
+    const system_runtime& rt = system_runtime::get();
     const objc_object text = make_string(path);
     return cf_detail::created(
         rt.cf.CFURLCreateWithFileSystemPath(rt.default_allocator(), text.get(), cf_url_posix_path_style, 1),
         "CFURLCreateWithFileSystemPath");
 }
 
+// A file URL for a file or a directory.
+inline objc_object make_file_url(const std::string& path, bool directory) {
+    const system_runtime& rt = system_runtime::get();
+    const objc_object text = make_string(path);
+    return cf_detail::created(rt.cf.CFURLCreateWithFileSystemPath(rt.default_allocator(), text.get(),
+                                                                  cf_url_posix_path_style, directory ? 1 : 0),
+                              "CFURLCreateWithFileSystemPath");
+}
+
 // ---- readers
 // --------------------------------------------------------------------------------------------------
 
 inline std::string string_value(objc_id string, std::string_view what = "value") {
-    const runtime& rt = runtime::get();
+    const system_runtime& rt = system_runtime::get();
     expect_cf_type(string, rt.cf.CFStringGetTypeID, "CFString", what);
     if (const char* direct = rt.cf.CFStringGetCStringPtr(string, cf_string_encoding_utf8)) return direct;
     const cf_index capacity =
@@ -151,7 +160,7 @@ inline std::string string_value(objc_id string, std::string_view what = "value")
 }
 
 inline std::int64_t number_value(objc_id number, std::string_view what = "value") {
-    const runtime& rt = runtime::get();
+    const system_runtime& rt = system_runtime::get();
     expect_cf_type(number, rt.cf.CFNumberGetTypeID, "CFNumber", what);
     std::int64_t value = 0;
     if (!rt.cf.CFNumberGetValue(number, cf_number_sint64_type, &value)) {
@@ -161,7 +170,7 @@ inline std::int64_t number_value(objc_id number, std::string_view what = "value"
 }
 
 inline std::span<const std::byte> data_bytes(objc_id data, std::string_view what = "value") {
-    const runtime& rt = runtime::get();
+    const system_runtime& rt = system_runtime::get();
     expect_cf_type(data, rt.cf.CFDataGetTypeID, "CFData", what);
     const cf_index length = rt.cf.CFDataGetLength(data);
     if (length <= 0) return {};
@@ -170,7 +179,7 @@ inline std::span<const std::byte> data_bytes(objc_id data, std::string_view what
 }
 
 inline std::size_t array_count(objc_id array, std::string_view what = "value") {
-    const runtime& rt = runtime::get();
+    const system_runtime& rt = system_runtime::get();
     expect_cf_type(array, rt.cf.CFArrayGetTypeID, "CFArray", what);
     const cf_index count = rt.cf.CFArrayGetCount(array);
     return count > 0 ? static_cast<std::size_t>(count) : 0;
@@ -183,11 +192,12 @@ inline objc_id array_at(objc_id array, std::size_t index, std::string_view what 
         throw error(
             message("ANE bridge: ", what, ": index ", index, " past the array's ", count, " elements"));
     }
-    return const_cast<void*>(runtime::get().cf.CFArrayGetValueAtIndex(array, static_cast<cf_index>(index)));
+    return const_cast<void*>(
+        system_runtime::get().cf.CFArrayGetValueAtIndex(array, static_cast<cf_index>(index)));
 }
 
 inline std::size_t dictionary_count(objc_id dictionary, std::string_view what = "value") {
-    const runtime& rt = runtime::get();
+    const system_runtime& rt = system_runtime::get();
     expect_cf_type(dictionary, rt.cf.CFDictionaryGetTypeID, "CFDictionary", what);
     const cf_index count = rt.cf.CFDictionaryGetCount(dictionary);
     return count > 0 ? static_cast<std::size_t>(count) : 0;
@@ -195,16 +205,25 @@ inline std::size_t dictionary_count(objc_id dictionary, std::string_view what = 
 
 // The value for a string key, not owned; nullptr when absent.
 inline objc_id dictionary_lookup(objc_id dictionary, std::string_view key, std::string_view what = "value") {
-    const runtime& rt = runtime::get();
+    const system_runtime& rt = system_runtime::get();
     expect_cf_type(dictionary, rt.cf.CFDictionaryGetTypeID, "CFDictionary", what);
     const objc_object key_string = make_string(key);
     return const_cast<void*>(rt.cf.CFDictionaryGetValue(dictionary, key_string.get()));
 }
 
 // "domain, code N: description" of an NSError/CFError (not owned).
+// The POSIX path of a file URL (CFURL is NSURL).
+inline std::string url_path(objc_id url, std::string_view what = "URL") {
+    const system_runtime& rt = system_runtime::get();
+    if (url == nullptr) throw error(message("ANE bridge: ", what, " is nil"));
+    const objc_object path = cf_detail::created(rt.cf.CFURLCopyFileSystemPath(url, cf_url_posix_path_style),
+                                                "CFURLCopyFileSystemPath");
+    return string_value(path.get(), what);
+}
+
 inline std::string describe_error(objc_id error_object) {
     if (error_object == nullptr) return "no error object";
-    const runtime& rt = runtime::get();
+    const system_runtime& rt = system_runtime::get();
     if (rt.cf.CFGetTypeID(error_object) != rt.cf.CFErrorGetTypeID()) {
         return message("an error object of unexpected type ", cf_type_name(error_object));
     }

@@ -28,7 +28,8 @@ public:
               data_(other.data_) {}
         lock_guard& operator=(lock_guard&&) = delete;
         ~lock_guard() {
-            if (surface_ != nullptr) runtime::get().surface.IOSurfaceUnlock(surface_, options_, nullptr);
+            if (surface_ != nullptr)
+                system_runtime::get().surface.IOSurfaceUnlock(surface_, options_, nullptr);
         }
 
         [[nodiscard]] std::byte* data() const noexcept { return data_; }
@@ -66,7 +67,7 @@ public:
             throw shape_error(message("ANE surface: allocation of ", alloc_size, " bytes for ", channels,
                                       " rows of stride ", row_stride, " (", needed, " bytes needed)"));
         }
-        const runtime& rt = runtime::get();
+        const system_runtime& rt = system_runtime::get();
         const auto& s = rt.surface;
         const objc_object width_number = make_number(width);
         const objc_object height_number = make_number(channels);
@@ -104,7 +105,7 @@ public:
         if (bytes == 0 || bytes % 64 != 0)
             throw shape_error(
                 message("ANE surface: ", bytes, " bytes; a flat surface is a positive multiple of 64"));
-        const runtime& rt = runtime::get();
+        const system_runtime& rt = system_runtime::get();
         const auto& s = rt.surface;
         const objc_object size_number = make_number(static_cast<std::int64_t>(bytes));
         const objc_object one = make_number(1);
@@ -134,7 +135,7 @@ public:
     // Read-only locks tell the system the CPU did not write (RUNTIME.md §3 locking).
     [[nodiscard]] lock_guard lock(bool read_only) const {
         if (handle() == nullptr) throw error("ANE surface: lock of a moved-from io_surface");
-        const runtime& rt = runtime::get();
+        const system_runtime& rt = system_runtime::get();
         const std::uint32_t options = read_only ? io_surface_lock_read_only : 0u;
         const int status = rt.surface.IOSurfaceLock(handle(), options, nullptr);
         if (status != 0) throw error(message("ANE surface: IOSurfaceLock failed with status ", status));

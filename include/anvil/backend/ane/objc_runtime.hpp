@@ -1,10 +1,13 @@
-// anvil: the ANE backend's bridge to the Objective-C runtime, Core Foundation, IOSurface, Foundation and the
-// private AppleNeuralEngine.framework, from plain C++. Every symbol is resolved with dlopen/dlsym (RUNTIME.md
-// §1), from the five system libraries on a Mac, or all of them from the simulator named by ANVIL_ANE_SIM.
-// Everything used is probed once at start-up, so a changed private API is an error naming the missing piece,
-// never a crash. Messages are sent by looking the implementation up (class_getMethodImplementation, after
-// class_respondsToSelector) and calling it through its exact prototype: `runtime::send` is the only place an
-// IMP is cast (DESIGN.md "How the two meet").
+// anvil: the bridge to the Objective-C runtime, Core Foundation, IOSurface and Foundation from plain C++,
+// shared by both routes to the Neural Engine: `system_runtime` loads those public system libraries only,
+// `runtime` adds the private AppleNeuralEngine.framework (the ANE backend), and backend/coreml adds the
+// public CoreML.framework on top of `system_runtime` — so an app on the Core ML route never loads the private
+// framework (App Review rejects that). Every symbol is resolved with dlopen/dlsym (RUNTIME.md §1), from the
+// system libraries on a Mac, or all of them from the simulator named by ANVIL_ANE_SIM. Everything used is
+// probed once at start-up, so a changed API is an error naming the missing piece, never a crash. Messages are
+// sent by looking the implementation up (class_getMethodImplementation, after class_respondsToSelector) and
+// calling it through its exact prototype: `objc_bridge::send` is the only place an IMP is cast (DESIGN.md
+// "How the two meet").
 #pragma once
 
 #include <cstddef>
@@ -111,6 +114,7 @@ struct core_foundation_functions {
     cf_index (*CFErrorGetCode)(objc_id) = nullptr;
     objc_id (*CFErrorCopyDescription)(objc_id) = nullptr;
     objc_id (*CFURLCreateWithFileSystemPath)(objc_id, objc_id, cf_index, cf_boolean) = nullptr;
+    objc_id (*CFURLCopyFileSystemPath)(objc_id, cf_index) = nullptr;
 };
 
 struct io_surface_functions {
@@ -190,28 +194,19 @@ inline constexpr const char* no_engine_message =
 
 }  // namespace runtime_detail
 
-// The process-wide loader: opened once (thread-safe), never closed.
-class runtime {
+// The function tables and message sending every bridge shares; `system_runtime`, `runtime` and the Core ML
+// runtime are its three loaders.
+class objc_bridge {
 public:
-    // Loads on first use; throws unsupported_error when there is nothing to load, anvil::error naming every
-    // missing symbol, class or selector. A failed load is retried on the next call.
-    [[nodiscard]] static const runtime& get() {
-        static const runtime instance{construct_tag{}};
-        return instance;
-    }
-
-    runtime(const runtime&) = delete;
-    runtime& operator=(const runtime&) = delete;
+    objc_bridge(const objc_bridge&) = delete;
+    objc_bridge& operator=(const objc_bridge&) = delete;
 
     [[nodiscard]] bool simulated() const noexcept { return simulated_; }
-    [[nodiscard]] const std::string& library() const noexcept { return library_; }  // the framework's path
 
     objc_functions objc;
     core_foundation_functions cf;
     io_surface_functions surface;
     foundation_functions foundation;
-    framework_classes classes;
-    framework_messages messages;
 
     // The values of the CF data symbols, read at use (kCFAllocatorDefault is NULL on a Mac).
     [[nodiscard]] objc_id default_allocator() const noexcept {
@@ -252,77 +247,27 @@ public:
         return name != nullptr ? name : "?";
     }
 
-private:
-    struct construct_tag {};
-
-    template <class Result, class... Args>
-    Result invoke(objc_id receiver, selector sel, const char* name, Args... args) const {
-        const implementation method = lookup(receiver, sel, name);
-        using prototype = Result (*)(objc_id, selector, Args...);
-        return reinterpret_cast<prototype>(method)(receiver, sel, args...);  // the only cast of an IMP
-    }
-
-    explicit runtime(construct_tag) { load(); }
-
-    implementation lookup(objc_id receiver, selector sel, const char* name) const {
-        if (receiver == nullptr) throw error(message("ANE bridge: message '", name, "' sent to nil"));
-        const class_handle cls = objc.object_getClass(receiver);
-        const std::pair<class_handle, selector> key{cls, sel};
-        const std::lock_guard<std::mutex> guard(cache_mutex_);
-        if (const auto found = method_cache_.find(key); found != method_cache_.end()) return found->second;
-        if (cls == nullptr || !objc.class_respondsToSelector(cls, sel)) {
-            throw error(message("ANE bridge: class '", class_name(receiver), "' does not respond to '", name,
-                                "' (the private AppleNeuralEngine API differs from the one anvil expects)"));
-        }
-        const implementation method = objc.class_getMethodImplementation(cls, sel);
-        if (method == nullptr) {
-            throw error(message("ANE bridge: no implementation of '", name, "' in class '",
-                                class_name(receiver), "'"));
-        }
-        method_cache_.emplace(key, method);
-        return method;
-    }
-
-    void load() {
-#if !ANVIL_ANE_HAS_DLFCN
-        throw unsupported_error(runtime_detail::no_engine_message);
-#else
-        runtime_detail::library_handles handles;
-        const char* simulator = std::getenv("ANVIL_ANE_SIM");
-        if (simulator != nullptr && *simulator != '\0') {
-            simulated_ = true;
-            library_ = simulator;
-            void* handle = open_library(simulator, "the ANE simulator named by ANVIL_ANE_SIM");
-            handles = {handle, handle, handle, handle, handle};
-        } else {
-#if defined(__APPLE__)
-            library_ = "/System/Library/PrivateFrameworks/AppleNeuralEngine.framework/AppleNeuralEngine";
-            handles.objc = open_library("/usr/lib/libobjc.A.dylib", "the Objective-C runtime");
-            handles.core_foundation = open_library(
-                "/System/Library/Frameworks/CoreFoundation.framework/CoreFoundation", "CoreFoundation");
-            handles.io_surface =
-                open_library("/System/Library/Frameworks/IOSurface.framework/IOSurface", "IOSurface");
-            handles.foundation =
-                open_library("/System/Library/Frameworks/Foundation.framework/Foundation", "Foundation");
-            handles.framework = open_library(library_.c_str(), "the private AppleNeuralEngine.framework");
-#else
-            throw unsupported_error(runtime_detail::no_engine_message);
-#endif
-        }
-        std::vector<std::string> missing;
-        resolve_functions(handles, missing);
-        if (!missing.empty()) throw_missing(missing);
-        resolve_framework(missing);
-        if (!missing.empty()) throw_missing(missing);
-#endif
-    }
+protected:
+    // `bridge` names the bridge in errors ("ANE bridge"), `changed_api` says what a missing method means.
+    objc_bridge(std::string bridge, std::string changed_api)
+        : bridge_(std::move(bridge)), changed_api_(std::move(changed_api)) {}
+    // A framework's bridge: the system libraries' tables, as `system` loaded them.
+    objc_bridge(const objc_bridge& system, std::string bridge, std::string changed_api)
+        : objc(system.objc),
+          cf(system.cf),
+          surface(system.surface),
+          foundation(system.foundation),
+          simulated_(system.simulated_),
+          bridge_(std::move(bridge)),
+          changed_api_(std::move(changed_api)) {}
+    ~objc_bridge() = default;
 
 #if ANVIL_ANE_HAS_DLFCN
-    static void* open_library(const char* path, const char* what) {
+    static void* open_library(const char* path, const char* what, const std::string& bridge) {
         void* handle = ::dlopen(path, RTLD_NOW | RTLD_LOCAL);
         if (handle == nullptr) {
             const char* reason = ::dlerror();
-            throw unsupported_error(message("ANE bridge: cannot load ", what, " from '", path,
+            throw unsupported_error(message(bridge, ": cannot load ", what, " from '", path,
                                             "': ", reason != nullptr ? reason : "dlopen failed"));
         }
         return handle;
@@ -342,6 +287,128 @@ private:
         }
     }
 #endif
+
+    class_handle find_class(const char* name, bool required, std::vector<std::string>& missing) const {
+        class_handle cls = objc.objc_getClass(name);
+        if (cls == nullptr && required) missing.emplace_back(message("class ", name));
+        return cls;
+    }
+
+    // Registers the selector and checks the class (or, for a class method, its metaclass) implements it.
+    template <class Signature>
+    void find_message(typed_selector<Signature>& m, const char* name, class_handle cls, bool class_method,
+                      bool required, std::vector<std::string>& missing) const {
+        m.name = name;
+        m.sel = objc.sel_registerName(name);
+        if (cls == nullptr) return;  // the class itself is reported missing
+        const class_handle target = class_method ? objc.object_getClass(cls) : cls;
+        m.available = m.sel != nullptr && target != nullptr && objc.class_respondsToSelector(target, m.sel);
+        if (!m.available && required) {
+            missing.emplace_back(
+                message("selector ", class_method ? "+[" : "-[", objc.class_getName(cls), " ", name, "]"));
+        }
+    }
+
+    [[noreturn]] void throw_missing(const std::string& library,
+                                    const std::vector<std::string>& missing) const {
+        std::string list;
+        for (const std::string& item : missing)
+            list += (list.empty() ? "" : ", ") + item;
+        throw error(message(
+            bridge_, ": ", library, " lacks what anvil needs: ", list,
+            simulated_ ? " (is ANVIL_ANE_SIM the anvil ANE simulator?)" : message(" (", changed_api_, ")")));
+    }
+
+    bool simulated_ = false;
+
+private:
+    template <class Result, class... Args>
+    Result invoke(objc_id receiver, selector sel, const char* name, Args... args) const {
+        const implementation method = lookup(receiver, sel, name);
+        using prototype = Result (*)(objc_id, selector, Args...);
+        return reinterpret_cast<prototype>(method)(receiver, sel, args...);  // the only cast of an IMP
+    }
+
+    implementation lookup(objc_id receiver, selector sel, const char* name) const {
+        if (receiver == nullptr) throw error(message(bridge_, ": message '", name, "' sent to nil"));
+        const class_handle cls = objc.object_getClass(receiver);
+        const std::pair<class_handle, selector> key{cls, sel};
+        const std::lock_guard<std::mutex> guard(cache_mutex_);
+        if (const auto found = method_cache_.find(key); found != method_cache_.end()) return found->second;
+        if (cls == nullptr || !objc.class_respondsToSelector(cls, sel)) {
+            throw error(message(bridge_, ": class '", class_name(receiver), "' does not respond to '", name,
+                                "' (", changed_api_, ")"));
+        }
+        const implementation method = objc.class_getMethodImplementation(cls, sel);
+        if (method == nullptr) {
+            throw error(message(bridge_, ": no implementation of '", name, "' in class '",
+                                class_name(receiver), "'"));
+        }
+        method_cache_.emplace(key, method);
+        return method;
+    }
+
+    std::string bridge_;
+    std::string changed_api_;
+    mutable std::mutex cache_mutex_;
+    mutable std::map<std::pair<class_handle, selector>, implementation> method_cache_;
+};
+
+// The public system libraries: libobjc, CoreFoundation, IOSurface, Foundation (or the simulator). Opened once
+// (thread-safe), never closed.
+class system_runtime final : public objc_bridge {
+public:
+    // Loads on first use; throws unsupported_error when there is nothing to load (not a Mac, no simulator),
+    // anvil::error naming every missing symbol.
+    [[nodiscard]] static const system_runtime& get() {
+        static const system_runtime instance{construct_tag{}};
+        return instance;
+    }
+
+    [[nodiscard]] const std::string& library() const noexcept { return library_; }
+    // The dlopen handle the frameworks' symbols come from when simulated (every symbol, one library).
+    [[nodiscard]] void* simulator_handle() const noexcept { return simulator_handle_; }
+
+private:
+    struct construct_tag {};
+
+    explicit system_runtime(construct_tag)
+        : objc_bridge("ANE bridge", "the Objective-C runtime or a system library lacks an expected symbol") {
+        load();
+    }
+
+    void load() {
+#if !ANVIL_ANE_HAS_DLFCN
+        throw unsupported_error(runtime_detail::no_engine_message);
+#else
+        runtime_detail::library_handles handles;
+        const char* simulator = std::getenv("ANVIL_ANE_SIM");
+        if (simulator != nullptr && *simulator != '\0') {
+            simulated_ = true;
+            library_ = simulator;
+            void* handle = open_library(simulator, "the ANE simulator named by ANVIL_ANE_SIM", "ANE bridge");
+            simulator_handle_ = handle;
+            handles = {handle, handle, handle, handle, handle};
+        } else {
+#if defined(__APPLE__)
+            library_ = "/usr/lib/libobjc.A.dylib";
+            handles.objc = open_library("/usr/lib/libobjc.A.dylib", "the Objective-C runtime", "ANE bridge");
+            handles.core_foundation =
+                open_library("/System/Library/Frameworks/CoreFoundation.framework/CoreFoundation",
+                             "CoreFoundation", "ANE bridge");
+            handles.io_surface = open_library("/System/Library/Frameworks/IOSurface.framework/IOSurface",
+                                              "IOSurface", "ANE bridge");
+            handles.foundation = open_library("/System/Library/Frameworks/Foundation.framework/Foundation",
+                                              "Foundation", "ANE bridge");
+#else
+            throw unsupported_error(runtime_detail::no_engine_message);
+#endif
+        }
+        std::vector<std::string> missing;
+        resolve_functions(handles, missing);
+        if (!missing.empty()) throw_missing(library_, missing);
+#endif
+    }
 
     void resolve_functions(const runtime_detail::library_handles& h, std::vector<std::string>& missing) {
 #if ANVIL_ANE_HAS_DLFCN
@@ -389,6 +456,7 @@ private:
         ANVIL_ANE_RESOLVE(h.core_foundation, cf, CFErrorGetCode);
         ANVIL_ANE_RESOLVE(h.core_foundation, cf, CFErrorCopyDescription);
         ANVIL_ANE_RESOLVE(h.core_foundation, cf, CFURLCreateWithFileSystemPath);
+        ANVIL_ANE_RESOLVE(h.core_foundation, cf, CFURLCopyFileSystemPath);
 
         ANVIL_ANE_RESOLVE(h.io_surface, surface, kIOSurfaceWidth);
         ANVIL_ANE_RESOLVE(h.io_surface, surface, kIOSurfaceHeight);
@@ -411,25 +479,54 @@ private:
 #endif
     }
 
-    class_handle find_class(const char* name, bool required, std::vector<std::string>& missing) const {
-        class_handle cls = objc.objc_getClass(name);
-        if (cls == nullptr && required) missing.emplace_back(message("class ", name));
-        return cls;
+    std::string library_;
+    void* simulator_handle_ = nullptr;
+};
+
+// The ANE backend's loader: the system libraries and the private AppleNeuralEngine.framework. Opened once
+// (thread-safe), never closed.
+class runtime final : public objc_bridge {
+public:
+    // Loads on first use; throws unsupported_error when there is nothing to load, anvil::error naming every
+    // missing symbol, class or selector. A failed load is retried on the next call.
+    [[nodiscard]] static const runtime& get() {
+        static const runtime instance{construct_tag{}};
+        return instance;
     }
 
-    // Registers the selector and checks the class (or, for a class method, its metaclass) implements it.
-    template <class Signature>
-    void find_message(typed_selector<Signature>& m, const char* name, class_handle cls, bool class_method,
-                      bool required, std::vector<std::string>& missing) const {
-        m.name = name;
-        m.sel = objc.sel_registerName(name);
-        if (cls == nullptr) return;  // the class itself is reported missing
-        const class_handle target = class_method ? objc.object_getClass(cls) : cls;
-        m.available = m.sel != nullptr && target != nullptr && objc.class_respondsToSelector(target, m.sel);
-        if (!m.available && required) {
-            missing.emplace_back(
-                message("selector ", class_method ? "+[" : "-[", objc.class_getName(cls), " ", name, "]"));
+    [[nodiscard]] const std::string& library() const noexcept { return library_; }  // the framework's path
+
+    framework_classes classes;
+    framework_messages messages;
+
+private:
+    struct construct_tag {};
+
+    explicit runtime(construct_tag)
+        : objc_bridge(system_runtime::get(), "ANE bridge",
+                      "the private AppleNeuralEngine API differs from the one anvil expects") {
+        load();
+    }
+
+    void load() {
+#if !ANVIL_ANE_HAS_DLFCN
+        throw unsupported_error(runtime_detail::no_engine_message);
+#else
+        const system_runtime& system = system_runtime::get();
+        if (simulated_) {
+            library_ = system.library();
+        } else {
+#if defined(__APPLE__)
+            library_ = "/System/Library/PrivateFrameworks/AppleNeuralEngine.framework/AppleNeuralEngine";
+            open_library(library_.c_str(), "the private AppleNeuralEngine.framework", "ANE bridge");
+#else
+            throw unsupported_error(runtime_detail::no_engine_message);
+#endif
         }
+        std::vector<std::string> missing;
+        resolve_framework(missing);
+        if (!missing.empty()) throw_missing(library_, missing);
+#endif
     }
 
     void resolve_framework(std::vector<std::string>& missing) {
@@ -469,20 +566,7 @@ private:
         find_message(m.num_ane_cores, "numANECores", classes.device_info, true, false, missing);
     }
 
-    [[noreturn]] void throw_missing(const std::vector<std::string>& missing) const {
-        std::string list;
-        for (const std::string& item : missing)
-            list += (list.empty() ? "" : ", ") + item;
-        throw error(message("ANE bridge: ", library_, " lacks what anvil needs: ", list,
-                            simulated_
-                                ? " (is ANVIL_ANE_SIM the anvil ANE simulator?)"
-                                : " (the private AppleNeuralEngine API changed in this macOS version)"));
-    }
-
-    bool simulated_ = false;
     std::string library_;
-    mutable std::mutex cache_mutex_;
-    mutable std::map<std::pair<class_handle, selector>, implementation> method_cache_;
 };
 
 // An owned reference to an Objective-C (or CF) object: released once in the destructor. Move-only.
@@ -494,7 +578,7 @@ public:
     [[nodiscard]] static objc_object adopt(objc_id object) noexcept { return objc_object(object); }
     // Retains a +0 reference (a factory's autoreleased result, a getter's value).
     [[nodiscard]] static objc_object retain(objc_id object) {
-        if (object != nullptr) runtime::get().objc.objc_retain(object);
+        if (object != nullptr) system_runtime::get().objc.objc_retain(object);
         return objc_object(object);
     }
 
@@ -515,7 +599,7 @@ public:
 
     void reset() noexcept {
         // A non-null object implies the runtime loaded, so get() cannot throw here.
-        if (object_ != nullptr) runtime::get().objc.objc_release(std::exchange(object_, nullptr));
+        if (object_ != nullptr) system_runtime::get().objc.objc_release(std::exchange(object_, nullptr));
     }
 
 private:
@@ -527,13 +611,13 @@ private:
 // pool, and leaked autoreleased programs exhaust the ~15 live program slots).
 class autorelease_pool {
 public:
-    autorelease_pool() : runtime_(&runtime::get()), pool_(runtime_->objc.objc_autoreleasePoolPush()) {}
+    autorelease_pool() : runtime_(&system_runtime::get()), pool_(runtime_->objc.objc_autoreleasePoolPush()) {}
     autorelease_pool(const autorelease_pool&) = delete;
     autorelease_pool& operator=(const autorelease_pool&) = delete;
     ~autorelease_pool() { runtime_->objc.objc_autoreleasePoolPop(pool_); }
 
 private:
-    const runtime* runtime_;
+    const system_runtime* runtime_;
     void* pool_;
 };
 

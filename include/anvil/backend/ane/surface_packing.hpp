@@ -84,12 +84,16 @@ inline void unpack(const surface_layout& layout, const std::byte* base, float* v
 
 // Ones in every element of an input surface, padding included: what a program's first evaluation reads (not
 // zeros, which would turn log and rsqrt into infinities).
-inline void fill_with_ones(const surface_layout& layout, const io_surface& surface) {
+inline void fill_with_ones(const surface_layout& layout, std::byte* base) {
     const std::vector<half> ones(static_cast<std::size_t>(layout.surface_width), half(1.0f));
-    auto guard = surface.lock(false);
     for (std::int64_t c = 0; c < layout.channels; ++c)
-        std::memcpy(guard.data() + static_cast<std::size_t>(c) * layout.channel_stride, ones.data(),
+        std::memcpy(base + static_cast<std::size_t>(c) * layout.channel_stride, ones.data(),
                     ones.size() * sizeof(half));
+}
+
+inline void fill_with_ones(const surface_layout& layout, const io_surface& surface) {
+    auto guard = surface.lock(false);
+    fill_with_ones(layout, guard.data());
 }
 
 }  // namespace anvil::detail::ane

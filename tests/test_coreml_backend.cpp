@@ -1,0 +1,276 @@
+// device::coreml end to end on the simulator, which implements the Core ML classes the backend calls
+// (tools/ane-sim/runtime_coreml.cpp) and reads the packages it compiles as Core ML does: numbers against the
+// CPU backend, the compile-once cache (the permanent .mlmodelc path, in this process and in a second one),
+// strided outputs, resident inputs, refused packages, and no leaked objects.
+//
+// Where the expected values come from: the CPU backend (itself checked against PyTorch in the family tests),
+// with the fp16 tolerance the ANE backend's tests use; the simulator's counters for what was compiled.
+#include <doctest/doctest.h>
+#include <anvil/anvil.hpp>
+#include <anvil/backend/ane/ane_program.hpp>
+
+#include "ane_simulator.hpp"
+#include "model_test_support.hpp"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace test_coreml_backend {
+
+#ifdef ANVIL_ANE_SIM_PATH
+
+using anvil::dims;
+using anvil::dtype;
+using anvil::host_tensor;
+using anvil::op;
+using anvil_test::max_difference;
+using anvil_test::sim;
+using anvil_test::temporary_folder;
+
+// linear, gelu, layer_norm and softmax: one Core ML model.
+struct block {
+    anvil::graph g;
+    anvil::value out;
+    std::vector<anvil::named_tensor> inputs;
+
+    block() {
+        std::vector<float> w(40 * 48), b(40), x(7 * 48), gamma(40, 1.0f), beta(40, 0.1f);
+        for (std::size_t i = 0; i < w.size(); ++i)
+            w[i] = static_cast<float>(static_cast<int>(i * 13 % 29) - 14) * 0.01f;
+        for (std::size_t i = 0; i < b.size(); ++i)
+            b[i] = static_cast<float>(i % 5) * 0.1f;
+        for (std::size_t i = 0; i < x.size(); ++i)
+            x[i] = static_cast<float>(static_cast<int>(i * 7 % 19) - 9) * 0.1f;
+        const auto input = g.input("x", dtype::f32, dims{7, 48});
+        auto h = g.apply(op::linear, {input, g.constant(host_tensor::from(w, dims{40, 48})),
+                                      g.constant(host_tensor::from(b, dims{40}))});
+        h = g.apply(op::gelu, {h});
+        anvil::attributes norm;
+        norm.epsilon = 1e-5f;
+        h = g.apply(op::layer_norm,
+                    {h, g.constant(host_tensor::from(gamma, dims{40})),
+                     g.constant(host_tensor::from(beta, dims{40}))},
+                    norm);
+        anvil::attributes soft;
+        soft.axis = 1;
+        out = g.apply(op::softmax, {h}, soft);
+        inputs.push_back({"x", host_tensor::from(x, dims{7, 48})});
+    }
+};
+
+// A simulator counter, 0 before its first count (the simulator reports -1 for a counter never counted).
+long count(const char* name) {
+    return std::max(0L, sim().counter(name));
+}
+
+anvil::compile_options coreml_options(const std::filesystem::path& cache) {
+    anvil::compile_options options;
+    options.target = anvil::device::coreml;
+    options.cache_dir = cache.string();
+    return options;
+}
+
+anvil::compile_options cpu_options() {
+    anvil::compile_options options;
+    options.target = anvil::device::cpu;
+    return options;
+}
+
+TEST_CASE("coreml route: a block runs as a Core ML model and equals the CPU within fp16 tolerance") {
+    sim();
+    const long live_before = sim().counter("live_objects");
+    temporary_folder cache("anvil-coreml-cache");
+    block b;
+    const auto expected = anvil::compile({b.out}, cpu_options()).run(b.inputs);
+    const long compiles = count("coreml_compiles");
+    const long device_compiles = count("coreml_device_compiles");
+    const long predictions = count("coreml_predictions");
+    {
+        auto program = anvil::compile({b.out}, coreml_options(cache.path));
+        const auto placement = program.placement();
+        CHECK(placement.backend == "coreml");
+        REQUIRE(placement.segments.size() == 1);
+        CHECK(placement.segments[0].device == "coreml");
+        CHECK_FALSE(placement.segments[0].cached);
+        const auto got = program.run(b.inputs);
+        const double error = max_difference(got[0], expected[0]);
+        MESSAGE("Core ML route vs CPU: max abs difference ", error);
+        CHECK(error < 2e-3);
+        CHECK(program.dump().find("Core ML program") != std::string::npos);
+    }
+    CHECK(count("coreml_compiles") == compiles + 1);
+    CHECK(count("coreml_device_compiles") == device_compiles + 1);
+    CHECK(count("coreml_predictions") == predictions + 2);  // the first evaluation, then run
+    // The compiled model stayed at its permanent path, keyed by the package digest; the package did not.
+    std::size_t compiled_models = 0;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(cache.path)) {
+        if (entry.path().extension() == ".mlmodelc") ++compiled_models;
+        CHECK(entry.path().extension() != ".mlpackage");
+    }
+    CHECK(compiled_models == 1);
+    CHECK(sim().counter("live_objects") == live_before);
+    CHECK(sim().violations() == "");
+}
+
+TEST_CASE("coreml route: loading the same model again compiles nothing, in this process and in another") {
+    sim();
+    temporary_folder cache("anvil-coreml-cache");
+    block b;
+    { (void)anvil::compile({b.out}, coreml_options(cache.path)).run(b.inputs); }
+    const long compiles = count("coreml_compiles");
+    const long device_compiles = count("coreml_device_compiles");
+    const long hits = count("coreml_cache_hits");
+    {
+        auto again = anvil::compile({b.out}, coreml_options(cache.path));
+        CHECK(again.placement().segments[0].cached);
+        (void)again.run(b.inputs);
+    }
+    CHECK(count("coreml_compiles") == compiles);                // no compileModelAtURL:
+    CHECK(count("coreml_device_compiles") == device_compiles);  // the same .mlmodelc path
+    CHECK(count("coreml_cache_hits") == hits + 1);
+    // A second process: the permanent path survives, so it compiles nothing either.
+    const pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        int status = 1;
+        try {
+            auto third = anvil::compile({b.out}, coreml_options(cache.path));
+            const bool cached = third.placement().segments[0].cached;
+            (void)third.run(b.inputs);
+            status = cached && count("coreml_compiles") == compiles &&
+                             count("coreml_device_compiles") == device_compiles
+                         ? 0
+                         : 2;
+        } catch (...) {
+            status = 3;
+        }
+        _exit(status);
+    }
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+    CHECK(sim().violations() == "");
+}
+
+TEST_CASE("coreml route: a damaged cache entry is compiled again, not trusted") {
+    sim();
+    temporary_folder cache("anvil-coreml-cache");
+    block b;
+    { (void)anvil::compile({b.out}, coreml_options(cache.path)); }
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(cache.path)) {
+        if (entry.path().filename() == "coremldata.bin") {
+            std::ofstream(entry.path(), std::ios::trunc) << "not a model";
+            break;
+        }
+    }
+    const long compiles = count("coreml_compiles");
+    auto program = anvil::compile({b.out}, coreml_options(cache.path));
+    CHECK(count("coreml_compiles") == compiles + 1);
+    CHECK_FALSE(program.placement().segments[0].cached);
+    const auto expected = anvil::compile({b.out}, cpu_options()).run(b.inputs);
+    CHECK(max_difference(program.run(b.inputs)[0], expected[0]) < 2e-3);
+}
+
+TEST_CASE("coreml route: host-only ops run on the CPU between Core ML models, resident inputs stay put") {
+    sim();
+    temporary_folder cache("anvil-coreml-cache");
+    anvil::graph g;
+    std::vector<float> table(40 * 32), w(24 * 32);
+    for (std::size_t i = 0; i < table.size(); ++i)
+        table[i] = static_cast<float>(static_cast<int>(i * 11 % 23) - 11) * 0.05f;
+    for (std::size_t i = 0; i < w.size(); ++i)
+        w[i] = static_cast<float>(static_cast<int>(i * 5 % 13) - 6) * 0.03f;
+    const auto ids = g.input("ids", dtype::i32, dims{6});
+    const auto bias = g.input("bias", dtype::f32, dims{6, 24});
+    auto embedded = g.apply(op::gather, {g.constant(host_tensor::from(table, dims{40, 32})), ids});
+    auto h = g.apply(op::linear, {embedded, g.constant(host_tensor::from(w, dims{24, 32}))});
+    h = g.apply(op::add, {h, bias});
+    const auto out = g.apply(op::relu, {h});
+    auto options = coreml_options(cache.path);
+    options.resident_inputs = {"bias"};
+    auto program = anvil::compile({out}, options);
+    auto reference = anvil::compile({out}, [] {
+        auto o = cpu_options();
+        o.resident_inputs = {"bias"};
+        return o;
+    }());
+    const auto placement = program.placement();
+    bool has_cpu = false, has_coreml = false;
+    for (const auto& segment : placement.segments) {
+        has_cpu = has_cpu || segment.device == "cpu";
+        has_coreml = has_coreml || segment.device == "coreml";
+    }
+    CHECK(has_cpu);
+    CHECK(has_coreml);
+    const std::vector<std::int32_t> id_values{3, 0, 39, 7, 7, 21};
+    const auto id_tensor = host_tensor::from(id_values, dims{6});
+    std::vector<float> row(24);
+    for (int step = 0; step < 3; ++step) {
+        for (std::size_t i = 0; i < row.size(); ++i)
+            row[i] = static_cast<float>(step) * 0.25f - static_cast<float>(i) * 0.01f;
+        const std::vector<std::int64_t> at{step, 0};
+        program.write_input("bias", at, host_tensor::from(row, dims{1, 24}));
+        reference.write_input("bias", at, host_tensor::from(row, dims{1, 24}));
+        const auto got = program.run({{"ids", id_tensor}});
+        const auto want = reference.run({{"ids", id_tensor}});
+        CAPTURE(step);
+        CHECK(max_difference(got[0], want[0]) < 5e-3);
+    }
+    CHECK(sim().violations() == "");
+}
+
+TEST_CASE("coreml route: strided outputs are read through their strides") {
+    // The simulator pads every output row to 64 bytes (as the Neural Engine does, COREML.md §4.6) and fills
+    // the padding with NaN bit patterns: an output read as if packed would carry them into the result.
+    sim();
+    temporary_folder cache("anvil-coreml-cache");
+    anvil::graph g;
+    std::vector<float> w(5 * 12);
+    for (std::size_t i = 0; i < w.size(); ++i)
+        w[i] = static_cast<float>(i % 7) * 0.1f - 0.3f;
+    const auto x = g.input("x", dtype::f32, dims{3, 12});
+    const auto y = g.apply(op::linear, {x, g.constant(host_tensor::from(w, dims{5, 12}))});
+    std::vector<float> xs(36);
+    for (std::size_t i = 0; i < xs.size(); ++i)
+        xs[i] = static_cast<float>(i % 9) * 0.2f - 0.8f;
+    const std::vector<anvil::named_tensor> inputs{{"x", host_tensor::from(xs, dims{3, 12})}};
+    const auto got = anvil::compile({y}, coreml_options(cache.path)).run(inputs);
+    const auto want = anvil::compile({y}, cpu_options()).run(inputs);
+    CHECK(max_difference(got[0], want[0]) < 2e-3);
+}
+
+TEST_CASE("coreml route: a model the device refuses runs on the CPU, or fails under strict_device") {
+    // fail_compile_op makes the simulator's MIL compiler refuse programs holding the op; on the Core ML route
+    // that compiler runs when the model loads (Core ML builds its device plan there: "Error plan build").
+    sim();
+    temporary_folder cache("anvil-coreml-cache");
+    block b;
+    sim().option("fail_compile_op", "layer_norm");
+    {
+        auto program = anvil::compile({b.out}, coreml_options(cache.path));
+        const auto placement = program.placement();
+        REQUIRE(placement.segments.size() == 1);
+        CHECK(placement.segments[0].device == "cpu");
+        CHECK(placement.segments[0].refused_at == "load");
+        CHECK(placement.segments[0].framework_error.find("layer_norm") != std::string::npos);
+        const auto expected = anvil::compile({b.out}, cpu_options()).run(b.inputs);
+        CHECK(max_difference(program.run(b.inputs)[0], expected[0]) < 1e-5);
+        auto strict = coreml_options(cache.path);
+        strict.strict_device = true;
+        CHECK_THROWS_WITH_AS((void)anvil::compile({b.out}, strict), doctest::Contains("strict_device"),
+                             anvil::unsupported_error);
+    }
+    sim().reset();
+}
+
+#endif  // ANVIL_ANE_SIM_PATH
+
+}  // namespace test_coreml_backend

@@ -1,0 +1,589 @@
+// anvil's ANE simulator: the public CoreML.framework classes the Core ML backend uses (COREML.md §7), over
+// the same MIL part as the private path. compileModelAtURL: reads and validates the package as Core ML does
+// (runtime_coreml_package.cpp) and writes a temporary .mlmodelc holding each function as MIL text (model.mil,
+// as a real one does) and the weights; modelWithContentsOfURL: parses that MIL with the simulator's parser
+// and validator and prepares it, counting a Neural Engine specialisation the first time a path is loaded
+// (Core ML's cache is keyed by the .mlmodelc's path, COREML.md §4.3); predictionFromFeatures: executes it
+// with fp16 numerics and returns outputs whose rows are padded to 64 bytes, as the Neural Engine pads them
+// (§4.6), so a caller that ignores strides reads garbage. Counters: coreml_compiles, coreml_loads,
+// coreml_device_compiles, coreml_cache_hits, coreml_predictions.
+#include <unistd.h>
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <set>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include <anvil/core/sha256.hpp>
+
+#include "runtime.hpp"
+#include "runtime_coreml_package.hpp"
+
+// Block literals' isa: a Mac's libsystem_blocks exports these (the Block ABI); the backend resolves the
+// stack one with dlsym and puts its address in every block it builds.
+extern "C" {
+__attribute__((visibility("default"))) void* _NSConcreteStackBlock[32] = {};
+__attribute__((visibility("default"))) void* _NSConcreteGlobalBlock[32] = {};
+}
+
+namespace anvil_sim {
+
+namespace {
+
+constexpr unsigned long configuration_type_id = 0x4d4c01;
+constexpr unsigned long model_type_id = 0x4d4c02;
+constexpr unsigned long multi_array_type_id = 0x4d4c03;
+constexpr unsigned long feature_value_type_id = 0x4d4c04;
+constexpr unsigned long provider_type_id = 0x4d4c05;
+
+constexpr long array_float16 = 65552;
+constexpr long array_float32 = 65568;
+constexpr long array_int32 = 131104;
+
+struct configuration_object : object {
+    static constexpr const char* class_name = "MLModelConfiguration";
+    long compute_units = 2;  // MLComputeUnitsAll, Core ML's default
+};
+
+struct function_model {
+    coreml::function_program function;
+    std::unique_ptr<mil_program> program;
+};
+
+struct model_object : object {
+    static constexpr const char* class_name = "MLModel";
+    std::string path;
+    long compute_units = 2;
+    function_model loaded;
+};
+
+struct multi_array_object : object {
+    static constexpr const char* class_name = "MLMultiArray";
+    bool initialized = false;
+    std::vector<std::int64_t> shape, strides;
+    long data_type = 0;
+    std::byte* data = nullptr;     // the caller's memory, or owned.data()
+    std::vector<std::byte> owned;  // outputs the simulator made
+};
+
+struct feature_value_object : object {
+    static constexpr const char* class_name = "MLFeatureValue";
+    ~feature_value_object() { release_object(array, "MLFeatureValue dealloc"); }
+    multi_array_object* array = nullptr;
+};
+
+struct provider_object : object {
+    static constexpr const char* class_name = "MLDictionaryFeatureProvider";
+    ~provider_object() { release_object(dictionary, "MLDictionaryFeatureProvider dealloc"); }
+    bool initialized = false;
+    dictionary_object* dictionary = nullptr;
+};
+
+template <class Function>
+imp as_imp(Function* function) {
+    return reinterpret_cast<imp>(function);
+}
+
+void set_coreml_error(void** error_out, long code, std::string description) {
+    if (error_out == nullptr) return;
+    auto* error = make_object<error_object>(make_string("com.apple.CoreML"), code, std::move(description));
+    *error_out = autorelease_object(error, "NSError");
+}
+
+std::size_t element_size(long data_type) {
+    switch (data_type) {
+        case array_float16:
+            return 2;
+        case array_float32:
+        case array_int32:
+            return 4;
+        default:
+            return 0;
+    }
+}
+
+std::string read_bytes(const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw sim_failure(coreml::error_codes::io, "cannot read '" + path.string() + "'");
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+std::atomic<long> compiled_count{0};
+
+// ---- MLModel
+
+// +[MLModel compileModelAtURL:error:]: validates the package, writes <tmp>/anvil-sim-coreml-<pid>-<n>/
+// <stem>.mlmodelc and returns its URL (autoreleased). Core ML leaves the result in a temporary place that the
+// caller must move (COREML.md §4.3).
+id model_compile(id, sel, id url, void** error) {
+    lock_guard lock(sim().mutex);
+    auto* typed = as<url_object>(url);
+    if (typed == nullptr) {
+        record_violation("+[MLModel compileModelAtURL:error:] was given " + describe(url) +
+                         ", expected an NSURL");
+        set_coreml_error(error, coreml::error_codes::generic, "compileModelAtURL: the URL is not an NSURL");
+        return nullptr;
+    }
+    const std::filesystem::path package_path(typed->path);
+    try {
+        const coreml::package package = coreml::read_package(package_path);
+        const std::filesystem::path out =
+            std::filesystem::path(temporary_directory()) /
+            ("anvil-sim-coreml-" + std::to_string(::getpid()) + "-" + std::to_string(++compiled_count)) /
+            (package_path.stem().string() + ".mlmodelc");
+        std::error_code code;
+        std::filesystem::create_directories(out / "weights", code);
+        if (code) throw sim_failure(coreml::error_codes::io, "cannot create '" + out.string() + "'");
+        // coremldata.bin: here the model's own protobuf (a real one embeds its description in a private
+        // container); model.mil: the default function's text, as a real .mlmodelc holds it.
+        const std::filesystem::path model_file = package.model_directory / "model.mlmodel";
+        std::filesystem::copy_file(model_file, out / "coremldata.bin", code);
+        for (const auto& name : package.weight_files)
+            if (!code)
+                std::filesystem::copy_file(package.model_directory / "weights" / name, out / "weights" / name,
+                                           code);
+        if (code)
+            throw sim_failure(coreml::error_codes::io,
+                              "cannot write '" + out.string() + "': " + code.message());
+        for (const auto& function : package.functions) {
+            std::ofstream mil(
+                out / (function.name == package.default_function ? "model.mil" : function.name + ".mil"));
+            mil << function.mil;
+        }
+        add_counter("coreml_compiles", 1);
+        return autorelease_object(make_object<url_object>(out.string(), true), "compileModelAtURL:");
+    } catch (const sim_failure& failure) {
+        set_coreml_error(error, failure.code, std::string("compileModelAtURL: ") + failure.what());
+    } catch (const std::exception& failure) {
+        set_coreml_error(error, coreml::error_codes::generic,
+                         std::string("compileModelAtURL: ") + failure.what());
+    }
+    return nullptr;
+}
+
+// Whether Core ML has specialised this .mlmodelc path for the device before (its cache is keyed by the path,
+// and persists across processes): a marker per path digest under the temporary directory.
+bool specialised_before(const std::string& path, const std::string& program_text) {
+    const std::string key = anvil::detail::sha256().update(path).finish_hex();
+    const std::string digest = anvil::detail::sha256().update(program_text).finish_hex();
+    const std::filesystem::path marker =
+        std::filesystem::path(temporary_directory()) / "anvil-sim-e5-cache" / key;
+    std::error_code code;
+    if (std::filesystem::is_regular_file(marker, code)) {
+        std::ifstream in(marker);
+        std::string stored;
+        in >> stored;
+        if (stored == digest) return true;
+    }
+    std::filesystem::create_directories(marker.parent_path(), code);
+    std::ofstream(marker) << digest;
+    return false;
+}
+
+// +[MLModel modelWithContentsOfURL:configuration:error:]
+id model_load(id, sel, id url, id configuration, void** error) {
+    lock_guard lock(sim().mutex);
+    auto* typed = as<url_object>(url);
+    auto* config = configuration != nullptr ? as<configuration_object>(configuration) : nullptr;
+    if (typed == nullptr || (configuration != nullptr && config == nullptr)) {
+        record_violation("+[MLModel modelWithContentsOfURL:configuration:error:] was given " + describe(url) +
+                         " and " + describe(configuration));
+        set_coreml_error(error, coreml::error_codes::generic, "modelWithContentsOfURL: bad arguments");
+        return nullptr;
+    }
+    const std::filesystem::path dir(typed->path);
+    try {
+        if (dir.extension() != ".mlmodelc" || !std::filesystem::is_regular_file(dir / "coremldata.bin"))
+            throw sim_failure(
+                coreml::error_codes::io,
+                "'" + dir.string() + "' is not a compiled model (.mlmodelc); compile the package first");
+        const coreml::package package = coreml::read_model(read_bytes(dir / "coremldata.bin"), dir);
+        const auto found = std::find_if(package.functions.begin(), package.functions.end(),
+                                        [&](const auto& f) { return f.name == package.default_function; });
+        if (found == package.functions.end())
+            throw sim_failure(coreml::error_codes::invalid_model, "no default function");
+        std::vector<weight_file> weights;
+        for (const auto& name : package.weight_files) {
+            const std::string bytes = read_bytes(dir / "weights" / name);
+            weight_file w;
+            w.key = "@model_path/weights/" + name;
+            w.data.resize(bytes.size());
+            std::memcpy(w.data.data(), bytes.data(), bytes.size());
+            weights.push_back(std::move(w));
+        }
+        std::sort(weights.begin(), weights.end(),
+                  [](const weight_file& a, const weight_file& b) { return a.key < b.key; });
+        auto* model = make_object<model_object>();
+        model->path = dir.string();
+        model->compute_units = config != nullptr ? config->compute_units : 2;
+        model->loaded.function = *found;
+        try {
+            model->loaded.program = mil_program::compile(found->mil, weights, sim().options);
+        } catch (...) {
+            release_object(model, "modelWithContentsOfURL:");
+            throw;
+        }
+        add_counter("coreml_loads", 1);
+        add_counter(
+            specialised_before(dir.string(), found->mil) ? "coreml_cache_hits" : "coreml_device_compiles", 1);
+        return autorelease_object(model, "modelWithContentsOfURL:");
+    } catch (const sim_failure& failure) {
+        set_coreml_error(error, failure.code, std::string("modelWithContentsOfURL: ") + failure.what());
+    } catch (const std::exception& failure) {
+        set_coreml_error(error, coreml::error_codes::generic,
+                         std::string("modelWithContentsOfURL: ") + failure.what());
+    }
+    return nullptr;
+}
+
+// -[MLModel predictionFromFeatures:error:]
+id model_predict(id self, sel, id features, void** error) {
+    lock_guard lock(sim().mutex);
+    auto* model = receiver<model_object>(self, "predictionFromFeatures:error:");
+    if (model == nullptr) return nullptr;
+    auto* provider = as<provider_object>(features);
+    if (provider == nullptr || !provider->initialized) {
+        record_violation("-[MLModel predictionFromFeatures:error:]: the features are " + describe(features) +
+                         ", expected an initialised MLDictionaryFeatureProvider");
+        set_coreml_error(error, coreml::error_codes::feature_type,
+                         "predictionFromFeatures: no feature provider");
+        return nullptr;
+    }
+    const mil_program& program = *model->loaded.program;
+    const auto& described = model->loaded.function;
+    // Inputs, in the program's symbol order: each copied into a packed buffer (the MLMultiArray may have any
+    // strides; Core ML copies too when they do not suit the device).
+    std::vector<std::vector<std::byte>> packed;
+    std::vector<surface_view> input_views;
+    for (const io_tensor& in : program.inputs()) {
+        object* value = dictionary_lookup(*provider->dictionary, in.name);
+        auto* feature = value != nullptr ? as<feature_value_object>(value) : nullptr;
+        const auto it = std::find_if(described.inputs.begin(), described.inputs.end(),
+                                     [&](const coreml::feature& f) { return f.name == in.name; });
+        if (feature == nullptr || feature->array == nullptr) {
+            set_coreml_error(
+                error, coreml::error_codes::feature_type,
+                "predictionFromFeatures: the input '" + in.name + "' is missing (or not an MLMultiArray)");
+            return nullptr;
+        }
+        const multi_array_object& array = *feature->array;
+        const std::vector<std::int64_t> expected{1, in.channels, in.height, in.width};
+        if (array.shape != expected || it == described.inputs.end() || array.data_type != it->array_type ||
+            array.data_type != array_float16) {
+            set_coreml_error(error, coreml::error_codes::feature_type,
+                             "predictionFromFeatures: the input '" + in.name + "' is not the fp16 [1, " +
+                                 std::to_string(in.channels) + ", " + std::to_string(in.height) + ", " +
+                                 std::to_string(in.width) + "] MultiArray the model describes");
+            return nullptr;
+        }
+        std::vector<std::byte> buffer(static_cast<std::size_t>(in.channels * in.height * in.width) * 2);
+        for (std::int64_t c = 0; c < in.channels; ++c)
+            for (std::int64_t h = 0; h < in.height; ++h)
+                for (std::int64_t w = 0; w < in.width; ++w) {
+                    const std::int64_t from =
+                        c * array.strides[1] + h * array.strides[2] + w * array.strides[3];
+                    std::memcpy(
+                        buffer.data() + static_cast<std::size_t>(((c * in.height + h) * in.width + w) * 2),
+                        array.data + from * 2, 2);
+                }
+        surface_view view;
+        view.base = buffer.data();
+        view.alloc_size = buffer.size();
+        view.row_stride = static_cast<std::size_t>(in.width) * 2;
+        view.plane_stride = view.row_stride * static_cast<std::size_t>(in.height);
+        input_views.push_back(view);
+        packed.push_back(std::move(buffer));
+    }
+    // Outputs: rows padded to 64 bytes, as the Neural Engine lays them out.
+    std::vector<multi_array_object*> arrays;
+    std::vector<surface_view> output_views;
+    for (const io_tensor& out : program.outputs()) {
+        auto* array = make_object<multi_array_object>();
+        const std::int64_t row = (out.width * 2 + 63) / 64 * 64 / 2;
+        array->initialized = true;
+        array->data_type = array_float16;
+        array->shape = {1, out.channels, out.height, out.width};
+        array->strides = {out.channels * out.height * row, out.height * row, row, 1};
+        array->owned.assign(static_cast<std::size_t>(out.channels * out.height * row) * 2, std::byte{0xFF});
+        array->data = array->owned.data();
+        surface_view view;
+        view.base = array->data;
+        view.alloc_size = array->owned.size();
+        view.row_stride = static_cast<std::size_t>(row) * 2;
+        view.plane_stride = view.row_stride * static_cast<std::size_t>(out.height);
+        output_views.push_back(view);
+        arrays.push_back(array);
+    }
+    try {
+        model->loaded.program->evaluate(input_views, output_views);
+    } catch (const std::exception& failure) {
+        for (auto* a : arrays)
+            release_object(a, "predictionFromFeatures:");
+        set_coreml_error(error, coreml::error_codes::generic,
+                         std::string("predictionFromFeatures: ") + failure.what());
+        return nullptr;
+    }
+    auto* result = make_object<provider_object>();
+    result->initialized = true;
+    std::vector<std::pair<std::string, object*>> entries;
+    for (std::size_t i = 0; i < arrays.size(); ++i) {
+        auto* value = make_object<feature_value_object>();
+        value->array = arrays[i];  // takes the +1
+        entries.emplace_back(program.outputs()[i].name, value);
+    }
+    result->dictionary = make_dictionary(std::move(entries));
+    add_counter("coreml_predictions", 1);
+    return autorelease_object(result, "predictionFromFeatures:");
+}
+
+// ---- MLModelConfiguration
+
+id configuration_new(id, sel) {
+    lock_guard lock(sim().mutex);
+    return make_object<configuration_object>();
+}
+
+void configuration_set_compute_units(id self, sel, long units) {
+    lock_guard lock(sim().mutex);
+    auto* config = receiver<configuration_object>(self, "setComputeUnits:");
+    if (config == nullptr) return;
+    if (units < 0 || units > 3)
+        record_violation("-[MLModelConfiguration setComputeUnits:] " + std::to_string(units) +
+                         " is not an MLComputeUnits value");
+    config->compute_units = units;
+}
+
+long configuration_compute_units(id self, sel) {
+    lock_guard lock(sim().mutex);
+    auto* config = receiver<configuration_object>(self, "computeUnits");
+    return config != nullptr ? config->compute_units : 0;
+}
+
+// ---- MLMultiArray
+
+id multi_array_alloc(id, sel) {
+    lock_guard lock(sim().mutex);
+    return make_object<multi_array_object>();
+}
+
+std::vector<std::int64_t> numbers_of(id array, const std::string& what, std::string& problem) {
+    std::vector<std::int64_t> values;
+    auto* typed = as<array_object>(array);
+    if (typed == nullptr) {
+        problem = what + " is " + describe(array) + ", expected an NSArray of NSNumbers";
+        return values;
+    }
+    for (object* element : typed->elements) {
+        auto* number = as<number_object>(element);
+        if (number == nullptr) {
+            problem = what + " holds " + describe(element);
+            return {};
+        }
+        values.push_back(number->integer_value);
+    }
+    return values;
+}
+
+// -[MLMultiArray initWithDataPointer:shape:dataType:strides:deallocator:error:]: wraps the caller's memory
+// (no copy); releases self and returns nil when the arguments do not describe an array.
+id multi_array_init(id self, sel, void* data, id shape, long data_type, id strides, id deallocator,
+                    void** error) {
+    lock_guard lock(sim().mutex);
+    auto* array =
+        receiver<multi_array_object>(self, "initWithDataPointer:shape:dataType:strides:deallocator:error:");
+    if (array == nullptr) return nullptr;
+    std::string problem;
+    array->shape = numbers_of(shape, "shape", problem);
+    if (problem.empty()) array->strides = numbers_of(strides, "strides", problem);
+    if (problem.empty() && array->shape.size() != array->strides.size())
+        problem = "shape and strides differ in rank";
+    if (problem.empty() && element_size(data_type) == 0)
+        problem = "dataType " + std::to_string(data_type) + " is not simulated";
+    if (problem.empty() && data == nullptr) problem = "the data pointer is NULL";
+    if (problem.empty() && deallocator != nullptr) problem = "the simulator takes no deallocator block";
+    for (std::size_t i = 0; problem.empty() && i < array->shape.size(); ++i)
+        if (array->shape[i] <= 0 || array->strides[i] <= 0) problem = "non-positive extents or strides";
+    if (!problem.empty()) {
+        set_coreml_error(error, coreml::error_codes::generic, "initWithDataPointer: " + problem);
+        release_object(array, "initWithDataPointer:");
+        return nullptr;
+    }
+    array->data = static_cast<std::byte*>(data);
+    array->data_type = data_type;
+    array->initialized = true;
+    return array;
+}
+
+id numbers_array(const std::vector<std::int64_t>& values) {
+    std::vector<object*> items;
+    for (const std::int64_t v : values)
+        items.push_back(make_integer(v));
+    return autorelease_object(make_array(std::move(items)), "MLMultiArray");
+}
+
+id multi_array_shape(id self, sel) {
+    lock_guard lock(sim().mutex);
+    auto* array = receiver<multi_array_object>(self, "shape");
+    return array != nullptr ? numbers_array(array->shape) : nullptr;
+}
+
+id multi_array_strides(id self, sel) {
+    lock_guard lock(sim().mutex);
+    auto* array = receiver<multi_array_object>(self, "strides");
+    return array != nullptr ? numbers_array(array->strides) : nullptr;
+}
+
+long multi_array_data_type(id self, sel) {
+    lock_guard lock(sim().mutex);
+    auto* array = receiver<multi_array_object>(self, "dataType");
+    return array != nullptr ? array->data_type : 0;
+}
+
+// The block layout of the Block ABI.
+struct block_header {
+    void* isa;
+    int flags;
+    int reserved;
+    void (*invoke)(void*, const void*, long);
+    const struct block_descriptor_header {
+        unsigned long reserved;
+        unsigned long size;
+        const char* signature;
+    } * descriptor;
+};
+
+// -[MLMultiArray getBytesWithHandler:]: calls the block once with the whole backing store (strides apply).
+void multi_array_get_bytes(id self, sel, void* block) {
+    std::byte* data = nullptr;
+    std::size_t size = 0;
+    {
+        lock_guard lock(sim().mutex);
+        auto* array = receiver<multi_array_object>(self, "getBytesWithHandler:");
+        if (array == nullptr) return;
+        auto* header = static_cast<block_header*>(block);
+        const bool stack = header != nullptr && header->isa == static_cast<void*>(_NSConcreteStackBlock);
+        const bool global = header != nullptr && header->isa == static_cast<void*>(_NSConcreteGlobalBlock);
+        if (!stack && !global) {
+            record_violation(
+                "-[MLMultiArray getBytesWithHandler:]: the handler is not a block (its isa is neither "
+                "_NSConcreteStackBlock nor _NSConcreteGlobalBlock)");
+            return;
+        }
+        if ((header->flags & (1 << 30)) == 0 || header->descriptor == nullptr ||
+            header->descriptor->signature == nullptr ||
+            std::strcmp(header->descriptor->signature, "v24@?0r^v8q16") != 0 ||
+            header->descriptor->size < sizeof(block_header)) {
+            record_violation(
+                "-[MLMultiArray getBytesWithHandler:]: the block's descriptor does not carry the signature "
+                "of void (^)(const void *, NSInteger), \"v24@?0r^v8q16\"");
+            return;
+        }
+        data = array->data;
+        std::int64_t last = 0;
+        for (std::size_t i = 0; i < array->shape.size(); ++i)
+            last += (array->shape[i] - 1) * array->strides[i];
+        size = static_cast<std::size_t>(last + 1) * element_size(array->data_type);
+    }
+    static_cast<block_header*>(block)->invoke(block, data, static_cast<long>(size));
+}
+
+// ---- MLFeatureValue
+
+id feature_value_with_array(id, sel, id array) {
+    lock_guard lock(sim().mutex);
+    auto* typed = as<multi_array_object>(array);
+    if (typed == nullptr || !typed->initialized) {
+        record_violation("+[MLFeatureValue featureValueWithMultiArray:] was given " + describe(array));
+        return nullptr;
+    }
+    auto* value = make_object<feature_value_object>();
+    value->array = static_cast<multi_array_object*>(retain_object(typed, "featureValueWithMultiArray:"));
+    return autorelease_object(value, "featureValueWithMultiArray:");
+}
+
+id feature_value_multi_array(id self, sel) {
+    lock_guard lock(sim().mutex);
+    auto* value = receiver<feature_value_object>(self, "multiArrayValue");
+    return value != nullptr ? value->array : nullptr;
+}
+
+// ---- MLDictionaryFeatureProvider
+
+id provider_alloc(id, sel) {
+    lock_guard lock(sim().mutex);
+    return make_object<provider_object>();
+}
+
+id provider_init(id self, sel, id dictionary, void** error) {
+    lock_guard lock(sim().mutex);
+    auto* provider = receiver<provider_object>(self, "initWithDictionary:error:");
+    if (provider == nullptr) return nullptr;
+    auto* typed = as<dictionary_object>(dictionary);
+    std::string problem = typed == nullptr ? "the dictionary is " + describe(dictionary) : "";
+    for (std::size_t i = 0; typed != nullptr && problem.empty() && i < typed->keys.size(); ++i) {
+        if (as<string_object>(typed->keys[i]) == nullptr) problem = "a key is not an NSString";
+        if (as<feature_value_object>(typed->values[i]) == nullptr)
+            problem = "a value is not an MLFeatureValue";
+    }
+    if (!problem.empty()) {
+        set_coreml_error(error, coreml::error_codes::feature_type, "initWithDictionary: " + problem);
+        release_object(provider, "initWithDictionary:");
+        return nullptr;
+    }
+    provider->dictionary = static_cast<dictionary_object*>(retain_object(typed, "initWithDictionary:"));
+    provider->initialized = true;
+    return provider;
+}
+
+id provider_feature_value(id self, sel, id name) {
+    lock_guard lock(sim().mutex);
+    auto* provider = receiver<provider_object>(self, "featureValueForName:");
+    auto* key = as<string_object>(name);
+    if (provider == nullptr || key == nullptr || !provider->initialized) return nullptr;
+    return dictionary_lookup(*provider->dictionary, key->text);
+}
+
+}  // namespace
+
+void define_coreml_classes() {
+    class_record* configuration = define_class(configuration_object::class_name, configuration_type_id,
+                                               &destroy_as<configuration_object>);
+    add_class_method(configuration, "new", as_imp(&configuration_new));
+    add_method(configuration, "setComputeUnits:", as_imp(&configuration_set_compute_units));
+    add_method(configuration, "computeUnits", as_imp(&configuration_compute_units));
+
+    class_record* model = define_class(model_object::class_name, model_type_id, &destroy_as<model_object>);
+    add_class_method(model, "compileModelAtURL:error:", as_imp(&model_compile));
+    add_class_method(model, "modelWithContentsOfURL:configuration:error:", as_imp(&model_load));
+    add_method(model, "predictionFromFeatures:error:", as_imp(&model_predict));
+
+    class_record* array =
+        define_class(multi_array_object::class_name, multi_array_type_id, &destroy_as<multi_array_object>);
+    add_class_method(array, "alloc", as_imp(&multi_array_alloc));
+    add_method(array,
+               "initWithDataPointer:shape:dataType:strides:deallocator:error:", as_imp(&multi_array_init));
+    add_method(array, "shape", as_imp(&multi_array_shape));
+    add_method(array, "strides", as_imp(&multi_array_strides));
+    add_method(array, "dataType", as_imp(&multi_array_data_type));
+    add_method(array, "getBytesWithHandler:", as_imp(&multi_array_get_bytes));
+
+    class_record* value = define_class(feature_value_object::class_name, feature_value_type_id,
+                                       &destroy_as<feature_value_object>);
+    add_class_method(value, "featureValueWithMultiArray:", as_imp(&feature_value_with_array));
+    add_method(value, "multiArrayValue", as_imp(&feature_value_multi_array));
+
+    class_record* provider =
+        define_class(provider_object::class_name, provider_type_id, &destroy_as<provider_object>);
+    add_class_method(provider, "alloc", as_imp(&provider_alloc));
+    add_method(provider, "initWithDictionary:error:", as_imp(&provider_init));
+    add_method(provider, "featureValueForName:", as_imp(&provider_feature_value));
+}
+
+}  // namespace anvil_sim
