@@ -6,6 +6,7 @@
 #include <anvil/backend/ane/ane_program.hpp>
 
 #include "ane_simulator.hpp"
+#include "ane_test_block.hpp"
 #include "model_test_support.hpp"
 
 #include <dlfcn.h>
@@ -31,36 +32,7 @@ using anvil::op;
 using anvil_test::sim;
 using anvil_test::temporary_folder;
 
-// A small block that runs wholly on the ANE: linear, gelu, layer_norm, softmax.
-struct block {
-    anvil::graph g;
-    anvil::value out;
-    std::vector<anvil::named_tensor> inputs;
-
-    explicit block(float shift = 0.0f) {
-        std::vector<float> w(32 * 48), b(32), x(5 * 48), gamma(32, 1.0f), beta(32, 0.0f);
-        for (std::size_t i = 0; i < w.size(); ++i)
-            w[i] = static_cast<float>(static_cast<int>(i * 13 % 29) - 14) * 0.01f + shift;
-        for (std::size_t i = 0; i < b.size(); ++i)
-            b[i] = static_cast<float>(i % 5) * 0.1f;
-        for (std::size_t i = 0; i < x.size(); ++i)
-            x[i] = static_cast<float>(static_cast<int>(i * 7 % 19) - 9) * 0.1f;
-        const auto input = g.input("x", dtype::f32, dims{5, 48});
-        auto h = g.apply(op::linear, {input, g.constant(host_tensor::from(w, dims{32, 48})),
-                                      g.constant(host_tensor::from(b, dims{32}))});
-        h = g.apply(op::gelu, {h});
-        anvil::attributes norm;
-        norm.epsilon = 1e-5f;
-        h = g.apply(op::layer_norm,
-                    {h, g.constant(host_tensor::from(gamma, dims{32})),
-                     g.constant(host_tensor::from(beta, dims{32}))},
-                    norm);
-        anvil::attributes soft;
-        soft.axis = 1;
-        out = g.apply(op::softmax, {h}, soft);
-        inputs.push_back({"x", host_tensor::from(x, dims{5, 48})});
-    }
-};
+using block = anvil_test::ane_block;
 
 anvil::compile_options ane_options(const std::filesystem::path& cache) {
     anvil::compile_options options;

@@ -10,6 +10,7 @@
 #include <anvil/backend/ane/ane_program.hpp>
 
 #include "ane_simulator.hpp"
+#include "ane_test_block.hpp"
 #include "model_test_support.hpp"
 
 #include <sys/wait.h>
@@ -34,36 +35,7 @@ using anvil_test::max_difference;
 using anvil_test::sim;
 using anvil_test::temporary_folder;
 
-// linear, gelu, layer_norm and softmax: one Core ML model.
-struct block {
-    anvil::graph g;
-    anvil::value out;
-    std::vector<anvil::named_tensor> inputs;
-
-    block() {
-        std::vector<float> w(40 * 48), b(40), x(7 * 48), gamma(40, 1.0f), beta(40, 0.1f);
-        for (std::size_t i = 0; i < w.size(); ++i)
-            w[i] = static_cast<float>(static_cast<int>(i * 13 % 29) - 14) * 0.01f;
-        for (std::size_t i = 0; i < b.size(); ++i)
-            b[i] = static_cast<float>(i % 5) * 0.1f;
-        for (std::size_t i = 0; i < x.size(); ++i)
-            x[i] = static_cast<float>(static_cast<int>(i * 7 % 19) - 9) * 0.1f;
-        const auto input = g.input("x", dtype::f32, dims{7, 48});
-        auto h = g.apply(op::linear, {input, g.constant(host_tensor::from(w, dims{40, 48})),
-                                      g.constant(host_tensor::from(b, dims{40}))});
-        h = g.apply(op::gelu, {h});
-        anvil::attributes norm;
-        norm.epsilon = 1e-5f;
-        h = g.apply(op::layer_norm,
-                    {h, g.constant(host_tensor::from(gamma, dims{40})),
-                     g.constant(host_tensor::from(beta, dims{40}))},
-                    norm);
-        anvil::attributes soft;
-        soft.axis = 1;
-        out = g.apply(op::softmax, {h}, soft);
-        inputs.push_back({"x", host_tensor::from(x, dims{7, 48})});
-    }
-};
+using block = anvil_test::ane_block;  // linear, gelu, layer_norm and softmax: one Core ML model
 
 // A simulator counter, 0 before its first count (the simulator reports -1 for a counter never counted).
 long count(const char* name) {

@@ -102,6 +102,12 @@ void define_io_surface_class();
 void define_ane_classes();
 void define_coreml_classes();  // runtime_coreml.cpp: the CoreML.framework classes
 
+// A method's C function as the IMP the class tables hold.
+template <class Function>
+imp as_imp(Function* function) {
+    return reinterpret_cast<imp>(function);
+}
+
 template <class T, class... Args>
 T* make_object(Args&&... args) {
     auto* made = new T(std::forward<Args>(args)...);

@@ -491,11 +491,6 @@ unsigned int device_core_count(id, sel) {
     return 16;
 }
 
-template <class Function>
-imp as_imp(Function* function) {
-    return reinterpret_cast<imp>(function);
-}
-
 }  // namespace
 
 void define_ane_classes() {

@@ -86,11 +86,6 @@ struct provider_object : object {
     dictionary_object* dictionary = nullptr;
 };
 
-template <class Function>
-imp as_imp(Function* function) {
-    return reinterpret_cast<imp>(function);
-}
-
 void set_coreml_error(void** error_out, long code, std::string description) {
     if (error_out == nullptr) return;
     auto* error = make_object<error_object>(make_string("com.apple.CoreML"), code, std::move(description));

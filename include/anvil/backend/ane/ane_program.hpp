@@ -121,6 +121,14 @@ inline std::size_t round_up(std::size_t value, std::size_t granule) {
     return (value + granule - 1) / granule * granule;
 }
 
+// The bytes of a program's weight files: what the framework holds for it once loaded.
+inline std::size_t total_bytes(std::span<const weight_file> files) {
+    std::size_t bytes = 0;
+    for (const weight_file& file : files)
+        bytes += file.bytes.size();
+    return bytes;
+}
+
 // The Neural Engine refused a segment: where (compile, load, layout, evaluate) and the framework's message.
 struct device_refusal {
     std::string stage;
@@ -582,10 +590,7 @@ private:
         }
         // The framework holds the weights now (and the staged files will): no second copy stays here. What it
         // holds counts as this step's resident weights (keyed by the step, which no other buffer shares).
-        std::size_t weight_bytes = 0;
-        for (const weight_file& file : s->lowered.weights)
-            weight_bytes += file.bytes.size();
-        s->weights = weight_residency(s.get(), weight_bytes, weight_device::ane);
+        s->weights = weight_residency(s.get(), total_bytes(s->lowered.weights), weight_device::ane);
         std::vector<weight_file>().swap(s->lowered.weights);
         ane_model& model = *s->model;
         if (!cache_root_.empty()) {
@@ -845,9 +850,7 @@ private:
         }
         contents.weight_files = std::move(s->lowered.weights);
         s->key = coreml::package_digest(contents);
-        std::size_t weight_bytes = 0;
-        for (const weight_file& file : contents.weight_files)
-            weight_bytes += file.bytes.size();
+        const std::size_t weight_bytes = total_bytes(contents.weight_files);
         const std::filesystem::path dir = cache_root_ / s->key;
         const std::filesystem::path compiled = dir / "model.mlmodelc";
         const auto compile_fresh = [&] {
