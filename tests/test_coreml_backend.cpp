@@ -219,27 +219,65 @@ TEST_CASE("coreml route: strided outputs are read through their strides") {
     CHECK(max_difference(got[0], want[0]) < 2e-3);
 }
 
-TEST_CASE("coreml route: a model the device refuses runs on the CPU, or fails under strict_device") {
-    // fail_compile_op makes the simulator's MIL compiler refuse programs holding the op; on the Core ML route
-    // that compiler runs when the model loads (Core ML builds its device plan there: "Error plan build").
+TEST_CASE("coreml route: a model Core ML cannot load runs on the CPU, or fails under strict_device") {
+    // coreml_fail_loads=N makes the next N model loads fail, as a device Core ML refuses would.
     sim();
     temporary_folder cache("anvil-coreml-cache");
     block b;
-    sim().option("fail_compile_op", "layer_norm");
+    sim().option("coreml_fail_loads", "1");
     {
         auto program = anvil::compile({b.out}, coreml_options(cache.path));
         const auto placement = program.placement();
         REQUIRE(placement.segments.size() == 1);
         CHECK(placement.segments[0].device == "cpu");
         CHECK(placement.segments[0].refused_at == "load");
-        CHECK(placement.segments[0].framework_error.find("layer_norm") != std::string::npos);
+        CHECK(placement.segments[0].framework_error.find("coreml_fail_loads") != std::string::npos);
         const auto expected = anvil::compile({b.out}, cpu_options()).run(b.inputs);
         CHECK(max_difference(program.run(b.inputs)[0], expected[0]) < 1e-5);
-        auto strict = coreml_options(cache.path);
-        strict.strict_device = true;
-        CHECK_THROWS_WITH_AS((void)anvil::compile({b.out}, strict), doctest::Contains("strict_device"),
-                             anvil::unsupported_error);
     }
+    sim().option("coreml_fail_loads", "1");
+    temporary_folder fresh("anvil-coreml-cache");
+    auto strict = coreml_options(fresh.path);
+    strict.strict_device = true;
+    CHECK_THROWS_WITH_AS((void)anvil::compile({b.out}, strict), doctest::Contains("by Core ML"),
+                         anvil::unsupported_error);
+    sim().reset();
+}
+
+TEST_CASE("coreml route: the compute plan names each op Core ML keeps off the ANE; strict_device refuses") {
+    // Core ML runs an op its device compiler refuses on the CPU instead of failing (COREML.md §4.1); the
+    // simulator's compute plan applies the ANE rulebook the same way. fail_compile_op=layer_norm makes the
+    // rulebook refuse layer_norm, so the plan has it on the CPU and everything else on the Neural Engine.
+    sim();
+    temporary_folder cache("anvil-coreml-cache");
+    block b;
+    const long plans_before = count("coreml_compute_plans");
+    {
+        auto program = anvil::compile({b.out}, coreml_options(cache.path));
+        const auto placement = program.placement();
+        REQUIRE(placement.segments.size() == 1);
+        CHECK(placement.segments[0].device == "coreml");
+        CHECK(placement.segments[0].reason == "");  // every op on the Neural Engine
+        CHECK(count("coreml_compute_plans") == plans_before + 1);
+    }
+    sim().option("fail_compile_op", "layer_norm");
+    temporary_folder second("anvil-coreml-cache");
+    auto program = anvil::compile({b.out}, coreml_options(second.path));
+    const auto placement = program.placement();
+    REQUIRE(placement.segments.size() == 1);
+    CHECK(placement.segments[0].device == "coreml");
+    const std::string& reason = placement.segments[0].reason;
+    CAPTURE(reason);
+    CHECK(reason.find(".layer_norm (") != std::string::npos);  // "ios18.layer_norm (...)"
+    CHECK(reason.find(") on the CPU") != std::string::npos);
+    CHECK(reason.substr(reason.find("Neural Engine:")).find("linear") == std::string::npos);  // only it
+    const auto expected = anvil::compile({b.out}, cpu_options()).run(b.inputs);
+    CHECK(max_difference(program.run(b.inputs)[0], expected[0]) < 5e-3);
+    auto strict = coreml_options(second.path);
+    strict.strict_device = true;
+    CHECK_THROWS_WITH_AS((void)anvil::compile({b.out}, strict), doctest::Contains("layer_norm"),
+                         anvil::unsupported_error);
+    CHECK(sim().violations() == "");
     sim().reset();
 }
 

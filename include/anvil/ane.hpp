@@ -7,3 +7,4 @@
 #include "anvil/backend/ane/capabilities.hpp"
 #include "anvil/backend/ane/program_cache.hpp"
 #include "anvil/backend/ane/selftest.hpp"
+#include "anvil/backend/coreml/export.hpp"

@@ -2440,6 +2440,7 @@ inline warning_handler set_warning_handler(warning_handler handler) {
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -2834,6 +2835,9 @@ public:
 
     // A named input the program is run with.
     value input(std::string name, dtype type, dims shape);
+
+    // The input named `name`; throws error when the graph has none.
+    [[nodiscard]] value input_named(std::string_view name) const;
 
     // Host data baked into the program (weights); `label` names it in dumps and errors.
     value constant(host_tensor data, std::string label = {});
@@ -6136,6 +6140,66 @@ std::vector<ane_selftest_row> ane_selftest(const ane_selftest_options& options =
 #if ANVIL_DEFINITIONS
 // #include "anvil/backend/ane/selftest-inl.hpp" (in the definitions at the end)
 #endif
+// #include "anvil/backend/coreml/export.hpp"
+// anvil: export_mlpackage — a graph as a Core ML package an iOS or macOS app adds in Xcode, with no Python
+// and no coremltools. The whole graph becomes one ML program (backend/ane/lowering.hpp lower_program) whose
+// inputs and outputs keep their shapes and names (token ids as int32 arrays, activations as fp16), lowered
+// with the same rules the device::coreml route uses, so what runs there is what ships; what the Neural
+// Engine does not run (embedding lookups, integer casts, argmax) is written as plain MIL ops, which Core ML
+// places on the CPU itself. The package is the one write_mlpackage writes (Manifest.json, model.mlmodel,
+// weights/weight.bin), with the metadata Xcode shows.
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+// #include "anvil/compilation.hpp"
+// #include "anvil/graph/graph.hpp"
+
+namespace anvil {
+
+// What Xcode shows for the model, and which OS it needs.
+struct mlpackage_options {
+    std::vector<std::string> output_names;  // one per output; empty: "output0", "output1", ...
+    std::string description;                // Metadata.shortDescription
+    std::string author;
+    std::string license;
+    std::string version;
+    std::vector<std::pair<std::string, std::string>> user_defined;  // Metadata.userDefined
+    // The opset: ios16 (spec 7, macOS 13 / iOS 16, the default) or ios18 (spec 9, macOS 15 / iOS 18).
+    bool ios18 = false;
+};
+
+// An input or output as the package describes it.
+struct mlpackage_port {
+    std::string name;
+    std::vector<std::int64_t> shape;
+    std::string dtype;  // "fp16" or "int32"
+};
+
+// What was written.
+struct mlpackage_summary {
+    std::vector<mlpackage_port> inputs, outputs;
+    std::size_t operations = 0;    // MIL ops, consts excluded
+    std::size_t weight_bytes = 0;  // of weights/weight.bin
+    std::string digest;            // of the package's contents (stable: the same graph gives the same bytes)
+};
+
+// Writes the package computing `outputs` (values of one graph) from the graph's inputs to `package` (a path
+// ending in .mlpackage; an existing package there is replaced). Throws unsupported_error naming the node
+// that has no Core ML form, io_error when the package cannot be written.
+mlpackage_summary export_mlpackage(std::span<const value> outputs, const std::filesystem::path& package,
+                                   const mlpackage_options& options = {});
+
+}  // namespace anvil
+
+#if ANVIL_DEFINITIONS
+// #include "anvil/backend/coreml/export-inl.hpp" (in the definitions at the end)
+#endif
 // #include "anvil/core.hpp"
 // #include "anvil/cpu.hpp"
 // #include "anvil/graph.hpp"
@@ -7291,6 +7355,12 @@ public:
 
     [[nodiscard]] const compile_options& options() const noexcept { return options_; }
 
+    // The outputs for `key` built in `g` and not compiled: what `anvil export` writes as a Core ML package,
+    // so the package computes exactly what the recipe runs.
+    [[nodiscard]] std::vector<value> build(graph& g, std::span<const std::int64_t> key) const {
+        return build_(g, key);
+    }
+
 private:
     compile_options options_;
     builder build_;
@@ -8278,10 +8348,17 @@ inline constexpr std::string_view position_ids_name = "position_ids";
 inline constexpr std::string_view token_type_ids_name = "token_type_ids";
 inline constexpr std::string_view attention_mask_name = "attention_mask";
 
+// How the graph gets position and token type ids: as inputs (what the host batches compute), or baked in
+// for one right-padded text (positions 0.. offset as the family offsets them, type 0), so an exported model
+// takes only input_ids and attention_mask: a padding token's position cannot change the real tokens'
+// results, since the mask hides it from attention and pooling.
+enum class text_positions : std::uint8_t { inputs, baked };
+
 // The last hidden states [rows, length, hidden] for inputs of that shape.
 [[nodiscard]] tensor<float> text_encoder_forward(graph& g, const text_encoder_weights& w,
                                                  const text_encoder_config& c, std::int64_t rows,
-                                                 std::int64_t length);
+                                                 std::int64_t length,
+                                                 text_positions positions = text_positions::inputs);
 
 // --- batching on the host ---
 
@@ -8348,6 +8425,12 @@ public:
     [[nodiscard]] const std::string& prefix() const noexcept { return state_->prefix; }
     [[nodiscard]] std::int64_t max_tokens() const noexcept { return max_tokens_; }
     [[nodiscard]] std::size_t compiled_programs() const { return programs_->count(); }
+    // The graph of `rows` right-padded texts of `length` tokens (inputs input_ids and attention_mask; the
+    // position and type ids baked in) -> the head's output, not compiled: what `anvil export` writes.
+    [[nodiscard]] std::vector<value> build_graph(graph& g, std::int64_t rows, std::int64_t length) const {
+        const std::int64_t key[] = {rows, length, 1};
+        return programs_->build(g, key);
+    }
     [[nodiscard]] bool has_tokenizer() const noexcept { return tokenizer_ != nullptr; }
     [[nodiscard]] const tokenizer& text_tokenizer() const;
     // Options for the tokenizer: special tokens, truncated to what the model takes.
@@ -8502,6 +8585,12 @@ public:
     // The folder's defaults.
     [[nodiscard]] pooling default_pooling() const noexcept { return pool_; }
     [[nodiscard]] bool default_normalize() const noexcept { return normalize_; }
+    [[nodiscard]] const text_encoder& encoder() const noexcept { return encoder_; }
+
+    // The graph of one text of `length` tokens -> its embedding f32 [1, D], pooled (the folder's pooling,
+    // over the tokens attention_mask marks) and normalised (when the folder says so) inside the graph: what
+    // `anvil export` writes, so an app gets embeddings, not hidden states.
+    [[nodiscard]] value build_graph(graph& g, std::int64_t length) const;
 
 private:
     explicit sentence_encoder(text_encoder encoder) : encoder_(std::move(encoder)) {}
@@ -8737,6 +8826,12 @@ public:
     [[nodiscard]] const resnet_config& config() const noexcept { return config_; }
     // How many programs have been compiled (one per pixel shape {N, H, W} met).
     [[nodiscard]] std::size_t compiled_programs() const { return programs_->count(); }
+    // The graph of pixels "pixels" f32 [N, C, H, W] -> logits [N, classes], not compiled (anvil export).
+    [[nodiscard]] std::vector<value> build_graph(graph& g, std::int64_t batch, std::int64_t height,
+                                                 std::int64_t width) const {
+        const std::int64_t key[] = {batch, height, width};
+        return programs_->build(g, key);
+    }
 
 private:
     resnet() = default;
@@ -8873,6 +8968,11 @@ public:
     [[nodiscard]] const vit_config& config() const noexcept { return config_; }
     [[nodiscard]] vit_head head() const noexcept { return head_; }
     [[nodiscard]] std::size_t compiled_programs() const { return programs_->count(); }
+    // The graph of pixels [N, C, H, W] (the config's size) -> logits [N, classes], not compiled.
+    [[nodiscard]] std::vector<value> build_graph(graph& g, std::int64_t batch) const {
+        const std::int64_t key[] = {batch};
+        return programs_->build(g, key);
+    }
 
 private:
     vit() = default;
@@ -8940,6 +9040,10 @@ public:
     // The pixel size the model takes, height and width: a ViT or DeiT its config's image size; 0 x 0 for a
     // ResNet, which takes any size.
     [[nodiscard]] image_size input_size() const;
+
+    // The graph of one image's pixels f32 [1, 3, H, W] -> logits [1, classes], not compiled (what `anvil
+    // export` writes); `size` is ignored by a ViT, which takes its config's size.
+    [[nodiscard]] std::vector<value> build_graph(graph& g, image_size size) const;
 
     // How many programs have been compiled (one per input shape met).
     [[nodiscard]] std::size_t compiled_programs() const {
@@ -9050,6 +9154,20 @@ private:
 #include <vector>
 
 // #include "anvil/core/error.hpp"
+
+// ANVIL_PUBLIC_APIS_ONLY=1 builds anvil for the App Store: App Review rejects apps that reference non-public
+// APIs (App Store Review Guidelines 2.5.1, found by static analysis of the binary), so the bridge to the
+// private AppleNeuralEngine.framework is compiled out — no path, class or selector of it is left in the
+// binary — device::ane reports that it is not there, and device::coreml (the public CoreML.framework) is the
+// route to the Neural Engine. ANVIL_PRIVATE_TEXT wraps each message that would name a private class.
+#ifndef ANVIL_PUBLIC_APIS_ONLY
+#define ANVIL_PUBLIC_APIS_ONLY 0
+#endif
+#if ANVIL_PUBLIC_APIS_ONLY
+#define ANVIL_PRIVATE_TEXT(text) "a private framework call (compiled out)"
+#else
+#define ANVIL_PRIVATE_TEXT(text) text
+#endif
 
 #if __has_include(<dlfcn.h>)
 #include <dlfcn.h>
@@ -9216,9 +9334,13 @@ struct library_handles {
     void* framework = nullptr;
 };
 
-inline constexpr const char* no_engine_message =
+inline constexpr const char* no_engine_message = ANVIL_PRIVATE_TEXT(
     "no Neural Engine on this machine (AppleNeuralEngine.framework needs macOS); set "
-    "ANVIL_ANE_SIM=/path/to/libanvil-ane-sim.so to run the ANE backend on the simulator";
+    "ANVIL_ANE_SIM=/path/to/libanvil-ane-sim.so to run the ANE backend on the simulator");
+inline constexpr const char* public_apis_only_message =
+    "device::ane is compiled out of this build (ANVIL_PUBLIC_APIS_ONLY, for the App Store): use "
+    "device::coreml, "
+    "the public Core ML route to the Neural Engine";
 
 }  // namespace runtime_detail
 
@@ -9531,13 +9653,16 @@ private:
     struct construct_tag {};
 
     explicit runtime(construct_tag)
-        : objc_bridge(system_runtime::get(), "ANE bridge",
-                      "the private AppleNeuralEngine API differs from the one anvil expects") {
+        : objc_bridge(
+              system_runtime::get(), "ANE bridge",
+              ANVIL_PRIVATE_TEXT("the private AppleNeuralEngine API differs from the one anvil expects")) {
         load();
     }
 
     void load() {
-#if !ANVIL_ANE_HAS_DLFCN
+#if ANVIL_PUBLIC_APIS_ONLY
+        throw unsupported_error(runtime_detail::public_apis_only_message);
+#elif !ANVIL_ANE_HAS_DLFCN
         throw unsupported_error(runtime_detail::no_engine_message);
 #else
         const system_runtime& system = system_runtime::get();
@@ -9557,6 +9682,7 @@ private:
 #endif
     }
 
+#if !ANVIL_PUBLIC_APIS_ONLY
     void resolve_framework(std::vector<std::string>& missing) {
         classes.in_memory_model_descriptor = find_class("_ANEInMemoryModelDescriptor", true, missing);
         classes.in_memory_model = find_class("_ANEInMemoryModel", true, missing);
@@ -9593,6 +9719,7 @@ private:
         find_message(m.has_ane, "hasANE", classes.device_info, true, false, missing);
         find_message(m.num_ane_cores, "numANECores", classes.device_info, true, false, missing);
     }
+#endif
 
     std::string library_;
 };
@@ -10077,7 +10204,9 @@ inline device_info query_device() {
     device_info info;
     // Looked up on every query rather than once at load: cheap, and a simulator told to drop the class
     // mid-process is believed.
-    const objc_id cls = rt.classes.device_info != nullptr ? rt.objc.objc_getClass("_ANEDeviceInfo") : nullptr;
+    const objc_id cls = rt.classes.device_info != nullptr
+                            ? rt.objc.objc_getClass(ANVIL_PRIVATE_TEXT("_ANEDeviceInfo"))
+                            : nullptr;
     if (cls == nullptr) {
         info.has_ane = true;
         return info;
@@ -10516,18 +10645,20 @@ public:
                     result.mil_data_.get(), weight_dictionary.get(), nullptr);
         if (descriptor == nullptr) {
             throw error(
-                "ANE: +[_ANEInMemoryModelDescriptor modelWithMILText:weights:optionsPlist:] returned nil "
-                "(the "
-                "framework rejected the MIL text or the weights dictionary)");
+                ANVIL_PRIVATE_TEXT("ANE: +[_ANEInMemoryModelDescriptor "
+                                   "modelWithMILText:weights:optionsPlist:] returned nil (the "
+                                   "framework rejected the MIL text or the weights dictionary)"));
         }
         const objc_id model =
             rt.send(rt.classes.in_memory_model, rt.messages.in_memory_model_with_descriptor, descriptor);
         if (model == nullptr)
-            throw error("ANE: +[_ANEInMemoryModel inMemoryModelWithDescriptor:] returned nil");
+            throw error(
+                ANVIL_PRIVATE_TEXT("ANE: +[_ANEInMemoryModel inMemoryModelWithDescriptor:] returned nil"));
         result.model_ = objc_object::retain(model);
 
         const objc_id hex = rt.send(model, rt.messages.hex_string_identifier);
-        if (hex == nullptr) throw error("ANE: -[_ANEInMemoryModel hexStringIdentifier] returned nil");
+        if (hex == nullptr)
+            throw error(ANVIL_PRIVATE_TEXT("ANE: -[_ANEInMemoryModel hexStringIdentifier] returned nil"));
         result.hex_ = string_value(hex, "hexStringIdentifier");
         if (result.hex_.empty() || result.hex_.find('/') != std::string::npos || result.hex_ == "." ||
             result.hex_ == "..") {
@@ -10650,13 +10781,15 @@ public:
         const autorelease_pool pool;
         const objc_id inner = rt.send(model(), rt.messages.model);
         if (inner == nullptr) {
-            throw error(message("ANE: -[_ANEInMemoryModel model] returned nil for program ", hex_,
-                                (loaded_ ? "" : " (it is not loaded)")));
+            throw error(
+                message(ANVIL_PRIVATE_TEXT("ANE: -[_ANEInMemoryModel model] returned nil for program "), hex_,
+                        (loaded_ ? "" : " (it is not loaded)")));
         }
         const objc_id attributes = rt.send(inner, rt.messages.model_attributes);
         if (attributes == nullptr) {
-            throw error(message("ANE: -[_ANEModel modelAttributes] returned nil for program ", hex_,
-                                (loaded_ ? "" : " (it is not loaded)")));
+            throw error(
+                message(ANVIL_PRIVATE_TEXT("ANE: -[_ANEModel modelAttributes] returned nil for program "),
+                        hex_, (loaded_ ? "" : " (it is not loaded)")));
         }
         using framework_detail::required_key;
         const objc_id description = required_key(attributes, "ANEFModelDescription", "modelAttributes");
@@ -10693,8 +10826,10 @@ public:
                 const objc_id object = rt.send(rt.classes.io_surface_object,
                                                rt.messages.object_with_io_surface, surfaces[i]->handle());
                 if (object == nullptr) {
-                    throw error(message("ANE: +[_ANEIOSurfaceObject objectWithIOSurface:] returned nil for ",
-                                        kind, " ", i));
+                    throw error(
+                        message(ANVIL_PRIVATE_TEXT(
+                                    "ANE: +[_ANEIOSurfaceObject objectWithIOSurface:] returned nil for "),
+                                kind, " ", i));
                 }
                 request.surface_objects_.push_back(objc_object::retain(object));
                 objects.push_back(object);
@@ -10719,8 +10854,9 @@ public:
                                      input_indices.get(), output_array.get(), output_indices.get(), nullptr,
                                      nullptr, procedure.get());
         if (made == nullptr) {
-            throw error(message("ANE: +[_ANERequest requestWithInputs:...] returned nil for program ", hex_,
-                                " (", inputs.size(), " inputs, ", outputs.size(), " outputs)"));
+            throw error(message(
+                ANVIL_PRIVATE_TEXT("ANE: +[_ANERequest requestWithInputs:...] returned nil for program "),
+                hex_, " (", inputs.size(), " inputs, ", outputs.size(), " outputs)"));
         }
         request.request_ = objc_object::retain(made);
         return request;
@@ -11196,9 +11332,10 @@ public:
 
     [[nodiscard]] mil_dialect dialect() const noexcept { return function_.dialect; }
 
-    // A function input: an fp16 tensor (rank 4 [1, C, 1, W] for the ANE; RUNTIME.md §3).
-    mil_ref input(std::string_view name, std::vector<std::int64_t> shape) {
-        const mil_ref ref = new_value(std::string(name), "fp16", std::move(shape), true);
+    // A function input: an fp16 tensor (rank 4 [1, C, 1, W] for the ANE; RUNTIME.md §3), or for a Core ML
+    // program any rank and "int32".
+    mil_ref input(std::string_view name, std::vector<std::int64_t> shape, std::string_view dtype = "fp16") {
+        const mil_ref ref = new_value(std::string(name), std::string(dtype), std::move(shape), true);
         function_.inputs.push_back(ref);
         return ref;
     }
@@ -11235,6 +11372,16 @@ public:
         for (const std::int64_t number : numbers)
             value.ints.push_back(checked_int32(number, base));
         return add_const(base, "int32", {static_cast<std::int64_t>(numbers.size())}, std::move(value));
+    }
+    // An int32 tensor const of any shape (inline: coremltools moves int32 to the weight file only from
+    // iOS 18, MIL.md §1.5).
+    mil_ref const_int_tensor(std::string_view base, std::vector<std::int64_t> shape,
+                             std::span<const std::int64_t> numbers) {
+        mil_constant value;
+        value.kind = mil_constant_kind::int32;
+        for (const std::int64_t number : numbers)
+            value.ints.push_back(checked_int32(number, base));
+        return add_const(base, "int32", std::move(shape), std::move(value));
     }
     mil_ref const_bools(std::string_view base, const std::vector<bool>& flags) {
         mil_constant value;
@@ -13367,6 +13514,156 @@ inline void lower_node(segment_lowering& L, value_id id) {
     return segment;
 }
 
+// ---- a whole graph as one Core ML program (anvil export) --------------------------------------------------
+
+// An input or output of an exported program: its name, graph value, IR shape and MultiArray dtype.
+struct program_port {
+    std::string name;
+    value_id value = 0;
+    dims shape;
+    std::string dtype;  // "fp16" or "int32"
+};
+
+struct lowered_program {
+    mil_function program;
+    std::vector<mil_ref> results;  // in output order
+    std::vector<weight_file> weights;
+    std::vector<program_port> inputs, outputs;
+};
+
+namespace lowering_detail {
+
+// What the Neural Engine does not run, as the plain MIL ops Core ML places on the CPU itself (MIL.md §2.5:
+// embedding lookups and integer work): gather, casts to and from integers, argmax, and a linear past
+// max_dimension. Returns false for anything else.
+inline bool lower_for_core_ml(segment_lowering& L, value_id id) {
+    const node& n = L.at(id);
+    const auto integer_const = [&](value_id v) {
+        const std::vector<float>& values = L.constant_values(v);
+        std::vector<std::int64_t> numbers(values.begin(), values.end());
+        return L.mil().const_int_tensor(L.base(v), segment_lowering::logical_shape(L.ir_shape(v)), numbers);
+    };
+    const auto operand = [&](value_id v) {
+        return L.is_constant(v) && !is_floating(L.at(v).result.type) ? integer_const(v) : L.logical(v);
+    };
+    const mil_shape shape = segment_lowering::logical_shape(n.result.shape);
+    switch (n.kind) {
+        case op::gather: {
+            const mil_ref table =
+                L.is_constant(n.inputs[0])
+                    ? L.constant(n.inputs[0], segment_lowering::logical_shape(L.ir_shape(n.inputs[0])))
+                    : L.logical(n.inputs[0]);
+            const mil_ref indices = operand(n.inputs[1]);
+            const mil_ref axis = L.mil().const_int(L.base(id) + "_axis", n.attrs.axis);
+            const mil_ref out = L.mil().op("gather", L.base(id), shape,
+                                           {{"x", {table}}, {"indices", {indices}}, {"axis", {axis}}});
+            L.set_form(id, value_layout::logical, out);
+            return true;
+        }
+        case op::cast: {
+            const bool from_float = is_floating(L.at(n.inputs[0]).result.type);
+            const bool to_float = is_floating(n.result.type);
+            if (from_float == to_float) {
+                L.alias(id, n.inputs[0]);  // fp16 either way, or int32 either way
+                return true;
+            }
+            const mil_ref dtype = L.mil().const_string(L.base(id) + "_dtype", to_float ? "fp16" : "int32");
+            const mil_ref out =
+                L.mil().op("cast", L.base(id), shape, {{"dtype", {dtype}}, {"x", {operand(n.inputs[0])}}},
+                           to_float ? "fp16" : "int32");
+            L.set_form(id, value_layout::logical, out);
+            return true;
+        }
+        case op::argmax: {
+            const mil_ref axis = L.mil().const_int(L.base(id) + "_axis", n.attrs.axis);
+            const mil_ref keep = L.mil().const_bool(L.base(id) + "_keep_dims", n.attrs.keep_dims);
+            const mil_ref out = L.mil().op(
+                "reduce_argmax", L.base(id), shape,
+                {{"axis", {axis}}, {"keep_dims", {keep}}, {"x", {L.logical(n.inputs[0])}}}, "int32");
+            L.set_form(id, value_layout::logical, out);
+            return true;
+        }
+        case op::linear: {
+            if (!L.is_constant(n.inputs[1])) return false;
+            const dims& w = L.ir_shape(n.inputs[1]);
+            std::vector<mil_argument> arguments{{"x", {L.logical(n.inputs[0])}},
+                                                {"weight", {L.constant(n.inputs[1], {w[0], w[1]})}}};
+            if (n.inputs.size() > 2 && L.is_constant(n.inputs[2]))
+                arguments.push_back({"bias", {L.constant(n.inputs[2], {w[0]})}});
+            else if (n.inputs.size() > 2)
+                return false;
+            L.set_form(id, value_layout::logical,
+                       L.mil().op("linear", L.base(id), shape, std::move(arguments)));
+            return true;
+        }
+        default:
+            return false;
+    }
+}
+
+}  // namespace lowering_detail
+
+// Lowers every node of `body` into one function whose inputs and outputs keep their IR shapes (fp16, or
+// int32 for integer inputs and results), named `input_names` (by graph input name; default: the graph's)
+// and `output_names`: the model an app adds in Xcode, with no [1, C, 1, W] surfaces to pack. Throws
+// unsupported_error naming the first node that has no MIL form.
+[[nodiscard]] inline lowered_program lower_program(const graph_body& body,
+                                                   std::span<const std::string> output_names,
+                                                   const lowering_options& options) {
+    using namespace lowering_detail;
+    if (output_names.size() != body.outputs.size()) {
+        throw error(
+            message("export: ", output_names.size(), " output names for ", body.outputs.size(), " outputs"));
+    }
+    segment_lowering L(body, options);
+    lowered_program made;
+    for (std::size_t id = 0; id < body.nodes.size(); ++id) {
+        const node& n = body.nodes[id];
+        if (n.kind != op::input) continue;
+        const auto v = static_cast<value_id>(id);
+        const bool floating = is_floating(n.result.type);
+        if (!floating && n.result.type != dtype::i32 && n.result.type != dtype::i64) {
+            throw unsupported_error(message("export: input '", n.name, "' is ", dtype_name(n.result.type),
+                                            "; a Core ML model takes float or int32 arrays"));
+        }
+        const std::string symbol = sanitise_mil_name(n.name);
+        const std::string type = floating ? "fp16" : "int32";
+        const mil_ref ref = L.mil().input(symbol, segment_lowering::logical_shape(n.result.shape), type);
+        L.set_base(v, symbol);
+        L.set_form(v, value_layout::logical, ref);
+        made.inputs.push_back({symbol, v, n.result.shape, type});
+    }
+    for (std::size_t id = 0; id < body.nodes.size(); ++id) {
+        const auto v = static_cast<value_id>(id);
+        const node& n = body.nodes[id];
+        if (n.kind == op::input || n.kind == op::constant || L.is_constant(v)) continue;
+        if (lower_for_core_ml(L, v)) continue;
+        const support_result support = supports(body, v, options);
+        if (support.where == placement::host_only) {
+            throw unsupported_error(message("export: ", describe_node(body, v),
+                                            " has no form in a Core ML program: ", support.reason));
+        }
+        lower_node(L, v);
+    }
+    for (std::size_t i = 0; i < body.outputs.size(); ++i) {
+        const value_id id = body.outputs[i];
+        const node& n = body.nodes.at(id);
+        if (L.is_constant(id)) {
+            throw unsupported_error(message("export: output '", output_names[i], "' is a constant"));
+        }
+        const std::string symbol = sanitise_mil_name(output_names[i]);
+        mil_ref ref = L.logical(id);
+        const bool taken = std::find(made.results.begin(), made.results.end(), ref) != made.results.end();
+        if (taken || !L.mil().rename(ref, symbol))
+            ref = L.reshape(ref, L.mil().shape(ref), symbol, true);  // a copy under the output's name
+        made.results.push_back(ref);
+        made.outputs.push_back({symbol, id, n.result.shape, is_floating(n.result.type) ? "fp16" : "int32"});
+    }
+    made.program = L.mil().function();
+    made.weights = L.mil().weights();
+    return made;
+}
+
 }  // namespace anvil::detail::ane
 // #include "anvil/backend/ane/partition.hpp"
 // anvil: partitioning a graph between the Neural Engine and the CPU. Each compute node is placed where the
@@ -13812,10 +14109,15 @@ inline host_tensor leading_rows(const host_tensor& tensor, std::int64_t first, s
 // strides (the Neural Engine pads rows, COREML.md §4.6) with getBytesWithHandler:, whose handler is an
 // Objective-C block built by hand per Clang's block ABI. Every class and selector is probed at load.
 
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -13838,6 +14140,7 @@ inline constexpr long compute_units_cpu_and_neural_engine = 3;
 // MLMultiArrayDataType.
 inline constexpr long multi_array_float16 = 0x10000 | 16;
 inline constexpr long multi_array_float32 = 0x10000 | 32;
+inline constexpr long multi_array_int32 = 0x20000 | 32;
 
 struct coreml_classes {
     ane::class_handle model = nullptr;                // MLModel
@@ -13845,6 +14148,11 @@ struct coreml_classes {
     ane::class_handle multi_array = nullptr;          // MLMultiArray
     ane::class_handle feature_value = nullptr;        // MLFeatureValue
     ane::class_handle dictionary_provider = nullptr;  // MLDictionaryFeatureProvider
+    // macOS 14.4 (nullptr before): the per-op placement (COREML.md §4.8).
+    ane::class_handle compute_plan = nullptr;          // MLComputePlan
+    ane::class_handle neural_engine_device = nullptr;  // MLNeuralEngineComputeDevice
+    ane::class_handle cpu_device = nullptr;            // MLCPUComputeDevice
+    ane::class_handle gpu_device = nullptr;            // MLGPUComputeDevice
 };
 
 struct coreml_messages {
@@ -13867,6 +14175,8 @@ struct coreml_messages {
     typed_selector<objc_id()> strides;                        // -[MLMultiArray strides]
     typed_selector<long()> data_type;                         // -[MLMultiArray dataType]
     typed_selector<void(void*)> get_bytes_with_handler;       // -[MLMultiArray getBytesWithHandler:]
+    typed_selector<void(objc_id, objc_id, void*)>
+        load_compute_plan;  // +[MLComputePlan loadContentsOfURL:configuration:completionHandler:] (optional)
 };
 
 // The Core ML loader: the system libraries and CoreML.framework (or, with ANVIL_ANE_SIM, the simulator,
@@ -13942,6 +14252,13 @@ private:
         find_message(m.strides, "strides", c.multi_array, false, true, missing);
         find_message(m.data_type, "dataType", c.multi_array, false, true, missing);
         find_message(m.get_bytes_with_handler, "getBytesWithHandler:", c.multi_array, false, true, missing);
+        c.compute_plan = find_class("MLComputePlan", false, missing);
+        c.neural_engine_device = find_class("MLNeuralEngineComputeDevice", false, missing);
+        c.cpu_device = find_class("MLCPUComputeDevice", false, missing);
+        c.gpu_device = find_class("MLGPUComputeDevice", false, missing);
+        find_message(m.load_compute_plan,
+                     "loadContentsOfURL:configuration:completionHandler:", c.compute_plan, true, false,
+                     missing);
         if (!missing.empty()) throw_missing(library_, missing);
 #endif
     }
@@ -14038,6 +14355,110 @@ inline void move_directory(const std::filesystem::path& from, const std::filesys
     std::filesystem::remove_all(from, code);
 }
 
+// ---- MLComputePlan -----------------------------------------------------------------------------------
+
+// What the MLComputePlan handler hands over: `void (^)(MLComputePlan* plan, NSError* error)`. Core ML calls
+// it on another thread, possibly after loadContentsOfURL: returns, so the capture points at a heap record the
+// caller waits on (and leaks, should the wait time out, since the handler may still come).
+struct plan_wait {
+    std::mutex mutex;
+    std::condition_variable ready;
+    bool done = false;
+    objc_id plan = nullptr;  // retained by the handler
+    std::string error;
+};
+
+struct plan_capture {
+    plan_wait* wait;
+};
+
+inline void plan_loaded_invoke(void* block, objc_id plan, objc_id error) {
+    auto* self = static_cast<stack_block<plan_capture, void (*)(void*, objc_id, objc_id)>*>(block);
+    plan_wait& wait = *self->capture.wait;
+    const std::string why = plan == nullptr ? error_text(error, "no plan and no error given") : std::string();
+    if (plan != nullptr) ane::system_runtime::get().objc.objc_retain(plan);
+    const std::lock_guard lock(wait.mutex);
+    wait.plan = plan;
+    wait.error = why;
+    wait.done = true;
+    wait.ready.notify_all();
+}
+
+// Where Core ML's compute plan runs one op of an ML program.
+struct op_device {
+    std::string op;      // "ios16.linear"
+    std::string output;  // its first result's name
+    std::string device;  // "ane", "cpu", "gpu" or "unknown"
+};
+
+// The device of every op of a compiled model's `main` function, as +[MLComputePlan loadContentsOfURL:...]
+// reports it for computeUnits = CPUAndNeuralEngine (COREML.md §4.8); consts, which have no device, are
+// left out. nullopt where MLComputePlan is missing (before macOS 14.4). Throws anvil::error when the plan
+// cannot be made or read.
+inline std::optional<std::vector<op_device>> compute_plan(const std::filesystem::path& compiled) {
+    const coreml_runtime& rt = coreml_runtime::get();
+    if (!rt.messages.load_compute_plan.available) return std::nullopt;
+    const ane::autorelease_pool pool;
+    const objc_object configuration =
+        objc_object::adopt(rt.send(rt.classes.configuration, rt.messages.make_new));
+    if (!configuration) throw anvil::error("Core ML: +[MLModelConfiguration new] returned nil");
+    rt.send(configuration.get(), rt.messages.set_compute_units, compute_units_cpu_and_neural_engine);
+    const objc_object url = ane::make_file_url(compiled.string(), true);
+    static const block_descriptor descriptor{
+        0, sizeof(stack_block<plan_capture, void (*)(void*, objc_id, objc_id)>), "v24@?0@8@16"};
+    auto* wait = new plan_wait{};
+    stack_block<plan_capture, void (*)(void*, objc_id, objc_id)> block{
+        rt.stack_block_class(), block_has_signature, 0, &plan_loaded_invoke, &descriptor, plan_capture{wait}};
+    rt.send(rt.classes.compute_plan, rt.messages.load_compute_plan, url.get(), configuration.get(),
+            static_cast<void*>(&block));
+    {
+        std::unique_lock lock(wait->mutex);
+        if (!wait->ready.wait_for(lock, std::chrono::minutes(5), [&] { return wait->done; })) {
+            throw anvil::error(message("Core ML: MLComputePlan for '", compiled.string(),
+                                       "' did not call its handler within 5 minutes"));
+        }
+    }
+    const std::unique_ptr<plan_wait> owned(wait);
+    if (wait->plan == nullptr)
+        throw anvil::error(
+            message("Core ML: MLComputePlan failed for '", compiled.string(), "': ", wait->error));
+    const objc_object plan = objc_object::adopt(wait->plan);
+    const auto get = [&](objc_id receiver, const char* selector) {
+        return rt.send<objc_id>(receiver, rt.selector_named(selector));
+    };
+    const objc_id structure = get(plan.get(), "modelStructure");
+    const objc_id program = structure != nullptr ? get(structure, "program") : nullptr;
+    if (program == nullptr) throw anvil::error("Core ML: the compute plan's model is not an ML program");
+    const objc_id function =
+        ane::dictionary_lookup(get(program, "functions"), "main", "the program's functions");
+    if (function == nullptr) throw anvil::error("Core ML: the compute plan has no function 'main'");
+    const objc_id operations = get(get(function, "block"), "operations");
+    const auto is_kind = [&](objc_id object, ane::class_handle cls) {
+        return cls != nullptr &&
+               rt.send<bool>(object, rt.selector_named("isKindOfClass:"), static_cast<void*>(cls));
+    };
+    std::vector<op_device> devices;
+    const std::size_t count = ane::array_count(operations, "the block's operations");
+    for (std::size_t i = 0; i < count; ++i) {
+        const objc_id operation = ane::array_at(operations, i, "the block's operations");
+        const objc_id usage = rt.send<objc_id>(
+            plan.get(), rt.selector_named("computeDeviceUsageForMLProgramOperation:"), operation);
+        if (usage == nullptr) continue;  // a const
+        op_device entry;
+        entry.op = ane::string_value(get(operation, "operatorName"), "operatorName");
+        const objc_id outputs = get(operation, "outputs");
+        if (outputs != nullptr && ane::array_count(outputs, "outputs") > 0)
+            entry.output = ane::string_value(get(ane::array_at(outputs, 0, "outputs"), "name"), "name");
+        const objc_id device = get(usage, "preferredComputeDevice");
+        entry.device = is_kind(device, rt.classes.neural_engine_device) ? "ane"
+                       : is_kind(device, rt.classes.cpu_device)         ? "cpu"
+                       : is_kind(device, rt.classes.gpu_device)         ? "gpu"
+                                                                        : "unknown";
+        devices.push_back(std::move(entry));
+    }
+    return devices;
+}
+
 // A loaded Core ML model with fp16 [1, C, 1, W] inputs and outputs (what the lowering declares).
 class coreml_model {
 public:
@@ -14077,17 +14498,23 @@ public:
         return made;
     }
 
+    // An fp16 [1, C, 1, W] surface-shaped array with padded rows, or (`shape` given) a packed row-major
+    // array of that shape and `data_type` (an exported model's logical I/O).
     struct input {
         std::string name;
         std::int64_t channels = 0, width = 0;
         std::size_t channel_stride = 0;  // bytes
         std::byte* data = nullptr;       // channels * channel_stride bytes, fp16
+        std::vector<std::int64_t> shape = {};
+        long data_type = multi_array_float16;
     };
     struct output {
         std::string name;
         std::int64_t channels = 0, width = 0;
         std::size_t channel_stride = 0;  // bytes, of `data`
         std::byte* data = nullptr;       // written: channels * channel_stride bytes, fp16
+        std::vector<std::int64_t> shape = {};
+        long data_type = multi_array_float16;
     };
 
     // One prediction: inputs are MLMultiArrays over the callers' buffers; each output is read through its
@@ -14099,14 +14526,18 @@ public:
         std::vector<std::pair<objc_id, objc_id>> pairs;
         for (const input& in : inputs) {
             const std::int64_t row = static_cast<std::int64_t>(in.channel_stride / 2);
-            const std::int64_t shape[] = {1, in.channels, 1, in.width};
-            const std::int64_t strides[] = {in.channels * row, row, row, 1};
+            std::vector<std::int64_t> shape{1, in.channels, 1, in.width};
+            std::vector<std::int64_t> strides{in.channels * row, row, row, 1};
+            if (!in.shape.empty()) {
+                shape = in.shape;
+                strides = packed_strides(in.shape);
+            }
             const objc_object shape_array = number_array(shape);
             const objc_object stride_array = number_array(strides);
             objc_id error = nullptr;
             const objc_id allocated = rt.send(rt.classes.multi_array, rt.messages.alloc);
             const objc_id array = rt.send(allocated, rt.messages.init_with_data_pointer,
-                                          static_cast<void*>(in.data), shape_array.get(), multi_array_float16,
+                                          static_cast<void*>(in.data), shape_array.get(), in.data_type,
                                           stride_array.get(), static_cast<objc_id>(nullptr), &error);
             if (array == nullptr) {
                 throw error_type(message("Core ML: input '", in.name, "': cannot make its MLMultiArray: ",
@@ -14142,6 +14573,60 @@ public:
 private:
     using error_type = anvil::error;
 
+    static std::vector<std::int64_t> packed_strides(const std::vector<std::int64_t>& shape) {
+        std::vector<std::int64_t> strides(shape.size(), 1);
+        for (std::size_t d = shape.size(); d-- > 1;)
+            strides[d - 1] = strides[d] * shape[d];
+        return strides;
+    }
+
+    static std::size_t element_bytes(long type) { return type == multi_array_float16 ? 2 : 4; }
+
+    // A logical output: its elements in row-major order into out.data, through the array's strides, as
+    // out.data_type (fp32 arrays narrowed to fp16 where fp16 is asked for).
+    static void read_logical(objc_id array, const output& out) {
+        const coreml_runtime& rt = coreml_runtime::get();
+        const std::vector<std::int64_t> shape = number_values(rt.send(array, rt.messages.shape), "shape");
+        const std::vector<std::int64_t> strides =
+            number_values(rt.send(array, rt.messages.strides), "strides");
+        const long type = rt.send(array, rt.messages.data_type);
+        const bool convertible =
+            type == out.data_type || (type == multi_array_float32 && out.data_type == multi_array_float16);
+        if (shape != out.shape || strides.size() != shape.size() || !convertible) {
+            throw error_type(
+                message("Core ML: output '", out.name, "' is not the array the model describes"));
+        }
+        const std::vector<std::byte> bytes = multi_array_bytes(array);
+        const std::size_t size = element_bytes(type);
+        std::int64_t count = 1;
+        for (const std::int64_t d : shape)
+            count *= d;
+        std::vector<std::int64_t> index(shape.size(), 0);
+        for (std::int64_t i = 0; i < count; ++i) {
+            std::int64_t at = 0;
+            for (std::size_t d = 0; d < shape.size(); ++d)
+                at += index[d] * strides[d];
+            const std::size_t from = static_cast<std::size_t>(at) * size;
+            if (at < 0 || from + size > bytes.size()) {
+                throw error_type(message("Core ML: output '", out.name, "' has ", bytes.size(),
+                                         " bytes, fewer than its shape and strides need"));
+            }
+            std::byte* to = out.data + static_cast<std::size_t>(i) * element_bytes(out.data_type);
+            if (type == out.data_type) {
+                std::memcpy(to, bytes.data() + from, size);
+            } else {
+                float f = 0.0f;
+                std::memcpy(&f, bytes.data() + from, 4);
+                const std::uint16_t h = half(f).bits;
+                std::memcpy(to, &h, 2);
+            }
+            for (std::size_t d = shape.size(); d-- > 0;) {
+                if (++index[d] < shape[d]) break;
+                index[d] = 0;
+            }
+        }
+    }
+
     static void read_output(objc_id result, const output& out) {
         const coreml_runtime& rt = coreml_runtime::get();
         const objc_object name = ane::make_string(out.name);
@@ -14149,6 +14634,7 @@ private:
         const objc_id array = value != nullptr ? rt.send(value, rt.messages.multi_array_value) : nullptr;
         if (array == nullptr)
             throw error_type(message("Core ML: the prediction has no output '", out.name, "'"));
+        if (!out.shape.empty()) return read_logical(array, out);
         const std::vector<std::int64_t> shape = number_values(rt.send(array, rt.messages.shape), "shape");
         const std::vector<std::int64_t> strides =
             number_values(rt.send(array, rt.messages.strides), "strides");
@@ -19973,6 +20459,7 @@ public:
                                         : build_ane_step(planned.seg, std::move(*planned.lowered), index);
                     report.device = on_coreml() ? "coreml" : "ane";
                     report.cached = s.ane->cached;
+                    if (!s.ane->placement_note.empty()) report.reason = s.ane->placement_note;
                 } catch (const device_refusal& refusal) {
                     refuse(planned.seg, index, report, refusal);
                     s.device = segment_device::cpu;
@@ -20136,7 +20623,8 @@ private:
         std::optional<coreml::coreml_model> coreml;
         std::vector<std::vector<std::byte>> input_buffers, output_buffers;
         std::vector<float> scratch;
-        weight_residency weights;  // the blobs the framework holds for this program (resident_weight_bytes)
+        std::string placement_note;  // Core ML: the ops its compute plan keeps off the Neural Engine
+        weight_residency weights;    // the blobs the framework holds for this program (resident_weight_bytes)
     };
     struct step {
         segment_device device = segment_device::cpu;
@@ -20670,7 +21158,51 @@ private:
         } catch (const error& e) {
             throw device_refusal{"evaluate", e.what()};
         }
+        s->placement_note = check_compute_plan(compiled, seg);
         return s;
+    }
+
+    // Where Core ML runs the segment's ops (MLComputePlan, macOS 14.4): Core ML falls back to the CPU per op
+    // without a word (COREML.md §4.1), so each op it keeps off the Neural Engine is named, in the placement
+    // report or, under strict_device, in the error. Returns the report's note ("" when every op is on it).
+    std::string check_compute_plan(const std::filesystem::path& compiled, const segment& seg) const {
+        const std::string where = message("the Core ML segment (", ops_summary(body_, seg.nodes), ")");
+        std::optional<std::vector<coreml::op_device>> plan;
+        try {
+            plan = coreml::compute_plan(compiled);
+        } catch (const error& e) {
+            if (options_.strict_device) {
+                throw unsupported_error(
+                    message("compile: strict_device: Core ML cannot say where ", where, " runs: ", e.what()));
+            }
+            return message("Core ML's compute plan could not be read: ", e.what());
+        }
+        if (!plan) {
+            if (options_.strict_device) {
+                throw unsupported_error(message(
+                    "compile: strict_device: MLComputePlan (macOS 14.4 or later) is missing, so nothing can "
+                    "show that ",
+                    where, " runs on the Neural Engine"));
+            }
+            return "MLComputePlan is missing (before macOS 14.4): Core ML may run some ops on the CPU";
+        }
+        std::vector<std::string> off;
+        for (const coreml::op_device& d : *plan) {
+            if (d.device == "ane") continue;
+            off.push_back(message(d.op, " (", d.output, ") on the ",
+                                  d.device == "cpu"   ? "CPU"
+                                  : d.device == "gpu" ? "GPU"
+                                                      : "an unknown device"));
+        }
+        if (off.empty()) return {};
+        std::string list;
+        for (std::size_t i = 0; i < off.size() && i < 8; ++i)
+            list += (i ? ", " : "") + off[i];
+        if (off.size() > 8) list += message(" and ", off.size() - 8, " more");
+        const std::string what = message("Core ML keeps ", off.size(), " of the ", plan->size(), " ops of ",
+                                         where, " off the Neural Engine: ", list);
+        if (options_.strict_device) throw unsupported_error(message("compile: strict_device: ", what));
+        return what;
     }
 
     compile_options options_;
@@ -24391,6 +24923,14 @@ ANVIL_INLINE value_type infer(op kind, attributes& attrs, std::span<const value_
 
 namespace anvil {
 
+ANVIL_INLINE value graph::input_named(std::string_view name) const {
+    for (std::size_t id = 0; id < body_->nodes.size(); ++id) {
+        const node& n = body_->nodes[id];
+        if (n.kind == op::input && n.name == name) return value(body_, static_cast<value_id>(id));
+    }
+    throw error(detail::message("graph: there is no input named '", name, "'"));
+}
+
 ANVIL_INLINE value graph::input(std::string name, dtype type, dims shape) {
     if (name.empty()) throw error("graph::input: an input needs a name");
     for (const auto& existing : body_->nodes) {
@@ -26208,6 +26748,84 @@ ANVIL_INLINE std::vector<ane_selftest_row> ane_selftest(const ane_selftest_optio
         rows.push_back(std::move(row));
     }
     return rows;
+}
+
+}  // namespace anvil
+// anvil: export_mlpackage's definitions (see export.hpp; compilation.hpp says when this file is compiled).
+
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
+
+// #include "anvil/backend/ane/ane_program.hpp"
+// #include "anvil/backend/ane/capabilities.hpp"
+// #include "anvil/backend/ane/lowering.hpp"
+// #include "anvil/backend/coreml/export.hpp"
+// #include "anvil/backend/coreml/mlpackage.hpp"
+// #include "anvil/backend/coreml/model_spec.hpp"
+// #include "anvil/version.hpp"
+
+namespace anvil {
+
+ANVIL_INLINE mlpackage_summary export_mlpackage(std::span<const value> outputs,
+                                                const std::filesystem::path& package,
+                                                const mlpackage_options& options) {
+    using namespace detail;
+    if (outputs.empty()) throw error("export: no outputs given");
+    if (package.extension() != ".mlpackage") {
+        throw error(message("export: '", package.string(), "' does not end in .mlpackage"));
+    }
+    if (!options.output_names.empty() && options.output_names.size() != outputs.size()) {
+        throw error(message("export: ", options.output_names.size(), " output names for ", outputs.size(),
+                            " outputs"));
+    }
+    graph_body body;
+    const auto& owner = outputs[0].owner();
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
+        if (!outputs[i].valid()) throw error(message("export: output ", i, " is an empty value"));
+        if (outputs[i].owner() != owner)
+            throw error(message("export: output ", i, " belongs to another graph than output 0"));
+        body.outputs.push_back(outputs[i].id());
+    }
+    body.nodes = owner->nodes;
+    // The passes device::coreml runs before it partitions.
+    body = eliminate_dead_code(body);
+    body = fold_constants(body, cpu::evaluate_constant);
+    body = fold_batch_norm(body);
+    body = ane::materialise_constants(body);
+
+    std::vector<std::string> names = options.output_names;
+    for (std::size_t i = names.size(); i < outputs.size(); ++i)
+        names.push_back(message("output", i));
+    ane::lowering_options lowering;
+    lowering.choices = ane::choose_lowering("", std::nullopt, {}, {});  // any Mac: the unknown chip's rules
+    lowering.dialect = options.ios18 ? ane::mil_dialect::ios18 : ane::mil_dialect::ios16;
+    const ane::lowered_program lowered = ane::lower_program(body, names, lowering);
+
+    coreml::model_spec spec;
+    spec.functions.push_back({"main", &lowered.program, lowered.results, {}, {}});
+    spec.metadata.short_description = options.description;
+    spec.metadata.author = options.author;
+    spec.metadata.license = options.license;
+    spec.metadata.version = options.version;
+    spec.metadata.user_defined = options.user_defined;
+    spec.metadata.user_defined.emplace_back("com.github.anvil.version", version_string);
+    coreml::mlpackage_contents contents;
+    contents.model = coreml::encode_model(spec);
+    contents.weight_files = lowered.weights;
+    coreml::write_mlpackage(package, contents);
+
+    mlpackage_summary summary;
+    for (const auto& in : lowered.inputs)
+        summary.inputs.push_back({in.name, {in.shape.begin(), in.shape.end()}, in.dtype});
+    for (const auto& out : lowered.outputs)
+        summary.outputs.push_back({out.name, {out.shape.begin(), out.shape.end()}, out.dtype});
+    for (const auto& statement : lowered.program.statements)
+        if (statement.op != "const") ++summary.operations;
+    summary.weight_bytes = ane::total_bytes(lowered.weights);
+    summary.digest = coreml::package_digest(contents);
+    return summary;
 }
 
 }  // namespace anvil
@@ -30784,13 +31402,23 @@ ANVIL_INLINE std::string detect_prefix(const checkpoint& weights, const text_enc
 
 ANVIL_INLINE tensor<float> text_encoder_forward(graph& g, const text_encoder_weights& w,
                                                 const text_encoder_config& c, std::int64_t rows,
-                                                std::int64_t length) {
+                                                std::int64_t length, text_positions given) {
     const dims shape{rows, length};
     auto ids = g.input<std::int32_t>(std::string(input_ids_name), shape);
-    auto positions = g.input<std::int32_t>(std::string(position_ids_name), shape);
+    const auto id_input = [&](std::string_view name, bool positions) {
+        if (given == text_positions::inputs) return g.input<std::int32_t>(std::string(name), shape);
+        // create_position_ids_from_input_ids for right padding: padding_idx + 1 + t (RoBERTa), else t.
+        std::vector<std::int32_t> values(static_cast<std::size_t>(rows * length), 0);
+        for (std::size_t i = 0; positions && i < values.size(); ++i) {
+            const auto t = static_cast<std::int32_t>(static_cast<std::int64_t>(i) % length);
+            values[i] = c.padding_idx < 0 ? t : static_cast<std::int32_t>(c.padding_idx) + 1 + t;
+        }
+        return g.constant<std::int32_t>(host_tensor::from(values, shape), std::string(name));
+    };
+    auto positions = id_input(position_ids_name, true);
     tensor<float> x = embedding(w.word_embeddings, ids) + embedding(w.position_embeddings, positions);
     if (w.token_type_embeddings) {
-        auto types = g.input<std::int32_t>(std::string(token_type_ids_name), shape);
+        auto types = id_input(token_type_ids_name, false);
         x = x + embedding(*w.token_type_embeddings, types);
     }
     x = apply(w.embedding_norm, x);
@@ -30983,7 +31611,10 @@ ANVIL_INLINE void text_encoder::set_head(head_builder head) {
         options_, [state](graph& g, std::span<const std::int64_t> key) -> std::vector<value> {
             weight_loader loader(g, state->weights);
             const auto w = load_text_encoder(loader, state->config, state->prefix);
-            auto out = text_encoder_forward(g, w, state->config, key[0], key[1]);
+            // A third key element marks the graph `anvil export` writes (text_positions::baked).
+            auto out = text_encoder_forward(
+                g, w, state->config, key[0], key[1],
+                key.size() > 2 && key[2] != 0 ? text_positions::baked : text_positions::inputs);
             if (state->head) out = state->head(loader, out);
             return {out.value()};
         });
@@ -31282,6 +31913,65 @@ ANVIL_INLINE sentence_encoder sentence_encoder::load(const std::filesystem::path
             config_reader(document, st_config.string()).integer("max_seq_length", 0, 0));
     }
     return result;
+}
+
+ANVIL_INLINE value sentence_encoder::build_graph(graph& g, std::int64_t length) const {
+    // sentence-transformers' Pooling and Normalize as graph ops, over the hidden states [1, S, D]:
+    //   mean: sum(h * m) / max(sum(m), 1e-9); cls: h[:, 0]; max: max over tokens of h, padding at -1e4;
+    //   Normalize: x / max(||x||, 1e-12) (the fp16-safe floor 1e-6 on a Neural Engine is below any real
+    //   norm).
+    const value hidden = encoder_.build_graph(g, 1, length).at(0);
+    const std::int64_t dim = dimension();
+    const value mask = g.input_named(std::string(attention_mask_name));  // f32 [1, S], 1 = a real token
+    attributes as_column;
+    as_column.sizes = {1, length, 1};
+    const value column = g.apply(op::reshape, {mask}, as_column);
+    attributes over_tokens;
+    over_tokens.axes = {1};
+    value pooled;
+    switch (pool_) {
+        case pooling::mean: {
+            const value summed = g.apply(op::reduce_sum, {g.apply(op::mul, {hidden, column})}, over_tokens);
+            attributes keep = over_tokens;
+            keep.keep_dims = true;
+            attributes floor;
+            floor.min = 1e-9f;
+            floor.max = 3.0e38f;
+            const value count = g.apply(op::clamp, {g.apply(op::reduce_sum, {mask}, keep)}, floor);
+            pooled = g.apply(op::div, {summed, count});
+            break;
+        }
+        case pooling::cls: {
+            attributes first;
+            first.begin = {0, 0, 0};
+            first.end = {1, 1, dim};
+            first.step = {1, 1, 1};
+            attributes flat;
+            flat.sizes = {1, dim};
+            pooled = g.apply(op::reshape, {g.apply(op::slice, {hidden}, first)}, flat);
+            break;
+        }
+        case pooling::max: {
+            // h + (m - 1) * 1e4: padding tokens fall far below every real one.
+            const value shift =
+                g.apply(op::mul, {g.apply(op::sub, {column, g.scalar(1.0)}), g.scalar(1.0e4)});
+            pooled = g.apply(op::reduce_max, {g.apply(op::add, {hidden, shift})}, over_tokens);
+            break;
+        }
+        case pooling::none:
+            return hidden;
+    }
+    if (!normalize_) return pooled;
+    attributes keep;
+    keep.axes = {1};
+    keep.keep_dims = true;
+    attributes floor;
+    floor.min = 1e-12f;
+    floor.max = 3.0e38f;
+    const value norm = g.apply(
+        op::clamp, {g.apply(op::sqrt, {g.apply(op::reduce_sum, {g.apply(op::mul, {pooled, pooled})}, keep)})},
+        floor);
+    return g.apply(op::div, {pooled, norm});
 }
 
 ANVIL_INLINE host_tensor sentence_encoder::encode(std::span<const std::string> texts,
@@ -32150,6 +32840,14 @@ ANVIL_INLINE std::vector<std::vector<classification>> image_classifier::top_clas
 ANVIL_INLINE std::string_view image_classifier::architecture() const {
     if (const auto* transformer = std::get_if<vit>(&model_)) return transformer->config().model_type;
     return "resnet";
+}
+
+ANVIL_INLINE std::vector<value> image_classifier::build_graph(graph& g, image_size size) const {
+    if (const auto* transformer = std::get_if<vit>(&model_)) return transformer->build_graph(g, 1);
+    if (size.height <= 0 || size.width <= 0)
+        throw error(anvil::detail::message("image classifier: a ResNet takes any image size; give one (",
+                                           size.height, " x ", size.width, " is not)"));
+    return std::get<resnet>(model_).build_graph(g, 1, size.height, size.width);
 }
 
 ANVIL_INLINE image_size image_classifier::input_size() const {

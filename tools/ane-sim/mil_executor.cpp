@@ -41,6 +41,11 @@ const tensor* op_context::find(std::string_view name) const {
         if (input == name && bound.value >= 0) return &values_[static_cast<std::size_t>(bound.value)];
     return nullptr;
 }
+tensor& op_context::state(std::string_view name) {
+    for (const auto& [input, bound] : step_.inputs)
+        if (input == name && bound.value >= 0) return values_[static_cast<std::size_t>(bound.value)];
+    fail("needs input '" + std::string(name) + "'");
+}
 bool op_context::has(std::string_view name) const {
     for (const auto& [input, bound] : step_.inputs)
         if (input == name) return true;
@@ -640,6 +645,56 @@ void run_pad(op_context& c) {
     });
 }
 
+// gather (batch_dims 0): x.shape[:axis] + indices.shape + x.shape[axis+1:]; an index outside the axis is an
+// error (validate_indices), negative ones count from the end.
+void run_gather(op_context& c) {
+    const tensor& x = c.in("x");
+    const tensor& indices = c.in("indices");
+    const auto rank = static_cast<std::int64_t>(x.shape.size());
+    std::int64_t axis = c.integer("axis", 0);
+    if (axis < 0) axis += rank;
+    if (rank == 0 || axis < 0 || axis >= rank) c.fail("axis is outside the rank of x");
+    if (c.integer("batch_dims", 0) != 0) c.fail("the simulator executes batch_dims = 0 only");
+    shape_t shape(x.shape.begin(), x.shape.begin() + axis);
+    shape.insert(shape.end(), indices.shape.begin(), indices.shape.end());
+    shape.insert(shape.end(), x.shape.begin() + axis + 1, x.shape.end());
+    tensor& out = c.output(0, x.type, shape);
+    if (c.shape_only()) return;
+    const auto& xd = c.data(x);
+    const auto& id = c.data(indices);
+    const std::int64_t extent = x.shape[static_cast<std::size_t>(axis)];
+    std::int64_t outer = 1, inner = 1;
+    for (std::int64_t i = 0; i < axis; ++i)
+        outer *= x.shape[static_cast<std::size_t>(i)];
+    for (std::int64_t i = axis + 1; i < rank; ++i)
+        inner *= x.shape[static_cast<std::size_t>(i)];
+    const auto count = static_cast<std::int64_t>(id.size());
+    for (std::int64_t o = 0; o < outer; ++o)
+        for (std::int64_t k = 0; k < count; ++k) {
+            auto index = static_cast<std::int64_t>(id[static_cast<std::size_t>(k)]);
+            if (index < 0) index += extent;
+            if (index < 0 || index >= extent)
+                c.fail("index " + std::to_string(static_cast<std::int64_t>(id[static_cast<std::size_t>(k)])) +
+                       " is outside the axis of " + std::to_string(extent));
+            std::copy_n(xd.begin() + (o * extent + index) * inner, inner,
+                        out.data.begin() + (o * count + k) * inner);
+        }
+}
+
+// read_state: a copy of the state's value; write_state: replaces it (no result).
+void run_state(op_context& c) {
+    if (c.op() == "read_state") {
+        const tensor& s = c.in("input");
+        tensor& out = c.output(0, s.type, s.shape);
+        if (!c.shape_only()) out.data = c.data(s);
+        return;
+    }
+    const tensor& data = c.in("data");
+    tensor& s = c.state("input");
+    if (data.type != s.type || data.shape != s.shape) c.fail("data does not have the state's type");
+    if (!c.shape_only()) s.data = c.data(data);
+}
+
 void run_cast(op_context& c) {
     const tensor& x = c.in("x");
     const std::string name = c.text("dtype", "");
@@ -739,6 +794,9 @@ const std::set<std::string, std::less<>>& executable_ops() {
                                                            "upsample_nearest_neighbor",
                                                            "upsample_bilinear",
                                                            "cast",
+                                                           "gather",
+                                                           "read_state",
+                                                           "write_state",
                                                            "constexpr_affine_dequantize"};
     return ops;
 }
@@ -764,6 +822,8 @@ void run_op(op_context& c) {
     if (op == "tile") return run_tile(c);
     if (op == "pad") return run_pad(c);
     if (op == "cast") return run_cast(c);
+    if (op == "gather") return run_gather(c);
+    if (op == "read_state" || op == "write_state") return run_state(c);
     if (op == "constexpr_affine_dequantize") return run_affine_dequantize(c);
     if (op == "conv") return run_conv(c);
     if (op == "matmul") return run_matmul(c);

@@ -44,7 +44,9 @@ struct prepared_program {
     std::vector<step> steps;                 // non-const statements in order
     std::vector<io_tensor> inputs, outputs;  // symbol (alphabetical) order
     std::vector<int> input_values, output_values;
-    std::vector<op_statement> statements;  // every statement, const included
+    std::vector<op_statement> statements;             // every statement, const included
+    std::vector<op_placement> placement;              // Core ML programs only: each op's device
+    std::vector<std::pair<std::string, int>> states;  // Core ML programs only: state inputs and their values
     std::string warnings;
 };
 
@@ -73,6 +75,8 @@ public:
     // Sets output i's type and shape; returns it (data sized to the element count unless shape_only).
     tensor& output(std::size_t i, dtype type, std::vector<std::int64_t> shape);
     [[nodiscard]] std::size_t output_count() const { return step_.outputs.size(); }
+    // The value a state op reads or writes (write_state changes it in place).
+    [[nodiscard]] tensor& state(std::string_view name);
     [[noreturn]] void fail(const std::string& what) const;
 
 private:

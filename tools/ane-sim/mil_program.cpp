@@ -25,6 +25,7 @@ public:
     const std::vector<io_tensor>& inputs() const override { return program_.inputs; }
     const std::vector<io_tensor>& outputs() const override { return program_.outputs; }
     const std::vector<op_statement>& statements() const override { return program_.statements; }
+    const std::vector<op_placement>& placement() const override { return program_.placement; }
     std::string warnings() const override { return program_.warnings + evaluate_warnings_; }
 
     void evaluate(std::span<const surface_view> inputs, std::span<const surface_view> outputs) override {
@@ -77,7 +78,7 @@ private:
         return true;
     }
 
-    static std::size_t element_size(const io_tensor& io) { return io.type == element_type::fp32 ? 4 : 2; }
+    static std::size_t element_size(const io_tensor& io) { return io.type == element_type::fp16 ? 2 : 4; }
 
     static void check_extent(const io_tensor& io, const surface_view& view, const char* what) {
         const std::size_t last = (static_cast<std::size_t>(io.channels) - 1) * view.plane_stride +
@@ -103,6 +104,12 @@ private:
                                        static_cast<std::size_t>(h) * view.row_stride;
                 for (std::int64_t w = 0; w < io.width; ++w) {
                     float v;
+                    if (io.type == element_type::int32) {  // exact: token ids stay below 2^24
+                        std::int32_t n;
+                        std::memcpy(&n, row + static_cast<std::size_t>(w) * 4, 4);
+                        t.data[at++] = static_cast<float>(n);
+                        continue;
+                    }
                     if (io.type == element_type::fp32) {
                         std::memcpy(&v, row + static_cast<std::size_t>(w) * 4, 4);
                     } else {
@@ -127,7 +134,10 @@ private:
                                  static_cast<std::size_t>(h) * view.row_stride;
                 for (std::int64_t w = 0; w < io.width; ++w) {
                     const float v = t.data[at++];
-                    if (io.type == element_type::fp32) {
+                    if (io.type == element_type::int32) {
+                        const auto n = static_cast<std::int32_t>(v);
+                        std::memcpy(row + static_cast<std::size_t>(w) * 4, &n, 4);
+                    } else if (io.type == element_type::fp32) {
                         std::memcpy(row + static_cast<std::size_t>(w) * 4, &v, 4);
                     } else {
                         const std::uint16_t bits = anvil::float_to_half_bits(v);

@@ -46,15 +46,28 @@ struct weight_file {
     std::vector<std::byte> data;
 };
 
-enum class element_type : std::uint8_t { fp16, fp32 };
+enum class element_type : std::uint8_t { fp16, fp32, int32 };
 
-// A function input or output as declared in the MIL: rank 4 [1, C, H, W] (H is 1 in practice).
+// A function input or output as declared in the MIL: rank 4 [1, C, H, W] for the Neural Engine (H is 1 in
+// practice). A Core ML program's I/O may have any rank up to 5: `shape` is the declared shape, and
+// channels/height/width fold it as [prod(leading), second to last, last] so the same packed layout applies.
 struct io_tensor {
     std::string name;
     element_type type = element_type::fp16;
     std::int64_t channels = 0;
     std::int64_t height = 0;
     std::int64_t width = 0;
+    std::vector<std::int64_t> shape;
+};
+
+// Where Core ML would run one op (a Core ML program only): "ane", or "cpu" with the reason the Neural
+// Engine's rules give. What the simulated MLComputePlan reports.
+struct op_placement {
+    std::string op;      // "linear"
+    std::string output;  // its first result's name
+    int line = 0;
+    std::string device;  // "ane" or "cpu"
+    std::string reason;  // empty on the ANE
 };
 
 // A locked IOSurface as the MIL part sees it: element (c, h, w) at
@@ -70,6 +83,7 @@ struct surface_view {
 struct op_statement {
     std::string op;
     int line = 0;
+    std::string output;  // its first result's name ("" for an op without results)
 };
 
 class mil_program {
@@ -93,6 +107,10 @@ public:
     // Runs once. Surfaces are given in symbol order; their sizes and strides were checked by the runtime.
     // Throws sim_failure (program_inference) on a failure the hardware would report.
     virtual void evaluate(std::span<const surface_view> inputs, std::span<const surface_view> outputs) = 0;
+
+    // A Core ML program's ops (consts excluded) and the device each would run on; empty for a Neural Engine
+    // program (there, a rule that refuses an op fails the compile).
+    [[nodiscard]] virtual const std::vector<op_placement>& placement() const = 0;
 
     // Non-fatal findings of the last compile or evaluate (warn-mode rules, the first op whose values
     // overflowed fp16), one per line; empty when none.

@@ -212,6 +212,17 @@ public:
     }
 
 private:
+    // A rule about what the Neural Engine can run. A Neural Engine program fails to compile; in a Core ML
+    // program Core ML runs the op on the CPU instead (COREML.md §4.1: it partitions per op and falls back
+    // silently), so the simulator records why, for the compute plan. The first reason of an op is kept.
+    void refuse_on_ane(int line, const std::string& what, rule cited) {
+        if (!options_.coreml_program) fail(line, what, cited);
+        if (cpu_reason_.empty()) cpu_reason_ = "line " + std::to_string(line) + ": " + what + cite(cited);
+    }
+    void refuse_on_ane(const std::string& what) {  // a Core ML placement rule, cited in `what`
+        if (cpu_reason_.empty()) cpu_reason_ = what;
+    }
+
     // A rule with a mode: error throws, warn records.
     void apply(rule_mode mode, int line, const std::string& what, rule cited) {
         if (mode == rule_mode::error) fail(line, what, cited);
@@ -234,10 +245,10 @@ private:
                  rule::rank_and_dimensions);
         for (std::int64_t d : type.shape)
             if (d > options_.max_dimension)
-                fail(line,
-                     what + " " + type_text(type) + " has a dimension of " + std::to_string(d) +
-                         ", more than the limit of " + std::to_string(options_.max_dimension),
-                     rule::rank_and_dimensions);
+                refuse_on_ane(line,
+                              what + " " + type_text(type) + " has a dimension of " + std::to_string(d) +
+                                  ", more than the limit of " + std::to_string(options_.max_dimension),
+                              rule::rank_and_dimensions);
     }
 
     int add_value(const std::string& name, const tensor_type& type, int line) {
@@ -261,6 +272,19 @@ private:
 
     void check_io(const named_type& v, const char* what) {
         const auto& s = v.type.shape;
+        if (options_.coreml_program) {
+            // Core ML converts its MultiArrays to what the device needs (COREML.md §2.2: DOUBLE, FLOAT32,
+            // FLOAT16 and INT32 are allowed; states are fp16). The package reader checked the description.
+            const dtype t = v.type.type;
+            if ((t != dtype::fp16 && t != dtype::fp32 && t != dtype::int32) || s.empty() || s.size() > 5 ||
+                (v.type.is_state && t != dtype::fp16))
+                fail(v.line,
+                     std::string(what) + " '" + v.name + "' is " + type_text(v.type) +
+                         "; a Core ML program's inputs and outputs are fp16, fp32 or int32 of rank 1 to 5, "
+                         "and its states fp16",
+                     rule::io_types);
+            return;
+        }
         if (v.type.is_state)
             fail(v.line,
                  std::string(what) + " '" + v.name +
@@ -274,13 +298,42 @@ private:
                  rule::io_types);
     }
 
+    static io_tensor io_of(const std::string& name, dtype type, const std::vector<std::int64_t>& shape) {
+        io_tensor io{name,
+                     type == dtype::fp32    ? element_type::fp32
+                     : type == dtype::int32 ? element_type::int32
+                                            : element_type::fp16,
+                     1,
+                     1,
+                     1,
+                     shape};
+        const std::size_t rank = shape.size();
+        if (rank == 4 && shape[0] == 1) {  // a Neural Engine surface [1, C, H, W]
+            io.channels = shape[1];
+            io.height = shape[2];
+            io.width = shape[3];
+            return io;
+        }
+        for (std::size_t i = 0; i + 2 < rank; ++i)
+            io.channels *= shape[i];
+        io.height = rank >= 2 ? shape[rank - 2] : 1;
+        io.width = rank >= 1 ? shape[rank - 1] : 1;
+        return io;
+    }
+
     void declare_param(const named_type& param) {
         check_io(param, "function input");
         check_type(param.type, param.line, "input '" + param.name + "'");
         add_value(param.name, param.type, param.line);
-        io_tensor io{param.name, param.type.type == dtype::fp32 ? element_type::fp32 : element_type::fp16,
-                     param.type.shape[1], param.type.shape[2], param.type.shape[3]};
-        inputs_.emplace_back(io, static_cast<int>(result_.values.size()) - 1);
+        if (param.type.is_state) {  // a Core ML state: the model holds it; its value starts at zeros
+            tensor& t = result_.values.back();
+            t.data.assign(t.count(), 0.0f);
+            t.has_data = true;
+            result_.states.emplace_back(param.name, static_cast<int>(result_.values.size()) - 1);
+            return;
+        }
+        inputs_.emplace_back(io_of(param.name, param.type.type, param.type.shape),
+                             static_cast<int>(result_.values.size()) - 1);
     }
 
     // A literal becomes an anonymous constant value.
@@ -312,10 +365,11 @@ private:
     }
 
     void check_statement(const statement& s) {
-        result_.statements.push_back({s.op, s.line});
+        result_.statements.push_back({s.op, s.line, s.outputs.empty() ? std::string() : s.outputs[0].name});
+        cpu_reason_.clear();
         if (!options_.fail_compile_op.empty() && s.op == options_.fail_compile_op)
-            fail(s.line, s.op + ": failure injected by the simulator (fail_compile_op=" + s.op + ")",
-                 rule::fault_injection);
+            refuse_on_ane(s.line, s.op + ": failure injected by the simulator (fail_compile_op=" + s.op + ")",
+                          rule::fault_injection);
         for (const auto& out : s.outputs)
             check_type(out.type, out.line, "result '" + out.name + "'");
         for (const auto& [attr, arg] : s.attributes)
@@ -323,7 +377,7 @@ private:
                 (arg.form != argument::kind::literal || arg.value.type.type != dtype::string))
                 fail(arg.line, s.op + ": attribute 'name' must be a string literal", rule::op_table);
         if (s.op == "const") return check_const(s);
-        state_rules(s);
+        if (!options_.coreml_program) state_rules(s);  // the private path's reports; Core ML runs these
         device_rules(s);
         const auto spec = find_op(s.op, function_.opset_version);
         if (!spec) {
@@ -393,7 +447,42 @@ private:
         }
         infer(s, st, constexpr_op);
         value_rules(s, st);
+        if (options_.coreml_program) place(s, st);
         result_.steps.push_back(std::move(st));
+    }
+
+    // Core ML's own placement rules, then the op's entry in the compute plan. MIL.md §2.5: the Neural Engine
+    // computes fp16 only (fp32 and integer work goes to the CPU; `cast` at the I/O boundary is the
+    // exception coremltools relies on) and embedding `gather` runs on the CPU.
+    void place(const statement& s, const step& st) {
+        if (s.op == "gather" || s.op == "gather_nd" || s.op == "gather_along_axis")
+            refuse_on_ane(s.op + " runs on the CPU under Core ML (MIL.md §2.5: embedding lookups)");
+        const auto integral = [](dtype t) {
+            return t != dtype::fp16 && t != dtype::fp32 && t != dtype::boolean;
+        };
+        if (s.op != "cast" && s.op != "read_state" && s.op != "write_state") {
+            for (const auto& [name, bound] : st.inputs) {
+                if (bound.value < 0 || is_const_[static_cast<std::size_t>(bound.value)]) continue;
+                const tensor& t = result_.values[static_cast<std::size_t>(bound.value)];
+                if (t.type == dtype::fp32 || integral(t.type))
+                    refuse_on_ane(s.op + ": input '" + name + "' is " + std::string(dtype_name(t.type)) +
+                                  "; the Neural Engine computes fp16 only (MIL.md §2.5)");
+            }
+        }
+        for (int id : st.outputs)
+            for (std::int64_t d : result_.values[static_cast<std::size_t>(id)].shape)
+                if (d > options_.max_dimension)
+                    refuse_on_ane(s.line,
+                                  s.op + ": a result dimension of " + std::to_string(d) +
+                                      " is more than the limit of " + std::to_string(options_.max_dimension),
+                                  rule::rank_and_dimensions);
+        op_placement p;
+        p.op = s.op;
+        p.output = s.outputs.empty() ? std::string() : s.outputs[0].name;
+        p.line = s.line;
+        p.device = cpu_reason_.empty() ? "ane" : "cpu";
+        p.reason = cpu_reason_;
+        result_.placement.push_back(std::move(p));
     }
 
     void check_operand(const statement& s, const argument& arg, const input_spec& in, int id,
@@ -481,13 +570,17 @@ private:
         const std::string& chip = options_.architecture;
         const bool m1_m2 = chip.rfind("h13", 0) == 0 || chip.rfind("h14", 0) == 0;
         if (m1_m2 && (s.op == "matmul" || s.op == "scaled_dot_product_attention"))
-            fail(
+            refuse_on_ane(
                 s.line,
                 s.op + " fails to compile on " + chip +
                     " (H13/H14, the M1/M2 generation); express it as a conv (constant weights as a 1x1 conv) "
                     "or run it on the CPU",
                 rule::old_chip_ops);
-        if (s.op == "max_pool" || s.op == "avg_pool")
+        if ((s.op == "max_pool" || s.op == "avg_pool") && options_.coreml_program &&
+            options_.pooling == rule_mode::error)
+            refuse_on_ane(s.line, s.op + " is rejected by the ANE compiler (simulator option pooling)",
+                          rule::pooling);
+        else if (s.op == "max_pool" || s.op == "avg_pool")
             apply(options_.pooling, s.line,
                   s.op +
                       " is rejected by the ANE compiler; use reduce_max / reduce_mean, or a depthwise conv "
@@ -502,12 +595,13 @@ private:
         if (!weight || weight->value < 0) return;
         const auto& shape = result_.values[static_cast<std::size_t>(weight->value)].shape;
         if (shape.size() < 3 || shape.back() < 16) return;
-        fail(s.line,
-             "conv: kernel width " + std::to_string(shape.back()) + " (weight '" +
-                 result_.value_names[static_cast<std::size_t>(weight->value)] + "' " + shape_text(shape) +
-                 "); a conv whose kernel is 16 or more wide fails to compile at every padding and grouping: "
-                 "split the kernel into narrower convs and add them",
-             rule::conv_kernel_width);
+        refuse_on_ane(
+            s.line,
+            "conv: kernel width " + std::to_string(shape.back()) + " (weight '" +
+                result_.value_names[static_cast<std::size_t>(weight->value)] + "' " + shape_text(shape) +
+                "); a conv whose kernel is 16 or more wide fails to compile at every padding and grouping: "
+                "split the kernel into narrower convs and add them",
+            rule::conv_kernel_width);
     }
 
     // RUNTIME.md §0 #10: an epsilon of 0 in fp16 (given, or the op's default rounding to 0) is a warning.
@@ -631,21 +725,22 @@ private:
             if (axis < 0) axis += static_cast<std::int64_t>(shape.size());
             if (axis >= 0 && axis < static_cast<std::int64_t>(shape.size()) &&
                 shape[static_cast<std::size_t>(axis)] > options_.softmax_max_axis)
-                fail(s.line,
-                     "softmax over an axis of " + std::to_string(shape[static_cast<std::size_t>(axis)]) +
-                         " elements; the ANE normalises per tile above " +
-                         std::to_string(options_.softmax_max_axis) + " (wrong results): split the axis",
-                     rule::softmax_axis);
+                refuse_on_ane(
+                    s.line,
+                    "softmax over an axis of " + std::to_string(shape[static_cast<std::size_t>(axis)]) +
+                        " elements; the ANE normalises per tile above " +
+                        std::to_string(options_.softmax_max_axis) + " (wrong results): split the axis",
+                    rule::softmax_axis);
             const int from = producer_[static_cast<std::size_t>(x->value)];
             if (from >= 0 && result_.steps[static_cast<std::size_t>(from)].op == "add")
                 for (const auto& [n, bound] : result_.steps[static_cast<std::size_t>(from)].inputs)
                     if (bound.value >= 0 && has_infinity(bound.value))
-                        fail(s.line,
-                             "softmax: its input adds a mask constant '" +
-                                 result_.value_names[static_cast<std::size_t>(bound.value)] +
-                                 "' holding infinity; the ANE's softmax mishandles -inf: use a "
-                                 "finite value such as -1e4",
-                             rule::mask_infinity);
+                        refuse_on_ane(s.line,
+                                      "softmax: its input adds a mask constant '" +
+                                          result_.value_names[static_cast<std::size_t>(bound.value)] +
+                                          "' holding infinity; the ANE's softmax mishandles -inf: use a "
+                                          "finite value such as -1e4",
+                                      rule::mask_infinity);
         }
     }
 
@@ -661,9 +756,7 @@ private:
             const auto& v = result_.values[static_cast<std::size_t>(found->second)];
             named_type as_declared{{v.type, v.shape, false}, name, function_.return_line};
             check_io(as_declared, "function output");
-            io_tensor io{name, v.type == dtype::fp32 ? element_type::fp32 : element_type::fp16, v.shape[1],
-                         v.shape[2], v.shape[3]};
-            outputs_.emplace_back(io, found->second);
+            outputs_.emplace_back(io_of(name, v.type, v.shape), found->second);
         }
         if (function_.returns.empty())
             fail(function_.return_line, "the function returns nothing", rule::value_scoping);
@@ -690,6 +783,7 @@ private:
     std::vector<int> producer_;  // step index that computes each value, -1 for inputs and consts
     std::vector<std::pair<io_tensor, int>> inputs_, outputs_;
     std::string warnings_;
+    std::string cpu_reason_;  // why the statement being checked cannot run on the Neural Engine
     std::int64_t blobfiles_ = 0;
 };
 

@@ -33,11 +33,15 @@ struct rules {
     rule_mode pooling = rule_mode::error;   // max_pool / avg_pool at compile
     rule_mode anchor = rule_mode::error;    // no conv/matmul/linear at load
     rule_mode transcendentals = rule_mode::allow;  // reduce_mean/exp/log/sqrt/sin/cos at evaluate
-    std::string profile = "default";  // "m5-macos26" sets transcendentals=error, architecture h17g
-    bool device_info = true;          // objc_getClass("_ANEDeviceInfo") finds the class
-    std::string fail_compile_op;      // a program with this op fails to compile ("" = off)
-    std::string fail_load_op;         // ... to load
-    std::string fail_eval_op;         // ... to evaluate
+    std::string profile = "default";     // "m5-macos26" sets transcendentals=error, architecture h17g
+    bool device_info = true;             // objc_getClass("_ANEDeviceInfo") finds the class
+    std::string fail_compile_op;         // a program with this op fails to compile ("" = off)
+    std::string fail_load_op;            // ... to load
+    std::string fail_eval_op;            // ... to evaluate
+    std::int64_t coreml_fail_loads = 0;  // the next N Core ML model loads fail (a device Core ML refuses)
+    // Set by the Core ML classes on their copy (not an option): the program is a Core ML one, whose I/O may
+    // have any rank and int32 elements, and whose ops the Neural Engine's rules place rather than refuse.
+    bool coreml_program = false;
 };
 
 // The process-wide options (defined in the runtime part; read by the MIL part at compile time).

@@ -4,6 +4,7 @@
 // is exported: the C entry points of README.md are defined in the .cpp files with ANVIL_SIM_EXPORT.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -90,6 +91,9 @@ void record_violation(std::string_view message);
 // Applies ANVIL_ANE_SIM_OPTIONS (runtime_diagnostics.cpp); sim() calls it once, when it creates the state.
 void apply_environment_options();
 void add_counter(std::string_view name, long amount);
+// Completion handlers still running on their own threads (runtime_coreml.cpp): live_objects waits for them,
+// since each releases what it was handed when it returns.
+std::atomic<int>& pending_handlers();
 
 // Defines a class (with its metaclass) under NSObject. The `define_*_classes` functions of each file add
 // theirs.

@@ -19,6 +19,7 @@
 #include <set>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 #include <anvil/core/sha256.hpp>
@@ -31,6 +32,8 @@
 extern "C" {
 __attribute__((visibility("default"))) void* _NSConcreteStackBlock[32] = {};
 __attribute__((visibility("default"))) void* _NSConcreteGlobalBlock[32] = {};
+void* objc_autoreleasePoolPush();  // runtime_objc.cpp
+void objc_autoreleasePoolPop(void* token);
 }
 
 namespace anvil_sim {
@@ -42,6 +45,10 @@ constexpr unsigned long model_type_id = 0x4d4c02;
 constexpr unsigned long multi_array_type_id = 0x4d4c03;
 constexpr unsigned long feature_value_type_id = 0x4d4c04;
 constexpr unsigned long provider_type_id = 0x4d4c05;
+constexpr unsigned long compute_plan_type_id = 0x4d4c06;
+constexpr unsigned long structure_type_id = 0x4d4c07;
+constexpr unsigned long device_usage_type_id = 0x4d4c08;
+constexpr unsigned long compute_device_type_id = 0x4d4c09;
 
 constexpr long array_float16 = 65552;
 constexpr long array_float32 = 65568;
@@ -102,6 +109,45 @@ std::size_t element_size(long data_type) {
         default:
             return 0;
     }
+}
+
+long array_type_of(element_type type) {
+    return type == element_type::fp16   ? array_float16
+           : type == element_type::fp32 ? array_float32
+                                        : array_int32;
+}
+
+std::string array_type_name(long type) {
+    return type == array_float16 ? "FLOAT16" : type == array_float32 ? "FLOAT32" : "INT32";
+}
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+    std::string text = "[";
+    for (std::size_t i = 0; i < shape.size(); ++i)
+        text += (i ? ", " : "") + std::to_string(shape[i]);
+    return text + "]";
+}
+
+// The array's elements in row-major order, read through its strides.
+std::vector<std::byte> packed_copy(const multi_array_object& array) {
+    const std::size_t size = element_size(array.data_type);
+    std::int64_t count = 1;
+    for (const std::int64_t d : array.shape)
+        count *= d;
+    std::vector<std::byte> out(static_cast<std::size_t>(count) * size);
+    std::vector<std::int64_t> index(array.shape.size(), 0);
+    for (std::int64_t i = 0; i < count; ++i) {
+        std::int64_t from = 0;
+        for (std::size_t d = 0; d < index.size(); ++d)
+            from += index[d] * array.strides[d];
+        std::memcpy(out.data() + static_cast<std::size_t>(i) * size,
+                    array.data + static_cast<std::size_t>(from) * size, size);
+        for (std::size_t d = index.size(); d-- > 0;) {
+            if (++index[d] < array.shape[d]) break;
+            index[d] = 0;
+        }
+    }
+    return out;
 }
 
 std::string read_bytes(const std::filesystem::path& path) {
@@ -182,6 +228,37 @@ bool specialised_before(const std::string& path, const std::string& program_text
     return false;
 }
 
+// A compiled model's default function, parsed and validated as a Core ML program: ops the Neural Engine's
+// rules refuse are placed on the CPU (its compute plan) instead of failing. Throws sim_failure.
+function_model read_compiled(const std::filesystem::path& dir) {
+    if (dir.extension() != ".mlmodelc" || !std::filesystem::is_regular_file(dir / "coremldata.bin"))
+        throw sim_failure(
+            coreml::error_codes::io,
+            "'" + dir.string() + "' is not a compiled model (.mlmodelc); compile the package first");
+    const coreml::package package = coreml::read_model(read_bytes(dir / "coremldata.bin"), dir);
+    const auto found = std::find_if(package.functions.begin(), package.functions.end(),
+                                    [&](const auto& f) { return f.name == package.default_function; });
+    if (found == package.functions.end())
+        throw sim_failure(coreml::error_codes::invalid_model, "no default function");
+    std::vector<weight_file> weights;
+    for (const auto& name : package.weight_files) {
+        const std::string bytes = read_bytes(dir / "weights" / name);
+        weight_file w;
+        w.key = "@model_path/weights/" + name;
+        w.data.resize(bytes.size());
+        std::memcpy(w.data.data(), bytes.data(), bytes.size());
+        weights.push_back(std::move(w));
+    }
+    std::sort(weights.begin(), weights.end(),
+              [](const weight_file& a, const weight_file& b) { return a.key < b.key; });
+    rules options = sim().options;
+    options.coreml_program = true;
+    function_model loaded;
+    loaded.function = *found;
+    loaded.program = mil_program::compile(found->mil, weights, options);
+    return loaded;
+}
+
 // +[MLModel modelWithContentsOfURL:configuration:error:]
 id model_load(id, sel, id url, id configuration, void** error) {
     lock_guard lock(sim().mutex);
@@ -195,39 +272,27 @@ id model_load(id, sel, id url, id configuration, void** error) {
     }
     const std::filesystem::path dir(typed->path);
     try {
-        if (dir.extension() != ".mlmodelc" || !std::filesystem::is_regular_file(dir / "coremldata.bin"))
+        if (sim().options.coreml_fail_loads > 0) {
+            --sim().options.coreml_fail_loads;
             throw sim_failure(
-                coreml::error_codes::io,
-                "'" + dir.string() + "' is not a compiled model (.mlmodelc); compile the package first");
-        const coreml::package package = coreml::read_model(read_bytes(dir / "coremldata.bin"), dir);
-        const auto found = std::find_if(package.functions.begin(), package.functions.end(),
-                                        [&](const auto& f) { return f.name == package.default_function; });
-        if (found == package.functions.end())
-            throw sim_failure(coreml::error_codes::invalid_model, "no default function");
-        std::vector<weight_file> weights;
-        for (const auto& name : package.weight_files) {
-            const std::string bytes = read_bytes(dir / "weights" / name);
-            weight_file w;
-            w.key = "@model_path/weights/" + name;
-            w.data.resize(bytes.size());
-            std::memcpy(w.data.data(), bytes.data(), bytes.size());
-            weights.push_back(std::move(w));
+                coreml::error_codes::generic,
+                "the model could not be loaded for the requested compute units (injected by the "
+                "simulator: coreml_fail_loads)");
         }
-        std::sort(weights.begin(), weights.end(),
-                  [](const weight_file& a, const weight_file& b) { return a.key < b.key; });
         auto* model = make_object<model_object>();
         model->path = dir.string();
         model->compute_units = config != nullptr ? config->compute_units : 2;
-        model->loaded.function = *found;
         try {
-            model->loaded.program = mil_program::compile(found->mil, weights, sim().options);
+            model->loaded = read_compiled(dir);
         } catch (...) {
             release_object(model, "modelWithContentsOfURL:");
             throw;
         }
+        const std::string& program_text = model->loaded.function.mil;
         add_counter("coreml_loads", 1);
         add_counter(
-            specialised_before(dir.string(), found->mil) ? "coreml_cache_hits" : "coreml_device_compiles", 1);
+            specialised_before(dir.string(), program_text) ? "coreml_cache_hits" : "coreml_device_compiles",
+            1);
         return autorelease_object(model, "modelWithContentsOfURL:");
     } catch (const sim_failure& failure) {
         set_coreml_error(error, failure.code, std::string("modelWithContentsOfURL: ") + failure.what());
@@ -269,49 +334,47 @@ id model_predict(id self, sel, id features, void** error) {
             return nullptr;
         }
         const multi_array_object& array = *feature->array;
-        const std::vector<std::int64_t> expected{1, in.channels, in.height, in.width};
-        if (array.shape != expected || it == described.inputs.end() || array.data_type != it->array_type ||
-            array.data_type != array_float16) {
+        const long type = array_type_of(in.type);
+        if (array.shape != in.shape || it == described.inputs.end() || array.data_type != it->array_type ||
+            array.data_type != type) {
             set_coreml_error(error, coreml::error_codes::feature_type,
-                             "predictionFromFeatures: the input '" + in.name + "' is not the fp16 [1, " +
-                                 std::to_string(in.channels) + ", " + std::to_string(in.height) + ", " +
-                                 std::to_string(in.width) + "] MultiArray the model describes");
+                             "predictionFromFeatures: the input '" + in.name + "' is not the " +
+                                 array_type_name(type) + " " + shape_text(in.shape) +
+                                 " MultiArray the model describes");
             return nullptr;
         }
-        std::vector<std::byte> buffer(static_cast<std::size_t>(in.channels * in.height * in.width) * 2);
-        for (std::int64_t c = 0; c < in.channels; ++c)
-            for (std::int64_t h = 0; h < in.height; ++h)
-                for (std::int64_t w = 0; w < in.width; ++w) {
-                    const std::int64_t from =
-                        c * array.strides[1] + h * array.strides[2] + w * array.strides[3];
-                    std::memcpy(
-                        buffer.data() + static_cast<std::size_t>(((c * in.height + h) * in.width + w) * 2),
-                        array.data + from * 2, 2);
-                }
+        packed.push_back(packed_copy(array));
         surface_view view;
-        view.base = buffer.data();
-        view.alloc_size = buffer.size();
-        view.row_stride = static_cast<std::size_t>(in.width) * 2;
+        view.base = packed.back().data();
+        view.alloc_size = packed.back().size();
+        view.row_stride = static_cast<std::size_t>(in.width) * element_size(type);
         view.plane_stride = view.row_stride * static_cast<std::size_t>(in.height);
         input_views.push_back(view);
-        packed.push_back(std::move(buffer));
     }
     // Outputs: rows padded to 64 bytes, as the Neural Engine lays them out.
     std::vector<multi_array_object*> arrays;
     std::vector<surface_view> output_views;
     for (const io_tensor& out : program.outputs()) {
         auto* array = make_object<multi_array_object>();
-        const std::int64_t row = (out.width * 2 + 63) / 64 * 64 / 2;
+        const long type = array_type_of(out.type);
+        const auto size = static_cast<std::int64_t>(element_size(type));
+        const std::int64_t row = (out.width * size + 63) / 64 * 64 / size;
         array->initialized = true;
-        array->data_type = array_float16;
-        array->shape = {1, out.channels, out.height, out.width};
-        array->strides = {out.channels * out.height * row, out.height * row, row, 1};
-        array->owned.assign(static_cast<std::size_t>(out.channels * out.height * row) * 2, std::byte{0xFF});
+        array->data_type = type;
+        array->shape = out.shape;
+        array->strides.assign(out.shape.size(), 1);
+        std::int64_t stride = row;
+        for (std::size_t d = out.shape.size() - 1; d-- > 0;) {
+            array->strides[d] = stride;
+            stride *= out.shape[d];
+        }
+        array->owned.assign(static_cast<std::size_t>(out.channels * out.height * row * size),
+                            std::byte{0xFF});
         array->data = array->owned.data();
         surface_view view;
         view.base = array->data;
         view.alloc_size = array->owned.size();
-        view.row_stride = static_cast<std::size_t>(row) * 2;
+        view.row_stride = static_cast<std::size_t>(row * size);
         view.plane_stride = view.row_stride * static_cast<std::size_t>(out.height);
         output_views.push_back(view);
         arrays.push_back(array);
@@ -545,6 +608,259 @@ id provider_feature_value(id self, sel, id name) {
     return dictionary_lookup(*provider->dictionary, key->text);
 }
 
+// ---- MLComputePlan (COREML.md §4.8)
+//
+// +[MLComputePlan loadContentsOfURL:configuration:completionHandler:] reads the .mlmodelc as a load does and
+// calls the handler on another thread, as Core ML does (the caller must wait for it); the plan's model
+// structure is program -> functions["main"] -> block -> operations, each operation with its operatorName
+// ("ios16.linear"), outputs and (empty) nested blocks. computeDeviceUsageForMLProgramOperation: gives the
+// device the Neural Engine's rules leave each op on (nil for consts): the Neural Engine unless a rule refuses
+// it, or the CPU for everything when the configuration asks for CPUOnly.
+
+struct compute_device_object : object {
+    static constexpr const char* class_name = "MLComputeDevice";
+};
+struct neural_engine_device_object : compute_device_object {
+    static constexpr const char* class_name = "MLNeuralEngineComputeDevice";
+};
+struct cpu_device_object : compute_device_object {
+    static constexpr const char* class_name = "MLCPUComputeDevice";
+};
+
+// One node of the model structure; `children` are released with it.
+struct structure_object : object {
+    static constexpr const char* class_name = "MLModelStructure";
+    ~structure_object() {
+        for (object* child : owned)
+            release_object(child, "MLModelStructure dealloc");
+    }
+    std::vector<object*> owned;
+    object* single = nullptr;  // program (MLModelStructure), block (function)
+    object* list = nullptr;    // NSDictionary of functions (program), NSArray of operations (block)
+    // operations
+    std::string text;            // operatorName, or a named value's name
+    object* outputs = nullptr;   // NSArray of named values
+    object* blocks = nullptr;    // NSArray of nested blocks (empty)
+    const void* plan = nullptr;  // the plan whose structure holds this operation
+    int placement = -1;          // index into the plan's placement, -1 for consts
+};
+struct model_structure_object : structure_object {
+    static constexpr const char* class_name = "MLModelStructure";
+};
+struct program_structure_object : structure_object {
+    static constexpr const char* class_name = "MLModelStructureProgram";
+};
+struct function_structure_object : structure_object {
+    static constexpr const char* class_name = "MLModelStructureProgramFunction";
+};
+struct block_structure_object : structure_object {
+    static constexpr const char* class_name = "MLModelStructureProgramBlock";
+};
+struct operation_structure_object : structure_object {
+    static constexpr const char* class_name = "MLModelStructureProgramOperation";
+};
+struct named_value_object : structure_object {
+    static constexpr const char* class_name = "MLModelStructureProgramNamedValueType";
+};
+
+struct device_usage_object : object {
+    static constexpr const char* class_name = "MLComputePlanDeviceUsage";
+    ~device_usage_object() {
+        release_object(preferred, "MLComputePlanDeviceUsage dealloc");
+        release_object(supported, "MLComputePlanDeviceUsage dealloc");
+    }
+    object* preferred = nullptr;
+    object* supported = nullptr;
+};
+
+struct compute_plan_object : object {
+    static constexpr const char* class_name = "MLComputePlan";
+    ~compute_plan_object() { release_object(structure, "MLComputePlan dealloc"); }
+    object* structure = nullptr;
+    std::vector<op_placement> placement;
+    bool cpu_only = false;
+};
+
+template <class T>
+T* own(structure_object* parent, T* child) {
+    parent->owned.push_back(child);
+    return child;
+}
+
+// The structure of the loaded function: consts and ops in program order.
+model_structure_object* make_structure(const compute_plan_object* plan, const mil_program& program,
+                                       const std::string& opset) {
+    const std::string dialect = opset == "CoreML8" ? "ios18" : opset == "CoreML7" ? "ios17" : "ios16";
+    auto* model = make_object<model_structure_object>();
+    auto* prog = own(model, make_object<program_structure_object>());
+    model->single = prog;
+    auto* function = make_object<function_structure_object>();
+    auto* block = own(function, make_object<block_structure_object>());
+    function->single = block;
+    std::vector<object*> operations;
+    const auto& placement = program.placement();
+    for (const op_statement& statement : program.statements()) {
+        auto* op = make_object<operation_structure_object>();
+        op->text = dialect + "." + statement.op;
+        op->plan = plan;
+        for (std::size_t i = 0; i < placement.size(); ++i)
+            if (placement[i].line == statement.line && placement[i].op == statement.op)
+                op->placement = static_cast<int>(i);
+        std::vector<object*> outputs;
+        if (!statement.output.empty()) {
+            auto* value = make_object<named_value_object>();
+            value->text = statement.output;
+            outputs.push_back(value);
+        }
+        op->outputs = own(op, make_array(std::move(outputs)));
+        op->blocks = own(op, make_array({}));
+        operations.push_back(op);
+    }
+    block->list = own(block, make_array(std::move(operations)));
+    prog->list = own(prog, make_dictionary({{"main", function}}));
+    return model;
+}
+
+struct plan_handler_block {
+    void* isa;
+    int flags;
+    int reserved;
+    void (*invoke)(void*, id, id);
+    const block_header::block_descriptor_header* descriptor;
+};
+
+// +[MLComputePlan loadContentsOfURL:configuration:completionHandler:]
+void plan_load(id, sel, id url, id configuration, void* handler) {
+    std::vector<std::byte> copied;  // Block_copy: a stack block with POD captures is copied bytewise
+    id plan_or_nil = nullptr;
+    id error = nullptr;
+    {
+        lock_guard lock(sim().mutex);
+        auto* header = static_cast<plan_handler_block*>(handler);
+        const bool block = header != nullptr && (header->isa == static_cast<void*>(_NSConcreteStackBlock) ||
+                                                 header->isa == static_cast<void*>(_NSConcreteGlobalBlock));
+        if (!block || (header->flags & (1 << 30)) == 0 || header->descriptor == nullptr ||
+            header->descriptor->signature == nullptr ||
+            std::strcmp(header->descriptor->signature, "v24@?0@8@16") != 0 ||
+            header->descriptor->size < sizeof(plan_handler_block)) {
+            record_violation(
+                "+[MLComputePlan loadContentsOfURL:configuration:completionHandler:]: the handler is not a "
+                "block of void (^)(MLComputePlan *, NSError *) with its signature \"v24@?0@8@16\"");
+            return;
+        }
+        copied.resize(header->descriptor->size);
+        std::memcpy(copied.data(), handler, copied.size());
+        auto* typed = as<url_object>(url);
+        auto* config = configuration != nullptr ? as<configuration_object>(configuration) : nullptr;
+        if (typed == nullptr || (configuration != nullptr && config == nullptr)) {
+            record_violation("+[MLComputePlan loadContentsOfURL:...] was given " + describe(url) + " and " +
+                             describe(configuration));
+            return;
+        }
+        try {
+            function_model loaded = read_compiled(typed->path);
+            auto* plan = make_object<compute_plan_object>();
+            plan->placement = loaded.program->placement();
+            plan->cpu_only = config != nullptr && config->compute_units == 0;
+            plan->structure = make_structure(plan, *loaded.program, loaded.function.opset);
+            plan_or_nil = plan;
+            add_counter("coreml_compute_plans", 1);
+        } catch (const std::exception& failure) {
+            error = make_object<error_object>(make_string("com.apple.CoreML"), coreml::error_codes::generic,
+                                              std::string("MLComputePlan: ") + failure.what());
+        }
+    }
+    ++pending_handlers();
+    std::thread([copied = std::move(copied), plan_or_nil, error]() mutable {
+        void* pool = objc_autoreleasePoolPush();
+        auto* block = reinterpret_cast<plan_handler_block*>(copied.data());
+        block->invoke(block, plan_or_nil, error);
+        {
+            lock_guard lock(sim().mutex);
+            release_object(plan_or_nil, "MLComputePlan handler");
+            release_object(error, "MLComputePlan handler");
+        }
+        objc_autoreleasePoolPop(pool);
+        --pending_handlers();
+    }).detach();
+}
+
+id plan_model_structure(id self, sel) {
+    lock_guard lock(sim().mutex);
+    auto* plan = receiver<compute_plan_object>(self, "modelStructure");
+    return plan != nullptr ? plan->structure : nullptr;
+}
+
+template <class T>
+id structure_single(id self, sel) {
+    lock_guard lock(sim().mutex);
+    auto* node = receiver<T>(self, "program/block");
+    return node != nullptr ? node->single : nullptr;
+}
+template <class T>
+id structure_list(id self, sel) {
+    lock_guard lock(sim().mutex);
+    auto* node = receiver<T>(self, "functions/operations");
+    return node != nullptr ? node->list : nullptr;
+}
+id operation_name(id self, sel) {
+    lock_guard lock(sim().mutex);
+    auto* op = receiver<operation_structure_object>(self, "operatorName");
+    return op != nullptr ? autorelease_object(make_string(op->text), "operatorName") : nullptr;
+}
+id operation_outputs(id self, sel) {
+    lock_guard lock(sim().mutex);
+    auto* op = receiver<operation_structure_object>(self, "outputs");
+    return op != nullptr ? op->outputs : nullptr;
+}
+id operation_blocks(id self, sel) {
+    lock_guard lock(sim().mutex);
+    auto* op = receiver<operation_structure_object>(self, "blocks");
+    return op != nullptr ? op->blocks : nullptr;
+}
+id named_value_name(id self, sel) {
+    lock_guard lock(sim().mutex);
+    auto* value = receiver<named_value_object>(self, "name");
+    return value != nullptr ? autorelease_object(make_string(value->text), "name") : nullptr;
+}
+
+// -[MLComputePlan computeDeviceUsageForMLProgramOperation:]: nil for consts, else the op's device.
+id plan_device_usage(id self, sel, id operation) {
+    lock_guard lock(sim().mutex);
+    auto* plan = receiver<compute_plan_object>(self, "computeDeviceUsageForMLProgramOperation:");
+    auto* op = as<operation_structure_object>(operation);
+    if (plan == nullptr) return nullptr;
+    if (op == nullptr || op->plan != plan) {
+        record_violation("-[MLComputePlan computeDeviceUsageForMLProgramOperation:] was given " +
+                         describe(operation) + ", not an operation of this plan's model structure");
+        return nullptr;
+    }
+    if (op->placement < 0) return nullptr;
+    const bool ane =
+        !plan->cpu_only && plan->placement[static_cast<std::size_t>(op->placement)].device == "ane";
+    auto* usage = make_object<device_usage_object>();
+    if (ane) {
+        usage->preferred = make_object<neural_engine_device_object>();
+        usage->supported =
+            make_array({retain_object(usage->preferred, "device usage"), make_object<cpu_device_object>()});
+    } else {
+        usage->preferred = make_object<cpu_device_object>();
+        usage->supported = make_array({retain_object(usage->preferred, "device usage")});
+    }
+    return autorelease_object(usage, "computeDeviceUsageForMLProgramOperation:");
+}
+
+id usage_preferred(id self, sel) {
+    lock_guard lock(sim().mutex);
+    auto* usage = receiver<device_usage_object>(self, "preferredComputeDevice");
+    return usage != nullptr ? usage->preferred : nullptr;
+}
+id usage_supported(id self, sel) {
+    lock_guard lock(sim().mutex);
+    auto* usage = receiver<device_usage_object>(self, "supportedComputeDevices");
+    return usage != nullptr ? usage->supported : nullptr;
+}
+
 }  // namespace
 
 void define_coreml_classes() {
@@ -579,6 +895,49 @@ void define_coreml_classes() {
     add_class_method(provider, "alloc", as_imp(&provider_alloc));
     add_method(provider, "initWithDictionary:error:", as_imp(&provider_init));
     add_method(provider, "featureValueForName:", as_imp(&provider_feature_value));
+
+    class_record* plan =
+        define_class(compute_plan_object::class_name, compute_plan_type_id, &destroy_as<compute_plan_object>);
+    add_class_method(plan, "loadContentsOfURL:configuration:completionHandler:", as_imp(&plan_load));
+    add_method(plan, "modelStructure", as_imp(&plan_model_structure));
+    add_method(plan, "computeDeviceUsageForMLProgramOperation:", as_imp(&plan_device_usage));
+    const auto structure_class = [](const char* name, void (*destroy)(object*)) {
+        return define_class(name, structure_type_id, destroy);
+    };
+    class_record* model_structure =
+        structure_class(model_structure_object::class_name, &destroy_as<model_structure_object>);
+    add_method(model_structure, "program", as_imp(&structure_single<model_structure_object>));
+    class_record* program_structure =
+        structure_class(program_structure_object::class_name, &destroy_as<program_structure_object>);
+    add_method(program_structure, "functions", as_imp(&structure_list<program_structure_object>));
+    class_record* function_structure =
+        structure_class(function_structure_object::class_name, &destroy_as<function_structure_object>);
+    add_method(function_structure, "block", as_imp(&structure_single<function_structure_object>));
+    class_record* block_structure =
+        structure_class(block_structure_object::class_name, &destroy_as<block_structure_object>);
+    add_method(block_structure, "operations", as_imp(&structure_list<block_structure_object>));
+    class_record* operation_structure =
+        structure_class(operation_structure_object::class_name, &destroy_as<operation_structure_object>);
+    add_method(operation_structure, "operatorName", as_imp(&operation_name));
+    add_method(operation_structure, "outputs", as_imp(&operation_outputs));
+    add_method(operation_structure, "blocks", as_imp(&operation_blocks));
+    class_record* named_value =
+        structure_class(named_value_object::class_name, &destroy_as<named_value_object>);
+    add_method(named_value, "name", as_imp(&named_value_name));
+
+    class_record* usage =
+        define_class(device_usage_object::class_name, device_usage_type_id, &destroy_as<device_usage_object>);
+    add_method(usage, "preferredComputeDevice", as_imp(&usage_preferred));
+    add_method(usage, "supportedComputeDevices", as_imp(&usage_supported));
+    class_record* device = define_class(compute_device_object::class_name, compute_device_type_id,
+                                        &destroy_as<compute_device_object>);
+    class_record* neural_engine =
+        define_class(neural_engine_device_object::class_name, compute_device_type_id,
+                     &destroy_as<neural_engine_device_object>);
+    neural_engine->superclass = device;
+    class_record* cpu =
+        define_class(cpu_device_object::class_name, compute_device_type_id, &destroy_as<cpu_device_object>);
+    cpu->superclass = device;
 }
 
 }  // namespace anvil_sim

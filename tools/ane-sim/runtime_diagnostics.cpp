@@ -2,12 +2,14 @@
 // MIL part reads at compile time, set one by one or from ANVIL_ANE_SIM_OPTIONS when the state is created.
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "runtime.hpp"
@@ -73,6 +75,7 @@ option_result apply_option(rules& options, std::string_view name, std::string_vi
         {"softmax_max_axis", &options.softmax_max_axis},
         {"blobfile_limit", &options.blobfile_limit},
         {"inject_load_failures", &options.inject_load_failures},
+        {"coreml_fail_loads", &options.coreml_fail_loads},
     };
     if (auto found = integers.find(name); found != integers.end())
         return result(parse_integer(value, 0, *found->second));
@@ -182,6 +185,11 @@ using namespace anvil_sim;
 
 ANVIL_SIM_EXPORT long anvil_ane_sim_counter(const char* name) {
     if (name == nullptr) return -1;
+    if (std::string_view(name) == "live_objects") {
+        // A completion handler releases what it was handed after it returns; wait (up to 5 s) for those.
+        for (int i = 0; i < 5000 && pending_handlers().load() > 0; ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     lock_guard lock(sim().mutex);
     state& s = sim();
     std::string_view wanted = name;
@@ -198,9 +206,10 @@ ANVIL_SIM_EXPORT long anvil_ane_sim_counter(const char* name) {
         return found == s.counters.end() ? 0L : found->second;
     };
     if (wanted.rfind("op:", 0) == 0) return count(wanted);  // op:<MIL op type>, 0 for ops never seen
-    for (std::string_view known : {"compiles", "compile_cache_hits", "loads", "evaluations", "bytes_in",
-                                   "bytes_out", "bytes_changed_in", "coreml_compiles", "coreml_loads",
-                                   "coreml_device_compiles", "coreml_cache_hits", "coreml_predictions"})
+    for (std::string_view known :
+         {"compiles", "compile_cache_hits", "loads", "evaluations", "bytes_in", "bytes_out",
+          "bytes_changed_in", "coreml_compiles", "coreml_loads", "coreml_device_compiles",
+          "coreml_cache_hits", "coreml_predictions", "coreml_compute_plans"})
         if (wanted == known) return count(wanted);
     return -1;
 }

@@ -38,6 +38,18 @@ unsigned long nsobject_retain_count(id self, sel) {
     return static_cast<unsigned long>(o->retain_count);
 }
 
+// -[NSObject isKindOfClass:]: the receiver's class or one of its superclasses is `cls`.
+bool nsobject_is_kind_of_class(id self, sel, void* cls) {
+    lock_guard lock(sim().mutex);
+    if (!is_known_object(self) || !static_cast<object*>(self)->alive) {
+        record_violation("-[NSObject isKindOfClass:] sent to " + describe(self) + cite(rule::ownership));
+        return false;
+    }
+    for (const class_record* c = static_cast<object*>(self)->isa; c != nullptr; c = c->superclass)
+        if (c == cls) return true;
+    return false;
+}
+
 class_record* new_class_pair(std::string_view name, class_record* superclass) {
     auto* cls = new class_record{};
     auto* meta = new class_record{};
@@ -96,6 +108,7 @@ state& sim() {
         add_method(root, "release", reinterpret_cast<imp>(&nsobject_release));
         add_method(root, "autorelease", reinterpret_cast<imp>(&nsobject_autorelease));
         add_method(root, "retainCount", reinterpret_cast<imp>(&nsobject_retain_count));
+        add_method(root, "isKindOfClass:", reinterpret_cast<imp>(&nsobject_is_kind_of_class));
         define_core_foundation_classes();
         define_io_surface_class();
         define_ane_classes();
@@ -114,6 +127,11 @@ void record_violation(std::string_view message) {
     s.violations.append(message);
     s.violations.push_back('\n');
     ++s.violation_count;
+}
+
+std::atomic<int>& pending_handlers() {
+    static std::atomic<int> pending{0};
+    return pending;
 }
 
 void add_counter(std::string_view name, long amount) {

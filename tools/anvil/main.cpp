@@ -4,6 +4,7 @@
 #include "arguments.hpp"
 #include "bench.hpp"
 #include "classify.hpp"
+#include "export.hpp"
 #include "info.hpp"
 #include "lm_commands.hpp"
 #include "selftest.hpp"
@@ -32,6 +33,9 @@ constexpr const char* usage_text =
     "  logits --model DIR   a decoder LM's logits [S, V] for --ids LIST (GPT-2, Llama, Qwen2/3, Mistral)\n"
     "  generate --model DIR text from a decoder LM, streamed (--prompt TEXT | --ids LIST, sampling options)\n"
     "  bench --model DIR    load, compile, first-result and steady-state times, tokens/s, memory\n"
+    "  export --model DIR --out X.mlpackage\n"
+    "                       a Core ML package an iOS or macOS app adds in Xcode (sentence encoders,\n"
+    "                       image classifiers), no Python or coremltools\n"
     "  selftest [--report F] every lowering variant and op on the Neural Engine (or its simulator) against\n"
     "                       the CPU; writes the capability record later programs lower by\n"
     "\n"
@@ -64,6 +68,7 @@ int dispatch(const std::vector<std::string_view>& args, const char* argv0) {
     if (command == "logits") return anvil::cli::run_logits(rest, argv0);
     if (command == "generate") return anvil::cli::run_generate(rest, argv0);
     if (command == "bench") return anvil::cli::run_bench(rest, argv0);
+    if (command == "export") return anvil::cli::run_export(rest);
     throw anvil::cli::usage_error(
         anvil::detail::message("unknown command '", command, "' (try 'anvil --help')"));
 }

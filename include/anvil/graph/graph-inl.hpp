@@ -17,6 +17,14 @@
 
 namespace anvil {
 
+ANVIL_INLINE value graph::input_named(std::string_view name) const {
+    for (std::size_t id = 0; id < body_->nodes.size(); ++id) {
+        const node& n = body_->nodes[id];
+        if (n.kind == op::input && n.name == name) return value(body_, static_cast<value_id>(id));
+    }
+    throw error(detail::message("graph: there is no input named '", name, "'"));
+}
+
 ANVIL_INLINE value graph::input(std::string name, dtype type, dims shape) {
     if (name.empty()) throw error("graph::input: an input needs a name");
     for (const auto& existing : body_->nodes) {

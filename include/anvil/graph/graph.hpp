@@ -9,6 +9,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -69,6 +70,9 @@ public:
 
     // A named input the program is run with.
     value input(std::string name, dtype type, dims shape);
+
+    // The input named `name`; throws error when the graph has none.
+    [[nodiscard]] value input_named(std::string_view name) const;
 
     // Host data baked into the program (weights); `label` names it in dumps and errors.
     value constant(host_tensor data, std::string label = {});

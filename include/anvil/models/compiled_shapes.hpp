@@ -54,6 +54,12 @@ public:
 
     [[nodiscard]] const compile_options& options() const noexcept { return options_; }
 
+    // The outputs for `key` built in `g` and not compiled: what `anvil export` writes as a Core ML package,
+    // so the package computes exactly what the recipe runs.
+    [[nodiscard]] std::vector<value> build(graph& g, std::span<const std::int64_t> key) const {
+        return build_(g, key);
+    }
+
 private:
     compile_options options_;
     builder build_;

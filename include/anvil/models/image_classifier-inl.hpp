@@ -139,6 +139,14 @@ ANVIL_INLINE std::string_view image_classifier::architecture() const {
     return "resnet";
 }
 
+ANVIL_INLINE std::vector<value> image_classifier::build_graph(graph& g, image_size size) const {
+    if (const auto* transformer = std::get_if<vit>(&model_)) return transformer->build_graph(g, 1);
+    if (size.height <= 0 || size.width <= 0)
+        throw error(anvil::detail::message("image classifier: a ResNet takes any image size; give one (",
+                                           size.height, " x ", size.width, " is not)"));
+    return std::get<resnet>(model_).build_graph(g, 1, size.height, size.width);
+}
+
 ANVIL_INLINE image_size image_classifier::input_size() const {
     if (const auto* transformer = std::get_if<vit>(&model_))
         return {transformer->config().image_height, transformer->config().image_width};

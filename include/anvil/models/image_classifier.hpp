@@ -72,6 +72,10 @@ public:
     // ResNet, which takes any size.
     [[nodiscard]] image_size input_size() const;
 
+    // The graph of one image's pixels f32 [1, 3, H, W] -> logits [1, classes], not compiled (what `anvil
+    // export` writes); `size` is ignored by a ViT, which takes its config's size.
+    [[nodiscard]] std::vector<value> build_graph(graph& g, image_size size) const;
+
     // How many programs have been compiled (one per input shape met).
     [[nodiscard]] std::size_t compiled_programs() const {
         return std::visit([](const auto& model) { return model.compiled_programs(); }, model_);

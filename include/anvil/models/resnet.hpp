@@ -142,6 +142,12 @@ public:
     [[nodiscard]] const resnet_config& config() const noexcept { return config_; }
     // How many programs have been compiled (one per pixel shape {N, H, W} met).
     [[nodiscard]] std::size_t compiled_programs() const { return programs_->count(); }
+    // The graph of pixels "pixels" f32 [N, C, H, W] -> logits [N, classes], not compiled (anvil export).
+    [[nodiscard]] std::vector<value> build_graph(graph& g, std::int64_t batch, std::int64_t height,
+                                                 std::int64_t width) const {
+        const std::int64_t key[] = {batch, height, width};
+        return programs_->build(g, key);
+    }
 
 private:
     resnet() = default;

@@ -118,6 +118,65 @@ ANVIL_INLINE sentence_encoder sentence_encoder::load(const std::filesystem::path
     return result;
 }
 
+ANVIL_INLINE value sentence_encoder::build_graph(graph& g, std::int64_t length) const {
+    // sentence-transformers' Pooling and Normalize as graph ops, over the hidden states [1, S, D]:
+    //   mean: sum(h * m) / max(sum(m), 1e-9); cls: h[:, 0]; max: max over tokens of h, padding at -1e4;
+    //   Normalize: x / max(||x||, 1e-12) (the fp16-safe floor 1e-6 on a Neural Engine is below any real
+    //   norm).
+    const value hidden = encoder_.build_graph(g, 1, length).at(0);
+    const std::int64_t dim = dimension();
+    const value mask = g.input_named(std::string(attention_mask_name));  // f32 [1, S], 1 = a real token
+    attributes as_column;
+    as_column.sizes = {1, length, 1};
+    const value column = g.apply(op::reshape, {mask}, as_column);
+    attributes over_tokens;
+    over_tokens.axes = {1};
+    value pooled;
+    switch (pool_) {
+        case pooling::mean: {
+            const value summed = g.apply(op::reduce_sum, {g.apply(op::mul, {hidden, column})}, over_tokens);
+            attributes keep = over_tokens;
+            keep.keep_dims = true;
+            attributes floor;
+            floor.min = 1e-9f;
+            floor.max = 3.0e38f;
+            const value count = g.apply(op::clamp, {g.apply(op::reduce_sum, {mask}, keep)}, floor);
+            pooled = g.apply(op::div, {summed, count});
+            break;
+        }
+        case pooling::cls: {
+            attributes first;
+            first.begin = {0, 0, 0};
+            first.end = {1, 1, dim};
+            first.step = {1, 1, 1};
+            attributes flat;
+            flat.sizes = {1, dim};
+            pooled = g.apply(op::reshape, {g.apply(op::slice, {hidden}, first)}, flat);
+            break;
+        }
+        case pooling::max: {
+            // h + (m - 1) * 1e4: padding tokens fall far below every real one.
+            const value shift =
+                g.apply(op::mul, {g.apply(op::sub, {column, g.scalar(1.0)}), g.scalar(1.0e4)});
+            pooled = g.apply(op::reduce_max, {g.apply(op::add, {hidden, shift})}, over_tokens);
+            break;
+        }
+        case pooling::none:
+            return hidden;
+    }
+    if (!normalize_) return pooled;
+    attributes keep;
+    keep.axes = {1};
+    keep.keep_dims = true;
+    attributes floor;
+    floor.min = 1e-12f;
+    floor.max = 3.0e38f;
+    const value norm = g.apply(
+        op::clamp, {g.apply(op::sqrt, {g.apply(op::reduce_sum, {g.apply(op::mul, {pooled, pooled})}, keep)})},
+        floor);
+    return g.apply(op::div, {pooled, norm});
+}
+
 ANVIL_INLINE host_tensor sentence_encoder::encode(std::span<const std::string> texts,
                                                   const encode_options& options) {
     if (texts.empty()) return encode_ids({}, {}, options);

@@ -62,6 +62,12 @@ public:
     // The folder's defaults.
     [[nodiscard]] pooling default_pooling() const noexcept { return pool_; }
     [[nodiscard]] bool default_normalize() const noexcept { return normalize_; }
+    [[nodiscard]] const text_encoder& encoder() const noexcept { return encoder_; }
+
+    // The graph of one text of `length` tokens -> its embedding f32 [1, D], pooled (the folder's pooling,
+    // over the tokens attention_mask marks) and normalised (when the folder says so) inside the graph: what
+    // `anvil export` writes, so an app gets embeddings, not hidden states.
+    [[nodiscard]] value build_graph(graph& g, std::int64_t length) const;
 
 private:
     explicit sentence_encoder(text_encoder encoder) : encoder_(std::move(encoder)) {}

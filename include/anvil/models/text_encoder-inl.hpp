@@ -180,13 +180,23 @@ ANVIL_INLINE std::string detect_prefix(const checkpoint& weights, const text_enc
 
 ANVIL_INLINE tensor<float> text_encoder_forward(graph& g, const text_encoder_weights& w,
                                                 const text_encoder_config& c, std::int64_t rows,
-                                                std::int64_t length) {
+                                                std::int64_t length, text_positions given) {
     const dims shape{rows, length};
     auto ids = g.input<std::int32_t>(std::string(input_ids_name), shape);
-    auto positions = g.input<std::int32_t>(std::string(position_ids_name), shape);
+    const auto id_input = [&](std::string_view name, bool positions) {
+        if (given == text_positions::inputs) return g.input<std::int32_t>(std::string(name), shape);
+        // create_position_ids_from_input_ids for right padding: padding_idx + 1 + t (RoBERTa), else t.
+        std::vector<std::int32_t> values(static_cast<std::size_t>(rows * length), 0);
+        for (std::size_t i = 0; positions && i < values.size(); ++i) {
+            const auto t = static_cast<std::int32_t>(static_cast<std::int64_t>(i) % length);
+            values[i] = c.padding_idx < 0 ? t : static_cast<std::int32_t>(c.padding_idx) + 1 + t;
+        }
+        return g.constant<std::int32_t>(host_tensor::from(values, shape), std::string(name));
+    };
+    auto positions = id_input(position_ids_name, true);
     tensor<float> x = embedding(w.word_embeddings, ids) + embedding(w.position_embeddings, positions);
     if (w.token_type_embeddings) {
-        auto types = g.input<std::int32_t>(std::string(token_type_ids_name), shape);
+        auto types = id_input(token_type_ids_name, false);
         x = x + embedding(*w.token_type_embeddings, types);
     }
     x = apply(w.embedding_norm, x);
@@ -379,7 +389,10 @@ ANVIL_INLINE void text_encoder::set_head(head_builder head) {
         options_, [state](graph& g, std::span<const std::int64_t> key) -> std::vector<value> {
             weight_loader loader(g, state->weights);
             const auto w = load_text_encoder(loader, state->config, state->prefix);
-            auto out = text_encoder_forward(g, w, state->config, key[0], key[1]);
+            // A third key element marks the graph `anvil export` writes (text_positions::baked).
+            auto out = text_encoder_forward(
+                g, w, state->config, key[0], key[1],
+                key.size() > 2 && key[2] != 0 ? text_positions::baked : text_positions::inputs);
             if (state->head) out = state->head(loader, out);
             return {out.value()};
         });

@@ -90,10 +90,17 @@ inline constexpr std::string_view position_ids_name = "position_ids";
 inline constexpr std::string_view token_type_ids_name = "token_type_ids";
 inline constexpr std::string_view attention_mask_name = "attention_mask";
 
+// How the graph gets position and token type ids: as inputs (what the host batches compute), or baked in
+// for one right-padded text (positions 0.. offset as the family offsets them, type 0), so an exported model
+// takes only input_ids and attention_mask: a padding token's position cannot change the real tokens'
+// results, since the mask hides it from attention and pooling.
+enum class text_positions : std::uint8_t { inputs, baked };
+
 // The last hidden states [rows, length, hidden] for inputs of that shape.
 [[nodiscard]] tensor<float> text_encoder_forward(graph& g, const text_encoder_weights& w,
                                                  const text_encoder_config& c, std::int64_t rows,
-                                                 std::int64_t length);
+                                                 std::int64_t length,
+                                                 text_positions positions = text_positions::inputs);
 
 // --- batching on the host ---
 
@@ -160,6 +167,12 @@ public:
     [[nodiscard]] const std::string& prefix() const noexcept { return state_->prefix; }
     [[nodiscard]] std::int64_t max_tokens() const noexcept { return max_tokens_; }
     [[nodiscard]] std::size_t compiled_programs() const { return programs_->count(); }
+    // The graph of `rows` right-padded texts of `length` tokens (inputs input_ids and attention_mask; the
+    // position and type ids baked in) -> the head's output, not compiled: what `anvil export` writes.
+    [[nodiscard]] std::vector<value> build_graph(graph& g, std::int64_t rows, std::int64_t length) const {
+        const std::int64_t key[] = {rows, length, 1};
+        return programs_->build(g, key);
+    }
     [[nodiscard]] bool has_tokenizer() const noexcept { return tokenizer_ != nullptr; }
     [[nodiscard]] const tokenizer& text_tokenizer() const;
     // Options for the tokenizer: special tokens, truncated to what the model takes.

@@ -120,6 +120,11 @@ public:
     [[nodiscard]] const vit_config& config() const noexcept { return config_; }
     [[nodiscard]] vit_head head() const noexcept { return head_; }
     [[nodiscard]] std::size_t compiled_programs() const { return programs_->count(); }
+    // The graph of pixels [N, C, H, W] (the config's size) -> logits [N, classes], not compiled.
+    [[nodiscard]] std::vector<value> build_graph(graph& g, std::int64_t batch) const {
+        const std::int64_t key[] = {batch};
+        return programs_->build(g, key);
+    }
 
 private:
     vit() = default;

@@ -55,7 +55,9 @@ inline device_info query_device() {
     device_info info;
     // Looked up on every query rather than once at load: cheap, and a simulator told to drop the class
     // mid-process is believed.
-    const objc_id cls = rt.classes.device_info != nullptr ? rt.objc.objc_getClass("_ANEDeviceInfo") : nullptr;
+    const objc_id cls = rt.classes.device_info != nullptr
+                            ? rt.objc.objc_getClass(ANVIL_PRIVATE_TEXT("_ANEDeviceInfo"))
+                            : nullptr;
     if (cls == nullptr) {
         info.has_ane = true;
         return info;
@@ -494,18 +496,20 @@ public:
                     result.mil_data_.get(), weight_dictionary.get(), nullptr);
         if (descriptor == nullptr) {
             throw error(
-                "ANE: +[_ANEInMemoryModelDescriptor modelWithMILText:weights:optionsPlist:] returned nil "
-                "(the "
-                "framework rejected the MIL text or the weights dictionary)");
+                ANVIL_PRIVATE_TEXT("ANE: +[_ANEInMemoryModelDescriptor "
+                                   "modelWithMILText:weights:optionsPlist:] returned nil (the "
+                                   "framework rejected the MIL text or the weights dictionary)"));
         }
         const objc_id model =
             rt.send(rt.classes.in_memory_model, rt.messages.in_memory_model_with_descriptor, descriptor);
         if (model == nullptr)
-            throw error("ANE: +[_ANEInMemoryModel inMemoryModelWithDescriptor:] returned nil");
+            throw error(
+                ANVIL_PRIVATE_TEXT("ANE: +[_ANEInMemoryModel inMemoryModelWithDescriptor:] returned nil"));
         result.model_ = objc_object::retain(model);
 
         const objc_id hex = rt.send(model, rt.messages.hex_string_identifier);
-        if (hex == nullptr) throw error("ANE: -[_ANEInMemoryModel hexStringIdentifier] returned nil");
+        if (hex == nullptr)
+            throw error(ANVIL_PRIVATE_TEXT("ANE: -[_ANEInMemoryModel hexStringIdentifier] returned nil"));
         result.hex_ = string_value(hex, "hexStringIdentifier");
         if (result.hex_.empty() || result.hex_.find('/') != std::string::npos || result.hex_ == "." ||
             result.hex_ == "..") {
@@ -628,13 +632,15 @@ public:
         const autorelease_pool pool;
         const objc_id inner = rt.send(model(), rt.messages.model);
         if (inner == nullptr) {
-            throw error(message("ANE: -[_ANEInMemoryModel model] returned nil for program ", hex_,
-                                (loaded_ ? "" : " (it is not loaded)")));
+            throw error(
+                message(ANVIL_PRIVATE_TEXT("ANE: -[_ANEInMemoryModel model] returned nil for program "), hex_,
+                        (loaded_ ? "" : " (it is not loaded)")));
         }
         const objc_id attributes = rt.send(inner, rt.messages.model_attributes);
         if (attributes == nullptr) {
-            throw error(message("ANE: -[_ANEModel modelAttributes] returned nil for program ", hex_,
-                                (loaded_ ? "" : " (it is not loaded)")));
+            throw error(
+                message(ANVIL_PRIVATE_TEXT("ANE: -[_ANEModel modelAttributes] returned nil for program "),
+                        hex_, (loaded_ ? "" : " (it is not loaded)")));
         }
         using framework_detail::required_key;
         const objc_id description = required_key(attributes, "ANEFModelDescription", "modelAttributes");
@@ -671,8 +677,10 @@ public:
                 const objc_id object = rt.send(rt.classes.io_surface_object,
                                                rt.messages.object_with_io_surface, surfaces[i]->handle());
                 if (object == nullptr) {
-                    throw error(message("ANE: +[_ANEIOSurfaceObject objectWithIOSurface:] returned nil for ",
-                                        kind, " ", i));
+                    throw error(
+                        message(ANVIL_PRIVATE_TEXT(
+                                    "ANE: +[_ANEIOSurfaceObject objectWithIOSurface:] returned nil for "),
+                                kind, " ", i));
                 }
                 request.surface_objects_.push_back(objc_object::retain(object));
                 objects.push_back(object);
@@ -697,8 +705,9 @@ public:
                                      input_indices.get(), output_array.get(), output_indices.get(), nullptr,
                                      nullptr, procedure.get());
         if (made == nullptr) {
-            throw error(message("ANE: +[_ANERequest requestWithInputs:...] returned nil for program ", hex_,
-                                " (", inputs.size(), " inputs, ", outputs.size(), " outputs)"));
+            throw error(message(
+                ANVIL_PRIVATE_TEXT("ANE: +[_ANERequest requestWithInputs:...] returned nil for program "),
+                hex_, " (", inputs.size(), " inputs, ", outputs.size(), " outputs)"));
         }
         request.request_ = objc_object::retain(made);
         return request;

@@ -201,6 +201,7 @@ public:
                                         : build_ane_step(planned.seg, std::move(*planned.lowered), index);
                     report.device = on_coreml() ? "coreml" : "ane";
                     report.cached = s.ane->cached;
+                    if (!s.ane->placement_note.empty()) report.reason = s.ane->placement_note;
                 } catch (const device_refusal& refusal) {
                     refuse(planned.seg, index, report, refusal);
                     s.device = segment_device::cpu;
@@ -364,7 +365,8 @@ private:
         std::optional<coreml::coreml_model> coreml;
         std::vector<std::vector<std::byte>> input_buffers, output_buffers;
         std::vector<float> scratch;
-        weight_residency weights;  // the blobs the framework holds for this program (resident_weight_bytes)
+        std::string placement_note;  // Core ML: the ops its compute plan keeps off the Neural Engine
+        weight_residency weights;    // the blobs the framework holds for this program (resident_weight_bytes)
     };
     struct step {
         segment_device device = segment_device::cpu;
@@ -898,7 +900,51 @@ private:
         } catch (const error& e) {
             throw device_refusal{"evaluate", e.what()};
         }
+        s->placement_note = check_compute_plan(compiled, seg);
         return s;
+    }
+
+    // Where Core ML runs the segment's ops (MLComputePlan, macOS 14.4): Core ML falls back to the CPU per op
+    // without a word (COREML.md §4.1), so each op it keeps off the Neural Engine is named, in the placement
+    // report or, under strict_device, in the error. Returns the report's note ("" when every op is on it).
+    std::string check_compute_plan(const std::filesystem::path& compiled, const segment& seg) const {
+        const std::string where = message("the Core ML segment (", ops_summary(body_, seg.nodes), ")");
+        std::optional<std::vector<coreml::op_device>> plan;
+        try {
+            plan = coreml::compute_plan(compiled);
+        } catch (const error& e) {
+            if (options_.strict_device) {
+                throw unsupported_error(
+                    message("compile: strict_device: Core ML cannot say where ", where, " runs: ", e.what()));
+            }
+            return message("Core ML's compute plan could not be read: ", e.what());
+        }
+        if (!plan) {
+            if (options_.strict_device) {
+                throw unsupported_error(message(
+                    "compile: strict_device: MLComputePlan (macOS 14.4 or later) is missing, so nothing can "
+                    "show that ",
+                    where, " runs on the Neural Engine"));
+            }
+            return "MLComputePlan is missing (before macOS 14.4): Core ML may run some ops on the CPU";
+        }
+        std::vector<std::string> off;
+        for (const coreml::op_device& d : *plan) {
+            if (d.device == "ane") continue;
+            off.push_back(message(d.op, " (", d.output, ") on the ",
+                                  d.device == "cpu"   ? "CPU"
+                                  : d.device == "gpu" ? "GPU"
+                                                      : "an unknown device"));
+        }
+        if (off.empty()) return {};
+        std::string list;
+        for (std::size_t i = 0; i < off.size() && i < 8; ++i)
+            list += (i ? ", " : "") + off[i];
+        if (off.size() > 8) list += message(" and ", off.size() - 8, " more");
+        const std::string what = message("Core ML keeps ", off.size(), " of the ", plan->size(), " ops of ",
+                                         where, " off the Neural Engine: ", list);
+        if (options_.strict_device) throw unsupported_error(message("compile: strict_device: ", what));
+        return what;
     }
 
     compile_options options_;

@@ -273,4 +273,154 @@ inline void lower_node(segment_lowering& L, value_id id) {
     return segment;
 }
 
+// ---- a whole graph as one Core ML program (anvil export) --------------------------------------------------
+
+// An input or output of an exported program: its name, graph value, IR shape and MultiArray dtype.
+struct program_port {
+    std::string name;
+    value_id value = 0;
+    dims shape;
+    std::string dtype;  // "fp16" or "int32"
+};
+
+struct lowered_program {
+    mil_function program;
+    std::vector<mil_ref> results;  // in output order
+    std::vector<weight_file> weights;
+    std::vector<program_port> inputs, outputs;
+};
+
+namespace lowering_detail {
+
+// What the Neural Engine does not run, as the plain MIL ops Core ML places on the CPU itself (MIL.md §2.5:
+// embedding lookups and integer work): gather, casts to and from integers, argmax, and a linear past
+// max_dimension. Returns false for anything else.
+inline bool lower_for_core_ml(segment_lowering& L, value_id id) {
+    const node& n = L.at(id);
+    const auto integer_const = [&](value_id v) {
+        const std::vector<float>& values = L.constant_values(v);
+        std::vector<std::int64_t> numbers(values.begin(), values.end());
+        return L.mil().const_int_tensor(L.base(v), segment_lowering::logical_shape(L.ir_shape(v)), numbers);
+    };
+    const auto operand = [&](value_id v) {
+        return L.is_constant(v) && !is_floating(L.at(v).result.type) ? integer_const(v) : L.logical(v);
+    };
+    const mil_shape shape = segment_lowering::logical_shape(n.result.shape);
+    switch (n.kind) {
+        case op::gather: {
+            const mil_ref table =
+                L.is_constant(n.inputs[0])
+                    ? L.constant(n.inputs[0], segment_lowering::logical_shape(L.ir_shape(n.inputs[0])))
+                    : L.logical(n.inputs[0]);
+            const mil_ref indices = operand(n.inputs[1]);
+            const mil_ref axis = L.mil().const_int(L.base(id) + "_axis", n.attrs.axis);
+            const mil_ref out = L.mil().op("gather", L.base(id), shape,
+                                           {{"x", {table}}, {"indices", {indices}}, {"axis", {axis}}});
+            L.set_form(id, value_layout::logical, out);
+            return true;
+        }
+        case op::cast: {
+            const bool from_float = is_floating(L.at(n.inputs[0]).result.type);
+            const bool to_float = is_floating(n.result.type);
+            if (from_float == to_float) {
+                L.alias(id, n.inputs[0]);  // fp16 either way, or int32 either way
+                return true;
+            }
+            const mil_ref dtype = L.mil().const_string(L.base(id) + "_dtype", to_float ? "fp16" : "int32");
+            const mil_ref out =
+                L.mil().op("cast", L.base(id), shape, {{"dtype", {dtype}}, {"x", {operand(n.inputs[0])}}},
+                           to_float ? "fp16" : "int32");
+            L.set_form(id, value_layout::logical, out);
+            return true;
+        }
+        case op::argmax: {
+            const mil_ref axis = L.mil().const_int(L.base(id) + "_axis", n.attrs.axis);
+            const mil_ref keep = L.mil().const_bool(L.base(id) + "_keep_dims", n.attrs.keep_dims);
+            const mil_ref out = L.mil().op(
+                "reduce_argmax", L.base(id), shape,
+                {{"axis", {axis}}, {"keep_dims", {keep}}, {"x", {L.logical(n.inputs[0])}}}, "int32");
+            L.set_form(id, value_layout::logical, out);
+            return true;
+        }
+        case op::linear: {
+            if (!L.is_constant(n.inputs[1])) return false;
+            const dims& w = L.ir_shape(n.inputs[1]);
+            std::vector<mil_argument> arguments{{"x", {L.logical(n.inputs[0])}},
+                                                {"weight", {L.constant(n.inputs[1], {w[0], w[1]})}}};
+            if (n.inputs.size() > 2 && L.is_constant(n.inputs[2]))
+                arguments.push_back({"bias", {L.constant(n.inputs[2], {w[0]})}});
+            else if (n.inputs.size() > 2)
+                return false;
+            L.set_form(id, value_layout::logical,
+                       L.mil().op("linear", L.base(id), shape, std::move(arguments)));
+            return true;
+        }
+        default:
+            return false;
+    }
+}
+
+}  // namespace lowering_detail
+
+// Lowers every node of `body` into one function whose inputs and outputs keep their IR shapes (fp16, or
+// int32 for integer inputs and results), named `input_names` (by graph input name; default: the graph's)
+// and `output_names`: the model an app adds in Xcode, with no [1, C, 1, W] surfaces to pack. Throws
+// unsupported_error naming the first node that has no MIL form.
+[[nodiscard]] inline lowered_program lower_program(const graph_body& body,
+                                                   std::span<const std::string> output_names,
+                                                   const lowering_options& options) {
+    using namespace lowering_detail;
+    if (output_names.size() != body.outputs.size()) {
+        throw error(
+            message("export: ", output_names.size(), " output names for ", body.outputs.size(), " outputs"));
+    }
+    segment_lowering L(body, options);
+    lowered_program made;
+    for (std::size_t id = 0; id < body.nodes.size(); ++id) {
+        const node& n = body.nodes[id];
+        if (n.kind != op::input) continue;
+        const auto v = static_cast<value_id>(id);
+        const bool floating = is_floating(n.result.type);
+        if (!floating && n.result.type != dtype::i32 && n.result.type != dtype::i64) {
+            throw unsupported_error(message("export: input '", n.name, "' is ", dtype_name(n.result.type),
+                                            "; a Core ML model takes float or int32 arrays"));
+        }
+        const std::string symbol = sanitise_mil_name(n.name);
+        const std::string type = floating ? "fp16" : "int32";
+        const mil_ref ref = L.mil().input(symbol, segment_lowering::logical_shape(n.result.shape), type);
+        L.set_base(v, symbol);
+        L.set_form(v, value_layout::logical, ref);
+        made.inputs.push_back({symbol, v, n.result.shape, type});
+    }
+    for (std::size_t id = 0; id < body.nodes.size(); ++id) {
+        const auto v = static_cast<value_id>(id);
+        const node& n = body.nodes[id];
+        if (n.kind == op::input || n.kind == op::constant || L.is_constant(v)) continue;
+        if (lower_for_core_ml(L, v)) continue;
+        const support_result support = supports(body, v, options);
+        if (support.where == placement::host_only) {
+            throw unsupported_error(message("export: ", describe_node(body, v),
+                                            " has no form in a Core ML program: ", support.reason));
+        }
+        lower_node(L, v);
+    }
+    for (std::size_t i = 0; i < body.outputs.size(); ++i) {
+        const value_id id = body.outputs[i];
+        const node& n = body.nodes.at(id);
+        if (L.is_constant(id)) {
+            throw unsupported_error(message("export: output '", output_names[i], "' is a constant"));
+        }
+        const std::string symbol = sanitise_mil_name(output_names[i]);
+        mil_ref ref = L.logical(id);
+        const bool taken = std::find(made.results.begin(), made.results.end(), ref) != made.results.end();
+        if (taken || !L.mil().rename(ref, symbol))
+            ref = L.reshape(ref, L.mil().shape(ref), symbol, true);  // a copy under the output's name
+        made.results.push_back(ref);
+        made.outputs.push_back({symbol, id, n.result.shape, is_floating(n.result.type) ? "fp16" : "int32"});
+    }
+    made.program = L.mil().function();
+    made.weights = L.mil().weights();
+    return made;
+}
+
 }  // namespace anvil::detail::ane

@@ -52,9 +52,10 @@ public:
 
     [[nodiscard]] mil_dialect dialect() const noexcept { return function_.dialect; }
 
-    // A function input: an fp16 tensor (rank 4 [1, C, 1, W] for the ANE; RUNTIME.md §3).
-    mil_ref input(std::string_view name, std::vector<std::int64_t> shape) {
-        const mil_ref ref = new_value(std::string(name), "fp16", std::move(shape), true);
+    // A function input: an fp16 tensor (rank 4 [1, C, 1, W] for the ANE; RUNTIME.md §3), or for a Core ML
+    // program any rank and "int32".
+    mil_ref input(std::string_view name, std::vector<std::int64_t> shape, std::string_view dtype = "fp16") {
+        const mil_ref ref = new_value(std::string(name), std::string(dtype), std::move(shape), true);
         function_.inputs.push_back(ref);
         return ref;
     }
@@ -91,6 +92,16 @@ public:
         for (const std::int64_t number : numbers)
             value.ints.push_back(checked_int32(number, base));
         return add_const(base, "int32", {static_cast<std::int64_t>(numbers.size())}, std::move(value));
+    }
+    // An int32 tensor const of any shape (inline: coremltools moves int32 to the weight file only from
+    // iOS 18, MIL.md §1.5).
+    mil_ref const_int_tensor(std::string_view base, std::vector<std::int64_t> shape,
+                             std::span<const std::int64_t> numbers) {
+        mil_constant value;
+        value.kind = mil_constant_kind::int32;
+        for (const std::int64_t number : numbers)
+            value.ints.push_back(checked_int32(number, base));
+        return add_const(base, "int32", std::move(shape), std::move(value));
     }
     mil_ref const_bools(std::string_view base, const std::vector<bool>& flags) {
         mil_constant value;

@@ -23,6 +23,20 @@
 
 #include "anvil/core/error.hpp"
 
+// ANVIL_PUBLIC_APIS_ONLY=1 builds anvil for the App Store: App Review rejects apps that reference non-public
+// APIs (App Store Review Guidelines 2.5.1, found by static analysis of the binary), so the bridge to the
+// private AppleNeuralEngine.framework is compiled out — no path, class or selector of it is left in the
+// binary — device::ane reports that it is not there, and device::coreml (the public CoreML.framework) is the
+// route to the Neural Engine. ANVIL_PRIVATE_TEXT wraps each message that would name a private class.
+#ifndef ANVIL_PUBLIC_APIS_ONLY
+#define ANVIL_PUBLIC_APIS_ONLY 0
+#endif
+#if ANVIL_PUBLIC_APIS_ONLY
+#define ANVIL_PRIVATE_TEXT(text) "a private framework call (compiled out)"
+#else
+#define ANVIL_PRIVATE_TEXT(text) text
+#endif
+
 #if __has_include(<dlfcn.h>)
 #include <dlfcn.h>
 #define ANVIL_ANE_HAS_DLFCN 1
@@ -188,9 +202,13 @@ struct library_handles {
     void* framework = nullptr;
 };
 
-inline constexpr const char* no_engine_message =
+inline constexpr const char* no_engine_message = ANVIL_PRIVATE_TEXT(
     "no Neural Engine on this machine (AppleNeuralEngine.framework needs macOS); set "
-    "ANVIL_ANE_SIM=/path/to/libanvil-ane-sim.so to run the ANE backend on the simulator";
+    "ANVIL_ANE_SIM=/path/to/libanvil-ane-sim.so to run the ANE backend on the simulator");
+inline constexpr const char* public_apis_only_message =
+    "device::ane is compiled out of this build (ANVIL_PUBLIC_APIS_ONLY, for the App Store): use "
+    "device::coreml, "
+    "the public Core ML route to the Neural Engine";
 
 }  // namespace runtime_detail
 
@@ -503,13 +521,16 @@ private:
     struct construct_tag {};
 
     explicit runtime(construct_tag)
-        : objc_bridge(system_runtime::get(), "ANE bridge",
-                      "the private AppleNeuralEngine API differs from the one anvil expects") {
+        : objc_bridge(
+              system_runtime::get(), "ANE bridge",
+              ANVIL_PRIVATE_TEXT("the private AppleNeuralEngine API differs from the one anvil expects")) {
         load();
     }
 
     void load() {
-#if !ANVIL_ANE_HAS_DLFCN
+#if ANVIL_PUBLIC_APIS_ONLY
+        throw unsupported_error(runtime_detail::public_apis_only_message);
+#elif !ANVIL_ANE_HAS_DLFCN
         throw unsupported_error(runtime_detail::no_engine_message);
 #else
         const system_runtime& system = system_runtime::get();
@@ -529,6 +550,7 @@ private:
 #endif
     }
 
+#if !ANVIL_PUBLIC_APIS_ONLY
     void resolve_framework(std::vector<std::string>& missing) {
         classes.in_memory_model_descriptor = find_class("_ANEInMemoryModelDescriptor", true, missing);
         classes.in_memory_model = find_class("_ANEInMemoryModel", true, missing);
@@ -565,6 +587,7 @@ private:
         find_message(m.has_ane, "hasANE", classes.device_info, true, false, missing);
         find_message(m.num_ane_cores, "numANECores", classes.device_info, true, false, missing);
     }
+#endif
 
     std::string library_;
 };

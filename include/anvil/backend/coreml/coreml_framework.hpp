@@ -9,10 +9,15 @@
 // Objective-C block built by hand per Clang's block ABI. Every class and selector is probed at load.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -35,6 +40,7 @@ inline constexpr long compute_units_cpu_and_neural_engine = 3;
 // MLMultiArrayDataType.
 inline constexpr long multi_array_float16 = 0x10000 | 16;
 inline constexpr long multi_array_float32 = 0x10000 | 32;
+inline constexpr long multi_array_int32 = 0x20000 | 32;
 
 struct coreml_classes {
     ane::class_handle model = nullptr;                // MLModel
@@ -42,6 +48,11 @@ struct coreml_classes {
     ane::class_handle multi_array = nullptr;          // MLMultiArray
     ane::class_handle feature_value = nullptr;        // MLFeatureValue
     ane::class_handle dictionary_provider = nullptr;  // MLDictionaryFeatureProvider
+    // macOS 14.4 (nullptr before): the per-op placement (COREML.md §4.8).
+    ane::class_handle compute_plan = nullptr;          // MLComputePlan
+    ane::class_handle neural_engine_device = nullptr;  // MLNeuralEngineComputeDevice
+    ane::class_handle cpu_device = nullptr;            // MLCPUComputeDevice
+    ane::class_handle gpu_device = nullptr;            // MLGPUComputeDevice
 };
 
 struct coreml_messages {
@@ -64,6 +75,8 @@ struct coreml_messages {
     typed_selector<objc_id()> strides;                        // -[MLMultiArray strides]
     typed_selector<long()> data_type;                         // -[MLMultiArray dataType]
     typed_selector<void(void*)> get_bytes_with_handler;       // -[MLMultiArray getBytesWithHandler:]
+    typed_selector<void(objc_id, objc_id, void*)>
+        load_compute_plan;  // +[MLComputePlan loadContentsOfURL:configuration:completionHandler:] (optional)
 };
 
 // The Core ML loader: the system libraries and CoreML.framework (or, with ANVIL_ANE_SIM, the simulator,
@@ -139,6 +152,13 @@ private:
         find_message(m.strides, "strides", c.multi_array, false, true, missing);
         find_message(m.data_type, "dataType", c.multi_array, false, true, missing);
         find_message(m.get_bytes_with_handler, "getBytesWithHandler:", c.multi_array, false, true, missing);
+        c.compute_plan = find_class("MLComputePlan", false, missing);
+        c.neural_engine_device = find_class("MLNeuralEngineComputeDevice", false, missing);
+        c.cpu_device = find_class("MLCPUComputeDevice", false, missing);
+        c.gpu_device = find_class("MLGPUComputeDevice", false, missing);
+        find_message(m.load_compute_plan,
+                     "loadContentsOfURL:configuration:completionHandler:", c.compute_plan, true, false,
+                     missing);
         if (!missing.empty()) throw_missing(library_, missing);
 #endif
     }
@@ -235,6 +255,110 @@ inline void move_directory(const std::filesystem::path& from, const std::filesys
     std::filesystem::remove_all(from, code);
 }
 
+// ---- MLComputePlan -----------------------------------------------------------------------------------
+
+// What the MLComputePlan handler hands over: `void (^)(MLComputePlan* plan, NSError* error)`. Core ML calls
+// it on another thread, possibly after loadContentsOfURL: returns, so the capture points at a heap record the
+// caller waits on (and leaks, should the wait time out, since the handler may still come).
+struct plan_wait {
+    std::mutex mutex;
+    std::condition_variable ready;
+    bool done = false;
+    objc_id plan = nullptr;  // retained by the handler
+    std::string error;
+};
+
+struct plan_capture {
+    plan_wait* wait;
+};
+
+inline void plan_loaded_invoke(void* block, objc_id plan, objc_id error) {
+    auto* self = static_cast<stack_block<plan_capture, void (*)(void*, objc_id, objc_id)>*>(block);
+    plan_wait& wait = *self->capture.wait;
+    const std::string why = plan == nullptr ? error_text(error, "no plan and no error given") : std::string();
+    if (plan != nullptr) ane::system_runtime::get().objc.objc_retain(plan);
+    const std::lock_guard lock(wait.mutex);
+    wait.plan = plan;
+    wait.error = why;
+    wait.done = true;
+    wait.ready.notify_all();
+}
+
+// Where Core ML's compute plan runs one op of an ML program.
+struct op_device {
+    std::string op;      // "ios16.linear"
+    std::string output;  // its first result's name
+    std::string device;  // "ane", "cpu", "gpu" or "unknown"
+};
+
+// The device of every op of a compiled model's `main` function, as +[MLComputePlan loadContentsOfURL:...]
+// reports it for computeUnits = CPUAndNeuralEngine (COREML.md §4.8); consts, which have no device, are
+// left out. nullopt where MLComputePlan is missing (before macOS 14.4). Throws anvil::error when the plan
+// cannot be made or read.
+inline std::optional<std::vector<op_device>> compute_plan(const std::filesystem::path& compiled) {
+    const coreml_runtime& rt = coreml_runtime::get();
+    if (!rt.messages.load_compute_plan.available) return std::nullopt;
+    const ane::autorelease_pool pool;
+    const objc_object configuration =
+        objc_object::adopt(rt.send(rt.classes.configuration, rt.messages.make_new));
+    if (!configuration) throw anvil::error("Core ML: +[MLModelConfiguration new] returned nil");
+    rt.send(configuration.get(), rt.messages.set_compute_units, compute_units_cpu_and_neural_engine);
+    const objc_object url = ane::make_file_url(compiled.string(), true);
+    static const block_descriptor descriptor{
+        0, sizeof(stack_block<plan_capture, void (*)(void*, objc_id, objc_id)>), "v24@?0@8@16"};
+    auto* wait = new plan_wait{};
+    stack_block<plan_capture, void (*)(void*, objc_id, objc_id)> block{
+        rt.stack_block_class(), block_has_signature, 0, &plan_loaded_invoke, &descriptor, plan_capture{wait}};
+    rt.send(rt.classes.compute_plan, rt.messages.load_compute_plan, url.get(), configuration.get(),
+            static_cast<void*>(&block));
+    {
+        std::unique_lock lock(wait->mutex);
+        if (!wait->ready.wait_for(lock, std::chrono::minutes(5), [&] { return wait->done; })) {
+            throw anvil::error(message("Core ML: MLComputePlan for '", compiled.string(),
+                                       "' did not call its handler within 5 minutes"));
+        }
+    }
+    const std::unique_ptr<plan_wait> owned(wait);
+    if (wait->plan == nullptr)
+        throw anvil::error(
+            message("Core ML: MLComputePlan failed for '", compiled.string(), "': ", wait->error));
+    const objc_object plan = objc_object::adopt(wait->plan);
+    const auto get = [&](objc_id receiver, const char* selector) {
+        return rt.send<objc_id>(receiver, rt.selector_named(selector));
+    };
+    const objc_id structure = get(plan.get(), "modelStructure");
+    const objc_id program = structure != nullptr ? get(structure, "program") : nullptr;
+    if (program == nullptr) throw anvil::error("Core ML: the compute plan's model is not an ML program");
+    const objc_id function =
+        ane::dictionary_lookup(get(program, "functions"), "main", "the program's functions");
+    if (function == nullptr) throw anvil::error("Core ML: the compute plan has no function 'main'");
+    const objc_id operations = get(get(function, "block"), "operations");
+    const auto is_kind = [&](objc_id object, ane::class_handle cls) {
+        return cls != nullptr &&
+               rt.send<bool>(object, rt.selector_named("isKindOfClass:"), static_cast<void*>(cls));
+    };
+    std::vector<op_device> devices;
+    const std::size_t count = ane::array_count(operations, "the block's operations");
+    for (std::size_t i = 0; i < count; ++i) {
+        const objc_id operation = ane::array_at(operations, i, "the block's operations");
+        const objc_id usage = rt.send<objc_id>(
+            plan.get(), rt.selector_named("computeDeviceUsageForMLProgramOperation:"), operation);
+        if (usage == nullptr) continue;  // a const
+        op_device entry;
+        entry.op = ane::string_value(get(operation, "operatorName"), "operatorName");
+        const objc_id outputs = get(operation, "outputs");
+        if (outputs != nullptr && ane::array_count(outputs, "outputs") > 0)
+            entry.output = ane::string_value(get(ane::array_at(outputs, 0, "outputs"), "name"), "name");
+        const objc_id device = get(usage, "preferredComputeDevice");
+        entry.device = is_kind(device, rt.classes.neural_engine_device) ? "ane"
+                       : is_kind(device, rt.classes.cpu_device)         ? "cpu"
+                       : is_kind(device, rt.classes.gpu_device)         ? "gpu"
+                                                                        : "unknown";
+        devices.push_back(std::move(entry));
+    }
+    return devices;
+}
+
 // A loaded Core ML model with fp16 [1, C, 1, W] inputs and outputs (what the lowering declares).
 class coreml_model {
 public:
@@ -274,17 +398,23 @@ public:
         return made;
     }
 
+    // An fp16 [1, C, 1, W] surface-shaped array with padded rows, or (`shape` given) a packed row-major
+    // array of that shape and `data_type` (an exported model's logical I/O).
     struct input {
         std::string name;
         std::int64_t channels = 0, width = 0;
         std::size_t channel_stride = 0;  // bytes
         std::byte* data = nullptr;       // channels * channel_stride bytes, fp16
+        std::vector<std::int64_t> shape = {};
+        long data_type = multi_array_float16;
     };
     struct output {
         std::string name;
         std::int64_t channels = 0, width = 0;
         std::size_t channel_stride = 0;  // bytes, of `data`
         std::byte* data = nullptr;       // written: channels * channel_stride bytes, fp16
+        std::vector<std::int64_t> shape = {};
+        long data_type = multi_array_float16;
     };
 
     // One prediction: inputs are MLMultiArrays over the callers' buffers; each output is read through its
@@ -296,14 +426,18 @@ public:
         std::vector<std::pair<objc_id, objc_id>> pairs;
         for (const input& in : inputs) {
             const std::int64_t row = static_cast<std::int64_t>(in.channel_stride / 2);
-            const std::int64_t shape[] = {1, in.channels, 1, in.width};
-            const std::int64_t strides[] = {in.channels * row, row, row, 1};
+            std::vector<std::int64_t> shape{1, in.channels, 1, in.width};
+            std::vector<std::int64_t> strides{in.channels * row, row, row, 1};
+            if (!in.shape.empty()) {
+                shape = in.shape;
+                strides = packed_strides(in.shape);
+            }
             const objc_object shape_array = number_array(shape);
             const objc_object stride_array = number_array(strides);
             objc_id error = nullptr;
             const objc_id allocated = rt.send(rt.classes.multi_array, rt.messages.alloc);
             const objc_id array = rt.send(allocated, rt.messages.init_with_data_pointer,
-                                          static_cast<void*>(in.data), shape_array.get(), multi_array_float16,
+                                          static_cast<void*>(in.data), shape_array.get(), in.data_type,
                                           stride_array.get(), static_cast<objc_id>(nullptr), &error);
             if (array == nullptr) {
                 throw error_type(message("Core ML: input '", in.name, "': cannot make its MLMultiArray: ",
@@ -339,6 +473,60 @@ public:
 private:
     using error_type = anvil::error;
 
+    static std::vector<std::int64_t> packed_strides(const std::vector<std::int64_t>& shape) {
+        std::vector<std::int64_t> strides(shape.size(), 1);
+        for (std::size_t d = shape.size(); d-- > 1;)
+            strides[d - 1] = strides[d] * shape[d];
+        return strides;
+    }
+
+    static std::size_t element_bytes(long type) { return type == multi_array_float16 ? 2 : 4; }
+
+    // A logical output: its elements in row-major order into out.data, through the array's strides, as
+    // out.data_type (fp32 arrays narrowed to fp16 where fp16 is asked for).
+    static void read_logical(objc_id array, const output& out) {
+        const coreml_runtime& rt = coreml_runtime::get();
+        const std::vector<std::int64_t> shape = number_values(rt.send(array, rt.messages.shape), "shape");
+        const std::vector<std::int64_t> strides =
+            number_values(rt.send(array, rt.messages.strides), "strides");
+        const long type = rt.send(array, rt.messages.data_type);
+        const bool convertible =
+            type == out.data_type || (type == multi_array_float32 && out.data_type == multi_array_float16);
+        if (shape != out.shape || strides.size() != shape.size() || !convertible) {
+            throw error_type(
+                message("Core ML: output '", out.name, "' is not the array the model describes"));
+        }
+        const std::vector<std::byte> bytes = multi_array_bytes(array);
+        const std::size_t size = element_bytes(type);
+        std::int64_t count = 1;
+        for (const std::int64_t d : shape)
+            count *= d;
+        std::vector<std::int64_t> index(shape.size(), 0);
+        for (std::int64_t i = 0; i < count; ++i) {
+            std::int64_t at = 0;
+            for (std::size_t d = 0; d < shape.size(); ++d)
+                at += index[d] * strides[d];
+            const std::size_t from = static_cast<std::size_t>(at) * size;
+            if (at < 0 || from + size > bytes.size()) {
+                throw error_type(message("Core ML: output '", out.name, "' has ", bytes.size(),
+                                         " bytes, fewer than its shape and strides need"));
+            }
+            std::byte* to = out.data + static_cast<std::size_t>(i) * element_bytes(out.data_type);
+            if (type == out.data_type) {
+                std::memcpy(to, bytes.data() + from, size);
+            } else {
+                float f = 0.0f;
+                std::memcpy(&f, bytes.data() + from, 4);
+                const std::uint16_t h = half(f).bits;
+                std::memcpy(to, &h, 2);
+            }
+            for (std::size_t d = shape.size(); d-- > 0;) {
+                if (++index[d] < shape[d]) break;
+                index[d] = 0;
+            }
+        }
+    }
+
     static void read_output(objc_id result, const output& out) {
         const coreml_runtime& rt = coreml_runtime::get();
         const objc_object name = ane::make_string(out.name);
@@ -346,6 +534,7 @@ private:
         const objc_id array = value != nullptr ? rt.send(value, rt.messages.multi_array_value) : nullptr;
         if (array == nullptr)
             throw error_type(message("Core ML: the prediction has no output '", out.name, "'"));
+        if (!out.shape.empty()) return read_logical(array, out);
         const std::vector<std::int64_t> shape = number_values(rt.send(array, rt.messages.shape), "shape");
         const std::vector<std::int64_t> strides =
             number_values(rt.send(array, rt.messages.strides), "strides");

@@ -1,0 +1,60 @@
+// anvil: export_mlpackage — a graph as a Core ML package an iOS or macOS app adds in Xcode, with no Python
+// and no coremltools. The whole graph becomes one ML program (backend/ane/lowering.hpp lower_program) whose
+// inputs and outputs keep their shapes and names (token ids as int32 arrays, activations as fp16), lowered
+// with the same rules the device::coreml route uses, so what runs there is what ships; what the Neural
+// Engine does not run (embedding lookups, integer casts, argmax) is written as plain MIL ops, which Core ML
+// places on the CPU itself. The package is the one write_mlpackage writes (Manifest.json, model.mlmodel,
+// weights/weight.bin), with the metadata Xcode shows.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "anvil/compilation.hpp"
+#include "anvil/graph/graph.hpp"
+
+namespace anvil {
+
+// What Xcode shows for the model, and which OS it needs.
+struct mlpackage_options {
+    std::vector<std::string> output_names;  // one per output; empty: "output0", "output1", ...
+    std::string description;                // Metadata.shortDescription
+    std::string author;
+    std::string license;
+    std::string version;
+    std::vector<std::pair<std::string, std::string>> user_defined;  // Metadata.userDefined
+    // The opset: ios16 (spec 7, macOS 13 / iOS 16, the default) or ios18 (spec 9, macOS 15 / iOS 18).
+    bool ios18 = false;
+};
+
+// An input or output as the package describes it.
+struct mlpackage_port {
+    std::string name;
+    std::vector<std::int64_t> shape;
+    std::string dtype;  // "fp16" or "int32"
+};
+
+// What was written.
+struct mlpackage_summary {
+    std::vector<mlpackage_port> inputs, outputs;
+    std::size_t operations = 0;    // MIL ops, consts excluded
+    std::size_t weight_bytes = 0;  // of weights/weight.bin
+    std::string digest;            // of the package's contents (stable: the same graph gives the same bytes)
+};
+
+// Writes the package computing `outputs` (values of one graph) from the graph's inputs to `package` (a path
+// ending in .mlpackage; an existing package there is replaced). Throws unsupported_error naming the node
+// that has no Core ML form, io_error when the package cannot be written.
+mlpackage_summary export_mlpackage(std::span<const value> outputs, const std::filesystem::path& package,
+                                   const mlpackage_options& options = {});
+
+}  // namespace anvil
+
+#if ANVIL_DEFINITIONS
+#include "anvil/backend/coreml/export-inl.hpp"
+#endif

@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Drives `anvil export` on the committed random-weight fixtures: a sentence encoder of each family, a ResNet
+and a ViT become .mlpackage folders, each checked by tests/coreml/check_mlpackage.py (protoc against the
+schema subset from COREML.md's field numbers, the weight file's records, the manifest); the interface the
+JSON summary reports (names, dtypes, shapes); the metadata taken from a model card; the same model giving the
+same bytes twice; and the refusals (decoder LMs, --compress, a wrong --out), each one line with exit status 1
+or 2. The packages' numbers are tests/test_coreml_export.cpp's (run through the simulator's Core ML).
+
+usage: test_export_command.py PATH_TO_ANVIL
+Exits 77 (skipped) when protoc is missing, as check_mlpackage.py does.
+"""
+import json
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import cli_support  # noqa: E402
+from cli_support import DATA, anvil, check, check_error, failures  # noqa: E402
+
+cli_support.ANVIL = sys.argv[1]
+CHECKER = pathlib.Path(__file__).resolve().parent.parent / "coreml" / "check_mlpackage.py"
+
+
+def export(folder, out, *extra):
+    result = anvil("export", "--model", folder, "--format", "mlpackage", "--out", out, "--json", *extra)
+    check(result.returncode == 0, f"export {folder.name}: exit 0 ({result.stderr.strip()[-300:]})")
+    return json.loads(result.stdout) if result.returncode == 0 else {"inputs": [], "outputs": []}
+
+
+def protoc_check(package) -> None:
+    result = subprocess.run([sys.executable, CHECKER, package], capture_output=True, text=True, timeout=120)
+    check(result.returncode == 0, f"{package.name}: check_mlpackage.py accepts it ({result.stderr.strip()})")
+
+
+def ports(report, key):
+    return [(p["name"], p["dtype"], p["shape"]) for p in report[key]]
+
+
+def main() -> int:
+    if shutil.which("protoc") is None:
+        print("cli.export: protoc is not installed (Debian: protobuf-compiler); skipped", file=sys.stderr)
+        return 77
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = pathlib.Path(tmp)
+        text = DATA / "text_encoders"
+        for name, dim in (("bert_sentence", 36), ("roberta_sentence", 36), ("mpnet_sentence", 36),
+                          ("distilbert_sentence", 36)):
+            config = json.loads((text / name / "config.json").read_text())
+            dim = config.get("hidden_size", config.get("dim", dim))
+            package = tmp / f"{name}.mlpackage"
+            report = export(text / name, package, "--sequence-length", "16")
+            check(ports(report, "inputs") == [("input_ids", "int32", [1, 16]), ("attention_mask", "fp16", [1, 16])],
+                  f"export {name}: inputs input_ids int32 and attention_mask fp16, [1, 16] ({report['inputs']})")
+            check(ports(report, "outputs") == [("embedding", "fp16", [1, dim])],
+                  f"export {name}: output embedding [1, {dim}] ({report['outputs']})")
+            protoc_check(package)
+
+        resnet = tmp / "resnet.mlpackage"
+        report = export(DATA / "resnet" / "hf_basic", resnet, "--image-size", "32x48")
+        classes = len(json.loads((DATA / "resnet" / "hf_basic" / "config.json").read_text())["id2label"])
+        check(ports(report, "inputs") == [("pixels", "fp16", [1, 3, 32, 48])]
+              and ports(report, "outputs") == [("logits", "fp16", [1, classes])],
+              f"export resnet: pixels [1, 3, 32, 48] -> logits [1, {classes}] ({report})")
+        protoc_check(resnet)
+        vit = tmp / "vit.mlpackage"
+        report = export(DATA / "vit" / "vit", vit, "--ios18")
+        protoc_check(vit)
+        spec = (vit / "Data" / "com.apple.CoreML" / "model.mlmodel").read_bytes()
+        check(spec[:2] == b"\x08\x09", "export --ios18: specification version 9")
+
+        # Metadata from a model card; the same model twice gives the same bytes.
+        card = tmp / "carded"
+        shutil.copytree(text / "bert_sentence", card)
+        (card / "README.md").write_text("---\nlicense: apache-2.0\ntags:\n- sentence-transformers\n---\n\n"
+                                        "# A tiny encoder\n\nMaps sentences to a 36 dimensional space.\n")
+        config = json.loads((card / "config.json").read_text())
+        config["_name_or_path"] = "example-org/tiny-encoder"
+        (card / "config.json").write_text(json.dumps(config))
+        first = export(card, tmp / "a.mlpackage")
+        second = export(card, tmp / "b.mlpackage")
+        check(first.get("license") == "apache-2.0" and first.get("author") == "example-org"
+              and first.get("description") == "Maps sentences to a 36 dimensional space.",
+              f"export: licence, author and description from the model card and config.json ({first})")
+        model = (tmp / "a.mlpackage" / "Data" / "com.apple.CoreML" / "model.mlmodel").read_bytes()
+        check(b"apache-2.0" in model and b"example-org" in model, "export: the metadata is in model.mlmodel")
+        check(first.get("digest") == second.get("digest") and model ==
+              (tmp / "b.mlpackage" / "Data" / "com.apple.CoreML" / "model.mlmodel").read_bytes(),
+              "export: the same folder gives the same package")
+        given = export(card, tmp / "c.mlpackage", "--license", "mit", "--author", "Someone")
+        check(given.get("license") == "mit" and given.get("author") == "Someone", "export: --license, --author")
+
+        check_error(anvil("export", "--model", DATA / "decoder_lms" / "gpt2", "--out", tmp / "lm.mlpackage"), 1,
+                    "anvil: error:", "decoder LM", "MLState", what="export a decoder LM")
+        check_error(anvil("export", "--model", text / "bert_sentence", "--out", tmp / "x.mlpackage", "--compress",
+                          "int8"), 2, "anvil: usage:", "--compress", what="export --compress")
+        check_error(anvil("export", "--model", text / "bert_sentence", "--out", tmp / "x.zip"), 2, "anvil: usage:",
+                    ".mlpackage", what="export --out without .mlpackage")
+        check_error(anvil("export", "--model", text / "bert_sentence", "--out", tmp / "x.mlpackage",
+                          "--sequence-length", "100000"), 2, "anvil: usage:", "--sequence-length",
+                    what="export --sequence-length past the model's limit")
+        check_error(anvil("export", "--model", tmp / "missing", "--out", tmp / "x.mlpackage"), 1, "anvil: error:",
+                    "missing", what="export a folder that is not there")
+        check(not (tmp / "x.mlpackage").exists(), "export: nothing written when it fails")
+    print(f"cli.export: {len(failures)} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,288 @@
+// `anvil export`: a Hugging Face model folder as a Core ML package (.mlpackage) an iOS or macOS app adds in
+// Xcode, with no Python and no coremltools. The recipe builds its graph at one fixed shape (a sentence
+// encoder at --sequence-length tokens, pooled and normalised in the graph; an image classifier at its image
+// size), and export_mlpackage writes it (backend/coreml/export.hpp); the metadata Xcode shows comes from the
+// folder's model card and config.json.
+#pragma once
+
+#include "arguments.hpp"
+#include "model_commands.hpp"
+
+#include <anvil/anvil.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace anvil::cli {
+
+inline constexpr const char* export_usage =
+    "usage: anvil export --model DIR --format mlpackage --out X.mlpackage [--sequence-length N]\n"
+    "                    [--image-size HxW] [--ios18] [--description TEXT] [--author TEXT] [--license TEXT]\n"
+    "                    [--json]\n"
+    "\n"
+    "Writes the model as a Core ML package an app adds in Xcode (no Python, no coremltools). A sentence\n"
+    "encoder (BERT, RoBERTa, XLM-R, MPNet, DistilBERT) takes int32 input_ids and an fp16 attention_mask\n"
+    "(1 for a token, 0 for padding on the right), each [1, N] (N: --sequence-length, default the smaller of\n"
+    "128 and the model's limit), and returns its sentence embedding [1, D], pooled and normalised as the\n"
+    "folder says. An image classifier (ResNet, ViT, DeiT) takes fp16 pixels\n"
+    "[1, 3, H, W], preprocessed as the folder's preprocessor_config.json says, and returns logits\n"
+    "[1, classes]; a ResNet at --image-size (default 224x224), a ViT at its config's size.\n"
+    "The package needs macOS 13 / iOS 16 (--ios18: macOS 15 / iOS 18). Author, licence and description come\n"
+    "from the model card (README.md) and config.json unless given. Decoder LMs (MLState KV caches),\n"
+    "cross-encoders and --compress are not exported yet.\n";
+
+namespace export_detail {
+
+// The YAML front matter of a Hugging Face model card: `key: value` lines between two `---` lines.
+inline std::string card_field(const std::string& card, std::string_view key) {
+    std::istringstream lines(card);
+    std::string line;
+    if (!std::getline(lines, line) || line.rfind("---", 0) != 0) return {};
+    while (std::getline(lines, line) && line.rfind("---", 0) != 0) {
+        if (line.rfind(std::string(key) + ":", 0) != 0) continue;
+        std::string value = line.substr(key.size() + 1);
+        while (!value.empty() && (value.front() == ' ' || value.front() == '"' || value.front() == '\''))
+            value.erase(value.begin());
+        while (!value.empty() &&
+               (value.back() == ' ' || value.back() == '"' || value.back() == '\'' || value.back() == '\r'))
+            value.pop_back();
+        return value;
+    }
+    return {};
+}
+
+// The model card's first paragraph of prose (after the front matter, headings and badges skipped).
+inline std::string card_summary(const std::string& card) {
+    std::istringstream lines(card);
+    std::string line, paragraph;
+    bool front = false, first = true;
+    while (std::getline(lines, line)) {
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        if (first && line.rfind("---", 0) == 0) {
+            front = true;
+            first = false;
+            continue;
+        }
+        first = false;
+        if (front) {
+            if (line.rfind("---", 0) == 0) front = false;
+            continue;
+        }
+        const bool prose = !line.empty() && line[0] != '#' && line[0] != '!' && line[0] != '<' &&
+                           line[0] != '`' && line[0] != '|' && line[0] != '[';
+        if (prose) {
+            paragraph += (paragraph.empty() ? "" : " ") + line;
+        } else if (!paragraph.empty()) {
+            break;
+        }
+    }
+    if (paragraph.size() > 400) paragraph = paragraph.substr(0, 397) + "...";
+    return paragraph;
+}
+
+inline std::string read_text(const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+inline std::int64_t positive(const arguments& args, const char* name, std::int64_t fallback) {
+    const auto text = args.value(name);
+    if (!text) return fallback;
+    char* end = nullptr;
+    const long long value = std::strtoll(text->c_str(), &end, 10);
+    if (text->empty() || end != text->c_str() + text->size() || value < 1 || value > 1 << 20)
+        throw usage_error(
+            detail::message("export: --", name, " must be a positive integer, got '", *text, "'"));
+    return value;
+}
+
+inline image_size parse_size(const arguments& args) {
+    const auto text = args.value("image-size");
+    if (!text) return {224, 224};
+    const std::size_t x = text->find('x');
+    char* end = nullptr;
+    const long long h = std::strtoll(text->c_str(), &end, 10);
+    const bool h_ok = x != std::string::npos && end == text->c_str() + x;
+    const long long w = h_ok ? std::strtoll(text->c_str() + x + 1, &end, 10) : 0;
+    if (!h_ok || end != text->c_str() + text->size() || h < 1 || w < 1 || h > 8192 || w > 8192)
+        throw usage_error(detail::message("export: --image-size must be HxW (224x224), got '", *text, "'"));
+    return {h, w};
+}
+
+}  // namespace export_detail
+
+inline int run_export(const std::vector<std::string_view>& argv) {
+    const arguments args("export", argv,
+                         {{"model", true},
+                          {"format", true},
+                          {"out", true},
+                          {"sequence-length", true},
+                          {"image-size", true},
+                          {"ios18", false},
+                          {"description", true},
+                          {"author", true},
+                          {"license", true},
+                          {"compress", true},
+                          {"json", false},
+                          {"help", false}});
+    if (args.flag("help")) {
+        std::fputs(export_usage, stdout);
+        return 0;
+    }
+    const std::filesystem::path folder = model_folder(args, "export");
+    const std::string format = args.value("format").value_or("mlpackage");
+    if (format != "mlpackage")
+        throw usage_error(detail::message("export: --format must be mlpackage, got '", format, "'"));
+    const auto out = args.value("out");
+    if (!out) throw usage_error("export: --out X.mlpackage is required");
+    if (std::filesystem::path(*out).extension() != ".mlpackage")
+        throw usage_error(detail::message("export: --out must end in .mlpackage, got '", *out, "'"));
+    if (args.value("compress"))
+        throw usage_error("export: --compress is not written yet; the package holds fp16 weights");
+    if (!std::filesystem::is_directory(folder))
+        throw io_error(detail::message("export: '", folder.string(), "' is not a model folder"));
+
+    // What the folder is.
+    std::string model_type, architecture, name_or_path;
+    bool has_config = std::filesystem::exists(folder / "config.json");
+    if (has_config) {
+        const json::value config = models::config_reader::read_file(folder / "config.json");
+        const models::config_reader reader(config, (folder / "config.json").string());
+        model_type = reader.string("model_type", "");
+        name_or_path = reader.string("_name_or_path", "");
+        if (const json::value* list = reader.find("architectures"); list != nullptr && list->is_array() &&
+                                                                    !list->as_array().empty() &&
+                                                                    list->as_array()[0].is_string())
+            architecture = list->as_array()[0].as_string();
+        if (architecture.empty()) architecture = reader.string("architecture", "");
+    }
+    const auto ends_with = [&](std::string_view suffix) {
+        return architecture.size() >= suffix.size() &&
+               architecture.compare(architecture.size() - suffix.size(), suffix.size(), suffix) == 0;
+    };
+    if (ends_with("ForCausalLM") || ends_with("LMHeadModel")) {
+        throw unsupported_error(
+            detail::message("export: ", folder.string(), " is a decoder LM (", architecture,
+                            "); exporting one needs MLState KV caches and prefill/decode functions, which "
+                            "are not written yet "
+                            "(it runs on Core ML with 'anvil generate --backend coreml')"));
+    }
+    if (ends_with("ForSequenceClassification") && model_type != "vit" && model_type != "deit") {
+        throw unsupported_error(detail::message("export: ", folder.string(), " is a cross-encoder (",
+                                                architecture,
+                                                "); only sentence encoders and image classifiers "
+                                                "are exported yet"));
+    }
+    const bool image = !has_config || model_type == "vit" || model_type == "deit" || model_type == "resnet" ||
+                       models::recipe_detail::is_timm_resnet(architecture);
+
+    mlpackage_options options;
+    options.ios18 = args.flag("ios18");
+    graph g;
+    std::vector<value> outputs;
+    std::string kind;
+    models::load_options load;
+    load.compile.target = device::cpu;  // nothing is compiled; the weights are read and checked
+    if (image) {
+        const auto classifier = models::image_classifier::load(folder, load);
+        const image_size size =
+            classifier.architecture() == "resnet" ? export_detail::parse_size(args) : classifier.input_size();
+        outputs = classifier.build_graph(g, size);
+        options.output_names = {"logits"};
+        kind = detail::message(classifier.architecture(), " image classifier, ", classifier.labels().size(),
+                               " classes, ", size.height, "x", size.width, " pixels");
+        const image_preprocessing pre = classifier.preprocessing();
+        options.user_defined.emplace_back(
+            "anvil.preprocessing",
+            detail::message("resize shortest edge ", pre.resize_shortest_edge, " (or ", pre.resize_height,
+                            "x", pre.resize_width, "), crop ", pre.crop_height, "x", pre.crop_width,
+                            ", mean ", pre.mean[0], ",", pre.mean[1], ",", pre.mean[2], ", std ", pre.std[0],
+                            ",", pre.std[1], ",", pre.std[2]));
+        std::string labels;
+        for (const auto& label : classifier.labels())
+            labels += (labels.empty() ? "" : "\n") + label;
+        options.user_defined.emplace_back("anvil.labels", labels);
+    } else {
+        const auto encoder = models::sentence_encoder::load(folder, load);
+        const std::int64_t length = export_detail::positive(
+            args, "sequence-length", std::min<std::int64_t>(128, encoder.encoder().max_tokens()));
+        if (length > encoder.encoder().max_tokens()) {
+            throw usage_error(detail::message("export: --sequence-length ", length,
+                                              " is more than the model's ", encoder.encoder().max_tokens(),
+                                              " tokens"));
+        }
+        outputs = {encoder.build_graph(g, length)};
+        options.output_names = {"embedding"};
+        kind = detail::message(model_type, " sentence encoder, ", length, " tokens, ", encoder.dimension(),
+                               " dimensions");
+        options.user_defined.emplace_back("anvil.sequence_length", std::to_string(length));
+    }
+
+    // Metadata: the command line, else the model card, else config.json.
+    const std::string card =
+        std::filesystem::exists(folder / "README.md") ? export_detail::read_text(folder / "README.md") : "";
+    options.license = args.value("license").value_or(export_detail::card_field(card, "license"));
+    std::string author = name_or_path.find('/') != std::string::npos
+                             ? name_or_path.substr(0, name_or_path.find('/'))
+                             : std::string();
+    options.author = args.value("author").value_or(author);
+    std::string summary = export_detail::card_summary(card);
+    if (summary.empty())
+        summary = detail::message(architecture.empty() ? model_type : architecture, " (", kind, ")");
+    options.description = args.value("description").value_or(summary);
+    options.version = version_string;
+    options.user_defined.emplace_back("anvil.model", kind);
+    if (!name_or_path.empty()) options.user_defined.emplace_back("anvil.source", name_or_path);
+
+    const mlpackage_summary written = export_mlpackage(outputs, *out, options);
+    const auto port_text = [](const mlpackage_port& p) {
+        std::string shape;
+        for (const std::int64_t d : p.shape)
+            shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+        return detail::message(p.name, " ", p.dtype, " [", shape, "]");
+    };
+    if (args.flag("json")) {
+        json::object document;
+        document["package"] = json::value(*out);
+        document["model"] = json::value(kind);
+        const auto ports = [](const std::vector<mlpackage_port>& list) {
+            json::array items;
+            for (const auto& p : list) {
+                json::object item;
+                item["name"] = json::value(p.name);
+                item["dtype"] = json::value(p.dtype);
+                json::array shape;
+                for (const std::int64_t d : p.shape)
+                    shape.emplace_back(d);
+                item["shape"] = json::value(std::move(shape));
+                items.emplace_back(std::move(item));
+            }
+            return json::value(std::move(items));
+        };
+        document["inputs"] = ports(written.inputs);
+        document["outputs"] = ports(written.outputs);
+        document["operations"] = json::value(static_cast<std::int64_t>(written.operations));
+        document["weight_bytes"] = json::value(static_cast<std::int64_t>(written.weight_bytes));
+        document["digest"] = json::value(written.digest);
+        document["author"] = json::value(options.author);
+        document["license"] = json::value(options.license);
+        document["description"] = json::value(options.description);
+        std::printf("%s\n", json::dump(json::value(std::move(document)), 2).c_str());
+        return 0;
+    }
+    std::printf("wrote %s (%s)\n", out->c_str(), kind.c_str());
+    for (const auto& p : written.inputs)
+        std::printf("  input  %s\n", port_text(p).c_str());
+    for (const auto& p : written.outputs)
+        std::printf("  output %s\n", port_text(p).c_str());
+    std::printf("  %zu MIL ops, %zu weight bytes\n", written.operations, written.weight_bytes);
+    return 0;
+}
+
+}  // namespace anvil::cli
