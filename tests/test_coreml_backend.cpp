@@ -224,8 +224,8 @@ TEST_CASE("coreml route: a model Core ML cannot load runs on the CPU, or fails u
     sim();
     temporary_folder cache("anvil-coreml-cache");
     block b;
-    sim().option("coreml_fail_loads", "1");
     {
+        const anvil_test::scoped_option fail_one_load("coreml_fail_loads", "1", "0");
         auto program = anvil::compile({b.out}, coreml_options(cache.path));
         const auto placement = program.placement();
         REQUIRE(placement.segments.size() == 1);
@@ -235,12 +235,14 @@ TEST_CASE("coreml route: a model Core ML cannot load runs on the CPU, or fails u
         const auto expected = anvil::compile({b.out}, cpu_options()).run(b.inputs);
         CHECK(max_difference(program.run(b.inputs)[0], expected[0]) < 1e-5);
     }
-    sim().option("coreml_fail_loads", "1");
-    temporary_folder fresh("anvil-coreml-cache");
-    auto strict = coreml_options(fresh.path);
-    strict.strict_device = true;
-    CHECK_THROWS_WITH_AS((void)anvil::compile({b.out}, strict), doctest::Contains("by Core ML"),
-                         anvil::unsupported_error);
+    {
+        const anvil_test::scoped_option fail_one_load("coreml_fail_loads", "1", "0");
+        temporary_folder fresh("anvil-coreml-cache");
+        auto strict = coreml_options(fresh.path);
+        strict.strict_device = true;
+        CHECK_THROWS_WITH_AS((void)anvil::compile({b.out}, strict), doctest::Contains("by Core ML"),
+                             anvil::unsupported_error);
+    }
     sim().reset();
 }
 
@@ -260,7 +262,7 @@ TEST_CASE("coreml route: the compute plan names each op Core ML keeps off the AN
         CHECK(placement.segments[0].reason == "");  // every op on the Neural Engine
         CHECK(count("coreml_compute_plans") == plans_before + 1);
     }
-    sim().option("fail_compile_op", "layer_norm");
+    const anvil_test::scoped_option refuse_layer_norm("fail_compile_op", "layer_norm", "");
     temporary_folder second("anvil-coreml-cache");
     auto program = anvil::compile({b.out}, coreml_options(second.path));
     const auto placement = program.placement();
@@ -278,6 +280,28 @@ TEST_CASE("coreml route: the compute plan names each op Core ML keeps off the AN
     CHECK_THROWS_WITH_AS((void)anvil::compile({b.out}, strict), doctest::Contains("layer_norm"),
                          anvil::unsupported_error);
     CHECK(sim().violations() == "");
+    sim().reset();
+}
+
+TEST_CASE(
+    "coreml route: without MLComputePlan (before macOS 14.4) the report says so; strict_device refuses") {
+    sim();
+    temporary_folder cache("anvil-coreml-cache");
+    block b;
+    {
+        const anvil_test::scoped_option no_plan("compute_plan", "absent", "present");
+        auto program = anvil::compile({b.out}, coreml_options(cache.path));
+        const auto placement = program.placement();
+        REQUIRE(placement.segments.size() == 1);
+        CHECK(placement.segments[0].device == "coreml");
+        CHECK(placement.segments[0].reason.find("MLComputePlan is missing") != std::string::npos);
+        const auto expected = anvil::compile({b.out}, cpu_options()).run(b.inputs);
+        CHECK(max_difference(program.run(b.inputs)[0], expected[0]) < 5e-3);
+        auto strict = coreml_options(cache.path);
+        strict.strict_device = true;
+        CHECK_THROWS_WITH_AS((void)anvil::compile({b.out}, strict), doctest::Contains("macOS 14.4"),
+                             anvil::unsupported_error);
+    }
     sim().reset();
 }
 

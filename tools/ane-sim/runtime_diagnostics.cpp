@@ -103,6 +103,7 @@ option_result apply_option(rules& options, std::string_view name, std::string_vi
         return result(parse_flag(value, "1", "0", options.equal_surface_sizes));
     if (name == "live_names") return result(parse_flag(value, "present", "omit", options.live_names));
     if (name == "device_info") return result(parse_flag(value, "present", "absent", options.device_info));
+    if (name == "compute_plan") return result(parse_flag(value, "present", "absent", options.compute_plan));
     if (name == "plane_stride_pad") {
         std::int64_t pad = 0;
         if (!parse_integer(value, 0, pad) || pad % 64 != 0) return option_result::bad_value;

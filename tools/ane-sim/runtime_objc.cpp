@@ -235,6 +235,8 @@ ANVIL_SIM_EXPORT void* objc_getClass(const char* name) {
     // Option device_info=absent: the class is missing, as on machines where working code never asks for it
     // (RUNTIME.md §0 #14).
     if (!sim().options.device_info && std::string_view(name) == "_ANEDeviceInfo") return nullptr;
+    // Option compute_plan=absent: Core ML before macOS 14.4, which has no MLComputePlan.
+    if (!sim().options.compute_plan && std::string_view(name) == "MLComputePlan") return nullptr;
     return find_class(name);
 }
 

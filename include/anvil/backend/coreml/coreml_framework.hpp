@@ -297,7 +297,9 @@ struct op_device {
 // cannot be made or read.
 inline std::optional<std::vector<op_device>> compute_plan(const std::filesystem::path& compiled) {
     const coreml_runtime& rt = coreml_runtime::get();
-    if (!rt.messages.load_compute_plan.available) return std::nullopt;
+    // Looked up again on every call, as query_device does: a simulator told to drop the class is believed.
+    if (!rt.messages.load_compute_plan.available || rt.objc.objc_getClass("MLComputePlan") == nullptr)
+        return std::nullopt;
     const ane::autorelease_pool pool;
     const objc_object configuration =
         objc_object::adopt(rt.send(rt.classes.configuration, rt.messages.make_new));
