@@ -8,6 +8,7 @@
 // packages is the CTest coreml.exported_packages (tests/coreml/export_packages.sh).
 #include <doctest/doctest.h>
 #include <anvil/anvil.hpp>
+#include <anvil/backend/coreml/coreml_framework.hpp>
 
 #include "ane_simulator.hpp"
 #include "model_test_support.hpp"
@@ -127,6 +128,79 @@ TEST_CASE("export: a sentence encoder's package gives the recipe's embeddings th
         }
         CHECK(gathers >= 1);
         CHECK(linears >= 1);
+    }
+    CHECK(anvil_test::sim().violations() == "");
+}
+
+TEST_CASE("export: a cross-encoder's package gives the recipe's logits through Core ML") {
+    if (!anvil_test::ane_simulator_available()) {
+        MESSAGE("this build has no ANE simulator: the package was not run");
+        return;
+    }
+    for (const std::string name : {"bert_cross", "distilbert_cross", "mpnet_cross", "xlmr_cross"}) {
+        CAPTURE(name);
+        const auto folder = anvil_test::text_encoders::fixture(name);
+        const auto input = anvil_test::text_encoders::read_texts(folder);
+        auto scorer = anvil::models::cross_encoder::load(folder, anvil_test::cpu());
+        std::size_t longest = 0;
+        for (const auto& ids : input.ids)
+            longest = std::max(longest, ids.size());
+        const auto length = std::min(static_cast<std::int64_t>(longest + 2), scorer.encoder().max_tokens());
+        const host_tensor expected = scorer.logits_ids(input.ids, input.types);
+        const auto labels = static_cast<std::size_t>(expected.shape()[1]);
+
+        temporary_folder where("anvil-export");
+        anvil::graph g;
+        const anvil::value logits = scorer.build_graph(g, length);
+        anvil::mlpackage_options options;
+        options.output_names = {"logits"};
+        const auto summary = anvil::export_mlpackage(std::span<const anvil::value>(&logits, 1),
+                                                     where.path / "x.mlpackage", options);
+        const bool typed = scorer.config().table().token_types;
+        REQUIRE(summary.inputs.size() == (typed ? 3U : 2U));
+        CHECK(summary.inputs[0].name == "input_ids");
+        if (typed) CHECK(summary.inputs[1].name == "token_type_ids");
+        CHECK(summary.inputs.back().name == "attention_mask");
+
+        auto model = load_package(where.path / "x.mlpackage", where.path);
+        double worst = 0.0;
+        for (std::size_t t = 0; t < input.ids.size(); ++t) {
+            std::vector<std::int32_t> ids(static_cast<std::size_t>(length), 0), types(ids.size(), 0);
+            std::vector<anvil::half> mask(ids.size(), anvil::half(0.0f));
+            for (std::size_t i = 0; i < input.ids[t].size(); ++i) {
+                ids[i] = input.ids[t][i];
+                types[i] = input.types[t][i];
+                mask[i] = anvil::half(1.0f);
+            }
+            std::vector<std::byte> id_bytes(ids.size() * 4), type_bytes(ids.size() * 4);
+            std::memcpy(id_bytes.data(), ids.data(), id_bytes.size());
+            std::memcpy(type_bytes.data(), types.data(), type_bytes.size());
+            std::vector<std::byte> mask_bytes = bytes_of(mask);
+            std::vector<std::byte> out(labels * 2);
+            std::vector<coreml::coreml_model::input> inputs{
+                {"input_ids", 0, 0, 0, id_bytes.data(), {1, length}, coreml::multi_array_int32},
+                {"attention_mask", 0, 0, 0, mask_bytes.data(), {1, length}, coreml::multi_array_float16}};
+            if (typed)
+                inputs.push_back(
+                    {"token_type_ids", 0, 0, 0, type_bytes.data(), {1, length}, coreml::multi_array_int32});
+            const std::vector<coreml::coreml_model::output> outputs{{"logits",
+                                                                     0,
+                                                                     0,
+                                                                     0,
+                                                                     out.data(),
+                                                                     {1, static_cast<std::int64_t>(labels)},
+                                                                     coreml::multi_array_float16}};
+            model.predict(inputs, outputs);
+            for (std::size_t j = 0; j < labels; ++j) {
+                anvil::half h;
+                std::memcpy(&h, out.data() + 2 * j, 2);
+                const float want = expected.values<float>()[t * labels + j];
+                worst = std::max(worst, std::abs(static_cast<double>(static_cast<float>(h)) - want) /
+                                            std::max(1.0, static_cast<double>(std::abs(want))));
+            }
+        }
+        MESSAGE(name, ": exported package vs the CPU recipe, max relative error ", worst);
+        CHECK(worst < 2e-2);
     }
     CHECK(anvil_test::sim().violations() == "");
 }

@@ -8349,10 +8349,11 @@ inline constexpr std::string_view token_type_ids_name = "token_type_ids";
 inline constexpr std::string_view attention_mask_name = "attention_mask";
 
 // How the graph gets position and token type ids: as inputs (what the host batches compute), or baked in
-// for one right-padded text (positions 0.. offset as the family offsets them, type 0), so an exported model
-// takes only input_ids and attention_mask: a padding token's position cannot change the real tokens'
+// for right-padded texts (positions 0.. offset as the family offsets them; `baked` also type 0), so an
+// exported sentence encoder takes only input_ids and attention_mask and a cross-encoder those and its
+// pair's token_type_ids (`baked_positions`): a padding token's position cannot change the real tokens'
 // results, since the mask hides it from attention and pooling.
-enum class text_positions : std::uint8_t { inputs, baked };
+enum class text_positions : std::uint8_t { inputs, baked, baked_positions };
 
 // The last hidden states [rows, length, hidden] for inputs of that shape.
 [[nodiscard]] tensor<float> text_encoder_forward(graph& g, const text_encoder_weights& w,
@@ -8425,10 +8426,12 @@ public:
     [[nodiscard]] const std::string& prefix() const noexcept { return state_->prefix; }
     [[nodiscard]] std::int64_t max_tokens() const noexcept { return max_tokens_; }
     [[nodiscard]] std::size_t compiled_programs() const { return programs_->count(); }
-    // The graph of `rows` right-padded texts of `length` tokens (inputs input_ids and attention_mask; the
-    // position and type ids baked in) -> the head's output, not compiled: what `anvil export` writes.
-    [[nodiscard]] std::vector<value> build_graph(graph& g, std::int64_t rows, std::int64_t length) const {
-        const std::int64_t key[] = {rows, length, 1};
+    // The graph of `rows` right-padded texts of `length` tokens (inputs input_ids, attention_mask and, with
+    // baked_positions, token_type_ids) -> the head's output, not compiled: what `anvil export` writes.
+    [[nodiscard]] std::vector<value> build_graph(graph& g, std::int64_t rows, std::int64_t length,
+                                                 text_positions ids = text_positions::baked) const {
+        if (ids == text_positions::inputs) throw error("text encoder: build_graph bakes the position ids in");
+        const std::int64_t key[] = {rows, length, static_cast<std::int64_t>(ids)};
         return programs_->build(g, key);
     }
     [[nodiscard]] bool has_tokenizer() const noexcept { return tokenizer_ != nullptr; }
@@ -8504,6 +8507,13 @@ public:
     [[nodiscard]] const tokenizer& text_tokenizer() const { return encoder_.text_tokenizer(); }
     [[nodiscard]] std::size_t compiled_programs() const { return encoder_.compiled_programs(); }
     [[nodiscard]] const text_encoder_config& config() const noexcept { return encoder_.config(); }
+    [[nodiscard]] const text_encoder& encoder() const noexcept { return encoder_; }
+
+    // The graph of one right-padded pair of `length` tokens (inputs input_ids, token_type_ids where the
+    // family has them, attention_mask) -> its logits f32 [1, num_labels], not compiled (anvil export).
+    [[nodiscard]] value build_graph(graph& g, std::int64_t length) const {
+        return encoder_.build_graph(g, 1, length, text_positions::baked_positions).at(0);
+    }
 
 private:
     explicit cross_encoder(text_encoder encoder) : encoder_(std::move(encoder)) {}
@@ -31420,7 +31430,9 @@ ANVIL_INLINE tensor<float> text_encoder_forward(graph& g, const text_encoder_wei
     auto positions = id_input(position_ids_name, true);
     tensor<float> x = embedding(w.word_embeddings, ids) + embedding(w.position_embeddings, positions);
     if (w.token_type_embeddings) {
-        auto types = id_input(token_type_ids_name, false);
+        auto types = given == text_positions::baked_positions
+                         ? g.input<std::int32_t>(std::string(token_type_ids_name), shape)
+                         : id_input(token_type_ids_name, false);
         x = x + embedding(*w.token_type_embeddings, types);
     }
     x = apply(w.embedding_norm, x);
@@ -31613,10 +31625,10 @@ ANVIL_INLINE void text_encoder::set_head(head_builder head) {
         options_, [state](graph& g, std::span<const std::int64_t> key) -> std::vector<value> {
             weight_loader loader(g, state->weights);
             const auto w = load_text_encoder(loader, state->config, state->prefix);
-            // A third key element marks the graph `anvil export` writes (text_positions::baked).
+            // A third key element is the graph `anvil export` writes: its text_positions.
             auto out = text_encoder_forward(
                 g, w, state->config, key[0], key[1],
-                key.size() > 2 && key[2] != 0 ? text_positions::baked : text_positions::inputs);
+                key.size() > 2 ? static_cast<text_positions>(key[2]) : text_positions::inputs);
             if (state->head) out = state->head(loader, out);
             return {out.value()};
         });

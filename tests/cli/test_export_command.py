@@ -58,6 +58,15 @@ def main() -> int:
                   f"export {name}: output embedding [1, {dim}] ({report['outputs']})")
             protoc_check(package)
 
+        cross = tmp / "bert_cross.mlpackage"
+        report = export(text / "bert_cross", cross, "--sequence-length", "24")
+        labels = len(json.loads((text / "bert_cross" / "config.json").read_text()).get("id2label", {"0": ""}))
+        check(ports(report, "inputs") == [("input_ids", "int32", [1, 24]), ("token_type_ids", "int32", [1, 24]),
+                                          ("attention_mask", "fp16", [1, 24])]
+              and ports(report, "outputs") == [("logits", "fp16", [1, labels])],
+              f"export bert_cross: input_ids, token_type_ids, attention_mask -> logits [1, {labels}] ({report})")
+        protoc_check(cross)
+
         resnet = tmp / "resnet.mlpackage"
         report = export(DATA / "resnet" / "hf_basic", resnet, "--image-size", "32x48")
         classes = len(json.loads((DATA / "resnet" / "hf_basic" / "config.json").read_text())["id2label"])

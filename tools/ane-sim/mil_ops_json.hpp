@@ -5,7 +5,7 @@
 namespace anvil_sim::mil {
 
 inline constexpr const char* mil_ops_json_parts[] = {
-    R"json({
+R"json({
 "_meta": {
  "source": "apple/coremltools @ e0e2f42b0b7c (2026-08-18), coremltools/converters/mil/mil/ops/defs/{iOS15,iOS16,iOS17,iOS18,coreml_dialect}; facts read from the op registry (SSAOpRegistry.core_ops) input_spec/type_domains/default_inputs, re-expressed here.",
  "conventions": {
@@ -201,7 +201,7 @@ inline constexpr const char* mil_ops_json_parts[] = {
  "inputs": {
   "x": {"type": "tensor<T>", "const": false, "optional": false, "default": null, "note": "scalar (rank-0) also accepted"},
 )json",
-    R"json(  "y": {"type": "tensor<T>", "const": false, "optional": false, "default": null, "note": "numpy broadcasting"}
+R"json(  "y": {"type": "tensor<T>", "const": false, "optional": false, "default": null, "note": "numpy broadcasting"}
  },
  "types": {"T": ["fp16", "fp32", "int32"]},
  "outputs": "tensor<bool,[broadcast(x,y)]>",
@@ -503,7 +503,7 @@ inline constexpr const char* mil_ops_json_parts[] = {
  "pymil_opset": "iOS13",
  "inputs": {
 )json",
-    R"json(  "values": {"type": "tuple<tensor<T>>", "const": false, "optional": false, "default": null, "note": "text form: values = (a, b, ...); count fixed at compile time"},
+R"json(  "values": {"type": "tuple<tensor<T>>", "const": false, "optional": false, "default": null, "note": "text form: values = (a, b, ...); count fixed at compile time"},
   "axis": {"type": "scalar<int32>", "const": true, "optional": false, "default": null, "note": "required"},
   "interleave": {"type": "scalar<bool>", "const": true, "optional": true, "default": false, "note": "coremltools always emits it; third-party ANE probing says ANE compiler needs it present"}
  },
@@ -699,7 +699,7 @@ inline constexpr const char* mil_ops_json_parts[] = {
  "pymil_opset": "iOS13",
  "inputs": {
 )json",
-    R"json(  "val": {"type": "attribute (any value type)", "const": true, "optional": false, "default": null, "note": "value lives in the op ATTRIBUTES: const()[name=..., val=T(...)]"}
+R"json(  "val": {"type": "attribute (any value type)", "const": true, "optional": false, "default": null, "note": "value lives in the op ATTRIBUTES: const()[name=..., val=T(...)]"}
  },
  "types": {},
  "notes": "No inputs. >=10-element fp16/fp32/(u)int8 tensors are written by coremltools to weights/weight.bin and referenced via BLOBFILE (iOS18 adds (u)int16/(u)int32 to blob-eligible dtypes)."
@@ -885,7 +885,7 @@ inline constexpr const char* mil_ops_json_parts[] = {
  "types": {"ST": ["fp16", "fp32", "int8", "int16", "int32", "uint8", "uint16", "bool"]},
  "outputs": "none (statement without LHS): write_state(data = v, input = s)[name = ...];",
 )json",
-    R"json( "notes": "Not a PyMIL op: exists only in the serialized program. coremltools lowers coreml_update_state -> write_state(input=state, data=value) [+ read_state if the result is used] (backend/mil/load.py translate_coreml_update_state_op). Text form taken from third-party generators; treat as unverified."
+R"json( "notes": "Not a PyMIL op: exists only in the serialized program. coremltools lowers coreml_update_state -> write_state(input=state, data=value) [+ read_state if the result is used] (backend/mil/load.py translate_coreml_update_state_op). Text form taken from third-party generators; treat as unverified."
 }
 }
 )json"};

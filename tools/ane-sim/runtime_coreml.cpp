@@ -628,8 +628,7 @@ struct cpu_device_object : compute_device_object {
 };
 
 // One node of the model structure; `children` are released with it.
-struct structure_object : object {
-    static constexpr const char* class_name = "MLModelStructure";
+struct structure_object : object {  // a base only: each node is one of the classes below
     ~structure_object() {
         for (object* child : owned)
             release_object(child, "MLModelStructure dealloc");

@@ -30,10 +30,12 @@ inline constexpr const char* export_usage =
     "128 and the model's limit), and returns its sentence embedding [1, D], pooled and normalised as the\n"
     "folder says. An image classifier (ResNet, ViT, DeiT) takes fp16 pixels\n"
     "[1, 3, H, W], preprocessed as the folder's preprocessor_config.json says, and returns logits\n"
-    "[1, classes]; a ResNet at --image-size (default 224x224), a ViT at its config's size.\n"
+    "[1, classes]; a ResNet at --image-size (default 224x224), a ViT at its config's size. A cross-encoder\n"
+    "(...ForSequenceClassification) takes its pair's input_ids, token_type_ids (where the model has them)\n"
+    "and attention_mask, [1, N], and returns the logits [1, labels].\n"
     "The package needs macOS 13 / iOS 16 (--ios18: macOS 15 / iOS 18). Author, licence and description come\n"
-    "from the model card (README.md) and config.json unless given. Decoder LMs (MLState KV caches),\n"
-    "cross-encoders and --compress are not exported yet.\n";
+    "from the model card (README.md) and config.json unless given. Decoder LMs (MLState KV caches) and\n"
+    "--compress are not exported yet.\n";
 
 namespace export_detail {
 
@@ -173,12 +175,7 @@ inline int run_export(const std::vector<std::string_view>& argv) {
                             "are not written yet "
                             "(it runs on Core ML with 'anvil generate --backend coreml')"));
     }
-    if (ends_with("ForSequenceClassification") && model_type != "vit" && model_type != "deit") {
-        throw unsupported_error(detail::message("export: ", folder.string(), " is a cross-encoder (",
-                                                architecture,
-                                                "); only sentence encoders and image classifiers "
-                                                "are exported yet"));
-    }
+    const bool cross = ends_with("ForSequenceClassification") && model_type != "vit" && model_type != "deit";
     const bool image = !has_config || model_type == "vit" || model_type == "deit" || model_type == "resnet" ||
                        models::recipe_detail::is_timm_resnet(architecture);
 
@@ -206,6 +203,24 @@ inline int run_export(const std::vector<std::string_view>& argv) {
                             ",", pre.std[1], ",", pre.std[2]));
         std::string labels;
         for (const auto& label : classifier.labels())
+            labels += (labels.empty() ? "" : "\n") + label;
+        options.user_defined.emplace_back("anvil.labels", labels);
+    } else if (cross) {
+        const auto scorer = models::cross_encoder::load(folder, load);
+        const std::int64_t limit = scorer.encoder().max_tokens();
+        const std::int64_t length =
+            export_detail::positive(args, "sequence-length", std::min<std::int64_t>(128, limit));
+        if (length > limit) {
+            throw usage_error(detail::message("export: --sequence-length ", length,
+                                              " is more than the model's ", limit, " tokens"));
+        }
+        outputs = {scorer.build_graph(g, length)};
+        options.output_names = {"logits"};
+        kind = detail::message(model_type, " cross-encoder, ", length, " tokens, ", scorer.labels().size(),
+                               " labels");
+        options.user_defined.emplace_back("anvil.sequence_length", std::to_string(length));
+        std::string labels;
+        for (const auto& label : scorer.labels())
             labels += (labels.empty() ? "" : "\n") + label;
         options.user_defined.emplace_back("anvil.labels", labels);
     } else {

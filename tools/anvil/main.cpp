@@ -35,7 +35,7 @@ constexpr const char* usage_text =
     "  bench --model DIR    load, compile, first-result and steady-state times, tokens/s, memory\n"
     "  export --model DIR --out X.mlpackage\n"
     "                       a Core ML package an iOS or macOS app adds in Xcode (sentence encoders,\n"
-    "                       image classifiers), no Python or coremltools\n"
+    "                       cross-encoders, image classifiers), no Python or coremltools\n"
     "  selftest [--report F] every lowering variant and op on the Neural Engine (or its simulator) against\n"
     "                       the CPU; writes the capability record later programs lower by\n"
     "\n"

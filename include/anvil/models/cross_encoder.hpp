@@ -63,6 +63,13 @@ public:
     [[nodiscard]] const tokenizer& text_tokenizer() const { return encoder_.text_tokenizer(); }
     [[nodiscard]] std::size_t compiled_programs() const { return encoder_.compiled_programs(); }
     [[nodiscard]] const text_encoder_config& config() const noexcept { return encoder_.config(); }
+    [[nodiscard]] const text_encoder& encoder() const noexcept { return encoder_; }
+
+    // The graph of one right-padded pair of `length` tokens (inputs input_ids, token_type_ids where the
+    // family has them, attention_mask) -> its logits f32 [1, num_labels], not compiled (anvil export).
+    [[nodiscard]] value build_graph(graph& g, std::int64_t length) const {
+        return encoder_.build_graph(g, 1, length, text_positions::baked_positions).at(0);
+    }
 
 private:
     explicit cross_encoder(text_encoder encoder) : encoder_(std::move(encoder)) {}

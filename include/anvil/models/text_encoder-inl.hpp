@@ -196,7 +196,9 @@ ANVIL_INLINE tensor<float> text_encoder_forward(graph& g, const text_encoder_wei
     auto positions = id_input(position_ids_name, true);
     tensor<float> x = embedding(w.word_embeddings, ids) + embedding(w.position_embeddings, positions);
     if (w.token_type_embeddings) {
-        auto types = id_input(token_type_ids_name, false);
+        auto types = given == text_positions::baked_positions
+                         ? g.input<std::int32_t>(std::string(token_type_ids_name), shape)
+                         : id_input(token_type_ids_name, false);
         x = x + embedding(*w.token_type_embeddings, types);
     }
     x = apply(w.embedding_norm, x);
@@ -389,10 +391,10 @@ ANVIL_INLINE void text_encoder::set_head(head_builder head) {
         options_, [state](graph& g, std::span<const std::int64_t> key) -> std::vector<value> {
             weight_loader loader(g, state->weights);
             const auto w = load_text_encoder(loader, state->config, state->prefix);
-            // A third key element marks the graph `anvil export` writes (text_positions::baked).
+            // A third key element is the graph `anvil export` writes: its text_positions.
             auto out = text_encoder_forward(
                 g, w, state->config, key[0], key[1],
-                key.size() > 2 && key[2] != 0 ? text_positions::baked : text_positions::inputs);
+                key.size() > 2 ? static_cast<text_positions>(key[2]) : text_positions::inputs);
             if (state->head) out = state->head(loader, out);
             return {out.value()};
         });

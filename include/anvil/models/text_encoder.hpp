@@ -91,10 +91,11 @@ inline constexpr std::string_view token_type_ids_name = "token_type_ids";
 inline constexpr std::string_view attention_mask_name = "attention_mask";
 
 // How the graph gets position and token type ids: as inputs (what the host batches compute), or baked in
-// for one right-padded text (positions 0.. offset as the family offsets them, type 0), so an exported model
-// takes only input_ids and attention_mask: a padding token's position cannot change the real tokens'
+// for right-padded texts (positions 0.. offset as the family offsets them; `baked` also type 0), so an
+// exported sentence encoder takes only input_ids and attention_mask and a cross-encoder those and its
+// pair's token_type_ids (`baked_positions`): a padding token's position cannot change the real tokens'
 // results, since the mask hides it from attention and pooling.
-enum class text_positions : std::uint8_t { inputs, baked };
+enum class text_positions : std::uint8_t { inputs, baked, baked_positions };
 
 // The last hidden states [rows, length, hidden] for inputs of that shape.
 [[nodiscard]] tensor<float> text_encoder_forward(graph& g, const text_encoder_weights& w,
@@ -167,10 +168,12 @@ public:
     [[nodiscard]] const std::string& prefix() const noexcept { return state_->prefix; }
     [[nodiscard]] std::int64_t max_tokens() const noexcept { return max_tokens_; }
     [[nodiscard]] std::size_t compiled_programs() const { return programs_->count(); }
-    // The graph of `rows` right-padded texts of `length` tokens (inputs input_ids and attention_mask; the
-    // position and type ids baked in) -> the head's output, not compiled: what `anvil export` writes.
-    [[nodiscard]] std::vector<value> build_graph(graph& g, std::int64_t rows, std::int64_t length) const {
-        const std::int64_t key[] = {rows, length, 1};
+    // The graph of `rows` right-padded texts of `length` tokens (inputs input_ids, attention_mask and, with
+    // baked_positions, token_type_ids) -> the head's output, not compiled: what `anvil export` writes.
+    [[nodiscard]] std::vector<value> build_graph(graph& g, std::int64_t rows, std::int64_t length,
+                                                 text_positions ids = text_positions::baked) const {
+        if (ids == text_positions::inputs) throw error("text encoder: build_graph bakes the position ids in");
+        const std::int64_t key[] = {rows, length, static_cast<std::int64_t>(ids)};
         return programs_->build(g, key);
     }
     [[nodiscard]] bool has_tokenizer() const noexcept { return tokenizer_ != nullptr; }
