@@ -42,6 +42,52 @@ coreml::coreml_model load_package(const std::filesystem::path& package, const st
     return coreml::coreml_model::load(compiled);
 }
 
+// One right-padded text through an exported text model, as an app calls it: input_ids (and token_type_ids,
+// when `types` is given) padded to `length` with zeros, attention_mask 1 over the text's tokens. Returns the
+// output `name`, `width` fp16 values, as floats.
+std::vector<float> run_text(const coreml::coreml_model& model, const std::vector<std::int32_t>& tokens,
+                            const std::vector<std::int32_t>* types, std::int64_t length, const char* name,
+                            std::int64_t width) {
+    const auto n = static_cast<std::size_t>(length);
+    std::vector<std::int32_t> ids(n, 0), type_ids(n, 0);
+    std::vector<anvil::half> mask(n, anvil::half(0.0f));
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+        ids[i] = tokens[i];
+        if (types != nullptr) type_ids[i] = (*types)[i];
+        mask[i] = anvil::half(1.0f);
+    }
+    std::vector<std::byte> mask_bytes = bytes_of(mask);
+    std::vector<std::byte> out(static_cast<std::size_t>(width) * 2);
+    std::vector<coreml::coreml_model::input> inputs{
+        {"input_ids",
+         0,
+         0,
+         0,
+         reinterpret_cast<std::byte*>(ids.data()),
+         {1, length},
+         coreml::multi_array_int32},
+        {"attention_mask", 0, 0, 0, mask_bytes.data(), {1, length}, coreml::multi_array_float16}};
+    if (types != nullptr) {
+        inputs.push_back({"token_type_ids",
+                          0,
+                          0,
+                          0,
+                          reinterpret_cast<std::byte*>(type_ids.data()),
+                          {1, length},
+                          coreml::multi_array_int32});
+    }
+    const std::vector<coreml::coreml_model::output> outputs{
+        {name, 0, 0, 0, out.data(), {1, width}, coreml::multi_array_float16}};
+    model.predict(inputs, outputs);
+    std::vector<float> values(static_cast<std::size_t>(width));
+    for (std::size_t j = 0; j < values.size(); ++j) {
+        anvil::half h;
+        std::memcpy(&h, out.data() + 2 * j, 2);
+        values[j] = static_cast<float>(h);
+    }
+    return values;
+}
+
 }  // namespace
 
 TEST_CASE("export: a sentence encoder's package gives the recipe's embeddings through Core ML") {
@@ -82,29 +128,13 @@ TEST_CASE("export: a sentence encoder's package gives the recipe's embeddings th
         double worst = 0.0;
         const auto dim = static_cast<std::size_t>(encoder.dimension());
         for (std::size_t t = 0; t < input.ids.size(); ++t) {
-            std::vector<std::int32_t> ids(static_cast<std::size_t>(length), 0);
-            std::vector<anvil::half> mask(static_cast<std::size_t>(length), anvil::half(0.0f));
-            for (std::size_t i = 0; i < input.ids[t].size(); ++i) {
-                ids[i] = input.ids[t][i];
-                mask[i] = anvil::half(1.0f);
-            }
-            std::vector<std::byte> id_bytes(ids.size() * 4);
-            std::memcpy(id_bytes.data(), ids.data(), id_bytes.size());
-            std::vector<std::byte> mask_bytes = bytes_of(mask);
-            std::vector<std::byte> out(dim * 2);
-            const std::vector<coreml::coreml_model::input> inputs{
-                {"input_ids", 0, 0, 0, id_bytes.data(), {1, length}, coreml::multi_array_int32},
-                {"attention_mask", 0, 0, 0, mask_bytes.data(), {1, length}, coreml::multi_array_float16}};
-            const std::vector<coreml::coreml_model::output> outputs{
-                {"embedding", 0, 0, 0, out.data(), {1, encoder.dimension()}, coreml::multi_array_float16}};
-            model.predict(inputs, outputs);
+            const std::vector<float> got =
+                run_text(model, input.ids[t], nullptr, length, "embedding", encoder.dimension());
             const auto want = expected.values<float>().subspan(t * dim, dim);
             double scale = 0.0, error = 0.0;
             for (std::size_t j = 0; j < dim; ++j) {
-                anvil::half h;
-                std::memcpy(&h, out.data() + 2 * j, 2);
                 scale = std::max(scale, static_cast<double>(std::abs(want[j])));
-                error = std::max(error, std::abs(static_cast<double>(static_cast<float>(h)) - want[j]));
+                error = std::max(error, static_cast<double>(std::abs(got[j] - want[j])));
             }
             worst = std::max(worst, error / scale);
         }
@@ -165,37 +195,11 @@ TEST_CASE("export: a cross-encoder's package gives the recipe's logits through C
         auto model = load_package(where.path / "x.mlpackage", where.path);
         double worst = 0.0;
         for (std::size_t t = 0; t < input.ids.size(); ++t) {
-            std::vector<std::int32_t> ids(static_cast<std::size_t>(length), 0), types(ids.size(), 0);
-            std::vector<anvil::half> mask(ids.size(), anvil::half(0.0f));
-            for (std::size_t i = 0; i < input.ids[t].size(); ++i) {
-                ids[i] = input.ids[t][i];
-                types[i] = input.types[t][i];
-                mask[i] = anvil::half(1.0f);
-            }
-            std::vector<std::byte> id_bytes(ids.size() * 4), type_bytes(ids.size() * 4);
-            std::memcpy(id_bytes.data(), ids.data(), id_bytes.size());
-            std::memcpy(type_bytes.data(), types.data(), type_bytes.size());
-            std::vector<std::byte> mask_bytes = bytes_of(mask);
-            std::vector<std::byte> out(labels * 2);
-            std::vector<coreml::coreml_model::input> inputs{
-                {"input_ids", 0, 0, 0, id_bytes.data(), {1, length}, coreml::multi_array_int32},
-                {"attention_mask", 0, 0, 0, mask_bytes.data(), {1, length}, coreml::multi_array_float16}};
-            if (typed)
-                inputs.push_back(
-                    {"token_type_ids", 0, 0, 0, type_bytes.data(), {1, length}, coreml::multi_array_int32});
-            const std::vector<coreml::coreml_model::output> outputs{{"logits",
-                                                                     0,
-                                                                     0,
-                                                                     0,
-                                                                     out.data(),
-                                                                     {1, static_cast<std::int64_t>(labels)},
-                                                                     coreml::multi_array_float16}};
-            model.predict(inputs, outputs);
+            const std::vector<float> got = run_text(model, input.ids[t], typed ? &input.types[t] : nullptr,
+                                                    length, "logits", static_cast<std::int64_t>(labels));
             for (std::size_t j = 0; j < labels; ++j) {
-                anvil::half h;
-                std::memcpy(&h, out.data() + 2 * j, 2);
                 const float want = expected.values<float>()[t * labels + j];
-                worst = std::max(worst, std::abs(static_cast<double>(static_cast<float>(h)) - want) /
+                worst = std::max(worst, static_cast<double>(std::abs(got[j] - want)) /
                                             std::max(1.0, static_cast<double>(std::abs(want))));
             }
         }
