@@ -2883,6 +2883,11 @@ private:
     std::shared_ptr<graph_body> body_;
 };
 
+// The nodes of the graph `outputs` belong to, with `outputs` as the body's outputs: what compile and export
+// hand to the passes. Throws error, prefixed by `caller`, when there are none, one is empty or they come
+// from different graphs.
+[[nodiscard]] graph_body body_of(std::span<const value> outputs, std::string_view caller);
+
 }  // namespace anvil
 
 #if ANVIL_DEFINITIONS
@@ -13614,8 +13619,8 @@ inline bool lower_for_core_ml(segment_lowering& L, value_id id) {
 }  // namespace lowering_detail
 
 // Lowers every node of `body` into one function whose inputs and outputs keep their IR shapes (fp16, or
-// int32 for integer inputs and results), named `input_names` (by graph input name; default: the graph's)
-// and `output_names`: the model an app adds in Xcode, with no [1, C, 1, W] surfaces to pack. Throws
+// int32 for integer inputs and results), inputs named as the graph names them and outputs by `output_names`
+// (one per output): the model an app adds in Xcode, with no [1, C, 1, W] surfaces to pack. Throws
 // unsupported_error naming the first node that has no MIL form.
 [[nodiscard]] inline lowered_program lower_program(const graph_body& body,
                                                    std::span<const std::string> output_names,
@@ -20405,13 +20410,19 @@ struct device_refusal {
     std::string what;
 };
 
+// The passes both Neural Engine routes run before lowering: dead code out, constants and batch norms folded
+// as `options` ask, and the remaining constant subgraphs materialised.
+inline graph_body prepare_body(graph_body body, const compile_options& options) {
+    body = eliminate_dead_code(body);
+    if (options.fold_constants) body = fold_constants(body, cpu::evaluate_constant);
+    if (options.fold_batch_norm) body = fold_batch_norm(body);
+    return materialise_constants(body);
+}
+
 class ane_program final : public program_impl {
 public:
     ane_program(graph_body body, const compile_options& options) : options_(options) {
-        body = eliminate_dead_code(body);
-        if (options.fold_constants) body = fold_constants(body, cpu::evaluate_constant);
-        if (options.fold_batch_norm) body = fold_batch_norm(body);
-        body = materialise_constants(body);
+        body = prepare_body(std::move(body), options);
 
         if (on_coreml()) {
             (void)coreml::coreml_runtime::get();  // throws unsupported_error where Core ML is not there
@@ -24924,6 +24935,7 @@ ANVIL_INLINE value_type infer(op kind, attributes& attrs, std::span<const value_
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -24996,6 +25008,21 @@ ANVIL_INLINE value graph::apply(op kind, std::span<const value> inputs, attribut
 ANVIL_INLINE graph graph::of(const value& v) {
     if (!v.valid()) throw error("graph::of: an empty value belongs to no graph");
     return graph(v.owner());
+}
+
+ANVIL_INLINE graph_body body_of(std::span<const value> outputs, std::string_view caller) {
+    if (outputs.empty()) throw error(detail::message(caller, ": no outputs given"));
+    graph_body body;
+    const auto& owner = outputs[0].owner();
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
+        if (!outputs[i].valid()) throw error(detail::message(caller, ": output ", i, " is an empty value"));
+        if (outputs[i].owner() != owner) {
+            throw error(detail::message(caller, ": output ", i, " belongs to another graph than output 0"));
+        }
+        body.outputs.push_back(outputs[i].id());
+    }
+    body.nodes = owner->nodes;
+    return body;
 }
 
 ANVIL_INLINE value graph::append(node n) {
@@ -25680,17 +25707,7 @@ ANVIL_INLINE detail::program_impl& program::checked() const {
 namespace anvil {
 
 ANVIL_INLINE program compile(std::span<const value> outputs, const compile_options& options) {
-    if (outputs.empty()) throw error("compile: no outputs given");
-    graph_body body;
-    const auto& owner = outputs[0].owner();
-    for (std::size_t i = 0; i < outputs.size(); ++i) {
-        if (!outputs[i].valid()) throw error(detail::message("compile: output ", i, " is an empty value"));
-        if (outputs[i].owner() != owner) {
-            throw error(detail::message("compile: output ", i, " belongs to another graph than output 0"));
-        }
-        body.outputs.push_back(outputs[i].id());
-    }
-    body.nodes = owner->nodes;
+    graph_body body = body_of(outputs, "compile");
     const auto made = [&](std::unique_ptr<detail::program_impl> impl) {
         program result(std::move(impl));
         if (options.placement_log) options.placement_log->add(result.placement());
@@ -26784,32 +26801,17 @@ ANVIL_INLINE mlpackage_summary export_mlpackage(std::span<const value> outputs,
                                                 const std::filesystem::path& package,
                                                 const mlpackage_options& options) {
     using namespace detail;
-    if (outputs.empty()) throw error("export: no outputs given");
     if (package.extension() != ".mlpackage") {
         throw error(message("export: '", package.string(), "' does not end in .mlpackage"));
     }
-    if (!options.output_names.empty() && options.output_names.size() != outputs.size()) {
-        throw error(message("export: ", options.output_names.size(), " output names for ", outputs.size(),
-                            " outputs"));
-    }
-    graph_body body;
-    const auto& owner = outputs[0].owner();
-    for (std::size_t i = 0; i < outputs.size(); ++i) {
-        if (!outputs[i].valid()) throw error(message("export: output ", i, " is an empty value"));
-        if (outputs[i].owner() != owner)
-            throw error(message("export: output ", i, " belongs to another graph than output 0"));
-        body.outputs.push_back(outputs[i].id());
-    }
-    body.nodes = owner->nodes;
-    // The passes device::coreml runs before it partitions.
-    body = eliminate_dead_code(body);
-    body = fold_constants(body, cpu::evaluate_constant);
-    body = fold_batch_norm(body);
-    body = ane::materialise_constants(body);
+    // The passes device::coreml runs before it partitions, with compile's default options.
+    const graph_body body = ane::prepare_body(body_of(outputs, "export"), compile_options{});
 
-    std::vector<std::string> names = options.output_names;
-    for (std::size_t i = names.size(); i < outputs.size(); ++i)
-        names.push_back(message("output", i));
+    std::vector<std::string> names = options.output_names;  // lower_program checks there is one per output
+    if (names.empty()) {
+        for (std::size_t i = 0; i < outputs.size(); ++i)
+            names.push_back(message("output", i));
+    }
     ane::lowering_options lowering;
     lowering.choices = ane::choose_lowering("", std::nullopt, {}, {});  // any Mac: the unknown chip's rules
     lowering.dialect = options.ios18 ? ane::mil_dialect::ios18 : ane::mil_dialect::ios16;

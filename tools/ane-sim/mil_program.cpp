@@ -180,6 +180,13 @@ std::unique_ptr<mil_program> mil_program::compile(std::string_view mil_text,
     }
 }
 
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+    std::string text = "[";
+    for (std::size_t i = 0; i < shape.size(); ++i)
+        text += (i ? ", " : "") + std::to_string(shape[i]);
+    return text + "]";
+}
+
 bool is_known_op(std::string_view op) {
     return op == "const" || mil::op_since(op) > 0;
 }

@@ -120,4 +120,7 @@ public:
 // Whether mil_ops.json has the op at some opset (const included): the op names the runtime's options take.
 [[nodiscard]] bool is_known_op(std::string_view op);
 
+// "[1, 64, 1, 128]": a shape as the simulator's messages print it.
+[[nodiscard]] std::string shape_text(const std::vector<std::int64_t>& shape);
+
 }  // namespace anvil_sim

@@ -22,13 +22,6 @@ namespace {
     throw sim_failure(code, "line " + std::to_string(line) + ": " + what + cite(cited));
 }
 
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-    std::string s = "[";
-    for (std::size_t i = 0; i < shape.size(); ++i)
-        s += (i ? ", " : "") + std::to_string(shape[i]);
-    return s + "]";
-}
-
 // ---- BLOBFILE (MIL.md §1.5)
 // ---------------------------------------------------------------------------------
 
@@ -454,6 +447,7 @@ private:
     // Core ML's own placement rules, then the op's entry in the compute plan. MIL.md §2.5: the Neural Engine
     // computes fp16 only (fp32 and integer work goes to the CPU; `cast` at the I/O boundary is the
     // exception coremltools relies on) and embedding `gather` runs on the CPU.
+    // (A result dimension over max_dimension was already refused by check_type on the declared results.)
     void place(const statement& s, const step& st) {
         if (s.op == "gather" || s.op == "gather_nd" || s.op == "gather_along_axis")
             refuse_on_ane(s.op + " runs on the CPU under Core ML (MIL.md §2.5: embedding lookups)");
@@ -469,13 +463,6 @@ private:
                                   "; the Neural Engine computes fp16 only (MIL.md §2.5)");
             }
         }
-        for (int id : st.outputs)
-            for (std::int64_t d : result_.values[static_cast<std::size_t>(id)].shape)
-                if (d > options_.max_dimension)
-                    refuse_on_ane(s.line,
-                                  s.op + ": a result dimension of " + std::to_string(d) +
-                                      " is more than the limit of " + std::to_string(options_.max_dimension),
-                                  rule::rank_and_dimensions);
         op_placement p;
         p.op = s.op;
         p.output = s.outputs.empty() ? std::string() : s.outputs[0].name;

@@ -121,13 +121,6 @@ std::string array_type_name(long type) {
     return type == array_float16 ? "FLOAT16" : type == array_float32 ? "FLOAT32" : "INT32";
 }
 
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-    std::string text = "[";
-    for (std::size_t i = 0; i < shape.size(); ++i)
-        text += (i ? ", " : "") + std::to_string(shape[i]);
-    return text + "]";
-}
-
 // The array's elements in row-major order, read through its strides.
 std::vector<std::byte> packed_copy(const multi_array_object& array) {
     const std::size_t size = element_size(array.data_type);

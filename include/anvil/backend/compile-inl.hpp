@@ -13,17 +13,7 @@
 namespace anvil {
 
 ANVIL_INLINE program compile(std::span<const value> outputs, const compile_options& options) {
-    if (outputs.empty()) throw error("compile: no outputs given");
-    graph_body body;
-    const auto& owner = outputs[0].owner();
-    for (std::size_t i = 0; i < outputs.size(); ++i) {
-        if (!outputs[i].valid()) throw error(detail::message("compile: output ", i, " is an empty value"));
-        if (outputs[i].owner() != owner) {
-            throw error(detail::message("compile: output ", i, " belongs to another graph than output 0"));
-        }
-        body.outputs.push_back(outputs[i].id());
-    }
-    body.nodes = owner->nodes;
+    graph_body body = body_of(outputs, "compile");
     const auto made = [&](std::unique_ptr<detail::program_impl> impl) {
         program result(std::move(impl));
         if (options.placement_log) options.placement_log->add(result.placement());

@@ -6,6 +6,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -78,6 +79,21 @@ ANVIL_INLINE value graph::apply(op kind, std::span<const value> inputs, attribut
 ANVIL_INLINE graph graph::of(const value& v) {
     if (!v.valid()) throw error("graph::of: an empty value belongs to no graph");
     return graph(v.owner());
+}
+
+ANVIL_INLINE graph_body body_of(std::span<const value> outputs, std::string_view caller) {
+    if (outputs.empty()) throw error(detail::message(caller, ": no outputs given"));
+    graph_body body;
+    const auto& owner = outputs[0].owner();
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
+        if (!outputs[i].valid()) throw error(detail::message(caller, ": output ", i, " is an empty value"));
+        if (outputs[i].owner() != owner) {
+            throw error(detail::message(caller, ": output ", i, " belongs to another graph than output 0"));
+        }
+        body.outputs.push_back(outputs[i].id());
+    }
+    body.nodes = owner->nodes;
+    return body;
 }
 
 ANVIL_INLINE value graph::append(node n) {

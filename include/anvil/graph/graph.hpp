@@ -118,6 +118,11 @@ private:
     std::shared_ptr<graph_body> body_;
 };
 
+// The nodes of the graph `outputs` belong to, with `outputs` as the body's outputs: what compile and export
+// hand to the passes. Throws error, prefixed by `caller`, when there are none, one is empty or they come
+// from different graphs.
+[[nodiscard]] graph_body body_of(std::span<const value> outputs, std::string_view caller);
+
 }  // namespace anvil
 
 #if ANVIL_DEFINITIONS

@@ -135,13 +135,19 @@ struct device_refusal {
     std::string what;
 };
 
+// The passes both Neural Engine routes run before lowering: dead code out, constants and batch norms folded
+// as `options` ask, and the remaining constant subgraphs materialised.
+inline graph_body prepare_body(graph_body body, const compile_options& options) {
+    body = eliminate_dead_code(body);
+    if (options.fold_constants) body = fold_constants(body, cpu::evaluate_constant);
+    if (options.fold_batch_norm) body = fold_batch_norm(body);
+    return materialise_constants(body);
+}
+
 class ane_program final : public program_impl {
 public:
     ane_program(graph_body body, const compile_options& options) : options_(options) {
-        body = eliminate_dead_code(body);
-        if (options.fold_constants) body = fold_constants(body, cpu::evaluate_constant);
-        if (options.fold_batch_norm) body = fold_batch_norm(body);
-        body = materialise_constants(body);
+        body = prepare_body(std::move(body), options);
 
         if (on_coreml()) {
             (void)coreml::coreml_runtime::get();  // throws unsupported_error where Core ML is not there

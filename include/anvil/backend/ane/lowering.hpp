@@ -363,8 +363,8 @@ inline bool lower_for_core_ml(segment_lowering& L, value_id id) {
 }  // namespace lowering_detail
 
 // Lowers every node of `body` into one function whose inputs and outputs keep their IR shapes (fp16, or
-// int32 for integer inputs and results), named `input_names` (by graph input name; default: the graph's)
-// and `output_names`: the model an app adds in Xcode, with no [1, C, 1, W] surfaces to pack. Throws
+// int32 for integer inputs and results), inputs named as the graph names them and outputs by `output_names`
+// (one per output): the model an app adds in Xcode, with no [1, C, 1, W] surfaces to pack. Throws
 // unsupported_error naming the first node that has no MIL form.
 [[nodiscard]] inline lowered_program lower_program(const graph_body& body,
                                                    std::span<const std::string> output_names,

@@ -20,32 +20,17 @@ ANVIL_INLINE mlpackage_summary export_mlpackage(std::span<const value> outputs,
                                                 const std::filesystem::path& package,
                                                 const mlpackage_options& options) {
     using namespace detail;
-    if (outputs.empty()) throw error("export: no outputs given");
     if (package.extension() != ".mlpackage") {
         throw error(message("export: '", package.string(), "' does not end in .mlpackage"));
     }
-    if (!options.output_names.empty() && options.output_names.size() != outputs.size()) {
-        throw error(message("export: ", options.output_names.size(), " output names for ", outputs.size(),
-                            " outputs"));
-    }
-    graph_body body;
-    const auto& owner = outputs[0].owner();
-    for (std::size_t i = 0; i < outputs.size(); ++i) {
-        if (!outputs[i].valid()) throw error(message("export: output ", i, " is an empty value"));
-        if (outputs[i].owner() != owner)
-            throw error(message("export: output ", i, " belongs to another graph than output 0"));
-        body.outputs.push_back(outputs[i].id());
-    }
-    body.nodes = owner->nodes;
-    // The passes device::coreml runs before it partitions.
-    body = eliminate_dead_code(body);
-    body = fold_constants(body, cpu::evaluate_constant);
-    body = fold_batch_norm(body);
-    body = ane::materialise_constants(body);
+    // The passes device::coreml runs before it partitions, with compile's default options.
+    const graph_body body = ane::prepare_body(body_of(outputs, "export"), compile_options{});
 
-    std::vector<std::string> names = options.output_names;
-    for (std::size_t i = names.size(); i < outputs.size(); ++i)
-        names.push_back(message("output", i));
+    std::vector<std::string> names = options.output_names;  // lower_program checks there is one per output
+    if (names.empty()) {
+        for (std::size_t i = 0; i < outputs.size(); ++i)
+            names.push_back(message("output", i));
+    }
     ane::lowering_options lowering;
     lowering.choices = ane::choose_lowering("", std::nullopt, {}, {});  // any Mac: the unknown chip's rules
     lowering.dialect = options.ios18 ? ane::mil_dialect::ios18 : ane::mil_dialect::ios16;
