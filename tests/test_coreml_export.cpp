@@ -268,6 +268,246 @@ TEST_CASE("export: an image classifier's package gives the recipe's logits throu
     CHECK(anvil_test::sim().violations() == "");
 }
 
+namespace {
+
+// What an app does with an exported decoder LM (the contract `anvil export --help` states): the prompt in
+// chunks of `tokens` (the last padded with tokens nothing reads or writes), each chunk's positions, the mask
+// over the cache slots written so far and the chunk's own causal part (Mistral's window included), and
+// cache_write placing each real token at the slot of its position. Returns the logits [prompt, V].
+host_tensor run_decoder(const coreml::coreml_model& model, const anvil::models::decoder_config& c,
+                        const std::vector<std::int32_t>& prompt, std::int64_t tokens, std::int64_t context) {
+    const auto S = static_cast<std::size_t>(tokens);
+    const auto T = static_cast<std::size_t>(context);
+    const std::size_t V = static_cast<std::size_t>(c.vocab_size);
+    const auto state = model.new_state();
+    const auto visible = [&](std::int64_t q, std::int64_t k) {
+        return k <= q && (c.sliding_window == 0 || q - k < c.sliding_window);
+    };
+    std::vector<float> logits;
+    for (std::size_t first = 0; first < prompt.size(); first += S) {
+        const std::size_t real = std::min(S, prompt.size() - first);
+        std::vector<std::int32_t> ids(S, 0), positions(S, 0);
+        std::vector<anvil::half> mask(S * (T + S), anvil::half(-65504.0f)), write(T * S, anvil::half(0.0f));
+        for (std::size_t s = 0; s < S; ++s) {
+            anvil::half* row = mask.data() + s * (T + S);
+            if (s >= real) {  // padding: sees itself only, writes nothing
+                row[T + s] = anvil::half(0.0f);
+                continue;
+            }
+            const auto q = static_cast<std::int64_t>(first + s);
+            ids[s] = prompt[first + s];
+            positions[s] = static_cast<std::int32_t>(q);
+            for (std::size_t t = 0; t < first; ++t)  // slot t holds position t
+                if (visible(q, static_cast<std::int64_t>(t))) row[t] = anvil::half(0.0f);
+            for (std::size_t j = 0; j <= s; ++j)
+                if (visible(q, static_cast<std::int64_t>(first + j))) row[T + j] = anvil::half(0.0f);
+            write[(first + s) * S + s] = anvil::half(1.0f);
+        }
+        std::vector<std::byte> mask_bytes = bytes_of(mask), write_bytes = bytes_of(write);
+        std::vector<std::byte> out(S * V * 2);
+        const std::vector<coreml::coreml_model::input> inputs{{"ids",
+                                                               0,
+                                                               0,
+                                                               0,
+                                                               reinterpret_cast<std::byte*>(ids.data()),
+                                                               {1, tokens},
+                                                               coreml::multi_array_int32},
+                                                              {"positions",
+                                                               0,
+                                                               0,
+                                                               0,
+                                                               reinterpret_cast<std::byte*>(positions.data()),
+                                                               {1, tokens},
+                                                               coreml::multi_array_int32},
+                                                              {"mask",
+                                                               0,
+                                                               0,
+                                                               0,
+                                                               mask_bytes.data(),
+                                                               {1, 1, tokens, context + tokens},
+                                                               coreml::multi_array_float16},
+                                                              {"cache_write",
+                                                               0,
+                                                               0,
+                                                               0,
+                                                               write_bytes.data(),
+                                                               {1, 1, context, tokens},
+                                                               coreml::multi_array_float16}};
+        const std::vector<coreml::coreml_model::output> outputs{
+            {"logits", 0, 0, 0, out.data(), {1, tokens, c.vocab_size}, coreml::multi_array_float16}};
+        model.predict(inputs, outputs, &state);
+        for (std::size_t k = 0; k < real * V; ++k) {
+            anvil::half h;
+            std::memcpy(&h, out.data() + 2 * k, 2);
+            logits.push_back(static_cast<float>(h));
+        }
+    }
+    return host_tensor::from(logits, dims{static_cast<std::int64_t>(prompt.size()), c.vocab_size});
+}
+
+}  // namespace
+
+TEST_CASE("export: a decoder LM's package keeps its KV caches in MLState and gives PyTorch's logits") {
+    if (!anvil_test::ane_simulator_available()) {
+        MESSAGE("this build has no ANE simulator: the package was not run");
+        return;
+    }
+    // The fixtures' PyTorch logits (tools/fixtures: the Hugging Face modules written out in plain PyTorch),
+    // at the tolerance the Neural Engine route's decoder tests use (test_causal_lm.cpp).
+    for (const std::string name : {"gpt2", "llama", "llama_linear", "qwen2", "qwen3", "mistral"}) {
+        const auto folder = anvil_test::data_path("decoder_lms/" + name);
+        const auto expected = anvil::json::parse_file(folder + "/expected.json");
+        const auto& prompts = expected.find("prompts")->as_array();
+        std::vector<std::int32_t> prompt;
+        for (const auto& id :
+             prompts[static_cast<std::size_t>(expected.find("logits_prompt")->as_int())].as_array())
+            prompt.push_back(static_cast<std::int32_t>(id.as_int()));
+        const host_tensor want = anvil_test::load_npy(folder + "/logits.npy");
+        anvil::models::causal_lm_options options;
+        options.load = anvil_test::cpu();
+        const auto lm = anvil::models::causal_lm::load(folder, options);
+        const auto& c = lm.config();
+        for (const std::int64_t tokens : {std::int64_t{1}, std::int64_t{4}}) {
+            CAPTURE(name);
+            CAPTURE(tokens);
+            const std::int64_t context = 32;
+            temporary_folder where("anvil-export");
+            anvil::graph g;
+            const auto outputs = lm.build_stateful_graph(g, tokens, context);
+            REQUIRE(outputs.size() == static_cast<std::size_t>(1 + 2 * c.layers));
+            anvil::mlpackage_options package;
+            package.output_names = {"logits"};
+            package.ios18 = true;
+            for (std::int64_t i = 0; i < c.layers; ++i) {
+                package.states.push_back(
+                    {anvil::models::cache_key_name(i), static_cast<std::size_t>(1 + 2 * i)});
+                package.states.push_back(
+                    {anvil::models::cache_value_name(i), static_cast<std::size_t>(2 + 2 * i)});
+            }
+            const auto summary = anvil::export_mlpackage(outputs, where.path / "lm.mlpackage", package);
+            REQUIRE(summary.states.size() == static_cast<std::size_t>(2 * c.layers));
+            CHECK(summary.states[0].shape == std::vector<std::int64_t>{1, c.kv_heads, context, c.head_dim});
+            REQUIRE(summary.outputs.size() == 1);
+            CHECK(summary.outputs[0].shape == std::vector<std::int64_t>{1, tokens, c.vocab_size});
+
+            const auto model = load_package(where.path / "lm.mlpackage", where.path);
+            const host_tensor got = run_decoder(model, c, prompt, tokens, context);
+            const double error = anvil_test::max_relative_error(got, want);
+            MESSAGE(name, " (", tokens, " token(s) per prediction): logits max relative error ", error);
+            CHECK(error < 5e-2);
+        }
+    }
+    // Dynamic RoPE scaling recomputes its frequencies from each call's longest position, so past
+    // max_position_embeddings no constant table is right: refused, naming the limit.
+    anvil::models::causal_lm_options options;
+    options.load = anvil_test::cpu();
+    const auto dynamic =
+        anvil::models::causal_lm::load(anvil_test::data_path("decoder_lms/llama_dynamic"), options);
+    const std::int64_t limit = dynamic.config().rope.max_position_embeddings;
+    const std::string at_most = "export at most " + std::to_string(limit);
+    anvil::graph g;
+    CHECK_THROWS_WITH_AS((void)dynamic.build_stateful_graph(g, 1, limit + 1),
+                         doctest::Contains(at_most.c_str()), anvil::unsupported_error);
+    anvil::graph fits;
+    CHECK(dynamic.build_stateful_graph(fits, 1, limit).size() ==
+          static_cast<std::size_t>(1 + 2 * dynamic.config().layers));
+    CHECK(anvil_test::sim().counter("coreml_states") > 0);
+    CHECK(anvil_test::sim().violations() == "");
+}
+
+TEST_CASE("export: an MLState starts at zeros, persists across predictions and belongs to its model") {
+    if (!anvil_test::ane_simulator_available()) {
+        MESSAGE("this build has no ANE simulator: the package was not run");
+        return;
+    }
+    // acc <- acc + x; y = 2 * (acc + x): an accumulator (coremltools' stateful-models guide), by hand.
+    for (const std::int64_t width : {std::int64_t{32}, std::int64_t{12}}) {
+        CAPTURE(width);
+        temporary_folder where("anvil-export");
+        anvil::graph g;
+        const auto acc = g.input("acc", anvil::dtype::f32, dims{1, 1, 2, width});
+        const auto x = g.input("x", anvil::dtype::f32, dims{1, 1, 2, width});
+        const auto updated = g.apply(anvil::op::add, {acc, x});
+        const auto y = g.apply(anvil::op::mul, {updated, g.scalar(2.0)});
+        const std::vector<anvil::value> outputs{y, updated};
+        anvil::mlpackage_options options;
+        options.output_names = {"y"};
+        options.states = {{"acc", 1}};
+        options.ios18 = true;
+        const auto summary = anvil::export_mlpackage(outputs, where.path / "acc.mlpackage", options);
+        CHECK(summary.warnings.size() == (width % 32 == 0 ? 0u : 1u));
+        const auto model = load_package(where.path / "acc.mlpackage", where.path);
+        const auto n = static_cast<std::size_t>(2 * width);
+        std::vector<anvil::half> in(n);
+        for (std::size_t i = 0; i < n; ++i)
+            in[i] = anvil::half(static_cast<float>(i % 7) - 3.0f);
+        std::vector<std::byte> in_bytes = bytes_of(in), out(n * 2);
+        const std::vector<coreml::coreml_model::input> inputs{
+            {"x", 0, 0, 0, in_bytes.data(), {1, 1, 2, width}, coreml::multi_array_float16}};
+        const std::vector<coreml::coreml_model::output> results{
+            {"y", 0, 0, 0, out.data(), {1, 1, 2, width}, coreml::multi_array_float16}};
+        const auto value = [&](std::size_t i) {
+            anvil::half h;
+            std::memcpy(&h, out.data() + 2 * i, 2);
+            return static_cast<float>(h);
+        };
+        const auto first = model.new_state();
+        for (int call = 1; call <= 3; ++call) {  // acc after `call` predictions: call * x
+            model.predict(inputs, results, &first);
+            for (std::size_t i = 0; i < n; ++i)
+                REQUIRE(value(i) == 2.0f * static_cast<float>(call) * static_cast<float>(in[i]));
+        }
+        const auto second = model.new_state();  // its own buffers, at zeros
+        model.predict(inputs, results, &second);
+        for (std::size_t i = 0; i < n; ++i)
+            REQUIRE(value(i) == 2.0f * static_cast<float>(in[i]));
+        CHECK_THROWS_WITH_AS(model.predict(inputs, results), doctest::Contains("usingState"), anvil::error);
+        std::filesystem::create_directories(where.path / "other");
+        const auto other = load_package(where.path / "acc.mlpackage", where.path / "other");
+        const auto foreign = other.new_state();
+        CHECK_THROWS_WITH_AS(model.predict(inputs, results, &foreign), doctest::Contains("another model"),
+                             anvil::error);
+        // The compute plan: the state's reads and writes leave the Neural Engine when its width is not a
+        // multiple of 32 (COREML.md §4.5).
+        const auto plan = coreml::compute_plan(where.path / "model.mlmodelc");
+        REQUIRE(plan.has_value());
+        bool state_ops = false;
+        for (const auto& entry : *plan) {
+            if (entry.op.find("_state") == std::string::npos) continue;
+            state_ops = true;
+            CAPTURE(entry.op);
+            CHECK(entry.device == (width % 32 == 0 ? "ane" : "cpu"));
+        }
+        CHECK(state_ops);
+    }
+    CHECK(anvil_test::sim().violations() == "");
+}
+
+TEST_CASE("export: a state must be an input, updated by a value of its shape, on iOS 18") {
+    temporary_folder where("anvil-export");
+    anvil::graph g;
+    const auto cache = g.input("cache", anvil::dtype::f32, dims{1, 2, 4, 8});
+    const auto fresh = g.input("x", anvil::dtype::f32, dims{1, 2, 4, 8});
+    const auto sum = g.apply(anvil::op::add, {cache, fresh});
+    const auto half = g.apply(anvil::op::relu, {fresh});
+    const std::vector<anvil::value> outputs{half, sum};
+    anvil::mlpackage_options options;
+    options.output_names = {"y"};
+    options.states = {{"cache", 1}};
+    CHECK_THROWS_WITH_AS((void)anvil::export_mlpackage(outputs, where.path / "m.mlpackage", options),
+                         doctest::Contains("needs Core ML spec 9"), anvil::unsupported_error);
+    options.ios18 = true;
+    options.states = {{"missing", 1}};
+    CHECK_THROWS_WITH_AS((void)anvil::export_mlpackage(outputs, where.path / "m.mlpackage", options),
+                         doctest::Contains("the state 'missing' is not an input"), anvil::error);
+    options.states = {{"cache", 1}};
+    const auto summary = anvil::export_mlpackage(outputs, where.path / "m.mlpackage", options);
+    REQUIRE(summary.states.size() == 1);
+    CHECK(summary.states[0].name == "cache");
+    REQUIRE(summary.inputs.size() == 1);  // the state is not an input the app passes
+    CHECK(summary.inputs[0].name == "x");
+}
+
 TEST_CASE("export: what cannot be exported is named") {
     temporary_folder where("anvil-export");
     anvil::graph g;
@@ -280,7 +520,7 @@ TEST_CASE("export: what cannot be exported is named") {
     two_names.output_names = {"a", "b"};
     CHECK_THROWS_WITH_AS((void)anvil::export_mlpackage(std::span<const anvil::value>(&y, 1),
                                                        where.path / "m.mlpackage", two_names),
-                         doctest::Contains("2 output names for 1 outputs"), anvil::error);
+                         doctest::Contains("2 output names and 0 states for 1 outputs"), anvil::error);
     anvil::graph bytes;
     const auto b = bytes.input("raw", anvil::dtype::u8, dims{4});
     const auto c = bytes.apply(anvil::op::cast, {b}, [] {

@@ -6167,15 +6167,25 @@ std::vector<ane_selftest_row> ane_selftest(const ane_selftest_options& options =
 
 namespace anvil {
 
+// A graph input the model keeps as a state (MLState, macOS 15 / iOS 18) instead of taking it from the app:
+// its value starts at zeros and, after each prediction, is replaced by output `output` (which is then not
+// a model output). A decoder's KV caches: the app passes only the new tokens.
+struct mlpackage_state {
+    std::string input;
+    std::size_t output = 0;  // index into export_mlpackage's outputs
+};
+
 // What Xcode shows for the model, and which OS it needs.
 struct mlpackage_options {
-    std::vector<std::string> output_names;  // one per output; empty: "output0", "output1", ...
+    std::vector<std::string> output_names;  // one per output that is not a state's; empty: "output0", ...
+    std::vector<mlpackage_state> states;    // any: the package needs ios18
     std::string description;                // Metadata.shortDescription
     std::string author;
     std::string license;
     std::string version;
     std::vector<std::pair<std::string, std::string>> user_defined;  // Metadata.userDefined
     // The opset: ios16 (spec 7, macOS 13 / iOS 16, the default) or ios18 (spec 9, macOS 15 / iOS 18).
+    // States need ios18: export refuses them otherwise.
     bool ios18 = false;
 };
 
@@ -6188,10 +6198,12 @@ struct mlpackage_port {
 
 // What was written.
 struct mlpackage_summary {
-    std::vector<mlpackage_port> inputs, outputs;
+    std::vector<mlpackage_port> inputs, outputs, states;
     std::size_t operations = 0;    // MIL ops, consts excluded
     std::size_t weight_bytes = 0;  // of weights/weight.bin
     std::string digest;            // of the package's contents (stable: the same graph gives the same bytes)
+    // What Core ML is known to move off the Neural Engine in this package (the package is still valid).
+    std::vector<std::string> warnings;
 };
 
 // Writes the package computing `outputs` (values of one graph) from the graph's inputs to `package` (a path
@@ -7856,9 +7868,30 @@ struct step_shape {
     std::int64_t window = 0;   // W: decode window slots read after the cache (causal_lm.hpp); 0: none
 };
 
+// Constant RoPE tables [P, R / 2] (row p: position p) the step gathers by an input `positions` [B, S]
+// int32, as learned positions are gathered: an exported model's form, instead of the inputs cos and sin
+// [B, 1, S, R / 2] the runner fills per call.
+struct step_rope {
+    tensor<float> cos, sin;
+};
+
 // The outputs of one step: logits, then k0, v0, k1, v1, ...
 [[nodiscard]] std::vector<value> decoder_step(graph& g, const decoder_weights& w, const decoder_config& c,
-                                              const step_shape& s);
+                                              const step_shape& s,
+                                              const std::optional<step_rope>& rope_tables = std::nullopt);
+
+// The step a Core ML package runs with its KV caches as states (anvil export; backend/coreml/export.hpp):
+// one stream, `tokens` new tokens, `context` cache slots. Inputs: ids [1, S] and positions [1, S] (int32;
+// a RoPE model gathers cos and sin from constant tables of `context` rows, so positions must be below it),
+// mask [1, 1, S, T + S] as decoder_step's, and cache_write [1, 1, T, S], one-hot: 1 at (t, s) puts new
+// token s's key and value in slot t. The caches k<i>/v<i> [1, kv_heads, T, D] are inputs the export turns
+// into states. Outputs: logits [1, S, V], then per layer the updated caches,
+// cache * (1 - sum_s cache_write) + cache_write @ new, which replace the states. Throws unsupported_error
+// for dynamic RoPE scaling past max_position_embeddings (its tables would depend on the call).
+inline constexpr std::string_view step_cache_write_name = "cache_write";
+[[nodiscard]] std::vector<value> decoder_state_step(graph& g, const decoder_weights& w,
+                                                    const decoder_config& c, std::int64_t tokens,
+                                                    std::int64_t context);
 
 }  // namespace anvil::models
 
@@ -8043,6 +8076,12 @@ public:
     [[nodiscard]] const std::vector<std::int64_t>& context_ladder() const noexcept { return rungs_; }
     [[nodiscard]] std::int64_t decode_window() const noexcept { return window_; }
     [[nodiscard]] std::size_t compiled_programs() const;
+
+    // The graph an exported Core ML package runs (anvil export): decoder_state_step at `tokens` new tokens
+    // and `context` cache slots, with this model's weights. Outputs: logits, then the updated k0, v0, ...
+    // (the states' names are cache_key_name / cache_value_name).
+    [[nodiscard]] std::vector<value> build_stateful_graph(graph& g, std::int64_t tokens,
+                                                          std::int64_t context) const;
 
     // The logits [S, V] (f32) at every position of `ids`, computed by chunked prefill.
     [[nodiscard]] host_tensor logits(std::span<const std::int32_t> ids);
@@ -11085,9 +11124,14 @@ struct mil_value {
     std::string dtype;                // "fp16", "int32", "bool", "string"
     std::vector<std::int64_t> shape;  // rank 0: a scalar
     bool is_const = false;
+    bool is_state =
+        false;  // a Core ML state input, `state<tensor<fp16, shape>>` (spec 9; read_state reads it)
 };
 
-// `result = op(arguments)`; a const has no arguments and holds its value.
+// The `result` of a statement that has none (write_state).
+inline constexpr mil_ref no_result = static_cast<mil_ref>(-1);
+
+// `result = op(arguments)`; a const has no arguments and holds its value; write_state has no result.
 struct mil_statement {
     mil_ref result = 0;
     std::string op;
@@ -11208,12 +11252,16 @@ inline std::string const_literal(mil_dialect dialect, const mil_value& value, co
     out += ">(";
     for (std::size_t i = 0; i < function.inputs.size(); ++i) {
         const mil_value& input = values.at(function.inputs[i]);
-        out += (i ? ", " : "") + type_of(dialect, input) + " " + input.name;
+        const std::string type = type_of(dialect, input);
+        out += (i ? ", " : "") + (input.is_state ? "state<" + type + ">" : type) + " " + input.name;
     }
     out += ") {\n";
     for (const auto& statement : function.statements) {
-        const mil_value& result = values.at(statement.result);
-        out += "            " + type_of(dialect, result) + " " + result.name + " = " + statement.op + "(";
+        const bool has_result = statement.result != no_result;
+        const mil_value* result = has_result ? &values.at(statement.result) : nullptr;
+        out += "            ";
+        if (has_result) out += type_of(dialect, *result) + " " + result->name + " = ";
+        out += statement.op + "(";
         std::vector<const mil_argument*> sorted;
         for (const auto& argument : statement.arguments)
             sorted.push_back(&argument);
@@ -11227,9 +11275,10 @@ inline std::string const_literal(mil_dialect dialect, const mil_value& value, co
                 out += (v ? ", " : "") + values.at(argument.values[v]).name;
             if (argument.tuple) out += ")";
         }
-        const std::string& op_name = statement.name.empty() ? result.name : statement.name;
+        const std::string& op_name = statement.name.empty() ? result->name : statement.name;
         out += ")[name = " + scalar_literal(dialect, "string", "\"" + op_name + "\"");
-        if (result.is_const) out += ", val = " + const_literal(dialect, result, statement.value);
+        if (has_result && result->is_const)
+            out += ", val = " + const_literal(dialect, *result, statement.value);
         out += "];\n";
     }
     out += "        } -> (";
@@ -11353,6 +11402,46 @@ public:
         const mil_ref ref = new_value(std::string(name), std::string(dtype), std::move(shape), true);
         function_.inputs.push_back(ref);
         return ref;
+    }
+
+    // A Core ML state input (spec 9, COREML.md §3): an fp16 buffer the model keeps between predictions
+    // (MLState). The function reads it with read_state and replaces it with write_state (see state_write).
+    mil_ref state_input(std::string_view name, std::vector<std::int64_t> shape) {
+        if (function_.dialect != mil_dialect::ios18) {
+            throw unsupported_error(message("MIL writer: the state ", name,
+                                            " needs the ios18 dialect (Core ML spec 9, macOS 15)"));
+        }
+        const mil_ref ref = new_value(std::string(name), "fp16", std::move(shape), true);
+        function_.values[ref].is_state = true;
+        function_.inputs.push_back(ref);
+        return ref;
+    }
+
+    // `read_state(input = state)`: the state's current value.
+    mil_ref state_read(mil_ref state, std::string_view base) {
+        require_state(state, "read_state");
+        return op("read_state", base, shape(state), {{"input", {state}}});
+    }
+
+    // `write_state(data = value, input = state)`: replaces the state's value once the function returns;
+    // the statement has no result (coremltools exports coreml_update_state so, COREML.md §2.4).
+    void state_write(mil_ref state, mil_ref data, std::string_view op_name) {
+        require_state(state, "write_state");
+        if (data >= function_.values.size() || shape(data) != shape(state) ||
+            function_.values[data].dtype != "fp16") {
+            throw error(
+                message("MIL writer: write_state of ", name(state), " needs an fp16 value of its shape"));
+        }
+        std::string unique = sanitise_mil_name(op_name);
+        for (std::size_t suffix = 1; taken_.contains(unique); ++suffix)
+            unique = message(sanitise_mil_name(op_name), "_", suffix);
+        taken_.insert(unique);
+        mil_statement statement;
+        statement.result = no_result;
+        statement.op = "write_state";
+        statement.name = unique;
+        statement.arguments = {{"data", {data}}, {"input", {state}}};
+        function_.statements.push_back(std::move(statement));
     }
 
     // Scalar and small integer consts (op parameters).
@@ -11521,6 +11610,11 @@ private:
             throw unsupported_error(message("MIL text: ", what, " = ", number, " does not fit int32"));
         }
         return static_cast<std::int32_t>(number);
+    }
+
+    void require_state(mil_ref state, std::string_view op_type) const {
+        if (state >= function_.values.size() || !function_.values[state].is_state)
+            throw error(message("MIL writer: ", op_type, " needs a state input"));
     }
 
     mil_ref new_value(std::string base, std::string dtype, std::vector<std::int64_t> shape, bool exact) {
@@ -13543,7 +13637,14 @@ struct lowered_program {
     mil_function program;
     std::vector<mil_ref> results;  // in output order
     std::vector<weight_file> weights;
-    std::vector<program_port> inputs, outputs;
+    std::vector<program_port> inputs, outputs, states;
+};
+
+// A graph input a Core ML model keeps as a state (an MLState buffer, fp16, spec 9) and the body output whose
+// value replaces it at the end of each prediction (write_state): a KV cache the app never copies.
+struct state_binding {
+    std::string input;       // the graph input's name
+    std::size_t output = 0;  // index into the body's outputs
 };
 
 namespace lowering_detail {
@@ -13620,23 +13721,60 @@ inline bool lower_for_core_ml(segment_lowering& L, value_id id) {
 
 // Lowers every node of `body` into one function whose inputs and outputs keep their IR shapes (fp16, or
 // int32 for integer inputs and results), inputs named as the graph names them and outputs by `output_names`
-// (one per output): the model an app adds in Xcode, with no [1, C, 1, W] surfaces to pack. Throws
-// unsupported_error naming the first node that has no MIL form.
+// (one per output that is not a state's update): the model an app adds in Xcode, with no [1, C, 1, W]
+// surfaces to pack. Each of `states` turns its input into a state the function reads first and writes,
+// from its output, last. Throws unsupported_error naming the first node that has no MIL form.
 [[nodiscard]] inline lowered_program lower_program(const graph_body& body,
                                                    std::span<const std::string> output_names,
-                                                   const lowering_options& options) {
+                                                   const lowering_options& options,
+                                                   std::span<const state_binding> states = {}) {
     using namespace lowering_detail;
-    if (output_names.size() != body.outputs.size()) {
-        throw error(
-            message("export: ", output_names.size(), " output names for ", body.outputs.size(), " outputs"));
+    if (output_names.size() + states.size() != body.outputs.size()) {
+        throw error(message("export: ", output_names.size(), " output names and ", states.size(),
+                            " states for ", body.outputs.size(), " outputs"));
+    }
+    const auto state_of_input = [&](const std::string& name) -> const state_binding* {
+        for (const state_binding& s : states)
+            if (s.input == name) return &s;
+        return nullptr;
+    };
+    const auto state_of_output = [&](std::size_t index) -> const state_binding* {
+        for (const state_binding& s : states)
+            if (s.output == index) return &s;
+        return nullptr;
+    };
+    for (const state_binding& s : states) {
+        if (s.output >= body.outputs.size())
+            throw error(message("export: state ", s.input, " is written from output ", s.output, " of ",
+                                body.outputs.size()));
     }
     segment_lowering L(body, options);
     lowered_program made;
+    struct bound_state {
+        const state_binding* binding;
+        mil_ref state;
+        value_id input;
+    };
+    std::vector<bound_state> bound;
     for (std::size_t id = 0; id < body.nodes.size(); ++id) {
         const node& n = body.nodes[id];
         if (n.kind != op::input) continue;
         const auto v = static_cast<value_id>(id);
         const bool floating = is_floating(n.result.type);
+        if (const state_binding* s = state_of_input(n.name)) {
+            if (!floating) {
+                throw unsupported_error(message("export: the state '", n.name, "' is ",
+                                                dtype_name(n.result.type), "; Core ML states are fp16"));
+            }
+            const std::string symbol = sanitise_mil_name(n.name);
+            const mil_ref state =
+                L.mil().state_input(symbol, segment_lowering::logical_shape(n.result.shape));
+            L.set_base(v, symbol);
+            L.set_form(v, value_layout::logical, L.mil().state_read(state, symbol + "_now"));
+            made.states.push_back({symbol, v, n.result.shape, "fp16"});
+            bound.push_back({s, state, v});
+            continue;
+        }
         if (!floating && n.result.type != dtype::i32 && n.result.type != dtype::i64) {
             throw unsupported_error(message("export: input '", n.name, "' is ", dtype_name(n.result.type),
                                             "; a Core ML model takes float or int32 arrays"));
@@ -13660,13 +13798,29 @@ inline bool lower_for_core_ml(segment_lowering& L, value_id id) {
         }
         lower_node(L, v);
     }
+    for (const state_binding& s : states) {
+        if (std::none_of(bound.begin(), bound.end(), [&](const bound_state& b) { return b.binding == &s; }))
+            throw error(message("export: the state '", s.input, "' is not an input of the graph"));
+    }
+    std::size_t named = 0;
     for (std::size_t i = 0; i < body.outputs.size(); ++i) {
         const value_id id = body.outputs[i];
         const node& n = body.nodes.at(id);
-        if (L.is_constant(id)) {
-            throw unsupported_error(message("export: output '", output_names[i], "' is a constant"));
+        if (const state_binding* s = state_of_output(i)) {
+            const bound_state& b = *std::find_if(
+                bound.begin(), bound.end(), [&](const bound_state& entry) { return entry.binding == s; });
+            if (L.is_constant(id) || n.result.shape != body.nodes.at(b.input).result.shape) {
+                throw unsupported_error(message("export: the update of state '", s->input,
+                                                "' is not a computed value of its shape"));
+            }
+            L.mil().state_write(b.state, L.logical(id), "write_" + sanitise_mil_name(s->input));
+            continue;
         }
-        const std::string symbol = sanitise_mil_name(output_names[i]);
+        const std::string& output_name = output_names[named++];
+        if (L.is_constant(id)) {
+            throw unsupported_error(message("export: output '", output_name, "' is a constant"));
+        }
+        const std::string symbol = sanitise_mil_name(output_name);
         mil_ref ref = L.logical(id);
         const bool taken = std::find(made.results.begin(), made.results.end(), ref) != made.results.end();
         if (taken || !L.mil().rename(ref, symbol))
@@ -14192,6 +14346,9 @@ struct coreml_messages {
     typed_selector<void(void*)> get_bytes_with_handler;       // -[MLMultiArray getBytesWithHandler:]
     typed_selector<void(objc_id, objc_id, void*)>
         load_compute_plan;  // +[MLComputePlan loadContentsOfURL:configuration:completionHandler:] (optional)
+    typed_selector<objc_id()> new_state;  // -[MLModel newState] (macOS 15; optional)
+    typed_selector<objc_id(objc_id, objc_id, objc_id*)>
+        prediction_with_state;  // -[MLModel predictionFromFeatures:usingState:error:] (macOS 15; optional)
 };
 
 // The Core ML loader: the system libraries and CoreML.framework (or, with ANVIL_ANE_SIM, the simulator,
@@ -14274,6 +14431,9 @@ private:
         find_message(m.load_compute_plan,
                      "loadContentsOfURL:configuration:completionHandler:", c.compute_plan, true, false,
                      missing);
+        find_message(m.new_state, "newState", c.model, false, false, missing);
+        find_message(m.prediction_with_state, "predictionFromFeatures:usingState:error:", c.model, false,
+                     false, missing);
         if (!missing.empty()) throw_missing(library_, missing);
 #endif
     }
@@ -14534,9 +14694,24 @@ public:
         long data_type = multi_array_float16;
     };
 
+    // A new MLState for this model (macOS 15): its state buffers (a stateful package's KV caches), zeros
+    // at first, read and written in place by each predict given it. Throws unsupported_error before macOS 15.
+    [[nodiscard]] objc_object new_state() const {
+        const coreml_runtime& rt = coreml_runtime::get();
+        if (!rt.messages.new_state.available || !rt.messages.prediction_with_state.available) {
+            throw unsupported_error(
+                "Core ML: this model has states (MLState), which need macOS 15 / iOS 18; this Core ML lacks "
+                "-[MLModel newState]");
+        }
+        objc_object state = objc_object::adopt(rt.send(model_.get(), rt.messages.new_state));  // +1: `new`
+        if (!state) throw error_type("Core ML: -[MLModel newState] returned nil");
+        return state;
+    }
+
     // One prediction: inputs are MLMultiArrays over the callers' buffers; each output is read through its
-    // own strides into the buffer given for it.
-    void predict(std::span<const input> inputs, std::span<const output> outputs) const {
+    // own strides into the buffer given for it. With `state` (from new_state), a stateful prediction.
+    void predict(std::span<const input> inputs, std::span<const output> outputs,
+                 const objc_object* state = nullptr) const {
         const coreml_runtime& rt = coreml_runtime::get();
         const ane::autorelease_pool pool;
         std::vector<objc_object> keys, values, arrays;
@@ -14576,7 +14751,10 @@ public:
                 message("Core ML: cannot make the input features: ", error_text(error, "no error given")));
         }
         error = nullptr;
-        const objc_id result = rt.send(model_.get(), rt.messages.prediction, provider.get(), &error);
+        const objc_id result = state != nullptr
+                                   ? rt.send(model_.get(), rt.messages.prediction_with_state, provider.get(),
+                                             state->get(), &error)
+                                   : rt.send(model_.get(), rt.messages.prediction, provider.get(), &error);
         if (result == nullptr) {
             throw error_type(
                 message("Core ML: predictionFromFeatures: failed: ", error_text(error, "no error given")));
@@ -14811,6 +14989,8 @@ struct model_spec {
 
 // The FeatureDescriptions a function's own inputs and outputs give: fp16 arrays of their shapes.
 [[nodiscard]] std::vector<feature_description> describe_inputs(const ane::mil_function& function);
+// Its states (MLState buffers; fp16).
+[[nodiscard]] std::vector<feature_description> describe_states(const ane::mil_function& function);
 [[nodiscard]] std::vector<feature_description> describe_outputs(const ane::mil_function& function,
                                                                 std::span<const ane::mil_ref> outputs);
 
@@ -26807,15 +26987,23 @@ ANVIL_INLINE mlpackage_summary export_mlpackage(std::span<const value> outputs,
     // The passes device::coreml runs before it partitions, with compile's default options.
     const graph_body body = ane::prepare_body(body_of(outputs, "export"), compile_options{});
 
-    std::vector<std::string> names = options.output_names;  // lower_program checks there is one per output
+    if (!options.states.empty() && !options.ios18) {
+        throw unsupported_error(message("export: the state '", options.states.front().input,
+                                        "' needs Core ML spec 9 (macOS 15 / iOS 18): set ios18"));
+    }
+    std::vector<ane::state_binding> states;
+    for (const mlpackage_state& s : options.states)
+        states.push_back({s.input, s.output});
+    // lower_program checks there is one name per output that is not a state's
+    std::vector<std::string> names = options.output_names;
     if (names.empty()) {
-        for (std::size_t i = 0; i < outputs.size(); ++i)
+        for (std::size_t i = 0; i + states.size() < outputs.size(); ++i)
             names.push_back(message("output", i));
     }
     ane::lowering_options lowering;
     lowering.choices = ane::choose_lowering("", std::nullopt, {}, {});  // any Mac: the unknown chip's rules
     lowering.dialect = options.ios18 ? ane::mil_dialect::ios18 : ane::mil_dialect::ios16;
-    const ane::lowered_program lowered = ane::lower_program(body, names, lowering);
+    const ane::lowered_program lowered = ane::lower_program(body, names, lowering, states);
 
     coreml::model_spec spec;
     spec.functions.push_back({"main", &lowered.program, lowered.results, {}, {}});
@@ -26835,8 +27023,24 @@ ANVIL_INLINE mlpackage_summary export_mlpackage(std::span<const value> outputs,
         summary.inputs.push_back({in.name, {in.shape.begin(), in.shape.end()}, in.dtype});
     for (const auto& out : lowered.outputs)
         summary.outputs.push_back({out.name, {out.shape.begin(), out.shape.end()}, out.dtype});
+    std::vector<std::string> narrow;  // states whose last dimension is not a multiple of 32
+    std::int64_t width = 0;           // the first one's
+    for (const auto& state : lowered.states) {
+        summary.states.push_back({state.name, {state.shape.begin(), state.shape.end()}, state.dtype});
+        const std::int64_t last = state.shape.rank() > 0 ? state.shape[state.shape.rank() - 1] : 32;
+        if (last % 32 == 0) continue;
+        if (narrow.empty()) width = last;
+        narrow.push_back(state.name);
+    }
+    if (!narrow.empty()) {
+        summary.warnings.push_back(message(
+            narrow.size(), " of the ", lowered.states.size(), " states (", narrow.front(),
+            narrow.size() > 1 ? ", ..." : "", ") have a last dimension that is not a multiple of 32 (", width,
+            "): stateful models fail on the Neural Engine then (coremltools #2631), so Core ML may run them "
+            "elsewhere"));
+    }
     for (const auto& statement : lowered.program.statements)
-        if (statement.op != "const") ++summary.operations;
+        if (statement.op != "const") ++summary.operations;  // read_state and write_state included
     summary.weight_bytes = ane::total_bytes(lowered.weights);
     summary.digest = coreml::package_digest(contents);
     return summary;
@@ -30408,7 +30612,8 @@ ANVIL_INLINE std::string window_value_name(std::int64_t layer) {
 }
 
 ANVIL_INLINE std::vector<value> decoder_step(graph& g, const decoder_weights& w, const decoder_config& c,
-                                             const step_shape& s) {
+                                             const step_shape& s,
+                                             const std::optional<step_rope>& rope_tables) {
     const dims tokens{s.batch, s.tokens};
     auto ids = g.input<std::int32_t>(std::string(step_ids_name), tokens);
     tensor<float> x = embedding(w.token_embeddings, ids);
@@ -30416,6 +30621,11 @@ ANVIL_INLINE std::vector<value> decoder_step(graph& g, const decoder_weights& w,
     if (w.position_embeddings) {
         x = x + embedding(*w.position_embeddings,
                           g.input<std::int32_t>(std::string(step_positions_name), tokens));
+    } else if (rope_tables) {
+        auto positions = g.input<std::int32_t>(std::string(step_positions_name), tokens);
+        const dims table{s.batch, 1, s.tokens, c.rope.rotary_dim / 2};
+        rope.emplace(reshape(embedding(rope_tables->cos, positions), table),
+                     reshape(embedding(rope_tables->sin, positions), table));
     } else {
         const dims table{s.batch, 1, s.tokens, c.rope.rotary_dim / 2};
         rope.emplace(g.input<float>(std::string(step_cos_name), table),
@@ -30442,6 +30652,49 @@ ANVIL_INLINE std::vector<value> decoder_step(graph& g, const decoder_weights& w,
     const auto logits = linear(apply(w.final_norm, x), w.head);
     std::vector<value> outputs{logits.value()};
     outputs.insert(outputs.end(), caches.begin(), caches.end());
+    return outputs;
+}
+
+ANVIL_INLINE std::vector<value> decoder_state_step(graph& g, const decoder_weights& w,
+                                                   const decoder_config& c, std::int64_t tokens,
+                                                   std::int64_t context) {
+    if (tokens < 1 || context < 1) {
+        throw error(anvil::detail::message("decoder_state_step: ", tokens, " tokens and ", context,
+                                           " cache slots; both must be positive"));
+    }
+    std::optional<step_rope> rope;
+    if (!c.learned_positions()) {
+        if (c.rope.scaling == rope_scaling_kind::dynamic && context > c.rope.max_position_embeddings) {
+            throw unsupported_error(anvil::detail::message(
+                "export: dynamic RoPE scaling changes its frequencies past ", c.rope.max_position_embeddings,
+                " positions, so a context of ", context, " has no fixed tables; export at most ",
+                c.rope.max_position_embeddings));
+        }
+        std::vector<std::int64_t> every(static_cast<std::size_t>(context));
+        for (std::int64_t p = 0; p < context; ++p)
+            every[static_cast<std::size_t>(p)] = p;
+        const rope_tables made = make_rope_tables(c.rope, every, 1, context);
+        const dims table{context, c.rope.rotary_dim / 2};
+        rope.emplace(step_rope{g.constant<float>(host_tensor::from(made.cos, table), "rope.cos"),
+                               g.constant<float>(host_tensor::from(made.sin, table), "rope.sin")});
+    }
+    std::vector<value> outputs = decoder_step(g, w, c, {1, tokens, context, false, 0}, rope);
+    // Placing S new rows in T slots: a matmul [1, T, S] x [1, S, kv_heads * D] (the heads flattened, so the
+    // product has no broadcast batch), and the slots written are cleared first.
+    auto write = g.input<float>(std::string(step_cache_write_name), dims{1, 1, context, tokens});
+    auto keep = 1.0f - sum(write, {3}, true);  // [1, 1, T, 1]
+    auto flat_write = reshape(write, dims{1, context, tokens});
+    const std::int64_t row = c.kv_heads * c.head_dim;
+    for (std::size_t k = 1; k < outputs.size(); ++k) {
+        const std::int64_t layer = static_cast<std::int64_t>((k - 1) / 2);
+        auto cache =
+            tensor<float>(g.input_named(k % 2 == 1 ? cache_key_name(layer) : cache_value_name(layer)));
+        auto fresh = tensor<float>(outputs[k]);  // [1, kv_heads, S, D]
+        auto rows = reshape(permute(fresh, {0, 2, 1, 3}), dims{1, tokens, row});
+        auto placed = permute(reshape(matmul(flat_write, rows), dims{1, context, c.kv_heads, c.head_dim}),
+                              {0, 2, 1, 3});
+        outputs[k] = (cache * keep + placed).value();
+    }
     return outputs;
 }
 
@@ -30671,6 +30924,13 @@ ANVIL_INLINE std::vector<std::int64_t> context_rungs(const decoder_config& c, co
 }  // namespace anvil::models::recipe_detail
 
 namespace anvil::models {
+
+ANVIL_INLINE std::vector<value> causal_lm::build_stateful_graph(graph& g, std::int64_t tokens,
+                                                                std::int64_t context) const {
+    weight_loader loader(g, state_->source->file());
+    const auto w = load_decoder_weights(loader, *state_->source, state_->config);
+    return decoder_state_step(g, w, state_->config, tokens, context);
+}
 
 ANVIL_INLINE causal_lm causal_lm::load(const std::filesystem::path& folder,
                                        const causal_lm_options& options) {
@@ -33100,10 +33360,18 @@ inline protobuf_writer value_type(std::uint64_t dtype, std::span<const std::int6
     return type;
 }
 
-// NamedValueType{name = 1, type = 2}.
+// NamedValueType{name = 1, type = 2}; a state's type is ValueType{stateType = 5: StateType{wrappedType = 1:
+// ValueType{tensorType}}}.
 inline protobuf_writer named_value_type(const mil_value& value) {
+    protobuf_writer type = value_type(mil_data_type(value.dtype), value.shape);
+    if (value.is_state) {
+        protobuf_writer state;
+        state.message(1, type);
+        type = protobuf_writer();
+        type.message(5, state);
+    }
     protobuf_writer named;
-    named.string(1, value.name).message(2, value_type(mil_data_type(value.dtype), value.shape));
+    named.string(1, value.name).message(2, type);
     return named;
 }
 
@@ -33170,8 +33438,23 @@ inline protobuf_writer const_value(const mil_value& value, const mil_constant& c
 
 // Operation{type = 1, inputs = 2: map<string, Argument{arguments = 1: Binding{name = 1}}>, outputs = 3,
 // attributes = 5: {"name", and a const's "val"}}. A const has no inputs (the milproto loader refuses one
-// that has).
+// that has); write_state has no outputs.
 inline protobuf_writer operation(const mil_function& function, const mil_statement& statement) {
+    if (statement.result == ane::no_result) {
+        protobuf_writer op;
+        op.string(1, statement.op);
+        for (const auto& argument : statement.arguments) {
+            protobuf_writer bindings;
+            for (const mil_ref ref : argument.values) {
+                protobuf_writer binding;
+                binding.string(1, function.values.at(ref).name);
+                bindings.message(1, binding);
+            }
+            op.map_entry(2, argument.name, bindings);
+        }
+        op.map_entry(5, "name", string_value(statement.name));
+        return op;
+    }
     const mil_value& result = function.values.at(statement.result);
     protobuf_writer op;
     op.string(1, statement.op);
@@ -33206,13 +33489,20 @@ inline protobuf_writer mil_function_message(const mil_function& function, std::s
 }
 
 // FeatureDescription{name = 1, shortDescription = 2, type = 3: FeatureType{multiArrayType = 5:
-// ArrayFeatureType{shape = 1 (packed), dataType = 2}}}.
-inline protobuf_writer feature(const feature_description& description) {
+// ArrayFeatureType{shape = 1 (packed), dataType = 2}}}; a state's FeatureType is stateType = 8:
+// StateFeatureType{arrayType = 1: ArrayFeatureType}.
+inline protobuf_writer feature(const feature_description& description, bool state = false) {
     protobuf_writer array;
     array.packed_varints(1, std::span<const std::int64_t>(description.shape))
         .varint(2, static_cast<std::uint64_t>(description.dtype));
     protobuf_writer type;
-    type.message(5, array);
+    if (state) {
+        protobuf_writer state_type;
+        state_type.message(1, array);
+        type.message(8, state_type);
+    } else {
+        type.message(5, array);
+    }
     protobuf_writer message_body;
     message_body.string(1, description.name);
     if (!description.short_description.empty()) message_body.string(2, description.short_description);
@@ -33268,7 +33558,17 @@ ANVIL_INLINE std::vector<feature_description> describe_inputs(const ane::mil_fun
     std::vector<feature_description> features;
     for (const ane::mil_ref ref : function.inputs) {
         const ane::mil_value& value = function.values.at(ref);
-        features.push_back({value.name, {}, value.shape, model_spec_detail::array_type_of(value)});
+        if (!value.is_state)
+            features.push_back({value.name, {}, value.shape, model_spec_detail::array_type_of(value)});
+    }
+    return features;
+}
+
+ANVIL_INLINE std::vector<feature_description> describe_states(const ane::mil_function& function) {
+    std::vector<feature_description> features;
+    for (const ane::mil_ref ref : function.inputs) {
+        const ane::mil_value& value = function.values.at(ref);
+        if (value.is_state) features.push_back({value.name, {}, value.shape, array_dtype::float16});
     }
     return features;
 }
@@ -33294,7 +33594,7 @@ ANVIL_INLINE std::vector<std::byte> encode_model(const model_spec& spec) {
     }
     struct described {
         const function_spec* spec;
-        std::vector<feature_description> inputs, outputs;
+        std::vector<feature_description> inputs, outputs, states;
     };
     std::vector<described> functions;
     for (const function_spec& f : spec.functions) {
@@ -33312,7 +33612,8 @@ ANVIL_INLINE std::vector<std::byte> encode_model(const model_spec& spec) {
         }
         for (const auto& value : f.function->values)
             require_identifier(value.name, "the value");
-        described d{&f, describe_inputs(*f.function), describe_outputs(*f.function, f.outputs)};
+        described d{&f, describe_inputs(*f.function), describe_outputs(*f.function, f.outputs),
+                    describe_states(*f.function)};
         if (!f.inputs.empty()) {
             check_features(f.name, "inputs", f.inputs, d.inputs);
             d.inputs = f.inputs;
@@ -33330,14 +33631,17 @@ ANVIL_INLINE std::vector<std::byte> encode_model(const model_spec& spec) {
             throw error(message("Core ML model: two functions are named ", functions[i].spec->name));
     }
 
-    // ModelDescription{input = 1, output = 10, functions = 20, defaultFunctionName = 21, metadata = 100}. A
-    // multi-function model describes each function and leaves the top level empty (COREML.md §3).
+    // ModelDescription{input = 1, output = 10, state = 13, functions = 20, defaultFunctionName = 21,
+    // metadata = 100}. A multi-function model describes each function (FunctionDescription{name = 1,
+    // input = 2, output = 3, state = 6}) and leaves the top level empty (COREML.md §3).
     protobuf_writer description;
     if (!several) {
         for (const auto& input : functions.front().inputs)
             description.message(1, feature(input));
         for (const auto& output : functions.front().outputs)
             description.message(10, feature(output));
+        for (const auto& state : functions.front().states)
+            description.message(13, feature(state, true));
     } else {
         const std::string& default_name =
             spec.default_function.empty() ? spec.functions.front().name : spec.default_function;
@@ -33349,6 +33653,8 @@ ANVIL_INLINE std::vector<std::byte> encode_model(const model_spec& spec) {
                 function_description.message(2, feature(input));
             for (const auto& output : d.outputs)
                 function_description.message(3, feature(output));
+            for (const auto& state : d.states)
+                function_description.message(6, feature(state, true));
             description.message(20, function_description);
             found = found || d.spec->name == default_name;
         }

@@ -3,8 +3,9 @@
 and a ViT become .mlpackage folders, each checked by tests/coreml/check_mlpackage.py (protoc against the
 schema subset from COREML.md's field numbers, the weight file's records, the manifest); the interface the
 JSON summary reports (names, dtypes, shapes); the metadata taken from a model card; the same model giving the
-same bytes twice; and the refusals (decoder LMs, --compress, a wrong --out), each one line with exit status 1
-or 2. The packages' numbers are tests/test_coreml_export.cpp's (run through the simulator's Core ML).
+same bytes twice; decoder LMs with their KV caches as states (llama, GPT-2, Qwen3), protoc-checked with the
+states' descriptions; and the refusals (--compress, a wrong --out, a context past the model's positions), each
+one line with exit status 1 or 2. The packages' numbers are tests/test_coreml_export.cpp's (run through the simulator's Core ML).
 
 usage: test_export_command.py PATH_TO_ANVIL
 Exits 77 (skipped) when protoc is missing, as check_mlpackage.py does.
@@ -101,8 +102,35 @@ def main() -> int:
         given = export(card, tmp / "c.mlpackage", "--license", "mit", "--author", "Someone")
         check(given.get("license") == "mit" and given.get("author") == "Someone", "export: --license, --author")
 
-        check_error(anvil("export", "--model", DATA / "decoder_lms" / "gpt2", "--out", tmp / "lm.mlpackage"), 1,
-                    "anvil: error:", "decoder LM", "MLState", what="export a decoder LM")
+        # Decoder LMs: the KV caches become states (spec 9), the app passes the new tokens only.
+        for name, tokens, context in (("llama", 1, 32), ("gpt2", 4, 16), ("qwen3", 2, 24)):
+            config = json.loads((DATA / "decoder_lms" / name / "config.json").read_text())
+            vocab = config["vocab_size"]
+            layers = config.get("num_hidden_layers", config.get("n_layer"))
+            heads = config.get("num_attention_heads", config.get("n_head"))
+            hidden = config.get("hidden_size", config.get("n_embd"))
+            kv = config.get("num_key_value_heads", heads)
+            head_dim = config.get("head_dim", hidden // heads)
+            package = tmp / f"{name}.mlpackage"
+            report = export(DATA / "decoder_lms" / name, package, "--sequence-length", str(tokens),
+                            "--context", str(context))
+            check(ports(report, "inputs") == [("ids", "int32", [1, tokens]), ("positions", "int32", [1, tokens]),
+                                              ("mask", "fp16", [1, 1, tokens, context + tokens]),
+                                              ("cache_write", "fp16", [1, 1, context, tokens])],
+                  f"export {name}: ids, positions, mask, cache_write ({report['inputs']})")
+            check(ports(report, "outputs") == [("logits", "fp16", [1, tokens, vocab])],
+                  f"export {name}: logits [1, {tokens}, {vocab}] ({report['outputs']})")
+            want = [(f"{kind}{i}", "fp16", [1, kv, context, head_dim]) for i in range(layers) for kind in "kv"]
+            check(sorted(ports(report, "states")) == sorted(want), f"export {name}: states {want} ({report['states']})")
+            protoc_check(package)
+            spec = (package / "Data" / "com.apple.CoreML" / "model.mlmodel").read_bytes()
+            check(spec[:2] == b"\x08\x09", f"export {name}: a stateful model is specification version 9")
+        check_error(anvil("export", "--model", DATA / "decoder_lms" / "gpt2", "--out", tmp / "lm.mlpackage",
+                          "--context", "100000"), 2, "anvil: usage:", "--context",
+                    what="export a decoder LM past its positions")
+        check_error(anvil("export", "--model", DATA / "decoder_lms" / "gpt2", "--out", tmp / "lm.mlpackage",
+                          "--context", "8", "--sequence-length", "9"), 2, "anvil: usage:", "--sequence-length",
+                    what="export a decoder LM taking more tokens than its cache holds")
         check_error(anvil("export", "--model", text / "bert_sentence", "--out", tmp / "x.mlpackage", "--compress",
                           "int8"), 2, "anvil: usage:", "--compress", what="export --compress")
         check_error(anvil("export", "--model", text / "bert_sentence", "--out", tmp / "x.zip"), 2, "anvil: usage:",

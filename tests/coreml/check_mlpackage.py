@@ -83,6 +83,16 @@ def tensor_of(value_type, where):
     return dtype, shape
 
 
+def value_type_of(value_type, where):
+    """(is_state, dtype, shape) of a ValueType: a tensor, or a state wrapping one (StateType.wrappedType)."""
+    states = get(value_type, "stateType")
+    if states:
+        dtype, shape = tensor_of(one(states[0], "wrappedType", where), where)
+        return True, dtype, shape
+    dtype, shape = tensor_of(value_type, where)
+    return False, dtype, shape
+
+
 def walk_values(node, found):
     """Every Value message that carries a blobFileValue, with its type."""
     for key, child in node:
@@ -146,15 +156,43 @@ def check_package(package, protoc):
             raise Failure(f"a multi-function model needs spec 9, this is {spec}")
         if get(description, "input") or get(description, "output"):
             raise Failure("a multi-function model must leave the top-level inputs and outputs empty")
-        interfaces = {one(f, "name", "FunctionDescription"): (get(f, "input"), get(f, "output")) for f in described}
+        interfaces = {one(f, "name", "FunctionDescription"): (get(f, "input"), get(f, "output"), get(f, "state"))
+                      for f in described}
     else:
-        interfaces = {"main": (get(description, "input"), get(description, "output"))}
+        interfaces = {"main": (get(description, "input"), get(description, "output"), get(description, "state"))}
     if set(interfaces) != set(functions):
         raise Failure(f"described functions {sorted(interfaces)} differ from the program's {sorted(functions)}")
-    for name, (inputs, outputs) in interfaces.items():
+    for name, (inputs, outputs, states) in interfaces.items():
         function = functions[name]
         block = one(one(function, "block_specializations", name), "value", name)
-        declared = {one(i, "name", name): tensor_of(one(i, "type", name), f"{name} input") for i in get(function, "inputs")}
+        declared, state_inputs = {}, {}
+        for i in get(function, "inputs"):
+            is_state, dtype, shape = value_type_of(one(i, "type", name), f"{name} input")
+            (state_inputs if is_state else declared)[one(i, "name", name)] = (dtype, shape)
+        # States (COREML.md §2.2): spec 9, FLOAT16 with an explicit shape, described in `state` and declared as
+        # the function's state inputs; write_state (no outputs) writes only a state.
+        described_states = {}
+        for feature in states:
+            fname = one(feature, "name", "state")
+            array = one(one(one(feature, "type", fname), "stateType", fname), "arrayType", fname)
+            shape = [int(x) for x in get(array, "shape")]
+            if spec < 9:
+                raise Failure(f"state {fname}: states need spec 9, this is {spec}")
+            if one(array, "dataType", fname) != "FLOAT16" or not shape:
+                raise Failure(f"state {fname}: a state must be FLOAT16 with an explicit shape")
+            described_states[fname] = ("FLOAT16", shape)
+        program_states = {n: (ARRAY_OF_MIL.get(d), s) for n, (d, s) in state_inputs.items()}
+        if described_states != program_states:
+            raise Failure(f"function {name}: states described {described_states}, the program has {program_states}")
+        for op in get(block, "operations"):
+            if one(op, "type", "op") == "write_state":
+                if get(op, "outputs"):
+                    raise Failure("write_state has outputs")
+                bound = [one(one(a, "arguments", "write_state"), "name", "write_state")
+                         for e in get(op, "inputs") if one(e, "key", "write_state") == "input"
+                         for a in [one(e, "value", "write_state")]]
+                if len(bound) != 1 or bound[0] not in state_inputs:
+                    raise Failure(f"write_state writes {bound}, which is not a state of function {name}")
         returned = get(block, "outputs")
         produced = {}
         for op in get(block, "operations"):

@@ -44,9 +44,10 @@ struct prepared_program {
     std::vector<step> steps;                 // non-const statements in order
     std::vector<io_tensor> inputs, outputs;  // symbol (alphabetical) order
     std::vector<int> input_values, output_values;
-    std::vector<op_statement> statements;             // every statement, const included
-    std::vector<op_placement> placement;              // Core ML programs only: each op's device
-    std::vector<std::pair<std::string, int>> states;  // Core ML programs only: state inputs and their values
+    std::vector<op_statement> statements;  // every statement, const included
+    std::vector<op_placement> placement;   // Core ML programs only: each op's device
+    std::vector<io_tensor> states;         // Core ML programs only: state inputs, declared order
+    std::vector<int> state_values;         // their values
     std::string warnings;
 };
 

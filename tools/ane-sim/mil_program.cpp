@@ -26,18 +26,33 @@ public:
     const std::vector<io_tensor>& outputs() const override { return program_.outputs; }
     const std::vector<op_statement>& statements() const override { return program_.statements; }
     const std::vector<op_placement>& placement() const override { return program_.placement; }
+    const std::vector<io_tensor>& states() const override { return program_.states; }
     std::string warnings() const override { return program_.warnings + evaluate_warnings_; }
 
-    void evaluate(std::span<const surface_view> inputs, std::span<const surface_view> outputs) override {
-        if (inputs.size() != program_.inputs.size() || outputs.size() != program_.outputs.size())
+    void evaluate(std::span<const surface_view> inputs, std::span<const surface_view> outputs,
+                  std::span<std::vector<std::uint16_t>> states) override {
+        if (inputs.size() != program_.inputs.size() || outputs.size() != program_.outputs.size() ||
+            states.size() != program_.states.size())
             throw sim_failure(codes::program_inference,
                               "evaluate: the program has " + std::to_string(program_.inputs.size()) +
-                                  " inputs and " + std::to_string(program_.outputs.size()) +
-                                  " outputs, the request binds " + std::to_string(inputs.size()) + " and " +
-                                  std::to_string(outputs.size()));
+                                  " inputs, " + std::to_string(program_.outputs.size()) + " outputs and " +
+                                  std::to_string(program_.states.size()) + " states, the request binds " +
+                                  std::to_string(inputs.size()) + ", " + std::to_string(outputs.size()) +
+                                  " and " + std::to_string(states.size()));
         evaluate_warnings_.clear();
         for (std::size_t i = 0; i < inputs.size(); ++i)
             read_input(program_.inputs[i], inputs[i], program_.input_values[i]);
+        for (std::size_t i = 0; i < states.size(); ++i) {
+            tensor& t = program_.values[static_cast<std::size_t>(program_.state_values[i])];
+            if (states[i].size() != t.count())
+                throw sim_failure(codes::program_inference,
+                                  "evaluate: state '" + program_.states[i].name + "' holds " +
+                                      std::to_string(states[i].size()) + " values, its type " +
+                                      std::to_string(t.count()));
+            for (std::size_t k = 0; k < t.count(); ++k)
+                t.data[k] = anvil::half_bits_to_float(states[i][k]);
+            t.has_data = true;
+        }
         bool overflow_reported = false;
         for (const step& s : program_.steps) {
             if (!can_execute(s.op))
@@ -64,6 +79,11 @@ public:
         }
         for (std::size_t i = 0; i < outputs.size(); ++i)
             write_output(program_.outputs[i], outputs[i], program_.output_values[i]);
+        for (std::size_t i = 0; i < states.size(); ++i) {  // write_state replaced the value in place
+            const tensor& t = program_.values[static_cast<std::size_t>(program_.state_values[i])];
+            for (std::size_t k = 0; k < t.count(); ++k)
+                states[i][k] = anvil::float_to_half_bits(t.data[k]);
+        }
     }
 
 private:

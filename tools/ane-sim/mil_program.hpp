@@ -104,9 +104,15 @@ public:
     // per-op counters.
     [[nodiscard]] virtual const std::vector<op_statement>& statements() const = 0;
 
+    // A Core ML program's states (fp16, in declaration order): the buffers an MLState holds for it.
+    [[nodiscard]] virtual const std::vector<io_tensor>& states() const = 0;
+
     // Runs once. Surfaces are given in symbol order; their sizes and strides were checked by the runtime.
-    // Throws sim_failure (program_inference) on a failure the hardware would report.
-    virtual void evaluate(std::span<const surface_view> inputs, std::span<const surface_view> outputs) = 0;
+    // `states` holds one buffer per states() entry, its fp16 values in row-major order: read_state reads it
+    // and write_state replaces it (a program without states takes none). Throws sim_failure
+    // (program_inference) on a failure the hardware would report.
+    virtual void evaluate(std::span<const surface_view> inputs, std::span<const surface_view> outputs,
+                          std::span<std::vector<std::uint16_t>> states = {}) = 0;
 
     // A Core ML program's ops (consts excluded) and the device each would run on; empty for a Neural Engine
     // program (there, a rule that refuses an op fails the compile).

@@ -322,7 +322,8 @@ private:
             tensor& t = result_.values.back();
             t.data.assign(t.count(), 0.0f);
             t.has_data = true;
-            result_.states.emplace_back(param.name, static_cast<int>(result_.values.size()) - 1);
+            result_.states.push_back(io_of(param.name, param.type.type, param.type.shape));
+            result_.state_values.push_back(static_cast<int>(result_.values.size()) - 1);
             return;
         }
         inputs_.emplace_back(io_of(param.name, param.type.type, param.type.shape),
@@ -454,6 +455,21 @@ private:
         const auto integral = [](dtype t) {
             return t != dtype::fp16 && t != dtype::fp32 && t != dtype::boolean;
         };
+        // COREML.md §4.5 (coremltools #2631): a stateful model fails on the Neural Engine when a state's
+        // last dimension (width) is not a multiple of 32 (270 failed where 256 ran); the stricter reading,
+        // that Core ML then runs the state's reads and writes on the CPU.
+        if (s.op == "read_state" || s.op == "write_state") {
+            for (const auto& [name, bound] : st.inputs) {
+                if (name != "input" || bound.value < 0) continue;
+                const tensor& state = result_.values[static_cast<std::size_t>(bound.value)];
+                if (!state.shape.empty() && state.shape.back() % 32 != 0)
+                    refuse_on_ane(s.op + ": the state '" +
+                                  result_.value_names[static_cast<std::size_t>(bound.value)] + "' " +
+                                  shape_text(state.shape) +
+                                  " has a last dimension that is not a multiple of 32, which fails on the "
+                                  "Neural Engine (COREML.md §4.5, coremltools #2631)");
+            }
+        }
         if (s.op != "cast" && s.op != "read_state" && s.op != "write_state") {
             for (const auto& [name, bound] : st.inputs) {
                 if (bound.value < 0 || is_const_[static_cast<std::size_t>(bound.value)]) continue;

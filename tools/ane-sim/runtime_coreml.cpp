@@ -49,6 +49,7 @@ constexpr unsigned long compute_plan_type_id = 0x4d4c06;
 constexpr unsigned long structure_type_id = 0x4d4c07;
 constexpr unsigned long device_usage_type_id = 0x4d4c08;
 constexpr unsigned long compute_device_type_id = 0x4d4c09;
+constexpr unsigned long state_type_id = 0x4d4c0a;
 
 constexpr long array_float16 = 65552;
 constexpr long array_float32 = 65568;
@@ -69,6 +70,15 @@ struct model_object : object {
     std::string path;
     long compute_units = 2;
     function_model loaded;
+};
+
+// An MLState: one zero-filled fp16 buffer per state the model's program declares (Apple's newState: "The
+// allocated state buffers are initialized to zeros"), for predictions of the model that made it.
+struct state_object : object {
+    static constexpr const char* class_name = "MLState";
+    const void* model = nullptr;  // the model_object that made it (identity only)
+    std::vector<io_tensor> states;
+    std::vector<std::vector<std::uint16_t>> buffers;
 };
 
 struct multi_array_object : object {
@@ -296,11 +306,62 @@ id model_load(id, sel, id url, id configuration, void** error) {
     return nullptr;
 }
 
+// -[MLModel newState] (macOS 15): +1, as its name says (ARC's `new` family).
+id model_new_state(id self, sel) {
+    lock_guard lock(sim().mutex);
+    auto* model = receiver<model_object>(self, "newState");
+    if (model == nullptr) return nullptr;
+    auto* state = make_object<state_object>();
+    state->model = model;
+    state->states = model->loaded.program->states();
+    for (const io_tensor& t : state->states) {
+        std::size_t count = 1;
+        for (const std::int64_t d : t.shape)
+            count *= static_cast<std::size_t>(d);
+        state->buffers.emplace_back(count, std::uint16_t{0});
+    }
+    add_counter("coreml_states", 1);
+    return state;
+}
+
+id predict(model_object* model, id features, state_object* state, void** error);
+
 // -[MLModel predictionFromFeatures:error:]
 id model_predict(id self, sel, id features, void** error) {
     lock_guard lock(sim().mutex);
     auto* model = receiver<model_object>(self, "predictionFromFeatures:error:");
     if (model == nullptr) return nullptr;
+    if (!model->loaded.program->states().empty()) {
+        set_coreml_error(error, coreml::error_codes::generic,
+                         "predictionFromFeatures: the model has states; use "
+                         "predictionFromFeatures:usingState:error: with a state from newState");
+        return nullptr;
+    }
+    return predict(model, features, nullptr, error);
+}
+
+// -[MLModel predictionFromFeatures:usingState:error:] (macOS 15): the state's buffers are read and written
+// in place. Apple: predictions that use one state must be serialised (the simulator's lock does that).
+id model_predict_with_state(id self, sel, id features, id state_id, void** error) {
+    lock_guard lock(sim().mutex);
+    auto* model = receiver<model_object>(self, "predictionFromFeatures:usingState:error:");
+    if (model == nullptr) return nullptr;
+    auto* state = as<state_object>(state_id);
+    if (state == nullptr) {
+        record_violation("-[MLModel predictionFromFeatures:usingState:error:]: the state is " +
+                         describe(state_id) + ", expected an MLState");
+        set_coreml_error(error, coreml::error_codes::generic, "predictionFromFeatures:usingState: no state");
+        return nullptr;
+    }
+    if (state->model != model) {
+        set_coreml_error(error, coreml::error_codes::generic,
+                         "predictionFromFeatures:usingState: the state was made by another model's newState");
+        return nullptr;
+    }
+    return predict(model, features, state, error);
+}
+
+id predict(model_object* model, id features, state_object* state, void** error) {
     auto* provider = as<provider_object>(features);
     if (provider == nullptr || !provider->initialized) {
         record_violation("-[MLModel predictionFromFeatures:error:]: the features are " + describe(features) +
@@ -373,7 +434,9 @@ id model_predict(id self, sel, id features, void** error) {
         arrays.push_back(array);
     }
     try {
-        model->loaded.program->evaluate(input_views, output_views);
+        model->loaded.program->evaluate(
+            input_views, output_views,
+            state != nullptr ? std::span(state->buffers) : std::span<std::vector<std::uint16_t>>());
     } catch (const std::exception& failure) {
         for (auto* a : arrays)
             release_object(a, "predictionFromFeatures:");
@@ -866,6 +929,9 @@ void define_coreml_classes() {
     add_class_method(model, "compileModelAtURL:error:", as_imp(&model_compile));
     add_class_method(model, "modelWithContentsOfURL:configuration:error:", as_imp(&model_load));
     add_method(model, "predictionFromFeatures:error:", as_imp(&model_predict));
+    add_method(model, "predictionFromFeatures:usingState:error:", as_imp(&model_predict_with_state));
+    add_method(model, "newState", as_imp(&model_new_state));
+    define_class(state_object::class_name, state_type_id, &destroy_as<state_object>);
 
     class_record* array =
         define_class(multi_array_object::class_name, multi_array_type_id, &destroy_as<multi_array_object>);

@@ -476,8 +476,12 @@ std::string operation_text(std::string_view bytes, const std::string& where, con
     }
     const std::string label = where + " (" + (type.empty() ? "?" : type) + ")";
     if (type.empty()) fail(label + ": an operation without its type");
-    if (outputs.size() != 1)
-        fail(label + ": " + std::to_string(outputs.size()) + " outputs; the simulator runs ops with one");
+    // write_state is the one op without a result (coremltools exports coreml_update_state as write_state
+    // with no outputs, COREML.md §2.4); every other op the simulator runs has one.
+    const bool output_less = type == "write_state";
+    if (outputs.size() != (output_less ? 0u : 1u))
+        fail(label + ": " + std::to_string(outputs.size()) + " outputs; " +
+             (output_less ? "write_state has none" : "the simulator runs ops with one"));
     const auto name = attributes.find("name");
     if (name == attributes.end()) fail(label + ": no `name` attribute (coremltools gives every op one)");
     tensor_type name_type;
@@ -487,19 +491,21 @@ std::string operation_text(std::string_view bytes, const std::string& where, con
         for (const auto& b : a.bindings)
             if (!defined.contains(b))
                 fail(label + ": input '" + a.name + "' reads '" + b + "', which is not defined before it");
-    const named_type& out = outputs[0];
-    if (defined.contains(out.name)) fail(label + ": '" + out.name + "' is defined twice");
-    std::string text =
-        "            " + type_text(out.type, context.short_scalars) + " " + out.name + " = " + type + "(";
+    const named_type* out = output_less ? nullptr : &outputs[0];
+    if (out != nullptr && defined.contains(out->name)) fail(label + ": '" + out->name + "' is defined twice");
+    std::string text = "            " +
+                       (out != nullptr ? type_text(out->type, context.short_scalars) + " " + out->name + " = "
+                                       : std::string()) +
+                       type + "(";
     if (type == "const") {
         if (!arguments.empty()) fail(label + ": a const with inputs (the milproto loader refuses it)");
         const auto val = attributes.find("val");
         if (val == attributes.end()) fail(label + ": a const without `val`");
         tensor_type val_type;
         const std::string literal = value_text(val->second, label + " val", context, &val_type);
-        if (val_type.dtype != out.type.dtype || val_type.shape != out.type.shape)
+        if (val_type.dtype != out->type.dtype || val_type.shape != out->type.shape)
             fail(label + ": `val` is " + type_text(val_type, true) + ", the output " +
-                 type_text(out.type, true));
+                 type_text(out->type, true));
         text += ")[name = " + name_text + ", val = " + literal + "];\n";
     } else {
         std::sort(arguments.begin(), arguments.end(),
@@ -518,7 +524,7 @@ std::string operation_text(std::string_view bytes, const std::string& where, con
         }
         text += ")[name = " + name_text + "];\n";
     }
-    defined[out.name] = out.type;
+    if (out != nullptr) defined[out->name] = out->type;
     return text;
 }
 

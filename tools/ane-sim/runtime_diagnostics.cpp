@@ -210,7 +210,7 @@ ANVIL_SIM_EXPORT long anvil_ane_sim_counter(const char* name) {
     for (std::string_view known :
          {"compiles", "compile_cache_hits", "loads", "evaluations", "bytes_in", "bytes_out",
           "bytes_changed_in", "coreml_compiles", "coreml_loads", "coreml_device_compiles",
-          "coreml_cache_hits", "coreml_predictions", "coreml_compute_plans"})
+          "coreml_cache_hits", "coreml_predictions", "coreml_compute_plans", "coreml_states"})
         if (wanted == known) return count(wanted);
     return -1;
 }

@@ -21,8 +21,8 @@ namespace anvil::cli {
 
 inline constexpr const char* export_usage =
     "usage: anvil export --model DIR --format mlpackage --out X.mlpackage [--sequence-length N]\n"
-    "                    [--image-size HxW] [--ios18] [--description TEXT] [--author TEXT] [--license TEXT]\n"
-    "                    [--json]\n"
+    "                    [--context T] [--image-size HxW] [--ios18] [--description TEXT] [--author TEXT]\n"
+    "                    [--license TEXT] [--json]\n"
     "\n"
     "Writes the model as a Core ML package an app adds in Xcode (no Python, no coremltools). A sentence\n"
     "encoder (BERT, RoBERTa, XLM-R, MPNet, DistilBERT) takes int32 input_ids and an fp16 attention_mask\n"
@@ -33,9 +33,16 @@ inline constexpr const char* export_usage =
     "[1, classes]; a ResNet at --image-size (default 224x224), a ViT at its config's size. A cross-encoder\n"
     "(...ForSequenceClassification) takes its pair's input_ids, token_type_ids (where the model has them)\n"
     "and attention_mask, [1, N], and returns the logits [1, labels].\n"
-    "The package needs macOS 13 / iOS 16 (--ios18: macOS 15 / iOS 18). Author, licence and description come\n"
-    "from the model card (README.md) and config.json unless given. Decoder LMs (MLState KV caches) and\n"
-    "--compress are not exported yet.\n";
+    "A decoder LM (...ForCausalLM, GPT-2) keeps its KV caches as states (MLState, macOS 15 / iOS 18): each\n"
+    "prediction takes N new tokens (--sequence-length, default 1) as int32 ids and positions [1, N], an "
+    "fp16\n"
+    "additive mask [1, 1, N, T + N] over the T cache slots (--context, default the smaller of 512 and the\n"
+    "model's limit) then the new tokens, and an fp16 cache_write [1, 1, T, N] (1 at slot t, token n: where\n"
+    "token n's keys go), and returns logits [1, N, vocab]; the caches k<i>/v<i> stay in the state.\n"
+    "The package needs macOS 13 / iOS 16 (--ios18, and every decoder LM: macOS 15 / iOS 18). Author, "
+    "licence\n"
+    "and description come from the model card (README.md) and config.json unless given. --compress is not\n"
+    "written yet.\n";
 
 namespace export_detail {
 
@@ -125,6 +132,7 @@ inline int run_export(const std::vector<std::string_view>& argv) {
                           {"format", true},
                           {"out", true},
                           {"sequence-length", true},
+                          {"context", true},
                           {"image-size", true},
                           {"ios18", false},
                           {"description", true},
@@ -168,13 +176,7 @@ inline int run_export(const std::vector<std::string_view>& argv) {
         return architecture.size() >= suffix.size() &&
                architecture.compare(architecture.size() - suffix.size(), suffix.size(), suffix) == 0;
     };
-    if (ends_with("ForCausalLM") || ends_with("LMHeadModel")) {
-        throw unsupported_error(
-            detail::message("export: ", folder.string(), " is a decoder LM (", architecture,
-                            "); exporting one needs MLState KV caches and prefill/decode functions, which "
-                            "are not written yet "
-                            "(it runs on Core ML with 'anvil generate --backend coreml')"));
-    }
+    const bool decoder = ends_with("ForCausalLM") || ends_with("LMHeadModel");
     const bool cross = ends_with("ForSequenceClassification") && model_type != "vit" && model_type != "deit";
     const bool image = !has_config || model_type == "vit" || model_type == "deit" || model_type == "resnet" ||
                        models::recipe_detail::is_timm_resnet(architecture);
@@ -186,7 +188,33 @@ inline int run_export(const std::vector<std::string_view>& argv) {
     std::string kind;
     models::load_options load;
     load.compile.target = device::cpu;  // nothing is compiled; the weights are read and checked
-    if (image) {
+    if (decoder) {
+        models::causal_lm_options lm_options;
+        lm_options.load = load;
+        const auto lm = models::causal_lm::load(folder, lm_options);
+        const models::decoder_config& c = lm.config();
+        const std::int64_t context =
+            export_detail::positive(args, "context", std::min<std::int64_t>(512, c.max_position_embeddings));
+        if (context > c.max_position_embeddings) {
+            throw usage_error(detail::message("export: --context ", context, " is more than the model's ",
+                                              c.max_position_embeddings, " positions"));
+        }
+        const std::int64_t tokens = export_detail::positive(args, "sequence-length", 1);
+        if (tokens > context)
+            throw usage_error(
+                detail::message("export: --sequence-length ", tokens, " is more than --context ", context));
+        outputs = lm.build_stateful_graph(g, tokens, context);
+        options.output_names = {"logits"};
+        for (std::int64_t i = 0; i < c.layers; ++i) {
+            options.states.push_back({models::cache_key_name(i), static_cast<std::size_t>(1 + 2 * i)});
+            options.states.push_back({models::cache_value_name(i), static_cast<std::size_t>(2 + 2 * i)});
+        }
+        options.ios18 = true;  // states are spec 9
+        kind = detail::message(c.model_type, " decoder LM, ", tokens, " token(s) per prediction, ", context,
+                               " cache slots in ", 2 * c.layers, " states");
+        options.user_defined.emplace_back("anvil.sequence_length", std::to_string(tokens));
+        options.user_defined.emplace_back("anvil.context", std::to_string(context));
+    } else if (image) {
         const auto classifier = models::image_classifier::load(folder, load);
         const image_size size =
             classifier.architecture() == "resnet" ? export_detail::parse_size(args) : classifier.input_size();
@@ -262,6 +290,8 @@ inline int run_export(const std::vector<std::string_view>& argv) {
             shape += (shape.empty() ? "" : ", ") + std::to_string(d);
         return detail::message(p.name, " ", p.dtype, " [", shape, "]");
     };
+    for (const auto& warning : written.warnings)
+        std::fprintf(stderr, "anvil: warning: %s\n", warning.c_str());
     if (args.flag("json")) {
         json::object document;
         document["package"] = json::value(*out);
@@ -282,6 +312,7 @@ inline int run_export(const std::vector<std::string_view>& argv) {
         };
         document["inputs"] = ports(written.inputs);
         document["outputs"] = ports(written.outputs);
+        document["states"] = ports(written.states);
         document["operations"] = json::value(static_cast<std::int64_t>(written.operations));
         document["weight_bytes"] = json::value(static_cast<std::int64_t>(written.weight_bytes));
         document["digest"] = json::value(written.digest);
@@ -296,6 +327,10 @@ inline int run_export(const std::vector<std::string_view>& argv) {
         std::printf("  input  %s\n", port_text(p).c_str());
     for (const auto& p : written.outputs)
         std::printf("  output %s\n", port_text(p).c_str());
+    if (!written.states.empty()) {
+        std::printf("  %zu states (MLState), each %s\n", written.states.size(),
+                    port_text(written.states.front()).c_str());
+    }
     std::printf("  %zu MIL ops, %zu weight bytes\n", written.operations, written.weight_bytes);
     return 0;
 }

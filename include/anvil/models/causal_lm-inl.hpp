@@ -83,6 +83,13 @@ ANVIL_INLINE std::vector<std::int64_t> context_rungs(const decoder_config& c, co
 
 namespace anvil::models {
 
+ANVIL_INLINE std::vector<value> causal_lm::build_stateful_graph(graph& g, std::int64_t tokens,
+                                                                std::int64_t context) const {
+    weight_loader loader(g, state_->source->file());
+    const auto w = load_decoder_weights(loader, *state_->source, state_->config);
+    return decoder_state_step(g, w, state_->config, tokens, context);
+}
+
 ANVIL_INLINE causal_lm causal_lm::load(const std::filesystem::path& folder,
                                        const causal_lm_options& options) {
     causal_lm lm;

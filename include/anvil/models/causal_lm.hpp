@@ -114,6 +114,12 @@ public:
     [[nodiscard]] std::int64_t decode_window() const noexcept { return window_; }
     [[nodiscard]] std::size_t compiled_programs() const;
 
+    // The graph an exported Core ML package runs (anvil export): decoder_state_step at `tokens` new tokens
+    // and `context` cache slots, with this model's weights. Outputs: logits, then the updated k0, v0, ...
+    // (the states' names are cache_key_name / cache_value_name).
+    [[nodiscard]] std::vector<value> build_stateful_graph(graph& g, std::int64_t tokens,
+                                                          std::int64_t context) const;
+
     // The logits [S, V] (f32) at every position of `ids`, computed by chunked prefill.
     [[nodiscard]] host_tensor logits(std::span<const std::int32_t> ids);
 

@@ -412,7 +412,8 @@ ANVIL_INLINE std::string window_value_name(std::int64_t layer) {
 }
 
 ANVIL_INLINE std::vector<value> decoder_step(graph& g, const decoder_weights& w, const decoder_config& c,
-                                             const step_shape& s) {
+                                             const step_shape& s,
+                                             const std::optional<step_rope>& rope_tables) {
     const dims tokens{s.batch, s.tokens};
     auto ids = g.input<std::int32_t>(std::string(step_ids_name), tokens);
     tensor<float> x = embedding(w.token_embeddings, ids);
@@ -420,6 +421,11 @@ ANVIL_INLINE std::vector<value> decoder_step(graph& g, const decoder_weights& w,
     if (w.position_embeddings) {
         x = x + embedding(*w.position_embeddings,
                           g.input<std::int32_t>(std::string(step_positions_name), tokens));
+    } else if (rope_tables) {
+        auto positions = g.input<std::int32_t>(std::string(step_positions_name), tokens);
+        const dims table{s.batch, 1, s.tokens, c.rope.rotary_dim / 2};
+        rope.emplace(reshape(embedding(rope_tables->cos, positions), table),
+                     reshape(embedding(rope_tables->sin, positions), table));
     } else {
         const dims table{s.batch, 1, s.tokens, c.rope.rotary_dim / 2};
         rope.emplace(g.input<float>(std::string(step_cos_name), table),
@@ -446,6 +452,49 @@ ANVIL_INLINE std::vector<value> decoder_step(graph& g, const decoder_weights& w,
     const auto logits = linear(apply(w.final_norm, x), w.head);
     std::vector<value> outputs{logits.value()};
     outputs.insert(outputs.end(), caches.begin(), caches.end());
+    return outputs;
+}
+
+ANVIL_INLINE std::vector<value> decoder_state_step(graph& g, const decoder_weights& w,
+                                                   const decoder_config& c, std::int64_t tokens,
+                                                   std::int64_t context) {
+    if (tokens < 1 || context < 1) {
+        throw error(anvil::detail::message("decoder_state_step: ", tokens, " tokens and ", context,
+                                           " cache slots; both must be positive"));
+    }
+    std::optional<step_rope> rope;
+    if (!c.learned_positions()) {
+        if (c.rope.scaling == rope_scaling_kind::dynamic && context > c.rope.max_position_embeddings) {
+            throw unsupported_error(anvil::detail::message(
+                "export: dynamic RoPE scaling changes its frequencies past ", c.rope.max_position_embeddings,
+                " positions, so a context of ", context, " has no fixed tables; export at most ",
+                c.rope.max_position_embeddings));
+        }
+        std::vector<std::int64_t> every(static_cast<std::size_t>(context));
+        for (std::int64_t p = 0; p < context; ++p)
+            every[static_cast<std::size_t>(p)] = p;
+        const rope_tables made = make_rope_tables(c.rope, every, 1, context);
+        const dims table{context, c.rope.rotary_dim / 2};
+        rope.emplace(step_rope{g.constant<float>(host_tensor::from(made.cos, table), "rope.cos"),
+                               g.constant<float>(host_tensor::from(made.sin, table), "rope.sin")});
+    }
+    std::vector<value> outputs = decoder_step(g, w, c, {1, tokens, context, false, 0}, rope);
+    // Placing S new rows in T slots: a matmul [1, T, S] x [1, S, kv_heads * D] (the heads flattened, so the
+    // product has no broadcast batch), and the slots written are cleared first.
+    auto write = g.input<float>(std::string(step_cache_write_name), dims{1, 1, context, tokens});
+    auto keep = 1.0f - sum(write, {3}, true);  // [1, 1, T, 1]
+    auto flat_write = reshape(write, dims{1, context, tokens});
+    const std::int64_t row = c.kv_heads * c.head_dim;
+    for (std::size_t k = 1; k < outputs.size(); ++k) {
+        const std::int64_t layer = static_cast<std::int64_t>((k - 1) / 2);
+        auto cache =
+            tensor<float>(g.input_named(k % 2 == 1 ? cache_key_name(layer) : cache_value_name(layer)));
+        auto fresh = tensor<float>(outputs[k]);  // [1, kv_heads, S, D]
+        auto rows = reshape(permute(fresh, {0, 2, 1, 3}), dims{1, tokens, row});
+        auto placed = permute(reshape(matmul(flat_write, rows), dims{1, context, c.kv_heads, c.head_dim}),
+                              {0, 2, 1, 3});
+        outputs[k] = (cache * keep + placed).value();
+    }
     return outputs;
 }
 

@@ -161,9 +161,30 @@ struct step_shape {
     std::int64_t window = 0;   // W: decode window slots read after the cache (causal_lm.hpp); 0: none
 };
 
+// Constant RoPE tables [P, R / 2] (row p: position p) the step gathers by an input `positions` [B, S]
+// int32, as learned positions are gathered: an exported model's form, instead of the inputs cos and sin
+// [B, 1, S, R / 2] the runner fills per call.
+struct step_rope {
+    tensor<float> cos, sin;
+};
+
 // The outputs of one step: logits, then k0, v0, k1, v1, ...
 [[nodiscard]] std::vector<value> decoder_step(graph& g, const decoder_weights& w, const decoder_config& c,
-                                              const step_shape& s);
+                                              const step_shape& s,
+                                              const std::optional<step_rope>& rope_tables = std::nullopt);
+
+// The step a Core ML package runs with its KV caches as states (anvil export; backend/coreml/export.hpp):
+// one stream, `tokens` new tokens, `context` cache slots. Inputs: ids [1, S] and positions [1, S] (int32;
+// a RoPE model gathers cos and sin from constant tables of `context` rows, so positions must be below it),
+// mask [1, 1, S, T + S] as decoder_step's, and cache_write [1, 1, T, S], one-hot: 1 at (t, s) puts new
+// token s's key and value in slot t. The caches k<i>/v<i> [1, kv_heads, T, D] are inputs the export turns
+// into states. Outputs: logits [1, S, V], then per layer the updated caches,
+// cache * (1 - sum_s cache_write) + cache_write @ new, which replace the states. Throws unsupported_error
+// for dynamic RoPE scaling past max_position_embeddings (its tables would depend on the call).
+inline constexpr std::string_view step_cache_write_name = "cache_write";
+[[nodiscard]] std::vector<value> decoder_state_step(graph& g, const decoder_weights& w,
+                                                    const decoder_config& c, std::int64_t tokens,
+                                                    std::int64_t context);
 
 }  // namespace anvil::models
 

@@ -287,7 +287,14 @@ struct lowered_program {
     mil_function program;
     std::vector<mil_ref> results;  // in output order
     std::vector<weight_file> weights;
-    std::vector<program_port> inputs, outputs;
+    std::vector<program_port> inputs, outputs, states;
+};
+
+// A graph input a Core ML model keeps as a state (an MLState buffer, fp16, spec 9) and the body output whose
+// value replaces it at the end of each prediction (write_state): a KV cache the app never copies.
+struct state_binding {
+    std::string input;       // the graph input's name
+    std::size_t output = 0;  // index into the body's outputs
 };
 
 namespace lowering_detail {
@@ -364,23 +371,60 @@ inline bool lower_for_core_ml(segment_lowering& L, value_id id) {
 
 // Lowers every node of `body` into one function whose inputs and outputs keep their IR shapes (fp16, or
 // int32 for integer inputs and results), inputs named as the graph names them and outputs by `output_names`
-// (one per output): the model an app adds in Xcode, with no [1, C, 1, W] surfaces to pack. Throws
-// unsupported_error naming the first node that has no MIL form.
+// (one per output that is not a state's update): the model an app adds in Xcode, with no [1, C, 1, W]
+// surfaces to pack. Each of `states` turns its input into a state the function reads first and writes,
+// from its output, last. Throws unsupported_error naming the first node that has no MIL form.
 [[nodiscard]] inline lowered_program lower_program(const graph_body& body,
                                                    std::span<const std::string> output_names,
-                                                   const lowering_options& options) {
+                                                   const lowering_options& options,
+                                                   std::span<const state_binding> states = {}) {
     using namespace lowering_detail;
-    if (output_names.size() != body.outputs.size()) {
-        throw error(
-            message("export: ", output_names.size(), " output names for ", body.outputs.size(), " outputs"));
+    if (output_names.size() + states.size() != body.outputs.size()) {
+        throw error(message("export: ", output_names.size(), " output names and ", states.size(),
+                            " states for ", body.outputs.size(), " outputs"));
+    }
+    const auto state_of_input = [&](const std::string& name) -> const state_binding* {
+        for (const state_binding& s : states)
+            if (s.input == name) return &s;
+        return nullptr;
+    };
+    const auto state_of_output = [&](std::size_t index) -> const state_binding* {
+        for (const state_binding& s : states)
+            if (s.output == index) return &s;
+        return nullptr;
+    };
+    for (const state_binding& s : states) {
+        if (s.output >= body.outputs.size())
+            throw error(message("export: state ", s.input, " is written from output ", s.output, " of ",
+                                body.outputs.size()));
     }
     segment_lowering L(body, options);
     lowered_program made;
+    struct bound_state {
+        const state_binding* binding;
+        mil_ref state;
+        value_id input;
+    };
+    std::vector<bound_state> bound;
     for (std::size_t id = 0; id < body.nodes.size(); ++id) {
         const node& n = body.nodes[id];
         if (n.kind != op::input) continue;
         const auto v = static_cast<value_id>(id);
         const bool floating = is_floating(n.result.type);
+        if (const state_binding* s = state_of_input(n.name)) {
+            if (!floating) {
+                throw unsupported_error(message("export: the state '", n.name, "' is ",
+                                                dtype_name(n.result.type), "; Core ML states are fp16"));
+            }
+            const std::string symbol = sanitise_mil_name(n.name);
+            const mil_ref state =
+                L.mil().state_input(symbol, segment_lowering::logical_shape(n.result.shape));
+            L.set_base(v, symbol);
+            L.set_form(v, value_layout::logical, L.mil().state_read(state, symbol + "_now"));
+            made.states.push_back({symbol, v, n.result.shape, "fp16"});
+            bound.push_back({s, state, v});
+            continue;
+        }
         if (!floating && n.result.type != dtype::i32 && n.result.type != dtype::i64) {
             throw unsupported_error(message("export: input '", n.name, "' is ", dtype_name(n.result.type),
                                             "; a Core ML model takes float or int32 arrays"));
@@ -404,13 +448,29 @@ inline bool lower_for_core_ml(segment_lowering& L, value_id id) {
         }
         lower_node(L, v);
     }
+    for (const state_binding& s : states) {
+        if (std::none_of(bound.begin(), bound.end(), [&](const bound_state& b) { return b.binding == &s; }))
+            throw error(message("export: the state '", s.input, "' is not an input of the graph"));
+    }
+    std::size_t named = 0;
     for (std::size_t i = 0; i < body.outputs.size(); ++i) {
         const value_id id = body.outputs[i];
         const node& n = body.nodes.at(id);
-        if (L.is_constant(id)) {
-            throw unsupported_error(message("export: output '", output_names[i], "' is a constant"));
+        if (const state_binding* s = state_of_output(i)) {
+            const bound_state& b = *std::find_if(
+                bound.begin(), bound.end(), [&](const bound_state& entry) { return entry.binding == s; });
+            if (L.is_constant(id) || n.result.shape != body.nodes.at(b.input).result.shape) {
+                throw unsupported_error(message("export: the update of state '", s->input,
+                                                "' is not a computed value of its shape"));
+            }
+            L.mil().state_write(b.state, L.logical(id), "write_" + sanitise_mil_name(s->input));
+            continue;
         }
-        const std::string symbol = sanitise_mil_name(output_names[i]);
+        const std::string& output_name = output_names[named++];
+        if (L.is_constant(id)) {
+            throw unsupported_error(message("export: output '", output_name, "' is a constant"));
+        }
+        const std::string symbol = sanitise_mil_name(output_name);
         mil_ref ref = L.logical(id);
         const bool taken = std::find(made.results.begin(), made.results.end(), ref) != made.results.end();
         if (taken || !L.mil().rename(ref, symbol))

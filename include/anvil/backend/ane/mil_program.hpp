@@ -45,9 +45,14 @@ struct mil_value {
     std::string dtype;                // "fp16", "int32", "bool", "string"
     std::vector<std::int64_t> shape;  // rank 0: a scalar
     bool is_const = false;
+    bool is_state =
+        false;  // a Core ML state input, `state<tensor<fp16, shape>>` (spec 9; read_state reads it)
 };
 
-// `result = op(arguments)`; a const has no arguments and holds its value.
+// The `result` of a statement that has none (write_state).
+inline constexpr mil_ref no_result = static_cast<mil_ref>(-1);
+
+// `result = op(arguments)`; a const has no arguments and holds its value; write_state has no result.
 struct mil_statement {
     mil_ref result = 0;
     std::string op;

@@ -102,12 +102,16 @@ inline std::string const_literal(mil_dialect dialect, const mil_value& value, co
     out += ">(";
     for (std::size_t i = 0; i < function.inputs.size(); ++i) {
         const mil_value& input = values.at(function.inputs[i]);
-        out += (i ? ", " : "") + type_of(dialect, input) + " " + input.name;
+        const std::string type = type_of(dialect, input);
+        out += (i ? ", " : "") + (input.is_state ? "state<" + type + ">" : type) + " " + input.name;
     }
     out += ") {\n";
     for (const auto& statement : function.statements) {
-        const mil_value& result = values.at(statement.result);
-        out += "            " + type_of(dialect, result) + " " + result.name + " = " + statement.op + "(";
+        const bool has_result = statement.result != no_result;
+        const mil_value* result = has_result ? &values.at(statement.result) : nullptr;
+        out += "            ";
+        if (has_result) out += type_of(dialect, *result) + " " + result->name + " = ";
+        out += statement.op + "(";
         std::vector<const mil_argument*> sorted;
         for (const auto& argument : statement.arguments)
             sorted.push_back(&argument);
@@ -121,9 +125,10 @@ inline std::string const_literal(mil_dialect dialect, const mil_value& value, co
                 out += (v ? ", " : "") + values.at(argument.values[v]).name;
             if (argument.tuple) out += ")";
         }
-        const std::string& op_name = statement.name.empty() ? result.name : statement.name;
+        const std::string& op_name = statement.name.empty() ? result->name : statement.name;
         out += ")[name = " + scalar_literal(dialect, "string", "\"" + op_name + "\"");
-        if (result.is_const) out += ", val = " + const_literal(dialect, result, statement.value);
+        if (has_result && result->is_const)
+            out += ", val = " + const_literal(dialect, *result, statement.value);
         out += "];\n";
     }
     out += "        } -> (";

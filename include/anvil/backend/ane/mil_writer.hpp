@@ -60,6 +60,46 @@ public:
         return ref;
     }
 
+    // A Core ML state input (spec 9, COREML.md §3): an fp16 buffer the model keeps between predictions
+    // (MLState). The function reads it with read_state and replaces it with write_state (see state_write).
+    mil_ref state_input(std::string_view name, std::vector<std::int64_t> shape) {
+        if (function_.dialect != mil_dialect::ios18) {
+            throw unsupported_error(message("MIL writer: the state ", name,
+                                            " needs the ios18 dialect (Core ML spec 9, macOS 15)"));
+        }
+        const mil_ref ref = new_value(std::string(name), "fp16", std::move(shape), true);
+        function_.values[ref].is_state = true;
+        function_.inputs.push_back(ref);
+        return ref;
+    }
+
+    // `read_state(input = state)`: the state's current value.
+    mil_ref state_read(mil_ref state, std::string_view base) {
+        require_state(state, "read_state");
+        return op("read_state", base, shape(state), {{"input", {state}}});
+    }
+
+    // `write_state(data = value, input = state)`: replaces the state's value once the function returns;
+    // the statement has no result (coremltools exports coreml_update_state so, COREML.md §2.4).
+    void state_write(mil_ref state, mil_ref data, std::string_view op_name) {
+        require_state(state, "write_state");
+        if (data >= function_.values.size() || shape(data) != shape(state) ||
+            function_.values[data].dtype != "fp16") {
+            throw error(
+                message("MIL writer: write_state of ", name(state), " needs an fp16 value of its shape"));
+        }
+        std::string unique = sanitise_mil_name(op_name);
+        for (std::size_t suffix = 1; taken_.contains(unique); ++suffix)
+            unique = message(sanitise_mil_name(op_name), "_", suffix);
+        taken_.insert(unique);
+        mil_statement statement;
+        statement.result = no_result;
+        statement.op = "write_state";
+        statement.name = unique;
+        statement.arguments = {{"data", {data}}, {"input", {state}}};
+        function_.statements.push_back(std::move(statement));
+    }
+
     // Scalar and small integer consts (op parameters).
     mil_ref const_int(std::string_view base, std::int64_t number) {
         mil_constant value;
@@ -226,6 +266,11 @@ private:
             throw unsupported_error(message("MIL text: ", what, " = ", number, " does not fit int32"));
         }
         return static_cast<std::int32_t>(number);
+    }
+
+    void require_state(mil_ref state, std::string_view op_type) const {
+        if (state >= function_.values.size() || !function_.values[state].is_state)
+            throw error(message("MIL writer: ", op_type, " needs a state input"));
     }
 
     mil_ref new_value(std::string base, std::string dtype, std::vector<std::int64_t> shape, bool exact) {

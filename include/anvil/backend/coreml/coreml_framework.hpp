@@ -77,6 +77,9 @@ struct coreml_messages {
     typed_selector<void(void*)> get_bytes_with_handler;       // -[MLMultiArray getBytesWithHandler:]
     typed_selector<void(objc_id, objc_id, void*)>
         load_compute_plan;  // +[MLComputePlan loadContentsOfURL:configuration:completionHandler:] (optional)
+    typed_selector<objc_id()> new_state;  // -[MLModel newState] (macOS 15; optional)
+    typed_selector<objc_id(objc_id, objc_id, objc_id*)>
+        prediction_with_state;  // -[MLModel predictionFromFeatures:usingState:error:] (macOS 15; optional)
 };
 
 // The Core ML loader: the system libraries and CoreML.framework (or, with ANVIL_ANE_SIM, the simulator,
@@ -159,6 +162,9 @@ private:
         find_message(m.load_compute_plan,
                      "loadContentsOfURL:configuration:completionHandler:", c.compute_plan, true, false,
                      missing);
+        find_message(m.new_state, "newState", c.model, false, false, missing);
+        find_message(m.prediction_with_state, "predictionFromFeatures:usingState:error:", c.model, false,
+                     false, missing);
         if (!missing.empty()) throw_missing(library_, missing);
 #endif
     }
@@ -419,9 +425,24 @@ public:
         long data_type = multi_array_float16;
     };
 
+    // A new MLState for this model (macOS 15): its state buffers (a stateful package's KV caches), zeros
+    // at first, read and written in place by each predict given it. Throws unsupported_error before macOS 15.
+    [[nodiscard]] objc_object new_state() const {
+        const coreml_runtime& rt = coreml_runtime::get();
+        if (!rt.messages.new_state.available || !rt.messages.prediction_with_state.available) {
+            throw unsupported_error(
+                "Core ML: this model has states (MLState), which need macOS 15 / iOS 18; this Core ML lacks "
+                "-[MLModel newState]");
+        }
+        objc_object state = objc_object::adopt(rt.send(model_.get(), rt.messages.new_state));  // +1: `new`
+        if (!state) throw error_type("Core ML: -[MLModel newState] returned nil");
+        return state;
+    }
+
     // One prediction: inputs are MLMultiArrays over the callers' buffers; each output is read through its
-    // own strides into the buffer given for it.
-    void predict(std::span<const input> inputs, std::span<const output> outputs) const {
+    // own strides into the buffer given for it. With `state` (from new_state), a stateful prediction.
+    void predict(std::span<const input> inputs, std::span<const output> outputs,
+                 const objc_object* state = nullptr) const {
         const coreml_runtime& rt = coreml_runtime::get();
         const ane::autorelease_pool pool;
         std::vector<objc_object> keys, values, arrays;
@@ -461,7 +482,10 @@ public:
                 message("Core ML: cannot make the input features: ", error_text(error, "no error given")));
         }
         error = nullptr;
-        const objc_id result = rt.send(model_.get(), rt.messages.prediction, provider.get(), &error);
+        const objc_id result = state != nullptr
+                                   ? rt.send(model_.get(), rt.messages.prediction_with_state, provider.get(),
+                                             state->get(), &error)
+                                   : rt.send(model_.get(), rt.messages.prediction, provider.get(), &error);
         if (result == nullptr) {
             throw error_type(
                 message("Core ML: predictionFromFeatures: failed: ", error_text(error, "no error given")));

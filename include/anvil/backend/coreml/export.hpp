@@ -20,15 +20,25 @@
 
 namespace anvil {
 
+// A graph input the model keeps as a state (MLState, macOS 15 / iOS 18) instead of taking it from the app:
+// its value starts at zeros and, after each prediction, is replaced by output `output` (which is then not
+// a model output). A decoder's KV caches: the app passes only the new tokens.
+struct mlpackage_state {
+    std::string input;
+    std::size_t output = 0;  // index into export_mlpackage's outputs
+};
+
 // What Xcode shows for the model, and which OS it needs.
 struct mlpackage_options {
-    std::vector<std::string> output_names;  // one per output; empty: "output0", "output1", ...
+    std::vector<std::string> output_names;  // one per output that is not a state's; empty: "output0", ...
+    std::vector<mlpackage_state> states;    // any: the package needs ios18
     std::string description;                // Metadata.shortDescription
     std::string author;
     std::string license;
     std::string version;
     std::vector<std::pair<std::string, std::string>> user_defined;  // Metadata.userDefined
     // The opset: ios16 (spec 7, macOS 13 / iOS 16, the default) or ios18 (spec 9, macOS 15 / iOS 18).
+    // States need ios18: export refuses them otherwise.
     bool ios18 = false;
 };
 
@@ -41,10 +51,12 @@ struct mlpackage_port {
 
 // What was written.
 struct mlpackage_summary {
-    std::vector<mlpackage_port> inputs, outputs;
+    std::vector<mlpackage_port> inputs, outputs, states;
     std::size_t operations = 0;    // MIL ops, consts excluded
     std::size_t weight_bytes = 0;  // of weights/weight.bin
     std::string digest;            // of the package's contents (stable: the same graph gives the same bytes)
+    // What Core ML is known to move off the Neural Engine in this package (the package is still valid).
+    std::vector<std::string> warnings;
 };
 
 // Writes the package computing `outputs` (values of one graph) from the graph's inputs to `package` (a path

@@ -78,10 +78,18 @@ inline protobuf_writer value_type(std::uint64_t dtype, std::span<const std::int6
     return type;
 }
 
-// NamedValueType{name = 1, type = 2}.
+// NamedValueType{name = 1, type = 2}; a state's type is ValueType{stateType = 5: StateType{wrappedType = 1:
+// ValueType{tensorType}}}.
 inline protobuf_writer named_value_type(const mil_value& value) {
+    protobuf_writer type = value_type(mil_data_type(value.dtype), value.shape);
+    if (value.is_state) {
+        protobuf_writer state;
+        state.message(1, type);
+        type = protobuf_writer();
+        type.message(5, state);
+    }
     protobuf_writer named;
-    named.string(1, value.name).message(2, value_type(mil_data_type(value.dtype), value.shape));
+    named.string(1, value.name).message(2, type);
     return named;
 }
 
@@ -148,8 +156,23 @@ inline protobuf_writer const_value(const mil_value& value, const mil_constant& c
 
 // Operation{type = 1, inputs = 2: map<string, Argument{arguments = 1: Binding{name = 1}}>, outputs = 3,
 // attributes = 5: {"name", and a const's "val"}}. A const has no inputs (the milproto loader refuses one
-// that has).
+// that has); write_state has no outputs.
 inline protobuf_writer operation(const mil_function& function, const mil_statement& statement) {
+    if (statement.result == ane::no_result) {
+        protobuf_writer op;
+        op.string(1, statement.op);
+        for (const auto& argument : statement.arguments) {
+            protobuf_writer bindings;
+            for (const mil_ref ref : argument.values) {
+                protobuf_writer binding;
+                binding.string(1, function.values.at(ref).name);
+                bindings.message(1, binding);
+            }
+            op.map_entry(2, argument.name, bindings);
+        }
+        op.map_entry(5, "name", string_value(statement.name));
+        return op;
+    }
     const mil_value& result = function.values.at(statement.result);
     protobuf_writer op;
     op.string(1, statement.op);
@@ -184,13 +207,20 @@ inline protobuf_writer mil_function_message(const mil_function& function, std::s
 }
 
 // FeatureDescription{name = 1, shortDescription = 2, type = 3: FeatureType{multiArrayType = 5:
-// ArrayFeatureType{shape = 1 (packed), dataType = 2}}}.
-inline protobuf_writer feature(const feature_description& description) {
+// ArrayFeatureType{shape = 1 (packed), dataType = 2}}}; a state's FeatureType is stateType = 8:
+// StateFeatureType{arrayType = 1: ArrayFeatureType}.
+inline protobuf_writer feature(const feature_description& description, bool state = false) {
     protobuf_writer array;
     array.packed_varints(1, std::span<const std::int64_t>(description.shape))
         .varint(2, static_cast<std::uint64_t>(description.dtype));
     protobuf_writer type;
-    type.message(5, array);
+    if (state) {
+        protobuf_writer state_type;
+        state_type.message(1, array);
+        type.message(8, state_type);
+    } else {
+        type.message(5, array);
+    }
     protobuf_writer message_body;
     message_body.string(1, description.name);
     if (!description.short_description.empty()) message_body.string(2, description.short_description);
@@ -246,7 +276,17 @@ ANVIL_INLINE std::vector<feature_description> describe_inputs(const ane::mil_fun
     std::vector<feature_description> features;
     for (const ane::mil_ref ref : function.inputs) {
         const ane::mil_value& value = function.values.at(ref);
-        features.push_back({value.name, {}, value.shape, model_spec_detail::array_type_of(value)});
+        if (!value.is_state)
+            features.push_back({value.name, {}, value.shape, model_spec_detail::array_type_of(value)});
+    }
+    return features;
+}
+
+ANVIL_INLINE std::vector<feature_description> describe_states(const ane::mil_function& function) {
+    std::vector<feature_description> features;
+    for (const ane::mil_ref ref : function.inputs) {
+        const ane::mil_value& value = function.values.at(ref);
+        if (value.is_state) features.push_back({value.name, {}, value.shape, array_dtype::float16});
     }
     return features;
 }
@@ -272,7 +312,7 @@ ANVIL_INLINE std::vector<std::byte> encode_model(const model_spec& spec) {
     }
     struct described {
         const function_spec* spec;
-        std::vector<feature_description> inputs, outputs;
+        std::vector<feature_description> inputs, outputs, states;
     };
     std::vector<described> functions;
     for (const function_spec& f : spec.functions) {
@@ -290,7 +330,8 @@ ANVIL_INLINE std::vector<std::byte> encode_model(const model_spec& spec) {
         }
         for (const auto& value : f.function->values)
             require_identifier(value.name, "the value");
-        described d{&f, describe_inputs(*f.function), describe_outputs(*f.function, f.outputs)};
+        described d{&f, describe_inputs(*f.function), describe_outputs(*f.function, f.outputs),
+                    describe_states(*f.function)};
         if (!f.inputs.empty()) {
             check_features(f.name, "inputs", f.inputs, d.inputs);
             d.inputs = f.inputs;
@@ -308,14 +349,17 @@ ANVIL_INLINE std::vector<std::byte> encode_model(const model_spec& spec) {
             throw error(message("Core ML model: two functions are named ", functions[i].spec->name));
     }
 
-    // ModelDescription{input = 1, output = 10, functions = 20, defaultFunctionName = 21, metadata = 100}. A
-    // multi-function model describes each function and leaves the top level empty (COREML.md §3).
+    // ModelDescription{input = 1, output = 10, state = 13, functions = 20, defaultFunctionName = 21,
+    // metadata = 100}. A multi-function model describes each function (FunctionDescription{name = 1,
+    // input = 2, output = 3, state = 6}) and leaves the top level empty (COREML.md §3).
     protobuf_writer description;
     if (!several) {
         for (const auto& input : functions.front().inputs)
             description.message(1, feature(input));
         for (const auto& output : functions.front().outputs)
             description.message(10, feature(output));
+        for (const auto& state : functions.front().states)
+            description.message(13, feature(state, true));
     } else {
         const std::string& default_name =
             spec.default_function.empty() ? spec.functions.front().name : spec.default_function;
@@ -327,6 +371,8 @@ ANVIL_INLINE std::vector<std::byte> encode_model(const model_spec& spec) {
                 function_description.message(2, feature(input));
             for (const auto& output : d.outputs)
                 function_description.message(3, feature(output));
+            for (const auto& state : d.states)
+                function_description.message(6, feature(state, true));
             description.message(20, function_description);
             found = found || d.spec->name == default_name;
         }

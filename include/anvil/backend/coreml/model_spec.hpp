@@ -65,6 +65,8 @@ struct model_spec {
 
 // The FeatureDescriptions a function's own inputs and outputs give: fp16 arrays of their shapes.
 [[nodiscard]] std::vector<feature_description> describe_inputs(const ane::mil_function& function);
+// Its states (MLState buffers; fp16).
+[[nodiscard]] std::vector<feature_description> describe_states(const ane::mil_function& function);
 [[nodiscard]] std::vector<feature_description> describe_outputs(const ane::mil_function& function,
                                                                 std::span<const ane::mil_ref> outputs);
 
