@@ -162,7 +162,10 @@ TEST_CASE("ane backend: a program compiled once is loaded from the cache, in thi
     CHECK(sim().counter("compiles") == compiles + 1);
     CHECK(sim().counter("compile_cache_hits") == hits + 1);
 
-    // A second process (forked: the cache on disk is all it shares with this one that matters).
+    // A second process (forked: the cache on disk is all it shares with this one that matters). Counting
+    // live objects first waits for any Core ML handler thread an earlier test left finishing, which takes
+    // the simulator's lock (test_coreml_backend.cpp).
+    (void)sim().counter("live_objects");
     const pid_t child = fork();
     REQUIRE(child >= 0);
     if (child == 0) {
