@@ -275,17 +275,22 @@ namespace {
 // over the cache slots written so far and the chunk's own causal part (Mistral's window included), and
 // cache_write placing each real token at the slot of its position. Returns the logits [prompt, V].
 host_tensor run_decoder(const coreml::coreml_model& model, const anvil::models::decoder_config& c,
-                        const std::vector<std::int32_t>& prompt, std::int64_t tokens, std::int64_t context) {
+                        const std::vector<std::int32_t>& prompt, std::int64_t tokens, std::int64_t context,
+                        const anvil::detail::ane::objc_object* given_state = nullptr,
+                        std::int64_t start = 0) {
     const auto S = static_cast<std::size_t>(tokens);
     const auto T = static_cast<std::size_t>(context);
     const std::size_t V = static_cast<std::size_t>(c.vocab_size);
-    const auto state = model.new_state();
+    const auto own_state = given_state == nullptr ? model.new_state() : anvil::detail::ane::objc_object();
+    const auto* state = given_state != nullptr ? given_state : &own_state;
     const auto visible = [&](std::int64_t q, std::int64_t k) {
         return k <= q && (c.sliding_window == 0 || q - k < c.sliding_window);
     };
     std::vector<float> logits;
-    for (std::size_t first = 0; first < prompt.size(); first += S) {
-        const std::size_t real = std::min(S, prompt.size() - first);
+    const auto origin = static_cast<std::size_t>(start);  // the cache slots before it are already written
+    for (std::size_t done = 0; done < prompt.size(); done += S) {
+        const std::size_t real = std::min(S, prompt.size() - done);
+        const std::size_t first = origin + done;
         std::vector<std::int32_t> ids(S, 0), positions(S, 0);
         std::vector<anvil::half> mask(S * (T + S), anvil::half(-65504.0f)), write(T * S, anvil::half(0.0f));
         for (std::size_t s = 0; s < S; ++s) {
@@ -295,7 +300,7 @@ host_tensor run_decoder(const coreml::coreml_model& model, const anvil::models::
                 continue;
             }
             const auto q = static_cast<std::int64_t>(first + s);
-            ids[s] = prompt[first + s];
+            ids[s] = prompt[done + s];
             positions[s] = static_cast<std::int32_t>(q);
             for (std::size_t t = 0; t < first; ++t)  // slot t holds position t
                 if (visible(q, static_cast<std::int64_t>(t))) row[t] = anvil::half(0.0f);
@@ -335,7 +340,7 @@ host_tensor run_decoder(const coreml::coreml_model& model, const anvil::models::
                                                                coreml::multi_array_float16}};
         const std::vector<coreml::coreml_model::output> outputs{
             {"logits", 0, 0, 0, out.data(), {1, tokens, c.vocab_size}, coreml::multi_array_float16}};
-        model.predict(inputs, outputs, &state);
+        model.predict(inputs, outputs, state);
         for (std::size_t k = 0; k < real * V; ++k) {
             anvil::half h;
             std::memcpy(&h, out.data() + 2 * k, 2);
@@ -412,6 +417,80 @@ TEST_CASE("export: a decoder LM's package keeps its KV caches in MLState and giv
     CHECK(dynamic.build_stateful_graph(fits, 1, limit).size() ==
           static_cast<std::size_t>(1 + 2 * dynamic.config().layers));
     CHECK(anvil_test::sim().counter("coreml_states") > 0);
+    CHECK(anvil_test::sim().violations() == "");
+}
+
+TEST_CASE("export: a prefill and a decode function share one package's weights and one MLState") {
+    if (!anvil_test::ane_simulator_available()) {
+        MESSAGE("this build has no ANE simulator: the package was not run");
+        return;
+    }
+    const auto folder = anvil_test::data_path("decoder_lms/qwen2");
+    const auto expected = anvil::json::parse_file(folder + "/expected.json");
+    std::vector<std::int32_t> prompt;
+    for (const auto& id : expected.find("prompts")
+                              ->as_array()[static_cast<std::size_t>(expected.find("logits_prompt")->as_int())]
+                              .as_array())
+        prompt.push_back(static_cast<std::int32_t>(id.as_int()));
+    REQUIRE(prompt.size() > 8);
+    const host_tensor want = anvil_test::load_npy(folder + "/logits.npy");
+    anvil::models::causal_lm_options lm_options;
+    lm_options.load = anvil_test::cpu();
+    const auto lm = anvil::models::causal_lm::load(folder, lm_options);
+    const auto& c = lm.config();
+    const std::int64_t context = 32, prefill = 8;
+    const auto function = [&](std::string name, std::int64_t tokens) {
+        anvil::mlpackage_function f;
+        f.name = std::move(name);
+        anvil::graph g;
+        f.outputs = lm.build_stateful_graph(g, tokens, context);
+        f.output_names = {"logits"};
+        for (std::int64_t i = 0; i < c.layers; ++i) {
+            f.states.push_back({anvil::models::cache_key_name(i), static_cast<std::size_t>(1 + 2 * i)});
+            f.states.push_back({anvil::models::cache_value_name(i), static_cast<std::size_t>(2 + 2 * i)});
+        }
+        return f;
+    };
+    temporary_folder where("anvil-export");
+    const std::vector<anvil::mlpackage_function> functions{function("prefill", prefill),
+                                                           function("decode", 1)};
+    anvil::mlpackage_options options;
+    options.ios18 = true;
+    options.default_function = "decode";
+    const auto both = anvil::export_mlpackage(functions, where.path / "lm.mlpackage", options);
+    anvil::mlpackage_options single = options;
+    single.output_names = {"logits"};
+    single.states = functions[1].states;
+    const auto one = anvil::export_mlpackage(functions[1].outputs, where.path / "one.mlpackage", single);
+    MESSAGE("weights: ", both.weight_bytes, " bytes for prefill and decode, ", one.weight_bytes,
+            " for decode");
+    CHECK(both.weight_bytes <= one.weight_bytes + 4096);  // only the metadata of what differs, if anything
+    REQUIRE(both.functions.size() == 2);
+    CHECK(both.inputs.front().shape == std::vector<std::int64_t>{1, 1});  // the default: decode
+
+    // The prompt's first 8 tokens in one prefill prediction, the rest one decode prediction each, all on
+    // the decode model's state.
+    coreml::coreml_model::compile(where.path / "lm.mlpackage", where.path / "lm.mlmodelc");
+    const auto prefill_model = coreml::coreml_model::load(where.path / "lm.mlmodelc", "prefill");
+    const auto decode_model = coreml::coreml_model::load(where.path / "lm.mlmodelc");
+    const auto state = decode_model.new_state();
+    const std::vector<std::int32_t> head(prompt.begin(), prompt.begin() + prefill);
+    host_tensor first = run_decoder(prefill_model, c, head, prefill, context, &state);
+    std::vector<float> rows = first.to_f32();
+    for (std::size_t at = static_cast<std::size_t>(prefill); at < prompt.size(); ++at) {
+        const std::vector<std::int32_t> token{prompt[at]};
+        const auto step =
+            run_decoder(decode_model, c, token, 1, context, &state, static_cast<std::int64_t>(at));
+        const auto values = step.to_f32();
+        rows.insert(rows.end(), values.begin(), values.end());
+    }
+    const host_tensor got =
+        host_tensor::from(rows, dims{static_cast<std::int64_t>(prompt.size()), c.vocab_size});
+    const double error = anvil_test::max_relative_error(got, want);
+    MESSAGE("qwen2, prefill 8 then decode: logits max relative error ", error);
+    CHECK(error < 5e-2);
+    CHECK_THROWS_WITH_AS((void)coreml::coreml_model::load(where.path / "lm.mlmodelc", "verify"),
+                         doctest::Contains("no function 'verify'"), anvil::error);
     CHECK(anvil_test::sim().violations() == "");
 }
 

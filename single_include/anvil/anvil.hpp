@@ -6184,6 +6184,7 @@ struct mlpackage_options {
     std::string license;
     std::string version;
     std::vector<std::pair<std::string, std::string>> user_defined;  // Metadata.userDefined
+    std::string default_function;  // a multi-function package: the function loaded without a functionName
     // The opset: ios16 (spec 7, macOS 13 / iOS 16, the default) or ios18 (spec 9, macOS 15 / iOS 18).
     // States need ios18: export refuses them otherwise.
     bool ios18 = false;
@@ -6196,12 +6197,31 @@ struct mlpackage_port {
     std::string dtype;  // "fp16" or "int32"
 };
 
+// One function of a multi-function package (macOS 15 / iOS 18; Core ML loads one per MLModel, chosen by
+// MLModelConfiguration.functionName): e.g. a decoder's prefill and decode steps. The functions share the
+// package's weight file, a tensor they have in common stored once, and functions that declare the same
+// states can run on one MLState.
+struct mlpackage_function {
+    std::string name;                       // a MIL identifier
+    std::vector<value> outputs;             // values of one graph
+    std::vector<std::string> output_names;  // one per output that is not a state's; empty: "output0", ...
+    std::vector<mlpackage_state> states;    // as mlpackage_options::states, for this function
+};
+
+// What one function takes and returns.
+struct mlpackage_interface {
+    std::string name;
+    std::vector<mlpackage_port> inputs, outputs, states;
+};
+
 // What was written.
 struct mlpackage_summary {
+    // The default function's interface (the only function's, for a plain package).
     std::vector<mlpackage_port> inputs, outputs, states;
-    std::size_t operations = 0;    // MIL ops, consts excluded
-    std::size_t weight_bytes = 0;  // of weights/weight.bin
-    std::string digest;            // of the package's contents (stable: the same graph gives the same bytes)
+    std::vector<mlpackage_interface> functions;  // every function, in the order given
+    std::size_t operations = 0;                  // MIL ops, consts excluded
+    std::size_t weight_bytes = 0;                // of weights/weight.bin
+    std::string digest;  // of the package's contents (stable: the same graph gives the same bytes)
     // What Core ML is known to move off the Neural Engine in this package (the package is still valid).
     std::vector<std::string> warnings;
 };
@@ -6211,6 +6231,12 @@ struct mlpackage_summary {
 // that has no Core ML form, io_error when the package cannot be written.
 mlpackage_summary export_mlpackage(std::span<const value> outputs, const std::filesystem::path& package,
                                    const mlpackage_options& options = {});
+
+// A multi-function package: every function of `functions` (two at least; options.output_names and
+// options.states are not used, each function has its own), the first the default unless
+// options.default_function names another. Needs options.ios18.
+mlpackage_summary export_mlpackage(std::span<const mlpackage_function> functions,
+                                   const std::filesystem::path& package, const mlpackage_options& options);
 
 }  // namespace anvil
 
@@ -14346,7 +14372,8 @@ struct coreml_messages {
     typed_selector<void(void*)> get_bytes_with_handler;       // -[MLMultiArray getBytesWithHandler:]
     typed_selector<void(objc_id, objc_id, void*)>
         load_compute_plan;  // +[MLComputePlan loadContentsOfURL:configuration:completionHandler:] (optional)
-    typed_selector<objc_id()> new_state;  // -[MLModel newState] (macOS 15; optional)
+    typed_selector<objc_id()> new_state;              // -[MLModel newState] (macOS 15; optional)
+    typed_selector<void(objc_id)> set_function_name;  // -[MLModelConfiguration setFunctionName:] (macOS 15)
     typed_selector<objc_id(objc_id, objc_id, objc_id*)>
         prediction_with_state;  // -[MLModel predictionFromFeatures:usingState:error:] (macOS 15; optional)
 };
@@ -14432,6 +14459,7 @@ private:
                      "loadContentsOfURL:configuration:completionHandler:", c.compute_plan, true, false,
                      missing);
         find_message(m.new_state, "newState", c.model, false, false, missing);
+        find_message(m.set_function_name, "setFunctionName:", c.configuration, false, false, missing);
         find_message(m.prediction_with_state, "predictionFromFeatures:usingState:error:", c.model, false,
                      false, missing);
         if (!missing.empty()) throw_missing(library_, missing);
@@ -14655,13 +14683,22 @@ public:
     }
 
     // Loads a compiled model with computeUnits = CPUAndNeuralEngine.
-    static coreml_model load(const std::filesystem::path& compiled) {
+    // `function`: one function of a multi-function model (macOS 15); empty: its default function.
+    static coreml_model load(const std::filesystem::path& compiled, const std::string& function = {}) {
         const coreml_runtime& rt = coreml_runtime::get();
         const ane::autorelease_pool pool;
         const objc_object configuration =
             objc_object::adopt(rt.send(rt.classes.configuration, rt.messages.make_new));
         if (!configuration) throw error("Core ML: +[MLModelConfiguration new] returned nil");
         rt.send(configuration.get(), rt.messages.set_compute_units, compute_units_cpu_and_neural_engine);
+        if (!function.empty()) {
+            if (!rt.messages.set_function_name.available) {
+                throw unsupported_error(message("Core ML: loading the function ", function,
+                                                " of a multi-function model needs macOS 15 / iOS 18"));
+            }
+            const objc_object name = ane::make_string(function);
+            rt.send(configuration.get(), rt.messages.set_function_name, name.get());
+        }
         const objc_object url = ane::make_file_url(compiled.string(), true);
         objc_id error = nullptr;
         const objc_id model = rt.send(rt.classes.model, rt.messages.model_with_contents, url.get(),
@@ -26962,14 +26999,20 @@ ANVIL_INLINE std::vector<ane_selftest_row> ane_selftest(const ane_selftest_optio
 }  // namespace anvil
 // anvil: export_mlpackage's definitions (see export.hpp; compilation.hpp says when this file is compiled).
 
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 // #include "anvil/backend/ane/ane_program.hpp"
 // #include "anvil/backend/ane/capabilities.hpp"
 // #include "anvil/backend/ane/lowering.hpp"
+// #include "anvil/backend/ane/weight_blob.hpp"
 // #include "anvil/backend/coreml/export.hpp"
 // #include "anvil/backend/coreml/mlpackage.hpp"
 // #include "anvil/backend/coreml/model_spec.hpp"
@@ -26977,36 +27020,129 @@ ANVIL_INLINE std::vector<ane_selftest_row> ane_selftest(const ane_selftest_optio
 
 namespace anvil {
 
-ANVIL_INLINE mlpackage_summary export_mlpackage(std::span<const value> outputs,
-                                                const std::filesystem::path& package,
-                                                const mlpackage_options& options) {
-    using namespace detail;
-    if (package.extension() != ".mlpackage") {
-        throw error(message("export: '", package.string(), "' does not end in .mlpackage"));
-    }
-    // The passes device::coreml runs before it partitions, with compile's default options.
-    const graph_body body = ane::prepare_body(body_of(outputs, "export"), compile_options{});
+namespace export_detail {
 
-    if (!options.states.empty() && !options.ios18) {
-        throw unsupported_error(message("export: the state '", options.states.front().input,
+using detail::message;
+
+// One function as export_mlpackage lowers it: the passes device::coreml runs before it partitions (with
+// compile's default options), then the whole graph as one ML program.
+inline detail::ane::lowered_program lower_function(const mlpackage_function& function, bool ios18) {
+    using namespace detail;
+    const graph_body body = ane::prepare_body(body_of(function.outputs, "export"), compile_options{});
+    if (!function.states.empty() && !ios18) {
+        throw unsupported_error(message("export: the state '", function.states.front().input,
                                         "' needs Core ML spec 9 (macOS 15 / iOS 18): set ios18"));
     }
     std::vector<ane::state_binding> states;
-    for (const mlpackage_state& s : options.states)
+    for (const mlpackage_state& s : function.states)
         states.push_back({s.input, s.output});
     // lower_program checks there is one name per output that is not a state's
-    std::vector<std::string> names = options.output_names;
+    std::vector<std::string> names = function.output_names;
     if (names.empty()) {
-        for (std::size_t i = 0; i + states.size() < outputs.size(); ++i)
+        for (std::size_t i = 0; i + states.size() < function.outputs.size(); ++i)
             names.push_back(message("output", i));
     }
     ane::lowering_options lowering;
     lowering.choices = ane::choose_lowering("", std::nullopt, {}, {});  // any Mac: the unknown chip's rules
-    lowering.dialect = options.ios18 ? ane::mil_dialect::ios18 : ane::mil_dialect::ios16;
-    const ane::lowered_program lowered = ane::lower_program(body, names, lowering, states);
+    lowering.dialect = ios18 ? ane::mil_dialect::ios18 : ane::mil_dialect::ios16;
+    return ane::lower_program(body, names, lowering, states);
+}
+
+inline std::uint32_t load_u32(std::span<const std::byte> bytes, std::size_t at) {
+    std::uint32_t value = 0;
+    std::memcpy(&value, bytes.data() + at, 4);  // little-endian, as the blob format and every Mac
+    return value;
+}
+inline std::uint64_t load_u64(std::span<const std::byte> bytes, std::size_t at) {
+    std::uint64_t value = 0;
+    std::memcpy(&value, bytes.data() + at, 8);
+    return value;
+}
+
+// One weight file for every function of a multi-function package: each function's blobs re-appended to
+// one writer, a payload already there (the same checkpoint tensor in the prefill and the decode function)
+// stored once and referenced by both.
+inline detail::ane::weight_file share_weights(std::span<detail::ane::lowered_program> programs) {
+    using namespace detail::ane;
+    const std::string path = "@model_path/weights/weight.bin";
+    weight_blob_writer merged;
+    std::unordered_multimap<std::uint64_t, std::uint64_t> written;  // payload hash -> record offset
+    for (lowered_program& program : programs) {
+        for (mil_statement& statement : program.program.statements) {
+            if (statement.op != "const" || statement.value.kind != mil_constant_kind::fp16_blob) continue;
+            mil_constant& blob = statement.value;
+            const auto file = std::find_if(program.weights.begin(), program.weights.end(),
+                                           [&](const weight_file& f) { return f.path == blob.blob_path; });
+            const std::span<const std::byte> bytes = file != program.weights.end()
+                                                         ? std::span<const std::byte>(file->bytes)
+                                                         : std::span<const std::byte>();
+            if (blob.blob_offset + weight_blob_writer::round_up(1) > bytes.size())
+                throw error(message("export: the blob at ", blob.blob_offset, " of ", blob.blob_path,
+                                    " is not in its weight file"));
+            const auto record = static_cast<std::size_t>(blob.blob_offset);
+            const std::uint32_t type = load_u32(bytes, record + 4);
+            const std::uint64_t size = load_u64(bytes, record + 8);
+            const std::uint64_t at = load_u64(bytes, record + 16);
+            if (at > bytes.size() || size > bytes.size() - at)
+                throw error(message("export: the blob at ", blob.blob_offset, " runs past its weight file"));
+            const std::span<const std::byte> payload = bytes.subspan(static_cast<std::size_t>(at), size);
+            std::uint64_t hash = 1469598103934665603ull ^ type;  // FNV-1a
+            for (const std::byte b : payload)
+                hash = (hash ^ static_cast<std::uint64_t>(b)) * 1099511628211ull;
+            std::uint64_t offset = 0;
+            bool found = false;
+            for (auto [it, end] = written.equal_range(hash); it != end && !found; ++it) {
+                const std::span<const std::byte> have = merged.bytes();
+                const auto record_at = static_cast<std::size_t>(it->second);
+                const std::uint64_t have_at = load_u64(have, record_at + 16);
+                if (load_u32(have, record_at + 4) == type && load_u64(have, record_at + 8) == size &&
+                    std::equal(payload.begin(), payload.end(),
+                               have.begin() + static_cast<std::ptrdiff_t>(have_at))) {
+                    offset = it->second;
+                    found = true;
+                }
+            }
+            if (!found) {
+                offset = merged.append(static_cast<blob_dtype>(type), payload);
+                written.emplace(hash, offset);
+            }
+            blob.blob_offset = offset;
+            blob.blob_path = path;
+        }
+        program.weights.clear();
+    }
+    return {path, merged.release()};
+}
+
+inline std::vector<mlpackage_port> ports_of(const std::vector<detail::ane::program_port>& ports) {
+    std::vector<mlpackage_port> made;
+    for (const auto& p : ports)
+        made.push_back({p.name, {p.shape.begin(), p.shape.end()}, p.dtype});
+    return made;
+}
+
+// The functions lowered, their weights shared, encoded and written.
+inline mlpackage_summary write_functions(std::span<const mlpackage_function> functions,
+                                         const std::filesystem::path& package,
+                                         const mlpackage_options& options) {
+    using namespace detail;
+    if (package.extension() != ".mlpackage") {
+        throw error(message("export: '", package.string(), "' does not end in .mlpackage"));
+    }
+    std::vector<ane::lowered_program> lowered;
+    for (const mlpackage_function& function : functions)
+        lowered.push_back(lower_function(function, options.ios18));
+    std::vector<ane::weight_file> weights;
+    if (lowered.size() == 1) {
+        weights = lowered.front().weights;
+    } else {
+        weights.push_back(share_weights(lowered));
+    }
 
     coreml::model_spec spec;
-    spec.functions.push_back({"main", &lowered.program, lowered.results, {}, {}});
+    for (std::size_t i = 0; i < functions.size(); ++i)
+        spec.functions.push_back({functions[i].name, &lowered[i].program, lowered[i].results, {}, {}});
+    spec.default_function = options.default_function;
     spec.metadata.short_description = options.description;
     spec.metadata.author = options.author;
     spec.metadata.license = options.license;
@@ -27014,36 +27150,69 @@ ANVIL_INLINE mlpackage_summary export_mlpackage(std::span<const value> outputs,
     spec.metadata.user_defined = options.user_defined;
     spec.metadata.user_defined.emplace_back("com.github.anvil.version", version_string);
     coreml::mlpackage_contents contents;
-    contents.model = coreml::encode_model(spec);
-    contents.weight_files = lowered.weights;
+    contents.model = coreml::encode_model(spec);  // checks the names, the dialects and the default
+    contents.weight_files = weights;
     coreml::write_mlpackage(package, contents);
 
     mlpackage_summary summary;
-    for (const auto& in : lowered.inputs)
-        summary.inputs.push_back({in.name, {in.shape.begin(), in.shape.end()}, in.dtype});
-    for (const auto& out : lowered.outputs)
-        summary.outputs.push_back({out.name, {out.shape.begin(), out.shape.end()}, out.dtype});
     std::vector<std::string> narrow;  // states whose last dimension is not a multiple of 32
     std::int64_t width = 0;           // the first one's
-    for (const auto& state : lowered.states) {
-        summary.states.push_back({state.name, {state.shape.begin(), state.shape.end()}, state.dtype});
-        const std::int64_t last = state.shape.rank() > 0 ? state.shape[state.shape.rank() - 1] : 32;
-        if (last % 32 == 0) continue;
-        if (narrow.empty()) width = last;
-        narrow.push_back(state.name);
+    for (std::size_t i = 0; i < functions.size(); ++i) {
+        const ane::lowered_program& l = lowered[i];
+        summary.functions.push_back(
+            {functions[i].name, ports_of(l.inputs), ports_of(l.outputs), ports_of(l.states)});
+        for (const auto& state : l.states) {
+            const std::int64_t last = state.shape.rank() > 0 ? state.shape[state.shape.rank() - 1] : 32;
+            if (last % 32 == 0 || std::find(narrow.begin(), narrow.end(), state.name) != narrow.end())
+                continue;
+            if (narrow.empty()) width = last;
+            narrow.push_back(state.name);
+        }
+        for (const auto& statement : l.program.statements)
+            if (statement.op != "const") ++summary.operations;  // read_state and write_state included
+    }
+    const std::string& default_name =
+        options.default_function.empty() ? functions.front().name : options.default_function;
+    for (const mlpackage_interface& f : summary.functions) {
+        if (f.name != default_name) continue;
+        summary.inputs = f.inputs;
+        summary.outputs = f.outputs;
+        summary.states = f.states;
     }
     if (!narrow.empty()) {
         summary.warnings.push_back(message(
-            narrow.size(), " of the ", lowered.states.size(), " states (", narrow.front(),
-            narrow.size() > 1 ? ", ..." : "", ") have a last dimension that is not a multiple of 32 (", width,
+            narrow.size(), " states (", narrow.front(), narrow.size() > 1 ? ", ..." : "",
+            ") have a last dimension that is not a multiple of 32 (", width,
             "): stateful models fail on the Neural Engine then (coremltools #2631), so Core ML may run them "
             "elsewhere"));
     }
-    for (const auto& statement : lowered.program.statements)
-        if (statement.op != "const") ++summary.operations;  // read_state and write_state included
-    summary.weight_bytes = ane::total_bytes(lowered.weights);
+    summary.weight_bytes = ane::total_bytes(weights);
     summary.digest = coreml::package_digest(contents);
     return summary;
+}
+
+}  // namespace export_detail
+
+ANVIL_INLINE mlpackage_summary export_mlpackage(std::span<const value> outputs,
+                                                const std::filesystem::path& package,
+                                                const mlpackage_options& options) {
+    const mlpackage_function main{
+        "main", {outputs.begin(), outputs.end()}, options.output_names, options.states};
+    return export_detail::write_functions(std::span<const mlpackage_function>(&main, 1), package, options);
+}
+
+ANVIL_INLINE mlpackage_summary export_mlpackage(std::span<const mlpackage_function> functions,
+                                                const std::filesystem::path& package,
+                                                const mlpackage_options& options) {
+    if (functions.size() < 2) {
+        throw error(detail::message("export: a multi-function package needs two functions or more, got ",
+                                    functions.size()));
+    }
+    if (!options.ios18) {
+        throw unsupported_error(
+            "export: a multi-function package needs Core ML spec 9 (macOS 15 / iOS 18): set ios18");
+    }
+    return export_detail::write_functions(functions, package, options);
 }
 
 }  // namespace anvil
@@ -33440,22 +33609,6 @@ inline protobuf_writer const_value(const mil_value& value, const mil_constant& c
 // attributes = 5: {"name", and a const's "val"}}. A const has no inputs (the milproto loader refuses one
 // that has); write_state has no outputs.
 inline protobuf_writer operation(const mil_function& function, const mil_statement& statement) {
-    if (statement.result == ane::no_result) {
-        protobuf_writer op;
-        op.string(1, statement.op);
-        for (const auto& argument : statement.arguments) {
-            protobuf_writer bindings;
-            for (const mil_ref ref : argument.values) {
-                protobuf_writer binding;
-                binding.string(1, function.values.at(ref).name);
-                bindings.message(1, binding);
-            }
-            op.map_entry(2, argument.name, bindings);
-        }
-        op.map_entry(5, "name", string_value(statement.name));
-        return op;
-    }
-    const mil_value& result = function.values.at(statement.result);
     protobuf_writer op;
     op.string(1, statement.op);
     for (const auto& argument : statement.arguments) {
@@ -33467,6 +33620,11 @@ inline protobuf_writer operation(const mil_function& function, const mil_stateme
         }
         op.map_entry(2, argument.name, bindings);
     }
+    if (statement.result == ane::no_result) {  // write_state: named by the writer, no outputs
+        op.map_entry(5, "name", string_value(statement.name));
+        return op;
+    }
+    const mil_value& result = function.values.at(statement.result);
     op.message(3, named_value_type(result));
     op.map_entry(5, "name", string_value(statement.name.empty() ? result.name : statement.name));
     if (result.is_const) op.map_entry(5, "val", const_value(result, statement.value));

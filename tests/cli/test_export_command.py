@@ -125,6 +125,24 @@ def main() -> int:
             protoc_check(package)
             spec = (package / "Data" / "com.apple.CoreML" / "model.mlmodel").read_bytes()
             check(spec[:2] == b"\x08\x09", f"export {name}: a stateful model is specification version 9")
+        # --prefill: a prefill and a decode function in one package, the weights stored once.
+        single = export(DATA / "decoder_lms" / "llama", tmp / "single.mlpackage", "--context", "32")
+        both = export(DATA / "decoder_lms" / "llama", tmp / "both.mlpackage", "--context", "32", "--prefill", "8")
+        names = [f["name"] for f in both.get("functions", [])]
+        check(names == ["prefill", "decode"], f"export --prefill: functions prefill and decode ({names})")
+        if names == ["prefill", "decode"]:
+            check(ports(both["functions"][0], "inputs")[0] == ("ids", "int32", [1, 8])
+                  and ports(both["functions"][1], "inputs")[0] == ("ids", "int32", [1, 1]),
+                  "export --prefill: prefill takes 8 tokens, decode 1")
+            check(sorted(ports(both["functions"][0], "states")) == sorted(ports(both["functions"][1], "states")),
+                  "export --prefill: both functions declare the same states")
+        check(both.get("weight_bytes", 0) < single.get("weight_bytes", 0) * 1.05,
+              f"export --prefill: the weights are stored once ({both.get('weight_bytes')} bytes against "
+              f"{single.get('weight_bytes')} for one function)")
+        protoc_check(tmp / "both.mlpackage")
+        check_error(anvil("export", "--model", DATA / "decoder_lms" / "gpt2", "--out", tmp / "lm.mlpackage",
+                          "--context", "16", "--prefill", "17"), 2, "anvil: usage:", "--prefill",
+                    what="export a prefill longer than the context")
         check_error(anvil("export", "--model", DATA / "decoder_lms" / "gpt2", "--out", tmp / "lm.mlpackage",
                           "--context", "100000"), 2, "anvil: usage:", "--context",
                     what="export a decoder LM past its positions")

@@ -57,7 +57,8 @@ constexpr long array_int32 = 131104;
 
 struct configuration_object : object {
     static constexpr const char* class_name = "MLModelConfiguration";
-    long compute_units = 2;  // MLComputeUnitsAll, Core ML's default
+    long compute_units = 2;     // MLComputeUnitsAll, Core ML's default
+    std::string function_name;  // macOS 15: the function of a multi-function model; empty: the default
 };
 
 struct function_model {
@@ -73,10 +74,13 @@ struct model_object : object {
 };
 
 // An MLState: one zero-filled fp16 buffer per state the model's program declares (Apple's newState: "The
-// allocated state buffers are initialized to zeros"), for predictions of the model that made it.
+// allocated state buffers are initialized to zeros"), for predictions of a model loaded from the same
+// compiled model whose function declares the same states: the functions of one multi-function model share
+// it (Anemll's chat scripts make one state from the `infer` function and pass it to `prefill` too);
+// any other model is refused.
 struct state_object : object {
     static constexpr const char* class_name = "MLState";
-    const void* model = nullptr;  // the model_object that made it (identity only)
+    std::string path;  // the .mlmodelc of the model that made it
     std::vector<io_tensor> states;
     std::vector<std::vector<std::uint16_t>> buffers;
 };
@@ -233,16 +237,22 @@ bool specialised_before(const std::string& path, const std::string& program_text
 
 // A compiled model's default function, parsed and validated as a Core ML program: ops the Neural Engine's
 // rules refuse are placed on the CPU (its compute plan) instead of failing. Throws sim_failure.
-function_model read_compiled(const std::filesystem::path& dir) {
+function_model read_compiled(const std::filesystem::path& dir, const std::string& function_name) {
     if (dir.extension() != ".mlmodelc" || !std::filesystem::is_regular_file(dir / "coremldata.bin"))
         throw sim_failure(
             coreml::error_codes::io,
             "'" + dir.string() + "' is not a compiled model (.mlmodelc); compile the package first");
     const coreml::package package = coreml::read_model(read_bytes(dir / "coremldata.bin"), dir);
+    const std::string& wanted = function_name.empty() ? package.default_function : function_name;
     const auto found = std::find_if(package.functions.begin(), package.functions.end(),
-                                    [&](const auto& f) { return f.name == package.default_function; });
-    if (found == package.functions.end())
-        throw sim_failure(coreml::error_codes::invalid_model, "no default function");
+                                    [&](const auto& f) { return f.name == wanted; });
+    if (found == package.functions.end()) {
+        std::string names;
+        for (const auto& f : package.functions)
+            names += (names.empty() ? "" : ", ") + f.name;
+        throw sim_failure(coreml::error_codes::invalid_model,
+                          "the model has no function '" + wanted + "' (it has " + names + ")");
+    }
     std::vector<weight_file> weights;
     for (const auto& name : package.weight_files) {
         const std::string bytes = read_bytes(dir / "weights" / name);
@@ -286,7 +296,7 @@ id model_load(id, sel, id url, id configuration, void** error) {
         model->path = dir.string();
         model->compute_units = config != nullptr ? config->compute_units : 2;
         try {
-            model->loaded = read_compiled(dir);
+            model->loaded = read_compiled(dir, config != nullptr ? config->function_name : std::string());
         } catch (...) {
             release_object(model, "modelWithContentsOfURL:");
             throw;
@@ -312,7 +322,7 @@ id model_new_state(id self, sel) {
     auto* model = receiver<model_object>(self, "newState");
     if (model == nullptr) return nullptr;
     auto* state = make_object<state_object>();
-    state->model = model;
+    state->path = model->path;
     state->states = model->loaded.program->states();
     for (const io_tensor& t : state->states) {
         std::size_t count = 1;
@@ -353,7 +363,12 @@ id model_predict_with_state(id self, sel, id features, id state_id, void** error
         set_coreml_error(error, coreml::error_codes::generic, "predictionFromFeatures:usingState: no state");
         return nullptr;
     }
-    if (state->model != model) {
+    const auto& declared = model->loaded.program->states();
+    const bool same_states =
+        declared.size() == state->states.size() &&
+        std::equal(declared.begin(), declared.end(), state->states.begin(),
+                   [](const auto& a, const auto& b) { return a.name == b.name && a.shape == b.shape; });
+    if (state->path != model->path || !same_states) {
         set_coreml_error(error, coreml::error_codes::generic,
                          "predictionFromFeatures:usingState: the state was made by another model's newState");
         return nullptr;
@@ -472,6 +487,20 @@ void configuration_set_compute_units(id self, sel, long units) {
         record_violation("-[MLModelConfiguration setComputeUnits:] " + std::to_string(units) +
                          " is not an MLComputeUnits value");
     config->compute_units = units;
+}
+
+// -[MLModelConfiguration setFunctionName:] (macOS 15).
+void configuration_set_function_name(id self, sel, id name) {
+    lock_guard lock(sim().mutex);
+    auto* config = receiver<configuration_object>(self, "setFunctionName:");
+    if (config == nullptr) return;
+    auto* text = name != nullptr ? as<string_object>(name) : nullptr;
+    if (name != nullptr && text == nullptr) {
+        record_violation("-[MLModelConfiguration setFunctionName:] was given " + describe(name) +
+                         ", expected an NSString");
+        return;
+    }
+    config->function_name = text != nullptr ? text->text : std::string();
 }
 
 long configuration_compute_units(id self, sel) {
@@ -813,7 +842,8 @@ void plan_load(id, sel, id url, id configuration, void* handler) {
             return;
         }
         try {
-            function_model loaded = read_compiled(typed->path);
+            function_model loaded =
+                read_compiled(typed->path, config != nullptr ? config->function_name : std::string());
             auto* plan = make_object<compute_plan_object>();
             plan->placement = loaded.program->placement();
             plan->cpu_only = config != nullptr && config->compute_units == 0;
@@ -924,6 +954,7 @@ void define_coreml_classes() {
     add_class_method(configuration, "new", as_imp(&configuration_new));
     add_method(configuration, "setComputeUnits:", as_imp(&configuration_set_compute_units));
     add_method(configuration, "computeUnits", as_imp(&configuration_compute_units));
+    add_method(configuration, "setFunctionName:", as_imp(&configuration_set_function_name));
 
     class_record* model = define_class(model_object::class_name, model_type_id, &destroy_as<model_object>);
     add_class_method(model, "compileModelAtURL:error:", as_imp(&model_compile));

@@ -21,8 +21,8 @@ namespace anvil::cli {
 
 inline constexpr const char* export_usage =
     "usage: anvil export --model DIR --format mlpackage --out X.mlpackage [--sequence-length N]\n"
-    "                    [--context T] [--image-size HxW] [--ios18] [--description TEXT] [--author TEXT]\n"
-    "                    [--license TEXT] [--json]\n"
+    "                    [--context T] [--prefill P] [--image-size HxW] [--ios18] [--description TEXT]\n"
+    "                    [--author TEXT] [--license TEXT] [--json]\n"
     "\n"
     "Writes the model as a Core ML package an app adds in Xcode (no Python, no coremltools). A sentence\n"
     "encoder (BERT, RoBERTa, XLM-R, MPNet, DistilBERT) takes int32 input_ids and an fp16 attention_mask\n"
@@ -33,16 +33,16 @@ inline constexpr const char* export_usage =
     "[1, classes]; a ResNet at --image-size (default 224x224), a ViT at its config's size. A cross-encoder\n"
     "(...ForSequenceClassification) takes its pair's input_ids, token_type_ids (where the model has them)\n"
     "and attention_mask, [1, N], and returns the logits [1, labels].\n"
-    "A decoder LM (...ForCausalLM, GPT-2) keeps its KV caches as states (MLState, macOS 15 / iOS 18): each\n"
-    "prediction takes N new tokens (--sequence-length, default 1) as int32 ids and positions [1, N], an "
-    "fp16\n"
-    "additive mask [1, 1, N, T + N] over the T cache slots (--context, default the smaller of 512 and the\n"
-    "model's limit) then the new tokens, and an fp16 cache_write [1, 1, T, N] (1 at slot t, token n: where\n"
-    "token n's keys go), and returns logits [1, N, vocab]; the caches k<i>/v<i> stay in the state.\n"
-    "The package needs macOS 13 / iOS 16 (--ios18, and every decoder LM: macOS 15 / iOS 18). Author, "
-    "licence\n"
-    "and description come from the model card (README.md) and config.json unless given. --compress is not\n"
-    "written yet.\n";
+    "A decoder LM (...ForCausalLM, GPT-2) keeps its KV caches as states (MLState, macOS 15 / iOS 18):\n"
+    "each prediction takes N new tokens (--sequence-length, default 1) as int32 ids and positions [1,\n"
+    "N], an fp16 additive mask [1, 1, N, T + N] over the T cache slots (--context, default the smaller\n"
+    "of 512 and the model's limit) then the new tokens, and an fp16 cache_write [1, 1, T, N] (1 at slot\n"
+    "t, token n: where token n's keys go), and returns logits [1, N, vocab]; the caches k<i>/v<i> stay\n"
+    "in the state. --prefill P adds a function `prefill` taking P tokens per prediction beside `decode`\n"
+    "(the default, N tokens): one package, the weights stored once, one MLState for both\n"
+    "(MLModelConfiguration.functionName picks the function). The package needs macOS 13 / iOS 16\n"
+    "(--ios18, and every decoder LM: macOS 15 / iOS 18). Author, licence and description come from the\n"
+    "model card (README.md) and config.json unless given. --compress is not written yet.\n";
 
 namespace export_detail {
 
@@ -133,6 +133,7 @@ inline int run_export(const std::vector<std::string_view>& argv) {
                           {"out", true},
                           {"sequence-length", true},
                           {"context", true},
+                          {"prefill", true},
                           {"image-size", true},
                           {"ios18", false},
                           {"description", true},
@@ -185,6 +186,7 @@ inline int run_export(const std::vector<std::string_view>& argv) {
     options.ios18 = args.flag("ios18");
     graph g;
     std::vector<value> outputs;
+    std::vector<mlpackage_function> functions;  // a multi-function package (a decoder's --prefill)
     std::string kind;
     models::load_options load;
     load.compile.target = device::cpu;  // nothing is compiled; the weights are read and checked
@@ -203,15 +205,43 @@ inline int run_export(const std::vector<std::string_view>& argv) {
         if (tokens > context)
             throw usage_error(
                 detail::message("export: --sequence-length ", tokens, " is more than --context ", context));
-        outputs = lm.build_stateful_graph(g, tokens, context);
-        options.output_names = {"logits"};
-        for (std::int64_t i = 0; i < c.layers; ++i) {
-            options.states.push_back({models::cache_key_name(i), static_cast<std::size_t>(1 + 2 * i)});
-            options.states.push_back({models::cache_value_name(i), static_cast<std::size_t>(2 + 2 * i)});
-        }
+        // Each function: the stateful step at its token count in a graph of its own, the caches as states.
+        const auto function = [&](std::string name, std::int64_t count) {
+            mlpackage_function f;
+            f.name = std::move(name);
+            graph own;
+            f.outputs = lm.build_stateful_graph(own, count, context);
+            f.output_names = {"logits"};
+            for (std::int64_t i = 0; i < c.layers; ++i) {
+                f.states.push_back({models::cache_key_name(i), static_cast<std::size_t>(1 + 2 * i)});
+                f.states.push_back({models::cache_value_name(i), static_cast<std::size_t>(2 + 2 * i)});
+            }
+            return f;
+        };
         options.ios18 = true;  // states are spec 9
         kind = detail::message(c.model_type, " decoder LM, ", tokens, " token(s) per prediction, ", context,
                                " cache slots in ", 2 * c.layers, " states");
+        if (args.value("prefill")) {
+            const std::int64_t prefill = export_detail::positive(args, "prefill", 1);
+            if (prefill > context)
+                throw usage_error(
+                    detail::message("export: --prefill ", prefill, " is more than --context ", context));
+            if (prefill == tokens)
+                throw usage_error(
+                    detail::message("export: --prefill ", prefill,
+                                    " is the decode function's token count (--sequence-length)"));
+            functions.push_back(function("prefill", prefill));
+            functions.push_back(function("decode", tokens));
+            options.default_function = "decode";
+            options.user_defined.emplace_back("anvil.prefill", std::to_string(prefill));
+            kind += detail::message("; functions prefill (", prefill, " tokens) and decode");
+        } else {
+            mlpackage_function only = function("main", tokens);
+            outputs = only.outputs;
+            options.output_names = only.output_names;
+            options.states = only.states;
+        }
+
         options.user_defined.emplace_back("anvil.sequence_length", std::to_string(tokens));
         options.user_defined.emplace_back("anvil.context", std::to_string(context));
     } else if (image) {
@@ -283,7 +313,8 @@ inline int run_export(const std::vector<std::string_view>& argv) {
     options.user_defined.emplace_back("anvil.model", kind);
     if (!name_or_path.empty()) options.user_defined.emplace_back("anvil.source", name_or_path);
 
-    const mlpackage_summary written = export_mlpackage(outputs, *out, options);
+    const mlpackage_summary written = functions.empty() ? export_mlpackage(outputs, *out, options)
+                                                        : export_mlpackage(functions, *out, options);
     const auto port_text = [](const mlpackage_port& p) {
         std::string shape;
         for (const std::int64_t d : p.shape)
@@ -313,6 +344,16 @@ inline int run_export(const std::vector<std::string_view>& argv) {
         document["inputs"] = ports(written.inputs);
         document["outputs"] = ports(written.outputs);
         document["states"] = ports(written.states);
+        json::array listed;
+        for (const auto& f : written.functions) {
+            json::object item;
+            item["name"] = json::value(f.name);
+            item["inputs"] = ports(f.inputs);
+            item["outputs"] = ports(f.outputs);
+            item["states"] = ports(f.states);
+            listed.emplace_back(std::move(item));
+        }
+        document["functions"] = json::value(std::move(listed));
         document["operations"] = json::value(static_cast<std::int64_t>(written.operations));
         document["weight_bytes"] = json::value(static_cast<std::int64_t>(written.weight_bytes));
         document["digest"] = json::value(written.digest);
@@ -323,13 +364,15 @@ inline int run_export(const std::vector<std::string_view>& argv) {
         return 0;
     }
     std::printf("wrote %s (%s)\n", out->c_str(), kind.c_str());
-    for (const auto& p : written.inputs)
-        std::printf("  input  %s\n", port_text(p).c_str());
-    for (const auto& p : written.outputs)
-        std::printf("  output %s\n", port_text(p).c_str());
-    if (!written.states.empty()) {
-        std::printf("  %zu states (MLState), each %s\n", written.states.size(),
-                    port_text(written.states.front()).c_str());
+    for (const auto& f : written.functions) {
+        if (written.functions.size() > 1) std::printf("  function %s\n", f.name.c_str());
+        for (const auto& p : f.inputs)
+            std::printf("  input  %s\n", port_text(p).c_str());
+        for (const auto& p : f.outputs)
+            std::printf("  output %s\n", port_text(p).c_str());
+        if (!f.states.empty())
+            std::printf("  %zu states (MLState), each %s\n", f.states.size(),
+                        port_text(f.states.front()).c_str());
     }
     std::printf("  %zu MIL ops, %zu weight bytes\n", written.operations, written.weight_bytes);
     return 0;

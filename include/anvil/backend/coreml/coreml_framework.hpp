@@ -77,7 +77,8 @@ struct coreml_messages {
     typed_selector<void(void*)> get_bytes_with_handler;       // -[MLMultiArray getBytesWithHandler:]
     typed_selector<void(objc_id, objc_id, void*)>
         load_compute_plan;  // +[MLComputePlan loadContentsOfURL:configuration:completionHandler:] (optional)
-    typed_selector<objc_id()> new_state;  // -[MLModel newState] (macOS 15; optional)
+    typed_selector<objc_id()> new_state;              // -[MLModel newState] (macOS 15; optional)
+    typed_selector<void(objc_id)> set_function_name;  // -[MLModelConfiguration setFunctionName:] (macOS 15)
     typed_selector<objc_id(objc_id, objc_id, objc_id*)>
         prediction_with_state;  // -[MLModel predictionFromFeatures:usingState:error:] (macOS 15; optional)
 };
@@ -163,6 +164,7 @@ private:
                      "loadContentsOfURL:configuration:completionHandler:", c.compute_plan, true, false,
                      missing);
         find_message(m.new_state, "newState", c.model, false, false, missing);
+        find_message(m.set_function_name, "setFunctionName:", c.configuration, false, false, missing);
         find_message(m.prediction_with_state, "predictionFromFeatures:usingState:error:", c.model, false,
                      false, missing);
         if (!missing.empty()) throw_missing(library_, missing);
@@ -386,13 +388,22 @@ public:
     }
 
     // Loads a compiled model with computeUnits = CPUAndNeuralEngine.
-    static coreml_model load(const std::filesystem::path& compiled) {
+    // `function`: one function of a multi-function model (macOS 15); empty: its default function.
+    static coreml_model load(const std::filesystem::path& compiled, const std::string& function = {}) {
         const coreml_runtime& rt = coreml_runtime::get();
         const ane::autorelease_pool pool;
         const objc_object configuration =
             objc_object::adopt(rt.send(rt.classes.configuration, rt.messages.make_new));
         if (!configuration) throw error("Core ML: +[MLModelConfiguration new] returned nil");
         rt.send(configuration.get(), rt.messages.set_compute_units, compute_units_cpu_and_neural_engine);
+        if (!function.empty()) {
+            if (!rt.messages.set_function_name.available) {
+                throw unsupported_error(message("Core ML: loading the function ", function,
+                                                " of a multi-function model needs macOS 15 / iOS 18"));
+            }
+            const objc_object name = ane::make_string(function);
+            rt.send(configuration.get(), rt.messages.set_function_name, name.get());
+        }
         const objc_object url = ane::make_file_url(compiled.string(), true);
         objc_id error = nullptr;
         const objc_id model = rt.send(rt.classes.model, rt.messages.model_with_contents, url.get(),

@@ -37,6 +37,7 @@ struct mlpackage_options {
     std::string license;
     std::string version;
     std::vector<std::pair<std::string, std::string>> user_defined;  // Metadata.userDefined
+    std::string default_function;  // a multi-function package: the function loaded without a functionName
     // The opset: ios16 (spec 7, macOS 13 / iOS 16, the default) or ios18 (spec 9, macOS 15 / iOS 18).
     // States need ios18: export refuses them otherwise.
     bool ios18 = false;
@@ -49,12 +50,31 @@ struct mlpackage_port {
     std::string dtype;  // "fp16" or "int32"
 };
 
+// One function of a multi-function package (macOS 15 / iOS 18; Core ML loads one per MLModel, chosen by
+// MLModelConfiguration.functionName): e.g. a decoder's prefill and decode steps. The functions share the
+// package's weight file, a tensor they have in common stored once, and functions that declare the same
+// states can run on one MLState.
+struct mlpackage_function {
+    std::string name;                       // a MIL identifier
+    std::vector<value> outputs;             // values of one graph
+    std::vector<std::string> output_names;  // one per output that is not a state's; empty: "output0", ...
+    std::vector<mlpackage_state> states;    // as mlpackage_options::states, for this function
+};
+
+// What one function takes and returns.
+struct mlpackage_interface {
+    std::string name;
+    std::vector<mlpackage_port> inputs, outputs, states;
+};
+
 // What was written.
 struct mlpackage_summary {
+    // The default function's interface (the only function's, for a plain package).
     std::vector<mlpackage_port> inputs, outputs, states;
-    std::size_t operations = 0;    // MIL ops, consts excluded
-    std::size_t weight_bytes = 0;  // of weights/weight.bin
-    std::string digest;            // of the package's contents (stable: the same graph gives the same bytes)
+    std::vector<mlpackage_interface> functions;  // every function, in the order given
+    std::size_t operations = 0;                  // MIL ops, consts excluded
+    std::size_t weight_bytes = 0;                // of weights/weight.bin
+    std::string digest;  // of the package's contents (stable: the same graph gives the same bytes)
     // What Core ML is known to move off the Neural Engine in this package (the package is still valid).
     std::vector<std::string> warnings;
 };
@@ -64,6 +84,12 @@ struct mlpackage_summary {
 // that has no Core ML form, io_error when the package cannot be written.
 mlpackage_summary export_mlpackage(std::span<const value> outputs, const std::filesystem::path& package,
                                    const mlpackage_options& options = {});
+
+// A multi-function package: every function of `functions` (two at least; options.output_names and
+// options.states are not used, each function has its own), the first the default unless
+// options.default_function names another. Needs options.ios18.
+mlpackage_summary export_mlpackage(std::span<const mlpackage_function> functions,
+                                   const std::filesystem::path& package, const mlpackage_options& options);
 
 }  // namespace anvil
 

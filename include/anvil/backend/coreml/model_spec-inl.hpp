@@ -158,22 +158,6 @@ inline protobuf_writer const_value(const mil_value& value, const mil_constant& c
 // attributes = 5: {"name", and a const's "val"}}. A const has no inputs (the milproto loader refuses one
 // that has); write_state has no outputs.
 inline protobuf_writer operation(const mil_function& function, const mil_statement& statement) {
-    if (statement.result == ane::no_result) {
-        protobuf_writer op;
-        op.string(1, statement.op);
-        for (const auto& argument : statement.arguments) {
-            protobuf_writer bindings;
-            for (const mil_ref ref : argument.values) {
-                protobuf_writer binding;
-                binding.string(1, function.values.at(ref).name);
-                bindings.message(1, binding);
-            }
-            op.map_entry(2, argument.name, bindings);
-        }
-        op.map_entry(5, "name", string_value(statement.name));
-        return op;
-    }
-    const mil_value& result = function.values.at(statement.result);
     protobuf_writer op;
     op.string(1, statement.op);
     for (const auto& argument : statement.arguments) {
@@ -185,6 +169,11 @@ inline protobuf_writer operation(const mil_function& function, const mil_stateme
         }
         op.map_entry(2, argument.name, bindings);
     }
+    if (statement.result == ane::no_result) {  // write_state: named by the writer, no outputs
+        op.map_entry(5, "name", string_value(statement.name));
+        return op;
+    }
+    const mil_value& result = function.values.at(statement.result);
     op.message(3, named_value_type(result));
     op.map_entry(5, "name", string_value(statement.name.empty() ? result.name : statement.name));
     if (result.is_const) op.map_entry(5, "val", const_value(result, statement.value));
