@@ -377,19 +377,16 @@ TEST_CASE("export: a decoder LM's package keeps its KV caches in MLState and giv
             CAPTURE(tokens);
             const std::int64_t context = 32;
             temporary_folder where("anvil-export");
-            anvil::graph g;
-            const auto outputs = lm.build_stateful_graph(g, tokens, context);
-            REQUIRE(outputs.size() == static_cast<std::size_t>(1 + 2 * c.layers));
+            const anvil::mlpackage_function step = lm.export_function("main", tokens, context);
+            REQUIRE(step.outputs.size() == static_cast<std::size_t>(1 + 2 * c.layers));
+            REQUIRE(step.states.size() == static_cast<std::size_t>(2 * c.layers));
+            CHECK(step.states[1].input == anvil::models::cache_value_name(0));
+            CHECK(step.states[1].output == 2);  // logits, k0, v0, ...
             anvil::mlpackage_options package;
-            package.output_names = {"logits"};
+            package.output_names = step.output_names;
             package.ios18 = true;
-            for (std::int64_t i = 0; i < c.layers; ++i) {
-                package.states.push_back(
-                    {anvil::models::cache_key_name(i), static_cast<std::size_t>(1 + 2 * i)});
-                package.states.push_back(
-                    {anvil::models::cache_value_name(i), static_cast<std::size_t>(2 + 2 * i)});
-            }
-            const auto summary = anvil::export_mlpackage(outputs, where.path / "lm.mlpackage", package);
+            package.states = step.states;
+            const auto summary = anvil::export_mlpackage(step.outputs, where.path / "lm.mlpackage", package);
             REQUIRE(summary.states.size() == static_cast<std::size_t>(2 * c.layers));
             CHECK(summary.states[0].shape == std::vector<std::int64_t>{1, c.kv_heads, context, c.head_dim});
             REQUIRE(summary.outputs.size() == 1);
@@ -440,16 +437,7 @@ TEST_CASE("export: a prefill and a decode function share one package's weights a
     const auto& c = lm.config();
     const std::int64_t context = 32, prefill = 8;
     const auto function = [&](std::string name, std::int64_t tokens) {
-        anvil::mlpackage_function f;
-        f.name = std::move(name);
-        anvil::graph g;
-        f.outputs = lm.build_stateful_graph(g, tokens, context);
-        f.output_names = {"logits"};
-        for (std::int64_t i = 0; i < c.layers; ++i) {
-            f.states.push_back({anvil::models::cache_key_name(i), static_cast<std::size_t>(1 + 2 * i)});
-            f.states.push_back({anvil::models::cache_value_name(i), static_cast<std::size_t>(2 + 2 * i)});
-        }
-        return f;
+        return lm.export_function(std::move(name), tokens, context);
     };
     temporary_folder where("anvil-export");
     const std::vector<anvil::mlpackage_function> functions{function("prefill", prefill),

@@ -7210,6 +7210,7 @@ private:
 #include <string_view>
 #include <vector>
 
+// #include "anvil/backend/coreml/export.hpp"
 // #include "anvil/backend/program.hpp"
 // #include "anvil/compilation.hpp"
 // #include "anvil/core/host_tensor.hpp"
@@ -8108,6 +8109,12 @@ public:
     // (the states' names are cache_key_name / cache_value_name).
     [[nodiscard]] std::vector<value> build_stateful_graph(graph& g, std::int64_t tokens,
                                                           std::int64_t context) const;
+
+    // That graph as one function of a Core ML package (export_mlpackage): in a graph of its own, its first
+    // output named `logits`, and each cache k<i>/v<i> a state written from its update. One binding for
+    // `anvil export` and every caller that writes decoder packages.
+    [[nodiscard]] mlpackage_function export_function(std::string name, std::int64_t tokens,
+                                                     std::int64_t context) const;
 
     // The logits [S, V] (f32) at every position of `ids`, computed by chunked prefill.
     [[nodiscard]] host_tensor logits(std::span<const std::int32_t> ids);
@@ -31099,6 +31106,20 @@ ANVIL_INLINE std::vector<value> causal_lm::build_stateful_graph(graph& g, std::i
     weight_loader loader(g, state_->source->file());
     const auto w = load_decoder_weights(loader, *state_->source, state_->config);
     return decoder_state_step(g, w, state_->config, tokens, context);
+}
+
+ANVIL_INLINE mlpackage_function causal_lm::export_function(std::string name, std::int64_t tokens,
+                                                           std::int64_t context) const {
+    mlpackage_function f;
+    f.name = std::move(name);
+    graph own;
+    f.outputs = build_stateful_graph(own, tokens, context);
+    f.output_names = {"logits"};
+    for (std::int64_t i = 0; i < state_->config.layers; ++i) {  // outputs: logits, k0, v0, k1, v1, ...
+        f.states.push_back({cache_key_name(i), static_cast<std::size_t>(1 + 2 * i)});
+        f.states.push_back({cache_value_name(i), static_cast<std::size_t>(2 + 2 * i)});
+    }
+    return f;
 }
 
 ANVIL_INLINE causal_lm causal_lm::load(const std::filesystem::path& folder,

@@ -207,16 +207,7 @@ inline int run_export(const std::vector<std::string_view>& argv) {
                 detail::message("export: --sequence-length ", tokens, " is more than --context ", context));
         // Each function: the stateful step at its token count in a graph of its own, the caches as states.
         const auto function = [&](std::string name, std::int64_t count) {
-            mlpackage_function f;
-            f.name = std::move(name);
-            graph own;
-            f.outputs = lm.build_stateful_graph(own, count, context);
-            f.output_names = {"logits"};
-            for (std::int64_t i = 0; i < c.layers; ++i) {
-                f.states.push_back({models::cache_key_name(i), static_cast<std::size_t>(1 + 2 * i)});
-                f.states.push_back({models::cache_value_name(i), static_cast<std::size_t>(2 + 2 * i)});
-            }
-            return f;
+            return lm.export_function(std::move(name), count, context);
         };
         options.ios18 = true;  // states are spec 9
         kind = detail::message(c.model_type, " decoder LM, ", tokens, " token(s) per prediction, ", context,

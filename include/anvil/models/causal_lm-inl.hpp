@@ -90,6 +90,20 @@ ANVIL_INLINE std::vector<value> causal_lm::build_stateful_graph(graph& g, std::i
     return decoder_state_step(g, w, state_->config, tokens, context);
 }
 
+ANVIL_INLINE mlpackage_function causal_lm::export_function(std::string name, std::int64_t tokens,
+                                                           std::int64_t context) const {
+    mlpackage_function f;
+    f.name = std::move(name);
+    graph own;
+    f.outputs = build_stateful_graph(own, tokens, context);
+    f.output_names = {"logits"};
+    for (std::int64_t i = 0; i < state_->config.layers; ++i) {  // outputs: logits, k0, v0, k1, v1, ...
+        f.states.push_back({cache_key_name(i), static_cast<std::size_t>(1 + 2 * i)});
+        f.states.push_back({cache_value_name(i), static_cast<std::size_t>(2 + 2 * i)});
+    }
+    return f;
+}
+
 ANVIL_INLINE causal_lm causal_lm::load(const std::filesystem::path& folder,
                                        const causal_lm_options& options) {
     causal_lm lm;

@@ -35,6 +35,7 @@
 #include <string_view>
 #include <vector>
 
+#include "anvil/backend/coreml/export.hpp"
 #include "anvil/backend/program.hpp"
 #include "anvil/compilation.hpp"
 #include "anvil/core/host_tensor.hpp"
@@ -119,6 +120,12 @@ public:
     // (the states' names are cache_key_name / cache_value_name).
     [[nodiscard]] std::vector<value> build_stateful_graph(graph& g, std::int64_t tokens,
                                                           std::int64_t context) const;
+
+    // That graph as one function of a Core ML package (export_mlpackage): in a graph of its own, its first
+    // output named `logits`, and each cache k<i>/v<i> a state written from its update. One binding for
+    // `anvil export` and every caller that writes decoder packages.
+    [[nodiscard]] mlpackage_function export_function(std::string name, std::int64_t tokens,
+                                                     std::int64_t context) const;
 
     // The logits [S, V] (f32) at every position of `ids`, computed by chunked prefill.
     [[nodiscard]] host_tensor logits(std::span<const std::int32_t> ids);
