@@ -319,4 +319,37 @@ TEST_CASE(
             " bytes of output surfaces");
 }
 
+TEST_CASE("causal lm: on the Core ML route the KV caches stay in MLState; a decode step passes no cache") {
+    anvil_test::ane_target ane;
+    if (!anvil_test::use_ane_simulator(ane, anvil::device::coreml)) return;
+    const expected e = read_expected("llama");
+    auto options = options_for(ane.options);
+    options.context_ladder = {64};
+    const long states_before = simulator_counter("coreml_states");
+    auto lm = causal_lm::load(fixture("llama"), options);
+    const auto& c = lm.config();
+    std::vector<long> passed, accesses;
+    const auto result =
+        lm.generate(e.prompts[1], greedy(12), [&](std::size_t, std::int32_t, std::string_view) {
+            passed.push_back(simulator_counter("coreml_input_bytes"));
+            accesses.push_back(simulator_counter("coreml_state_accesses"));
+            return true;
+        });
+    CHECK(result.tokens == e.greedy[1]);
+    CHECK(simulator_counter("coreml_states") > states_before);  // each Core ML segment's MLState
+    REQUIRE(passed.size() == 12);
+    // The fp16 bytes of one layer's key cache: what a decode step would pass per cache input, were the caches
+    // inputs rather than states. The decode program's inputs (ids, rope, mask, select) and the activations
+    // passed between segments are far smaller.
+    const long one_cache = 2 * c.kv_heads * 64 * c.head_dim;
+    for (std::size_t step = 2; step < passed.size(); ++step) {
+        CAPTURE(step);
+        CHECK(passed[step] - passed[step - 1] < one_cache);
+        CHECK(accesses[step] > accesses[step - 1]);  // the new token's keys and values, written in place
+    }
+    MESSAGE("a decode step passes ", passed[3] - passed[2],
+            " bytes to Core ML predictions (one layer's key cache: ", one_cache, " bytes) and opens ",
+            accesses[3] - accesses[2], " state buffers");
+}
+
 }  // namespace test_causal_lm

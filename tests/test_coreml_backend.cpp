@@ -203,6 +203,109 @@ TEST_CASE("coreml route: host-only ops run on the CPU between Core ML models, re
     CHECK(sim().violations() == "");
 }
 
+// A cache-like resident input [8, 48] (a width that is no multiple of 32) added to a fresh input before a
+// linear: the Core ML segment reads the resident input as an MLState buffer (macOS 15), which write_input
+// writes in place, or, without MLState, as an input passed to every prediction.
+struct resident_block {
+    anvil::graph g;
+    anvil::value out;
+    host_tensor x;
+
+    resident_block() {
+        std::vector<float> w(32 * 48), xs(8 * 48);
+        for (std::size_t i = 0; i < w.size(); ++i)
+            w[i] = static_cast<float>(static_cast<int>(i * 7 % 17) - 8) * 0.02f;
+        for (std::size_t i = 0; i < xs.size(); ++i)
+            xs[i] = static_cast<float>(static_cast<int>(i * 3 % 11) - 5) * 0.1f;
+        x = host_tensor::from(xs, dims{8, 48});
+        const auto input = g.input("x", dtype::f32, dims{8, 48});
+        const auto cache = g.input("cache", dtype::f32, dims{8, 48});
+        out = g.apply(op::linear,
+                      {g.apply(op::add, {input, cache}), g.constant(host_tensor::from(w, dims{32, 48}))});
+    }
+
+    // Writes row `step` of the cache in both programs, runs both and returns the largest difference.
+    static double step(anvil::program& program, anvil::program& reference, int step, const host_tensor& x) {
+        std::vector<float> row(48);
+        for (std::size_t i = 0; i < row.size(); ++i)
+            row[i] = static_cast<float>(step + 1) * 0.3f - static_cast<float>(i) * 0.02f;
+        const std::vector<std::int64_t> at{step, 0};
+        program.write_input("cache", at, host_tensor::from(row, dims{1, 48}));
+        reference.write_input("cache", at, host_tensor::from(row, dims{1, 48}));
+        return max_difference(program.run({{"x", x}})[0], reference.run({{"x", x}})[0]);
+    }
+};
+
+anvil::compile_options with_resident_cache(anvil::compile_options options) {
+    options.resident_inputs = {"cache"};
+    return options;
+}
+
+TEST_CASE("coreml route: a resident input is an MLState buffer written in place, not passed to predictions") {
+    sim();
+    const long live_before = sim().counter("live_objects");
+    temporary_folder cache("anvil-coreml-cache");
+    resident_block b;
+    auto reference = anvil::compile({b.out}, with_resident_cache(cpu_options()));
+    {
+        auto program = anvil::compile({b.out}, with_resident_cache(coreml_options(cache.path)));
+        const auto placement = program.placement();
+        REQUIRE(placement.segments.size() == 1);
+        CHECK(placement.segments[0].device == "coreml");
+        CHECK(placement.segments[0].reason.find("MLState") == std::string::npos);
+        // The state is [1, 8, 1, 64]: its width 48 rounded up to a multiple of 32 (COREML.md §4.5), which the
+        // simulator's compute plan requires for read_state to stay on the Neural Engine.
+        const std::string dump = program.dump();
+        CHECK(dump.find("state<tensor<fp16, [1, 8, 1, 64]>>") != std::string::npos);
+        CHECK(dump.find("read_state") != std::string::npos);
+        for (int step = 0; step < 4; ++step) {
+            const long passed = count("coreml_input_bytes");
+            const long accesses = count("coreml_state_accesses");
+            CAPTURE(step);
+            CHECK(resident_block::step(program, reference, step, b.x) < 5e-3);
+            // Only x's [1, 8, 1, 64] fp16 surface goes with the prediction; the one-row write opened the
+            // state.
+            CHECK(count("coreml_input_bytes") - passed == 8 * 64 * 2);
+            CHECK(count("coreml_state_accesses") - accesses == 1);
+        }
+        CHECK(program.read_input("cache").shape() == dims{8, 48});
+    }
+    CHECK(sim().counter("live_objects") == live_before);
+    CHECK(sim().violations() == "");
+}
+
+TEST_CASE(
+    "coreml route: before macOS 15, or under ios16, a resident input is passed and the report says why") {
+    sim();
+    temporary_folder cache("anvil-coreml-cache");
+    resident_block b;
+    const auto check_passed = [&](const anvil::compile_options& options, const char* why) {
+        auto reference = anvil::compile({b.out}, with_resident_cache(cpu_options()));
+        auto program = anvil::compile({b.out}, options);
+        const auto placement = program.placement();
+        REQUIRE(placement.segments.size() == 1);
+        CHECK(placement.segments[0].device == "coreml");
+        CHECK(placement.segments[0].reason.find("the resident inputs cache are passed to every prediction") !=
+              std::string::npos);
+        CHECK(placement.segments[0].reason.find(why) != std::string::npos);
+        CHECK(program.dump().find("read_state") == std::string::npos);
+        for (int step = 0; step < 3; ++step) {
+            const long passed = count("coreml_input_bytes");
+            CAPTURE(step);
+            CHECK(resident_block::step(program, reference, step, b.x) < 5e-3);
+            CHECK(count("coreml_input_bytes") - passed == 2 * 8 * 64 * 2);  // x and the cache
+        }
+    };
+    {
+        const anvil_test::scoped_option no_states("states", "absent", "present");
+        check_passed(with_resident_cache(coreml_options(cache.path)), "before macOS 15");
+    }
+    auto ios16 = with_resident_cache(coreml_options(cache.path));
+    ios16.ane_mil = anvil::mil_version::ios16;
+    check_passed(ios16, "the ios16 dialect was asked for");
+    CHECK(sim().violations() == "");
+}
+
 TEST_CASE("coreml route: strided outputs are read through their strides") {
     // The simulator pads every output row to 64 bytes (as the Neural Engine does, COREML.md §4.6) and fills
     // the padding with NaN bit patterns: an output read as if packed would carry them into the result.

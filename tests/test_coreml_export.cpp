@@ -35,6 +35,34 @@ std::vector<std::byte> bytes_of(std::span<const anvil::half> values) {
     return out;
 }
 
+// An input or output of an exported model as an app passes it: a packed row-major array of `shape`.
+coreml::coreml_model::input array_input(std::string name, void* data, std::vector<std::int64_t> shape,
+                                        long type = coreml::multi_array_float16) {
+    return {std::move(name), 0, 0, 0, static_cast<std::byte*>(data), std::move(shape), type};
+}
+coreml::coreml_model::output fp16_output(std::string name, std::vector<std::byte>& out,
+                                         std::vector<std::int64_t> shape) {
+    return {std::move(name), 0, 0, 0, out.data(), std::move(shape), coreml::multi_array_float16};
+}
+
+// fp16 bytes as floats.
+std::vector<float> floats_of(std::span<const std::byte> bytes) {
+    std::vector<float> values(bytes.size() / 2);
+    for (std::size_t j = 0; j < values.size(); ++j) {
+        anvil::half h;
+        std::memcpy(&h, bytes.data() + 2 * j, 2);
+        values[j] = static_cast<float>(h);
+    }
+    return values;
+}
+
+// A graph with one output, exported as `package` with that output named `name`.
+anvil::mlpackage_summary export_single(const anvil::value& output, const std::filesystem::path& package,
+                                       const char* name, anvil::mlpackage_options options = {}) {
+    options.output_names = {name};
+    return anvil::export_mlpackage(std::span<const anvil::value>(&output, 1), package, options);
+}
+
 // Compiles and loads `package` through Core ML (the simulator), as an app does.
 coreml::coreml_model load_package(const std::filesystem::path& package, const std::filesystem::path& where) {
     const std::filesystem::path compiled = where / "model.mlmodelc";
@@ -59,33 +87,13 @@ std::vector<float> run_text(const coreml::coreml_model& model, const std::vector
     std::vector<std::byte> mask_bytes = bytes_of(mask);
     std::vector<std::byte> out(static_cast<std::size_t>(width) * 2);
     std::vector<coreml::coreml_model::input> inputs{
-        {"input_ids",
-         0,
-         0,
-         0,
-         reinterpret_cast<std::byte*>(ids.data()),
-         {1, length},
-         coreml::multi_array_int32},
-        {"attention_mask", 0, 0, 0, mask_bytes.data(), {1, length}, coreml::multi_array_float16}};
-    if (types != nullptr) {
-        inputs.push_back({"token_type_ids",
-                          0,
-                          0,
-                          0,
-                          reinterpret_cast<std::byte*>(type_ids.data()),
-                          {1, length},
-                          coreml::multi_array_int32});
-    }
-    const std::vector<coreml::coreml_model::output> outputs{
-        {name, 0, 0, 0, out.data(), {1, width}, coreml::multi_array_float16}};
-    model.predict(inputs, outputs);
-    std::vector<float> values(static_cast<std::size_t>(width));
-    for (std::size_t j = 0; j < values.size(); ++j) {
-        anvil::half h;
-        std::memcpy(&h, out.data() + 2 * j, 2);
-        values[j] = static_cast<float>(h);
-    }
-    return values;
+        array_input("input_ids", ids.data(), {1, length}, coreml::multi_array_int32),
+        array_input("attention_mask", mask_bytes.data(), {1, length})};
+    if (types != nullptr)
+        inputs.push_back(
+            array_input("token_type_ids", type_ids.data(), {1, length}, coreml::multi_array_int32));
+    model.predict(inputs, std::vector{fp16_output(name, out, {1, width})});
+    return floats_of(out);
 }
 
 }  // namespace
@@ -111,10 +119,7 @@ TEST_CASE("export: a sentence encoder's package gives the recipe's embeddings th
         temporary_folder where("anvil-export");
         anvil::graph g;
         const anvil::value embedding = encoder.build_graph(g, length);
-        anvil::mlpackage_options options;
-        options.output_names = {"embedding"};
-        const auto summary = anvil::export_mlpackage(std::span<const anvil::value>(&embedding, 1),
-                                                     where.path / "m.mlpackage", options);
+        const auto summary = export_single(embedding, where.path / "m.mlpackage", "embedding");
         REQUIRE(summary.inputs.size() == 2);
         CHECK(summary.inputs[0].name == "input_ids");
         CHECK(summary.inputs[0].dtype == "int32");
@@ -182,10 +187,7 @@ TEST_CASE("export: a cross-encoder's package gives the recipe's logits through C
         temporary_folder where("anvil-export");
         anvil::graph g;
         const anvil::value logits = scorer.build_graph(g, length);
-        anvil::mlpackage_options options;
-        options.output_names = {"logits"};
-        const auto summary = anvil::export_mlpackage(std::span<const anvil::value>(&logits, 1),
-                                                     where.path / "x.mlpackage", options);
+        const auto summary = export_single(logits, where.path / "x.mlpackage", "logits");
         const bool typed = scorer.config().table().token_types;
         REQUIRE(summary.inputs.size() == (typed ? 3U : 2U));
         CHECK(summary.inputs[0].name == "input_ids");
@@ -247,19 +249,14 @@ TEST_CASE("export: an image classifier's package gives the recipe's logits throu
         std::vector<anvil::half> halves(pixels.begin(), pixels.end());
         std::vector<std::byte> in = bytes_of(halves);
         std::vector<std::byte> out(static_cast<std::size_t>(classes) * 2);
-        const std::vector<coreml::coreml_model::input> inputs{{summary.inputs[0].name, 0, 0, 0, in.data(),
-                                                               summary.inputs[0].shape,
-                                                               coreml::multi_array_float16}};
-        const std::vector<coreml::coreml_model::output> results{
-            {"logits", 0, 0, 0, out.data(), {1, classes}, coreml::multi_array_float16}};
-        model.predict(inputs, results);
+        model.predict(std::vector{array_input(summary.inputs[0].name, in.data(), summary.inputs[0].shape)},
+                      std::vector{fp16_output("logits", out, {1, classes})});
+        const std::vector<float> got = floats_of(out);
         double scale = 0.0, error = 0.0;
-        for (std::int64_t j = 0; j < classes; ++j) {
-            anvil::half h;
-            std::memcpy(&h, out.data() + 2 * j, 2);
-            const float want = expected.values<float>()[static_cast<std::size_t>(j)];
+        for (std::size_t j = 0; j < got.size(); ++j) {
+            const float want = expected.values<float>()[j];
             scale = std::max(scale, static_cast<double>(std::abs(want)));
-            error = std::max(error, std::abs(static_cast<double>(static_cast<float>(h)) - want));
+            error = std::max(error, std::abs(static_cast<double>(got[j]) - want));
         }
         MESSAGE(name, ": exported package vs the CPU recipe, max error ", error, " (largest logit ", scale,
                 ")");
@@ -310,42 +307,14 @@ host_tensor run_decoder(const coreml::coreml_model& model, const anvil::models::
         }
         std::vector<std::byte> mask_bytes = bytes_of(mask), write_bytes = bytes_of(write);
         std::vector<std::byte> out(S * V * 2);
-        const std::vector<coreml::coreml_model::input> inputs{{"ids",
-                                                               0,
-                                                               0,
-                                                               0,
-                                                               reinterpret_cast<std::byte*>(ids.data()),
-                                                               {1, tokens},
-                                                               coreml::multi_array_int32},
-                                                              {"positions",
-                                                               0,
-                                                               0,
-                                                               0,
-                                                               reinterpret_cast<std::byte*>(positions.data()),
-                                                               {1, tokens},
-                                                               coreml::multi_array_int32},
-                                                              {"mask",
-                                                               0,
-                                                               0,
-                                                               0,
-                                                               mask_bytes.data(),
-                                                               {1, 1, tokens, context + tokens},
-                                                               coreml::multi_array_float16},
-                                                              {"cache_write",
-                                                               0,
-                                                               0,
-                                                               0,
-                                                               write_bytes.data(),
-                                                               {1, 1, context, tokens},
-                                                               coreml::multi_array_float16}};
-        const std::vector<coreml::coreml_model::output> outputs{
-            {"logits", 0, 0, 0, out.data(), {1, tokens, c.vocab_size}, coreml::multi_array_float16}};
-        model.predict(inputs, outputs, state);
-        for (std::size_t k = 0; k < real * V; ++k) {
-            anvil::half h;
-            std::memcpy(&h, out.data() + 2 * k, 2);
-            logits.push_back(static_cast<float>(h));
-        }
+        const std::vector<coreml::coreml_model::input> inputs{
+            array_input("ids", ids.data(), {1, tokens}, coreml::multi_array_int32),
+            array_input("positions", positions.data(), {1, tokens}, coreml::multi_array_int32),
+            array_input("mask", mask_bytes.data(), {1, 1, tokens, context + tokens}),
+            array_input("cache_write", write_bytes.data(), {1, 1, context, tokens})};
+        model.predict(inputs, std::vector{fp16_output("logits", out, {1, tokens, c.vocab_size})}, state);
+        const std::vector<float> values = floats_of(out);
+        logits.insert(logits.end(), values.begin(), values.begin() + static_cast<std::ptrdiff_t>(real * V));
     }
     return host_tensor::from(logits, dims{static_cast<std::int64_t>(prompt.size()), c.vocab_size});
 }
@@ -436,12 +405,9 @@ TEST_CASE("export: a prefill and a decode function share one package's weights a
     const auto lm = anvil::models::causal_lm::load(folder, lm_options);
     const auto& c = lm.config();
     const std::int64_t context = 32, prefill = 8;
-    const auto function = [&](std::string name, std::int64_t tokens) {
-        return lm.export_function(std::move(name), tokens, context);
-    };
     temporary_folder where("anvil-export");
-    const std::vector<anvil::mlpackage_function> functions{function("prefill", prefill),
-                                                           function("decode", 1)};
+    const std::vector<anvil::mlpackage_function> functions{lm.export_function("prefill", prefill, context),
+                                                           lm.export_function("decode", 1, context)};
     anvil::mlpackage_options options;
     options.ios18 = true;
     options.default_function = "decode";
@@ -509,15 +475,9 @@ TEST_CASE("export: an MLState starts at zeros, persists across predictions and b
         for (std::size_t i = 0; i < n; ++i)
             in[i] = anvil::half(static_cast<float>(i % 7) - 3.0f);
         std::vector<std::byte> in_bytes = bytes_of(in), out(n * 2);
-        const std::vector<coreml::coreml_model::input> inputs{
-            {"x", 0, 0, 0, in_bytes.data(), {1, 1, 2, width}, coreml::multi_array_float16}};
-        const std::vector<coreml::coreml_model::output> results{
-            {"y", 0, 0, 0, out.data(), {1, 1, 2, width}, coreml::multi_array_float16}};
-        const auto value = [&](std::size_t i) {
-            anvil::half h;
-            std::memcpy(&h, out.data() + 2 * i, 2);
-            return static_cast<float>(h);
-        };
+        const std::vector inputs{array_input("x", in_bytes.data(), {1, 1, 2, width})};
+        const std::vector results{fp16_output("y", out, {1, 1, 2, width})};
+        const auto value = [&](std::size_t i) { return floats_of(out)[i]; };
         const auto first = model.new_state();
         for (int call = 1; call <= 3; ++call) {  // acc after `call` predictions: call * x
             model.predict(inputs, results, &first);

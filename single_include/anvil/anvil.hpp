@@ -11727,6 +11727,10 @@ struct lowering_options {
     std::int64_t softmax_max_axis = 8192;  // longer softmax axes are decomposed (RUNTIME.md §6)
     bool one_file_per_weight = false;      // one blob file per constant (M1 rejected multi-blob files, §5)
     lowering_choices choices = unrestricted_choices();
+    // Segment inputs declared as Core ML states rather than inputs (device::coreml on macOS 15: resident
+    // inputs, such as KV caches, that Core ML keeps in MLState buffers the host writes in place). Needs the
+    // ios18 dialect.
+    std::vector<value_id> state_inputs;
 
     [[nodiscard]] lowering_variant variant(lowering_feature f) const { return choices.of(f); }
     [[nodiscard]] bool native(lowering_feature f) const { return choices.of(f) == lowering_variant::native; }
@@ -13432,6 +13436,10 @@ struct surface_layout {
     std::int64_t channels = 1, width = 1;
     std::int64_t surface_width = 1;  // >= width
     std::size_t channel_stride = 0;  // bytes
+    // A Core ML state (lowering_options::state_inputs): an MLState buffer of [1, channels, 1, surface_width]
+    // the host writes in place, its width a multiple of 32 (COREML.md §4.5); the program reads it with
+    // read_state. channel_stride is then the buffer's, which Core ML reports at each access.
+    bool state = false;
 
     [[nodiscard]] std::size_t bytes() const noexcept {
         return static_cast<std::size_t>(channels) * channel_stride;
@@ -13606,7 +13614,21 @@ inline void lower_node(segment_lowering& L, value_id id) {
             consumed_channels_first(L, nodes, id) ? surface_order::columns : surface_order::rows,
             n.result.shape, options);
         surface_layout surface = make_surface(symbol, id, n.result.shape, order, options);
-        mil_ref ref = L.mil().input(symbol, {1, surface.channels, 1, surface.surface_width});
+        surface.state = std::find(options.state_inputs.begin(), options.state_inputs.end(), id) !=
+                        options.state_inputs.end();
+        mil_ref ref = 0;
+        if (surface.state) {
+            // A state whose width is not a multiple of 32 fails on the Neural Engine (COREML.md §4.5,
+            // coremltools #2631), whatever the chip's I/O width rule.
+            surface.surface_width =
+                (surface.width + io_width_granule - 1) / io_width_granule * io_width_granule;
+            surface.channel_stride = static_cast<std::size_t>(surface.surface_width) * 2;
+            const mil_ref state =
+                L.mil().state_input(symbol, {1, surface.channels, 1, surface.surface_width});
+            ref = L.mil().state_read(state, symbol + "_now");
+        } else {
+            ref = L.mil().input(symbol, {1, surface.channels, 1, surface.surface_width});
+        }
         if (surface.surface_width != surface.width) {
             // The host pads the width (RUNTIME.md §0 #3); the program reads only the value.
             ref = L.slice_axis(ref, 3, 0, surface.width, symbol + "_unpadded");
@@ -14316,7 +14338,9 @@ inline host_tensor leading_rows(const host_tensor& tensor, std::int64_t first, s
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -14355,6 +14379,7 @@ struct coreml_classes {
     ane::class_handle neural_engine_device = nullptr;  // MLNeuralEngineComputeDevice
     ane::class_handle cpu_device = nullptr;            // MLCPUComputeDevice
     ane::class_handle gpu_device = nullptr;            // MLGPUComputeDevice
+    ane::class_handle state = nullptr;                 // MLState (macOS 15; nullptr before)
 };
 
 struct coreml_messages {
@@ -14383,6 +14408,10 @@ struct coreml_messages {
     typed_selector<void(objc_id)> set_function_name;  // -[MLModelConfiguration setFunctionName:] (macOS 15)
     typed_selector<objc_id(objc_id, objc_id, objc_id*)>
         prediction_with_state;  // -[MLModel predictionFromFeatures:usingState:error:] (macOS 15; optional)
+    typed_selector<void(objc_id, void*)>
+        multi_array_for_state;  // -[MLState getMultiArrayForStateNamed:handler:] (macOS 15; optional)
+    typed_selector<void(void*)>
+        get_mutable_bytes_with_handler;  // -[MLMultiArray getMutableBytesWithHandler:]
 };
 
 // The Core ML loader: the system libraries and CoreML.framework (or, with ANVIL_ANE_SIM, the simulator,
@@ -14467,6 +14496,11 @@ private:
                      missing);
         find_message(m.new_state, "newState", c.model, false, false, missing);
         find_message(m.set_function_name, "setFunctionName:", c.configuration, false, false, missing);
+        c.state = find_class("MLState", false, missing);
+        find_message(m.multi_array_for_state, "getMultiArrayForStateNamed:handler:", c.state, false, false,
+                     missing);
+        find_message(m.get_mutable_bytes_with_handler, "getMutableBytesWithHandler:", c.multi_array, false,
+                     false, missing);
         find_message(m.prediction_with_state, "predictionFromFeatures:usingState:error:", c.model, false,
                      false, missing);
         if (!missing.empty()) throw_missing(library_, missing);
@@ -14563,6 +14597,99 @@ inline void move_directory(const std::filesystem::path& from, const std::filesys
                                to.string(), "': ", code.message()));
     }
     std::filesystem::remove_all(from, code);
+}
+
+// ---- state buffers (macOS 15) ----------------------------------------------------------------------------
+
+// What the two handlers of with_state_buffer share: the request, and what went wrong inside them (an
+// exception must not cross Core ML's frames, so it is kept and rethrown once the call returns).
+struct state_access {
+    const std::string* name;
+    std::int64_t channels, width;
+    const std::function<void(std::byte*, std::size_t)>* access;
+    std::exception_ptr failure;
+    bool called = false;
+};
+
+struct state_capture {
+    state_access* request;
+};
+
+// getMutableBytesWithHandler:'s handler, `void (^)(void* bytes, NSInteger size, NSArray<NSNumber*>*
+// strides)`: the buffer is [1, C, 1, W] fp16 with W contiguous; row c starts at c * strides[1] elements.
+inline void state_bytes_invoke(void* block, void* bytes, long size, objc_id strides) {
+    auto* self = static_cast<stack_block<state_capture, void (*)(void*, void*, long, objc_id)>*>(block);
+    state_access& r = *self->capture.request;
+    r.called = true;
+    try {
+        const std::vector<std::int64_t> s = number_values(strides, "the state buffer's strides");
+        const std::string what = message("Core ML: state '", *r.name, "'");
+        if (s.size() != 4 || s[3] != 1 || s[1] < r.width) {
+            throw anvil::error(message(what, ": its buffer's strides are not those of a [1, ", r.channels,
+                                       ", 1, ", r.width, "] array with contiguous rows"));
+        }
+        const auto channel_stride = static_cast<std::size_t>(s[1]) * 2;
+        const std::size_t needed = (static_cast<std::size_t>(r.channels) - 1) * channel_stride +
+                                   static_cast<std::size_t>(r.width) * 2;
+        if (bytes == nullptr || size < 0 || static_cast<std::size_t>(size) < needed) {
+            throw anvil::error(message(what, ": its buffer has ", size,
+                                       " bytes, fewer than its shape and strides need (", needed, ")"));
+        }
+        (*r.access)(static_cast<std::byte*>(bytes), channel_stride);
+    } catch (...) {
+        r.failure = std::current_exception();
+    }
+}
+
+// getMultiArrayForStateNamed:handler:'s handler, `void (^)(MLMultiArray* buffer)`: checks the view is the
+// fp16 [1, C, 1, W] array the program declares, then opens its bytes for writing.
+inline void state_array_invoke(void* block, objc_id array) {
+    auto* self = static_cast<stack_block<state_capture, void (*)(void*, objc_id)>*>(block);
+    state_access& r = *self->capture.request;
+    try {
+        const coreml_runtime& rt = coreml_runtime::get();
+        if (array == nullptr) throw anvil::error(message("Core ML: the model has no state '", *r.name, "'"));
+        const std::vector<std::int64_t> shape = number_values(rt.send(array, rt.messages.shape), "shape");
+        const std::vector<std::int64_t> expected{1, r.channels, 1, r.width};
+        if (shape != expected || rt.send(array, rt.messages.data_type) != multi_array_float16) {
+            throw anvil::error(message("Core ML: state '", *r.name, "' is not the fp16 [1, ", r.channels,
+                                       ", 1, ", r.width, "] buffer the program declares"));
+        }
+        static const block_descriptor descriptor{
+            0, sizeof(stack_block<state_capture, void (*)(void*, void*, long, objc_id)>), "v32@?0^v8q16@24"};
+        stack_block<state_capture, void (*)(void*, void*, long, objc_id)> bytes_block{
+            rt.stack_block_class(), block_has_signature, 0,
+            &state_bytes_invoke,    &descriptor,         state_capture{&r}};
+        rt.send(array, rt.messages.get_mutable_bytes_with_handler, static_cast<void*>(&bytes_block));
+    } catch (...) {
+        r.failure = std::current_exception();
+    }
+}
+
+// Opens the fp16 [1, C, 1, W] buffer of state `name` in `state` (an MLState from coreml_model::new_state) for
+// reading and writing in place: `access(bytes, channel_stride_bytes)` runs inside Core ML's handlers, which
+// are synchronous (the buffer may move between calls, so nothing keeps its address). Throws anvil::error when
+// the state is missing, has another shape or layout, or `access` throws.
+inline void with_state_buffer(const objc_object& state, const std::string& name, std::int64_t channels,
+                              std::int64_t width,
+                              const std::function<void(std::byte*, std::size_t)>& access) {
+    const coreml_runtime& rt = coreml_runtime::get();
+    if (!rt.messages.multi_array_for_state.available || !rt.messages.get_mutable_bytes_with_handler.available)
+        throw unsupported_error("Core ML: writing a state buffer needs macOS 15 / iOS 18 (MLState)");
+    const ane::autorelease_pool pool;
+    state_access request{&name, channels, width, &access, nullptr, false};
+    static const block_descriptor descriptor{0, sizeof(stack_block<state_capture, void (*)(void*, objc_id)>),
+                                             "v16@?0@8"};
+    stack_block<state_capture, void (*)(void*, objc_id)> block{
+        rt.stack_block_class(), block_has_signature, 0,
+        &state_array_invoke,    &descriptor,         state_capture{&request}};
+    const objc_object key = ane::make_string(name);
+    rt.send(state.get(), rt.messages.multi_array_for_state, key.get(), static_cast<void*>(&block));
+    if (request.failure) std::rethrow_exception(request.failure);
+    if (!request.called) {
+        throw anvil::error(message(
+            "Core ML: -[MLState getMultiArrayForStateNamed:handler:] did not open state '", name, "'"));
+    }
 }
 
 // ---- MLComputePlan -----------------------------------------------------------------------------------
@@ -14737,6 +14864,16 @@ public:
         std::vector<std::int64_t> shape = {};
         long data_type = multi_array_float16;
     };
+
+    // Whether this Core ML has MLState (macOS 15): states, their buffers, stateful predictions. The class is
+    // looked up again on every call, as compute_plan does: a simulator told to drop it is believed.
+    [[nodiscard]] static bool supports_states() {
+        const coreml_runtime& rt = coreml_runtime::get();
+        return rt.messages.new_state.available && rt.messages.prediction_with_state.available &&
+               rt.messages.multi_array_for_state.available &&
+               rt.messages.get_mutable_bytes_with_handler.available &&
+               rt.objc.objc_getClass("MLState") != nullptr;
+    }
 
     // A new MLState for this model (macOS 15): its state buffers (a stateful package's KV caches), zeros
     // at first, read and written in place by each predict given it. Throws unsupported_error before macOS 15.
@@ -20664,6 +20801,7 @@ public:
             cache_root_ = cache_root(options.cache_dir);
         }
         choose_lowering_for(options);
+        if (on_coreml()) states_supported_ = coreml::coreml_model::supports_states();
         body_ = tile_wide_linears(body, lowering_.max_dimension);
         for (std::size_t id = 0; id < body_.nodes.size(); ++id) {
             const node& n = body_.nodes[id];
@@ -20835,8 +20973,9 @@ public:
             for (std::size_t i = 0; i < s.ane->lowered.inputs.size(); ++i) {
                 const surface_layout& layout = s.ane->lowered.inputs[i];
                 if (layout.value != id) continue;
-                with_input(*s.ane, i,
-                           [&](std::byte* data) { pack_region(layout, starts, length, mirror, data); });
+                with_input(*s.ane, i, [&](std::byte* data, const surface_layout& at) {
+                    pack_region(at, starts, length, mirror, data);
+                });
             }
         }
     }
@@ -20868,7 +21007,9 @@ private:
         std::optional<ane_request> request;
         // The Core ML route: the loaded model and host buffers laid out as the surfaces would be.
         std::optional<coreml::coreml_model> coreml;
-        std::vector<std::vector<std::byte>> input_buffers, output_buffers;
+        objc_object
+            state;  // its MLState (macOS 15) when resident inputs are states; released before `coreml`
+        std::vector<std::vector<std::byte>> input_buffers, output_buffers;  // none for a state input
         std::vector<float> scratch;
         std::string placement_note;  // Core ML: the ops its compute plan keeps off the Neural Engine
         weight_residency weights;    // the blobs the framework holds for this program (resident_weight_bytes)
@@ -20891,19 +21032,62 @@ private:
 
     [[nodiscard]] bool on_coreml() const noexcept { return options_.target == device::coreml; }
 
-    // Calls `write` with the bytes of input `i` of an ANE step: its locked surface, or its Core ML buffer.
+    // Calls `write(bytes, layout)` with the bytes of input `i` of an ANE step — its locked surface, its Core
+    // ML buffer, or its MLState buffer — and the layout they have (a state's rows are as far apart as Core ML
+    // says at each access).
     template <class Write>
     static void with_input(ane_step& s, std::size_t i, Write&& write) {
+        const surface_layout& layout = s.lowered.inputs[i];
+        if (layout.state) {
+            coreml::with_state_buffer(s.state, layout.symbol, layout.channels, layout.surface_width,
+                                      [&](std::byte* data, std::size_t channel_stride) {
+                                          surface_layout at = layout;
+                                          at.channel_stride = channel_stride;
+                                          write(data, at);
+                                      });
+            return;
+        }
         if (s.coreml) {
-            write(s.input_buffers[i].data());
+            write(s.input_buffers[i].data(), layout);
             return;
         }
         auto guard = s.input_surfaces[i]->lock(false);
-        write(guard.data());
+        write(guard.data(), layout);
     }
 
     [[nodiscard]] host_tensor& mirror_of(value_id id) { return mirrors_.at(id); }
     [[nodiscard]] const host_tensor& mirror_of(value_id id) const { return mirrors_.at(id); }
+
+    // The lowering of one segment. On the Core ML route with MLState (macOS 15), the resident inputs the
+    // segment reads (KV caches) become states in the ios18 dialect: Core ML keeps them between predictions
+    // and the host writes only what changes, where an input would pass the whole cache to every prediction.
+    [[nodiscard]] lowering_options segment_lowering_options(const segment& seg) const {
+        lowering_options options = lowering_;
+        if (!states_usable()) return options;
+        for (const value_id id : seg.inputs)
+            if (resident_[id]) options.state_inputs.push_back(id);
+        if (!options.state_inputs.empty()) options.dialect = mil_dialect::ios18;
+        return options;
+    }
+
+    // States need Core ML's MLState (macOS 15) and the ios18 dialect, unless ios16 was asked for.
+    [[nodiscard]] bool states_usable() const {
+        return on_coreml() && options_.ane_mil != mil_version::ios16 && states_supported_;
+    }
+
+    // The placement note of a Core ML segment whose resident inputs are passed to every prediction, because
+    // they could not be states; "" when it reads none.
+    [[nodiscard]] std::string resident_inputs_passed(const segment& seg) const {
+        std::string names;
+        for (const value_id id : seg.inputs)
+            if (resident_[id]) names += message(names.empty() ? "" : ", ", body_.nodes[id].name);
+        if (names.empty()) return {};
+        const std::string why = options_.ane_mil == mil_version::ios16
+                                    ? "the ios16 dialect was asked for, and states need ios18"
+                                    : "this Core ML has no MLState (before macOS 15 / iOS 18)";
+        return message("the resident inputs ", names,
+                       " are passed to every prediction, not kept in MLState: ", why);
+    }
 
     void choose_lowering_for(const compile_options& options) {
         choices_ = choices_for(options, architecture_);
@@ -20922,7 +21106,7 @@ private:
         const auto lower_at = [&](std::size_t i) {
             segment& seg = segments[i];
             try {
-                lowered[i] = lower(body_, seg.nodes, seg.inputs, seg.outputs, lowering_);
+                lowered[i] = lower(body_, seg.nodes, seg.inputs, seg.outputs, segment_lowering_options(seg));
             } catch (const error& e) {
                 if (options_.strict_device)
                     throw unsupported_error(message("compile: strict_device: ANE segment (",
@@ -21073,8 +21257,8 @@ private:
                 if (!s.ane) continue;
                 for (std::size_t k = 0; k < s.ane->lowered.inputs.size(); ++k) {
                     if (s.ane->lowered.inputs[k].value != id) continue;
-                    with_input(*s.ane, k, [&](std::byte* data) {
-                        pack(s.ane->lowered.inputs[k], mirror.values<float>().data(), data);
+                    with_input(*s.ane, k, [&](std::byte* data, const surface_layout& at) {
+                        pack(at, mirror.values<float>().data(), data);
                     });
                 }
             }
@@ -21301,7 +21485,8 @@ private:
             const host_tensor& value = values[layout.value];
             s.scratch.resize(value.element_count());
             cpu::to_compute_floats(value, s.scratch.data(), layout.symbol);
-            with_input(s, i, [&](std::byte* data) { pack(layout, s.scratch.data(), data); });
+            with_input(s, i,
+                       [&](std::byte* data, const surface_layout& at) { pack(at, s.scratch.data(), data); });
         }
         if (s.coreml) {
             predict_coreml(s);
@@ -21322,10 +21507,12 @@ private:
         }
     }
 
+    // A state input is not passed: Core ML reads it from the step's MLState.
     static void predict_coreml(ane_step& s) {
         std::vector<coreml::coreml_model::input> inputs;
         for (std::size_t i = 0; i < s.lowered.inputs.size(); ++i) {
             const surface_layout& l = s.lowered.inputs[i];
+            if (l.state) continue;
             inputs.push_back(
                 {l.symbol, l.channels, l.surface_width, l.channel_stride, s.input_buffers[i].data()});
         }
@@ -21335,7 +21522,7 @@ private:
             outputs.push_back(
                 {l.symbol, l.channels, l.surface_width, l.channel_stride, s.output_buffers[i].data()});
         }
-        s.coreml->predict(inputs, outputs);
+        s.coreml->predict(inputs, outputs, s.state ? &s.state : nullptr);
     }
 
     // The Core ML route's step: the segment's program as a Core ML model, compiled once into
@@ -21392,20 +21579,38 @@ private:
         // Core ML holds the weights now; the program's in-memory copies go.
         s->weights = weight_residency(s.get(), weight_bytes, weight_device::ane);
         s->lowered.program = mil_function{};
+        const bool has_states = std::any_of(s->lowered.inputs.begin(), s->lowered.inputs.end(),
+                                            [](const surface_layout& in) { return in.state; });
+        if (has_states) {
+            try {
+                s->state = s->coreml->new_state();  // zeros; bind_resident writes the inputs' contents
+            } catch (const error& e) {
+                throw device_refusal{"load", e.what()};
+            }
+        }
         for (const auto& in : s->lowered.inputs) {
-            s->input_buffers.emplace_back(in.bytes());
+            s->input_buffers.emplace_back(in.state ? 0 : in.bytes());
             s->input_shared.push_back(false);
         }
         for (const auto& out : s->lowered.outputs)
             s->output_buffers.emplace_back(out.bytes());
         try {
             for (std::size_t i = 0; i < s->lowered.inputs.size(); ++i)
-                fill_with_ones(s->lowered.inputs[i], s->input_buffers[i].data());
+                if (!s->lowered.inputs[i].state)
+                    fill_with_ones(s->lowered.inputs[i], s->input_buffers[i].data());
             predict_coreml(*s);
         } catch (const error& e) {
             throw device_refusal{"evaluate", e.what()};
         }
-        s->placement_note = check_compute_plan(compiled, seg);
+        std::vector<std::string> notes;
+        if (!has_states) {
+            const std::string passed = resident_inputs_passed(seg);
+            if (!passed.empty()) notes.push_back(passed);
+        }
+        if (std::string plan = check_compute_plan(compiled, seg); !plan.empty())
+            notes.push_back(std::move(plan));
+        for (const std::string& note : notes)
+            s->placement_note += message(s->placement_note.empty() ? "" : "; ", note);
         return s;
     }
 
@@ -21474,6 +21679,7 @@ private:
     std::size_t compiled_ = 0;
     std::size_t cache_hits_ = 0;
     std::size_t shared_surfaces_ = 0;
+    bool states_supported_ = false;  // device::coreml: this Core ML has MLState (macOS 15)
     mutable std::mutex mutex_;
 };
 

@@ -52,6 +52,7 @@ enum class rule : std::uint8_t {
     epsilon_zero,
     load_transient,
     fault_injection,
+    state_width,
 };
 
 struct citation {
@@ -106,6 +107,7 @@ inline constexpr std::array citations = {
     citation{rule::epsilon_zero, 79, "`log`, `rsqrt`, `inverse` with `epsilon = 0`"},
     citation{rule::load_transient, 80, "`loadWithQoS` can fail transiently N times in a row"},
     citation{rule::fault_injection, 82, "a compile or load can be made to fail for one chosen op or program"},
+    citation{rule::state_width, 87, "a state whose last dimension (width) is not a multiple of 32 fails"},
 };
 
 // " [CONSTRAINTS.md:NN]", appended to the message of each rule.

@@ -467,7 +467,8 @@ private:
                                   result_.value_names[static_cast<std::size_t>(bound.value)] + "' " +
                                   shape_text(state.shape) +
                                   " has a last dimension that is not a multiple of 32, which fails on the "
-                                  "Neural Engine (COREML.md §4.5, coremltools #2631)");
+                                  "Neural Engine (COREML.md §4.5, coremltools #2631)" +
+                                  cite(rule::state_width));
             }
         }
         if (s.op != "cast" && s.op != "read_state" && s.op != "write_state") {

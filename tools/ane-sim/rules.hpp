@@ -35,6 +35,7 @@ struct rules {
     rule_mode transcendentals = rule_mode::allow;  // reduce_mean/exp/log/sqrt/sin/cos at evaluate
     std::string profile = "default";     // "m5-macos26" sets transcendentals=error, architecture h17g
     bool compute_plan = true;            // objc_getClass("MLComputePlan") finds the class (macOS 14.4+)
+    bool states = true;                  // objc_getClass("MLState") finds the class (macOS 15+)
     bool device_info = true;             // objc_getClass("_ANEDeviceInfo") finds the class
     std::string fail_compile_op;         // a program with this op fails to compile ("" = off)
     std::string fail_load_op;            // ... to load

@@ -413,6 +413,7 @@ id predict(model_object* model, id features, state_object* state, void** error) 
             return nullptr;
         }
         packed.push_back(packed_copy(array));
+        add_counter("coreml_input_bytes", static_cast<long>(packed.back().size()));
         surface_view view;
         view.base = packed.back().data();
         view.alloc_size = packed.back().size();
@@ -602,6 +603,47 @@ struct block_header {
     } * descriptor;
 };
 
+// The same layout with the invoke function of another handler type (checked by is_block_of's signature).
+template <class Invoke>
+struct typed_block {
+    void* isa;
+    int flags;
+    int reserved;
+    Invoke invoke;
+    const block_header::block_descriptor_header* descriptor;
+};
+
+// Whether `block` is a block literal (stack or global) whose descriptor carries `signature`; a violation
+// naming `method` and `type` when it is not. Under sim().mutex.
+bool is_block_of(void* block, const char* signature, const std::string& method, const char* type) {
+    auto* header = static_cast<block_header*>(block);
+    const bool stack = header != nullptr && header->isa == static_cast<void*>(_NSConcreteStackBlock);
+    const bool global = header != nullptr && header->isa == static_cast<void*>(_NSConcreteGlobalBlock);
+    if (!stack && !global) {
+        record_violation(method +
+                         ": the handler is not a block (its isa is neither _NSConcreteStackBlock nor "
+                         "_NSConcreteGlobalBlock)");
+        return false;
+    }
+    if ((header->flags & (1 << 30)) == 0 || header->descriptor == nullptr ||
+        header->descriptor->signature == nullptr ||
+        std::strcmp(header->descriptor->signature, signature) != 0 ||
+        header->descriptor->size < sizeof(block_header)) {
+        record_violation(method + ": the block's descriptor does not carry the signature of " + type +
+                         ", \"" + signature + "\"");
+        return false;
+    }
+    return true;
+}
+
+// The bytes an array's shape and strides reach.
+std::size_t reach_bytes(const multi_array_object& array) {
+    std::int64_t last = 0;
+    for (std::size_t i = 0; i < array.shape.size(); ++i)
+        last += (array.shape[i] - 1) * array.strides[i];
+    return static_cast<std::size_t>(last + 1) * element_size(array.data_type);
+}
+
 // -[MLMultiArray getBytesWithHandler:]: calls the block once with the whole backing store (strides apply).
 void multi_array_get_bytes(id self, sel, void* block) {
     std::byte* data = nullptr;
@@ -610,31 +652,91 @@ void multi_array_get_bytes(id self, sel, void* block) {
         lock_guard lock(sim().mutex);
         auto* array = receiver<multi_array_object>(self, "getBytesWithHandler:");
         if (array == nullptr) return;
-        auto* header = static_cast<block_header*>(block);
-        const bool stack = header != nullptr && header->isa == static_cast<void*>(_NSConcreteStackBlock);
-        const bool global = header != nullptr && header->isa == static_cast<void*>(_NSConcreteGlobalBlock);
-        if (!stack && !global) {
-            record_violation(
-                "-[MLMultiArray getBytesWithHandler:]: the handler is not a block (its isa is neither "
-                "_NSConcreteStackBlock nor _NSConcreteGlobalBlock)");
+        if (!is_block_of(block, "v24@?0r^v8q16", "-[MLMultiArray getBytesWithHandler:]",
+                         "void (^)(const void *, NSInteger)"))
             return;
-        }
-        if ((header->flags & (1 << 30)) == 0 || header->descriptor == nullptr ||
-            header->descriptor->signature == nullptr ||
-            std::strcmp(header->descriptor->signature, "v24@?0r^v8q16") != 0 ||
-            header->descriptor->size < sizeof(block_header)) {
+        if (array->data == nullptr) {
             record_violation(
-                "-[MLMultiArray getBytesWithHandler:]: the block's descriptor does not carry the signature "
-                "of void (^)(const void *, NSInteger), \"v24@?0r^v8q16\"");
+                "-[MLMultiArray getBytesWithHandler:]: a state's array used after its handler returned");
             return;
         }
         data = array->data;
-        std::int64_t last = 0;
-        for (std::size_t i = 0; i < array->shape.size(); ++i)
-            last += (array->shape[i] - 1) * array->strides[i];
-        size = static_cast<std::size_t>(last + 1) * element_size(array->data_type);
+        size = reach_bytes(*array);
     }
     static_cast<block_header*>(block)->invoke(block, data, static_cast<long>(size));
+}
+
+// -[MLMultiArray getMutableBytesWithHandler:] (macOS 12.3): calls the block once with the backing store, its
+// size and its strides; what the block writes stays (a state's buffer is written so).
+void multi_array_get_mutable_bytes(id self, sel, void* block) {
+    std::byte* data = nullptr;
+    std::size_t size = 0;
+    id strides = nullptr;
+    {
+        lock_guard lock(sim().mutex);
+        auto* array = receiver<multi_array_object>(self, "getMutableBytesWithHandler:");
+        if (array == nullptr) return;
+        if (!is_block_of(block, "v32@?0^v8q16@24", "-[MLMultiArray getMutableBytesWithHandler:]",
+                         "void (^)(void *, NSInteger, NSArray<NSNumber *> *)"))
+            return;
+        if (array->data == nullptr) {
+            record_violation(
+                "-[MLMultiArray getMutableBytesWithHandler:]: a state's array used after its handler "
+                "returned");
+            return;
+        }
+        data = array->data;
+        size = reach_bytes(*array);
+        strides = numbers_array(array->strides);
+    }
+    auto* typed = static_cast<typed_block<void (*)(void*, void*, long, id)>*>(block);
+    typed->invoke(block, data, static_cast<long>(size), strides);
+}
+
+// ---- MLState
+
+// -[MLState getMultiArrayForStateNamed:handler:] (macOS 15): calls the block, synchronously, with an
+// MLMultiArray over the named state's buffer (fp16, its declared shape, packed strides), valid only until the
+// block returns (Apple: "one shall not access the state buffer outside of the closure"); nil for a name the
+// model has no state of.
+void state_multi_array(id self, sel, id name, void* block) {
+    multi_array_object* array = nullptr;
+    state_object* lender = nullptr;
+    {
+        lock_guard lock(sim().mutex);
+        auto* state = receiver<state_object>(self, "getMultiArrayForStateNamed:handler:");
+        if (state == nullptr) return;
+        if (!is_block_of(block, "v16@?0@8", "-[MLState getMultiArrayForStateNamed:handler:]",
+                         "void (^)(MLMultiArray *)"))
+            return;
+        auto* key = as<string_object>(name);
+        if (key == nullptr) {
+            record_violation("-[MLState getMultiArrayForStateNamed:handler:]: the name is " + describe(name) +
+                             ", expected an NSString");
+            return;
+        }
+        for (std::size_t i = 0; i < state->states.size(); ++i) {
+            if (state->states[i].name != key->text) continue;
+            array = make_object<multi_array_object>();
+            array->initialized = true;
+            array->data_type = array_float16;
+            array->shape = state->states[i].shape;
+            array->strides.assign(array->shape.size(), 1);
+            for (std::size_t d = array->shape.size(); d-- > 1;)
+                array->strides[d - 1] = array->strides[d] * array->shape[d];
+            array->data = reinterpret_cast<std::byte*>(state->buffers[i].data());
+            lender = static_cast<state_object*>(retain_object(state, "getMultiArrayForStateNamed:handler:"));
+            add_counter("coreml_state_accesses", 1);
+            break;
+        }
+    }
+    static_cast<typed_block<void (*)(void*, id)>*>(block)->invoke(block, array);
+    if (array == nullptr) return;
+    lock_guard lock(sim().mutex);
+    array->data =
+        nullptr;  // lent for the block only: a later use is a violation, not a write to freed memory
+    release_object(array, "getMultiArrayForStateNamed:handler:");
+    release_object(lender, "getMultiArrayForStateNamed:handler:");  // the buffer's owner, kept while lent
 }
 
 // ---- MLFeatureValue
@@ -962,7 +1064,8 @@ void define_coreml_classes() {
     add_method(model, "predictionFromFeatures:error:", as_imp(&model_predict));
     add_method(model, "predictionFromFeatures:usingState:error:", as_imp(&model_predict_with_state));
     add_method(model, "newState", as_imp(&model_new_state));
-    define_class(state_object::class_name, state_type_id, &destroy_as<state_object>);
+    class_record* state = define_class(state_object::class_name, state_type_id, &destroy_as<state_object>);
+    add_method(state, "getMultiArrayForStateNamed:handler:", as_imp(&state_multi_array));
 
     class_record* array =
         define_class(multi_array_object::class_name, multi_array_type_id, &destroy_as<multi_array_object>);
@@ -973,6 +1076,7 @@ void define_coreml_classes() {
     add_method(array, "strides", as_imp(&multi_array_strides));
     add_method(array, "dataType", as_imp(&multi_array_data_type));
     add_method(array, "getBytesWithHandler:", as_imp(&multi_array_get_bytes));
+    add_method(array, "getMutableBytesWithHandler:", as_imp(&multi_array_get_mutable_bytes));
 
     class_record* value = define_class(feature_value_object::class_name, feature_value_type_id,
                                        &destroy_as<feature_value_object>);

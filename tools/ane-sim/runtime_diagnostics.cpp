@@ -104,6 +104,7 @@ option_result apply_option(rules& options, std::string_view name, std::string_vi
     if (name == "live_names") return result(parse_flag(value, "present", "omit", options.live_names));
     if (name == "device_info") return result(parse_flag(value, "present", "absent", options.device_info));
     if (name == "compute_plan") return result(parse_flag(value, "present", "absent", options.compute_plan));
+    if (name == "states") return result(parse_flag(value, "present", "absent", options.states));
     if (name == "plane_stride_pad") {
         std::int64_t pad = 0;
         if (!parse_integer(value, 0, pad) || pad % 64 != 0) return option_result::bad_value;
@@ -210,7 +211,8 @@ ANVIL_SIM_EXPORT long anvil_ane_sim_counter(const char* name) {
     for (std::string_view known :
          {"compiles", "compile_cache_hits", "loads", "evaluations", "bytes_in", "bytes_out",
           "bytes_changed_in", "coreml_compiles", "coreml_loads", "coreml_device_compiles",
-          "coreml_cache_hits", "coreml_predictions", "coreml_compute_plans", "coreml_states"})
+          "coreml_cache_hits", "coreml_predictions", "coreml_compute_plans", "coreml_states",
+          "coreml_input_bytes", "coreml_state_accesses"})
         if (wanted == known) return count(wanted);
     return -1;
 }

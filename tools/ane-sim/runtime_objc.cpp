@@ -237,6 +237,8 @@ ANVIL_SIM_EXPORT void* objc_getClass(const char* name) {
     if (!sim().options.device_info && std::string_view(name) == "_ANEDeviceInfo") return nullptr;
     // Option compute_plan=absent: Core ML before macOS 14.4, which has no MLComputePlan.
     if (!sim().options.compute_plan && std::string_view(name) == "MLComputePlan") return nullptr;
+    // Option states=absent: Core ML before macOS 15, which has no MLState.
+    if (!sim().options.states && std::string_view(name) == "MLState") return nullptr;
     return find_class(name);
 }
 

@@ -205,10 +205,6 @@ inline int run_export(const std::vector<std::string_view>& argv) {
         if (tokens > context)
             throw usage_error(
                 detail::message("export: --sequence-length ", tokens, " is more than --context ", context));
-        // Each function: the stateful step at its token count in a graph of its own, the caches as states.
-        const auto function = [&](std::string name, std::int64_t count) {
-            return lm.export_function(std::move(name), count, context);
-        };
         options.ios18 = true;  // states are spec 9
         kind = detail::message(c.model_type, " decoder LM, ", tokens, " token(s) per prediction, ", context,
                                " cache slots in ", 2 * c.layers, " states");
@@ -221,13 +217,15 @@ inline int run_export(const std::vector<std::string_view>& argv) {
                 throw usage_error(
                     detail::message("export: --prefill ", prefill,
                                     " is the decode function's token count (--sequence-length)"));
-            functions.push_back(function("prefill", prefill));
-            functions.push_back(function("decode", tokens));
+            // Each function: the stateful step at its token count in a graph of its own, the caches as
+            // states.
+            functions.push_back(lm.export_function("prefill", prefill, context));
+            functions.push_back(lm.export_function("decode", tokens, context));
             options.default_function = "decode";
             options.user_defined.emplace_back("anvil.prefill", std::to_string(prefill));
             kind += detail::message("; functions prefill (", prefill, " tokens) and decode");
         } else {
-            mlpackage_function only = function("main", tokens);
+            mlpackage_function only = lm.export_function("main", tokens, context);
             outputs = only.outputs;
             options.output_names = only.output_names;
             options.states = only.states;

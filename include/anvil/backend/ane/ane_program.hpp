@@ -165,6 +165,7 @@ public:
             cache_root_ = cache_root(options.cache_dir);
         }
         choose_lowering_for(options);
+        if (on_coreml()) states_supported_ = coreml::coreml_model::supports_states();
         body_ = tile_wide_linears(body, lowering_.max_dimension);
         for (std::size_t id = 0; id < body_.nodes.size(); ++id) {
             const node& n = body_.nodes[id];
@@ -336,8 +337,9 @@ public:
             for (std::size_t i = 0; i < s.ane->lowered.inputs.size(); ++i) {
                 const surface_layout& layout = s.ane->lowered.inputs[i];
                 if (layout.value != id) continue;
-                with_input(*s.ane, i,
-                           [&](std::byte* data) { pack_region(layout, starts, length, mirror, data); });
+                with_input(*s.ane, i, [&](std::byte* data, const surface_layout& at) {
+                    pack_region(at, starts, length, mirror, data);
+                });
             }
         }
     }
@@ -369,7 +371,9 @@ private:
         std::optional<ane_request> request;
         // The Core ML route: the loaded model and host buffers laid out as the surfaces would be.
         std::optional<coreml::coreml_model> coreml;
-        std::vector<std::vector<std::byte>> input_buffers, output_buffers;
+        objc_object
+            state;  // its MLState (macOS 15) when resident inputs are states; released before `coreml`
+        std::vector<std::vector<std::byte>> input_buffers, output_buffers;  // none for a state input
         std::vector<float> scratch;
         std::string placement_note;  // Core ML: the ops its compute plan keeps off the Neural Engine
         weight_residency weights;    // the blobs the framework holds for this program (resident_weight_bytes)
@@ -392,19 +396,62 @@ private:
 
     [[nodiscard]] bool on_coreml() const noexcept { return options_.target == device::coreml; }
 
-    // Calls `write` with the bytes of input `i` of an ANE step: its locked surface, or its Core ML buffer.
+    // Calls `write(bytes, layout)` with the bytes of input `i` of an ANE step — its locked surface, its Core
+    // ML buffer, or its MLState buffer — and the layout they have (a state's rows are as far apart as Core ML
+    // says at each access).
     template <class Write>
     static void with_input(ane_step& s, std::size_t i, Write&& write) {
+        const surface_layout& layout = s.lowered.inputs[i];
+        if (layout.state) {
+            coreml::with_state_buffer(s.state, layout.symbol, layout.channels, layout.surface_width,
+                                      [&](std::byte* data, std::size_t channel_stride) {
+                                          surface_layout at = layout;
+                                          at.channel_stride = channel_stride;
+                                          write(data, at);
+                                      });
+            return;
+        }
         if (s.coreml) {
-            write(s.input_buffers[i].data());
+            write(s.input_buffers[i].data(), layout);
             return;
         }
         auto guard = s.input_surfaces[i]->lock(false);
-        write(guard.data());
+        write(guard.data(), layout);
     }
 
     [[nodiscard]] host_tensor& mirror_of(value_id id) { return mirrors_.at(id); }
     [[nodiscard]] const host_tensor& mirror_of(value_id id) const { return mirrors_.at(id); }
+
+    // The lowering of one segment. On the Core ML route with MLState (macOS 15), the resident inputs the
+    // segment reads (KV caches) become states in the ios18 dialect: Core ML keeps them between predictions
+    // and the host writes only what changes, where an input would pass the whole cache to every prediction.
+    [[nodiscard]] lowering_options segment_lowering_options(const segment& seg) const {
+        lowering_options options = lowering_;
+        if (!states_usable()) return options;
+        for (const value_id id : seg.inputs)
+            if (resident_[id]) options.state_inputs.push_back(id);
+        if (!options.state_inputs.empty()) options.dialect = mil_dialect::ios18;
+        return options;
+    }
+
+    // States need Core ML's MLState (macOS 15) and the ios18 dialect, unless ios16 was asked for.
+    [[nodiscard]] bool states_usable() const {
+        return on_coreml() && options_.ane_mil != mil_version::ios16 && states_supported_;
+    }
+
+    // The placement note of a Core ML segment whose resident inputs are passed to every prediction, because
+    // they could not be states; "" when it reads none.
+    [[nodiscard]] std::string resident_inputs_passed(const segment& seg) const {
+        std::string names;
+        for (const value_id id : seg.inputs)
+            if (resident_[id]) names += message(names.empty() ? "" : ", ", body_.nodes[id].name);
+        if (names.empty()) return {};
+        const std::string why = options_.ane_mil == mil_version::ios16
+                                    ? "the ios16 dialect was asked for, and states need ios18"
+                                    : "this Core ML has no MLState (before macOS 15 / iOS 18)";
+        return message("the resident inputs ", names,
+                       " are passed to every prediction, not kept in MLState: ", why);
+    }
 
     void choose_lowering_for(const compile_options& options) {
         choices_ = choices_for(options, architecture_);
@@ -423,7 +470,7 @@ private:
         const auto lower_at = [&](std::size_t i) {
             segment& seg = segments[i];
             try {
-                lowered[i] = lower(body_, seg.nodes, seg.inputs, seg.outputs, lowering_);
+                lowered[i] = lower(body_, seg.nodes, seg.inputs, seg.outputs, segment_lowering_options(seg));
             } catch (const error& e) {
                 if (options_.strict_device)
                     throw unsupported_error(message("compile: strict_device: ANE segment (",
@@ -574,8 +621,8 @@ private:
                 if (!s.ane) continue;
                 for (std::size_t k = 0; k < s.ane->lowered.inputs.size(); ++k) {
                     if (s.ane->lowered.inputs[k].value != id) continue;
-                    with_input(*s.ane, k, [&](std::byte* data) {
-                        pack(s.ane->lowered.inputs[k], mirror.values<float>().data(), data);
+                    with_input(*s.ane, k, [&](std::byte* data, const surface_layout& at) {
+                        pack(at, mirror.values<float>().data(), data);
                     });
                 }
             }
@@ -802,7 +849,8 @@ private:
             const host_tensor& value = values[layout.value];
             s.scratch.resize(value.element_count());
             cpu::to_compute_floats(value, s.scratch.data(), layout.symbol);
-            with_input(s, i, [&](std::byte* data) { pack(layout, s.scratch.data(), data); });
+            with_input(s, i,
+                       [&](std::byte* data, const surface_layout& at) { pack(at, s.scratch.data(), data); });
         }
         if (s.coreml) {
             predict_coreml(s);
@@ -823,10 +871,12 @@ private:
         }
     }
 
+    // A state input is not passed: Core ML reads it from the step's MLState.
     static void predict_coreml(ane_step& s) {
         std::vector<coreml::coreml_model::input> inputs;
         for (std::size_t i = 0; i < s.lowered.inputs.size(); ++i) {
             const surface_layout& l = s.lowered.inputs[i];
+            if (l.state) continue;
             inputs.push_back(
                 {l.symbol, l.channels, l.surface_width, l.channel_stride, s.input_buffers[i].data()});
         }
@@ -836,7 +886,7 @@ private:
             outputs.push_back(
                 {l.symbol, l.channels, l.surface_width, l.channel_stride, s.output_buffers[i].data()});
         }
-        s.coreml->predict(inputs, outputs);
+        s.coreml->predict(inputs, outputs, s.state ? &s.state : nullptr);
     }
 
     // The Core ML route's step: the segment's program as a Core ML model, compiled once into
@@ -893,20 +943,38 @@ private:
         // Core ML holds the weights now; the program's in-memory copies go.
         s->weights = weight_residency(s.get(), weight_bytes, weight_device::ane);
         s->lowered.program = mil_function{};
+        const bool has_states = std::any_of(s->lowered.inputs.begin(), s->lowered.inputs.end(),
+                                            [](const surface_layout& in) { return in.state; });
+        if (has_states) {
+            try {
+                s->state = s->coreml->new_state();  // zeros; bind_resident writes the inputs' contents
+            } catch (const error& e) {
+                throw device_refusal{"load", e.what()};
+            }
+        }
         for (const auto& in : s->lowered.inputs) {
-            s->input_buffers.emplace_back(in.bytes());
+            s->input_buffers.emplace_back(in.state ? 0 : in.bytes());
             s->input_shared.push_back(false);
         }
         for (const auto& out : s->lowered.outputs)
             s->output_buffers.emplace_back(out.bytes());
         try {
             for (std::size_t i = 0; i < s->lowered.inputs.size(); ++i)
-                fill_with_ones(s->lowered.inputs[i], s->input_buffers[i].data());
+                if (!s->lowered.inputs[i].state)
+                    fill_with_ones(s->lowered.inputs[i], s->input_buffers[i].data());
             predict_coreml(*s);
         } catch (const error& e) {
             throw device_refusal{"evaluate", e.what()};
         }
-        s->placement_note = check_compute_plan(compiled, seg);
+        std::vector<std::string> notes;
+        if (!has_states) {
+            const std::string passed = resident_inputs_passed(seg);
+            if (!passed.empty()) notes.push_back(passed);
+        }
+        if (std::string plan = check_compute_plan(compiled, seg); !plan.empty())
+            notes.push_back(std::move(plan));
+        for (const std::string& note : notes)
+            s->placement_note += message(s->placement_note.empty() ? "" : "; ", note);
         return s;
     }
 
@@ -975,6 +1043,7 @@ private:
     std::size_t compiled_ = 0;
     std::size_t cache_hits_ = 0;
     std::size_t shared_surfaces_ = 0;
+    bool states_supported_ = false;  // device::coreml: this Core ML has MLState (macOS 15)
     mutable std::mutex mutex_;
 };
 

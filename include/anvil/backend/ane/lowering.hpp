@@ -49,6 +49,10 @@ struct surface_layout {
     std::int64_t channels = 1, width = 1;
     std::int64_t surface_width = 1;  // >= width
     std::size_t channel_stride = 0;  // bytes
+    // A Core ML state (lowering_options::state_inputs): an MLState buffer of [1, channels, 1, surface_width]
+    // the host writes in place, its width a multiple of 32 (COREML.md §4.5); the program reads it with
+    // read_state. channel_stride is then the buffer's, which Core ML reports at each access.
+    bool state = false;
 
     [[nodiscard]] std::size_t bytes() const noexcept {
         return static_cast<std::size_t>(channels) * channel_stride;
@@ -223,7 +227,21 @@ inline void lower_node(segment_lowering& L, value_id id) {
             consumed_channels_first(L, nodes, id) ? surface_order::columns : surface_order::rows,
             n.result.shape, options);
         surface_layout surface = make_surface(symbol, id, n.result.shape, order, options);
-        mil_ref ref = L.mil().input(symbol, {1, surface.channels, 1, surface.surface_width});
+        surface.state = std::find(options.state_inputs.begin(), options.state_inputs.end(), id) !=
+                        options.state_inputs.end();
+        mil_ref ref = 0;
+        if (surface.state) {
+            // A state whose width is not a multiple of 32 fails on the Neural Engine (COREML.md §4.5,
+            // coremltools #2631), whatever the chip's I/O width rule.
+            surface.surface_width =
+                (surface.width + io_width_granule - 1) / io_width_granule * io_width_granule;
+            surface.channel_stride = static_cast<std::size_t>(surface.surface_width) * 2;
+            const mil_ref state =
+                L.mil().state_input(symbol, {1, surface.channels, 1, surface.surface_width});
+            ref = L.mil().state_read(state, symbol + "_now");
+        } else {
+            ref = L.mil().input(symbol, {1, surface.channels, 1, surface.surface_width});
+        }
         if (surface.surface_width != surface.width) {
             // The host pads the width (RUNTIME.md §0 #3); the program reads only the value.
             ref = L.slice_axis(ref, 3, 0, surface.width, symbol + "_unpadded");

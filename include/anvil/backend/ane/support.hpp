@@ -42,6 +42,10 @@ struct lowering_options {
     std::int64_t softmax_max_axis = 8192;  // longer softmax axes are decomposed (RUNTIME.md §6)
     bool one_file_per_weight = false;      // one blob file per constant (M1 rejected multi-blob files, §5)
     lowering_choices choices = unrestricted_choices();
+    // Segment inputs declared as Core ML states rather than inputs (device::coreml on macOS 15: resident
+    // inputs, such as KV caches, that Core ML keeps in MLState buffers the host writes in place). Needs the
+    // ios18 dialect.
+    std::vector<value_id> state_inputs;
 
     [[nodiscard]] lowering_variant variant(lowering_feature f) const { return choices.of(f); }
     [[nodiscard]] bool native(lowering_feature f) const { return choices.of(f) == lowering_variant::native; }

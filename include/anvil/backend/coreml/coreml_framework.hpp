@@ -14,7 +14,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -53,6 +55,7 @@ struct coreml_classes {
     ane::class_handle neural_engine_device = nullptr;  // MLNeuralEngineComputeDevice
     ane::class_handle cpu_device = nullptr;            // MLCPUComputeDevice
     ane::class_handle gpu_device = nullptr;            // MLGPUComputeDevice
+    ane::class_handle state = nullptr;                 // MLState (macOS 15; nullptr before)
 };
 
 struct coreml_messages {
@@ -81,6 +84,10 @@ struct coreml_messages {
     typed_selector<void(objc_id)> set_function_name;  // -[MLModelConfiguration setFunctionName:] (macOS 15)
     typed_selector<objc_id(objc_id, objc_id, objc_id*)>
         prediction_with_state;  // -[MLModel predictionFromFeatures:usingState:error:] (macOS 15; optional)
+    typed_selector<void(objc_id, void*)>
+        multi_array_for_state;  // -[MLState getMultiArrayForStateNamed:handler:] (macOS 15; optional)
+    typed_selector<void(void*)>
+        get_mutable_bytes_with_handler;  // -[MLMultiArray getMutableBytesWithHandler:]
 };
 
 // The Core ML loader: the system libraries and CoreML.framework (or, with ANVIL_ANE_SIM, the simulator,
@@ -165,6 +172,11 @@ private:
                      missing);
         find_message(m.new_state, "newState", c.model, false, false, missing);
         find_message(m.set_function_name, "setFunctionName:", c.configuration, false, false, missing);
+        c.state = find_class("MLState", false, missing);
+        find_message(m.multi_array_for_state, "getMultiArrayForStateNamed:handler:", c.state, false, false,
+                     missing);
+        find_message(m.get_mutable_bytes_with_handler, "getMutableBytesWithHandler:", c.multi_array, false,
+                     false, missing);
         find_message(m.prediction_with_state, "predictionFromFeatures:usingState:error:", c.model, false,
                      false, missing);
         if (!missing.empty()) throw_missing(library_, missing);
@@ -261,6 +273,99 @@ inline void move_directory(const std::filesystem::path& from, const std::filesys
                                to.string(), "': ", code.message()));
     }
     std::filesystem::remove_all(from, code);
+}
+
+// ---- state buffers (macOS 15) ----------------------------------------------------------------------------
+
+// What the two handlers of with_state_buffer share: the request, and what went wrong inside them (an
+// exception must not cross Core ML's frames, so it is kept and rethrown once the call returns).
+struct state_access {
+    const std::string* name;
+    std::int64_t channels, width;
+    const std::function<void(std::byte*, std::size_t)>* access;
+    std::exception_ptr failure;
+    bool called = false;
+};
+
+struct state_capture {
+    state_access* request;
+};
+
+// getMutableBytesWithHandler:'s handler, `void (^)(void* bytes, NSInteger size, NSArray<NSNumber*>*
+// strides)`: the buffer is [1, C, 1, W] fp16 with W contiguous; row c starts at c * strides[1] elements.
+inline void state_bytes_invoke(void* block, void* bytes, long size, objc_id strides) {
+    auto* self = static_cast<stack_block<state_capture, void (*)(void*, void*, long, objc_id)>*>(block);
+    state_access& r = *self->capture.request;
+    r.called = true;
+    try {
+        const std::vector<std::int64_t> s = number_values(strides, "the state buffer's strides");
+        const std::string what = message("Core ML: state '", *r.name, "'");
+        if (s.size() != 4 || s[3] != 1 || s[1] < r.width) {
+            throw anvil::error(message(what, ": its buffer's strides are not those of a [1, ", r.channels,
+                                       ", 1, ", r.width, "] array with contiguous rows"));
+        }
+        const auto channel_stride = static_cast<std::size_t>(s[1]) * 2;
+        const std::size_t needed = (static_cast<std::size_t>(r.channels) - 1) * channel_stride +
+                                   static_cast<std::size_t>(r.width) * 2;
+        if (bytes == nullptr || size < 0 || static_cast<std::size_t>(size) < needed) {
+            throw anvil::error(message(what, ": its buffer has ", size,
+                                       " bytes, fewer than its shape and strides need (", needed, ")"));
+        }
+        (*r.access)(static_cast<std::byte*>(bytes), channel_stride);
+    } catch (...) {
+        r.failure = std::current_exception();
+    }
+}
+
+// getMultiArrayForStateNamed:handler:'s handler, `void (^)(MLMultiArray* buffer)`: checks the view is the
+// fp16 [1, C, 1, W] array the program declares, then opens its bytes for writing.
+inline void state_array_invoke(void* block, objc_id array) {
+    auto* self = static_cast<stack_block<state_capture, void (*)(void*, objc_id)>*>(block);
+    state_access& r = *self->capture.request;
+    try {
+        const coreml_runtime& rt = coreml_runtime::get();
+        if (array == nullptr) throw anvil::error(message("Core ML: the model has no state '", *r.name, "'"));
+        const std::vector<std::int64_t> shape = number_values(rt.send(array, rt.messages.shape), "shape");
+        const std::vector<std::int64_t> expected{1, r.channels, 1, r.width};
+        if (shape != expected || rt.send(array, rt.messages.data_type) != multi_array_float16) {
+            throw anvil::error(message("Core ML: state '", *r.name, "' is not the fp16 [1, ", r.channels,
+                                       ", 1, ", r.width, "] buffer the program declares"));
+        }
+        static const block_descriptor descriptor{
+            0, sizeof(stack_block<state_capture, void (*)(void*, void*, long, objc_id)>), "v32@?0^v8q16@24"};
+        stack_block<state_capture, void (*)(void*, void*, long, objc_id)> bytes_block{
+            rt.stack_block_class(), block_has_signature, 0,
+            &state_bytes_invoke,    &descriptor,         state_capture{&r}};
+        rt.send(array, rt.messages.get_mutable_bytes_with_handler, static_cast<void*>(&bytes_block));
+    } catch (...) {
+        r.failure = std::current_exception();
+    }
+}
+
+// Opens the fp16 [1, C, 1, W] buffer of state `name` in `state` (an MLState from coreml_model::new_state) for
+// reading and writing in place: `access(bytes, channel_stride_bytes)` runs inside Core ML's handlers, which
+// are synchronous (the buffer may move between calls, so nothing keeps its address). Throws anvil::error when
+// the state is missing, has another shape or layout, or `access` throws.
+inline void with_state_buffer(const objc_object& state, const std::string& name, std::int64_t channels,
+                              std::int64_t width,
+                              const std::function<void(std::byte*, std::size_t)>& access) {
+    const coreml_runtime& rt = coreml_runtime::get();
+    if (!rt.messages.multi_array_for_state.available || !rt.messages.get_mutable_bytes_with_handler.available)
+        throw unsupported_error("Core ML: writing a state buffer needs macOS 15 / iOS 18 (MLState)");
+    const ane::autorelease_pool pool;
+    state_access request{&name, channels, width, &access, nullptr, false};
+    static const block_descriptor descriptor{0, sizeof(stack_block<state_capture, void (*)(void*, objc_id)>),
+                                             "v16@?0@8"};
+    stack_block<state_capture, void (*)(void*, objc_id)> block{
+        rt.stack_block_class(), block_has_signature, 0,
+        &state_array_invoke,    &descriptor,         state_capture{&request}};
+    const objc_object key = ane::make_string(name);
+    rt.send(state.get(), rt.messages.multi_array_for_state, key.get(), static_cast<void*>(&block));
+    if (request.failure) std::rethrow_exception(request.failure);
+    if (!request.called) {
+        throw anvil::error(message(
+            "Core ML: -[MLState getMultiArrayForStateNamed:handler:] did not open state '", name, "'"));
+    }
 }
 
 // ---- MLComputePlan -----------------------------------------------------------------------------------
@@ -435,6 +540,16 @@ public:
         std::vector<std::int64_t> shape = {};
         long data_type = multi_array_float16;
     };
+
+    // Whether this Core ML has MLState (macOS 15): states, their buffers, stateful predictions. The class is
+    // looked up again on every call, as compute_plan does: a simulator told to drop it is believed.
+    [[nodiscard]] static bool supports_states() {
+        const coreml_runtime& rt = coreml_runtime::get();
+        return rt.messages.new_state.available && rt.messages.prediction_with_state.available &&
+               rt.messages.multi_array_for_state.available &&
+               rt.messages.get_mutable_bytes_with_handler.available &&
+               rt.objc.objc_getClass("MLState") != nullptr;
+    }
 
     // A new MLState for this model (macOS 15): its state buffers (a stateful package's KV caches), zeros
     // at first, read and written in place by each predict given it. Throws unsupported_error before macOS 15.
