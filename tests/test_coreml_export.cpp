@@ -267,6 +267,16 @@ TEST_CASE("export: an image classifier's package gives the recipe's logits throu
 
 namespace {
 
+// The prompt whose logits a decoder fixture's logits.npy holds (expected.json's logits_prompt).
+std::vector<std::int32_t> logits_prompt(const std::string& folder) {
+    const auto expected = anvil::json::parse_file(folder + "/expected.json");
+    std::vector<std::int32_t> prompt;
+    const auto index = static_cast<std::size_t>(expected.find("logits_prompt")->as_int());
+    for (const auto& id : expected.find("prompts")->as_array()[index].as_array())
+        prompt.push_back(static_cast<std::int32_t>(id.as_int()));
+    return prompt;
+}
+
 // What an app does with an exported decoder LM (the contract `anvil export --help` states): the prompt in
 // chunks of `tokens` (the last padded with tokens nothing reads or writes), each chunk's positions, the mask
 // over the cache slots written so far and the chunk's own causal part (Mistral's window included), and
@@ -330,12 +340,7 @@ TEST_CASE("export: a decoder LM's package keeps its KV caches in MLState and giv
     // at the tolerance the Neural Engine route's decoder tests use (test_causal_lm.cpp).
     for (const std::string name : {"gpt2", "llama", "llama_linear", "qwen2", "qwen3", "mistral"}) {
         const auto folder = anvil_test::data_path("decoder_lms/" + name);
-        const auto expected = anvil::json::parse_file(folder + "/expected.json");
-        const auto& prompts = expected.find("prompts")->as_array();
-        std::vector<std::int32_t> prompt;
-        for (const auto& id :
-             prompts[static_cast<std::size_t>(expected.find("logits_prompt")->as_int())].as_array())
-            prompt.push_back(static_cast<std::int32_t>(id.as_int()));
+        const std::vector<std::int32_t> prompt = logits_prompt(folder);
         const host_tensor want = anvil_test::load_npy(folder + "/logits.npy");
         anvil::models::causal_lm_options options;
         options.load = anvil_test::cpu();
@@ -392,12 +397,7 @@ TEST_CASE("export: a prefill and a decode function share one package's weights a
         return;
     }
     const auto folder = anvil_test::data_path("decoder_lms/qwen2");
-    const auto expected = anvil::json::parse_file(folder + "/expected.json");
-    std::vector<std::int32_t> prompt;
-    for (const auto& id : expected.find("prompts")
-                              ->as_array()[static_cast<std::size_t>(expected.find("logits_prompt")->as_int())]
-                              .as_array())
-        prompt.push_back(static_cast<std::int32_t>(id.as_int()));
+    const std::vector<std::int32_t> prompt = logits_prompt(folder);
     REQUIRE(prompt.size() > 8);
     const host_tensor want = anvil_test::load_npy(folder + "/logits.npy");
     anvil::models::causal_lm_options lm_options;
@@ -445,6 +445,113 @@ TEST_CASE("export: a prefill and a decode function share one package's weights a
     CHECK(error < 5e-2);
     CHECK_THROWS_WITH_AS((void)coreml::coreml_model::load(where.path / "lm.mlmodelc", "verify"),
                          doctest::Contains("no function 'verify'"), anvil::error);
+    CHECK(anvil_test::sim().violations() == "");
+}
+
+namespace {
+
+// Moves a conversation up a context ladder, as an app does: the first `from` slots of every head of each
+// cache k<i>/v<i> [1, kv_heads, from, head_dim] in `shorter` into the same slots of a state of `to` slots,
+// through the state buffers' own strides.
+void move_caches(const anvil::detail::ane::objc_object& shorter,
+                 const anvil::detail::ane::objc_object& longer, const anvil::models::decoder_config& c,
+                 std::int64_t from, std::int64_t to) {
+    const auto row = static_cast<std::size_t>(c.head_dim) * 2;
+    const auto rows = [&](std::span<const std::int64_t> strides, std::int64_t h, std::int64_t t) {
+        return static_cast<std::size_t>(h * strides[1] + t * strides[2]) * 2;
+    };
+    for (std::int64_t layer = 0; layer < c.layers; ++layer) {
+        for (const std::string& name :
+             {anvil::models::cache_key_name(layer), anvil::models::cache_value_name(layer)}) {
+            std::vector<std::byte> slots(static_cast<std::size_t>(c.kv_heads * from) * row);
+            const std::vector<std::int64_t> small{1, c.kv_heads, from, c.head_dim};
+            const std::vector<std::int64_t> large{1, c.kv_heads, to, c.head_dim};
+            coreml::with_state_buffer(
+                shorter, name, small, [&](std::byte* bytes, std::span<const std::int64_t> s) {
+                    for (std::int64_t h = 0; h < c.kv_heads; ++h)
+                        for (std::int64_t t = 0; t < from; ++t)
+                            std::memcpy(slots.data() + static_cast<std::size_t>(h * from + t) * row,
+                                        bytes + rows(s, h, t), row);
+                });
+            coreml::with_state_buffer(
+                longer, name, large, [&](std::byte* bytes, std::span<const std::int64_t> s) {
+                    for (std::int64_t h = 0; h < c.kv_heads; ++h)
+                        for (std::int64_t t = 0; t < from; ++t)
+                            std::memcpy(bytes + rows(s, h, t),
+                                        slots.data() + static_cast<std::size_t>(h * from + t) * row, row);
+                });
+        }
+    }
+}
+
+}  // namespace
+
+TEST_CASE("export: a context ladder shares one package's weights; a conversation moves up a rung") {
+    if (!anvil_test::ane_simulator_available()) {
+        MESSAGE("this build has no ANE simulator: the package was not run");
+        return;
+    }
+    const auto folder = anvil_test::data_path("decoder_lms/qwen2");
+    const std::vector<std::int32_t> prompt = logits_prompt(folder);
+    const std::int64_t shorter = 16, longer = 32, prefill = 8;
+    REQUIRE(static_cast<std::int64_t>(prompt.size()) > shorter);
+    const host_tensor want = anvil_test::load_npy(folder + "/logits.npy");
+    anvil::models::causal_lm_options lm_options;
+    lm_options.load = anvil_test::cpu();
+    const auto lm = anvil::models::causal_lm::load(folder, lm_options);
+    const auto& c = lm.config();
+    // What `anvil export --context 16,32 --prefill 8` writes.
+    temporary_folder where("anvil-export");
+    std::vector<anvil::mlpackage_function> functions;
+    for (const std::int64_t rung : {shorter, longer}) {
+        functions.push_back(lm.export_function(anvil::detail::message("prefill_", rung), prefill, rung));
+        functions.push_back(lm.export_function(anvil::detail::message("decode_", rung), 1, rung));
+    }
+    anvil::mlpackage_options options;
+    options.ios18 = true;
+    options.default_function = "decode_32";
+    const auto ladder = anvil::export_mlpackage(functions, where.path / "lm.mlpackage", options);
+    anvil::mlpackage_options one;
+    one.ios18 = true;
+    one.output_names = {"logits"};
+    one.states = functions[3].states;
+    const auto single = anvil::export_mlpackage(functions[3].outputs, where.path / "one.mlpackage", one);
+    MESSAGE("weights: ", ladder.weight_bytes, " bytes for two rungs of prefill and decode, ",
+            single.weight_bytes, " for decode at one");
+    CHECK(ladder.weight_bytes <= single.weight_bytes + 8192);  // the rope tables of each length, if anything
+    REQUIRE(ladder.functions.size() == 4);
+
+    coreml::coreml_model::compile(where.path / "lm.mlpackage", where.path / "lm.mlmodelc");
+    const auto load = [&](const char* name) {
+        return coreml::coreml_model::load(where.path / "lm.mlmodelc", name);
+    };
+    const auto prefill_16 = load("prefill_16"), decode_16 = load("decode_16"), decode_32 = load("decode_32");
+    // Tokens 0..15 on the 16-slot rung (8 in one prefill prediction, then one at a time), the rest on the
+    // 32-slot rung after the caches move up.
+    const auto small_state = decode_16.new_state();
+    const std::vector<std::int32_t> head(prompt.begin(), prompt.begin() + prefill);
+    std::vector<float> rows = run_decoder(prefill_16, c, head, prefill, shorter, &small_state).to_f32();
+    const auto large_state = decode_32.new_state();
+    for (std::size_t at = static_cast<std::size_t>(prefill); at < prompt.size(); ++at) {
+        const bool moved = static_cast<std::int64_t>(at) >= shorter;
+        if (static_cast<std::int64_t>(at) == shorter)
+            move_caches(small_state, large_state, c, shorter, longer);
+        const std::vector<std::int32_t> token{prompt[at]};
+        const auto step = run_decoder(moved ? decode_32 : decode_16, c, token, 1, moved ? longer : shorter,
+                                      moved ? &large_state : &small_state, static_cast<std::int64_t>(at));
+        const auto values = step.to_f32();
+        rows.insert(rows.end(), values.begin(), values.end());
+    }
+    const host_tensor got =
+        host_tensor::from(rows, dims{static_cast<std::int64_t>(prompt.size()), c.vocab_size});
+    const double error = anvil_test::max_relative_error(got, want);
+    MESSAGE("qwen2, ", prompt.size(), " tokens, 16 slots then 32: logits max relative error ", error);
+    CHECK(error < 5e-2);
+    // A rung's state belongs to its rung: its caches have another shape.
+    CHECK_THROWS_WITH_AS((void)run_decoder(decode_32, c, {prompt[0]}, 1, longer, &small_state),
+                         doctest::Contains("another model"), anvil::error);
+    CHECK_THROWS_WITH_AS(move_caches(large_state, small_state, c, shorter, longer),
+                         doctest::Contains("not the fp16 [1, 1, 16, 12] buffer expected"), anvil::error);
     CHECK(anvil_test::sim().violations() == "");
 }
 

@@ -140,6 +140,29 @@ def main() -> int:
               f"export --prefill: the weights are stored once ({both.get('weight_bytes')} bytes against "
               f"{single.get('weight_bytes')} for one function)")
         protoc_check(tmp / "both.mlpackage")
+        # --context 16,32: a ladder, prefill and decode per cache length in one package, the weights stored once.
+        ladder = export(DATA / "decoder_lms" / "llama", tmp / "ladder.mlpackage", "--context", "16,32", "--prefill", "8")
+        names = [f["name"] for f in ladder.get("functions", [])]
+        check(names == ["prefill_16", "decode_16", "prefill_32", "decode_32"],
+              f"export --context 16,32: prefill and decode per rung ({names})")
+        if len(names) == 4:
+            for function, context in zip(ladder["functions"], (16, 16, 32, 32)):
+                slots = {shape[2] for _, _, shape in ports(function, "states")}
+                check(slots == {context}, f"export ladder: {function['name']} holds {context} cache slots ({slots})")
+                check(ports(function, "inputs")[2][2][3] == context + (8 if function["name"].startswith("p") else 1),
+                      f"export ladder: {function['name']}'s mask covers {context} slots and its new tokens")
+        check(ladder.get("weight_bytes", 0) < single.get("weight_bytes", 0) * 1.05,
+              f"export ladder: the weights are stored once ({ladder.get('weight_bytes')} bytes against "
+              f"{single.get('weight_bytes')} for one function)")
+        protoc_check(tmp / "ladder.mlpackage")
+        check_error(anvil("export", "--model", DATA / "decoder_lms" / "gpt2", "--out", tmp / "lm.mlpackage",
+                          "--context", "32,16"), 2, "anvil: usage:", "increasing",
+                    what="export a ladder that is not increasing")
+        check_error(anvil("export", "--model", DATA / "decoder_lms" / "gpt2", "--out", tmp / "lm.mlpackage",
+                          "--context", "16,x"), 2, "anvil: usage:", "--context", what="export a malformed ladder")
+        check_error(anvil("export", "--model", DATA / "decoder_lms" / "gpt2", "--out", tmp / "lm.mlpackage",
+                          "--context", "16,32", "--prefill", "24"), 2, "anvil: usage:", "--prefill",
+                    what="export a prefill longer than the ladder's shortest context")
         check_error(anvil("export", "--model", DATA / "decoder_lms" / "gpt2", "--out", tmp / "lm.mlpackage",
                           "--context", "16", "--prefill", "17"), 2, "anvil: usage:", "--prefill",
                     what="export a prefill longer than the context")

@@ -21,7 +21,8 @@ namespace anvil::cli {
 
 inline constexpr const char* export_usage =
     "usage: anvil export --model DIR --format mlpackage --out X.mlpackage [--sequence-length N]\n"
-    "                    [--context T] [--prefill P] [--image-size HxW] [--ios18] [--description TEXT]\n"
+    "                    [--context T[,T2...]] [--prefill P] [--image-size HxW] [--ios18]\n"
+    "                    [--description TEXT]\n"
     "                    [--author TEXT] [--license TEXT] [--json]\n"
     "\n"
     "Writes the model as a Core ML package an app adds in Xcode (no Python, no coremltools). A sentence\n"
@@ -40,7 +41,12 @@ inline constexpr const char* export_usage =
     "t, token n: where token n's keys go), and returns logits [1, N, vocab]; the caches k<i>/v<i> stay\n"
     "in the state. --prefill P adds a function `prefill` taking P tokens per prediction beside `decode`\n"
     "(the default, N tokens): one package, the weights stored once, one MLState for both\n"
-    "(MLModelConfiguration.functionName picks the function). The package needs macOS 13 / iOS 16\n"
+    "(MLModelConfiguration.functionName picks the function). --context T1,T2,... (increasing) is a\n"
+    "ladder: functions decode_<T> (and prefill_<T>) per cache length, the weights stored once, the default\n"
+    "decode at the longest. A short context attends over fewer slots; when a conversation outgrows its\n"
+    "rung, make a state from the next rung's function and copy each k<i>/v<i> [1, kv_heads, T, head_dim]\n"
+    "buffer's T slots of every head into it (getMultiArrayForStateNamed:handler:); slots past the old T\n"
+    "stay zero and masked. The package needs macOS 13 / iOS 16\n"
     "(--ios18, and every decoder LM: macOS 15 / iOS 18). Author, licence and description come from the\n"
     "model card (README.md) and config.json unless given. --compress is not written yet.\n";
 
@@ -109,6 +115,30 @@ inline std::int64_t positive(const arguments& args, const char* name, std::int64
         throw usage_error(
             detail::message("export: --", name, " must be a positive integer, got '", *text, "'"));
     return value;
+}
+
+// --context T or a ladder T1,T2,... (increasing): the cache lengths of the package's functions.
+inline std::vector<std::int64_t> contexts(const arguments& args, std::int64_t fallback) {
+    const auto text = args.value("context");
+    if (!text) return {fallback};
+    std::vector<std::int64_t> rungs;
+    std::size_t at = 0;
+    while (true) {
+        const std::size_t comma = std::min(text->find(',', at), text->size());
+        const std::string part = text->substr(at, comma - at);
+        char* end = nullptr;
+        const long long value = std::strtoll(part.c_str(), &end, 10);
+        if (part.empty() || end != part.c_str() + part.size() || value < 1 || value > 1 << 20 ||
+            (!rungs.empty() && value <= rungs.back())) {
+            throw usage_error(detail::message(
+                "export: --context must be a positive integer or an increasing list (256,512,1024), got '",
+                *text, "'"));
+        }
+        rungs.push_back(value);
+        if (comma == text->size()) break;
+        at = comma + 1;
+    }
+    return rungs;
 }
 
 inline image_size parse_size(const arguments& args) {
@@ -186,7 +216,7 @@ inline int run_export(const std::vector<std::string_view>& argv) {
     options.ios18 = args.flag("ios18");
     graph g;
     std::vector<value> outputs;
-    std::vector<mlpackage_function> functions;  // a multi-function package (a decoder's --prefill)
+    std::vector<mlpackage_function> functions;  // a multi-function package (--prefill, a context ladder)
     std::string kind;
     models::load_options load;
     load.compile.target = device::cpu;  // nothing is compiled; the weights are read and checked
@@ -195,44 +225,53 @@ inline int run_export(const std::vector<std::string_view>& argv) {
         lm_options.load = load;
         const auto lm = models::causal_lm::load(folder, lm_options);
         const models::decoder_config& c = lm.config();
-        const std::int64_t context =
-            export_detail::positive(args, "context", std::min<std::int64_t>(512, c.max_position_embeddings));
-        if (context > c.max_position_embeddings) {
-            throw usage_error(detail::message("export: --context ", context, " is more than the model's ",
+        const std::vector<std::int64_t> rungs =
+            export_detail::contexts(args, std::min<std::int64_t>(512, c.max_position_embeddings));
+        const std::int64_t shortest = rungs.front(), longest = rungs.back();
+        if (longest > c.max_position_embeddings) {
+            throw usage_error(detail::message("export: --context ", longest, " is more than the model's ",
                                               c.max_position_embeddings, " positions"));
         }
         const std::int64_t tokens = export_detail::positive(args, "sequence-length", 1);
-        if (tokens > context)
+        if (tokens > shortest)
             throw usage_error(
-                detail::message("export: --sequence-length ", tokens, " is more than --context ", context));
+                detail::message("export: --sequence-length ", tokens, " is more than --context ", shortest));
+        const std::int64_t prefill = args.value("prefill") ? export_detail::positive(args, "prefill", 1) : 0;
+        if (prefill > shortest)
+            throw usage_error(
+                detail::message("export: --prefill ", prefill, " is more than --context ", shortest));
+        if (prefill == tokens)
+            throw usage_error(detail::message("export: --prefill ", prefill,
+                                              " is the decode function's token count (--sequence-length)"));
         options.ios18 = true;  // states are spec 9
-        kind = detail::message(c.model_type, " decoder LM, ", tokens, " token(s) per prediction, ", context,
+        kind = detail::message(c.model_type, " decoder LM, ", tokens, " token(s) per prediction, ", longest,
                                " cache slots in ", 2 * c.layers, " states");
-        if (args.value("prefill")) {
-            const std::int64_t prefill = export_detail::positive(args, "prefill", 1);
-            if (prefill > context)
-                throw usage_error(
-                    detail::message("export: --prefill ", prefill, " is more than --context ", context));
-            if (prefill == tokens)
-                throw usage_error(
-                    detail::message("export: --prefill ", prefill,
-                                    " is the decode function's token count (--sequence-length)"));
-            // Each function: the stateful step at its token count in a graph of its own, the caches as
-            // states.
-            functions.push_back(lm.export_function("prefill", prefill, context));
-            functions.push_back(lm.export_function("decode", tokens, context));
-            options.default_function = "decode";
-            options.user_defined.emplace_back("anvil.prefill", std::to_string(prefill));
-            kind += detail::message("; functions prefill (", prefill, " tokens) and decode");
+        std::string context_list;
+        for (const std::int64_t rung : rungs)
+            context_list += detail::message(context_list.empty() ? "" : ",", rung);
+        if (rungs.size() > 1 || prefill > 0) {
+            // Each function: the stateful step at its token count and cache length in a graph of its own, the
+            // caches as states; a ladder names them by their cache length. The writer stores each weight
+            // once.
+            for (const std::int64_t rung : rungs) {
+                const std::string suffix = rungs.size() > 1 ? detail::message("_", rung) : std::string();
+                if (prefill > 0) functions.push_back(lm.export_function("prefill" + suffix, prefill, rung));
+                functions.push_back(lm.export_function("decode" + suffix, tokens, rung));
+            }
+            options.default_function = functions.back().name;  // decode at the longest context
+            if (prefill > 0) options.user_defined.emplace_back("anvil.prefill", std::to_string(prefill));
+            kind += detail::message(
+                "; functions ", prefill > 0 ? "prefill (" + std::to_string(prefill) + " tokens) and " : "",
+                "decode", rungs.size() > 1 ? " at contexts " + context_list : "");
         } else {
-            mlpackage_function only = lm.export_function("main", tokens, context);
+            mlpackage_function only = lm.export_function("main", tokens, longest);
             outputs = only.outputs;
             options.output_names = only.output_names;
             options.states = only.states;
         }
 
         options.user_defined.emplace_back("anvil.sequence_length", std::to_string(tokens));
-        options.user_defined.emplace_back("anvil.context", std::to_string(context));
+        options.user_defined.emplace_back("anvil.context", context_list);
     } else if (image) {
         const auto classifier = models::image_classifier::load(folder, load);
         const image_size size =

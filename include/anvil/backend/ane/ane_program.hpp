@@ -18,6 +18,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -403,10 +404,11 @@ private:
     static void with_input(ane_step& s, std::size_t i, Write&& write) {
         const surface_layout& layout = s.lowered.inputs[i];
         if (layout.state) {
-            coreml::with_state_buffer(s.state, layout.symbol, layout.channels, layout.surface_width,
-                                      [&](std::byte* data, std::size_t channel_stride) {
-                                          surface_layout at = layout;
-                                          at.channel_stride = channel_stride;
+            const std::array<std::int64_t, 4> shape{1, layout.channels, 1, layout.surface_width};
+            coreml::with_state_buffer(s.state, layout.symbol, shape,
+                                      [&](std::byte* data, std::span<const std::int64_t> strides) {
+                                          surface_layout at = layout;  // rows as far apart as Core ML says
+                                          at.channel_stride = static_cast<std::size_t>(strides[1]) * 2;
                                           write(data, at);
                                       });
             return;

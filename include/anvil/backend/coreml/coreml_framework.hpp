@@ -9,6 +9,7 @@
 // Objective-C block built by hand per Clang's block ABI. Every class and selector is probed at load.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -30,6 +31,7 @@
 #include "anvil/backend/ane/objc_runtime.hpp"
 #include "anvil/core/error.hpp"
 #include "anvil/core/half.hpp"
+#include "anvil/core/shape.hpp"
 
 namespace anvil::detail::coreml {
 
@@ -281,8 +283,8 @@ inline void move_directory(const std::filesystem::path& from, const std::filesys
 // exception must not cross Core ML's frames, so it is kept and rethrown once the call returns).
 struct state_access {
     const std::string* name;
-    std::int64_t channels, width;
-    const std::function<void(std::byte*, std::size_t)>* access;
+    std::span<const std::int64_t> shape;
+    const std::function<void(std::byte*, std::span<const std::int64_t>)>* access;
     std::exception_ptr failure;
     bool called = false;
 };
@@ -292,7 +294,8 @@ struct state_capture {
 };
 
 // getMutableBytesWithHandler:'s handler, `void (^)(void* bytes, NSInteger size, NSArray<NSNumber*>*
-// strides)`: the buffer is [1, C, 1, W] fp16 with W contiguous; row c starts at c * strides[1] elements.
+// strides)`: the strides (in elements) must keep the innermost dimension contiguous and stay inside `size`
+// bytes.
 inline void state_bytes_invoke(void* block, void* bytes, long size, objc_id strides) {
     auto* self = static_cast<stack_block<state_capture, void (*)(void*, void*, long, objc_id)>*>(block);
     state_access& r = *self->capture.request;
@@ -300,25 +303,30 @@ inline void state_bytes_invoke(void* block, void* bytes, long size, objc_id stri
     try {
         const std::vector<std::int64_t> s = number_values(strides, "the state buffer's strides");
         const std::string what = message("Core ML: state '", *r.name, "'");
-        if (s.size() != 4 || s[3] != 1 || s[1] < r.width) {
-            throw anvil::error(message(what, ": its buffer's strides are not those of a [1, ", r.channels,
-                                       ", 1, ", r.width, "] array with contiguous rows"));
+        bool positive = s.size() == r.shape.size() && !s.empty() && s.back() == 1;
+        std::size_t last = 0;  // the last element the shape and strides reach
+        for (std::size_t d = 0; positive && d < s.size(); ++d) {
+            positive = s[d] > 0;
+            last += static_cast<std::size_t>(r.shape[d] - 1) * static_cast<std::size_t>(s[d]);
         }
-        const auto channel_stride = static_cast<std::size_t>(s[1]) * 2;
-        const std::size_t needed = (static_cast<std::size_t>(r.channels) - 1) * channel_stride +
-                                   static_cast<std::size_t>(r.width) * 2;
-        if (bytes == nullptr || size < 0 || static_cast<std::size_t>(size) < needed) {
+        if (!positive) {
+            throw anvil::error(message(what, ": its buffer's strides are not those of a ",
+                                       extents_to_string(r.shape),
+                                       " array with a contiguous innermost dimension"));
+        }
+        if (bytes == nullptr || size < 0 || static_cast<std::size_t>(size) < (last + 1) * 2) {
             throw anvil::error(message(what, ": its buffer has ", size,
-                                       " bytes, fewer than its shape and strides need (", needed, ")"));
+                                       " bytes, fewer than its shape and strides need (", (last + 1) * 2,
+                                       ")"));
         }
-        (*r.access)(static_cast<std::byte*>(bytes), channel_stride);
+        (*r.access)(static_cast<std::byte*>(bytes), s);
     } catch (...) {
         r.failure = std::current_exception();
     }
 }
 
 // getMultiArrayForStateNamed:handler:'s handler, `void (^)(MLMultiArray* buffer)`: checks the view is the
-// fp16 [1, C, 1, W] array the program declares, then opens its bytes for writing.
+// fp16 array of the shape asked for, then opens its bytes for writing.
 inline void state_array_invoke(void* block, objc_id array) {
     auto* self = static_cast<stack_block<state_capture, void (*)(void*, objc_id)>*>(block);
     state_access& r = *self->capture.request;
@@ -326,10 +334,10 @@ inline void state_array_invoke(void* block, objc_id array) {
         const coreml_runtime& rt = coreml_runtime::get();
         if (array == nullptr) throw anvil::error(message("Core ML: the model has no state '", *r.name, "'"));
         const std::vector<std::int64_t> shape = number_values(rt.send(array, rt.messages.shape), "shape");
-        const std::vector<std::int64_t> expected{1, r.channels, 1, r.width};
-        if (shape != expected || rt.send(array, rt.messages.data_type) != multi_array_float16) {
-            throw anvil::error(message("Core ML: state '", *r.name, "' is not the fp16 [1, ", r.channels,
-                                       ", 1, ", r.width, "] buffer the program declares"));
+        if (!std::equal(shape.begin(), shape.end(), r.shape.begin(), r.shape.end()) ||
+            rt.send(array, rt.messages.data_type) != multi_array_float16) {
+            throw anvil::error(message("Core ML: state '", *r.name, "' is ", extents_to_string(shape),
+                                       ", not the fp16 ", extents_to_string(r.shape), " buffer expected"));
         }
         static const block_descriptor descriptor{
             0, sizeof(stack_block<state_capture, void (*)(void*, void*, long, objc_id)>), "v32@?0^v8q16@24"};
@@ -342,18 +350,19 @@ inline void state_array_invoke(void* block, objc_id array) {
     }
 }
 
-// Opens the fp16 [1, C, 1, W] buffer of state `name` in `state` (an MLState from coreml_model::new_state) for
-// reading and writing in place: `access(bytes, channel_stride_bytes)` runs inside Core ML's handlers, which
-// are synchronous (the buffer may move between calls, so nothing keeps its address). Throws anvil::error when
-// the state is missing, has another shape or layout, or `access` throws.
-inline void with_state_buffer(const objc_object& state, const std::string& name, std::int64_t channels,
-                              std::int64_t width,
-                              const std::function<void(std::byte*, std::size_t)>& access) {
+// Opens the fp16 buffer of state `name` in `state` (an MLState from coreml_model::new_state), of `shape`, for
+// reading and writing in place: `access(bytes, strides)` (strides in elements, the innermost 1) runs inside
+// Core ML's handlers, which are synchronous (the buffer may move between calls, so nothing keeps its
+// address). Throws anvil::error when the state is missing, has another shape or layout, or `access` throws.
+inline void with_state_buffer(const objc_object& state, const std::string& name,
+                              std::span<const std::int64_t> shape,
+                              const std::function<void(std::byte*, std::span<const std::int64_t>)>& access) {
     const coreml_runtime& rt = coreml_runtime::get();
     if (!rt.messages.multi_array_for_state.available || !rt.messages.get_mutable_bytes_with_handler.available)
-        throw unsupported_error("Core ML: writing a state buffer needs macOS 15 / iOS 18 (MLState)");
+        throw unsupported_error(
+            "Core ML: reading or writing a state buffer needs macOS 15 / iOS 18 (MLState)");
     const ane::autorelease_pool pool;
-    state_access request{&name, channels, width, &access, nullptr, false};
+    state_access request{&name, shape, &access, nullptr, false};
     static const block_descriptor descriptor{0, sizeof(stack_block<state_capture, void (*)(void*, objc_id)>),
                                              "v16@?0@8"};
     stack_block<state_capture, void (*)(void*, objc_id)> block{
