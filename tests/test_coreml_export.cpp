@@ -584,17 +584,18 @@ TEST_CASE("export: an MLState starts at zeros, persists across predictions and b
         std::vector<std::byte> in_bytes = bytes_of(in), out(n * 2);
         const std::vector inputs{array_input("x", in_bytes.data(), {1, 1, 2, width})};
         const std::vector results{fp16_output("y", out, {1, 1, 2, width})};
-        const auto value = [&](std::size_t i) { return floats_of(out)[i]; };
         const auto first = model.new_state();
         for (int call = 1; call <= 3; ++call) {  // acc after `call` predictions: call * x
             model.predict(inputs, results, &first);
+            const std::vector<float> value = floats_of(out);
             for (std::size_t i = 0; i < n; ++i)
-                REQUIRE(value(i) == 2.0f * static_cast<float>(call) * static_cast<float>(in[i]));
+                REQUIRE(value[i] == 2.0f * static_cast<float>(call) * static_cast<float>(in[i]));
         }
         const auto second = model.new_state();  // its own buffers, at zeros
         model.predict(inputs, results, &second);
+        const std::vector<float> value = floats_of(out);
         for (std::size_t i = 0; i < n; ++i)
-            REQUIRE(value(i) == 2.0f * static_cast<float>(in[i]));
+            REQUIRE(value[i] == 2.0f * static_cast<float>(in[i]));
         CHECK_THROWS_WITH_AS(model.predict(inputs, results), doctest::Contains("usingState"), anvil::error);
         std::filesystem::create_directories(where.path / "other");
         const auto other = load_package(where.path / "acc.mlpackage", where.path / "other");

@@ -11740,10 +11740,12 @@ struct lowering_options {
 // The I/O width rule (RUNTIME.md §0 #3): an input or output surface's innermost dimension is a multiple of
 // 32, and at least 32, when the lowering pads it.
 inline constexpr std::int64_t io_width_granule = 32;
-[[nodiscard]] inline std::int64_t surface_width_for(std::int64_t width, const lowering_options& options) {
-    if (options.native(lowering_feature::io_width)) return width;
+[[nodiscard]] inline std::int64_t padded_io_width(std::int64_t width) {
     const std::int64_t at_least = std::max(width, io_width_granule);
     return (at_least + io_width_granule - 1) / io_width_granule * io_width_granule;
+}
+[[nodiscard]] inline std::int64_t surface_width_for(std::int64_t width, const lowering_options& options) {
+    return options.native(lowering_feature::io_width) ? width : padded_io_width(width);
 }
 
 enum class placement : std::uint8_t { native, decomposed, host_only };
@@ -13621,8 +13623,7 @@ inline void lower_node(segment_lowering& L, value_id id) {
         if (surface.state) {
             // A state whose width is not a multiple of 32 fails on the Neural Engine (COREML.md §4.5,
             // coremltools #2631), whatever the chip's I/O width rule.
-            surface.surface_width =
-                (surface.width + io_width_granule - 1) / io_width_granule * io_width_granule;
+            surface.surface_width = padded_io_width(surface.width);
             surface.channel_stride = static_cast<std::size_t>(surface.surface_width) * 2;
             const mil_ref state =
                 L.mil().state_input(symbol, {1, surface.channels, 1, surface.surface_width});
@@ -21613,15 +21614,9 @@ private:
         } catch (const error& e) {
             throw device_refusal{"evaluate", e.what()};
         }
-        std::vector<std::string> notes;
-        if (!has_states) {
-            const std::string passed = resident_inputs_passed(seg);
-            if (!passed.empty()) notes.push_back(passed);
-        }
-        if (std::string plan = check_compute_plan(compiled, seg); !plan.empty())
-            notes.push_back(std::move(plan));
-        for (const std::string& note : notes)
-            s->placement_note += message(s->placement_note.empty() ? "" : "; ", note);
+        const std::string passed = has_states ? std::string() : resident_inputs_passed(seg);
+        const std::string plan = check_compute_plan(compiled, seg);
+        s->placement_note = passed.empty() || plan.empty() ? passed + plan : message(passed, "; ", plan);
         return s;
     }
 

@@ -644,22 +644,31 @@ std::size_t reach_bytes(const multi_array_object& array) {
     return static_cast<std::size_t>(last + 1) * element_size(array.data_type);
 }
 
+// The array whose backing store a bytes handler is about to get (getBytesWithHandler:,
+// getMutableBytesWithHandler:), or nullptr after a violation: not an array, not a block of `signature`, or a
+// state's array used after its handler returned. Under sim().mutex.
+multi_array_object* array_lending_bytes(id self, void* block, const char* selector, const char* signature,
+                                        const char* type) {
+    auto* array = receiver<multi_array_object>(self, selector);
+    if (array == nullptr) return nullptr;
+    const std::string method = std::string("-[MLMultiArray ") + selector + "]";
+    if (!is_block_of(block, signature, method, type)) return nullptr;
+    if (array->data == nullptr) {
+        record_violation(method + ": a state's array used after its handler returned");
+        return nullptr;
+    }
+    return array;
+}
+
 // -[MLMultiArray getBytesWithHandler:]: calls the block once with the whole backing store (strides apply).
 void multi_array_get_bytes(id self, sel, void* block) {
     std::byte* data = nullptr;
     std::size_t size = 0;
     {
         lock_guard lock(sim().mutex);
-        auto* array = receiver<multi_array_object>(self, "getBytesWithHandler:");
+        auto* array = array_lending_bytes(self, block, "getBytesWithHandler:", "v24@?0r^v8q16",
+                                          "void (^)(const void *, NSInteger)");
         if (array == nullptr) return;
-        if (!is_block_of(block, "v24@?0r^v8q16", "-[MLMultiArray getBytesWithHandler:]",
-                         "void (^)(const void *, NSInteger)"))
-            return;
-        if (array->data == nullptr) {
-            record_violation(
-                "-[MLMultiArray getBytesWithHandler:]: a state's array used after its handler returned");
-            return;
-        }
         data = array->data;
         size = reach_bytes(*array);
     }
@@ -674,17 +683,9 @@ void multi_array_get_mutable_bytes(id self, sel, void* block) {
     id strides = nullptr;
     {
         lock_guard lock(sim().mutex);
-        auto* array = receiver<multi_array_object>(self, "getMutableBytesWithHandler:");
+        auto* array = array_lending_bytes(self, block, "getMutableBytesWithHandler:", "v32@?0^v8q16@24",
+                                          "void (^)(void *, NSInteger, NSArray<NSNumber *> *)");
         if (array == nullptr) return;
-        if (!is_block_of(block, "v32@?0^v8q16@24", "-[MLMultiArray getMutableBytesWithHandler:]",
-                         "void (^)(void *, NSInteger, NSArray<NSNumber *> *)"))
-            return;
-        if (array->data == nullptr) {
-            record_violation(
-                "-[MLMultiArray getMutableBytesWithHandler:]: a state's array used after its handler "
-                "returned");
-            return;
-        }
         data = array->data;
         size = reach_bytes(*array);
         strides = numbers_array(array->strides);

@@ -106,12 +106,19 @@ inline std::string read_text(const std::filesystem::path& path) {
     return text.str();
 }
 
+// `text` as an integer in [1, 2^20], or 0 when it is not one.
+inline std::int64_t positive_value(const std::string& text) {
+    char* end = nullptr;
+    const long long value = std::strtoll(text.c_str(), &end, 10);
+    if (text.empty() || end != text.c_str() + text.size() || value < 1 || value > 1 << 20) return 0;
+    return value;
+}
+
 inline std::int64_t positive(const arguments& args, const char* name, std::int64_t fallback) {
     const auto text = args.value(name);
     if (!text) return fallback;
-    char* end = nullptr;
-    const long long value = std::strtoll(text->c_str(), &end, 10);
-    if (text->empty() || end != text->c_str() + text->size() || value < 1 || value > 1 << 20)
+    const std::int64_t value = positive_value(*text);
+    if (value == 0)
         throw usage_error(
             detail::message("export: --", name, " must be a positive integer, got '", *text, "'"));
     return value;
@@ -125,11 +132,8 @@ inline std::vector<std::int64_t> contexts(const arguments& args, std::int64_t fa
     std::size_t at = 0;
     while (true) {
         const std::size_t comma = std::min(text->find(',', at), text->size());
-        const std::string part = text->substr(at, comma - at);
-        char* end = nullptr;
-        const long long value = std::strtoll(part.c_str(), &end, 10);
-        if (part.empty() || end != part.c_str() + part.size() || value < 1 || value > 1 << 20 ||
-            (!rungs.empty() && value <= rungs.back())) {
+        const std::int64_t value = positive_value(text->substr(at, comma - at));
+        if (value == 0 || (!rungs.empty() && value <= rungs.back())) {
             throw usage_error(detail::message(
                 "export: --context must be a positive integer or an increasing list (256,512,1024), got '",
                 *text, "'"));

@@ -968,15 +968,9 @@ private:
         } catch (const error& e) {
             throw device_refusal{"evaluate", e.what()};
         }
-        std::vector<std::string> notes;
-        if (!has_states) {
-            const std::string passed = resident_inputs_passed(seg);
-            if (!passed.empty()) notes.push_back(passed);
-        }
-        if (std::string plan = check_compute_plan(compiled, seg); !plan.empty())
-            notes.push_back(std::move(plan));
-        for (const std::string& note : notes)
-            s->placement_note += message(s->placement_note.empty() ? "" : "; ", note);
+        const std::string passed = has_states ? std::string() : resident_inputs_passed(seg);
+        const std::string plan = check_compute_plan(compiled, seg);
+        s->placement_note = passed.empty() || plan.empty() ? passed + plan : message(passed, "; ", plan);
         return s;
     }
 

@@ -233,8 +233,7 @@ inline void lower_node(segment_lowering& L, value_id id) {
         if (surface.state) {
             // A state whose width is not a multiple of 32 fails on the Neural Engine (COREML.md §4.5,
             // coremltools #2631), whatever the chip's I/O width rule.
-            surface.surface_width =
-                (surface.width + io_width_granule - 1) / io_width_granule * io_width_granule;
+            surface.surface_width = padded_io_width(surface.width);
             surface.channel_stride = static_cast<std::size_t>(surface.surface_width) * 2;
             const mil_ref state =
                 L.mil().state_input(symbol, {1, surface.channels, 1, surface.surface_width});

@@ -54,10 +54,12 @@ struct lowering_options {
 // The I/O width rule (RUNTIME.md §0 #3): an input or output surface's innermost dimension is a multiple of
 // 32, and at least 32, when the lowering pads it.
 inline constexpr std::int64_t io_width_granule = 32;
-[[nodiscard]] inline std::int64_t surface_width_for(std::int64_t width, const lowering_options& options) {
-    if (options.native(lowering_feature::io_width)) return width;
+[[nodiscard]] inline std::int64_t padded_io_width(std::int64_t width) {
     const std::int64_t at_least = std::max(width, io_width_granule);
     return (at_least + io_width_granule - 1) / io_width_granule * io_width_granule;
+}
+[[nodiscard]] inline std::int64_t surface_width_for(std::int64_t width, const lowering_options& options) {
+    return options.native(lowering_feature::io_width) ? width : padded_io_width(width);
 }
 
 enum class placement : std::uint8_t { native, decomposed, host_only };
