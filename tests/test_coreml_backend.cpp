@@ -91,6 +91,47 @@ TEST_CASE("coreml route: a block runs as a Core ML model and equals the CPU with
     CHECK(sim().violations() == "");
 }
 
+TEST_CASE("coreml route: compressed weights stay compressed in the Core ML model and equal the CPU's") {
+    sim();
+    // The weight file of the one model compiled into `cache` (its .mlmodelc), in bytes.
+    const auto weight_bytes = [](const std::filesystem::path& cache) {
+        std::uintmax_t bytes = 0;
+        for (const auto& entry : std::filesystem::recursive_directory_iterator(cache))
+            if (entry.is_regular_file() && entry.path().extension() == ".bin" &&
+                entry.path().parent_path().filename() == "weights")
+                bytes += entry.file_size();
+        return bytes;
+    };
+    block b;
+    temporary_folder plain_cache("anvil-coreml-cache");
+    (void)anvil::compile({b.out}, coreml_options(plain_cache.path)).run(b.inputs);
+    const std::uintmax_t plain = weight_bytes(plain_cache.path);
+    for (const auto how : {anvil::weight_compression::int8, anvil::weight_compression::lut4}) {
+        CAPTURE(anvil::weight_compression_name(how));
+        anvil::compile_options cpu = cpu_options();
+        cpu.weight_compression = how;
+        const auto expected = anvil::compile({b.out}, cpu).run(b.inputs);
+        temporary_folder cache("anvil-coreml-cache");
+        anvil::compile_options options = coreml_options(cache.path);
+        options.weight_compression = how;
+        const auto got = anvil::compile({b.out}, options).run(b.inputs);
+        const double error = max_difference(got[0], expected[0]);
+        MESSAGE(anvil::weight_compression_name(how),
+                ": Core ML route vs the CPU with the same weights, max abs ", "difference ", error,
+                "; weight file ", weight_bytes(cache.path), " bytes against ", plain, " in fp16");
+        CHECK(error < 2e-3);
+        // The [32, 48] weight's 3072 fp16 bytes become 1536 int8 or 768 palette-index bytes (and a scale or a
+        // palette).
+        CHECK(weight_bytes(cache.path) + (how == anvil::weight_compression::int8 ? 1200 : 1900) < plain);
+        // The private path folds the same weights into fp16 ones.
+        anvil::compile_options private_path = options;
+        private_path.target = anvil::device::ane;
+        const auto folded = anvil::compile({b.out}, private_path).run(b.inputs);
+        CHECK(max_difference(folded[0], expected[0]) < 2e-3);
+    }
+    CHECK(sim().violations() == "");
+}
+
 TEST_CASE("coreml route: loading the same model again compiles nothing, in this process and in another") {
     sim();
     temporary_folder cache("anvil-coreml-cache");

@@ -643,6 +643,157 @@ TEST_CASE("export: a state must be an input, updated by a value of its shape, on
     CHECK(summary.inputs[0].name == "x");
 }
 
+namespace {
+
+// The weights compress_weights replaces in `outputs`' graph: how many, and their elements in all.
+struct compressed_count {
+    std::size_t weights = 0;
+    std::int64_t elements = 0;
+};
+compressed_count count_compressed(std::span<const anvil::value> outputs, anvil::weight_compression how) {
+    const anvil::graph_body body = anvil::compress_weights(anvil::body_of(outputs, "test"), how);
+    compressed_count count;
+    for (const auto& n : body.nodes) {
+        if (n.kind != anvil::op::dequantize_int8 && n.kind != anvil::op::dequantize_lut) continue;
+        ++count.weights;
+        count.elements += n.result.shape.element_count();
+    }
+    return count;
+}
+
+struct compression_case {
+    anvil::weight_compression how;
+    bool ios18;
+    double bits;  // per weight element
+};
+constexpr compression_case compression_cases[] = {
+    {anvil::weight_compression::int8, false, 8}, {anvil::weight_compression::int8, true, 8},
+    {anvil::weight_compression::lut4, false, 4}, {anvil::weight_compression::lut4, true, 4},
+    {anvil::weight_compression::lut6, false, 6}, {anvil::weight_compression::lut4g32, true, 4},
+};
+
+}  // namespace
+
+TEST_CASE("export: compressed weights are stored compressed and give the CPU's values for the same weights") {
+    if (!anvil_test::ane_simulator_available()) {
+        MESSAGE("this build has no ANE simulator: the package was not run");
+        return;
+    }
+    const auto folder = anvil_test::text_encoders::fixture("bert_sentence");
+    const auto input = anvil_test::text_encoders::read_texts(folder);
+    auto encoder = anvil::models::sentence_encoder::load(folder, anvil_test::cpu());
+    std::size_t longest = 0;
+    for (const auto& ids : input.ids)
+        longest = std::max(longest, ids.size());
+    const auto length = std::min(static_cast<std::int64_t>(longest + 3), encoder.encoder().max_tokens());
+    anvil::graph g;
+    const anvil::value embedding = encoder.build_graph(g, length);
+    temporary_folder where("anvil-export-compressed");
+    const auto plain = export_single(embedding, where.path / "plain.mlpackage", "embedding");
+    const auto dim = static_cast<std::size_t>(encoder.dimension());
+
+    for (const compression_case& format : compression_cases) {
+        const std::string name =
+            std::string(anvil::weight_compression_name(format.how)) + (format.ios18 ? "_ios18" : "");
+        CAPTURE(name);
+        const compressed_count count =
+            count_compressed(std::span<const anvil::value>(&embedding, 1), format.how);
+        REQUIRE(count.weights >= 6);  // the attention and MLP projections of every layer
+        anvil::mlpackage_options options;
+        options.weights = format.how;
+        options.ios18 = format.ios18;
+        const auto summary =
+            export_single(embedding, where.path / (name + ".mlpackage"), "embedding", options);
+        // The package holds the compressed bytes instead of the fp16 ones; scales, palettes and 64-byte
+        // record alignment cost a little of the difference.
+        const auto fp16_bytes = static_cast<double>(2 * count.elements);
+        const double saving = fp16_bytes - static_cast<double>(count.elements) * format.bits / 8;
+        const double saved =
+            static_cast<double>(plain.weight_bytes) - static_cast<double>(summary.weight_bytes);
+        MESSAGE(name, ": ", count.weights, " weights, ", count.elements, " elements; weight file ",
+                summary.weight_bytes, " bytes against ", plain.weight_bytes, " in fp16 (saved ", saved,
+                " of ", saving, ")");
+        CHECK(saved >= 0.75 * saving);
+        CHECK(saved <= fp16_bytes);
+
+        // Core ML decompresses what the CPU computes with under the same compression.
+        anvil::compile_options cpu_options;
+        cpu_options.weight_compression = format.how;
+        anvil::program cpu = anvil::compile({embedding}, cpu_options);
+        const std::filesystem::path compiled = where.path / name;
+        std::filesystem::create_directories(compiled);
+        auto model = load_package(where.path / (name + ".mlpackage"), compiled);
+        double worst = 0.0;
+        for (const auto& tokens : input.ids) {
+            const std::vector<float> got =
+                run_text(model, tokens, nullptr, length, "embedding", encoder.dimension());
+            std::vector<std::int32_t> ids(static_cast<std::size_t>(length), 0);
+            std::vector<float> mask(static_cast<std::size_t>(length), 0.0f);
+            std::copy(tokens.begin(), tokens.end(), ids.begin());
+            std::fill(mask.begin(), mask.begin() + static_cast<std::ptrdiff_t>(tokens.size()), 1.0f);
+            const std::vector<float> want =
+                cpu.run({{"input_ids", host_tensor::from(ids, dims{1, length})},
+                         {"attention_mask", host_tensor::from(mask, dims{1, length})}})
+                    .at(0)
+                    .to_f32();
+            double scale = 0.0, error = 0.0;
+            for (std::size_t j = 0; j < dim; ++j) {
+                scale = std::max(scale, static_cast<double>(std::abs(want[j])));
+                error = std::max(error, static_cast<double>(std::abs(got[j] - want[j])));
+            }
+            worst = std::max(worst, error / scale);
+        }
+        MESSAGE(name, ": the package against the CPU with the same compressed weights, max relative error ",
+                worst);
+        CHECK(worst < 1.5e-2);
+    }
+    // lut4g32's grouped palettes are an iOS 18 op.
+    anvil::mlpackage_options grouped;
+    grouped.weights = anvil::weight_compression::lut4g32;
+    CHECK_THROWS_WITH_AS(export_single(embedding, where.path / "g.mlpackage", "embedding", grouped),
+                         doctest::Contains("lut4g32 (a palette per group of channels) needs Core ML spec 9"),
+                         anvil::unsupported_error);
+    CHECK(anvil_test::sim().violations() == "");
+}
+
+TEST_CASE("export: a decoder LM with palettised weights gives the CPU's logits for the same weights") {
+    if (!anvil_test::ane_simulator_available()) {
+        MESSAGE("this build has no ANE simulator: the package was not run");
+        return;
+    }
+    for (const std::string name : {"llama", "gpt2"}) {
+        CAPTURE(name);
+        const auto folder = anvil_test::data_path("decoder_lms/" + name);
+        const std::vector<std::int32_t> prompt = logits_prompt(folder);
+        for (const auto how : {anvil::weight_compression::int8, anvil::weight_compression::lut4g32}) {
+            CAPTURE(anvil::weight_compression_name(how));
+            anvil::models::causal_lm_options options;
+            options.load = anvil_test::cpu();
+            options.load.compile.weight_compression = how;
+            auto lm = anvil::models::causal_lm::load(folder, options);
+            const host_tensor want = lm.logits(prompt);
+            const auto& c = lm.config();
+            const std::int64_t tokens = 4, context = 32;
+            temporary_folder where("anvil-export");
+            const anvil::mlpackage_function step = lm.export_function("main", tokens, context);
+            anvil::mlpackage_options package;
+            package.output_names = step.output_names;
+            package.ios18 = true;
+            package.states = step.states;
+            package.weights = how;
+            (void)anvil::export_mlpackage(step.outputs, where.path / "lm.mlpackage", package);
+            const auto model = load_package(where.path / "lm.mlpackage", where.path);
+            const host_tensor got = run_decoder(model, c, prompt, tokens, context);
+            const double error = anvil_test::max_relative_error(got, want);
+            MESSAGE(name, " ", anvil::weight_compression_name(how),
+                    ": the package's logits against the CPU's with the same weights, max relative error ",
+                    error);
+            CHECK(error < 5e-2);
+        }
+    }
+    CHECK(anvil_test::sim().violations() == "");
+}
+
 TEST_CASE("export: what cannot be exported is named") {
     temporary_folder where("anvil-export");
     anvil::graph g;

@@ -4,7 +4,11 @@
 #include <anvil/anvil.hpp>
 #include <anvil/backend/cpu/memory_plan.hpp>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -227,6 +231,170 @@ TEST_CASE("memory plan: values alive at once never share bytes, and a chain reus
     const auto plan = anvil::detail::cpu::plan_memory(chain);
     CHECK(anvil::detail::cpu::plan_is_valid(chain, plan));
     CHECK(plan.arena_bytes == 2 * 1024);
+}
+
+namespace {
+
+// Seeded weights, roughly normal (the sum of four uniforms), as a constant of `type`.
+anvil::host_tensor random_weights(dims shape, unsigned seed, dtype type = dtype::f32) {
+    std::mt19937 generator(seed);
+    std::uniform_real_distribution<float> uniform(-0.5f, 0.5f);
+    std::vector<float> values(static_cast<std::size_t>(shape.element_count()));
+    for (float& v : values)
+        v = (uniform(generator) + uniform(generator) + uniform(generator) + uniform(generator)) * 0.1f;
+    anvil::host_tensor t = anvil::host_tensor::from(values, shape);
+    if (type == dtype::f32) return t;
+    anvil::host_tensor out(type, shape);
+    anvil::convert_f32_to_f16(values.data(), values.size(), out.values<anvil::half>().data());
+    return out;
+}
+
+const anvil::node* dequantisation_of(const anvil::graph_body& body, const std::string& name) {
+    for (const auto& n : body.nodes)
+        if ((n.kind == op::dequantize_int8 || n.kind == op::dequantize_lut) && n.name == name) return &n;
+    return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("weight compression: int8 holds each weight within half a step of its channel's scale") {
+    anvil::graph g;
+    auto x = g.input("x", dtype::f32, dims{3, 40});
+    auto ids = g.input("ids", dtype::i32, dims{3});
+    const anvil::host_tensor w = random_weights(dims{24, 40}, 1);
+    auto linear = g.apply(op::linear, {x, g.constant(w, "proj.weight")});
+    // A tied embedding (read by a gather too) and a weight under min_compressed_elements stay as they are.
+    auto table = g.constant(random_weights(dims{50, 40}, 2), "embed.weight");
+    auto gathered = g.apply(op::gather, {table, ids});
+    auto tied = g.apply(op::linear, {x, table});
+    auto small = g.apply(op::linear, {x, g.constant(random_weights(dims{6, 40}, 3), "small.weight")});
+    const anvil::value outputs[] = {linear, gathered, tied, small};
+    const anvil::graph_body body = anvil::body_of(outputs, "test");
+    const anvil::graph_body compressed = anvil::compress_weights(body, anvil::weight_compression::int8);
+    CHECK(count_kind(compressed, op::dequantize_int8) == 1);
+    const anvil::node* dq = dequantisation_of(compressed, "proj.weight");
+    REQUIRE(dq != nullptr);
+    const anvil::node& q = compressed.nodes[dq->inputs[0]];
+    const anvil::node& scale = compressed.nodes[dq->inputs[1]];
+    REQUIRE(q.data.type() == dtype::i8);
+    CHECK(q.data.shape() == dims{24, 40});
+    CHECK(scale.data.shape() == dims{24});
+    const auto original = w.values<float>();
+    const auto levels = q.data.values<std::int8_t>();
+    const auto scales = scale.data.values<float>();
+    for (std::size_t c = 0; c < 24; ++c) {
+        float largest = 0.0f;
+        for (std::size_t i = 0; i < 40; ++i)
+            largest = std::max(largest, std::fabs(original[c * 40 + i]));
+        CHECK(scales[c] == doctest::Approx(largest / 127.0f));
+        for (std::size_t i = 0; i < 40; ++i)
+            CHECK(std::fabs(levels[c * 40 + i] * scales[c] - original[c * 40 + i]) <= scales[c] * 0.5001f);
+    }
+    for (const auto& n : compressed.nodes)
+        if (n.name == "embed.weight" || n.name == "small.weight") CHECK(n.kind == op::constant);
+
+    // The CPU computes with the dequantised weights: x . (q * scale)^T.
+    anvil::compile_options options;
+    options.weight_compression = anvil::weight_compression::int8;
+    anvil::program program = anvil::compile({linear}, options);
+    const anvil::host_tensor input = random_weights(dims{3, 40}, 4);
+    const std::vector<std::int32_t> some_ids = {0, 7, 49};
+    const auto got =
+        program.run({{"x", input}, {"ids", anvil::host_tensor::from(some_ids, dims{3})}}).at(0).to_f32();
+    const auto xs = input.values<float>();
+    for (std::size_t r = 0; r < 3; ++r)
+        for (std::size_t c = 0; c < 24; ++c) {
+            double want = 0.0;
+            for (std::size_t i = 0; i < 40; ++i)
+                want += static_cast<double>(xs[r * 40 + i]) * levels[c * 40 + i] * scales[c];
+            CHECK(got[r * 24 + c] == doctest::Approx(want).epsilon(1e-4));
+        }
+}
+
+TEST_CASE("weight compression: palettes are k-means of the weights, per tensor or per group of channels") {
+    anvil::graph g;
+    auto x = g.input("x", dtype::f32, dims{2, 32});
+    // f16 weights read through a cast to f32, as the checkpoint loader gives them: the cast goes.
+    const anvil::host_tensor w = random_weights(dims{64, 32}, 5, dtype::f16);
+    anvil::attributes to_f32;
+    to_f32.to = dtype::f32;
+    auto weight = g.apply(op::cast, {g.constant(w, "mlp.weight")}, to_f32);
+    auto y = g.apply(op::linear, {x, weight});
+    const anvil::graph_body body = anvil::body_of(std::span<const anvil::value>(&y, 1), "test");
+    const std::vector<float> original = w.to_f32();
+
+    for (const auto how : {anvil::weight_compression::lut4, anvil::weight_compression::lut6,
+                           anvil::weight_compression::lut4g32}) {
+        CAPTURE(anvil::weight_compression_name(how));
+        const anvil::graph_body compressed = anvil::compress_weights(body, how);
+        CHECK(count_kind(compressed, op::cast) == 0);
+        const anvil::node* dq = dequantisation_of(compressed, "mlp.weight");
+        REQUIRE(dq != nullptr);
+        CHECK(dq->result.type == dtype::f32);
+        const auto indices = compressed.nodes[dq->inputs[0]].data.values<std::uint8_t>();
+        const anvil::host_tensor& lut = compressed.nodes[dq->inputs[1]].data;
+        const std::size_t length = how == anvil::weight_compression::lut6 ? 64 : 16;
+        const std::size_t groups =
+            how == anvil::weight_compression::lut4g32 ? 2 : 1;  // 64 rows, 32 per group
+        CHECK(lut.shape() == (groups == 1 ? dims{static_cast<std::int64_t>(length)}
+                                          : dims{2, static_cast<std::int64_t>(length)}));
+        const auto tables = lut.values<float>();
+        const std::size_t per_group = original.size() / groups;
+        double error = 0.0, uniform_error = 0.0;
+        for (std::size_t group = 0; group < groups; ++group) {
+            const auto table = tables.subspan(group * length, length);
+            CHECK(std::is_sorted(table.begin(), table.end()));
+            // Lloyd's fixed point: each weight takes its nearest entry, each used entry is its weights' mean.
+            std::vector<double> sum(length, 0.0);
+            std::vector<int> count(length, 0);
+            const auto first = original.begin() + static_cast<std::ptrdiff_t>(group * per_group);
+            const float lo = *std::min_element(first, first + static_cast<std::ptrdiff_t>(per_group));
+            const float hi = *std::max_element(first, first + static_cast<std::ptrdiff_t>(per_group));
+            for (std::size_t i = group * per_group; i < (group + 1) * per_group; ++i) {
+                const std::size_t index = indices[i];
+                REQUIRE(index < length);
+                for (std::size_t e = 0; e < length; ++e)
+                    CHECK(std::fabs(original[i] - table[index]) <= std::fabs(original[i] - table[e]) + 1e-7f);
+                sum[index] += original[i];
+                ++count[index];
+                error += std::pow(original[i] - table[index], 2.0);
+                // The baseline: the nearest of `length` evenly spaced levels over [lo, hi].
+                const float step = (hi - lo) / static_cast<float>(length - 1);
+                const float level = lo + step * std::round((original[i] - lo) / step);
+                uniform_error += std::pow(original[i] - level, 2.0);
+            }
+            for (std::size_t e = 0; e < length; ++e)
+                if (count[e] > 0) CHECK(table[e] == doctest::Approx(sum[e] / count[e]).epsilon(1e-5));
+        }
+        MESSAGE(anvil::weight_compression_name(how), ": squared error ", error, ", uniform levels ",
+                uniform_error);
+        CHECK(error < uniform_error);
+        // Deterministic: the same weights give the same bytes.
+        const anvil::graph_body again = anvil::compress_weights(body, how);
+        const anvil::node* dq2 = dequantisation_of(again, "mlp.weight");
+        REQUIRE(dq2 != nullptr);
+        const auto& lut2 = again.nodes[dq2->inputs[1]].data;
+        CHECK(std::equal(tables.begin(), tables.end(), lut2.values<float>().begin()));
+
+        // The CPU runs the palettised weights: x . lut[g, index]^T.
+        anvil::compile_options options;
+        options.weight_compression = how;
+        anvil::program program = anvil::compile({y}, options);
+        const anvil::host_tensor input = random_weights(dims{2, 32}, 6);
+        const auto got = program.run({{"x", input}}).at(0).to_f32();
+        const auto xs = input.values<float>();
+        for (std::size_t r = 0; r < 2; ++r)
+            for (std::size_t c = 0; c < 64; ++c) {
+                double want = 0.0;
+                const std::size_t group = c * groups / 64;
+                for (std::size_t i = 0; i < 32; ++i)
+                    want +=
+                        static_cast<double>(xs[r * 32 + i]) * tables[group * length + indices[c * 32 + i]];
+                CHECK(got[r * 64 + c] == doctest::Approx(want).epsilon(1e-4));
+            }
+    }
+    CHECK(anvil::parse_weight_compression("lut4g32") == anvil::weight_compression::lut4g32);
+    CHECK_FALSE(anvil::parse_weight_compression("lut5").has_value());
 }
 
 }  // namespace test_graph

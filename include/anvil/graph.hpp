@@ -11,3 +11,4 @@
 #include "anvil/graph/op.hpp"
 #include "anvil/graph/passes.hpp"
 #include "anvil/graph/shape_inference.hpp"
+#include "anvil/graph/weight_compression.hpp"

@@ -4081,8 +4081,8 @@ template <class TI, class TL>
 struct u8_indices_with_floating_table
     : std::bool_constant<std::is_same_v<TI, std::uint8_t> && is_floating(dtype_or_f32<TL>())> {};
 
-// A table [L] shared by every index, or [C, L] with one row per slice along the indices' axis 0; 1 <= L <=
-// 256.
+// A table [L] shared by every index, or [G, L] with one row per group of slices along the indices' axis 0
+// (G dividing that extent: G equal to it is a table per slice); 1 <= L <= 256.
 template <class Indices, class Lut>
 struct lookup_table_fits {
     static constexpr bool value = [] {
@@ -4095,7 +4095,10 @@ struct lookup_table_fits {
                 if constexpr (Indices::rank == 0) {
                     return false;
                 } else {
-                    return length_fits && extents_agree(Lut::extents[0], Indices::extents[0]);
+                    const std::int64_t groups = Lut::extents[0], slices = Indices::extents[0];
+                    const bool divides =
+                        groups == dyn || slices == dyn || (groups >= 1 && slices % groups == 0);
+                    return length_fits && divides;
                 }
             } else {
                 return length_fits;
@@ -4132,8 +4135,8 @@ template <class TQ, class SQ, class TS, class SS>
     return dequantize_int8(q, scale, std::nullopt, axis);
 }
 
-// lut[index] for u8 indices: lut [L] for every element, or [C, L] per slice along the indices' axis 0. A
-// tensor of the table's type with the indices' shape.
+// lut[index] for u8 indices: lut [L] for every element, or [G, L] per group of C / G consecutive slices
+// along the indices' axis 0 (of extent C). A tensor of the table's type with the indices' shape.
 template <class TI, class SI, class TL, class SL>
 [[nodiscard]] tensor<TL, SI> dequantize_lut(const tensor<TI, SI>& indices, const tensor<TL, SL>& lut) {
     static_assert(
@@ -4144,8 +4147,9 @@ template <class TI, class SI, class TL, class SL>
     if constexpr (detail::all_shapes_v<SI, SL>) {
         static_assert(
             detail::shape_rule<op::dequantize_lut, detail::lookup_table_fits, SI, SL>::holds,
-            "anvil::dequantize_lut: the table must be [L] or [C, L] with C the indices' first extent and "
-            "1 <= L <= 256; shape_rule<op::dequantize_lut, lookup_table_fits, indices, table> names both "
+            "anvil::dequantize_lut: the table must be [L] or [G, L] with G dividing the indices' first "
+            "extent "
+            "and 1 <= L <= 256; shape_rule<op::dequantize_lut, lookup_table_fits, indices, table> names both "
             "shapes");
     }
     return tensor<TL, SI>(detail::apply_op(op::dequantize_lut, {indices.value(), lut.value()}));
@@ -5425,6 +5429,54 @@ bool all_constant(const graph_body& body, const node& n, std::size_t first);
 // #include "anvil/graph/passes-inl.hpp" (in the definitions at the end)
 #endif
 // #include "anvil/graph/shape_inference.hpp"
+// #include "anvil/graph/weight_compression.hpp"
+// anvil: weight compression — a graph pass that stores the weights of linear and conv2d nodes compressed,
+// as int8 with a scale per output channel (dequantize_int8) or as palettes of 16 or 64 values found by
+// k-means (dequantize_lut), per tensor or per group of output channels. The graph keeps computing with the
+// dequantised weights, so every backend runs it: the CPU executes the dequantisation, the Core ML route
+// keeps it in the package as constexpr ops (only the compressed bytes are stored), the private Neural
+// Engine path folds it into fp16 weights.
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+// #include "anvil/compilation.hpp"
+// #include "anvil/graph/graph.hpp"
+
+namespace anvil {
+
+enum class weight_compression : std::uint8_t {
+    none,
+    int8,     // symmetric int8, one scale per output channel: w = q * scale[c], q in [-127, 127]
+    lut4,     // a 16-entry palette for the whole tensor (4-bit indices)
+    lut4g32,  // a 16-entry palette per group of 32 output channels (or of the largest divisor of the
+              // channel count below 32)
+    lut6,     // a 64-entry palette for the whole tensor (6-bit indices)
+};
+
+// "none", "int8", "lut4", "lut4g32", "lut6"; nullopt for anything else.
+[[nodiscard]] std::optional<weight_compression> parse_weight_compression(std::string_view text);
+[[nodiscard]] std::string_view weight_compression_name(weight_compression how) noexcept;
+
+// Weights with fewer elements stay as they are: their bytes do not matter, and their scales or palette would
+// outweigh them.
+inline constexpr std::int64_t min_compressed_elements = 256;
+
+// Replaces each floating-point constant that is the weight (operand 1) of linear or conv2d nodes, directly
+// or through a floating-point cast, and is read by nothing else, with its compressed form: dequantize_int8
+// or dequantize_lut over new constants, named as the weight was (a tied embedding, also read by a gather,
+// stays as it is). Deterministic: the same weights give the same bytes. The palettes are 1-D k-means:
+// Lloyd's iterations on the sorted values from two starts, evenly spaced levels and evenly spaced
+// quantiles, the fixed point with the smaller squared error kept (so never worse than uniform levels).
+[[nodiscard]] graph_body compress_weights(const graph_body& body, weight_compression how);
+
+}  // namespace anvil
+
+#if ANVIL_DEFINITIONS
+// #include "anvil/graph/weight_compression-inl.hpp" (in the definitions at the end)
+#endif
 
 // #include "anvil/backend/compile.hpp"
 // anvil: compile — the one entry point from a graph's values to a runnable program on a backend.
@@ -5532,6 +5584,7 @@ inline fp16_rounding_result round_to_fp16(float* values, std::size_t count) {
 // #include "anvil/compilation.hpp"
 // #include "anvil/core/error.hpp"
 // #include "anvil/core/host_tensor.hpp"
+// #include "anvil/graph/weight_compression.hpp"
 
 namespace anvil {
 
@@ -5567,6 +5620,10 @@ struct compile_options {
     bool fold_constants = true;
     bool fold_batch_norm = true;
     bool fuse_elementwise = true;
+    // The weights of linear and conv2d nodes stored compressed (graph/weight_compression.hpp): int8 with a
+    // scale per output channel, or palettes of 16 or 64 values. Every backend runs the dequantised weights;
+    // device::coreml keeps them compressed in its programs, the CPU and the private ANE path dequantise.
+    anvil::weight_compression weight_compression = anvil::weight_compression::none;
     // ANE: where compiled programs are cached ("" = $ANVIL_CACHE_DIR, else the user cache directory;
     // "none" = no cache).
     std::string cache_dir;
@@ -6164,6 +6221,7 @@ std::vector<ane_selftest_row> ane_selftest(const ane_selftest_options& options =
 
 // #include "anvil/compilation.hpp"
 // #include "anvil/graph/graph.hpp"
+// #include "anvil/graph/weight_compression.hpp"
 
 namespace anvil {
 
@@ -6188,6 +6246,11 @@ struct mlpackage_options {
     // The opset: ios16 (spec 7, macOS 13 / iOS 16, the default) or ios18 (spec 9, macOS 15 / iOS 18).
     // States need ios18: export refuses them otherwise.
     bool ios18 = false;
+    // The weights of linear and conv2d nodes stored compressed (graph/weight_compression.hpp) as constexpr
+    // ops Core ML decompresses when it loads the model: int8 (constexpr_affine_dequantize, or from ios18
+    // constexpr_blockwise_shift_scale), lut4 and lut6 (constexpr_lut_to_dense); lut4g32's palette per
+    // group of channels needs ios18.
+    weight_compression weights = weight_compression::none;
 };
 
 // An input or output as the package describes it.
@@ -11120,6 +11183,7 @@ private:
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 // #include "anvil/core/half.hpp"
@@ -11141,23 +11205,33 @@ struct mil_argument {
 };
 
 // The value of a const. Scalar or tensor follows the value's shape (rank 0 = scalar).
-enum class mil_constant_kind : std::uint8_t { int32, boolean, string, fp16, fp16_blob };
+enum class mil_constant_kind : std::uint8_t { int32, uint32, boolean, string, fp16, bytes, blob };
 
 struct mil_constant {
     mil_constant_kind kind = mil_constant_kind::int32;
-    std::vector<std::int32_t> ints;   // int32
-    std::vector<std::uint8_t> bools;  // boolean: 0 or 1
-    std::string text;                 // string
-    std::vector<half> halves;         // fp16 (inline; fewer than 10 elements)
-    std::string blob_path;            // fp16_blob: "@model_path/weights/weight.bin"
-    std::uint64_t blob_offset = 0;    // fp16_blob: the blob's metadata record (weight_blob.hpp)
+    std::vector<std::int32_t> ints;    // int32
+    std::vector<std::uint32_t> uints;  // uint32 (a constexpr_lut_to_dense's `shape`)
+    std::vector<std::uint8_t> bools;   // boolean: 0 or 1
+    std::string text;                  // string
+    std::vector<half> halves;          // fp16 (inline; fewer than 10 elements)
+    std::vector<std::uint8_t> raw;     // bytes: int8 or uint8 values, inline
+    std::string blob_path;             // blob: "@model_path/weights/weight.bin"
+    std::uint64_t blob_offset = 0;     // blob: its metadata record (weight_blob.hpp), of the value's dtype
+};
+
+// A value written in place, not as a statement: a constexpr_* op's parameter. Up to ios17 they are the
+// op's attributes; from ios18 its inputs, each bound to its value (MIL.md §1.6, COREML.md §2.4).
+struct mil_literal {
+    std::string dtype;                // "fp16", "int8", "uint8", "uint4", "uint6", "uint32", "int32"
+    std::vector<std::int64_t> shape;  // rank 0: a scalar
+    mil_constant value;
 };
 
 struct mil_value {
     std::string name;
     std::string dtype;                // "fp16", "int32", "bool", "string"
     std::vector<std::int64_t> shape;  // rank 0: a scalar
-    bool is_const = false;
+    bool is_const = false;  // a const's or a constexpr_* op's result: known when the program compiles
     bool is_state =
         false;  // a Core ML state input, `state<tensor<fp16, shape>>` (spec 9; read_state reads it)
 };
@@ -11172,6 +11246,9 @@ struct mil_statement {
     std::string name;                     // the op's `name`; empty: the result's name
     std::vector<mil_argument> arguments;  // in the order the lowering gave them
     mil_constant value;                   // const only
+    // constexpr_* only: the parameters, in place (consts that feed only constexpr ops are not statements,
+    // as coremltools writes them).
+    std::vector<std::pair<std::string, mil_literal>> parameters;
 };
 
 struct mil_function {
@@ -11194,6 +11271,7 @@ struct mil_function {
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 // #include "anvil/backend/ane/mil_program.hpp"
@@ -11224,27 +11302,36 @@ inline std::string scalar_literal(mil_dialect dialect, std::string_view dtype, c
     return scalar_type(dialect, dtype) + "(" + value + ")";
 }
 
-inline std::string type_of(mil_dialect dialect, const mil_value& value) {
-    if (value.shape.empty()) return scalar_type(dialect, value.dtype);
+inline std::string type_of(mil_dialect dialect, std::string_view dtype,
+                           const std::vector<std::int64_t>& shape) {
+    if (shape.empty()) return scalar_type(dialect, dtype);
     std::string dims_text;
-    for (std::size_t i = 0; i < value.shape.size(); ++i)
-        dims_text += (i ? ", " : "") + std::to_string(value.shape[i]);
-    return message("tensor<", value.dtype, ", [", dims_text, "]>");
+    for (std::size_t i = 0; i < shape.size(); ++i)
+        dims_text += (i ? ", " : "") + std::to_string(shape[i]);
+    return message("tensor<", dtype, ", [", dims_text, "]>");
+}
+inline std::string type_of(mil_dialect dialect, const mil_value& value) {
+    return type_of(dialect, value.dtype, value.shape);
 }
 
-// The literal inside `const()[..., val = ...]`.
-inline std::string const_literal(mil_dialect dialect, const mil_value& value, const mil_constant& constant) {
+// A value's literal: what follows `val = ` in a const, or a constexpr parameter's `name = `.
+inline std::string literal_text(mil_dialect dialect, std::string_view dtype,
+                                const std::vector<std::int64_t>& shape, const mil_constant& constant) {
     const auto list = [&](std::size_t count, auto&& element) {
         std::string text;
         for (std::size_t i = 0; i < count; ++i)
             text += (i ? ", " : "") + element(i);
-        return value.shape.empty() ? text : "[" + text + "]";
+        return shape.empty() ? text : "[" + text + "]";
     };
     std::string body;
     switch (constant.kind) {
         case mil_constant_kind::int32:
             body =
                 list(constant.ints.size(), [&](std::size_t i) { return std::to_string(constant.ints[i]); });
+            break;
+        case mil_constant_kind::uint32:
+            body =
+                list(constant.uints.size(), [&](std::size_t i) { return std::to_string(constant.uints[i]); });
             break;
         case mil_constant_kind::boolean:
             body = list(constant.bools.size(),
@@ -11257,14 +11344,21 @@ inline std::string const_literal(mil_dialect dialect, const mil_value& value, co
             body =
                 list(constant.halves.size(), [&](std::size_t i) { return fp16_literal(constant.halves[i]); });
             break;
-        case mil_constant_kind::fp16_blob:
-            return type_of(dialect, value) +
+        case mil_constant_kind::bytes:
+            body = list(constant.raw.size(), [&](std::size_t i) {
+                return std::to_string(dtype == "int8"
+                                          ? static_cast<int>(static_cast<std::int8_t>(constant.raw[i]))
+                                          : static_cast<int>(constant.raw[i]));
+            });
+            break;
+        case mil_constant_kind::blob:
+            return type_of(dialect, dtype, shape) +
                    "(BLOBFILE(path = " + scalar_literal(dialect, "string", "\"" + constant.blob_path + "\"") +
                    ", offset = " + scalar_literal(dialect, "uint64", std::to_string(constant.blob_offset)) +
                    "))";
     }
-    return value.shape.empty() ? scalar_literal(dialect, value.dtype, body)
-                               : type_of(dialect, value) + "(" + body + ")";
+    return shape.empty() ? scalar_literal(dialect, dtype, body)
+                         : type_of(dialect, dtype, shape) + "(" + body + ")";
 }
 
 }  // namespace mil_text_detail
@@ -11296,6 +11390,11 @@ inline std::string const_literal(mil_dialect dialect, const mil_value& value, co
         out += "            ";
         if (has_result) out += type_of(dialect, *result) + " " + result->name + " = ";
         out += statement.op + "(";
+        // From ios18 a constexpr op's parameters are inputs bound to their values; before, attributes.
+        std::vector<std::pair<std::string, std::string>> in_place;
+        for (const auto& [name, literal] : statement.parameters)
+            in_place.emplace_back(name, literal_text(dialect, literal.dtype, literal.shape, literal.value));
+        std::sort(in_place.begin(), in_place.end());
         std::vector<const mil_argument*> sorted;
         for (const auto& argument : statement.arguments)
             sorted.push_back(&argument);
@@ -11309,10 +11408,23 @@ inline std::string const_literal(mil_dialect dialect, const mil_value& value, co
                 out += (v ? ", " : "") + values.at(argument.values[v]).name;
             if (argument.tuple) out += ")";
         }
+        const bool as_inputs = short_form && !in_place.empty();
+        if (as_inputs) {
+            for (std::size_t p = 0; p < in_place.size(); ++p)
+                out += (p || !sorted.empty() ? ", " : "") + in_place[p].first + " = " + in_place[p].second;
+        }
         const std::string& op_name = statement.name.empty() ? result->name : statement.name;
-        out += ")[name = " + scalar_literal(dialect, "string", "\"" + op_name + "\"");
-        if (has_result && result->is_const)
-            out += ", val = " + const_literal(dialect, *result, statement.value);
+        // Attributes in name order, `name` among them (MIL.md §1.6).
+        std::vector<std::pair<std::string, std::string>> attributes =
+            as_inputs ? decltype(in_place){} : in_place;
+        attributes.emplace_back("name", scalar_literal(dialect, "string", "\"" + op_name + "\""));
+        if (statement.op == "const")
+            attributes.emplace_back("val",
+                                    literal_text(dialect, result->dtype, result->shape, statement.value));
+        std::sort(attributes.begin(), attributes.end());
+        out += ")[";
+        for (std::size_t a = 0; a < attributes.size(); ++a)
+            out += (a ? ", " : "") + attributes[a].first + " = " + attributes[a].second;
         out += "];\n";
     }
     out += "        } -> (";
@@ -11348,6 +11460,12 @@ enum class blob_dtype : std::uint32_t {
     bfloat16 = 5,
     int16 = 6,
     uint16 = 7,
+    int4 = 8,
+    uint1 = 9,
+    uint2 = 10,
+    uint4 = 11,
+    uint3 = 12,
+    uint6 = 13,
     int32 = 14,
     uint32 = 15,
 };
@@ -11356,12 +11474,38 @@ inline constexpr std::size_t blob_alignment = 64;
 inline constexpr std::uint32_t blob_sentinel = 0xDEADBEEFu;
 inline constexpr std::uint32_t blob_storage_version = 2;
 
+// Values of `bits` bits each (1, 2, 3, 4 or 6; each below 2^bits) packed as MIL blobs hold them
+// (COREML.md §1.5, MILBlob/SubByteTypes.cpp): LSB first, element i at bit (i * bits) % 8 of byte
+// (i * bits) / 8, a value that crosses a byte boundary continuing in the next byte. `padding_bits` is what
+// the metadata record's padding_size_in_bits says: the unused high bits of the last byte.
+struct packed_sub_byte {
+    std::vector<std::byte> bytes;
+    std::uint64_t padding_bits = 0;
+};
+[[nodiscard]] inline packed_sub_byte pack_sub_byte(std::span<const std::uint8_t> values, unsigned bits) {
+    const std::uint64_t total_bits = values.size() * static_cast<std::uint64_t>(bits);
+    packed_sub_byte packed;
+    packed.bytes.assign(static_cast<std::size_t>((total_bits + 7) / 8), std::byte{0});
+    packed.padding_bits = (8 - total_bits % 8) % 8;
+    for (std::size_t i = 0; i < values.size(); ++i) {
+        const std::uint64_t at = i * static_cast<std::uint64_t>(bits);
+        const unsigned value = values[i] & ((1u << bits) - 1u);
+        const auto byte = static_cast<std::size_t>(at / 8);
+        const unsigned shift = static_cast<unsigned>(at % 8);
+        packed.bytes[byte] |= static_cast<std::byte>((value << shift) & 0xFFu);
+        if (shift + bits > 8) packed.bytes[byte + 1] |= static_cast<std::byte>(value >> (8 - shift));
+    }
+    return packed;
+}
+
 class weight_blob_writer {
 public:
     weight_blob_writer() : bytes_(blob_alignment, std::byte{0}) { store_u32(4, blob_storage_version); }
 
-    // Appends one blob; returns the offset its BLOBFILE reference uses (the metadata record's).
-    std::uint64_t append(blob_dtype type, std::span<const std::byte> payload) {
+    // Appends one blob; returns the offset its BLOBFILE reference uses (the metadata record's). A sub-byte
+    // type's payload is packed LSB first (pack_sub_byte), `padding_bits` of its last byte unused.
+    std::uint64_t append(blob_dtype type, std::span<const std::byte> payload,
+                         std::uint64_t padding_bits = 0) {
         // Each record starts at the next aligned offset; as in coremltools' FileWriter, the file ends right
         // after the last payload (readers use the records' offsets and sizes).
         const std::size_t metadata = round_up(bytes_.size());
@@ -11370,7 +11514,7 @@ public:
         store_u32(metadata + 4, static_cast<std::uint32_t>(type));
         store_u64(metadata + 8, payload.size());
         store_u64(metadata + 16, metadata + blob_alignment);  // absolute payload offset
-        // +24 padding_size_in_bits and +32..63 reserved stay zero (byte-sized types have no bit padding).
+        store_u64(metadata + 24, padding_bits);               // +32..63 reserved stay zero
         bytes_.insert(bytes_.end(), payload.begin(), payload.end());
         ++count_;
         store_u32(0, count_);
@@ -11538,18 +11682,84 @@ public:
                 require_finite(h);
             return add_const(base, "fp16", std::move(shape), std::move(value));
         }
-        std::string path(default_weight_path);
-        if (one_file_per_weight_) {
-            path = message("@model_path/weights/w", blobs_.size(), ".bin");
-            blobs_.emplace_back(path, weight_blob_writer{});
-        } else if (blobs_.empty()) {
-            blobs_.emplace_back(path, weight_blob_writer{});
-        }
-        mil_constant value;
-        value.kind = mil_constant_kind::fp16_blob;
-        value.blob_offset = blobs_.back().second.append(blob_dtype::float16, std::as_bytes(values));
-        value.blob_path = std::move(path);
+        mil_constant value = blob(blob_dtype::float16, std::as_bytes(values));
         return add_const(base, "fp16", std::move(shape), std::move(value));
+    }
+
+    // A constexpr_* op's parameters (written in place, mil_program.hpp mil_literal): an fp16 tensor (inline
+    // below 10 elements, else a blob, as const_fp16); int8 or uint8 values (the same rule); values of a
+    // sub-byte type ("uint4", "uint6", ...), always a blob, packed LSB first; a scalar int32; a uint32
+    // vector.
+    mil_literal literal_fp16(std::vector<std::int64_t> shape, std::span<const half> values) {
+        for (const half h : values)
+            require_finite(h);
+        mil_literal literal{"fp16", std::move(shape), {}};
+        if (values.size() < 10) {
+            literal.value.kind = mil_constant_kind::fp16;
+            literal.value.halves.assign(values.begin(), values.end());
+        } else {
+            literal.value = blob(blob_dtype::float16, std::as_bytes(values));
+        }
+        return literal;
+    }
+    mil_literal literal_bytes(std::string_view dtype, std::vector<std::int64_t> shape,
+                              std::span<const std::uint8_t> values) {
+        if (dtype != "int8" && dtype != "uint8")
+            throw error(message("MIL writer: byte values must be int8 or uint8, got ", dtype));
+        mil_literal literal{std::string(dtype), std::move(shape), {}};
+        if (values.size() < 10) {
+            literal.value.kind = mil_constant_kind::bytes;
+            literal.value.raw.assign(values.begin(), values.end());
+        } else {
+            literal.value =
+                blob(dtype == "int8" ? blob_dtype::int8 : blob_dtype::uint8, std::as_bytes(values));
+        }
+        return literal;
+    }
+    mil_literal literal_sub_byte(unsigned bits, std::vector<std::int64_t> shape,
+                                 std::span<const std::uint8_t> values) {
+        static constexpr std::pair<unsigned, blob_dtype> types[] = {{1, blob_dtype::uint1},
+                                                                    {2, blob_dtype::uint2},
+                                                                    {3, blob_dtype::uint3},
+                                                                    {4, blob_dtype::uint4},
+                                                                    {6, blob_dtype::uint6}};
+        const auto type = std::find_if(std::begin(types), std::end(types),
+                                       [&](const auto& entry) { return entry.first == bits; });
+        if (type == std::end(types))
+            throw error(message("MIL writer: no sub-byte type of ", bits, " bits (1, 2, 3, 4 or 6)"));
+        for (const std::uint8_t v : values)
+            if (v >= (1u << bits))
+                throw error(message("MIL writer: the value ", int{v}, " does not fit uint", bits));
+        const packed_sub_byte packed = pack_sub_byte(values, bits);
+        return {message("uint", bits), std::move(shape),
+                blob(type->second, packed.bytes, packed.padding_bits)};
+    }
+    static mil_literal literal_int(std::int64_t number, std::string_view what) {
+        mil_literal literal{"int32", {}, {}};
+        literal.value.kind = mil_constant_kind::int32;
+        literal.value.ints.push_back(checked_int32(number, what));
+        return literal;
+    }
+    static mil_literal literal_uint32s(std::span<const std::int64_t> numbers, std::string_view what) {
+        mil_literal literal{"uint32", {static_cast<std::int64_t>(numbers.size())}, {}};
+        literal.value.kind = mil_constant_kind::uint32;
+        for (const std::int64_t number : numbers) {
+            if (number < 0 || number > UINT32_MAX)
+                throw unsupported_error(message("MIL text: ", what, " = ", number, " does not fit uint32"));
+            literal.value.uints.push_back(static_cast<std::uint32_t>(number));
+        }
+        return literal;
+    }
+
+    // A constexpr_* op (constexpr_affine_dequantize, constexpr_lut_to_dense,
+    // constexpr_blockwise_shift_scale): a weight known when the program compiles, stored compressed; its
+    // result is a const to every reader.
+    mil_ref constexpr_op(std::string_view type, std::string_view base, std::vector<std::int64_t> shape,
+                         std::vector<std::pair<std::string, mil_literal>> parameters) {
+        const mil_ref ref = op(type, base, std::move(shape), {});
+        function_.values[ref].is_const = true;
+        function_.statements.back().parameters = std::move(parameters);
+        return ref;
     }
 
     // An op with one result of `dtype` and `shape` (rank 0 = scalar).
@@ -11665,6 +11875,22 @@ private:
         return function_.values.size() - 1;
     }
 
+    // A blob appended to the weight file (one file per blob when asked for), as the const value naming it.
+    mil_constant blob(blob_dtype type, std::span<const std::byte> payload, std::uint64_t padding_bits = 0) {
+        std::string path(default_weight_path);
+        if (one_file_per_weight_) {
+            path = message("@model_path/weights/w", blobs_.size(), ".bin");
+            blobs_.emplace_back(path, weight_blob_writer{});
+        } else if (blobs_.empty()) {
+            blobs_.emplace_back(path, weight_blob_writer{});
+        }
+        mil_constant value;
+        value.kind = mil_constant_kind::blob;
+        value.blob_offset = blobs_.back().second.append(type, payload, padding_bits);
+        value.blob_path = std::move(path);
+        return value;
+    }
+
     mil_ref add_const(std::string_view base, std::string_view dtype, std::vector<std::int64_t> shape,
                       mil_constant value) {
         const mil_ref ref = new_value(std::string(base), std::string(dtype), std::move(shape), false);
@@ -11732,6 +11958,11 @@ struct lowering_options {
     // inputs, such as KV caches, that Core ML keeps in MLState buffers the host writes in place). Needs the
     // ios18 dialect.
     std::vector<value_id> state_inputs;
+    // Dequantised constant weights (dequantize_int8, dequantize_lut) kept compressed as constexpr ops
+    // (lowering_context.hpp compressed_constant): Core ML programs, whose loader decompresses them. The
+    // private path folds them into fp16 weights: public code shows it only int8 constexpr ops (RUNTIME.md
+    // §4), and its programs stay within the weight-bytes limit either way.
+    bool compressed_weights = false;
 
     [[nodiscard]] lowering_variant variant(lowering_feature f) const { return choices.of(f); }
     [[nodiscard]] bool native(lowering_feature f) const { return choices.of(f) == lowering_variant::native; }
@@ -11777,7 +12008,7 @@ struct support_result {
 }
 
 // The values of a host constant as f32, row-major in its shape (dequantisation folded as the CPU reference
-// computes it: (q - zero_point[c]) * scale[c]; lut[c, index]).
+// computes it: (q - zero_point[c]) * scale[c]; lut[g, index], g the group of c).
 [[nodiscard]] inline std::vector<float> host_constant_values(const graph_body& body, value_id id) {
     const node& n = body.nodes.at(id);
     if (n.kind == op::constant) {
@@ -11810,7 +12041,7 @@ struct support_result {
     const dims& lut_shape = body.nodes[n.inputs[1]].result.shape;
     const auto length = static_cast<std::size_t>(lut_shape[lut_shape.rank() - 1]);
     const std::size_t slice = lut_shape.rank() == 2 && shape.rank() > 0
-                                  ? values.size() / static_cast<std::size_t>(shape[0])
+                                  ? values.size() / static_cast<std::size_t>(lut_shape[0])
                                   : values.size();
     for (std::size_t i = 0; i < values.size(); ++i) {
         const float index = first[i];
@@ -12508,9 +12739,133 @@ public:
         if (const auto found = constant_forms_.find(key); found != constant_forms_.end())
             return found->second;
         const std::string suffix = at(id).name.empty() ? "" : "_" + at(id).name;
-        const mil_ref ref = fp16_const(base(id) + suffix, shape, constant_values(id));
+        const std::optional<mil_ref> compressed =
+            options_.compressed_weights ? compressed_constant(id, shape, base(id) + suffix) : std::nullopt;
+        const mil_ref ref =
+            compressed ? *compressed : fp16_const(base(id) + suffix, shape, constant_values(id));
         constant_forms_.emplace(key, ref);
         return ref;
+    }
+
+    // A dequantised weight kept compressed (lowering_options::compressed_weights): a constexpr op over the
+    // int8 values or palette indices, so the program stores only those (COREML.md §3). ios16:
+    // constexpr_affine_dequantize and constexpr_lut_to_dense (one palette for the tensor, indices packed
+    // into uint8 bytes), every parameter an attribute; ios18: constexpr_blockwise_shift_scale and the new
+    // constexpr_lut_to_dense (a palette per group of channels, sub-byte indices), parameters as inputs.
+    // nullopt where the form cannot be kept (the program then holds the fp16 values): not a dequantisation
+    // of constants, fewer than 10 elements, a channel axis `shape` does not keep, or grouped palettes in
+    // ios16.
+    std::optional<mil_ref> compressed_constant(value_id id, const mil_shape& shape, const std::string& name) {
+        const node& n = at(id);
+        if (n.kind != op::dequantize_int8 && n.kind != op::dequantize_lut) return std::nullopt;
+        for (const value_id input : n.inputs)
+            if (at(input).kind != op::constant) return std::nullopt;
+        const dims& ir = at(n.inputs[0]).result.shape;
+        if (ir.element_count() < 10) return std::nullopt;
+        const bool ios18 = mil_.dialect() == mil_dialect::ios18;
+        // The axis of `shape` that holds the IR's axis `axis` (same element order, so the extents before it
+        // multiply to the same number), or nullopt.
+        const auto channel_axis = [&](std::size_t axis) -> std::optional<std::size_t> {
+            std::int64_t before = 1;
+            for (std::size_t a = 0; a < axis; ++a)
+                before *= ir[a];
+            std::int64_t seen = 1;
+            for (std::size_t k = 0; k < shape.size(); ++k) {
+                if (seen == before && shape[k] == ir[axis]) return k;
+                seen *= shape[k];
+            }
+            return std::nullopt;
+        };
+        const auto halves_of = [](const std::vector<float>& values) {
+            std::vector<half> halves;
+            for (const float v : values)
+                halves.push_back(to_fp16(v));
+            return halves;
+        };
+        if (n.kind == op::dequantize_int8) {
+            const auto axis = channel_axis(static_cast<std::size_t>(n.attrs.axis));
+            if (!axis) return std::nullopt;
+            const host_tensor& data = at(n.inputs[0]).data;
+            const auto* bytes = static_cast<const std::uint8_t*>(data.raw());
+            const std::vector<std::uint8_t> q(bytes, bytes + data.element_count());
+            const std::int64_t channels = shape[*axis];
+            const std::vector<half> scale = halves_of(host_constant_values(body_, n.inputs[1]));
+            std::vector<std::uint8_t> zero;
+            if (n.inputs.size() > 2) {
+                for (const float z : host_constant_values(body_, n.inputs[2]))
+                    zero.push_back(static_cast<std::uint8_t>(static_cast<std::int8_t>(z)));
+            }
+            if (!ios18) {
+                std::vector<std::pair<std::string, mil_literal>> parameters = {
+                    {"quantized_data", mil_.literal_bytes("int8", shape, q)},
+                    {"scale", mil_.literal_fp16({channels}, scale)},
+                    {"axis", mil_writer::literal_int(static_cast<std::int64_t>(*axis), "axis")}};
+                parameters.emplace_back(
+                    "zero_point", zero.empty() ? mil_.literal_bytes("int8", {}, std::vector<std::uint8_t>{0})
+                                               : mil_.literal_bytes("int8", {channels}, zero));
+                return mil_.constexpr_op("constexpr_affine_dequantize", name, shape, std::move(parameters));
+            }
+            mil_shape per_channel(shape.size(), 1);
+            per_channel[*axis] = channels;
+            std::vector<std::pair<std::string, mil_literal>> parameters = {
+                {"data", mil_.literal_bytes("int8", shape, q)},
+                {"scale", mil_.literal_fp16(per_channel, scale)}};
+            if (!zero.empty())
+                parameters.emplace_back("offset", mil_.literal_bytes("int8", per_channel, zero));
+            return mil_.constexpr_op("constexpr_blockwise_shift_scale", name, shape, std::move(parameters));
+        }
+        // A palette of L entries needs indices of b bits, 2^b >= L, b one of the sizes the op takes (3 only
+        // from ios18); the table is padded to 2^b entries.
+        const dims& lut = at(n.inputs[1]).result.shape;
+        const auto length = static_cast<std::size_t>(lut[lut.rank() - 1]);
+        const std::int64_t groups = lut.rank() == 2 ? lut[0] : 1;
+        unsigned bits = 0;
+        for (const unsigned b : {1u, 2u, 3u, 4u, 6u, 8u}) {
+            if ((b == 3 && !ios18) || (std::size_t{1} << b) < length) continue;
+            bits = b;
+            break;
+        }
+        const std::size_t entries = std::size_t{1} << bits;
+        const std::vector<float> table = host_constant_values(body_, n.inputs[1]);
+        std::vector<half> padded;
+        for (std::int64_t g = 0; g < groups; ++g)
+            for (std::size_t e = 0; e < entries; ++e)
+                padded.push_back(
+                    to_fp16(table[static_cast<std::size_t>(g) * length + std::min(e, length - 1)]));
+        const host_tensor& data = at(n.inputs[0]).data;
+        const auto* bytes = static_cast<const std::uint8_t*>(data.raw());
+        const std::vector<std::uint8_t> indices(bytes, bytes + data.element_count());
+        for (const std::uint8_t index : indices)
+            if (index >= length) return std::nullopt;  // the CPU's reference reports it when it runs
+        if (!ios18) {
+            if (groups != 1) return std::nullopt;
+            const packed_sub_byte packed =
+                bits == 8 ? packed_sub_byte{std::vector<std::byte>(std::as_bytes(std::span(indices)).begin(),
+                                                                   std::as_bytes(std::span(indices)).end()),
+                                            0}
+                          : pack_sub_byte(indices, bits);
+            const auto* packed_bytes = reinterpret_cast<const std::uint8_t*>(packed.bytes.data());
+            const std::vector<std::uint8_t> packed_values(packed_bytes, packed_bytes + packed.bytes.size());
+            std::vector<std::pair<std::string, mil_literal>> parameters = {
+                {"indices", mil_.literal_bytes("uint8", {static_cast<std::int64_t>(packed_values.size())},
+                                               packed_values)},
+                {"lut", mil_.literal_fp16({static_cast<std::int64_t>(entries)}, padded)},
+                {"shape", mil_writer::literal_uint32s(shape, "shape")}};
+            return mil_.constexpr_op("constexpr_lut_to_dense", name, shape, std::move(parameters));
+        }
+        // lut: [G0, ..., G(r-1), entries, 1], the groups along the axis that holds the IR's axis 0.
+        mil_shape lut_shape(shape.size() + 2, 1);
+        if (groups > 1) {
+            const auto axis = channel_axis(0);
+            if (!axis) return std::nullopt;
+            lut_shape[*axis] = groups;
+        }
+        lut_shape[shape.size()] = static_cast<std::int64_t>(entries);
+        std::vector<std::pair<std::string, mil_literal>> parameters = {
+            {"indices", bits == 8 ? mil_.literal_bytes("uint8", shape, indices)
+                                  : mil_.literal_sub_byte(bits, shape, indices)},
+            {"lut", mil_.literal_fp16(lut_shape, padded)}};
+        return mil_.constexpr_op("constexpr_lut_to_dense", name, shape, std::move(parameters));
     }
 
     // A constant operand of an elementwise op whose result is `result` (IR shape) in `layout`, from `values`
@@ -19674,14 +20029,17 @@ inline void dequantize_int8(const_tensor_span q, const_tensor_span scale,
     }
 }
 
-// out = lut[c, index] with c the index's position along axis 0 (a [C, L] table), or lut[index] (an [L]
-// table). An index that is not a whole number in [0, L) throws, naming it and the table's shape.
+// out = lut[g, index] with g the group of the index's position c along axis 0 (a [G, L] table for C
+// positions: g = c / (C / G)), or lut[index] (an [L] table). An index that is not a whole number in [0, L)
+// throws, naming it and the table's shape.
 inline void dequantize_lut(const_tensor_span indices, const_tensor_span lut, tensor_span out) {
     const bool per_channel = lut.shape.rank() == 2;
     const std::int64_t length = lut.shape[lut.shape.rank() - 1];
     const std::int64_t count = count_of(indices.shape);
-    // Positions per slice along axis 0; a shared table treats the whole tensor as one slice.
-    const std::int64_t slice = per_channel ? extent_product(indices.shape, 1, indices.shape.rank()) : count;
+    // Positions per group of slices along axis 0; a shared table treats the whole tensor as one group.
+    const std::int64_t slice = per_channel ? extent_product(indices.shape, 1, indices.shape.rank()) *
+                                                 (indices.shape[0] / lut.shape[0])
+                                           : count;
     for (std::int64_t i = 0; i < count; ++i) {
         const float index = indices.data[i];
         if (!(index >= 0.0f && index < static_cast<float>(length) && std::trunc(index) == index)) {
@@ -20813,7 +21171,9 @@ public:
         }
         choose_lowering_for(options);
         if (on_coreml()) states_supported_ = coreml::coreml_model::supports_states();
-        body_ = tile_wide_linears(body, lowering_.max_dimension);
+        // Compressed after tiling, so a tile of a wide weight is compressed on its own.
+        body_ =
+            compress_weights(tile_wide_linears(body, lowering_.max_dimension), options.weight_compression);
         for (std::size_t id = 0; id < body_.nodes.size(); ++id) {
             const node& n = body_.nodes[id];
             if (n.kind != op::input) continue;
@@ -21105,6 +21465,7 @@ private:
         choices_ = choices_for(options, architecture_);
         lowering_.choices = choices_;
         lowering_.dialect = choose_dialect(options.ane_mil, choices_);
+        lowering_.compressed_weights = on_coreml();
     }
 
     // Lowers each ANE segment. One that holds no conv or matmul (RUNTIME.md §0 #6: such a program may not
@@ -25350,11 +25711,12 @@ ANVIL_INLINE value_type infer(op kind, attributes& attrs, std::span<const value_
                     message("dequantize_lut: the indices must be u8, got ", dtype_name(inputs[0].type)));
             }
             const bool per_channel = lut.rank() == 2;
-            if (!(lut.rank() == 1 || (per_channel && indices.rank() >= 1 && lut[0] == indices[0])) ||
-                lut[lut.rank() - 1] == 0 || lut[lut.rank() - 1] > 256) {
-                throw_op_shape(
-                    kind, message("the table ", lut, " must be [L] or [", indices.rank() ? indices[0] : 0,
-                                  ", L] with 1 <= L <= 256 for indices ", indices));
+            const bool groups_fit =
+                per_channel && indices.rank() >= 1 && lut[0] >= 1 && indices[0] % lut[0] == 0;
+            if (!(lut.rank() == 1 || groups_fit) || lut[lut.rank() - 1] == 0 || lut[lut.rank() - 1] > 256) {
+                throw_op_shape(kind, message("the table ", lut, " must be [L] or [G, L] with G dividing ",
+                                             indices.rank() ? indices[0] : 0,
+                                             " and 1 <= L <= 256 for indices ", indices));
             }
             require_floating(kind, inputs[1].type, "the table");
             return {inputs[1].type, indices};
@@ -25868,6 +26230,326 @@ ANVIL_INLINE graph_body fuse_elementwise(const graph_body& body, std::size_t max
 }
 
 }  // namespace anvil
+// anvil: compress_weights' definitions (see weight_compression.hpp; compilation.hpp says when this file is
+// compiled).
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+// #include "anvil/core/convert.hpp"
+// #include "anvil/graph/rewrite.hpp"
+// #include "anvil/graph/shape_inference.hpp"
+// #include "anvil/graph/weight_compression.hpp"
+
+namespace anvil {
+
+ANVIL_INLINE std::optional<weight_compression> parse_weight_compression(std::string_view text) {
+    for (const weight_compression how :
+         {weight_compression::none, weight_compression::int8, weight_compression::lut4,
+          weight_compression::lut4g32, weight_compression::lut6})
+        if (weight_compression_name(how) == text) return how;
+    return std::nullopt;
+}
+
+ANVIL_INLINE std::string_view weight_compression_name(weight_compression how) noexcept {
+    switch (how) {
+        case weight_compression::none:
+            return "none";
+        case weight_compression::int8:
+            return "int8";
+        case weight_compression::lut4:
+            return "lut4";
+        case weight_compression::lut4g32:
+            return "lut4g32";
+        case weight_compression::lut6:
+            return "lut6";
+    }
+    return "none";
+}
+
+namespace detail::compression {
+
+// 1-D k-means of `values` into `k` entries, ascending. On the sorted distinct values (with their counts)
+// each cluster is a contiguous run, so one Lloyd iteration is k binary searches and k means from prefix
+// sums; it stops when no boundary moves, the entries then being exactly their runs' means. A cluster left
+// empty restarts at the value farthest from the mean of the cluster with the largest squared error. With at
+// most k distinct values each is an entry of its own (no error; the last repeated in unused entries).
+ANVIL_INLINE std::vector<float> palette(std::vector<float> values, std::size_t k) {
+    std::sort(values.begin(), values.end());
+    std::vector<double> distinct;
+    std::vector<double> count;
+    for (const float v : values) {
+        if (distinct.empty() || distinct.back() != static_cast<double>(v)) {
+            distinct.push_back(v);
+            count.push_back(0.0);
+        }
+        count.back() += 1.0;
+    }
+    const std::size_t n = distinct.size();
+    std::vector<float> table(k, 0.0f);
+    if (n <= k) {
+        for (std::size_t j = 0; j < k; ++j)
+            table[j] = static_cast<float>(distinct[std::min(j, n - 1)]);
+        return table;
+    }
+    // Prefix sums of counts, values and squares, for any run [lo, hi).
+    std::vector<double> weight(n + 1, 0.0), sum(n + 1, 0.0), squares(n + 1, 0.0);
+    for (std::size_t i = 0; i < n; ++i) {
+        weight[i + 1] = weight[i] + count[i];
+        sum[i + 1] = sum[i] + count[i] * distinct[i];
+        squares[i + 1] = squares[i] + count[i] * distinct[i] * distinct[i];
+    }
+    const auto mean = [&](std::size_t lo, std::size_t hi) {
+        return (sum[hi] - sum[lo]) / (weight[hi] - weight[lo]);
+    };
+    const auto error = [&](std::size_t lo, std::size_t hi) {
+        if (hi <= lo) return 0.0;
+        const double m = sum[hi] - sum[lo];
+        return squares[hi] - squares[lo] - m * m / (weight[hi] - weight[lo]);
+    };
+    // Lloyd's iterations from `centroids` (k distinct values, ascending) to a fixed point; returns its
+    // squared error.
+    const auto lloyd = [&](std::vector<double>& centroids) {
+        std::vector<std::size_t> bounds(k + 1, 0), previous;
+        for (int iteration = 0; iteration < 300; ++iteration) {
+            // Run j: the distinct values nearer centroid j than its neighbours.
+            bounds[0] = 0;
+            bounds[k] = n;
+            for (std::size_t j = 0; j + 1 < k; ++j) {
+                const double boundary = 0.5 * (centroids[j] + centroids[j + 1]);
+                bounds[j + 1] = static_cast<std::size_t>(
+                    std::upper_bound(distinct.begin(), distinct.end(), boundary) - distinct.begin());
+                bounds[j + 1] = std::max(bounds[j + 1], bounds[j]);
+            }
+            if (bounds == previous) break;
+            previous = bounds;
+            std::size_t empty = k;
+            for (std::size_t j = 0; j < k; ++j) {
+                if (bounds[j + 1] > bounds[j]) {
+                    centroids[j] = mean(bounds[j], bounds[j + 1]);
+                } else if (empty == k) {
+                    empty = j;
+                }
+            }
+            if (empty < k) {
+                std::size_t worst = 0;
+                for (std::size_t j = 1; j < k; ++j)
+                    if (error(bounds[j], bounds[j + 1]) > error(bounds[worst], bounds[worst + 1])) worst = j;
+                const double centre = mean(bounds[worst], bounds[worst + 1]);
+                const double low = distinct[bounds[worst]], high = distinct[bounds[worst + 1] - 1];
+                centroids[empty] = centre - low > high - centre ? low : high;
+                previous.clear();
+            }
+            std::sort(centroids.begin(), centroids.end());
+        }
+        double total = 0.0;
+        for (std::size_t j = 0; j < k; ++j)
+            total += error(bounds[j], bounds[j + 1]);
+        return total;
+    };
+    // Two starts, the better fixed point kept: evenly spaced levels over [min, max] (Lloyd's iterations never
+    // increase the error, so the palette is never worse than uniform quantisation), and evenly spaced
+    // quantiles (better where a few outliers stretch the range).
+    std::vector<double> levels(k), quantiles;
+    for (std::size_t j = 0; j < k; ++j)
+        levels[j] = distinct[0] +
+                    (distinct[n - 1] - distinct[0]) * static_cast<double>(j) / static_cast<double>(k - 1);
+    std::size_t next = 0;
+    for (std::size_t j = 0; j < k; ++j) {
+        const double target = (static_cast<double>(j) + 0.5) / static_cast<double>(k) * weight[n];
+        std::size_t at = static_cast<std::size_t>(std::upper_bound(weight.begin() + 1, weight.end(), target) -
+                                                  weight.begin() - 1);
+        at = std::min(std::max(at, next), n - (k - j));  // a distinct value left for each later one
+        quantiles.push_back(distinct[at]);
+        next = at + 1;
+    }
+    const double uniform_error = lloyd(levels);
+    const double quantile_error = lloyd(quantiles);
+    const std::vector<double>& centroids = quantile_error < uniform_error ? quantiles : levels;
+    for (std::size_t j = 0; j < k; ++j)
+        table[j] = static_cast<float>(centroids[j]);
+    return table;
+}
+
+// The index of the entry of the ascending `table` nearest `v` (the lower on a tie).
+ANVIL_INLINE std::uint8_t nearest(const std::vector<float>& table, float v) {
+    const auto above = std::lower_bound(table.begin(), table.end(), v);
+    if (above == table.begin()) return 0;
+    if (above == table.end()) return static_cast<std::uint8_t>(table.size() - 1);
+    const auto below = above - 1;
+    return static_cast<std::uint8_t>((v - *below <= *above - v ? below : above) - table.begin());
+}
+
+// The largest divisor of `channels` that is at most `limit`.
+ANVIL_INLINE std::int64_t group_rows(std::int64_t channels, std::int64_t limit) {
+    for (std::int64_t rows = std::min(channels, limit); rows > 1; --rows)
+        if (channels % rows == 0) return rows;
+    return 1;
+}
+
+struct compressed_weight {
+    host_tensor values;  // i8 or u8, the weight's shape
+    host_tensor table;   // the scale [C] or the palette [L] / [G, L], as f32
+    op kind = op::dequantize_int8;
+};
+
+ANVIL_INLINE compressed_weight compress(const host_tensor& weight, weight_compression how) {
+    const dims shape = weight.shape();
+    std::vector<float> w(static_cast<std::size_t>(shape.element_count()));
+    convert_to_f32(weight.type(), weight.raw(), w.size(), w.data(), conversion_path::portable);
+    const auto channels = static_cast<std::size_t>(shape[0]);
+    const std::size_t row = w.size() / channels;
+    compressed_weight made;
+    if (how == weight_compression::int8) {
+        std::vector<std::int8_t> q(w.size());
+        std::vector<float> scale(channels);
+        for (std::size_t c = 0; c < channels; ++c) {
+            float largest = 0.0f;
+            for (std::size_t i = 0; i < row; ++i)
+                largest = std::max(largest, std::fabs(w[c * row + i]));
+            scale[c] = largest > 0.0f ? largest / 127.0f : 1.0f;
+            for (std::size_t i = 0; i < row; ++i) {
+                const float level = std::nearbyint(w[c * row + i] / scale[c]);
+                q[c * row + i] = static_cast<std::int8_t>(std::clamp(level, -127.0f, 127.0f));
+            }
+        }
+        made.values = host_tensor::from(q, shape);
+        made.table = host_tensor::from(scale, dims{shape[0]});
+        return made;
+    }
+    const std::size_t length = how == weight_compression::lut6 ? 64 : 16;
+    const std::size_t rows =
+        how == weight_compression::lut4g32 ? static_cast<std::size_t>(group_rows(shape[0], 32)) : channels;
+    const std::size_t groups = channels / rows;
+    std::vector<std::uint8_t> indices(w.size());
+    std::vector<float> tables;
+    for (std::size_t g = 0; g < groups; ++g) {
+        const auto first = w.begin() + static_cast<std::ptrdiff_t>(g * rows * row);
+        const std::vector<float> table =
+            palette(std::vector<float>(first, first + static_cast<std::ptrdiff_t>(rows * row)), length);
+        for (std::size_t i = g * rows * row; i < (g + 1) * rows * row; ++i)
+            indices[i] = nearest(table, w[i]);
+        tables.insert(tables.end(), table.begin(), table.end());
+    }
+    made.kind = op::dequantize_lut;
+    made.values = host_tensor::from(indices, shape);
+    made.table = how == weight_compression::lut4g32
+                     ? host_tensor::from(
+                           tables, dims{static_cast<std::int64_t>(groups), static_cast<std::int64_t>(length)})
+                     : host_tensor::from(tables, dims{static_cast<std::int64_t>(length)});
+    return made;
+}
+
+// The scale or palette (f32) in the type the dequantised weight is read as.
+ANVIL_INLINE host_tensor table_as(const host_tensor& table, dtype type) {
+    if (type == dtype::f32) return table;
+    host_tensor converted(type, table.shape());
+    const auto values = table.values<float>();
+    if (type == dtype::f16) {
+        convert_f32_to_f16(values.data(), values.size(), converted.values<half>().data());
+    } else {
+        convert_f32_to_bf16(values.data(), values.size(), converted.values<bfloat16>().data());
+    }
+    return converted;
+}
+
+ANVIL_INLINE bool is_weight_slot(const node& reader, value_id id) {
+    if (reader.kind != op::linear && reader.kind != op::conv2d) return false;
+    for (std::size_t slot = 0; slot < reader.inputs.size(); ++slot)
+        if (reader.inputs[slot] == id && slot != 1) return false;
+    return reader.inputs.size() > 1 && reader.inputs[1] == id;
+}
+
+}  // namespace detail::compression
+
+ANVIL_INLINE graph_body compress_weights(const graph_body& body, weight_compression how) {
+    using namespace detail::compression;
+    if (how == weight_compression::none) return body;
+    const std::vector<std::vector<value_id>> users = detail::users_of(body);
+    const std::vector<bool> is_output = detail::output_mask(body);
+    // What each compressible constant becomes read as: the type its readers see (its own, or its casts').
+    std::vector<std::optional<dtype>> compressible(body.nodes.size());
+    std::vector<bool> folded_cast(body.nodes.size(), false);
+    for (std::size_t id = 0; id < body.nodes.size(); ++id) {
+        const node& n = body.nodes[id];
+        const auto supported = [](dtype t) { return t == dtype::f32 || t == dtype::f16 || t == dtype::bf16; };
+        if (n.kind != op::constant || !supported(n.result.type) || n.result.shape.rank() < 2 ||
+            n.result.shape.element_count() < min_compressed_elements || users[id].empty() || is_output[id])
+            continue;
+        std::optional<dtype> seen;
+        bool fits = true;
+        for (const value_id reader : users[id]) {
+            const node& r = body.nodes[reader];
+            dtype type = n.result.type;
+            if (r.kind == op::cast && supported(r.result.type) && !is_output[reader] &&
+                !users[reader].empty()) {
+                type = r.result.type;
+                for (const value_id next : users[reader])
+                    fits = fits && is_weight_slot(body.nodes[next], reader);
+            } else {
+                fits = fits && is_weight_slot(r, static_cast<value_id>(id));
+            }
+            fits = fits && (!seen || *seen == type);
+            seen = type;
+        }
+        if (!fits) continue;
+        compressible[id] = seen;
+        for (const value_id reader : users[id])
+            if (body.nodes[reader].kind == op::cast) folded_cast[reader] = true;
+    }
+
+    graph_body result;
+    std::vector<value_id> mapped(body.nodes.size(), detail::no_value);
+    const auto append = [&](node n) {
+        result.nodes.push_back(std::move(n));
+        return static_cast<value_id>(result.nodes.size() - 1);
+    };
+    for (std::size_t id = 0; id < body.nodes.size(); ++id) {
+        node n = body.nodes[id];
+        if (folded_cast[id]) {  // its constant's dequantisation gives the cast's type already
+            mapped[id] = mapped[n.inputs[0]];
+            continue;
+        }
+        for (auto& input : n.inputs)
+            input = mapped[input];
+        if (!compressible[id]) {
+            mapped[id] = append(std::move(n));
+            continue;
+        }
+        compressed_weight made = compress(n.data, how);
+        const dtype read_as = *compressible[id];
+        made.table = table_as(made.table, read_as);
+        node values;
+        values.kind = op::constant;
+        values.result = {made.values.type(), made.values.shape()};
+        values.name = n.name + (made.kind == op::dequantize_int8 ? " (int8)" : " (palette indices)");
+        values.data = std::move(made.values);
+        node table;
+        table.kind = op::constant;
+        table.result = {made.table.type(), made.table.shape()};
+        table.name = n.name + (made.kind == op::dequantize_int8 ? " (scale)" : " (palette)");
+        table.data = std::move(made.table);
+        node dequantise;
+        dequantise.kind = made.kind;
+        dequantise.attrs.axis = 0;
+        dequantise.name = n.name;
+        dequantise.result = {read_as, n.result.shape};
+        dequantise.inputs = {append(std::move(values)), append(std::move(table))};
+        mapped[id] = append(std::move(dequantise));
+    }
+    for (const value_id id : body.outputs)
+        result.outputs.push_back(mapped[id]);
+    return result;
+}
+
+}  // namespace anvil
 // anvil: program's definitions (see program.hpp; compilation.hpp says when this file is compiled).
 
 #include <algorithm>
@@ -26151,7 +26833,8 @@ ANVIL_INLINE program compile(std::span<const value> outputs, const compile_optio
     };
     switch (options.target) {
         case device::cpu:
-            return made(std::make_unique<detail::cpu::cpu_program>(std::move(body), options));
+            return made(std::make_unique<detail::cpu::cpu_program>(
+                compress_weights(body, options.weight_compression), options));
         case device::ane:
         case device::coreml:
             return made(std::make_unique<detail::ane::ane_program>(std::move(body), options));
@@ -26159,7 +26842,8 @@ ANVIL_INLINE program compile(std::span<const value> outputs, const compile_optio
             if (detail::ane::available()) {
                 return made(std::make_unique<detail::ane::ane_program>(std::move(body), options));
             }
-            return made(std::make_unique<detail::cpu::cpu_program>(std::move(body), options));
+            return made(std::make_unique<detail::cpu::cpu_program>(
+                compress_weights(body, options.weight_compression), options));
     }
     throw error("compile: unknown device");
 }
@@ -27245,9 +27929,11 @@ using detail::message;
 
 // One function as export_mlpackage lowers it: the passes device::coreml runs before it partitions (with
 // compile's default options), then the whole graph as one ML program.
-inline detail::ane::lowered_program lower_function(const mlpackage_function& function, bool ios18) {
+inline detail::ane::lowered_program lower_function(const mlpackage_function& function, bool ios18,
+                                                   weight_compression weights) {
     using namespace detail;
-    const graph_body body = ane::prepare_body(body_of(function.outputs, "export"), compile_options{});
+    const graph_body body =
+        compress_weights(ane::prepare_body(body_of(function.outputs, "export"), compile_options{}), weights);
     if (!function.states.empty() && !ios18) {
         throw unsupported_error(message("export: the state '", function.states.front().input,
                                         "' needs Core ML spec 9 (macOS 15 / iOS 18): set ios18"));
@@ -27264,6 +27950,7 @@ inline detail::ane::lowered_program lower_function(const mlpackage_function& fun
     ane::lowering_options lowering;
     lowering.choices = ane::choose_lowering("", std::nullopt, {}, {});  // any Mac: the unknown chip's rules
     lowering.dialect = ios18 ? ane::mil_dialect::ios18 : ane::mil_dialect::ios16;
+    lowering.compressed_weights = true;
     return ane::lower_program(body, names, lowering, states);
 }
 
@@ -27287,9 +27974,7 @@ inline detail::ane::weight_file share_weights(std::span<detail::ane::lowered_pro
     weight_blob_writer merged;
     std::unordered_multimap<std::uint64_t, std::uint64_t> written;  // payload hash -> record offset
     for (lowered_program& program : programs) {
-        for (mil_statement& statement : program.program.statements) {
-            if (statement.op != "const" || statement.value.kind != mil_constant_kind::fp16_blob) continue;
-            mil_constant& blob = statement.value;
+        const auto rebase = [&](mil_constant& blob) {
             const auto file = std::find_if(program.weights.begin(), program.weights.end(),
                                            [&](const weight_file& f) { return f.path == blob.blob_path; });
             const std::span<const std::byte> bytes = file != program.weights.end()
@@ -27302,10 +27987,11 @@ inline detail::ane::weight_file share_weights(std::span<detail::ane::lowered_pro
             const std::uint32_t type = load_u32(bytes, record + 4);
             const std::uint64_t size = load_u64(bytes, record + 8);
             const std::uint64_t at = load_u64(bytes, record + 16);
+            const std::uint64_t padding_bits = load_u64(bytes, record + 24);
             if (at > bytes.size() || size > bytes.size() - at)
                 throw error(message("export: the blob at ", blob.blob_offset, " runs past its weight file"));
             const std::span<const std::byte> payload = bytes.subspan(static_cast<std::size_t>(at), size);
-            std::uint64_t hash = 1469598103934665603ull ^ type;  // FNV-1a
+            std::uint64_t hash = (1469598103934665603ull ^ type) * 1099511628211ull ^ padding_bits;  // FNV-1a
             for (const std::byte b : payload)
                 hash = (hash ^ static_cast<std::uint64_t>(b)) * 1099511628211ull;
             std::uint64_t offset = 0;
@@ -27315,6 +28001,7 @@ inline detail::ane::weight_file share_weights(std::span<detail::ane::lowered_pro
                 const auto record_at = static_cast<std::size_t>(it->second);
                 const std::uint64_t have_at = load_u64(have, record_at + 16);
                 if (load_u32(have, record_at + 4) == type && load_u64(have, record_at + 8) == size &&
+                    load_u64(have, record_at + 24) == padding_bits &&
                     std::equal(payload.begin(), payload.end(),
                                have.begin() + static_cast<std::ptrdiff_t>(have_at))) {
                     offset = it->second;
@@ -27322,11 +28009,17 @@ inline detail::ane::weight_file share_weights(std::span<detail::ane::lowered_pro
                 }
             }
             if (!found) {
-                offset = merged.append(static_cast<blob_dtype>(type), payload);
+                offset = merged.append(static_cast<blob_dtype>(type), payload, padding_bits);
                 written.emplace(hash, offset);
             }
             blob.blob_offset = offset;
             blob.blob_path = path;
+        };
+        for (mil_statement& statement : program.program.statements) {
+            if (statement.op == "const" && statement.value.kind == mil_constant_kind::blob)
+                rebase(statement.value);
+            for (auto& parameter : statement.parameters)
+                if (parameter.second.value.kind == mil_constant_kind::blob) rebase(parameter.second.value);
         }
         program.weights.clear();
     }
@@ -27348,9 +28041,14 @@ inline mlpackage_summary write_functions(std::span<const mlpackage_function> fun
     if (package.extension() != ".mlpackage") {
         throw error(message("export: '", package.string(), "' does not end in .mlpackage"));
     }
+    if (options.weights == weight_compression::lut4g32 && !options.ios18) {
+        throw unsupported_error(
+            "export: lut4g32 (a palette per group of channels) needs Core ML spec 9 (macOS 15 / iOS 18): set "
+            "ios18");
+    }
     std::vector<ane::lowered_program> lowered;
     for (const mlpackage_function& function : functions)
-        lowered.push_back(lower_function(function, options.ios18));
+        lowered.push_back(lower_function(function, options.ios18, options.weights));
     std::vector<ane::weight_file> weights;
     if (lowered.size() == 1) {
         weights = lowered.front().weights;
@@ -33719,7 +34417,8 @@ inline std::uint64_t mil_data_type(std::string_view dtype) {
     static constexpr entry table[] = {
         {"bool", mil_bool}, {"string", mil_string}, {"fp16", mil_fp16}, {"fp32", 11},         {"fp64", 12},
         {"bf16", 13},       {"int8", 21},           {"int16", 22},      {"int32", mil_int32}, {"int64", 24},
-        {"uint8", 31},      {"uint16", 32},         {"uint32", 33},     {"uint64", 34},
+        {"uint8", 31},      {"uint16", 32},         {"uint32", 33},     {"uint64", 34},       {"int4", 25},
+        {"uint4", 35},      {"uint2", 36},          {"uint1", 37},      {"uint6", 38},        {"uint3", 39},
     };
     for (const entry& e : table) {
         if (e.name == dtype) return e.code;
@@ -33796,11 +34495,13 @@ inline protobuf_writer string_value(std::string_view text) {
     return immediate(mil_string, {}, tensor_value);
 }
 
-// A const's `val`: the TensorValue field coremltools picks for the type (helper._tensor_field_by_type): fp16
-// as raw little-endian `bytes` (7), int32 as packed `ints` (2), bool as packed `bools` (3), strings (4); a
-// blob as BlobFileValue{fileName = 1, offset = 2} (field 5 of Value).
-inline protobuf_writer const_value(const mil_value& value, const mil_constant& constant) {
-    const std::uint64_t dtype = mil_data_type(value.dtype);
+// A const's `val` or a constexpr parameter: the TensorValue field coremltools picks for the type
+// (helper._tensor_field_by_type): fp16, int8, uint8 and uint32 as raw little-endian `bytes` (7), int32 as
+// packed `ints` (2), bool as packed `bools` (3), strings (4); a blob as BlobFileValue{fileName = 1, offset =
+// 2} (field 5 of Value).
+inline protobuf_writer literal_value(std::string_view dtype_name, std::span<const std::int64_t> shape,
+                                     const mil_constant& constant) {
+    const std::uint64_t dtype = mil_data_type(dtype_name);
     protobuf_writer repeated;
     protobuf_writer tensor_value;
     switch (constant.kind) {
@@ -33808,6 +34509,15 @@ inline protobuf_writer const_value(const mil_value& value, const mil_constant& c
             repeated.packed_varints(1, std::span<const std::int32_t>(constant.ints));
             tensor_value.message(2, repeated);
             break;
+        case mil_constant_kind::uint32: {
+            std::vector<std::byte> raw;
+            for (const std::uint32_t number : constant.uints)
+                for (int b = 0; b < 4; ++b)
+                    raw.push_back(static_cast<std::byte>((number >> (8 * b)) & 0xFFu));
+            repeated.bytes(1, raw);
+            tensor_value.message(7, repeated);
+            break;
+        }
         case mil_constant_kind::boolean:
             repeated.packed_varints(1, std::span<const std::uint8_t>(constant.bools));
             tensor_value.message(3, repeated);
@@ -33827,15 +34537,19 @@ inline protobuf_writer const_value(const mil_value& value, const mil_constant& c
             tensor_value.message(7, repeated);
             break;
         }
-        case mil_constant_kind::fp16_blob: {
+        case mil_constant_kind::bytes:
+            repeated.bytes(1, std::as_bytes(std::span<const std::uint8_t>(constant.raw)));
+            tensor_value.message(7, repeated);
+            break;
+        case mil_constant_kind::blob: {
             protobuf_writer blob;
             blob.string(1, constant.blob_path).varint(2, constant.blob_offset);
             protobuf_writer blob_value;
-            blob_value.message(2, value_type(dtype, value.shape)).message(5, blob);
+            blob_value.message(2, value_type(dtype, shape)).message(5, blob);
             return blob_value;
         }
     }
-    return immediate(dtype, value.shape, tensor_value);
+    return immediate(dtype, shape, tensor_value);
 }
 
 // Operation{type = 1, inputs = 2: map<string, Argument{arguments = 1: Binding{name = 1}}>, outputs = 3,
@@ -33853,6 +34567,21 @@ inline protobuf_writer operation(const mil_function& function, const mil_stateme
         }
         op.map_entry(2, argument.name, bindings);
     }
+    // A constexpr op's parameters: up to ios17 attributes, from ios18 inputs bound to their values
+    // (Binding.value = 2), as coremltools' translate_constexpr writes them.
+    const bool as_inputs = function.dialect == ane::mil_dialect::ios18;
+    for (const auto& [name, literal] : statement.parameters) {
+        const protobuf_writer value = literal_value(literal.dtype, literal.shape, literal.value);
+        if (!as_inputs) {
+            op.map_entry(5, name, value);
+            continue;
+        }
+        protobuf_writer binding;
+        binding.message(2, value);
+        protobuf_writer bindings;
+        bindings.message(1, binding);
+        op.map_entry(2, name, bindings);
+    }
     if (statement.result == ane::no_result) {  // write_state: named by the writer, no outputs
         op.map_entry(5, "name", string_value(statement.name));
         return op;
@@ -33860,7 +34589,8 @@ inline protobuf_writer operation(const mil_function& function, const mil_stateme
     const mil_value& result = function.values.at(statement.result);
     op.message(3, named_value_type(result));
     op.map_entry(5, "name", string_value(statement.name.empty() ? result.name : statement.name));
-    if (result.is_const) op.map_entry(5, "val", const_value(result, statement.value));
+    if (statement.op == "const")
+        op.map_entry(5, "val", literal_value(result.dtype, result.shape, statement.value));
     return op;
 }
 

@@ -23,6 +23,7 @@ struct blob_spec {
     std::uint64_t offset;
     std::uint32_t code;
     std::vector<std::byte> bytes;
+    std::uint64_t padding_bits = 0;  // sub-byte types: the last byte's unused bits
 };
 
 std::vector<std::byte> make_weight_file(const std::vector<blob_spec>& blobs) {
@@ -34,7 +35,7 @@ std::vector<std::byte> make_weight_file(const std::vector<blob_spec>& blobs) {
         put<std::uint32_t>(file, b.offset + 4, b.code);
         put<std::uint64_t>(file, b.offset + 8, b.bytes.size());
         put<std::uint64_t>(file, b.offset + 16, b.offset + 64);
-        put<std::uint64_t>(file, b.offset + 24, 0);
+        put<std::uint64_t>(file, b.offset + 24, b.padding_bits);
         file.resize(std::max(file.size(), static_cast<std::size_t>(b.offset + 64 + b.bytes.size())));
         std::memcpy(file.data() + b.offset + 64, b.bytes.data(), b.bytes.size());
         file.resize((file.size() + 63) / 64 * 64);
@@ -708,4 +709,122 @@ TEST_CASE("ane sim mil: ops outside the simulated set validate but do not execut
         CHECK(e.code == anvil_sim::codes::program_inference);
     }
 }
+// ---- compressed weights (constexpr_*), as coremltools defines them (iOS16/iOS18 compression.py): expected
+// values worked out by hand from those definitions
+// ---------------------------------------------------------------------------------------
+
+// A one-input one-output ios18 program (program(1.3), short scalars): `body` computes `y` from x [1, C, 1,
+// 8].
+std::vector<float> run_ios18(const std::string& body, const std::vector<float>& input,
+                             const std::vector<weight_file>& weights = {}, int channels = 4) {
+    const std::string text = "program(1.3)\n{\n    func main<ios18>(tensor<fp16, [1, " +
+                             std::to_string(channels) + ", 1, 8]> x) {\n" + body + "    } -> (y);\n}\n";
+    auto program = mil_program::compile(text, weights, {});
+    surface a(channels, 1, 8), b(channels, 1, 8);
+    a.write(input);
+    const surface_view iv = a.view(), ov = b.view();
+    program->evaluate({&iv, 1}, {&ov, 1});
+    return b.read();
+}
+
+// x [1, C, 1, 8] times a per-channel weight w [C].
+std::vector<float> scaled_rows(const std::vector<float>& x, const std::vector<float>& w) {
+    std::vector<float> out;
+    for (std::size_t c = 0; c < w.size(); ++c)
+        for (std::size_t s = 0; s < 8; ++s)
+            out.push_back(x[c * 8 + s] * w[c]);
+    return out;
+}
+
+TEST_CASE("ane sim mil: palettes and blockwise int8 weights decompress as coremltools defines them") {
+    const auto x = ramp(32);
+    const std::string mul18 = "tensor<fp16, [1, 4, 1, 8]> y = mul(x = x, y = w)[name = string(\"n\")];\n";
+    // iOS 16 form, every parameter an attribute: 2-bit indices [3, 0, 2, 1] packed LSB first into one byte,
+    // 3 | 0 << 2 | 2 << 4 | 1 << 6 = 99.
+    const std::string lut16 =
+        "tensor<fp16, [1, 4, 1, 1]> w = constexpr_lut_to_dense()[indices = tensor<uint8, [1]>([99]), lut = "
+        "tensor<fp16, [4]>([-1.0, 0.5, 2.0, 4.0]), name = tensor<string, []>(\"w\"), shape = tensor<uint32, "
+        "[4]>([1, 4, 1, 1])];\n" +
+        t48 + "y = mul(x = x, y = w)" + nm;
+    check_close(run_body(lut16, {4, 1, 8}, {4, 1, 8}, x), scaled_rows(x, {4.0f, -1.0f, 2.0f, 0.5f}));
+    // 6-bit indices [5, 63, 17, 40] cross byte boundaries: bytes 5 | 63 << 6 = 197, 63 >> 2 | (17 & 15) << 4
+    // = 31, 17 >> 4 | 40 << 2 = 161. The palette is entry e -> (e - 32) / 4.
+    std::string palette;
+    for (int e = 0; e < 64; ++e)
+        palette += (e ? ", " : "") + std::to_string((e - 32) / 4.0);
+    const std::string lut6 =
+        "tensor<fp16, [1, 4, 1, 1]> w = constexpr_lut_to_dense()[indices = tensor<uint8, "
+        "[3]>([197, 31, 161]), lut = tensor<fp16, [64]>([" +
+        palette + "]), name = tensor<string, []>(\"w\"), shape = tensor<uint32, [4]>([1, 4, 1, 1])];\n" +
+        t48 + "y = mul(x = x, y = w)" + nm;
+    check_close(run_body(lut6, {4, 1, 8}, {4, 1, 8}, x), scaled_rows(x, {-6.75f, 7.75f, -3.75f, 2.0f}));
+
+    // iOS 18 form, parameters as inputs bound in place: a 1-bit palette per group of two channels
+    // (lut [1, 2, 1, 1, 2, 1]), indices [1, 0, 0, 1] -> [a1, a0, b0, b1].
+    const std::string grouped =
+        "tensor<fp16, [1, 4, 1, 1]> w = constexpr_lut_to_dense(indices = tensor<uint1, [1, 4, 1, 1]>([1, 0, "
+        "0, "
+        "1]), lut = tensor<fp16, [1, 2, 1, 1, 2, 1]>([1.0, 2.0, -3.0, 0.5]))[name = string(\"w\")];\n" +
+        mul18;
+    check_close(run_ios18(grouped, x), scaled_rows(x, {2.0f, 1.0f, -3.0f, 0.5f}));
+    // scale * (data - offset), one scale and offset per block of two channels.
+    const std::string blockwise =
+        "tensor<fp16, [1, 4, 1, 1]> w = constexpr_blockwise_shift_scale(data = tensor<int8, [1, 4, 1, "
+        "1]>([-2, "
+        "0, 3, 8]), offset = tensor<int8, [1, 2, 1, 1]>([1, 0]), scale = tensor<fp16, [1, 2, 1, 1]>([0.25, "
+        "0.5]))[name = string(\"w\")];\n" +
+        mul18;
+    check_close(run_ios18(blockwise, x), scaled_rows(x, {-0.75f, -0.25f, 1.5f, 4.0f}));
+
+    // A uint4 blob: 3 values [7, 1, 12] -> bytes 7 | 1 << 4 = 23 and 12, the record's padding 4 bits.
+    const std::string from_blob =
+        "tensor<fp16, [1, 3, 1, 1]> w = constexpr_lut_to_dense(indices = tensor<uint4, [1, 3, 1, "
+        "1]>(BLOBFILE(path "
+        "= string(\"@model_path/weights/weight.bin\"), offset = uint64(64))), lut = tensor<fp16, [1, 1, 1, "
+        "1, 16, "
+        "1]>([0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0]))[name = "
+        "string(\"w\")];\n"
+        "tensor<fp16, [1, 3, 1, 8]> y = mul(x = x, y = w)[name = string(\"n\")];\n";
+    const auto x3 = ramp(24);
+    const auto packed = make_weight_file({{64, 11, {std::byte{23}, std::byte{12}}, 4}});
+    check_close(run_ios18(from_blob, x3, {{"@model_path/weights/weight.bin", 0, packed}}, 3),
+                scaled_rows(x3, {7.0f, 1.0f, 12.0f}));
+    const auto unpadded = make_weight_file({{64, 11, {std::byte{23}, std::byte{12}}, 0}});
+    CHECK_THROWS_WITH_AS(run_ios18(from_blob, x3, {{"@model_path/weights/weight.bin", 0, unpadded}}, 3),
+                         doctest::Contains("padding_size_in_bits is 0; 3 values of 4 bits leave 4"),
+                         sim_failure);
+
+    // Refusals: the other opset's spelling, a palette that is not 2^bits, indices of the wrong width, packed
+    // bytes that do not hold the shape.
+    const auto ios18_text = [](const std::string& body) {
+        return "program(1.3)\n{\n    func main<ios18>(tensor<fp16, [1, 4, 1, 8]> x) {\n" + body +
+               "    } -> (y);\n}\n";
+    };
+    CHECK(
+        error_of(
+            ios18_text("tensor<fp16, [1, 4, 1, 1]> w = constexpr_lut_to_dense()[indices = tensor<uint1, [1, "
+                       "4, 1, 1]>([1, 0, 0, 1]), lut = tensor<fp16, [1, 1, 1, 1, 2, 1]>([1.0, 2.0]), name = "
+                       "string(\"w\")];\n" +
+                       mul18))
+            .find("from ios18 a constexpr op's parameters are inputs, not attributes") != std::string::npos);
+    CHECK(
+        error_of(program_of("tensor<fp16, [1, 4, 1, 1]> w = constexpr_affine_dequantize(axis = tensor<int32, "
+                            "[]>(1), quantized_data = tensor<int8, [1, 4, 1, 1]>([-2, 0, 3, 8]), scale = "
+                            "tensor<fp16, []>(0x1p-2), zero_point = tensor<int8, []>(1))" +
+                            nm + t48 + "y = mul(x = x, y = w)" + nm))
+            .find("up to ios17 a constexpr op's parameters are attributes, not inputs") != std::string::npos);
+    std::string five = grouped;
+    five.replace(five.find("[1, 2, 1, 1, 2, 1]>([1.0, 2.0, -3.0, 0.5])"), 42,
+                 "[1, 1, 1, 1, 5, 1]>([1.0, 2.0, -3.0, 0.5, 1.0])");
+    CHECK(error_of(ios18_text(five)).find("the palette has 5 entries") != std::string::npos);
+    std::string wide = grouped;
+    wide.replace(wide.find("uint1"), 5, "uint2");
+    CHECK(error_of(ios18_text(wide)).find("indices must be uint1 for a palette of 2 entries") !=
+          std::string::npos);
+    std::string short_bytes = lut6;
+    short_bytes.replace(short_bytes.find("[3]>([197, 31, 161])"), 20, "[2]>([197, 31])");
+    CHECK(error_of(program_of(short_bytes))
+              .find("indices must be tensor<uint8, [3]> (4 values of 6 bits, packed)") != std::string::npos);
+}
+
 }  // namespace test_mil

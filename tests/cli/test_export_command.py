@@ -4,13 +4,15 @@ and a ViT become .mlpackage folders, each checked by tests/coreml/check_mlpackag
 schema subset from COREML.md's field numbers, the weight file's records, the manifest); the interface the
 JSON summary reports (names, dtypes, shapes); the metadata taken from a model card; the same model giving the
 same bytes twice; decoder LMs with their KV caches as states (llama, GPT-2, Qwen3), protoc-checked with the
-states' descriptions; and the refusals (--compress, a wrong --out, a context past the model's positions), each
+states' descriptions; --compress (constexpr ops, the weight file shrunk); and the refusals (a wrong
+--compress, a wrong --out, a context past the model's positions), each
 one line with exit status 1 or 2. The packages' numbers are tests/test_coreml_export.cpp's (run through the simulator's Core ML).
 
 usage: test_export_command.py PATH_TO_ANVIL
 Exits 77 (skipped) when protoc is missing, as check_mlpackage.py does.
 """
 import json
+import re
 import pathlib
 import shutil
 import subprocess
@@ -172,8 +174,40 @@ def main() -> int:
         check_error(anvil("export", "--model", DATA / "decoder_lms" / "gpt2", "--out", tmp / "lm.mlpackage",
                           "--context", "8", "--sequence-length", "9"), 2, "anvil: usage:", "--sequence-length",
                     what="export a decoder LM taking more tokens than its cache holds")
+        # --compress: the weights of every linear and convolution as constexpr ops, only their compressed bytes
+        # in the weight file (a ResNet: its convolutions are nearly all its weights; a decoder LM).
+        for folder, name, extra, plain in ((DATA / "resnet" / "hf_basic", "resnet", ("--image-size", "32x48"), None),
+                                           (DATA / "decoder_lms" / "llama", "llama", ("--context", "32"), single)):
+            if plain is None:
+                plain = export(folder, tmp / f"{name}_fp16.mlpackage", *extra)
+            for how, bits in (("int8", 8), ("lut4", 4), ("lut6", 6), ("lut4g32", 4)):
+                if how == "lut4g32" and name == "resnet":
+                    extra = (*extra, "--ios18")
+                # int8: iOS 16's constexpr_affine_dequantize, iOS 18's constexpr_blockwise_shift_scale (a decoder
+                # LM is always iOS 18).
+                ios18 = name == "llama" or "--ios18" in extra
+                ops = ({"constexpr_blockwise_shift_scale"} if ios18 else {"constexpr_affine_dequantize"}) \
+                    if how == "int8" else {"constexpr_lut_to_dense"}
+                package = tmp / f"{name}_{how}.mlpackage"
+                report = export(folder, package, *extra, "--compress", how)
+                ratio = report.get("weight_bytes", 0) / max(1, plain.get("weight_bytes", 1))
+                check(report.get("compression") == how, f"export {name} --compress {how}: reported ({report.get('compression')})")
+                # fp16 holds 16 bits a weight; what is left uncompressed (norms, biases, embeddings) and the
+                # scales and palettes keep the ratio above bits / 16.
+                check(bits / 16 - 0.02 < ratio < bits / 16 + 0.25,
+                      f"export {name} --compress {how}: weight file {report.get('weight_bytes')} bytes, "
+                      f"{ratio:.3f} of fp16's {plain.get('weight_bytes')}")
+                protoc_check(package)
+                decoded = subprocess.run(["protoc", f"-I{CHECKER.parent.parent / 'data' / 'coreml'}",
+                                          "--decode=CoreML.Specification.Model", "model_subset.proto"],
+                                         stdin=(package / "Data" / "com.apple.CoreML" / "model.mlmodel").open("rb"),
+                                         capture_output=True, text=True)
+                types = set(re.findall(r'type: "(constexpr_[a-z_]+)"', decoded.stdout))
+                check(types == ops, f"export {name} --compress {how}: ops {sorted(types)} (expected {sorted(ops)})")
         check_error(anvil("export", "--model", text / "bert_sentence", "--out", tmp / "x.mlpackage", "--compress",
-                          "int8"), 2, "anvil: usage:", "--compress", what="export --compress")
+                          "int4"), 2, "anvil: usage:", "--compress", what="export --compress int4")
+        check_error(anvil("export", "--model", text / "bert_sentence", "--out", tmp / "x.mlpackage", "--compress",
+                          "lut4g32"), 2, "anvil: usage:", "--ios18", what="export --compress lut4g32 without --ios18")
         check_error(anvil("export", "--model", text / "bert_sentence", "--out", tmp / "x.zip"), 2, "anvil: usage:",
                     ".mlpackage", what="export --out without .mlpackage")
         check_error(anvil("export", "--model", text / "bert_sentence", "--out", tmp / "x.mlpackage",

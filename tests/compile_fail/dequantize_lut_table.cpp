@@ -1,6 +1,6 @@
-// expect-error: the table must be [L] or [C, L]
+// expect-error: the table must be [L] or [G, L] with G dividing the indices' first extent
 // expect-error: op::dequantize_lut, anvil::detail::lookup_table_fits, anvil::shape<4, 3>, anvil::shape<5, 16>
-// A per-channel table has one row per slice along the indices' axis 0.
+// A grouped table has one row per group of slices along the indices' axis 0: 5 groups do not divide 4.
 #include <anvil/expr/dequantize.hpp>
 
 #include <cstdint>
@@ -11,7 +11,7 @@ int main() {
 #ifdef ANVIL_COMPILE_FAIL
     const auto y = anvil::dequantize_lut(indices, g.input<float>("lut", anvil::shape<5, 16>{}));
 #else
-    const auto y = anvil::dequantize_lut(indices, g.input<float>("lut", anvil::shape<4, 16>{}));
+    const auto y = anvil::dequantize_lut(indices, g.input<float>("lut", anvil::shape<2, 16>{}));
 #endif
     return static_cast<int>(y.rank());
 }

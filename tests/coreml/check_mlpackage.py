@@ -25,8 +25,10 @@ import sys
 
 SCHEMA_DIR = pathlib.Path(__file__).resolve().parent.parent / "data" / "coreml"
 OPSET_OF_SPEC = {6: "CoreML5", 7: "CoreML6", 8: "CoreML7", 9: "CoreML8", 10: "CoreML9"}
-BLOB_CODE = {"FLOAT16": (1, 2), "FLOAT32": (2, 4), "UINT8": (3, 1), "INT8": (4, 1), "BFLOAT16": (5, 2),
-             "INT16": (6, 2), "UINT16": (7, 2), "INT32": (14, 4), "UINT32": (15, 4)}
+# MIL type -> (BlobDataType code, bits per element), COREML.md §1.5.
+BLOB_CODE = {"FLOAT16": (1, 16), "FLOAT32": (2, 32), "UINT8": (3, 8), "INT8": (4, 8), "BFLOAT16": (5, 16),
+             "INT16": (6, 16), "UINT16": (7, 16), "INT4": (8, 4), "UINT1": (9, 1), "UINT2": (10, 2), "UINT4": (11, 4),
+             "UINT3": (12, 3), "UINT6": (13, 6), "INT32": (14, 32), "UINT32": (15, 32)}
 ARRAY_OF_MIL = {"FLOAT16": "FLOAT16", "FLOAT32": "FLOAT32", "INT32": "INT32"}
 
 
@@ -239,7 +241,7 @@ def check_package(package, protoc):
         where = f"{file_name} offset {offset}"
         if dtype not in BLOB_CODE:
             raise Failure(f"{where}: {dtype} cannot live in a blob")
-        code, size = BLOB_CODE[dtype]
+        code, bits = BLOB_CODE[dtype]
         if offset < 64 or offset % 64 or offset + 64 > len(data):
             raise Failure(f"{where}: not a 64-byte aligned record inside the {len(data)}-byte file")
         sentinel, stored_code, nbytes, payload, padding = struct.unpack_from("<IIQQQ", data, offset)
@@ -250,9 +252,11 @@ def check_package(package, protoc):
         elements = 1
         for d in shape:
             elements *= d
-        if nbytes != elements * size or payload != offset + 64 or padding != 0:
+        # Sub-byte values are packed LSB first; padding_size_in_bits is what the last byte leaves unused.
+        need_bytes, need_padding = (elements * bits + 7) // 8, (8 - elements * bits % 8) % 8
+        if nbytes != need_bytes or payload != offset + 64 or padding != need_padding:
             raise Failure(f"{where}: {nbytes} bytes at {payload} (padding {padding}); {dtype} {shape} needs "
-                          f"{elements * size} at {offset + 64}")
+                          f"{need_bytes} at {offset + 64} (padding {need_padding})")
         if payload + nbytes > len(data):
             raise Failure(f"{where}: the payload runs past the end of the file")
         if any(struct.unpack_from("<4Q", data, offset + 32)):

@@ -734,6 +734,114 @@ void run_affine_dequantize(op_context& c) {
     }
 }
 
+// The table entry of each output element for per-block tables (blockwise shift-scale, grouped palettes):
+// `table_shape` divides `shape` axis by axis, each table covering a block of shape[k] / table_shape[k].
+std::vector<std::size_t> block_of_each(const shape_t& shape, const shape_t& table_shape) {
+    const shape_t strides = strides_of(shape);
+    const shape_t table_strides = strides_of(table_shape);
+    std::vector<std::size_t> blocks(static_cast<std::size_t>(element_count(shape)));
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+        std::int64_t rest = static_cast<std::int64_t>(i), block = 0;
+        for (std::size_t k = 0; k < shape.size(); ++k) {
+            const std::int64_t coordinate = rest / strides[k];
+            rest %= strides[k];
+            block += coordinate / (shape[k] / table_shape[k]) * table_strides[k];
+        }
+        blocks[i] = static_cast<std::size_t>(block);
+    }
+    return blocks;
+}
+
+// constexpr_blockwise_shift_scale (iOS 18): out = scale * (data - offset), scale (and offset) one per block
+// of data.shape / scale.shape.
+void run_blockwise_shift_scale(op_context& c) {
+    const tensor& data = c.in("data");
+    const tensor& scale = c.in("scale");
+    const tensor* offset = c.has("offset") ? &c.in("offset") : nullptr;
+    if (data.shape.empty() || scale.shape.size() != data.shape.size())
+        c.fail("scale must have data's rank (at least 1), got " + shape_text(scale.shape) + " for " +
+               shape_text(data.shape));
+    for (std::size_t k = 0; k < data.shape.size(); ++k)
+        if (scale.shape[k] < 1 || data.shape[k] % scale.shape[k] != 0)
+            c.fail("scale " + shape_text(scale.shape) + " does not divide data " + shape_text(data.shape) +
+                   " into blocks");
+    if (offset != nullptr && offset->shape != scale.shape)
+        c.fail("offset " + shape_text(offset->shape) + " must have scale's shape " + shape_text(scale.shape));
+    if (offset != nullptr && !is_float(offset->type) && offset->type != data.type)
+        c.fail("an integer offset must have data's type");
+    tensor& out = c.output(0, scale.type, data.shape);
+    if (c.shape_only()) return;
+    const auto &dd = c.data(data), &sd = c.data(scale);
+    const std::vector<float>* od = offset != nullptr ? &c.data(*offset) : nullptr;
+    const std::vector<std::size_t> blocks = block_of_each(data.shape, scale.shape);
+    for (std::size_t i = 0; i < dd.size(); ++i)
+        out.data[i] = sd[blocks[i]] * (dd[i] - (od != nullptr ? (*od)[blocks[i]] : 0.0f));
+}
+
+// constexpr_lut_to_dense. The iOS 16 form: indices packed LSB first into uint8 bytes, one table lut
+// [2^bits], the output's shape given (uint32). The iOS 18 form: indices of a sub-byte type (uint1..uint8)
+// in the output's shape, lut [G0, ..., G(K-1), 2^bits, 1] with one table per block (vector palettes,
+// VECTOR_SIZE > 1, are not simulated).
+void run_lut_to_dense(op_context& c) {
+    const tensor& indices = c.in("indices");
+    const tensor& lut = c.in("lut");
+    const auto bits_for = [&](std::int64_t entries) {
+        for (const int bits : {1, 2, 3, 4, 6, 8})
+            if (std::int64_t{1} << bits == entries) return bits;
+        c.fail("the palette has " + std::to_string(entries) +
+               " entries; it must be 2^bits for 1, 2, 3, 4, 6 or 8 bits");
+    };
+    if (c.has("shape")) {
+        const std::vector<std::int64_t> shape = c.integers("shape");
+        if (lut.shape.size() != 1) c.fail("lut must be [2^bits] (iOS 16 form), got " + shape_text(lut.shape));
+        const int bits = bits_for(lut.shape[0]);
+        if (bits == 3) c.fail("3-bit palettes need iOS 18");
+        const auto count = static_cast<std::uint64_t>(element_count(shape));
+        const std::uint64_t bytes = (count * static_cast<std::uint64_t>(bits) + 7) / 8;
+        if (indices.type != dtype::uint8 || indices.shape.size() != 1 ||
+            static_cast<std::uint64_t>(indices.shape[0]) != bytes)
+            c.fail("indices must be tensor<uint8, [" + std::to_string(bytes) + "]> (" +
+                   std::to_string(count) + " values of " + std::to_string(bits) + " bits, packed)");
+        tensor& out = c.output(0, lut.type, shape);
+        if (c.shape_only()) return;
+        const auto &packed = c.data(indices), &table = c.data(lut);
+        for (std::uint64_t i = 0; i < count; ++i) {
+            const std::uint64_t bit = i * static_cast<std::uint64_t>(bits);
+            const auto low = static_cast<unsigned>(packed[bit / 8]);
+            const auto high = bit / 8 + 1 < bytes ? static_cast<unsigned>(packed[bit / 8 + 1]) : 0u;
+            const unsigned index = ((low | (high << 8)) >> (bit % 8)) & ((1u << bits) - 1u);
+            out.data[i] = table[index];
+        }
+        return;
+    }
+    const std::size_t rank = indices.shape.size();
+    if (rank == 0 || lut.shape.size() != rank + 2)
+        c.fail("lut must have rank " + std::to_string(rank + 2) + " (indices' rank + 2), got " +
+               shape_text(lut.shape));
+    const int bits = bits_for(lut.shape[rank]);
+    static constexpr std::pair<dtype, int> index_types[] = {{dtype::uint1, 1}, {dtype::uint2, 2},
+                                                            {dtype::uint3, 3}, {dtype::uint4, 4},
+                                                            {dtype::uint6, 6}, {dtype::uint8, 8}};
+    const auto type = std::find_if(std::begin(index_types), std::end(index_types),
+                                   [&](const auto& entry) { return entry.first == indices.type; });
+    if (type == std::end(index_types) || type->second != bits)
+        c.fail("indices must be uint" + std::to_string(bits) + " for a palette of " +
+               std::to_string(lut.shape[rank]) + " entries");
+    if (lut.shape[rank + 1] != 1) c.fail("vector palettization (VECTOR_SIZE > 1) is not simulated");
+    const shape_t tables(lut.shape.begin(), lut.shape.begin() + static_cast<std::ptrdiff_t>(rank));
+    for (std::size_t k = 0; k < rank; ++k)
+        if (tables[k] < 1 || indices.shape[k] % tables[k] != 0)
+            c.fail("lut " + shape_text(lut.shape) + " does not divide indices " + shape_text(indices.shape) +
+                   " into blocks");
+    tensor& out = c.output(0, lut.type, indices.shape);
+    if (c.shape_only()) return;
+    const auto &id = c.data(indices), &table = c.data(lut);
+    const std::vector<std::size_t> blocks = block_of_each(indices.shape, tables);
+    const auto entries = static_cast<std::size_t>(lut.shape[rank]);
+    for (std::size_t i = 0; i < id.size(); ++i)
+        out.data[i] = table[blocks[i] * entries + static_cast<std::size_t>(id[i])];
+}
+
 const std::set<std::string, std::less<>>& executable_ops() {
     static const std::set<std::string, std::less<>> ops = {"conv",
                                                            "matmul",
@@ -797,7 +905,9 @@ const std::set<std::string, std::less<>>& executable_ops() {
                                                            "gather",
                                                            "read_state",
                                                            "write_state",
-                                                           "constexpr_affine_dequantize"};
+                                                           "constexpr_affine_dequantize",
+                                                           "constexpr_blockwise_shift_scale",
+                                                           "constexpr_lut_to_dense"};
     return ops;
 }
 
@@ -825,6 +935,8 @@ void run_op(op_context& c) {
     if (op == "gather") return run_gather(c);
     if (op == "read_state" || op == "write_state") return run_state(c);
     if (op == "constexpr_affine_dequantize") return run_affine_dequantize(c);
+    if (op == "constexpr_blockwise_shift_scale") return run_blockwise_shift_scale(c);
+    if (op == "constexpr_lut_to_dense") return run_lut_to_dense(c);
     if (op == "conv") return run_conv(c);
     if (op == "matmul") return run_matmul(c);
     if (op == "linear") return run_linear(c);

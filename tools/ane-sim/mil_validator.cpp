@@ -128,6 +128,15 @@ void load_blob(const literal& lit, std::span<const weight_file> weights, tensor&
     if (data_offset != meta + 64)
         code(where + ": the metadata's data offset is " + std::to_string(data_offset) + ", expected " +
              std::to_string(meta + 64) + " (right after the record)");
+    // Sub-byte types: padding_size_in_bits is the unused high bits of the last byte; the reader requires it
+    // below 8 with (sizeInBytes * 8 - padding) a whole number of elements (COREML.md §1.5), which for the
+    // declared element count is exactly this.
+    const auto padding = read_le<std::uint64_t>(data, meta + 24);
+    const std::uint64_t expected_padding = type->bits < 8 ? (8 - elements * type->bits % 8) % 8 : 0;
+    if (type->bits < 8 && padding != expected_padding)
+        code(where + ": padding_size_in_bits is " + std::to_string(padding) + "; " +
+             std::to_string(elements) + " values of " + std::to_string(type->bits) + " bits leave " +
+             std::to_string(expected_padding));
     if (data_offset > data.size() || size > data.size() - data_offset)
         code(where + ": the data (" + std::to_string(size) + " bytes at " + std::to_string(data_offset) +
              ") runs past the end of the " + std::to_string(data.size()) + "-byte file");
@@ -136,6 +145,20 @@ void load_blob(const literal& lit, std::span<const weight_file> weights, tensor&
     for (std::uint64_t i = 0; i < elements; ++i) {
         const std::uint64_t at = data_offset + i * type->bits / 8;
         float v = 0.0f;
+        if (type->bits < 8) {  // packed LSB first; a value may continue in the next byte (uint3, uint6)
+            const std::uint64_t bit = i * type->bits;
+            const auto low = static_cast<unsigned>(read_le<std::uint8_t>(data, data_offset + bit / 8));
+            const auto high =
+                bit / 8 + 1 < size
+                    ? static_cast<unsigned>(read_le<std::uint8_t>(data, data_offset + bit / 8 + 1))
+                    : 0u;
+            const unsigned word = (low | (high << 8)) >> (bit % 8);
+            const unsigned value = word & ((1u << type->bits) - 1u);
+            // int4 is two's complement
+            out.data[i] = lit.type.type == dtype::int4 && value >= 8 ? static_cast<float>(value) - 16.0f
+                                                                     : static_cast<float>(value);
+            continue;
+        }
         switch (lit.type.type) {
             case dtype::fp16:
                 v = anvil::half_bits_to_float(read_le<std::uint16_t>(data, at));
@@ -330,9 +353,11 @@ private:
                              static_cast<int>(result_.values.size()) - 1);
     }
 
-    // A literal becomes an anonymous constant value.
-    int materialize(const literal& lit, const std::string& name) {
-        check_type(lit.type, lit.line, "literal");
+    // A literal becomes an anonymous constant value. A constexpr op's parameter is decompressed when the
+    // model loads, never a Neural Engine tensor, so the ANE's limits on rank and extents are not its
+    // (coremltools writes rank-6 palettes for conv weights).
+    int materialize(const literal& lit, const std::string& name, bool constexpr_parameter = false) {
+        if (!constexpr_parameter) check_type(lit.type, lit.line, "literal");
         const int id = add_value(name, lit.type, lit.line);
         tensor& t = result_.values[static_cast<std::size_t>(id)];
         if (lit.is_blobfile) {
@@ -389,6 +414,18 @@ private:
         // ≤ iOS17 constexpr ops carry their parameters as attributes (MIL.md §1.6).
         std::vector<std::pair<std::string, argument>> args = s.inputs;
         const bool constexpr_op = s.op.rfind("constexpr_", 0) == 0;
+        // From ios18 they are inputs instead (MIL.md §1.6, COREML.md §2.4: translate_constexpr); the other
+        // spelling is an op the loader does not know.
+        if (constexpr_op && function_.opset_version >= 18 && s.attributes.size() > 1)
+            fail(s.line,
+                 s.op + ": from ios18 a constexpr op's parameters are inputs, not attributes (function " +
+                     function_.name + " is " + function_.opset + ")",
+                 rule::op_table);
+        if (constexpr_op && function_.opset_version < 18 && !s.inputs.empty())
+            fail(s.line,
+                 s.op + ": up to ios17 a constexpr op's parameters are attributes, not inputs (function " +
+                     function_.name + " is " + function_.opset + ")",
+                 rule::op_table);
         for (const auto& [attr, arg] : s.attributes) {
             if (attr == "name") continue;
             if (!constexpr_op)
@@ -419,7 +456,7 @@ private:
                     bound.tuple.push_back(lookup(n, arg.line, s));
             } else {
                 bound.value = arg.form == argument::kind::name ? lookup(arg.name, arg.line, s)
-                                                               : materialize(arg.value, "");
+                                                               : materialize(arg.value, "", constexpr_op);
                 if (in->form == input_form::tuple) bound.tuple.push_back(std::exchange(bound.value, -1));
             }
             std::vector<int> ids = bound.tuple;

@@ -149,6 +149,8 @@ const char* data_type_name(std::uint64_t code) {
             return "int32";
         case 24:
             return "int64";
+        case 25:
+            return "int4";
         case 31:
             return "uint8";
         case 32:
@@ -157,6 +159,16 @@ const char* data_type_name(std::uint64_t code) {
             return "uint32";
         case 34:
             return "uint64";
+        case 35:
+            return "uint4";
+        case 36:
+            return "uint2";
+        case 37:
+            return "uint1";
+        case 38:
+            return "uint6";
+        case 39:
+            return "uint3";
         default:
             return nullptr;
     }
@@ -398,6 +410,15 @@ std::string value_text(std::string_view bytes, const std::string& where, const v
                         items.push_back(std::to_string(
                             type->dtype == "int8" ? static_cast<int>(static_cast<signed char>(c))
                                                   : static_cast<int>(static_cast<unsigned char>(c))));
+                } else if (type->dtype == "uint32") {  // coremltools writes uint32 immediates as bytes
+                    if (raw.size() % 4) fail(where + ": uint32 bytes of a length not a multiple of 4");
+                    for (std::size_t i = 0; i < raw.size(); i += 4) {
+                        std::uint32_t number = 0;
+                        for (std::size_t b = 0; b < 4; ++b)
+                            number |= static_cast<std::uint32_t>(static_cast<unsigned char>(raw[i + b]))
+                                      << (8 * b);
+                        items.push_back(std::to_string(number));
+                    }
                 } else {
                     fail(where + ": raw bytes for " + type->dtype + " are not simulated");
                 }
@@ -412,7 +433,8 @@ std::string value_text(std::string_view bytes, const std::string& where, const v
 
 struct argument {
     std::string name;
-    std::vector<std::string> bindings;
+    std::vector<std::string> bindings;  // names, or a value's literal text (`literal`)
+    bool literal = false;               // Binding.value: a constexpr parameter bound in place (ios18)
 };
 
 int opset_version(const std::string& opset) {
@@ -444,9 +466,11 @@ std::string operation_text(std::string_view bytes, const std::string& where, con
                     for (const field& b : parse_message(view_of(e, where), where + " argument")) {
                         if (b.number != 1) continue;
                         for (const field& n : parse_message(view_of(b, where), where + " binding")) {
-                            if (n.number == 2)
-                                fail(where + ": input '" + a.name +
-                                     "' binds an inline value; anvil's simulator takes names");
+                            if (n.number == 2) {
+                                a.bindings.push_back(value_text(view_of(n, where),
+                                                                where + " input '" + a.name + "'", context));
+                                a.literal = true;
+                            }
                             if (n.number == 1) a.bindings.push_back(text_of(n, where));
                         }
                     }
@@ -487,10 +511,27 @@ std::string operation_text(std::string_view bytes, const std::string& where, con
     tensor_type name_type;
     const std::string name_text = value_text(name->second, label + " name", context, &name_type);
     if (name_type.dtype != "string" || !name_type.shape.empty()) fail(label + ": `name` is not a string");
-    for (const auto& a : arguments)
+    // Values bound in place are constexpr parameters (COREML.md §2.4: from ios18 translate_constexpr binds
+    // them so); every other input names a value defined before it.
+    const bool constexpr_op = type.rfind("constexpr_", 0) == 0;
+    for (const auto& a : arguments) {
+        if (a.literal && !constexpr_op)
+            fail(label + ": input '" + a.name + "' binds a value in place; only constexpr_* ops take those");
+        if (a.literal && a.bindings.size() != 1)
+            fail(label + ": input '" + a.name + "' binds a value in place among other bindings");
         for (const auto& b : a.bindings)
-            if (!defined.contains(b))
+            if (!a.literal && !defined.contains(b))
                 fail(label + ": input '" + a.name + "' reads '" + b + "', which is not defined before it");
+    }
+    // Up to ios17 a constexpr op's parameters are attributes (MIL.md §1.6); any other op has only `name`
+    // (and a const its `val`).
+    std::string extra_attributes;
+    for (const auto& [key, value] : attributes) {
+        if (key == "name" || (type == "const" && key == "val")) continue;
+        if (!constexpr_op)
+            fail(label + ": attribute '" + key + "' (ops other than constexpr_* take only name)");
+        extra_attributes += ", " + key + " = " + value_text(value, label + " attribute " + key, context);
+    }
     const named_type* out = output_less ? nullptr : &outputs[0];
     if (out != nullptr && defined.contains(out->name)) fail(label + ": '" + out->name + "' is defined twice");
     std::string text = "            " +
@@ -522,7 +563,7 @@ std::string operation_text(std::string_view bytes, const std::string& where, con
                 text += (b ? ", " : "") + a.bindings[b];
             if (tuple) text += ")";
         }
-        text += ")[name = " + name_text + "];\n";
+        text += ")[name = " + name_text + extra_attributes + "];\n";
     }
     if (out != nullptr) defined[out->name] = out->type;
     return text;

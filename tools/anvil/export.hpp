@@ -22,7 +22,7 @@ namespace anvil::cli {
 inline constexpr const char* export_usage =
     "usage: anvil export --model DIR --format mlpackage --out X.mlpackage [--sequence-length N]\n"
     "                    [--context T[,T2...]] [--prefill P] [--image-size HxW] [--ios18]\n"
-    "                    [--description TEXT]\n"
+    "                    [--compress int8|lut4|lut4g32|lut6] [--description TEXT]\n"
     "                    [--author TEXT] [--license TEXT] [--json]\n"
     "\n"
     "Writes the model as a Core ML package an app adds in Xcode (no Python, no coremltools). A sentence\n"
@@ -48,7 +48,12 @@ inline constexpr const char* export_usage =
     "buffer's T slots of every head into it (getMultiArrayForStateNamed:handler:); slots past the old T\n"
     "stay zero and masked. The package needs macOS 13 / iOS 16\n"
     "(--ios18, and every decoder LM: macOS 15 / iOS 18). Author, licence and description come from the\n"
-    "model card (README.md) and config.json unless given. --compress is not written yet.\n";
+    "model card (README.md) and config.json unless given.\n"
+    "--compress stores the weights of every linear and convolution (256 elements or more; a tied\n"
+    "embedding stays fp16) compressed, and Core ML decompresses them when it loads the model: int8, one\n"
+    "scale per output channel (constexpr_affine_dequantize; with --ios18 constexpr_blockwise_shift_scale);\n"
+    "lut4 and lut6, a palette of 16 or 64 values per tensor found by k-means (constexpr_lut_to_dense);\n"
+    "lut4g32, a 16-value palette per group of 32 output channels (needs --ios18).\n";
 
 namespace export_detail {
 
@@ -188,8 +193,14 @@ inline int run_export(const std::vector<std::string_view>& argv) {
     if (!out) throw usage_error("export: --out X.mlpackage is required");
     if (std::filesystem::path(*out).extension() != ".mlpackage")
         throw usage_error(detail::message("export: --out must end in .mlpackage, got '", *out, "'"));
-    if (args.value("compress"))
-        throw usage_error("export: --compress is not written yet; the package holds fp16 weights");
+    weight_compression compression = weight_compression::none;
+    if (const auto text = args.value("compress")) {
+        const auto parsed = parse_weight_compression(*text);
+        if (!parsed || *parsed == weight_compression::none)
+            throw usage_error(
+                detail::message("export: --compress must be int8, lut4, lut4g32 or lut6, got '", *text, "'"));
+        compression = *parsed;
+    }
     if (!std::filesystem::is_directory(folder))
         throw io_error(detail::message("export: '", folder.string(), "' is not a model folder"));
 
@@ -218,6 +229,7 @@ inline int run_export(const std::vector<std::string_view>& argv) {
 
     mlpackage_options options;
     options.ios18 = args.flag("ios18");
+    options.weights = compression;
     graph g;
     std::vector<value> outputs;
     std::vector<mlpackage_function> functions;  // a multi-function package (--prefill, a context ladder)
@@ -329,6 +341,14 @@ inline int run_export(const std::vector<std::string_view>& argv) {
         options.user_defined.emplace_back("anvil.sequence_length", std::to_string(length));
     }
 
+    if (compression == weight_compression::lut4g32 && !options.ios18)
+        throw usage_error(
+            "export: --compress lut4g32 needs --ios18 (a palette per group of channels is Core ML spec 9, "
+            "macOS 15 / iOS 18)");
+    if (compression != weight_compression::none)
+        options.user_defined.emplace_back("anvil.compression",
+                                          std::string(weight_compression_name(compression)));
+
     // Metadata: the command line, else the model card, else config.json.
     const std::string card =
         std::filesystem::exists(folder / "README.md") ? export_detail::read_text(folder / "README.md") : "";
@@ -388,6 +408,7 @@ inline int run_export(const std::vector<std::string_view>& argv) {
         document["functions"] = json::value(std::move(listed));
         document["operations"] = json::value(static_cast<std::int64_t>(written.operations));
         document["weight_bytes"] = json::value(static_cast<std::int64_t>(written.weight_bytes));
+        document["compression"] = json::value(std::string(weight_compression_name(compression)));
         document["digest"] = json::value(written.digest);
         document["author"] = json::value(options.author);
         document["license"] = json::value(options.license);

@@ -21,7 +21,8 @@ ANVIL_INLINE program compile(std::span<const value> outputs, const compile_optio
     };
     switch (options.target) {
         case device::cpu:
-            return made(std::make_unique<detail::cpu::cpu_program>(std::move(body), options));
+            return made(std::make_unique<detail::cpu::cpu_program>(
+                compress_weights(body, options.weight_compression), options));
         case device::ane:
         case device::coreml:
             return made(std::make_unique<detail::ane::ane_program>(std::move(body), options));
@@ -29,7 +30,8 @@ ANVIL_INLINE program compile(std::span<const value> outputs, const compile_optio
             if (detail::ane::available()) {
                 return made(std::make_unique<detail::ane::ane_program>(std::move(body), options));
             }
-            return made(std::make_unique<detail::cpu::cpu_program>(std::move(body), options));
+            return made(std::make_unique<detail::cpu::cpu_program>(
+                compress_weights(body, options.weight_compression), options));
     }
     throw error("compile: unknown device");
 }

@@ -19,6 +19,7 @@
 #include "anvil/compilation.hpp"
 #include "anvil/core/error.hpp"
 #include "anvil/core/host_tensor.hpp"
+#include "anvil/graph/weight_compression.hpp"
 
 namespace anvil {
 
@@ -54,6 +55,10 @@ struct compile_options {
     bool fold_constants = true;
     bool fold_batch_norm = true;
     bool fuse_elementwise = true;
+    // The weights of linear and conv2d nodes stored compressed (graph/weight_compression.hpp): int8 with a
+    // scale per output channel, or palettes of 16 or 64 values. Every backend runs the dequantised weights;
+    // device::coreml keeps them compressed in its programs, the CPU and the private ANE path dequantise.
+    anvil::weight_compression weight_compression = anvil::weight_compression::none;
     // ANE: where compiled programs are cached ("" = $ANVIL_CACHE_DIR, else the user cache directory;
     // "none" = no cache).
     std::string cache_dir;

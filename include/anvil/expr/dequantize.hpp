@@ -23,8 +23,8 @@ template <class TI, class TL>
 struct u8_indices_with_floating_table
     : std::bool_constant<std::is_same_v<TI, std::uint8_t> && is_floating(dtype_or_f32<TL>())> {};
 
-// A table [L] shared by every index, or [C, L] with one row per slice along the indices' axis 0; 1 <= L <=
-// 256.
+// A table [L] shared by every index, or [G, L] with one row per group of slices along the indices' axis 0
+// (G dividing that extent: G equal to it is a table per slice); 1 <= L <= 256.
 template <class Indices, class Lut>
 struct lookup_table_fits {
     static constexpr bool value = [] {
@@ -37,7 +37,10 @@ struct lookup_table_fits {
                 if constexpr (Indices::rank == 0) {
                     return false;
                 } else {
-                    return length_fits && extents_agree(Lut::extents[0], Indices::extents[0]);
+                    const std::int64_t groups = Lut::extents[0], slices = Indices::extents[0];
+                    const bool divides =
+                        groups == dyn || slices == dyn || (groups >= 1 && slices % groups == 0);
+                    return length_fits && divides;
                 }
             } else {
                 return length_fits;
@@ -74,8 +77,8 @@ template <class TQ, class SQ, class TS, class SS>
     return dequantize_int8(q, scale, std::nullopt, axis);
 }
 
-// lut[index] for u8 indices: lut [L] for every element, or [C, L] per slice along the indices' axis 0. A
-// tensor of the table's type with the indices' shape.
+// lut[index] for u8 indices: lut [L] for every element, or [G, L] per group of C / G consecutive slices
+// along the indices' axis 0 (of extent C). A tensor of the table's type with the indices' shape.
 template <class TI, class SI, class TL, class SL>
 [[nodiscard]] tensor<TL, SI> dequantize_lut(const tensor<TI, SI>& indices, const tensor<TL, SL>& lut) {
     static_assert(
@@ -86,8 +89,9 @@ template <class TI, class SI, class TL, class SL>
     if constexpr (detail::all_shapes_v<SI, SL>) {
         static_assert(
             detail::shape_rule<op::dequantize_lut, detail::lookup_table_fits, SI, SL>::holds,
-            "anvil::dequantize_lut: the table must be [L] or [C, L] with C the indices' first extent and "
-            "1 <= L <= 256; shape_rule<op::dequantize_lut, lookup_table_fits, indices, table> names both "
+            "anvil::dequantize_lut: the table must be [L] or [G, L] with G dividing the indices' first "
+            "extent "
+            "and 1 <= L <= 256; shape_rule<op::dequantize_lut, lookup_table_fits, indices, table> names both "
             "shapes");
     }
     return tensor<TL, SI>(detail::apply_op(op::dequantize_lut, {indices.value(), lut.value()}));

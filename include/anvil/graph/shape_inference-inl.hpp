@@ -556,11 +556,12 @@ ANVIL_INLINE value_type infer(op kind, attributes& attrs, std::span<const value_
                     message("dequantize_lut: the indices must be u8, got ", dtype_name(inputs[0].type)));
             }
             const bool per_channel = lut.rank() == 2;
-            if (!(lut.rank() == 1 || (per_channel && indices.rank() >= 1 && lut[0] == indices[0])) ||
-                lut[lut.rank() - 1] == 0 || lut[lut.rank() - 1] > 256) {
-                throw_op_shape(
-                    kind, message("the table ", lut, " must be [L] or [", indices.rank() ? indices[0] : 0,
-                                  ", L] with 1 <= L <= 256 for indices ", indices));
+            const bool groups_fit =
+                per_channel && indices.rank() >= 1 && lut[0] >= 1 && indices[0] % lut[0] == 0;
+            if (!(lut.rank() == 1 || groups_fit) || lut[lut.rank() - 1] == 0 || lut[lut.rank() - 1] > 256) {
+                throw_op_shape(kind, message("the table ", lut, " must be [L] or [G, L] with G dividing ",
+                                             indices.rank() ? indices[0] : 0,
+                                             " and 1 <= L <= 256 for indices ", indices));
             }
             require_floating(kind, inputs[1].type, "the table");
             return {inputs[1].type, indices};

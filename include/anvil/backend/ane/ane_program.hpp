@@ -167,7 +167,9 @@ public:
         }
         choose_lowering_for(options);
         if (on_coreml()) states_supported_ = coreml::coreml_model::supports_states();
-        body_ = tile_wide_linears(body, lowering_.max_dimension);
+        // Compressed after tiling, so a tile of a wide weight is compressed on its own.
+        body_ =
+            compress_weights(tile_wide_linears(body, lowering_.max_dimension), options.weight_compression);
         for (std::size_t id = 0; id < body_.nodes.size(); ++id) {
             const node& n = body_.nodes[id];
             if (n.kind != op::input) continue;
@@ -459,6 +461,7 @@ private:
         choices_ = choices_for(options, architecture_);
         lowering_.choices = choices_;
         lowering_.dialect = choose_dialect(options.ane_mil, choices_);
+        lowering_.compressed_weights = on_coreml();
     }
 
     // Lowers each ANE segment. One that holds no conv or matmul (RUNTIME.md §0 #6: such a program may not

@@ -273,9 +273,133 @@ public:
         if (const auto found = constant_forms_.find(key); found != constant_forms_.end())
             return found->second;
         const std::string suffix = at(id).name.empty() ? "" : "_" + at(id).name;
-        const mil_ref ref = fp16_const(base(id) + suffix, shape, constant_values(id));
+        const std::optional<mil_ref> compressed =
+            options_.compressed_weights ? compressed_constant(id, shape, base(id) + suffix) : std::nullopt;
+        const mil_ref ref =
+            compressed ? *compressed : fp16_const(base(id) + suffix, shape, constant_values(id));
         constant_forms_.emplace(key, ref);
         return ref;
+    }
+
+    // A dequantised weight kept compressed (lowering_options::compressed_weights): a constexpr op over the
+    // int8 values or palette indices, so the program stores only those (COREML.md §3). ios16:
+    // constexpr_affine_dequantize and constexpr_lut_to_dense (one palette for the tensor, indices packed
+    // into uint8 bytes), every parameter an attribute; ios18: constexpr_blockwise_shift_scale and the new
+    // constexpr_lut_to_dense (a palette per group of channels, sub-byte indices), parameters as inputs.
+    // nullopt where the form cannot be kept (the program then holds the fp16 values): not a dequantisation
+    // of constants, fewer than 10 elements, a channel axis `shape` does not keep, or grouped palettes in
+    // ios16.
+    std::optional<mil_ref> compressed_constant(value_id id, const mil_shape& shape, const std::string& name) {
+        const node& n = at(id);
+        if (n.kind != op::dequantize_int8 && n.kind != op::dequantize_lut) return std::nullopt;
+        for (const value_id input : n.inputs)
+            if (at(input).kind != op::constant) return std::nullopt;
+        const dims& ir = at(n.inputs[0]).result.shape;
+        if (ir.element_count() < 10) return std::nullopt;
+        const bool ios18 = mil_.dialect() == mil_dialect::ios18;
+        // The axis of `shape` that holds the IR's axis `axis` (same element order, so the extents before it
+        // multiply to the same number), or nullopt.
+        const auto channel_axis = [&](std::size_t axis) -> std::optional<std::size_t> {
+            std::int64_t before = 1;
+            for (std::size_t a = 0; a < axis; ++a)
+                before *= ir[a];
+            std::int64_t seen = 1;
+            for (std::size_t k = 0; k < shape.size(); ++k) {
+                if (seen == before && shape[k] == ir[axis]) return k;
+                seen *= shape[k];
+            }
+            return std::nullopt;
+        };
+        const auto halves_of = [](const std::vector<float>& values) {
+            std::vector<half> halves;
+            for (const float v : values)
+                halves.push_back(to_fp16(v));
+            return halves;
+        };
+        if (n.kind == op::dequantize_int8) {
+            const auto axis = channel_axis(static_cast<std::size_t>(n.attrs.axis));
+            if (!axis) return std::nullopt;
+            const host_tensor& data = at(n.inputs[0]).data;
+            const auto* bytes = static_cast<const std::uint8_t*>(data.raw());
+            const std::vector<std::uint8_t> q(bytes, bytes + data.element_count());
+            const std::int64_t channels = shape[*axis];
+            const std::vector<half> scale = halves_of(host_constant_values(body_, n.inputs[1]));
+            std::vector<std::uint8_t> zero;
+            if (n.inputs.size() > 2) {
+                for (const float z : host_constant_values(body_, n.inputs[2]))
+                    zero.push_back(static_cast<std::uint8_t>(static_cast<std::int8_t>(z)));
+            }
+            if (!ios18) {
+                std::vector<std::pair<std::string, mil_literal>> parameters = {
+                    {"quantized_data", mil_.literal_bytes("int8", shape, q)},
+                    {"scale", mil_.literal_fp16({channels}, scale)},
+                    {"axis", mil_writer::literal_int(static_cast<std::int64_t>(*axis), "axis")}};
+                parameters.emplace_back(
+                    "zero_point", zero.empty() ? mil_.literal_bytes("int8", {}, std::vector<std::uint8_t>{0})
+                                               : mil_.literal_bytes("int8", {channels}, zero));
+                return mil_.constexpr_op("constexpr_affine_dequantize", name, shape, std::move(parameters));
+            }
+            mil_shape per_channel(shape.size(), 1);
+            per_channel[*axis] = channels;
+            std::vector<std::pair<std::string, mil_literal>> parameters = {
+                {"data", mil_.literal_bytes("int8", shape, q)},
+                {"scale", mil_.literal_fp16(per_channel, scale)}};
+            if (!zero.empty())
+                parameters.emplace_back("offset", mil_.literal_bytes("int8", per_channel, zero));
+            return mil_.constexpr_op("constexpr_blockwise_shift_scale", name, shape, std::move(parameters));
+        }
+        // A palette of L entries needs indices of b bits, 2^b >= L, b one of the sizes the op takes (3 only
+        // from ios18); the table is padded to 2^b entries.
+        const dims& lut = at(n.inputs[1]).result.shape;
+        const auto length = static_cast<std::size_t>(lut[lut.rank() - 1]);
+        const std::int64_t groups = lut.rank() == 2 ? lut[0] : 1;
+        unsigned bits = 0;
+        for (const unsigned b : {1u, 2u, 3u, 4u, 6u, 8u}) {
+            if ((b == 3 && !ios18) || (std::size_t{1} << b) < length) continue;
+            bits = b;
+            break;
+        }
+        const std::size_t entries = std::size_t{1} << bits;
+        const std::vector<float> table = host_constant_values(body_, n.inputs[1]);
+        std::vector<half> padded;
+        for (std::int64_t g = 0; g < groups; ++g)
+            for (std::size_t e = 0; e < entries; ++e)
+                padded.push_back(
+                    to_fp16(table[static_cast<std::size_t>(g) * length + std::min(e, length - 1)]));
+        const host_tensor& data = at(n.inputs[0]).data;
+        const auto* bytes = static_cast<const std::uint8_t*>(data.raw());
+        const std::vector<std::uint8_t> indices(bytes, bytes + data.element_count());
+        for (const std::uint8_t index : indices)
+            if (index >= length) return std::nullopt;  // the CPU's reference reports it when it runs
+        if (!ios18) {
+            if (groups != 1) return std::nullopt;
+            const packed_sub_byte packed =
+                bits == 8 ? packed_sub_byte{std::vector<std::byte>(std::as_bytes(std::span(indices)).begin(),
+                                                                   std::as_bytes(std::span(indices)).end()),
+                                            0}
+                          : pack_sub_byte(indices, bits);
+            const auto* packed_bytes = reinterpret_cast<const std::uint8_t*>(packed.bytes.data());
+            const std::vector<std::uint8_t> packed_values(packed_bytes, packed_bytes + packed.bytes.size());
+            std::vector<std::pair<std::string, mil_literal>> parameters = {
+                {"indices", mil_.literal_bytes("uint8", {static_cast<std::int64_t>(packed_values.size())},
+                                               packed_values)},
+                {"lut", mil_.literal_fp16({static_cast<std::int64_t>(entries)}, padded)},
+                {"shape", mil_writer::literal_uint32s(shape, "shape")}};
+            return mil_.constexpr_op("constexpr_lut_to_dense", name, shape, std::move(parameters));
+        }
+        // lut: [G0, ..., G(r-1), entries, 1], the groups along the axis that holds the IR's axis 0.
+        mil_shape lut_shape(shape.size() + 2, 1);
+        if (groups > 1) {
+            const auto axis = channel_axis(0);
+            if (!axis) return std::nullopt;
+            lut_shape[*axis] = groups;
+        }
+        lut_shape[shape.size()] = static_cast<std::int64_t>(entries);
+        std::vector<std::pair<std::string, mil_literal>> parameters = {
+            {"indices", bits == 8 ? mil_.literal_bytes("uint8", shape, indices)
+                                  : mil_.literal_sub_byte(bits, shape, indices)},
+            {"lut", mil_.literal_fp16(lut_shape, padded)}};
+        return mil_.constexpr_op("constexpr_lut_to_dense", name, shape, std::move(parameters));
     }
 
     // A constant operand of an elementwise op whose result is `result` (IR shape) in `layout`, from `values`

@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "anvil/backend/ane/mil_program.hpp"
@@ -40,27 +41,36 @@ inline std::string scalar_literal(mil_dialect dialect, std::string_view dtype, c
     return scalar_type(dialect, dtype) + "(" + value + ")";
 }
 
-inline std::string type_of(mil_dialect dialect, const mil_value& value) {
-    if (value.shape.empty()) return scalar_type(dialect, value.dtype);
+inline std::string type_of(mil_dialect dialect, std::string_view dtype,
+                           const std::vector<std::int64_t>& shape) {
+    if (shape.empty()) return scalar_type(dialect, dtype);
     std::string dims_text;
-    for (std::size_t i = 0; i < value.shape.size(); ++i)
-        dims_text += (i ? ", " : "") + std::to_string(value.shape[i]);
-    return message("tensor<", value.dtype, ", [", dims_text, "]>");
+    for (std::size_t i = 0; i < shape.size(); ++i)
+        dims_text += (i ? ", " : "") + std::to_string(shape[i]);
+    return message("tensor<", dtype, ", [", dims_text, "]>");
+}
+inline std::string type_of(mil_dialect dialect, const mil_value& value) {
+    return type_of(dialect, value.dtype, value.shape);
 }
 
-// The literal inside `const()[..., val = ...]`.
-inline std::string const_literal(mil_dialect dialect, const mil_value& value, const mil_constant& constant) {
+// A value's literal: what follows `val = ` in a const, or a constexpr parameter's `name = `.
+inline std::string literal_text(mil_dialect dialect, std::string_view dtype,
+                                const std::vector<std::int64_t>& shape, const mil_constant& constant) {
     const auto list = [&](std::size_t count, auto&& element) {
         std::string text;
         for (std::size_t i = 0; i < count; ++i)
             text += (i ? ", " : "") + element(i);
-        return value.shape.empty() ? text : "[" + text + "]";
+        return shape.empty() ? text : "[" + text + "]";
     };
     std::string body;
     switch (constant.kind) {
         case mil_constant_kind::int32:
             body =
                 list(constant.ints.size(), [&](std::size_t i) { return std::to_string(constant.ints[i]); });
+            break;
+        case mil_constant_kind::uint32:
+            body =
+                list(constant.uints.size(), [&](std::size_t i) { return std::to_string(constant.uints[i]); });
             break;
         case mil_constant_kind::boolean:
             body = list(constant.bools.size(),
@@ -73,14 +83,21 @@ inline std::string const_literal(mil_dialect dialect, const mil_value& value, co
             body =
                 list(constant.halves.size(), [&](std::size_t i) { return fp16_literal(constant.halves[i]); });
             break;
-        case mil_constant_kind::fp16_blob:
-            return type_of(dialect, value) +
+        case mil_constant_kind::bytes:
+            body = list(constant.raw.size(), [&](std::size_t i) {
+                return std::to_string(dtype == "int8"
+                                          ? static_cast<int>(static_cast<std::int8_t>(constant.raw[i]))
+                                          : static_cast<int>(constant.raw[i]));
+            });
+            break;
+        case mil_constant_kind::blob:
+            return type_of(dialect, dtype, shape) +
                    "(BLOBFILE(path = " + scalar_literal(dialect, "string", "\"" + constant.blob_path + "\"") +
                    ", offset = " + scalar_literal(dialect, "uint64", std::to_string(constant.blob_offset)) +
                    "))";
     }
-    return value.shape.empty() ? scalar_literal(dialect, value.dtype, body)
-                               : type_of(dialect, value) + "(" + body + ")";
+    return shape.empty() ? scalar_literal(dialect, dtype, body)
+                         : type_of(dialect, dtype, shape) + "(" + body + ")";
 }
 
 }  // namespace mil_text_detail
@@ -112,6 +129,11 @@ inline std::string const_literal(mil_dialect dialect, const mil_value& value, co
         out += "            ";
         if (has_result) out += type_of(dialect, *result) + " " + result->name + " = ";
         out += statement.op + "(";
+        // From ios18 a constexpr op's parameters are inputs bound to their values; before, attributes.
+        std::vector<std::pair<std::string, std::string>> in_place;
+        for (const auto& [name, literal] : statement.parameters)
+            in_place.emplace_back(name, literal_text(dialect, literal.dtype, literal.shape, literal.value));
+        std::sort(in_place.begin(), in_place.end());
         std::vector<const mil_argument*> sorted;
         for (const auto& argument : statement.arguments)
             sorted.push_back(&argument);
@@ -125,10 +147,23 @@ inline std::string const_literal(mil_dialect dialect, const mil_value& value, co
                 out += (v ? ", " : "") + values.at(argument.values[v]).name;
             if (argument.tuple) out += ")";
         }
+        const bool as_inputs = short_form && !in_place.empty();
+        if (as_inputs) {
+            for (std::size_t p = 0; p < in_place.size(); ++p)
+                out += (p || !sorted.empty() ? ", " : "") + in_place[p].first + " = " + in_place[p].second;
+        }
         const std::string& op_name = statement.name.empty() ? result->name : statement.name;
-        out += ")[name = " + scalar_literal(dialect, "string", "\"" + op_name + "\"");
-        if (has_result && result->is_const)
-            out += ", val = " + const_literal(dialect, *result, statement.value);
+        // Attributes in name order, `name` among them (MIL.md §1.6).
+        std::vector<std::pair<std::string, std::string>> attributes =
+            as_inputs ? decltype(in_place){} : in_place;
+        attributes.emplace_back("name", scalar_literal(dialect, "string", "\"" + op_name + "\""));
+        if (statement.op == "const")
+            attributes.emplace_back("val",
+                                    literal_text(dialect, result->dtype, result->shape, statement.value));
+        std::sort(attributes.begin(), attributes.end());
+        out += ")[";
+        for (std::size_t a = 0; a < attributes.size(); ++a)
+            out += (a ? ", " : "") + attributes[a].first + " = " + attributes[a].second;
         out += "];\n";
     }
     out += "        } -> (";

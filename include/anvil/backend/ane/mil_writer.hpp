@@ -160,18 +160,84 @@ public:
                 require_finite(h);
             return add_const(base, "fp16", std::move(shape), std::move(value));
         }
-        std::string path(default_weight_path);
-        if (one_file_per_weight_) {
-            path = message("@model_path/weights/w", blobs_.size(), ".bin");
-            blobs_.emplace_back(path, weight_blob_writer{});
-        } else if (blobs_.empty()) {
-            blobs_.emplace_back(path, weight_blob_writer{});
-        }
-        mil_constant value;
-        value.kind = mil_constant_kind::fp16_blob;
-        value.blob_offset = blobs_.back().second.append(blob_dtype::float16, std::as_bytes(values));
-        value.blob_path = std::move(path);
+        mil_constant value = blob(blob_dtype::float16, std::as_bytes(values));
         return add_const(base, "fp16", std::move(shape), std::move(value));
+    }
+
+    // A constexpr_* op's parameters (written in place, mil_program.hpp mil_literal): an fp16 tensor (inline
+    // below 10 elements, else a blob, as const_fp16); int8 or uint8 values (the same rule); values of a
+    // sub-byte type ("uint4", "uint6", ...), always a blob, packed LSB first; a scalar int32; a uint32
+    // vector.
+    mil_literal literal_fp16(std::vector<std::int64_t> shape, std::span<const half> values) {
+        for (const half h : values)
+            require_finite(h);
+        mil_literal literal{"fp16", std::move(shape), {}};
+        if (values.size() < 10) {
+            literal.value.kind = mil_constant_kind::fp16;
+            literal.value.halves.assign(values.begin(), values.end());
+        } else {
+            literal.value = blob(blob_dtype::float16, std::as_bytes(values));
+        }
+        return literal;
+    }
+    mil_literal literal_bytes(std::string_view dtype, std::vector<std::int64_t> shape,
+                              std::span<const std::uint8_t> values) {
+        if (dtype != "int8" && dtype != "uint8")
+            throw error(message("MIL writer: byte values must be int8 or uint8, got ", dtype));
+        mil_literal literal{std::string(dtype), std::move(shape), {}};
+        if (values.size() < 10) {
+            literal.value.kind = mil_constant_kind::bytes;
+            literal.value.raw.assign(values.begin(), values.end());
+        } else {
+            literal.value =
+                blob(dtype == "int8" ? blob_dtype::int8 : blob_dtype::uint8, std::as_bytes(values));
+        }
+        return literal;
+    }
+    mil_literal literal_sub_byte(unsigned bits, std::vector<std::int64_t> shape,
+                                 std::span<const std::uint8_t> values) {
+        static constexpr std::pair<unsigned, blob_dtype> types[] = {{1, blob_dtype::uint1},
+                                                                    {2, blob_dtype::uint2},
+                                                                    {3, blob_dtype::uint3},
+                                                                    {4, blob_dtype::uint4},
+                                                                    {6, blob_dtype::uint6}};
+        const auto type = std::find_if(std::begin(types), std::end(types),
+                                       [&](const auto& entry) { return entry.first == bits; });
+        if (type == std::end(types))
+            throw error(message("MIL writer: no sub-byte type of ", bits, " bits (1, 2, 3, 4 or 6)"));
+        for (const std::uint8_t v : values)
+            if (v >= (1u << bits))
+                throw error(message("MIL writer: the value ", int{v}, " does not fit uint", bits));
+        const packed_sub_byte packed = pack_sub_byte(values, bits);
+        return {message("uint", bits), std::move(shape),
+                blob(type->second, packed.bytes, packed.padding_bits)};
+    }
+    static mil_literal literal_int(std::int64_t number, std::string_view what) {
+        mil_literal literal{"int32", {}, {}};
+        literal.value.kind = mil_constant_kind::int32;
+        literal.value.ints.push_back(checked_int32(number, what));
+        return literal;
+    }
+    static mil_literal literal_uint32s(std::span<const std::int64_t> numbers, std::string_view what) {
+        mil_literal literal{"uint32", {static_cast<std::int64_t>(numbers.size())}, {}};
+        literal.value.kind = mil_constant_kind::uint32;
+        for (const std::int64_t number : numbers) {
+            if (number < 0 || number > UINT32_MAX)
+                throw unsupported_error(message("MIL text: ", what, " = ", number, " does not fit uint32"));
+            literal.value.uints.push_back(static_cast<std::uint32_t>(number));
+        }
+        return literal;
+    }
+
+    // A constexpr_* op (constexpr_affine_dequantize, constexpr_lut_to_dense,
+    // constexpr_blockwise_shift_scale): a weight known when the program compiles, stored compressed; its
+    // result is a const to every reader.
+    mil_ref constexpr_op(std::string_view type, std::string_view base, std::vector<std::int64_t> shape,
+                         std::vector<std::pair<std::string, mil_literal>> parameters) {
+        const mil_ref ref = op(type, base, std::move(shape), {});
+        function_.values[ref].is_const = true;
+        function_.statements.back().parameters = std::move(parameters);
+        return ref;
     }
 
     // An op with one result of `dtype` and `shape` (rank 0 = scalar).
@@ -285,6 +351,22 @@ private:
         taken_.insert(name);
         function_.values.push_back({std::move(name), std::move(dtype), std::move(shape), false});
         return function_.values.size() - 1;
+    }
+
+    // A blob appended to the weight file (one file per blob when asked for), as the const value naming it.
+    mil_constant blob(blob_dtype type, std::span<const std::byte> payload, std::uint64_t padding_bits = 0) {
+        std::string path(default_weight_path);
+        if (one_file_per_weight_) {
+            path = message("@model_path/weights/w", blobs_.size(), ".bin");
+            blobs_.emplace_back(path, weight_blob_writer{});
+        } else if (blobs_.empty()) {
+            blobs_.emplace_back(path, weight_blob_writer{});
+        }
+        mil_constant value;
+        value.kind = mil_constant_kind::blob;
+        value.blob_offset = blobs_.back().second.append(type, payload, padding_bits);
+        value.blob_path = std::move(path);
+        return value;
     }
 
     mil_ref add_const(std::string_view base, std::string_view dtype, std::vector<std::int64_t> shape,

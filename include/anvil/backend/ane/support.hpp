@@ -46,6 +46,11 @@ struct lowering_options {
     // inputs, such as KV caches, that Core ML keeps in MLState buffers the host writes in place). Needs the
     // ios18 dialect.
     std::vector<value_id> state_inputs;
+    // Dequantised constant weights (dequantize_int8, dequantize_lut) kept compressed as constexpr ops
+    // (lowering_context.hpp compressed_constant): Core ML programs, whose loader decompresses them. The
+    // private path folds them into fp16 weights: public code shows it only int8 constexpr ops (RUNTIME.md
+    // §4), and its programs stay within the weight-bytes limit either way.
+    bool compressed_weights = false;
 
     [[nodiscard]] lowering_variant variant(lowering_feature f) const { return choices.of(f); }
     [[nodiscard]] bool native(lowering_feature f) const { return choices.of(f) == lowering_variant::native; }
@@ -91,7 +96,7 @@ struct support_result {
 }
 
 // The values of a host constant as f32, row-major in its shape (dequantisation folded as the CPU reference
-// computes it: (q - zero_point[c]) * scale[c]; lut[c, index]).
+// computes it: (q - zero_point[c]) * scale[c]; lut[g, index], g the group of c).
 [[nodiscard]] inline std::vector<float> host_constant_values(const graph_body& body, value_id id) {
     const node& n = body.nodes.at(id);
     if (n.kind == op::constant) {
@@ -124,7 +129,7 @@ struct support_result {
     const dims& lut_shape = body.nodes[n.inputs[1]].result.shape;
     const auto length = static_cast<std::size_t>(lut_shape[lut_shape.rank() - 1]);
     const std::size_t slice = lut_shape.rank() == 2 && shape.rank() > 0
-                                  ? values.size() / static_cast<std::size_t>(shape[0])
+                                  ? values.size() / static_cast<std::size_t>(lut_shape[0])
                                   : values.size();
     for (std::size_t i = 0; i < values.size(); ++i) {
         const float index = first[i];

@@ -23,6 +23,12 @@ enum class blob_dtype : std::uint32_t {
     bfloat16 = 5,
     int16 = 6,
     uint16 = 7,
+    int4 = 8,
+    uint1 = 9,
+    uint2 = 10,
+    uint4 = 11,
+    uint3 = 12,
+    uint6 = 13,
     int32 = 14,
     uint32 = 15,
 };
@@ -31,12 +37,38 @@ inline constexpr std::size_t blob_alignment = 64;
 inline constexpr std::uint32_t blob_sentinel = 0xDEADBEEFu;
 inline constexpr std::uint32_t blob_storage_version = 2;
 
+// Values of `bits` bits each (1, 2, 3, 4 or 6; each below 2^bits) packed as MIL blobs hold them
+// (COREML.md §1.5, MILBlob/SubByteTypes.cpp): LSB first, element i at bit (i * bits) % 8 of byte
+// (i * bits) / 8, a value that crosses a byte boundary continuing in the next byte. `padding_bits` is what
+// the metadata record's padding_size_in_bits says: the unused high bits of the last byte.
+struct packed_sub_byte {
+    std::vector<std::byte> bytes;
+    std::uint64_t padding_bits = 0;
+};
+[[nodiscard]] inline packed_sub_byte pack_sub_byte(std::span<const std::uint8_t> values, unsigned bits) {
+    const std::uint64_t total_bits = values.size() * static_cast<std::uint64_t>(bits);
+    packed_sub_byte packed;
+    packed.bytes.assign(static_cast<std::size_t>((total_bits + 7) / 8), std::byte{0});
+    packed.padding_bits = (8 - total_bits % 8) % 8;
+    for (std::size_t i = 0; i < values.size(); ++i) {
+        const std::uint64_t at = i * static_cast<std::uint64_t>(bits);
+        const unsigned value = values[i] & ((1u << bits) - 1u);
+        const auto byte = static_cast<std::size_t>(at / 8);
+        const unsigned shift = static_cast<unsigned>(at % 8);
+        packed.bytes[byte] |= static_cast<std::byte>((value << shift) & 0xFFu);
+        if (shift + bits > 8) packed.bytes[byte + 1] |= static_cast<std::byte>(value >> (8 - shift));
+    }
+    return packed;
+}
+
 class weight_blob_writer {
 public:
     weight_blob_writer() : bytes_(blob_alignment, std::byte{0}) { store_u32(4, blob_storage_version); }
 
-    // Appends one blob; returns the offset its BLOBFILE reference uses (the metadata record's).
-    std::uint64_t append(blob_dtype type, std::span<const std::byte> payload) {
+    // Appends one blob; returns the offset its BLOBFILE reference uses (the metadata record's). A sub-byte
+    // type's payload is packed LSB first (pack_sub_byte), `padding_bits` of its last byte unused.
+    std::uint64_t append(blob_dtype type, std::span<const std::byte> payload,
+                         std::uint64_t padding_bits = 0) {
         // Each record starts at the next aligned offset; as in coremltools' FileWriter, the file ends right
         // after the last payload (readers use the records' offsets and sizes).
         const std::size_t metadata = round_up(bytes_.size());
@@ -45,7 +77,7 @@ public:
         store_u32(metadata + 4, static_cast<std::uint32_t>(type));
         store_u64(metadata + 8, payload.size());
         store_u64(metadata + 16, metadata + blob_alignment);  // absolute payload offset
-        // +24 padding_size_in_bits and +32..63 reserved stay zero (byte-sized types have no bit padding).
+        store_u64(metadata + 24, padding_bits);               // +32..63 reserved stay zero
         bytes_.insert(bytes_.end(), payload.begin(), payload.end());
         ++count_;
         store_u32(0, count_);

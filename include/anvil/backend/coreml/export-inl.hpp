@@ -28,9 +28,11 @@ using detail::message;
 
 // One function as export_mlpackage lowers it: the passes device::coreml runs before it partitions (with
 // compile's default options), then the whole graph as one ML program.
-inline detail::ane::lowered_program lower_function(const mlpackage_function& function, bool ios18) {
+inline detail::ane::lowered_program lower_function(const mlpackage_function& function, bool ios18,
+                                                   weight_compression weights) {
     using namespace detail;
-    const graph_body body = ane::prepare_body(body_of(function.outputs, "export"), compile_options{});
+    const graph_body body =
+        compress_weights(ane::prepare_body(body_of(function.outputs, "export"), compile_options{}), weights);
     if (!function.states.empty() && !ios18) {
         throw unsupported_error(message("export: the state '", function.states.front().input,
                                         "' needs Core ML spec 9 (macOS 15 / iOS 18): set ios18"));
@@ -47,6 +49,7 @@ inline detail::ane::lowered_program lower_function(const mlpackage_function& fun
     ane::lowering_options lowering;
     lowering.choices = ane::choose_lowering("", std::nullopt, {}, {});  // any Mac: the unknown chip's rules
     lowering.dialect = ios18 ? ane::mil_dialect::ios18 : ane::mil_dialect::ios16;
+    lowering.compressed_weights = true;
     return ane::lower_program(body, names, lowering, states);
 }
 
@@ -70,9 +73,7 @@ inline detail::ane::weight_file share_weights(std::span<detail::ane::lowered_pro
     weight_blob_writer merged;
     std::unordered_multimap<std::uint64_t, std::uint64_t> written;  // payload hash -> record offset
     for (lowered_program& program : programs) {
-        for (mil_statement& statement : program.program.statements) {
-            if (statement.op != "const" || statement.value.kind != mil_constant_kind::fp16_blob) continue;
-            mil_constant& blob = statement.value;
+        const auto rebase = [&](mil_constant& blob) {
             const auto file = std::find_if(program.weights.begin(), program.weights.end(),
                                            [&](const weight_file& f) { return f.path == blob.blob_path; });
             const std::span<const std::byte> bytes = file != program.weights.end()
@@ -85,10 +86,11 @@ inline detail::ane::weight_file share_weights(std::span<detail::ane::lowered_pro
             const std::uint32_t type = load_u32(bytes, record + 4);
             const std::uint64_t size = load_u64(bytes, record + 8);
             const std::uint64_t at = load_u64(bytes, record + 16);
+            const std::uint64_t padding_bits = load_u64(bytes, record + 24);
             if (at > bytes.size() || size > bytes.size() - at)
                 throw error(message("export: the blob at ", blob.blob_offset, " runs past its weight file"));
             const std::span<const std::byte> payload = bytes.subspan(static_cast<std::size_t>(at), size);
-            std::uint64_t hash = 1469598103934665603ull ^ type;  // FNV-1a
+            std::uint64_t hash = (1469598103934665603ull ^ type) * 1099511628211ull ^ padding_bits;  // FNV-1a
             for (const std::byte b : payload)
                 hash = (hash ^ static_cast<std::uint64_t>(b)) * 1099511628211ull;
             std::uint64_t offset = 0;
@@ -98,6 +100,7 @@ inline detail::ane::weight_file share_weights(std::span<detail::ane::lowered_pro
                 const auto record_at = static_cast<std::size_t>(it->second);
                 const std::uint64_t have_at = load_u64(have, record_at + 16);
                 if (load_u32(have, record_at + 4) == type && load_u64(have, record_at + 8) == size &&
+                    load_u64(have, record_at + 24) == padding_bits &&
                     std::equal(payload.begin(), payload.end(),
                                have.begin() + static_cast<std::ptrdiff_t>(have_at))) {
                     offset = it->second;
@@ -105,11 +108,17 @@ inline detail::ane::weight_file share_weights(std::span<detail::ane::lowered_pro
                 }
             }
             if (!found) {
-                offset = merged.append(static_cast<blob_dtype>(type), payload);
+                offset = merged.append(static_cast<blob_dtype>(type), payload, padding_bits);
                 written.emplace(hash, offset);
             }
             blob.blob_offset = offset;
             blob.blob_path = path;
+        };
+        for (mil_statement& statement : program.program.statements) {
+            if (statement.op == "const" && statement.value.kind == mil_constant_kind::blob)
+                rebase(statement.value);
+            for (auto& parameter : statement.parameters)
+                if (parameter.second.value.kind == mil_constant_kind::blob) rebase(parameter.second.value);
         }
         program.weights.clear();
     }
@@ -131,9 +140,14 @@ inline mlpackage_summary write_functions(std::span<const mlpackage_function> fun
     if (package.extension() != ".mlpackage") {
         throw error(message("export: '", package.string(), "' does not end in .mlpackage"));
     }
+    if (options.weights == weight_compression::lut4g32 && !options.ios18) {
+        throw unsupported_error(
+            "export: lut4g32 (a palette per group of channels) needs Core ML spec 9 (macOS 15 / iOS 18): set "
+            "ios18");
+    }
     std::vector<ane::lowered_program> lowered;
     for (const mlpackage_function& function : functions)
-        lowered.push_back(lower_function(function, options.ios18));
+        lowered.push_back(lower_function(function, options.ios18, options.weights));
     std::vector<ane::weight_file> weights;
     if (lowered.size() == 1) {
         weights = lowered.front().weights;

@@ -17,6 +17,7 @@
 
 #include "anvil/compilation.hpp"
 #include "anvil/graph/graph.hpp"
+#include "anvil/graph/weight_compression.hpp"
 
 namespace anvil {
 
@@ -41,6 +42,11 @@ struct mlpackage_options {
     // The opset: ios16 (spec 7, macOS 13 / iOS 16, the default) or ios18 (spec 9, macOS 15 / iOS 18).
     // States need ios18: export refuses them otherwise.
     bool ios18 = false;
+    // The weights of linear and conv2d nodes stored compressed (graph/weight_compression.hpp) as constexpr
+    // ops Core ML decompresses when it loads the model: int8 (constexpr_affine_dequantize, or from ios18
+    // constexpr_blockwise_shift_scale), lut4 and lut6 (constexpr_lut_to_dense); lut4g32's palette per
+    // group of channels needs ios18.
+    weight_compression weights = weight_compression::none;
 };
 
 // An input or output as the package describes it.

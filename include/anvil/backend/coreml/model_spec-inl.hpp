@@ -35,7 +35,8 @@ inline std::uint64_t mil_data_type(std::string_view dtype) {
     static constexpr entry table[] = {
         {"bool", mil_bool}, {"string", mil_string}, {"fp16", mil_fp16}, {"fp32", 11},         {"fp64", 12},
         {"bf16", 13},       {"int8", 21},           {"int16", 22},      {"int32", mil_int32}, {"int64", 24},
-        {"uint8", 31},      {"uint16", 32},         {"uint32", 33},     {"uint64", 34},
+        {"uint8", 31},      {"uint16", 32},         {"uint32", 33},     {"uint64", 34},       {"int4", 25},
+        {"uint4", 35},      {"uint2", 36},          {"uint1", 37},      {"uint6", 38},        {"uint3", 39},
     };
     for (const entry& e : table) {
         if (e.name == dtype) return e.code;
@@ -112,11 +113,13 @@ inline protobuf_writer string_value(std::string_view text) {
     return immediate(mil_string, {}, tensor_value);
 }
 
-// A const's `val`: the TensorValue field coremltools picks for the type (helper._tensor_field_by_type): fp16
-// as raw little-endian `bytes` (7), int32 as packed `ints` (2), bool as packed `bools` (3), strings (4); a
-// blob as BlobFileValue{fileName = 1, offset = 2} (field 5 of Value).
-inline protobuf_writer const_value(const mil_value& value, const mil_constant& constant) {
-    const std::uint64_t dtype = mil_data_type(value.dtype);
+// A const's `val` or a constexpr parameter: the TensorValue field coremltools picks for the type
+// (helper._tensor_field_by_type): fp16, int8, uint8 and uint32 as raw little-endian `bytes` (7), int32 as
+// packed `ints` (2), bool as packed `bools` (3), strings (4); a blob as BlobFileValue{fileName = 1, offset =
+// 2} (field 5 of Value).
+inline protobuf_writer literal_value(std::string_view dtype_name, std::span<const std::int64_t> shape,
+                                     const mil_constant& constant) {
+    const std::uint64_t dtype = mil_data_type(dtype_name);
     protobuf_writer repeated;
     protobuf_writer tensor_value;
     switch (constant.kind) {
@@ -124,6 +127,15 @@ inline protobuf_writer const_value(const mil_value& value, const mil_constant& c
             repeated.packed_varints(1, std::span<const std::int32_t>(constant.ints));
             tensor_value.message(2, repeated);
             break;
+        case mil_constant_kind::uint32: {
+            std::vector<std::byte> raw;
+            for (const std::uint32_t number : constant.uints)
+                for (int b = 0; b < 4; ++b)
+                    raw.push_back(static_cast<std::byte>((number >> (8 * b)) & 0xFFu));
+            repeated.bytes(1, raw);
+            tensor_value.message(7, repeated);
+            break;
+        }
         case mil_constant_kind::boolean:
             repeated.packed_varints(1, std::span<const std::uint8_t>(constant.bools));
             tensor_value.message(3, repeated);
@@ -143,15 +155,19 @@ inline protobuf_writer const_value(const mil_value& value, const mil_constant& c
             tensor_value.message(7, repeated);
             break;
         }
-        case mil_constant_kind::fp16_blob: {
+        case mil_constant_kind::bytes:
+            repeated.bytes(1, std::as_bytes(std::span<const std::uint8_t>(constant.raw)));
+            tensor_value.message(7, repeated);
+            break;
+        case mil_constant_kind::blob: {
             protobuf_writer blob;
             blob.string(1, constant.blob_path).varint(2, constant.blob_offset);
             protobuf_writer blob_value;
-            blob_value.message(2, value_type(dtype, value.shape)).message(5, blob);
+            blob_value.message(2, value_type(dtype, shape)).message(5, blob);
             return blob_value;
         }
     }
-    return immediate(dtype, value.shape, tensor_value);
+    return immediate(dtype, shape, tensor_value);
 }
 
 // Operation{type = 1, inputs = 2: map<string, Argument{arguments = 1: Binding{name = 1}}>, outputs = 3,
@@ -169,6 +185,21 @@ inline protobuf_writer operation(const mil_function& function, const mil_stateme
         }
         op.map_entry(2, argument.name, bindings);
     }
+    // A constexpr op's parameters: up to ios17 attributes, from ios18 inputs bound to their values
+    // (Binding.value = 2), as coremltools' translate_constexpr writes them.
+    const bool as_inputs = function.dialect == ane::mil_dialect::ios18;
+    for (const auto& [name, literal] : statement.parameters) {
+        const protobuf_writer value = literal_value(literal.dtype, literal.shape, literal.value);
+        if (!as_inputs) {
+            op.map_entry(5, name, value);
+            continue;
+        }
+        protobuf_writer binding;
+        binding.message(2, value);
+        protobuf_writer bindings;
+        bindings.message(1, binding);
+        op.map_entry(2, name, bindings);
+    }
     if (statement.result == ane::no_result) {  // write_state: named by the writer, no outputs
         op.map_entry(5, "name", string_value(statement.name));
         return op;
@@ -176,7 +207,8 @@ inline protobuf_writer operation(const mil_function& function, const mil_stateme
     const mil_value& result = function.values.at(statement.result);
     op.message(3, named_value_type(result));
     op.map_entry(5, "name", string_value(statement.name.empty() ? result.name : statement.name));
-    if (result.is_const) op.map_entry(5, "val", const_value(result, statement.value));
+    if (statement.op == "const")
+        op.map_entry(5, "val", literal_value(result.dtype, result.shape, statement.value));
     return op;
 }
 

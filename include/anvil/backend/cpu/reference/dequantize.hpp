@@ -31,14 +31,17 @@ inline void dequantize_int8(const_tensor_span q, const_tensor_span scale,
     }
 }
 
-// out = lut[c, index] with c the index's position along axis 0 (a [C, L] table), or lut[index] (an [L]
-// table). An index that is not a whole number in [0, L) throws, naming it and the table's shape.
+// out = lut[g, index] with g the group of the index's position c along axis 0 (a [G, L] table for C
+// positions: g = c / (C / G)), or lut[index] (an [L] table). An index that is not a whole number in [0, L)
+// throws, naming it and the table's shape.
 inline void dequantize_lut(const_tensor_span indices, const_tensor_span lut, tensor_span out) {
     const bool per_channel = lut.shape.rank() == 2;
     const std::int64_t length = lut.shape[lut.shape.rank() - 1];
     const std::int64_t count = count_of(indices.shape);
-    // Positions per slice along axis 0; a shared table treats the whole tensor as one slice.
-    const std::int64_t slice = per_channel ? extent_product(indices.shape, 1, indices.shape.rank()) : count;
+    // Positions per group of slices along axis 0; a shared table treats the whole tensor as one group.
+    const std::int64_t slice = per_channel ? extent_product(indices.shape, 1, indices.shape.rank()) *
+                                                 (indices.shape[0] / lut.shape[0])
+                                           : count;
     for (std::int64_t i = 0; i < count; ++i) {
         const float index = indices.data[i];
         if (!(index >= 0.0f && index < static_cast<float>(length) && std::trunc(index) == index)) {
