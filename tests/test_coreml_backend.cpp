@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -129,6 +130,39 @@ TEST_CASE("coreml route: compressed weights stay compressed in the Core ML model
         const auto folded = anvil::compile({b.out}, private_path).run(b.inputs);
         CHECK(max_difference(folded[0], expected[0]) < 2e-3);
     }
+    CHECK(sim().violations() == "");
+}
+
+TEST_CASE("coreml route: weights the graph dequantises itself stay compressed too") {
+    sim();
+    // A palette the graph was built with (as a checkpoint stored in palettes would give it): indices [32, 48]
+    // into 16 values, read by a linear.
+    anvil::graph g;
+    std::vector<std::uint8_t> indices(32 * 48);
+    for (std::size_t i = 0; i < indices.size(); ++i)
+        indices[i] = static_cast<std::uint8_t>(i * 7 % 16);
+    std::vector<float> palette(16), x(5 * 48);
+    for (std::size_t i = 0; i < palette.size(); ++i)
+        palette[i] = (static_cast<float>(i) - 7.5f) * 0.02f;
+    for (std::size_t i = 0; i < x.size(); ++i)
+        x[i] = static_cast<float>(static_cast<int>(i * 5 % 17) - 8) * 0.1f;
+    const auto input = g.input("x", dtype::f32, dims{5, 48});
+    const auto w = g.apply(op::dequantize_lut, {g.constant(host_tensor::from(indices, dims{32, 48})),
+                                                g.constant(host_tensor::from(palette, dims{16}))});
+    const auto y = g.apply(op::linear, {input, w});
+    const std::vector<anvil::named_tensor> inputs{{"x", host_tensor::from(x, dims{5, 48})}};
+    const auto expected = anvil::compile({y}, cpu_options()).run(inputs);
+    temporary_folder cache("anvil-coreml-cache");
+    const auto got = anvil::compile({y}, coreml_options(cache.path)).run(inputs);
+    CHECK(max_difference(got[0], expected[0]) < 2e-3);
+    // 1536 indices of 4 bits, not 3072 bytes of fp16.
+    std::uintmax_t bytes = 0;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(cache.path))
+        if (entry.is_regular_file() && entry.path().extension() == ".bin" &&
+            entry.path().parent_path().filename() == "weights")
+            bytes += entry.file_size();
+    MESSAGE("weight file: ", bytes, " bytes");
+    CHECK(bytes < 1536);
     CHECK(sim().violations() == "");
 }
 

@@ -5397,8 +5397,9 @@ using constant_evaluator = std::function<host_tensor(const node&, std::span<cons
 
 // How far constant folding goes: `never_expand` keeps every node whose value would take more memory than its
 // operands (the CPU converts weights while it packs them); `everything` folds those too (the ANE embeds every
-// weight as an fp16 constant anyway).
-enum class folding : std::uint8_t { never_expand, everything };
+// weight as an fp16 constant anyway); `all_but_dequantisation` folds everything except int8 and palette
+// dequantisation (a Core ML program keeps those compressed, as constexpr ops).
+enum class folding : std::uint8_t { never_expand, everything, all_but_dequantisation };
 
 // Replaces nodes whose operands are all constants by their value, computed by `evaluate` — except, by
 // default, where the value would take more memory than its operands (a cast of fp16 weights to fp32, a
@@ -6311,7 +6312,7 @@ mlpackage_summary export_mlpackage(std::span<const mlpackage_function> functions
 // #include "anvil/graph.hpp"
 // #include "anvil/io.hpp"
 // anvil: reading and writing model files — safetensors (and sharded checkpoints), tokenizer.json, images and
-// their preprocessing, and streaming token decoding.
+// their preprocessing, WAVE audio and its log-mel features, and streaming token decoding.
 
 // #include "anvil/core.hpp"
 
@@ -6622,6 +6623,51 @@ private:
 
 #if ANVIL_DEFINITIONS
 // #include "anvil/io/checkpoint-inl.hpp" (in the definitions at the end)
+#endif
+// #include "anvil/io/fft.hpp"
+// anvil: the discrete Fourier transform of any length, for audio features (Whisper's 400-point STFT is not
+// a power of two). Mixed-radix Cooley-Tukey over the factors 4, 2, 3 and 5 of the length; a length with a
+// larger prime factor goes through Bluestein's chirp-z transform on a power-of-two length. naive_dft is
+// the O(n^2) definition the tests hold it to.
+
+#include <complex>
+#include <cstddef>
+#include <span>
+#include <vector>
+
+// #include "anvil/compilation.hpp"
+
+namespace anvil {
+
+// X[k] = sum_j x[j] exp(-2 pi i j k / n), straight from the definition.
+[[nodiscard]] std::vector<std::complex<double>> naive_dft(std::span<const std::complex<double>> x);
+
+// A plan for forward transforms of one length (twiddles computed once; reusable from several threads).
+class fft_plan {
+public:
+    explicit fft_plan(std::size_t length);
+
+    [[nodiscard]] std::size_t length() const noexcept { return length_; }
+
+    // out = DFT(in); both `length()` long (they may not overlap).
+    void forward(std::span<const std::complex<double>> in, std::span<std::complex<double>> out) const;
+
+private:
+    void mixed_radix(const std::complex<double>* in, std::size_t stride, std::complex<double>* out,
+                     std::size_t n, std::size_t level) const;
+
+    std::size_t length_ = 0;
+    std::vector<std::size_t> factors_;            // the radices, outermost first (mixed radix)
+    std::vector<std::complex<double>> twiddles_;  // exp(-2 pi i t / length) for t < length
+    // Bluestein: the chirp exp(-pi i j^2 / n), the transformed conjugate chirp and the power-of-two plan.
+    std::vector<std::complex<double>> chirp_, chirp_spectrum_;
+    std::vector<fft_plan> inner_;  // empty, or the one power-of-two plan
+};
+
+}  // namespace anvil
+
+#if ANVIL_DEFINITIONS
+// #include "anvil/io/fft-inl.hpp" (in the definitions at the end)
 #endif
 // #include "anvil/io/image.hpp"
 // anvil: images as classifiers take them: 8-bit RGB, rows top to bottom, channels interleaved. Binary PPM
@@ -6941,6 +6987,47 @@ private:
 #if ANVIL_DEFINITIONS
 // #include "anvil/io/image_transforms-inl.hpp" (in the definitions at the end)
 #endif
+// #include "anvil/io/log_mel.hpp"
+// anvil: Whisper's log-mel spectrogram, computed as Hugging Face's WhisperFeatureExtractor computes it:
+// the samples padded with zeros or cut to 30 s (480000 at 16 kHz); a 400-point periodic Hann window every
+// 160 samples over the signal reflect-padded by 200 at each end (torch.stft's center=True); the power
+// spectrum |X|^2 of each frame, the last frame dropped (3000 frames); Slaney-scale, Slaney-normalised
+// triangular mel filters over 0..8000 Hz (80 bins, or 128 for large-v3); log10 of max(mel, 1e-10); values
+// below the maximum minus 8 raised to it; then (x + 4) / 4. Computed in double precision (HF's float32
+// agrees to about 1e-5).
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+// #include "anvil/compilation.hpp"
+// #include "anvil/core/host_tensor.hpp"
+
+namespace anvil {
+
+struct log_mel_options {
+    std::int64_t mel_bins = 80;        // preprocessor_config.json's feature_size (128 for large-v3)
+    std::int64_t sample_rate = 16000;  // sampling_rate
+    std::int64_t fft_length = 400;     // n_fft
+    std::int64_t hop_length = 160;     // hop_length
+    std::int64_t chunk_seconds = 30;   // chunk_length: the window the samples are padded or cut to
+};
+
+// The filter bank [mel_bins, fft_length / 2 + 1]: triangles between Slaney mel points evenly spaced from 0
+// Hz to sample_rate / 2, each scaled by 2 / (its upper edge - its lower edge) Hz (librosa's norm="slaney").
+[[nodiscard]] std::vector<double> slaney_mel_filters(const log_mel_options& options = {});
+
+// The features [mel_bins, chunk_seconds * sample_rate / hop_length] (f32) of one window of mono samples at
+// options.sample_rate; a longer `samples` is cut, a shorter one padded with silence.
+[[nodiscard]] host_tensor whisper_log_mel(std::span<const float> samples,
+                                          const log_mel_options& options = {});
+
+}  // namespace anvil
+
+#if ANVIL_DEFINITIONS
+// #include "anvil/io/log_mel-inl.hpp" (in the definitions at the end)
+#endif
 // #include "anvil/io/safetensors.hpp"
 // #include "anvil/io/safetensors_writer.hpp"
 // anvil: the safetensors writer, for tools and tests. Tensors are collected, then written once, laid out as
@@ -7225,6 +7312,54 @@ private:
 // #include "anvil/io/token_stream-inl.hpp" (in the definitions at the end)
 #endif
 // #include "anvil/io/tokenizer.hpp"
+// #include "anvil/io/wav.hpp"
+// anvil: RIFF/WAVE audio as speech models take it: mono float samples in [-1, 1]. PCM of 8 (unsigned), 16,
+// 24 and 32 bits and IEEE float of 32 and 64 bits, as WAVE_FORMAT_PCM, WAVE_FORMAT_IEEE_FLOAT or
+// WAVE_FORMAT_EXTENSIBLE; several channels are mixed down to one by their mean (as librosa's to_mono). PCM
+// is scaled by 2^(bits - 1), as soundfile and torchaudio read it. The file is treated as hostile: every
+// chunk size is checked against what is left, odd-sized chunks skip their pad byte, unknown chunks (LIST,
+// fact, cue, ...) are skipped, and errors (anvil::format_error) name the file and what is wrong. The sample
+// rate is reported, never converted: a model that needs 16 kHz says so.
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+// #include "anvil/compilation.hpp"
+// #include "anvil/core/error.hpp"
+
+namespace anvil {
+
+struct audio {
+    std::int64_t sample_rate = 0;  // Hz, as the file says
+    std::int64_t channels = 0;     // in the file; `samples` is their mean
+    std::string encoding;          // "pcm16", "pcm24", "pcm32", "pcm8", "float32", "float64"
+    std::vector<float> samples;    // mono, one per frame
+
+    [[nodiscard]] double seconds() const noexcept {
+        return sample_rate > 0 ? static_cast<double>(samples.size()) / static_cast<double>(sample_rate) : 0.0;
+    }
+};
+
+// Limits past which a header is refused as implausible (before anything is allocated).
+inline constexpr std::int64_t max_wav_channels = 64;
+inline constexpr std::int64_t max_wav_sample_rate = 1'000'000;
+
+// Decodes a WAVE file held in memory; `source` names it in errors (usually its path).
+[[nodiscard]] audio decode_wav(std::span<const std::byte> bytes, std::string_view source);
+
+// Reads and decodes a WAVE file (anvil::io_error when it cannot be read).
+[[nodiscard]] audio read_wav(const std::filesystem::path& path);
+
+}  // namespace anvil
+
+#if ANVIL_DEFINITIONS
+// #include "anvil/io/wav-inl.hpp" (in the definitions at the end)
+#endif
 // #include "anvil/models.hpp"
 // anvil: every model recipe (text, vision, language models).
 
@@ -21069,6 +21204,12 @@ inline constexpr std::size_t surface_granule = std::size_t{16} << 10;
     return fold_constants(body, cpu::evaluate_constant, folding::everything);
 }
 
+// As materialise_constants, but int8 and palette dequantisation stay (a Core ML program keeps them
+// compressed).
+[[nodiscard]] inline graph_body materialise_constants_but_dequantisation(const graph_body& body) {
+    return fold_constants(body, cpu::evaluate_constant, folding::all_but_dequantisation);
+}
+
 // A segment's nodes as a graph of their own: the values it reads from outside become inputs named "v<id>",
 // the constants it reads are copied.
 [[nodiscard]] inline graph_body extract_segment(const graph_body& body, const segment& seg) {
@@ -21141,18 +21282,19 @@ struct device_refusal {
 };
 
 // The passes both Neural Engine routes run before lowering: dead code out, constants and batch norms folded
-// as `options` ask, and the remaining constant subgraphs materialised.
-inline graph_body prepare_body(graph_body body, const compile_options& options) {
+// as `options` ask, and the remaining constant subgraphs materialised (but for int8 and palette
+// dequantisation when `keep_compressed`: a Core ML program stores them compressed).
+inline graph_body prepare_body(graph_body body, const compile_options& options, bool keep_compressed) {
     body = eliminate_dead_code(body);
     if (options.fold_constants) body = fold_constants(body, cpu::evaluate_constant);
     if (options.fold_batch_norm) body = fold_batch_norm(body);
-    return materialise_constants(body);
+    return keep_compressed ? materialise_constants_but_dequantisation(body) : materialise_constants(body);
 }
 
 class ane_program final : public program_impl {
 public:
     ane_program(graph_body body, const compile_options& options) : options_(options) {
-        body = prepare_body(std::move(body), options);
+        body = prepare_body(std::move(body), options, options.target == device::coreml);
 
         if (on_coreml()) {
             (void)coreml::coreml_runtime::get();  // throws unsupported_error where Core ML is not there
@@ -26059,10 +26201,11 @@ ANVIL_INLINE graph_body fold_constants(const graph_body& body, const constant_ev
                                        folding how) {
     graph_body result = body;
     constexpr std::size_t small_bytes = 4096;  // tiny values are always worth folding
-    const bool expand = how == folding::everything;
+    const bool expand = how != folding::never_expand;
     for (auto& n : result.nodes) {
         if (n.kind == op::input || n.kind == op::constant || n.inputs.empty()) continue;
-        if (!expand && (n.kind == op::dequantize_int8 || n.kind == op::dequantize_lut)) continue;
+        if (how != folding::everything && (n.kind == op::dequantize_int8 || n.kind == op::dequantize_lut))
+            continue;
         std::size_t input_bytes = 0;
         bool all_constant = true;
         std::vector<host_tensor> operands;
@@ -27932,8 +28075,8 @@ using detail::message;
 inline detail::ane::lowered_program lower_function(const mlpackage_function& function, bool ios18,
                                                    weight_compression weights) {
     using namespace detail;
-    const graph_body body =
-        compress_weights(ane::prepare_body(body_of(function.outputs, "export"), compile_options{}), weights);
+    const graph_body body = compress_weights(
+        ane::prepare_body(body_of(function.outputs, "export"), compile_options{}, true), weights);
     if (!function.states.empty() && !ios18) {
         throw unsupported_error(message("export: the state '", function.states.front().input,
                                         "' needs Core ML spec 9 (macOS 15 / iOS 18): set ios18"));
@@ -28887,6 +29030,122 @@ ANVIL_INLINE void checkpoint::build_index() {
 }
 
 }  // namespace anvil
+// anvil: fft_plan's definitions (see fft.hpp; compilation.hpp says when this file is compiled).
+
+#include <cmath>
+#include <complex>
+#include <cstddef>
+#include <numbers>
+#include <span>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/io/fft.hpp"
+
+namespace anvil {
+
+ANVIL_INLINE std::vector<std::complex<double>> naive_dft(std::span<const std::complex<double>> x) {
+    const std::size_t n = x.size();
+    std::vector<std::complex<double>> out(n);
+    for (std::size_t k = 0; k < n; ++k) {
+        std::complex<double> sum = 0.0;
+        for (std::size_t j = 0; j < n; ++j) {
+            // j * k mod n keeps the angle small, so the sum is as exact as the definition allows.
+            const double angle =
+                -2.0 * std::numbers::pi * static_cast<double>((j * k) % n) / static_cast<double>(n);
+            sum += x[j] * std::polar(1.0, angle);
+        }
+        out[k] = sum;
+    }
+    return out;
+}
+
+ANVIL_INLINE fft_plan::fft_plan(std::size_t length) : length_(length) {
+    if (length == 0) throw error("fft_plan: the length must be at least 1");
+    std::size_t rest = length;
+    for (const std::size_t radix : {std::size_t{4}, std::size_t{2}, std::size_t{3}, std::size_t{5}}) {
+        while (rest % radix == 0) {
+            factors_.push_back(radix);
+            rest /= radix;
+        }
+    }
+    if (rest == 1) {
+        twiddles_.resize(length);
+        for (std::size_t t = 0; t < length; ++t)
+            twiddles_[t] = std::polar(
+                1.0, -2.0 * std::numbers::pi * static_cast<double>(t) / static_cast<double>(length));
+        return;
+    }
+    // Bluestein: X[k] = conj(c[k]) * sum_j (x[j] conj(c[j])) c[k - j] with c[j] = exp(pi i j^2 / n): a
+    // convolution, done as products of transforms of a power-of-two length m >= 2n - 1.
+    factors_.clear();
+    std::size_t m = 1;
+    while (m < 2 * length - 1)
+        m *= 2;
+    chirp_.resize(length);
+    for (std::size_t j = 0; j < length; ++j) {
+        const std::size_t square = (j * j) % (2 * length);  // the angle's period is 2n
+        chirp_[j] =
+            std::polar(1.0, std::numbers::pi * static_cast<double>(square) / static_cast<double>(length));
+    }
+    inner_.emplace_back(m);
+    std::vector<std::complex<double>> kernel(m, 0.0);
+    kernel[0] = chirp_[0];
+    for (std::size_t j = 1; j < length; ++j)
+        kernel[j] = kernel[m - j] = chirp_[j];
+    chirp_spectrum_.resize(m);
+    inner_.front().forward(kernel, chirp_spectrum_);
+}
+
+ANVIL_INLINE void fft_plan::mixed_radix(const std::complex<double>* in, std::size_t stride,
+                                        std::complex<double>* out, std::size_t n, std::size_t level) const {
+    if (n == 1) {
+        out[0] = in[0];
+        return;
+    }
+    // Decimation in time: the p interleaved sub-sequences transformed into out[q m .. q m + m), then
+    // combined by p-point butterflies with the twiddles of this level (length / n steps apart).
+    const std::size_t p = factors_[level], m = n / p, step = length_ / n;
+    for (std::size_t q = 0; q < p; ++q)
+        mixed_radix(in + q * stride, stride * p, out + q * m, m, level + 1);
+    std::complex<double> terms[5];
+    for (std::size_t k = 0; k < m; ++k) {
+        for (std::size_t q = 0; q < p; ++q)
+            terms[q] = out[q * m + k] * twiddles_[(q * k * step) % length_];
+        for (std::size_t r = 0; r < p; ++r) {
+            std::complex<double> sum = terms[0];
+            for (std::size_t q = 1; q < p; ++q)
+                sum += terms[q] * twiddles_[(q * r * m * step) % length_];
+            out[r * m + k] = sum;
+        }
+    }
+}
+
+ANVIL_INLINE void fft_plan::forward(std::span<const std::complex<double>> in,
+                                    std::span<std::complex<double>> out) const {
+    if (in.size() != length_ || out.size() != length_)
+        throw error(detail::message("fft_plan: a ", length_, "-point transform was given ", in.size(),
+                                    " values and room for ", out.size()));
+    if (inner_.empty()) {
+        mixed_radix(in.data(), 1, out.data(), length_, 0);
+        return;
+    }
+    const std::size_t m = inner_.front().length();
+    std::vector<std::complex<double>> a(m, 0.0), spectrum(m);
+    for (std::size_t j = 0; j < length_; ++j)
+        a[j] = in[j] * std::conj(chirp_[j]);
+    inner_.front().forward(a, spectrum);
+    for (std::size_t i = 0; i < m; ++i)
+        spectrum[i] *= chirp_spectrum_[i];
+    // The inverse transform as conj(DFT(conj(.))) / m.
+    for (auto& v : spectrum)
+        v = std::conj(v);
+    inner_.front().forward(spectrum, a);
+    for (std::size_t k = 0; k < length_; ++k)
+        out[k] = std::conj(a[k]) / static_cast<double>(m) * std::conj(chirp_[k]);
+}
+
+}  // namespace anvil
 // anvil: image's definitions (see image.hpp; compilation.hpp says when this file is compiled).
 
 #include <array>
@@ -29780,6 +30039,120 @@ ANVIL_INLINE host_tensor preprocess(std::span<const image> images, const image_p
 }
 
 }  // namespace anvil
+// anvil: whisper_log_mel's definitions (see log_mel.hpp; compilation.hpp says when this file is compiled).
+
+#include <algorithm>
+#include <cmath>
+#include <complex>
+#include <cstddef>
+#include <numbers>
+#include <span>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/io/fft.hpp"
+// #include "anvil/io/log_mel.hpp"
+
+namespace anvil {
+
+namespace detail::mel {
+
+// Slaney's mel scale (librosa htk=False): linear below 1 kHz (3 mels per 200 Hz), logarithmic above with 27
+// mels per factor 6.4.
+ANVIL_INLINE double hertz_to_mel(double hertz) {
+    if (hertz < 1000.0) return 3.0 * hertz / 200.0;
+    return 15.0 + std::log(hertz / 1000.0) * 27.0 / std::log(6.4);
+}
+ANVIL_INLINE double mel_to_hertz(double mel) {
+    if (mel < 15.0) return 200.0 * mel / 3.0;
+    return 1000.0 * std::exp(std::log(6.4) * (mel - 15.0) / 27.0);
+}
+
+ANVIL_INLINE void check(const log_mel_options& o) {
+    if (o.mel_bins < 1 || o.mel_bins > 1024 || o.sample_rate < 1 || o.fft_length < 2 ||
+        o.fft_length > 65536 || o.hop_length < 1 || o.chunk_seconds < 1 ||
+        o.chunk_seconds * o.sample_rate > (std::int64_t{1} << 31))
+        throw error(message("whisper_log_mel: unusable options: ", o.mel_bins, " mel bins, ", o.sample_rate,
+                            " Hz, ", o.fft_length, "-point FFT, hop ", o.hop_length, ", ", o.chunk_seconds,
+                            " s"));
+}
+
+}  // namespace detail::mel
+
+ANVIL_INLINE std::vector<double> slaney_mel_filters(const log_mel_options& options) {
+    using namespace detail::mel;
+    check(options);
+    const auto bins = static_cast<std::size_t>(options.fft_length / 2 + 1);
+    const auto mels = static_cast<std::size_t>(options.mel_bins);
+    const double nyquist = static_cast<double>(options.sample_rate) / 2.0;
+    // mels + 2 edge frequencies, evenly spaced in mels.
+    std::vector<double> edges(mels + 2);
+    const double top = hertz_to_mel(nyquist);
+    for (std::size_t i = 0; i < edges.size(); ++i)
+        edges[i] = mel_to_hertz(top * static_cast<double>(i) / static_cast<double>(mels + 1));
+    std::vector<double> filters(mels * bins, 0.0);
+    for (std::size_t m = 0; m < mels; ++m) {
+        const double lower = edges[m], centre = edges[m + 1], upper = edges[m + 2];
+        const double norm = 2.0 / (upper - lower);
+        for (std::size_t b = 0; b < bins; ++b) {
+            const double f = nyquist * static_cast<double>(b) / static_cast<double>(bins - 1);
+            const double rising = (f - lower) / (centre - lower), falling = (upper - f) / (upper - centre);
+            filters[m * bins + b] = std::max(0.0, std::min(rising, falling)) * norm;
+        }
+    }
+    return filters;
+}
+
+ANVIL_INLINE host_tensor whisper_log_mel(std::span<const float> samples, const log_mel_options& options) {
+    detail::mel::check(options);
+    const auto window_samples = static_cast<std::size_t>(options.chunk_seconds * options.sample_rate);
+    const auto n_fft = static_cast<std::size_t>(options.fft_length);
+    const auto hop = static_cast<std::size_t>(options.hop_length);
+    const std::size_t half = n_fft / 2;
+    if (window_samples <= half)
+        throw error(detail::message("whisper_log_mel: a window of ", window_samples,
+                                    " samples is too short to reflect-pad by ", half));
+    // Pad or cut to the window, then reflect-pad (the edge sample not repeated, as numpy's "reflect").
+    std::vector<double> padded(window_samples + 2 * half, 0.0);
+    for (std::size_t i = 0; i < window_samples && i < samples.size(); ++i)
+        padded[half + i] = samples[i];
+    for (std::size_t i = 0; i < half; ++i) {
+        padded[half - 1 - i] = padded[half + 1 + i];
+        padded[half + window_samples + i] = padded[half + window_samples - 2 - i];
+    }
+    const std::size_t frames = (padded.size() - n_fft) / hop;  // 1 + (len - n_fft) / hop, the last dropped
+    const std::size_t bins = n_fft / 2 + 1;
+    const auto mels = static_cast<std::size_t>(options.mel_bins);
+    std::vector<double> hann(n_fft);
+    for (std::size_t i = 0; i < n_fft; ++i)  // periodic: torch.hann_window(n), np.hanning(n + 1)[:-1]
+        hann[i] = 0.5 - 0.5 * std::cos(2.0 * std::numbers::pi * static_cast<double>(i) /
+                                       static_cast<double>(n_fft));
+    const std::vector<double> filters = slaney_mel_filters(options);
+    const fft_plan plan(n_fft);
+    std::vector<std::complex<double>> frame(n_fft), spectrum(n_fft);
+    std::vector<double> power(bins), mel(mels * frames);
+    for (std::size_t t = 0; t < frames; ++t) {
+        for (std::size_t i = 0; i < n_fft; ++i)
+            frame[i] = padded[t * hop + i] * hann[i];
+        plan.forward(frame, spectrum);
+        for (std::size_t b = 0; b < bins; ++b)
+            power[b] = std::norm(spectrum[b]);
+        for (std::size_t m = 0; m < mels; ++m) {
+            double sum = 0.0;
+            for (std::size_t b = 0; b < bins; ++b)
+                sum += filters[m * bins + b] * power[b];
+            mel[m * frames + t] = std::log10(std::max(sum, 1e-10));
+        }
+    }
+    const double ceiling = *std::max_element(mel.begin(), mel.end());
+    host_tensor out(dtype::f32, dims{options.mel_bins, static_cast<std::int64_t>(frames)});
+    auto values = out.values<float>();
+    for (std::size_t i = 0; i < mel.size(); ++i)
+        values[i] = static_cast<float>((std::max(mel[i], ceiling - 8.0) + 4.0) / 4.0);
+    return out;
+}
+
+}  // namespace anvil
 // anvil: safetensors_writer's definitions (see safetensors_writer.hpp; compilation.hpp says when this file is
 // compiled).
 
@@ -30425,6 +30798,200 @@ ANVIL_INLINE std::string token_stream::take_after_prefix(std::string text) const
             "token_stream: the decoded text no longer starts with the text already given out ('", prefix_,
             "'); this tokenizer's decoder is not incremental"));
     return text.substr(prefix_.size());
+}
+
+}  // namespace anvil
+// anvil: the WAVE reader's definitions (see wav.hpp; compilation.hpp says when this file is compiled).
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/mapped_file.hpp"
+// #include "anvil/io/wav.hpp"
+
+namespace anvil {
+
+namespace detail::wav {
+
+inline constexpr std::uint16_t format_pcm = 1;
+inline constexpr std::uint16_t format_float = 3;
+inline constexpr std::uint16_t format_extensible = 0xFFFE;
+
+// The 14 bytes after the format tag in an extensible SubFormat GUID (KSDATAFORMAT_SUBTYPE_PCM / _IEEE_FLOAT).
+inline constexpr unsigned char subformat_suffix[14] = {0x00, 0x00, 0x00, 0x00, 0x10, 0x00, 0x80,
+                                                       0x00, 0x00, 0xAA, 0x00, 0x38, 0x9B, 0x71};
+
+ANVIL_INLINE std::uint32_t u32(std::span<const std::byte> b, std::size_t at) {
+    return static_cast<std::uint32_t>(b[at]) | static_cast<std::uint32_t>(b[at + 1]) << 8 |
+           static_cast<std::uint32_t>(b[at + 2]) << 16 | static_cast<std::uint32_t>(b[at + 3]) << 24;
+}
+ANVIL_INLINE std::uint16_t u16(std::span<const std::byte> b, std::size_t at) {
+    return static_cast<std::uint16_t>(static_cast<unsigned>(b[at]) | static_cast<unsigned>(b[at + 1]) << 8);
+}
+
+// A chunk identifier as text, non-printable bytes as \xNN.
+ANVIL_INLINE std::string fourcc(std::span<const std::byte> b, std::size_t at) {
+    std::string text;
+    for (std::size_t i = at; i < at + 4 && i < b.size(); ++i) {
+        const auto c = static_cast<unsigned char>(b[i]);
+        if (c >= 0x20 && c < 0x7F) {
+            text += static_cast<char>(c);
+        } else {
+            constexpr char digits[] = "0123456789abcdef";
+            text += "\\x";
+            text += digits[c >> 4];
+            text += digits[c & 15];
+        }
+    }
+    return text;
+}
+
+// One frame's samples, their mean.
+ANVIL_INLINE float sample_at(const std::byte* p, std::uint16_t tag, unsigned bits) {
+    if (tag == format_float) {
+        if (bits == 32) {
+            float v;
+            std::memcpy(&v, p, 4);  // little-endian, as every host anvil runs on
+            return v;
+        }
+        double v;
+        std::memcpy(&v, p, 8);
+        return static_cast<float>(v);
+    }
+    const auto byte = [p](int i) { return static_cast<std::uint32_t>(p[i]); };
+    switch (bits) {
+        case 8:
+            return (static_cast<float>(byte(0)) - 128.0f) / 128.0f;
+        case 16:
+            return static_cast<float>(static_cast<std::int16_t>(byte(0) | byte(1) << 8)) / 32768.0f;
+        case 24: {
+            const std::uint32_t raw = byte(0) | byte(1) << 8 | byte(2) << 16;
+            const auto value = static_cast<std::int32_t>(raw << 8) >> 8;  // sign-extended
+            return static_cast<float>(value) / 8388608.0f;
+        }
+        default:
+            return static_cast<float>(static_cast<double>(static_cast<std::int32_t>(
+                                          byte(0) | byte(1) << 8 | byte(2) << 16 | byte(3) << 24)) /
+                                      2147483648.0);
+    }
+}
+
+[[noreturn]] ANVIL_INLINE void refuse(std::string_view source, const std::string& what) {
+    throw format_error(detail::message(source, ": not a readable WAVE file: ", what));
+}
+
+}  // namespace detail::wav
+
+ANVIL_INLINE audio decode_wav(std::span<const std::byte> bytes, std::string_view source) {
+    using namespace detail::wav;
+    const auto fail = [&](const std::string& what) { refuse(source, what); };
+    if (bytes.size() < 12)
+        fail(detail::message("it has ", bytes.size(), " bytes, less than the 12 of a RIFF header"));
+    if (fourcc(bytes, 0) != "RIFF" || fourcc(bytes, 8) != "WAVE")
+        fail(detail::message("it starts with '", fourcc(bytes, 0), "' ... '", fourcc(bytes, 8),
+                             "', not 'RIFF' ... 'WAVE'"));
+    // The RIFF size bounds the chunks; streaming writers leave it 0 or 0xFFFFFFFF (unknown): then the file's
+    // end does.
+    const std::uint32_t riff_size = u32(bytes, 4);
+    std::size_t end = bytes.size();
+    if (riff_size != 0 && riff_size != 0xFFFFFFFFu) {
+        if (riff_size < 4)
+            fail(detail::message("the RIFF size is ", riff_size, ", less than its 'WAVE' tag"));
+        if (static_cast<std::uint64_t>(riff_size) + 8 > bytes.size())
+            fail(detail::message("the RIFF header says ", riff_size + 8ull, " bytes but the file has ",
+                                 bytes.size(), " (truncated)"));
+        end = static_cast<std::size_t>(riff_size) + 8;
+    }
+
+    audio result;
+    bool have_format = false;
+    std::uint16_t tag = 0;
+    unsigned bits = 0, block = 0;
+    std::size_t at = 12;
+    while (at < end) {
+        if (end - at < 8)
+            fail(detail::message("a chunk header at byte ", at, " needs 8 bytes, ", end - at, " are left"));
+        const std::string id = fourcc(bytes, at);
+        const std::uint32_t size = u32(bytes, at + 4);
+        const std::size_t body = at + 8;
+        if (size > end - body)
+            fail(detail::message("the '", id, "' chunk at byte ", at, " says ", size, " bytes but ",
+                                 end - body, " are left (truncated)"));
+        const std::span<const std::byte> chunk = bytes.subspan(body, size);
+        if (id == "fmt ") {
+            if (have_format) fail("a second 'fmt ' chunk");
+            if (size < 16) fail(detail::message("the 'fmt ' chunk has ", size, " bytes, less than 16"));
+            tag = u16(chunk, 0);
+            result.channels = u16(chunk, 2);
+            result.sample_rate = u32(chunk, 4);
+            block = u16(chunk, 12);
+            bits = u16(chunk, 14);
+            if (tag == format_extensible) {
+                if (size < 40)
+                    fail(detail::message("a WAVE_FORMAT_EXTENSIBLE 'fmt ' chunk has ", size,
+                                         " bytes, less than 40"));
+                const unsigned valid_bits = u16(chunk, 18);
+                const std::uint16_t sub = u16(chunk, 24);
+                if ((sub != format_pcm && sub != format_float) ||
+                    std::memcmp(chunk.data() + 26, subformat_suffix, sizeof subformat_suffix) != 0)
+                    fail(detail::message("the extensible sub-format ", sub,
+                                         " is neither PCM (1) nor IEEE float (3) with the standard GUID"));
+                if (valid_bits != 0 && valid_bits != bits)
+                    fail(detail::message(valid_bits, " valid bits in ", bits,
+                                         "-bit containers (only full containers are read)"));
+                tag = sub;
+            }
+            if (tag != format_pcm && tag != format_float)
+                fail(detail::message("the format tag is ", tag,
+                                     "; only PCM (1), IEEE float (3) and extensible are read"));
+            if (result.channels < 1 || result.channels > max_wav_channels)
+                fail(detail::message(result.channels, " channels (1 to ", max_wav_channels, " are read)"));
+            if (result.sample_rate < 1 || result.sample_rate > max_wav_sample_rate)
+                fail(detail::message("a sample rate of ", result.sample_rate, " Hz"));
+            const bool pcm_bits = bits == 8 || bits == 16 || bits == 24 || bits == 32;
+            if ((tag == format_pcm && !pcm_bits) || (tag == format_float && bits != 32 && bits != 64))
+                fail(detail::message(bits, "-bit ", tag == format_pcm ? "PCM" : "float",
+                                     " samples (PCM: 8, 16, 24 or 32 bits; float: 32 or 64)"));
+            if (block != result.channels * bits / 8)
+                fail(detail::message("the block align is ", block, "; ", result.channels, " channels of ",
+                                     bits, " bits need ", result.channels * bits / 8));
+            result.encoding =
+                tag == format_float ? detail::message("float", bits) : detail::message("pcm", bits);
+            have_format = true;
+        } else if (id == "data") {
+            if (!have_format) fail("the 'data' chunk comes before any 'fmt ' chunk");
+            if (size % block != 0)
+                fail(detail::message("the 'data' chunk's ", size, " bytes are not a whole number of ", block,
+                                     "-byte frames"));
+            const std::size_t frames = size / block;
+            const auto channels = static_cast<std::size_t>(result.channels);
+            const std::size_t width = bits / 8;
+            result.samples.resize(frames);
+            for (std::size_t f = 0; f < frames; ++f) {
+                const std::byte* frame = chunk.data() + f * block;
+                double sum = 0.0;
+                for (std::size_t c = 0; c < channels; ++c)
+                    sum += sample_at(frame + c * width, tag, bits);
+                result.samples[f] = static_cast<float>(sum / static_cast<double>(channels));
+            }
+            return result;
+        }
+        // Chunks are word-aligned: an odd size is followed by a pad byte (which a file may end without).
+        at = body + size + (size % 2);
+    }
+    refuse(source, have_format ? "no 'data' chunk" : "no 'fmt ' chunk");
+}
+
+ANVIL_INLINE audio read_wav(const std::filesystem::path& path) {
+    const auto file = mapped_file::open(path, access_hint::sequential);
+    return decode_wav(file.bytes(), path.string());
 }
 
 }  // namespace anvil

@@ -35,10 +35,11 @@ ANVIL_INLINE graph_body fold_constants(const graph_body& body, const constant_ev
                                        folding how) {
     graph_body result = body;
     constexpr std::size_t small_bytes = 4096;  // tiny values are always worth folding
-    const bool expand = how == folding::everything;
+    const bool expand = how != folding::never_expand;
     for (auto& n : result.nodes) {
         if (n.kind == op::input || n.kind == op::constant || n.inputs.empty()) continue;
-        if (!expand && (n.kind == op::dequantize_int8 || n.kind == op::dequantize_lut)) continue;
+        if (how != folding::everything && (n.kind == op::dequantize_int8 || n.kind == op::dequantize_lut))
+            continue;
         std::size_t input_bytes = 0;
         bool all_constant = true;
         std::vector<host_tensor> operands;

@@ -22,8 +22,9 @@ using constant_evaluator = std::function<host_tensor(const node&, std::span<cons
 
 // How far constant folding goes: `never_expand` keeps every node whose value would take more memory than its
 // operands (the CPU converts weights while it packs them); `everything` folds those too (the ANE embeds every
-// weight as an fp16 constant anyway).
-enum class folding : std::uint8_t { never_expand, everything };
+// weight as an fp16 constant anyway); `all_but_dequantisation` folds everything except int8 and palette
+// dequantisation (a Core ML program keeps those compressed, as constexpr ops).
+enum class folding : std::uint8_t { never_expand, everything, all_but_dequantisation };
 
 // Replaces nodes whose operands are all constants by their value, computed by `evaluate` — except, by
 // default, where the value would take more memory than its operands (a cast of fp16 weights to fp32, a

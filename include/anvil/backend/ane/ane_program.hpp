@@ -65,6 +65,12 @@ inline constexpr std::size_t surface_granule = std::size_t{16} << 10;
     return fold_constants(body, cpu::evaluate_constant, folding::everything);
 }
 
+// As materialise_constants, but int8 and palette dequantisation stay (a Core ML program keeps them
+// compressed).
+[[nodiscard]] inline graph_body materialise_constants_but_dequantisation(const graph_body& body) {
+    return fold_constants(body, cpu::evaluate_constant, folding::all_but_dequantisation);
+}
+
 // A segment's nodes as a graph of their own: the values it reads from outside become inputs named "v<id>",
 // the constants it reads are copied.
 [[nodiscard]] inline graph_body extract_segment(const graph_body& body, const segment& seg) {
@@ -137,18 +143,19 @@ struct device_refusal {
 };
 
 // The passes both Neural Engine routes run before lowering: dead code out, constants and batch norms folded
-// as `options` ask, and the remaining constant subgraphs materialised.
-inline graph_body prepare_body(graph_body body, const compile_options& options) {
+// as `options` ask, and the remaining constant subgraphs materialised (but for int8 and palette
+// dequantisation when `keep_compressed`: a Core ML program stores them compressed).
+inline graph_body prepare_body(graph_body body, const compile_options& options, bool keep_compressed) {
     body = eliminate_dead_code(body);
     if (options.fold_constants) body = fold_constants(body, cpu::evaluate_constant);
     if (options.fold_batch_norm) body = fold_batch_norm(body);
-    return materialise_constants(body);
+    return keep_compressed ? materialise_constants_but_dequantisation(body) : materialise_constants(body);
 }
 
 class ane_program final : public program_impl {
 public:
     ane_program(graph_body body, const compile_options& options) : options_(options) {
-        body = prepare_body(std::move(body), options);
+        body = prepare_body(std::move(body), options, options.target == device::coreml);
 
         if (on_coreml()) {
             (void)coreml::coreml_runtime::get();  // throws unsupported_error where Core ML is not there

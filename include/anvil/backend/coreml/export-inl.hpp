@@ -31,8 +31,8 @@ using detail::message;
 inline detail::ane::lowered_program lower_function(const mlpackage_function& function, bool ios18,
                                                    weight_compression weights) {
     using namespace detail;
-    const graph_body body =
-        compress_weights(ane::prepare_body(body_of(function.outputs, "export"), compile_options{}), weights);
+    const graph_body body = compress_weights(
+        ane::prepare_body(body_of(function.outputs, "export"), compile_options{}, true), weights);
     if (!function.states.empty() && !ios18) {
         throw unsupported_error(message("export: the state '", function.states.front().input,
                                         "' needs Core ML spec 9 (macOS 15 / iOS 18): set ios18"));
