@@ -352,4 +352,40 @@ TEST_CASE("causal lm: on the Core ML route the KV caches stay in MLState; a deco
             accesses[3] - accesses[2], " state buffers");
 }
 
+TEST_CASE("causal lm: on the Core ML route compressed weights stay in their programs, not passed as inputs") {
+    anvil_test::ane_target ane;
+    if (!anvil_test::use_ane_simulator(ane, anvil::device::coreml)) return;
+    const expected e = read_expected("llama");
+    // The CPU with the same palettes is the reference; the Core ML programs hold the palettes themselves, so
+    // a decode step passes what the uncompressed one does (the embedding lookup on the CPU comes first: a
+    // palette must not become an input of a later program).
+    auto cpu_options = options_for(cpu());
+    cpu_options.load.compile.weight_compression = anvil::weight_compression::lut4g32;
+    auto reference = causal_lm::load(fixture("llama"), cpu_options);
+    auto options = options_for(ane.options);
+    options.context_ladder = {64};
+    options.load.compile.weight_compression = anvil::weight_compression::lut4g32;
+    auto lm = causal_lm::load(fixture("llama"), options);
+    const auto& c = lm.config();
+    const anvil::host_tensor want = reference.logits(e.prompts[1]);
+    const anvil::host_tensor got = lm.logits(e.prompts[1]);
+    const double error = anvil_test::max_relative_error(got, want);
+    MESSAGE("lut4g32 on the Core ML route against the CPU with the same palettes: logits max relative error ",
+            error);
+    CHECK(error < 5e-2);
+    std::vector<long> passed, predictions;
+    (void)lm.generate(e.prompts[1], greedy(4), [&](std::size_t, std::int32_t, std::string_view) {
+        passed.push_back(simulator_counter("coreml_input_bytes"));
+        predictions.push_back(simulator_counter("coreml_predictions"));
+        return true;
+    });
+    REQUIRE(passed.size() == 4);
+    const long one_cache = 2 * c.kv_heads * 64 * c.head_dim;
+    // The step runs on Core ML (a segment Core ML refused would have gone to the CPU, passing nothing).
+    CHECK(predictions[3] > predictions[2]);
+    CHECK(passed[3] - passed[2] > 0);
+    CHECK(passed[3] - passed[2] < one_cache);
+    MESSAGE("a decode step passes ", passed[3] - passed[2], " bytes to Core ML predictions");
+}
+
 }  // namespace test_causal_lm

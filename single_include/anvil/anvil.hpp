@@ -14427,13 +14427,26 @@ struct partition_limits {
     std::size_t max_program_weight_bytes = std::size_t{256} << 20;
 };
 
-// The bytes of constants node `id` reads that no earlier node of its program read (fp16 on the ANE, whatever
+// A weight: a constant, or the int8 or palette dequantisation of constants that is not a program output
+// (what the Core ML route keeps compressed). Segments take their own copies of weights: a weight is never
+// scheduled, nor passed from one segment to another.
+inline bool is_weight_value(const graph_body& body, value_id id) {
+    const node& n = body.nodes[id];
+    if (n.kind == op::constant) return true;
+    if (n.kind != op::dequantize_int8 && n.kind != op::dequantize_lut) return false;
+    const bool from_constants = std::all_of(n.inputs.begin(), n.inputs.end(), [&](value_id input) {
+        return body.nodes[input].kind == op::constant;
+    });
+    return from_constants && std::find(body.outputs.begin(), body.outputs.end(), id) == body.outputs.end();
+}
+
+// The bytes of weights node `id` reads that no earlier node of its program read (fp16 on the ANE, whatever
 // the checkpoint stored).
 inline std::size_t constant_bytes_read(const graph_body& body, value_id id, std::vector<bool>& counted) {
     std::size_t bytes = 0;
     for (const value_id input : body.nodes[id].inputs) {
         const node& producer = body.nodes[input];
-        if (producer.kind == op::constant && !counted[input]) {
+        if (is_weight_value(body, input) && !counted[input]) {
             counted[input] = true;
             bytes += static_cast<std::size_t>(producer.result.shape.element_count()) * 2;
         }
@@ -14459,7 +14472,7 @@ inline void compute_boundaries(const graph_body& body, std::vector<segment>& seg
         for (const value_id id : seg.nodes) {
             for (const value_id input : body.nodes[id].inputs) {
                 const node& producer = body.nodes[input];
-                if (producer.kind == op::constant) continue;
+                if (is_weight_value(body, input)) continue;
                 if (producer.kind != op::input && segment_of[input] == s) continue;
                 if (std::find(inputs.begin(), inputs.end(), input) == inputs.end()) inputs.push_back(input);
                 read_by[input].push_back(s);
@@ -14491,8 +14504,9 @@ inline void merge_cpu_neighbours(const graph_body& body, std::vector<segment>& s
     compute_boundaries(body, segments);
 }
 
-// The graph must hold no compute node whose operands are all constants (callers materialise them first), so
-// every weight reaches a segment as an op::constant it can embed or copy.
+// The graph must hold no compute node whose operands are all constants (callers materialise them first) but
+// int8 and palette dequantisation, so every weight reaches a segment as a constant or a compressed weight
+// (is_weight_value) it can embed or copy.
 [[nodiscard]] inline partition_result partition(const graph_body& body, const lowering_options& options,
                                                 bool strict_device, const partition_limits& limits = {}) {
     const std::size_t count = body.nodes.size();
@@ -14501,7 +14515,7 @@ inline void merge_cpu_neighbours(const graph_body& body, std::vector<segment>& s
     std::vector<bool> is_compute(count, false);
     for (std::size_t id = 0; id < count; ++id) {
         const node& n = body.nodes[id];
-        if (n.kind == op::input || n.kind == op::constant) continue;
+        if (n.kind == op::input || is_weight_value(body, static_cast<value_id>(id))) continue;
         is_compute[id] = true;
         support_result support;
         if (n.result.shape.element_count() == 0) {
@@ -21211,7 +21225,7 @@ inline constexpr std::size_t surface_granule = std::size_t{16} << 10;
 }
 
 // A segment's nodes as a graph of their own: the values it reads from outside become inputs named "v<id>",
-// the constants it reads are copied.
+// the weights it reads (constants, and compressed weights with their constants) are copied.
 [[nodiscard]] inline graph_body extract_segment(const graph_body& body, const segment& seg) {
     graph_body sub;
     std::unordered_map<value_id, value_id> mapped;
@@ -21231,13 +21245,18 @@ inline constexpr std::size_t surface_granule = std::size_t{16} << 10;
         for (auto& input : copy.inputs) {
             auto it = mapped.find(input);
             if (it == mapped.end()) {
-                const node& producer = body.nodes[input];
-                if (producer.kind != op::constant) {
+                if (!is_weight_value(body, input)) {
                     throw error(message("ANE partition: ", describe_node(body, id), " reads ",
                                         describe_node(body, input),
                                         ", which its segment neither computes nor receives"));
                 }
-                it = mapped.emplace(input, add(producer)).first;
+                node weight = body.nodes[input];
+                for (auto& part : weight.inputs) {  // a compressed weight's own constants
+                    auto found = mapped.find(part);
+                    if (found == mapped.end()) found = mapped.emplace(part, add(body.nodes[part])).first;
+                    part = found->second;
+                }
+                it = mapped.emplace(input, add(std::move(weight))).first;
             }
             input = it->second;
         }

@@ -72,7 +72,7 @@ inline constexpr std::size_t surface_granule = std::size_t{16} << 10;
 }
 
 // A segment's nodes as a graph of their own: the values it reads from outside become inputs named "v<id>",
-// the constants it reads are copied.
+// the weights it reads (constants, and compressed weights with their constants) are copied.
 [[nodiscard]] inline graph_body extract_segment(const graph_body& body, const segment& seg) {
     graph_body sub;
     std::unordered_map<value_id, value_id> mapped;
@@ -92,13 +92,18 @@ inline constexpr std::size_t surface_granule = std::size_t{16} << 10;
         for (auto& input : copy.inputs) {
             auto it = mapped.find(input);
             if (it == mapped.end()) {
-                const node& producer = body.nodes[input];
-                if (producer.kind != op::constant) {
+                if (!is_weight_value(body, input)) {
                     throw error(message("ANE partition: ", describe_node(body, id), " reads ",
                                         describe_node(body, input),
                                         ", which its segment neither computes nor receives"));
                 }
-                it = mapped.emplace(input, add(producer)).first;
+                node weight = body.nodes[input];
+                for (auto& part : weight.inputs) {  // a compressed weight's own constants
+                    auto found = mapped.find(part);
+                    if (found == mapped.end()) found = mapped.emplace(part, add(body.nodes[part])).first;
+                    part = found->second;
+                }
+                it = mapped.emplace(input, add(std::move(weight))).first;
             }
             input = it->second;
         }

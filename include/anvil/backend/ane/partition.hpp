@@ -44,13 +44,26 @@ struct partition_limits {
     std::size_t max_program_weight_bytes = std::size_t{256} << 20;
 };
 
-// The bytes of constants node `id` reads that no earlier node of its program read (fp16 on the ANE, whatever
+// A weight: a constant, or the int8 or palette dequantisation of constants that is not a program output
+// (what the Core ML route keeps compressed). Segments take their own copies of weights: a weight is never
+// scheduled, nor passed from one segment to another.
+inline bool is_weight_value(const graph_body& body, value_id id) {
+    const node& n = body.nodes[id];
+    if (n.kind == op::constant) return true;
+    if (n.kind != op::dequantize_int8 && n.kind != op::dequantize_lut) return false;
+    const bool from_constants = std::all_of(n.inputs.begin(), n.inputs.end(), [&](value_id input) {
+        return body.nodes[input].kind == op::constant;
+    });
+    return from_constants && std::find(body.outputs.begin(), body.outputs.end(), id) == body.outputs.end();
+}
+
+// The bytes of weights node `id` reads that no earlier node of its program read (fp16 on the ANE, whatever
 // the checkpoint stored).
 inline std::size_t constant_bytes_read(const graph_body& body, value_id id, std::vector<bool>& counted) {
     std::size_t bytes = 0;
     for (const value_id input : body.nodes[id].inputs) {
         const node& producer = body.nodes[input];
-        if (producer.kind == op::constant && !counted[input]) {
+        if (is_weight_value(body, input) && !counted[input]) {
             counted[input] = true;
             bytes += static_cast<std::size_t>(producer.result.shape.element_count()) * 2;
         }
@@ -76,7 +89,7 @@ inline void compute_boundaries(const graph_body& body, std::vector<segment>& seg
         for (const value_id id : seg.nodes) {
             for (const value_id input : body.nodes[id].inputs) {
                 const node& producer = body.nodes[input];
-                if (producer.kind == op::constant) continue;
+                if (is_weight_value(body, input)) continue;
                 if (producer.kind != op::input && segment_of[input] == s) continue;
                 if (std::find(inputs.begin(), inputs.end(), input) == inputs.end()) inputs.push_back(input);
                 read_by[input].push_back(s);
@@ -108,8 +121,9 @@ inline void merge_cpu_neighbours(const graph_body& body, std::vector<segment>& s
     compute_boundaries(body, segments);
 }
 
-// The graph must hold no compute node whose operands are all constants (callers materialise them first), so
-// every weight reaches a segment as an op::constant it can embed or copy.
+// The graph must hold no compute node whose operands are all constants (callers materialise them first) but
+// int8 and palette dequantisation, so every weight reaches a segment as a constant or a compressed weight
+// (is_weight_value) it can embed or copy.
 [[nodiscard]] inline partition_result partition(const graph_body& body, const lowering_options& options,
                                                 bool strict_device, const partition_limits& limits = {}) {
     const std::size_t count = body.nodes.size();
@@ -118,7 +132,7 @@ inline void merge_cpu_neighbours(const graph_body& body, std::vector<segment>& s
     std::vector<bool> is_compute(count, false);
     for (std::size_t id = 0; id < count; ++id) {
         const node& n = body.nodes[id];
-        if (n.kind == op::input || n.kind == op::constant) continue;
+        if (n.kind == op::input || is_weight_value(body, static_cast<value_id>(id))) continue;
         is_compute[id] = true;
         support_result support;
         if (n.result.shape.element_count() == 0) {
