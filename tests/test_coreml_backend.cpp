@@ -92,17 +92,18 @@ TEST_CASE("coreml route: a block runs as a Core ML model and equals the CPU with
     CHECK(sim().violations() == "");
 }
 
+// The bytes of the weight files of the models compiled into `cache` (their .mlmodelc folders).
+std::uintmax_t weight_bytes(const std::filesystem::path& cache) {
+    std::uintmax_t bytes = 0;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(cache))
+        if (entry.is_regular_file() && entry.path().extension() == ".bin" &&
+            entry.path().parent_path().filename() == "weights")
+            bytes += entry.file_size();
+    return bytes;
+}
+
 TEST_CASE("coreml route: compressed weights stay compressed in the Core ML model and equal the CPU's") {
     sim();
-    // The weight file of the one model compiled into `cache` (its .mlmodelc), in bytes.
-    const auto weight_bytes = [](const std::filesystem::path& cache) {
-        std::uintmax_t bytes = 0;
-        for (const auto& entry : std::filesystem::recursive_directory_iterator(cache))
-            if (entry.is_regular_file() && entry.path().extension() == ".bin" &&
-                entry.path().parent_path().filename() == "weights")
-                bytes += entry.file_size();
-        return bytes;
-    };
     block b;
     temporary_folder plain_cache("anvil-coreml-cache");
     (void)anvil::compile({b.out}, coreml_options(plain_cache.path)).run(b.inputs);
@@ -156,11 +157,7 @@ TEST_CASE("coreml route: weights the graph dequantises itself stay compressed to
     const auto got = anvil::compile({y}, coreml_options(cache.path)).run(inputs);
     CHECK(max_difference(got[0], expected[0]) < 2e-3);
     // 1536 indices of 4 bits, not 3072 bytes of fp16.
-    std::uintmax_t bytes = 0;
-    for (const auto& entry : std::filesystem::recursive_directory_iterator(cache.path))
-        if (entry.is_regular_file() && entry.path().extension() == ".bin" &&
-            entry.path().parent_path().filename() == "weights")
-            bytes += entry.file_size();
+    const std::uintmax_t bytes = weight_bytes(cache.path);
     MESSAGE("weight file: ", bytes, " bytes");
     CHECK(bytes < 1536);
     CHECK(sim().violations() == "");

@@ -11281,6 +11281,7 @@ private:
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <span>
@@ -12853,13 +12854,16 @@ public:
         return mil_.op(type, name, mil_.shape(x), {{"x", {x}}});
     }
     mil_ref scalar(float value, const std::string& name) { return mil_.const_fp16_scalar(name, value); }
-    mil_ref fp16_const(const std::string& name, const mil_shape& shape, std::span<const float> values,
-                       bool mask = false) {
+    static std::vector<half> fp16_values(std::span<const float> values, bool mask = false) {
         std::vector<half> halves;
         halves.reserve(values.size());
         for (const float v : values)
             halves.push_back(to_fp16(v, mask));
-        return mil_.const_fp16(name, shape, halves);
+        return halves;
+    }
+    mil_ref fp16_const(const std::string& name, const mil_shape& shape, std::span<const float> values,
+                       bool mask = false) {
+        return mil_.const_fp16(name, shape, fp16_values(values, mask));
     }
 
     const std::vector<float>& constant_values(value_id id) {
@@ -12911,12 +12915,6 @@ public:
             }
             return std::nullopt;
         };
-        const auto halves_of = [](const std::vector<float>& values) {
-            std::vector<half> halves;
-            for (const float v : values)
-                halves.push_back(to_fp16(v));
-            return halves;
-        };
         if (n.kind == op::dequantize_int8) {
             const auto axis = channel_axis(static_cast<std::size_t>(n.attrs.axis));
             if (!axis) return std::nullopt;
@@ -12924,7 +12922,7 @@ public:
             const auto* bytes = static_cast<const std::uint8_t*>(data.raw());
             const std::vector<std::uint8_t> q(bytes, bytes + data.element_count());
             const std::int64_t channels = shape[*axis];
-            const std::vector<half> scale = halves_of(host_constant_values(body_, n.inputs[1]));
+            const std::vector<half> scale = fp16_values(host_constant_values(body_, n.inputs[1]));
             std::vector<std::uint8_t> zero;
             if (n.inputs.size() > 2) {
                 for (const float z : host_constant_values(body_, n.inputs[2]))
@@ -12974,13 +12972,12 @@ public:
             if (index >= length) return std::nullopt;  // the CPU's reference reports it when it runs
         if (!ios18) {
             if (groups != 1) return std::nullopt;
-            const packed_sub_byte packed =
-                bits == 8 ? packed_sub_byte{std::vector<std::byte>(std::as_bytes(std::span(indices)).begin(),
-                                                                   std::as_bytes(std::span(indices)).end()),
-                                            0}
-                          : pack_sub_byte(indices, bits);
-            const auto* packed_bytes = reinterpret_cast<const std::uint8_t*>(packed.bytes.data());
-            const std::vector<std::uint8_t> packed_values(packed_bytes, packed_bytes + packed.bytes.size());
+            std::vector<std::uint8_t> packed_values = indices;  // 8-bit indices are their own bytes
+            if (bits < 8) {
+                const packed_sub_byte packed = pack_sub_byte(indices, bits);
+                packed_values.resize(packed.bytes.size());
+                std::memcpy(packed_values.data(), packed.bytes.data(), packed.bytes.size());
+            }
             std::vector<std::pair<std::string, mil_literal>> parameters = {
                 {"indices", mil_.literal_bytes("uint8", {static_cast<std::int64_t>(packed_values.size())},
                                                packed_values)},
