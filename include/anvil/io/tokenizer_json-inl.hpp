@@ -365,6 +365,7 @@ ANVIL_INLINE std::vector<template_piece> read_template(const json::value& list, 
                                                        const json::value* specials,
                                                        const json_field& specials_field, std::int64_t limit) {
     std::vector<template_piece> pieces;
+    bool placed[2] = {false, false};  // each input is placed once: truncation budgets for that
     const json::array& items = where.expect(list, json::kind::array).as_array();
     for (std::size_t i = 0; i < items.size(); ++i) {
         const json_field field = where[i];
@@ -376,6 +377,9 @@ ANVIL_INLINE std::vector<template_piece> read_template(const json::value& list, 
                 (f / "id").expect(required(*sequence, "id", f), json::kind::string).as_string();
             if (id != "A" && id != "B") (f / "id").fail(message("expected \"A\" or \"B\", got \"", id, "\""));
             piece.sequence = id == "A" ? 0 : 1;
+            const std::size_t slot = id == "A" ? 0 : 1;
+            if (placed[slot]) (f / "id").fail(message("the sequence \"", id, "\" is placed twice"));
+            placed[slot] = true;
             piece.type_id = read_id(required(*sequence, "type_id", f), f / "type_id", 1 << 16);
         } else if (const json::value* special = member(items[i], "SpecialToken")) {
             const json_field f = field / "SpecialToken";
