@@ -383,7 +383,8 @@ TEST_CASE("a batch needs one output size, and images must be RGB") {
                          anvil::format_error);
 }
 
-TEST_CASE("Hugging Face preprocessor configs: ViT, DeiT, Bit and ConvNext (ResNet) with their defaults") {
+TEST_CASE(
+    "Hugging Face preprocessor configs: ViT, DeiT, Bit, CLIP and ConvNext (ResNet) with their defaults") {
     const auto vit = from_json_text(R"({"image_processor_type": "ViTImageProcessor", "do_normalize": true,
         "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5], "resample": 2,
         "size": {"height": 224, "width": 224}})");
@@ -426,6 +427,16 @@ TEST_CASE("Hugging Face preprocessor configs: ViT, DeiT, Bit and ConvNext (ResNe
         from_json_text(R"({"image_processor_type": "BitImageProcessor", "do_center_crop": false})");
     CHECK(bit_no_crop.resize_shortest_edge == 224);
     CHECK(bit_no_crop.crop_height == 0);
+    // CLIPImageProcessor (BitImageProcessor is its copy), under its old name too: the same defaults.
+    for (const char* name : {"CLIPImageProcessor", "CLIPFeatureExtractor"}) {
+        CAPTURE(name);
+        const auto clip = from_json_text(std::string(R"({"image_processor_type": ")") + name + "\"}");
+        CHECK(clip.resize_shortest_edge == 224);
+        CHECK(clip.crop_height == 224);
+        CHECK(clip.filter == anvil::resample::bicubic);
+        CHECK(clip.mean[0] == doctest::Approx(0.48145466));
+        CHECK(clip.std[0] == doctest::Approx(0.26862954));
+    }
 
     // microsoft/resnet-50: size 224 < 384 -> resize the short side to int(224 / 0.875) = 256, crop 224.
     const auto resnet =
@@ -472,8 +483,8 @@ TEST_CASE("bad preprocessor configs name the file, the field and the value") {
     CHECK_THROWS_WITH_AS(from_json_text(R"({"image_processor_type": "ViTImageProcessor", "resample": 1})"),
                          Contains("'resample' 1 (PIL's Lanczos filter) is not supported"),
                          anvil::unsupported_error);
-    CHECK_THROWS_WITH_AS(from_json_text(R"({"image_processor_type": "CLIPImageProcessor"})"),
-                         Contains("image processor 'CLIP' is not supported"), anvil::unsupported_error);
+    CHECK_THROWS_WITH_AS(from_json_text(R"({"image_processor_type": "SiglipImageProcessor"})"),
+                         Contains("image processor 'Siglip' is not supported"), anvil::unsupported_error);
     CHECK_THROWS_WITH_AS(from_json_text(R"({"size": 224})"),
                          Contains("neither 'image_processor_type' nor 'feature_extractor_type'"),
                          anvil::format_error);

@@ -6906,7 +6906,8 @@ struct image_preprocessing {
     [[nodiscard]] static image_preprocessing imagenet() { return {}; }
 
     // A Hugging Face preprocessor_config.json: ViTImageProcessor, DeiTImageProcessor, ConvNextImageProcessor
-    // (microsoft/resnet-*) and BitImageProcessor, also under their older *FeatureExtractor names, with each
+    // (microsoft/resnet-*), BitImageProcessor and CLIPImageProcessor, also under their older
+    // *FeatureExtractor names, with each
     // processor's defaults for absent fields. Resizes antialias (PIL always does) and crops round down, as
     // Hugging Face's center_crop. `source` names the file in messages.
     [[nodiscard]] static image_preprocessing from_json(const json::value& preprocessor_config,
@@ -7789,8 +7790,8 @@ struct post_norm_encoder_layer {
 [[nodiscard]] tensor<float> apply(const post_norm_encoder_layer& layer, const tensor<float>& x,
                                   const std::optional<tensor<float>>& mask);
 
-// A transformer encoder layer with the norms before each block, on the residual's branch (ViT, DeiT):
-// h = x + attention(norm1(x)); out = h + mlp(norm2(h)).
+// A transformer encoder layer with the norms before each block, on the residual's branch (ViT, DeiT, CLIP's
+// towers): h = x + attention(norm1(x)); out = h + mlp(norm2(h)).
 struct pre_norm_encoder_layer {
     norm_layer attention_norm;
     attention_layer attention;
@@ -7798,8 +7799,10 @@ struct pre_norm_encoder_layer {
     mlp_layer mlp;
 };
 
+// `options.causal`: each token attends to itself and the tokens before it (CLIP's text tower).
 [[nodiscard]] tensor<float> apply(const pre_norm_encoder_layer& layer, const tensor<float>& x,
-                                  const std::optional<tensor<float>>& mask);
+                                  const std::optional<tensor<float>>& mask,
+                                  const attention_options& options = {});
 
 // Rotary position embedding in the rotate_half form (Llama, GPT-NeoX) with tables given per row:
 // x [B, heads, S, D], cos and sin [B, 1, S, R / 2] (broadcast over heads). The first R features rotate in
@@ -8893,12 +8896,219 @@ private:
 // #include "anvil/models/text_encoder.hpp"
 // #include "anvil/models/vision.hpp"
 // anvil: the image model recipes — ResNet, ViT and DeiT classifiers (image_classifier), with the folder's
-// preprocessing, read from a Hugging Face folder.
+// preprocessing, and CLIP's image and text towers (zero-shot classification, embeddings), read from a Hugging
+// Face folder.
 
 // #include "anvil/cpu.hpp"
 // #include "anvil/io/image.hpp"
 // #include "anvil/io/image_transforms.hpp"
 
+// #include "anvil/models/clip.hpp"
+// anvil: CLIP (Hugging Face's CLIPModel): an image tower and a text tower that embed into one space, for
+// zero-shot classification and image or text search. Read top to bottom:
+//
+//   vision: pixels [N, C, H, W] -> patch conv (kernel = stride = patch, no bias) -> [N, P, hidden]
+//           -> class embedding prepended -> + position embeddings -> pre_layrnorm -> L pre-norm layers
+//           -> post_layernorm on the class token -> visual_projection -> image features [N, projection]
+//   text:   ids [N, S] -> token + position embeddings -> L pre-norm layers, causal -> final_layer_norm
+//           -> the EOS token's row -> text_projection -> text features [N, projection]
+//   both:   features / ||features||; logits_per_image = exp(logit_scale) * image_embeds . text_embeds
+//
+// The text tower pools the row of the first EOS token (ids == eos_token_id); a legacy config whose
+// eos_token_id is 2 pools at the argmax of the ids instead, as Hugging Face does (the real EOS is CLIP's
+// largest id). The attention is causal, so the tokens after the EOS never reach its row: padding a text to
+// max_position_embeddings, as CLIPProcessor(padding="max_length") does, gives the same features as padding
+// it to any length past its EOS. A batch is padded to the shortest of 8, 16, 32, 64 and
+// max_position_embeddings that holds its longest text: a few programs, and short labels cost a tenth of the
+// full length.
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+// #include "anvil/compilation.hpp"
+// #include "anvil/core/host_tensor.hpp"
+// #include "anvil/expr/tensor.hpp"
+// #include "anvil/fwd.hpp"
+// #include "anvil/io/image_transforms.hpp"
+// #include "anvil/io/tokenizer.hpp"
+// #include "anvil/models/blocks.hpp"
+// #include "anvil/models/compiled_shapes.hpp"
+// #include "anvil/models/config.hpp"
+// #include "anvil/models/weights.hpp"
+
+namespace anvil::models {
+
+// CLIPTextConfig, with transformers' defaults (openai/clip-vit-base-patch32).
+struct clip_text_config {
+    std::int64_t vocab_size = 49408;
+    std::int64_t hidden = 512;         // hidden_size
+    std::int64_t heads = 8;            // num_attention_heads
+    std::int64_t intermediate = 2048;  // intermediate_size
+    std::int64_t layers = 12;          // num_hidden_layers
+    std::int64_t max_positions = 77;   // max_position_embeddings: the padded text length
+    double layer_norm_eps = 1e-5;
+    activation act = activation::quick_gelu;  // hidden_act
+    std::int64_t bos_token_id = 49406;
+    std::int64_t eos_token_id = 49407;
+
+    // eos_token_id 2 is the value configs had before transformers read it: pool at the argmax of the ids.
+    [[nodiscard]] bool legacy_pooling() const noexcept { return eos_token_id == 2; }
+};
+
+// CLIPVisionConfig, with transformers' defaults (ViT-B/32).
+struct clip_vision_config {
+    std::int64_t hidden = 768;
+    std::int64_t heads = 12;
+    std::int64_t intermediate = 3072;
+    std::int64_t layers = 12;
+    std::int64_t image_size = 224;
+    std::int64_t patch_size = 32;
+    std::int64_t channels = 3;
+    double layer_norm_eps = 1e-5;
+    activation act = activation::quick_gelu;
+
+    [[nodiscard]] std::int64_t grid() const noexcept { return image_size / patch_size; }
+    [[nodiscard]] std::int64_t patches() const noexcept { return grid() * grid(); }
+    [[nodiscard]] std::int64_t tokens() const noexcept { return patches() + 1; }  // the class token first
+};
+
+// CLIPConfig: the two towers (text_config, vision_config) and the shared projection size.
+struct clip_config {
+    clip_text_config text;
+    clip_vision_config vision;
+    std::int64_t projection_dim = 512;
+
+    [[nodiscard]] static clip_config from_json(const config_reader& config);
+};
+
+struct clip_text_weights {
+    tensor<float> token_embedding;     // [vocab, hidden]
+    tensor<float> position_embedding;  // [max_positions, hidden]
+    std::vector<pre_norm_encoder_layer> layers;
+    norm_layer final_norm;
+    linear_layer projection;  // [projection_dim, hidden], no bias
+};
+
+struct clip_vision_weights {
+    tensor<float> class_embedding;     // [hidden]
+    tensor<float> patch_weight;        // [hidden, channels, patch, patch], no bias
+    tensor<float> position_embedding;  // [patches + 1, hidden]
+    norm_layer pre_norm;               // pre_layrnorm
+    std::vector<pre_norm_encoder_layer> layers;
+    norm_layer post_norm;     // on the class token
+    linear_layer projection;  // [projection_dim, hidden], no bias
+};
+
+// `<prefix>encoder.layers.{i}.self_attn.q_proj.weight`, ...: both towers name their layers alike.
+[[nodiscard]] pre_norm_encoder_layer load_clip_layer(weight_loader& weights, const std::string& prefix,
+                                                     std::int64_t hidden, std::int64_t heads,
+                                                     std::int64_t intermediate, double epsilon,
+                                                     activation act, std::int64_t index);
+
+[[nodiscard]] clip_text_weights load_clip_text_weights(weight_loader& weights, const clip_config& c);
+[[nodiscard]] clip_vision_weights load_clip_vision_weights(weight_loader& weights, const clip_config& c);
+
+// ids i32 [N, S] (S <= max_positions) and pooled f32 [N, S], one 1 per row at the token to pool (a one-hot
+// row, applied as a matmul so every backend runs it) -> text features [N, projection_dim], not normalised.
+[[nodiscard]] tensor<float> clip_text_features(const clip_text_weights& w, const clip_config& c,
+                                               const tensor<std::int32_t>& ids, const tensor<float>& pooled);
+
+// pixels f32 [N, C, image_size, image_size] -> image features [N, projection_dim], not normalised.
+[[nodiscard]] tensor<float> clip_image_features(const clip_vision_weights& w, const clip_config& c,
+                                                const tensor<float>& pixels);
+
+namespace recipe_detail {
+
+// Where the text tower pools one text's ids: the first EOS, or (legacy configs) the first largest id;
+// anvil::error naming the text when it has no EOS.
+[[nodiscard]] std::size_t clip_pooled_position(const clip_text_config& c, std::span<const std::int32_t> ids,
+                                               std::size_t text);
+
+// Each row of f32 [N, D] divided by its L2 norm (torch's x / x.norm(dim=-1, keepdim=True)), in double.
+void normalize_rows(host_tensor& rows);
+
+}  // namespace recipe_detail
+
+// One label of a zero-shot classification: its place in the caller's list, its softmax probability over
+// the labels and the scaled cosine similarity the softmax read.
+struct zero_shot_label {
+    std::size_t index = 0;
+    std::string label;
+    float probability = 0.0f;
+    float logit = 0.0f;
+};
+
+// A CLIP model loaded from a Hugging Face CLIPModel folder (config.json, safetensors, tokenizer.json,
+// preprocessor_config.json), compiling one program per tower and batch size.
+class clip {
+public:
+    [[nodiscard]] static clip load(const std::filesystem::path& folder, const load_options& options = {});
+
+    // Texts tokenised by the folder's tokenizer (truncated to max_position_embeddings) -> f32 [N,
+    // projection_dim], L2-normalised unless `normalize` is false (then what get_text_features gives).
+    [[nodiscard]] host_tensor text_embeddings(std::span<const std::string> texts, bool normalize = true);
+
+    // The same for texts already tokenised (with BOS and EOS); each at most max_position_embeddings ids.
+    [[nodiscard]] host_tensor text_embeddings_from_ids(std::span<const std::vector<std::int32_t>> ids,
+                                                       bool normalize = true);
+
+    // pixels f32 [N, C, image_size, image_size] (what preprocess gives) -> f32 [N, projection_dim].
+    [[nodiscard]] host_tensor image_embeddings(const host_tensor& pixels, bool normalize = true);
+
+    // Images through the folder's preprocessing, then image_embeddings.
+    [[nodiscard]] host_tensor image_embeddings(std::span<const image> images, bool normalize = true);
+
+    // f32 [N images, T texts]: exp(logit_scale) times the cosine similarity, as CLIPModel's logits_per_image.
+    [[nodiscard]] host_tensor logits_per_image(const host_tensor& pixels, std::span<const std::string> texts);
+
+    // Zero-shot classification of each image: every label put into `label_template` at "{}" ("a photo of a
+    // {}."; a template without "{}" is an anvil::error), softmax over the labels, best first (ties keep the
+    // caller's order). pixels [N, C, H, W] -> N lists of labels.size() entries.
+    [[nodiscard]] std::vector<std::vector<zero_shot_label>> zero_shot(
+        const host_tensor& pixels, std::span<const std::string> labels,
+        std::string_view label_template = "a photo of a {}.");
+
+    [[nodiscard]] const clip_config& config() const noexcept { return config_; }
+    [[nodiscard]] const tokenizer& text_tokenizer() const noexcept { return *tokenizer_; }
+    // From preprocessor_config.json where the folder has one, else CLIPImageProcessor's defaults at the
+    // config's image size (resize the shortest edge, bicubic, center crop, CLIP's mean and std).
+    [[nodiscard]] const image_preprocessing& preprocessing() const noexcept { return preprocessing_; }
+    // The checkpoint's logit_scale (a log: logits use its exponential).
+    [[nodiscard]] float logit_scale() const noexcept { return logit_scale_; }
+    [[nodiscard]] std::size_t compiled_programs() const { return text_->count() + vision_->count(); }
+
+    // The graphs the programs run, not compiled: ids i32 [rows, length] and pooled f32 [rows, length] (length
+    // at most max_positions) -> text features; pixels [rows, C, H, W] -> image features.
+    [[nodiscard]] std::vector<value> build_text_graph(graph& g, std::int64_t rows,
+                                                      std::int64_t length) const {
+        const std::int64_t key[] = {rows, length};
+        return text_->build(g, key);
+    }
+    [[nodiscard]] std::vector<value> build_image_graph(graph& g, std::int64_t rows) const {
+        const std::int64_t key[] = {rows};
+        return vision_->build(g, key);
+    }
+
+private:
+    clip() = default;
+
+    clip_config config_;
+    float logit_scale_ = 0.0f;
+    std::shared_ptr<const tokenizer> tokenizer_;
+    image_preprocessing preprocessing_;
+    std::unique_ptr<compiled_shapes> text_, vision_;
+};
+
+}  // namespace anvil::models
+
+#if ANVIL_DEFINITIONS
+// #include "anvil/models/clip-inl.hpp" (in the definitions at the end)
+#endif
 // #include "anvil/models/image_classifier.hpp"
 // anvil: one entry point for every image classifier anvil runs (what `anvil classify` uses). A model folder
 // is dispatched on config.json's model_type — "vit" and "deit" to the ViT recipe, "resnet" to the ResNet
@@ -22339,6 +22549,10 @@ private:
 //             \s*[\r\n]+|\s+(?!\S)|\s+
 //   Qwen2/3:  the same with \p{N} for \p{N}{1,3}
 //   GPT-2:    's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+//   CLIP:     's|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+   (CLIPConverter's; older
+//   tokenizer.json
+//             files start it with <\|startoftext\|>|<\|endoftext\|>|). It leaves the whitespace between
+//             matches unmatched: CLIP splits with behavior Removed and invert true, keeping the matches.
 // \p{L} is L*, \p{N} is N*, \s is White_Space, as Oniguruma and Rust's regex define them. Any other pattern
 // is an unsupported_error quoting it.
 
@@ -22869,7 +23083,7 @@ private:
 
 namespace anvil::detail {
 
-enum class split_pattern : std::uint8_t { gpt2, llama3, qwen2 };
+enum class split_pattern : std::uint8_t { gpt2, llama3, qwen2, clip, clip_with_specials };
 
 inline constexpr std::string_view llama3_split_regex =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
@@ -22880,7 +23094,14 @@ inline constexpr std::string_view qwen2_split_regex =
 inline constexpr std::string_view gpt2_split_regex =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
+inline constexpr std::string_view clip_split_regex =
+    "'s|'t|'re|'ve|'m|'ll|'d|[\\p{L}]+|[\\p{N}]|[^\\s\\p{L}\\p{N}]+";
+inline constexpr std::string_view clip_specials_split_regex =
+    "<\\|startoftext\\|>|<\\|endoftext\\|>|'s|'t|'re|'ve|'m|'ll|'d|[\\p{L}]+|[\\p{N}]|[^\\s\\p{L}\\p{N}]+";
+
 inline std::optional<split_pattern> recognise_split_regex(std::string_view regex) {
+    if (regex == clip_split_regex) return split_pattern::clip;
+    if (regex == clip_specials_split_regex) return split_pattern::clip_with_specials;
     if (regex == llama3_split_regex) return split_pattern::llama3;
     if (regex == qwen2_split_regex) return split_pattern::qwen2;
     if (regex == gpt2_split_regex) return split_pattern::gpt2;
@@ -22949,23 +23170,78 @@ void split_llama3(std::string_view text, bool qwen, Piece&& piece) {
     }
 }
 
-// Split with behavior Isolated and invert false: every match and every gap is a word (the patterns here
-// match everywhere, so there are no gaps).
+// Calls piece(begin, end) with the byte ranges CLIP's pattern matches in well-formed UTF-8 text; whitespace
+// is never matched, so the ranges leave gaps. The contractions are case-sensitive (the pattern has no (?i);
+// CLIP lower-cases the text first).
+template <class Piece>
+void split_clip(std::string_view text, bool with_specials, Piece&& piece) {
+    using enum split_classes::kind;
+    const split_classes& classes = thread_split_classes(text);
+    const std::vector<std::size_t>& offsets = classes.offsets;
+    const std::vector<split_classes::kind>& kinds = classes.kinds;
+    const std::vector<char32_t>& cps = classes.cps;
+    const std::size_t n = cps.size();
+    constexpr std::string_view specials[] = {"<|startoftext|>", "<|endoftext|>"};
+    for (std::size_t i = 0; i < n;) {
+        std::size_t end = i;
+        if (with_specials && cps[i] == '<') {
+            for (const std::string_view special : specials)
+                if (text.substr(offsets[i]).starts_with(special)) end = i + special.size();  // all ASCII
+        }
+        if (end == i && cps[i] == '\'' && i + 1 < n) {
+            const char32_t a = cps[i + 1], b = i + 2 < n ? cps[i + 2] : 0;
+            if (a == 's' || a == 't' || a == 'm' || a == 'd')
+                end = i + 2;
+            else if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l'))
+                end = i + 3;
+        }
+        if (end == i) {
+            if (kinds[i] == space) {  // unmatched
+                ++i;
+                continue;
+            }
+            end = kinds[i] == number ? i + 1 : classes.run_end(i, kinds[i]);  // [\p{N}], \p{L}+, [^\s..]+
+        }
+        piece(offsets[i], offsets[end]);
+        i = end;
+    }
+}
+
+// What Split does with the pattern's matches (tokenizers' SplitDelimiterBehavior): Isolated keeps the
+// matches and the gaps between them as words; Removed drops the matches. With invert the matches and the
+// gaps trade roles, so Removed + invert (CLIP) keeps only the matches.
+enum class split_behavior : std::uint8_t { isolated, removed };
+
 class split_pre_tokenizer final : public pre_tokenizer {
 public:
-    explicit split_pre_tokenizer(split_pattern pattern) : pattern_(pattern) {}
+    explicit split_pre_tokenizer(split_pattern pattern, split_behavior behavior = split_behavior::isolated,
+                                 bool invert = false)
+        : pattern_(pattern), behavior_(behavior), invert_(invert) {}
     void pre_tokenize(std::string_view text, word_list& out) const override {
+        std::size_t covered = 0;
+        const auto keep = [&](std::size_t begin, std::size_t end, bool match) {
+            if (begin == end) return;
+            if (behavior_ == split_behavior::isolated || match == invert_)
+                out.add(text.substr(begin, end - begin));
+        };
         const auto emit = [&](std::size_t begin, std::size_t end) {
-            out.add(text.substr(begin, end - begin));
+            keep(covered, begin, false);
+            keep(begin, end, true);
+            covered = end;
         };
         if (pattern_ == split_pattern::gpt2)
             split_gpt2(text, emit);
+        else if (pattern_ == split_pattern::clip || pattern_ == split_pattern::clip_with_specials)
+            split_clip(text, pattern_ == split_pattern::clip_with_specials, emit);
         else
             split_llama3(text, pattern_ == split_pattern::qwen2, emit);
+        keep(covered, text.size(), false);
     }
 
 private:
     split_pattern pattern_;
+    split_behavior behavior_;
+    bool invert_;
 };
 
 }  // namespace anvil::detail
@@ -22986,7 +23262,8 @@ private:
 // #include "anvil/compilation.hpp"
 // #include "anvil/io/tokenizer_normalizers.hpp"
 // anvil: tokenizer normalizers (Hugging Face `tokenizers` semantics, normalizers/*.rs): BertNormalizer,
-// Lowercase, NFD, NFC, StripAccents, Prepend, Replace (a literal pattern) and Sequence.
+// Lowercase, NFD, NFC, StripAccents, Prepend, Replace (a literal pattern, or the regex \s+ CLIP uses) and
+// Sequence.
 
 #include <cstddef>
 #include <memory>
@@ -23075,6 +23352,17 @@ public:
 
 private:
     std::string pattern_, content_;
+};
+
+// Replace with the Regex pattern \s+ (CLIP's whitespace clean-up): each maximal run of White_Space code
+// points becomes `content`. The only regex Replace anvil recognises; it needs no regex engine.
+class whitespace_runs_normalizer final : public normalizer {
+public:
+    explicit whitespace_runs_normalizer(std::string content) : content_(std::move(content)) {}
+    ANVIL_INLINE void normalize(std::string& text) const override;
+
+private:
+    std::string content_;
 };
 
 class sequence_normalizer final : public normalizer {
@@ -29884,7 +30172,7 @@ ANVIL_INLINE image_preprocessing image_preprocessing::from_json(const json::valu
         p.mean = imagenet_mean;
         p.std = imagenet_std;
         fields.size("size", true, shortest_edge, exact);
-    } else if (family == "Bit") {
+    } else if (family == "Bit" || family == "CLIP") {  // BitImageProcessor is a copy of CLIPImageProcessor
         shortest_edge = 224;
         crop = {224, 224};
         center_crop = true;
@@ -29920,9 +30208,9 @@ ANVIL_INLINE image_preprocessing image_preprocessing::from_json(const json::valu
     } else {
         throw unsupported_error(detail::message(
             source, ": image processor '", family, "' is not supported: anvil reads ViTImageProcessor, ",
-            "DeiTImageProcessor, ConvNextImageProcessor and BitImageProcessor configs"));
+            "DeiTImageProcessor, ConvNextImageProcessor, BitImageProcessor and CLIPImageProcessor configs"));
     }
-    if (family == "DeiT" || family == "Bit") {
+    if (family == "DeiT" || family == "Bit" || family == "CLIP") {
         center_crop = fields.boolean("do_center_crop", center_crop);
         std::int64_t crop_shortest = 0;
         fields.size("crop_size", true, crop_shortest, crop);
@@ -31597,8 +31885,8 @@ ANVIL_INLINE tensor<float> apply(const post_norm_encoder_layer& layer, const ten
 }
 
 ANVIL_INLINE tensor<float> apply(const pre_norm_encoder_layer& layer, const tensor<float>& x,
-                                 const std::optional<tensor<float>>& mask) {
-    const auto h = x + self_attention(layer.attention, apply(layer.attention_norm, x), mask);
+                                 const std::optional<tensor<float>>& mask, const attention_options& options) {
+    const auto h = x + self_attention(layer.attention, apply(layer.attention_norm, x), mask, options);
     return h + apply(layer.mlp, apply(layer.mlp_norm, h));
 }
 
@@ -33983,6 +34271,466 @@ ANVIL_INLINE host_tensor sentence_encoder::encode_ids(std::span<const std::vecto
                                      out + batch.items[r] * static_cast<std::size_t>(dim));
         }
     });
+    return result;
+}
+
+}  // namespace anvil::models
+// anvil: clip's definitions (see clip.hpp; compilation.hpp says when this file is compiled).
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <numeric>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+// #include "anvil/backend/compile.hpp"
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/json.hpp"
+// #include "anvil/expr/expr.hpp"
+// #include "anvil/io/checkpoint.hpp"
+// #include "anvil/models/clip.hpp"
+// #include "anvil/models/text_encoder.hpp"
+
+namespace anvil::models::recipe_detail {
+
+// text_config / vision_config, or the *_dict spelling of configs written before transformers 4.21; absent,
+// the tower keeps transformers' defaults, as CLIPConfig does.
+ANVIL_INLINE const json::value* clip_tower_config(const config_reader& config, std::string_view key) {
+    const json::value* tower = config.find(key);
+    if (tower == nullptr || tower->is_null()) tower = config.find(std::string(key) + "_dict");
+    if (tower == nullptr || tower->is_null()) return nullptr;
+    if (!tower->is_object()) {
+        throw format_error(anvil::detail::message(config.source(), ": '", key, "' must be an object, got ",
+                                                  json::dump(*tower)));
+    }
+    return tower;
+}
+
+ANVIL_INLINE void check_heads(const config_reader& tower, std::int64_t hidden, std::int64_t heads) {
+    if (hidden % heads != 0) {
+        throw format_error(anvil::detail::message(tower.source(), ": hidden_size ", hidden,
+                                                  " is not a multiple of num_attention_heads ", heads));
+    }
+}
+
+}  // namespace anvil::models::recipe_detail
+
+namespace anvil::models {
+
+ANVIL_INLINE clip_config clip_config::from_json(const config_reader& config) {
+    const std::string type = config.string("model_type", "");
+    if (type != "clip") {
+        throw unsupported_error(
+            anvil::detail::message(config.source(), ": model_type '", type,
+                                   "' is not a CLIP model (\"clip\": CLIPModel, both towers)"));
+    }
+    clip_config c;
+    c.projection_dim = config.integer("projection_dim", c.projection_dim);
+    const json::value empty = json::value(json::object{});
+    const json::value* text_json = recipe_detail::clip_tower_config(config, "text_config");
+    const json::value* vision_json = recipe_detail::clip_tower_config(config, "vision_config");
+    const config_reader text(text_json ? *text_json : empty, config.source() + ": text_config");
+    const config_reader vision(vision_json ? *vision_json : empty, config.source() + ": vision_config");
+
+    clip_text_config& t = c.text;
+    t.vocab_size = text.integer("vocab_size", t.vocab_size);
+    t.hidden = text.integer("hidden_size", t.hidden);
+    t.heads = text.integer("num_attention_heads", t.heads);
+    t.intermediate = text.integer("intermediate_size", t.intermediate);
+    t.layers = text.integer("num_hidden_layers", t.layers);
+    t.max_positions = text.integer("max_position_embeddings", t.max_positions);
+    t.layer_norm_eps = text.positive_number("layer_norm_eps", t.layer_norm_eps);
+    t.act = parse_activation(text.string("hidden_act", "quick_gelu"));
+    t.bos_token_id = text.integer("bos_token_id", t.bos_token_id, 0);
+    t.eos_token_id = text.integer("eos_token_id", t.eos_token_id, 0);
+    recipe_detail::check_heads(text, t.hidden, t.heads);
+
+    clip_vision_config& v = c.vision;
+    v.hidden = vision.integer("hidden_size", v.hidden);
+    v.heads = vision.integer("num_attention_heads", v.heads);
+    v.intermediate = vision.integer("intermediate_size", v.intermediate);
+    v.layers = vision.integer("num_hidden_layers", v.layers);
+    v.image_size = vision.integer("image_size", v.image_size);
+    v.patch_size = vision.integer("patch_size", v.patch_size);
+    v.channels = vision.integer("num_channels", v.channels);
+    v.layer_norm_eps = vision.positive_number("layer_norm_eps", v.layer_norm_eps);
+    v.act = parse_activation(vision.string("hidden_act", "quick_gelu"));
+    recipe_detail::check_heads(vision, v.hidden, v.heads);
+    if (v.patch_size > v.image_size) {
+        throw format_error(anvil::detail::message(vision.source(), ": patch_size ", v.patch_size,
+                                                  " is larger than image_size ", v.image_size));
+    }
+    return c;
+}
+
+ANVIL_INLINE pre_norm_encoder_layer load_clip_layer(weight_loader& weights, const std::string& prefix,
+                                                    std::int64_t hidden, std::int64_t heads,
+                                                    std::int64_t intermediate, double epsilon, activation act,
+                                                    std::int64_t index) {
+    const std::string p = prefix + "encoder.layers." + std::to_string(index) + ".";
+    pre_norm_encoder_layer layer;
+    layer.attention_norm = load_layer_norm(weights, p + "layer_norm1", hidden, epsilon);
+    layer.attention.query = load_linear(weights, p + "self_attn.q_proj", hidden, hidden);
+    layer.attention.key = load_linear(weights, p + "self_attn.k_proj", hidden, hidden);
+    layer.attention.value = load_linear(weights, p + "self_attn.v_proj", hidden, hidden);
+    layer.attention.output = load_linear(weights, p + "self_attn.out_proj", hidden, hidden);
+    layer.attention.heads = heads;
+    layer.attention.kv_heads = heads;
+    layer.attention.head_dim = hidden / heads;
+    layer.mlp_norm = load_layer_norm(weights, p + "layer_norm2", hidden, epsilon);
+    layer.mlp.up = load_linear(weights, p + "mlp.fc1", intermediate, hidden);
+    layer.mlp.down = load_linear(weights, p + "mlp.fc2", hidden, intermediate);
+    layer.mlp.act = act;
+    return layer;
+}
+
+ANVIL_INLINE clip_text_weights load_clip_text_weights(weight_loader& weights, const clip_config& c) {
+    const clip_text_config& t = c.text;
+    const std::string prefix = "text_model.";
+    clip_text_weights w;
+    w.token_embedding =
+        weights.load(prefix + "embeddings.token_embedding.weight", dims{t.vocab_size, t.hidden});
+    w.position_embedding =
+        weights.load(prefix + "embeddings.position_embedding.weight", dims{t.max_positions, t.hidden});
+    for (std::int64_t i = 0; i < t.layers; ++i) {
+        w.layers.push_back(
+            load_clip_layer(weights, prefix, t.hidden, t.heads, t.intermediate, t.layer_norm_eps, t.act, i));
+    }
+    w.final_norm = load_layer_norm(weights, prefix + "final_layer_norm", t.hidden, t.layer_norm_eps);
+    w.projection = load_linear(weights, "text_projection", c.projection_dim, t.hidden, false);
+    return w;
+}
+
+ANVIL_INLINE clip_vision_weights load_clip_vision_weights(weight_loader& weights, const clip_config& c) {
+    const clip_vision_config& v = c.vision;
+    const std::string prefix = "vision_model.";
+    clip_vision_weights w;
+    w.class_embedding = weights.load(prefix + "embeddings.class_embedding", dims{v.hidden});
+    w.patch_weight = weights.load(prefix + "embeddings.patch_embedding.weight",
+                                  dims{v.hidden, v.channels, v.patch_size, v.patch_size});
+    w.position_embedding =
+        weights.load(prefix + "embeddings.position_embedding.weight", dims{v.tokens(), v.hidden});
+    w.pre_norm = load_layer_norm(weights, prefix + "pre_layrnorm", v.hidden, v.layer_norm_eps);
+    for (std::int64_t i = 0; i < v.layers; ++i) {
+        w.layers.push_back(
+            load_clip_layer(weights, prefix, v.hidden, v.heads, v.intermediate, v.layer_norm_eps, v.act, i));
+    }
+    w.post_norm = load_layer_norm(weights, prefix + "post_layernorm", v.hidden, v.layer_norm_eps);
+    w.projection = load_linear(weights, "visual_projection", c.projection_dim, v.hidden, false);
+    return w;
+}
+
+ANVIL_INLINE tensor<float> clip_text_features(const clip_text_weights& w, const clip_config& c,
+                                              const tensor<std::int32_t>& ids, const tensor<float>& pooled) {
+    const dims shape = ids.shape();
+    if (shape.rank() != 2 || shape[1] < 1 || shape[1] > c.text.max_positions || pooled.shape() != shape) {
+        throw shape_error(anvil::detail::message(
+            "clip text: expected ids and pooled [batch, length <= ", c.text.max_positions, "], got ", shape,
+            " and ", pooled.shape()));
+    }
+    const std::int64_t rows = shape[0], length = shape[1], hidden = c.text.hidden;
+    const tensor<float> positions =
+        reshape(slice(w.position_embedding, 0, 0, length), std::vector<std::int64_t>{1, length, hidden});
+    tensor<float> h = embedding(w.token_embedding, ids) + positions;
+    for (const auto& layer : w.layers)
+        h = apply(layer, h, std::nullopt, attention_options{.causal = true});
+    // final_layer_norm is per token, so only the pooled row needs it.
+    const tensor<float> row = reshape(matmul(reshape(pooled, std::vector<std::int64_t>{rows, 1, length}), h),
+                                      std::vector<std::int64_t>{rows, hidden});
+    return apply(w.projection, apply(w.final_norm, row));
+}
+
+ANVIL_INLINE tensor<float> clip_image_features(const clip_vision_weights& w, const clip_config& c,
+                                               const tensor<float>& pixels) {
+    const clip_vision_config& v = c.vision;
+    const dims shape = pixels.shape();
+    if (shape.rank() != 4 || shape[0] < 1 || shape[1] != v.channels || shape[2] != v.image_size ||
+        shape[3] != v.image_size) {
+        throw shape_error(anvil::detail::message("clip vision: expected pixels [batch, ", v.channels, ", ",
+                                                 v.image_size, ", ", v.image_size, "], got ", shape));
+    }
+    const std::int64_t batch = shape[0];
+    // [N, hidden, g, g] -> [N, patches, hidden], with their positions.
+    const tensor<float> grid =
+        conv2d(pixels, w.patch_weight, conv2d_options{.stride = {v.patch_size, v.patch_size}});
+    const tensor<float> table =
+        reshape(w.position_embedding, std::vector<std::int64_t>{1, v.tokens(), v.hidden});
+    const tensor<float> patches =
+        permute(reshape(grid, std::vector<std::int64_t>{batch, v.hidden, v.patches()}), {0, 2, 1}) +
+        slice(table, 1, 1, end_of_axis);
+    // The class token with its position added once, then repeated over the batch.
+    const tensor<float> cls =
+        reshape(w.class_embedding, std::vector<std::int64_t>{1, 1, v.hidden}) + slice(table, 1, 0, 1);
+    const std::vector<tensor<float>> copies(static_cast<std::size_t>(batch), cls);
+    const tensor<float> classes = batch == 1 ? cls : concat(copies, 0);
+    tensor<float> h = apply(w.pre_norm, concat(std::vector<tensor<float>>{classes, patches}, 1));
+    for (const auto& layer : w.layers)
+        h = apply(layer, h, std::nullopt);
+    const tensor<float> pooled = reshape(slice(h, 1, 0, 1), std::vector<std::int64_t>{batch, v.hidden});
+    return apply(w.projection, apply(w.post_norm, pooled));
+}
+
+}  // namespace anvil::models
+
+namespace anvil::models::recipe_detail {
+
+ANVIL_INLINE std::size_t clip_pooled_position(const clip_text_config& c, std::span<const std::int32_t> ids,
+                                              std::size_t text) {
+    if (ids.empty()) throw error(anvil::detail::message("clip: text ", text, " has no tokens"));
+    if (c.legacy_pooling()) {
+        return static_cast<std::size_t>(std::max_element(ids.begin(), ids.end()) - ids.begin());
+    }
+    const auto eos = std::find(ids.begin(), ids.end(), static_cast<std::int32_t>(c.eos_token_id));
+    if (eos == ids.end()) {
+        throw error(anvil::detail::message("clip: text ", text, " has no end-of-text token (id ",
+                                           c.eos_token_id,
+                                           "): the text tower pools at it; tokenise with special tokens"));
+    }
+    return static_cast<std::size_t>(eos - ids.begin());
+}
+
+ANVIL_INLINE void normalize_rows(host_tensor& rows) {
+    const dims shape = rows.shape();
+    const auto n = static_cast<std::size_t>(shape[0]);
+    const auto d = static_cast<std::size_t>(shape[1]);
+    std::span<float> values = rows.values<float>();
+    for (std::size_t r = 0; r < n; ++r) {
+        const std::span<float> row = values.subspan(r * d, d);
+        double squares = 0.0;
+        for (const float x : row)
+            squares += double{x} * double{x};
+        const double norm = std::sqrt(squares);
+        if (norm == 0.0) continue;  // an all-zero row stays zero rather than becoming NaN
+        for (float& x : row)
+            x = static_cast<float>(double{x} / norm);
+    }
+}
+
+// CLIPImageProcessor's defaults (openai/clip-vit-*) at the model's image size.
+ANVIL_INLINE image_preprocessing clip_default_preprocessing(std::int64_t image_size) {
+    image_preprocessing p;
+    p.resize_shortest_edge = image_size;
+    p.resize_height = p.resize_width = 0;
+    p.filter = resample::bicubic;
+    p.antialias = true;
+    p.crop_height = p.crop_width = image_size;
+    p.rounding = crop_rounding::down;
+    p.rescale_factor = 1.0 / 255.0;
+    p.normalize = true;
+    p.mean = {0.48145466f, 0.4578275f, 0.40821073f};
+    p.std = {0.26862954f, 0.26130258f, 0.27577711f};
+    return p;
+}
+
+}  // namespace anvil::models::recipe_detail
+
+namespace anvil::models {
+
+ANVIL_INLINE clip clip::load(const std::filesystem::path& folder, const load_options& options) {
+    const json::value document = config_reader::read_file(folder / "config.json");
+    const config_reader reader(document, (folder / "config.json").string());
+    clip result;
+    result.config_ = clip_config::from_json(reader);
+    auto weights = std::make_shared<const checkpoint>(checkpoint::open(folder));
+    const tensor_view* scale = weights->find("logit_scale");
+    if (scale == nullptr || scale->element_count() != 1) {
+        throw format_error(anvil::detail::message(
+            weights->path().string(), ": ",
+            scale == nullptr ? std::string("no tensor 'logit_scale'")
+                             : anvil::detail::message("tensor 'logit_scale': expected one value, got shape ",
+                                                      dims(scale->shape())),
+            " (CLIPModel keeps the log of its logits' scale there)"));
+    }
+    result.logit_scale_ = scale->to_f32().front();
+    // Every tensor is looked up and its shape checked now, so a folder that does not fit fails at load.
+    {
+        weight_loader check(graph{}, weights);
+        static_cast<void>(load_clip_text_weights(check, result.config_));
+        static_cast<void>(load_clip_vision_weights(check, result.config_));
+    }
+    namespace fs = std::filesystem;
+    if (fs::exists(folder / "tokenizer.json") || fs::exists(folder / "vocab.json"))
+        result.tokenizer_ = std::make_shared<const tokenizer>(tokenizer::load(folder));
+    result.preprocessing_ = fs::exists(folder / "preprocessor_config.json")
+                                ? image_preprocessing::load(folder)
+                                : recipe_detail::clip_default_preprocessing(result.config_.vision.image_size);
+
+    const clip_config config = result.config_;
+    result.text_ = std::make_unique<compiled_shapes>(
+        options.compile,
+        [config, weights](graph& g, std::span<const std::int64_t> key) -> std::vector<value> {
+            weight_loader loader(g, weights);
+            const clip_text_weights w = load_clip_text_weights(loader, config);
+            const auto ids = g.input<std::int32_t>("input_ids", dims{key[0], key[1]});
+            const auto pooled = g.input<float>("pooled", dims{key[0], key[1]});
+            return {clip_text_features(w, config, ids, pooled)};
+        });
+    result.vision_ = std::make_unique<compiled_shapes>(
+        options.compile,
+        [config, weights](graph& g, std::span<const std::int64_t> key) -> std::vector<value> {
+            weight_loader loader(g, weights);
+            const clip_vision_weights w = load_clip_vision_weights(loader, config);
+            const clip_vision_config& v = config.vision;
+            const auto pixels =
+                g.input<float>("pixels", dims{key[0], v.channels, v.image_size, v.image_size});
+            return {clip_image_features(w, config, pixels)};
+        });
+    return result;
+}
+
+ANVIL_INLINE host_tensor clip::text_embeddings(std::span<const std::string> texts, bool normalize) {
+    if (!tokenizer_) {
+        throw error(
+            "clip: the model folder has no tokenizer (tokenizer.json, or vocab.json + merges.txt); give "
+            "token "
+            "ids instead");
+    }
+    anvil::encode_options options;
+    options.max_length = static_cast<std::size_t>(config_.text.max_positions);
+    std::vector<std::vector<std::int32_t>> ids;
+    ids.reserve(texts.size());
+    for (const std::string& text : texts)
+        ids.push_back(tokenizer_->encode(text, options).ids);
+    return text_embeddings_from_ids(ids, normalize);
+}
+
+ANVIL_INLINE host_tensor clip::text_embeddings_from_ids(std::span<const std::vector<std::int32_t>> ids,
+                                                        bool normalize) {
+    const clip_text_config& t = config_.text;
+    const std::int64_t dim = config_.projection_dim;
+    std::vector<std::size_t> pooled_at(ids.size());
+    std::size_t longest = 1;
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+        const std::vector<std::int32_t>& text = ids[i];
+        if (static_cast<std::int64_t>(text.size()) > t.max_positions) {
+            throw shape_error(anvil::detail::message("clip: text ", i, " has ", text.size(),
+                                                     " tokens; the text tower takes at most ",
+                                                     t.max_positions, " (max_position_embeddings)"));
+        }
+        for (const std::int32_t id : text) {
+            if (id < 0 || id >= t.vocab_size) {
+                throw error(anvil::detail::message("clip: text ", i, ": token id ", id,
+                                                   " is out of range (vocab_size ", t.vocab_size, ")"));
+            }
+        }
+        pooled_at[i] = recipe_detail::clip_pooled_position(t, text, i);
+        longest = std::max(longest, text.size());
+    }
+    host_tensor out(dtype::f32, dims{static_cast<std::int64_t>(ids.size()), dim});
+    const std::int64_t length = bucketed_length(static_cast<std::int64_t>(longest), t.max_positions);
+    constexpr std::size_t batch_size = 16;
+    for (std::size_t start = 0; start < ids.size(); start += batch_size) {
+        const std::size_t count = std::min(batch_size, ids.size() - start);
+        const std::int64_t rows = bucketed_rows(count, batch_size);
+        const auto row_count = static_cast<std::size_t>(rows), width = static_cast<std::size_t>(length);
+        // Filler rows repeat the batch's first text; each text is padded with its last id (its EOS), which
+        // causal attention keeps from its pooled row.
+        std::vector<std::int32_t> id_values(row_count * width);
+        std::vector<float> pooled(row_count * width, 0.0f);
+        for (std::size_t r = 0; r < row_count; ++r) {
+            const std::size_t item = start + (r < count ? r : 0);
+            const std::vector<std::int32_t>& text = ids[item];
+            for (std::size_t k = 0; k < width; ++k)
+                id_values[r * width + k] = k < text.size() ? text[k] : text.back();
+            pooled[r * width + pooled_at[item]] = 1.0f;
+        }
+        program& p = text_->at({rows, length});
+        const host_tensor features = p.run({{"input_ids", host_tensor::from(id_values, dims{rows, length})},
+                                            {"pooled", host_tensor::from(pooled, dims{rows, length})}})
+                                         .front();
+        const auto d = static_cast<std::size_t>(dim);
+        std::copy_n(features.values<float>().begin(), count * d,
+                    out.values<float>().begin() + static_cast<std::ptrdiff_t>(start * d));
+    }
+    if (normalize) recipe_detail::normalize_rows(out);
+    return out;
+}
+
+ANVIL_INLINE host_tensor clip::image_embeddings(const host_tensor& pixels, bool normalize) {
+    const clip_vision_config& v = config_.vision;
+    const dims shape = pixels.shape();
+    if (shape.rank() != 4 || shape[0] < 1 || shape[1] != v.channels || shape[2] != v.image_size ||
+        shape[3] != v.image_size) {
+        throw shape_error(anvil::detail::message("clip: expected pixels [batch, ", v.channels, ", ",
+                                                 v.image_size, ", ", v.image_size,
+                                                 "] (vision_config image_size), got ", shape));
+    }
+    if (pixels.type() != dtype::f32) {
+        throw type_error(
+            anvil::detail::message("clip: expected f32 pixels, got ", dtype_name(pixels.type())));
+    }
+    program& p = vision_->at({shape[0]});
+    host_tensor out = p.run({{"pixels", pixels}}).front();
+    if (normalize) recipe_detail::normalize_rows(out);
+    return out;
+}
+
+ANVIL_INLINE host_tensor clip::image_embeddings(std::span<const image> images, bool normalize) {
+    return image_embeddings(preprocess(images, preprocessing_), normalize);
+}
+
+ANVIL_INLINE host_tensor clip::logits_per_image(const host_tensor& pixels,
+                                                std::span<const std::string> texts) {
+    const host_tensor images = image_embeddings(pixels, true);
+    const host_tensor words = text_embeddings(texts, true);
+    const auto n = static_cast<std::size_t>(images.shape()[0]);
+    const auto l = static_cast<std::size_t>(words.shape()[0]);
+    const auto d = static_cast<std::size_t>(config_.projection_dim);
+    const double scale = std::exp(double{logit_scale_});
+    host_tensor out(dtype::f32, dims{images.shape()[0], words.shape()[0]});
+    const std::span<const float> a = images.values<float>(), b = words.values<float>();
+    std::span<float> logits = out.values<float>();
+    for (std::size_t i = 0; i < n; ++i) {
+        for (std::size_t j = 0; j < l; ++j) {
+            double dot = 0.0;
+            for (std::size_t k = 0; k < d; ++k)
+                dot += double{a[i * d + k]} * double{b[j * d + k]};
+            logits[i * l + j] = static_cast<float>(scale * dot);
+        }
+    }
+    return out;
+}
+
+ANVIL_INLINE std::vector<std::vector<zero_shot_label>> clip::zero_shot(const host_tensor& pixels,
+                                                                       std::span<const std::string> labels,
+                                                                       std::string_view label_template) {
+    if (labels.empty()) throw error("clip: zero-shot classification needs at least one label");
+    const std::size_t slot = label_template.find("{}");
+    if (slot == std::string_view::npos) {
+        throw error(anvil::detail::message("clip: the label template '", label_template,
+                                           "' has no {} to put the label in"));
+    }
+    std::vector<std::string> texts;
+    texts.reserve(labels.size());
+    for (const std::string& label : labels) {
+        texts.push_back(std::string(label_template.substr(0, slot)) + label +
+                        std::string(label_template.substr(slot + 2)));
+    }
+    const host_tensor logits = logits_per_image(pixels, texts);
+    const auto n = static_cast<std::size_t>(logits.shape()[0]);
+    const std::size_t l = labels.size();
+    const std::span<const float> values = logits.values<float>();
+    std::vector<std::vector<zero_shot_label>> result(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        const std::span<const float> row = values.subspan(i * l, l);
+        const double top = *std::max_element(row.begin(), row.end());
+        double total = 0.0;
+        for (const float x : row)
+            total += std::exp(double{x} - top);
+        for (std::size_t j = 0; j < l; ++j) {
+            result[i].push_back(zero_shot_label{
+                j, labels[j], static_cast<float>(std::exp(double{row[j]} - top) / total), row[j]});
+        }
+        std::stable_sort(
+            result[i].begin(), result[i].end(),
+            [](const zero_shot_label& a, const zero_shot_label& b) { return a.probability > b.probability; });
+    }
     return result;
 }
 
@@ -37478,6 +38226,24 @@ ANVIL_INLINE void replace_normalizer::normalize(std::string& text) const {
     text = std::move(out.append(text, from));
 }
 
+ANVIL_INLINE void whitespace_runs_normalizer::normalize(std::string& text) const {
+    std::string out;
+    out.reserve(text.size());
+    bool in_run = false;
+    for (std::size_t at = 0; at < text.size();) {
+        const std::size_t begin = at;
+        const char32_t cp = next_code_point(text, at);
+        if (is_white_space(cp)) {
+            if (!in_run) out += content_;
+            in_run = true;
+        } else {
+            out.append(text, begin, at - begin);
+            in_run = false;
+        }
+    }
+    text = std::move(out);
+}
+
 }  // namespace anvil::detail
 // anvil: tokenizer_pre_tokenizers's definitions (see tokenizer_pre_tokenizers.hpp; compilation.hpp says when
 // this file is compiled).
@@ -37933,10 +38699,15 @@ ANVIL_INLINE std::unique_ptr<normalizer> read_normalizer(const json::value& n, c
     if (type == "Replace") {
         const json::value& pattern =
             (where / "pattern").expect(required(n, "pattern", where), json::kind::object);
-        if (member(pattern, "Regex"))
-            throw unsupported_error(message(where.source, ": ", where.path,
-                                            ": Replace with a Regex pattern is "
-                                            "not supported yet (String patterns)"));
+        if (const json::value* regex = member(pattern, "Regex")) {
+            const std::string& text =
+                (where / "pattern" / "Regex").expect(*regex, json::kind::string).as_string();
+            if (text != "\\s+")
+                throw unsupported_error(message(where.source, ": ", where.path, ": Replace with the Regex '",
+                                                text,
+                                                "' is not supported (String patterns, and the regex \\s+)"));
+            return std::make_unique<whitespace_runs_normalizer>(read_string(n, "content", where, ""));
+        }
         return std::make_unique<replace_normalizer>(read_string(pattern, "String", where / "pattern", ""),
                                                     read_string(n, "content", where, ""));
     }
@@ -37983,25 +38754,24 @@ ANVIL_INLINE std::unique_ptr<pre_tokenizer> read_split(const json::value& p, con
     const json::value* regex = member(pattern, "Regex");
     if (!regex) {
         const std::string literal = read_string(pattern, "String", where / "pattern", "");
-        throw unsupported_error(message(where.source, ": ", where.path, ": Split on the string pattern '",
-                                        literal,
-                                        "' is not supported yet (the Llama-3, Qwen2 and GPT-2 regexes are)"));
+        throw unsupported_error(
+            message(where.source, ": ", where.path, ": Split on the string pattern '", literal,
+                    "' is not supported yet (the Llama-3, Qwen2, GPT-2 and CLIP regexes are)"));
     }
     const std::string& text = (where / "pattern" / "Regex").expect(*regex, json::kind::string).as_string();
     const auto known = recognise_split_regex(text);
     if (!known)
         throw unsupported_error(
             message(where.source, ": ", where.path, ": Split regex '", text,
-                    "' is not supported (anvil matches the Llama-3, Qwen2 and GPT-2 patterns "
+                    "' is not supported (anvil matches the Llama-3, Qwen2, GPT-2 and CLIP patterns "
                     "without a regex engine)"));
     const std::string behavior = read_string(p, "behavior", where, "Isolated");
-    if (behavior != "Isolated")
+    if (behavior != "Isolated" && behavior != "Removed")
         throw unsupported_error(message(where.source, ": ", where.path, ": Split behavior '", behavior,
-                                        "' is not supported yet (Isolated)"));
-    if (read_bool(p, "invert", where, false))
-        throw unsupported_error(
-            message(where.source, ": ", where.path, ": Split with invert true is not supported yet"));
-    return std::make_unique<split_pre_tokenizer>(*known);
+                                        "' is not supported yet (Isolated, Removed)"));
+    return std::make_unique<split_pre_tokenizer>(
+        *known, behavior == "Isolated" ? split_behavior::isolated : split_behavior::removed,
+        read_bool(p, "invert", where, false));
 }
 
 ANVIL_INLINE std::unique_ptr<pre_tokenizer> read_pre_tokenizer(const json::value& p,

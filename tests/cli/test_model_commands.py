@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Drives `anvil embed`, `anvil rerank`, `anvil classify` and `anvil tokenize` on the committed fixtures, checking
+"""Drives `anvil embed`, `anvil rerank`, `anvil classify`, `anvil zero-shot` and `anvil tokenize` on the committed
+fixtures (CLIP's for zero-shot and CLIP embeddings), checking
 their results against the expected outputs the PyTorch references wrote (tools/reference/), the token ids
 against Hugging Face's own golden ids, and the command line's contract (DESIGN.md): --ids / --type-ids /
 --pixels inputs, --out .npy and --json outputs, --backend, one-line errors with exit status 1, usage errors
@@ -11,6 +12,7 @@ import json
 import math
 import os
 import pathlib
+import struct
 import sys
 import tempfile
 
@@ -246,6 +248,88 @@ def test_classify(tmp: pathlib.Path) -> None:
                 what="classify with a text model")
 
 
+def write_npy_f32(path: pathlib.Path, shape, values) -> None:
+    header = ("{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }" %
+              "".join(f"{d}, " for d in shape)).encode("latin1")
+    header += b" " * (-(len(header) + 11) % 64) + b"\n"
+    path.write_bytes(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header +
+                     struct.pack(f"<{len(values)}f", *values))
+
+
+def softmax(values):
+    top = max(values)
+    exps = [math.exp(v - top) for v in values]
+    return [e / sum(exps) for e in exps]
+
+
+def test_clip(tmp: pathlib.Path) -> None:
+    folder = DATA / "clip" / "clip"
+    texts = json.loads((folder / "texts.json").read_text())
+    _, text_embeds = read_npy(folder / "text_embeds.npy")
+    _, text_features = read_npy(folder / "text_features.npy")
+    _, image_embeds = read_npy(folder / "image_embeds.npy")
+    shape, logits = read_npy(folder / "logits_per_image.npy")
+    result = anvil("embed", "--model", folder, "--backend", "cpu", "--json", *texts)
+    ok = result.returncode == 0
+    report = json.loads(result.stdout) if ok else {}
+    got = [v for row in report.get("embeddings", []) for v in row]
+    check(ok and report["shape"] == [4, 24] and report["tower"] == "text" and
+          max_relative_error(got, text_embeds) < 1e-4,
+          f"embed CLIP texts --json: the reference's normalised text embeddings ({result.stderr})")
+    out = tmp / "clip_features.npy"
+    result = anvil("embed", "--model", folder, "--backend", "cpu", "--no-normalize", "--out", out, *texts)
+    check(result.returncode == 0 and max_relative_error(read_npy(out)[1], text_features) < 1e-4,
+          f"embed CLIP texts --no-normalize --out: get_text_features ({result.stderr})")
+    ids_shape, ids = read_npy(folder / "input_ids.npy")
+    eos = max(ids)
+    lists = []
+    for row in rows(ids_shape, ids):
+        lists += ["--ids", ",".join(str(v) for v in row[:row.index(eos) + 1])]
+    result = anvil("embed", "--model", folder, "--backend", "cpu", "--out", out, *lists)
+    check(result.returncode == 0 and max_relative_error(read_npy(out)[1], text_embeds) < 1e-4,
+          f"embed CLIP --ids: the same embeddings from token ids ({result.stderr})")
+    result = anvil("embed", "--model", folder, "--backend", "cpu", "--pixels", folder / "pixels.npy", "--out", out)
+    check(result.returncode == 0 and read_npy(out)[0] == (2, 24) and
+          max_relative_error(read_npy(out)[1], image_embeds) < 1e-4,
+          f"embed CLIP --pixels: the reference's image embeddings ({result.stderr})")
+
+    pixel_shape, pixels = read_npy(folder / "pixels.npy")
+    one = tmp / "one_image.npy"
+    half = len(pixels) // 2
+    write_npy_f32(one, (1,) + tuple(pixel_shape[1:]), pixels[half:])
+    probabilities = tmp / "probabilities.npy"
+    result = anvil("zero-shot", "--model", folder, "--backend", "cpu", "--pixels", one, "--template", "{}",
+                   "--labels", *texts, "--json", "--out", probabilities)
+    ok = result.returncode == 0
+    report = json.loads(result.stdout) if ok else {}
+    expected = softmax(logits[shape[1]:])
+    ranked = [entry["label"] for entry in report.get("labels", [])]
+    want = [texts[i] for i in sorted(range(len(texts)), key=lambda i: -expected[i])]
+    check(ok and max_relative_error(read_npy(probabilities)[1], expected) < 1e-4 and ranked == want and
+          max_relative_error(report["probabilities"], expected) < 1e-4,
+          f"zero-shot --pixels --template {{}}: softmax of the reference's logits_per_image, best first "
+          f"({result.stderr})")
+    photo = DATA / "images" / "chelsea.png"
+    result = anvil("zero-shot", "--model", folder, "--backend", "cpu", photo, "--labels", "cat", "dog", "bird")
+    lines = result.stdout.splitlines()
+    check(result.returncode == 0 and len(lines) == 3 and abs(sum(float(l.split()[0]) for l in lines) - 1) < 1e-3,
+          f"zero-shot on a photo: three labels whose probabilities sum to 1 ({result.stderr})")
+    check_error(anvil("zero-shot", "--model", folder, photo), 2, "anvil: usage:", "--labels",
+                what="zero-shot without labels")
+    check_error(anvil("zero-shot", "--model", folder, photo, "--labels", "cat", "--template", "a cat"), 2,
+                "anvil: usage:", "{}", what="zero-shot with a template without {}")
+    check_error(anvil("zero-shot", "--model", folder, "--pixels", folder / "pixels.npy", "--labels", "cat"), 1,
+                "anvil: error:", "zero-shot takes one image", what="zero-shot of two images")
+    check_error(anvil("embed", "--model", folder, "--pooling", "mean", "a cat"), 2, "anvil: usage:", "--pooling",
+                what="embed CLIP with --pooling")
+    check_error(anvil("embed", "--model", folder, "a cat", "--pixels", folder / "pixels.npy"), 2,
+                "anvil: usage:", what="embed CLIP with texts and pixels")
+    check_error(anvil("embed", "--model", TEXT / "bert_sentence", "--pixels", folder / "pixels.npy"), 2,
+                "anvil: usage:", "clip", what="embed --pixels with a sentence encoder")
+    check_error(anvil("zero-shot", "--model", TEXT / "bert_sentence", photo, "--labels", "cat"), 1,
+                "anvil: error:", "not a CLIP model", what="zero-shot with a sentence encoder")
+
+
 def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = pathlib.Path(tmp)
@@ -253,6 +337,7 @@ def main() -> int:
         test_embed(tmp)
         test_rerank(tmp)
         test_classify(tmp)
+        test_clip(tmp)
     print(f"cli.models: {len(failures)} failed")
     return 1 if failures else 0
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "arguments.hpp"
+#include "clip_commands.hpp"
 #include "lm_commands.hpp"
 #include "model_commands.hpp"
 
@@ -30,7 +31,8 @@
 namespace anvil::cli {
 
 inline constexpr const char* bench_usage =
-    "usage: anvil bench --model DIR [--task embed|rerank|classify|generate] [--batch N] [--runs N]\n"
+    "usage: anvil bench --model DIR [--task embed|embed-image|rerank|classify|generate] [--batch N] [--runs "
+    "N]\n"
     "                   [--prompt-tokens N] [--new-tokens N] [--backend cpu|ane|coreml|auto] "
     "[--strict-device] "
     "[--json]\n"
@@ -44,7 +46,8 @@ inline constexpr const char* bench_usage =
     "over load and first result, and the peak resident set.\n"
     "The task comes from config.json (architectures, modules.json) unless --task names it. Inputs are\n"
     "synthetic: --batch texts, pairs or images (8), a prompt of --prompt-tokens ids (32) and --new-tokens "
-    "(64).\n";
+    "(64).\n"
+    "A CLIP folder benchmarks its image tower (embed-image, the default) or its text tower (embed).\n";
 
 namespace detail_bench {
 
@@ -101,6 +104,7 @@ inline std::string detect_task(const std::filesystem::path& folder) {
         architecture && architecture->is_string())
         names.push_back(architecture->as_string());  // timm-style folders
     for (const std::string& name : names) {
+        if (name == "CLIPModel") return "embed-image";
         if (name.ends_with("ForCausalLM") || name.ends_with("LMHeadModel")) return "generate";
         if (name.ends_with("ForSequenceClassification")) return "rerank";
         if (name.ends_with("ForImageClassification") || name.ends_with("ForImageClassificationWithTeacher") ||
@@ -212,7 +216,35 @@ inline int run_bench(const std::vector<std::string_view>& argv, const char* argv
     detail_bench::timings t;
     const progress shown;
     shown.say("benchmarking " + folder + " (" + task + ")");
-    if (task == "embed") {
+    const bool clip = detail_clip::is_clip_folder(folder);
+    if (task == "embed-image" && !clip)
+        throw usage_error(
+            detail::message("bench: --task embed-image is for CLIP folders; ", folder, " is not one"));
+    if (clip && (task == "embed" || task == "embed-image")) {
+        // CLIP's towers: texts (tokenised) or images (synthetic pixels at the model's size) per second.
+        std::optional<models::clip> model;
+        const auto texts = detail_bench::synthetic_texts(batch);
+        host_tensor pixels;
+        t = detail_bench::measure(
+            [&] {
+                model.emplace(models::clip::load(folder, load));
+                const models::clip_vision_config& v = model->config().vision;
+                std::vector<float> values(batch * static_cast<std::size_t>(3 * v.image_size * v.image_size));
+                for (std::size_t i = 0; i < values.size(); ++i)
+                    values[i] = static_cast<float>((i * 2654435761u) % 1000) / 500.0f - 1.0f;
+                pixels = host_tensor::from(
+                    values, dims{static_cast<std::int64_t>(batch), 3, v.image_size, v.image_size});
+            },
+            [&] {
+                if (task == "embed")
+                    (void)model->text_embeddings(std::span<const std::string>(texts));
+                else
+                    (void)model->image_embeddings(pixels);
+            },
+            runs);
+        extra["input"] = task == "embed" ? "text" : "pixels";
+        extra["items_per_s"] = json::value(static_cast<double>(batch) / t.steady_s);
+    } else if (task == "embed") {
         std::optional<models::sentence_encoder> encoder;
         const auto texts = detail_bench::synthetic_texts(batch);
         std::vector<std::vector<std::int32_t>> ids;  // when the folder has no tokenizer
@@ -305,8 +337,8 @@ inline int run_bench(const std::vector<std::string_view>& argv, const char* argv
         extra["prefill_tokens_per_s"] = json::value(stats.prefill_tokens_per_s);
         extra["decode_tokens_per_s"] = json::value(stats.decode_tokens_per_s);
     } else {
-        throw usage_error(
-            detail::message("bench: --task must be embed, rerank, classify or generate, got '", task, "'"));
+        throw usage_error(detail::message(
+            "bench: --task must be embed, embed-image, rerank, classify or generate, got '", task, "'"));
     }
 
     const std::int64_t checkpoint = detail_bench::checkpoint_bytes(folder);

@@ -57,15 +57,8 @@ inline int run_classify(const std::vector<std::string_view>& argv, const char* a
     host_tensor pixels;
     std::vector<std::string> names;
     if (pixels_file) {
-        const auto array = npy::read(*pixels_file);
-        if (array.shape.size() != 3 && array.shape.size() != 4) {
-            throw shape_error(detail::message(
-                *pixels_file, ": expected pixels [N, 3, H, W] or [3, H, W], got ", dims(array.shape)));
-        }
-        dims shape(array.shape);
-        if (array.shape.size() == 3) shape = dims{1, array.shape[0], array.shape[1], array.shape[2]};
-        pixels = host_tensor::from(array.to_f32(), shape);
-        for (std::int64_t i = 0; i < shape[0]; ++i)
+        pixels = read_pixels(*pixels_file);
+        for (std::int64_t i = 0; i < pixels.shape()[0]; ++i)
             names.push_back(detail::message(*pixels_file, "[", i, "]"));
     } else {
         const image_preprocessing preprocessing = classifier.preprocessing();

@@ -26,9 +26,12 @@ constexpr const char* usage_text =
     "commands:\n"
     "  info PATH [--json]   tensors, dtypes, shapes and totals of a .safetensors file or a model folder\n"
     "                       (config.json and one or several safetensors files, sharded or not)\n"
-    "  embed --model DIR    sentence embeddings (BERT, RoBERTa, XLM-R, MPNet, DistilBERT encoders)\n"
+    "  embed --model DIR    sentence embeddings (BERT, RoBERTa, XLM-R, MPNet, DistilBERT encoders), or\n"
+    "                       CLIP text and image embeddings\n"
     "  rerank --model DIR   cross-encoder scores of (query, passage) pairs\n"
     "  classify --model DIR the top classes of images (ResNet, ViT, DeiT)\n"
+    "  zero-shot --model DIR --labels LABEL...\n"
+    "                       CLIP: an image's labels ranked by probability\n"
     "  tokenize --model DIR token ids as Hugging Face's tokenizer gives them\n"
     "  logits --model DIR   a decoder LM's logits [S, V] for --ids LIST (GPT-2, Llama, Qwen2/3, Mistral)\n"
     "  generate --model DIR text from a decoder LM, streamed (--prompt TEXT | --ids LIST, sampling options)\n"
@@ -64,6 +67,7 @@ int dispatch(const std::vector<std::string_view>& args, const char* argv0) {
     if (command == "embed") return anvil::cli::run_embed(rest, argv0);
     if (command == "rerank") return anvil::cli::run_rerank(rest, argv0);
     if (command == "classify") return anvil::cli::run_classify(rest, argv0);
+    if (command == "zero-shot") return anvil::cli::run_zero_shot(rest, argv0);
     if (command == "tokenize") return anvil::cli::run_tokenize(rest);
     if (command == "logits") return anvil::cli::run_logits(rest, argv0);
     if (command == "generate") return anvil::cli::run_generate(rest, argv0);

@@ -151,6 +151,18 @@ inline std::vector<std::vector<std::int32_t>> parse_id_lists(const arguments& ar
     return lists;
 }
 
+// Preprocessed pixels from .npy: float32 [N, 3, H, W], or one image [3, H, W] (read as [1, 3, H, W]).
+inline host_tensor read_pixels(const std::string& path) {
+    const auto array = npy::read(path);
+    if (array.shape.size() != 3 && array.shape.size() != 4) {
+        throw shape_error(
+            detail::message(path, ": expected pixels [N, 3, H, W] or [3, H, W], got ", dims(array.shape)));
+    }
+    dims shape(array.shape);
+    if (array.shape.size() == 3) shape = dims{1, array.shape[0], array.shape[1], array.shape[2]};
+    return host_tensor::from(array.to_f32(), shape);
+}
+
 inline void write_npy(const std::string& path, const host_tensor& tensor) {
     const auto values = tensor.to_f32();
     const dims& shape = tensor.shape();

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "arguments.hpp"
+#include "clip_commands.hpp"
 #include "model_commands.hpp"
 
 #include <anvil/anvil.hpp>
@@ -93,16 +94,27 @@ inline int run_embed(const std::vector<std::string_view>& argv, const char* argv
                           {"type-ids", true},
                           {"pooling", true},
                           {"no-normalize", false},
+                          {"image", true},
+                          {"pixels", true},
                           {"backend", true},
                           {"strict-device", false},
                           {"out", true},
                           {"json", false},
                           {"help", false}});
     if (args.flag("help")) {
+        if (const auto model = args.value("model"); model && detail_clip::is_clip_folder(*model))
+            return run_clip_embed(args, argv0);
         std::fputs(embed_usage, stdout);
+        std::fputs("\n", stdout);
+        std::fputs(clip_embed_usage, stdout);
         return 0;
     }
     const std::string folder = model_folder(args, "embed");
+    if (detail_clip::is_clip_folder(folder)) return run_clip_embed(args, argv0);
+    if (args.value("pixels") || !args.values("image").empty()) {
+        throw usage_error(detail::message("embed: --image and --pixels are for CLIP models; ", folder,
+                                          "/config.json does not say model_type \"clip\""));
+    }
     const auto ids = parse_id_lists(args, "ids");
     const auto type_ids = parse_id_lists(args, "type-ids");
     const auto& texts = args.positional();

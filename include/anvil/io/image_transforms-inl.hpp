@@ -489,7 +489,7 @@ ANVIL_INLINE image_preprocessing image_preprocessing::from_json(const json::valu
         p.mean = imagenet_mean;
         p.std = imagenet_std;
         fields.size("size", true, shortest_edge, exact);
-    } else if (family == "Bit") {
+    } else if (family == "Bit" || family == "CLIP") {  // BitImageProcessor is a copy of CLIPImageProcessor
         shortest_edge = 224;
         crop = {224, 224};
         center_crop = true;
@@ -525,9 +525,9 @@ ANVIL_INLINE image_preprocessing image_preprocessing::from_json(const json::valu
     } else {
         throw unsupported_error(detail::message(
             source, ": image processor '", family, "' is not supported: anvil reads ViTImageProcessor, ",
-            "DeiTImageProcessor, ConvNextImageProcessor and BitImageProcessor configs"));
+            "DeiTImageProcessor, ConvNextImageProcessor, BitImageProcessor and CLIPImageProcessor configs"));
     }
-    if (family == "DeiT" || family == "Bit") {
+    if (family == "DeiT" || family == "Bit" || family == "CLIP") {
         center_crop = fields.boolean("do_center_crop", center_crop);
         std::int64_t crop_shortest = 0;
         fields.size("crop_size", true, crop_shortest, crop);

@@ -126,7 +126,8 @@ struct image_preprocessing {
     [[nodiscard]] static image_preprocessing imagenet() { return {}; }
 
     // A Hugging Face preprocessor_config.json: ViTImageProcessor, DeiTImageProcessor, ConvNextImageProcessor
-    // (microsoft/resnet-*) and BitImageProcessor, also under their older *FeatureExtractor names, with each
+    // (microsoft/resnet-*), BitImageProcessor and CLIPImageProcessor, also under their older
+    // *FeatureExtractor names, with each
     // processor's defaults for absent fields. Resizes antialias (PIL always does) and crops round down, as
     // Hugging Face's center_crop. `source` names the file in messages.
     [[nodiscard]] static image_preprocessing from_json(const json::value& preprocessor_config,

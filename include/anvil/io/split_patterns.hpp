@@ -4,6 +4,10 @@
 //             \s*[\r\n]+|\s+(?!\S)|\s+
 //   Qwen2/3:  the same with \p{N} for \p{N}{1,3}
 //   GPT-2:    's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+//   CLIP:     's|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+   (CLIPConverter's; older
+//   tokenizer.json
+//             files start it with <\|startoftext\|>|<\|endoftext\|>|). It leaves the whitespace between
+//             matches unmatched: CLIP splits with behavior Removed and invert true, keeping the matches.
 // \p{L} is L*, \p{N} is N*, \s is White_Space, as Oniguruma and Rust's regex define them. Any other pattern
 // is an unsupported_error quoting it.
 #pragma once
@@ -22,7 +26,7 @@
 
 namespace anvil::detail {
 
-enum class split_pattern : std::uint8_t { gpt2, llama3, qwen2 };
+enum class split_pattern : std::uint8_t { gpt2, llama3, qwen2, clip, clip_with_specials };
 
 inline constexpr std::string_view llama3_split_regex =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
@@ -33,7 +37,14 @@ inline constexpr std::string_view qwen2_split_regex =
 inline constexpr std::string_view gpt2_split_regex =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
+inline constexpr std::string_view clip_split_regex =
+    "'s|'t|'re|'ve|'m|'ll|'d|[\\p{L}]+|[\\p{N}]|[^\\s\\p{L}\\p{N}]+";
+inline constexpr std::string_view clip_specials_split_regex =
+    "<\\|startoftext\\|>|<\\|endoftext\\|>|'s|'t|'re|'ve|'m|'ll|'d|[\\p{L}]+|[\\p{N}]|[^\\s\\p{L}\\p{N}]+";
+
 inline std::optional<split_pattern> recognise_split_regex(std::string_view regex) {
+    if (regex == clip_split_regex) return split_pattern::clip;
+    if (regex == clip_specials_split_regex) return split_pattern::clip_with_specials;
     if (regex == llama3_split_regex) return split_pattern::llama3;
     if (regex == qwen2_split_regex) return split_pattern::qwen2;
     if (regex == gpt2_split_regex) return split_pattern::gpt2;
@@ -102,23 +113,78 @@ void split_llama3(std::string_view text, bool qwen, Piece&& piece) {
     }
 }
 
-// Split with behavior Isolated and invert false: every match and every gap is a word (the patterns here
-// match everywhere, so there are no gaps).
+// Calls piece(begin, end) with the byte ranges CLIP's pattern matches in well-formed UTF-8 text; whitespace
+// is never matched, so the ranges leave gaps. The contractions are case-sensitive (the pattern has no (?i);
+// CLIP lower-cases the text first).
+template <class Piece>
+void split_clip(std::string_view text, bool with_specials, Piece&& piece) {
+    using enum split_classes::kind;
+    const split_classes& classes = thread_split_classes(text);
+    const std::vector<std::size_t>& offsets = classes.offsets;
+    const std::vector<split_classes::kind>& kinds = classes.kinds;
+    const std::vector<char32_t>& cps = classes.cps;
+    const std::size_t n = cps.size();
+    constexpr std::string_view specials[] = {"<|startoftext|>", "<|endoftext|>"};
+    for (std::size_t i = 0; i < n;) {
+        std::size_t end = i;
+        if (with_specials && cps[i] == '<') {
+            for (const std::string_view special : specials)
+                if (text.substr(offsets[i]).starts_with(special)) end = i + special.size();  // all ASCII
+        }
+        if (end == i && cps[i] == '\'' && i + 1 < n) {
+            const char32_t a = cps[i + 1], b = i + 2 < n ? cps[i + 2] : 0;
+            if (a == 's' || a == 't' || a == 'm' || a == 'd')
+                end = i + 2;
+            else if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l'))
+                end = i + 3;
+        }
+        if (end == i) {
+            if (kinds[i] == space) {  // unmatched
+                ++i;
+                continue;
+            }
+            end = kinds[i] == number ? i + 1 : classes.run_end(i, kinds[i]);  // [\p{N}], \p{L}+, [^\s..]+
+        }
+        piece(offsets[i], offsets[end]);
+        i = end;
+    }
+}
+
+// What Split does with the pattern's matches (tokenizers' SplitDelimiterBehavior): Isolated keeps the
+// matches and the gaps between them as words; Removed drops the matches. With invert the matches and the
+// gaps trade roles, so Removed + invert (CLIP) keeps only the matches.
+enum class split_behavior : std::uint8_t { isolated, removed };
+
 class split_pre_tokenizer final : public pre_tokenizer {
 public:
-    explicit split_pre_tokenizer(split_pattern pattern) : pattern_(pattern) {}
+    explicit split_pre_tokenizer(split_pattern pattern, split_behavior behavior = split_behavior::isolated,
+                                 bool invert = false)
+        : pattern_(pattern), behavior_(behavior), invert_(invert) {}
     void pre_tokenize(std::string_view text, word_list& out) const override {
+        std::size_t covered = 0;
+        const auto keep = [&](std::size_t begin, std::size_t end, bool match) {
+            if (begin == end) return;
+            if (behavior_ == split_behavior::isolated || match == invert_)
+                out.add(text.substr(begin, end - begin));
+        };
         const auto emit = [&](std::size_t begin, std::size_t end) {
-            out.add(text.substr(begin, end - begin));
+            keep(covered, begin, false);
+            keep(begin, end, true);
+            covered = end;
         };
         if (pattern_ == split_pattern::gpt2)
             split_gpt2(text, emit);
+        else if (pattern_ == split_pattern::clip || pattern_ == split_pattern::clip_with_specials)
+            split_clip(text, pattern_ == split_pattern::clip_with_specials, emit);
         else
             split_llama3(text, pattern_ == split_pattern::qwen2, emit);
+        keep(covered, text.size(), false);
     }
 
 private:
     split_pattern pattern_;
+    split_behavior behavior_;
+    bool invert_;
 };
 
 }  // namespace anvil::detail

@@ -135,10 +135,15 @@ ANVIL_INLINE std::unique_ptr<normalizer> read_normalizer(const json::value& n, c
     if (type == "Replace") {
         const json::value& pattern =
             (where / "pattern").expect(required(n, "pattern", where), json::kind::object);
-        if (member(pattern, "Regex"))
-            throw unsupported_error(message(where.source, ": ", where.path,
-                                            ": Replace with a Regex pattern is "
-                                            "not supported yet (String patterns)"));
+        if (const json::value* regex = member(pattern, "Regex")) {
+            const std::string& text =
+                (where / "pattern" / "Regex").expect(*regex, json::kind::string).as_string();
+            if (text != "\\s+")
+                throw unsupported_error(message(where.source, ": ", where.path, ": Replace with the Regex '",
+                                                text,
+                                                "' is not supported (String patterns, and the regex \\s+)"));
+            return std::make_unique<whitespace_runs_normalizer>(read_string(n, "content", where, ""));
+        }
         return std::make_unique<replace_normalizer>(read_string(pattern, "String", where / "pattern", ""),
                                                     read_string(n, "content", where, ""));
     }
@@ -185,25 +190,24 @@ ANVIL_INLINE std::unique_ptr<pre_tokenizer> read_split(const json::value& p, con
     const json::value* regex = member(pattern, "Regex");
     if (!regex) {
         const std::string literal = read_string(pattern, "String", where / "pattern", "");
-        throw unsupported_error(message(where.source, ": ", where.path, ": Split on the string pattern '",
-                                        literal,
-                                        "' is not supported yet (the Llama-3, Qwen2 and GPT-2 regexes are)"));
+        throw unsupported_error(
+            message(where.source, ": ", where.path, ": Split on the string pattern '", literal,
+                    "' is not supported yet (the Llama-3, Qwen2, GPT-2 and CLIP regexes are)"));
     }
     const std::string& text = (where / "pattern" / "Regex").expect(*regex, json::kind::string).as_string();
     const auto known = recognise_split_regex(text);
     if (!known)
         throw unsupported_error(
             message(where.source, ": ", where.path, ": Split regex '", text,
-                    "' is not supported (anvil matches the Llama-3, Qwen2 and GPT-2 patterns "
+                    "' is not supported (anvil matches the Llama-3, Qwen2, GPT-2 and CLIP patterns "
                     "without a regex engine)"));
     const std::string behavior = read_string(p, "behavior", where, "Isolated");
-    if (behavior != "Isolated")
+    if (behavior != "Isolated" && behavior != "Removed")
         throw unsupported_error(message(where.source, ": ", where.path, ": Split behavior '", behavior,
-                                        "' is not supported yet (Isolated)"));
-    if (read_bool(p, "invert", where, false))
-        throw unsupported_error(
-            message(where.source, ": ", where.path, ": Split with invert true is not supported yet"));
-    return std::make_unique<split_pre_tokenizer>(*known);
+                                        "' is not supported yet (Isolated, Removed)"));
+    return std::make_unique<split_pre_tokenizer>(
+        *known, behavior == "Isolated" ? split_behavior::isolated : split_behavior::removed,
+        read_bool(p, "invert", where, false));
 }
 
 ANVIL_INLINE std::unique_ptr<pre_tokenizer> read_pre_tokenizer(const json::value& p,

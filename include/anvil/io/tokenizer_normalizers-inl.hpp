@@ -103,4 +103,22 @@ ANVIL_INLINE void replace_normalizer::normalize(std::string& text) const {
     text = std::move(out.append(text, from));
 }
 
+ANVIL_INLINE void whitespace_runs_normalizer::normalize(std::string& text) const {
+    std::string out;
+    out.reserve(text.size());
+    bool in_run = false;
+    for (std::size_t at = 0; at < text.size();) {
+        const std::size_t begin = at;
+        const char32_t cp = next_code_point(text, at);
+        if (is_white_space(cp)) {
+            if (!in_run) out += content_;
+            in_run = true;
+        } else {
+            out.append(text, begin, at - begin);
+            in_run = false;
+        }
+    }
+    text = std::move(out);
+}
+
 }  // namespace anvil::detail

@@ -1,5 +1,6 @@
 // anvil: tokenizer normalizers (Hugging Face `tokenizers` semantics, normalizers/*.rs): BertNormalizer,
-// Lowercase, NFD, NFC, StripAccents, Prepend, Replace (a literal pattern) and Sequence.
+// Lowercase, NFD, NFC, StripAccents, Prepend, Replace (a literal pattern, or the regex \s+ CLIP uses) and
+// Sequence.
 #pragma once
 
 #include <cstddef>
@@ -89,6 +90,17 @@ public:
 
 private:
     std::string pattern_, content_;
+};
+
+// Replace with the Regex pattern \s+ (CLIP's whitespace clean-up): each maximal run of White_Space code
+// points becomes `content`. The only regex Replace anvil recognises; it needs no regex engine.
+class whitespace_runs_normalizer final : public normalizer {
+public:
+    explicit whitespace_runs_normalizer(std::string content) : content_(std::move(content)) {}
+    ANVIL_INLINE void normalize(std::string& text) const override;
+
+private:
+    std::string content_;
 };
 
 class sequence_normalizer final : public normalizer {

@@ -109,8 +109,8 @@ ANVIL_INLINE tensor<float> apply(const post_norm_encoder_layer& layer, const ten
 }
 
 ANVIL_INLINE tensor<float> apply(const pre_norm_encoder_layer& layer, const tensor<float>& x,
-                                 const std::optional<tensor<float>>& mask) {
-    const auto h = x + self_attention(layer.attention, apply(layer.attention_norm, x), mask);
+                                 const std::optional<tensor<float>>& mask, const attention_options& options) {
+    const auto h = x + self_attention(layer.attention, apply(layer.attention_norm, x), mask, options);
     return h + apply(layer.mlp, apply(layer.mlp_norm, h));
 }
 

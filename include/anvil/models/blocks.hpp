@@ -95,8 +95,8 @@ struct post_norm_encoder_layer {
 [[nodiscard]] tensor<float> apply(const post_norm_encoder_layer& layer, const tensor<float>& x,
                                   const std::optional<tensor<float>>& mask);
 
-// A transformer encoder layer with the norms before each block, on the residual's branch (ViT, DeiT):
-// h = x + attention(norm1(x)); out = h + mlp(norm2(h)).
+// A transformer encoder layer with the norms before each block, on the residual's branch (ViT, DeiT, CLIP's
+// towers): h = x + attention(norm1(x)); out = h + mlp(norm2(h)).
 struct pre_norm_encoder_layer {
     norm_layer attention_norm;
     attention_layer attention;
@@ -104,8 +104,10 @@ struct pre_norm_encoder_layer {
     mlp_layer mlp;
 };
 
+// `options.causal`: each token attends to itself and the tokens before it (CLIP's text tower).
 [[nodiscard]] tensor<float> apply(const pre_norm_encoder_layer& layer, const tensor<float>& x,
-                                  const std::optional<tensor<float>>& mask);
+                                  const std::optional<tensor<float>>& mask,
+                                  const attention_options& options = {});
 
 // Rotary position embedding in the rotate_half form (Llama, GPT-NeoX) with tables given per row:
 // x [B, heads, S, D], cos and sin [B, 1, S, R / 2] (broadcast over heads). The first R features rotate in
