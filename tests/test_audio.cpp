@@ -115,33 +115,38 @@ TEST_CASE("fft: every length equals the naive DFT") {
 }
 
 TEST_CASE("log-mel: Whisper's features equal the numpy implementation of WhisperFeatureExtractor") {
-    const anvil::audio fox = anvil::read_wav(anvil_test::data_path("audio/fox_16k.wav"));
-    for (const std::int64_t bins : {80, 128}) {
-        CAPTURE(bins);
-        anvil::log_mel_options options;
-        options.mel_bins = bins;
-        const anvil::host_tensor features = anvil::whisper_log_mel(fox.samples, options);
-        REQUIRE(features.shape() == anvil::dims{bins, 3000});
-        const anvil::host_tensor want = anvil_test::load_npy(
-            anvil_test::data_path("audio/fox_16k_log_mel" + std::to_string(bins) + ".npy"));
-        const std::int64_t frames = want.shape()[1];
-        const auto got = features.values<float>();
-        const auto expected = want.values<float>();
-        double worst = 0.0;
-        for (std::int64_t m = 0; m < bins; ++m)
-            for (std::int64_t t = 0; t < frames; ++t)
-                worst = std::max(
-                    worst, static_cast<double>(std::abs(got[static_cast<std::size_t>(m * 3000 + t)] -
-                                                        expected[static_cast<std::size_t>(m * frames + t)])));
-        MESSAGE(bins, " mel bins: max abs difference from numpy ", worst);
-        CHECK(worst < 1e-5);
-        // Past the speech the window is silence: every value is the floor, max - 8 then (x + 4) / 4.
-        const float floor = got[static_cast<std::size_t>(2999)];
-        float ceiling = -1e30f;
-        for (const float v : got)
-            ceiling = std::max(ceiling, v);
-        CHECK(floor == doctest::Approx(ceiling - 2.0f).epsilon(1e-6));
-    }
+    // The synthetic fox sentence, and real speech (jfk.wav, 11 s).
+    for (const std::string clip : {"fox_16k", "jfk"})
+        for (const std::int64_t bins : {80, 128}) {
+            CAPTURE(clip);
+            CAPTURE(bins);
+            const anvil::audio speech = anvil::read_wav(anvil_test::data_path("audio/" + clip + ".wav"));
+            anvil::log_mel_options options;
+            options.mel_bins = bins;
+            const anvil::host_tensor features = anvil::whisper_log_mel(speech.samples, options);
+            REQUIRE(features.shape() == anvil::dims{bins, 3000});
+            const anvil::host_tensor want = anvil_test::load_npy(
+                anvil_test::data_path("audio/" + clip + "_log_mel" + std::to_string(bins) + ".npy"));
+            const std::int64_t frames = want.shape()[1];
+            const auto got = features.values<float>();
+            const auto expected = want.values<float>();
+            double worst = 0.0;
+            for (std::int64_t m = 0; m < bins; ++m)
+                for (std::int64_t t = 0; t < frames; ++t)
+                    worst = std::max(
+                        worst,
+                        static_cast<double>(std::abs(got[static_cast<std::size_t>(m * 3000 + t)] -
+                                                     expected[static_cast<std::size_t>(m * frames + t)])));
+            MESSAGE(clip, ", ", bins, " mel bins: max abs difference from numpy ", worst, " over ", frames,
+                    " frames");
+            CHECK(worst < 1e-5);
+            // Past the speech the window is silence: every value is the floor, max - 8 then (x + 4) / 4.
+            const float floor = got[static_cast<std::size_t>(2999)];
+            float ceiling = -1e30f;
+            for (const float v : got)
+                ceiling = std::max(ceiling, v);
+            CHECK(floor == doctest::Approx(ceiling - 2.0f).epsilon(1e-6));
+        }
     // Past 30 s the samples are cut: 31 s gives the features of its first 30.
     std::vector<float> long_clip(16000 * 31, 0.0f);
     std::vector<float> first(16000 * 30, 0.0f);

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Drives `anvil embed`, `anvil rerank`, `anvil classify`, `anvil zero-shot` and `anvil tokenize` on the committed
-fixtures (CLIP's for zero-shot and CLIP embeddings), checking
+"""Drives `anvil embed`, `anvil rerank`, `anvil classify`, `anvil zero-shot`, `anvil transcribe` and `anvil tokenize`
+on the committed fixtures (CLIP's for zero-shot and CLIP embeddings, Whisper's for transcribe), checking
 their results against the expected outputs the PyTorch references wrote (tools/reference/), the token ids
 against Hugging Face's own golden ids, and the command line's contract (DESIGN.md): --ids / --type-ids /
 --pixels inputs, --out .npy and --json outputs, --backend, one-line errors with exit status 1, usage errors
@@ -15,6 +15,7 @@ import pathlib
 import struct
 import sys
 import tempfile
+import wave
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import cli_support  # noqa: E402
@@ -330,6 +331,54 @@ def test_clip(tmp: pathlib.Path) -> None:
                 "anvil: error:", "not a CLIP model", what="zero-shot with a sentence encoder")
 
 
+def test_transcribe(tmp: pathlib.Path) -> None:
+    folder = DATA / "whisper" / "whisper"
+    jfk = DATA / "audio" / "jfk.wav"
+    cases = json.loads((folder / "generation.json").read_text())["cases"]
+    first = cases[0]
+    limit = str(first["max_new_tokens"])
+    encoder_out, mel_out = tmp / "encoder.npy", tmp / "mel.npy"
+    result = anvil("transcribe", "--model", folder, jfk, "--language", first["language"], "--max-new-tokens", limit,
+                   "--backend", "cpu", "--json", "--encoder-out", encoder_out, "--mel-out", mel_out)
+    ok = result.returncode == 0
+    report = json.loads(result.stdout) if ok else {}
+    check(ok and report["ids"] == first["generated"] and report["windows"][0]["prompt"] == first["prompt"] and
+          report["language"] == "<|en|>" and report["text"],
+          f"transcribe jfk.wav --json: the reference's prompt and greedy ids ({result.stderr[-300:]})")
+    _, hidden = read_npy(folder / "encoder_hidden.npy")
+    check(ok and read_npy(encoder_out)[0] == (1500, 32) and max_relative_error(read_npy(encoder_out)[1], hidden) < 1e-4,
+          "transcribe --encoder-out: the reference's encoder output [1500, d_model]")
+    check(ok and read_npy(mel_out)[0] == (80, 3000), "transcribe --mel-out: the log-mel [n_mels, 3000]")
+    result = anvil("transcribe", "--model", folder, "--features", mel_out, "--language", "en", "--max-new-tokens",
+                   limit, "--backend", "cpu", "--json")
+    check(result.returncode == 0 and json.loads(result.stdout)["ids"] == first["generated"],
+          f"transcribe --features: the same ids from the features ({result.stderr[-300:]})")
+    stamped = [c for c in cases if c["timestamps"]][0]
+    result = anvil("transcribe", "--model", folder, jfk, "--language", stamped["language"], "--timestamps",
+                   "--max-new-tokens", str(stamped["max_new_tokens"]), "--backend", "cpu")
+    check(result.returncode == 0 and result.stdout.startswith("[0.18 -> 21.72]"),
+          f"transcribe --timestamps: segments from the timestamp pairs ({result.stdout[:80]!r})")
+
+    fast = tmp / "fast.wav"
+    with wave.open(str(fast), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(44100)
+        out.writeframes(b"\x00\x00" * 4410)
+    check_error(anvil("transcribe", "--model", folder, fast), 1, "anvil: error:", "44100 Hz", "16000",
+                what="transcribe a 44.1 kHz file")
+    check_error(anvil("transcribe", "--model", folder, jfk, "--task", "summarize"), 2, "anvil: usage:", "--task",
+                what="transcribe --task summarize")
+    check_error(anvil("transcribe", "--model", folder, jfk, "--features", mel_out), 2, "anvil: usage:",
+                what="transcribe with audio and features")
+    check_error(anvil("transcribe", "--model", folder, jfk, "--language", "tlh"), 1, "anvil: error:",
+                "unknown language 'tlh'", what="transcribe --language tlh")
+    check_error(anvil("transcribe", "--model", DATA / "whisper" / "whisper_en", jfk, "--language", "de"), 1,
+                "anvil: error:", "English-only", what="an English-only model with --language de")
+    check_error(anvil("transcribe", "--model", TEXT / "bert_sentence", jfk), 1, "anvil: error:",
+                "not a Whisper model", what="transcribe with a sentence encoder")
+
+
 def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = pathlib.Path(tmp)
@@ -338,6 +387,7 @@ def main() -> int:
         test_rerank(tmp)
         test_classify(tmp)
         test_clip(tmp)
+        test_transcribe(tmp)
     print(f"cli.models: {len(failures)} failed")
     return 1 if failures else 0
 

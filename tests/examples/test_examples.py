@@ -106,9 +106,20 @@ def test_zero_shot(examples: pathlib.Path, cli: str, data: pathlib.Path) -> None
               f"zero_shot: {label!r} {probability} is the CLI's {want['label']!r} {want['probability']:.4f}")
 
 
+def test_transcribe(examples: pathlib.Path, cli: str, data: pathlib.Path) -> None:
+    folder = data / "whisper" / "whisper"
+    audio = data / "audio" / "jfk.wav"
+    printed = run(examples / "transcribe", folder, audio, "--language", "en", "--max-new-tokens", "8", "--backend",
+                  "cpu")
+    reference = json.loads(run(cli, "transcribe", "--model", folder, audio, "--language", "en", "--max-new-tokens",
+                               "8", "--backend", "cpu", "--json"))
+    check(printed == reference["text"] + "\n",
+          f"transcribe: the streamed text {printed!r} is the CLI's {reference['text']!r}")
+
+
 def main() -> int:
     examples, cli, data = pathlib.Path(sys.argv[1]), sys.argv[2], pathlib.Path(sys.argv[3])
-    for test in (test_embed, test_rerank, test_classify, test_chat, test_zero_shot):
+    for test in (test_embed, test_rerank, test_classify, test_chat, test_zero_shot, test_transcribe):
         try:
             test(examples, cli, data)
         except AssertionError as e:

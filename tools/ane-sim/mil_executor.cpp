@@ -233,12 +233,40 @@ void run_binary(op_context& c) {
     const auto f = binary_function(c.op());
     const auto& xd = c.data(x);
     const auto& yd = c.data(y);
-    const auto xo = broadcast_offsets(x.shape, shape);
-    const auto yo = broadcast_offsets(y.shape, shape);
     const bool integral = out.type == dtype::int32;
-    for (std::size_t i = 0; i < out.data.size(); ++i) {
-        const float v = f(xd[static_cast<std::size_t>(xo[i])], yd[static_cast<std::size_t>(yo[i])]);
-        out.data[i] = integral ? std::trunc(v) : v;
+    // Operands of the result's own shape, or a scalar, need no offset tables (most elementwise ops are one
+    // of these; the tables cost a large attention's scores two allocations of their size per op).
+    const bool direct = (x.shape == shape || xd.size() == 1) && (y.shape == shape || yd.size() == 1);
+    if (direct) {
+        for (std::size_t i = 0; i < out.data.size(); ++i) {
+            const float v = f(xd[xd.size() == 1 ? 0 : i], yd[yd.size() == 1 ? 0 : i]);
+            out.data[i] = integral ? std::trunc(v) : v;
+        }
+        return;
+    }
+    // Row by row over the innermost axis: each operand's row start from a table of one entry per row, and
+    // its step along the row (0 where it broadcasts there).
+    const std::size_t inner = shape.empty() ? 1 : static_cast<std::size_t>(shape.back());
+    const auto rows_of = [&](const shape_t& in) {
+        shape_t row_shape = shape, in_rows = in;
+        if (!row_shape.empty()) row_shape.back() = 1;
+        if (!in_rows.empty()) in_rows.back() = 1;
+        std::vector<std::int64_t> starts = broadcast_offsets(in_rows, row_shape);
+        const std::int64_t row_length = in.empty() ? 1 : in.back();
+        for (auto& start : starts)
+            start *= row_length;  // offsets counted in rows of `in_rows`, one element each
+        return starts;
+    };
+    const std::vector<std::int64_t> xr = rows_of(x.shape), yr = rows_of(y.shape);
+    const std::size_t xs = !x.shape.empty() && x.shape.back() != 1 ? 1 : 0;
+    const std::size_t ys = !y.shape.empty() && y.shape.back() != 1 ? 1 : 0;
+    for (std::size_t r = 0; r < xr.size(); ++r) {
+        const auto xb = static_cast<std::size_t>(xr[r]), yb = static_cast<std::size_t>(yr[r]);
+        float* row = out.data.data() + r * inner;
+        for (std::size_t j = 0; j < inner; ++j) {
+            const float v = f(xd[xb + j * xs], yd[yb + j * ys]);
+            row[j] = integral ? std::trunc(v) : v;
+        }
     }
 }
 
@@ -346,36 +374,49 @@ void run_reduce(op_context& c) {
     const auto& xd = c.data(x);
     const auto slot = broadcast_offsets(kept_shape, x.shape);  // input element -> output element
     const std::string& op = c.op();
-    const float start = op == "reduce_max" || argmax ? -std::numeric_limits<float>::infinity()
-                        : op == "reduce_min"         ? std::numeric_limits<float>::infinity()
-                        : op == "reduce_prod"        ? 1.0f
-                                                     : 0.0f;
+    // The op is read once: comparing its name per element cost a fifth of a 1500-position attention.
+    enum class reduction : std::uint8_t { max, min, prod, index_of_max, sum };
+    const reduction kind = op == "reduce_max"    ? reduction::max
+                           : op == "reduce_min"  ? reduction::min
+                           : op == "reduce_prod" ? reduction::prod
+                           : argmax              ? reduction::index_of_max
+                                                 : reduction::sum;
+    const float start = kind == reduction::max || kind == reduction::index_of_max
+                            ? -std::numeric_limits<float>::infinity()
+                        : kind == reduction::min  ? std::numeric_limits<float>::infinity()
+                        : kind == reduction::prod ? 1.0f
+                                                  : 0.0f;
     std::vector<float> best(out.data.size(), start);
     std::vector<std::int64_t> position(out.data.size(), 0), seen(out.data.size(), 0);
-    const shape_t strides = strides_of(x.shape);
     for (std::size_t i = 0; i < xd.size(); ++i) {
         const auto o = static_cast<std::size_t>(slot[i]);
         const float v = xd[i];
-        if (op == "reduce_max")
-            best[o] = std::max(best[o], v);
-        else if (op == "reduce_min")
-            best[o] = std::min(best[o], v);
-        else if (op == "reduce_prod")
-            best[o] *= v;
-        else if (argmax) {
-            if (v > best[o] || seen[o] == 0) {
-                best[o] = v;
-                position[o] = seen[o];
-            }
-            ++seen[o];
-        } else
-            best[o] += v;
+        switch (kind) {
+            case reduction::max:
+                best[o] = std::max(best[o], v);
+                break;
+            case reduction::min:
+                best[o] = std::min(best[o], v);
+                break;
+            case reduction::prod:
+                best[o] *= v;
+                break;
+            case reduction::index_of_max:
+                if (v > best[o] || seen[o] == 0) {
+                    best[o] = v;
+                    position[o] = seen[o];
+                }
+                ++seen[o];
+                break;
+            case reduction::sum:
+                best[o] += v;
+                break;
+        }
     }
     const auto reduced_count = static_cast<float>(xd.size() / std::max<std::size_t>(out.data.size(), 1));
+    const bool mean = op == "reduce_mean";
     for (std::size_t o = 0; o < out.data.size(); ++o)
-        out.data[o] = argmax                ? static_cast<float>(position[o])
-                      : op == "reduce_mean" ? best[o] / reduced_count
-                                            : best[o];
+        out.data[o] = argmax ? static_cast<float>(position[o]) : mean ? best[o] / reduced_count : best[o];
 }
 
 // ---- data movement

@@ -8,6 +8,7 @@
 #include "info.hpp"
 #include "lm_commands.hpp"
 #include "selftest.hpp"
+#include "speech_commands.hpp"
 #include "text_commands.hpp"
 
 #include <anvil/anvil.hpp>
@@ -32,6 +33,8 @@ constexpr const char* usage_text =
     "  classify --model DIR the top classes of images (ResNet, ViT, DeiT)\n"
     "  zero-shot --model DIR --labels LABEL...\n"
     "                       CLIP: an image's labels ranked by probability\n"
+    "  transcribe --model DIR AUDIO.wav...\n"
+    "                       Whisper speech-to-text (16 kHz WAVE, or log-mel features)\n"
     "  tokenize --model DIR token ids as Hugging Face's tokenizer gives them\n"
     "  logits --model DIR   a decoder LM's logits [S, V] for --ids LIST (GPT-2, Llama, Qwen2/3, Mistral)\n"
     "  generate --model DIR text from a decoder LM, streamed (--prompt TEXT | --ids LIST, sampling options)\n"
@@ -68,6 +71,7 @@ int dispatch(const std::vector<std::string_view>& args, const char* argv0) {
     if (command == "rerank") return anvil::cli::run_rerank(rest, argv0);
     if (command == "classify") return anvil::cli::run_classify(rest, argv0);
     if (command == "zero-shot") return anvil::cli::run_zero_shot(rest, argv0);
+    if (command == "transcribe") return anvil::cli::run_transcribe(rest, argv0);
     if (command == "tokenize") return anvil::cli::run_tokenize(rest);
     if (command == "logits") return anvil::cli::run_logits(rest, argv0);
     if (command == "generate") return anvil::cli::run_generate(rest, argv0);

@@ -30,8 +30,9 @@ ANVIL_INLINE double mel_to_hertz(double mel) {
 
 ANVIL_INLINE void check(const log_mel_options& o) {
     if (o.mel_bins < 1 || o.mel_bins > 1024 || o.sample_rate < 1 || o.fft_length < 2 ||
-        o.fft_length > 65536 || o.hop_length < 1 || o.chunk_seconds < 1 ||
-        o.chunk_seconds * o.sample_rate > (std::int64_t{1} << 31))
+        o.fft_length > 65536 || o.hop_length < 1 || o.chunk_seconds < 1 || o.window_samples < 0 ||
+        o.chunk_seconds * o.sample_rate > (std::int64_t{1} << 31) ||
+        o.window_samples > (std::int64_t{1} << 31))
         throw error(message("whisper_log_mel: unusable options: ", o.mel_bins, " mel bins, ", o.sample_rate,
                             " Hz, ", o.fft_length, "-point FFT, hop ", o.hop_length, ", ", o.chunk_seconds,
                             " s"));
@@ -65,7 +66,7 @@ ANVIL_INLINE std::vector<double> slaney_mel_filters(const log_mel_options& optio
 
 ANVIL_INLINE host_tensor whisper_log_mel(std::span<const float> samples, const log_mel_options& options) {
     detail::mel::check(options);
-    const auto window_samples = static_cast<std::size_t>(options.chunk_seconds * options.sample_rate);
+    const auto window_samples = static_cast<std::size_t>(options.window());
     const auto n_fft = static_cast<std::size_t>(options.fft_length);
     const auto hop = static_cast<std::size_t>(options.hop_length);
     const std::size_t half = n_fft / 2;

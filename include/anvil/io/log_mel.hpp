@@ -23,14 +23,21 @@ struct log_mel_options {
     std::int64_t fft_length = 400;     // n_fft
     std::int64_t hop_length = 160;     // hop_length
     std::int64_t chunk_seconds = 30;   // chunk_length: the window the samples are padded or cut to
+    // The window in samples instead of chunk_seconds (0: chunk_seconds * sample_rate): long-form audio takes
+    // the features of the whole clip at once, as WhisperFeatureExtractor with truncation=False does.
+    std::int64_t window_samples = 0;
+
+    [[nodiscard]] std::int64_t window() const noexcept {
+        return window_samples > 0 ? window_samples : chunk_seconds * sample_rate;
+    }
 };
 
 // The filter bank [mel_bins, fft_length / 2 + 1]: triangles between Slaney mel points evenly spaced from 0
 // Hz to sample_rate / 2, each scaled by 2 / (its upper edge - its lower edge) Hz (librosa's norm="slaney").
 [[nodiscard]] std::vector<double> slaney_mel_filters(const log_mel_options& options = {});
 
-// The features [mel_bins, chunk_seconds * sample_rate / hop_length] (f32) of one window of mono samples at
-// options.sample_rate; a longer `samples` is cut, a shorter one padded with silence.
+// The features [mel_bins, window() / hop_length] (f32) of one window of mono samples at options.sample_rate;
+// a longer `samples` is cut, a shorter one padded with silence.
 [[nodiscard]] host_tensor whisper_log_mel(std::span<const float> samples,
                                           const log_mel_options& options = {});
 

@@ -97,6 +97,12 @@ ANVIL_INLINE tensor<float> self_attention(const attention_layer& layer, const te
     return apply(layer.output, recipe_detail::merge_heads(context));
 }
 
+ANVIL_INLINE tensor<float> cross_attention(const attention_layer& layer, const tensor<float>& x,
+                                           const tensor<float>& keys, const tensor<float>& values) {
+    const auto q = recipe_detail::split_heads(apply(layer.query, x), layer.heads, layer.head_dim);
+    return apply(layer.output, recipe_detail::merge_heads(attention(q, keys, values)));
+}
+
 ANVIL_INLINE tensor<float> apply(const mlp_layer& mlp, const tensor<float>& x) {
     if (mlp.gate) return apply(mlp.down, activate(apply(*mlp.gate, x), mlp.act) * apply(mlp.up, x));
     return apply(mlp.down, activate(apply(mlp.up, x), mlp.act));

@@ -74,6 +74,12 @@ namespace recipe_detail {
                                            const std::optional<tensor<float>>& mask,
                                            const attention_options& options = {});
 
+// Attention of x's queries [B, S, hidden] over keys and values computed elsewhere, [B, kv_heads, Tk, D]: an
+// encoder-decoder's cross-attention (Whisper's decoder over its encoder's output, whose keys and values are
+// computed once). -> [B, S, hidden], through the output projection.
+[[nodiscard]] tensor<float> cross_attention(const attention_layer& layer, const tensor<float>& x,
+                                            const tensor<float>& keys, const tensor<float>& values);
+
 // The feed-forward block: down(act(up(x))), or down(act(gate(x)) * up(x)) when there is a gate (SwiGLU).
 struct mlp_layer {
     linear_layer up, down;
