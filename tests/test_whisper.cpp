@@ -269,7 +269,10 @@ void check_simulated_device(const anvil_test::ane_target& target) {
     options.compile.strict_device = injected.find("fail_") == std::string::npos &&
                                     injected.find("inject") == std::string::npos &&
                                     injected.find("m5") == std::string::npos;
-    for (const std::string name : {"whisper", "whisper_en"}) {
+    // whisper_en alone (one layer each side, 128 mel bins): a 1500-position attention costs the simulator's
+    // Core ML route seconds per head and layer (74 s for both fixtures, 4 runs in CI, under ASan too); the
+    // multilingual fixture's decoder runs on the simulator in the counters test below.
+    for (const std::string name : {"whisper_en"}) {
         CAPTURE(name);
         auto model = whisper::load(data_path("whisper/" + name), options);
         const auto features = window_features(name);
@@ -298,11 +301,10 @@ void check_simulated_device(const anvil_test::ane_target& target) {
             ++same;
         MESSAGE(name << ": greedy ids equal the reference's for " << same << " of " << first.generated.size()
                      << " tokens");
-        // whisper_en's path keeps every top-2 gap above the fp16 error, so its ids must all be equal;
-        // whisper's amplified cross-attention (whisper_fixtures.py) puts a gap of 0.02 within it, and its ids
-        // part where the two paths' top tokens cross (token 6 in the runs seen): that is reported, not
-        // checked.
-        if (name == "whisper_en") CHECK(same == first.generated.size());
+        // This case's greedy path keeps every top-2 gap (the smallest 0.10) above the fp16 error, so every id
+        // must be equal. (The multilingual fixture's smallest gap, 0.02, is within it: on the simulator its
+        // ids parted from the reference's at token 6 of 20.)
+        CHECK(same == first.generated.size());
     }
 }
 

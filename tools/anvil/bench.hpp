@@ -14,11 +14,13 @@
 #include <anvil/models/cross_encoder.hpp>
 #include <anvil/models/image_classifier.hpp>
 #include <anvil/models/sentence_encoder.hpp>
+#include <anvil/models/whisper.hpp>
 
 #include <sys/resource.h>
 #include <unistd.h>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -31,10 +33,9 @@
 namespace anvil::cli {
 
 inline constexpr const char* bench_usage =
-    "usage: anvil bench --model DIR [--task embed|embed-image|rerank|classify|generate] [--batch N] [--runs "
-    "N]\n"
-    "                   [--prompt-tokens N] [--new-tokens N] [--backend cpu|ane|coreml|auto] "
-    "[--strict-device] "
+    "usage: anvil bench --model DIR [--task embed|embed-image|rerank|classify|generate|transcribe]\n"
+    "                   [--batch N] [--runs N] [--prompt-tokens N] [--new-tokens N]\n"
+    "                   [--backend cpu|ane|coreml|auto] [--strict-device] "
     "[--json]\n"
     "\n"
     "Times a model folder on one backend: load (reading and checking the weights), first result (compiling\n"
@@ -47,7 +48,9 @@ inline constexpr const char* bench_usage =
     "The task comes from config.json (architectures, modules.json) unless --task names it. Inputs are\n"
     "synthetic: --batch texts, pairs or images (8), a prompt of --prompt-tokens ids (32) and --new-tokens "
     "(64).\n"
-    "A CLIP folder benchmarks its image tower (embed-image, the default) or its text tower (embed).\n";
+    "A CLIP folder benchmarks its image tower (embed-image, the default) or its text tower (embed); a "
+    "Whisper\n"
+    "folder (transcribe) its encoder per 30 s window and its decoder's tokens/s over --new-tokens tokens.\n";
 
 namespace detail_bench {
 
@@ -105,6 +108,7 @@ inline std::string detect_task(const std::filesystem::path& folder) {
         names.push_back(architecture->as_string());  // timm-style folders
     for (const std::string& name : names) {
         if (name == "CLIPModel") return "embed-image";
+        if (name == "WhisperForConditionalGeneration") return "transcribe";
         if (name.ends_with("ForCausalLM") || name.ends_with("LMHeadModel")) return "generate";
         if (name.ends_with("ForSequenceClassification")) return "rerank";
         if (name.ends_with("ForImageClassification") || name.ends_with("ForImageClassificationWithTeacher") ||
@@ -314,6 +318,50 @@ inline int run_bench(const std::vector<std::string_view>& argv, const char* argv
             },
             [&] { (void)classifier->logits(pixels); }, runs);
         extra["items_per_s"] = json::value(static_cast<double>(batch) / t.steady_s);
+    } else if (task == "transcribe") {
+        // Whisper: one 30 s window of a synthetic signal; each run encodes it, then decodes --new-tokens
+        // tokens after the prompt. The encoder is timed alone, and the decode rate is the run's time less an
+        // encoder run over the tokens stepped (the prompt's included).
+        std::optional<models::whisper> model;
+        host_tensor features;
+        models::transcribe_options how;
+        how.max_new_tokens = new_tokens;
+        std::vector<double> encoder_s, decode_rate;
+        std::int64_t stepped = 0;
+        t = detail_bench::measure(
+            [&] {
+                model.emplace(models::whisper::load(folder, load));
+                std::vector<float> samples(30 * 16000);
+                for (std::size_t i = 0; i < samples.size(); ++i) {
+                    const double x = static_cast<double>(i);
+                    samples[i] =
+                        static_cast<float>(0.3 * std::sin(0.05 * x + 2e-6 * x * x) * std::sin(3e-4 * x));
+                }
+                features = model->features(samples);
+                if (model->config().multilingual) how.language = model->config().language_ids.begin()->first;
+            },
+            [&] {
+                auto start = detail_bench::clock::now();
+                (void)model->encode(features);
+                const double encoded = detail_bench::seconds_since(start);
+                start = detail_bench::clock::now();
+                const auto result = model->transcribe_features(features, how);
+                const double all = detail_bench::seconds_since(start);
+                stepped = static_cast<std::int64_t>(result.windows.front().prompt.size() + result.ids.size());
+                encoder_s.push_back(encoded);
+                decode_rate.push_back(static_cast<double>(stepped) / std::max(all - encoded, 1e-9));
+            },
+            runs);
+        // The first run compiled; the medians are over the others.
+        const auto median = [](std::vector<double> v) {
+            v.erase(v.begin());
+            std::sort(v.begin(), v.end());
+            return v.empty() ? 0.0 : v[v.size() / 2];
+        };
+        extra["input"] = "one 30 s window of a synthetic signal";
+        extra["encoder_s"] = json::value(median(encoder_s));
+        extra["decode_tokens_per_s"] = json::value(median(decode_rate));
+        extra["decoded_tokens"] = stepped;
     } else if (task == "generate") {
         models::causal_lm_options options;
         options.load = load;
@@ -338,7 +386,8 @@ inline int run_bench(const std::vector<std::string_view>& argv, const char* argv
         extra["decode_tokens_per_s"] = json::value(stats.decode_tokens_per_s);
     } else {
         throw usage_error(detail::message(
-            "bench: --task must be embed, embed-image, rerank, classify or generate, got '", task, "'"));
+            "bench: --task must be embed, embed-image, rerank, classify, generate or transcribe, got '", task,
+            "'"));
     }
 
     const std::int64_t checkpoint = detail_bench::checkpoint_bytes(folder);
@@ -378,7 +427,10 @@ inline int run_bench(const std::vector<std::string_view>& argv, const char* argv
                 std::max(0.0, t.first_s - t.steady_s));
     std::printf("  steady state    %9.4f s  (median of %lld runs)\n", t.steady_s,
                 static_cast<long long>(runs));
-    if (task == "generate") {
+    if (task == "transcribe") {
+        std::printf("  encoder         %9.4f s per 30 s window; decoder %.1f tokens/s\n",
+                    extra["encoder_s"].as_double(), extra["decode_tokens_per_s"].as_double());
+    } else if (task == "generate") {
         std::printf("  time to first token %.4f s, prefill %.1f tokens/s, decode %.1f tokens/s\n",
                     extra["time_to_first_token_s"].as_double(), extra["prefill_tokens_per_s"].as_double(),
                     extra["decode_tokens_per_s"].as_double());
