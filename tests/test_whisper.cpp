@@ -249,6 +249,27 @@ TEST_CASE("whisper: the audio path, 44.1 kHz refused, and inputs that do not fit
     anvil_test::temporary_folder folder("anvil-whisper");
     for (const auto& entry : fs::directory_iterator(data_path("whisper/whisper")))
         fs::copy_file(entry.path(), folder.path / entry.path().filename());
+    {  // A stored proj_out.weight: the token embeddings again loads, anything else is refused.
+        const auto source = anvil::checkpoint::open(data_path("whisper/whisper/model.safetensors"));
+        const auto& tokens = source.tensor("model.decoder.embed_tokens.weight");
+        const std::vector<std::int64_t> shape(tokens.shape().begin(), tokens.shape().end());
+        for (const bool tied : {true, false}) {
+            anvil::safetensors_writer writer;
+            for (const auto* tensor : source.tensors())
+                writer.add(*tensor);
+            std::vector<float> head = tokens.to_f32();
+            if (!tied) head[5] += 1.0f;
+            writer.add("proj_out.weight", shape, head);
+            writer.write(folder.path / "model.safetensors");
+            if (tied)
+                CHECK_NOTHROW((void)whisper::load(folder.path, cpu()));
+            else
+                CHECK_THROWS_WITH((void)whisper::load(folder.path, cpu()),
+                                  Contains("proj_out.weight differs from the token embeddings"));
+        }
+        fs::copy_file(data_path("whisper/whisper/model.safetensors"), folder.path / "model.safetensors",
+                      fs::copy_options::overwrite_existing);
+    }
     json::value config = json::parse_file(folder.path / "config.json");
     config.as_object()["d_model"] = json::value(std::int64_t{30});
     std::ofstream(folder.path / "config.json") << json::dump(config);

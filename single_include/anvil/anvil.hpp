@@ -8646,6 +8646,10 @@ public:
     // [n_mels, samples / 160], the whole clip at once (what long-form transcription cuts into windows).
     [[nodiscard]] host_tensor features(std::span<const float> samples) const;
 
+    // The window of features [n_mels, frames] (f32) that starts at frame `start`: [n_mels, 3000], zeros past
+    // the end (as Hugging Face pads the last segment of long audio). What each decoded window reads.
+    [[nodiscard]] host_tensor window(const host_tensor& features, std::int64_t start) const;
+
     // The encoder's last hidden state [1500, d_model] for features [n_mels, 3000] (or [1, n_mels, 3000]).
     [[nodiscard]] host_tensor encode(const host_tensor& features);
 
@@ -34020,7 +34024,12 @@ ANVIL_INLINE whisper whisper::load(const std::filesystem::path& folder, const lo
     if (const tensor_view* head = weights->find("proj_out.weight")) {
         // Hugging Face ties proj_out to the token embeddings; a checkpoint that stores it must hold the same.
         const tensor_view& tokens = weights->tensor(prefix + "decoder.embed_tokens.weight");
-        if (head->shape().size() != 2 || head->to_f32() != tokens.to_f32()) {
+        // Same dtype: the stored bytes (large-v3's are 66 M values: no f32 copies of both at load).
+        const bool same_shape = std::ranges::equal(head->shape(), tokens.shape());
+        const bool same =
+            same_shape && (head->type() == tokens.type() ? std::ranges::equal(head->bytes(), tokens.bytes())
+                                                         : head->to_f32() == tokens.to_f32());
+        if (!same) {
             throw unsupported_error(anvil::detail::message(
                 weights->path().string(),
                 ": proj_out.weight differs from the token embeddings (an untied output projection is not "
@@ -34076,6 +34085,24 @@ ANVIL_INLINE host_tensor whisper::features(std::span<const float> samples) const
     if (static_cast<std::int64_t>(samples.size()) > mel.window())
         mel.window_samples = static_cast<std::int64_t>(samples.size());
     return whisper_log_mel(samples, mel);
+}
+
+ANVIL_INLINE host_tensor whisper::window(const host_tensor& features, std::int64_t start) const {
+    const dims shape = features.shape();
+    if (shape.rank() != 2 || shape[0] != config_.mel_bins || shape[1] < 1 || features.type() != dtype::f32) {
+        throw shape_error(anvil::detail::message("whisper: expected f32 features [", config_.mel_bins,
+                                                 ", frames] (num_mel_bins), got ",
+                                                 dtype_name(features.type()), " ", shape));
+    }
+    const std::int64_t frames = shape[1], window_frames = config_.frames();
+    host_tensor out(dtype::f32, dims{config_.mel_bins, window_frames});  // zero-filled
+    const std::span<const float> in = features.values<float>();
+    const std::span<float> to = out.values<float>();
+    const std::int64_t count = std::clamp<std::int64_t>(frames - start, 0, window_frames);
+    for (std::int64_t m = 0; m < config_.mel_bins; ++m)
+        std::copy_n(in.begin() + static_cast<std::ptrdiff_t>(m * frames + start), count,
+                    to.begin() + static_cast<std::ptrdiff_t>(m * window_frames));
+    return out;
 }
 
 ANVIL_INLINE host_tensor whisper::encode(const host_tensor& features) {
@@ -34255,18 +34282,11 @@ ANVIL_INLINE transcription whisper::transcribe_features(const host_tensor& featu
             anvil::detail::message("whisper: expected f32 features, got ", dtype_name(features.type())));
     }
     const std::int64_t frames = shape[1], window_frames = config_.frames();
-    const std::vector<float> all = features.to_f32();
     transcription result;
     // The language, when none is given, is detected once, on the first window (as generate does).
     transcribe_options chosen = options;
     for (std::int64_t start = 0; start < frames; start += window_frames) {
-        // The window's frames; past the end, zeros (as Hugging Face pads the last segment).
-        std::vector<float> window(static_cast<std::size_t>(config_.mel_bins * window_frames), 0.0f);
-        const std::int64_t count = std::min(window_frames, frames - start);
-        for (std::int64_t m = 0; m < config_.mel_bins; ++m)
-            std::copy_n(all.begin() + static_cast<std::ptrdiff_t>(m * frames + start), count,
-                        window.begin() + static_cast<std::ptrdiff_t>(m * window_frames));
-        start_window(host_tensor::from(window, dims{1, config_.mel_bins, window_frames}));
+        start_window(window(features, start).reshaped(dims{1, config_.mel_bins, window_frames}));
         if (config_.multilingual && chosen.language.empty()) {
             const std::int32_t detected = detect_language();
             for (const auto& [code, id] : config_.language_ids)

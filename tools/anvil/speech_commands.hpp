@@ -3,6 +3,7 @@
 
 #include "arguments.hpp"
 #include "model_commands.hpp"
+#include "text_commands.hpp"
 
 #include <anvil/anvil.hpp>
 
@@ -54,24 +55,17 @@ inline std::string timestamped_text(const models::whisper& model, const std::vec
     return out;
 }
 
-inline json::value json_ids(const std::vector<std::int32_t>& ids) {
-    json::array out;
-    for (const std::int32_t id : ids)
-        out.emplace_back(static_cast<std::int64_t>(id));
-    return json::value(std::move(out));
-}
-
 inline json::object result_json(const std::string& input, const models::transcription& result) {
     json::object entry;
     entry["input"] = input;
     entry["text"] = result.text;
-    entry["ids"] = json_ids(result.ids);
+    entry["ids"] = detail_text::json_ints(result.ids);
     entry["language"] = result.language;
     json::array windows;
     for (const auto& window : result.windows) {
         json::object w;
-        w["prompt"] = json_ids(window.prompt);
-        w["ids"] = json_ids(window.generated);
+        w["prompt"] = detail_text::json_ints(window.prompt);
+        w["ids"] = detail_text::json_ints(window.generated);
         w["stop_reason"] = window.stop_reason;
         windows.emplace_back(std::move(w));
     }
@@ -132,18 +126,9 @@ inline int run_transcribe(const std::vector<std::string_view>& argv, const char*
     std::vector<std::string> inputs;
     std::vector<models::transcription> results;
     const auto run = [&](const std::string& name, const host_tensor& features) {
-        const auto frames = features.shape()[1];
         if (args.value("mel-out") || args.value("encoder-out")) {
             // The first window, padded with zeros as transcription pads it.
-            std::vector<float> window(
-                static_cast<std::size_t>(model.config().mel_bins * model.config().frames()), 0.0f);
-            const auto all = features.to_f32();
-            const std::int64_t count = std::min(frames, model.config().frames());
-            for (std::int64_t m = 0; m < model.config().mel_bins; ++m)
-                std::copy_n(all.begin() + static_cast<std::ptrdiff_t>(m * frames), count,
-                            window.begin() + static_cast<std::ptrdiff_t>(m * model.config().frames()));
-            const host_tensor first =
-                host_tensor::from(window, dims{model.config().mel_bins, model.config().frames()});
+            const host_tensor first = model.window(features, 0);
             if (const auto out = args.value("mel-out")) write_npy(*out, first);
             if (const auto out = args.value("encoder-out")) {
                 shown.say("encoding");

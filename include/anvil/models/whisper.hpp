@@ -180,6 +180,10 @@ public:
     // [n_mels, samples / 160], the whole clip at once (what long-form transcription cuts into windows).
     [[nodiscard]] host_tensor features(std::span<const float> samples) const;
 
+    // The window of features [n_mels, frames] (f32) that starts at frame `start`: [n_mels, 3000], zeros past
+    // the end (as Hugging Face pads the last segment of long audio). What each decoded window reads.
+    [[nodiscard]] host_tensor window(const host_tensor& features, std::int64_t start) const;
+
     // The encoder's last hidden state [1500, d_model] for features [n_mels, 3000] (or [1, n_mels, 3000]).
     [[nodiscard]] host_tensor encode(const host_tensor& features);
 
