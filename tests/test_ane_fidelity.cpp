@@ -204,6 +204,90 @@ TEST_CASE("ane fidelity: on M1/M2 attention and products run without matmul, mat
     CHECK(sim().violations() == "");
 }
 
+// Self-attention as the model recipes build it: projections of x [1, S, 32] split into heads, attention
+// (with a padding mask input, causal, or grouped-query), the heads merged and projected back.
+struct attention_block {
+    anvil::graph g;
+    anvil::value out;
+    std::vector<anvil::named_tensor> inputs;
+    std::int64_t heads = 4;
+
+    attention_block(std::int64_t positions, const std::string& variant) {
+        const std::int64_t kv_heads = variant == "grouped" ? 2 : heads, depth = 8;
+        const auto x = g.input("x", dtype::f32, dims{1, positions, 32});
+        int seed = 3;
+        const auto project = [&](std::int64_t outputs) {
+            seed += 2;
+            return g.apply(op::linear,
+                           {x, g.constant(host_tensor::from(
+                                   pattern(static_cast<std::size_t>(outputs) * 32, 23, 0.02f, seed),
+                                   dims{outputs, 32}))});
+        };
+        const auto split = [&](anvil::value projected, std::int64_t count) {
+            anvil::attributes shape;
+            shape.sizes = {1, positions, count, depth};
+            anvil::attributes order;
+            order.axes = {0, 2, 1, 3};
+            return g.apply(op::permute, {g.apply(op::reshape, {projected}, shape)}, order);
+        };
+        const auto q = split(project(heads * depth), heads);
+        const auto k = split(project(kv_heads * depth), kv_heads);
+        const auto v = split(project(kv_heads * depth), kv_heads);
+        anvil::attributes a;
+        a.causal = variant == "causal";
+        inputs.push_back({"x", host_tensor::from(pattern(static_cast<std::size_t>(positions) * 32, 17, 0.1f),
+                                                 dims{1, positions, 32})});
+        anvil::value context;
+        if (variant == "mask") {
+            const auto mask = g.input("mask", dtype::f32, dims{1, 1, 1, positions});
+            context = g.apply(op::attention, {q, k, v, mask}, a);
+            std::vector<float> padding(static_cast<std::size_t>(positions), 0.0f);
+            for (std::size_t i = padding.size() - 3; i < padding.size(); ++i)
+                padding[i] = -1e4f;  // the last three positions are padding (finite, MIL.md §2.3)
+            inputs.push_back({"mask", host_tensor::from(padding, dims{1, 1, 1, positions})});
+        } else {
+            context = g.apply(op::attention, {q, k, v}, a);
+        }
+        anvil::attributes order;
+        order.axes = {0, 2, 1, 3};
+        anvil::attributes merged;
+        merged.sizes = {1, positions, heads * depth};
+        const auto joined = g.apply(op::reshape, {g.apply(op::permute, {context}, order)}, merged);
+        out = g.apply(op::linear,
+                      {joined, g.constant(host_tensor::from(pattern(32 * 32, 19, 0.02f), dims{32, 32}))});
+    }
+};
+
+TEST_CASE("ane fidelity: attention over projections runs per head in split-einsum form, matching the CPU") {
+    temporary_folder cache;
+    for (const char* chip : {"h16g", "h13g"}) {
+        scoped_option architecture("architecture", chip, "h16g");
+        for (const std::string variant : {"mask", "causal", "grouped"}) {
+            INFO(std::string(chip) << " " << variant);
+            attention_block b(64, variant);  // 64 positions: the I/O surfaces need no transpose either
+            const auto want = anvil::compile({b.out}).run(b.inputs);
+            sim().reset();
+            auto options = ane_options(cache);
+            options.strict_device = true;
+            anvil::program p = anvil::compile({b.out}, options);
+            CHECK(p.placement().segments.size() == 1);
+            CHECK(max_difference(want[0], p.run(b.inputs)[0]) < 1e-2);
+            CHECK(sim().counter("op:matmul") == 0);
+            // The width axis moves once, for k; q, v and the result stay [1, C, 1, S].
+            CHECK(sim().counter("op:transpose") == 1);
+            if (std::string(chip) == "h16g") {
+                CHECK(sim().counter("op:einsum") == 2 * b.heads);
+                CHECK(sim().counter("op:softmax") == b.heads);
+            } else {
+                // No product of two computed tensors on M1/M2: mul and reduce_sum in the same layout.
+                CHECK(sim().counter("op:einsum") == 0);
+                CHECK(sim().counter("op:reduce_sum") == 2 * b.heads);
+            }
+            CHECK(sim().violations() == "");
+        }
+    }
+}
+
 TEST_CASE("ane fidelity: pooling becomes slices and maximum, and a depthwise conv, matching the CPU") {
     temporary_folder cache;
     anvil::graph g;

@@ -5945,7 +5945,7 @@ struct feature_description {
 };
 
 inline constexpr std::array<feature_description, feature_count> feature_descriptions{{
-    {lowering_feature::matmul, "matmul", "the matmul op",
+    {lowering_feature::matmul, "matmul", "the matmul and einsum ops (einsum: split-einsum attention)",
      "a broadcast mul and reduce_sum (no matmul: it fails on M1/M2, RUNTIME.md §0 #4)"},
     {lowering_feature::max_pool, "max_pool", "the max_pool op",
      "strided slices and maximum (max_pool is reported rejected, RUNTIME.md §0 #5)"},
@@ -12422,6 +12422,25 @@ public:
         throw error(message("MIL writer: value ", ref, " is not the result of an op"));
     }
 
+    // Drops every statement whose result nothing reads, directly or through other statements, but `roots`
+    // (the function's outputs) and write_state. The lowering makes forms eagerly: a reshape's logical form
+    // is written before the lowering sees that the attention after it reads the channels-first source
+    // instead, and that form must not cost the program a transpose. Blobs of dropped consts stay in the
+    // weight file (unreferenced bytes; the lowering makes no such blob today).
+    void prune(std::span<const mil_ref> roots) {
+        std::vector<bool> live(function_.values.size(), false);
+        for (const mil_ref r : roots)
+            live.at(r) = true;
+        for (auto s = function_.statements.rbegin(); s != function_.statements.rend(); ++s) {
+            if (s->result != no_result && !live[s->result]) continue;
+            for (const mil_argument& argument : s->arguments)
+                for (const mil_ref v : argument.values)
+                    live.at(v) = true;
+        }
+        std::erase_if(function_.statements,
+                      [&](const mil_statement& s) { return s.result != no_result && !live[s.result]; });
+    }
+
     // The function built so far: what both writers read.
     [[nodiscard]] const mil_function& function() const noexcept { return function_; }
 
@@ -13505,6 +13524,21 @@ public:
         return fp16_const(name, full, broadcast_values(values, value_shape, full), mask);
     }
 
+    // A multi-head value that is a channels-first [1, H*D, 1, S] tensor with its channels split into heads
+    // (MIL.md §2.3, split-einsum): [1, S, H, D] as reshaped from a [1, S, H*D] projection, [1, H, S, D]
+    // (heads_first) once permuted. Attention reads q, k and v so, slicing heads off the channel axis with
+    // no transpose of the width axis, and its result reaches the output projection the same way.
+    struct head_split {
+        mil_ref channels_first = 0;
+        bool heads_first = false;
+    };
+    void set_head_split(value_id id, head_split split) { head_splits_[id] = split; }
+    std::optional<head_split> head_split_of(value_id id) const {
+        const auto found = head_splits_.find(id);
+        if (found == head_splits_.end()) return std::nullopt;
+        return found->second;
+    }
+
     std::string describe(value_id id) const {
         return message(op_name(at(id).kind), " node ", id, " ", ir_shape(id));
     }
@@ -13528,6 +13562,7 @@ private:
     const lowering_options& options_;
     mil_writer mil_;
     std::unordered_map<value_id, forms> forms_;
+    std::unordered_map<value_id, head_split> head_splits_;
     std::unordered_map<value_id, std::string> bases_;
     std::unordered_map<value_id, std::vector<float>> constant_cache_;
     std::map<std::pair<value_id, mil_shape>, mil_ref> constant_forms_;
@@ -13867,6 +13902,30 @@ inline mil_ref matmul(segment_lowering& L, mil_ref a, mil_ref b, bool transpose_
                    {"transpose_y", {mil.const_bool(name + "_transpose_y", transpose_b)}},
                    {"x", {a}},
                    {"y", {b}}});
+}
+
+// x [1, C, 1, W] and y [1, W, 1, U] to [1, C, 1, U], out[c, u] = sum over w of x[c, w] * y[w, u]: MIL's one
+// einsum form, 'nchw,nwhu->nchu' (MIL.md §2.3), the product split-einsum attention is made of. Where the chip
+// has no product of two computed tensors (RUNTIME.md §0 #4), a broadcast mul over [1, C, W, U] and a
+// reduce_sum of its W axis, in the same layout.
+inline mil_ref channel_product(segment_lowering& L, mil_ref x, mil_ref y, const std::string& name) {
+    mil_writer& mil = L.mil();
+    const mil_shape a = mil.shape(x);
+    const mil_shape b = mil.shape(y);
+    const std::int64_t channels = a[1], inner = a[3], width = b[3];
+    const mil_shape out{1, channels, 1, width};
+    if (L.options().native(lowering_feature::matmul)) {
+        return mil.op("einsum", name, out,
+                      {{"equation", {mil.const_string(name + "_equation", "nchw,nwhu->nchu")}},
+                       {"values", {x, y}, true}});
+    }
+    const mil_ref columns = L.reshape(x, {1, channels, inner, 1}, name + "_x");
+    const mil_ref rows = L.reshape(y, {1, 1, inner, width}, name + "_y");
+    const mil_ref products = L.binary("mul", columns, rows, name + "_products");
+    return mil.op("reduce_sum", name, out,
+                  {{"axes", {mil.const_ints(name + "_axes", std::vector<std::int64_t>{2})}},
+                   {"keep_dims", {mil.const_bool(name + "_keep_dims", true)}},
+                   {"x", {products}}});
 }
 
 }  // namespace lowering_detail
@@ -14228,11 +14287,26 @@ inline void lower_data_movement(segment_lowering& L, value_id id) {
                 L.set_form(id, value_layout::channels_first, L.channels_first(x));
                 return;
             }
+            const bool one_sequence =
+                in.rank() >= 3 && shape.rank() >= 3 && in[0] == 1 && shape[0] == 1 && in[1] == shape[1];
+            // [1, S, H, D] back to [1, S, H*D]: the channels-first tensor the heads were split from.
+            if (const auto split = L.head_split_of(x);
+                split && !split->heads_first && one_sequence && in.rank() == 4 && shape.rank() == 3) {
+                L.set_form(id, value_layout::channels_first, split->channels_first);
+                return;
+            }
+            // [1, S, H*D] to [1, S, H, D]: attention may read the heads off the channels. The logical form
+            // below is made as well; the program keeps it only if something reads it.
+            if (L.has_channels_first(x) && one_sequence && in.rank() == 3 && shape.rank() == 4)
+                L.set_head_split(id, {L.channels_first(x), false});
             L.set_form(id, value_layout::logical,
                        L.reshape(L.logical(x), segment_lowering::logical_shape(shape), name));
             return;
         }
         case op::permute:
+            if (const auto split = L.head_split_of(x);
+                split && a.axes == std::vector<std::int64_t>{0, 2, 1, 3})
+                L.set_head_split(id, {split->channels_first, !split->heads_first});
             L.set_form(id, value_layout::logical, L.transpose(L.logical(x), a.axes, name));
             return;
         case op::concat: {
@@ -14269,10 +14343,138 @@ inline void lower_data_movement(segment_lowering& L, value_id id) {
     }
 }
 
-// softmax(q k^T * scale + mask) v as explicit MIL ops (RUNTIME.md §6: SDPA ignores masks on the ANE).
+namespace lowering_detail {
+
+// The additive mask of attention node `n` (its constant mask, and -1e4 where a causal query must not see a
+// key), [B, H, Sq, Sk] row-major; empty when it has neither.
+inline std::vector<float> constant_mask(segment_lowering& L, const node& n, const mil_shape& scores_shape) {
+    const bool mask_constant = n.inputs.size() > 3 && L.is_constant(n.inputs[3]);
+    if (!mask_constant && !n.attrs.causal) return {};
+    // One full-shape additive const (broadcast consts must be [1, C, 1, 1] or full, CONSTRAINTS.md): the mask
+    // plus -1e4 where key j > query i + Sk - Sq (the queries are the last Sq positions).
+    std::int64_t count = 1;
+    for (const auto extent : scores_shape)
+        count *= extent;
+    std::vector<float> additive(static_cast<std::size_t>(count), 0.0f);
+    if (mask_constant) {
+        const dims& m = L.ir_shape(n.inputs[3]);
+        additive =
+            broadcast_values(L.constant_values(n.inputs[3]), mil_shape(m.begin(), m.end()), scores_shape);
+    }
+    if (n.attrs.causal) {
+        const std::int64_t queries = scores_shape[2], keys = scores_shape[3];
+        for (std::size_t at = 0; at < additive.size(); ++at) {
+            const auto j = static_cast<std::int64_t>(at) % keys;
+            const auto i = (static_cast<std::int64_t>(at) / keys) % queries;
+            if (j > i + keys - queries) additive[at] = masked_score;
+        }
+    }
+    return additive;
+}
+
+// Attention in the split-einsum form of Apple's ml-ane-transformers (MIL.md §2.3), for q, k and v that are
+// channels-first projections split into heads: per head h, the channel slice q_h [1, D, 1, Sq], k's slice of
+// its one transpose k^T [1, Sk, 1, D] and v_h [1, D, 1, Sk]; scores k^T_h q_h [1, Sk, 1, Sq] with the mask
+// added, softmax over the keys (axis 1), then v_h weights [1, D, 1, Sq]; the heads concatenated on the
+// channels. The width axis is moved once, for k; every tensor stays [1, C, 1, S], and each head's scores are
+// small enough to stay on-chip (ml-ane-transformers' "Principle 2").
+inline void lower_split_attention(segment_lowering& L, value_id id, mil_ref q_cf, mil_ref k_cf,
+                                  mil_ref v_cf) {
+    const node& n = L.at(id);
+    const std::string name = L.base(id);
+    const dims& q = L.ir_shape(n.inputs[0]);
+    const dims& k = L.ir_shape(n.inputs[1]);
+    const dims& v = L.ir_shape(n.inputs[2]);
+    const std::int64_t heads = q[1], queries = q[2], depth = q[3];
+    const std::int64_t kv_heads = k[1], keys = k[2], value_depth = v[3];
+    const std::int64_t group = heads / kv_heads;
+    const double factor = n.attrs.scale != 0.0f ? static_cast<double>(n.attrs.scale)
+                                                : 1.0 / std::sqrt(static_cast<double>(depth));
+    const mil_ref query =
+        L.binary("mul", q_cf, L.scalar(static_cast<float>(factor), name + "_scale"), name + "_q");
+    const mil_ref keys_first = L.swap_channels(k_cf, name + "_kt");  // [1, Sk, 1, Hkv * D]
+    const auto head_slice = [&](mil_ref x, std::size_t axis, std::int64_t head, std::int64_t width,
+                                std::int64_t count, const std::string& label) {
+        if (count == 1) return x;
+        return L.slice_axis(x, axis, head * width, (head + 1) * width, message(name, label, head));
+    };
+    // The masks in the scores' layout [1, Sk, 1, Sq]: one per head where they differ, else one for all.
+    const mil_shape scores_shape{1, heads, queries, keys};
+    const std::vector<float> additive = constant_mask(L, n, scores_shape);
+    std::int64_t constant_heads = 1;
+    if (n.inputs.size() > 3 && L.is_constant(n.inputs[3])) {
+        const dims& m = L.ir_shape(n.inputs[3]);
+        if (m.rank() >= 3 && m[m.rank() - 3] != 1) constant_heads = heads;
+    }
+    std::vector<mil_ref> constant_masks;
+    for (std::int64_t h = 0; h < (additive.empty() ? 0 : constant_heads); ++h) {
+        std::vector<float> layout(static_cast<std::size_t>(keys * queries));
+        for (std::int64_t i = 0; i < queries; ++i)
+            for (std::int64_t j = 0; j < keys; ++j)
+                layout[static_cast<std::size_t>(j * queries + i)] =
+                    additive[static_cast<std::size_t>((h * queries + i) * keys + j)];
+        constant_masks.push_back(
+            L.fp16_const(message(name, "_mask", constant_heads > 1 ? std::to_string(h) : ""),
+                         {1, keys, 1, queries}, layout, true));
+    }
+    // A computed mask, broadcastable to [B, H, Sq, Sk], as [1, Sk, 1, Sq] per head (or one for all heads).
+    std::vector<mil_ref> computed_masks;
+    if (n.inputs.size() > 3 && !L.is_constant(n.inputs[3])) {
+        const dims& m = L.ir_shape(n.inputs[3]);
+        mil_shape m4(4 - std::min<std::size_t>(m.rank(), 4), 1);
+        m4.insert(m4.end(), m.begin(), m.end());
+        const mil_ref mask = L.reshape(L.logical(n.inputs[3]), m4, name + "_mask_4d");
+        for (std::int64_t h = 0; h < m4[1]; ++h) {
+            const mil_ref one =
+                m4[1] == 1 ? mask : L.slice_axis(mask, 1, h, h + 1, message(name, "_mask_h", h));
+            const mil_shape by_key{1, m4[3], 1, m4[2]};
+            computed_masks.push_back(m4[2] == 1 || m4[3] == 1
+                                         ? L.reshape(one, by_key, message(name, "_mask_keys", h))
+                                         : L.transpose(one, std::vector<std::int64_t>{0, 3, 1, 2},
+                                                       message(name, "_mask_keys", h)));
+        }
+    }
+    std::vector<mil_ref> outputs;
+    for (std::int64_t h = 0; h < heads; ++h) {
+        const std::int64_t kv = h / group;
+        const std::string head = message(name, "_h", h);
+        const mil_ref q_h = head_slice(query, 1, h, depth, heads, "_q");
+        const mil_ref k_h = head_slice(keys_first, 3, kv, depth, kv_heads, "_k");
+        const mil_ref v_h = head_slice(v_cf, 1, kv, value_depth, kv_heads, "_v");
+        mil_ref scores = channel_product(L, k_h, q_h, head + "_scores");
+        if (!computed_masks.empty())
+            scores = L.binary("add", scores,
+                              computed_masks[computed_masks.size() == 1 ? 0 : static_cast<std::size_t>(h)],
+                              head + "_masked");
+        if (!constant_masks.empty())
+            scores = L.binary("add", scores,
+                              constant_masks[constant_masks.size() == 1 ? 0 : static_cast<std::size_t>(h)],
+                              head + "_masked_const");
+        const mil_ref weights = softmax(L, scores, 1, head + "_weights");
+        outputs.push_back(channel_product(L, v_h, weights, heads == 1 ? name + "_cf" : head + "_out"));
+    }
+    const mil_ref joined = heads == 1 ? outputs[0] : L.concat(outputs, 1, name + "_cf");
+    L.set_head_split(id, {joined, true});
+    // The logical [1, H, Sq, Dv] form, kept only if something reads it (the output projection does not).
+    const mil_ref by_head = L.reshape(joined, {1, heads, value_depth, queries}, name + "_by_head");
+    L.set_form(id, value_layout::logical, L.transpose(by_head, std::vector<std::int64_t>{0, 1, 3, 2}, name));
+}
+
+}  // namespace lowering_detail
+
+// softmax(q k^T * scale + mask) v as explicit MIL ops (RUNTIME.md §6: SDPA ignores masks on the ANE):
+// per head in the split-einsum form when q, k and v are channels-first projections, else as batched
+// products over [B, H, S, D].
 inline void lower_attention(segment_lowering& L, value_id id) {
     using namespace lowering_detail;
     const node& n = L.at(id);
+    {
+        const auto q = L.head_split_of(n.inputs[0]);
+        const auto k = L.head_split_of(n.inputs[1]);
+        const auto v = L.head_split_of(n.inputs[2]);
+        if (q && k && v && q->heads_first && k->heads_first && v->heads_first)
+            return lower_split_attention(L, id, q->channels_first, k->channels_first, v->channels_first);
+    }
     const std::string name = L.base(id);
     const dims& q = L.ir_shape(n.inputs[0]);
     const dims& k = L.ir_shape(n.inputs[1]);
@@ -14290,25 +14492,9 @@ inline void lower_attention(segment_lowering& L, value_id id) {
     mil_ref scores = matmul(L, query, L.logical(n.inputs[1]), false, true, name + "_scores");
     const mil_shape scores_shape{batch, heads, queries, keys};
     if (group > 1) scores = L.reshape(scores, scores_shape, name + "_scores_heads");
-    const bool mask_constant = n.inputs.size() > 3 && L.is_constant(n.inputs[3]);
-    if (n.inputs.size() > 3 && !mask_constant)
+    if (n.inputs.size() > 3 && !L.is_constant(n.inputs[3]))
         scores = L.binary("add", scores, L.logical(n.inputs[3]), name + "_masked");
-    if (mask_constant || n.attrs.causal) {
-        // One full-shape additive const (broadcast consts must be [1, C, 1, 1] or full, CONSTRAINTS.md):
-        // the mask plus -1e4 where key j > query i + Sk - Sq (the queries are the last Sq positions).
-        std::vector<float> additive(static_cast<std::size_t>(batch * heads * queries * keys), 0.0f);
-        if (mask_constant) {
-            const dims& m = L.ir_shape(n.inputs[3]);
-            additive =
-                broadcast_values(L.constant_values(n.inputs[3]), mil_shape(m.begin(), m.end()), scores_shape);
-        }
-        if (n.attrs.causal) {
-            for (std::size_t at = 0; at < additive.size(); ++at) {
-                const auto j = static_cast<std::int64_t>(at) % keys;
-                const auto i = (static_cast<std::int64_t>(at) / keys) % queries;
-                if (j > i + keys - queries) additive[at] = masked_score;
-            }
-        }
+    if (const std::vector<float> additive = constant_mask(L, n, scores_shape); !additive.empty()) {
         scores = L.binary("add", scores, L.fp16_const(name + "_mask", scores_shape, additive, true),
                           name + "_masked_const");
     }
@@ -14629,6 +14815,7 @@ inline void lower_node(segment_lowering& L, value_id id) {
         results.push_back(ref);
         segment.outputs.push_back(std::move(surface));
     }
+    L.mil().prune(results);
     segment.mil = L.mil().text(results);
     segment.program = L.mil().function();
     segment.program_outputs = results;
@@ -14843,6 +15030,7 @@ inline bool lower_for_core_ml(segment_lowering& L, value_id id) {
         made.results.push_back(ref);
         made.outputs.push_back({symbol, id, n.result.shape, is_floating(n.result.type) ? "fp16" : "int32"});
     }
+    L.mil().prune(made.results);
     made.program = L.mil().function();
     made.weights = L.mil().weights();
     return made;
@@ -28399,10 +28587,31 @@ ANVIL_INLINE std::vector<feature_probe> feature_probes() {
                               return linear(g, r, g.apply(kind, {x}), 64, 32);
                           }});
     };
-    probes.push_back({f::matmul, 1e-2, [=](graph& g, ins& in, rng& r) {
-                          const value a = linear(g, r, random_input(g, in, r, "a", dims{2, 8, 32}), 32, 32);
-                          return g.apply(op::matmul, {a, random_input(g, in, r, "b", dims{2, 32, 32})});
-                      }});
+    // Both products of two computed tensors: matmul, and the einsum of attention over projections (the
+    // split-einsum form), which the variant also chooses.
+    probes.push_back(
+        {f::matmul, 1e-2, [=](graph& g, ins& in, rng& r) {
+             const value x = random_input(g, in, r, "a", dims{1, 32, 32});
+             const value product =
+                 g.apply(op::matmul, {linear(g, r, x, 32, 32), random_input(g, in, r, "b", dims{1, 32, 32})});
+             const auto heads = [&](value projected) {
+                 const value split = g.apply(op::reshape, {projected}, with([](attributes& a) {
+                                                 a.sizes = {1, 32, 2, 16};
+                                             }));
+                 return g.apply(op::permute, {split}, with([](attributes& a) { a.axes = {0, 2, 1, 3}; }));
+             };
+             const value q = heads(linear(g, r, x, 32, 32));
+             const value k = heads(linear(g, r, x, 32, 32));
+             const value v = heads(linear(g, r, x, 32, 32));
+             const value context =
+                 g.apply(op::permute, {g.apply(op::attention, {q, k, v})}, with([](attributes& a) {
+                             a.axes = {0, 2, 1, 3};
+                         }));
+             const value merged = g.apply(op::reshape, {context}, with([](attributes& a) {
+                                              a.sizes = {1, 32, 32};
+                                          }));
+             return g.apply(op::add, {product, linear(g, r, merged, 32, 32)});
+         }});
     const auto pool = [&](f feature, op kind) {
         probes.push_back({feature, 4e-3, [=](graph& g, ins& in, rng& r) {
                               const value x = random_input(g, in, r, "x", dims{1, 4, 8, 8});

@@ -561,7 +561,7 @@ TEST_CASE("ane sim mil: data movement ops match index arithmetic") {
     check_close(run_body(sq, {4, 1, 8}, {2, 1, 4}, x), want);
 }
 
-TEST_CASE("ane sim mil: conv, matmul, linear, pooling and upsampling match naive loops") {
+TEST_CASE("ane sim mil: conv, matmul, einsum, linear, pooling and upsampling match naive loops") {
     const auto x = ramp(4 * 4 * 6, 0.05f, -0.5f);  // [1, 4, 4, 6]
     auto xv = [&](int c, int h, int w) { return x[static_cast<std::size_t>((c * 4 + h) * 6 + w)]; };
     // 3x3 grouped conv, pad same
@@ -609,6 +609,35 @@ TEST_CASE("ane sim mil: conv, matmul, linear, pooling and upsampling match naive
                 want.push_back(sum);
             }
     check_close(run_body(mm, {4, 4, 6}, {4, 4, 4}, x), want, 4e-3f);
+    // einsum in MIL's one form, under a relabelling ('abcd,adce->abce' is 'nchw,nwhu->nchu'): x [1,4,4,6]
+    // and its transpose t [1,6,4,4] (t[w, h, u] = x[u, h, w]) give out[c, h, u] = sum_w x[c,h,w] x[u,h,w].
+    const std::string es = ints("ep", {0, 3, 2, 1}) +
+                           "tensor<fp16, [1, 6, 4, 4]> t = transpose(perm = ep, x = x)[name = "
+                           "tensor<string, []>(\"t\")];\n" +
+                           scalar("string", "eq", "\"abcd,adce->abce\"") +
+                           "tensor<fp16, [1, 4, 4, 4]> y = einsum(equation = eq, values = (x, t))" + nm;
+    want.clear();
+    for (int c = 0; c < 4; ++c)
+        for (int h = 0; h < 4; ++h)
+            for (int u = 0; u < 4; ++u) {
+                float sum = 0;
+                for (int k = 0; k < 6; ++k)
+                    sum += xv(c, h, k) * xv(u, h, k);
+                want.push_back(sum);
+            }
+    check_close(run_body(es, {4, 4, 6}, {4, 4, 4}, x), want, 4e-3f);
+    // Any other equation, or operands that do not fit it, fail at compile naming the form MIL has.
+    const auto einsum_error = [](const std::string& equation, const std::string& second) {
+        return error_of(program_of(scalar("string", "eq", "\"" + equation + "\"") +
+                                       "tensor<fp16, [1, 4, 1, 4]> y = einsum(equation = eq, values = (x, " +
+                                       second + "))" + nm,
+                                   "ios17", "tensor<fp16, [1, 4, 1, 4]> x"));
+    };
+    CHECK(einsum_error("nchw,nwhu->nchu", "x") == "(compiled)");
+    CHECK(einsum_error("nchw,nhwu->nchu", "x").find("is not MIL's einsum form 'nchw,nwhu->nchu'") !=
+          std::string::npos);
+    CHECK(einsum_error("nchw,nwhu->nuhc", "x").find("is not MIL's einsum form") != std::string::npos);
+    CHECK(einsum_error("nchw,nwhu", "x").find("is not of the form") != std::string::npos);
     // linear over the last axis: weight [2, 6], bias [2]
     const std::string lin =
         "tensor<fp16, [2, 6]> lw = const()[name = tensor<string, []>(\"lw\"), val = tensor<fp16, [2, "

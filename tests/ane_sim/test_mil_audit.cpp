@@ -102,6 +102,32 @@ TEST_CASE("ane sim audit: matmul and scaled_dot_product_attention fail to compil
     }
 }
 
+TEST_CASE(
+    "ane sim audit: einsum is refused on h13/h14 unless einsum_m1_m2=allow, and kept in Core ML programs") {
+    const std::string einsum =
+        program_of(scalar("string", "eq", "\"nchw,nwhu->nchu\"") +
+                       "tensor<fp16, [1, 4, 1, 4]> y = einsum(equation = eq, values = (x, x))" + nm,
+                   "ios17", "tensor<fp16, [1, 4, 1, 4]> x");
+    for (const char* chip : {"h13g", "h14"}) {
+        INFO(chip);
+        rules old_chip;
+        old_chip.architecture = chip;
+        const std::string message = error_of(einsum, old_chip);
+        CHECK(message.rfind("line 5: einsum is refused on " + std::string(chip) + " (H13/H14", 0) == 0);
+        CHECK(message.find("einsum_m1_m2") != std::string::npos);
+        CHECK(cites(message, 74));
+        old_chip.einsum_m1_m2 = rule_mode::allow;
+        CHECK(error_of(einsum, old_chip) == "(compiled)");
+        rules core_ml;
+        core_ml.architecture = chip;
+        core_ml.coreml_program = true;
+        CHECK(error_of(einsum, core_ml) == "(compiled)");
+    }
+    rules newer;
+    newer.architecture = "h15g";
+    CHECK(error_of(einsum, newer) == "(compiled)");
+}
+
 TEST_CASE("ane sim audit: a conv whose kernel is 16 or more wide fails to compile") {
     auto conv = [](int width) {
         const std::string weight = "tensor<fp16, [4, 4, 1, " + std::to_string(width) + "]>";

@@ -898,6 +898,7 @@ void run_lut_to_dense(op_context& c) {
 const std::set<std::string, std::less<>>& executable_ops() {
     static const std::set<std::string, std::less<>> ops = {"conv",
                                                            "matmul",
+                                                           "einsum",
                                                            "linear",
                                                            "add",
                                                            "sub",
@@ -992,6 +993,7 @@ void run_op(op_context& c) {
     if (op == "constexpr_lut_to_dense") return run_lut_to_dense(c);
     if (op == "conv") return run_conv(c);
     if (op == "matmul") return run_matmul(c);
+    if (op == "einsum") return run_einsum(c);
     if (op == "linear") return run_linear(c);
     if (op == "softmax") return run_softmax(c);
     if (op == "layer_norm") return run_layer_norm(c);

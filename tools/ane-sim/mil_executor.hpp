@@ -95,6 +95,7 @@ void run_op(op_context& context);
 // Neural-network kernels (mil_kernels_nn.cpp).
 void run_conv(op_context& c);
 void run_matmul(op_context& c);
+void run_einsum(op_context& c);
 void run_linear(op_context& c);
 void run_softmax(op_context& c);
 void run_layer_norm(op_context& c);

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
+#include <string>
 
 #include "mil_executor.hpp"
 
@@ -210,6 +212,62 @@ void run_matmul(op_context& c) {
                 out.data[at((bi * m + r) * n + col)] = sum;
             }
     }
+}
+
+// einsum in the one form MIL has (mil_ops.json): "nchw,nwhu->nchu", or "chw,whr->chr" at rank 3, under
+// any relabelling of the letters: out[n, c, h, u] = sum over w of x[n, c, h, w] * y[n, w, h, u]. The h axis
+// is a batch that both operands share; split-einsum attention sets it to 1 and slices heads on c.
+void run_einsum(op_context& c) {
+    const auto values = c.tuple("values");
+    if (values.size() != 2) c.fail("values must hold exactly two tensors");
+    const std::string equation = c.text("equation", "");
+    const std::size_t comma = equation.find(','), arrow = equation.find("->");
+    if (comma == std::string::npos || arrow == std::string::npos || arrow < comma)
+        c.fail("equation '" + equation + "' is not of the form 'xs,ys->zs'");
+    const std::string xs = equation.substr(0, comma), ys = equation.substr(comma + 1, arrow - comma - 1),
+                      zs = equation.substr(arrow + 2);
+    const tensor& x = *values[0];
+    const tensor& y = *values[1];
+    const std::size_t rank = xs.size();
+    const bool distinct =
+        std::set<char>(xs.begin(), xs.end()).size() == rank &&
+        (rank == 3 ? std::set<char>{xs[0], xs[1], xs[2], ys[2]}.size() == 4
+                   : rank == 4 && std::set<char>{xs[0], xs[1], xs[2], xs[3], ys[3]}.size() == 5);
+    // Rank 4: x = n c h w, y = n w h u, out = n c h u. Rank 3 drops n.
+    const std::size_t o = rank == 4 ? 1 : 0;  // where c starts
+    const bool pattern = distinct && ys.size() == rank && zs.size() == rank &&
+                         (rank == 3 || (ys[0] == xs[0] && zs[0] == xs[0])) && ys[o] == xs[o + 2] &&
+                         ys[o + 1] == xs[o + 1] && zs[o] == xs[o] && zs[o + 1] == xs[o + 1] &&
+                         zs[o + 2] == ys[o + 2];
+    if (!pattern)
+        c.fail("equation '" + equation +
+               "' is not MIL's einsum form 'nchw,nwhu->nchu' (or 'chw,whr->chr') under a relabelling");
+    if (x.shape.size() != rank || y.shape.size() != rank)
+        c.fail("the equation has rank " + std::to_string(rank) + " but the values are " +
+               shape_text(x.shape) + " and " + shape_text(y.shape));
+    if (x.type != y.type) c.fail("the values differ in dtype");
+    const std::int64_t batch = rank == 4 ? x.shape[0] : 1;
+    const std::int64_t channels = x.shape[o], heads = x.shape[o + 1], inner = x.shape[o + 2];
+    const std::int64_t width = y.shape[o + 2];
+    if ((rank == 4 && y.shape[0] != batch) || y.shape[o] != inner || y.shape[o + 1] != heads)
+        c.fail("the values " + shape_text(x.shape) + " and " + shape_text(y.shape) + " do not fit '" +
+               equation + "'");
+    shape_t result = rank == 4 ? shape_t{batch, channels, heads, width} : shape_t{channels, heads, width};
+    tensor& out = c.output(0, x.type, result);
+    if (c.shape_only()) return;
+    const auto &xd = c.data(x), &yd = c.data(y);
+    for (std::int64_t n = 0; n < batch; ++n)
+        for (std::int64_t ch = 0; ch < channels; ++ch)
+            for (std::int64_t h = 0; h < heads; ++h) {
+                float* row = &out.data[at(((n * channels + ch) * heads + h) * width)];
+                std::fill(row, row + width, 0.0f);
+                for (std::int64_t w = 0; w < inner; ++w) {
+                    const float a = xd[at(((n * channels + ch) * heads + h) * inner + w)];
+                    const float* b = &yd[at(((n * inner + w) * heads + h) * width)];
+                    for (std::int64_t u = 0; u < width; ++u)
+                        row[u] += a * b[u];
+                }
+            }
 }
 
 void run_linear(op_context& c) {

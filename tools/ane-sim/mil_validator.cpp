@@ -617,6 +617,12 @@ private:
                     " (H13/H14, the M1/M2 generation); express it as a conv (constant weights as a 1x1 conv) "
                     "or run it on the CPU",
                 rule::old_chip_ops);
+        if (m1_m2 && s.op == "einsum" && !options_.coreml_program)
+            apply(options_.einsum_m1_m2, s.line,
+                  "einsum is refused on " + chip +
+                      " (H13/H14, the M1/M2 generation), as matmul is: no source shows it through this path "
+                      "there (simulator option einsum_m1_m2)",
+                  rule::old_chip_ops);
         if ((s.op == "max_pool" || s.op == "avg_pool") && options_.coreml_program &&
             options_.pooling == rule_mode::error)
             refuse_on_ane(s.line, s.op + " is rejected by the ANE compiler (simulator option pooling)",

@@ -32,6 +32,10 @@ struct rules {
     rule_mode io_width = rule_mode::error;  // I/O widths below 32 or not a multiple of 32 at evaluate
     rule_mode pooling = rule_mode::error;   // max_pool / avg_pool at compile
     rule_mode anchor = rule_mode::error;    // no conv/matmul/linear at load
+    // einsum on h13/h14 through the private path. No source shows it either way; Core ML's split-einsum
+    // models run on M1's Neural Engine (ml-stable-diffusion's README), but Core ML rewrites ops, and the
+    // private path's matmul fails there (RUNTIME.md §0 #4). The stricter reading refuses it like matmul.
+    rule_mode einsum_m1_m2 = rule_mode::error;
     rule_mode transcendentals = rule_mode::allow;  // reduce_mean/exp/log/sqrt/sin/cos at evaluate
     std::string profile = "default";     // "m5-macos26" sets transcendentals=error, architecture h17g
     bool compute_plan = true;            // objc_getClass("MLComputePlan") finds the class (macOS 14.4+)

@@ -89,6 +89,7 @@ option_result apply_option(rules& options, std::string_view name, std::string_vi
         {"io_width", {&options.io_width, false}},
         {"pooling", {&options.pooling, false}},
         {"anchor", {&options.anchor, false}},
+        {"einsum_m1_m2", {&options.einsum_m1_m2, false}},
         {"transcendentals", {&options.transcendentals, false}},
     };
     if (auto found = modes.find(name); found != modes.end())

@@ -47,7 +47,7 @@ struct feature_description {
 };
 
 inline constexpr std::array<feature_description, feature_count> feature_descriptions{{
-    {lowering_feature::matmul, "matmul", "the matmul op",
+    {lowering_feature::matmul, "matmul", "the matmul and einsum ops (einsum: split-einsum attention)",
      "a broadcast mul and reduce_sum (no matmul: it fails on M1/M2, RUNTIME.md §0 #4)"},
     {lowering_feature::max_pool, "max_pool", "the max_pool op",
      "strided slices and maximum (max_pool is reported rejected, RUNTIME.md §0 #5)"},

@@ -281,6 +281,7 @@ inline void lower_node(segment_lowering& L, value_id id) {
         results.push_back(ref);
         segment.outputs.push_back(std::move(surface));
     }
+    L.mil().prune(results);
     segment.mil = L.mil().text(results);
     segment.program = L.mil().function();
     segment.program_outputs = results;
@@ -495,6 +496,7 @@ inline bool lower_for_core_ml(segment_lowering& L, value_id id) {
         made.results.push_back(ref);
         made.outputs.push_back({symbol, id, n.result.shape, is_floating(n.result.type) ? "fp16" : "int32"});
     }
+    L.mil().prune(made.results);
     made.program = L.mil().function();
     made.weights = L.mil().weights();
     return made;

@@ -433,6 +433,21 @@ public:
         return fp16_const(name, full, broadcast_values(values, value_shape, full), mask);
     }
 
+    // A multi-head value that is a channels-first [1, H*D, 1, S] tensor with its channels split into heads
+    // (MIL.md §2.3, split-einsum): [1, S, H, D] as reshaped from a [1, S, H*D] projection, [1, H, S, D]
+    // (heads_first) once permuted. Attention reads q, k and v so, slicing heads off the channel axis with
+    // no transpose of the width axis, and its result reaches the output projection the same way.
+    struct head_split {
+        mil_ref channels_first = 0;
+        bool heads_first = false;
+    };
+    void set_head_split(value_id id, head_split split) { head_splits_[id] = split; }
+    std::optional<head_split> head_split_of(value_id id) const {
+        const auto found = head_splits_.find(id);
+        if (found == head_splits_.end()) return std::nullopt;
+        return found->second;
+    }
+
     std::string describe(value_id id) const {
         return message(op_name(at(id).kind), " node ", id, " ", ir_shape(id));
     }
@@ -456,6 +471,7 @@ private:
     const lowering_options& options_;
     mil_writer mil_;
     std::unordered_map<value_id, forms> forms_;
+    std::unordered_map<value_id, head_split> head_splits_;
     std::unordered_map<value_id, std::string> bases_;
     std::unordered_map<value_id, std::vector<float>> constant_cache_;
     std::map<std::pair<value_id, mil_shape>, mil_ref> constant_forms_;

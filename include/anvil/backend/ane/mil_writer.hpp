@@ -293,6 +293,25 @@ public:
         throw error(message("MIL writer: value ", ref, " is not the result of an op"));
     }
 
+    // Drops every statement whose result nothing reads, directly or through other statements, but `roots`
+    // (the function's outputs) and write_state. The lowering makes forms eagerly: a reshape's logical form
+    // is written before the lowering sees that the attention after it reads the channels-first source
+    // instead, and that form must not cost the program a transpose. Blobs of dropped consts stay in the
+    // weight file (unreferenced bytes; the lowering makes no such blob today).
+    void prune(std::span<const mil_ref> roots) {
+        std::vector<bool> live(function_.values.size(), false);
+        for (const mil_ref r : roots)
+            live.at(r) = true;
+        for (auto s = function_.statements.rbegin(); s != function_.statements.rend(); ++s) {
+            if (s->result != no_result && !live[s->result]) continue;
+            for (const mil_argument& argument : s->arguments)
+                for (const mil_ref v : argument.values)
+                    live.at(v) = true;
+        }
+        std::erase_if(function_.statements,
+                      [&](const mil_statement& s) { return s.result != no_result && !live[s.result]; });
+    }
+
     // The function built so far: what both writers read.
     [[nodiscard]] const mil_function& function() const noexcept { return function_; }
 

@@ -371,10 +371,31 @@ ANVIL_INLINE std::vector<feature_probe> feature_probes() {
                               return linear(g, r, g.apply(kind, {x}), 64, 32);
                           }});
     };
-    probes.push_back({f::matmul, 1e-2, [=](graph& g, ins& in, rng& r) {
-                          const value a = linear(g, r, random_input(g, in, r, "a", dims{2, 8, 32}), 32, 32);
-                          return g.apply(op::matmul, {a, random_input(g, in, r, "b", dims{2, 32, 32})});
-                      }});
+    // Both products of two computed tensors: matmul, and the einsum of attention over projections (the
+    // split-einsum form), which the variant also chooses.
+    probes.push_back(
+        {f::matmul, 1e-2, [=](graph& g, ins& in, rng& r) {
+             const value x = random_input(g, in, r, "a", dims{1, 32, 32});
+             const value product =
+                 g.apply(op::matmul, {linear(g, r, x, 32, 32), random_input(g, in, r, "b", dims{1, 32, 32})});
+             const auto heads = [&](value projected) {
+                 const value split = g.apply(op::reshape, {projected}, with([](attributes& a) {
+                                                 a.sizes = {1, 32, 2, 16};
+                                             }));
+                 return g.apply(op::permute, {split}, with([](attributes& a) { a.axes = {0, 2, 1, 3}; }));
+             };
+             const value q = heads(linear(g, r, x, 32, 32));
+             const value k = heads(linear(g, r, x, 32, 32));
+             const value v = heads(linear(g, r, x, 32, 32));
+             const value context =
+                 g.apply(op::permute, {g.apply(op::attention, {q, k, v})}, with([](attributes& a) {
+                             a.axes = {0, 2, 1, 3};
+                         }));
+             const value merged = g.apply(op::reshape, {context}, with([](attributes& a) {
+                                              a.sizes = {1, 32, 32};
+                                          }));
+             return g.apply(op::add, {product, linear(g, r, merged, 32, 32)});
+         }});
     const auto pool = [&](f feature, op kind) {
         probes.push_back({feature, 4e-3, [=](graph& g, ins& in, rng& r) {
                               const value x = random_input(g, in, r, "x", dims{1, 4, 8, 8});
