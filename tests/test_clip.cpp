@@ -135,6 +135,21 @@ TEST_CASE("clip: the tokenizer.json pipeline gives the golden ids, truncated one
         ++checked;
     }
     CHECK(checked >= 12);
+    // Decoding as CLIP's tokenizers do: specials skipped, "</w>" a space, the ends trimmed. The expected
+    // texts follow that rule by hand from CLIP's pre-tokenization (lowercased; letters, single digits,
+    // runs of other symbols and the contractions 's 't ... as pieces).
+    const auto model = clip::load(data_path("clip/clip"), cpu());
+    const std::vector<std::pair<std::string, std::string>> decoded = {
+        {"a photo of a cat", "a photo of a cat"},
+        {"a photo of a dog.", "a photo of a dog ."},
+        {"A PHOTO of   two\tDogs!!", "a photo of two dogs !!"},
+        {"it's 2024, isn't it?", "it 's 2 0 2 4 , isn 't it ?"},
+        {"<|startoftext|>hello<|endoftext|>", "hello"},
+        {"   ", ""}};
+    for (const auto& [text, want] : decoded) {
+        CAPTURE(text);
+        CHECK(model.text(tok.encode(text).ids) == want);
+    }
 }
 
 TEST_CASE("clip: the split pattern keeps CLIP's pieces and drops the whitespace between them") {

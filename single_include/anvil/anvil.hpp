@@ -8673,6 +8673,10 @@ public:
     [[nodiscard]] const whisper_config& config() const noexcept { return config_; }
     [[nodiscard]] bool has_tokenizer() const noexcept { return tokenizer_ != nullptr; }
     [[nodiscard]] const tokenizer& tokens() const;
+    // The text of generated ids as WhisperTokenizer.decode(ids, skip_special_tokens=True) gives it: special
+    // tokens skipped and timestamps removed (an older folder's added_tokens.json leaves them ordinary
+    // tokens). Throws when the folder has no tokenizer.
+    [[nodiscard]] std::string text(std::span<const std::int32_t> ids) const;
     [[nodiscard]] std::size_t compiled_programs() const { return encoder_->count() + decoder_->count(); }
 
 private:
@@ -9336,6 +9340,10 @@ public:
 
     [[nodiscard]] const clip_config& config() const noexcept { return config_; }
     [[nodiscard]] const tokenizer& text_tokenizer() const noexcept { return *tokenizer_; }
+    // The text of token ids as CLIP's tokenizers decode them: special tokens skipped, each "</w>" (the end
+    // of a word) a space, the ends trimmed ("a photo , of a cat ." for "A photo, of a cat."). Throws when
+    // the folder has no tokenizer.
+    [[nodiscard]] std::string text(std::span<const std::int32_t> ids) const;
     // From preprocessor_config.json where the folder has one, else CLIPImageProcessor's defaults at the
     // config's image size (resize the shortest edge, bicubic, center crop, CLIP's mean and std).
     [[nodiscard]] const image_preprocessing& preprocessing() const noexcept { return preprocessing_; }
@@ -31320,6 +31328,12 @@ struct tokenizer_config {
     std::optional<bool> do_lower_case, strip_accents, tokenize_chinese_chars, add_prefix_space;
     std::size_t model_max_length = 0;  // 0: unknown (absent, or Hugging Face's 1e30 "no limit")
     std::map<std::string, std::string, std::less<>> tokens;  // "pad_token" -> "[PAD]", ...
+    std::vector<std::string> additional_special;             // additional_special_tokens
+    // tokenizer_config.json's added_tokens_decoder (transformers 4.34+: id -> the AddedToken).
+    std::vector<added_token> added_tokens_decoder;
+
+    // Whether `content` is one of the special tokens (transformers' all_special_tokens).
+    [[nodiscard]] bool is_special(std::string_view content) const;
 
     [[nodiscard]] std::string token(std::string_view key, std::string_view fallback) const {
         const auto found = tokens.find(key);
@@ -31352,6 +31366,14 @@ void for_each_line(std::string_view text, Line&& line) {
 std::vector<added_token> present_specials(const vocabulary& vocab, const std::vector<std::string>& names,
                                           std::string_view lstrip_token = {});
 
+// The added tokens of a folder without tokenizer.json, as transformers' slow tokenizers load them:
+// tokenizer_config.json's added_tokens_decoder, then added_tokens.json (content -> id) for what it lacks; a
+// token from added_tokens.json is special when it is one of `config`'s special tokens (Whisper's language,
+// task and timestamp tokens, and every token a model added). Tokens `data` already has keep their entry;
+// an id given to two different tokens is a format_error naming the file.
+void add_folder_tokens(const std::filesystem::path& folder, const tokenizer_config& config,
+                       tokenizer_data& data);
+
 std::shared_ptr<tokenizer_data> read_bert_vocab(const std::filesystem::path& vocab_path,
                                                 const tokenizer_config& config);
 
@@ -31383,9 +31405,11 @@ ANVIL_INLINE tokenizer tokenizer::load(const std::filesystem::path& path) {
                                            (path / "tokenizer.json").string());
     } else if (std::filesystem::is_regular_file(path / "vocab.txt")) {
         data = detail::read_bert_vocab(path / "vocab.txt", config);
+        detail::add_folder_tokens(path, config, *data);
     } else if (std::filesystem::is_regular_file(path / "vocab.json") &&
                std::filesystem::is_regular_file(path / "merges.txt")) {
         data = detail::read_gpt2_files(path / "vocab.json", path / "merges.txt", config);
+        detail::add_folder_tokens(path, config, *data);
     } else {
         throw io_error(detail::message(
             path.string(), ": no tokenizer.json, vocab.txt or vocab.json + merges.txt in this folder"));
@@ -34286,6 +34310,14 @@ ANVIL_INLINE const tokenizer& whisper::tokens() const {
     return *tokenizer_;
 }
 
+ANVIL_INLINE std::string whisper::text(std::span<const std::int32_t> ids) const {
+    const std::optional<std::int32_t> first_timestamp = config_.timestamp_begin();
+    std::vector<std::int32_t> words;
+    for (const std::int32_t id : ids)
+        if (!first_timestamp || id < *first_timestamp) words.push_back(id);
+    return tokens().decode(words);
+}
+
 ANVIL_INLINE host_tensor whisper::features(std::span<const float> samples) const {
     log_mel_options mel;
     mel.mel_bins = config_.mel_bins;
@@ -34508,12 +34540,9 @@ ANVIL_INLINE transcription whisper::transcribe_features(const host_tensor& featu
         result.ids.insert(result.ids.end(), decoded.generated.begin(), decoded.generated.end());
         result.windows.push_back(std::move(decoded));
     }
-    if (tokenizer_) {
-        for (const auto& window : result.windows) {
-            std::string text = tokenizer_->decode(window.generated);
-            result.text += text;
-        }
-    }
+    if (tokenizer_)
+        for (const auto& window : result.windows)
+            result.text += text(window.generated);
     return result;
 }
 
@@ -35735,13 +35764,45 @@ ANVIL_INLINE clip clip::load(const std::filesystem::path& folder, const load_opt
     return result;
 }
 
-ANVIL_INLINE host_tensor clip::text_embeddings(std::span<const std::string> texts, bool normalize) {
-    if (!tokenizer_) {
-        throw error(
-            "clip: the model folder has no tokenizer (tokenizer.json, or vocab.json + merges.txt); give "
-            "token "
-            "ids instead");
+namespace clip_detail {
+
+[[noreturn]] inline void no_tokenizer() {
+    throw error(
+        "clip: the model folder has no tokenizer (tokenizer.json, or vocab.json + merges.txt); give token "
+        "ids "
+        "instead");
+}
+
+}  // namespace clip_detail
+
+ANVIL_INLINE std::string clip::text(std::span<const std::int32_t> ids) const {
+    if (!tokenizer_) clip_detail::no_tokenizer();
+    // CLIPTokenizer.convert_tokens_to_string, and CLIPTokenizerFast's wrapped decode: the byte-level text,
+    // then "</w>" -> " " and strip().
+    const std::string decoded = tokenizer_->decode(ids);
+    constexpr std::string_view end_of_word = "</w>";
+    std::string out;
+    for (std::size_t at = 0; at < decoded.size();) {
+        if (std::string_view(decoded).substr(at, end_of_word.size()) == end_of_word) {
+            out += ' ';
+            at += end_of_word.size();
+        } else {
+            out += decoded[at++];
+        }
     }
+    const auto space = [](char c) {
+        return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+    };
+    std::size_t begin = 0, end = out.size();
+    while (begin < end && space(out[begin]))
+        ++begin;
+    while (end > begin && space(out[end - 1]))
+        --end;
+    return out.substr(begin, end - begin);
+}
+
+ANVIL_INLINE host_tensor clip::text_embeddings(std::span<const std::string> texts, bool normalize) {
+    if (!tokenizer_) clip_detail::no_tokenizer();
     anvil::encode_options options;
     options.max_length = static_cast<std::size_t>(config_.text.max_positions);
     std::vector<std::vector<std::int32_t>> ids;
@@ -40295,6 +40356,10 @@ ANVIL_INLINE std::shared_ptr<tokenizer_data> read_tokenizer_json(const json::val
 // anvil: tokenizer_files's definitions (see tokenizer_files.hpp; compilation.hpp says when this file is
 // compiled).
 
+#include <algorithm>
+#include <charconv>
+#include <climits>
+
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -40339,6 +40404,36 @@ ANVIL_INLINE void read_special_tokens(const json::value& document, const json_fi
     }
 }
 
+ANVIL_INLINE bool tokenizer_config::is_special(std::string_view content) const {
+    for (const auto& [key, token] : tokens)
+        if (token == content) return true;
+    return std::find(additional_special.begin(), additional_special.end(), content) !=
+           additional_special.end();
+}
+
+// additional_special_tokens: strings, or serialized AddedTokens with a "content".
+ANVIL_INLINE void read_additional_special(const json::value& document, const json_field& root,
+                                          tokenizer_config& config) {
+    const json::value* list = member(document, "additional_special_tokens");
+    if (!list) return;
+    const json_field field = root / "additional_special_tokens";
+    const json::array& items = field.expect(*list, json::kind::array).as_array();
+    config.additional_special.clear();  // special_tokens_map.json's list replaces tokenizer_config.json's
+    for (std::size_t i = 0; i < items.size(); ++i) {
+        const json::value& item = items[i];
+        if (item.is_string()) {
+            config.additional_special.push_back(item.as_string());
+        } else if (item.is_object()) {
+            config.additional_special.push_back(
+                (field[i] / "content")
+                    .expect(required(item, "content", field[i]), json::kind::string)
+                    .as_string());
+        } else {
+            field[i].fail("expected a string or an object with \"content\"");
+        }
+    }
+}
+
 ANVIL_INLINE tokenizer_config read_tokenizer_config(const std::filesystem::path& folder) {
     tokenizer_config config;
     const std::filesystem::path config_path = folder / "tokenizer_config.json";
@@ -40361,6 +40456,29 @@ ANVIL_INLINE tokenizer_config read_tokenizer_config(const std::filesystem::path&
             if (length >= 1 && length < 1e6) config.model_max_length = static_cast<std::size_t>(length);
         }
         read_special_tokens(document, root, config);
+        read_additional_special(document, root, config);
+        if (const json::value* decoder = member(document, "added_tokens_decoder")) {
+            const json_field field = root / "added_tokens_decoder";
+            for (const auto& [key, entry] : field.expect(*decoder, json::kind::object).as_object()) {
+                const json_field at = field / key;
+                std::int64_t id = -1;
+                const auto [end, problem] = std::from_chars(key.data(), key.data() + key.size(), id);
+                if (problem != std::errc{} || end != key.data() + key.size() || id < 0 || id > INT32_MAX)
+                    at.fail("expected a token id (a non-negative integer) as the key");
+                at.expect(entry, json::kind::object);
+                added_token token;
+                token.id = static_cast<std::int32_t>(id);
+                token.content =
+                    (at / "content").expect(required(entry, "content", at), json::kind::string).as_string();
+                if (token.content.empty()) (at / "content").fail("empty token");
+                token.special = read_bool(entry, "special", at, false);
+                token.single_word = read_bool(entry, "single_word", at, false);
+                token.lstrip = read_bool(entry, "lstrip", at, false);
+                token.rstrip = read_bool(entry, "rstrip", at, false);
+                token.normalized = read_bool(entry, "normalized", at, !token.special);
+                config.added_tokens_decoder.push_back(std::move(token));
+            }
+        }
     }
     const std::filesystem::path map_path = folder / "special_tokens_map.json";
     if (std::filesystem::is_regular_file(map_path)) {
@@ -40369,8 +40487,48 @@ ANVIL_INLINE tokenizer_config read_tokenizer_config(const std::filesystem::path&
         const json_field root{name, ""};
         root.expect(document, json::kind::object);
         read_special_tokens(document, root, config);
+        read_additional_special(document, root, config);
     }
     return config;
+}
+
+ANVIL_INLINE void add_folder_tokens(const std::filesystem::path& folder, const tokenizer_config& config,
+                                    tokenizer_data& data) {
+    std::vector<added_token> tokens = config.added_tokens_decoder;
+    const std::filesystem::path path = folder / "added_tokens.json";
+    const std::string name = path.string();
+    if (std::filesystem::is_regular_file(path)) {
+        const json::value document = json::parse_file(path);
+        const json_field root{name, ""};
+        for (const auto& [content, id] : root.expect(document, json::kind::object).as_object()) {
+            if (content.empty()) root.fail("an empty token");
+            const bool listed = std::any_of(tokens.begin(), tokens.end(),
+                                            [&](const added_token& t) { return t.content == content; });
+            if (listed) continue;  // added_tokens_decoder describes it already
+            added_token token;
+            token.content = content;
+            token.id = read_id(id, root / content, std::int64_t{1} << 31);
+            token.special = config.is_special(content);
+            token.normalized = !token.special;  // transformers' AddedToken(normalized=not special)
+            tokens.push_back(std::move(token));
+        }
+    }
+    std::vector<added_token> fresh;
+    for (added_token& token : tokens) {
+        if (const auto existing = data.added_vocab.find(token.content)) {
+            if (*existing != token.id)
+                throw format_error(message(name, ": '", token.content, "' is id ", token.id, " here but ",
+                                           *existing, " in the vocabulary"));
+            if (token.special) data.special_ids.insert(token.id);
+            continue;
+        }
+        for (const added_token& other : tokens)
+            if (other.id == token.id && other.content != token.content)
+                throw format_error(message(name, ": id ", token.id, " is given to both '", token.content,
+                                           "' and '", other.content, "'"));
+        fresh.push_back(std::move(token));
+    }
+    data.add_tokens(std::move(fresh));
 }
 
 ANVIL_INLINE std::string read_text_file(const std::filesystem::path& path) {

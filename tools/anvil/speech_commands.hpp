@@ -47,11 +47,11 @@ inline std::string timestamped_text(const models::whisper& model, const std::vec
         }
         char line[64];
         std::snprintf(line, sizeof line, "[%.2f -> %.2f]", *start, seconds);
-        out += line + model.tokens().decode(text) + "\n";
+        out += line + model.text(text) + "\n";
         text.clear();
         start.reset();
     }
-    if (!text.empty()) out += model.tokens().decode(text) + "\n";
+    if (!text.empty()) out += model.text(text) + "\n";
     return out;
 }
 

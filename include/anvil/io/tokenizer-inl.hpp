@@ -36,9 +36,11 @@ ANVIL_INLINE tokenizer tokenizer::load(const std::filesystem::path& path) {
                                            (path / "tokenizer.json").string());
     } else if (std::filesystem::is_regular_file(path / "vocab.txt")) {
         data = detail::read_bert_vocab(path / "vocab.txt", config);
+        detail::add_folder_tokens(path, config, *data);
     } else if (std::filesystem::is_regular_file(path / "vocab.json") &&
                std::filesystem::is_regular_file(path / "merges.txt")) {
         data = detail::read_gpt2_files(path / "vocab.json", path / "merges.txt", config);
+        detail::add_folder_tokens(path, config, *data);
     } else {
         throw io_error(detail::message(
             path.string(), ": no tokenizer.json, vocab.txt or vocab.json + merges.txt in this folder"));

@@ -2,6 +2,10 @@
 // compiled).
 #pragma once
 
+#include <algorithm>
+#include <charconv>
+#include <climits>
+
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -46,6 +50,36 @@ ANVIL_INLINE void read_special_tokens(const json::value& document, const json_fi
     }
 }
 
+ANVIL_INLINE bool tokenizer_config::is_special(std::string_view content) const {
+    for (const auto& [key, token] : tokens)
+        if (token == content) return true;
+    return std::find(additional_special.begin(), additional_special.end(), content) !=
+           additional_special.end();
+}
+
+// additional_special_tokens: strings, or serialized AddedTokens with a "content".
+ANVIL_INLINE void read_additional_special(const json::value& document, const json_field& root,
+                                          tokenizer_config& config) {
+    const json::value* list = member(document, "additional_special_tokens");
+    if (!list) return;
+    const json_field field = root / "additional_special_tokens";
+    const json::array& items = field.expect(*list, json::kind::array).as_array();
+    config.additional_special.clear();  // special_tokens_map.json's list replaces tokenizer_config.json's
+    for (std::size_t i = 0; i < items.size(); ++i) {
+        const json::value& item = items[i];
+        if (item.is_string()) {
+            config.additional_special.push_back(item.as_string());
+        } else if (item.is_object()) {
+            config.additional_special.push_back(
+                (field[i] / "content")
+                    .expect(required(item, "content", field[i]), json::kind::string)
+                    .as_string());
+        } else {
+            field[i].fail("expected a string or an object with \"content\"");
+        }
+    }
+}
+
 ANVIL_INLINE tokenizer_config read_tokenizer_config(const std::filesystem::path& folder) {
     tokenizer_config config;
     const std::filesystem::path config_path = folder / "tokenizer_config.json";
@@ -68,6 +102,29 @@ ANVIL_INLINE tokenizer_config read_tokenizer_config(const std::filesystem::path&
             if (length >= 1 && length < 1e6) config.model_max_length = static_cast<std::size_t>(length);
         }
         read_special_tokens(document, root, config);
+        read_additional_special(document, root, config);
+        if (const json::value* decoder = member(document, "added_tokens_decoder")) {
+            const json_field field = root / "added_tokens_decoder";
+            for (const auto& [key, entry] : field.expect(*decoder, json::kind::object).as_object()) {
+                const json_field at = field / key;
+                std::int64_t id = -1;
+                const auto [end, problem] = std::from_chars(key.data(), key.data() + key.size(), id);
+                if (problem != std::errc{} || end != key.data() + key.size() || id < 0 || id > INT32_MAX)
+                    at.fail("expected a token id (a non-negative integer) as the key");
+                at.expect(entry, json::kind::object);
+                added_token token;
+                token.id = static_cast<std::int32_t>(id);
+                token.content =
+                    (at / "content").expect(required(entry, "content", at), json::kind::string).as_string();
+                if (token.content.empty()) (at / "content").fail("empty token");
+                token.special = read_bool(entry, "special", at, false);
+                token.single_word = read_bool(entry, "single_word", at, false);
+                token.lstrip = read_bool(entry, "lstrip", at, false);
+                token.rstrip = read_bool(entry, "rstrip", at, false);
+                token.normalized = read_bool(entry, "normalized", at, !token.special);
+                config.added_tokens_decoder.push_back(std::move(token));
+            }
+        }
     }
     const std::filesystem::path map_path = folder / "special_tokens_map.json";
     if (std::filesystem::is_regular_file(map_path)) {
@@ -76,8 +133,48 @@ ANVIL_INLINE tokenizer_config read_tokenizer_config(const std::filesystem::path&
         const json_field root{name, ""};
         root.expect(document, json::kind::object);
         read_special_tokens(document, root, config);
+        read_additional_special(document, root, config);
     }
     return config;
+}
+
+ANVIL_INLINE void add_folder_tokens(const std::filesystem::path& folder, const tokenizer_config& config,
+                                    tokenizer_data& data) {
+    std::vector<added_token> tokens = config.added_tokens_decoder;
+    const std::filesystem::path path = folder / "added_tokens.json";
+    const std::string name = path.string();
+    if (std::filesystem::is_regular_file(path)) {
+        const json::value document = json::parse_file(path);
+        const json_field root{name, ""};
+        for (const auto& [content, id] : root.expect(document, json::kind::object).as_object()) {
+            if (content.empty()) root.fail("an empty token");
+            const bool listed = std::any_of(tokens.begin(), tokens.end(),
+                                            [&](const added_token& t) { return t.content == content; });
+            if (listed) continue;  // added_tokens_decoder describes it already
+            added_token token;
+            token.content = content;
+            token.id = read_id(id, root / content, std::int64_t{1} << 31);
+            token.special = config.is_special(content);
+            token.normalized = !token.special;  // transformers' AddedToken(normalized=not special)
+            tokens.push_back(std::move(token));
+        }
+    }
+    std::vector<added_token> fresh;
+    for (added_token& token : tokens) {
+        if (const auto existing = data.added_vocab.find(token.content)) {
+            if (*existing != token.id)
+                throw format_error(message(name, ": '", token.content, "' is id ", token.id, " here but ",
+                                           *existing, " in the vocabulary"));
+            if (token.special) data.special_ids.insert(token.id);
+            continue;
+        }
+        for (const added_token& other : tokens)
+            if (other.id == token.id && other.content != token.content)
+                throw format_error(message(name, ": id ", token.id, " is given to both '", token.content,
+                                           "' and '", other.content, "'"));
+        fresh.push_back(std::move(token));
+    }
+    data.add_tokens(std::move(fresh));
 }
 
 ANVIL_INLINE std::string read_text_file(const std::filesystem::path& path) {

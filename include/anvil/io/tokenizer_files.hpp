@@ -26,6 +26,12 @@ struct tokenizer_config {
     std::optional<bool> do_lower_case, strip_accents, tokenize_chinese_chars, add_prefix_space;
     std::size_t model_max_length = 0;  // 0: unknown (absent, or Hugging Face's 1e30 "no limit")
     std::map<std::string, std::string, std::less<>> tokens;  // "pad_token" -> "[PAD]", ...
+    std::vector<std::string> additional_special;             // additional_special_tokens
+    // tokenizer_config.json's added_tokens_decoder (transformers 4.34+: id -> the AddedToken).
+    std::vector<added_token> added_tokens_decoder;
+
+    // Whether `content` is one of the special tokens (transformers' all_special_tokens).
+    [[nodiscard]] bool is_special(std::string_view content) const;
 
     [[nodiscard]] std::string token(std::string_view key, std::string_view fallback) const {
         const auto found = tokens.find(key);
@@ -57,6 +63,14 @@ void for_each_line(std::string_view text, Line&& line) {
 // The special tokens that exist in the vocabulary, as special added tokens matched in the raw text.
 std::vector<added_token> present_specials(const vocabulary& vocab, const std::vector<std::string>& names,
                                           std::string_view lstrip_token = {});
+
+// The added tokens of a folder without tokenizer.json, as transformers' slow tokenizers load them:
+// tokenizer_config.json's added_tokens_decoder, then added_tokens.json (content -> id) for what it lacks; a
+// token from added_tokens.json is special when it is one of `config`'s special tokens (Whisper's language,
+// task and timestamp tokens, and every token a model added). Tokens `data` already has keep their entry;
+// an id given to two different tokens is a format_error naming the file.
+void add_folder_tokens(const std::filesystem::path& folder, const tokenizer_config& config,
+                       tokenizer_data& data);
 
 std::shared_ptr<tokenizer_data> read_bert_vocab(const std::filesystem::path& vocab_path,
                                                 const tokenizer_config& config);

@@ -308,13 +308,45 @@ ANVIL_INLINE clip clip::load(const std::filesystem::path& folder, const load_opt
     return result;
 }
 
-ANVIL_INLINE host_tensor clip::text_embeddings(std::span<const std::string> texts, bool normalize) {
-    if (!tokenizer_) {
-        throw error(
-            "clip: the model folder has no tokenizer (tokenizer.json, or vocab.json + merges.txt); give "
-            "token "
-            "ids instead");
+namespace clip_detail {
+
+[[noreturn]] inline void no_tokenizer() {
+    throw error(
+        "clip: the model folder has no tokenizer (tokenizer.json, or vocab.json + merges.txt); give token "
+        "ids "
+        "instead");
+}
+
+}  // namespace clip_detail
+
+ANVIL_INLINE std::string clip::text(std::span<const std::int32_t> ids) const {
+    if (!tokenizer_) clip_detail::no_tokenizer();
+    // CLIPTokenizer.convert_tokens_to_string, and CLIPTokenizerFast's wrapped decode: the byte-level text,
+    // then "</w>" -> " " and strip().
+    const std::string decoded = tokenizer_->decode(ids);
+    constexpr std::string_view end_of_word = "</w>";
+    std::string out;
+    for (std::size_t at = 0; at < decoded.size();) {
+        if (std::string_view(decoded).substr(at, end_of_word.size()) == end_of_word) {
+            out += ' ';
+            at += end_of_word.size();
+        } else {
+            out += decoded[at++];
+        }
     }
+    const auto space = [](char c) {
+        return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+    };
+    std::size_t begin = 0, end = out.size();
+    while (begin < end && space(out[begin]))
+        ++begin;
+    while (end > begin && space(out[end - 1]))
+        --end;
+    return out.substr(begin, end - begin);
+}
+
+ANVIL_INLINE host_tensor clip::text_embeddings(std::span<const std::string> texts, bool normalize) {
+    if (!tokenizer_) clip_detail::no_tokenizer();
     anvil::encode_options options;
     options.max_length = static_cast<std::size_t>(config_.text.max_positions);
     std::vector<std::vector<std::int32_t>> ids;

@@ -170,6 +170,10 @@ public:
 
     [[nodiscard]] const clip_config& config() const noexcept { return config_; }
     [[nodiscard]] const tokenizer& text_tokenizer() const noexcept { return *tokenizer_; }
+    // The text of token ids as CLIP's tokenizers decode them: special tokens skipped, each "</w>" (the end
+    // of a word) a space, the ends trimmed ("a photo , of a cat ." for "A photo, of a cat."). Throws when
+    // the folder has no tokenizer.
+    [[nodiscard]] std::string text(std::span<const std::int32_t> ids) const;
     // From preprocessor_config.json where the folder has one, else CLIPImageProcessor's defaults at the
     // config's image size (resize the shortest edge, bicubic, center crop, CLIP's mean and std).
     [[nodiscard]] const image_preprocessing& preprocessing() const noexcept { return preprocessing_; }

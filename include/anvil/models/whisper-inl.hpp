@@ -427,6 +427,14 @@ ANVIL_INLINE const tokenizer& whisper::tokens() const {
     return *tokenizer_;
 }
 
+ANVIL_INLINE std::string whisper::text(std::span<const std::int32_t> ids) const {
+    const std::optional<std::int32_t> first_timestamp = config_.timestamp_begin();
+    std::vector<std::int32_t> words;
+    for (const std::int32_t id : ids)
+        if (!first_timestamp || id < *first_timestamp) words.push_back(id);
+    return tokens().decode(words);
+}
+
 ANVIL_INLINE host_tensor whisper::features(std::span<const float> samples) const {
     log_mel_options mel;
     mel.mel_bins = config_.mel_bins;
@@ -649,12 +657,9 @@ ANVIL_INLINE transcription whisper::transcribe_features(const host_tensor& featu
         result.ids.insert(result.ids.end(), decoded.generated.begin(), decoded.generated.end());
         result.windows.push_back(std::move(decoded));
     }
-    if (tokenizer_) {
-        for (const auto& window : result.windows) {
-            std::string text = tokenizer_->decode(window.generated);
-            result.text += text;
-        }
-    }
+    if (tokenizer_)
+        for (const auto& window : result.windows)
+            result.text += text(window.generated);
     return result;
 }
 

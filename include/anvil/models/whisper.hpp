@@ -207,6 +207,10 @@ public:
     [[nodiscard]] const whisper_config& config() const noexcept { return config_; }
     [[nodiscard]] bool has_tokenizer() const noexcept { return tokenizer_ != nullptr; }
     [[nodiscard]] const tokenizer& tokens() const;
+    // The text of generated ids as WhisperTokenizer.decode(ids, skip_special_tokens=True) gives it: special
+    // tokens skipped and timestamps removed (an older folder's added_tokens.json leaves them ordinary
+    // tokens). Throws when the folder has no tokenizer.
+    [[nodiscard]] std::string text(std::span<const std::int32_t> ids) const;
     [[nodiscard]] std::size_t compiled_programs() const { return encoder_->count() + decoder_->count(); }
 
 private:
