@@ -7842,6 +7842,23 @@ struct decoder_layer_result {
     tensor<float> hidden, key, value;
 };
 
+// Self-attention of a step's rows `h` (already normalised) [B, S, hidden] over the earlier keys and values
+// (parts [B, kv_heads, T_i, D], read in order) followed by its own: the projections split into heads, the
+// per-head query and key norms and the rotary embedding where given, the output projection. `hidden` is
+// that projection (before the residual); key (rotated) and value are this step's. The LMs' decoder layers and
+// Whisper's decoder share it.
+struct cached_attention_options {
+    const norm_layer* query_norm = nullptr;  // Qwen3
+    const norm_layer* key_norm = nullptr;
+    const std::pair<tensor<float>, tensor<float>>* rope = nullptr;  // cos, sin [B, 1, S, R / 2]
+    double scale = 0.0;                                             // 0: 1 / sqrt(head_dim)
+};
+[[nodiscard]] decoder_layer_result cached_self_attention(const attention_layer& a, const tensor<float>& h,
+                                                         const std::vector<tensor<float>>& earlier_keys,
+                                                         const std::vector<tensor<float>>& earlier_values,
+                                                         const tensor<float>& mask,
+                                                         const cached_attention_options& options = {});
+
 // x [B, S, hidden]; earlier_keys, earlier_values: the keys and values before this step's, as parts
 // [B, kv_heads, T_i, D] read in order (a KV cache, then a decode window); mask additive, broadcast to the
 // scores [B, heads, S, sum T_i + S]; rope: cos, sin [B, 1, S, R / 2] (none for learned positions).
@@ -8692,10 +8709,19 @@ private:
     // the token's key and value at slot `position` and returns its logits.
     [[nodiscard]] std::vector<float> step(std::int32_t token, std::int64_t position);
 
-    [[nodiscard]] std::int32_t detect_language();
+    // The most likely language token after the start token, and the start token's logits (the step the
+    // window's decoding then does not repeat).
+    struct detected_language {
+        std::int32_t id = 0;
+        std::vector<float> start_logits;
+    };
+    [[nodiscard]] detected_language detect_language();
 
+    // Greedy decoding of the current window after `prompt`; `start_logits`, when given, are the logits
+    // the start token (prompt[0], already at position 0 of the cache) gave.
     [[nodiscard]] transcribed_window decode_window(const std::vector<std::int32_t>& prompt,
-                                                   const transcribe_options& options);
+                                                   const transcribe_options& options,
+                                                   const std::vector<float>* start_logits = nullptr);
 
     whisper_config config_;
     std::shared_ptr<const tokenizer> tokenizer_;
@@ -32406,32 +32432,43 @@ ANVIL_INLINE tensor<float> rotate_half_rows(const tensor<float>& x, const tensor
     return concat(parts, 3);
 }
 
+ANVIL_INLINE decoder_layer_result cached_self_attention(const attention_layer& a, const tensor<float>& h,
+                                                        const std::vector<tensor<float>>& earlier_keys,
+                                                        const std::vector<tensor<float>>& earlier_values,
+                                                        const tensor<float>& mask,
+                                                        const cached_attention_options& options) {
+    auto q = recipe_detail::split_heads(apply(a.query, h), a.heads, a.head_dim);
+    auto k = recipe_detail::split_heads(apply(a.key, h), a.kv_heads, a.head_dim);
+    const auto v = recipe_detail::split_heads(apply(a.value, h), a.kv_heads, a.head_dim);
+    if (options.query_norm) q = apply(*options.query_norm, q);
+    if (options.key_norm) k = apply(*options.key_norm, k);
+    if (options.rope) {
+        q = rotate_half_rows(q, options.rope->first, options.rope->second);
+        k = rotate_half_rows(k, options.rope->first, options.rope->second);
+    }
+    std::vector<tensor<float>> key_parts = earlier_keys, value_parts = earlier_values;
+    key_parts.push_back(k);
+    value_parts.push_back(v);
+    attention_options scaled;
+    scaled.scale = options.scale;
+    const auto context = attention(q, concat(key_parts, 2), concat(value_parts, 2), mask, scaled);
+    return {apply(a.output, recipe_detail::merge_heads(context)), k, v};
+}
+
 ANVIL_INLINE decoder_layer_result apply(const decoder_layer& layer, const tensor<float>& x,
                                         const std::vector<tensor<float>>& earlier_keys,
                                         const std::vector<tensor<float>>& earlier_values,
                                         const tensor<float>& mask,
                                         const std::optional<std::pair<tensor<float>, tensor<float>>>& rope) {
-    const attention_layer& a = layer.attention;
-    const auto h = apply(layer.attention_norm, x);
-    auto q = recipe_detail::split_heads(apply(a.query, h), a.heads, a.head_dim);
-    auto k = recipe_detail::split_heads(apply(a.key, h), a.kv_heads, a.head_dim);
-    const auto v = recipe_detail::split_heads(apply(a.value, h), a.kv_heads, a.head_dim);
-    if (layer.query_norm) q = apply(*layer.query_norm, q);
-    if (layer.key_norm) k = apply(*layer.key_norm, k);
-    if (rope) {
-        q = rotate_half_rows(q, rope->first, rope->second);
-        k = rotate_half_rows(k, rope->first, rope->second);
-    }
-    std::vector<tensor<float>> key_parts = earlier_keys, value_parts = earlier_values;
-    key_parts.push_back(k);
-    value_parts.push_back(v);
-    const auto keys = concat(key_parts, 2);
-    const auto values = concat(value_parts, 2);
-    attention_options options;
+    cached_attention_options options;
+    options.query_norm = layer.query_norm ? &*layer.query_norm : nullptr;
+    options.key_norm = layer.key_norm ? &*layer.key_norm : nullptr;
+    options.rope = rope ? &*rope : nullptr;
     options.scale = layer.attention_scale;
-    const auto context = attention(q, keys, values, mask, options);
-    const auto out = x + apply(a.output, recipe_detail::merge_heads(context));
-    return {out + apply(layer.mlp, apply(layer.mlp_norm, out)), k, v};
+    const decoder_layer_result attended = cached_self_attention(
+        layer.attention, apply(layer.attention_norm, x), earlier_keys, earlier_values, mask, options);
+    const auto out = x + attended.hidden;
+    return {out + apply(layer.mlp, apply(layer.mlp_norm, out)), attended.key, attended.value};
 }
 
 ANVIL_INLINE decoder_layer_result apply(const decoder_layer& layer, const tensor<float>& x,
@@ -34139,24 +34176,19 @@ ANVIL_INLINE std::vector<value> whisper_decoder_step(graph& g, const whisper_dec
     for (std::size_t i = 0; i < w.layers.size(); ++i) {
         const whisper_decoder_layer& layer = w.layers[i];
         const auto index = static_cast<std::int64_t>(i);
-        const attention_layer& self = layer.self_attention;
-        const tensor<float> h = apply(layer.self_norm, x);
-        const auto q = recipe_detail::split_heads(apply(self.query, h), heads, head_dim);
-        const auto k = recipe_detail::split_heads(apply(self.key, h), heads, head_dim);
-        const auto v = recipe_detail::split_heads(apply(self.value, h), heads, head_dim);
         const auto cached_k = g.input<float>(cache_key_name(index), dims{1, heads, context, head_dim});
         const auto cached_v = g.input<float>(cache_value_name(index), dims{1, heads, context, head_dim});
-        const auto context_out = attention(q, concat(std::vector<tensor<float>>{cached_k, k}, 2),
-                                           concat(std::vector<tensor<float>>{cached_v, v}, 2), mask);
-        x = x + apply(self.output, recipe_detail::merge_heads(context_out));
+        const decoder_layer_result attended = cached_self_attention(
+            layer.self_attention, apply(layer.self_norm, x), {cached_k}, {cached_v}, mask);
+        x = x + attended.hidden;
         const auto cross_k =
             g.input<float>(whisper_cross_key_name(index), dims{1, heads, c.max_source_positions, head_dim});
         const auto cross_v =
             g.input<float>(whisper_cross_value_name(index), dims{1, heads, c.max_source_positions, head_dim});
         x = x + cross_attention(layer.cross_attention, apply(layer.cross_norm, x), cross_k, cross_v);
         x = x + apply(layer.mlp, apply(layer.mlp_norm, x));
-        new_keys_values.push_back(k.value());
-        new_keys_values.push_back(v.value());
+        new_keys_values.push_back(attended.key.value());
+        new_keys_values.push_back(attended.value.value());
     }
     std::vector<value> out{linear(apply(w.final_norm, x), w.tokens).value()};
     out.insert(out.end(), new_keys_values.begin(), new_keys_values.end());
@@ -34468,20 +34500,24 @@ ANVIL_INLINE std::vector<std::int32_t> whisper::prompt(const transcribe_options&
     return ids;
 }
 
-ANVIL_INLINE std::int32_t whisper::detect_language() {
+ANVIL_INLINE whisper::detected_language whisper::detect_language() {
     if (config_.language_ids.empty()) throw error("whisper: generation_config.json has no lang_to_id");
-    const std::vector<float> logits = step(config_.decoder_start_token_id, 0);
+    detected_language detected;
+    detected.start_logits = step(config_.decoder_start_token_id, 0);
+    const std::vector<float>& logits = detected.start_logits;
     std::int32_t best = config_.language_ids.begin()->second;
     for (const auto& [code, id] : config_.language_ids) {
         const float score = logits[static_cast<std::size_t>(id)];
         const float current = logits[static_cast<std::size_t>(best)];
         if (score > current || (score == current && id < best)) best = id;
     }
-    return best;
+    detected.id = best;
+    return detected;
 }
 
 ANVIL_INLINE transcribed_window whisper::decode_window(const std::vector<std::int32_t>& prompt,
-                                                       const transcribe_options& options) {
+                                                       const transcribe_options& options,
+                                                       const std::vector<float>* start_logits) {
     transcribed_window window;
     window.prompt = prompt;
     const auto prompt_length = static_cast<std::int64_t>(prompt.size());
@@ -34489,7 +34525,12 @@ ANVIL_INLINE transcribed_window whisper::decode_window(const std::vector<std::in
     if (room < 1) throw error("whisper: the prompt fills generation_config.json's max_length");
     const std::int64_t limit = options.max_new_tokens > 0 ? std::min(options.max_new_tokens, room) : room;
     std::vector<float> logits;
-    for (std::int64_t t = 0; t < prompt_length; ++t)
+    std::int64_t fed = 0;
+    if (start_logits) {  // the start token is at position 0 already
+        logits = *start_logits;
+        fed = 1;
+    }
+    for (std::int64_t t = fed; t < prompt_length; ++t)
         logits = step(prompt[static_cast<std::size_t>(t)], t);
     for (;;) {
         recipe_detail::process_whisper_logits(config_, window.generated, options.timestamps, logits);
@@ -34528,15 +34569,17 @@ ANVIL_INLINE transcription whisper::transcribe_features(const host_tensor& featu
     transcribe_options chosen = options;
     for (std::int64_t start = 0; start < frames; start += window_frames) {
         start_window(window(features, start).reshaped(dims{1, config_.mel_bins, window_frames}));
+        std::optional<detected_language> detected;
         if (config_.multilingual && chosen.language.empty()) {
-            const std::int32_t detected = detect_language();
+            detected = detect_language();
             for (const auto& [code, id] : config_.language_ids)
-                if (id == detected) chosen.language = code;
+                if (id == detected->id) chosen.language = code;
         }
         if (config_.multilingual)
             result.language =
                 chosen.language.starts_with("<|") ? chosen.language : "<|" + chosen.language + "|>";
-        transcribed_window decoded = decode_window(prompt(chosen), chosen);
+        transcribed_window decoded =
+            decode_window(prompt(chosen), chosen, detected ? &detected->start_logits : nullptr);
         result.ids.insert(result.ids.end(), decoded.generated.begin(), decoded.generated.end());
         result.windows.push_back(std::move(decoded));
     }
@@ -40500,7 +40543,9 @@ ANVIL_INLINE void add_folder_tokens(const std::filesystem::path& folder, const t
     if (std::filesystem::is_regular_file(path)) {
         const json::value document = json::parse_file(path);
         const json_field root{name, ""};
-        for (const auto& [content, id] : root.expect(document, json::kind::object).as_object()) {
+        for (const auto& entry : root.expect(document, json::kind::object).as_object()) {
+            const std::string& content = entry.first;
+            const json::value& id = entry.second;
             if (content.empty()) root.fail("an empty token");
             const bool listed = std::any_of(tokens.begin(), tokens.end(),
                                             [&](const added_token& t) { return t.content == content; });

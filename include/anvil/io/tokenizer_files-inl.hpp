@@ -146,7 +146,9 @@ ANVIL_INLINE void add_folder_tokens(const std::filesystem::path& folder, const t
     if (std::filesystem::is_regular_file(path)) {
         const json::value document = json::parse_file(path);
         const json_field root{name, ""};
-        for (const auto& [content, id] : root.expect(document, json::kind::object).as_object()) {
+        for (const auto& entry : root.expect(document, json::kind::object).as_object()) {
+            const std::string& content = entry.first;
+            const json::value& id = entry.second;
             if (content.empty()) root.fail("an empty token");
             const bool listed = std::any_of(tokens.begin(), tokens.end(),
                                             [&](const added_token& t) { return t.content == content; });

@@ -135,32 +135,43 @@ ANVIL_INLINE tensor<float> rotate_half_rows(const tensor<float>& x, const tensor
     return concat(parts, 3);
 }
 
+ANVIL_INLINE decoder_layer_result cached_self_attention(const attention_layer& a, const tensor<float>& h,
+                                                        const std::vector<tensor<float>>& earlier_keys,
+                                                        const std::vector<tensor<float>>& earlier_values,
+                                                        const tensor<float>& mask,
+                                                        const cached_attention_options& options) {
+    auto q = recipe_detail::split_heads(apply(a.query, h), a.heads, a.head_dim);
+    auto k = recipe_detail::split_heads(apply(a.key, h), a.kv_heads, a.head_dim);
+    const auto v = recipe_detail::split_heads(apply(a.value, h), a.kv_heads, a.head_dim);
+    if (options.query_norm) q = apply(*options.query_norm, q);
+    if (options.key_norm) k = apply(*options.key_norm, k);
+    if (options.rope) {
+        q = rotate_half_rows(q, options.rope->first, options.rope->second);
+        k = rotate_half_rows(k, options.rope->first, options.rope->second);
+    }
+    std::vector<tensor<float>> key_parts = earlier_keys, value_parts = earlier_values;
+    key_parts.push_back(k);
+    value_parts.push_back(v);
+    attention_options scaled;
+    scaled.scale = options.scale;
+    const auto context = attention(q, concat(key_parts, 2), concat(value_parts, 2), mask, scaled);
+    return {apply(a.output, recipe_detail::merge_heads(context)), k, v};
+}
+
 ANVIL_INLINE decoder_layer_result apply(const decoder_layer& layer, const tensor<float>& x,
                                         const std::vector<tensor<float>>& earlier_keys,
                                         const std::vector<tensor<float>>& earlier_values,
                                         const tensor<float>& mask,
                                         const std::optional<std::pair<tensor<float>, tensor<float>>>& rope) {
-    const attention_layer& a = layer.attention;
-    const auto h = apply(layer.attention_norm, x);
-    auto q = recipe_detail::split_heads(apply(a.query, h), a.heads, a.head_dim);
-    auto k = recipe_detail::split_heads(apply(a.key, h), a.kv_heads, a.head_dim);
-    const auto v = recipe_detail::split_heads(apply(a.value, h), a.kv_heads, a.head_dim);
-    if (layer.query_norm) q = apply(*layer.query_norm, q);
-    if (layer.key_norm) k = apply(*layer.key_norm, k);
-    if (rope) {
-        q = rotate_half_rows(q, rope->first, rope->second);
-        k = rotate_half_rows(k, rope->first, rope->second);
-    }
-    std::vector<tensor<float>> key_parts = earlier_keys, value_parts = earlier_values;
-    key_parts.push_back(k);
-    value_parts.push_back(v);
-    const auto keys = concat(key_parts, 2);
-    const auto values = concat(value_parts, 2);
-    attention_options options;
+    cached_attention_options options;
+    options.query_norm = layer.query_norm ? &*layer.query_norm : nullptr;
+    options.key_norm = layer.key_norm ? &*layer.key_norm : nullptr;
+    options.rope = rope ? &*rope : nullptr;
     options.scale = layer.attention_scale;
-    const auto context = attention(q, keys, values, mask, options);
-    const auto out = x + apply(a.output, recipe_detail::merge_heads(context));
-    return {out + apply(layer.mlp, apply(layer.mlp_norm, out)), k, v};
+    const decoder_layer_result attended = cached_self_attention(
+        layer.attention, apply(layer.attention_norm, x), earlier_keys, earlier_values, mask, options);
+    const auto out = x + attended.hidden;
+    return {out + apply(layer.mlp, apply(layer.mlp_norm, out)), attended.key, attended.value};
 }
 
 ANVIL_INLINE decoder_layer_result apply(const decoder_layer& layer, const tensor<float>& x,

@@ -140,6 +140,23 @@ struct decoder_layer_result {
     tensor<float> hidden, key, value;
 };
 
+// Self-attention of a step's rows `h` (already normalised) [B, S, hidden] over the earlier keys and values
+// (parts [B, kv_heads, T_i, D], read in order) followed by its own: the projections split into heads, the
+// per-head query and key norms and the rotary embedding where given, the output projection. `hidden` is
+// that projection (before the residual); key (rotated) and value are this step's. The LMs' decoder layers and
+// Whisper's decoder share it.
+struct cached_attention_options {
+    const norm_layer* query_norm = nullptr;  // Qwen3
+    const norm_layer* key_norm = nullptr;
+    const std::pair<tensor<float>, tensor<float>>* rope = nullptr;  // cos, sin [B, 1, S, R / 2]
+    double scale = 0.0;                                             // 0: 1 / sqrt(head_dim)
+};
+[[nodiscard]] decoder_layer_result cached_self_attention(const attention_layer& a, const tensor<float>& h,
+                                                         const std::vector<tensor<float>>& earlier_keys,
+                                                         const std::vector<tensor<float>>& earlier_values,
+                                                         const tensor<float>& mask,
+                                                         const cached_attention_options& options = {});
+
 // x [B, S, hidden]; earlier_keys, earlier_values: the keys and values before this step's, as parts
 // [B, kv_heads, T_i, D] read in order (a KV cache, then a decode window); mask additive, broadcast to the
 // scores [B, heads, S, sum T_i + S]; rope: cos, sin [B, 1, S, R / 2] (none for learned positions).

@@ -256,24 +256,19 @@ ANVIL_INLINE std::vector<value> whisper_decoder_step(graph& g, const whisper_dec
     for (std::size_t i = 0; i < w.layers.size(); ++i) {
         const whisper_decoder_layer& layer = w.layers[i];
         const auto index = static_cast<std::int64_t>(i);
-        const attention_layer& self = layer.self_attention;
-        const tensor<float> h = apply(layer.self_norm, x);
-        const auto q = recipe_detail::split_heads(apply(self.query, h), heads, head_dim);
-        const auto k = recipe_detail::split_heads(apply(self.key, h), heads, head_dim);
-        const auto v = recipe_detail::split_heads(apply(self.value, h), heads, head_dim);
         const auto cached_k = g.input<float>(cache_key_name(index), dims{1, heads, context, head_dim});
         const auto cached_v = g.input<float>(cache_value_name(index), dims{1, heads, context, head_dim});
-        const auto context_out = attention(q, concat(std::vector<tensor<float>>{cached_k, k}, 2),
-                                           concat(std::vector<tensor<float>>{cached_v, v}, 2), mask);
-        x = x + apply(self.output, recipe_detail::merge_heads(context_out));
+        const decoder_layer_result attended = cached_self_attention(
+            layer.self_attention, apply(layer.self_norm, x), {cached_k}, {cached_v}, mask);
+        x = x + attended.hidden;
         const auto cross_k =
             g.input<float>(whisper_cross_key_name(index), dims{1, heads, c.max_source_positions, head_dim});
         const auto cross_v =
             g.input<float>(whisper_cross_value_name(index), dims{1, heads, c.max_source_positions, head_dim});
         x = x + cross_attention(layer.cross_attention, apply(layer.cross_norm, x), cross_k, cross_v);
         x = x + apply(layer.mlp, apply(layer.mlp_norm, x));
-        new_keys_values.push_back(k.value());
-        new_keys_values.push_back(v.value());
+        new_keys_values.push_back(attended.key.value());
+        new_keys_values.push_back(attended.value.value());
     }
     std::vector<value> out{linear(apply(w.final_norm, x), w.tokens).value()};
     out.insert(out.end(), new_keys_values.begin(), new_keys_values.end());
@@ -585,20 +580,24 @@ ANVIL_INLINE std::vector<std::int32_t> whisper::prompt(const transcribe_options&
     return ids;
 }
 
-ANVIL_INLINE std::int32_t whisper::detect_language() {
+ANVIL_INLINE whisper::detected_language whisper::detect_language() {
     if (config_.language_ids.empty()) throw error("whisper: generation_config.json has no lang_to_id");
-    const std::vector<float> logits = step(config_.decoder_start_token_id, 0);
+    detected_language detected;
+    detected.start_logits = step(config_.decoder_start_token_id, 0);
+    const std::vector<float>& logits = detected.start_logits;
     std::int32_t best = config_.language_ids.begin()->second;
     for (const auto& [code, id] : config_.language_ids) {
         const float score = logits[static_cast<std::size_t>(id)];
         const float current = logits[static_cast<std::size_t>(best)];
         if (score > current || (score == current && id < best)) best = id;
     }
-    return best;
+    detected.id = best;
+    return detected;
 }
 
 ANVIL_INLINE transcribed_window whisper::decode_window(const std::vector<std::int32_t>& prompt,
-                                                       const transcribe_options& options) {
+                                                       const transcribe_options& options,
+                                                       const std::vector<float>* start_logits) {
     transcribed_window window;
     window.prompt = prompt;
     const auto prompt_length = static_cast<std::int64_t>(prompt.size());
@@ -606,7 +605,12 @@ ANVIL_INLINE transcribed_window whisper::decode_window(const std::vector<std::in
     if (room < 1) throw error("whisper: the prompt fills generation_config.json's max_length");
     const std::int64_t limit = options.max_new_tokens > 0 ? std::min(options.max_new_tokens, room) : room;
     std::vector<float> logits;
-    for (std::int64_t t = 0; t < prompt_length; ++t)
+    std::int64_t fed = 0;
+    if (start_logits) {  // the start token is at position 0 already
+        logits = *start_logits;
+        fed = 1;
+    }
+    for (std::int64_t t = fed; t < prompt_length; ++t)
         logits = step(prompt[static_cast<std::size_t>(t)], t);
     for (;;) {
         recipe_detail::process_whisper_logits(config_, window.generated, options.timestamps, logits);
@@ -645,15 +649,17 @@ ANVIL_INLINE transcription whisper::transcribe_features(const host_tensor& featu
     transcribe_options chosen = options;
     for (std::int64_t start = 0; start < frames; start += window_frames) {
         start_window(window(features, start).reshaped(dims{1, config_.mel_bins, window_frames}));
+        std::optional<detected_language> detected;
         if (config_.multilingual && chosen.language.empty()) {
-            const std::int32_t detected = detect_language();
+            detected = detect_language();
             for (const auto& [code, id] : config_.language_ids)
-                if (id == detected) chosen.language = code;
+                if (id == detected->id) chosen.language = code;
         }
         if (config_.multilingual)
             result.language =
                 chosen.language.starts_with("<|") ? chosen.language : "<|" + chosen.language + "|>";
-        transcribed_window decoded = decode_window(prompt(chosen), chosen);
+        transcribed_window decoded =
+            decode_window(prompt(chosen), chosen, detected ? &detected->start_logits : nullptr);
         result.ids.insert(result.ids.end(), decoded.generated.begin(), decoded.generated.end());
         result.windows.push_back(std::move(decoded));
     }

@@ -226,10 +226,19 @@ private:
     // the token's key and value at slot `position` and returns its logits.
     [[nodiscard]] std::vector<float> step(std::int32_t token, std::int64_t position);
 
-    [[nodiscard]] std::int32_t detect_language();
+    // The most likely language token after the start token, and the start token's logits (the step the
+    // window's decoding then does not repeat).
+    struct detected_language {
+        std::int32_t id = 0;
+        std::vector<float> start_logits;
+    };
+    [[nodiscard]] detected_language detect_language();
 
+    // Greedy decoding of the current window after `prompt`; `start_logits`, when given, are the logits
+    // the start token (prompt[0], already at position 0 of the cache) gave.
     [[nodiscard]] transcribed_window decode_window(const std::vector<std::int32_t>& prompt,
-                                                   const transcribe_options& options);
+                                                   const transcribe_options& options,
+                                                   const std::vector<float>* start_logits = nullptr);
 
     whisper_config config_;
     std::shared_ptr<const tokenizer> tokenizer_;
