@@ -1,11 +1,12 @@
-// anvil: reading and writing model files — safetensors (and sharded checkpoints), tokenizer.json, images and
-// their preprocessing, WAVE audio and its log-mel features, and streaming token decoding.
+// anvil: reading and writing model files — safetensors (and sharded checkpoints), GGUF, tokenizer.json,
+// images and their preprocessing, WAVE audio and its log-mel features, and streaming token decoding.
 #pragma once
 
 #include "anvil/core.hpp"
 
 #include "anvil/io/checkpoint.hpp"
 #include "anvil/io/fft.hpp"
+#include "anvil/io/gguf.hpp"
 #include "anvil/io/image.hpp"
 #include "anvil/io/image_transforms.hpp"
 #include "anvil/io/log_mel.hpp"

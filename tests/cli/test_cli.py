@@ -121,6 +121,21 @@ def main() -> int:
         (tmp / "bad.npy").write_bytes(b"\x93NUMPY\x01\x00\x04\x00{}\n")
         check_one_line_error(anvil("info", tmp / "bad.npy"), 1, "anvil: error:", "bad.npy", what="info on a bad .npy")
 
+        # A GGUF file: tools/reference/gguf_fixtures.py's types.gguf and its listing.
+        listing = json.loads((DATA / "gguf" / "types.json").read_text())
+        result = anvil("info", DATA / "gguf" / "types.gguf")
+        check(result.returncode == 0 and "GGUF v3" in result.stdout and "general.architecture: string 'llama'"
+              in result.stdout, f"info on a .gguf file ({result.stderr.strip()})")
+        check(all(t["name"] in result.stdout and t["type"] in result.stdout for t in listing["tensors"]),
+              "info lists every GGUF tensor with its ggml type")
+        report = json.loads(anvil("info", DATA / "gguf" / "types.gguf", "--json").stdout)
+        check([(t["name"], t["type"], t["shape"], t["bytes"]) for t in report["tensors"]] ==
+              [(t["name"], t["type"], [3, 256], t["bytes"]) for t in listing["tensors"]],
+              "info --json gives each GGUF tensor's type, shape (outermost first) and bytes")
+        check(report["metadata"]["fixture.ints"] == [1, -2, 3] and report["metadata"]["general.alignment"] == 64
+              and report["parameter_count"] == 768 * len(listing["tensors"]), "info --json GGUF metadata and totals")
+        check_one_line_error(anvil("info", DATA / "malformed" / "gguf" / "huge_string.gguf"), 1, "anvil: error:",
+                             "huge_string.gguf", what="info on a malformed .gguf")
         check_one_line_error(anvil("info", tmp / "missing.safetensors"), 1, "anvil: error:", "missing.safetensors",
                              what="info on a missing path")
         (tmp / "short.safetensors").write_bytes(b"\x01\x02")

@@ -89,10 +89,10 @@ inline constexpr const char* info_usage =
     "usage: anvil info PATH [--json]\n"
     "\n"
     "PATH is a .safetensors file, a model.safetensors.index.json, a model folder (config.json with one or\n"
-    "several safetensors files, sharded or not), or a .npy array. Prints every tensor's dtype and shape, "
-    "the\n"
-    "parameter and byte totals, and a summary of config.json; reads only the safetensors headers, so it\n"
-    "answers at once on any size.\n"
+    "several safetensors files, sharded or not), a .gguf file or a .npy array. Prints every tensor's dtype\n"
+    "(a GGUF file's ggml type) and shape, the parameter and byte totals, and a summary of config.json (a "
+    "GGUF\n"
+    "file's metadata); reads only the headers, so it answers at once on any size.\n"
     "\n"
     "  --json   print the same as one JSON object\n";
 
@@ -118,6 +118,97 @@ inline int describe_npy(const std::filesystem::path& path, bool as_json) {
     return 0;
 }
 
+// A GGUF file (llama.cpp's format): its version, metadata (long arrays summarised) and every tensor's ggml
+// type and shape, from the header alone.
+inline int describe_gguf(const std::filesystem::path& path, bool as_json) {
+    using namespace detail_info;
+    const gguf_file file = gguf_file::open(path);
+    std::uint64_t parameters = 0, bytes = 0;
+    std::map<std::string, std::pair<std::size_t, std::uint64_t>> by_type;
+    for (const gguf_tensor& t : file.tensors()) {
+        parameters += t.element_count;
+        bytes += t.bytes.size();
+        auto& entry = by_type[std::string(t.layout().name)];
+        ++entry.first;
+        entry.second += t.element_count;
+    }
+    const auto value_json = [](const gguf_value& v) {
+        if (const auto* s = v.string()) return json::value(*s);
+        if (const auto b = v.boolean()) return json::value(*b);
+        if (const auto n = v.integer()) return json::value(*n);
+        if (const auto f = v.number()) return json::value(*f);
+        if (v.is_array() && v.size() <= 16) {
+            json::array items;
+            for (std::size_t i = 0; i < v.size(); ++i) {
+                if (!v.strings().empty()) {
+                    items.emplace_back(std::string(v.strings()[i]));
+                } else if (const auto n = v.integer_at(i)) {
+                    items.emplace_back(*n);
+                } else if (const auto f = v.number_at(i)) {
+                    items.emplace_back(*f);
+                }
+            }
+            return json::value(std::move(items));
+        }
+        return json::value(v.describe());
+    };
+    if (as_json) {
+        json::object out;
+        out["path"] = json::value(path.string());
+        out["format"] = json::value("gguf");
+        out["version"] = json::value(static_cast<std::int64_t>(file.version()));
+        out["alignment"] = json::value(static_cast<std::int64_t>(file.alignment()));
+        json::object metadata;
+        for (const auto& [key, value] : file.metadata())
+            metadata[key] = value_json(value);
+        out["metadata"] = json::value(std::move(metadata));
+        out["tensor_count"] = json::value(static_cast<std::int64_t>(file.tensors().size()));
+        out["parameter_count"] = json::value(static_cast<std::int64_t>(parameters));
+        out["byte_size"] = json::value(static_cast<std::int64_t>(bytes));
+        json::array tensors;
+        for (const gguf_tensor& t : file.tensors()) {
+            json::object entry;
+            entry["name"] = json::value(t.name);
+            entry["type"] = json::value(std::string(t.layout().name));
+            json::array shape;
+            for (const auto extent : t.shape())
+                shape.emplace_back(extent);
+            entry["shape"] = json::value(std::move(shape));
+            entry["bytes"] = json::value(static_cast<std::int64_t>(t.bytes.size()));
+            tensors.emplace_back(std::move(entry));
+        }
+        out["tensors"] = json::value(std::move(tensors));
+        std::printf("%s\n", json::dump(json::value(std::move(out)), 2).c_str());
+        return 0;
+    }
+    std::printf("%s: GGUF v%u, %s, alignment %llu\n", path.string().c_str(), file.version(),
+                human_bytes(std::filesystem::file_size(path)).c_str(),
+                static_cast<unsigned long long>(file.alignment()));
+    for (const auto& [key, value] : file.metadata())
+        std::printf("  %s: %s\n", key.c_str(), value.describe().c_str());
+    std::printf("tensors: %s, parameters: %s, bytes: %s\n", grouped(file.tensors().size()).c_str(),
+                grouped(parameters).c_str(), human_bytes(bytes).c_str());
+    std::string type_line;
+    for (const auto& [name, counts] : by_type) {
+        if (!type_line.empty()) type_line += ", ";
+        type_line += name + " " + grouped(counts.first) + (counts.first == 1 ? " tensor (" : " tensors (") +
+                     grouped(counts.second) + " parameters)";
+    }
+    if (!type_line.empty()) std::printf("types: %s\n", type_line.c_str());
+    std::size_t name_width = 4, shape_width = 5;
+    for (const gguf_tensor& t : file.tensors()) {
+        name_width = std::max(name_width, t.name.size());
+        shape_width = std::max(shape_width, anvil::detail::extents_to_string(t.shape(), false).size());
+    }
+    std::printf("\n%-*s  %-6s  %-*s\n", static_cast<int>(name_width), "name", "type",
+                static_cast<int>(shape_width), "shape");
+    for (const gguf_tensor& t : file.tensors())
+        std::printf("%-*s  %-6s  %-*s\n", static_cast<int>(name_width), t.name.c_str(),
+                    std::string(t.layout().name).c_str(), static_cast<int>(shape_width),
+                    anvil::detail::extents_to_string(t.shape(), false).c_str());
+    return 0;
+}
+
 inline int run_info(const std::vector<std::string_view>& argv) {
     using namespace detail_info;
     const arguments args("info", argv, {{"json", false}, {"help", false}});
@@ -126,7 +217,8 @@ inline int run_info(const std::vector<std::string_view>& argv) {
         return 0;
     }
     if (args.positional().size() != 1)
-        throw usage_error("info: expected one PATH (a .safetensors file, a model folder or a .npy file)");
+        throw usage_error(
+            "info: expected one PATH (a .safetensors file, a model folder, a .gguf or a .npy file)");
     const std::filesystem::path path = args.positional()[0];
     std::error_code ec;
     if (!std::filesystem::exists(path, ec)) {
@@ -135,6 +227,9 @@ inline int run_info(const std::vector<std::string_view>& argv) {
 
     if (path.extension() == ".npy" && !std::filesystem::is_directory(path)) {
         return describe_npy(path, args.flag("json"));
+    }
+    if (path.extension() == ".gguf" && !std::filesystem::is_directory(path)) {
+        return describe_gguf(path, args.flag("json"));
     }
 
     std::optional<json::value> config;
