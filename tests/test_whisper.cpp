@@ -124,7 +124,11 @@ void check_generation(whisper& model, const std::string& name) {
 TEST_CASE("whisper: the encoder and the prompt's logits match PyTorch, with both kernel sets") {
     for (const std::string name : {"whisper", "whisper_en"}) {
         CAPTURE(name);
-        for (const auto kernels : {anvil::cpu_kernels::optimized, anvil::cpu_kernels::reference}) {
+        // The naive reference kernels on the English-only fixture alone: the same ops at 1500 positions cost
+        // them (under ASan, in CI) as much as the rest of the file.
+        std::vector<anvil::cpu_kernels> kernel_sets{anvil::cpu_kernels::optimized};
+        if (name == "whisper_en") kernel_sets.push_back(anvil::cpu_kernels::reference);
+        for (const auto kernels : kernel_sets) {
             CAPTURE(static_cast<int>(kernels));
             auto model = whisper::load(data_path("whisper/" + name), cpu(kernels));
             const auto features = window_features(name);
@@ -137,6 +141,7 @@ TEST_CASE("whisper: the encoder and the prompt's logits match PyTorch, with both
                          << ", of the prompt's logits " << logits_error);
             CHECK(encoder_error < 1e-4);
             CHECK(logits_error < 1e-4);
+            if (kernels == anvil::cpu_kernels::reference) continue;
             // What the simulator's tolerance must tell apart: the prompt's logits over silence.
             const anvil::host_tensor silence(anvil::dtype::f32, features.shape());
             const double silence_error = anvil_test::max_relative_error(model.logits(silence, prompt),

@@ -92,6 +92,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_format import make_output_dir, randomize, save_npy, seeded_generator, state_dict_as, write_json, \
     write_safetensors  # noqa: E402
 from llm_tokenizer_goldens import bytes_to_unicode  # noqa: E402
+import bpe_training  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "data", "clip")
 
@@ -400,36 +401,8 @@ def training_words():
 
 
 def learn_merges(count, taken):
-    """Classic BPE training: the most frequent adjacent pair (counted over words, weighted by frequency) first,
-    ties broken by the pair itself (smallest strings first); a pair whose merged string is already a token is
-    never chosen (so every merge adds one vocabulary entry, as CLIP's vocabulary layout assumes)."""
-    words = training_words()
-    merges = []
-    taken = set(taken)
-    while len(merges) < count:
-        counts = {}
-        for word, n in words.items():
-            for pair in zip(word, word[1:]):
-                if pair[0] + pair[1] not in taken:
-                    counts[pair] = counts.get(pair, 0) + n
-        if not counts:
-            raise RuntimeError(f"the corpus gives only {len(merges)} merges")
-        best = min(counts, key=lambda p: (-counts[p], p))
-        merges.append(best)
-        taken.add(best[0] + best[1])
-        merged = {}
-        for word, n in words.items():
-            out, i = [], 0
-            while i < len(word):
-                if i + 1 < len(word) and (word[i], word[i + 1]) == best:
-                    out.append(word[i] + word[i + 1])
-                    i += 2
-                else:
-                    out.append(word[i])
-                    i += 1
-            merged[tuple(out)] = merged.get(tuple(out), 0) + n
-        words = merged
-    return merges
+    """bpe_training's plain BPE over the corpus as CLIP's normalizer and pre-tokenizer give it."""
+    return bpe_training.learn_merges(training_words(), count, taken)
 
 
 def build_tokenizer():

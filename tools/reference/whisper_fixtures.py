@@ -135,6 +135,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "fixtures"))
 from hf_format import make_output_dir, randomize, save_npy, seeded_generator, state_dict_as, write_json, \
     write_safetensors  # noqa: E402
 import make_log_mel_fixtures as log_mel_fixtures  # noqa: E402
+import bpe_training  # noqa: E402
 import tokenizer_goldens as tg  # noqa: E402  (openai's GPT-2 encoder.py port: the second encoder of the goldens)
 
 ROOT = os.path.normpath(os.path.join(HERE, "..", "..", "tests", "data", "whisper"))
@@ -186,40 +187,13 @@ def byte_level(piece):
 
 
 def learn_merges(count):
-    """Plain BPE training on CORPUS, pre-tokenized as the tokenizer does (GPT-2's regex, then bytes): the most
-    frequent adjacent pair first (ties: the smallest pair), never a pair whose merged string is already a token,
-    so every merge adds exactly one vocabulary entry."""
+    """bpe_training's plain BPE over CORPUS, pre-tokenized as the tokenizer does (GPT-2's regex, then bytes)."""
     words = {}
     for line in CORPUS:
         for piece in tg.gpt2_pattern().findall(line):
             word = tuple(byte_level(piece))
             words[word] = words.get(word, 0) + 1
-    taken = set(BYTE_TO_CHAR.values())
-    merges = []
-    while len(merges) < count:
-        counts = {}
-        for word, n in words.items():
-            for pair in zip(word, word[1:]):
-                if pair[0] + pair[1] not in taken:
-                    counts[pair] = counts.get(pair, 0) + n
-        if not counts:
-            raise RuntimeError(f"the corpus gives only {len(merges)} merges")
-        best = min(counts, key=lambda p: (-counts[p], p))
-        merges.append(best)
-        taken.add(best[0] + best[1])
-        merged = {}
-        for word, n in words.items():
-            out, i = [], 0
-            while i < len(word):
-                if i + 1 < len(word) and (word[i], word[i + 1]) == best:
-                    out.append(word[i] + word[i + 1])
-                    i += 2
-                else:
-                    out.append(word[i])
-                    i += 1
-            merged[tuple(out)] = merged.get(tuple(out), 0) + n
-        words = merged
-    return merges
+    return bpe_training.learn_merges(words, count, BYTE_TO_CHAR.values())
 
 
 class Tokenizer:
