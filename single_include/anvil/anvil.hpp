@@ -30388,15 +30388,13 @@ ANVIL_INLINE void dequantize_ggml(ggml_type type, std::span<const std::byte> byt
     if (!layout->dequantizes)
         throw unsupported_error(
             message("GGUF: ggml type ", layout->name, " has no dequantiser in anvil yet"));
-    if (out.size() % layout->block != 0 || bytes.size() != out.size() / layout->block * layout->bytes) {
-        throw format_error(
-            message("GGUF: ", out.size(), " values of ", layout->name, " take ",
-                    out.size() % layout->block != 0
-                        ? std::string("whole blocks of ") + std::to_string(layout->block)
-                        : std::to_string(out.size() / layout->block * layout->bytes) + " bytes",
-                    "; got ", bytes.size(), " bytes"));
-    }
+    if (out.size() % layout->block != 0)
+        throw format_error(message("GGUF: ", out.size(), " values of ", layout->name,
+                                   " are not whole blocks of ", layout->block));
     const std::size_t blocks = out.size() / layout->block;
+    if (bytes.size() != blocks * layout->bytes)
+        throw format_error(message("GGUF: ", out.size(), " values of ", layout->name, " take ",
+                                   blocks * layout->bytes, " bytes; got ", bytes.size()));
     for (std::size_t b = 0; b < blocks; ++b)
         detail::dequantize_block(type, bytes.data() + b * layout->bytes, out.data() + b * layout->block);
 }
@@ -30592,14 +30590,7 @@ public:
         return value;
     }
 
-    std::string string(std::string_view what) {
-        const auto length = scalar<std::uint64_t>(what);
-        if (length > remaining())
-            fail(message(what, " claims ", length, " bytes; ", remaining(), " remain in the file"));
-        std::string out(reinterpret_cast<const char*>(bytes_.data() + at_), static_cast<std::size_t>(length));
-        at_ += static_cast<std::size_t>(length);
-        return out;
-    }
+    std::string string(std::string_view what) { return std::string(string_view_of(what)); }
 
     // A string as a view of the file's bytes.
     std::string_view string_view_of(std::string_view what) {
@@ -32229,6 +32220,8 @@ private:
 
 std::unique_ptr<decoder> read_decoder(const json::value& d, const json_field& where);
 
+// One serialized AddedToken (content and flags; normalized defaults to !special, as in tokenizers) with `id`.
+added_token read_added_token(const json::value& token, const json_field& where, std::int32_t id);
 std::vector<added_token> read_added_tokens(const json::value& list, const json_field& where);
 
 std::shared_ptr<tokenizer_data> read_tokenizer_json(const json::value& document, std::string_view source);
@@ -41220,6 +41213,20 @@ ANVIL_INLINE std::unique_ptr<decoder> read_decoder(const json::value& d, const j
     (where / "type").fail(message("unknown decoder type '", type, "'"));
 }
 
+ANVIL_INLINE added_token read_added_token(const json::value& t, const json_field& field, std::int32_t id) {
+    field.expect(t, json::kind::object);
+    added_token token;
+    token.id = id;
+    token.content = (field / "content").expect(required(t, "content", field), json::kind::string).as_string();
+    if (token.content.empty()) (field / "content").fail("empty token");
+    token.special = read_bool(t, "special", field, false);
+    token.single_word = read_bool(t, "single_word", field, false);
+    token.lstrip = read_bool(t, "lstrip", field, false);
+    token.rstrip = read_bool(t, "rstrip", field, false);
+    token.normalized = read_bool(t, "normalized", field, !token.special);
+    return token;
+}
+
 ANVIL_INLINE std::vector<added_token> read_added_tokens(const json::value& list, const json_field& where) {
     std::vector<added_token> tokens;
     const json::array& items = where.expect(list, json::kind::array).as_array();
@@ -41227,17 +41234,7 @@ ANVIL_INLINE std::vector<added_token> read_added_tokens(const json::value& list,
     for (std::size_t i = 0; i < items.size(); ++i) {
         const json_field field = where[i];
         const json::value& t = field.expect(items[i], json::kind::object);
-        added_token token;
-        token.id = read_id(required(t, "id", field), field / "id", limit);
-        token.content =
-            (field / "content").expect(required(t, "content", field), json::kind::string).as_string();
-        if (token.content.empty()) (field / "content").fail("empty token");
-        token.special = read_bool(t, "special", field, false);
-        token.single_word = read_bool(t, "single_word", field, false);
-        token.lstrip = read_bool(t, "lstrip", field, false);
-        token.rstrip = read_bool(t, "rstrip", field, false);
-        token.normalized = read_bool(t, "normalized", field, !token.special);
-        tokens.push_back(std::move(token));
+        tokens.push_back(read_added_token(t, field, read_id(required(t, "id", field), field / "id", limit)));
     }
     return tokens;
 }
@@ -41401,18 +41398,8 @@ ANVIL_INLINE tokenizer_config read_tokenizer_config(const std::filesystem::path&
                 const auto [end, problem] = std::from_chars(key.data(), key.data() + key.size(), id);
                 if (problem != std::errc{} || end != key.data() + key.size() || id < 0 || id > INT32_MAX)
                     at.fail("expected a token id (a non-negative integer) as the key");
-                at.expect(entry, json::kind::object);
-                added_token token;
-                token.id = static_cast<std::int32_t>(id);
-                token.content =
-                    (at / "content").expect(required(entry, "content", at), json::kind::string).as_string();
-                if (token.content.empty()) (at / "content").fail("empty token");
-                token.special = read_bool(entry, "special", at, false);
-                token.single_word = read_bool(entry, "single_word", at, false);
-                token.lstrip = read_bool(entry, "lstrip", at, false);
-                token.rstrip = read_bool(entry, "rstrip", at, false);
-                token.normalized = read_bool(entry, "normalized", at, !token.special);
-                config.added_tokens_decoder.push_back(std::move(token));
+                config.added_tokens_decoder.push_back(
+                    read_added_token(entry, at, static_cast<std::int32_t>(id)));
             }
         }
     }

@@ -90,7 +90,7 @@ from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_format import make_output_dir, randomize, save_npy, seeded_generator, state_dict_as, write_json, \
-    write_safetensors  # noqa: E402
+    read_safetensors, write_safetensors  # noqa: E402
 from llm_tokenizer_goldens import bytes_to_unicode  # noqa: E402
 import bpe_training  # noqa: E402
 
@@ -642,27 +642,6 @@ def preprocessor_config(size):
             "rescale_factor": 0.00392156862745098, "do_normalize": True,
             "image_mean": [0.48145466, 0.4578275, 0.40821073], "image_std": [0.26862954, 0.26130258, 0.27577711],
             "do_convert_rgb": True}
-
-
-def read_safetensors(path):
-    """A minimal reader of its own: u64 header length, JSON header, raw little-endian data."""
-    with open(path, "rb") as file:
-        data = file.read()
-    (length,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + length].decode("utf-8"))
-    base = 8 + length
-    result = {}
-    for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        begin, end = entry["data_offsets"]
-        raw = data[base + begin:base + end]
-        if entry["dtype"] == "BF16":
-            tensor = torch.from_numpy(np.frombuffer(raw, dtype="<i2").copy()).view(torch.bfloat16)
-        else:
-            tensor = torch.from_numpy(np.frombuffer(raw, dtype={"F32": "<f4", "F16": "<f2"}[entry["dtype"]]).copy())
-        result[name] = tensor.reshape(entry["shape"])
-    return result
 
 
 def pad_ids(ids, eos_id):

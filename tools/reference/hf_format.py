@@ -50,6 +50,28 @@ def write_safetensors(path, tensors, metadata=None):
             file.write(blob)
 
 
+def read_safetensors(path):
+    """The tensors of a safetensors file as torch tensors (F32, F16, BF16), read back by a minimal reader of its own:
+    u64 header length, JSON header, raw little-endian data."""
+    with open(path, "rb") as file:
+        data = file.read()
+    (length,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + length].decode("utf-8"))
+    base = 8 + length
+    result = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = entry["data_offsets"]
+        raw = data[base + begin:base + end]
+        if entry["dtype"] == "BF16":
+            tensor = torch.from_numpy(np.frombuffer(raw, dtype="<i2").copy()).view(torch.bfloat16)
+        else:
+            tensor = torch.from_numpy(np.frombuffer(raw, dtype={"F32": "<f4", "F16": "<f2"}[entry["dtype"]]).copy())
+        result[name] = tensor.reshape(entry["shape"])
+    return result
+
+
 def write_json(path, value):
     with open(path, "w", encoding="utf-8") as file:
         json.dump(value, file, indent=2, ensure_ascii=False)

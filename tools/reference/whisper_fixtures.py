@@ -133,7 +133,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "fixtures"))
 from hf_format import make_output_dir, randomize, save_npy, seeded_generator, state_dict_as, write_json, \
-    write_safetensors  # noqa: E402
+    read_safetensors, write_safetensors  # noqa: E402
 import make_log_mel_fixtures as log_mel_fixtures  # noqa: E402
 import bpe_training  # noqa: E402
 import tokenizer_goldens as tg  # noqa: E402  (openai's GPT-2 encoder.py port: the second encoder of the goldens)
@@ -739,27 +739,6 @@ def preprocessor_config(n_mels):
             "hop_length": 160, "n_fft": 400, "n_samples": 480000, "nb_max_frames": 3000, "padding_side": "right",
             "padding_value": 0.0, "processor_class": "WhisperProcessor", "return_attention_mask": False,
             "sampling_rate": 16000}
-
-
-def read_safetensors(path):
-    """A minimal reader of its own: u64 header length, JSON header, raw little-endian data."""
-    with open(path, "rb") as file:
-        data = file.read()
-    (length,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + length].decode("utf-8"))
-    base = 8 + length
-    result = {}
-    for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        begin, end = entry["data_offsets"]
-        raw = data[base + begin:base + end]
-        if entry["dtype"] == "BF16":
-            tensor = torch.from_numpy(np.frombuffer(raw, dtype="<i2").copy()).view(torch.bfloat16)
-        else:
-            tensor = torch.from_numpy(np.frombuffer(raw, dtype={"F32": "<f4", "F16": "<f2"}[entry["dtype"]]).copy())
-        result[name] = tensor.reshape(entry["shape"])
-    return result
 
 
 def build_model(c, stored_dtype, seed, timestamp_scale, timestamp_shared):

@@ -228,15 +228,13 @@ ANVIL_INLINE void dequantize_ggml(ggml_type type, std::span<const std::byte> byt
     if (!layout->dequantizes)
         throw unsupported_error(
             message("GGUF: ggml type ", layout->name, " has no dequantiser in anvil yet"));
-    if (out.size() % layout->block != 0 || bytes.size() != out.size() / layout->block * layout->bytes) {
-        throw format_error(
-            message("GGUF: ", out.size(), " values of ", layout->name, " take ",
-                    out.size() % layout->block != 0
-                        ? std::string("whole blocks of ") + std::to_string(layout->block)
-                        : std::to_string(out.size() / layout->block * layout->bytes) + " bytes",
-                    "; got ", bytes.size(), " bytes"));
-    }
+    if (out.size() % layout->block != 0)
+        throw format_error(message("GGUF: ", out.size(), " values of ", layout->name,
+                                   " are not whole blocks of ", layout->block));
     const std::size_t blocks = out.size() / layout->block;
+    if (bytes.size() != blocks * layout->bytes)
+        throw format_error(message("GGUF: ", out.size(), " values of ", layout->name, " take ",
+                                   blocks * layout->bytes, " bytes; got ", bytes.size()));
     for (std::size_t b = 0; b < blocks; ++b)
         detail::dequantize_block(type, bytes.data() + b * layout->bytes, out.data() + b * layout->block);
 }
@@ -432,14 +430,7 @@ public:
         return value;
     }
 
-    std::string string(std::string_view what) {
-        const auto length = scalar<std::uint64_t>(what);
-        if (length > remaining())
-            fail(message(what, " claims ", length, " bytes; ", remaining(), " remain in the file"));
-        std::string out(reinterpret_cast<const char*>(bytes_.data() + at_), static_cast<std::size_t>(length));
-        at_ += static_cast<std::size_t>(length);
-        return out;
-    }
+    std::string string(std::string_view what) { return std::string(string_view_of(what)); }
 
     // A string as a view of the file's bytes.
     std::string_view string_view_of(std::string_view what) {

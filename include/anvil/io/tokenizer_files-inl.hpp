@@ -111,18 +111,8 @@ ANVIL_INLINE tokenizer_config read_tokenizer_config(const std::filesystem::path&
                 const auto [end, problem] = std::from_chars(key.data(), key.data() + key.size(), id);
                 if (problem != std::errc{} || end != key.data() + key.size() || id < 0 || id > INT32_MAX)
                     at.fail("expected a token id (a non-negative integer) as the key");
-                at.expect(entry, json::kind::object);
-                added_token token;
-                token.id = static_cast<std::int32_t>(id);
-                token.content =
-                    (at / "content").expect(required(entry, "content", at), json::kind::string).as_string();
-                if (token.content.empty()) (at / "content").fail("empty token");
-                token.special = read_bool(entry, "special", at, false);
-                token.single_word = read_bool(entry, "single_word", at, false);
-                token.lstrip = read_bool(entry, "lstrip", at, false);
-                token.rstrip = read_bool(entry, "rstrip", at, false);
-                token.normalized = read_bool(entry, "normalized", at, !token.special);
-                config.added_tokens_decoder.push_back(std::move(token));
+                config.added_tokens_decoder.push_back(
+                    read_added_token(entry, at, static_cast<std::int32_t>(id)));
             }
         }
     }

@@ -508,6 +508,20 @@ ANVIL_INLINE std::unique_ptr<decoder> read_decoder(const json::value& d, const j
     (where / "type").fail(message("unknown decoder type '", type, "'"));
 }
 
+ANVIL_INLINE added_token read_added_token(const json::value& t, const json_field& field, std::int32_t id) {
+    field.expect(t, json::kind::object);
+    added_token token;
+    token.id = id;
+    token.content = (field / "content").expect(required(t, "content", field), json::kind::string).as_string();
+    if (token.content.empty()) (field / "content").fail("empty token");
+    token.special = read_bool(t, "special", field, false);
+    token.single_word = read_bool(t, "single_word", field, false);
+    token.lstrip = read_bool(t, "lstrip", field, false);
+    token.rstrip = read_bool(t, "rstrip", field, false);
+    token.normalized = read_bool(t, "normalized", field, !token.special);
+    return token;
+}
+
 ANVIL_INLINE std::vector<added_token> read_added_tokens(const json::value& list, const json_field& where) {
     std::vector<added_token> tokens;
     const json::array& items = where.expect(list, json::kind::array).as_array();
@@ -515,17 +529,7 @@ ANVIL_INLINE std::vector<added_token> read_added_tokens(const json::value& list,
     for (std::size_t i = 0; i < items.size(); ++i) {
         const json_field field = where[i];
         const json::value& t = field.expect(items[i], json::kind::object);
-        added_token token;
-        token.id = read_id(required(t, "id", field), field / "id", limit);
-        token.content =
-            (field / "content").expect(required(t, "content", field), json::kind::string).as_string();
-        if (token.content.empty()) (field / "content").fail("empty token");
-        token.special = read_bool(t, "special", field, false);
-        token.single_word = read_bool(t, "single_word", field, false);
-        token.lstrip = read_bool(t, "lstrip", field, false);
-        token.rstrip = read_bool(t, "rstrip", field, false);
-        token.normalized = read_bool(t, "normalized", field, !token.special);
-        tokens.push_back(std::move(token));
+        tokens.push_back(read_added_token(t, field, read_id(required(t, "id", field), field / "id", limit)));
     }
     return tokens;
 }

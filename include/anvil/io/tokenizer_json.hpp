@@ -135,6 +135,8 @@ private:
 
 std::unique_ptr<decoder> read_decoder(const json::value& d, const json_field& where);
 
+// One serialized AddedToken (content and flags; normalized defaults to !special, as in tokenizers) with `id`.
+added_token read_added_token(const json::value& token, const json_field& where, std::int32_t id);
 std::vector<added_token> read_added_tokens(const json::value& list, const json_field& where);
 
 std::shared_ptr<tokenizer_data> read_tokenizer_json(const json::value& document, std::string_view source);
