@@ -794,6 +794,175 @@ TEST_CASE("export: a decoder LM with palettised weights gives the CPU's logits f
     CHECK(anvil_test::sim().violations() == "");
 }
 
+TEST_CASE("export: CLIP's two towers in one package give PyTorch's normalised embeddings") {
+    if (!anvil_test::ane_simulator_available()) {
+        MESSAGE("this build has no ANE simulator: the package was not run");
+        return;
+    }
+    // Expected: the fixture's text_embeds / image_embeds, CLIPModel's L2-normalised outputs in PyTorch
+    // (tools/reference/clip_fixtures.py), at the Core ML route's tolerance (test_clip.cpp).
+    const std::string folder = anvil_test::data_path("clip/clip");
+    const auto model = anvil::models::clip::load(folder, anvil_test::cpu());
+    const auto& c = model.config();
+    const host_tensor ids = anvil_test::load_npy(folder + "/input_ids.npy");  // [texts, length], padded
+    const host_tensor pixels = anvil_test::load_npy(folder + "/pixels.npy");
+    const host_tensor text_want = anvil_test::load_npy(folder + "/text_embeds.npy");
+    const host_tensor image_want = anvil_test::load_npy(folder + "/image_embeds.npy");
+    const std::int64_t length = ids.shape()[1], width = c.projection_dim;
+
+    temporary_folder where("anvil-export");
+    const std::vector<anvil::mlpackage_function> functions{model.export_image_function(),
+                                                           model.export_text_function(length)};
+    anvil::mlpackage_options options;
+    options.ios18 = true;  // two functions
+    const auto summary = anvil::export_mlpackage(functions, where.path / "clip.mlpackage", options);
+    REQUIRE(summary.functions.size() == 2);
+    CHECK(summary.functions[1].inputs[1].name == "pooled");
+    CHECK(summary.functions[1].outputs[0].shape == std::vector<std::int64_t>{1, width});
+    CHECK(summary.inputs[0].shape ==
+          std::vector<std::int64_t>{1, c.vision.channels, c.vision.image_size, c.vision.image_size});
+    coreml::coreml_model::compile(where.path / "clip.mlpackage", where.path / "clip.mlmodelc");
+    const auto image_model = coreml::coreml_model::load(where.path / "clip.mlmodelc", "image");
+    const auto text_model = coreml::coreml_model::load(where.path / "clip.mlmodelc", "text");
+
+    std::vector<float> texts;
+    const auto all_ids = ids.values<std::int32_t>();
+    for (std::int64_t t = 0; t < ids.shape()[0]; ++t) {
+        std::vector<std::int32_t> row(all_ids.begin() + t * length, all_ids.begin() + (t + 1) * length);
+        const std::size_t eos = anvil::models::recipe_detail::clip_pooled_position(c.text, row, 0);
+        std::vector<anvil::half> pooled(static_cast<std::size_t>(length), anvil::half(0.0f));
+        pooled[eos] = anvil::half(1.0f);
+        std::vector<std::byte> pooled_bytes = bytes_of(pooled), out(static_cast<std::size_t>(width) * 2);
+        text_model.predict(
+            std::vector{array_input("input_ids", row.data(), {1, length}, coreml::multi_array_int32),
+                        array_input("pooled", pooled_bytes.data(), {1, length})},
+            std::vector{fp16_output("text_embeds", out, {1, width})});
+        const auto got = floats_of(out);
+        texts.insert(texts.end(), got.begin(), got.end());
+    }
+    std::vector<float> images;
+    const auto image_values = pixels.values<float>();
+    const auto per_image = image_values.size() / static_cast<std::size_t>(pixels.shape()[0]);
+    for (std::int64_t i = 0; i < pixels.shape()[0]; ++i) {
+        const auto one = image_values.subspan(static_cast<std::size_t>(i) * per_image, per_image);
+        std::vector<anvil::half> halves(one.begin(), one.end());
+        std::vector<std::byte> in = bytes_of(halves), out(static_cast<std::size_t>(width) * 2);
+        image_model.predict(std::vector{array_input("pixels", in.data(), summary.inputs[0].shape)},
+                            std::vector{fp16_output("image_embeds", out, {1, width})});
+        const auto got = floats_of(out);
+        images.insert(images.end(), got.begin(), got.end());
+    }
+    const double text_error =
+        anvil_test::max_relative_error(host_tensor::from(texts, text_want.shape()), text_want);
+    const double image_error =
+        anvil_test::max_relative_error(host_tensor::from(images, image_want.shape()), image_want);
+    MESSAGE("clip package vs PyTorch: text_embeds max relative error ", text_error, ", image_embeds ",
+            image_error);
+    CHECK(text_error < 2e-2);
+    CHECK(image_error < 2e-2);
+    CHECK_THROWS_WITH_AS((void)model.export_text_function(length + 1), doctest::Contains("2 to 16 tokens"),
+                         anvil::error);
+    CHECK(anvil_test::sim().violations() == "");
+}
+
+TEST_CASE("export: Whisper's encoder and decoder in one package give PyTorch's logits, caches in MLState") {
+    if (!anvil_test::ane_simulator_available()) {
+        MESSAGE("this build has no ANE simulator: the package was not run");
+        return;
+    }
+    // Expected: prompt_logits.npy, WhisperForConditionalGeneration's logits for the first generation case's
+    // prompt over jfk.wav (tools/reference/whisper_fixtures.py), at the Core ML route's tolerance
+    // (test_whisper.cpp: 0.14 seen there, through 1500-position attention in fp16).
+    const std::string folder = anvil_test::data_path("whisper/whisper_en");
+    auto model = anvil::models::whisper::load(folder, anvil_test::cpu());
+    const auto& c = model.config();
+    const auto generation = anvil::json::parse_file(folder + "/generation.json");
+    const auto& cases = generation.is_array() ? generation : *generation.find("cases");
+    std::vector<std::int32_t> prompt;
+    for (const auto& id : cases.as_array()[0].find("prompt")->as_array())
+        prompt.push_back(static_cast<std::int32_t>(id.as_int()));
+    const host_tensor want = anvil_test::load_npy(folder + "/prompt_logits.npy");
+    REQUIRE(want.shape()[0] == static_cast<std::int64_t>(prompt.size()));
+    anvil::log_mel_options mel;
+    mel.mel_bins = c.mel_bins;
+    const host_tensor features =
+        anvil::whisper_log_mel(anvil::read_wav(anvil_test::data_path("audio/jfk.wav")).samples, mel);
+
+    const std::int64_t context = 32, heads = c.decoder_heads, head_dim = c.decoder_head_dim();
+    temporary_folder where("anvil-export");
+    const std::vector<anvil::mlpackage_function> functions{model.export_encoder_function(),
+                                                           model.export_decoder_function(context)};
+    CHECK(functions[1].states.size() == static_cast<std::size_t>(4 * c.decoder_layers));
+    anvil::mlpackage_options options;
+    options.ios18 = true;
+    options.default_function = "decoder";
+    const auto summary = anvil::export_mlpackage(functions, where.path / "w.mlpackage", options);
+    REQUIRE(summary.functions.size() == 2);
+    CHECK(summary.functions[0].outputs.size() == static_cast<std::size_t>(2 * c.decoder_layers));
+    CHECK(summary.states.size() == static_cast<std::size_t>(4 * c.decoder_layers));
+    CHECK(summary.outputs.size() == 1);
+    CHECK_THROWS_WITH_AS((void)model.export_decoder_function(c.max_target_positions + 1),
+                         doctest::Contains("cache slots"), anvil::error);
+
+    coreml::coreml_model::compile(where.path / "w.mlpackage", where.path / "w.mlmodelc");
+    const auto encoder = coreml::coreml_model::load(where.path / "w.mlmodelc", "encoder");
+    const auto decoder = coreml::coreml_model::load(where.path / "w.mlmodelc");
+    // The encoder once; its outputs copied into the decoder's read-only states, through their strides.
+    const auto source = static_cast<std::size_t>(c.max_source_positions);
+    const std::vector<std::int64_t> cross_shape{1, heads, c.max_source_positions, head_dim};
+    const std::size_t cross_values = static_cast<std::size_t>(heads * head_dim) * source;
+    std::vector<anvil::half> halves(features.values<float>().begin(), features.values<float>().end());
+    std::vector<std::byte> in = bytes_of(halves);
+    std::vector<std::vector<std::byte>> cross(static_cast<std::size_t>(2 * c.decoder_layers),
+                                              std::vector<std::byte>(cross_values * 2));
+    std::vector<coreml::coreml_model::output> outs;
+    for (std::int64_t i = 0; i < c.decoder_layers; ++i) {
+        outs.push_back(fp16_output(anvil::models::whisper_cross_key_name(i),
+                                   cross[static_cast<std::size_t>(2 * i)], cross_shape));
+        outs.push_back(fp16_output(anvil::models::whisper_cross_value_name(i),
+                                   cross[static_cast<std::size_t>(2 * i + 1)], cross_shape));
+    }
+    encoder.predict(std::vector{array_input("input_features", in.data(), {1, c.mel_bins, c.frames()})}, outs);
+    const auto state = decoder.new_state();
+    for (std::size_t k = 0; k < outs.size(); ++k) {
+        const std::string name = outs[k].name;
+        coreml::with_state_buffer(
+            state, name, cross_shape, [&](std::byte* bytes, std::span<const std::int64_t> strides) {
+                const auto row = static_cast<std::size_t>(head_dim) * 2;
+                for (std::int64_t h = 0; h < heads; ++h)
+                    for (std::int64_t t = 0; t < c.max_source_positions; ++t)
+                        std::memcpy(bytes + (h * strides[1] + t * strides[2]) * 2,
+                                    cross[k].data() +
+                                        (h * c.max_source_positions + t) * static_cast<std::int64_t>(row),
+                                    row);
+            });
+    }
+    // The prompt one token per prediction, as an app decodes.
+    const auto T = static_cast<std::size_t>(context);
+    std::vector<float> logits;
+    for (std::size_t p = 0; p < prompt.size(); ++p) {
+        std::int32_t id = prompt[p], position = static_cast<std::int32_t>(p);
+        std::vector<anvil::half> mask(T + 1, anvil::half(-65504.0f)), write(T, anvil::half(0.0f));
+        for (std::size_t t = 0; t < p; ++t)
+            mask[t] = anvil::half(0.0f);
+        mask[T] = anvil::half(0.0f);
+        write[p] = anvil::half(1.0f);
+        std::vector<std::byte> mask_bytes = bytes_of(mask), write_bytes = bytes_of(write);
+        std::vector<std::byte> out(static_cast<std::size_t>(c.vocab_size) * 2);
+        decoder.predict(std::vector{array_input("ids", &id, {1, 1}, coreml::multi_array_int32),
+                                    array_input("positions", &position, {1, 1}, coreml::multi_array_int32),
+                                    array_input("mask", mask_bytes.data(), {1, 1, 1, context + 1}),
+                                    array_input("cache_write", write_bytes.data(), {1, 1, context, 1})},
+                        std::vector{fp16_output("logits", out, {1, 1, c.vocab_size})}, &state);
+        const auto values = floats_of(out);
+        logits.insert(logits.end(), values.begin(), values.end());
+    }
+    const double error = anvil_test::max_relative_error(host_tensor::from(logits, want.shape()), want);
+    MESSAGE("whisper_en package vs PyTorch: prompt logits max relative error ", error);
+    CHECK(error < 3e-1);
+    CHECK(anvil_test::sim().violations() == "");
+}
+
 TEST_CASE("export: what cannot be exported is named") {
     temporary_folder where("anvil-export");
     anvil::graph g;
@@ -806,7 +975,8 @@ TEST_CASE("export: what cannot be exported is named") {
     two_names.output_names = {"a", "b"};
     CHECK_THROWS_WITH_AS((void)anvil::export_mlpackage(std::span<const anvil::value>(&y, 1),
                                                        where.path / "m.mlpackage", two_names),
-                         doctest::Contains("2 output names and 0 states for 1 outputs"), anvil::error);
+                         doctest::Contains("2 output names and 0 states written for 1 outputs"),
+                         anvil::error);
     anvil::graph bytes;
     const auto b = bytes.input("raw", anvil::dtype::u8, dims{4});
     const auto c = bytes.apply(anvil::op::cast, {b}, [] {

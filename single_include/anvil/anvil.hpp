@@ -6215,6 +6215,7 @@ std::vector<ane_selftest_row> ane_selftest(const ane_selftest_options& options =
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -6228,10 +6229,12 @@ namespace anvil {
 
 // A graph input the model keeps as a state (MLState, macOS 15 / iOS 18) instead of taking it from the app:
 // its value starts at zeros and, after each prediction, is replaced by output `output` (which is then not
-// a model output). A decoder's KV caches: the app passes only the new tokens.
+// a model output). A decoder's KV caches: the app passes only the new tokens. A state with no output is
+// only read: the app writes it in place (getMultiArrayForStateNamed:handler:), as Whisper's decoder takes
+// the cross-attention keys and values its encoder computed once per window.
 struct mlpackage_state {
     std::string input;
-    std::size_t output = 0;  // index into export_mlpackage's outputs
+    std::optional<std::size_t> output = 0;  // index into export_mlpackage's outputs; none: read only
 };
 
 // What Xcode shows for the model, and which OS it needs.
@@ -7973,6 +7976,11 @@ namespace recipe_detail {
 // [B, heads, S, D] -> [B, S, heads * D]
 [[nodiscard]] tensor<float> merge_heads(const tensor<float>& x);
 
+// Each row of x [N, D] divided by its L2 norm, the norm clamped below at 1e-12
+// (torch.nn.functional.normalize), in the graph: the embeddings a sentence encoder's or CLIP's exported
+// package returns.
+[[nodiscard]] tensor<float> l2_normalized_rows(const tensor<float>& x);
+
 }  // namespace recipe_detail
 
 // x [B, S, hidden] -> [B, S, hidden]. `mask`: additive, broadcast to the scores [B, heads, S, S] (e.g.
@@ -8356,6 +8364,14 @@ inline constexpr std::string_view step_cache_write_name = "cache_write";
                                                     const decoder_config& c, std::int64_t tokens,
                                                     std::int64_t context);
 
+// What turns a step's new keys and values into the caches' new contents, for every stateful step (the LMs'
+// decoder_state_step, Whisper's decoder): outputs[1 + 2i] and outputs[2 + 2i], layer i's new keys and values
+// [1, kv_heads, S, D], are replaced by cache * (1 - sum_s cache_write) + cache_write @ new, where the cache
+// is the graph input cache_key_name(i) / cache_value_name(i) [1, kv_heads, T, D] and cache_write the input
+// step_cache_write_name [1, 1, T, S] this adds. outputs[0] is left alone.
+void write_step_into_caches(graph& g, std::vector<value>& outputs, std::int64_t tokens, std::int64_t context,
+                            std::int64_t kv_heads, std::int64_t head_dim);
+
 }  // namespace anvil::models
 
 #if ANVIL_DEFINITIONS
@@ -8718,6 +8734,7 @@ struct causal_lm_access {
 #include <string_view>
 #include <vector>
 
+// #include "anvil/backend/coreml/export.hpp"
 // #include "anvil/compilation.hpp"
 // #include "anvil/core/host_tensor.hpp"
 // #include "anvil/expr/tensor.hpp"
@@ -8900,6 +8917,18 @@ public:
     // tokens). Throws when the folder has no tokenizer.
     [[nodiscard]] std::string text(std::span<const std::int32_t> ids) const;
     [[nodiscard]] std::size_t compiled_programs() const { return encoder_->count() + decoder_->count(); }
+
+    // The two functions of an exported Core ML package (anvil export; macOS 15 / iOS 18, for the states).
+    // `encoder` takes input_features fp16 [1, n_mels, 3000] (features() of one 30 s window) and returns
+    // each decoder layer's cross-attention keys and values xk<i>, xv<i> [1, decoder_heads, 1500, head_dim].
+    // `decoder` is one token's step with `context` self-attention slots (at most max_target_positions): ids
+    // and positions int32 [1, 1], an fp16 additive mask [1, 1, 1, T + 1] over the slots then the token
+    // itself, and cache_write fp16 [1, 1, T, 1] (1 at the token's slot) -> logits [1, 1, vocab]. Its states
+    // are the self-attention caches k<i>, v<i> [1, decoder_heads, T, head_dim], which each step updates,
+    // and xk<i>, xv<i>, which it only reads: the app copies the encoder's outputs into them once per window
+    // (getMultiArrayForStateNamed:handler:).
+    [[nodiscard]] mlpackage_function export_encoder_function() const;
+    [[nodiscard]] mlpackage_function export_decoder_function(std::int64_t context) const;
 
 private:
     whisper() = default;
@@ -9426,6 +9455,7 @@ private:
 #include <string_view>
 #include <vector>
 
+// #include "anvil/backend/coreml/export.hpp"
 // #include "anvil/compilation.hpp"
 // #include "anvil/core/host_tensor.hpp"
 // #include "anvil/expr/tensor.hpp"
@@ -9593,6 +9623,15 @@ public:
         const std::int64_t key[] = {rows};
         return vision_->build(g, key);
     }
+
+    // The two functions of an exported Core ML package (anvil export), each with L2-normalised embeddings
+    // as CLIPModel's text_embeds / image_embeds: `text` takes input_ids int32 [1, length] (padded after
+    // the EOS with any id) and pooled fp16 [1, length] (1 at the first EOS, the token CLIP pools, 0
+    // elsewhere) and returns text_embeds [1, projection_dim]; `image` takes pixels fp16 [1, C, H, W]
+    // (preprocessing() applied) and returns image_embeds [1, projection_dim]. logits_per_image is
+    // exp(logit_scale()) times their dot product.
+    [[nodiscard]] mlpackage_function export_text_function(std::int64_t length) const;
+    [[nodiscard]] mlpackage_function export_image_function() const;
 
 private:
     clip() = default;
@@ -11974,6 +12013,7 @@ private:
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -15084,8 +15124,8 @@ struct lowered_program {
 // A graph input a Core ML model keeps as a state (an MLState buffer, fp16, spec 9) and the body output whose
 // value replaces it at the end of each prediction (write_state): a KV cache the app never copies.
 struct state_binding {
-    std::string input;       // the graph input's name
-    std::size_t output = 0;  // index into the body's outputs
+    std::string input;                      // the graph input's name
+    std::optional<std::size_t> output = 0;  // index into the body's outputs; none: the program only reads it
 };
 
 namespace lowering_detail {
@@ -15170,9 +15210,11 @@ inline bool lower_for_core_ml(segment_lowering& L, value_id id) {
                                                    const lowering_options& options,
                                                    std::span<const state_binding> states = {}) {
     using namespace lowering_detail;
-    if (output_names.size() + states.size() != body.outputs.size()) {
-        throw error(message("export: ", output_names.size(), " output names and ", states.size(),
-                            " states for ", body.outputs.size(), " outputs"));
+    const auto written = static_cast<std::size_t>(std::count_if(
+        states.begin(), states.end(), [](const state_binding& s) { return s.output.has_value(); }));
+    if (output_names.size() + written != body.outputs.size()) {
+        throw error(message("export: ", output_names.size(), " output names and ", written,
+                            " states written for ", body.outputs.size(), " outputs"));
     }
     const auto state_of_input = [&](const std::string& name) -> const state_binding* {
         for (const state_binding& s : states)
@@ -15185,8 +15227,8 @@ inline bool lower_for_core_ml(segment_lowering& L, value_id id) {
         return nullptr;
     };
     for (const state_binding& s : states) {
-        if (s.output >= body.outputs.size())
-            throw error(message("export: state ", s.input, " is written from output ", s.output, " of ",
+        if (s.output && *s.output >= body.outputs.size())
+            throw error(message("export: state ", s.input, " is written from output ", *s.output, " of ",
                                 body.outputs.size()));
     }
     segment_lowering L(body, options);
@@ -29100,7 +29142,9 @@ inline detail::ane::lowered_program lower_function(const mlpackage_function& fun
     // lower_program checks there is one name per output that is not a state's
     std::vector<std::string> names = function.output_names;
     if (names.empty()) {
-        for (std::size_t i = 0; i + states.size() < function.outputs.size(); ++i)
+        const auto written = static_cast<std::size_t>(std::count_if(
+            states.begin(), states.end(), [](const ane::state_binding& s) { return s.output.has_value(); }));
+        for (std::size_t i = 0; i + written < function.outputs.size(); ++i)
             names.push_back(message("output", i));
     }
     ane::lowering_options lowering;
@@ -33262,6 +33306,10 @@ ANVIL_INLINE tensor<float> merge_heads(const tensor<float>& x) {
     return reshape(permute(x, {0, 2, 1, 3}), std::vector<std::int64_t>{s[0], s[2], s[1] * s[3]});
 }
 
+ANVIL_INLINE tensor<float> l2_normalized_rows(const tensor<float>& x) {
+    return x / clamp(sqrt(sum(x * x, {1}, true)), 1e-12, 3.0e38);
+}
+
 }  // namespace anvil::models::recipe_detail
 
 namespace anvil::models {
@@ -34060,23 +34108,28 @@ ANVIL_INLINE std::vector<value> decoder_state_step(graph& g, const decoder_weigh
                                g.constant<float>(host_tensor::from(made.sin, table), "rope.sin")});
     }
     std::vector<value> outputs = decoder_step(g, w, c, {1, tokens, context, false, 0}, rope);
+    write_step_into_caches(g, outputs, tokens, context, c.kv_heads, c.head_dim);
+    return outputs;
+}
+
+ANVIL_INLINE void write_step_into_caches(graph& g, std::vector<value>& outputs, std::int64_t tokens,
+                                         std::int64_t context, std::int64_t kv_heads, std::int64_t head_dim) {
     // Placing S new rows in T slots: a matmul [1, T, S] x [1, S, kv_heads * D] (the heads flattened, so the
     // product has no broadcast batch), and the slots written are cleared first.
     auto write = g.input<float>(std::string(step_cache_write_name), dims{1, 1, context, tokens});
     auto keep = 1.0f - sum(write, {3}, true);  // [1, 1, T, 1]
     auto flat_write = reshape(write, dims{1, context, tokens});
-    const std::int64_t row = c.kv_heads * c.head_dim;
+    const std::int64_t row = kv_heads * head_dim;
     for (std::size_t k = 1; k < outputs.size(); ++k) {
         const std::int64_t layer = static_cast<std::int64_t>((k - 1) / 2);
         auto cache =
             tensor<float>(g.input_named(k % 2 == 1 ? cache_key_name(layer) : cache_value_name(layer)));
         auto fresh = tensor<float>(outputs[k]);  // [1, kv_heads, S, D]
         auto rows = reshape(permute(fresh, {0, 2, 1, 3}), dims{1, tokens, row});
-        auto placed = permute(reshape(matmul(flat_write, rows), dims{1, context, c.kv_heads, c.head_dim}),
-                              {0, 2, 1, 3});
+        auto placed =
+            permute(reshape(matmul(flat_write, rows), dims{1, context, kv_heads, head_dim}), {0, 2, 1, 3});
         outputs[k] = (cache * keep + placed).value();
     }
-    return outputs;
 }
 
 }  // namespace anvil::models
@@ -35220,6 +35273,36 @@ ANVIL_INLINE whisper whisper::load(const std::filesystem::path& folder, const lo
     return result;
 }
 
+ANVIL_INLINE mlpackage_function whisper::export_encoder_function() const {
+    graph g;
+    const std::int64_t key[] = {1};
+    const std::vector<value> computed = encoder_->build(g, key);  // the hidden state, then xk0, xv0, ...
+    mlpackage_function f{"encoder", {computed.begin() + 1, computed.end()}, {}, {}};
+    for (std::int64_t i = 0; i < config_.decoder_layers; ++i) {
+        f.output_names.push_back(whisper_cross_key_name(i));
+        f.output_names.push_back(whisper_cross_value_name(i));
+    }
+    return f;
+}
+
+ANVIL_INLINE mlpackage_function whisper::export_decoder_function(std::int64_t context) const {
+    if (context < 1 || context > config_.max_target_positions) {
+        throw error(anvil::detail::message("whisper: an exported decoder takes 1 to ",
+                                           config_.max_target_positions, " cache slots, not ", context));
+    }
+    graph g;
+    const std::int64_t key[] = {context};
+    mlpackage_function f{"decoder", decoder_->build(g, key), {"logits"}, {}};
+    write_step_into_caches(g, f.outputs, 1, context, config_.decoder_heads, config_.decoder_head_dim());
+    for (std::int64_t i = 0; i < config_.decoder_layers; ++i) {  // outputs: logits, k0, v0, k1, v1, ...
+        f.states.push_back({cache_key_name(i), static_cast<std::size_t>(1 + 2 * i)});
+        f.states.push_back({cache_value_name(i), static_cast<std::size_t>(2 + 2 * i)});
+        f.states.push_back({whisper_cross_key_name(i), std::nullopt});
+        f.states.push_back({whisper_cross_value_name(i), std::nullopt});
+    }
+    return f;
+}
+
 ANVIL_INLINE const tokenizer& whisper::tokens() const {
     if (!tokenizer_) {
         throw error(
@@ -36166,6 +36249,8 @@ ANVIL_INLINE void cross_encoder::tokenize(std::span<const std::pair<std::string,
 
 // #include "anvil/core/error.hpp"
 // #include "anvil/core/json.hpp"
+// #include "anvil/expr/expr.hpp"
+// #include "anvil/models/blocks.hpp"
 // #include "anvil/models/config.hpp"
 // #include "anvil/models/sentence_encoder.hpp"
 
@@ -36318,16 +36403,7 @@ ANVIL_INLINE value sentence_encoder::build_graph(graph& g, std::int64_t length) 
             return hidden;
     }
     if (!normalize_) return pooled;
-    attributes keep;
-    keep.axes = {1};
-    keep.keep_dims = true;
-    attributes floor;
-    floor.min = 1e-12f;
-    floor.max = 3.0e38f;
-    const value norm = g.apply(
-        op::clamp, {g.apply(op::sqrt, {g.apply(op::reduce_sum, {g.apply(op::mul, {pooled, pooled})}, keep)})},
-        floor);
-    return g.apply(op::div, {pooled, norm});
+    return recipe_detail::l2_normalized_rows(tensor<float>(pooled)).value();
 }
 
 ANVIL_INLINE host_tensor sentence_encoder::encode(std::span<const std::string> texts,
@@ -36873,6 +36949,22 @@ ANVIL_INLINE std::vector<std::vector<zero_shot_label>> clip::zero_shot(const hos
             [](const zero_shot_label& a, const zero_shot_label& b) { return a.probability > b.probability; });
     }
     return result;
+}
+
+ANVIL_INLINE mlpackage_function clip::export_text_function(std::int64_t length) const {
+    if (length < 2 || length > config_.text.max_positions) {
+        throw error(anvil::detail::message("clip: an exported text function takes 2 to ",
+                                           config_.text.max_positions, " tokens, not ", length));
+    }
+    graph g;
+    const tensor<float> features(build_text_graph(g, 1, length).front());
+    return {"text", {recipe_detail::l2_normalized_rows(features).value()}, {"text_embeds"}, {}};
+}
+
+ANVIL_INLINE mlpackage_function clip::export_image_function() const {
+    graph g;
+    const tensor<float> features(build_image_graph(g, 1).front());
+    return {"image", {recipe_detail::l2_normalized_rows(features).value()}, {"image_embeds"}, {}};
 }
 
 }  // namespace anvil::models

@@ -4,7 +4,8 @@ and a ViT become .mlpackage folders, each checked by tests/coreml/check_mlpackag
 schema subset from COREML.md's field numbers, the weight file's records, the manifest); the interface the
 JSON summary reports (names, dtypes, shapes); the metadata taken from a model card; the same model giving the
 same bytes twice; decoder LMs with their KV caches as states (llama, GPT-2, Qwen3), protoc-checked with the
-states' descriptions; --compress (constexpr ops, the weight file shrunk); and the refusals (a wrong
+states' descriptions; CLIP's two towers (two functions, or one with --tower) and Whisper's encoder and stateful
+decoder; --compress (constexpr ops, the weight file shrunk); and the refusals (a wrong
 --compress, a wrong --out, a context past the model's positions), each
 one line with exit status 1 or 2. The packages' numbers are tests/test_coreml_export.cpp's (run through the simulator's Core ML).
 
@@ -174,6 +175,64 @@ def main() -> int:
         check_error(anvil("export", "--model", DATA / "decoder_lms" / "gpt2", "--out", tmp / "lm.mlpackage",
                           "--context", "8", "--sequence-length", "9"), 2, "anvil: usage:", "--sequence-length",
                     what="export a decoder LM taking more tokens than its cache holds")
+        # CLIP: an image and a text function (iOS 18), or one tower alone (iOS 16); Whisper: an encoder and a
+        # decoder whose caches are states, the cross-attention ones read only.
+        clip_folder = DATA / "clip" / "clip"
+        config = json.loads((clip_folder / "config.json").read_text())
+        projection, positions = config["projection_dim"], config["text_config"]["max_position_embeddings"]
+        size = config["vision_config"]["image_size"]
+        report = export(clip_folder, tmp / "clip.mlpackage")
+        functions = {f["name"]: f for f in report.get("functions", [])}
+        check(sorted(functions) == ["image", "text"], f"export clip: functions image and text ({sorted(functions)})")
+        if sorted(functions) == ["image", "text"]:
+            check(ports(functions["image"], "inputs") == [("pixels", "fp16", [1, 3, size, size])]
+                  and ports(functions["image"], "outputs") == [("image_embeds", "fp16", [1, projection])],
+                  f"export clip: image takes pixels and returns image_embeds ({functions['image']})")
+            check(ports(functions["text"], "inputs") == [("input_ids", "int32", [1, positions]),
+                                                         ("pooled", "fp16", [1, positions])]
+                  and ports(functions["text"], "outputs") == [("text_embeds", "fp16", [1, projection])],
+                  f"export clip: text takes input_ids and pooled and returns text_embeds ({functions['text']})")
+        protoc_check(tmp / "clip.mlpackage")
+        spec = (tmp / "clip.mlpackage" / "Data" / "com.apple.CoreML" / "model.mlmodel").read_bytes()
+        check(spec[:2] == b"\x08\x09" and b"anvil.logit_scale" in spec,
+              "export clip: two functions are specification version 9, logit_scale in the metadata")
+        report = export(clip_folder, tmp / "clip_text.mlpackage", "--tower", "text", "--sequence-length", "8")
+        check(ports(report, "inputs") == [("input_ids", "int32", [1, 8]), ("pooled", "fp16", [1, 8])]
+              and len(report.get("functions", [])) == 1, f"export clip --tower text: one function ({report})")
+        spec = (tmp / "clip_text.mlpackage" / "Data" / "com.apple.CoreML" / "model.mlmodel").read_bytes()
+        check(spec[:2] == b"\x08\x07", "export clip --tower text: specification version 7 (iOS 16)")
+        protoc_check(tmp / "clip_text.mlpackage")
+        check_error(anvil("export", "--model", clip_folder, "--out", tmp / "x.mlpackage", "--tower", "audio"), 2,
+                    "anvil: usage:", "--tower", what="export clip --tower audio")
+        check_error(anvil("export", "--model", text / "bert_sentence", "--out", tmp / "x.mlpackage", "--tower",
+                          "text"), 2, "anvil: usage:", "CLIP", what="export --tower on a sentence encoder")
+
+        whisper_folder = DATA / "whisper" / "whisper_en"
+        config = json.loads((whisper_folder / "config.json").read_text())
+        heads, layers = config["decoder_attention_heads"], config["decoder_layers"]
+        head_dim, mels = config["d_model"] // heads, config["num_mel_bins"]
+        report = export(whisper_folder, tmp / "whisper.mlpackage", "--context", "32")
+        functions = {f["name"]: f for f in report.get("functions", [])}
+        check(sorted(functions) == ["decoder", "encoder"], f"export whisper: encoder and decoder ({sorted(functions)})")
+        if sorted(functions) == ["decoder", "encoder"]:
+            cross = [(f"x{kind}{i}", "fp16", [1, heads, 1500, head_dim]) for i in range(layers) for kind in "kv"]
+            own = [(f"{kind}{i}", "fp16", [1, heads, 32, head_dim]) for i in range(layers) for kind in "kv"]
+            check(ports(functions["encoder"], "inputs") == [("input_features", "fp16", [1, mels, 3000])]
+                  and ports(functions["encoder"], "outputs") == cross,
+                  f"export whisper: the encoder returns the cross keys and values ({functions['encoder']})")
+            check(ports(report, "inputs") == [("ids", "int32", [1, 1]), ("positions", "int32", [1, 1]),
+                                              ("mask", "fp16", [1, 1, 1, 33]), ("cache_write", "fp16", [1, 1, 32, 1])]
+                  and ports(report, "outputs") == [("logits", "fp16", [1, 1, config["vocab_size"]])],
+                  f"export whisper: the decoder (the default) takes one token ({report['inputs']})")
+            check(sorted(ports(report, "states")) == sorted(own + cross),
+                  f"export whisper: the decoder's states ({report['states']})")
+        protoc_check(tmp / "whisper.mlpackage")
+        spec = (tmp / "whisper.mlpackage" / "Data" / "com.apple.CoreML" / "model.mlmodel").read_bytes()
+        check(b"anvil.suppress_tokens" in spec and b"anvil.decoder_start_token_id" in spec,
+              "export whisper: generation's ids in the metadata")
+        check_error(anvil("export", "--model", whisper_folder, "--out", tmp / "x.mlpackage", "--context", "49"), 2,
+                    "anvil: usage:", "--context", what="export whisper past its decoder positions")
+
         # --compress: the weights of every linear and convolution as constexpr ops, only their compressed bytes
         # in the weight file (a ResNet: its convolutions are nearly all its weights; a decoder LM).
         for folder, name, extra, plain in ((DATA / "resnet" / "hf_basic", "resnet", ("--image-size", "32x48"), None),

@@ -10,9 +10,11 @@
 
 #include <anvil/anvil.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -21,7 +23,8 @@ namespace anvil::cli {
 
 inline constexpr const char* export_usage =
     "usage: anvil export --model DIR --format mlpackage --out X.mlpackage [--sequence-length N]\n"
-    "                    [--context T[,T2...]] [--prefill P] [--image-size HxW] [--ios18]\n"
+    "                    [--context T[,T2...]] [--prefill P] [--image-size HxW] [--tower text|image]\n"
+    "                    [--ios18]\n"
     "                    [--compress int8|lut4|lut4g32|lut6] [--description TEXT]\n"
     "                    [--author TEXT] [--license TEXT] [--json]\n"
     "\n"
@@ -53,7 +56,22 @@ inline constexpr const char* export_usage =
     "embedding stays fp16) compressed, and Core ML decompresses them when it loads the model: int8, one\n"
     "scale per output channel (constexpr_affine_dequantize; with --ios18 constexpr_blockwise_shift_scale);\n"
     "lut4 and lut6, a palette of 16 or 64 values per tensor found by k-means (constexpr_lut_to_dense);\n"
-    "lut4g32, a 16-value palette per group of 32 output channels (needs --ios18).\n";
+    "lut4g32, a 16-value palette per group of 32 output channels (needs --ios18).\n"
+    "CLIP (CLIPModel) gives two functions, `image` (the default) and `text` (macOS 15 / iOS 18), or one\n"
+    "with --tower: `image` takes fp16 pixels [1, 3, S, S] (preprocessed as the metadata says) and returns\n"
+    "image_embeds [1, D]; `text` takes int32 input_ids [1, N] (N: --sequence-length, default the model's\n"
+    "max_position_embeddings; any id after the EOS) and fp16 pooled [1, N] (1 at the first EOS, 0\n"
+    "elsewhere) and returns text_embeds [1, D]. Both are L2-normalised, so logits_per_image is\n"
+    "exp(anvil.logit_scale) times their dot product.\n"
+    "Whisper (WhisperForConditionalGeneration; macOS 15 / iOS 18) gives two functions. `encoder` takes\n"
+    "fp16 input_features [1, n_mels, 3000] (one 30 s window's log-mel) and returns each decoder layer's\n"
+    "cross-attention keys and values xk<i>, xv<i> [1, heads, 1500, head_dim]. `decoder` (the default)\n"
+    "takes one token: int32 ids and positions [1, 1], an fp16 additive mask [1, 1, 1, T + 1] over the T\n"
+    "cache slots (--context, default max_target_positions) then the token, and cache_write [1, 1, T, 1];\n"
+    "it returns logits [1, 1, vocab]. Its states are the caches k<i>/v<i>, which each step updates, and\n"
+    "xk<i>/xv<i>, which it only reads: copy the encoder's outputs into them once per window\n"
+    "(getMultiArrayForStateNamed:handler:). The metadata holds the start, end, no-timestamps, language\n"
+    "and task ids and the suppressed tokens generation needs.\n";
 
 namespace export_detail {
 
@@ -163,6 +181,22 @@ inline image_size parse_size(const arguments& args) {
     return {h, w};
 }
 
+// What an app applies to an image before the model reads it, for the metadata.
+inline std::string preprocessing_text(const image_preprocessing& pre) {
+    return detail::message("resize shortest edge ", pre.resize_shortest_edge, " (or ", pre.resize_height, "x",
+                           pre.resize_width, "), crop ", pre.crop_height, "x", pre.crop_width, ", mean ",
+                           pre.mean[0], ",", pre.mean[1], ",", pre.mean[2], ", std ", pre.std[0], ",",
+                           pre.std[1], ",", pre.std[2]);
+}
+
+// Token ids as "1,2,3" for the metadata.
+inline std::string id_list(std::span<const std::int32_t> ids) {
+    std::string text;
+    for (const std::int32_t id : ids)
+        text += detail::message(text.empty() ? "" : ",", id);
+    return text;
+}
+
 }  // namespace export_detail
 
 inline int run_export(const std::vector<std::string_view>& argv) {
@@ -174,6 +208,7 @@ inline int run_export(const std::vector<std::string_view>& argv) {
                           {"context", true},
                           {"prefill", true},
                           {"image-size", true},
+                          {"tower", true},
                           {"ios18", false},
                           {"description", true},
                           {"author", true},
@@ -236,7 +271,74 @@ inline int run_export(const std::vector<std::string_view>& argv) {
     std::string kind;
     models::load_options load;
     load.compile.target = device::cpu;  // nothing is compiled; the weights are read and checked
-    if (decoder) {
+    const auto tower = args.value("tower");
+    if (tower && model_type != "clip")
+        throw usage_error("export: --tower is for CLIP folders (model_type clip)");
+    if (tower && *tower != "text" && *tower != "image")
+        throw usage_error(detail::message("export: --tower must be text or image, got '", *tower, "'"));
+    if (model_type == "whisper") {
+        const auto speech = models::whisper::load(folder, load);
+        const models::whisper_config& c = speech.config();
+        const std::int64_t context = export_detail::positive(args, "context", c.max_target_positions);
+        if (context > c.max_target_positions) {
+            throw usage_error(detail::message("export: --context ", context, " is more than the model's ",
+                                              c.max_target_positions, " decoder positions"));
+        }
+        functions = {speech.export_encoder_function(), speech.export_decoder_function(context)};
+        options.default_function = "decoder";
+        options.ios18 = true;  // the decoder's states, and two functions
+        kind = detail::message("whisper speech-to-text, ", c.mel_bins, " mel bins, ", context,
+                               " decoder cache slots; functions encoder and decoder");
+        options.user_defined.emplace_back("anvil.context", std::to_string(context));
+        options.user_defined.emplace_back("anvil.decoder_start_token_id",
+                                          std::to_string(c.decoder_start_token_id));
+        options.user_defined.emplace_back("anvil.eos_token_id", std::to_string(c.eos_token_id));
+        if (c.no_timestamps_token_id)
+            options.user_defined.emplace_back("anvil.no_timestamps_token_id",
+                                              std::to_string(*c.no_timestamps_token_id));
+        options.user_defined.emplace_back("anvil.suppress_tokens", export_detail::id_list(c.suppress_tokens));
+        options.user_defined.emplace_back("anvil.begin_suppress_tokens",
+                                          export_detail::id_list(c.begin_suppress_tokens));
+        std::string languages, tasks;
+        for (const auto& [name, id] : c.language_ids)
+            languages += detail::message(languages.empty() ? "" : ",", name, "=", id);
+        for (const auto& [name, id] : c.task_ids)
+            tasks += detail::message(tasks.empty() ? "" : ",", name, "=", id);
+        if (!languages.empty()) options.user_defined.emplace_back("anvil.languages", languages);
+        if (!tasks.empty()) options.user_defined.emplace_back("anvil.tasks", tasks);
+    } else if (model_type == "clip") {
+        const auto pair = models::clip::load(folder, load);
+        const models::clip_config& c = pair.config();
+        const std::int64_t length = export_detail::positive(args, "sequence-length", c.text.max_positions);
+        if (length > c.text.max_positions) {
+            throw usage_error(detail::message("export: --sequence-length ", length,
+                                              " is more than the model's ", c.text.max_positions, " tokens"));
+        }
+        std::vector<mlpackage_function> towers;
+        if (!tower || *tower == "image") towers.push_back(pair.export_image_function());
+        if (!tower || *tower == "text") towers.push_back(pair.export_text_function(length));
+        if (towers.size() == 1) {
+            outputs = towers.front().outputs;
+            options.output_names = towers.front().output_names;
+        } else {
+            functions = std::move(towers);
+            options.default_function = "image";
+            options.ios18 = true;  // two functions
+        }
+        kind = detail::message("clip, ", tower ? *tower + " tower" : std::string("image and text towers"),
+                               ", ", c.projection_dim, " dimensions");
+        options.user_defined.emplace_back("anvil.logit_scale", detail::message(pair.logit_scale()));
+        if (!tower || *tower == "image")
+            options.user_defined.emplace_back("anvil.preprocessing",
+                                              export_detail::preprocessing_text(pair.preprocessing()));
+        if (!tower || *tower == "text") {
+            options.user_defined.emplace_back("anvil.sequence_length", std::to_string(length));
+            options.user_defined.emplace_back("anvil.eos_token_id", std::to_string(c.text.eos_token_id));
+            options.user_defined.emplace_back(
+                "anvil.pooled", c.text.legacy_pooling() ? "1 at the first largest id (a legacy config)"
+                                                        : "1 at the first eos_token_id");
+        }
+    } else if (decoder) {
         models::causal_lm_options lm_options;
         lm_options.load = load;
         const auto lm = models::causal_lm::load(folder, lm_options);
@@ -296,13 +398,8 @@ inline int run_export(const std::vector<std::string_view>& argv) {
         options.output_names = {"logits"};
         kind = detail::message(classifier.architecture(), " image classifier, ", classifier.labels().size(),
                                " classes, ", size.height, "x", size.width, " pixels");
-        const image_preprocessing pre = classifier.preprocessing();
-        options.user_defined.emplace_back(
-            "anvil.preprocessing",
-            detail::message("resize shortest edge ", pre.resize_shortest_edge, " (or ", pre.resize_height,
-                            "x", pre.resize_width, "), crop ", pre.crop_height, "x", pre.crop_width,
-                            ", mean ", pre.mean[0], ",", pre.mean[1], ",", pre.mean[2], ", std ", pre.std[0],
-                            ",", pre.std[1], ",", pre.std[2]));
+        options.user_defined.emplace_back("anvil.preprocessing",
+                                          export_detail::preprocessing_text(classifier.preprocessing()));
         std::string labels;
         for (const auto& label : classifier.labels())
             labels += (labels.empty() ? "" : "\n") + label;
@@ -423,9 +520,16 @@ inline int run_export(const std::vector<std::string_view>& argv) {
             std::printf("  input  %s\n", port_text(p).c_str());
         for (const auto& p : f.outputs)
             std::printf("  output %s\n", port_text(p).c_str());
-        if (!f.states.empty())
+        const bool alike = std::all_of(f.states.begin(), f.states.end(), [&](const mlpackage_port& p) {
+            return p.shape == f.states.front().shape;
+        });
+        if (!f.states.empty() && alike) {
             std::printf("  %zu states (MLState), each %s\n", f.states.size(),
                         port_text(f.states.front()).c_str());
+        } else {
+            for (const auto& p : f.states)
+                std::printf("  state  %s\n", port_text(p).c_str());
+        }
     }
     std::printf("  %zu MIL ops, %zu weight bytes\n", written.operations, written.weight_bytes);
     return 0;

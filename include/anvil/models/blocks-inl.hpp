@@ -79,6 +79,10 @@ ANVIL_INLINE tensor<float> merge_heads(const tensor<float>& x) {
     return reshape(permute(x, {0, 2, 1, 3}), std::vector<std::int64_t>{s[0], s[2], s[1] * s[3]});
 }
 
+ANVIL_INLINE tensor<float> l2_normalized_rows(const tensor<float>& x) {
+    return x / clamp(sqrt(sum(x * x, {1}, true)), 1e-12, 3.0e38);
+}
+
 }  // namespace anvil::models::recipe_detail
 
 namespace anvil::models {

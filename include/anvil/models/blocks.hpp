@@ -66,6 +66,11 @@ namespace recipe_detail {
 // [B, heads, S, D] -> [B, S, heads * D]
 [[nodiscard]] tensor<float> merge_heads(const tensor<float>& x);
 
+// Each row of x [N, D] divided by its L2 norm, the norm clamped below at 1e-12
+// (torch.nn.functional.normalize), in the graph: the embeddings a sentence encoder's or CLIP's exported
+// package returns.
+[[nodiscard]] tensor<float> l2_normalized_rows(const tensor<float>& x);
+
 }  // namespace recipe_detail
 
 // x [B, S, hidden] -> [B, S, hidden]. `mask`: additive, broadcast to the scores [B, heads, S, S] (e.g.

@@ -490,4 +490,20 @@ ANVIL_INLINE std::vector<std::vector<zero_shot_label>> clip::zero_shot(const hos
     return result;
 }
 
+ANVIL_INLINE mlpackage_function clip::export_text_function(std::int64_t length) const {
+    if (length < 2 || length > config_.text.max_positions) {
+        throw error(anvil::detail::message("clip: an exported text function takes 2 to ",
+                                           config_.text.max_positions, " tokens, not ", length));
+    }
+    graph g;
+    const tensor<float> features(build_text_graph(g, 1, length).front());
+    return {"text", {recipe_detail::l2_normalized_rows(features).value()}, {"text_embeds"}, {}};
+}
+
+ANVIL_INLINE mlpackage_function clip::export_image_function() const {
+    graph g;
+    const tensor<float> features(build_image_graph(g, 1).front());
+    return {"image", {recipe_detail::l2_normalized_rows(features).value()}, {"image_embeds"}, {}};
+}
+
 }  // namespace anvil::models

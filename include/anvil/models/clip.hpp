@@ -25,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "anvil/backend/coreml/export.hpp"
 #include "anvil/compilation.hpp"
 #include "anvil/core/host_tensor.hpp"
 #include "anvil/expr/tensor.hpp"
@@ -192,6 +193,15 @@ public:
         const std::int64_t key[] = {rows};
         return vision_->build(g, key);
     }
+
+    // The two functions of an exported Core ML package (anvil export), each with L2-normalised embeddings
+    // as CLIPModel's text_embeds / image_embeds: `text` takes input_ids int32 [1, length] (padded after
+    // the EOS with any id) and pooled fp16 [1, length] (1 at the first EOS, the token CLIP pools, 0
+    // elsewhere) and returns text_embeds [1, projection_dim]; `image` takes pixels fp16 [1, C, H, W]
+    // (preprocessing() applied) and returns image_embeds [1, projection_dim]. logits_per_image is
+    // exp(logit_scale()) times their dot product.
+    [[nodiscard]] mlpackage_function export_text_function(std::int64_t length) const;
+    [[nodiscard]] mlpackage_function export_image_function() const;
 
 private:
     clip() = default;

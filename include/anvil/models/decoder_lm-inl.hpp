@@ -479,23 +479,28 @@ ANVIL_INLINE std::vector<value> decoder_state_step(graph& g, const decoder_weigh
                                g.constant<float>(host_tensor::from(made.sin, table), "rope.sin")});
     }
     std::vector<value> outputs = decoder_step(g, w, c, {1, tokens, context, false, 0}, rope);
+    write_step_into_caches(g, outputs, tokens, context, c.kv_heads, c.head_dim);
+    return outputs;
+}
+
+ANVIL_INLINE void write_step_into_caches(graph& g, std::vector<value>& outputs, std::int64_t tokens,
+                                         std::int64_t context, std::int64_t kv_heads, std::int64_t head_dim) {
     // Placing S new rows in T slots: a matmul [1, T, S] x [1, S, kv_heads * D] (the heads flattened, so the
     // product has no broadcast batch), and the slots written are cleared first.
     auto write = g.input<float>(std::string(step_cache_write_name), dims{1, 1, context, tokens});
     auto keep = 1.0f - sum(write, {3}, true);  // [1, 1, T, 1]
     auto flat_write = reshape(write, dims{1, context, tokens});
-    const std::int64_t row = c.kv_heads * c.head_dim;
+    const std::int64_t row = kv_heads * head_dim;
     for (std::size_t k = 1; k < outputs.size(); ++k) {
         const std::int64_t layer = static_cast<std::int64_t>((k - 1) / 2);
         auto cache =
             tensor<float>(g.input_named(k % 2 == 1 ? cache_key_name(layer) : cache_value_name(layer)));
         auto fresh = tensor<float>(outputs[k]);  // [1, kv_heads, S, D]
         auto rows = reshape(permute(fresh, {0, 2, 1, 3}), dims{1, tokens, row});
-        auto placed = permute(reshape(matmul(flat_write, rows), dims{1, context, c.kv_heads, c.head_dim}),
-                              {0, 2, 1, 3});
+        auto placed =
+            permute(reshape(matmul(flat_write, rows), dims{1, context, kv_heads, head_dim}), {0, 2, 1, 3});
         outputs[k] = (cache * keep + placed).value();
     }
-    return outputs;
 }
 
 }  // namespace anvil::models

@@ -186,6 +186,14 @@ inline constexpr std::string_view step_cache_write_name = "cache_write";
                                                     const decoder_config& c, std::int64_t tokens,
                                                     std::int64_t context);
 
+// What turns a step's new keys and values into the caches' new contents, for every stateful step (the LMs'
+// decoder_state_step, Whisper's decoder): outputs[1 + 2i] and outputs[2 + 2i], layer i's new keys and values
+// [1, kv_heads, S, D], are replaced by cache * (1 - sum_s cache_write) + cache_write @ new, where the cache
+// is the graph input cache_key_name(i) / cache_value_name(i) [1, kv_heads, T, D] and cache_write the input
+// step_cache_write_name [1, 1, T, S] this adds. outputs[0] is left alone.
+void write_step_into_caches(graph& g, std::vector<value>& outputs, std::int64_t tokens, std::int64_t context,
+                            std::int64_t kv_heads, std::int64_t head_dim);
+
 }  // namespace anvil::models
 
 #if ANVIL_DEFINITIONS

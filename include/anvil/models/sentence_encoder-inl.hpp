@@ -13,6 +13,8 @@
 
 #include "anvil/core/error.hpp"
 #include "anvil/core/json.hpp"
+#include "anvil/expr/expr.hpp"
+#include "anvil/models/blocks.hpp"
 #include "anvil/models/config.hpp"
 #include "anvil/models/sentence_encoder.hpp"
 
@@ -165,16 +167,7 @@ ANVIL_INLINE value sentence_encoder::build_graph(graph& g, std::int64_t length) 
             return hidden;
     }
     if (!normalize_) return pooled;
-    attributes keep;
-    keep.axes = {1};
-    keep.keep_dims = true;
-    attributes floor;
-    floor.min = 1e-12f;
-    floor.max = 3.0e38f;
-    const value norm = g.apply(
-        op::clamp, {g.apply(op::sqrt, {g.apply(op::reduce_sum, {g.apply(op::mul, {pooled, pooled})}, keep)})},
-        floor);
-    return g.apply(op::div, {pooled, norm});
+    return recipe_detail::l2_normalized_rows(tensor<float>(pooled)).value();
 }
 
 ANVIL_INLINE host_tensor sentence_encoder::encode(std::span<const std::string> texts,

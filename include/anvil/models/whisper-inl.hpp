@@ -414,6 +414,36 @@ ANVIL_INLINE whisper whisper::load(const std::filesystem::path& folder, const lo
     return result;
 }
 
+ANVIL_INLINE mlpackage_function whisper::export_encoder_function() const {
+    graph g;
+    const std::int64_t key[] = {1};
+    const std::vector<value> computed = encoder_->build(g, key);  // the hidden state, then xk0, xv0, ...
+    mlpackage_function f{"encoder", {computed.begin() + 1, computed.end()}, {}, {}};
+    for (std::int64_t i = 0; i < config_.decoder_layers; ++i) {
+        f.output_names.push_back(whisper_cross_key_name(i));
+        f.output_names.push_back(whisper_cross_value_name(i));
+    }
+    return f;
+}
+
+ANVIL_INLINE mlpackage_function whisper::export_decoder_function(std::int64_t context) const {
+    if (context < 1 || context > config_.max_target_positions) {
+        throw error(anvil::detail::message("whisper: an exported decoder takes 1 to ",
+                                           config_.max_target_positions, " cache slots, not ", context));
+    }
+    graph g;
+    const std::int64_t key[] = {context};
+    mlpackage_function f{"decoder", decoder_->build(g, key), {"logits"}, {}};
+    write_step_into_caches(g, f.outputs, 1, context, config_.decoder_heads, config_.decoder_head_dim());
+    for (std::int64_t i = 0; i < config_.decoder_layers; ++i) {  // outputs: logits, k0, v0, k1, v1, ...
+        f.states.push_back({cache_key_name(i), static_cast<std::size_t>(1 + 2 * i)});
+        f.states.push_back({cache_value_name(i), static_cast<std::size_t>(2 + 2 * i)});
+        f.states.push_back({whisper_cross_key_name(i), std::nullopt});
+        f.states.push_back({whisper_cross_value_name(i), std::nullopt});
+    }
+    return f;
+}
+
 ANVIL_INLINE const tokenizer& whisper::tokens() const {
     if (!tokenizer_) {
         throw error(

@@ -30,6 +30,7 @@
 #include <string_view>
 #include <vector>
 
+#include "anvil/backend/coreml/export.hpp"
 #include "anvil/compilation.hpp"
 #include "anvil/core/host_tensor.hpp"
 #include "anvil/expr/tensor.hpp"
@@ -212,6 +213,18 @@ public:
     // tokens). Throws when the folder has no tokenizer.
     [[nodiscard]] std::string text(std::span<const std::int32_t> ids) const;
     [[nodiscard]] std::size_t compiled_programs() const { return encoder_->count() + decoder_->count(); }
+
+    // The two functions of an exported Core ML package (anvil export; macOS 15 / iOS 18, for the states).
+    // `encoder` takes input_features fp16 [1, n_mels, 3000] (features() of one 30 s window) and returns
+    // each decoder layer's cross-attention keys and values xk<i>, xv<i> [1, decoder_heads, 1500, head_dim].
+    // `decoder` is one token's step with `context` self-attention slots (at most max_target_positions): ids
+    // and positions int32 [1, 1], an fp16 additive mask [1, 1, 1, T + 1] over the slots then the token
+    // itself, and cache_write fp16 [1, 1, T, 1] (1 at the token's slot) -> logits [1, 1, vocab]. Its states
+    // are the self-attention caches k<i>, v<i> [1, decoder_heads, T, head_dim], which each step updates,
+    // and xk<i>, xv<i>, which it only reads: the app copies the encoder's outputs into them once per window
+    // (getMultiArrayForStateNamed:handler:).
+    [[nodiscard]] mlpackage_function export_encoder_function() const;
+    [[nodiscard]] mlpackage_function export_decoder_function(std::int64_t context) const;
 
 private:
     whisper() = default;

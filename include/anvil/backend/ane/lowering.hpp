@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -311,8 +312,8 @@ struct lowered_program {
 // A graph input a Core ML model keeps as a state (an MLState buffer, fp16, spec 9) and the body output whose
 // value replaces it at the end of each prediction (write_state): a KV cache the app never copies.
 struct state_binding {
-    std::string input;       // the graph input's name
-    std::size_t output = 0;  // index into the body's outputs
+    std::string input;                      // the graph input's name
+    std::optional<std::size_t> output = 0;  // index into the body's outputs; none: the program only reads it
 };
 
 namespace lowering_detail {
@@ -397,9 +398,11 @@ inline bool lower_for_core_ml(segment_lowering& L, value_id id) {
                                                    const lowering_options& options,
                                                    std::span<const state_binding> states = {}) {
     using namespace lowering_detail;
-    if (output_names.size() + states.size() != body.outputs.size()) {
-        throw error(message("export: ", output_names.size(), " output names and ", states.size(),
-                            " states for ", body.outputs.size(), " outputs"));
+    const auto written = static_cast<std::size_t>(std::count_if(
+        states.begin(), states.end(), [](const state_binding& s) { return s.output.has_value(); }));
+    if (output_names.size() + written != body.outputs.size()) {
+        throw error(message("export: ", output_names.size(), " output names and ", written,
+                            " states written for ", body.outputs.size(), " outputs"));
     }
     const auto state_of_input = [&](const std::string& name) -> const state_binding* {
         for (const state_binding& s : states)
@@ -412,8 +415,8 @@ inline bool lower_for_core_ml(segment_lowering& L, value_id id) {
         return nullptr;
     };
     for (const state_binding& s : states) {
-        if (s.output >= body.outputs.size())
-            throw error(message("export: state ", s.input, " is written from output ", s.output, " of ",
+        if (s.output && *s.output >= body.outputs.size())
+            throw error(message("export: state ", s.input, " is written from output ", *s.output, " of ",
                                 body.outputs.size()));
     }
     segment_lowering L(body, options);

@@ -43,7 +43,9 @@ inline detail::ane::lowered_program lower_function(const mlpackage_function& fun
     // lower_program checks there is one name per output that is not a state's
     std::vector<std::string> names = function.output_names;
     if (names.empty()) {
-        for (std::size_t i = 0; i + states.size() < function.outputs.size(); ++i)
+        const auto written = static_cast<std::size_t>(std::count_if(
+            states.begin(), states.end(), [](const ane::state_binding& s) { return s.output.has_value(); }));
+        for (std::size_t i = 0; i + written < function.outputs.size(); ++i)
             names.push_back(message("output", i));
     }
     ane::lowering_options lowering;

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -23,10 +24,12 @@ namespace anvil {
 
 // A graph input the model keeps as a state (MLState, macOS 15 / iOS 18) instead of taking it from the app:
 // its value starts at zeros and, after each prediction, is replaced by output `output` (which is then not
-// a model output). A decoder's KV caches: the app passes only the new tokens.
+// a model output). A decoder's KV caches: the app passes only the new tokens. A state with no output is
+// only read: the app writes it in place (getMultiArrayForStateNamed:handler:), as Whisper's decoder takes
+// the cross-attention keys and values its encoder computed once per window.
 struct mlpackage_state {
     std::string input;
-    std::size_t output = 0;  // index into export_mlpackage's outputs
+    std::optional<std::size_t> output = 0;  // index into export_mlpackage's outputs; none: read only
 };
 
 // What Xcode shows for the model, and which OS it needs.
