@@ -66,6 +66,18 @@ def test_model(name: str, tmp: pathlib.Path) -> None:
     check(report.get("shape") == list(want_shape) and max_relative_error(flat, want) < 1e-4,
           f"{name}: logits --json match the reference")
 
+    # --compress int8: the weights quantised at load (one scale per output channel), so the logits move off
+    # the reference, but not far: int8's step is 1/127 of each row's largest weight, and through the
+    # fixtures' 2 layers the logits moved by 0.5-0.7% of the largest logit (bench/compression_accuracy.py).
+    squeezed = tmp / f"{name}_int8.npy"
+    result = anvil("logits", *base, "--ids", ids_text(prompt), "--out", squeezed, "--compress", "int8")
+    check(result.returncode == 0, f"{name}: logits --compress int8 runs ({result.stderr.strip()!r})")
+    got_shape, got = read_npy(squeezed) if squeezed.exists() else ((), [])
+    moved = max((abs(a - b) for a, b in zip(got, want)), default=1.0) / max(abs(b) for b in want)
+    check(got_shape == want_shape and 1e-6 < moved < 2e-2,
+          f"{name}: logits --compress int8 near the reference but not equal to it (moved {moved:.2g} of the "
+          f"largest logit)")
+
     # Greedy continuations, token for token (up to the first eos, where anvil stops).
     stops = eos_ids(folder)
     margins = expected.get("min_margin", [1.0] * len(prompts))
@@ -143,6 +155,8 @@ def test_errors() -> None:
     check_error(anvil("logits", "--model", folder, "--ids", "1,x"), 2, "anvil: usage:", "--ids",
                 what="logits with bad --ids")
     check_error(anvil("logits", "--model", folder), 2, "anvil: usage:", "--ids", what="logits without --ids")
+    check_error(anvil("logits", "--model", folder, "--ids", "1,2", "--compress", "int4"), 2, "anvil: usage:",
+                "--compress", what="logits --compress int4")
     check_error(anvil("generate", "--model", folder, "--ids", "1", "--frobnicate"), 2, "anvil: usage:",
                 "--frobnicate", what="generate with an unknown option")
     check_error(anvil("generate", "--model", folder, "--ids", "1", "--prompt", "x"), 2, "anvil: usage:",

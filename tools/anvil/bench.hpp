@@ -35,7 +35,7 @@ namespace anvil::cli {
 inline constexpr const char* bench_usage =
     "usage: anvil bench --model DIR [--task embed|embed-image|rerank|classify|generate|transcribe]\n"
     "                   [--batch N] [--runs N] [--prompt-tokens N] [--new-tokens N]\n"
-    "                   [--backend cpu|ane|coreml|auto] [--strict-device] "
+    "                   [--backend cpu|ane|coreml|auto] [--strict-device] [--compress KIND] "
     "[--json]\n"
     "\n"
     "Times a model folder on one backend: load (reading and checking the weights), first result (compiling\n"
@@ -199,6 +199,7 @@ inline int run_bench(const std::vector<std::string_view>& argv, const char* argv
                           {"prompt-tokens", true},
                           {"new-tokens", true},
                           {"backend", true},
+                          {"compress", true},
                           {"strict-device", false},
                           {"json", false},
                           {"help", false}});

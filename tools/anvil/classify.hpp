@@ -16,7 +16,7 @@ namespace anvil::cli {
 inline constexpr const char* classify_usage =
     "usage: anvil classify --model DIR (IMAGE... | --pixels F.npy) [--top K] [--backend "
     "cpu|ane|coreml|auto]\n"
-    "                      [--strict-device] [--out F.npy] [--json]\n"
+    "                      [--strict-device] [--compress KIND] [--out F.npy] [--json]\n"
     "\n"
     "The K (default 5) most probable classes of each image under a ResNet (Hugging Face or torchvision\n"
     "weights), ViT or DeiT classifier. Images are resized, cropped and normalised as the folder's\n"
@@ -29,6 +29,7 @@ inline int run_classify(const std::vector<std::string_view>& argv, const char* a
                           {"pixels", true},
                           {"top", true},
                           {"backend", true},
+                          {"compress", true},
                           {"strict-device", false},
                           {"out", true},
                           {"json", false},

@@ -16,7 +16,8 @@ namespace anvil::cli {
 
 inline constexpr const char* zero_shot_usage =
     "usage: anvil zero-shot --model DIR (IMAGE | --pixels F.npy) --labels LABEL... [--template T]\n"
-    "                       [--backend cpu|ane|coreml|auto] [--strict-device] [--out F.npy] [--json]\n"
+    "                       [--backend cpu|ane|coreml|auto] [--strict-device] [--compress KIND]\n"
+    "                       [--out F.npy] [--json]\n"
     "\n"
     "Zero-shot classification with a CLIP model: each label is put into the template at {} (default\n"
     "\"a photo of a {}.\"), and the labels are ranked by the softmax of CLIP's scaled cosine similarities.\n"
@@ -26,8 +27,8 @@ inline constexpr const char* zero_shot_usage =
 
 inline constexpr const char* clip_embed_usage =
     "usage: anvil embed --model CLIP_DIR (TEXT... | --ids LIST... | --image IMAGE... | --pixels F.npy)\n"
-    "                   [--no-normalize] [--backend cpu|ane|coreml|auto] [--strict-device] [--out F.npy]\n"
-    "                   [--json]\n"
+    "                   [--no-normalize] [--backend cpu|ane|coreml|auto] [--strict-device]\n"
+    "                   [--compress KIND] [--out F.npy] [--json]\n"
     "\n"
     "CLIP text or image embeddings, [N, projection_dim], L2-normalised (--no-normalize: the projections\n"
     "as get_text_features / get_image_features give them). LIST is comma-separated token ids with the\n"
@@ -83,6 +84,7 @@ inline int run_zero_shot(const std::vector<std::string_view>& argv, const char* 
                           {"pixels", true},
                           {"template", true},
                           {"backend", true},
+                          {"compress", true},
                           {"strict-device", false},
                           {"out", true},
                           {"json", false},

@@ -22,9 +22,8 @@
 namespace anvil::cli {
 
 inline constexpr const char* logits_usage =
-    "usage: anvil logits --model DIR --ids LIST [--backend cpu|ane|coreml|auto] [--strict-device] [--out "
-    "F.npy]\n"
-    "                    [--json]\n"
+    "usage: anvil logits --model DIR --ids LIST [--backend cpu|ane|coreml|auto] [--strict-device]\n"
+    "                    [--compress KIND] [--out F.npy] [--json]\n"
     "\n"
     "The logits [S, V] of a decoder language model (GPT-2, Llama, Qwen2/3, Mistral) at every position of "
     "the\n"
@@ -35,9 +34,8 @@ inline constexpr const char* logits_usage =
 inline constexpr const char* generate_usage =
     "usage: anvil generate --model DIR (--prompt TEXT | --ids LIST) [--chat [--system TEXT]]\n"
     "                      [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
-    "                      [--repetition-penalty R] [--seed S] [--backend cpu|ane|coreml|auto] "
-    "[--strict-device]\n"
-    "                      [--json]\n"
+    "                      [--repetition-penalty R] [--seed S] [--backend cpu|ane|coreml|auto]\n"
+    "                      [--strict-device] [--compress KIND] [--json]\n"
     "\n"
     "Continues the prompt with a decoder language model, streaming the text to stdout as it is generated.\n"
     "Greedy unless --temperature T > 0 (then top-k, top-p and the seed apply); --repetition-penalty as\n"
@@ -104,6 +102,7 @@ inline int run_logits(const std::vector<std::string_view>& argv, const char* arg
                          {{"model", true},
                           {"ids", true},
                           {"backend", true},
+                          {"compress", true},
                           {"strict-device", false},
                           {"out", true},
                           {"json", false},
@@ -173,6 +172,7 @@ inline int run_generate(const std::vector<std::string_view>& argv, const char* a
                           {"repetition-penalty", true},
                           {"seed", true},
                           {"backend", true},
+                          {"compress", true},
                           {"strict-device", false},
                           {"json", false},
                           {"help", false}});

@@ -85,8 +85,8 @@ inline json::value placement_json() {
 
 // --backend cpu|ane|coreml|auto (ane: the private framework; coreml: the public Core ML route; auto: the
 // Neural Engine where present, else the CPU; on Linux "present" means $ANVIL_ANE_SIM is set, and the
-// simulator stands in for Core ML too) and --strict-device (a segment the Neural Engine refuses is an error,
-// not a CPU fallback).
+// simulator stands in for Core ML too), --strict-device (a segment the Neural Engine refuses is an error,
+// not a CPU fallback) and --compress (compile_options::weight_compression).
 inline models::load_options backend_options(const arguments& args, std::string_view command,
                                             const char* argv0) {
     models::load_options options;
@@ -117,6 +117,14 @@ inline models::load_options backend_options(const arguments& args, std::string_v
     } else {
         throw usage_error(
             detail::message(command, ": --backend must be cpu, ane, coreml or auto, got '", backend, "'"));
+    }
+    if (const auto text = args.value("compress")) {
+        const auto parsed = parse_weight_compression(*text);
+        if (!parsed || *parsed == weight_compression::none) {
+            throw usage_error(detail::message(
+                command, ": --compress must be int8, lut4, lut4g32 or lut6, got '", *text, "'"));
+        }
+        options.compile.weight_compression = *parsed;
     }
     return options;
 }

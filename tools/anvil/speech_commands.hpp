@@ -17,7 +17,7 @@ inline constexpr const char* transcribe_usage =
     "usage: anvil transcribe --model DIR (AUDIO.wav... | --features F.npy) [--max-new-tokens N]\n"
     "                        [--language L] [--task transcribe|translate] [--timestamps]\n"
     "                        [--mel-out F.npy] [--encoder-out F.npy] [--backend cpu|ane|coreml|auto]\n"
-    "                        [--strict-device] [--json]\n"
+    "                        [--strict-device] [--compress KIND] [--json]\n"
     "\n"
     "Whisper speech-to-text, greedy, as Hugging Face's generate: the prompt is <|startoftranscript|>, the\n"
     "language (detected when --language is not given; multilingual models), the task and <|notimestamps|>\n"
@@ -86,6 +86,7 @@ inline int run_transcribe(const std::vector<std::string_view>& argv, const char*
                           {"mel-out", true},
                           {"encoder-out", true},
                           {"backend", true},
+                          {"compress", true},
                           {"strict-device", false},
                           {"out", true},
                           {"json", false},

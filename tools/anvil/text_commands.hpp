@@ -20,7 +20,7 @@ namespace anvil::cli {
 inline constexpr const char* embed_usage =
     "usage: anvil embed --model DIR (TEXT... | --ids LIST...) [--type-ids LIST...]\n"
     "                   [--pooling mean|cls|max|none] [--no-normalize] [--backend cpu|ane|coreml|auto]\n"
-    "                   [--strict-device] [--out F.npy] [--json]\n"
+    "                   [--strict-device] [--compress KIND] [--out F.npy] [--json]\n"
     "\n"
     "Sentence embeddings from a BERT, RoBERTa, XLM-R, MPNet or DistilBERT encoder (a sentence-transformers\n"
     "folder: pooling from 1_Pooling/config.json, L2 normalisation when modules.json has Normalize).\n"
@@ -29,7 +29,8 @@ inline constexpr const char* embed_usage =
 
 inline constexpr const char* rerank_usage =
     "usage: anvil rerank --model DIR (--query Q PASSAGE... | --ids LIST [--type-ids LIST] ...)\n"
-    "                    [--backend cpu|ane|coreml|auto] [--strict-device] [--out F.npy] [--json]\n"
+    "                    [--backend cpu|ane|coreml|auto] [--strict-device] [--compress KIND]\n"
+    "                    [--out F.npy] [--json]\n"
     "\n"
     "Scores each (query, passage) pair with a cross-encoder (BERT, RoBERTa/XLM-R or DistilBERT sequence\n"
     "classification): the score is the head's first logit. Prints the passages best first; --json and --out\n"
@@ -97,6 +98,7 @@ inline int run_embed(const std::vector<std::string_view>& argv, const char* argv
                           {"image", true},
                           {"pixels", true},
                           {"backend", true},
+                          {"compress", true},
                           {"strict-device", false},
                           {"out", true},
                           {"json", false},
@@ -167,6 +169,7 @@ inline int run_rerank(const std::vector<std::string_view>& argv, const char* arg
                           {"ids", true},
                           {"type-ids", true},
                           {"backend", true},
+                          {"compress", true},
                           {"strict-device", false},
                           {"out", true},
                           {"json", false},
