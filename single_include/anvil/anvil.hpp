@@ -6465,6 +6465,7 @@ public:
 
 private:
     friend class safetensors_file;
+    friend class checkpoint;  // checkpoint::from_tensors: tensors another format holds
 
     tensor_view(tensor_info info, std::span<const std::byte> bytes, std::shared_ptr<const std::string> source)
         : info_(std::move(info)), bytes_(bytes), source_(std::move(source)) {}
@@ -6551,6 +6552,7 @@ namespace detail {
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -6572,9 +6574,26 @@ inline constexpr std::uint64_t checkpoint_max_index_size = 100'000'000;
 
 }  // namespace detail
 
+// One tensor another format holds (a GGUF file), under its Hugging Face name: `bytes` are `type` elements
+// of row-major `shape`, owned by whatever from_tensors' `owner` keeps alive (the file's mapping, a
+// dequantised copy).
+struct checkpoint_tensor {
+    std::string name;
+    dtype type = dtype::f32;
+    std::vector<std::int64_t> shape;
+    std::span<const std::byte> bytes;
+};
+
 class checkpoint {
 public:
     [[nodiscard]] static checkpoint open(const std::filesystem::path& file_or_folder);
+
+    // A checkpoint of tensors read from another format: looked up, checked and loaded as a safetensors
+    // checkpoint's are. `source` names them in messages (the file's path); `owner` keeps their bytes alive
+    // as long as the checkpoint. Each tensor's byte count must match its type and shape, and names must be
+    // unique (format_error otherwise).
+    [[nodiscard]] static checkpoint from_tensors(std::string source, std::vector<checkpoint_tensor> tensors,
+                                                 std::shared_ptr<const void> owner);
 
     checkpoint(checkpoint&&) noexcept = default;
     checkpoint& operator=(checkpoint&&) noexcept = default;
@@ -6619,7 +6638,10 @@ private:
     std::filesystem::path index_path_;
     std::string source_;
     std::vector<safetensors_file> files_;
-    std::vector<const tensor_view*> by_name_;  // into files_' views, which keep their addresses when moved
+    // from_tensors: the views (allocated once, so by_name_ may point into them) and what keeps their bytes.
+    std::unique_ptr<std::vector<tensor_view>> foreign_;
+    std::shared_ptr<const void> owner_;
+    std::vector<const tensor_view*> by_name_;  // into files_' or foreign_'s views, which keep their addresses
 };
 
 }  // namespace anvil
@@ -8545,6 +8567,8 @@ struct causal_lm_access;
 
 class causal_lm {
 public:
+    // `folder`: a Hugging Face folder, or a llama.cpp .gguf file (gguf_decoder.hpp; it brings no tokenizer
+    // yet, so such a model takes token ids).
     [[nodiscard]] static causal_lm load(const std::filesystem::path& folder,
                                         const causal_lm_options& options = {});
 
@@ -8667,6 +8691,7 @@ private:
     causal_lm_options options_;
     std::vector<std::int64_t> rungs_;
     bool on_ane_ = false;
+    bool gguf_ = false;  // loaded from a .gguf file (no tokenizer read from it yet)
     std::int64_t window_ = 0;
     std::unique_ptr<compiled_shapes> programs_;  // prefill, and decode without a window
     std::unique_ptr<compiled_shapes> windowed_;  // decode with a window (its inputs resident too)
@@ -8692,6 +8717,56 @@ struct causal_lm_access {
 // #include "anvil/models/causal_lm-inl.hpp" (in the definitions at the end)
 #endif
 // #include "anvil/models/chat_template.hpp"
+// #include "anvil/models/gguf_decoder.hpp"
+// anvil: a llama.cpp GGUF file read as the Hugging Face folder a decoder recipe loads: config.json's fields
+// from the file's metadata, and its tensors under Hugging Face's names, so causal_lm loads a .gguf with the
+// same code, checks and messages as a safetensors folder (one mechanism for every source).
+//
+// Architectures: llama (Mistral's files are llama), qwen2 and qwen3. llama.cpp's converter
+// (convert_hf_to_gguf.py, LlamaModel.modify_tensors) reorders the rows of each head of attn_q and attn_k
+// from Hugging Face's rotate-half pairs (i, i + D/2) to interleaved ones (2i, 2i + 1); that permutation is
+// undone here. Qwen2/3 files keep Hugging Face's order (llama.cpp runs them with NeoX rotation).
+//
+// F32, F16 and BF16 tensors are views of the mapped file; quantised ones (Q8_0, Q4_0, ... ; io/gguf.hpp) and
+// the permuted attn_q / attn_k are dequantised to f32 once, at load.
+
+#include <filesystem>
+#include <memory>
+
+// #include "anvil/compilation.hpp"
+// #include "anvil/core/json.hpp"
+// #include "anvil/io/checkpoint.hpp"
+// #include "anvil/io/gguf.hpp"
+
+namespace anvil::models {
+
+struct gguf_decoder {
+    json::value config;                         // what config.json would hold
+    std::shared_ptr<const checkpoint> weights;  // the tensors, Hugging Face names
+};
+
+// Reads `file`. unsupported_error for another architecture or what anvil does not read yet (llama3's
+// rope_freqs, YaRN scaling, a partial rotary dimension), naming it; format_error for metadata or tensors
+// that contradict each other.
+[[nodiscard]] gguf_decoder read_gguf_decoder(const std::filesystem::path& file);
+
+// Whether `path` names a GGUF file (by its extension, as llama.cpp's tools do).
+[[nodiscard]] bool is_gguf_path(const std::filesystem::path& path);
+
+namespace recipe_detail {
+
+// Hugging Face's row order of one head-split projection [heads * head_dim, columns] from llama.cpp's
+// interleaved one: row h*D + 2i + j of `gguf_rows` becomes row h*D + j*D/2 + i.
+void unpermute_rope_rows(std::span<const float> gguf_rows, std::int64_t heads, std::int64_t columns,
+                         std::span<float> out);
+
+}  // namespace recipe_detail
+
+}  // namespace anvil::models
+
+#if ANVIL_DEFINITIONS
+// #include "anvil/models/gguf_decoder-inl.hpp" (in the definitions at the end)
+#endif
 // #include "anvil/models/sampling.hpp"
 // #include "anvil/models/speech.hpp"
 // anvil: the speech model recipes — Whisper speech-to-text (whisper), with WAVE input and Whisper's log-mel
@@ -29853,6 +29928,7 @@ ANVIL_INLINE safetensors_file safetensors_file::parse(std::span<const std::byte>
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -30077,9 +30153,52 @@ ANVIL_INLINE void checkpoint::check_unique(const std::string& source, std::strin
     }
 }
 
+ANVIL_INLINE checkpoint checkpoint::from_tensors(std::string source, std::vector<checkpoint_tensor> tensors,
+                                                 std::shared_ptr<const void> owner) {
+    checkpoint result;
+    result.path_ = source;
+    result.source_ = source;
+    result.owner_ = std::move(owner);
+    auto name = std::make_shared<const std::string>(source);
+    result.foreign_ = std::make_unique<std::vector<tensor_view>>();
+    result.foreign_->reserve(tensors.size());
+    for (checkpoint_tensor& t : tensors) {
+        std::uint64_t count = 1;
+        for (const std::int64_t d : t.shape) {
+            if (d < 0 || (d > 0 && count > UINT64_MAX / static_cast<std::uint64_t>(d)))
+                throw format_error(detail::message(source, ": tensor '", t.name, "' has an invalid shape"));
+            count *= static_cast<std::uint64_t>(d);
+        }
+        const std::uint64_t size = dtype_size(t.type);
+        if (size == 0 || count > UINT64_MAX / size || count * size != t.bytes.size()) {
+            throw format_error(detail::message(source, ": tensor '", t.name, "' holds ", t.bytes.size(),
+                                               " bytes, not the ", count, " ", dtype_name(t.type),
+                                               " values its shape needs"));
+        }
+        tensor_info info;
+        info.name = std::move(t.name);
+        info.type = t.type;
+        info.shape = std::move(t.shape);
+        info.element_count = count;
+        info.data_end = t.bytes.size();
+        result.foreign_->push_back(tensor_view(std::move(info), t.bytes, name));
+    }
+    result.build_index();
+    for (std::size_t i = 1; i < result.by_name_.size(); ++i) {
+        if (result.by_name_[i]->name() == result.by_name_[i - 1]->name())
+            throw format_error(
+                detail::message(source, ": two tensors are named '", result.by_name_[i]->name(), "'"));
+    }
+    return result;
+}
+
 ANVIL_INLINE void checkpoint::build_index() {
     for (const auto& file : files_) {
         for (const auto& view : file.tensors())
+            by_name_.push_back(&view);
+    }
+    if (foreign_) {
+        for (const auto& view : *foreign_)
             by_name_.push_back(&view);
     }
     std::sort(by_name_.begin(), by_name_.end(),
@@ -34298,6 +34417,7 @@ ANVIL_INLINE void sampler::apply_top_p() {
 // #include "anvil/core/error.hpp"
 // #include "anvil/io/checkpoint.hpp"
 // #include "anvil/models/causal_lm.hpp"
+// #include "anvil/models/gguf_decoder.hpp"
 
 namespace anvil::models::recipe_detail {
 
@@ -34384,9 +34504,15 @@ ANVIL_INLINE causal_lm causal_lm::load(const std::filesystem::path& folder,
                                        const causal_lm_options& options) {
     causal_lm lm;
     auto state = std::make_shared<shared_state>();
-    state->config = decoder_config::load(folder);
-    state->source = std::make_shared<const decoder_weight_source>(
-        std::make_shared<const checkpoint>(checkpoint::open(folder)), state->config);
+    if (is_gguf_path(folder)) {  // a llama.cpp file: its metadata as config.json, its tensors renamed
+        gguf_decoder read = read_gguf_decoder(folder);
+        state->config = decoder_config::from_json(read.config, folder.string() + " (metadata)");
+        state->source = std::make_shared<const decoder_weight_source>(std::move(read.weights), state->config);
+    } else {
+        state->config = decoder_config::load(folder);
+        state->source = std::make_shared<const decoder_weight_source>(
+            std::make_shared<const checkpoint>(checkpoint::open(folder)), state->config);
+    }
     {  // every tensor is found and shape-checked now, not at the first call
         graph scratch;
         weight_loader loader(scratch, state->source->file());
@@ -34394,6 +34520,7 @@ ANVIL_INLINE causal_lm causal_lm::load(const std::filesystem::path& folder,
     }
     lm.state_ = state;
     lm.options_ = options;
+    lm.gguf_ = is_gguf_path(folder);
     const device target = options.load.compile.target;
     const bool on_ane = target == device::ane || target == device::coreml ||
                         (target == device::automatic && anvil::detail::ane::available());
@@ -34436,6 +34563,9 @@ ANVIL_INLINE causal_lm causal_lm::load(const std::filesystem::path& folder,
 }
 
 ANVIL_INLINE const tokenizer& causal_lm::tokens() const {
+    if (!tokenizer_ && gguf_)
+        throw unsupported_error(
+            "causal_lm: anvil does not read a GGUF file's tokenizer (tokenizer.ggml.*) yet: give token ids");
     if (!tokenizer_)
         throw io_error(
             "causal_lm: the model folder has no tokenizer (tokenizer.json or vocab.json + merges.txt)");
@@ -34858,6 +34988,246 @@ ANVIL_INLINE void causal_lm_access::observe_logits(
 }
 
 }  // namespace anvil::models::recipe_detail
+// anvil: read_gguf_decoder's definitions (see gguf_decoder.hpp; compilation.hpp says when this file is
+// compiled).
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/models/gguf_decoder.hpp"
+
+namespace anvil::models {
+
+namespace gguf_detail {
+
+// What keeps a GGUF checkpoint's bytes: the mapped file, and the tensors dequantised or reordered at load.
+struct gguf_storage {
+    explicit gguf_storage(gguf_file f) : file(std::move(f)) {}
+    gguf_file file;
+    std::vector<std::vector<float>> copies;
+};
+
+// llama.cpp's per-layer tensor names and Hugging Face's, for the llama-style architectures.
+struct layer_name {
+    std::string_view gguf, hf;
+};
+inline constexpr layer_name layer_names[] = {
+    {"attn_norm.weight", "input_layernorm.weight"},
+    {"attn_q.weight", "self_attn.q_proj.weight"},
+    {"attn_q.bias", "self_attn.q_proj.bias"},
+    {"attn_k.weight", "self_attn.k_proj.weight"},
+    {"attn_k.bias", "self_attn.k_proj.bias"},
+    {"attn_v.weight", "self_attn.v_proj.weight"},
+    {"attn_v.bias", "self_attn.v_proj.bias"},
+    {"attn_output.weight", "self_attn.o_proj.weight"},
+    {"attn_q_norm.weight", "self_attn.q_norm.weight"},
+    {"attn_k_norm.weight", "self_attn.k_norm.weight"},
+    {"ffn_norm.weight", "post_attention_layernorm.weight"},
+    {"ffn_gate.weight", "mlp.gate_proj.weight"},
+    {"ffn_up.weight", "mlp.up_proj.weight"},
+    {"ffn_down.weight", "mlp.down_proj.weight"},
+};
+
+// Hugging Face's name for llama.cpp's `name`, or "" when it is not one of the architecture's tensors.
+inline std::string hf_name(std::string_view name) {
+    if (name == "token_embd.weight") return "model.embed_tokens.weight";
+    if (name == "output_norm.weight") return "model.norm.weight";
+    if (name == "output.weight") return "lm_head.weight";
+    if (!name.starts_with("blk.")) return {};
+    const std::size_t dot = name.find('.', 4);
+    if (dot == std::string_view::npos || dot == 4) return {};
+    const std::string_view index = name.substr(4, dot - 4);
+    for (const char c : index)
+        if (c < '0' || c > '9') return {};
+    const std::string_view rest = name.substr(dot + 1);
+    for (const layer_name& entry : layer_names)
+        if (entry.gguf == rest) return detail::message("model.layers.", index, ".", entry.hf);
+    return {};
+}
+
+}  // namespace gguf_detail
+
+namespace recipe_detail {
+
+ANVIL_INLINE void unpermute_rope_rows(std::span<const float> gguf_rows, std::int64_t heads,
+                                      std::int64_t columns, std::span<float> out) {
+    const auto rows = static_cast<std::int64_t>(gguf_rows.size()) / columns;
+    const std::int64_t head_dim = rows / heads, half = head_dim / 2;
+    const auto width = static_cast<std::size_t>(columns);
+    for (std::int64_t h = 0; h < heads; ++h)
+        for (std::int64_t i = 0; i < half; ++i)
+            for (std::int64_t j = 0; j < 2; ++j) {
+                const auto from = static_cast<std::size_t>(h * head_dim + 2 * i + j) * width;
+                const auto to = static_cast<std::size_t>(h * head_dim + j * half + i) * width;
+                std::copy_n(gguf_rows.begin() + static_cast<std::ptrdiff_t>(from), width,
+                            out.begin() + static_cast<std::ptrdiff_t>(to));
+            }
+}
+
+}  // namespace recipe_detail
+
+ANVIL_INLINE bool is_gguf_path(const std::filesystem::path& path) {
+    return path.extension() == ".gguf";
+}
+
+ANVIL_INLINE gguf_decoder read_gguf_decoder(const std::filesystem::path& file) {
+    using anvil::detail::message;
+    auto storage = std::make_shared<gguf_detail::gguf_storage>(gguf_file::open(file));
+    const gguf_file& g = storage->file;
+    const std::string source = file.string();
+    const std::string& arch = g.string("general.architecture");
+    struct known {
+        std::string_view arch, architecture;
+        bool permuted;  // llama.cpp reorders attn_q / attn_k for interleaved rotation
+    };
+    static constexpr known archs[] = {
+        {"llama", "LlamaForCausalLM", true},
+        {"qwen2", "Qwen2ForCausalLM", false},
+        {"qwen3", "Qwen3ForCausalLM", false},
+    };
+    const known* kind = nullptr;
+    for (const known& k : archs)
+        if (k.arch == arch) kind = &k;
+    if (kind == nullptr) {
+        throw unsupported_error(
+            message(source, ": general.architecture '", arch,
+                    "' is not supported (anvil reads llama, qwen2 and qwen3 GGUF files)"));
+    }
+    const auto key = [&](std::string_view name) { return message(arch, ".", name); };
+    const auto integer_or = [&](std::string_view name, std::optional<std::int64_t> fallback) -> std::int64_t {
+        const std::string k = key(name);
+        if (g.find(k) == nullptr) {
+            if (!fallback) throw format_error(message(source, ": the metadata key '", k, "' is missing"));
+            return *fallback;
+        }
+        return g.integer(k);
+    };
+    const std::int64_t hidden = integer_or("embedding_length", std::nullopt);
+    const std::int64_t heads = integer_or("attention.head_count", std::nullopt);
+    const std::int64_t kv_heads = integer_or("attention.head_count_kv", heads);
+    if (heads < 1 || kv_heads < 1 || hidden < 1) {
+        throw format_error(message(source, ": ", key("embedding_length"), " ", hidden, ", ",
+                                   key("attention.head_count"), " ", heads, " and ",
+                                   key("attention.head_count_kv"), " ", kv_heads, " must be positive"));
+    }
+    const std::int64_t head_dim = integer_or("attention.key_length", hidden / heads);
+    if (const std::int64_t rotary = integer_or("rope.dimension_count", head_dim); rotary != head_dim) {
+        throw unsupported_error(message(source, ": ", key("rope.dimension_count"), " ", rotary,
+                                        " rotates part of each head of ", head_dim, " (not supported)"));
+    }
+    if (g.find_tensor("rope_freqs.weight") != nullptr) {
+        throw unsupported_error(message(source,
+                                        ": rope_freqs.weight (llama3 RoPE scaling as llama.cpp stores it) "
+                                        "is not supported yet"));
+    }
+
+    json::object config;
+    config["model_type"] = json::value(std::string(arch));
+    config["architectures"] = json::value(json::array{json::value(std::string(kind->architecture))});
+    config["hidden_size"] = json::value(hidden);
+    config["intermediate_size"] = json::value(integer_or("feed_forward_length", std::nullopt));
+    config["num_hidden_layers"] = json::value(integer_or("block_count", std::nullopt));
+    config["num_attention_heads"] = json::value(heads);
+    config["num_key_value_heads"] = json::value(kv_heads);
+    config["head_dim"] = json::value(head_dim);
+    config["max_position_embeddings"] = json::value(integer_or("context_length", std::nullopt));
+    config["rms_norm_eps"] = json::value(g.number(key("attention.layer_norm_rms_epsilon")));
+    config["rope_theta"] =
+        json::value(g.find(key("rope.freq_base")) ? g.number(key("rope.freq_base")) : 10000.0);
+    config["hidden_act"] = json::value("silu");
+    if (const gguf_value* scaling = g.find(key("rope.scaling.type")); scaling != nullptr) {
+        const std::string* type = scaling->string();
+        if (type == nullptr)
+            throw format_error(message(source, ": ", key("rope.scaling.type"), " is not a string"));
+        if (*type == "linear") {
+            json::object rope;
+            rope["type"] = json::value("linear");
+            rope["factor"] = json::value(g.number(key("rope.scaling.factor")));
+            config["rope_scaling"] = json::value(std::move(rope));
+        } else if (*type != "none") {
+            throw unsupported_error(message(source, ": ", key("rope.scaling.type"), " '", *type,
+                                            "' is not supported (none, linear)"));
+        }
+    }
+    for (const auto& [gguf_key, hf_key] :
+         {std::pair<std::string_view, std::string_view>{"tokenizer.ggml.bos_token_id", "bos_token_id"},
+          {"tokenizer.ggml.eos_token_id", "eos_token_id"}}) {
+        if (g.find(gguf_key) != nullptr) config[std::string(hf_key)] = json::value(g.integer(gguf_key));
+    }
+    config["tie_word_embeddings"] = json::value(g.find_tensor("output.weight") == nullptr);
+    config["attention_bias"] = json::value(g.find_tensor("blk.0.attn_q.bias") != nullptr);
+    if (const gguf_tensor* embeddings = g.find_tensor("token_embd.weight"))
+        config["vocab_size"] = json::value(embeddings->shape().front());
+
+    // What every layer needs, named as the file names it (the loader would name Hugging Face's tensors).
+    const std::int64_t layers = integer_or("block_count", std::nullopt);
+    std::vector<std::string> missing;
+    for (const char* name : {"token_embd.weight", "output_norm.weight"})
+        if (g.find_tensor(name) == nullptr) missing.emplace_back(name);
+    for (std::int64_t i = 0; i < layers && missing.size() < 8; ++i) {
+        for (const char* part : {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm",
+                                 "ffn_gate", "ffn_up", "ffn_down"}) {
+            std::string name = message("blk.", i, ".", part, ".weight");
+            if (g.find_tensor(name) == nullptr) missing.push_back(std::move(name));
+        }
+    }
+    if (!missing.empty()) {
+        std::string list;
+        for (const std::string& name : missing)
+            list += (list.empty() ? "" : ", ") + name;
+        throw format_error(
+            message(source, ": a ", arch, " model of ", layers, " blocks needs tensors it lacks: ", list));
+    }
+
+    std::vector<checkpoint_tensor> tensors;
+    for (const gguf_tensor& t : g.tensors()) {
+        std::string name = gguf_detail::hf_name(t.name);
+        if (name.empty())
+            throw unsupported_error(
+                message(source, ": tensor '", t.name, "' is not one of a ", arch, " model's"));
+        std::vector<std::int64_t> shape = t.shape();
+        const bool permute = kind->permuted && shape.size() == 2 &&
+                             (t.name.ends_with(".attn_q.weight") || t.name.ends_with(".attn_k.weight"));
+        const auto type = static_cast<ggml_type>(t.type);
+        const std::optional<dtype> direct = type == ggml_type::F32    ? std::optional<dtype>(dtype::f32)
+                                            : type == ggml_type::F16  ? std::optional<dtype>(dtype::f16)
+                                            : type == ggml_type::BF16 ? std::optional<dtype>(dtype::bf16)
+                                                                      : std::nullopt;
+        if (direct && !permute) {
+            tensors.push_back({std::move(name), *direct, std::move(shape), t.bytes});
+            continue;
+        }
+        std::vector<float> values = t.to_f32();  // unsupported_error naming a type without a dequantiser
+        if (permute) {
+            const std::int64_t rows = shape[0], split = t.name.ends_with(".attn_q.weight") ? heads : kv_heads;
+            if (rows % split != 0 || (rows / split) % 2 != 0) {
+                throw format_error(message(source, ": tensor '", t.name, "' has ", rows, " rows, not ", split,
+                                           " heads of an even size"));
+            }
+            std::vector<float> ordered(values.size());
+            recipe_detail::unpermute_rope_rows(values, split, shape[1], ordered);
+            values = std::move(ordered);
+        }
+        storage->copies.push_back(std::move(values));
+        const std::vector<float>& kept = storage->copies.back();
+        tensors.push_back(
+            {std::move(name), dtype::f32, std::move(shape), std::as_bytes(std::span<const float>(kept))});
+    }
+    auto weights =
+        std::make_shared<const checkpoint>(checkpoint::from_tensors(source, std::move(tensors), storage));
+    return {json::value(std::move(config)), std::move(weights)};
+}
+
+}  // namespace anvil::models
 // anvil: whisper's definitions (see whisper.hpp; compilation.hpp says when this file is compiled).
 
 #include <algorithm>

@@ -2,7 +2,8 @@
 """Drives `anvil logits` and `anvil generate` on the decoder-LM fixtures (tests/data/decoder_lms/<name>/, written
 by tools/reference/decoder_lms.py from an independent PyTorch implementation): full logits against logits.npy,
 greedy continuations token for token against expected.json, the streamed text against --json's, seeded
-sampling reproducible, and the command line's contract (DESIGN.md): one-line errors with exit status 1, usage
+sampling reproducible, a llama.cpp .gguf file in place of a folder (tests/data/gguf/models), and the command
+line's contract (DESIGN.md): one-line errors with exit status 1, usage
 errors with exit status 2. Reads .npy with its own small reader (no numpy needed).
 
 usage: test_lm_commands.py PATH_TO_ANVIL [FIXTURES_DIR (default tests/data/decoder_lms)]
@@ -149,6 +150,24 @@ def test_text_prompt_and_chat(name: str) -> None:
         check_error(result, 1, "anvil: error:", "chat template", what=f"{name}: --chat without a chat template")
 
 
+def test_gguf(tmp: pathlib.Path) -> None:
+    """A llama.cpp file in place of a folder (tools/reference/gguf_models.py wrote it, with PyTorch's logits)."""
+    folder = DATA / "gguf" / "models"
+    ids = json.loads((folder / "prompt.json").read_text())["ids"]
+    out = tmp / "gguf_logits.npy"
+    result = anvil("logits", "--model", folder / "llama_gqa_q8_0.gguf", "--ids", ids_text(ids), "--backend", "cpu",
+                   "--out", out)
+    check(result.returncode == 0, f"gguf: logits --model FILE.gguf runs ({result.stderr.strip()!r})")
+    want_shape, want = read_npy(folder / "llama_gqa_q8_0_logits.npy")
+    got_shape, got = read_npy(out) if out.exists() else ((), [])
+    error = max_relative_error(got, want) if got else 1.0
+    check(got_shape == want_shape and error < 1e-4, f"gguf: logits match PyTorch's (error {error:.2g})")
+    check_error(anvil("generate", "--model", folder / "llama_gqa_q8_0.gguf", "--prompt", "hello", "--backend",
+                      "cpu"), 1, "anvil: error:", "tokenizer", what="generate --prompt with a GGUF file")
+    check_error(anvil("logits", "--model", folder / "refused" / "arch_gpt2.gguf", "--ids", "1", "--backend", "cpu"),
+                1, "anvil: error:", "gpt2", what="logits of a GGUF architecture anvil does not run")
+
+
 def test_errors() -> None:
     folder = next((LMS / n for n in NAMES if (LMS / n).exists()), LMS / "llama")
     check_error(anvil("logits", "--ids", "1,2"), 2, "anvil: usage:", "--model", what="logits without --model")
@@ -186,6 +205,7 @@ def main() -> int:
             test_text_prompt_and_chat(present[0])
             if "qwen3" in present:
                 test_text_prompt_and_chat("qwen3")
+        test_gguf(pathlib.Path(tmp))
         test_errors()
     print(f"cli.lm: {len(failures)} failed")
     return 1 if failures else 0

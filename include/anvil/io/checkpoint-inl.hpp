@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -230,9 +231,52 @@ ANVIL_INLINE void checkpoint::check_unique(const std::string& source, std::strin
     }
 }
 
+ANVIL_INLINE checkpoint checkpoint::from_tensors(std::string source, std::vector<checkpoint_tensor> tensors,
+                                                 std::shared_ptr<const void> owner) {
+    checkpoint result;
+    result.path_ = source;
+    result.source_ = source;
+    result.owner_ = std::move(owner);
+    auto name = std::make_shared<const std::string>(source);
+    result.foreign_ = std::make_unique<std::vector<tensor_view>>();
+    result.foreign_->reserve(tensors.size());
+    for (checkpoint_tensor& t : tensors) {
+        std::uint64_t count = 1;
+        for (const std::int64_t d : t.shape) {
+            if (d < 0 || (d > 0 && count > UINT64_MAX / static_cast<std::uint64_t>(d)))
+                throw format_error(detail::message(source, ": tensor '", t.name, "' has an invalid shape"));
+            count *= static_cast<std::uint64_t>(d);
+        }
+        const std::uint64_t size = dtype_size(t.type);
+        if (size == 0 || count > UINT64_MAX / size || count * size != t.bytes.size()) {
+            throw format_error(detail::message(source, ": tensor '", t.name, "' holds ", t.bytes.size(),
+                                               " bytes, not the ", count, " ", dtype_name(t.type),
+                                               " values its shape needs"));
+        }
+        tensor_info info;
+        info.name = std::move(t.name);
+        info.type = t.type;
+        info.shape = std::move(t.shape);
+        info.element_count = count;
+        info.data_end = t.bytes.size();
+        result.foreign_->push_back(tensor_view(std::move(info), t.bytes, name));
+    }
+    result.build_index();
+    for (std::size_t i = 1; i < result.by_name_.size(); ++i) {
+        if (result.by_name_[i]->name() == result.by_name_[i - 1]->name())
+            throw format_error(
+                detail::message(source, ": two tensors are named '", result.by_name_[i]->name(), "'"));
+    }
+    return result;
+}
+
 ANVIL_INLINE void checkpoint::build_index() {
     for (const auto& file : files_) {
         for (const auto& view : file.tensors())
+            by_name_.push_back(&view);
+    }
+    if (foreign_) {
+        for (const auto& view : *foreign_)
             by_name_.push_back(&view);
     }
     std::sort(by_name_.begin(), by_name_.end(),

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -31,9 +32,26 @@ inline constexpr std::uint64_t checkpoint_max_index_size = 100'000'000;
 
 }  // namespace detail
 
+// One tensor another format holds (a GGUF file), under its Hugging Face name: `bytes` are `type` elements
+// of row-major `shape`, owned by whatever from_tensors' `owner` keeps alive (the file's mapping, a
+// dequantised copy).
+struct checkpoint_tensor {
+    std::string name;
+    dtype type = dtype::f32;
+    std::vector<std::int64_t> shape;
+    std::span<const std::byte> bytes;
+};
+
 class checkpoint {
 public:
     [[nodiscard]] static checkpoint open(const std::filesystem::path& file_or_folder);
+
+    // A checkpoint of tensors read from another format: looked up, checked and loaded as a safetensors
+    // checkpoint's are. `source` names them in messages (the file's path); `owner` keeps their bytes alive
+    // as long as the checkpoint. Each tensor's byte count must match its type and shape, and names must be
+    // unique (format_error otherwise).
+    [[nodiscard]] static checkpoint from_tensors(std::string source, std::vector<checkpoint_tensor> tensors,
+                                                 std::shared_ptr<const void> owner);
 
     checkpoint(checkpoint&&) noexcept = default;
     checkpoint& operator=(checkpoint&&) noexcept = default;
@@ -78,7 +96,10 @@ private:
     std::filesystem::path index_path_;
     std::string source_;
     std::vector<safetensors_file> files_;
-    std::vector<const tensor_view*> by_name_;  // into files_' views, which keep their addresses when moved
+    // from_tensors: the views (allocated once, so by_name_ may point into them) and what keeps their bytes.
+    std::unique_ptr<std::vector<tensor_view>> foreign_;
+    std::shared_ptr<const void> owner_;
+    std::vector<const tensor_view*> by_name_;  // into files_' or foreign_'s views, which keep their addresses
 };
 
 }  // namespace anvil

@@ -137,6 +137,7 @@ public:
 
 private:
     friend class safetensors_file;
+    friend class checkpoint;  // checkpoint::from_tensors: tensors another format holds
 
     tensor_view(tensor_info info, std::span<const std::byte> bytes, std::shared_ptr<const std::string> source)
         : info_(std::move(info)), bytes_(bytes), source_(std::move(source)) {}

@@ -22,6 +22,7 @@
 #include "anvil/core/error.hpp"
 #include "anvil/io/checkpoint.hpp"
 #include "anvil/models/causal_lm.hpp"
+#include "anvil/models/gguf_decoder.hpp"
 
 namespace anvil::models::recipe_detail {
 
@@ -108,9 +109,15 @@ ANVIL_INLINE causal_lm causal_lm::load(const std::filesystem::path& folder,
                                        const causal_lm_options& options) {
     causal_lm lm;
     auto state = std::make_shared<shared_state>();
-    state->config = decoder_config::load(folder);
-    state->source = std::make_shared<const decoder_weight_source>(
-        std::make_shared<const checkpoint>(checkpoint::open(folder)), state->config);
+    if (is_gguf_path(folder)) {  // a llama.cpp file: its metadata as config.json, its tensors renamed
+        gguf_decoder read = read_gguf_decoder(folder);
+        state->config = decoder_config::from_json(read.config, folder.string() + " (metadata)");
+        state->source = std::make_shared<const decoder_weight_source>(std::move(read.weights), state->config);
+    } else {
+        state->config = decoder_config::load(folder);
+        state->source = std::make_shared<const decoder_weight_source>(
+            std::make_shared<const checkpoint>(checkpoint::open(folder)), state->config);
+    }
     {  // every tensor is found and shape-checked now, not at the first call
         graph scratch;
         weight_loader loader(scratch, state->source->file());
@@ -118,6 +125,7 @@ ANVIL_INLINE causal_lm causal_lm::load(const std::filesystem::path& folder,
     }
     lm.state_ = state;
     lm.options_ = options;
+    lm.gguf_ = is_gguf_path(folder);
     const device target = options.load.compile.target;
     const bool on_ane = target == device::ane || target == device::coreml ||
                         (target == device::automatic && anvil::detail::ane::available());
@@ -160,6 +168,9 @@ ANVIL_INLINE causal_lm causal_lm::load(const std::filesystem::path& folder,
 }
 
 ANVIL_INLINE const tokenizer& causal_lm::tokens() const {
+    if (!tokenizer_ && gguf_)
+        throw unsupported_error(
+            "causal_lm: anvil does not read a GGUF file's tokenizer (tokenizer.ggml.*) yet: give token ids");
     if (!tokenizer_)
         throw io_error(
             "causal_lm: the model folder has no tokenizer (tokenizer.json or vocab.json + merges.txt)");

@@ -1,0 +1,50 @@
+// anvil: a llama.cpp GGUF file read as the Hugging Face folder a decoder recipe loads: config.json's fields
+// from the file's metadata, and its tensors under Hugging Face's names, so causal_lm loads a .gguf with the
+// same code, checks and messages as a safetensors folder (one mechanism for every source).
+//
+// Architectures: llama (Mistral's files are llama), qwen2 and qwen3. llama.cpp's converter
+// (convert_hf_to_gguf.py, LlamaModel.modify_tensors) reorders the rows of each head of attn_q and attn_k
+// from Hugging Face's rotate-half pairs (i, i + D/2) to interleaved ones (2i, 2i + 1); that permutation is
+// undone here. Qwen2/3 files keep Hugging Face's order (llama.cpp runs them with NeoX rotation).
+//
+// F32, F16 and BF16 tensors are views of the mapped file; quantised ones (Q8_0, Q4_0, ... ; io/gguf.hpp) and
+// the permuted attn_q / attn_k are dequantised to f32 once, at load.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+
+#include "anvil/compilation.hpp"
+#include "anvil/core/json.hpp"
+#include "anvil/io/checkpoint.hpp"
+#include "anvil/io/gguf.hpp"
+
+namespace anvil::models {
+
+struct gguf_decoder {
+    json::value config;                         // what config.json would hold
+    std::shared_ptr<const checkpoint> weights;  // the tensors, Hugging Face names
+};
+
+// Reads `file`. unsupported_error for another architecture or what anvil does not read yet (llama3's
+// rope_freqs, YaRN scaling, a partial rotary dimension), naming it; format_error for metadata or tensors
+// that contradict each other.
+[[nodiscard]] gguf_decoder read_gguf_decoder(const std::filesystem::path& file);
+
+// Whether `path` names a GGUF file (by its extension, as llama.cpp's tools do).
+[[nodiscard]] bool is_gguf_path(const std::filesystem::path& path);
+
+namespace recipe_detail {
+
+// Hugging Face's row order of one head-split projection [heads * head_dim, columns] from llama.cpp's
+// interleaved one: row h*D + 2i + j of `gguf_rows` becomes row h*D + j*D/2 + i.
+void unpermute_rope_rows(std::span<const float> gguf_rows, std::int64_t heads, std::int64_t columns,
+                         std::span<float> out);
+
+}  // namespace recipe_detail
+
+}  // namespace anvil::models
+
+#if ANVIL_DEFINITIONS
+#include "anvil/models/gguf_decoder-inl.hpp"
+#endif

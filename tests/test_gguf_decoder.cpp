@@ -1,0 +1,126 @@
+// Decoder LMs from llama.cpp GGUF files (models/gguf_decoder.hpp). Where the expected values come from:
+// tools/reference/gguf_models.py writes each file as llama.cpp's converter lays it out (its names, ne order,
+// llama's q/k row permutation, matrices in F32, F16, Q8_0 or Q4_0 by its own quantisers) from
+// decoder_lms.py's plain-PyTorch Llama/Qwen2 with seeded random weights, and computes the logits of the
+// weights each file decodes to in float64. The refused files come from the same script, one defect each.
+#include <doctest/doctest.h>
+#include <anvil/anvil.hpp>
+
+#include "model_test_support.hpp"
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace test_gguf_decoder {
+
+namespace {
+
+using anvil::models::causal_lm;
+using anvil_test::data_path;
+
+std::vector<std::int32_t> prompt_ids() {
+    std::vector<std::int32_t> ids;
+    const auto document = anvil::json::parse_file(data_path("gguf/models/prompt.json"));
+    for (const auto& id : document.find("ids")->as_array())
+        ids.push_back(static_cast<std::int32_t>(id.as_int()));
+    return ids;
+}
+
+causal_lm load_cpu(const std::string& file) {
+    anvil::models::causal_lm_options options;
+    options.load = anvil_test::cpu();
+    return causal_lm::load(data_path("gguf/models/" + file), options);
+}
+
+}  // namespace
+
+TEST_CASE("gguf decoder: logits equal PyTorch's for the weights each file holds, F32 to Q4_0") {
+    const std::vector<std::int32_t> ids = prompt_ids();
+    for (const std::string name :
+         {"llama_gqa_f32", "llama_gqa_f16", "llama_gqa_q8_0", "llama_gqa_q4_0", "qwen2_tied_q8_0"}) {
+        CAPTURE(name);
+        auto lm = load_cpu(name + ".gguf");
+        const anvil::host_tensor want =
+            anvil_test::load_npy(data_path("gguf/models/" + name + "_logits.npy"));
+        const double error = anvil_test::max_relative_error(lm.logits(ids), want);
+        MESSAGE(name, ": logits max relative error ", error);
+        // fp32 against the float64 reference of the same (dequantised) weights, as the safetensors fixtures
+        // (test_causal_lm.cpp): the quantised weights are decoded exactly, so they add nothing.
+        CHECK(error < 1e-4);
+        CHECK_FALSE(lm.has_tokenizer());
+    }
+    // A wrong permutation (or none) would still run: check it changes the numbers. The Q4_0 file's logits
+    // are not the F32 file's, so the files really hold different weights.
+    const auto f32 = anvil_test::load_npy(data_path("gguf/models/llama_gqa_f32_logits.npy"));
+    const auto q4 = anvil_test::load_npy(data_path("gguf/models/llama_gqa_q4_0_logits.npy"));
+    CHECK(anvil_test::max_relative_error(q4, f32) > 1e-2);
+}
+
+TEST_CASE("gguf decoder: the hyper-parameters come from the metadata") {
+    const auto llama = load_cpu("llama_gqa_f16.gguf");
+    const auto& c = llama.config();
+    CHECK(c.model_type == "llama");
+    CHECK(c.hidden == 64);
+    CHECK(c.layers == 2);
+    CHECK(c.heads == 4);
+    CHECK(c.kv_heads == 2);
+    CHECK(c.head_dim == 16);
+    CHECK(c.vocab_size == 320);
+    CHECK_FALSE(c.tie_word_embeddings);
+    const auto qwen = load_cpu("qwen2_tied_q8_0.gguf");
+    CHECK(qwen.config().model_type == "qwen2");
+    CHECK(qwen.config().kv_heads == 1);
+    CHECK(qwen.config().tie_word_embeddings);
+    CHECK(qwen.config().eos_token_ids == std::vector<std::int32_t>{319});
+}
+
+TEST_CASE("gguf decoder: llama.cpp's interleaved q/k rows go back to Hugging Face's rotate-half order") {
+    // One head of 4 rows, 2 columns: llama.cpp stores rows (0, 2, 1, 3) of Hugging Face's as rows 0..3.
+    const std::vector<float> gguf{0, 0, 20, 20, 10, 10, 30, 30};
+    std::vector<float> out(gguf.size());
+    anvil::models::recipe_detail::unpermute_rope_rows(gguf, 1, 2, out);
+    CHECK(out == std::vector<float>{0, 0, 10, 10, 20, 20, 30, 30});
+    // Two heads of 4: each head on its own.
+    const std::vector<float> two{0, 2, 1, 3, 4, 6, 5, 7};
+    std::vector<float> back(two.size());
+    anvil::models::recipe_detail::unpermute_rope_rows(two, 2, 1, back);
+    CHECK(back == std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7});
+}
+
+TEST_CASE("gguf decoder: files anvil cannot run name what is wrong") {
+    const std::string folder = data_path("gguf/models/refused");
+    std::ifstream manifest(folder + "/expected.tsv");
+    REQUIRE(manifest.good());
+    std::size_t count = 0;
+    for (std::string line; std::getline(manifest, line);) {
+        if (line.empty()) continue;
+        const auto first = line.find('\t'), second = line.find('\t', first + 1);
+        REQUIRE(second != std::string::npos);
+        const std::string file = line.substr(0, first), kind = line.substr(first + 1, second - first - 1),
+                          words = line.substr(second + 1);
+        CAPTURE(file);
+        ++count;
+        anvil::models::causal_lm_options options;
+        options.load = anvil_test::cpu();
+        const std::string path = folder + "/" + file;
+        std::string message = "(loaded)";
+        bool right_kind = false;
+        try {
+            (void)causal_lm::load(path, options);
+        } catch (const anvil::unsupported_error& e) {
+            message = e.what();
+            right_kind = kind == "unsupported";
+        } catch (const anvil::format_error& e) {
+            message = e.what();
+            right_kind = kind == "format";
+        }
+        CAPTURE(message);
+        CHECK(right_kind);
+        CHECK(message.find(words) != std::string::npos);
+        CHECK(message.find(path) != std::string::npos);
+    }
+    CHECK(count == 8);
+}
+
+}  // namespace test_gguf_decoder

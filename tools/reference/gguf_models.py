@@ -1,0 +1,212 @@
+#!/usr/bin/python3
+"""GGUF decoder fixtures: random-weight Llama and Qwen2 models written as llama.cpp's converter writes them, with
+the PyTorch logits of the weights each file holds.
+
+Each model is decoder_lms.py's plain-PyTorch LlamaForCausalLM (the port of modeling_llama.py / modeling_qwen2.py
+the safetensors fixtures use), with its seeded random weights (decoder_lms.randomize). The files follow
+convert_hf_to_gguf.py (LlamaModel / Qwen2Model) and the GGUF spec (ggml/docs/gguf.md), written here without
+llama.cpp or gguf-py:
+  - tensor names token_embd, blk.N.attn_norm / attn_q / attn_k / attn_v / attn_output / ffn_norm / ffn_gate /
+    ffn_up / ffn_down (.weight, .bias for Qwen2's q/k/v), output_norm, output (absent when tied);
+  - ne the shape reversed (ne[0] the input dimension);
+  - llama only: attn_q and attn_k rows permuted per head from rotate-half to interleaved pairs
+    (w.reshape(n_head, 2, D / 2, in).swapaxes(1, 2)), with n_head_kv heads for attn_k;
+  - matrices stored in the file's type (F32, F16, Q8_0, Q4_0, each quantised by gguf_fixtures.py's own
+    quantisers), norms and biases F32, as llama.cpp does;
+  - metadata {arch}.context_length, embedding_length, block_count, feed_forward_length, attention.head_count,
+    attention.head_count_kv, attention.layer_norm_rms_epsilon, rope.freq_base, rope.dimension_count, and the
+    tokenizer's bos/eos ids.
+<name>_<type>_logits.npy: the model's logits [S, V] for prompt.json's ids, computed in float64 with the weights
+the file decodes to (the quantisers' own decoding, the permutation undone). An F32 file's logits are the model's.
+refused/: small files anvil must refuse, one defect each; expected.tsv lines `file<TAB>kind<TAB>words`, kind
+`unsupported` (anvil::unsupported_error) or `format` (anvil::format_error), the words what the message names.
+
+  /usr/bin/python3 tools/reference/gguf_models.py tests/data
+"""
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import decoder_lms as lm  # noqa: E402
+import gguf_fixtures as gf  # noqa: E402
+import hf_format  # noqa: E402
+
+LAYER_NAMES = {
+    "input_layernorm.weight": "attn_norm.weight",
+    "self_attn.q_proj.weight": "attn_q.weight", "self_attn.q_proj.bias": "attn_q.bias",
+    "self_attn.k_proj.weight": "attn_k.weight", "self_attn.k_proj.bias": "attn_k.bias",
+    "self_attn.v_proj.weight": "attn_v.weight", "self_attn.v_proj.bias": "attn_v.bias",
+    "self_attn.o_proj.weight": "attn_output.weight",
+    "post_attention_layernorm.weight": "ffn_norm.weight",
+    "mlp.gate_proj.weight": "ffn_gate.weight", "mlp.up_proj.weight": "ffn_up.weight",
+    "mlp.down_proj.weight": "ffn_down.weight",
+}
+
+
+def gguf_name(name):
+    if name == "model.embed_tokens.weight":
+        return "token_embd.weight"
+    if name == "model.norm.weight":
+        return "output_norm.weight"
+    if name == "lm_head.weight":
+        return "output.weight"
+    parts = name.split(".")
+    assert parts[:2] == ["model", "layers"], name
+    return f"blk.{parts[2]}." + LAYER_NAMES[".".join(parts[3:])]
+
+
+def permute(w, heads):
+    """convert_hf_to_gguf.py's LlamaModel.permute: rotate-half pairs (i, i + D/2) to interleaved (2i, 2i + 1)."""
+    return w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def unpermute(w, heads):
+    return w.reshape(heads, w.shape[0] // heads // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def spec(name, config, seed):
+    arch = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}[config["model_type"]]
+    config["architectures"] = [arch]
+    config["torch_dtype"] = "float32"
+    return {"name": name, "config": config, "dtype": torch.float32, "seed": seed, "eos": [config["eos_token_id"]],
+            "qk_scale": 1.5, "out_scale": 0.2, "beta": 2.5, "kappa": 4.0, "gamma": 1.5}
+
+
+MODELS = [
+    # Grouped-query attention (2 key/value heads for 4), untied: both permutations and output.weight.
+    (spec("llama_gqa", lm.llama_config("llama", hidden_size=64, intermediate_size=96, num_attention_heads=4,
+                                       num_key_value_heads=2, rope_theta=10000.0, rope_scaling=None), 2),
+     ("F32", "F16", "Q8_0", "Q4_0")),
+    # Qwen2: biases on q/k/v, one key/value head, tied embeddings, no permutation.
+    (spec("qwen2_tied", lm.llama_config("qwen2", hidden_size=64, intermediate_size=96, num_key_value_heads=1,
+                                        attention_bias=True, tie_word_embeddings=True, rope_theta=1000000.0,
+                                        bos_token_id=317, eos_token_id=319), 4),
+     ("Q8_0",)),
+]
+
+
+def write_model(model_spec, kind, prompt, out):
+    c = model_spec["config"]
+    arch = c["model_type"]
+    model = lm.build_model(model_spec, model_spec["seed"])
+    heads, kv_heads = c["num_attention_heads"], c["num_key_value_heads"]
+    metadata = [
+        ("general.architecture", gf.STRING, arch),
+        ("general.name", gf.STRING, f"anvil {model_spec['name']} {kind}"),
+        ("general.alignment", gf.U32, 32),
+        (f"{arch}.context_length", gf.U32, c["max_position_embeddings"]),
+        (f"{arch}.embedding_length", gf.U32, c["hidden_size"]),
+        (f"{arch}.block_count", gf.U32, c["num_hidden_layers"]),
+        (f"{arch}.feed_forward_length", gf.U32, c["intermediate_size"]),
+        (f"{arch}.attention.head_count", gf.U32, heads),
+        (f"{arch}.attention.head_count_kv", gf.U32, kv_heads),
+        (f"{arch}.attention.layer_norm_rms_epsilon", gf.F32V, c["rms_norm_eps"]),
+        (f"{arch}.rope.freq_base", gf.F32V, c["rope_theta"]),
+        (f"{arch}.rope.dimension_count", gf.U32, c["hidden_size"] // heads),
+        ("tokenizer.ggml.bos_token_id", gf.U32, c["bos_token_id"]),
+        ("tokenizer.ggml.eos_token_id", gf.U32, c["eos_token_id"]),
+    ]
+    tensors, decoded_weights = [], {}
+    for name, p in model.state_dict().items():
+        if name == "lm_head.weight" and model.tied():
+            continue
+        w = p.to(torch.float32).numpy()
+        split = None
+        if arch == "llama" and name.endswith("q_proj.weight"):
+            split = heads
+        elif arch == "llama" and name.endswith("k_proj.weight"):
+            split = kv_heads
+        stored = permute(w, split) if split else w
+        matrix = stored.ndim == 2
+        type_name = kind if matrix else "F32"
+        payload, decoded = gf.QUANTISERS[type_name](stored.reshape(-1).astype(np.float32))
+        decoded = decoded.reshape(stored.shape).astype(np.float64)
+        decoded_weights[name] = unpermute(decoded, split) if split else decoded
+        tensors.append((gguf_name(name), gf.TYPES[type_name], list(reversed(stored.shape)), payload))
+    with open(os.path.join(out, f"{model_spec['name']}_{kind.lower()}.gguf"), "wb") as f:
+        f.write(gf.write_gguf(metadata, tensors, alignment=32))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name in decoded_weights:
+                p.copy_(torch.from_numpy(decoded_weights[name]))
+    logits = lm.full_logits(model, prompt).numpy().astype(np.float32)
+    hf_format.save_npy(os.path.join(out, f"{model_spec['name']}_{kind.lower()}_logits.npy"), logits)
+    return float(np.abs(logits).max())
+
+
+def tiny_file(arch="llama", extra_metadata=(), drop_metadata=(), extra_tensors=(), drop_tensors=(), kv_heads=2):
+    """A one-layer model (vocab 32, hidden 32, 4 heads) with seeded values, matrices in Q4_0: the base of the
+    files anvil must refuse, each with one thing changed."""
+    rng = np.random.default_rng(7)
+    hidden, heads, vocab, ffn = 32, 4, 32, 32
+    head_dim = hidden // heads
+    metadata = [(k, kind, v) for k, kind, v in [
+        ("general.architecture", gf.STRING, arch),
+        (f"{arch}.context_length", gf.U32, 64), (f"{arch}.embedding_length", gf.U32, hidden),
+        (f"{arch}.block_count", gf.U32, 1), (f"{arch}.feed_forward_length", gf.U32, ffn),
+        (f"{arch}.attention.head_count", gf.U32, heads), (f"{arch}.attention.head_count_kv", gf.U32, kv_heads),
+        (f"{arch}.attention.layer_norm_rms_epsilon", gf.F32V, 1e-6), (f"{arch}.rope.freq_base", gf.F32V, 10000.0),
+    ] if k.split(".", 1)[-1] not in drop_metadata] + list(extra_metadata)
+    shapes = {"token_embd.weight": (vocab, hidden), "output_norm.weight": (hidden,), "output.weight": (vocab, hidden),
+              "blk.0.attn_norm.weight": (hidden,), "blk.0.attn_q.weight": (hidden, hidden),
+              "blk.0.attn_k.weight": (2 * head_dim, hidden), "blk.0.attn_v.weight": (2 * head_dim, hidden),
+              "blk.0.attn_output.weight": (hidden, hidden), "blk.0.ffn_norm.weight": (hidden,),
+              "blk.0.ffn_gate.weight": (ffn, hidden), "blk.0.ffn_up.weight": (ffn, hidden),
+              "blk.0.ffn_down.weight": (hidden, ffn)}
+    shapes.update(dict(extra_tensors))
+    tensors = []
+    for name, shape in shapes.items():
+        if name in drop_tensors:
+            continue
+        values = rng.standard_normal(int(np.prod(shape))).astype(np.float32)
+        kind = "Q4_0" if len(shape) == 2 else "F32"
+        payload, _ = gf.QUANTISERS[kind](values)
+        tensors.append((name, gf.TYPES[kind], list(reversed(shape)), payload))
+    return gf.write_gguf(metadata, tensors, alignment=32)
+
+
+# What anvil must refuse: (file, the error's kind, words its message must contain).
+REFUSED = [
+    ("arch_gpt2.gguf", lambda: tiny_file(arch="gpt2"), "unsupported", "'gpt2'"),
+    ("rope_freqs.gguf", lambda: tiny_file(extra_tensors=[("rope_freqs.weight", (4,))]), "unsupported",
+     "rope_freqs.weight"),
+    ("yarn.gguf", lambda: tiny_file(extra_metadata=[("llama.rope.scaling.type", gf.STRING, "yarn"),
+                                                    ("llama.rope.scaling.factor", gf.F32V, 4.0)]), "unsupported",
+     "'yarn'"),
+    ("partial_rotary.gguf", lambda: tiny_file(extra_metadata=[("llama.rope.dimension_count", gf.U32, 4)]),
+     "unsupported", "rope.dimension_count"),
+    ("unknown_tensor.gguf", lambda: tiny_file(extra_tensors=[("blk.0.attn_qkv.weight", (96, 32))]), "unsupported",
+     "blk.0.attn_qkv.weight"),
+    ("missing_heads.gguf", lambda: tiny_file(drop_metadata=("attention.head_count",)), "format",
+     "llama.attention.head_count"),
+    ("kv_heads_do_not_divide.gguf", lambda: tiny_file(kv_heads=3), "format", "not 3 heads"),
+    ("missing_norm.gguf", lambda: tiny_file(drop_tensors=("output_norm.weight",)), "format", "output_norm.weight"),
+]
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else "tests/data"
+    out = os.path.join(root, "gguf", "models")
+    os.makedirs(out, exist_ok=True)
+    prompts, _ = lm.make_prompts()
+    prompt = prompts[0]
+    hf_format.write_json(os.path.join(out, "prompt.json"), {"ids": prompt})
+    refused = os.path.join(out, "refused")
+    os.makedirs(refused, exist_ok=True)
+    with open(os.path.join(refused, "expected.tsv"), "w") as manifest:
+        for name, make, kind, words in REFUSED:
+            with open(os.path.join(refused, name), "wb") as f:
+                f.write(make())
+            manifest.write(f"{name}\t{kind}\t{words}\n")
+    for model_spec, kinds in MODELS:
+        for kind in kinds:
+            largest = write_model(model_spec, kind, prompt, out)
+            print(f"{model_spec['name']} {kind}: largest |logit| {largest:.2f}")
+
+
+if __name__ == "__main__":
+    main()
