@@ -37,8 +37,8 @@ causal_lm load_cpu(const std::string& file) {
 
 TEST_CASE("gguf decoder: logits equal PyTorch's for the weights each file holds, F32 to Q4_0") {
     const std::vector<std::int32_t> ids = prompt_ids();
-    for (const std::string name :
-         {"llama_gqa_f32", "llama_gqa_f16", "llama_gqa_q8_0", "llama_gqa_q4_0", "qwen2_tied_q8_0"}) {
+    for (const std::string name : {"llama_gqa_f32", "llama_gqa_f16", "llama_gqa_q8_0", "llama_gqa_q4_0",
+                                   "qwen2_tied_q8_0", "gpt2_f16", "gpt2_q8_0"}) {
         CAPTURE(name);
         auto lm = load_cpu(name + ".gguf");
         const anvil::host_tensor want =
@@ -73,6 +73,13 @@ TEST_CASE("gguf decoder: the hyper-parameters come from the metadata") {
     CHECK(qwen.config().kv_heads == 1);
     CHECK(qwen.config().tie_word_embeddings);
     CHECK(qwen.config().eos_token_ids == std::vector<std::int32_t>{319});
+    // GPT-2: the converter writes the tied head out as a copy of the embeddings; it is read as tied.
+    const auto gpt2 = load_cpu("gpt2_q8_0.gguf");
+    CHECK(gpt2.config().model_type == "gpt2");
+    CHECK(gpt2.config().learned_positions());
+    CHECK(gpt2.config().intermediate == 96);
+    CHECK(gpt2.config().max_position_embeddings == 64);
+    CHECK(gpt2.config().tie_word_embeddings);
 }
 
 TEST_CASE("gguf decoder: llama.cpp's interleaved q/k rows go back to Hugging Face's rotate-half order") {

@@ -47,7 +47,19 @@ LAYER_NAMES = {
 }
 
 
+GPT2_LAYER_NAMES = {"ln_1": "attn_norm", "attn.c_attn": "attn_qkv", "attn.c_proj": "attn_output", "ln_2": "ffn_norm",
+                    "mlp.c_fc": "ffn_up", "mlp.c_proj": "ffn_down"}
+CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+
+
 def gguf_name(name):
+    if name in ("wte.weight", "wpe.weight"):
+        return {"wte.weight": "token_embd.weight", "wpe.weight": "position_embd.weight"}[name]
+    if name.startswith("ln_f."):
+        return "output_norm." + name.split(".")[1]
+    if name.startswith("h."):  # GPT-2: h.N.<module>.<weight|bias>
+        parts = name.split(".")
+        return f"blk.{parts[1]}.{GPT2_LAYER_NAMES['.'.join(parts[2:-1])]}.{parts[-1]}"
     if name == "model.embed_tokens.weight":
         return "token_embd.weight"
     if name == "model.norm.weight":
@@ -69,7 +81,7 @@ def unpermute(w, heads):
 
 
 def spec(name, config, seed):
-    arch = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}[config["model_type"]]
+    arch = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "gpt2": "GPT2LMHeadModel"}[config["model_type"]]
     config["architectures"] = [arch]
     config["torch_dtype"] = "float32"
     return {"name": name, "config": config, "dtype": torch.float32, "seed": seed, "eos": [config["eos_token_id"]],
@@ -86,6 +98,12 @@ MODELS = [
                                         attention_bias=True, tie_word_embeddings=True, rope_theta=1000000.0,
                                         bos_token_id=317, eos_token_id=319), 4),
      ("Q8_0",)),
+    # GPT-2: learned positions, LayerNorm biases, the fused Conv1D attention stored as a linear weight [out, in].
+    (spec("gpt2", {"model_type": "gpt2", "vocab_size": lm.VOCAB, "n_embd": 64, "n_layer": 2, "n_head": 4,
+                   "n_inner": 96, "n_positions": 64, "n_ctx": 64, "activation_function": "gelu_new",
+                   "layer_norm_epsilon": 1e-5, "tie_word_embeddings": True, "bos_token_id": 317,
+                   "eos_token_id": 317}, 5),
+     ("F16", "Q8_0")),
 ]
 
 
@@ -93,8 +111,24 @@ def write_model(model_spec, kind, prompt, out):
     c = model_spec["config"]
     arch = c["model_type"]
     model = lm.build_model(model_spec, model_spec["seed"])
-    heads, kv_heads = c["num_attention_heads"], c["num_key_value_heads"]
-    metadata = [
+    gpt2 = arch == "gpt2"
+    if gpt2:
+        heads = kv_heads = c["n_head"]
+        metadata = [
+            ("general.architecture", gf.STRING, arch),
+            ("general.name", gf.STRING, f"anvil {model_spec['name']} {kind}"),
+            (f"{arch}.context_length", gf.U32, c["n_positions"]),
+            (f"{arch}.embedding_length", gf.U32, c["n_embd"]),
+            (f"{arch}.block_count", gf.U32, c["n_layer"]),
+            (f"{arch}.feed_forward_length", gf.U32, c["n_inner"]),
+            (f"{arch}.attention.head_count", gf.U32, heads),
+            (f"{arch}.attention.layer_norm_epsilon", gf.F32V, c["layer_norm_epsilon"]),
+            ("tokenizer.ggml.bos_token_id", gf.U32, c["bos_token_id"]),
+            ("tokenizer.ggml.eos_token_id", gf.U32, c["eos_token_id"]),
+        ]
+    else:
+        heads, kv_heads = c["num_attention_heads"], c["num_key_value_heads"]
+    metadata = metadata if gpt2 else [
         ("general.architecture", gf.STRING, arch),
         ("general.name", gf.STRING, f"anvil {model_spec['name']} {kind}"),
         ("general.alignment", gf.U32, 32),
@@ -120,13 +154,16 @@ def write_model(model_spec, kind, prompt, out):
             split = heads
         elif arch == "llama" and name.endswith("k_proj.weight"):
             split = kv_heads
-        stored = permute(w, split) if split else w
+        transposed = gpt2 and name.endswith(CONV1D)  # convert_hf_to_gguf.py's GPT2Model: data_torch.T
+        stored = permute(w, split) if split else (w.T.copy() if transposed else w)
         matrix = stored.ndim == 2
         type_name = kind if matrix else "F32"
         payload, decoded = gf.QUANTISERS[type_name](stored.reshape(-1).astype(np.float32))
         decoded = decoded.reshape(stored.shape).astype(np.float64)
-        decoded_weights[name] = unpermute(decoded, split) if split else decoded
+        decoded_weights[name] = unpermute(decoded, split) if split else (decoded.T if transposed else decoded)
         tensors.append((gguf_name(name), gf.TYPES[type_name], list(reversed(stored.shape)), payload))
+        if gpt2 and name == "wte.weight":  # the converter also writes the tied head, a copy
+            tensors.append(("output.weight", gf.TYPES[type_name], list(reversed(stored.shape)), payload))
     with open(os.path.join(out, f"{model_spec['name']}_{kind.lower()}.gguf"), "wb") as f:
         f.write(gf.write_gguf(metadata, tensors, alignment=32))
     with torch.no_grad():
@@ -171,7 +208,7 @@ def tiny_file(arch="llama", extra_metadata=(), drop_metadata=(), extra_tensors=(
 
 # What anvil must refuse: (file, the error's kind, words its message must contain).
 REFUSED = [
-    ("arch_gpt2.gguf", lambda: tiny_file(arch="gpt2"), "unsupported", "'gpt2'"),
+    ("arch_falcon.gguf", lambda: tiny_file(arch="falcon"), "unsupported", "'falcon'"),
     ("rope_freqs.gguf", lambda: tiny_file(extra_tensors=[("rope_freqs.weight", (4,))]), "unsupported",
      "rope_freqs.weight"),
     ("yarn.gguf", lambda: tiny_file(extra_metadata=[("llama.rope.scaling.type", gf.STRING, "yarn"),

@@ -2,6 +2,7 @@
 // compiled).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -48,10 +49,27 @@ inline constexpr layer_name layer_names[] = {
     {"ffn_down.weight", "mlp.down_proj.weight"},
 };
 
+// GPT-2's (GPT2LMHeadModel: transformer.h.N...; the four matrices are Conv1D there).
+inline constexpr layer_name gpt2_layer_names[] = {
+    {"attn_norm.weight", "ln_1.weight"},          {"attn_norm.bias", "ln_1.bias"},
+    {"attn_qkv.weight", "attn.c_attn.weight"},    {"attn_qkv.bias", "attn.c_attn.bias"},
+    {"attn_output.weight", "attn.c_proj.weight"}, {"attn_output.bias", "attn.c_proj.bias"},
+    {"ffn_norm.weight", "ln_2.weight"},           {"ffn_norm.bias", "ln_2.bias"},
+    {"ffn_up.weight", "mlp.c_fc.weight"},         {"ffn_up.bias", "mlp.c_fc.bias"},
+    {"ffn_down.weight", "mlp.c_proj.weight"},     {"ffn_down.bias", "mlp.c_proj.bias"},
+};
+
 // Hugging Face's name for llama.cpp's `name`, or "" when it is not one of the architecture's tensors.
-inline std::string hf_name(std::string_view name) {
-    if (name == "token_embd.weight") return "model.embed_tokens.weight";
-    if (name == "output_norm.weight") return "model.norm.weight";
+inline std::string hf_name(std::string_view name, bool gpt2) {
+    if (gpt2) {
+        if (name == "token_embd.weight") return "transformer.wte.weight";
+        if (name == "position_embd.weight") return "transformer.wpe.weight";
+        if (name == "output_norm.weight") return "transformer.ln_f.weight";
+        if (name == "output_norm.bias") return "transformer.ln_f.bias";
+    } else {
+        if (name == "token_embd.weight") return "model.embed_tokens.weight";
+        if (name == "output_norm.weight") return "model.norm.weight";
+    }
     if (name == "output.weight") return "lm_head.weight";
     if (!name.starts_with("blk.")) return {};
     const std::size_t dot = name.find('.', 4);
@@ -60,6 +78,11 @@ inline std::string hf_name(std::string_view name) {
     for (const char c : index)
         if (c < '0' || c > '9') return {};
     const std::string_view rest = name.substr(dot + 1);
+    if (gpt2) {
+        for (const layer_name& entry : gpt2_layer_names)
+            if (entry.gguf == rest) return detail::message("transformer.h.", index, ".", entry.hf);
+        return {};
+    }
     for (const layer_name& entry : layer_names)
         if (entry.gguf == rest) return detail::message("model.layers.", index, ".", entry.hf);
     return {};
@@ -104,6 +127,7 @@ ANVIL_INLINE gguf_decoder read_gguf_decoder(const std::filesystem::path& file) {
         {"llama", "LlamaForCausalLM", true},
         {"qwen2", "Qwen2ForCausalLM", false},
         {"qwen3", "Qwen3ForCausalLM", false},
+        {"gpt2", "GPT2LMHeadModel", false},
     };
     const known* kind = nullptr;
     for (const known& k : archs)
@@ -111,8 +135,9 @@ ANVIL_INLINE gguf_decoder read_gguf_decoder(const std::filesystem::path& file) {
     if (kind == nullptr) {
         throw unsupported_error(
             message(source, ": general.architecture '", arch,
-                    "' is not supported (anvil reads llama, qwen2 and qwen3 GGUF files)"));
+                    "' is not supported (anvil reads llama, qwen2, qwen3 and gpt2 GGUF files)"));
     }
+    const bool gpt2 = arch == "gpt2";  // learned positions, LayerNorm with biases, fused Conv1D attention
     const auto key = [&](std::string_view name) { return message(arch, ".", name); };
     const auto integer_or = [&](std::string_view name, std::optional<std::int64_t> fallback) -> std::int64_t {
         const std::string k = key(name);
@@ -131,7 +156,8 @@ ANVIL_INLINE gguf_decoder read_gguf_decoder(const std::filesystem::path& file) {
                                    key("attention.head_count_kv"), " ", kv_heads, " must be positive"));
     }
     const std::int64_t head_dim = integer_or("attention.key_length", hidden / heads);
-    if (const std::int64_t rotary = integer_or("rope.dimension_count", head_dim); rotary != head_dim) {
+    if (const std::int64_t rotary = gpt2 ? head_dim : integer_or("rope.dimension_count", head_dim);
+        rotary != head_dim) {
         throw unsupported_error(message(source, ": ", key("rope.dimension_count"), " ", rotary,
                                         " rotates part of each head of ", head_dim, " (not supported)"));
     }
@@ -144,49 +170,72 @@ ANVIL_INLINE gguf_decoder read_gguf_decoder(const std::filesystem::path& file) {
     json::object config;
     config["model_type"] = json::value(std::string(arch));
     config["architectures"] = json::value(json::array{json::value(std::string(kind->architecture))});
-    config["hidden_size"] = json::value(hidden);
-    config["intermediate_size"] = json::value(integer_or("feed_forward_length", std::nullopt));
-    config["num_hidden_layers"] = json::value(integer_or("block_count", std::nullopt));
-    config["num_attention_heads"] = json::value(heads);
-    config["num_key_value_heads"] = json::value(kv_heads);
-    config["head_dim"] = json::value(head_dim);
-    config["max_position_embeddings"] = json::value(integer_or("context_length", std::nullopt));
-    config["rms_norm_eps"] = json::value(g.number(key("attention.layer_norm_rms_epsilon")));
-    config["rope_theta"] =
-        json::value(g.find(key("rope.freq_base")) ? g.number(key("rope.freq_base")) : 10000.0);
-    config["hidden_act"] = json::value("silu");
-    if (const gguf_value* scaling = g.find(key("rope.scaling.type")); scaling != nullptr) {
-        const std::string* type = scaling->string();
-        if (type == nullptr)
-            throw format_error(message(source, ": ", key("rope.scaling.type"), " is not a string"));
-        if (*type == "linear") {
-            json::object rope;
-            rope["type"] = json::value("linear");
-            rope["factor"] = json::value(g.number(key("rope.scaling.factor")));
-            config["rope_scaling"] = json::value(std::move(rope));
-        } else if (*type != "none") {
-            throw unsupported_error(message(source, ": ", key("rope.scaling.type"), " '", *type,
-                                            "' is not supported (none, linear)"));
-        }
-    }
+    const gguf_tensor* embeddings = g.find_tensor("token_embd.weight");
+    const gguf_tensor* head = g.find_tensor("output.weight");
+    // llama.cpp's converter writes GPT-2's tied head out as a copy of the embeddings.
+    const bool tied =
+        head == nullptr || (embeddings != nullptr && head->type == embeddings->type &&
+                            head->ne == embeddings->ne && std::ranges::equal(head->bytes, embeddings->bytes));
+    if (embeddings != nullptr) config["vocab_size"] = json::value(embeddings->shape().front());
+    config["tie_word_embeddings"] = json::value(tied);
     for (const auto& [gguf_key, hf_key] :
          {std::pair<std::string_view, std::string_view>{"tokenizer.ggml.bos_token_id", "bos_token_id"},
           {"tokenizer.ggml.eos_token_id", "eos_token_id"}}) {
         if (g.find(gguf_key) != nullptr) config[std::string(hf_key)] = json::value(g.integer(gguf_key));
     }
-    config["tie_word_embeddings"] = json::value(g.find_tensor("output.weight") == nullptr);
+    if (gpt2) {
+        config["n_embd"] = json::value(hidden);
+        config["n_layer"] = json::value(integer_or("block_count", std::nullopt));
+        config["n_head"] = json::value(heads);
+        config["n_inner"] = json::value(integer_or("feed_forward_length", std::nullopt));
+        config["n_positions"] = json::value(integer_or("context_length", std::nullopt));
+        config["layer_norm_epsilon"] = json::value(g.number(key("attention.layer_norm_epsilon")));
+        config["activation_function"] = json::value("gelu_new");  // llama.cpp's GELU is the tanh form
+    }
+    config["hidden_size"] = json::value(hidden);
+    if (!gpt2) {
+        config["intermediate_size"] = json::value(integer_or("feed_forward_length", std::nullopt));
+        config["num_hidden_layers"] = json::value(integer_or("block_count", std::nullopt));
+        config["num_attention_heads"] = json::value(heads);
+        config["num_key_value_heads"] = json::value(kv_heads);
+        config["head_dim"] = json::value(head_dim);
+        config["max_position_embeddings"] = json::value(integer_or("context_length", std::nullopt));
+        config["rms_norm_eps"] = json::value(g.number(key("attention.layer_norm_rms_epsilon")));
+        config["rope_theta"] =
+            json::value(g.find(key("rope.freq_base")) ? g.number(key("rope.freq_base")) : 10000.0);
+        config["hidden_act"] = json::value("silu");
+        if (const gguf_value* scaling = g.find(key("rope.scaling.type")); scaling != nullptr) {
+            const std::string* type = scaling->string();
+            if (type == nullptr)
+                throw format_error(message(source, ": ", key("rope.scaling.type"), " is not a string"));
+            if (*type == "linear") {
+                json::object rope;
+                rope["type"] = json::value("linear");
+                rope["factor"] = json::value(g.number(key("rope.scaling.factor")));
+                config["rope_scaling"] = json::value(std::move(rope));
+            } else if (*type != "none") {
+                throw unsupported_error(message(source, ": ", key("rope.scaling.type"), " '", *type,
+                                                "' is not supported (none, linear)"));
+            }
+        }
+    }
     config["attention_bias"] = json::value(g.find_tensor("blk.0.attn_q.bias") != nullptr);
-    if (const gguf_tensor* embeddings = g.find_tensor("token_embd.weight"))
-        config["vocab_size"] = json::value(embeddings->shape().front());
 
     // What every layer needs, named as the file names it (the loader would name Hugging Face's tensors).
     const std::int64_t layers = integer_or("block_count", std::nullopt);
     std::vector<std::string> missing;
-    for (const char* name : {"token_embd.weight", "output_norm.weight"})
+    const std::vector<const char*> model_parts =
+        gpt2 ? std::vector<const char*>{"token_embd.weight", "position_embd.weight", "output_norm.weight"}
+             : std::vector<const char*>{"token_embd.weight", "output_norm.weight"};
+    const std::vector<const char*> layer_parts =
+        gpt2 ? std::vector<const char*>{"attn_norm", "attn_qkv", "attn_output",
+                                        "ffn_norm",  "ffn_up",   "ffn_down"}
+             : std::vector<const char*>{"attn_norm", "attn_q",   "attn_k", "attn_v",  "attn_output",
+                                        "ffn_norm",  "ffn_gate", "ffn_up", "ffn_down"};
+    for (const char* name : model_parts)
         if (g.find_tensor(name) == nullptr) missing.emplace_back(name);
     for (std::int64_t i = 0; i < layers && missing.size() < 8; ++i) {
-        for (const char* part : {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm",
-                                 "ffn_gate", "ffn_up", "ffn_down"}) {
+        for (const char* part : layer_parts) {
             std::string name = message("blk.", i, ".", part, ".weight");
             if (g.find_tensor(name) == nullptr) missing.push_back(std::move(name));
         }
@@ -201,19 +250,22 @@ ANVIL_INLINE gguf_decoder read_gguf_decoder(const std::filesystem::path& file) {
 
     std::vector<checkpoint_tensor> tensors;
     for (const gguf_tensor& t : g.tensors()) {
-        std::string name = gguf_detail::hf_name(t.name);
+        if (tied && t.name == "output.weight") continue;  // a copy of the embeddings (GPT-2's converter)
+        std::string name = gguf_detail::hf_name(t.name, gpt2);
         if (name.empty())
             throw unsupported_error(
                 message(source, ": tensor '", t.name, "' is not one of a ", arch, " model's"));
         std::vector<std::int64_t> shape = t.shape();
         const bool permute = kind->permuted && shape.size() == 2 &&
                              (t.name.ends_with(".attn_q.weight") || t.name.ends_with(".attn_k.weight"));
+        // GPT-2's Conv1D matrices: llama.cpp stores them as linear weights [out, in], Hugging Face [in, out].
+        const bool conv1d = gpt2 && shape.size() == 2 && t.name.starts_with("blk.");
         const auto type = static_cast<ggml_type>(t.type);
         const std::optional<dtype> direct = type == ggml_type::F32    ? std::optional<dtype>(dtype::f32)
                                             : type == ggml_type::F16  ? std::optional<dtype>(dtype::f16)
                                             : type == ggml_type::BF16 ? std::optional<dtype>(dtype::bf16)
                                                                       : std::nullopt;
-        if (direct && !permute) {
+        if (direct && !permute && !conv1d) {
             tensors.push_back({std::move(name), *direct, std::move(shape), t.bytes});
             continue;
         }
@@ -227,6 +279,16 @@ ANVIL_INLINE gguf_decoder read_gguf_decoder(const std::filesystem::path& file) {
             std::vector<float> ordered(values.size());
             recipe_detail::unpermute_rope_rows(values, split, shape[1], ordered);
             values = std::move(ordered);
+        }
+        if (conv1d) {
+            const auto rows = static_cast<std::size_t>(shape[0]),
+                       columns = static_cast<std::size_t>(shape[1]);
+            std::vector<float> transposed(values.size());
+            for (std::size_t r = 0; r < rows; ++r)
+                for (std::size_t col = 0; col < columns; ++col)
+                    transposed[col * rows + r] = values[r * columns + col];
+            values = std::move(transposed);
+            std::swap(shape[0], shape[1]);
         }
         storage->copies.push_back(std::move(values));
         const std::vector<float>& kept = storage->copies.back();

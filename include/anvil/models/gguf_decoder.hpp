@@ -2,7 +2,8 @@
 // from the file's metadata, and its tensors under Hugging Face's names, so causal_lm loads a .gguf with the
 // same code, checks and messages as a safetensors folder (one mechanism for every source).
 //
-// Architectures: llama (Mistral's files are llama), qwen2 and qwen3. llama.cpp's converter
+// Architectures: llama (Mistral's files are llama), qwen2, qwen3 and gpt2 (whose converter stores the four
+// Conv1D matrices transposed, as linear weights, and the tied head as a copy). llama.cpp's converter
 // (convert_hf_to_gguf.py, LlamaModel.modify_tensors) reorders the rows of each head of attn_q and attn_k
 // from Hugging Face's rotate-half pairs (i, i + D/2) to interleaved ones (2i, 2i + 1); that permutation is
 // undone here. Qwen2/3 files keep Hugging Face's order (llama.cpp runs them with NeoX rotation).
