@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "anvil/core/checked_math.hpp"
 #include "anvil/core/error.hpp"
 #include "anvil/core/json.hpp"
 #include "anvil/core/mapped_file.hpp"
@@ -241,14 +242,12 @@ ANVIL_INLINE checkpoint checkpoint::from_tensors(std::string source, std::vector
     result.foreign_ = std::make_unique<std::vector<tensor_view>>();
     result.foreign_->reserve(tensors.size());
     for (checkpoint_tensor& t : tensors) {
-        std::uint64_t count = 1;
-        for (const std::int64_t d : t.shape) {
-            if (d < 0 || (d > 0 && count > UINT64_MAX / static_cast<std::uint64_t>(d)))
-                throw format_error(detail::message(source, ": tensor '", t.name, "' has an invalid shape"));
-            count *= static_cast<std::uint64_t>(d);
-        }
-        const std::uint64_t size = dtype_size(t.type);
-        if (size == 0 || count > UINT64_MAX / size || count * size != t.bytes.size()) {
+        const auto counted = detail::checked_element_count(std::span<const std::int64_t>(t.shape));
+        if (!counted)
+            throw format_error(detail::message(source, ": tensor '", t.name, "' has an invalid shape"));
+        const std::uint64_t count = *counted;
+        const auto size = detail::checked_mul(count, dtype_size(t.type));
+        if (dtype_size(t.type) == 0 || !size || *size != t.bytes.size()) {
             throw format_error(detail::message(source, ": tensor '", t.name, "' holds ", t.bytes.size(),
                                                " bytes, not the ", count, " ", dtype_name(t.type),
                                                " values its shape needs"));
