@@ -3,6 +3,9 @@
 // llama's q/k row permutation, matrices in F32, F16, Q8_0 or Q4_0 by its own quantisers) from
 // decoder_lms.py's plain-PyTorch Llama/Qwen2 with seeded random weights, and computes the logits of the
 // weights each file decodes to in float64. The refused files come from the same script, one defect each.
+// tokenization.json holds the ids the script's own encoders give its texts (llama.cpp's SentencePiece
+// algorithm; Hugging Face's byte-level BPE over the file's pre-tokenizer regex); llama.cpp 3.21.1 gives the
+// same ids and logits on every file (tools/reference/llama_cpp_check.mjs).
 #include <doctest/doctest.h>
 #include <anvil/anvil.hpp>
 
@@ -48,13 +51,59 @@ TEST_CASE("gguf decoder: logits equal PyTorch's for the weights each file holds,
         // fp32 against the float64 reference of the same (dequantised) weights, as the safetensors fixtures
         // (test_causal_lm.cpp): the quantised weights are decoded exactly, so they add nothing.
         CHECK(error < 1e-4);
-        CHECK_FALSE(lm.has_tokenizer());
+        CHECK(lm.has_tokenizer());
     }
     // A wrong permutation (or none) would still run: check it changes the numbers. The Q4_0 file's logits
     // are not the F32 file's, so the files really hold different weights.
     const auto f32 = anvil_test::load_npy(data_path("gguf/models/llama_gqa_f32_logits.npy"));
     const auto q4 = anvil_test::load_npy(data_path("gguf/models/llama_gqa_q4_0_logits.npy"));
     CHECK(anvil_test::max_relative_error(q4, f32) > 1e-2);
+}
+
+TEST_CASE("gguf decoder: the tokenizer and chat template come from tokenizer.ggml.*") {
+    const auto document = anvil::json::parse_file(data_path("gguf/models/tokenization.json"));
+    const auto& texts = document.find("texts")->as_array();
+    struct vocabulary_case {
+        std::string model, file;
+        bool specials_in_ids;  // the reference adds a BOS (SentencePiece files do by default)
+    };
+    for (const vocabulary_case& v : {vocabulary_case{"llama_gqa", "llama_gqa_q4_0.gguf", true},
+                                     vocabulary_case{"qwen2_tied", "qwen2_tied_q8_0.gguf", false},
+                                     vocabulary_case{"gpt2", "gpt2_f16.gguf", false}}) {
+        CAPTURE(v.file);
+        const auto lm = load_cpu(v.file);
+        const auto& expected = document.find("ids")->find(v.model)->as_array();
+        REQUIRE(expected.size() == texts.size());
+        for (std::size_t i = 0; i < texts.size(); ++i) {
+            const std::string& text = texts[i].as_string();
+            CAPTURE(text);
+            std::vector<std::int32_t> want;
+            for (const auto& id : expected[i].as_array())
+                want.push_back(static_cast<std::int32_t>(id.as_int()));
+            const std::vector<std::int32_t> got = lm.tokens().encode(text).ids;
+            CHECK(got == want);
+            CHECK(v.specials_in_ids == (got.front() == 317));
+            // Text without special tokens decodes back to itself (bytes the SentencePiece vocabulary lacks
+            // included, through its <0xXX> tokens).
+            if (text.find("<|") == std::string::npos) CHECK(lm.tokens().decode(got) == text);
+        }
+    }
+    // The Qwen2 file carries ChatML; the Llama one no template, which --chat reports by its key.
+    const auto qwen = load_cpu("qwen2_tied_q8_0.gguf");
+    const std::vector<anvil::models::chat_message> messages{{"system", "You are terse."},
+                                                            {"user", "Where is the mill?"}};
+    const auto prompt = qwen.chat(messages, true);
+    CHECK(prompt.text ==
+          "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nWhere is the mill?<|im_end|>\n"
+          "<|im_start|>assistant\n");
+    CHECK(prompt.text == texts.back().as_string());  // the fixture's last text is this conversation
+    std::vector<std::int32_t> chat_want;
+    for (const auto& id : document.find("ids")->find("qwen2_tied")->as_array().back().as_array())
+        chat_want.push_back(static_cast<std::int32_t>(id.as_int()));
+    CHECK(qwen.chat_ids(prompt) == chat_want);
+    const auto llama = load_cpu("llama_gqa_f16.gguf");
+    CHECK_THROWS_WITH_AS((void)llama.chat(messages, true), doctest::Contains("tokenizer.chat_template"),
+                         anvil::unsupported_error);
 }
 
 TEST_CASE("gguf decoder: the hyper-parameters come from the metadata") {
@@ -72,7 +121,9 @@ TEST_CASE("gguf decoder: the hyper-parameters come from the metadata") {
     CHECK(qwen.config().model_type == "qwen2");
     CHECK(qwen.config().kv_heads == 1);
     CHECK(qwen.config().tie_word_embeddings);
-    CHECK(qwen.config().eos_token_ids == std::vector<std::int32_t>{319});
+    // Generation stops where llama.cpp's does: the EOS id the file names (<|im_end|>), then the control
+    // tokens llama.cpp takes for ends of generation by their text (<|endoftext|>, id 317).
+    CHECK(qwen.config().eos_token_ids == std::vector<std::int32_t>{319, 317});
     // GPT-2: the converter writes the tied head out as a copy of the embeddings; it is read as tied.
     const auto gpt2 = load_cpu("gpt2_q8_0.gguf");
     CHECK(gpt2.config().model_type == "gpt2");
@@ -127,7 +178,7 @@ TEST_CASE("gguf decoder: files anvil cannot run name what is wrong") {
         CHECK(message.find(words) != std::string::npos);
         CHECK(message.find(path) != std::string::npos);
     }
-    CHECK(count == 8);
+    CHECK(count == 15);
 }
 
 }  // namespace test_gguf_decoder

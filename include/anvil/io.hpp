@@ -7,6 +7,7 @@
 #include "anvil/io/checkpoint.hpp"
 #include "anvil/io/fft.hpp"
 #include "anvil/io/gguf.hpp"
+#include "anvil/io/gguf_tokenizer.hpp"
 #include "anvil/io/image.hpp"
 #include "anvil/io/image_transforms.hpp"
 #include "anvil/io/log_mel.hpp"

@@ -134,6 +134,16 @@ def main() -> int:
               "info --json gives each GGUF tensor's type, shape (outermost first) and bytes")
         check(report["metadata"]["fixture.ints"] == [1, -2, 3] and report["metadata"]["general.alignment"] == 64
               and report["parameter_count"] == 768 * len(listing["tensors"]), "info --json GGUF metadata and totals")
+        # A model file's tokenizer, as anvil reads it (tools/reference/gguf_models.py wrote the files).
+        models = DATA / "gguf" / "models"
+        result = anvil("info", models / "qwen2_tied_q8_0.gguf")
+        check(result.returncode == 0 and "tokenizer: byte-level BPE ('gpt2'), pre-tokenizer 'qwen2', 320 tokens; chat "
+              "template: chatml" in result.stdout, f"info names a GGUF file's tokenizer ({result.stdout[-400:]!r})")
+        report = json.loads(anvil("info", models / "llama_gqa_q4_0.gguf", "--json").stdout)
+        check(report.get("tokenizer") == {"model": "llama", "tokens": 320}, f"info --json: tokenizer ({report.get('tokenizer')})")
+        result = anvil("info", models / "refused" / "tokenizer_pre_default.gguf")
+        check(result.returncode == 0 and "tokenizer: not readable: " in result.stdout and "'default'" in result.stdout,
+              "info describes a file whose tokenizer anvil cannot read, and says why")
         check_one_line_error(anvil("info", DATA / "malformed" / "gguf" / "huge_string.gguf"), 1, "anvil: error:",
                              "huge_string.gguf", what="info on a malformed .gguf")
         check_one_line_error(anvil("info", tmp / "missing.safetensors"), 1, "anvil: error:", "missing.safetensors",

@@ -162,8 +162,28 @@ def test_gguf(tmp: pathlib.Path) -> None:
     got_shape, got = read_npy(out) if out.exists() else ((), [])
     error = max_relative_error(got, want) if got else 1.0
     check(got_shape == want_shape and error < 1e-4, f"gguf: logits match PyTorch's (error {error:.2g})")
-    check_error(anvil("generate", "--model", folder / "llama_gqa_q8_0.gguf", "--prompt", "hello", "--backend",
-                      "cpu"), 1, "anvil: error:", "tokenizer", what="generate --prompt with a GGUF file")
+    # The file's own tokenizer (tokenizer.ggml.*): --prompt gives the reference encoder's ids, so it continues
+    # exactly as --ids with those ids does (greedy); the Qwen2 file's ChatML template renders --chat.
+    tokenization = json.loads((folder / "tokenization.json").read_text())
+    for file, name in (("llama_gqa_q8_0.gguf", "llama_gqa"), ("qwen2_tied_q8_0.gguf", "qwen2_tied")):
+        text, want_ids = tokenization["texts"][0], tokenization["ids"][name][0]
+        base = ["generate", "--model", folder / file, "--backend", "cpu", "--max-new-tokens", 4, "--json"]
+        by_text = json_result(anvil(*base, "--prompt", text), f"gguf: generate --prompt with {file}")
+        by_ids = json_result(anvil(*base, "--ids", ids_text(want_ids)), f"gguf: generate --ids with {file}")
+        check(by_text.get("stats", {}).get("prompt_tokens") == len(want_ids) and by_text.get("tokens") and
+              by_text.get("tokens") == by_ids.get("tokens"),
+              f"gguf: {file} --prompt is the reference's {len(want_ids)} ids ({by_text.get('tokens')})")
+    chat = json_result(anvil("generate", "--model", folder / "qwen2_tied_q8_0.gguf", "--backend", "cpu", "--chat",
+                             "--system", "You are terse.", "--prompt", "Where is the mill?", "--max-new-tokens", 2,
+                             "--json"), "gguf: generate --chat")
+    rendered = "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nWhere is the mill?<|im_end|>\n" \
+               "<|im_start|>assistant\n"
+    want_ids = tokenization["ids"]["qwen2_tied"][tokenization["texts"].index(rendered)]
+    check(chat.get("stats", {}).get("prompt_tokens") == len(want_ids),
+          f"gguf: --chat renders tokenizer.chat_template into the reference's {len(want_ids)} ids ({chat.get('stats')})")
+    check_error(anvil("generate", "--model", folder / "llama_gqa_q8_0.gguf", "--prompt", "hello", "--chat",
+                      "--backend", "cpu"), 1, "anvil: error:", "chat template",
+                what="generate --chat with a GGUF file that has no chat template")
     check_error(anvil("logits", "--model", folder / "refused" / "arch_falcon.gguf", "--ids", "1", "--backend",
                       "cpu"), 1, "anvil: error:", "falcon", what="logits of a GGUF architecture anvil does not run")
 

@@ -1,6 +1,6 @@
 // libFuzzer target: gguf_file::parse on arbitrary bytes. Only anvil::error may escape the parser; for a file
 // it accepts, every tensor's bytes must lie inside the buffer, match its type's size, and dequantise; every
-// array element must read back.
+// array element must read back; a tokenizer read from its tokenizer.ggml.* keys must encode and decode.
 #include <anvil/anvil.hpp>
 
 #include <cstddef>
@@ -37,6 +37,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         try {
             static_cast<void>(file.tensor("token_embd.weight"));
         } catch (const anvil::format_error&) {
+        }
+        // The tokenizer the metadata describes, built and run: a vocabulary anvil accepts must tokenize.
+        if (const auto vocabulary = anvil::read_gguf_vocabulary(file)) {
+            const auto tok = anvil::tokenizer::from_json(vocabulary->tokenizer_json, "fuzz.gguf");
+            const auto ids = tok.encode("The river runs past the old mill. 123 caf\xc3\xa9").ids;
+            static_cast<void>(tok.decode(ids));
         }
     } catch (const anvil::error&) {
     }

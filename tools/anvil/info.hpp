@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -152,10 +153,42 @@ inline int describe_gguf(const std::filesystem::path& path, bool as_json) {
         }
         return json::value(v.describe());
     };
+    // The tokenizer as anvil reads it (io/gguf_tokenizer.hpp), or why it cannot: info still describes the
+    // file.
+    json::object tokenizer_summary;
+    std::string tokenizer_line;
+    try {
+        if (const std::optional<gguf_vocabulary> v = read_gguf_vocabulary(file)) {
+            tokenizer_summary["model"] = json::value(v->model);
+            if (!v->pre.empty()) tokenizer_summary["pre"] = json::value(v->pre);
+            tokenizer_summary["tokens"] = json::value(static_cast<std::int64_t>(v->tokens));
+            tokenizer_line = anvil::detail::message(
+                v->model == "llama" ? "SentencePiece BPE ('llama')" : "byte-level BPE ('gpt2')",
+                v->pre.empty() ? std::string() : anvil::detail::message(", pre-tokenizer '", v->pre, "'"),
+                ", ", grouped(v->tokens), " tokens");
+            if (!v->chat_template.empty()) {
+                std::string family;
+                try {
+                    family =
+                        std::string(models::to_string(models::recognise_chat_template(v->chat_template)));
+                } catch (const anvil::error&) {
+                    family = "not one anvil renders";
+                }
+                tokenizer_summary["chat_template"] = json::value(family);
+                tokenizer_line += "; chat template: " + family;
+            }
+        } else {
+            tokenizer_line = "none";
+        }
+    } catch (const anvil::error& e) {
+        tokenizer_summary["error"] = json::value(std::string(e.what()));
+        tokenizer_line = anvil::detail::message("not readable: ", e.what());
+    }
     if (as_json) {
         json::object out;
         out["path"] = json::value(path.string());
         out["format"] = json::value("gguf");
+        out["tokenizer"] = json::value(std::move(tokenizer_summary));
         out["version"] = json::value(static_cast<std::int64_t>(file.version()));
         out["alignment"] = json::value(static_cast<std::int64_t>(file.alignment()));
         json::object metadata;
@@ -186,6 +219,7 @@ inline int describe_gguf(const std::filesystem::path& path, bool as_json) {
                 static_cast<unsigned long long>(file.alignment()));
     for (const auto& [key, value] : file.metadata())
         std::printf("  %s: %s\n", key.c_str(), value.describe().c_str());
+    std::printf("tokenizer: %s\n", tokenizer_line.c_str());
     std::printf("tensors: %s, parameters: %s, bytes: %s\n", grouped(file.tensors().size()).c_str(),
                 grouped(parameters).c_str(), human_bytes(bytes).c_str());
     std::string type_line;

@@ -18,6 +18,12 @@ llama.cpp or gguf-py:
     tokenizer's bos/eos ids.
 <name>_<type>_logits.npy: the model's logits [S, V] for prompt.json's ids, computed in float64 with the weights
 the file decodes to (the quantisers' own decoding, the permutation undone). An F32 file's logits are the model's.
+tokenizer.ggml.*: llama_gqa a SentencePiece ('llama') vocabulary of 256 byte tokens, 61 pieces learned from
+decoder_lms.CORPUS and 3 specials, with scores; gpt2 ('gpt-2') and qwen2_tied ('qwen2') decoder_lms.py's byte-level BPE
+(the safetensors fixtures' tokenizer.json) with its merges; qwen2_tied also decoder_lms.py's ChatML chat template.
+tokenization.json: TEXTS and, per model, the ids its reference encoder gives them (PatternBpe: Hugging Face's BPE over
+the pre-tokenizer's regex; spm_vocabulary's encode: llama.cpp's SentencePiece algorithm). llama.cpp itself agrees on
+every one (tools/reference/llama_cpp_check.mjs).
 refused/: small files anvil must refuse, one defect each; expected.tsv lines `file<TAB>kind<TAB>words`, kind
 `unsupported` (anvil::unsupported_error) or `format` (anvil::format_error), the words what the message names.
 
@@ -28,12 +34,14 @@ import os
 import sys
 
 import numpy as np
+import regex
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import decoder_lms as lm  # noqa: E402
 import gguf_fixtures as gf  # noqa: E402
 import hf_format  # noqa: E402
+import tokenizer_goldens as tg  # noqa: E402
 
 LAYER_NAMES = {
     "input_layernorm.weight": "attn_norm.weight",
@@ -78,6 +86,154 @@ def permute(w, heads):
 
 def unpermute(w, heads):
     return w.reshape(heads, w.shape[0] // heads // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+# ---- tokenizers (tokenizer.ggml.*), as convert_hf_to_gguf.py writes them, with their own reference encoders ----
+
+TOKEN_NORMAL, TOKEN_UNKNOWN, TOKEN_CONTROL, TOKEN_BYTE = 1, 2, 3, 6
+QWEN2_PATTERN = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"""
+                 r"""\s*[\r\n]+|\s+(?!\S)|\s+""")
+# Texts each file's tokenizer is checked on: spaces and tabs, newlines, digits (GPT-2 keeps runs, Qwen2 splits
+# them), contractions, characters the tiny vocabularies lack (byte fallback for SentencePiece), special tokens.
+TEXTS = [
+    "The river runs past the old mill.",
+    "the children run along the river to the bridge, where the water is deep",
+    "In 2024 the baker's 12345 loaves; caf\u00e9 \u00fcml\u00e4ut!",
+    "line one\n\nline two  \t end",
+    "<|im_start|>user\nWhere is the mill?<|im_end|>\n",
+    "  leading spaces and trailing  ",
+    # The conversation the command-line test renders with the Qwen2 file's ChatML template.
+    "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nWhere is the mill?<|im_end|>\n"
+    "<|im_start|>assistant\n",
+]
+
+
+class PatternBpe(tg.Gpt2Encoder):
+    """Byte-level BPE over the words of a given pre-tokenizer regex (Hugging Face's Split + ByteLevel)."""
+
+    def __init__(self, encoder, merges, specials, pattern):
+        super().__init__(encoder, merges, specials=specials)
+        self.pattern = regex.compile(pattern)
+
+    def ids(self, text):
+        out = []
+        for is_special, piece in tg.split_on_tokens(text, self.specials):
+            if is_special:
+                out.append(self.encoder[piece])
+                continue
+            for token in self.pattern.findall(piece):
+                token = "".join(self.byte_encoder[b] for b in token.encode("utf-8"))
+                out.extend(self.encoder[t] for t in self.bpe(token).split(" "))
+        return out
+
+
+def bpe_vocabulary(pre):
+    """decoder_lms.py's byte-level BPE (the safetensors fixtures' tokenizer.json) as gpt2 GGUF metadata."""
+    doc, _ = lm.build_tokenizer()
+    vocab = doc["model"]["vocab"]
+    tokens = sorted(vocab, key=vocab.get)
+    assert [vocab[t] for t in tokens] == list(range(len(tokens)))
+    types = [TOKEN_CONTROL if t in lm.SPECIALS else TOKEN_NORMAL for t in tokens]
+    merges = doc["model"]["merges"]
+    pattern = tg.gpt2_pattern().pattern if pre == "gpt-2" else QWEN2_PATTERN
+    encoder = PatternBpe(vocab, [tuple(m.split(" ")) for m in merges], lm.SPECIALS, pattern)
+    metadata = [("tokenizer.ggml.model", gf.STRING, "gpt2"), ("tokenizer.ggml.pre", gf.STRING, pre),
+                ("tokenizer.ggml.tokens", gf.ARRAY, (gf.STRING, tokens)),
+                ("tokenizer.ggml.token_type", gf.ARRAY, (gf.I32, types)),
+                ("tokenizer.ggml.merges", gf.ARRAY, (gf.STRING, merges))]
+    return metadata, encoder.ids
+
+
+SPM_SPECIALS = {317: ("<|endoftext|>", TOKEN_CONTROL), 318: ("<unk>", TOKEN_UNKNOWN), 319: ("<|im_end|>", TOKEN_CONTROL)}
+
+
+def spm_pieces():
+    """A SentencePiece-style BPE vocabulary of 61 pieces learned from decoder_lms.CORPUS: the commonest characters
+    (spaces as U+2581, one before each word) and merges within words, each merge scored above the last, and every
+    character below every merge. Rarer characters have no piece, so they fall back to <0xXX> byte tokens."""
+    words = {}
+    for line in lm.CORPUS:
+        for w in line.split(" "):
+            words[tuple("\u2581" + w)] = words.get(tuple("\u2581" + w), 0) + 1
+    counts = {}
+    for word, n in words.items():
+        for ch in word:
+            counts[ch] = counts.get(ch, 0) + n
+    chars = sorted((c for c in counts if counts[c] >= 3), key=lambda c: (-counts[c], c))
+    pieces = {c: -100.0 - i for i, c in enumerate(chars)}
+    words = {tuple(ch if ch in pieces else None for ch in w): n for w, n in words.items()}
+    merge = 0
+    while len(pieces) < 61:
+        pairs = {}
+        for word, n in words.items():
+            for a, b in zip(word, word[1:]):
+                if a is not None and b is not None:
+                    pairs[(a, b)] = pairs.get((a, b), 0) + n
+        a, b = min(pairs, key=lambda p: (-pairs[p], p))
+        pieces[a + b] = -float(merge)
+        merge += 1
+        words = tg.merge_pair(words, (a, b))
+    return pieces
+
+
+def spm_vocabulary(bos_id):
+    """Byte tokens 0-255, the 61 pieces, then the specials, as convert_hf_to_gguf.py's llama vocabulary."""
+    pieces = spm_pieces()
+    tokens = [f"<0x{b:02X}>" for b in range(256)] + list(pieces)
+    scores = [0.0] * 256 + list(pieces.values())
+    types = [TOKEN_BYTE] * 256 + [TOKEN_NORMAL] * len(pieces)
+    for i in sorted(SPM_SPECIALS):
+        assert len(tokens) == i
+        tokens.append(SPM_SPECIALS[i][0])
+        scores.append(0.0)
+        types.append(SPM_SPECIALS[i][1])
+    ids = {t: i for i, t in enumerate(tokens)}
+    specials = [SPM_SPECIALS[i][0] for i in (317, 319)]
+
+    def encode(text):
+        """llama.cpp's llm_tokenizer_spm: a space before each run of text, spaces as U+2581, then repeatedly the
+        adjacent pair whose concatenation is a piece of the highest score (the leftmost of equals) merged; what
+        has no piece becomes its UTF-8 bytes. The file's BOS first (tokenizer.ggml.add_bos_token's default)."""
+        out = [bos_id]
+        for is_special, segment in tg.split_on_tokens(text, specials):
+            if is_special:
+                out.append(ids[segment])
+                continue
+            symbols = list(("\u2581" + segment).replace(" ", "\u2581"))
+            while True:
+                best = None
+                for i in range(len(symbols) - 1):
+                    score = pieces.get(symbols[i] + symbols[i + 1])
+                    if score is not None and (best is None or score > best[0]):
+                        best = (score, i)
+                if best is None:
+                    break
+                i = best[1]
+                symbols[i:i + 2] = [symbols[i] + symbols[i + 1]]
+            for sym in symbols:
+                if sym in pieces:
+                    out.append(ids[sym])
+                else:
+                    out.extend(ids[f"<0x{b:02X}>"] for b in sym.encode("utf-8"))
+        return out
+
+    metadata = [("tokenizer.ggml.model", gf.STRING, "llama"),
+                ("tokenizer.ggml.tokens", gf.ARRAY, (gf.STRING, tokens)),
+                ("tokenizer.ggml.scores", gf.ARRAY, (gf.F32V, scores)),
+                ("tokenizer.ggml.token_type", gf.ARRAY, (gf.I32, types)),
+                ("tokenizer.ggml.unknown_token_id", gf.U32, 318)]
+    return metadata, encode
+
+
+def vocabulary(model_spec):
+    """The tokenizer metadata of a model's files, and its reference encoder."""
+    arch = model_spec["config"]["model_type"]
+    if arch == "llama":
+        return spm_vocabulary(model_spec["config"]["bos_token_id"])
+    metadata, encode = bpe_vocabulary("gpt-2" if arch == "gpt2" else "qwen2")
+    if arch == "qwen2":
+        metadata.append(("tokenizer.chat_template", gf.STRING, lm.CHATML_TEMPLATE))
+    return metadata, encode
 
 
 def spec(name, config, seed):
@@ -144,6 +300,7 @@ def write_model(model_spec, kind, prompt, out):
         ("tokenizer.ggml.bos_token_id", gf.U32, c["bos_token_id"]),
         ("tokenizer.ggml.eos_token_id", gf.U32, c["eos_token_id"]),
     ]
+    metadata += vocabulary(model_spec)[0]
     tensors, decoded_weights = [], {}
     for name, p in model.state_dict().items():
         if name == "lm_head.weight" and model.tied():
@@ -206,6 +363,20 @@ def tiny_file(arch="llama", extra_metadata=(), drop_metadata=(), extra_tensors=(
     return gf.write_gguf(metadata, tensors, alignment=32)
 
 
+def tiny_vocabulary(model="gpt2", pre="gpt-2", tokens=None, merges=("t 0",), scores=True, types=None, extra=()):
+    """tokenizer.ggml.* keys for tiny_file's 32 ids: tokens 't', '0', 't0', 't1' ... (merges 't 0'), one defect
+    given by the arguments."""
+    tokens = tokens or ["t", "0", "t0"] + [f"t{i}" for i in range(1, 30)]
+    metadata = [("tokenizer.ggml.model", gf.STRING, model), ("tokenizer.ggml.tokens", gf.ARRAY, (gf.STRING, tokens))]
+    if model == "gpt2":
+        metadata += [("tokenizer.ggml.pre", gf.STRING, pre), ("tokenizer.ggml.merges", gf.ARRAY, (gf.STRING, list(merges)))]
+    elif scores:
+        metadata.append(("tokenizer.ggml.scores", gf.ARRAY, (gf.F32V, [-float(i) for i in range(len(tokens))])))
+    if types is not None:
+        metadata.append(("tokenizer.ggml.token_type", gf.ARRAY, (gf.I32, types)))
+    return metadata + list(extra)
+
+
 # What anvil must refuse: (file, the error's kind, words its message must contain).
 REFUSED = [
     ("arch_falcon.gguf", lambda: tiny_file(arch="falcon"), "unsupported", "'falcon'"),
@@ -222,6 +393,21 @@ REFUSED = [
      "llama.attention.head_count"),
     ("kv_heads_do_not_divide.gguf", lambda: tiny_file(kv_heads=3), "format", "not 3 heads"),
     ("missing_norm.gguf", lambda: tiny_file(drop_tensors=("output_norm.weight",)), "format", "output_norm.weight"),
+    # The tokenizer (tokenizer.ggml.*): models and pre-tokenizers anvil does not have, and malformed vocabularies.
+    ("tokenizer_bert.gguf", lambda: tiny_file(extra_metadata=tiny_vocabulary(model="bert")), "unsupported",
+     "tokenizer.ggml.model 'bert'"),
+    ("tokenizer_pre_default.gguf", lambda: tiny_file(extra_metadata=tiny_vocabulary(pre="default")), "unsupported",
+     "tokenizer.ggml.pre 'default'"),
+    ("tokenizer_no_scores.gguf", lambda: tiny_file(extra_metadata=tiny_vocabulary(model="llama", scores=False)),
+     "format", "tokenizer.ggml.scores"),
+    ("tokenizer_duplicate.gguf", lambda: tiny_file(extra_metadata=tiny_vocabulary(tokens=["t", "0", "t0", "t"] + [
+        f"t{i}" for i in range(1, 29)])), "format", "'t' twice (ids 0 and 3)"),
+    ("tokenizer_short_types.gguf", lambda: tiny_file(extra_metadata=tiny_vocabulary(types=[1] * 31)), "format",
+     "tokenizer.ggml.token_type"),
+    ("tokenizer_bad_merge.gguf", lambda: tiny_file(extra_metadata=tiny_vocabulary(merges=("t0t1",))), "format",
+     "tokenizer.ggml.merges[0] 't0t1'"),
+    ("tokenizer_bos_out_of_range.gguf", lambda: tiny_file(extra_metadata=tiny_vocabulary(extra=[
+        ("tokenizer.ggml.bos_token_id", gf.U32, 99)])), "format", "tokenizer.ggml.bos_token_id"),
 ]
 
 
@@ -239,10 +425,14 @@ def main():
             with open(os.path.join(refused, name), "wb") as f:
                 f.write(make())
             manifest.write(f"{name}\t{kind}\t{words}\n")
+    tokenization = {"texts": TEXTS, "ids": {}}
     for model_spec, kinds in MODELS:
+        encode = vocabulary(model_spec)[1]
+        tokenization["ids"][model_spec["name"]] = [encode(t) for t in TEXTS]
         for kind in kinds:
             largest = write_model(model_spec, kind, prompt, out)
             print(f"{model_spec['name']} {kind}: largest |logit| {largest:.2f}")
+    hf_format.write_json(os.path.join(out, "tokenization.json"), tokenization)
 
 
 if __name__ == "__main__":

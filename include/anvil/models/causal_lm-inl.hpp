@@ -109,8 +109,10 @@ ANVIL_INLINE causal_lm causal_lm::load(const std::filesystem::path& folder,
                                        const causal_lm_options& options) {
     causal_lm lm;
     auto state = std::make_shared<shared_state>();
+    std::optional<gguf_vocabulary> file_vocabulary;
     if (is_gguf_path(folder)) {  // a llama.cpp file: its metadata as config.json, its tensors renamed
         gguf_decoder read = read_gguf_decoder(folder);
+        file_vocabulary = std::move(read.vocabulary);
         state->config = decoder_config::from_json(read.config, folder.string() + " (metadata)");
         state->source = std::make_shared<const decoder_weight_source>(std::move(read.weights), state->config);
     } else {
@@ -157,8 +159,16 @@ ANVIL_INLINE causal_lm causal_lm::load(const std::filesystem::path& folder,
         }
         lm.windowed_ = std::make_unique<compiled_shapes>(compile, build);
     }
-    if (std::filesystem::exists(folder / "tokenizer.json") ||
-        (std::filesystem::exists(folder / "vocab.json") && std::filesystem::exists(folder / "merges.txt"))) {
+    if (file_vocabulary) {  // the file's tokenizer.ggml.* as the tokenizer.json it stands for
+        lm.tokenizer_ = std::make_shared<const tokenizer>(
+            tokenizer::from_json(file_vocabulary->tokenizer_json, folder.string() + " (tokenizer.ggml.*)"));
+        if (!file_vocabulary->chat_template.empty()) {
+            lm.chat_ = make_chat_template(file_vocabulary->chat_template, file_vocabulary->bos_token,
+                                          file_vocabulary->eos_token);
+        }
+    } else if (std::filesystem::exists(folder / "tokenizer.json") ||
+               (std::filesystem::exists(folder / "vocab.json") &&
+                std::filesystem::exists(folder / "merges.txt"))) {
         lm.tokenizer_ = std::make_shared<const tokenizer>(tokenizer::load(folder));
         lm.chat_ = read_chat_template(folder);
     }
@@ -169,8 +179,7 @@ ANVIL_INLINE causal_lm causal_lm::load(const std::filesystem::path& folder,
 
 ANVIL_INLINE const tokenizer& causal_lm::tokens() const {
     if (!tokenizer_ && gguf_)
-        throw unsupported_error(
-            "causal_lm: anvil does not read a GGUF file's tokenizer (tokenizer.ggml.*) yet: give token ids");
+        throw io_error("causal_lm: the GGUF file has no tokenizer (no tokenizer.ggml.model): give token ids");
     if (!tokenizer_)
         throw io_error(
             "causal_lm: the model folder has no tokenizer (tokenizer.json or vocab.json + merges.txt)");
@@ -255,6 +264,8 @@ ANVIL_INLINE chat_prompt causal_lm::chat(std::initializer_list<chat_message> mes
 
 ANVIL_INLINE chat_prompt causal_lm::chat(std::span<const chat_message> messages,
                                          bool add_generation_prompt) const {
+    if (!chat_ && gguf_)
+        throw unsupported_error("causal_lm: the GGUF file has no chat template (tokenizer.chat_template)");
     if (!chat_)
         throw unsupported_error("causal_lm: the model folder has no chat template (tokenizer_config.json)");
     return {render_chat(*chat_, messages, add_generation_prompt)};

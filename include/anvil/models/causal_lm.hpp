@@ -104,8 +104,8 @@ struct causal_lm_access;
 
 class causal_lm {
 public:
-    // `folder`: a Hugging Face folder, or a llama.cpp .gguf file (gguf_decoder.hpp; it brings no tokenizer
-    // yet, so such a model takes token ids).
+    // `folder`: a Hugging Face folder, or a llama.cpp .gguf file (gguf_decoder.hpp; its tokenizer and chat
+    // template come from its metadata, io/gguf_tokenizer.hpp).
     [[nodiscard]] static causal_lm load(const std::filesystem::path& folder,
                                         const causal_lm_options& options = {});
 
@@ -228,7 +228,7 @@ private:
     causal_lm_options options_;
     std::vector<std::int64_t> rungs_;
     bool on_ane_ = false;
-    bool gguf_ = false;  // loaded from a .gguf file (no tokenizer read from it yet)
+    bool gguf_ = false;  // loaded from a .gguf file
     std::int64_t window_ = 0;
     std::unique_ptr<compiled_shapes> programs_;  // prefill, and decode without a window
     std::unique_ptr<compiled_shapes> windowed_;  // decode with a window (its inputs resident too)

@@ -109,6 +109,32 @@ ANVIL_INLINE void unpermute_rope_rows(std::span<const float> gguf_rows, std::int
 
 }  // namespace recipe_detail
 
+namespace gguf_detail {
+
+ANVIL_INLINE json::value end_of_generation_ids(const gguf_file& g, bool has_vocabulary) {
+    json::array ids;
+    const auto add = [&](std::int64_t id) {
+        if (std::ranges::find(ids, json::value(id)) == ids.end()) ids.push_back(json::value(id));
+    };
+    for (const std::string_view key :
+         {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"})
+        if (g.find(key) != nullptr) add(g.integer(key));
+    if (has_vocabulary) {  // llama.cpp's llama_vocab::load marks these texts as ends of generation
+        static constexpr std::string_view ends[] = {
+            "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",   "<|endoftext|>",
+            "<|eom_id|>", "<EOT>",      "_<EOT>",  "<|end_of_text|>", "<end_of_utterance>",
+        };
+        const gguf_value& tokens = g.array("tokenizer.ggml.tokens");
+        for (std::size_t i = 0; i < tokens.size(); ++i)
+            if (std::ranges::find(ends, tokens.strings()[i]) != std::end(ends))
+                add(static_cast<std::int64_t>(i));
+    }
+    if (ids.empty()) return json::value(nullptr);
+    return json::value(std::move(ids));
+}
+
+}  // namespace gguf_detail
+
 ANVIL_INLINE bool is_gguf_path(const std::filesystem::path& path) {
     return path.extension() == ".gguf";
 }
@@ -178,11 +204,10 @@ ANVIL_INLINE gguf_decoder read_gguf_decoder(const std::filesystem::path& file) {
                             head->ne == embeddings->ne && std::ranges::equal(head->bytes, embeddings->bytes));
     if (embeddings != nullptr) config["vocab_size"] = json::value(embeddings->shape().front());
     config["tie_word_embeddings"] = json::value(tied);
-    for (const auto& [gguf_key, hf_key] :
-         {std::pair<std::string_view, std::string_view>{"tokenizer.ggml.bos_token_id", "bos_token_id"},
-          {"tokenizer.ggml.eos_token_id", "eos_token_id"}}) {
-        if (g.find(gguf_key) != nullptr) config[std::string(hf_key)] = json::value(g.integer(gguf_key));
-    }
+    std::optional<gguf_vocabulary> vocabulary = read_gguf_vocabulary(g);
+    if (g.find("tokenizer.ggml.bos_token_id") != nullptr)
+        config["bos_token_id"] = json::value(g.integer("tokenizer.ggml.bos_token_id"));
+    config["eos_token_id"] = gguf_detail::end_of_generation_ids(g, vocabulary.has_value());
     if (gpt2) {
         config["n_embd"] = json::value(hidden);
         config["n_layer"] = json::value(integer_or("block_count", std::nullopt));
@@ -297,7 +322,7 @@ ANVIL_INLINE gguf_decoder read_gguf_decoder(const std::filesystem::path& file) {
     }
     auto weights =
         std::make_shared<const checkpoint>(checkpoint::from_tensors(source, std::move(tensors), storage));
-    return {json::value(std::move(config)), std::move(weights)};
+    return {json::value(std::move(config)), std::move(weights), std::move(vocabulary)};
 }
 
 }  // namespace anvil::models

@@ -8,23 +8,30 @@
 // from Hugging Face's rotate-half pairs (i, i + D/2) to interleaved ones (2i, 2i + 1); that permutation is
 // undone here. Qwen2/3 files keep Hugging Face's order (llama.cpp runs them with NeoX rotation).
 //
+// The file's tokenizer (tokenizer.ggml.*) and chat template come with it (io/gguf_tokenizer.hpp). Generation
+// stops, as llama.cpp's does, at the EOS id, the end-of-turn / end-of-message ids the file names, and the
+// control tokens llama.cpp recognises as ends of generation by their text (<|im_end|>, <|eot_id|>, ...).
+//
 // F32, F16 and BF16 tensors are views of the mapped file; quantised ones (Q8_0, Q4_0, ... ; io/gguf.hpp) and
 // the permuted attn_q / attn_k are dequantised to f32 once, at load.
 #pragma once
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "anvil/compilation.hpp"
 #include "anvil/core/json.hpp"
 #include "anvil/io/checkpoint.hpp"
 #include "anvil/io/gguf.hpp"
+#include "anvil/io/gguf_tokenizer.hpp"
 
 namespace anvil::models {
 
 struct gguf_decoder {
     json::value config;                         // what config.json would hold
     std::shared_ptr<const checkpoint> weights;  // the tensors, Hugging Face names
+    std::optional<gguf_vocabulary> vocabulary;  // nullopt when the file has no tokenizer
 };
 
 // Reads `file`. unsupported_error for another architecture or what anvil does not read yet (llama3's
