@@ -248,16 +248,16 @@ def write_gguf(metadata, tensors, alignment=ALIGNMENT, version=3):
     header = GGUF_MAGIC + struct.pack("<IQQ", version, len(tensors), len(metadata))
     for key, kind, value in metadata:
         header += gguf_string(key) + struct.pack("<I", kind) + gguf_value(kind, value)
-    offset, infos, data = 0, b"", b""
+    offset, infos, data = 0, b"", []
     for name, kind, ne, payload in tensors:
         infos += gguf_string(name) + struct.pack("<I", len(ne)) + b"".join(struct.pack("<Q", n) for n in ne)
         infos += struct.pack("<IQ", kind, offset)
         padded = payload + b"\0" * (-len(payload) % alignment)
-        data += padded
+        data.append(padded)  # joined once: appending to one bytes object copies it each time
         offset += len(padded)
     head = header + infos
     head += b"\0" * (-len(head) % alignment)
-    return head + data
+    return head + b"".join(data)
 
 
 METADATA = [
