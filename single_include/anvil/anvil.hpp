@@ -23797,6 +23797,12 @@ private:
 
 namespace anvil::detail {
 
+// The name of byte b's fallback token, "<0x0A>" (upper-case hex, as SentencePiece writes them).
+inline std::string byte_fallback_token(unsigned char b) {
+    constexpr std::string_view hex = "0123456789ABCDEF";
+    return {'<', '0', 'x', hex[b >> 4], hex[b & 15], '>'};
+}
+
 // ---- the byte alphabet -----------------------------------------------------------------------------------
 
 // GPT-2's bytes_to_unicode: printable Latin-1 bytes stand for themselves, the other 68 map to U+0100 onwards.
@@ -31364,10 +31370,8 @@ ANVIL_INLINE std::optional<gguf_vocabulary> read_gguf_vocabulary(const gguf_file
     if (spm) {
         const bool space_prefix = flag("tokenizer.ggml.add_space_prefix", true);
         bool all_bytes = true;  // byte fallback needs every <0xXX> token
-        for (unsigned b = 0; b < 256 && all_bytes; ++b) {
-            constexpr std::string_view hex = "0123456789ABCDEF";
-            all_bytes = vocab.contains(std::string{'<', '0', 'x', hex[b >> 4], hex[b & 15], '>'});
-        }
+        for (unsigned b = 0; b < 256 && all_bytes; ++b)
+            all_bytes = vocab.contains(detail::byte_fallback_token(static_cast<unsigned char>(b)));
         json::array normalizers;
         if (space_prefix) {
             json::object prepend;
@@ -41238,12 +41242,9 @@ ANVIL_INLINE void bpe_model::initial_symbols(std::string_view word, std::vector<
         }
         if (options_.byte_fallback) {
             std::vector<std::int32_t> byte_ids;
-            for (const char c : character) {
-                constexpr std::string_view hex = "0123456789ABCDEF";
-                const auto b = static_cast<unsigned char>(c);
-                const std::string name{'<', '0', 'x', hex[b >> 4], hex[b & 15], '>'};
-                if (const auto id = vocab_.find(name)) byte_ids.push_back(*id);
-            }
+            for (const char c : character)
+                if (const auto id = vocab_.find(byte_fallback_token(static_cast<unsigned char>(c))))
+                    byte_ids.push_back(*id);
             if (byte_ids.size() == character.size()) {
                 for (const std::int32_t id : byte_ids)
                     push_symbol(symbols, id, false);
@@ -42055,8 +42056,7 @@ ANVIL_INLINE std::unique_ptr<tokenizer_model> read_bpe(const json::value& m, con
     }
     if (options.byte_fallback) {
         for (unsigned b = 0; b < 256; ++b) {
-            constexpr std::string_view hex = "0123456789ABCDEF";
-            const std::string name{'<', '0', 'x', hex[b >> 4], hex[b & 15], '>'};
+            const std::string name = byte_fallback_token(static_cast<unsigned char>(b));
             if (!vocab.find(name))
                 (where / "byte_fallback")
                     .fail(message("true, but the vocabulary has no byte token '", name,

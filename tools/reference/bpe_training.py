@@ -20,16 +20,21 @@ def learn_merges(words, count, taken):
         best = min(counts, key=lambda p: (-counts[p], p))
         merges.append(best)
         taken.add(best[0] + best[1])
-        merged = {}
-        for word, n in words.items():
-            out, i = [], 0
-            while i < len(word):
-                if i + 1 < len(word) and (word[i], word[i + 1]) == best:
-                    out.append(word[i] + word[i + 1])
-                    i += 2
-                else:
-                    out.append(word[i])
-                    i += 1
-            merged[tuple(out)] = merged.get(tuple(out), 0) + n
-        words = merged
+        words = merge_pair(words, best)
     return merges
+
+
+def merge_pair(words, pair):
+    """{word (a tuple of symbols): count} with every occurrence of the adjacent pair merged, left to right."""
+    merged = {}
+    for word, n in words.items():
+        out, i = [], 0
+        while i < len(word):
+            if i + 1 < len(word) and (word[i], word[i + 1]) == pair:
+                out.append(word[i] + word[i + 1])
+                i += 2
+            else:
+                out.append(word[i])
+                i += 1
+        merged[tuple(out)] = merged.get(tuple(out), 0) + n
+    return merged

@@ -38,6 +38,7 @@ import regex
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bpe_training  # noqa: E402
 import decoder_lms as lm  # noqa: E402
 import gguf_fixtures as gf  # noqa: E402
 import hf_format  # noqa: E402
@@ -172,7 +173,7 @@ def spm_pieces():
         a, b = min(pairs, key=lambda p: (-pairs[p], p))
         pieces[a + b] = -float(merge)
         merge += 1
-        words = tg.merge_pair(words, (a, b))
+        words = bpe_training.merge_pair(words, (a, b))
     return pieces
 
 

@@ -26,6 +26,8 @@ import json
 import pathlib
 import unicodedata
 
+import bpe_training  # beside this file, as for every script here
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
 DATA = ROOT / "tests" / "data" / "tokenizers"
 SEEDS = ROOT / "tests" / "data" / "tokenizer_json"
@@ -494,24 +496,8 @@ def learn_merges(corpus, count):
             break
         best = min(counts, key=lambda p: (-counts[p], p))
         merges.append(best)
-        words = merge_pair(words, best)
+        words = bpe_training.merge_pair(words, best)
     return merges
-
-
-def merge_pair(words, pair):
-    """{word (a tuple of symbols): count} with every occurrence of the adjacent pair merged, left to right."""
-    merged = {}
-    for word, n in words.items():
-        out, i = [], 0
-        while i < len(word):
-            if i + 1 < len(word) and (word[i], word[i + 1]) == pair:
-                out.append(word[i] + word[i + 1])
-                i += 2
-            else:
-                out.append(word[i])
-                i += 1
-        merged[tuple(out)] = merged.get(tuple(out), 0) + n
-    return merged
 
 
 def tiny_roberta():

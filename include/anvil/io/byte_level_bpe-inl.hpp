@@ -132,12 +132,9 @@ ANVIL_INLINE void bpe_model::initial_symbols(std::string_view word, std::vector<
         }
         if (options_.byte_fallback) {
             std::vector<std::int32_t> byte_ids;
-            for (const char c : character) {
-                constexpr std::string_view hex = "0123456789ABCDEF";
-                const auto b = static_cast<unsigned char>(c);
-                const std::string name{'<', '0', 'x', hex[b >> 4], hex[b & 15], '>'};
-                if (const auto id = vocab_.find(name)) byte_ids.push_back(*id);
-            }
+            for (const char c : character)
+                if (const auto id = vocab_.find(byte_fallback_token(static_cast<unsigned char>(c))))
+                    byte_ids.push_back(*id);
             if (byte_ids.size() == character.size()) {
                 for (const std::int32_t id : byte_ids)
                     push_symbol(symbols, id, false);

@@ -20,6 +20,12 @@
 
 namespace anvil::detail {
 
+// The name of byte b's fallback token, "<0x0A>" (upper-case hex, as SentencePiece writes them).
+inline std::string byte_fallback_token(unsigned char b) {
+    constexpr std::string_view hex = "0123456789ABCDEF";
+    return {'<', '0', 'x', hex[b >> 4], hex[b & 15], '>'};
+}
+
 // ---- the byte alphabet -----------------------------------------------------------------------------------
 
 // GPT-2's bytes_to_unicode: printable Latin-1 bytes stand for themselves, the other 68 map to U+0100 onwards.

@@ -302,10 +302,8 @@ ANVIL_INLINE std::optional<gguf_vocabulary> read_gguf_vocabulary(const gguf_file
     if (spm) {
         const bool space_prefix = flag("tokenizer.ggml.add_space_prefix", true);
         bool all_bytes = true;  // byte fallback needs every <0xXX> token
-        for (unsigned b = 0; b < 256 && all_bytes; ++b) {
-            constexpr std::string_view hex = "0123456789ABCDEF";
-            all_bytes = vocab.contains(std::string{'<', '0', 'x', hex[b >> 4], hex[b & 15], '>'});
-        }
+        for (unsigned b = 0; b < 256 && all_bytes; ++b)
+            all_bytes = vocab.contains(detail::byte_fallback_token(static_cast<unsigned char>(b)));
         json::array normalizers;
         if (space_prefix) {
             json::object prepend;

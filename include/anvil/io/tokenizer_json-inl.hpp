@@ -321,8 +321,7 @@ ANVIL_INLINE std::unique_ptr<tokenizer_model> read_bpe(const json::value& m, con
     }
     if (options.byte_fallback) {
         for (unsigned b = 0; b < 256; ++b) {
-            constexpr std::string_view hex = "0123456789ABCDEF";
-            const std::string name{'<', '0', 'x', hex[b >> 4], hex[b & 15], '>'};
+            const std::string name = byte_fallback_token(static_cast<unsigned char>(b));
             if (!vocab.find(name))
                 (where / "byte_fallback")
                     .fail(message("true, but the vocabulary has no byte token '", name,
