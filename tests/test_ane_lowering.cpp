@@ -514,6 +514,11 @@ value build_op(graph& g, op kind, std::vector<value_id>& inputs) {
             host_tensor indices(dtype::u8, dims{8, 32});
             return g.apply(kind, {g.constant(indices), g.constant(filled(dims{4}, 0.5f))});
         }
+        case op::dequantize_ggml: {
+            host_tensor blocks(dtype::u8, dims{8, 34});  // one Q8_0 block a row, all zeros
+            a.ggml_type = static_cast<std::uint32_t>(anvil::ggml_type::Q8_0);
+            return g.apply(kind, {g.constant(blocks)}, a);
+        }
         default:
             return g.apply(kind,
                            info(kind).category == op_category::binary
@@ -576,6 +581,7 @@ TEST_CASE("ane lowering: every op lowers or is host-only with a reason") {
         {op::rotary, "concat("},
         {op::dequantize_int8, ""},
         {op::dequantize_lut, ""},
+        {op::dequantize_ggml, ""},
     };
     REQUIRE(cases.size() == op_count);
     for (std::size_t i = 0; i < op_count; ++i) {

@@ -302,6 +302,110 @@ TEST_CASE("gemm: f16, bf16 and i8 operands are converted while packing") {
     }
 }
 
+// Rows of random ggml blocks for a weight W [n, k] (B = Wᵀ): every scale an f16 in ±[0.002, 0.02], every
+// quantised byte random. Q4_K's sub-block scales and mins are random 6-bit values.
+std::vector<std::byte> random_blocks(std::mt19937& random, anvil::ggml_type type, std::int64_t n,
+                                     std::int64_t k) {
+    const auto layout = *anvil::ggml_layout(static_cast<std::uint32_t>(type));
+    const std::size_t per_row = static_cast<std::size_t>(k) / layout.block * layout.bytes;
+    std::vector<std::byte> bytes(per_row * static_cast<std::size_t>(n));
+    std::uniform_int_distribution<int> byte(0, 255);
+    std::uniform_real_distribution<float> scale(0.002f, 0.02f);
+    for (std::byte& b : bytes)
+        b = static_cast<std::byte>(byte(random));
+    const auto put_scale = [&](std::byte* at) {
+        const float value = scale(random) * (byte(random) % 2 == 0 ? 1.0f : -1.0f);
+        const std::uint16_t bits = anvil::float_to_half_bits(value);
+        std::memcpy(at, &bits, sizeof bits);
+    };
+    for (std::size_t at = 0; at < bytes.size(); at += layout.bytes) {
+        put_scale(bytes.data() + at);
+        if (type == anvil::ggml_type::Q4_K) put_scale(bytes.data() + at + 2);  // dmin
+    }
+    return bytes;
+}
+
+// gemm with B = Wᵀ for W [n, k] of ggml blocks against gemm_reference with the same W dequantised to f32 by
+// the naive dequantiser (dequantize_ggml), within the rounding bound of a k-term dot product.
+void check_block_product(anvil::ggml_type type, std::int64_t m, std::int64_t n, std::int64_t k, gemm_isa isa,
+                         anvil::thread_pool& pool, std::mt19937& random, bool bias_and_accumulate) {
+    const std::vector<std::byte> blocks = random_blocks(random, type, n, k);
+    std::vector<float> weights(static_cast<std::size_t>(n * k));
+    anvil::dequantize_ggml(type, blocks, weights);
+    const test_matrix a = random_matrix(random, m, k, dtype::f32, layout::row_major);
+    matrix_operand b;
+    b.data = blocks.data();
+    b.type = dtype::u8;
+    b.blocks = type;
+    b.block_row_bytes = static_cast<std::int64_t>(blocks.size()) / n;
+    const matrix_operand dense{weights.data(), dtype::f32, 1, k};
+    std::vector<float> bias(static_cast<std::size_t>(n), 0.25f);
+    std::vector<float> fast(static_cast<std::size_t>(m * n), 0.5f), reference = fast;
+    const gemm_epilogue epilogue{bias_and_accumulate ? bias.data() : nullptr, bias_and_accumulate};
+    anvil::detail::gemm(m, n, k, a.operand(), b, fast.data(), n, epilogue, &pool, isa);
+    anvil::detail::gemm_reference(m, n, k, a.operand(), dense, reference.data(), n, epilogue);
+    INFO(anvil::ggml_type_name(type), " m=", m, " n=", n, " k=", k,
+         " isa=", anvil::detail::gemm_isa_name(isa), " threads=", pool.size());
+    int failures = 0;
+    for (std::int64_t i = 0; i < m && failures < 5; ++i) {
+        for (std::int64_t j = 0; j < n && failures < 5; ++j) {
+            double magnitude = bias_and_accumulate ? 0.75 : 0.0;
+            for (std::int64_t q = 0; q < k; ++q)
+                magnitude += std::fabs(static_cast<double>(element(a, i, q)) *
+                                       weights[static_cast<std::size_t>(j * k + q)]);
+            const double tolerance = (2.0 * static_cast<double>(k) + 4.0) * 0x1p-24 * magnitude + 1e-30;
+            const auto at = static_cast<std::size_t>(i * n + j);
+            if (!(std::fabs(static_cast<double>(fast[at]) - reference[at]) <= tolerance)) {
+                FAIL_CHECK("C[", i, ", ", j, "] = ", fast[at], ", reference ", reference[at], " (tolerance ",
+                           tolerance, ")");
+                ++failures;
+            }
+        }
+    }
+}
+
+TEST_CASE("gemm: a B of ggml blocks, read by rows when decoding and dequantised while packing otherwise") {
+    std::mt19937 random(9);
+    anvil::thread_pool one(1), two(2);
+    for (const gemm_isa isa : isas_to_test()) {
+        for (const anvil::ggml_type type :
+             {anvil::ggml_type::Q8_0, anvil::ggml_type::Q4_0, anvil::ggml_type::Q4_K}) {
+            const std::int64_t depth = type == anvil::ggml_type::Q4_K ? 256 : 32;
+            // 1-4 rows: dot products over W's rows (Q8_0, Q4_0); more: the streaming and packed paths.
+            for (const std::int64_t m : {1, 2, 3, 4, 5, 17, 40}) {
+                for (const std::int64_t n : {1, 6, 37}) {
+                    const std::int64_t k = depth * (m % 3 + 1) * (type == anvil::ggml_type::Q4_K ? 1 : 3);
+                    check_block_product(type, m, n, k, isa, m % 2 == 0 ? two : one, random, n % 2 == 1);
+                }
+            }
+            // Deep enough for several k blocks of the packed path (KC = 192 or 256), and wide for two
+            // threads.
+            check_block_product(type, 1, 300, 512 + 256, isa, two, random, true);
+            check_block_product(type, 70, 50, 512 + 256, isa, two, random, false);
+        }
+    }
+}
+
+TEST_CASE("gemm: a B of ggml blocks that do not fit it is refused, naming the type and sizes") {
+    std::vector<std::byte> blocks(34 * 2);
+    matrix_operand b;
+    b.data = blocks.data();
+    b.type = dtype::u8;
+    b.blocks = anvil::ggml_type::Q8_0;
+    b.block_row_bytes = 34;
+    std::vector<float> a(48), c(2);
+    const matrix_operand a_operand{a.data(), dtype::f32, 48, 1};
+    CHECK_THROWS_WITH_AS(anvil::detail::gemm(1, 2, 48, a_operand, b, c.data(), 2),
+                         doctest::Contains("48 values a column are not whole blocks of 32"),
+                         anvil::shape_error);
+    b.blocks = anvil::ggml_type::Q8_1;
+    CHECK_THROWS_WITH_AS(anvil::detail::gemm(1, 2, 32, a_operand, b, c.data(), 2),
+                         doctest::Contains("Q8_1 blocks; that type has no dequantiser"), anvil::type_error);
+    b.blocks = anvil::ggml_type::Q8_0;
+    CHECK_THROWS_WITH_AS(anvil::detail::gemm(1, 2, 32, b, a_operand, c.data(), 2),
+                         doctest::Contains("only B may be quantised"), anvil::type_error);
+}
+
 TEST_CASE("gemm: k = 0 writes the bias (or zeros), or adds the bias when accumulating") {
     const std::vector<float> bias{1.5f, -2.0f, 3.0f};
     const matrix_operand none{nullptr, dtype::f32, 0, 1};

@@ -13,6 +13,7 @@
 
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace test_gguf_decoder {
@@ -58,6 +59,65 @@ TEST_CASE("gguf decoder: logits equal PyTorch's for the weights each file holds,
     const auto f32 = anvil_test::load_npy(data_path("gguf/models/llama_gqa_f32_logits.npy"));
     const auto q4 = anvil_test::load_npy(data_path("gguf/models/llama_gqa_q4_0_logits.npy"));
     CHECK(anvil_test::max_relative_error(q4, f32) > 1e-2);
+}
+
+TEST_CASE("gguf decoder: Q8_0 and Q4_0 matrices keep their blocks, and the CPU program holds those bytes") {
+    for (const auto& entry : {std::pair{std::string("llama_gqa_q4_0"), anvil::ggml_type::Q4_0},
+                              std::pair{std::string("llama_gqa_q8_0"), anvil::ggml_type::Q8_0},
+                              std::pair{std::string("qwen2_tied_q8_0"), anvil::ggml_type::Q8_0},
+                              std::pair{std::string("gpt2_q8_0"), anvil::ggml_type::Q8_0}}) {
+        const std::string& name = entry.first;
+        const anvil::ggml_type type = entry.second;
+        CAPTURE(name);
+        const auto file = data_path("gguf/models/" + name + ".gguf");
+        const anvil::models::gguf_decoder read = anvil::models::read_gguf_decoder(file);
+        const auto layout = *anvil::ggml_layout(static_cast<std::uint32_t>(type));
+        std::size_t blocks = 0, dense = 0, folded = 0, linear = 0;
+        for (const anvil::tensor_view* each : read.weights->tensors()) {
+            const anvil::tensor_view& view = *each;
+            const std::string& tensor = view.name();
+            // Every matrix (the token embeddings too) but GPT-2's position embeddings, stored as F32.
+            const bool is_linear = view.rank() == 2 && tensor.find(".wpe.") == std::string::npos;
+            CAPTURE(tensor);
+            if (is_linear) {
+                ++linear;
+                REQUIRE(view.blocks() == type);
+                CHECK(view.type() == anvil::dtype::f32);
+                CHECK(view.byte_size() == view.element_count() / layout.block * layout.bytes);
+                // A matrix of at most 4 KiB as f32 is folded into an f32 constant when compiled (as every
+                // tiny constant is), so the program holds it packed instead.
+                if (view.element_count() * sizeof(float) <= 4096) {
+                    folded += static_cast<std::size_t>(view.element_count()) * sizeof(float);
+                } else {
+                    blocks += view.byte_size();
+                }
+            } else {
+                CHECK(!view.blocks());  // norms, biases and positions
+                dense += static_cast<std::size_t>(view.element_count()) * sizeof(float);
+            }
+        }
+        CHECK(linear >= 7);
+        // The blocks are what the GEMM and the gather read: the programs hold them, plus f32 copies of the
+        // rest (packed GEMM panels: up to twice the values with the padding), never the matrices as f32.
+        const std::size_t before = anvil::resident_weight_bytes().cpu_bytes;
+        auto lm = load_cpu(name + ".gguf");
+        (void)lm.logits(prompt_ids());
+        const std::size_t held = anvil::resident_weight_bytes().cpu_bytes - before;
+        MESSAGE(name, ": ", blocks, " bytes of blocks, ", dense + folded, " of f32 tensors; programs hold ",
+                held);
+        CHECK(held >= blocks);
+        CHECK(held <= blocks + 3 * (dense + folded));
+    }
+    // GPT-2's matrices are the file's linear weights, untransposed: F16 stays F16, q/k/v are row views.
+    const anvil::models::gguf_decoder gpt2 =
+        anvil::models::read_gguf_decoder(data_path("gguf/models/gpt2_f16.gguf"));
+    for (const char* piece : {"q", "k", "v"}) {
+        const anvil::tensor_view& q =
+            gpt2.weights->tensor(std::string("transformer.h.0.attn.") + piece + ".weight");
+        CHECK(q.type() == anvil::dtype::f16);
+        CHECK(q.shape()[0] == q.shape()[1]);
+        CHECK(!gpt2.weights->contains("transformer.h.0.attn.c_attn.weight"));
+    }
 }
 
 TEST_CASE("gguf decoder: the tokenizer and chat template come from tokenizer.ggml.*") {

@@ -92,6 +92,32 @@ TEST_CASE("graph: building checks operands and names") {
                          anvil::type_error);
 }
 
+TEST_CASE("graph: dequantize_ggml turns rows of ggml blocks into f32 rows, and refuses what does not fit") {
+    anvil::graph g;
+    anvil::attributes q8;
+    q8.ggml_type = static_cast<std::uint32_t>(anvil::ggml_type::Q8_0);
+    const anvil::value blocks =
+        g.constant(anvil::host_tensor(dtype::u8, dims{5, 68}));  // two Q8_0 blocks a row
+    const anvil::value values = g.apply(op::dequantize_ggml, {blocks}, q8);
+    CHECK(values.type() == dtype::f32);
+    CHECK(values.shape() == dims{5, 64});
+    CHECK_THROWS_WITH_AS(
+        g.apply(op::dequantize_ggml, {g.constant(anvil::host_tensor(dtype::u8, dims{5, 60}))}, q8),
+        doctest::Contains("are not rows of whole Q8_0 blocks (34 bytes each)"), anvil::shape_error);
+    CHECK_THROWS_WITH_AS(
+        g.apply(op::dequantize_ggml, {g.constant(anvil::host_tensor(dtype::i8, dims{5, 68}))}, q8),
+        doctest::Contains("the blocks must be u8, got i8"), anvil::type_error);
+    anvil::attributes q8_1;
+    q8_1.ggml_type = static_cast<std::uint32_t>(anvil::ggml_type::Q8_1);
+    CHECK_THROWS_WITH_AS(g.apply(op::dequantize_ggml, {blocks}, q8_1),
+                         doctest::Contains("ggml type 9 (Q8_1) has no dequantiser"),
+                         anvil::unsupported_error);
+    anvil::attributes unknown;
+    unknown.ggml_type = 77;
+    CHECK_THROWS_WITH_AS(g.apply(op::dequantize_ggml, {blocks}, unknown),
+                         doctest::Contains("ggml type 77 has no dequantiser"), anvil::unsupported_error);
+}
+
 TEST_CASE("passes: dead-code elimination keeps what the outputs need, and every input") {
     anvil::graph g;
     auto x = g.input("x", dtype::f32, dims{4});

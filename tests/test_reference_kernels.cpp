@@ -106,6 +106,8 @@ attributes parse_attributes(const json::value& object) {
             a.*(scalar->second) = static_cast<float>(v.as_double());
         } else if (const auto flag = flags.find(key); flag != flags.end()) {
             a.*(flag->second) = v.as_bool();
+        } else if (key == "ggml_type") {
+            a.ggml_type = static_cast<std::uint32_t>(v.as_int());
         } else if (key == "to") {
             a.to = anvil::dtype_from_name(v.as_string()).value();
         } else if (key == "kernel") {

@@ -12,6 +12,7 @@
 #include "anvil/core/dtype.hpp"
 #include "anvil/core/error.hpp"
 #include "anvil/core/float8.hpp"
+#include "anvil/core/ggml_types.hpp"
 #include "anvil/core/half.hpp"
 #include "anvil/core/host_tensor.hpp"
 #include "anvil/core/json.hpp"

@@ -930,6 +930,68 @@ template <class... Parts>
 }  // namespace detail
 }  // namespace anvil
 // #include "anvil/core/float8.hpp"
+// #include "anvil/core/ggml_types.hpp"
+// anvil: ggml's tensor types — the numbering llama.cpp's files use, how each stores its values in blocks, and
+// a naive dequantiser for each (written from ggml's block layouts in ggml-common.h and its dequantize_row_*
+// loops). GGUF files store their tensors in these types; the graph keeps block-quantised weights as they are
+// (op::dequantize_ggml) and the CPU GEMM reads them in place.
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+// #include "anvil/compilation.hpp"
+
+namespace anvil {
+
+// The ggml tensor types, numbered as ggml numbers them (ggml.h `enum ggml_type`).
+// (Spelled as ggml spells them, GGML_TYPE_Q4_K as Q4_K.)
+enum class ggml_type : std::uint32_t {
+    F32 = 0,
+    F16 = 1,
+    Q4_0 = 2,
+    Q4_1 = 3,
+    Q5_0 = 6,
+    Q5_1 = 7,
+    Q8_0 = 8,
+    Q8_1 = 9,
+    Q2_K = 10,
+    Q3_K = 11,
+    Q4_K = 12,
+    Q5_K = 13,
+    Q6_K = 14,
+    Q8_K = 15,
+    IQ4_NL = 20,
+    BF16 = 30,
+};
+
+// How a type stores its values: `block` consecutive values (along ne[0]) in `bytes` bytes.
+struct ggml_type_layout {
+    std::string_view name;  // "Q4_K"
+    std::uint32_t block = 1;
+    std::uint32_t bytes = 4;
+    bool dequantizes = false;  // anvil has a dequantiser for it (dequantize_ggml)
+};
+
+// The layout of a ggml type number, or nullopt for a number anvil does not know.
+[[nodiscard]] std::optional<ggml_type_layout> ggml_layout(std::uint32_t type);
+
+// The type's name ("Q4_K"), or "ggml type N" for a number anvil does not know.
+[[nodiscard]] std::string ggml_type_name(ggml_type type);
+
+// The values of `count` elements of `type` from `bytes` (a whole number of blocks): the naive reference
+// dequantisers, each written from ggml's block layout (ggml-common.h) and its dequantize_row_* loops.
+// Throws unsupported_error for a type with no dequantiser, format_error when the sizes do not fit.
+void dequantize_ggml(ggml_type type, std::span<const std::byte> bytes, std::span<float> out);
+
+}  // namespace anvil
+
+#if ANVIL_DEFINITIONS
+// #include "anvil/core/ggml_types-inl.hpp" (in the definitions at the end)
+#endif
 // #include "anvil/core/half.hpp"
 // #include "anvil/core/host_tensor.hpp"
 // anvil: host_tensor, an n-dimensional array in host memory — what programs take as inputs and give back as
@@ -2527,9 +2589,10 @@ enum class op : std::uint8_t {
     // Weight decompression.
     dequantize_int8,  // q (i8), scale [C], optional zero_point [C] along `axis`: (q - zero_point) * scale
     dequantize_lut,   // indices (u8), lut [C, L] per slice along axis 0, or [L]: lut[index]
+    dequantize_ggml,  // blocks (u8) [..., B]: rows of ggml blocks of type `ggml_type`, as f32 [..., K]
 };
 
-inline constexpr std::size_t op_count = static_cast<std::size_t>(op::dequantize_lut) + 1;
+inline constexpr std::size_t op_count = static_cast<std::size_t>(op::dequantize_ggml) + 1;
 
 // One step of a fused elementwise chain: `kind` (a unary, binary or ternary elementwise op) applied to
 // operands that are the fused node's inputs (index < input count) or the results of earlier steps (index
@@ -2574,6 +2637,8 @@ struct attributes {
     bool align_corners = false;
     bool causal = false;
     bool interleaved = false;  // rotary: pairs (0,1), (2,3)... instead of halves
+    // dequantize_ggml: the blocks' type, a ggml_type number (core/ggml_types.hpp)
+    std::uint32_t ggml_type = 0;
     // fused_elementwise
     std::vector<fused_step> steps;
 
@@ -2653,6 +2718,7 @@ inline constexpr std::array<op_info, op_count> op_table{{
     {"rotary", op_category::structured, 3, 3},
     {"dequantize_int8", op_category::structured, 2, 3},
     {"dequantize_lut", op_category::structured, 2, 2},
+    {"dequantize_ggml", op_category::structured, 1, 1},
 }};
 
 }  // namespace detail
@@ -6339,6 +6405,7 @@ mlpackage_summary export_mlpackage(std::span<const mlpackage_function> functions
 // #include "anvil/core/bfloat16.hpp"
 // #include "anvil/core/dtype.hpp"
 // #include "anvil/core/error.hpp"
+// #include "anvil/core/ggml_types.hpp"
 // #include "anvil/core/half.hpp"
 // #include "anvil/core/json_value.hpp"
 // #include "anvil/core/mapped_file.hpp"
@@ -6351,6 +6418,7 @@ mlpackage_summary export_mlpackage(std::span<const mlpackage_function> functions
 #include <filesystem>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -6372,6 +6440,9 @@ struct tensor_info {
     std::uint64_t element_count = 0;
     std::uint64_t data_begin = 0;  // [data_begin, data_end): relative to the start of the data section
     std::uint64_t data_end = 0;
+    // Set for a tensor another format stores as rows of ggml blocks (a GGUF file's quantised weight): its
+    // values are f32 (`type`), its bytes the blocks of each row along the last axis.
+    std::optional<ggml_type> blocks;
 };
 
 namespace detail {
@@ -6413,6 +6484,8 @@ public:
     [[nodiscard]] std::size_t rank() const noexcept { return info_.shape.size(); }
     [[nodiscard]] std::uint64_t element_count() const noexcept { return info_.element_count; }
     [[nodiscard]] std::span<const std::byte> bytes() const noexcept { return bytes_; }
+    // The ggml block type the bytes hold, for a quantised tensor of a GGUF file (tensor_info::blocks).
+    [[nodiscard]] std::optional<ggml_type> blocks() const noexcept { return info_.blocks; }
     [[nodiscard]] std::size_t byte_size() const noexcept { return bytes_.size(); }
     [[nodiscard]] const tensor_info& info() const noexcept { return info_; }
     // The file (or buffer name) the tensor came from, as messages name it.
@@ -6435,6 +6508,10 @@ public:
             "tensor_view::data<T>: T must be double, float, anvil::half, anvil::bfloat16 or a fixed-width "
             "integer (bool and fp8 tensors are read through bytes() or to_f32())");
         constexpr dtype wanted = dtype_of_v<T>;
+        if (info_.blocks) {
+            throw type_error(detail::message(prefix(), "elements are stored as ggml ",
+                                             ggml_type_name(*info_.blocks), " blocks; use to_f32()"));
+        }
         if (info_.type != wanted) {
             throw type_error(detail::message(prefix(), "elements are ", dtype_name(info_.type),
                                              ", not the requested ", dtype_name(wanted)));
@@ -6582,6 +6659,9 @@ struct checkpoint_tensor {
     dtype type = dtype::f32;
     std::vector<std::int64_t> shape;
     std::span<const std::byte> bytes;
+    // Rows of ggml blocks along the last axis instead of `type` values (a GGUF file's quantised weight, kept
+    // as stored): the values are f32, and the bytes hold whole blocks of this type.
+    std::optional<ggml_type> blocks = std::nullopt;
 };
 
 class checkpoint {
@@ -6709,6 +6789,7 @@ private:
 
 // #include "anvil/compilation.hpp"
 // #include "anvil/core/error.hpp"
+// #include "anvil/core/ggml_types.hpp"
 // #include "anvil/core/mapped_file.hpp"
 
 #include <cstddef>
@@ -6724,43 +6805,6 @@ private:
 #include <vector>
 
 namespace anvil {
-
-// The ggml tensor types, numbered as ggml numbers them (ggml.h `enum ggml_type`).
-// (Spelled as ggml spells them, GGML_TYPE_Q4_K as Q4_K.)
-enum class ggml_type : std::uint32_t {
-    F32 = 0,
-    F16 = 1,
-    Q4_0 = 2,
-    Q4_1 = 3,
-    Q5_0 = 6,
-    Q5_1 = 7,
-    Q8_0 = 8,
-    Q8_1 = 9,
-    Q2_K = 10,
-    Q3_K = 11,
-    Q4_K = 12,
-    Q5_K = 13,
-    Q6_K = 14,
-    Q8_K = 15,
-    IQ4_NL = 20,
-    BF16 = 30,
-};
-
-// How a type stores its values: `block` consecutive values (along ne[0]) in `bytes` bytes.
-struct ggml_type_layout {
-    std::string_view name;  // "Q4_K"
-    std::uint32_t block = 1;
-    std::uint32_t bytes = 4;
-    bool dequantizes = false;  // anvil has a dequantiser for it (dequantize_ggml)
-};
-
-// The layout of a ggml type number, or nullopt for a number anvil does not know.
-[[nodiscard]] std::optional<ggml_type_layout> ggml_layout(std::uint32_t type);
-
-// The values of `count` elements of `type` from `bytes` (a whole number of blocks): the naive reference
-// dequantisers, each written from ggml's block layout (ggml-common.h) and its dequantize_row_* loops.
-// Throws unsupported_error for a type with no dequantiser, format_error when the sizes do not fit.
-void dequantize_ggml(ggml_type type, std::span<const std::byte> bytes, std::span<float> out);
 
 // The GGUF metadata value types (gguf.h `enum gguf_type`).
 enum class gguf_value_type : std::uint32_t {
@@ -8785,8 +8829,11 @@ struct causal_lm_access {
 // stops, as llama.cpp's does, at the EOS id, the end-of-turn / end-of-message ids the file names, and the
 // control tokens llama.cpp recognises as ends of generation by their text (<|im_end|>, <|eot_id|>, ...).
 //
-// F32, F16 and BF16 tensors are views of the mapped file; quantised ones (Q8_0, Q4_0, ... ; io/gguf.hpp) and
-// the permuted attn_q / attn_k are dequantised to f32 once, at load.
+// F32, F16 and BF16 tensors are views of the mapped file. Linear weights in Q8_0 and Q4_0 keep their blocks
+// (tensor_view::blocks): the graph holds them as op::dequantize_ggml of the bytes, which the CPU GEMM reads
+// in place (backend/cpu/gemm_rows.hpp) and the Neural Engine lowering folds into fp16. The other quantised
+// types (io/gguf.hpp), the embeddings (a gather reads them), GPT-2's transposed matrices and the permuted
+// attn_q / attn_k of the other types are dequantised to f32 once, at load.
 
 #include <filesystem>
 #include <memory>
@@ -8820,6 +8867,9 @@ namespace recipe_detail {
 // interleaved one: row h*D + 2i + j of `gguf_rows` becomes row h*D + j*D/2 + i.
 void unpermute_rope_rows(std::span<const float> gguf_rows, std::int64_t heads, std::int64_t columns,
                          std::span<float> out);
+// The same for rows of `row_bytes` bytes each (a quantised tensor's rows of blocks).
+void unpermute_rope_rows(std::span<const std::byte> gguf_rows, std::int64_t heads, std::int64_t row_bytes,
+                         std::span<std::byte> out);
 
 }  // namespace recipe_detail
 
@@ -12970,6 +13020,171 @@ private:
 
 // #include "anvil/backend/ane/capabilities.hpp"
 // #include "anvil/backend/ane/mil_writer.hpp"
+// #include "anvil/backend/cpu/reference/dequantize.hpp"
+// anvil: the reference weight decompression — int8 with a per-channel scale and zero point, lookup tables
+// (palettised weights: a u8 index per weight into a table of at most 256 values, per output channel or
+// shared), and rows of ggml blocks (GGUF files' quantised weights).
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+// #include "anvil/backend/cpu/tensor_span.hpp"
+// anvil: how the CPU backend sees a value — a contiguous, row-major float32 array and its shape — and the
+// index arithmetic its kernels share (row-major strides, numpy broadcasting strides, a multi-index walk).
+// Integer and boolean values (indices, argmax results, masks, quantised weights) are held exactly as floats.
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+// #include "anvil/core/shape.hpp"
+
+namespace anvil::detail::cpu {
+
+struct const_tensor_span {
+    const float* data;
+    dims shape;
+};
+
+struct tensor_span {
+    float* data;
+    dims shape;
+
+    operator const_tensor_span() const noexcept { return {data, shape}; }
+};
+
+using index_array = std::array<std::int64_t, max_rank>;
+using stride_array = std::array<std::int64_t, max_rank>;
+
+// The element count as a signed extent: kernels index with it next to the shape's own extents.
+[[nodiscard]] inline std::int64_t count_of(const dims& shape) {
+    return static_cast<std::int64_t>(shape.element_count());
+}
+
+// The product of the extents in [first, last): the "outer" and "inner" sizes around an axis. Computed from
+// the shape rather than as count / extent so that a zero extent elsewhere never divides by zero.
+[[nodiscard]] inline std::int64_t extent_product(const dims& shape, std::size_t first, std::size_t last) {
+    std::int64_t product = 1;
+    for (std::size_t axis = first; axis < last; ++axis)
+        product *= shape[axis];
+    return product;
+}
+
+[[nodiscard]] inline stride_array row_major_strides(const dims& shape) {
+    stride_array strides{};
+    std::int64_t stride = 1;
+    for (std::size_t axis = shape.rank(); axis-- > 0;) {
+        strides[axis] = stride;
+        stride *= shape[axis];
+    }
+    return strides;
+}
+
+// Strides that read `from` as if broadcast to `to` (numpy's rule, aligned from the right): an axis `from`
+// lacks or holds with extent 1 gets stride 0. The shapes must broadcast; shape inference has checked that.
+[[nodiscard]] inline stride_array broadcast_strides(const dims& from, const dims& to) {
+    const stride_array own = row_major_strides(from);
+    stride_array strides{};
+    const std::size_t missing = to.rank() - from.rank();
+    for (std::size_t axis = missing; axis < to.rank(); ++axis) {
+        const std::size_t source_axis = axis - missing;
+        strides[axis] = from[source_axis] == 1 ? 0 : own[source_axis];
+    }
+    return strides;
+}
+
+// Steps a row-major multi-index over `shape`; false once it has wrapped past the last position.
+inline bool next_index(index_array& index, const dims& shape) noexcept {
+    for (std::size_t axis = shape.rank(); axis-- > 0;) {
+        if (++index[axis] < shape[axis]) return true;
+        index[axis] = 0;
+    }
+    return false;
+}
+
+[[nodiscard]] inline std::int64_t offset_of(const index_array& index, const stride_array& strides,
+                                            std::size_t rank) noexcept {
+    std::int64_t offset = 0;
+    for (std::size_t axis = 0; axis < rank; ++axis)
+        offset += index[axis] * strides[axis];
+    return offset;
+}
+
+}  // namespace anvil::detail::cpu
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/ggml_types.hpp"
+
+namespace anvil::detail::cpu::reference {
+
+// out = (q - zero_point[c]) * scale[c], c the index along `axis`; no zero point means 0.
+inline void dequantize_int8(const_tensor_span q, const_tensor_span scale,
+                            std::optional<const_tensor_span> zero_point, std::int64_t axis, tensor_span out) {
+    const auto axis_index = static_cast<std::size_t>(axis);
+    const std::int64_t outer = extent_product(q.shape, 0, axis_index);
+    const std::int64_t channels = q.shape[axis_index];
+    const std::int64_t inner = extent_product(q.shape, axis_index + 1, q.shape.rank());
+    for (std::int64_t o = 0; o < outer; ++o) {
+        for (std::int64_t c = 0; c < channels; ++c) {
+            const float zero = zero_point ? zero_point->data[c] : 0.0f;
+            for (std::int64_t i = 0; i < inner; ++i) {
+                const std::int64_t at = (o * channels + c) * inner + i;
+                out.data[at] = (q.data[at] - zero) * scale.data[c];
+            }
+        }
+    }
+}
+
+// out = lut[g, index] with g the group of the index's position c along axis 0 (a [G, L] table for C
+// positions: g = c / (C / G)), or lut[index] (an [L] table). An index that is not a whole number in [0, L)
+// throws, naming it and the table's shape.
+inline void dequantize_lut(const_tensor_span indices, const_tensor_span lut, tensor_span out) {
+    const bool per_channel = lut.shape.rank() == 2;
+    const std::int64_t length = lut.shape[lut.shape.rank() - 1];
+    const std::int64_t count = count_of(indices.shape);
+    // Positions per group of slices along axis 0; a shared table treats the whole tensor as one group.
+    const std::int64_t slice = per_channel ? extent_product(indices.shape, 1, indices.shape.rank()) *
+                                                 (indices.shape[0] / lut.shape[0])
+                                           : count;
+    for (std::int64_t i = 0; i < count; ++i) {
+        const float index = indices.data[i];
+        if (!(index >= 0.0f && index < static_cast<float>(length) && std::trunc(index) == index)) {
+            throw error(message("dequantize_lut: index ", index, " (element ", i, " of the indices ",
+                                indices.shape, ") is out of range for the table ", lut.shape,
+                                " (expected a whole number in [0, ", length, "))"));
+        }
+        const std::int64_t channel = per_channel ? i / slice : 0;
+        out.data[i] = lut.data[channel * length + static_cast<std::int64_t>(index)];
+    }
+}
+
+// Each row of `blocks` (its bytes, held as f32 values 0..255 like every CPU value) dequantised as ggml type
+// `type` into a row of `out`. A value that is not a byte throws, naming it.
+inline void dequantize_ggml(const_tensor_span blocks, std::uint32_t type, tensor_span out) {
+    const std::int64_t row_bytes = blocks.shape[blocks.shape.rank() - 1];
+    const std::int64_t row_values = out.shape[out.shape.rank() - 1];
+    if (row_bytes <= 0) return;
+    const std::int64_t rows = count_of(blocks.shape) / row_bytes;
+    std::vector<std::byte> row(static_cast<std::size_t>(row_bytes));
+    for (std::int64_t r = 0; r < rows; ++r) {
+        for (std::int64_t i = 0; i < row_bytes; ++i) {
+            const float byte = blocks.data[r * row_bytes + i];
+            if (!(byte >= 0.0f && byte <= 255.0f && std::trunc(byte) == byte)) {
+                throw error(message("dequantize_ggml: element ", r * row_bytes + i, " of the blocks ",
+                                    blocks.shape, " is ", byte, ", not a byte"));
+            }
+            row[static_cast<std::size_t>(i)] = static_cast<std::byte>(static_cast<unsigned>(byte));
+        }
+        anvil::dequantize_ggml(
+            static_cast<ggml_type>(type), row,
+            std::span<float>(out.data + r * row_values, static_cast<std::size_t>(row_values)));
+    }
+}
+
+}  // namespace anvil::detail::cpu::reference
 // #include "anvil/core/convert.hpp"
 // #include "anvil/core/error.hpp"
 // #include "anvil/graph/graph.hpp"
@@ -13038,6 +13253,7 @@ struct support_result {
             return true;
         case op::dequantize_int8:
         case op::dequantize_lut:
+        case op::dequantize_ggml:
         case op::cast:
             if (n.kind == op::cast && !is_floating(n.result.type)) return false;
             for (const value_id input : n.inputs)
@@ -13062,6 +13278,12 @@ struct support_result {
     }
     if (n.kind == op::cast) return host_constant_values(body, n.inputs[0]);
     const std::vector<float> first = host_constant_values(body, n.inputs[0]);
+    if (n.kind == op::dequantize_ggml) {
+        std::vector<float> values(static_cast<std::size_t>(n.result.shape.element_count()));
+        cpu::reference::dequantize_ggml({first.data(), body.nodes[n.inputs[0]].result.shape},
+                                        n.attrs.ggml_type, {values.data(), n.result.shape});
+        return values;
+    }
     const std::vector<float> table = host_constant_values(body, n.inputs[1]);
     const dims& shape = body.nodes[n.inputs[0]].result.shape;
     std::vector<float> values(first.size());
@@ -13177,6 +13399,7 @@ inline constexpr std::array<op_lowering, op_count> op_lowerings{{
     {placement::decomposed, "slice_by_index, mul, sub, add, concat"},
     {placement::decomposed, "folded into an fp16 constant at lowering"},
     {placement::decomposed, "folded into an fp16 constant at lowering"},
+    {placement::decomposed, "folded into an fp16 constant at lowering (the blocks dequantised exactly)"},
 }};
 
 [[nodiscard]] inline placement default_placement(op kind) {
@@ -13301,7 +13524,7 @@ inline std::string on_cpu_by_choice(lowering_feature f, const lowering_options& 
     const std::string name = message(op_name(kind), " node ", id);
     if (kind == op::input || kind == op::constant) return {placement::native, {}};
     if (kind == op::gather || kind == op::argmax) return integer_host(std::string(lowering_summary(kind)));
-    if (kind == op::dequantize_int8 || kind == op::dequantize_lut) {
+    if (kind == op::dequantize_int8 || kind == op::dequantize_lut || kind == op::dequantize_ggml) {
         if (is_host_constant(body, id)) return {placement::decomposed, std::string(lowering_summary(kind))};
         return integer_host(
             message(name,
@@ -15132,6 +15355,7 @@ inline void lower_node(segment_lowering& L, value_id id) {
         case op::gather:
         case op::dequantize_int8:
         case op::dequantize_lut:
+        case op::dequantize_ggml:
             throw unsupported_error(message("ane lowering: ", L.describe(id), " runs on the host"));
         default:
             return lower_elementwise(L, id);
@@ -15500,13 +15724,14 @@ struct partition_limits {
     std::size_t max_program_weight_bytes = std::size_t{256} << 20;
 };
 
-// A weight: a constant, or the int8 or palette dequantisation of constants that is not a program output
-// (what the Core ML route keeps compressed). Segments take their own copies of weights: a weight is never
-// scheduled, nor passed from one segment to another.
+// A weight: a constant, or the int8, palette or ggml-block dequantisation of constants that is not a program
+// output (what the Core ML route keeps compressed). Segments take their own copies of weights: a weight is
+// never scheduled, nor passed from one segment to another.
 inline bool is_weight_value(const graph_body& body, value_id id) {
     const node& n = body.nodes[id];
     if (n.kind == op::constant) return true;
-    if (n.kind != op::dequantize_int8 && n.kind != op::dequantize_lut) return false;
+    if (n.kind != op::dequantize_int8 && n.kind != op::dequantize_lut && n.kind != op::dequantize_ggml)
+        return false;
     const bool from_constants = std::all_of(n.inputs.begin(), n.inputs.end(), [&](value_id input) {
         return body.nodes[input].kind == op::constant;
     });
@@ -16814,88 +17039,6 @@ struct model_spec {
 #include <vector>
 
 // #include "anvil/backend/cpu/tensor_span.hpp"
-// anvil: how the CPU backend sees a value — a contiguous, row-major float32 array and its shape — and the
-// index arithmetic its kernels share (row-major strides, numpy broadcasting strides, a multi-index walk).
-// Integer and boolean values (indices, argmax results, masks, quantised weights) are held exactly as floats.
-
-#include <array>
-#include <cstddef>
-#include <cstdint>
-
-// #include "anvil/core/shape.hpp"
-
-namespace anvil::detail::cpu {
-
-struct const_tensor_span {
-    const float* data;
-    dims shape;
-};
-
-struct tensor_span {
-    float* data;
-    dims shape;
-
-    operator const_tensor_span() const noexcept { return {data, shape}; }
-};
-
-using index_array = std::array<std::int64_t, max_rank>;
-using stride_array = std::array<std::int64_t, max_rank>;
-
-// The element count as a signed extent: kernels index with it next to the shape's own extents.
-[[nodiscard]] inline std::int64_t count_of(const dims& shape) {
-    return static_cast<std::int64_t>(shape.element_count());
-}
-
-// The product of the extents in [first, last): the "outer" and "inner" sizes around an axis. Computed from
-// the shape rather than as count / extent so that a zero extent elsewhere never divides by zero.
-[[nodiscard]] inline std::int64_t extent_product(const dims& shape, std::size_t first, std::size_t last) {
-    std::int64_t product = 1;
-    for (std::size_t axis = first; axis < last; ++axis)
-        product *= shape[axis];
-    return product;
-}
-
-[[nodiscard]] inline stride_array row_major_strides(const dims& shape) {
-    stride_array strides{};
-    std::int64_t stride = 1;
-    for (std::size_t axis = shape.rank(); axis-- > 0;) {
-        strides[axis] = stride;
-        stride *= shape[axis];
-    }
-    return strides;
-}
-
-// Strides that read `from` as if broadcast to `to` (numpy's rule, aligned from the right): an axis `from`
-// lacks or holds with extent 1 gets stride 0. The shapes must broadcast; shape inference has checked that.
-[[nodiscard]] inline stride_array broadcast_strides(const dims& from, const dims& to) {
-    const stride_array own = row_major_strides(from);
-    stride_array strides{};
-    const std::size_t missing = to.rank() - from.rank();
-    for (std::size_t axis = missing; axis < to.rank(); ++axis) {
-        const std::size_t source_axis = axis - missing;
-        strides[axis] = from[source_axis] == 1 ? 0 : own[source_axis];
-    }
-    return strides;
-}
-
-// Steps a row-major multi-index over `shape`; false once it has wrapped past the last position.
-inline bool next_index(index_array& index, const dims& shape) noexcept {
-    for (std::size_t axis = shape.rank(); axis-- > 0;) {
-        if (++index[axis] < shape[axis]) return true;
-        index[axis] = 0;
-    }
-    return false;
-}
-
-[[nodiscard]] inline std::int64_t offset_of(const index_array& index, const stride_array& strides,
-                                            std::size_t rank) noexcept {
-    std::int64_t offset = 0;
-    for (std::size_t axis = 0; axis < rank; ++axis)
-        offset += index[axis] * strides[axis];
-    return offset;
-}
-
-}  // namespace anvil::detail::cpu
 // #include "anvil/core/thread_pool.hpp"
 
 namespace anvil::detail::cpu {
@@ -18349,7 +18492,8 @@ inline void rotary(const node& n, std::span<const const_tensor_span> inputs, ten
 
 }  // namespace anvil::detail::cpu
 // #include "anvil/backend/cpu/kernels/data_movement.hpp"
-// anvil: the CPU backend's fast data movement — permute, concat, slice, pad and gather. Each first merges the
+// anvil: the CPU backend's fast data movement — permute, concat, slice, pad and gather (also of rows of ggml
+// blocks). Each first merges the
 // axes it can (size-1 axes vanish; neighbours that stay neighbours become one), so most calls reduce to
 // copying contiguous runs with memcpy; a permute that moves the innermost axis becomes a cache-blocked
 // transpose of two axes. Threaded over rows or tiles.
@@ -18359,11 +18503,14 @@ inline void rotary(const node& n, std::span<const const_tensor_span> inputs, ten
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <vector>
 
+// #include "anvil/backend/cpu/kernel.hpp"
 // #include "anvil/backend/cpu/tensor_span.hpp"
 // #include "anvil/core/error.hpp"
+// #include "anvil/core/ggml_types.hpp"
 // #include "anvil/core/thread_pool.hpp"
 // #include "anvil/graph/graph.hpp"
 
@@ -18640,6 +18787,44 @@ inline void gather(const node& n, std::span<const const_tensor_span> inputs, ten
                       });
 }
 
+// gather of rows from a table of ggml blocks (a GGUF file's quantised embeddings, op::dequantize_ggml of a
+// constant [rows, bytes]): only the rows the indices name are dequantised, as llama.cpp's get_rows does, so
+// the table stays in its blocks. Null when node `n` is not such a gather.
+inline std::optional<prepared_kernel> gather_from_blocks(const graph_body& body, const node& n) {
+    const node& table = body.nodes[n.inputs[0]];
+    if (n.attrs.axis != 0 || table.kind != op::dequantize_ggml || table.result.shape.rank() != 2 ||
+        body.nodes[table.inputs[0]].kind != op::constant)
+        return std::nullopt;
+    const host_tensor blocks = body.nodes[table.inputs[0]].data;
+    const auto type = static_cast<ggml_type>(table.attrs.ggml_type);
+    const std::int64_t rows = table.result.shape[0], row_values = table.result.shape[1];
+    const auto row_bytes = static_cast<std::size_t>(blocks.shape()[1]);
+    prepared_kernel parts;
+    parts.reads_natively = {true, false};
+    parts.weight_buffers.emplace_back(blocks.raw(), blocks.byte_size());
+    parts.run = [blocks, type, rows, row_values, row_bytes](std::span<const const_tensor_span> in,
+                                                            tensor_span out, thread_pool&, std::span<float>) {
+        const const_tensor_span& indices = in[1];
+        const std::int64_t count = count_of(indices.shape);
+        const auto* bytes = static_cast<const std::byte*>(blocks.raw());
+        for (std::int64_t i = 0; i < count; ++i) {
+            const float index = indices.data[i];
+            if (!(index >= 0.0f && index < static_cast<float>(rows) && std::trunc(index) == index)) {
+                throw error(message("gather: index ", index, " (element ", i, " of the indices ",
+                                    indices.shape, ") is out of range for axis 0 of the table [", rows, ", ",
+                                    row_values, "] (expected a whole number in [0, ", rows, "))"));
+            }
+        }
+        for (std::int64_t i = 0; i < count; ++i) {
+            const auto row = static_cast<std::size_t>(indices.data[i]);
+            dequantize_ggml(
+                type, std::span<const std::byte>(bytes + row * row_bytes, row_bytes),
+                std::span<float>(out.data + i * row_values, static_cast<std::size_t>(row_values)));
+        }
+    };
+    return parts;
+}
+
 }  // namespace anvil::detail::cpu
 // #include "anvil/backend/cpu/kernels/elementwise.hpp"
 // #include "anvil/backend/cpu/kernels/linear_algebra.hpp"
@@ -18663,9 +18848,12 @@ inline void gather(const node& n, std::span<const const_tensor_span> inputs, ten
 // linear layer and convolution goes through. GotoBLAS/BLIS structure: B is packed into nr-column panels and A
 // into mr-row panels (converting f16 / bf16 / i8 to f32 while packing, never the whole operand at once), in
 // KC x NC and MC x KC cache blocks, and a register-tiled micro-kernel (gemm_kernel.hpp) chosen at run time
-// for this CPU runs over them. With few rows of A (decoding) the product is a stream over B instead, read in
-// place where it can be and prefetched a block ahead. Threads take rectangles of C from a queue, each packing
-// its own operands. packed_matrix packs a constant B (weights) once for many calls.
+// for this CPU runs over them. With up to four rows of A (decoding) and B a weight stored by rows, the
+// product is dot products over the weight's rows in its own format (gemm_rows.hpp: f16, int8 and ggml blocks
+// decoded in registers); with a few more rows it is a stream over B, read in place where it can be and
+// prefetched a block ahead. A B of ggml blocks (a GGUF weight) is dequantised while packing. Threads take
+// rectangles of C from a queue, each packing its own operands. packed_matrix packs a constant B (weights)
+// once for many calls.
 
 #include <algorithm>
 #include <array>
@@ -18675,6 +18863,8 @@ inline void gather(const node& n, std::span<const const_tensor_span> inputs, ten
 #include <cstring>
 #include <memory>
 #include <new>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -19015,17 +19205,21 @@ inline void gemm_block(const gemm_kernel_info& kernel, const gemm_block_args& bl
 #undef ANVIL_DETAIL_GEMM_UNROLL
 // #include "anvil/backend/cpu/gemm_reference.hpp"
 // anvil: the contract of the CPU backend's matrix product. How an operand is described (any strides, f32 /
-// f16 / bf16, and i8 with per-column dequantisation for B), how arguments are checked, and gemm_reference:
-// the plain triple loop that defines what gemm (gemm.hpp) computes. Tests compare the fast path with it.
+// f16 / bf16; for B also i8 with per-column dequantisation and ggml blocks), how arguments are checked, and
+// gemm_reference: the plain triple loop that defines what gemm (gemm.hpp) computes. Tests compare the fast
+// path with it.
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
+#include <span>
 #include <string>
 
 // #include "anvil/core/bfloat16.hpp"
 // #include "anvil/core/dtype.hpp"
 // #include "anvil/core/error.hpp"
+// #include "anvil/core/ggml_types.hpp"
 // #include "anvil/core/half.hpp"
 
 namespace anvil::detail {
@@ -19040,6 +19234,10 @@ struct matrix_operand {
     std::int64_t col_stride = 1;
     const float* scale = nullptr;       // i8 only: length = columns
     const float* zero_point = nullptr;  // i8 only: length = columns, or null for 0
+    // B only: rows of ggml blocks, a GGUF weight W [n, k] as B = Wᵀ: column j is row j of W, at
+    // data + j * block_row_bytes, k / block whole blocks (type, row_stride and col_stride are then unused).
+    std::optional<ggml_type> blocks = std::nullopt;
+    std::int64_t block_row_bytes = 0;
 };
 
 struct gemm_epilogue {
@@ -19053,8 +19251,32 @@ struct gemm_epilogue {
     return message("<invalid dtype ", static_cast<unsigned>(type), ">");
 }
 
+inline void check_gemm_blocks(const char* function, const char* name, const matrix_operand& operand,
+                              std::int64_t rows, std::int64_t cols, bool quantised_allowed) {
+    const std::optional<ggml_type_layout> layout = ggml_layout(static_cast<std::uint32_t>(*operand.blocks));
+    const std::string type = ggml_type_name(*operand.blocks);
+    if (!quantised_allowed || !layout || !layout->dequantizes) {
+        throw type_error(
+            message(function, ": operand ", name, " (", rows, "x", cols, ") holds ggml ", type, " blocks; ",
+                    quantised_allowed ? "that type has no dequantiser" : "only B may be quantised"));
+    }
+    if (rows % layout->block != 0 || operand.block_row_bytes < rows / layout->block * layout->bytes) {
+        throw shape_error(message(function, ": operand ", name, " (", rows, "x", cols, ") holds ggml ", type,
+                                  " blocks: ", rows, " values a column are not whole blocks of ",
+                                  layout->block, " in ", operand.block_row_bytes, " bytes"));
+    }
+    if (operand.data == nullptr && rows > 0 && cols > 0) {
+        throw error(message(function, ": operand ", name, " (", rows, "x", cols, ", ", type,
+                            ") has no data (null pointer)"));
+    }
+}
+
 inline void check_gemm_operand(const char* function, const char* name, const matrix_operand& operand,
                                std::int64_t rows, std::int64_t cols, bool quantised_allowed) {
+    if (operand.blocks) {
+        check_gemm_blocks(function, name, operand, rows, cols, quantised_allowed);
+        return;
+    }
     const dtype type = operand.type;
     const bool is_float = type == dtype::f32 || type == dtype::f16 || type == dtype::bf16;
     if (!is_float && !(quantised_allowed && type == dtype::i8)) {
@@ -19097,6 +19319,17 @@ inline void check_gemm_arguments(const char* function, std::int64_t m, std::int6
 [[nodiscard]] inline float gemm_operand_element(const matrix_operand& operand, std::int64_t row,
                                                 std::int64_t col) noexcept {
     const auto* bytes = static_cast<const unsigned char*>(operand.data);
+    if (operand.blocks) {
+        const std::optional<ggml_type_layout> layout =
+            ggml_layout(static_cast<std::uint32_t>(*operand.blocks));
+        float values[256];
+        const auto block = static_cast<std::int64_t>(layout->block);
+        const auto* first = reinterpret_cast<const std::byte*>(bytes) + col * operand.block_row_bytes +
+                            row / block * static_cast<std::int64_t>(layout->bytes);
+        dequantize_ggml(*operand.blocks, std::span<const std::byte>(first, layout->bytes),
+                        std::span<float>(values, layout->block));
+        return values[row % block];
+    }
     const std::int64_t index = row * operand.row_stride + col * operand.col_stride;
     switch (operand.type) {
         case dtype::f16: {
@@ -19143,6 +19376,472 @@ inline void gemm_reference(std::int64_t m, std::int64_t n, std::int64_t k, const
 }
 
 }  // namespace anvil::detail
+// #include "anvil/backend/cpu/gemm_rows.hpp"
+// anvil: the product of a few rows of A (decoding: one token, or a handful) with a weight stored as rows —
+// B = Wᵀ for W [n, k], nn.Linear's layout and a GGUF file's. Each output is the dot product of a row of A
+// with a row of W, so W is streamed from memory once, in its own format, and decoded in registers: never
+// packed, never converted to f32 in memory. With one row of A the product reads nothing but W, and W's bytes
+// are the time: 4 a weight in f32, 2 in f16 and bf16, 1 in int8, 1.06 in Q8_0 and 0.56 in Q4_0.
+//   Formats: f32, f16, bf16, i8 with a scale and zero point per row of W (anvil's int8 compression), and
+// ggml's Q8_0 and Q4_0 blocks (32 weights with an f16 scale d: w = d * q, q int8; w = d * (q - 8), q four
+// bits, the first 16 in the low nibbles). A block's dot product is taken over its integers and scaled once,
+// d * Σ q x: the same real number as Σ (d q) x, so the result is the dequantised weights' product up to f32
+// rounding. Written once with vector extensions; decoders per instruction set (AVX-512, AVX2+F16C, and a
+// portable one that decodes into memory), chosen by the GEMM's kernel.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+
+// #include "anvil/backend/cpu/gemm_kernel.hpp"
+// #include "anvil/backend/cpu/gemm_reference.hpp"
+// #include "anvil/core/bfloat16.hpp"
+// #include "anvil/core/ggml_types.hpp"
+// #include "anvil/core/half.hpp"
+// #include "anvil/core/thread_pool.hpp"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define ANVIL_DETAIL_ROWS_INLINE __attribute__((always_inline)) inline
+#define ANVIL_DETAIL_ROWS_UNROLL _Pragma("GCC unroll 32")
+#endif
+
+namespace anvil::detail {
+
+enum class row_format : unsigned char { f32, f16, bf16, i8, q8_0, q4_0 };
+
+// A weight read by rows: row j of W (column j of B) at bytes + j * row_bytes, k values each.
+struct weight_rows {
+    const std::byte* bytes = nullptr;
+    std::int64_t row_bytes = 0;
+    row_format format = row_format::f32;
+    const float* scale = nullptr;       // i8: one per row
+    const float* zero_point = nullptr;  // i8: one per row, or null for 0
+};
+
+// The rows B is, when it is a weight stored by rows in a format these kernels decode: B transposed
+// (unit row stride) and k a whole number of blocks for Q8_0 and Q4_0.
+[[nodiscard]] inline std::optional<weight_rows> weight_rows_of(const matrix_operand& b, std::int64_t k) {
+    weight_rows rows;
+    rows.bytes = static_cast<const std::byte*>(b.data);
+    if (b.blocks) {
+        if (*b.blocks != ggml_type::Q8_0 && *b.blocks != ggml_type::Q4_0) return std::nullopt;
+        if (k % 32 != 0) return std::nullopt;
+        rows.format = *b.blocks == ggml_type::Q8_0 ? row_format::q8_0 : row_format::q4_0;
+        rows.row_bytes = b.block_row_bytes;
+        return rows;
+    }
+    if (b.row_stride != 1 && k > 1) return std::nullopt;
+    switch (b.type) {
+        case dtype::f32:
+            rows.format = row_format::f32;
+            break;
+        case dtype::f16:
+            rows.format = row_format::f16;
+            break;
+        case dtype::bf16:
+            rows.format = row_format::bf16;
+            break;
+        case dtype::i8:
+            rows.format = row_format::i8;
+            rows.scale = b.scale;
+            rows.zero_point = b.zero_point;
+            break;
+        default:
+            return std::nullopt;
+    }
+    rows.row_bytes = b.col_stride * static_cast<std::int64_t>(dtype_size(b.type));
+    return rows;
+}
+
+// Values per step of the kernels: one Q8_0 / Q4_0 block.
+inline constexpr int gemm_rows_step = 32;
+// Up to this many rows of A the GEMM takes the dot products (more rows reuse each decoded weight enough for
+// packing to pay).
+inline constexpr std::int64_t gemm_rows_max_m = 4;
+// Rows of W per tile: four dot products at once keep the FMA units busy with one row of A.
+inline constexpr int gemm_rows_per_tile = 4;
+
+struct gemm_rows_problem {
+    std::int64_t m, n, k;
+    const float* a;  // rows of A, lda apart, unit column stride
+    std::int64_t lda;
+    weight_rows w;
+    float* c;
+    std::int64_t ldc;
+    gemm_epilogue epilogue;
+};
+
+// The decoders, written once for vectors of Isa::width floats; the instruction set gives the conversions:
+// bytes and nibbles widened to floats, and f16 (Isa::signed_bytes_to_floats, nibbles_to_floats,
+// halves_to_floats, half_to_float).
+// Integer vectors with as many lanes as a float vector (spelled out: GCC ignores a vector_size that depends
+// on a template parameter). Bytes are widened by the instruction set's code: GCC converts a vector of bytes
+// to floats one lane at a time.
+template <int Width>
+struct gemm_rows_lanes;
+template <>
+struct gemm_rows_lanes<4> {
+    typedef std::uint16_t halves __attribute__((vector_size(8)));
+    typedef std::uint32_t words __attribute__((vector_size(16)));
+};
+template <>
+struct gemm_rows_lanes<8> {
+    typedef std::uint16_t halves __attribute__((vector_size(16)));
+    typedef std::uint32_t words __attribute__((vector_size(32)));
+};
+template <>
+struct gemm_rows_lanes<16> {
+    typedef std::uint16_t halves __attribute__((vector_size(32)));
+    typedef std::uint32_t words __attribute__((vector_size(64)));
+};
+
+template <class Isa>
+struct gemm_rows_decoder {
+    typedef typename Isa::vec vec;
+    static constexpr int width = Isa::width;
+    static constexpr int per_step = gemm_rows_step / width;
+    typedef typename gemm_rows_lanes<width>::halves halves;
+    typedef typename gemm_rows_lanes<width>::words words;
+
+    template <row_format format>
+    ANVIL_DETAIL_ROWS_INLINE static void decode(const std::byte* row, std::int64_t step, vec* values,
+                                                float& scale) noexcept {
+        scale = 1.0f;
+        if constexpr (format == row_format::f32) {
+            std::memcpy(values, row + step * gemm_rows_step * 4, gemm_rows_step * 4);
+        } else if constexpr (format == row_format::f16) {
+            ANVIL_DETAIL_ROWS_UNROLL for (int p = 0; p < per_step; ++p)
+                Isa::halves_to_floats(row + (step * gemm_rows_step + p * width) * 2, values[p]);
+        } else if constexpr (format == row_format::bf16) {
+            ANVIL_DETAIL_ROWS_UNROLL for (int p = 0; p < per_step; ++p) {
+                halves raw;
+                std::memcpy(&raw, row + (step * gemm_rows_step + p * width) * 2, sizeof raw);
+                values[p] = reinterpret_cast<vec>(__builtin_convertvector(raw, words) << 16);
+            }
+        } else if constexpr (format == row_format::i8) {
+            ANVIL_DETAIL_ROWS_UNROLL for (int p = 0; p < per_step; ++p)
+                Isa::signed_bytes_to_floats(row + step * gemm_rows_step + p * width, values[p]);
+        } else if constexpr (format == row_format::q8_0) {
+            const std::byte* block = row + step * 34;
+            scale = Isa::half_to_float(block);
+            ANVIL_DETAIL_ROWS_UNROLL for (int p = 0; p < per_step; ++p)
+                Isa::signed_bytes_to_floats(block + 2 + p * width, values[p]);
+        } else {
+            // Q4_0: the low nibbles of the 16 bytes are values 0-15, the high nibbles 16-31.
+            const std::byte* block = row + step * 18;
+            scale = Isa::half_to_float(block);
+            Isa::nibbles_to_floats(block + 2, values);
+            ANVIL_DETAIL_ROWS_UNROLL for (int p = 0; p < per_step; ++p) values[p] -= 8.0f;
+        }
+    }
+};
+
+// The portable version, with vector extensions that Clang turns into NEON's widening moves on arm64 (GCC on
+// x86 converts lane by lane: there the AVX2 and AVX-512 versions run instead). f16 converts in hardware on
+// arm64 (_Float16), through anvil's scalar conversion elsewhere.
+struct gemm_rows_portable_isa {
+    typedef gemm_isa_portable::vec vec;
+    static constexpr int width = gemm_isa_portable::width;
+    typedef std::int8_t four_bytes __attribute__((vector_size(4)));
+    typedef std::uint8_t four_unsigned_bytes __attribute__((vector_size(4)));
+    typedef std::uint8_t sixteen_bytes __attribute__((vector_size(16)));
+
+    ANVIL_DETAIL_ROWS_INLINE static float half_to_float(const std::byte* at) noexcept {
+#if defined(__aarch64__)
+        _Float16 value;
+        std::memcpy(&value, at, 2);
+        return static_cast<float>(value);
+#else
+        std::uint16_t bits;
+        std::memcpy(&bits, at, 2);
+        return half_bits_to_float(bits);
+#endif
+    }
+    ANVIL_DETAIL_ROWS_INLINE static void halves_to_floats(const std::byte* at, vec& out) noexcept {
+#if defined(__aarch64__)
+        typedef _Float16 four_halves __attribute__((vector_size(8)));
+        four_halves raw;
+        std::memcpy(&raw, at, sizeof raw);
+        out = __builtin_convertvector(raw, vec);
+#else
+        for (int lane = 0; lane < width; ++lane)
+            out[lane] = half_to_float(at + 2 * lane);
+#endif
+    }
+    ANVIL_DETAIL_ROWS_INLINE static void signed_bytes_to_floats(const std::byte* at, vec& out) noexcept {
+        four_bytes raw;
+        std::memcpy(&raw, at, sizeof raw);
+        out = __builtin_convertvector(raw, vec);
+    }
+    // 16 bytes: the low nibbles into out[0..3], the high ones into out[4..7].
+    ANVIL_DETAIL_ROWS_INLINE static void nibbles_to_floats(const std::byte* at, vec* out) noexcept {
+        sixteen_bytes packed;
+        std::memcpy(&packed, at, sizeof packed);
+        const sixteen_bytes low = packed & static_cast<std::uint8_t>(15);
+        const sixteen_bytes high = packed >> static_cast<std::uint8_t>(4);
+        const auto quarter = [](const sixteen_bytes& from, int q) {
+            four_unsigned_bytes part;
+            std::memcpy(&part, reinterpret_cast<const unsigned char*>(&from) + 4 * q, sizeof part);
+            return __builtin_convertvector(part, vec);
+        };
+        ANVIL_DETAIL_ROWS_UNROLL for (int q = 0; q < 4; ++q) {
+            out[q] = quarter(low, q);
+            out[4 + q] = quarter(high, q);
+        }
+    }
+};
+
+#if defined(ANVIL_DETAIL_GEMM_X86)
+// The entry points flatten: everything below them, the decoders too, is inlined into the function that has
+// the instruction set's target attribute (F16C's conversions cannot be inlined anywhere else).
+#define ANVIL_DETAIL_ROWS_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define ANVIL_DETAIL_ROWS_AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
+
+struct gemm_rows_avx2_isa {
+    typedef gemm_isa_avx2::vec vec;
+    static constexpr int width = gemm_isa_avx2::width;
+
+    ANVIL_DETAIL_ROWS_AVX2 static float half_to_float(const std::byte* at) noexcept {
+        unsigned short bits;
+        std::memcpy(&bits, at, 2);
+        return _cvtsh_ss(bits);
+    }
+    ANVIL_DETAIL_ROWS_AVX2 static void halves_to_floats(const std::byte* at, vec& out) noexcept {
+        out = reinterpret_cast<vec>(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at))));
+    }
+    ANVIL_DETAIL_ROWS_AVX2 static void signed_bytes_to_floats(const std::byte* at, vec& out) noexcept {
+        out = reinterpret_cast<vec>(
+            _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(at)))));
+    }
+    // 16 bytes: the low nibbles into out[0..1], the high ones into out[2..3].
+    ANVIL_DETAIL_ROWS_AVX2 static void nibbles_to_floats(const std::byte* at, vec* out) noexcept {
+        const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at));
+        const __m128i mask = _mm_set1_epi8(15);
+        const __m128i low = _mm_and_si128(packed, mask),
+                      high = _mm_and_si128(_mm_srli_epi16(packed, 4), mask);
+        out[0] = reinterpret_cast<vec>(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(low)));
+        out[1] = reinterpret_cast<vec>(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(low, 8))));
+        out[2] = reinterpret_cast<vec>(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(high)));
+        out[3] = reinterpret_cast<vec>(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(high, 8))));
+    }
+};
+
+struct gemm_rows_avx512_isa {
+    typedef gemm_isa_avx512::vec vec;
+    static constexpr int width = gemm_isa_avx512::width;
+
+    ANVIL_DETAIL_ROWS_AVX512 static float half_to_float(const std::byte* at) noexcept {
+        unsigned short bits;
+        std::memcpy(&bits, at, 2);
+        return _cvtsh_ss(bits);
+    }
+    // The masked form: GCC 12's plain _mm512_cvtph_ps reads an "undefined" vector that -Wmaybe-uninitialized
+    // reports.
+    ANVIL_DETAIL_ROWS_AVX512 static void halves_to_floats(const std::byte* at, vec& out) noexcept {
+        out = reinterpret_cast<vec>(
+            _mm512_maskz_cvtph_ps(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at))));
+    }
+    ANVIL_DETAIL_ROWS_AVX512 static void signed_bytes_to_floats(const std::byte* at, vec& out) noexcept {
+        const __m512i wide =
+            _mm512_maskz_cvtepi8_epi32(0xFFFF, _mm_loadu_si128(reinterpret_cast<const __m128i*>(at)));
+        out = reinterpret_cast<vec>(_mm512_maskz_cvtepi32_ps(0xFFFF, wide));
+    }
+    // 16 bytes: the low nibbles into out[0], the high ones into out[1].
+    ANVIL_DETAIL_ROWS_AVX512 static void nibbles_to_floats(const std::byte* at, vec* out) noexcept {
+        const __m512i wide =
+            _mm512_maskz_cvtepu8_epi32(0xFFFF, _mm_loadu_si128(reinterpret_cast<const __m128i*>(at)));
+        const __m512i mask = _mm512_set1_epi32(15);
+        out[0] = reinterpret_cast<vec>(_mm512_maskz_cvtepi32_ps(0xFFFF, _mm512_and_si512(wide, mask)));
+        out[1] =
+            reinterpret_cast<vec>(_mm512_maskz_cvtepi32_ps(0xFFFF, _mm512_maskz_srli_epi32(0xFFFF, wide, 4)));
+    }
+};
+#endif
+
+// Element p of a float or i8 row (the tail past whole steps); blocks have no tail.
+[[nodiscard]] inline float weight_row_value(const weight_rows& w, const std::byte* row,
+                                            std::int64_t p) noexcept {
+    std::uint16_t bits = 0;
+    switch (w.format) {
+        case row_format::f32: {
+            float value;
+            std::memcpy(&value, row + p * 4, 4);
+            return value;
+        }
+        case row_format::f16:
+            std::memcpy(&bits, row + p * 2, 2);
+            return static_cast<float>(half::from_bits(bits));
+        case row_format::bf16:
+            std::memcpy(&bits, row + p * 2, 2);
+            return static_cast<float>(bfloat16::from_bits(bits));
+        case row_format::i8:
+            return static_cast<float>(static_cast<std::int8_t>(row[p]));
+        default:
+            return 0.0f;
+    }
+}
+
+// C[i, j0 + r] for the Rows rows of W from j0 and the M rows of A from i0: per step, each row of W's 32
+// values are decoded once and dotted with each row of A; the per-step sums are scaled (blocks) and added to
+// one accumulator vector per output, reduced at the end. A tail of k beyond whole steps (float and i8 rows
+// only) is added one value at a time.
+template <class Decoder, row_format format, int M, int Rows>
+ANVIL_DETAIL_ROWS_INLINE void gemm_rows_tile(const gemm_rows_problem& g, std::int64_t i0, std::int64_t j0) {
+    using vec = typename Decoder::vec;
+    constexpr int per_step = gemm_rows_step / Decoder::width;
+    constexpr bool blocks = format == row_format::q8_0 || format == row_format::q4_0;
+    constexpr auto row_count = static_cast<std::size_t>(Rows), a_rows = static_cast<std::size_t>(M),
+                   vectors = static_cast<std::size_t>(per_step);
+    const std::byte* rows[row_count];
+    ANVIL_DETAIL_ROWS_UNROLL for (int r = 0; r < Rows; ++r) rows[r] = g.w.bytes + (j0 + r) * g.w.row_bytes;
+    vec acc[a_rows][row_count];
+    ANVIL_DETAIL_ROWS_UNROLL for (int i = 0; i < M; ++i) {
+        ANVIL_DETAIL_ROWS_UNROLL for (int r = 0; r < Rows; ++r) acc[i][r] = vec{};
+    }
+    const std::int64_t steps = g.k / gemm_rows_step;
+    for (std::int64_t step = 0; step < steps; ++step) {
+        vec x[a_rows][vectors];
+        ANVIL_DETAIL_ROWS_UNROLL for (int i = 0; i < M; ++i) {
+            ANVIL_DETAIL_ROWS_UNROLL for (int p = 0; p < per_step; ++p) std::memcpy(
+                &x[i][p], g.a + (i0 + i) * g.lda + step * gemm_rows_step + p * Decoder::width, sizeof(vec));
+        }
+        ANVIL_DETAIL_ROWS_UNROLL for (int r = 0; r < Rows; ++r) {
+            vec values[vectors];
+            float scale;
+            Decoder::template decode<format>(rows[r], step, values, scale);
+            ANVIL_DETAIL_ROWS_UNROLL for (int i = 0; i < M; ++i) {
+                if constexpr (blocks) {
+                    vec sum = values[0] * x[i][0];
+                    ANVIL_DETAIL_ROWS_UNROLL for (int p = 1; p < per_step; ++p) sum += values[p] * x[i][p];
+                    acc[i][r] += scale * sum;
+                } else {
+                    ANVIL_DETAIL_ROWS_UNROLL for (int p = 0; p < per_step; ++p) acc[i][r] +=
+                        values[p] * x[i][p];
+                }
+            }
+        }
+    }
+    for (int i = 0; i < M; ++i) {
+        for (int r = 0; r < Rows; ++r) {
+            float dot = 0.0f;
+            for (int lane = 0; lane < Decoder::width; ++lane)
+                dot += acc[i][r][lane];
+            const float* a_row = g.a + (i0 + i) * g.lda;
+            for (std::int64_t p = steps * gemm_rows_step; p < g.k; ++p)
+                dot += a_row[p] * weight_row_value(g.w, rows[r], p);
+            const std::int64_t j = j0 + r;
+            if constexpr (format == row_format::i8) {
+                // Σ (q - z) x = Σ q x - z Σ x: the zero point applied once per output.
+                float a_sum = 0.0f;
+                if (g.w.zero_point != nullptr) {
+                    for (std::int64_t p = 0; p < g.k; ++p)
+                        a_sum += a_row[p];
+                    dot -= g.w.zero_point[j] * a_sum;
+                }
+                dot *= g.w.scale[j];
+            }
+            float& out = g.c[(i0 + i) * g.ldc + j];
+            const float bias = g.epilogue.bias != nullptr ? g.epilogue.bias[j] : 0.0f;
+            out = (g.epilogue.accumulate ? out : 0.0f) + dot + bias;
+        }
+    }
+}
+
+// Rows [j0, j0 + Rows) of W against every row of A, two rows of A at a time.
+template <class Decoder, row_format format, int Rows>
+ANVIL_DETAIL_ROWS_INLINE void gemm_rows_against_a(const gemm_rows_problem& g, std::int64_t j0) {
+    std::int64_t i = 0;
+    for (; i + 2 <= g.m; i += 2)
+        gemm_rows_tile<Decoder, format, 2, Rows>(g, i, j0);
+    if (i < g.m) gemm_rows_tile<Decoder, format, 1, Rows>(g, i, j0);
+}
+
+// Rows [j0, j1) of W: tiles of gemm_rows_per_tile rows, then single rows.
+template <class Decoder, row_format format>
+ANVIL_DETAIL_ROWS_INLINE void gemm_rows_range_of(const gemm_rows_problem& g, std::int64_t j0,
+                                                 std::int64_t j1) {
+    std::int64_t j = j0;
+    for (; j + gemm_rows_per_tile <= j1; j += gemm_rows_per_tile)
+        gemm_rows_against_a<Decoder, format, gemm_rows_per_tile>(g, j);
+    for (; j < j1; ++j)
+        gemm_rows_against_a<Decoder, format, 1>(g, j);
+}
+
+template <class Decoder>
+ANVIL_DETAIL_ROWS_INLINE void gemm_rows_range(const gemm_rows_problem& g, std::int64_t j0, std::int64_t j1) {
+    switch (g.w.format) {
+        case row_format::f32:
+            return gemm_rows_range_of<Decoder, row_format::f32>(g, j0, j1);
+        case row_format::f16:
+            return gemm_rows_range_of<Decoder, row_format::f16>(g, j0, j1);
+        case row_format::bf16:
+            return gemm_rows_range_of<Decoder, row_format::bf16>(g, j0, j1);
+        case row_format::i8:
+            return gemm_rows_range_of<Decoder, row_format::i8>(g, j0, j1);
+        case row_format::q8_0:
+            return gemm_rows_range_of<Decoder, row_format::q8_0>(g, j0, j1);
+        case row_format::q4_0:
+            return gemm_rows_range_of<Decoder, row_format::q4_0>(g, j0, j1);
+    }
+}
+
+__attribute__((flatten)) inline void gemm_rows_portable_range(const gemm_rows_problem& g, std::int64_t j0,
+                                                              std::int64_t j1) {
+    gemm_rows_range<gemm_rows_decoder<gemm_rows_portable_isa>>(g, j0, j1);
+}
+#if defined(ANVIL_DETAIL_GEMM_X86)
+ANVIL_DETAIL_ROWS_AVX2 __attribute__((flatten)) inline void gemm_rows_avx2_range(const gemm_rows_problem& g,
+                                                                                 std::int64_t j0,
+                                                                                 std::int64_t j1) {
+    gemm_rows_range<gemm_rows_decoder<gemm_rows_avx2_isa>>(g, j0, j1);
+}
+ANVIL_DETAIL_ROWS_AVX512 __attribute__((flatten)) inline void gemm_rows_avx512_range(
+    const gemm_rows_problem& g, std::int64_t j0, std::int64_t j1) {
+    gemm_rows_range<gemm_rows_decoder<gemm_rows_avx512_isa>>(g, j0, j1);
+}
+#undef ANVIL_DETAIL_ROWS_AVX2
+#undef ANVIL_DETAIL_ROWS_AVX512
+#endif
+
+// The product on `threads`, with the decoders of `isa` (the GEMM kernel's): the rows of W split into one
+// contiguous range per thread, each a multiple of the tile.
+inline void gemm_rows_run(const gemm_rows_problem& g, gemm_isa isa, thread_pool& threads,
+                          std::int64_t thread_count) {
+    void (*range)(const gemm_rows_problem&, std::int64_t, std::int64_t) = gemm_rows_portable_range;
+#if defined(ANVIL_DETAIL_GEMM_X86)
+    if (isa == gemm_isa::avx512) range = gemm_rows_avx512_range;
+    if (isa == gemm_isa::avx2) range = gemm_rows_avx2_range;
+#else
+    (void)isa;
+#endif
+    const std::int64_t tiles = (g.n + gemm_rows_per_tile - 1) / gemm_rows_per_tile;
+    thread_count = std::clamp<std::int64_t>(thread_count, 1, tiles);
+    if (thread_count == 1) {
+        range(g, 0, g.n);
+        return;
+    }
+    threads.parallel_for(
+        0, static_cast<std::size_t>(thread_count), 1, [&](std::size_t begin, std::size_t end) {
+            for (std::size_t part = begin; part < end; ++part) {
+                const auto index = static_cast<std::int64_t>(part);
+                const std::int64_t j0 = std::min(g.n, tiles * index / thread_count * gemm_rows_per_tile);
+                const std::int64_t j1 =
+                    std::min(g.n, tiles * (index + 1) / thread_count * gemm_rows_per_tile);
+                if (j1 > j0) range(g, j0, j1);
+            }
+        });
+}
+
+}  // namespace anvil::detail
+
+#undef ANVIL_DETAIL_ROWS_INLINE
+#undef ANVIL_DETAIL_ROWS_UNROLL
 // #include "anvil/core/convert.hpp"
 // #include "anvil/core/cpu_features.hpp"
 // #include "anvil/core/dtype.hpp"
@@ -19291,9 +19990,45 @@ inline void gemm_dequantize(const std::int8_t* q, std::int64_t count, const floa
 // `count` elements of one row (step = col_stride) or column (step = row_stride) as f32, starting at element
 // (row, col): a pointer into the operand itself when it is aligned contiguous f32, else converted into
 // `scratch`. i8 along a row is dequantised with the scale of each column; along a column with one scale.
+// Values [row, row + count) of column `col` of a B of ggml blocks (row `col` of the weight), dequantised
+// into `out`: whole blocks straight in, a block the range cuts through by way of a copy.
+inline void gemm_block_line(const matrix_operand& operand, std::int64_t row, std::int64_t col,
+                            std::int64_t count, float* out) {
+    const std::optional<ggml_type_layout> layout = ggml_layout(static_cast<std::uint32_t>(*operand.blocks));
+    const auto block = static_cast<std::int64_t>(layout->block),
+               bytes = static_cast<std::int64_t>(layout->bytes);
+    const std::byte* line = static_cast<const std::byte*>(operand.data) + col * operand.block_row_bytes;
+    const auto decode = [&](std::int64_t first_block, std::int64_t blocks, float* to) {
+        dequantize_ggml(*operand.blocks,
+                        std::span<const std::byte>(line + first_block * bytes, gemm_count(blocks * bytes)),
+                        std::span<float>(to, gemm_count(blocks * block)));
+    };
+    std::int64_t at = row;
+    const std::int64_t end = row + count;
+    while (at < end) {
+        const std::int64_t offset = at % block;
+        const std::int64_t whole = offset == 0 ? (end - at) / block : 0;
+        if (whole > 0) {
+            decode(at / block, whole, out + (at - row));
+            at += whole * block;
+            continue;
+        }
+        float values[256];
+        decode(at / block, 1, values);
+        const std::int64_t taken = std::min(block - offset, end - at);
+        std::memcpy(out + (at - row), values + offset, gemm_count(taken) * sizeof(float));
+        at += taken;
+    }
+}
+
 [[nodiscard]] inline const float* gemm_operand_line(const matrix_operand& operand, std::int64_t row,
                                                     std::int64_t col, std::int64_t count, bool along_row,
                                                     float* scratch) {
+    if (operand.blocks) {
+        // Only along a column: check_gemm_operand admits blocks for B, which gemm packs by columns.
+        gemm_block_line(operand, row, col, count, scratch);
+        return scratch;
+    }
     const std::int64_t step = along_row ? operand.col_stride : operand.row_stride;
     const auto* bytes = static_cast<const unsigned char*>(operand.data);
     const std::int64_t first = row * operand.row_stride + col * operand.col_stride;
@@ -19415,7 +20150,7 @@ inline void gemm_pack_b(const matrix_operand& b, std::int64_t row0, std::int64_t
             std::memset(last + p * nr + edge, 0, gemm_count(nr - edge) * sizeof(float));
         }
     }
-    if (b.col_stride == 1 || b.row_stride != 1) {
+    if (!b.blocks && (b.col_stride == 1 || b.row_stride != 1)) {
         for (std::int64_t p = 0; p < depth; ++p) {
             const float* line = gemm_operand_line(b, row0 + p, col0, cols, true, scratch);
             float* destination = out + p * nr;
@@ -19565,12 +20300,12 @@ inline void gemm_rectangle_skinny(const gemm_problem& problem, std::int64_t row0
     const gemm_kernel_info& kernel = *problem.kernel;
     const matrix_operand& b = problem.b;
     const std::int64_t k = problem.k;
-    const bool in_place = b.type == dtype::f32 && b.col_stride == 1 &&
+    const bool in_place = !b.blocks && b.type == dtype::f32 && b.col_stride == 1 &&
                           reinterpret_cast<std::uintptr_t>(b.data) % alignof(float) == 0;
-    const bool prefetch = b.col_stride == 1 || b.row_stride == 1;
+    const bool prefetch = !b.blocks && (b.col_stride == 1 || b.row_stride == 1);
     const auto float_size = static_cast<std::int64_t>(sizeof(float));
     std::int64_t nc = 0, kc = 0;
-    if (b.col_stride == 1 || b.row_stride != 1) {
+    if (!b.blocks && (b.col_stride == 1 || b.row_stride != 1)) {
         nc = std::min(cols, gemm_skinny_max_cols);
         kc = std::clamp(gemm_skinny_block_bytes / (nc * float_size), std::int64_t{8}, kernel.kc);
         const std::int64_t min_depth = rows <= gemm_shallow_rows ? 8 : gemm_skinny_min_depth;
@@ -19747,6 +20482,8 @@ inline void gemm_run(const gemm_problem& problem, thread_pool* pool) {
     const gemm_kernel_info& kernel = *problem.kernel;
     thread_pool& threads = pool != nullptr ? *pool : thread_pool::global();
     const bool skinny = problem.m <= gemm_skinny_rows && problem.packed_b == nullptr;
+    const bool dot_products = problem.m <= gemm_rows_max_m && problem.packed_b == nullptr &&
+                              problem.a.type == dtype::f32 && (problem.a.col_stride == 1 || problem.k <= 1);
     const double work = static_cast<double>(problem.m) * static_cast<double>(problem.n) *
                         static_cast<double>(problem.k) * (skinny ? gemm_skinny_work_weight : 1.0);
     const std::int64_t row_tiles = (problem.m + kernel.mr - 1) / kernel.mr;
@@ -19754,6 +20491,21 @@ inline void gemm_run(const gemm_problem& problem, thread_pool* pool) {
     std::int64_t thread_count = static_cast<std::int64_t>(threads.size());
     thread_count = std::min(thread_count, static_cast<std::int64_t>(work / gemm_min_work_per_thread) + 1);
     thread_count = std::min(thread_count, row_tiles * col_tiles);
+    if (dot_products) {
+        if (const std::optional<weight_rows> rows = weight_rows_of(problem.b, problem.k)) {
+            const gemm_rows_problem dots{problem.m,
+                                         problem.n,
+                                         problem.k,
+                                         static_cast<const float*>(problem.a.data),
+                                         problem.a.row_stride,
+                                         *rows,
+                                         problem.c,
+                                         problem.ldc,
+                                         problem.epilogue};
+            gemm_rows_run(dots, kernel.isa, threads, thread_count);
+            return;
+        }
+    }
     if (thread_count <= 1) {
         gemm_rectangle(problem, 0, problem.m, 0, problem.n, thread_gemm_workspace());
         return;
@@ -19866,6 +20618,11 @@ inline const node* constant_behind(const graph_body& body, value_id id) {
 inline const node* constant_weight(const graph_body& body, const node& n, std::size_t index,
                                    const node** dequantize = nullptr) {
     const node& producer = body.nodes[n.inputs[index]];
+    if (producer.kind == op::dequantize_ggml && producer.result.shape.rank() == 2 &&
+        body.nodes[producer.inputs[0]].kind == op::constant) {
+        if (dequantize != nullptr) *dequantize = &producer;
+        return &body.nodes[producer.inputs[0]];
+    }
     if (producer.kind == op::dequantize_int8 && producer.attrs.axis == 0 &&
         producer.result.shape.rank() == 2) {
         for (const value_id input : producer.inputs) {
@@ -19906,7 +20663,12 @@ inline std::shared_ptr<weight_operand> transposed_weight(const graph_body& body,
     const std::int64_t n = weight.result.shape[0];
     const std::int64_t k = weight.result.shape[1];
     w->operand = {weight.data.raw(), weight.data.type(), 1, k};
-    if (dequantize != nullptr) {
+    if (dequantize != nullptr && dequantize->kind == op::dequantize_ggml) {
+        // Rows of ggml blocks: [n, bytes per row] stored, [n, k] meant.
+        w->operand.blocks = static_cast<ggml_type>(dequantize->attrs.ggml_type);
+        w->operand.block_row_bytes = k;
+        w->operand.col_stride = dequantize->result.shape[1];
+    } else if (dequantize != nullptr) {
         w->scale_values = body.nodes[dequantize->inputs[1]].data.to_f32();
         w->operand.scale = w->scale_values.data();
         if (dequantize->inputs.size() == 3) {
@@ -21219,62 +21981,6 @@ inline void gather(const_tensor_span table, const_tensor_span indices, std::int6
 
 }  // namespace anvil::detail::cpu::reference
 // #include "anvil/backend/cpu/reference/dequantize.hpp"
-// anvil: the reference weight decompression — int8 with a per-channel scale and zero point, and lookup
-// tables (palettised weights: a u8 index per weight into a table of at most 256 values, per output channel
-// or shared).
-
-#include <cmath>
-#include <cstddef>
-#include <cstdint>
-#include <optional>
-
-// #include "anvil/backend/cpu/tensor_span.hpp"
-// #include "anvil/core/error.hpp"
-
-namespace anvil::detail::cpu::reference {
-
-// out = (q - zero_point[c]) * scale[c], c the index along `axis`; no zero point means 0.
-inline void dequantize_int8(const_tensor_span q, const_tensor_span scale,
-                            std::optional<const_tensor_span> zero_point, std::int64_t axis, tensor_span out) {
-    const auto axis_index = static_cast<std::size_t>(axis);
-    const std::int64_t outer = extent_product(q.shape, 0, axis_index);
-    const std::int64_t channels = q.shape[axis_index];
-    const std::int64_t inner = extent_product(q.shape, axis_index + 1, q.shape.rank());
-    for (std::int64_t o = 0; o < outer; ++o) {
-        for (std::int64_t c = 0; c < channels; ++c) {
-            const float zero = zero_point ? zero_point->data[c] : 0.0f;
-            for (std::int64_t i = 0; i < inner; ++i) {
-                const std::int64_t at = (o * channels + c) * inner + i;
-                out.data[at] = (q.data[at] - zero) * scale.data[c];
-            }
-        }
-    }
-}
-
-// out = lut[g, index] with g the group of the index's position c along axis 0 (a [G, L] table for C
-// positions: g = c / (C / G)), or lut[index] (an [L] table). An index that is not a whole number in [0, L)
-// throws, naming it and the table's shape.
-inline void dequantize_lut(const_tensor_span indices, const_tensor_span lut, tensor_span out) {
-    const bool per_channel = lut.shape.rank() == 2;
-    const std::int64_t length = lut.shape[lut.shape.rank() - 1];
-    const std::int64_t count = count_of(indices.shape);
-    // Positions per group of slices along axis 0; a shared table treats the whole tensor as one group.
-    const std::int64_t slice = per_channel ? extent_product(indices.shape, 1, indices.shape.rank()) *
-                                                 (indices.shape[0] / lut.shape[0])
-                                           : count;
-    for (std::int64_t i = 0; i < count; ++i) {
-        const float index = indices.data[i];
-        if (!(index >= 0.0f && index < static_cast<float>(length) && std::trunc(index) == index)) {
-            throw error(message("dequantize_lut: index ", index, " (element ", i, " of the indices ",
-                                indices.shape, ") is out of range for the table ", lut.shape,
-                                " (expected a whole number in [0, ", length, "))"));
-        }
-        const std::int64_t channel = per_channel ? i / slice : 0;
-        out.data[i] = lut.data[channel * length + static_cast<std::int64_t>(index)];
-    }
-}
-
-}  // namespace anvil::detail::cpu::reference
 // #include "anvil/backend/cpu/reference/elementwise.hpp"
 // #include "anvil/backend/cpu/reference/linear_algebra.hpp"
 // anvil: the reference matrix products — matmul (batched, broadcasting its leading axes, either operand
@@ -21469,7 +22175,7 @@ namespace reference {
 [[nodiscard]] inline dtype operand_type_for_inference(op kind, std::size_t slot) {
     if (kind == op::gather && slot == 1) return dtype::i64;
     if (kind == op::dequantize_int8 && slot == 0) return dtype::i8;
-    if (kind == op::dequantize_lut && slot == 0) return dtype::u8;
+    if ((kind == op::dequantize_lut || kind == op::dequantize_ggml) && slot == 0) return dtype::u8;
     return dtype::f32;
 }
 
@@ -21602,6 +22308,8 @@ inline void evaluate_reference(const node& n, std::span<const const_tensor_span>
             return ref::dequantize_int8(inputs[0], inputs[1], optional_input(2), attrs.axis, output);
         case op::dequantize_lut:
             return ref::dequantize_lut(inputs[0], inputs[1], output);
+        case op::dequantize_ggml:
+            return ref::dequantize_ggml(inputs[0], attrs.ggml_type, output);
     }
     throw error(message("evaluate_reference: unknown op ", static_cast<int>(n.kind)));
 }
@@ -21715,6 +22423,7 @@ inline prepared_kernel prepare_kernel(const graph_body& body, value_id id, cpu_k
         case op::pad:
             return fast_kernel<pad>(n);
         case op::gather:
+            if (auto from_blocks = gather_from_blocks(body, n)) return std::move(*from_blocks);
             return fast_kernel<gather>(n);
         // Plain kernels are fast enough here for now: pooling and resizing touch each input element a few
         // times, reductions and dequantisation (outside a GEMM) once.
@@ -21728,6 +22437,7 @@ inline prepared_kernel prepare_kernel(const graph_body& body, value_id id, cpu_k
         case op::argmax:
         case op::dequantize_int8:
         case op::dequantize_lut:
+        case op::dequantize_ggml:
             return reference_kernel(n);
         case op::reshape:
             return reshape_kernel();
@@ -24688,6 +25398,241 @@ ANVIL_INLINE void convert_f32_to_bf16(const float* data, std::size_t count, bflo
 
 #undef ANVIL_DETAIL_CONVERT_F16C
 #undef ANVIL_DETAIL_CONVERT_NEON
+// anvil: the ggml types' layouts and naive dequantisers (see ggml_types.hpp; compilation.hpp says when this
+// file is compiled).
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <span>
+#include <string>
+
+// #include "anvil/core/bfloat16.hpp"
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/ggml_types.hpp"
+// #include "anvil/core/half.hpp"
+
+namespace anvil {
+
+using detail::message;
+
+ANVIL_INLINE std::optional<ggml_type_layout> ggml_layout(std::uint32_t type) {
+    switch (static_cast<ggml_type>(type)) {
+        case ggml_type::F32:
+            return ggml_type_layout{"F32", 1, 4, true};
+        case ggml_type::F16:
+            return ggml_type_layout{"F16", 1, 2, true};
+        case ggml_type::BF16:
+            return ggml_type_layout{"BF16", 1, 2, true};
+        case ggml_type::Q4_0:
+            return ggml_type_layout{"Q4_0", 32, 18, true};  // f16 d, 16 bytes of nibbles
+        case ggml_type::Q4_1:
+            return ggml_type_layout{"Q4_1", 32, 20, true};  // f16 d, f16 m, 16 bytes
+        case ggml_type::Q5_0:
+            return ggml_type_layout{"Q5_0", 32, 22, true};  // f16 d, u32 high bits, 16 bytes
+        case ggml_type::Q5_1:
+            return ggml_type_layout{"Q5_1", 32, 24, true};  // f16 d, f16 m, u32 high bits, 16 bytes
+        case ggml_type::Q8_0:
+            return ggml_type_layout{"Q8_0", 32, 34, true};  // f16 d, 32 int8
+        case ggml_type::Q8_1:
+            return ggml_type_layout{"Q8_1", 32, 36, false};  // f16 d, f16 s, 32 int8
+        case ggml_type::Q2_K:
+            return ggml_type_layout{"Q2_K", 256, 84, false};
+        case ggml_type::Q3_K:
+            return ggml_type_layout{"Q3_K", 256, 110, false};
+        case ggml_type::Q4_K:
+            return ggml_type_layout{"Q4_K", 256, 144, true};  // f16 d, dmin, 12 scale bytes, 128 bytes
+        case ggml_type::Q5_K:
+            return ggml_type_layout{"Q5_K", 256, 176, true};  // ... and 32 bytes of high bits
+        case ggml_type::Q6_K:
+            return ggml_type_layout{"Q6_K", 256, 210, true};  // 128 low, 64 high, 16 int8 scales, f16 d
+        case ggml_type::Q8_K:
+            return ggml_type_layout{"Q8_K", 256, 292, true};  // f32 d, 256 int8, 16 int16 sums
+        case ggml_type::IQ4_NL:
+            return ggml_type_layout{"IQ4_NL", 32, 18, true};  // f16 d, 16 bytes of table indices
+    }
+    return std::nullopt;
+}
+
+namespace detail {
+
+inline float ggml_f16(const std::byte* at) {
+    std::uint16_t bits = 0;
+    std::memcpy(&bits, at, 2);
+    return static_cast<float>(half::from_bits(bits));
+}
+
+// ggml's get_scale_min_k4: the 6-bit scale and min of sub-block j (0..7) from a K-quant's 12 scale bytes.
+inline void ggml_scale_min_k4(int j, const std::uint8_t* q, int& scale, int& min) {
+    if (j < 4) {
+        scale = q[j] & 63;
+        min = q[j + 4] & 63;
+    } else {
+        scale = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+        min = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+// One block of each type: `in` its bytes, `out` its values.
+inline void dequantize_block(ggml_type type, const std::byte* in, float* out) {
+    const auto* u = reinterpret_cast<const std::uint8_t*>(in);
+    switch (type) {
+        case ggml_type::F32:
+            std::memcpy(out, in, 4);
+            return;
+        case ggml_type::F16:
+            *out = ggml_f16(in);
+            return;
+        case ggml_type::BF16: {
+            std::uint16_t bits = 0;
+            std::memcpy(&bits, in, 2);
+            *out = static_cast<float>(bfloat16::from_bits(bits));
+            return;
+        }
+        case ggml_type::Q4_0: {  // x = (nibble - 8) * d; low nibbles are values 0..15, high 16..31
+            const float d = ggml_f16(in);
+            for (int j = 0; j < 16; ++j) {
+                out[j] = static_cast<float>((u[2 + j] & 0x0F) - 8) * d;
+                out[j + 16] = static_cast<float>((u[2 + j] >> 4) - 8) * d;
+            }
+            return;
+        }
+        case ggml_type::Q4_1: {  // x = nibble * d + m
+            const float d = ggml_f16(in), m = ggml_f16(in + 2);
+            for (int j = 0; j < 16; ++j) {
+                out[j] = static_cast<float>(u[4 + j] & 0x0F) * d + m;
+                out[j + 16] = static_cast<float>(u[4 + j] >> 4) * d + m;
+            }
+            return;
+        }
+        case ggml_type::Q5_0:
+        case ggml_type::Q5_1: {  // a fifth bit per value from the u32 qh: bit j for value j
+            const bool offset = type == ggml_type::Q5_1;
+            const float d = ggml_f16(in), m = offset ? ggml_f16(in + 2) : 0.0f;
+            const std::size_t at = offset ? 4 : 2;
+            std::uint32_t high = 0;
+            std::memcpy(&high, in + at, 4);
+            const std::uint8_t* qs = u + at + 4;
+            for (int j = 0; j < 16; ++j) {
+                const int low = (qs[j] & 0x0F) | static_cast<int>(((high >> j) << 4) & 0x10);
+                const int upper = (qs[j] >> 4) | static_cast<int>((high >> (j + 12)) & 0x10);
+                if (offset) {
+                    out[j] = static_cast<float>(low) * d + m;
+                    out[j + 16] = static_cast<float>(upper) * d + m;
+                } else {
+                    out[j] = static_cast<float>(low - 16) * d;
+                    out[j + 16] = static_cast<float>(upper - 16) * d;
+                }
+            }
+            return;
+        }
+        case ggml_type::Q8_0: {
+            const float d = ggml_f16(in);
+            for (int j = 0; j < 32; ++j)
+                out[j] = static_cast<float>(static_cast<std::int8_t>(u[2 + j])) * d;
+            return;
+        }
+        case ggml_type::Q4_K:
+        case ggml_type::Q5_K: {
+            // 8 sub-blocks of 32: x = d * scale_j * q - dmin * min_j, q a nibble (plus a fifth bit from qh
+            // for Q5_K: bit 2i of qh[l] for the low nibbles of the i-th 64, bit 2i + 1 for the high ones).
+            const bool five = type == ggml_type::Q5_K;
+            const float d = ggml_f16(in), dmin = ggml_f16(in + 2);
+            const std::uint8_t* scales = u + 4;
+            const std::uint8_t* high = u + 16;
+            const std::uint8_t* qs = u + (five ? 48 : 16);
+            for (int group = 0; group < 4; ++group) {
+                int scale = 0, min = 0;
+                ggml_scale_min_k4(2 * group, scales, scale, min);
+                const float d1 = d * static_cast<float>(scale), m1 = dmin * static_cast<float>(min);
+                ggml_scale_min_k4(2 * group + 1, scales, scale, min);
+                const float d2 = d * static_cast<float>(scale), m2 = dmin * static_cast<float>(min);
+                const std::uint8_t* q = qs + 32 * group;
+                float* y = out + 64 * group;
+                for (int l = 0; l < 32; ++l) {
+                    const int bit_low = five && (high[l] & (1u << (2 * group))) ? 16 : 0;
+                    const int bit_high = five && (high[l] & (2u << (2 * group))) ? 16 : 0;
+                    y[l] = d1 * static_cast<float>((q[l] & 0xF) + bit_low) - m1;
+                    y[l + 32] = d2 * static_cast<float>((q[l] >> 4) + bit_high) - m2;
+                }
+            }
+            return;
+        }
+        case ggml_type::Q6_K: {
+            // Two halves of 128: 6-bit q = low nibble (ql) | two bits of qh << 4, minus 32; 16 int8 scales,
+            // one per 16 values.
+            const std::uint8_t* ql = u;
+            const std::uint8_t* qh = u + 128;
+            const auto* sc = reinterpret_cast<const std::int8_t*>(u + 192);
+            const float d = ggml_f16(in + 208);
+            for (int half_block = 0; half_block < 2; ++half_block) {
+                float* y = out + 128 * half_block;
+                const std::uint8_t* l_bits = ql + 64 * half_block;
+                const std::uint8_t* h_bits = qh + 32 * half_block;
+                const std::int8_t* s = sc + 8 * half_block;
+                for (int l = 0; l < 32; ++l) {
+                    const int is = l / 16;
+                    const int q1 = ((l_bits[l] & 0xF) | (((h_bits[l] >> 0) & 3) << 4)) - 32;
+                    const int q2 = ((l_bits[l + 32] & 0xF) | (((h_bits[l] >> 2) & 3) << 4)) - 32;
+                    const int q3 = ((l_bits[l] >> 4) | (((h_bits[l] >> 4) & 3) << 4)) - 32;
+                    const int q4 = ((l_bits[l + 32] >> 4) | (((h_bits[l] >> 6) & 3) << 4)) - 32;
+                    y[l] = d * static_cast<float>(s[is] * q1);
+                    y[l + 32] = d * static_cast<float>(s[is + 2] * q2);
+                    y[l + 64] = d * static_cast<float>(s[is + 4] * q3);
+                    y[l + 96] = d * static_cast<float>(s[is + 6] * q4);
+                }
+            }
+            return;
+        }
+        case ggml_type::Q8_K: {
+            float d = 0.0f;
+            std::memcpy(&d, in, 4);
+            for (int j = 0; j < 256; ++j)
+                out[j] = d * static_cast<float>(static_cast<std::int8_t>(u[4 + j]));
+            return;
+        }
+        case ggml_type::IQ4_NL: {  // a 16-entry non-linear table (ggml's kvalues_iq4nl) times d
+            constexpr std::array<int, 16> table{-127, -104, -83, -65, -49, -35, -22, -10,
+                                                1,    13,   25,  38,  53,  69,  89,  113};
+            const float d = ggml_f16(in);
+            for (int j = 0; j < 16; ++j) {
+                out[j] = d * static_cast<float>(table[u[2 + j] & 0x0F]);
+                out[j + 16] = d * static_cast<float>(table[u[2 + j] >> 4]);
+            }
+            return;
+        }
+        default:
+            break;
+    }
+    throw unsupported_error(message("ggml: no dequantiser for ggml type ", static_cast<std::uint32_t>(type)));
+}
+
+}  // namespace detail
+
+ANVIL_INLINE std::string ggml_type_name(ggml_type type) {
+    const auto layout = ggml_layout(static_cast<std::uint32_t>(type));
+    return layout ? std::string(layout->name) : message("ggml type ", static_cast<std::uint32_t>(type));
+}
+
+ANVIL_INLINE void dequantize_ggml(ggml_type type, std::span<const std::byte> bytes, std::span<float> out) {
+    const auto layout = ggml_layout(static_cast<std::uint32_t>(type));
+    if (!layout) throw format_error(message("ggml: unknown ggml type ", static_cast<std::uint32_t>(type)));
+    if (!layout->dequantizes)
+        throw unsupported_error(
+            message("ggml: ggml type ", layout->name, " has no dequantiser in anvil yet"));
+    if (out.size() % layout->block != 0)
+        throw format_error(message("ggml: ", out.size(), " values of ", layout->name,
+                                   " are not whole blocks of ", layout->block));
+    const std::size_t blocks = out.size() / layout->block;
+    if (bytes.size() != blocks * layout->bytes)
+        throw format_error(message("ggml: ", out.size(), " values of ", layout->name, " take ",
+                                   blocks * layout->bytes, " bytes; got ", bytes.size()));
+    for (std::size_t b = 0; b < blocks; ++b)
+        detail::dequantize_block(type, bytes.data() + b * layout->bytes, out.data() + b * layout->block);
+}
+
+}  // namespace anvil
 // anvil: shape's definitions (see shape.hpp; compilation.hpp says when this file is compiled).
 
 #include <cstddef>
@@ -26480,6 +27425,7 @@ ANVIL_INLINE void thread_pool::stop_workers() noexcept {
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -26489,6 +27435,7 @@ ANVIL_INLINE void thread_pool::stop_workers() noexcept {
 // #include "anvil/core/checked_math.hpp"
 // #include "anvil/core/dtype.hpp"
 // #include "anvil/core/error.hpp"
+// #include "anvil/core/ggml_types.hpp"
 // #include "anvil/core/shape.hpp"
 // #include "anvil/graph/op.hpp"
 // #include "anvil/graph/shape_inference.hpp"
@@ -27039,6 +27986,26 @@ ANVIL_INLINE value_type infer(op kind, attributes& attrs, std::span<const value_
             require_floating(kind, inputs[1].type, "the table");
             return {inputs[1].type, indices};
         }
+        case op::dequantize_ggml: {
+            const dims& blocks = inputs[0].shape;
+            if (inputs[0].type != dtype::u8) {
+                throw type_error(
+                    message("dequantize_ggml: the blocks must be u8, got ", dtype_name(inputs[0].type)));
+            }
+            const std::optional<ggml_type_layout> layout = ggml_layout(attrs.ggml_type);
+            if (!layout || !layout->dequantizes) {
+                throw unsupported_error(message("dequantize_ggml: ggml type ", attrs.ggml_type,
+                                                layout ? message(" (", layout->name, ")") : std::string(),
+                                                " has no dequantiser"));
+            }
+            if (blocks.rank() == 0 || blocks[blocks.rank() - 1] % layout->bytes != 0) {
+                throw_op_shape(kind, message("the blocks ", blocks, " are not rows of whole ", layout->name,
+                                             " blocks (", layout->bytes, " bytes each)"));
+            }
+            std::vector<std::int64_t> values(blocks.begin(), blocks.end());
+            values.back() = values.back() / layout->bytes * layout->block;
+            return {dtype::f32, dims(values)};
+        }
     }
     throw error(message("infer: unknown op ", static_cast<int>(kind)));
 }
@@ -27226,6 +28193,7 @@ ANVIL_INLINE std::string dump_attributes(const node& n) {
     if (a.align_corners) out << " align_corners";
     if (a.causal) out << " causal";
     if (a.interleaved) out << " interleaved";
+    if (a.ggml_type != 0) out << " ggml_type=" << a.ggml_type;
     if (!a.steps.empty()) {
         const std::size_t input_count = n.inputs.size();
         out << " steps=[";
@@ -29590,6 +30558,10 @@ ANVIL_INLINE std::vector<float> tensor_view::to_f32() const {
 
 ANVIL_INLINE void tensor_view::to_f32(std::span<float> out) const {
     check_output_size(out.size(), "to_f32");
+    if (info_.blocks) {
+        dequantize_ggml(*info_.blocks, bytes_, out);
+        return;
+    }
     if (!out.empty()) convert_to_f32(info_.type, bytes_.data(), out.size(), out.data());
 }
 
@@ -29601,6 +30573,11 @@ ANVIL_INLINE std::vector<half> tensor_view::to_f16() const {
 
 ANVIL_INLINE void tensor_view::to_f16(std::span<half> out) const {
     check_output_size(out.size(), "to_f16");
+    if (info_.blocks) {
+        const std::vector<float> values = to_f32();
+        convert_to_f16(dtype::f32, values.data(), out.size(), out.data());
+        return;
+    }
     if (!out.empty()) convert_to_f16(info_.type, bytes_.data(), out.size(), out.data());
 }
 
@@ -30235,11 +31212,23 @@ ANVIL_INLINE checkpoint checkpoint::from_tensors(std::string source, std::vector
         if (!counted)
             throw format_error(detail::message(source, ": tensor '", t.name, "' has an invalid shape"));
         const std::uint64_t count = *counted;
-        const auto size = detail::checked_mul(count, dtype_size(t.type));
-        if (dtype_size(t.type) == 0 || !size || *size != t.bytes.size()) {
-            throw format_error(detail::message(source, ": tensor '", t.name, "' holds ", t.bytes.size(),
-                                               " bytes, not the ", count, " ", dtype_name(t.type),
-                                               " values its shape needs"));
+        if (t.blocks) {
+            const std::optional<ggml_type_layout> layout = ggml_layout(static_cast<std::uint32_t>(*t.blocks));
+            const bool rows_fit = layout && !t.shape.empty() && t.shape.back() % layout->block == 0;
+            if (!rows_fit || t.type != dtype::f32 ||
+                count / (rows_fit ? layout->block : 1) * (rows_fit ? layout->bytes : 0) != t.bytes.size()) {
+                throw format_error(detail::message(source, ": tensor '", t.name, "' of ", t.bytes.size(),
+                                                   " bytes is not rows of whole ", ggml_type_name(*t.blocks),
+                                                   " blocks for its shape ",
+                                                   detail::extents_to_string(t.shape, false)));
+            }
+        } else {
+            const auto size = detail::checked_mul(count, dtype_size(t.type));
+            if (dtype_size(t.type) == 0 || !size || *size != t.bytes.size()) {
+                throw format_error(detail::message(source, ": tensor '", t.name, "' holds ", t.bytes.size(),
+                                                   " bytes, not the ", count, " ", dtype_name(t.type),
+                                                   " values its shape needs"));
+            }
         }
         tensor_info info;
         info.name = std::move(t.name);
@@ -30247,6 +31236,7 @@ ANVIL_INLINE checkpoint checkpoint::from_tensors(std::string source, std::vector
         info.shape = std::move(t.shape);
         info.element_count = count;
         info.data_end = t.bytes.size();
+        info.blocks = t.blocks;
         result.foreign_->push_back(tensor_view(std::move(info), t.bytes, name));
     }
     result.build_index();
@@ -30417,216 +31407,6 @@ ANVIL_INLINE void fft_plan::forward(std::span<const std::complex<double>> in,
 namespace anvil {
 
 using detail::message;
-
-ANVIL_INLINE std::optional<ggml_type_layout> ggml_layout(std::uint32_t type) {
-    switch (static_cast<ggml_type>(type)) {
-        case ggml_type::F32:
-            return ggml_type_layout{"F32", 1, 4, true};
-        case ggml_type::F16:
-            return ggml_type_layout{"F16", 1, 2, true};
-        case ggml_type::BF16:
-            return ggml_type_layout{"BF16", 1, 2, true};
-        case ggml_type::Q4_0:
-            return ggml_type_layout{"Q4_0", 32, 18, true};  // f16 d, 16 bytes of nibbles
-        case ggml_type::Q4_1:
-            return ggml_type_layout{"Q4_1", 32, 20, true};  // f16 d, f16 m, 16 bytes
-        case ggml_type::Q5_0:
-            return ggml_type_layout{"Q5_0", 32, 22, true};  // f16 d, u32 high bits, 16 bytes
-        case ggml_type::Q5_1:
-            return ggml_type_layout{"Q5_1", 32, 24, true};  // f16 d, f16 m, u32 high bits, 16 bytes
-        case ggml_type::Q8_0:
-            return ggml_type_layout{"Q8_0", 32, 34, true};  // f16 d, 32 int8
-        case ggml_type::Q8_1:
-            return ggml_type_layout{"Q8_1", 32, 36, false};  // f16 d, f16 s, 32 int8
-        case ggml_type::Q2_K:
-            return ggml_type_layout{"Q2_K", 256, 84, false};
-        case ggml_type::Q3_K:
-            return ggml_type_layout{"Q3_K", 256, 110, false};
-        case ggml_type::Q4_K:
-            return ggml_type_layout{"Q4_K", 256, 144, true};  // f16 d, dmin, 12 scale bytes, 128 bytes
-        case ggml_type::Q5_K:
-            return ggml_type_layout{"Q5_K", 256, 176, true};  // ... and 32 bytes of high bits
-        case ggml_type::Q6_K:
-            return ggml_type_layout{"Q6_K", 256, 210, true};  // 128 low, 64 high, 16 int8 scales, f16 d
-        case ggml_type::Q8_K:
-            return ggml_type_layout{"Q8_K", 256, 292, true};  // f32 d, 256 int8, 16 int16 sums
-        case ggml_type::IQ4_NL:
-            return ggml_type_layout{"IQ4_NL", 32, 18, true};  // f16 d, 16 bytes of table indices
-    }
-    return std::nullopt;
-}
-
-namespace detail {
-
-inline float ggml_f16(const std::byte* at) {
-    std::uint16_t bits = 0;
-    std::memcpy(&bits, at, 2);
-    return static_cast<float>(half::from_bits(bits));
-}
-
-// ggml's get_scale_min_k4: the 6-bit scale and min of sub-block j (0..7) from a K-quant's 12 scale bytes.
-inline void ggml_scale_min_k4(int j, const std::uint8_t* q, int& scale, int& min) {
-    if (j < 4) {
-        scale = q[j] & 63;
-        min = q[j + 4] & 63;
-    } else {
-        scale = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-        min = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-    }
-}
-
-// One block of each type: `in` its bytes, `out` its values.
-inline void dequantize_block(ggml_type type, const std::byte* in, float* out) {
-    const auto* u = reinterpret_cast<const std::uint8_t*>(in);
-    switch (type) {
-        case ggml_type::F32:
-            std::memcpy(out, in, 4);
-            return;
-        case ggml_type::F16:
-            *out = ggml_f16(in);
-            return;
-        case ggml_type::BF16: {
-            std::uint16_t bits = 0;
-            std::memcpy(&bits, in, 2);
-            *out = static_cast<float>(bfloat16::from_bits(bits));
-            return;
-        }
-        case ggml_type::Q4_0: {  // x = (nibble - 8) * d; low nibbles are values 0..15, high 16..31
-            const float d = ggml_f16(in);
-            for (int j = 0; j < 16; ++j) {
-                out[j] = static_cast<float>((u[2 + j] & 0x0F) - 8) * d;
-                out[j + 16] = static_cast<float>((u[2 + j] >> 4) - 8) * d;
-            }
-            return;
-        }
-        case ggml_type::Q4_1: {  // x = nibble * d + m
-            const float d = ggml_f16(in), m = ggml_f16(in + 2);
-            for (int j = 0; j < 16; ++j) {
-                out[j] = static_cast<float>(u[4 + j] & 0x0F) * d + m;
-                out[j + 16] = static_cast<float>(u[4 + j] >> 4) * d + m;
-            }
-            return;
-        }
-        case ggml_type::Q5_0:
-        case ggml_type::Q5_1: {  // a fifth bit per value from the u32 qh: bit j for value j
-            const bool offset = type == ggml_type::Q5_1;
-            const float d = ggml_f16(in), m = offset ? ggml_f16(in + 2) : 0.0f;
-            const std::size_t at = offset ? 4 : 2;
-            std::uint32_t high = 0;
-            std::memcpy(&high, in + at, 4);
-            const std::uint8_t* qs = u + at + 4;
-            for (int j = 0; j < 16; ++j) {
-                const int low = (qs[j] & 0x0F) | static_cast<int>(((high >> j) << 4) & 0x10);
-                const int upper = (qs[j] >> 4) | static_cast<int>((high >> (j + 12)) & 0x10);
-                if (offset) {
-                    out[j] = static_cast<float>(low) * d + m;
-                    out[j + 16] = static_cast<float>(upper) * d + m;
-                } else {
-                    out[j] = static_cast<float>(low - 16) * d;
-                    out[j + 16] = static_cast<float>(upper - 16) * d;
-                }
-            }
-            return;
-        }
-        case ggml_type::Q8_0: {
-            const float d = ggml_f16(in);
-            for (int j = 0; j < 32; ++j)
-                out[j] = static_cast<float>(static_cast<std::int8_t>(u[2 + j])) * d;
-            return;
-        }
-        case ggml_type::Q4_K:
-        case ggml_type::Q5_K: {
-            // 8 sub-blocks of 32: x = d * scale_j * q - dmin * min_j, q a nibble (plus a fifth bit from qh
-            // for Q5_K: bit 2i of qh[l] for the low nibbles of the i-th 64, bit 2i + 1 for the high ones).
-            const bool five = type == ggml_type::Q5_K;
-            const float d = ggml_f16(in), dmin = ggml_f16(in + 2);
-            const std::uint8_t* scales = u + 4;
-            const std::uint8_t* high = u + 16;
-            const std::uint8_t* qs = u + (five ? 48 : 16);
-            for (int group = 0; group < 4; ++group) {
-                int scale = 0, min = 0;
-                ggml_scale_min_k4(2 * group, scales, scale, min);
-                const float d1 = d * static_cast<float>(scale), m1 = dmin * static_cast<float>(min);
-                ggml_scale_min_k4(2 * group + 1, scales, scale, min);
-                const float d2 = d * static_cast<float>(scale), m2 = dmin * static_cast<float>(min);
-                const std::uint8_t* q = qs + 32 * group;
-                float* y = out + 64 * group;
-                for (int l = 0; l < 32; ++l) {
-                    const int bit_low = five && (high[l] & (1u << (2 * group))) ? 16 : 0;
-                    const int bit_high = five && (high[l] & (2u << (2 * group))) ? 16 : 0;
-                    y[l] = d1 * static_cast<float>((q[l] & 0xF) + bit_low) - m1;
-                    y[l + 32] = d2 * static_cast<float>((q[l] >> 4) + bit_high) - m2;
-                }
-            }
-            return;
-        }
-        case ggml_type::Q6_K: {
-            // Two halves of 128: 6-bit q = low nibble (ql) | two bits of qh << 4, minus 32; 16 int8 scales,
-            // one per 16 values.
-            const std::uint8_t* ql = u;
-            const std::uint8_t* qh = u + 128;
-            const auto* sc = reinterpret_cast<const std::int8_t*>(u + 192);
-            const float d = ggml_f16(in + 208);
-            for (int half_block = 0; half_block < 2; ++half_block) {
-                float* y = out + 128 * half_block;
-                const std::uint8_t* l_bits = ql + 64 * half_block;
-                const std::uint8_t* h_bits = qh + 32 * half_block;
-                const std::int8_t* s = sc + 8 * half_block;
-                for (int l = 0; l < 32; ++l) {
-                    const int is = l / 16;
-                    const int q1 = ((l_bits[l] & 0xF) | (((h_bits[l] >> 0) & 3) << 4)) - 32;
-                    const int q2 = ((l_bits[l + 32] & 0xF) | (((h_bits[l] >> 2) & 3) << 4)) - 32;
-                    const int q3 = ((l_bits[l] >> 4) | (((h_bits[l] >> 4) & 3) << 4)) - 32;
-                    const int q4 = ((l_bits[l + 32] >> 4) | (((h_bits[l] >> 6) & 3) << 4)) - 32;
-                    y[l] = d * static_cast<float>(s[is] * q1);
-                    y[l + 32] = d * static_cast<float>(s[is + 2] * q2);
-                    y[l + 64] = d * static_cast<float>(s[is + 4] * q3);
-                    y[l + 96] = d * static_cast<float>(s[is + 6] * q4);
-                }
-            }
-            return;
-        }
-        case ggml_type::Q8_K: {
-            float d = 0.0f;
-            std::memcpy(&d, in, 4);
-            for (int j = 0; j < 256; ++j)
-                out[j] = d * static_cast<float>(static_cast<std::int8_t>(u[4 + j]));
-            return;
-        }
-        case ggml_type::IQ4_NL: {  // a 16-entry non-linear table (ggml's kvalues_iq4nl) times d
-            constexpr std::array<int, 16> table{-127, -104, -83, -65, -49, -35, -22, -10,
-                                                1,    13,   25,  38,  53,  69,  89,  113};
-            const float d = ggml_f16(in);
-            for (int j = 0; j < 16; ++j) {
-                out[j] = d * static_cast<float>(table[u[2 + j] & 0x0F]);
-                out[j + 16] = d * static_cast<float>(table[u[2 + j] >> 4]);
-            }
-            return;
-        }
-        default:
-            break;
-    }
-    throw unsupported_error(message("GGUF: no dequantiser for ggml type ", static_cast<std::uint32_t>(type)));
-}
-
-}  // namespace detail
-
-ANVIL_INLINE void dequantize_ggml(ggml_type type, std::span<const std::byte> bytes, std::span<float> out) {
-    const auto layout = ggml_layout(static_cast<std::uint32_t>(type));
-    if (!layout) throw format_error(message("GGUF: unknown ggml type ", static_cast<std::uint32_t>(type)));
-    if (!layout->dequantizes)
-        throw unsupported_error(
-            message("GGUF: ggml type ", layout->name, " has no dequantiser in anvil yet"));
-    if (out.size() % layout->block != 0)
-        throw format_error(message("GGUF: ", out.size(), " values of ", layout->name,
-                                   " are not whole blocks of ", layout->block));
-    const std::size_t blocks = out.size() / layout->block;
-    if (bytes.size() != blocks * layout->bytes)
-        throw format_error(message("GGUF: ", out.size(), " values of ", layout->name, " take ",
-                                   blocks * layout->bytes, " bytes; got ", bytes.size()));
-    for (std::size_t b = 0; b < blocks; ++b)
-        detail::dequantize_block(type, bytes.data() + b * layout->bytes, out.data() + b * layout->block);
-}
 
 ANVIL_INLINE std::string_view gguf_value_type_name(gguf_value_type type) noexcept {
     switch (type) {
@@ -33754,6 +34534,7 @@ ANVIL_INLINE std::string render_chat(const chat_template& t, std::span<const cha
 #include <optional>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 // #include "anvil/core/error.hpp"
 // #include "anvil/core/host_tensor.hpp"
@@ -33809,6 +34590,18 @@ ANVIL_INLINE std::optional<tensor<float>> weight_loader::load_optional(std::stri
 
 ANVIL_INLINE tensor<float> weight_loader::from_view(const tensor_view& view, const dims& expected) {
     // The constant keeps the whole checkpoint (and so its mapping) alive.
+    if (const std::optional<ggml_type> blocks = view.blocks()) {
+        // Quantised as a GGUF file stores it: the blocks stay in the program, [rows, bytes per row], and
+        // the GEMM reads them in place (checkpoint::from_tensors checked that they are whole rows of blocks).
+        std::vector<std::int64_t> block_shape(expected.begin(), expected.end());
+        const std::int64_t rows = static_cast<std::int64_t>(view.element_count()) / block_shape.back();
+        block_shape.back() = static_cast<std::int64_t>(view.byte_size()) / rows;
+        const value stored = graph_.constant(
+            host_tensor(dtype::u8, dims(block_shape), view.bytes().data(), weights_), view.name());
+        attributes type;
+        type.ggml_type = static_cast<std::uint32_t>(*blocks);
+        return tensor<float>(graph_.apply(op::dequantize_ggml, {stored}, type));
+    }
     host_tensor data(view.type(), expected, view.bytes().data(), weights_);
     const value stored = graph_.constant(std::move(data), view.name());
     if (view.type() == dtype::f32) return tensor<float>(stored);
@@ -34481,6 +35274,11 @@ ANVIL_INLINE void decoder_weight_source::transpose_conv1d(const std::string& nam
                                                           const std::vector<std::string>& pieces) {
     const tensor_view& weight = find(name + ".weight", dims{in, out}, " (Conv1D [in, out])");
     const tensor_view& bias = find(name + ".bias", dims{out}, "");
+    if (weight.blocks()) {
+        throw unsupported_error(anvil::detail::message(
+            weights_->path().string(), ": tensor '", weight.name(), "' is a Conv1D weight [in, out] in ggml ",
+            ggml_type_name(*weight.blocks()), " blocks, which cannot be transposed as they are"));
+    }
     const auto part = out / static_cast<std::int64_t>(pieces.size());
     const std::size_t size = dtype_size(weight.type());
     const auto* from = reinterpret_cast<const unsigned char*>(weight.bytes().data());
@@ -34503,6 +35301,9 @@ ANVIL_INLINE void decoder_weight_source::transpose_conv1d(const std::string& nam
 ANVIL_INLINE void decoder_weight_source::prepare_gpt2(const decoder_config& c) {
     for (std::int64_t i = 0; i < c.layers; ++i) {
         const std::string p = "h." + std::to_string(i) + ".";
+        // A layer whose q, k and v come split (a llama.cpp file, models/gguf_decoder.hpp) holds its four
+        // matrices as linear weights [out, in] already: nothing to transpose.
+        if (weights_->contains(prefix_ + p + "attn.q.weight")) continue;
         transpose_conv1d(p + "attn.c_attn", c.hidden, 3 * c.hidden,
                          {p + "attn.q", p + "attn.k", p + "attn.v"});
         transpose_conv1d(p + "attn.c_proj", c.hidden, c.hidden, {p + "attn.c_proj"});
@@ -35499,7 +36300,15 @@ struct gguf_storage {
     explicit gguf_storage(gguf_file f) : file(std::move(f)) {}
     gguf_file file;
     std::vector<std::vector<float>> copies;
+    std::vector<std::vector<std::byte>> block_copies;  // quantised tensors with their rows reordered
 };
+
+// The ggml types whose blocks the CPU GEMM reads with vector code (gemm_rows.hpp): a linear weight of one of
+// these stays quantised in the program. Other quantised types are dequantised to f32 at load, which this
+// CPU multiplies faster than it would decode their blocks one value at a time.
+[[nodiscard]] inline bool kept_quantised(ggml_type type) {
+    return type == ggml_type::Q8_0 || type == ggml_type::Q4_0;
+}
 
 // llama.cpp's per-layer tensor names and Hugging Face's, for the llama-style architectures.
 struct layer_name {
@@ -35565,11 +36374,11 @@ inline std::string hf_name(std::string_view name, bool gpt2) {
 
 namespace recipe_detail {
 
-ANVIL_INLINE void unpermute_rope_rows(std::span<const float> gguf_rows, std::int64_t heads,
-                                      std::int64_t columns, std::span<float> out) {
-    const auto rows = static_cast<std::int64_t>(gguf_rows.size()) / columns;
+ANVIL_INLINE void unpermute_rope_rows(std::span<const std::byte> gguf_rows, std::int64_t heads,
+                                      std::int64_t row_bytes, std::span<std::byte> out) {
+    const auto rows = static_cast<std::int64_t>(gguf_rows.size()) / row_bytes;
     const std::int64_t head_dim = rows / heads, half = head_dim / 2;
-    const auto width = static_cast<std::size_t>(columns);
+    const auto width = static_cast<std::size_t>(row_bytes);
     for (std::int64_t h = 0; h < heads; ++h)
         for (std::int64_t i = 0; i < half; ++i)
             for (std::int64_t j = 0; j < 2; ++j) {
@@ -35578,6 +36387,12 @@ ANVIL_INLINE void unpermute_rope_rows(std::span<const float> gguf_rows, std::int
                 std::copy_n(gguf_rows.begin() + static_cast<std::ptrdiff_t>(from), width,
                             out.begin() + static_cast<std::ptrdiff_t>(to));
             }
+}
+
+ANVIL_INLINE void unpermute_rope_rows(std::span<const float> gguf_rows, std::int64_t heads,
+                                      std::int64_t columns, std::span<float> out) {
+    unpermute_rope_rows(std::as_bytes(gguf_rows), heads, columns * static_cast<std::int64_t>(sizeof(float)),
+                        std::as_writable_bytes(out));
 }
 
 }  // namespace recipe_detail
@@ -35756,42 +36571,57 @@ ANVIL_INLINE gguf_decoder read_gguf_decoder(const std::filesystem::path& file) {
         std::vector<std::int64_t> shape = t.shape();
         const bool permute = kind->permuted && shape.size() == 2 &&
                              (t.name.ends_with(".attn_q.weight") || t.name.ends_with(".attn_k.weight"));
-        // GPT-2's Conv1D matrices: llama.cpp stores them as linear weights [out, in], Hugging Face [in, out].
-        const bool conv1d = gpt2 && shape.size() == 2 && t.name.starts_with("blk.");
+        const std::int64_t split = t.name.ends_with(".attn_q.weight") ? heads : kv_heads;
+        if (permute && (shape[0] % split != 0 || (shape[0] / split) % 2 != 0)) {
+            throw format_error(message(source, ": tensor '", t.name, "' has ", shape[0], " rows, not ", split,
+                                       " heads of an even size"));
+        }
         const auto type = static_cast<ggml_type>(t.type);
         const std::optional<dtype> direct = type == ggml_type::F32    ? std::optional<dtype>(dtype::f32)
                                             : type == ggml_type::F16  ? std::optional<dtype>(dtype::f16)
                                             : type == ggml_type::BF16 ? std::optional<dtype>(dtype::bf16)
                                                                       : std::nullopt;
-        if (direct && !permute && !conv1d) {
-            tensors.push_back({std::move(name), *direct, std::move(shape), t.bytes});
+        // A linear weight of a type the GEMM reads keeps its blocks, and so do the token embeddings (a gather
+        // dequantises the rows it reads, and a tied head multiplies the blocks).
+        const bool linear_weight =
+            shape.size() == 2 &&
+            (t.name.starts_with("blk.") || t.name == "output.weight" || t.name == "token_embd.weight");
+        const bool blocks = gguf_detail::kept_quantised(type) && linear_weight;
+        std::span<const std::byte> bytes = t.bytes;
+        dtype stored = direct.value_or(dtype::f32);
+        if (!direct && !blocks) {
+            storage->copies.push_back(t.to_f32());  // unsupported_error naming a type without a dequantiser
+            bytes = std::as_bytes(std::span<const float>(storage->copies.back()));
+        }
+        if (permute) {
+            // Whole rows move, whatever they hold (values or blocks).
+            std::vector<std::byte> ordered(bytes.size());
+            recipe_detail::unpermute_rope_rows(bytes, split,
+                                               static_cast<std::int64_t>(bytes.size()) / shape[0], ordered);
+            storage->block_copies.push_back(std::move(ordered));
+            bytes = storage->block_copies.back();
+        }
+        const std::optional<ggml_type> kept = blocks ? std::optional<ggml_type>(type) : std::nullopt;
+        // GPT-2's four matrices are linear weights [out, in] in the file, as anvil's GPT-2 reads them once
+        // split (Hugging Face's Conv1D [in, out] is transposed at load, decoder_lm.hpp): the fused q/k/v
+        // matrix and bias go in as the three pieces, views of their rows, and nothing is transposed.
+        if (gpt2 && (t.name.ends_with(".attn_qkv.weight") || t.name.ends_with(".attn_qkv.bias"))) {
+            if (shape[0] % 3 != 0) {
+                throw format_error(message(source, ": tensor '", t.name, "' has ", shape[0],
+                                           " rows, not three equal parts (q, k and v)"));
+            }
+            const std::string stem = name.substr(0, name.rfind("c_attn."));  // "transformer.h.N.attn."
+            const std::string suffix = t.name.ends_with(".bias") ? ".bias" : ".weight";
+            std::vector<std::int64_t> part_shape = shape;
+            part_shape[0] /= 3;
+            const std::size_t part_bytes = bytes.size() / 3;
+            for (std::size_t piece = 0; piece < 3; ++piece) {
+                tensors.push_back({stem + "qkv"[piece] + suffix, stored, part_shape,
+                                   bytes.subspan(piece * part_bytes, part_bytes), kept});
+            }
             continue;
         }
-        std::vector<float> values = t.to_f32();  // unsupported_error naming a type without a dequantiser
-        if (permute) {
-            const std::int64_t rows = shape[0], split = t.name.ends_with(".attn_q.weight") ? heads : kv_heads;
-            if (rows % split != 0 || (rows / split) % 2 != 0) {
-                throw format_error(message(source, ": tensor '", t.name, "' has ", rows, " rows, not ", split,
-                                           " heads of an even size"));
-            }
-            std::vector<float> ordered(values.size());
-            recipe_detail::unpermute_rope_rows(values, split, shape[1], ordered);
-            values = std::move(ordered);
-        }
-        if (conv1d) {
-            const auto rows = static_cast<std::size_t>(shape[0]),
-                       columns = static_cast<std::size_t>(shape[1]);
-            std::vector<float> transposed(values.size());
-            for (std::size_t r = 0; r < rows; ++r)
-                for (std::size_t col = 0; col < columns; ++col)
-                    transposed[col * rows + r] = values[r * columns + col];
-            values = std::move(transposed);
-            std::swap(shape[0], shape[1]);
-        }
-        storage->copies.push_back(std::move(values));
-        const std::vector<float>& kept = storage->copies.back();
-        tensors.push_back(
-            {std::move(name), dtype::f32, std::move(shape), std::as_bytes(std::span<const float>(kept))});
+        tensors.push_back({std::move(name), stored, std::move(shape), bytes, kept});
     }
     auto weights =
         std::make_shared<const checkpoint>(checkpoint::from_tensors(source, std::move(tensors), storage));

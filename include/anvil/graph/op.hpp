@@ -79,9 +79,10 @@ enum class op : std::uint8_t {
     // Weight decompression.
     dequantize_int8,  // q (i8), scale [C], optional zero_point [C] along `axis`: (q - zero_point) * scale
     dequantize_lut,   // indices (u8), lut [C, L] per slice along axis 0, or [L]: lut[index]
+    dequantize_ggml,  // blocks (u8) [..., B]: rows of ggml blocks of type `ggml_type`, as f32 [..., K]
 };
 
-inline constexpr std::size_t op_count = static_cast<std::size_t>(op::dequantize_lut) + 1;
+inline constexpr std::size_t op_count = static_cast<std::size_t>(op::dequantize_ggml) + 1;
 
 // One step of a fused elementwise chain: `kind` (a unary, binary or ternary elementwise op) applied to
 // operands that are the fused node's inputs (index < input count) or the results of earlier steps (index
@@ -126,6 +127,8 @@ struct attributes {
     bool align_corners = false;
     bool causal = false;
     bool interleaved = false;  // rotary: pairs (0,1), (2,3)... instead of halves
+    // dequantize_ggml: the blocks' type, a ggml_type number (core/ggml_types.hpp)
+    std::uint32_t ggml_type = 0;
     // fused_elementwise
     std::vector<fused_step> steps;
 
@@ -205,6 +208,7 @@ inline constexpr std::array<op_info, op_count> op_table{{
     {"rotary", op_category::structured, 3, 3},
     {"dequantize_int8", op_category::structured, 2, 3},
     {"dequantize_lut", op_category::structured, 2, 2},
+    {"dequantize_ggml", op_category::structured, 1, 1},
 }};
 
 }  // namespace detail

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -16,6 +17,7 @@
 #include "anvil/core/checked_math.hpp"
 #include "anvil/core/dtype.hpp"
 #include "anvil/core/error.hpp"
+#include "anvil/core/ggml_types.hpp"
 #include "anvil/core/shape.hpp"
 #include "anvil/graph/op.hpp"
 #include "anvil/graph/shape_inference.hpp"
@@ -565,6 +567,26 @@ ANVIL_INLINE value_type infer(op kind, attributes& attrs, std::span<const value_
             }
             require_floating(kind, inputs[1].type, "the table");
             return {inputs[1].type, indices};
+        }
+        case op::dequantize_ggml: {
+            const dims& blocks = inputs[0].shape;
+            if (inputs[0].type != dtype::u8) {
+                throw type_error(
+                    message("dequantize_ggml: the blocks must be u8, got ", dtype_name(inputs[0].type)));
+            }
+            const std::optional<ggml_type_layout> layout = ggml_layout(attrs.ggml_type);
+            if (!layout || !layout->dequantizes) {
+                throw unsupported_error(message("dequantize_ggml: ggml type ", attrs.ggml_type,
+                                                layout ? message(" (", layout->name, ")") : std::string(),
+                                                " has no dequantiser"));
+            }
+            if (blocks.rank() == 0 || blocks[blocks.rank() - 1] % layout->bytes != 0) {
+                throw_op_shape(kind, message("the blocks ", blocks, " are not rows of whole ", layout->name,
+                                             " blocks (", layout->bytes, " bytes each)"));
+            }
+            std::vector<std::int64_t> values(blocks.begin(), blocks.end());
+            values.back() = values.back() / layout->bytes * layout->block;
+            return {dtype::f32, dims(values)};
         }
     }
     throw error(message("infer: unknown op ", static_cast<int>(kind)));

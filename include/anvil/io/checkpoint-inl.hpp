@@ -246,11 +246,23 @@ ANVIL_INLINE checkpoint checkpoint::from_tensors(std::string source, std::vector
         if (!counted)
             throw format_error(detail::message(source, ": tensor '", t.name, "' has an invalid shape"));
         const std::uint64_t count = *counted;
-        const auto size = detail::checked_mul(count, dtype_size(t.type));
-        if (dtype_size(t.type) == 0 || !size || *size != t.bytes.size()) {
-            throw format_error(detail::message(source, ": tensor '", t.name, "' holds ", t.bytes.size(),
-                                               " bytes, not the ", count, " ", dtype_name(t.type),
-                                               " values its shape needs"));
+        if (t.blocks) {
+            const std::optional<ggml_type_layout> layout = ggml_layout(static_cast<std::uint32_t>(*t.blocks));
+            const bool rows_fit = layout && !t.shape.empty() && t.shape.back() % layout->block == 0;
+            if (!rows_fit || t.type != dtype::f32 ||
+                count / (rows_fit ? layout->block : 1) * (rows_fit ? layout->bytes : 0) != t.bytes.size()) {
+                throw format_error(detail::message(source, ": tensor '", t.name, "' of ", t.bytes.size(),
+                                                   " bytes is not rows of whole ", ggml_type_name(*t.blocks),
+                                                   " blocks for its shape ",
+                                                   detail::extents_to_string(t.shape, false)));
+            }
+        } else {
+            const auto size = detail::checked_mul(count, dtype_size(t.type));
+            if (dtype_size(t.type) == 0 || !size || *size != t.bytes.size()) {
+                throw format_error(detail::message(source, ": tensor '", t.name, "' holds ", t.bytes.size(),
+                                                   " bytes, not the ", count, " ", dtype_name(t.type),
+                                                   " values its shape needs"));
+            }
         }
         tensor_info info;
         info.name = std::move(t.name);
@@ -258,6 +270,7 @@ ANVIL_INLINE checkpoint checkpoint::from_tensors(std::string source, std::vector
         info.shape = std::move(t.shape);
         info.element_count = count;
         info.data_end = t.bytes.size();
+        info.blocks = t.blocks;
         result.foreign_->push_back(tensor_view(std::move(info), t.bytes, name));
     }
     result.build_index();

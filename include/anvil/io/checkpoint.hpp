@@ -40,6 +40,9 @@ struct checkpoint_tensor {
     dtype type = dtype::f32;
     std::vector<std::int64_t> shape;
     std::span<const std::byte> bytes;
+    // Rows of ggml blocks along the last axis instead of `type` values (a GGUF file's quantised weight, kept
+    // as stored): the values are f32, and the bytes hold whole blocks of this type.
+    std::optional<ggml_type> blocks = std::nullopt;
 };
 
 class checkpoint {

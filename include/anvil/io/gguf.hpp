@@ -13,6 +13,7 @@
 
 #include "anvil/compilation.hpp"
 #include "anvil/core/error.hpp"
+#include "anvil/core/ggml_types.hpp"
 #include "anvil/core/mapped_file.hpp"
 
 #include <cstddef>
@@ -28,43 +29,6 @@
 #include <vector>
 
 namespace anvil {
-
-// The ggml tensor types, numbered as ggml numbers them (ggml.h `enum ggml_type`).
-// (Spelled as ggml spells them, GGML_TYPE_Q4_K as Q4_K.)
-enum class ggml_type : std::uint32_t {
-    F32 = 0,
-    F16 = 1,
-    Q4_0 = 2,
-    Q4_1 = 3,
-    Q5_0 = 6,
-    Q5_1 = 7,
-    Q8_0 = 8,
-    Q8_1 = 9,
-    Q2_K = 10,
-    Q3_K = 11,
-    Q4_K = 12,
-    Q5_K = 13,
-    Q6_K = 14,
-    Q8_K = 15,
-    IQ4_NL = 20,
-    BF16 = 30,
-};
-
-// How a type stores its values: `block` consecutive values (along ne[0]) in `bytes` bytes.
-struct ggml_type_layout {
-    std::string_view name;  // "Q4_K"
-    std::uint32_t block = 1;
-    std::uint32_t bytes = 4;
-    bool dequantizes = false;  // anvil has a dequantiser for it (dequantize_ggml)
-};
-
-// The layout of a ggml type number, or nullopt for a number anvil does not know.
-[[nodiscard]] std::optional<ggml_type_layout> ggml_layout(std::uint32_t type);
-
-// The values of `count` elements of `type` from `bytes` (a whole number of blocks): the naive reference
-// dequantisers, each written from ggml's block layout (ggml-common.h) and its dequantize_row_* loops.
-// Throws unsupported_error for a type with no dequantiser, format_error when the sizes do not fit.
-void dequantize_ggml(ggml_type type, std::span<const std::byte> bytes, std::span<float> out);
 
 // The GGUF metadata value types (gguf.h `enum gguf_type`).
 enum class gguf_value_type : std::uint32_t {

@@ -114,6 +114,10 @@ ANVIL_INLINE std::vector<float> tensor_view::to_f32() const {
 
 ANVIL_INLINE void tensor_view::to_f32(std::span<float> out) const {
     check_output_size(out.size(), "to_f32");
+    if (info_.blocks) {
+        dequantize_ggml(*info_.blocks, bytes_, out);
+        return;
+    }
     if (!out.empty()) convert_to_f32(info_.type, bytes_.data(), out.size(), out.data());
 }
 
@@ -125,6 +129,11 @@ ANVIL_INLINE std::vector<half> tensor_view::to_f16() const {
 
 ANVIL_INLINE void tensor_view::to_f16(std::span<half> out) const {
     check_output_size(out.size(), "to_f16");
+    if (info_.blocks) {
+        const std::vector<float> values = to_f32();
+        convert_to_f16(dtype::f32, values.data(), out.size(), out.data());
+        return;
+    }
     if (!out.empty()) convert_to_f16(info_.type, bytes_.data(), out.size(), out.data());
 }
 

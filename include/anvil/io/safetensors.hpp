@@ -11,6 +11,7 @@
 #include "anvil/core/bfloat16.hpp"
 #include "anvil/core/dtype.hpp"
 #include "anvil/core/error.hpp"
+#include "anvil/core/ggml_types.hpp"
 #include "anvil/core/half.hpp"
 #include "anvil/core/json_value.hpp"
 #include "anvil/core/mapped_file.hpp"
@@ -23,6 +24,7 @@
 #include <filesystem>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -44,6 +46,9 @@ struct tensor_info {
     std::uint64_t element_count = 0;
     std::uint64_t data_begin = 0;  // [data_begin, data_end): relative to the start of the data section
     std::uint64_t data_end = 0;
+    // Set for a tensor another format stores as rows of ggml blocks (a GGUF file's quantised weight): its
+    // values are f32 (`type`), its bytes the blocks of each row along the last axis.
+    std::optional<ggml_type> blocks;
 };
 
 namespace detail {
@@ -85,6 +90,8 @@ public:
     [[nodiscard]] std::size_t rank() const noexcept { return info_.shape.size(); }
     [[nodiscard]] std::uint64_t element_count() const noexcept { return info_.element_count; }
     [[nodiscard]] std::span<const std::byte> bytes() const noexcept { return bytes_; }
+    // The ggml block type the bytes hold, for a quantised tensor of a GGUF file (tensor_info::blocks).
+    [[nodiscard]] std::optional<ggml_type> blocks() const noexcept { return info_.blocks; }
     [[nodiscard]] std::size_t byte_size() const noexcept { return bytes_.size(); }
     [[nodiscard]] const tensor_info& info() const noexcept { return info_; }
     // The file (or buffer name) the tensor came from, as messages name it.
@@ -107,6 +114,10 @@ public:
             "tensor_view::data<T>: T must be double, float, anvil::half, anvil::bfloat16 or a fixed-width "
             "integer (bool and fp8 tensors are read through bytes() or to_f32())");
         constexpr dtype wanted = dtype_of_v<T>;
+        if (info_.blocks) {
+            throw type_error(detail::message(prefix(), "elements are stored as ggml ",
+                                             ggml_type_name(*info_.blocks), " blocks; use to_f32()"));
+        }
         if (info_.type != wanted) {
             throw type_error(detail::message(prefix(), "elements are ", dtype_name(info_.type),
                                              ", not the requested ", dtype_name(wanted)));

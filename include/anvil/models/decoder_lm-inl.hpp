@@ -260,6 +260,11 @@ ANVIL_INLINE void decoder_weight_source::transpose_conv1d(const std::string& nam
                                                           const std::vector<std::string>& pieces) {
     const tensor_view& weight = find(name + ".weight", dims{in, out}, " (Conv1D [in, out])");
     const tensor_view& bias = find(name + ".bias", dims{out}, "");
+    if (weight.blocks()) {
+        throw unsupported_error(anvil::detail::message(
+            weights_->path().string(), ": tensor '", weight.name(), "' is a Conv1D weight [in, out] in ggml ",
+            ggml_type_name(*weight.blocks()), " blocks, which cannot be transposed as they are"));
+    }
     const auto part = out / static_cast<std::int64_t>(pieces.size());
     const std::size_t size = dtype_size(weight.type());
     const auto* from = reinterpret_cast<const unsigned char*>(weight.bytes().data());
@@ -282,6 +287,9 @@ ANVIL_INLINE void decoder_weight_source::transpose_conv1d(const std::string& nam
 ANVIL_INLINE void decoder_weight_source::prepare_gpt2(const decoder_config& c) {
     for (std::int64_t i = 0; i < c.layers; ++i) {
         const std::string p = "h." + std::to_string(i) + ".";
+        // A layer whose q, k and v come split (a llama.cpp file, models/gguf_decoder.hpp) holds its four
+        // matrices as linear weights [out, in] already: nothing to transpose.
+        if (weights_->contains(prefix_ + p + "attn.q.weight")) continue;
         transpose_conv1d(p + "attn.c_attn", c.hidden, 3 * c.hidden,
                          {p + "attn.q", p + "attn.k", p + "attn.v"});
         transpose_conv1d(p + "attn.c_proj", c.hidden, c.hidden, {p + "attn.c_proj"});

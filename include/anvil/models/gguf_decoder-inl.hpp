@@ -26,7 +26,15 @@ struct gguf_storage {
     explicit gguf_storage(gguf_file f) : file(std::move(f)) {}
     gguf_file file;
     std::vector<std::vector<float>> copies;
+    std::vector<std::vector<std::byte>> block_copies;  // quantised tensors with their rows reordered
 };
+
+// The ggml types whose blocks the CPU GEMM reads with vector code (gemm_rows.hpp): a linear weight of one of
+// these stays quantised in the program. Other quantised types are dequantised to f32 at load, which this
+// CPU multiplies faster than it would decode their blocks one value at a time.
+[[nodiscard]] inline bool kept_quantised(ggml_type type) {
+    return type == ggml_type::Q8_0 || type == ggml_type::Q4_0;
+}
 
 // llama.cpp's per-layer tensor names and Hugging Face's, for the llama-style architectures.
 struct layer_name {
@@ -92,11 +100,11 @@ inline std::string hf_name(std::string_view name, bool gpt2) {
 
 namespace recipe_detail {
 
-ANVIL_INLINE void unpermute_rope_rows(std::span<const float> gguf_rows, std::int64_t heads,
-                                      std::int64_t columns, std::span<float> out) {
-    const auto rows = static_cast<std::int64_t>(gguf_rows.size()) / columns;
+ANVIL_INLINE void unpermute_rope_rows(std::span<const std::byte> gguf_rows, std::int64_t heads,
+                                      std::int64_t row_bytes, std::span<std::byte> out) {
+    const auto rows = static_cast<std::int64_t>(gguf_rows.size()) / row_bytes;
     const std::int64_t head_dim = rows / heads, half = head_dim / 2;
-    const auto width = static_cast<std::size_t>(columns);
+    const auto width = static_cast<std::size_t>(row_bytes);
     for (std::int64_t h = 0; h < heads; ++h)
         for (std::int64_t i = 0; i < half; ++i)
             for (std::int64_t j = 0; j < 2; ++j) {
@@ -105,6 +113,12 @@ ANVIL_INLINE void unpermute_rope_rows(std::span<const float> gguf_rows, std::int
                 std::copy_n(gguf_rows.begin() + static_cast<std::ptrdiff_t>(from), width,
                             out.begin() + static_cast<std::ptrdiff_t>(to));
             }
+}
+
+ANVIL_INLINE void unpermute_rope_rows(std::span<const float> gguf_rows, std::int64_t heads,
+                                      std::int64_t columns, std::span<float> out) {
+    unpermute_rope_rows(std::as_bytes(gguf_rows), heads, columns * static_cast<std::int64_t>(sizeof(float)),
+                        std::as_writable_bytes(out));
 }
 
 }  // namespace recipe_detail
@@ -283,42 +297,57 @@ ANVIL_INLINE gguf_decoder read_gguf_decoder(const std::filesystem::path& file) {
         std::vector<std::int64_t> shape = t.shape();
         const bool permute = kind->permuted && shape.size() == 2 &&
                              (t.name.ends_with(".attn_q.weight") || t.name.ends_with(".attn_k.weight"));
-        // GPT-2's Conv1D matrices: llama.cpp stores them as linear weights [out, in], Hugging Face [in, out].
-        const bool conv1d = gpt2 && shape.size() == 2 && t.name.starts_with("blk.");
+        const std::int64_t split = t.name.ends_with(".attn_q.weight") ? heads : kv_heads;
+        if (permute && (shape[0] % split != 0 || (shape[0] / split) % 2 != 0)) {
+            throw format_error(message(source, ": tensor '", t.name, "' has ", shape[0], " rows, not ", split,
+                                       " heads of an even size"));
+        }
         const auto type = static_cast<ggml_type>(t.type);
         const std::optional<dtype> direct = type == ggml_type::F32    ? std::optional<dtype>(dtype::f32)
                                             : type == ggml_type::F16  ? std::optional<dtype>(dtype::f16)
                                             : type == ggml_type::BF16 ? std::optional<dtype>(dtype::bf16)
                                                                       : std::nullopt;
-        if (direct && !permute && !conv1d) {
-            tensors.push_back({std::move(name), *direct, std::move(shape), t.bytes});
+        // A linear weight of a type the GEMM reads keeps its blocks, and so do the token embeddings (a gather
+        // dequantises the rows it reads, and a tied head multiplies the blocks).
+        const bool linear_weight =
+            shape.size() == 2 &&
+            (t.name.starts_with("blk.") || t.name == "output.weight" || t.name == "token_embd.weight");
+        const bool blocks = gguf_detail::kept_quantised(type) && linear_weight;
+        std::span<const std::byte> bytes = t.bytes;
+        dtype stored = direct.value_or(dtype::f32);
+        if (!direct && !blocks) {
+            storage->copies.push_back(t.to_f32());  // unsupported_error naming a type without a dequantiser
+            bytes = std::as_bytes(std::span<const float>(storage->copies.back()));
+        }
+        if (permute) {
+            // Whole rows move, whatever they hold (values or blocks).
+            std::vector<std::byte> ordered(bytes.size());
+            recipe_detail::unpermute_rope_rows(bytes, split,
+                                               static_cast<std::int64_t>(bytes.size()) / shape[0], ordered);
+            storage->block_copies.push_back(std::move(ordered));
+            bytes = storage->block_copies.back();
+        }
+        const std::optional<ggml_type> kept = blocks ? std::optional<ggml_type>(type) : std::nullopt;
+        // GPT-2's four matrices are linear weights [out, in] in the file, as anvil's GPT-2 reads them once
+        // split (Hugging Face's Conv1D [in, out] is transposed at load, decoder_lm.hpp): the fused q/k/v
+        // matrix and bias go in as the three pieces, views of their rows, and nothing is transposed.
+        if (gpt2 && (t.name.ends_with(".attn_qkv.weight") || t.name.ends_with(".attn_qkv.bias"))) {
+            if (shape[0] % 3 != 0) {
+                throw format_error(message(source, ": tensor '", t.name, "' has ", shape[0],
+                                           " rows, not three equal parts (q, k and v)"));
+            }
+            const std::string stem = name.substr(0, name.rfind("c_attn."));  // "transformer.h.N.attn."
+            const std::string suffix = t.name.ends_with(".bias") ? ".bias" : ".weight";
+            std::vector<std::int64_t> part_shape = shape;
+            part_shape[0] /= 3;
+            const std::size_t part_bytes = bytes.size() / 3;
+            for (std::size_t piece = 0; piece < 3; ++piece) {
+                tensors.push_back({stem + "qkv"[piece] + suffix, stored, part_shape,
+                                   bytes.subspan(piece * part_bytes, part_bytes), kept});
+            }
             continue;
         }
-        std::vector<float> values = t.to_f32();  // unsupported_error naming a type without a dequantiser
-        if (permute) {
-            const std::int64_t rows = shape[0], split = t.name.ends_with(".attn_q.weight") ? heads : kv_heads;
-            if (rows % split != 0 || (rows / split) % 2 != 0) {
-                throw format_error(message(source, ": tensor '", t.name, "' has ", rows, " rows, not ", split,
-                                           " heads of an even size"));
-            }
-            std::vector<float> ordered(values.size());
-            recipe_detail::unpermute_rope_rows(values, split, shape[1], ordered);
-            values = std::move(ordered);
-        }
-        if (conv1d) {
-            const auto rows = static_cast<std::size_t>(shape[0]),
-                       columns = static_cast<std::size_t>(shape[1]);
-            std::vector<float> transposed(values.size());
-            for (std::size_t r = 0; r < rows; ++r)
-                for (std::size_t col = 0; col < columns; ++col)
-                    transposed[col * rows + r] = values[r * columns + col];
-            values = std::move(transposed);
-            std::swap(shape[0], shape[1]);
-        }
-        storage->copies.push_back(std::move(values));
-        const std::vector<float>& kept = storage->copies.back();
-        tensors.push_back(
-            {std::move(name), dtype::f32, std::move(shape), std::as_bytes(std::span<const float>(kept))});
+        tensors.push_back({std::move(name), stored, std::move(shape), bytes, kept});
     }
     auto weights =
         std::make_shared<const checkpoint>(checkpoint::from_tensors(source, std::move(tensors), storage));

@@ -12,8 +12,11 @@
 // stops, as llama.cpp's does, at the EOS id, the end-of-turn / end-of-message ids the file names, and the
 // control tokens llama.cpp recognises as ends of generation by their text (<|im_end|>, <|eot_id|>, ...).
 //
-// F32, F16 and BF16 tensors are views of the mapped file; quantised ones (Q8_0, Q4_0, ... ; io/gguf.hpp) and
-// the permuted attn_q / attn_k are dequantised to f32 once, at load.
+// F32, F16 and BF16 tensors are views of the mapped file. Linear weights in Q8_0 and Q4_0 keep their blocks
+// (tensor_view::blocks): the graph holds them as op::dequantize_ggml of the bytes, which the CPU GEMM reads
+// in place (backend/cpu/gemm_rows.hpp) and the Neural Engine lowering folds into fp16. The other quantised
+// types (io/gguf.hpp), the embeddings (a gather reads them), GPT-2's transposed matrices and the permuted
+// attn_q / attn_k of the other types are dequantised to f32 once, at load.
 #pragma once
 
 #include <filesystem>
@@ -48,6 +51,9 @@ namespace recipe_detail {
 // interleaved one: row h*D + 2i + j of `gguf_rows` becomes row h*D + j*D/2 + i.
 void unpermute_rope_rows(std::span<const float> gguf_rows, std::int64_t heads, std::int64_t columns,
                          std::span<float> out);
+// The same for rows of `row_bytes` bytes each (a quantised tensor's rows of blocks).
+void unpermute_rope_rows(std::span<const std::byte> gguf_rows, std::int64_t heads, std::int64_t row_bytes,
+                         std::span<std::byte> out);
 
 }  // namespace recipe_detail
 

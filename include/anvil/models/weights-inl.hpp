@@ -4,6 +4,7 @@
 #include <optional>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "anvil/core/error.hpp"
 #include "anvil/core/host_tensor.hpp"
@@ -59,6 +60,18 @@ ANVIL_INLINE std::optional<tensor<float>> weight_loader::load_optional(std::stri
 
 ANVIL_INLINE tensor<float> weight_loader::from_view(const tensor_view& view, const dims& expected) {
     // The constant keeps the whole checkpoint (and so its mapping) alive.
+    if (const std::optional<ggml_type> blocks = view.blocks()) {
+        // Quantised as a GGUF file stores it: the blocks stay in the program, [rows, bytes per row], and
+        // the GEMM reads them in place (checkpoint::from_tensors checked that they are whole rows of blocks).
+        std::vector<std::int64_t> block_shape(expected.begin(), expected.end());
+        const std::int64_t rows = static_cast<std::int64_t>(view.element_count()) / block_shape.back();
+        block_shape.back() = static_cast<std::int64_t>(view.byte_size()) / rows;
+        const value stored = graph_.constant(
+            host_tensor(dtype::u8, dims(block_shape), view.bytes().data(), weights_), view.name());
+        attributes type;
+        type.ggml_type = static_cast<std::uint32_t>(*blocks);
+        return tensor<float>(graph_.apply(op::dequantize_ggml, {stored}, type));
+    }
     host_tensor data(view.type(), expected, view.bytes().data(), weights_);
     const value stored = graph_.constant(std::move(data), view.name());
     if (view.type() == dtype::f32) return tensor<float>(stored);

@@ -184,6 +184,7 @@ inline void lower_node(segment_lowering& L, value_id id) {
         case op::gather:
         case op::dequantize_int8:
         case op::dequantize_lut:
+        case op::dequantize_ggml:
             throw unsupported_error(message("ane lowering: ", L.describe(id), " runs on the host"));
         default:
             return lower_elementwise(L, id);

@@ -44,13 +44,14 @@ struct partition_limits {
     std::size_t max_program_weight_bytes = std::size_t{256} << 20;
 };
 
-// A weight: a constant, or the int8 or palette dequantisation of constants that is not a program output
-// (what the Core ML route keeps compressed). Segments take their own copies of weights: a weight is never
-// scheduled, nor passed from one segment to another.
+// A weight: a constant, or the int8, palette or ggml-block dequantisation of constants that is not a program
+// output (what the Core ML route keeps compressed). Segments take their own copies of weights: a weight is
+// never scheduled, nor passed from one segment to another.
 inline bool is_weight_value(const graph_body& body, value_id id) {
     const node& n = body.nodes[id];
     if (n.kind == op::constant) return true;
-    if (n.kind != op::dequantize_int8 && n.kind != op::dequantize_lut) return false;
+    if (n.kind != op::dequantize_int8 && n.kind != op::dequantize_lut && n.kind != op::dequantize_ggml)
+        return false;
     const bool from_constants = std::all_of(n.inputs.begin(), n.inputs.end(), [&](value_id input) {
         return body.nodes[input].kind == op::constant;
     });

@@ -17,6 +17,7 @@
 
 #include "anvil/backend/ane/capabilities.hpp"
 #include "anvil/backend/ane/mil_writer.hpp"
+#include "anvil/backend/cpu/reference/dequantize.hpp"
 #include "anvil/core/convert.hpp"
 #include "anvil/core/error.hpp"
 #include "anvil/graph/graph.hpp"
@@ -85,6 +86,7 @@ struct support_result {
             return true;
         case op::dequantize_int8:
         case op::dequantize_lut:
+        case op::dequantize_ggml:
         case op::cast:
             if (n.kind == op::cast && !is_floating(n.result.type)) return false;
             for (const value_id input : n.inputs)
@@ -109,6 +111,12 @@ struct support_result {
     }
     if (n.kind == op::cast) return host_constant_values(body, n.inputs[0]);
     const std::vector<float> first = host_constant_values(body, n.inputs[0]);
+    if (n.kind == op::dequantize_ggml) {
+        std::vector<float> values(static_cast<std::size_t>(n.result.shape.element_count()));
+        cpu::reference::dequantize_ggml({first.data(), body.nodes[n.inputs[0]].result.shape},
+                                        n.attrs.ggml_type, {values.data(), n.result.shape});
+        return values;
+    }
     const std::vector<float> table = host_constant_values(body, n.inputs[1]);
     const dims& shape = body.nodes[n.inputs[0]].result.shape;
     std::vector<float> values(first.size());
@@ -224,6 +232,7 @@ inline constexpr std::array<op_lowering, op_count> op_lowerings{{
     {placement::decomposed, "slice_by_index, mul, sub, add, concat"},
     {placement::decomposed, "folded into an fp16 constant at lowering"},
     {placement::decomposed, "folded into an fp16 constant at lowering"},
+    {placement::decomposed, "folded into an fp16 constant at lowering (the blocks dequantised exactly)"},
 }};
 
 [[nodiscard]] inline placement default_placement(op kind) {
@@ -348,7 +357,7 @@ inline std::string on_cpu_by_choice(lowering_feature f, const lowering_options& 
     const std::string name = message(op_name(kind), " node ", id);
     if (kind == op::input || kind == op::constant) return {placement::native, {}};
     if (kind == op::gather || kind == op::argmax) return integer_host(std::string(lowering_summary(kind)));
-    if (kind == op::dequantize_int8 || kind == op::dequantize_lut) {
+    if (kind == op::dequantize_int8 || kind == op::dequantize_lut || kind == op::dequantize_ggml) {
         if (is_host_constant(body, id)) return {placement::decomposed, std::string(lowering_summary(kind))};
         return integer_host(
             message(name,

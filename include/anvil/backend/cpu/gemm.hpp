@@ -2,9 +2,12 @@
 // linear layer and convolution goes through. GotoBLAS/BLIS structure: B is packed into nr-column panels and A
 // into mr-row panels (converting f16 / bf16 / i8 to f32 while packing, never the whole operand at once), in
 // KC x NC and MC x KC cache blocks, and a register-tiled micro-kernel (gemm_kernel.hpp) chosen at run time
-// for this CPU runs over them. With few rows of A (decoding) the product is a stream over B instead, read in
-// place where it can be and prefetched a block ahead. Threads take rectangles of C from a queue, each packing
-// its own operands. packed_matrix packs a constant B (weights) once for many calls.
+// for this CPU runs over them. With up to four rows of A (decoding) and B a weight stored by rows, the
+// product is dot products over the weight's rows in its own format (gemm_rows.hpp: f16, int8 and ggml blocks
+// decoded in registers); with a few more rows it is a stream over B, read in place where it can be and
+// prefetched a block ahead. A B of ggml blocks (a GGUF weight) is dequantised while packing. Threads take
+// rectangles of C from a queue, each packing its own operands. packed_matrix packs a constant B (weights)
+// once for many calls.
 #pragma once
 
 #include <algorithm>
@@ -15,11 +18,14 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "anvil/backend/cpu/gemm_kernel.hpp"
 #include "anvil/backend/cpu/gemm_reference.hpp"
+#include "anvil/backend/cpu/gemm_rows.hpp"
 #include "anvil/core/convert.hpp"
 #include "anvil/core/cpu_features.hpp"
 #include "anvil/core/dtype.hpp"
@@ -168,9 +174,45 @@ inline void gemm_dequantize(const std::int8_t* q, std::int64_t count, const floa
 // `count` elements of one row (step = col_stride) or column (step = row_stride) as f32, starting at element
 // (row, col): a pointer into the operand itself when it is aligned contiguous f32, else converted into
 // `scratch`. i8 along a row is dequantised with the scale of each column; along a column with one scale.
+// Values [row, row + count) of column `col` of a B of ggml blocks (row `col` of the weight), dequantised
+// into `out`: whole blocks straight in, a block the range cuts through by way of a copy.
+inline void gemm_block_line(const matrix_operand& operand, std::int64_t row, std::int64_t col,
+                            std::int64_t count, float* out) {
+    const std::optional<ggml_type_layout> layout = ggml_layout(static_cast<std::uint32_t>(*operand.blocks));
+    const auto block = static_cast<std::int64_t>(layout->block),
+               bytes = static_cast<std::int64_t>(layout->bytes);
+    const std::byte* line = static_cast<const std::byte*>(operand.data) + col * operand.block_row_bytes;
+    const auto decode = [&](std::int64_t first_block, std::int64_t blocks, float* to) {
+        dequantize_ggml(*operand.blocks,
+                        std::span<const std::byte>(line + first_block * bytes, gemm_count(blocks * bytes)),
+                        std::span<float>(to, gemm_count(blocks * block)));
+    };
+    std::int64_t at = row;
+    const std::int64_t end = row + count;
+    while (at < end) {
+        const std::int64_t offset = at % block;
+        const std::int64_t whole = offset == 0 ? (end - at) / block : 0;
+        if (whole > 0) {
+            decode(at / block, whole, out + (at - row));
+            at += whole * block;
+            continue;
+        }
+        float values[256];
+        decode(at / block, 1, values);
+        const std::int64_t taken = std::min(block - offset, end - at);
+        std::memcpy(out + (at - row), values + offset, gemm_count(taken) * sizeof(float));
+        at += taken;
+    }
+}
+
 [[nodiscard]] inline const float* gemm_operand_line(const matrix_operand& operand, std::int64_t row,
                                                     std::int64_t col, std::int64_t count, bool along_row,
                                                     float* scratch) {
+    if (operand.blocks) {
+        // Only along a column: check_gemm_operand admits blocks for B, which gemm packs by columns.
+        gemm_block_line(operand, row, col, count, scratch);
+        return scratch;
+    }
     const std::int64_t step = along_row ? operand.col_stride : operand.row_stride;
     const auto* bytes = static_cast<const unsigned char*>(operand.data);
     const std::int64_t first = row * operand.row_stride + col * operand.col_stride;
@@ -292,7 +334,7 @@ inline void gemm_pack_b(const matrix_operand& b, std::int64_t row0, std::int64_t
             std::memset(last + p * nr + edge, 0, gemm_count(nr - edge) * sizeof(float));
         }
     }
-    if (b.col_stride == 1 || b.row_stride != 1) {
+    if (!b.blocks && (b.col_stride == 1 || b.row_stride != 1)) {
         for (std::int64_t p = 0; p < depth; ++p) {
             const float* line = gemm_operand_line(b, row0 + p, col0, cols, true, scratch);
             float* destination = out + p * nr;
@@ -442,12 +484,12 @@ inline void gemm_rectangle_skinny(const gemm_problem& problem, std::int64_t row0
     const gemm_kernel_info& kernel = *problem.kernel;
     const matrix_operand& b = problem.b;
     const std::int64_t k = problem.k;
-    const bool in_place = b.type == dtype::f32 && b.col_stride == 1 &&
+    const bool in_place = !b.blocks && b.type == dtype::f32 && b.col_stride == 1 &&
                           reinterpret_cast<std::uintptr_t>(b.data) % alignof(float) == 0;
-    const bool prefetch = b.col_stride == 1 || b.row_stride == 1;
+    const bool prefetch = !b.blocks && (b.col_stride == 1 || b.row_stride == 1);
     const auto float_size = static_cast<std::int64_t>(sizeof(float));
     std::int64_t nc = 0, kc = 0;
-    if (b.col_stride == 1 || b.row_stride != 1) {
+    if (!b.blocks && (b.col_stride == 1 || b.row_stride != 1)) {
         nc = std::min(cols, gemm_skinny_max_cols);
         kc = std::clamp(gemm_skinny_block_bytes / (nc * float_size), std::int64_t{8}, kernel.kc);
         const std::int64_t min_depth = rows <= gemm_shallow_rows ? 8 : gemm_skinny_min_depth;
@@ -624,6 +666,8 @@ inline void gemm_run(const gemm_problem& problem, thread_pool* pool) {
     const gemm_kernel_info& kernel = *problem.kernel;
     thread_pool& threads = pool != nullptr ? *pool : thread_pool::global();
     const bool skinny = problem.m <= gemm_skinny_rows && problem.packed_b == nullptr;
+    const bool dot_products = problem.m <= gemm_rows_max_m && problem.packed_b == nullptr &&
+                              problem.a.type == dtype::f32 && (problem.a.col_stride == 1 || problem.k <= 1);
     const double work = static_cast<double>(problem.m) * static_cast<double>(problem.n) *
                         static_cast<double>(problem.k) * (skinny ? gemm_skinny_work_weight : 1.0);
     const std::int64_t row_tiles = (problem.m + kernel.mr - 1) / kernel.mr;
@@ -631,6 +675,21 @@ inline void gemm_run(const gemm_problem& problem, thread_pool* pool) {
     std::int64_t thread_count = static_cast<std::int64_t>(threads.size());
     thread_count = std::min(thread_count, static_cast<std::int64_t>(work / gemm_min_work_per_thread) + 1);
     thread_count = std::min(thread_count, row_tiles * col_tiles);
+    if (dot_products) {
+        if (const std::optional<weight_rows> rows = weight_rows_of(problem.b, problem.k)) {
+            const gemm_rows_problem dots{problem.m,
+                                         problem.n,
+                                         problem.k,
+                                         static_cast<const float*>(problem.a.data),
+                                         problem.a.row_stride,
+                                         *rows,
+                                         problem.c,
+                                         problem.ldc,
+                                         problem.epilogue};
+            gemm_rows_run(dots, kernel.isa, threads, thread_count);
+            return;
+        }
+    }
     if (thread_count <= 1) {
         gemm_rectangle(problem, 0, problem.m, 0, problem.n, thread_gemm_workspace());
         return;

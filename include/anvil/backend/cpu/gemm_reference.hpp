@@ -1,16 +1,20 @@
 // anvil: the contract of the CPU backend's matrix product. How an operand is described (any strides, f32 /
-// f16 / bf16, and i8 with per-column dequantisation for B), how arguments are checked, and gemm_reference:
-// the plain triple loop that defines what gemm (gemm.hpp) computes. Tests compare the fast path with it.
+// f16 / bf16; for B also i8 with per-column dequantisation and ggml blocks), how arguments are checked, and
+// gemm_reference: the plain triple loop that defines what gemm (gemm.hpp) computes. Tests compare the fast
+// path with it.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
+#include <span>
 #include <string>
 
 #include "anvil/core/bfloat16.hpp"
 #include "anvil/core/dtype.hpp"
 #include "anvil/core/error.hpp"
+#include "anvil/core/ggml_types.hpp"
 #include "anvil/core/half.hpp"
 
 namespace anvil::detail {
@@ -25,6 +29,10 @@ struct matrix_operand {
     std::int64_t col_stride = 1;
     const float* scale = nullptr;       // i8 only: length = columns
     const float* zero_point = nullptr;  // i8 only: length = columns, or null for 0
+    // B only: rows of ggml blocks, a GGUF weight W [n, k] as B = Wᵀ: column j is row j of W, at
+    // data + j * block_row_bytes, k / block whole blocks (type, row_stride and col_stride are then unused).
+    std::optional<ggml_type> blocks = std::nullopt;
+    std::int64_t block_row_bytes = 0;
 };
 
 struct gemm_epilogue {
@@ -38,8 +46,32 @@ struct gemm_epilogue {
     return message("<invalid dtype ", static_cast<unsigned>(type), ">");
 }
 
+inline void check_gemm_blocks(const char* function, const char* name, const matrix_operand& operand,
+                              std::int64_t rows, std::int64_t cols, bool quantised_allowed) {
+    const std::optional<ggml_type_layout> layout = ggml_layout(static_cast<std::uint32_t>(*operand.blocks));
+    const std::string type = ggml_type_name(*operand.blocks);
+    if (!quantised_allowed || !layout || !layout->dequantizes) {
+        throw type_error(
+            message(function, ": operand ", name, " (", rows, "x", cols, ") holds ggml ", type, " blocks; ",
+                    quantised_allowed ? "that type has no dequantiser" : "only B may be quantised"));
+    }
+    if (rows % layout->block != 0 || operand.block_row_bytes < rows / layout->block * layout->bytes) {
+        throw shape_error(message(function, ": operand ", name, " (", rows, "x", cols, ") holds ggml ", type,
+                                  " blocks: ", rows, " values a column are not whole blocks of ",
+                                  layout->block, " in ", operand.block_row_bytes, " bytes"));
+    }
+    if (operand.data == nullptr && rows > 0 && cols > 0) {
+        throw error(message(function, ": operand ", name, " (", rows, "x", cols, ", ", type,
+                            ") has no data (null pointer)"));
+    }
+}
+
 inline void check_gemm_operand(const char* function, const char* name, const matrix_operand& operand,
                                std::int64_t rows, std::int64_t cols, bool quantised_allowed) {
+    if (operand.blocks) {
+        check_gemm_blocks(function, name, operand, rows, cols, quantised_allowed);
+        return;
+    }
     const dtype type = operand.type;
     const bool is_float = type == dtype::f32 || type == dtype::f16 || type == dtype::bf16;
     if (!is_float && !(quantised_allowed && type == dtype::i8)) {
@@ -82,6 +114,17 @@ inline void check_gemm_arguments(const char* function, std::int64_t m, std::int6
 [[nodiscard]] inline float gemm_operand_element(const matrix_operand& operand, std::int64_t row,
                                                 std::int64_t col) noexcept {
     const auto* bytes = static_cast<const unsigned char*>(operand.data);
+    if (operand.blocks) {
+        const std::optional<ggml_type_layout> layout =
+            ggml_layout(static_cast<std::uint32_t>(*operand.blocks));
+        float values[256];
+        const auto block = static_cast<std::int64_t>(layout->block);
+        const auto* first = reinterpret_cast<const std::byte*>(bytes) + col * operand.block_row_bytes +
+                            row / block * static_cast<std::int64_t>(layout->bytes);
+        dequantize_ggml(*operand.blocks, std::span<const std::byte>(first, layout->bytes),
+                        std::span<float>(values, layout->block));
+        return values[row % block];
+    }
     const std::int64_t index = row * operand.row_stride + col * operand.col_stride;
     switch (operand.type) {
         case dtype::f16: {

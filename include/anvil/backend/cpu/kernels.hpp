@@ -123,6 +123,7 @@ inline prepared_kernel prepare_kernel(const graph_body& body, value_id id, cpu_k
         case op::pad:
             return fast_kernel<pad>(n);
         case op::gather:
+            if (auto from_blocks = gather_from_blocks(body, n)) return std::move(*from_blocks);
             return fast_kernel<gather>(n);
         // Plain kernels are fast enough here for now: pooling and resizing touch each input element a few
         // times, reductions and dequantisation (outside a GEMM) once.
@@ -136,6 +137,7 @@ inline prepared_kernel prepare_kernel(const graph_body& body, value_id id, cpu_k
         case op::argmax:
         case op::dequantize_int8:
         case op::dequantize_lut:
+        case op::dequantize_ggml:
             return reference_kernel(n);
         case op::reshape:
             return reshape_kernel();

@@ -1,4 +1,5 @@
-// anvil: the CPU backend's fast data movement — permute, concat, slice, pad and gather. Each first merges the
+// anvil: the CPU backend's fast data movement — permute, concat, slice, pad and gather (also of rows of ggml
+// blocks). Each first merges the
 // axes it can (size-1 axes vanish; neighbours that stay neighbours become one), so most calls reduce to
 // copying contiguous runs with memcpy; a permute that moves the innermost axis becomes a cache-blocked
 // transpose of two axes. Threaded over rows or tiles.
@@ -9,11 +10,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <vector>
 
+#include "anvil/backend/cpu/kernel.hpp"
 #include "anvil/backend/cpu/tensor_span.hpp"
 #include "anvil/core/error.hpp"
+#include "anvil/core/ggml_types.hpp"
 #include "anvil/core/thread_pool.hpp"
 #include "anvil/graph/graph.hpp"
 
@@ -288,6 +292,44 @@ inline void gather(const node& n, std::span<const const_tensor_span> inputs, ten
                                                     table.data + (o * extent + row) * inner, inner);
                           }
                       });
+}
+
+// gather of rows from a table of ggml blocks (a GGUF file's quantised embeddings, op::dequantize_ggml of a
+// constant [rows, bytes]): only the rows the indices name are dequantised, as llama.cpp's get_rows does, so
+// the table stays in its blocks. Null when node `n` is not such a gather.
+inline std::optional<prepared_kernel> gather_from_blocks(const graph_body& body, const node& n) {
+    const node& table = body.nodes[n.inputs[0]];
+    if (n.attrs.axis != 0 || table.kind != op::dequantize_ggml || table.result.shape.rank() != 2 ||
+        body.nodes[table.inputs[0]].kind != op::constant)
+        return std::nullopt;
+    const host_tensor blocks = body.nodes[table.inputs[0]].data;
+    const auto type = static_cast<ggml_type>(table.attrs.ggml_type);
+    const std::int64_t rows = table.result.shape[0], row_values = table.result.shape[1];
+    const auto row_bytes = static_cast<std::size_t>(blocks.shape()[1]);
+    prepared_kernel parts;
+    parts.reads_natively = {true, false};
+    parts.weight_buffers.emplace_back(blocks.raw(), blocks.byte_size());
+    parts.run = [blocks, type, rows, row_values, row_bytes](std::span<const const_tensor_span> in,
+                                                            tensor_span out, thread_pool&, std::span<float>) {
+        const const_tensor_span& indices = in[1];
+        const std::int64_t count = count_of(indices.shape);
+        const auto* bytes = static_cast<const std::byte*>(blocks.raw());
+        for (std::int64_t i = 0; i < count; ++i) {
+            const float index = indices.data[i];
+            if (!(index >= 0.0f && index < static_cast<float>(rows) && std::trunc(index) == index)) {
+                throw error(message("gather: index ", index, " (element ", i, " of the indices ",
+                                    indices.shape, ") is out of range for axis 0 of the table [", rows, ", ",
+                                    row_values, "] (expected a whole number in [0, ", rows, "))"));
+            }
+        }
+        for (std::int64_t i = 0; i < count; ++i) {
+            const auto row = static_cast<std::size_t>(indices.data[i]);
+            dequantize_ggml(
+                type, std::span<const std::byte>(bytes + row * row_bytes, row_bytes),
+                std::span<float>(out.data + i * row_values, static_cast<std::size_t>(row_values)));
+        }
+    };
+    return parts;
 }
 
 }  // namespace anvil::detail::cpu

@@ -61,6 +61,11 @@ inline const node* constant_behind(const graph_body& body, value_id id) {
 inline const node* constant_weight(const graph_body& body, const node& n, std::size_t index,
                                    const node** dequantize = nullptr) {
     const node& producer = body.nodes[n.inputs[index]];
+    if (producer.kind == op::dequantize_ggml && producer.result.shape.rank() == 2 &&
+        body.nodes[producer.inputs[0]].kind == op::constant) {
+        if (dequantize != nullptr) *dequantize = &producer;
+        return &body.nodes[producer.inputs[0]];
+    }
     if (producer.kind == op::dequantize_int8 && producer.attrs.axis == 0 &&
         producer.result.shape.rank() == 2) {
         for (const value_id input : producer.inputs) {
@@ -101,7 +106,12 @@ inline std::shared_ptr<weight_operand> transposed_weight(const graph_body& body,
     const std::int64_t n = weight.result.shape[0];
     const std::int64_t k = weight.result.shape[1];
     w->operand = {weight.data.raw(), weight.data.type(), 1, k};
-    if (dequantize != nullptr) {
+    if (dequantize != nullptr && dequantize->kind == op::dequantize_ggml) {
+        // Rows of ggml blocks: [n, bytes per row] stored, [n, k] meant.
+        w->operand.blocks = static_cast<ggml_type>(dequantize->attrs.ggml_type);
+        w->operand.block_row_bytes = k;
+        w->operand.col_stride = dequantize->result.shape[1];
+    } else if (dequantize != nullptr) {
         w->scale_values = body.nodes[dequantize->inputs[1]].data.to_f32();
         w->operand.scale = w->scale_values.data();
         if (dequantize->inputs.size() == 3) {

@@ -1,15 +1,18 @@
-// anvil: the reference weight decompression — int8 with a per-channel scale and zero point, and lookup
-// tables (palettised weights: a u8 index per weight into a table of at most 256 values, per output channel
-// or shared).
+// anvil: the reference weight decompression — int8 with a per-channel scale and zero point, lookup tables
+// (palettised weights: a u8 index per weight into a table of at most 256 values, per output channel or
+// shared), and rows of ggml blocks (GGUF files' quantised weights).
 #pragma once
 
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
+#include <vector>
 
 #include "anvil/backend/cpu/tensor_span.hpp"
 #include "anvil/core/error.hpp"
+#include "anvil/core/ggml_types.hpp"
 
 namespace anvil::detail::cpu::reference {
 
@@ -51,6 +54,29 @@ inline void dequantize_lut(const_tensor_span indices, const_tensor_span lut, ten
         }
         const std::int64_t channel = per_channel ? i / slice : 0;
         out.data[i] = lut.data[channel * length + static_cast<std::int64_t>(index)];
+    }
+}
+
+// Each row of `blocks` (its bytes, held as f32 values 0..255 like every CPU value) dequantised as ggml type
+// `type` into a row of `out`. A value that is not a byte throws, naming it.
+inline void dequantize_ggml(const_tensor_span blocks, std::uint32_t type, tensor_span out) {
+    const std::int64_t row_bytes = blocks.shape[blocks.shape.rank() - 1];
+    const std::int64_t row_values = out.shape[out.shape.rank() - 1];
+    if (row_bytes <= 0) return;
+    const std::int64_t rows = count_of(blocks.shape) / row_bytes;
+    std::vector<std::byte> row(static_cast<std::size_t>(row_bytes));
+    for (std::int64_t r = 0; r < rows; ++r) {
+        for (std::int64_t i = 0; i < row_bytes; ++i) {
+            const float byte = blocks.data[r * row_bytes + i];
+            if (!(byte >= 0.0f && byte <= 255.0f && std::trunc(byte) == byte)) {
+                throw error(message("dequantize_ggml: element ", r * row_bytes + i, " of the blocks ",
+                                    blocks.shape, " is ", byte, ", not a byte"));
+            }
+            row[static_cast<std::size_t>(i)] = static_cast<std::byte>(static_cast<unsigned>(byte));
+        }
+        anvil::dequantize_ggml(
+            static_cast<ggml_type>(type), row,
+            std::span<float>(out.data + r * row_values, static_cast<std::size_t>(row_values)));
     }
 }
 

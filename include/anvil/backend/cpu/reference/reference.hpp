@@ -31,7 +31,7 @@ namespace reference {
 [[nodiscard]] inline dtype operand_type_for_inference(op kind, std::size_t slot) {
     if (kind == op::gather && slot == 1) return dtype::i64;
     if (kind == op::dequantize_int8 && slot == 0) return dtype::i8;
-    if (kind == op::dequantize_lut && slot == 0) return dtype::u8;
+    if ((kind == op::dequantize_lut || kind == op::dequantize_ggml) && slot == 0) return dtype::u8;
     return dtype::f32;
 }
 
@@ -164,6 +164,8 @@ inline void evaluate_reference(const node& n, std::span<const const_tensor_span>
             return ref::dequantize_int8(inputs[0], inputs[1], optional_input(2), attrs.axis, output);
         case op::dequantize_lut:
             return ref::dequantize_lut(inputs[0], inputs[1], output);
+        case op::dequantize_ggml:
+            return ref::dequantize_ggml(inputs[0], attrs.ggml_type, output);
     }
     throw error(message("evaluate_reference: unknown op ", static_cast<int>(n.kind)));
 }

@@ -1,0 +1,466 @@
+// anvil: the product of a few rows of A (decoding: one token, or a handful) with a weight stored as rows —
+// B = Wᵀ for W [n, k], nn.Linear's layout and a GGUF file's. Each output is the dot product of a row of A
+// with a row of W, so W is streamed from memory once, in its own format, and decoded in registers: never
+// packed, never converted to f32 in memory. With one row of A the product reads nothing but W, and W's bytes
+// are the time: 4 a weight in f32, 2 in f16 and bf16, 1 in int8, 1.06 in Q8_0 and 0.56 in Q4_0.
+//   Formats: f32, f16, bf16, i8 with a scale and zero point per row of W (anvil's int8 compression), and
+// ggml's Q8_0 and Q4_0 blocks (32 weights with an f16 scale d: w = d * q, q int8; w = d * (q - 8), q four
+// bits, the first 16 in the low nibbles). A block's dot product is taken over its integers and scaled once,
+// d * Σ q x: the same real number as Σ (d q) x, so the result is the dequantised weights' product up to f32
+// rounding. Written once with vector extensions; decoders per instruction set (AVX-512, AVX2+F16C, and a
+// portable one that decodes into memory), chosen by the GEMM's kernel.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+
+#include "anvil/backend/cpu/gemm_kernel.hpp"
+#include "anvil/backend/cpu/gemm_reference.hpp"
+#include "anvil/core/bfloat16.hpp"
+#include "anvil/core/ggml_types.hpp"
+#include "anvil/core/half.hpp"
+#include "anvil/core/thread_pool.hpp"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define ANVIL_DETAIL_ROWS_INLINE __attribute__((always_inline)) inline
+#define ANVIL_DETAIL_ROWS_UNROLL _Pragma("GCC unroll 32")
+#endif
+
+namespace anvil::detail {
+
+enum class row_format : unsigned char { f32, f16, bf16, i8, q8_0, q4_0 };
+
+// A weight read by rows: row j of W (column j of B) at bytes + j * row_bytes, k values each.
+struct weight_rows {
+    const std::byte* bytes = nullptr;
+    std::int64_t row_bytes = 0;
+    row_format format = row_format::f32;
+    const float* scale = nullptr;       // i8: one per row
+    const float* zero_point = nullptr;  // i8: one per row, or null for 0
+};
+
+// The rows B is, when it is a weight stored by rows in a format these kernels decode: B transposed
+// (unit row stride) and k a whole number of blocks for Q8_0 and Q4_0.
+[[nodiscard]] inline std::optional<weight_rows> weight_rows_of(const matrix_operand& b, std::int64_t k) {
+    weight_rows rows;
+    rows.bytes = static_cast<const std::byte*>(b.data);
+    if (b.blocks) {
+        if (*b.blocks != ggml_type::Q8_0 && *b.blocks != ggml_type::Q4_0) return std::nullopt;
+        if (k % 32 != 0) return std::nullopt;
+        rows.format = *b.blocks == ggml_type::Q8_0 ? row_format::q8_0 : row_format::q4_0;
+        rows.row_bytes = b.block_row_bytes;
+        return rows;
+    }
+    if (b.row_stride != 1 && k > 1) return std::nullopt;
+    switch (b.type) {
+        case dtype::f32:
+            rows.format = row_format::f32;
+            break;
+        case dtype::f16:
+            rows.format = row_format::f16;
+            break;
+        case dtype::bf16:
+            rows.format = row_format::bf16;
+            break;
+        case dtype::i8:
+            rows.format = row_format::i8;
+            rows.scale = b.scale;
+            rows.zero_point = b.zero_point;
+            break;
+        default:
+            return std::nullopt;
+    }
+    rows.row_bytes = b.col_stride * static_cast<std::int64_t>(dtype_size(b.type));
+    return rows;
+}
+
+// Values per step of the kernels: one Q8_0 / Q4_0 block.
+inline constexpr int gemm_rows_step = 32;
+// Up to this many rows of A the GEMM takes the dot products (more rows reuse each decoded weight enough for
+// packing to pay).
+inline constexpr std::int64_t gemm_rows_max_m = 4;
+// Rows of W per tile: four dot products at once keep the FMA units busy with one row of A.
+inline constexpr int gemm_rows_per_tile = 4;
+
+struct gemm_rows_problem {
+    std::int64_t m, n, k;
+    const float* a;  // rows of A, lda apart, unit column stride
+    std::int64_t lda;
+    weight_rows w;
+    float* c;
+    std::int64_t ldc;
+    gemm_epilogue epilogue;
+};
+
+// The decoders, written once for vectors of Isa::width floats; the instruction set gives the conversions:
+// bytes and nibbles widened to floats, and f16 (Isa::signed_bytes_to_floats, nibbles_to_floats,
+// halves_to_floats, half_to_float).
+// Integer vectors with as many lanes as a float vector (spelled out: GCC ignores a vector_size that depends
+// on a template parameter). Bytes are widened by the instruction set's code: GCC converts a vector of bytes
+// to floats one lane at a time.
+template <int Width>
+struct gemm_rows_lanes;
+template <>
+struct gemm_rows_lanes<4> {
+    typedef std::uint16_t halves __attribute__((vector_size(8)));
+    typedef std::uint32_t words __attribute__((vector_size(16)));
+};
+template <>
+struct gemm_rows_lanes<8> {
+    typedef std::uint16_t halves __attribute__((vector_size(16)));
+    typedef std::uint32_t words __attribute__((vector_size(32)));
+};
+template <>
+struct gemm_rows_lanes<16> {
+    typedef std::uint16_t halves __attribute__((vector_size(32)));
+    typedef std::uint32_t words __attribute__((vector_size(64)));
+};
+
+template <class Isa>
+struct gemm_rows_decoder {
+    typedef typename Isa::vec vec;
+    static constexpr int width = Isa::width;
+    static constexpr int per_step = gemm_rows_step / width;
+    typedef typename gemm_rows_lanes<width>::halves halves;
+    typedef typename gemm_rows_lanes<width>::words words;
+
+    template <row_format format>
+    ANVIL_DETAIL_ROWS_INLINE static void decode(const std::byte* row, std::int64_t step, vec* values,
+                                                float& scale) noexcept {
+        scale = 1.0f;
+        if constexpr (format == row_format::f32) {
+            std::memcpy(values, row + step * gemm_rows_step * 4, gemm_rows_step * 4);
+        } else if constexpr (format == row_format::f16) {
+            ANVIL_DETAIL_ROWS_UNROLL for (int p = 0; p < per_step; ++p)
+                Isa::halves_to_floats(row + (step * gemm_rows_step + p * width) * 2, values[p]);
+        } else if constexpr (format == row_format::bf16) {
+            ANVIL_DETAIL_ROWS_UNROLL for (int p = 0; p < per_step; ++p) {
+                halves raw;
+                std::memcpy(&raw, row + (step * gemm_rows_step + p * width) * 2, sizeof raw);
+                values[p] = reinterpret_cast<vec>(__builtin_convertvector(raw, words) << 16);
+            }
+        } else if constexpr (format == row_format::i8) {
+            ANVIL_DETAIL_ROWS_UNROLL for (int p = 0; p < per_step; ++p)
+                Isa::signed_bytes_to_floats(row + step * gemm_rows_step + p * width, values[p]);
+        } else if constexpr (format == row_format::q8_0) {
+            const std::byte* block = row + step * 34;
+            scale = Isa::half_to_float(block);
+            ANVIL_DETAIL_ROWS_UNROLL for (int p = 0; p < per_step; ++p)
+                Isa::signed_bytes_to_floats(block + 2 + p * width, values[p]);
+        } else {
+            // Q4_0: the low nibbles of the 16 bytes are values 0-15, the high nibbles 16-31.
+            const std::byte* block = row + step * 18;
+            scale = Isa::half_to_float(block);
+            Isa::nibbles_to_floats(block + 2, values);
+            ANVIL_DETAIL_ROWS_UNROLL for (int p = 0; p < per_step; ++p) values[p] -= 8.0f;
+        }
+    }
+};
+
+// The portable version, with vector extensions that Clang turns into NEON's widening moves on arm64 (GCC on
+// x86 converts lane by lane: there the AVX2 and AVX-512 versions run instead). f16 converts in hardware on
+// arm64 (_Float16), through anvil's scalar conversion elsewhere.
+struct gemm_rows_portable_isa {
+    typedef gemm_isa_portable::vec vec;
+    static constexpr int width = gemm_isa_portable::width;
+    typedef std::int8_t four_bytes __attribute__((vector_size(4)));
+    typedef std::uint8_t four_unsigned_bytes __attribute__((vector_size(4)));
+    typedef std::uint8_t sixteen_bytes __attribute__((vector_size(16)));
+
+    ANVIL_DETAIL_ROWS_INLINE static float half_to_float(const std::byte* at) noexcept {
+#if defined(__aarch64__)
+        _Float16 value;
+        std::memcpy(&value, at, 2);
+        return static_cast<float>(value);
+#else
+        std::uint16_t bits;
+        std::memcpy(&bits, at, 2);
+        return half_bits_to_float(bits);
+#endif
+    }
+    ANVIL_DETAIL_ROWS_INLINE static void halves_to_floats(const std::byte* at, vec& out) noexcept {
+#if defined(__aarch64__)
+        typedef _Float16 four_halves __attribute__((vector_size(8)));
+        four_halves raw;
+        std::memcpy(&raw, at, sizeof raw);
+        out = __builtin_convertvector(raw, vec);
+#else
+        for (int lane = 0; lane < width; ++lane)
+            out[lane] = half_to_float(at + 2 * lane);
+#endif
+    }
+    ANVIL_DETAIL_ROWS_INLINE static void signed_bytes_to_floats(const std::byte* at, vec& out) noexcept {
+        four_bytes raw;
+        std::memcpy(&raw, at, sizeof raw);
+        out = __builtin_convertvector(raw, vec);
+    }
+    // 16 bytes: the low nibbles into out[0..3], the high ones into out[4..7].
+    ANVIL_DETAIL_ROWS_INLINE static void nibbles_to_floats(const std::byte* at, vec* out) noexcept {
+        sixteen_bytes packed;
+        std::memcpy(&packed, at, sizeof packed);
+        const sixteen_bytes low = packed & static_cast<std::uint8_t>(15);
+        const sixteen_bytes high = packed >> static_cast<std::uint8_t>(4);
+        const auto quarter = [](const sixteen_bytes& from, int q) {
+            four_unsigned_bytes part;
+            std::memcpy(&part, reinterpret_cast<const unsigned char*>(&from) + 4 * q, sizeof part);
+            return __builtin_convertvector(part, vec);
+        };
+        ANVIL_DETAIL_ROWS_UNROLL for (int q = 0; q < 4; ++q) {
+            out[q] = quarter(low, q);
+            out[4 + q] = quarter(high, q);
+        }
+    }
+};
+
+#if defined(ANVIL_DETAIL_GEMM_X86)
+// The entry points flatten: everything below them, the decoders too, is inlined into the function that has
+// the instruction set's target attribute (F16C's conversions cannot be inlined anywhere else).
+#define ANVIL_DETAIL_ROWS_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define ANVIL_DETAIL_ROWS_AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
+
+struct gemm_rows_avx2_isa {
+    typedef gemm_isa_avx2::vec vec;
+    static constexpr int width = gemm_isa_avx2::width;
+
+    ANVIL_DETAIL_ROWS_AVX2 static float half_to_float(const std::byte* at) noexcept {
+        unsigned short bits;
+        std::memcpy(&bits, at, 2);
+        return _cvtsh_ss(bits);
+    }
+    ANVIL_DETAIL_ROWS_AVX2 static void halves_to_floats(const std::byte* at, vec& out) noexcept {
+        out = reinterpret_cast<vec>(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at))));
+    }
+    ANVIL_DETAIL_ROWS_AVX2 static void signed_bytes_to_floats(const std::byte* at, vec& out) noexcept {
+        out = reinterpret_cast<vec>(
+            _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(at)))));
+    }
+    // 16 bytes: the low nibbles into out[0..1], the high ones into out[2..3].
+    ANVIL_DETAIL_ROWS_AVX2 static void nibbles_to_floats(const std::byte* at, vec* out) noexcept {
+        const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at));
+        const __m128i mask = _mm_set1_epi8(15);
+        const __m128i low = _mm_and_si128(packed, mask),
+                      high = _mm_and_si128(_mm_srli_epi16(packed, 4), mask);
+        out[0] = reinterpret_cast<vec>(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(low)));
+        out[1] = reinterpret_cast<vec>(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(low, 8))));
+        out[2] = reinterpret_cast<vec>(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(high)));
+        out[3] = reinterpret_cast<vec>(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(high, 8))));
+    }
+};
+
+struct gemm_rows_avx512_isa {
+    typedef gemm_isa_avx512::vec vec;
+    static constexpr int width = gemm_isa_avx512::width;
+
+    ANVIL_DETAIL_ROWS_AVX512 static float half_to_float(const std::byte* at) noexcept {
+        unsigned short bits;
+        std::memcpy(&bits, at, 2);
+        return _cvtsh_ss(bits);
+    }
+    // The masked form: GCC 12's plain _mm512_cvtph_ps reads an "undefined" vector that -Wmaybe-uninitialized
+    // reports.
+    ANVIL_DETAIL_ROWS_AVX512 static void halves_to_floats(const std::byte* at, vec& out) noexcept {
+        out = reinterpret_cast<vec>(
+            _mm512_maskz_cvtph_ps(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at))));
+    }
+    ANVIL_DETAIL_ROWS_AVX512 static void signed_bytes_to_floats(const std::byte* at, vec& out) noexcept {
+        const __m512i wide =
+            _mm512_maskz_cvtepi8_epi32(0xFFFF, _mm_loadu_si128(reinterpret_cast<const __m128i*>(at)));
+        out = reinterpret_cast<vec>(_mm512_maskz_cvtepi32_ps(0xFFFF, wide));
+    }
+    // 16 bytes: the low nibbles into out[0], the high ones into out[1].
+    ANVIL_DETAIL_ROWS_AVX512 static void nibbles_to_floats(const std::byte* at, vec* out) noexcept {
+        const __m512i wide =
+            _mm512_maskz_cvtepu8_epi32(0xFFFF, _mm_loadu_si128(reinterpret_cast<const __m128i*>(at)));
+        const __m512i mask = _mm512_set1_epi32(15);
+        out[0] = reinterpret_cast<vec>(_mm512_maskz_cvtepi32_ps(0xFFFF, _mm512_and_si512(wide, mask)));
+        out[1] =
+            reinterpret_cast<vec>(_mm512_maskz_cvtepi32_ps(0xFFFF, _mm512_maskz_srli_epi32(0xFFFF, wide, 4)));
+    }
+};
+#endif
+
+// Element p of a float or i8 row (the tail past whole steps); blocks have no tail.
+[[nodiscard]] inline float weight_row_value(const weight_rows& w, const std::byte* row,
+                                            std::int64_t p) noexcept {
+    std::uint16_t bits = 0;
+    switch (w.format) {
+        case row_format::f32: {
+            float value;
+            std::memcpy(&value, row + p * 4, 4);
+            return value;
+        }
+        case row_format::f16:
+            std::memcpy(&bits, row + p * 2, 2);
+            return static_cast<float>(half::from_bits(bits));
+        case row_format::bf16:
+            std::memcpy(&bits, row + p * 2, 2);
+            return static_cast<float>(bfloat16::from_bits(bits));
+        case row_format::i8:
+            return static_cast<float>(static_cast<std::int8_t>(row[p]));
+        default:
+            return 0.0f;
+    }
+}
+
+// C[i, j0 + r] for the Rows rows of W from j0 and the M rows of A from i0: per step, each row of W's 32
+// values are decoded once and dotted with each row of A; the per-step sums are scaled (blocks) and added to
+// one accumulator vector per output, reduced at the end. A tail of k beyond whole steps (float and i8 rows
+// only) is added one value at a time.
+template <class Decoder, row_format format, int M, int Rows>
+ANVIL_DETAIL_ROWS_INLINE void gemm_rows_tile(const gemm_rows_problem& g, std::int64_t i0, std::int64_t j0) {
+    using vec = typename Decoder::vec;
+    constexpr int per_step = gemm_rows_step / Decoder::width;
+    constexpr bool blocks = format == row_format::q8_0 || format == row_format::q4_0;
+    constexpr auto row_count = static_cast<std::size_t>(Rows), a_rows = static_cast<std::size_t>(M),
+                   vectors = static_cast<std::size_t>(per_step);
+    const std::byte* rows[row_count];
+    ANVIL_DETAIL_ROWS_UNROLL for (int r = 0; r < Rows; ++r) rows[r] = g.w.bytes + (j0 + r) * g.w.row_bytes;
+    vec acc[a_rows][row_count];
+    ANVIL_DETAIL_ROWS_UNROLL for (int i = 0; i < M; ++i) {
+        ANVIL_DETAIL_ROWS_UNROLL for (int r = 0; r < Rows; ++r) acc[i][r] = vec{};
+    }
+    const std::int64_t steps = g.k / gemm_rows_step;
+    for (std::int64_t step = 0; step < steps; ++step) {
+        vec x[a_rows][vectors];
+        ANVIL_DETAIL_ROWS_UNROLL for (int i = 0; i < M; ++i) {
+            ANVIL_DETAIL_ROWS_UNROLL for (int p = 0; p < per_step; ++p) std::memcpy(
+                &x[i][p], g.a + (i0 + i) * g.lda + step * gemm_rows_step + p * Decoder::width, sizeof(vec));
+        }
+        ANVIL_DETAIL_ROWS_UNROLL for (int r = 0; r < Rows; ++r) {
+            vec values[vectors];
+            float scale;
+            Decoder::template decode<format>(rows[r], step, values, scale);
+            ANVIL_DETAIL_ROWS_UNROLL for (int i = 0; i < M; ++i) {
+                if constexpr (blocks) {
+                    vec sum = values[0] * x[i][0];
+                    ANVIL_DETAIL_ROWS_UNROLL for (int p = 1; p < per_step; ++p) sum += values[p] * x[i][p];
+                    acc[i][r] += scale * sum;
+                } else {
+                    ANVIL_DETAIL_ROWS_UNROLL for (int p = 0; p < per_step; ++p) acc[i][r] +=
+                        values[p] * x[i][p];
+                }
+            }
+        }
+    }
+    for (int i = 0; i < M; ++i) {
+        for (int r = 0; r < Rows; ++r) {
+            float dot = 0.0f;
+            for (int lane = 0; lane < Decoder::width; ++lane)
+                dot += acc[i][r][lane];
+            const float* a_row = g.a + (i0 + i) * g.lda;
+            for (std::int64_t p = steps * gemm_rows_step; p < g.k; ++p)
+                dot += a_row[p] * weight_row_value(g.w, rows[r], p);
+            const std::int64_t j = j0 + r;
+            if constexpr (format == row_format::i8) {
+                // Σ (q - z) x = Σ q x - z Σ x: the zero point applied once per output.
+                float a_sum = 0.0f;
+                if (g.w.zero_point != nullptr) {
+                    for (std::int64_t p = 0; p < g.k; ++p)
+                        a_sum += a_row[p];
+                    dot -= g.w.zero_point[j] * a_sum;
+                }
+                dot *= g.w.scale[j];
+            }
+            float& out = g.c[(i0 + i) * g.ldc + j];
+            const float bias = g.epilogue.bias != nullptr ? g.epilogue.bias[j] : 0.0f;
+            out = (g.epilogue.accumulate ? out : 0.0f) + dot + bias;
+        }
+    }
+}
+
+// Rows [j0, j0 + Rows) of W against every row of A, two rows of A at a time.
+template <class Decoder, row_format format, int Rows>
+ANVIL_DETAIL_ROWS_INLINE void gemm_rows_against_a(const gemm_rows_problem& g, std::int64_t j0) {
+    std::int64_t i = 0;
+    for (; i + 2 <= g.m; i += 2)
+        gemm_rows_tile<Decoder, format, 2, Rows>(g, i, j0);
+    if (i < g.m) gemm_rows_tile<Decoder, format, 1, Rows>(g, i, j0);
+}
+
+// Rows [j0, j1) of W: tiles of gemm_rows_per_tile rows, then single rows.
+template <class Decoder, row_format format>
+ANVIL_DETAIL_ROWS_INLINE void gemm_rows_range_of(const gemm_rows_problem& g, std::int64_t j0,
+                                                 std::int64_t j1) {
+    std::int64_t j = j0;
+    for (; j + gemm_rows_per_tile <= j1; j += gemm_rows_per_tile)
+        gemm_rows_against_a<Decoder, format, gemm_rows_per_tile>(g, j);
+    for (; j < j1; ++j)
+        gemm_rows_against_a<Decoder, format, 1>(g, j);
+}
+
+template <class Decoder>
+ANVIL_DETAIL_ROWS_INLINE void gemm_rows_range(const gemm_rows_problem& g, std::int64_t j0, std::int64_t j1) {
+    switch (g.w.format) {
+        case row_format::f32:
+            return gemm_rows_range_of<Decoder, row_format::f32>(g, j0, j1);
+        case row_format::f16:
+            return gemm_rows_range_of<Decoder, row_format::f16>(g, j0, j1);
+        case row_format::bf16:
+            return gemm_rows_range_of<Decoder, row_format::bf16>(g, j0, j1);
+        case row_format::i8:
+            return gemm_rows_range_of<Decoder, row_format::i8>(g, j0, j1);
+        case row_format::q8_0:
+            return gemm_rows_range_of<Decoder, row_format::q8_0>(g, j0, j1);
+        case row_format::q4_0:
+            return gemm_rows_range_of<Decoder, row_format::q4_0>(g, j0, j1);
+    }
+}
+
+__attribute__((flatten)) inline void gemm_rows_portable_range(const gemm_rows_problem& g, std::int64_t j0,
+                                                              std::int64_t j1) {
+    gemm_rows_range<gemm_rows_decoder<gemm_rows_portable_isa>>(g, j0, j1);
+}
+#if defined(ANVIL_DETAIL_GEMM_X86)
+ANVIL_DETAIL_ROWS_AVX2 __attribute__((flatten)) inline void gemm_rows_avx2_range(const gemm_rows_problem& g,
+                                                                                 std::int64_t j0,
+                                                                                 std::int64_t j1) {
+    gemm_rows_range<gemm_rows_decoder<gemm_rows_avx2_isa>>(g, j0, j1);
+}
+ANVIL_DETAIL_ROWS_AVX512 __attribute__((flatten)) inline void gemm_rows_avx512_range(
+    const gemm_rows_problem& g, std::int64_t j0, std::int64_t j1) {
+    gemm_rows_range<gemm_rows_decoder<gemm_rows_avx512_isa>>(g, j0, j1);
+}
+#undef ANVIL_DETAIL_ROWS_AVX2
+#undef ANVIL_DETAIL_ROWS_AVX512
+#endif
+
+// The product on `threads`, with the decoders of `isa` (the GEMM kernel's): the rows of W split into one
+// contiguous range per thread, each a multiple of the tile.
+inline void gemm_rows_run(const gemm_rows_problem& g, gemm_isa isa, thread_pool& threads,
+                          std::int64_t thread_count) {
+    void (*range)(const gemm_rows_problem&, std::int64_t, std::int64_t) = gemm_rows_portable_range;
+#if defined(ANVIL_DETAIL_GEMM_X86)
+    if (isa == gemm_isa::avx512) range = gemm_rows_avx512_range;
+    if (isa == gemm_isa::avx2) range = gemm_rows_avx2_range;
+#else
+    (void)isa;
+#endif
+    const std::int64_t tiles = (g.n + gemm_rows_per_tile - 1) / gemm_rows_per_tile;
+    thread_count = std::clamp<std::int64_t>(thread_count, 1, tiles);
+    if (thread_count == 1) {
+        range(g, 0, g.n);
+        return;
+    }
+    threads.parallel_for(
+        0, static_cast<std::size_t>(thread_count), 1, [&](std::size_t begin, std::size_t end) {
+            for (std::size_t part = begin; part < end; ++part) {
+                const auto index = static_cast<std::int64_t>(part);
+                const std::int64_t j0 = std::min(g.n, tiles * index / thread_count * gemm_rows_per_tile);
+                const std::int64_t j1 =
+                    std::min(g.n, tiles * (index + 1) / thread_count * gemm_rows_per_tile);
+                if (j1 > j0) range(g, j0, j1);
+            }
+        });
+}
+
+}  // namespace anvil::detail
+
+#undef ANVIL_DETAIL_ROWS_INLINE
+#undef ANVIL_DETAIL_ROWS_UNROLL
