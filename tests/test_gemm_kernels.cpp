@@ -1,11 +1,14 @@
 // The CPU backend's GEMM-based kernels — linear, batched matmul and conv2d — against the reference kernels on
 // random shapes: odd sizes, size 1, empty batches, transposed and broadcast operands, strides, padding,
-// dilation, groups (depthwise too), and weights stored as f32, f16, bf16 and int8.
+// dilation, groups (depthwise too), and weights stored as f32, f16, bf16, int8, palette indices and ggml
+// blocks.
 #include <doctest/doctest.h>
 #include <anvil/anvil.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 // A namespace of its own, so the test files can be compiled together (a unity build).
@@ -83,6 +86,91 @@ TEST_CASE("linear: optimised matches reference for every weight type, with and w
     auto w = g.input("w", dtype::f32, dims{6, 9});
     check_parity(g.apply(op::linear, {x, w}),
                  {{"x", random_tensor(dims{4, 9}, rng)}, {"w", random_tensor(dims{6, 9}, rng)}});
+}
+
+TEST_CASE("linear: compressed weights (int8, palettes, ggml blocks) are read as stored, as the reference") {
+    std::mt19937 rng(3);
+    std::uniform_int_distribution<int> byte(0, 255);
+    const auto linear_of = [](anvil::graph& g, const anvil::value& x, const anvil::value& weight) {
+        return g.apply(op::linear, {x, weight});
+    };
+    for (const std::int64_t rows : {1, 3, 17}) {
+        const std::int64_t in = 64, out = 12;
+        const auto input = random_tensor(dims{rows, in}, rng);
+        // int8 with a zero point along the output channels.
+        {
+            anvil::graph g;
+            anvil::host_tensor q(dtype::i8, dims{out, in});
+            for (auto& v : q.values<std::int8_t>())
+                v = static_cast<std::int8_t>(byte(rng) - 128);
+            auto weight =
+                g.apply(op::dequantize_int8, {g.constant(q), g.constant(random_tensor(dims{out}, rng)),
+                                              g.constant(random_tensor(dims{out}, rng))});
+            CAPTURE(rows);
+            check_parity(linear_of(g, g.input("x", dtype::f32, dims{rows, in}), weight), {{"x", input}});
+        }
+        // Palettes: shared and one per group of rows, 16, 64 and 200 values.
+        for (const auto& palette :
+             {std::pair{1, 16}, std::pair{3, 16}, std::pair{4, 64}, std::pair{1, 200}}) {
+            const int groups = palette.first, length = palette.second;
+            anvil::graph g;
+            anvil::host_tensor indices(dtype::u8, dims{out, in});
+            for (auto& v : indices.values<std::uint8_t>())
+                v = static_cast<std::uint8_t>(byte(rng) % length);
+            const dims table = groups == 1 ? dims{length} : dims{groups, length};
+            auto weight =
+                g.apply(op::dequantize_lut, {g.constant(indices), g.constant(random_tensor(table, rng))});
+            CAPTURE(rows);
+            CAPTURE(groups);
+            CAPTURE(length);
+            check_parity(linear_of(g, g.input("x", dtype::f32, dims{rows, in}), weight), {{"x", input}});
+        }
+    }
+    // ggml blocks (Q8_0 and Q4_0 read by rows, Q4_K dequantised while packing), 256 inputs.
+    for (const anvil::ggml_type type :
+         {anvil::ggml_type::Q8_0, anvil::ggml_type::Q4_0, anvil::ggml_type::Q4_K}) {
+        for (const std::int64_t rows : {1, 2, 9}) {
+            const std::int64_t in = 256, out = 10;
+            const auto layout = *anvil::ggml_layout(static_cast<std::uint32_t>(type));
+            const std::int64_t row_bytes = in / layout.block * layout.bytes;
+            anvil::host_tensor blocks(dtype::u8, dims{out, row_bytes});
+            auto bytes = blocks.values<std::uint8_t>();
+            for (auto& v : bytes)
+                v = static_cast<std::uint8_t>(byte(rng));
+            for (std::int64_t at = 0; at < out * row_bytes; at += layout.bytes) {
+                for (int half_scale = 0; half_scale < (type == anvil::ggml_type::Q4_K ? 2 : 1);
+                     ++half_scale) {
+                    const std::uint16_t bits =
+                        anvil::float_to_half_bits(0.01f);  // d (and dmin): finite scales
+                    std::memcpy(bytes.data() + at + 2 * half_scale, &bits, sizeof bits);
+                }
+            }
+            anvil::graph g;
+            anvil::attributes attrs;
+            attrs.ggml_type = static_cast<std::uint32_t>(type);
+            auto weight = g.apply(op::dequantize_ggml, {g.constant(blocks)}, attrs);
+            CAPTURE(anvil::ggml_type_name(type));
+            CAPTURE(rows);
+            check_parity(linear_of(g, g.input("x", dtype::f32, dims{rows, in}), weight),
+                         {{"x", random_tensor(dims{rows, in}, rng)}});
+        }
+    }
+}
+
+TEST_CASE("linear: a palette index out of range is refused when the program is compiled") {
+    anvil::graph g;
+    anvil::host_tensor indices(dtype::u8, dims{4, 8});
+    indices.values<std::uint8_t>()[5] = 9;
+    auto weight = g.apply(op::dequantize_lut,
+                          {g.constant(indices, "w"),
+                           g.constant(anvil::host_tensor::from(std::vector<float>(8, 1.0f), dims{8}))});
+    auto y = g.apply(op::linear, {g.input("x", dtype::f32, dims{1, 8}), weight});
+    anvil::compile_options cpu;
+    cpu.target = anvil::device::cpu;
+    CHECK_THROWS_WITH_AS(
+        (void)anvil::compile({y}, cpu),
+        doctest::Contains("index 9 (element 5 of the weight 'w') is out of range for its palette of 8"),
+        anvil::error);
 }
 
 TEST_CASE("matmul: optimised matches reference with transposes and broadcast batches") {

@@ -18830,8 +18830,9 @@ inline std::optional<prepared_kernel> gather_from_blocks(const graph_body& body,
 // #include "anvil/backend/cpu/kernels/linear_algebra.hpp"
 // anvil: the CPU kernels that are matrix products — linear, matmul and conv2d — all through the one packed
 // GEMM (gemm.hpp). Constant weights are read from their own storage: f32 weights are packed once when the
-// program is compiled; f16, bf16 and int8 weights are converted block by block while each call packs them,
-// so they are never expanded whole in memory.
+// program is compiled; f16, bf16, int8, palette-index and ggml-block weights are decoded as each call reads
+// them (by rows when decoding, block by block while packing otherwise), so they are never expanded whole in
+// memory.
 
 #include <algorithm>
 #include <cstring>
@@ -19236,8 +19237,18 @@ struct matrix_operand {
     const float* zero_point = nullptr;  // i8 only: length = columns, or null for 0
     // B only: rows of ggml blocks, a GGUF weight W [n, k] as B = Wᵀ: column j is row j of W, at
     // data + j * block_row_bytes, k / block whole blocks (type, row_stride and col_stride are then unused).
-    std::optional<ggml_type> blocks = std::nullopt;
+    // (A plain enum rather than an optional: GCC 12 reports an optional's payload here as maybe
+    // uninitialised.)
+    ggml_type blocks = ggml_type::F32;  // F32: not blocks
     std::int64_t block_row_bytes = 0;
+
+    [[nodiscard]] bool has_blocks() const noexcept { return blocks != ggml_type::F32; }
+    // B only, with type u8: palette indices (a dequantize_lut weight), element (r, c) standing for
+    // lut[(c / lut_columns_per_group) * lut_stride + index]: one palette of lut_length values per group of
+    // lut_columns_per_group columns (one group for a shared palette), palettes lut_stride values apart.
+    const float* lut = nullptr;
+    std::int64_t lut_length = 0, lut_stride = 0;
+    std::int64_t lut_columns_per_group = 1;
 };
 
 struct gemm_epilogue {
@@ -19253,8 +19264,8 @@ struct gemm_epilogue {
 
 inline void check_gemm_blocks(const char* function, const char* name, const matrix_operand& operand,
                               std::int64_t rows, std::int64_t cols, bool quantised_allowed) {
-    const std::optional<ggml_type_layout> layout = ggml_layout(static_cast<std::uint32_t>(*operand.blocks));
-    const std::string type = ggml_type_name(*operand.blocks);
+    const std::optional<ggml_type_layout> layout = ggml_layout(static_cast<std::uint32_t>(operand.blocks));
+    const std::string type = ggml_type_name(operand.blocks);
     if (!quantised_allowed || !layout || !layout->dequantizes) {
         throw type_error(
             message(function, ": operand ", name, " (", rows, "x", cols, ") holds ggml ", type, " blocks; ",
@@ -19273,12 +19284,23 @@ inline void check_gemm_blocks(const char* function, const char* name, const matr
 
 inline void check_gemm_operand(const char* function, const char* name, const matrix_operand& operand,
                                std::int64_t rows, std::int64_t cols, bool quantised_allowed) {
-    if (operand.blocks) {
+    if (operand.has_blocks()) {
         check_gemm_blocks(function, name, operand, rows, cols, quantised_allowed);
         return;
     }
     const dtype type = operand.type;
     const bool is_float = type == dtype::f32 || type == dtype::f16 || type == dtype::bf16;
+    if (operand.lut != nullptr) {
+        if (!quantised_allowed || type != dtype::u8 || operand.lut_length <= 0 || operand.lut_length > 256 ||
+            operand.lut_stride < operand.lut_length || operand.lut_columns_per_group <= 0) {
+            throw type_error(
+                message(function, ": operand ", name, " (", rows, "x", cols,
+                        ") has a palette; only B may, with u8 indices and 1 to 256 values a palette "
+                        "(got ",
+                        gemm_dtype_name(type), ", ", operand.lut_length, " values)"));
+        }
+        return;
+    }
     if (!is_float && !(quantised_allowed && type == dtype::i8)) {
         throw type_error(message(function, ": operand ", name, " (", rows, "x", cols, ") has element type ",
                                  gemm_dtype_name(type), "; ", name, " must be f32, f16 or bf16",
@@ -19319,18 +19341,21 @@ inline void check_gemm_arguments(const char* function, std::int64_t m, std::int6
 [[nodiscard]] inline float gemm_operand_element(const matrix_operand& operand, std::int64_t row,
                                                 std::int64_t col) noexcept {
     const auto* bytes = static_cast<const unsigned char*>(operand.data);
-    if (operand.blocks) {
+    if (operand.has_blocks()) {
         const std::optional<ggml_type_layout> layout =
-            ggml_layout(static_cast<std::uint32_t>(*operand.blocks));
+            ggml_layout(static_cast<std::uint32_t>(operand.blocks));
         float values[256];
         const auto block = static_cast<std::int64_t>(layout->block);
         const auto* first = reinterpret_cast<const std::byte*>(bytes) + col * operand.block_row_bytes +
                             row / block * static_cast<std::int64_t>(layout->bytes);
-        dequantize_ggml(*operand.blocks, std::span<const std::byte>(first, layout->bytes),
+        dequantize_ggml(operand.blocks, std::span<const std::byte>(first, layout->bytes),
                         std::span<float>(values, layout->block));
         return values[row % block];
     }
     const std::int64_t index = row * operand.row_stride + col * operand.col_stride;
+    if (operand.lut != nullptr) {
+        return operand.lut[col / operand.lut_columns_per_group * operand.lut_stride + bytes[index]];
+    }
     switch (operand.type) {
         case dtype::f16: {
             std::uint16_t bits;
@@ -19382,8 +19407,9 @@ inline void gemm_reference(std::int64_t m, std::int64_t n, std::int64_t k, const
 // with a row of W, so W is streamed from memory once, in its own format, and decoded in registers: never
 // packed, never converted to f32 in memory. With one row of A the product reads nothing but W, and W's bytes
 // are the time: 4 a weight in f32, 2 in f16 and bf16, 1 in int8, 1.06 in Q8_0 and 0.56 in Q4_0.
-//   Formats: f32, f16, bf16, i8 with a scale and zero point per row of W (anvil's int8 compression), and
-// ggml's Q8_0 and Q4_0 blocks (32 weights with an f16 scale d: w = d * q, q int8; w = d * (q - 8), q four
+//   Formats: f32, f16, bf16, i8 with a scale and zero point per row of W (anvil's int8 compression), u8
+// palette indices with a palette per group of rows (anvil's lut4 / lut6 compression), and ggml's Q8_0 and
+// Q4_0 blocks (32 weights with an f16 scale d: w = d * q, q int8; w = d * (q - 8), q four
 // bits, the first 16 in the low nibbles). A block's dot product is taken over its integers and scaled once,
 // d * Σ q x: the same real number as Σ (d q) x, so the result is the dequantised weights' product up to f32
 // rounding. Written once with vector extensions; decoders per instruction set (AVX-512, AVX2+F16C, and a
@@ -19413,7 +19439,7 @@ inline void gemm_reference(std::int64_t m, std::int64_t n, std::int64_t k, const
 
 namespace anvil::detail {
 
-enum class row_format : unsigned char { f32, f16, bf16, i8, q8_0, q4_0 };
+enum class row_format : unsigned char { f32, f16, bf16, i8, q8_0, q4_0, lut };
 
 // A weight read by rows: row j of W (column j of B) at bytes + j * row_bytes, k values each.
 struct weight_rows {
@@ -19422,6 +19448,10 @@ struct weight_rows {
     row_format format = row_format::f32;
     const float* scale = nullptr;       // i8: one per row
     const float* zero_point = nullptr;  // i8: one per row, or null for 0
+    // lut: u8 indices into a palette of lut_size values per group of rows, palettes lut_stride apart (64
+    // floats, or 256: the decoders read whole vectors of them)
+    const float* lut = nullptr;
+    std::int64_t lut_size = 0, lut_stride = 0, rows_per_palette = 1;
 };
 
 // The rows B is, when it is a weight stored by rows in a format these kernels decode: B transposed
@@ -19429,10 +19459,10 @@ struct weight_rows {
 [[nodiscard]] inline std::optional<weight_rows> weight_rows_of(const matrix_operand& b, std::int64_t k) {
     weight_rows rows;
     rows.bytes = static_cast<const std::byte*>(b.data);
-    if (b.blocks) {
-        if (*b.blocks != ggml_type::Q8_0 && *b.blocks != ggml_type::Q4_0) return std::nullopt;
+    if (b.has_blocks()) {
+        if (b.blocks != ggml_type::Q8_0 && b.blocks != ggml_type::Q4_0) return std::nullopt;
         if (k % 32 != 0) return std::nullopt;
-        rows.format = *b.blocks == ggml_type::Q8_0 ? row_format::q8_0 : row_format::q4_0;
+        rows.format = b.blocks == ggml_type::Q8_0 ? row_format::q8_0 : row_format::q4_0;
         rows.row_bytes = b.block_row_bytes;
         return rows;
     }
@@ -19451,6 +19481,15 @@ struct weight_rows {
             rows.format = row_format::i8;
             rows.scale = b.scale;
             rows.zero_point = b.zero_point;
+            break;
+        case dtype::u8:
+            // Palettes padded to 64 or 256 values, as the decoders read them (linear_algebra.hpp pads them).
+            if (b.lut == nullptr || (b.lut_stride != 64 && b.lut_stride != 256)) return std::nullopt;
+            rows.format = row_format::lut;
+            rows.lut = b.lut;
+            rows.lut_size = b.lut_length;
+            rows.lut_stride = b.lut_stride;
+            rows.rows_per_palette = b.lut_columns_per_group;
             break;
         default:
             return std::nullopt;
@@ -19510,7 +19549,8 @@ struct gemm_rows_decoder {
     typedef typename gemm_rows_lanes<width>::words words;
 
     template <row_format format>
-    ANVIL_DETAIL_ROWS_INLINE static void decode(const std::byte* row, std::int64_t step, vec* values,
+    ANVIL_DETAIL_ROWS_INLINE static void decode(const std::byte* row, std::int64_t step, const float* palette,
+                                                std::int64_t palette_size, vec* values,
                                                 float& scale) noexcept {
         scale = 1.0f;
         if constexpr (format == row_format::f32) {
@@ -19527,6 +19567,9 @@ struct gemm_rows_decoder {
         } else if constexpr (format == row_format::i8) {
             ANVIL_DETAIL_ROWS_UNROLL for (int p = 0; p < per_step; ++p)
                 Isa::signed_bytes_to_floats(row + step * gemm_rows_step + p * width, values[p]);
+        } else if constexpr (format == row_format::lut) {
+            ANVIL_DETAIL_ROWS_UNROLL for (int p = 0; p < per_step; ++p) Isa::palette_to_floats(
+                row + step * gemm_rows_step + p * width, palette, palette_size, values[p]);
         } else if constexpr (format == row_format::q8_0) {
             const std::byte* block = row + step * 34;
             scale = Isa::half_to_float(block);
@@ -19579,6 +19622,11 @@ struct gemm_rows_portable_isa {
         std::memcpy(&raw, at, sizeof raw);
         out = __builtin_convertvector(raw, vec);
     }
+    ANVIL_DETAIL_ROWS_INLINE static void palette_to_floats(const std::byte* at, const float* palette,
+                                                           std::int64_t, vec& out) noexcept {
+        for (int lane = 0; lane < width; ++lane)
+            out[lane] = palette[static_cast<unsigned>(at[lane])];
+    }
     // 16 bytes: the low nibbles into out[0..3], the high ones into out[4..7].
     ANVIL_DETAIL_ROWS_INLINE static void nibbles_to_floats(const std::byte* at, vec* out) noexcept {
         sixteen_bytes packed;
@@ -19619,6 +19667,12 @@ struct gemm_rows_avx2_isa {
         out = reinterpret_cast<vec>(
             _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(at)))));
     }
+    ANVIL_DETAIL_ROWS_AVX2 static void palette_to_floats(const std::byte* at, const float* palette,
+                                                         std::int64_t, vec& out) noexcept {
+        const __m256i indices = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(at)));
+        out = reinterpret_cast<vec>(_mm256_mask_i32gather_ps(_mm256_setzero_ps(), palette, indices,
+                                                             _mm256_castsi256_ps(_mm256_set1_epi32(-1)), 4));
+    }
     // 16 bytes: the low nibbles into out[0..1], the high ones into out[2..3].
     ANVIL_DETAIL_ROWS_AVX2 static void nibbles_to_floats(const std::byte* at, vec* out) noexcept {
         const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at));
@@ -19652,6 +19706,28 @@ struct gemm_rows_avx512_isa {
             _mm512_maskz_cvtepi8_epi32(0xFFFF, _mm_loadu_si128(reinterpret_cast<const __m128i*>(at)));
         out = reinterpret_cast<vec>(_mm512_maskz_cvtepi32_ps(0xFFFF, wide));
     }
+    // A palette of up to 16 values is one register (one permute), of up to 64 four (two two-register
+    // permutes and a blend on bit 5 of the index); a larger one (no compression option makes one) is read
+    // value by value.
+    ANVIL_DETAIL_ROWS_AVX512 static void palette_to_floats(const std::byte* at, const float* palette,
+                                                           std::int64_t size, vec& out) noexcept {
+        const __m512i indices =
+            _mm512_maskz_cvtepu8_epi32(0xFFFF, _mm_loadu_si128(reinterpret_cast<const __m128i*>(at)));
+        if (size <= 16) {
+            out =
+                reinterpret_cast<vec>(_mm512_maskz_permutexvar_ps(0xFFFF, indices, _mm512_loadu_ps(palette)));
+        } else if (size <= 64) {
+            const __m512 low = _mm512_maskz_permutex2var_ps(0xFFFF, _mm512_loadu_ps(palette), indices,
+                                                            _mm512_loadu_ps(palette + 16));
+            const __m512 high = _mm512_maskz_permutex2var_ps(0xFFFF, _mm512_loadu_ps(palette + 32), indices,
+                                                             _mm512_loadu_ps(palette + 48));
+            out = reinterpret_cast<vec>(
+                _mm512_mask_blend_ps(_mm512_test_epi32_mask(indices, _mm512_set1_epi32(32)), low, high));
+        } else {
+            for (int lane = 0; lane < width; ++lane)
+                out[lane] = palette[static_cast<unsigned>(at[lane])];
+        }
+    }
     // 16 bytes: the low nibbles into out[0], the high ones into out[1].
     ANVIL_DETAIL_ROWS_AVX512 static void nibbles_to_floats(const std::byte* at, vec* out) noexcept {
         const __m512i wide =
@@ -19664,8 +19740,8 @@ struct gemm_rows_avx512_isa {
 };
 #endif
 
-// Element p of a float or i8 row (the tail past whole steps); blocks have no tail.
-[[nodiscard]] inline float weight_row_value(const weight_rows& w, const std::byte* row,
+// Element p of a float, i8 or palette-index row (the tail past whole steps); blocks have no tail.
+[[nodiscard]] inline float weight_row_value(const weight_rows& w, const std::byte* row, const float* palette,
                                             std::int64_t p) noexcept {
     std::uint16_t bits = 0;
     switch (w.format) {
@@ -19682,6 +19758,8 @@ struct gemm_rows_avx512_isa {
             return static_cast<float>(bfloat16::from_bits(bits));
         case row_format::i8:
             return static_cast<float>(static_cast<std::int8_t>(row[p]));
+        case row_format::lut:
+            return palette[static_cast<unsigned>(row[p])];
         default:
             return 0.0f;
     }
@@ -19699,7 +19777,12 @@ ANVIL_DETAIL_ROWS_INLINE void gemm_rows_tile(const gemm_rows_problem& g, std::in
     constexpr auto row_count = static_cast<std::size_t>(Rows), a_rows = static_cast<std::size_t>(M),
                    vectors = static_cast<std::size_t>(per_step);
     const std::byte* rows[row_count];
-    ANVIL_DETAIL_ROWS_UNROLL for (int r = 0; r < Rows; ++r) rows[r] = g.w.bytes + (j0 + r) * g.w.row_bytes;
+    const float* palettes[row_count];
+    ANVIL_DETAIL_ROWS_UNROLL for (int r = 0; r < Rows; ++r) {
+        rows[r] = g.w.bytes + (j0 + r) * g.w.row_bytes;
+        palettes[r] =
+            g.w.lut != nullptr ? g.w.lut + (j0 + r) / g.w.rows_per_palette * g.w.lut_stride : nullptr;
+    }
     vec acc[a_rows][row_count];
     ANVIL_DETAIL_ROWS_UNROLL for (int i = 0; i < M; ++i) {
         ANVIL_DETAIL_ROWS_UNROLL for (int r = 0; r < Rows; ++r) acc[i][r] = vec{};
@@ -19714,7 +19797,7 @@ ANVIL_DETAIL_ROWS_INLINE void gemm_rows_tile(const gemm_rows_problem& g, std::in
         ANVIL_DETAIL_ROWS_UNROLL for (int r = 0; r < Rows; ++r) {
             vec values[vectors];
             float scale;
-            Decoder::template decode<format>(rows[r], step, values, scale);
+            Decoder::template decode<format>(rows[r], step, palettes[r], g.w.lut_size, values, scale);
             ANVIL_DETAIL_ROWS_UNROLL for (int i = 0; i < M; ++i) {
                 if constexpr (blocks) {
                     vec sum = values[0] * x[i][0];
@@ -19734,7 +19817,7 @@ ANVIL_DETAIL_ROWS_INLINE void gemm_rows_tile(const gemm_rows_problem& g, std::in
                 dot += acc[i][r][lane];
             const float* a_row = g.a + (i0 + i) * g.lda;
             for (std::int64_t p = steps * gemm_rows_step; p < g.k; ++p)
-                dot += a_row[p] * weight_row_value(g.w, rows[r], p);
+                dot += a_row[p] * weight_row_value(g.w, rows[r], palettes[r], p);
             const std::int64_t j = j0 + r;
             if constexpr (format == row_format::i8) {
                 // Σ (q - z) x = Σ q x - z Σ x: the zero point applied once per output.
@@ -19788,6 +19871,8 @@ ANVIL_DETAIL_ROWS_INLINE void gemm_rows_range(const gemm_rows_problem& g, std::i
             return gemm_rows_range_of<Decoder, row_format::q8_0>(g, j0, j1);
         case row_format::q4_0:
             return gemm_rows_range_of<Decoder, row_format::q4_0>(g, j0, j1);
+        case row_format::lut:
+            return gemm_rows_range_of<Decoder, row_format::lut>(g, j0, j1);
     }
 }
 
@@ -19994,12 +20079,12 @@ inline void gemm_dequantize(const std::int8_t* q, std::int64_t count, const floa
 // into `out`: whole blocks straight in, a block the range cuts through by way of a copy.
 inline void gemm_block_line(const matrix_operand& operand, std::int64_t row, std::int64_t col,
                             std::int64_t count, float* out) {
-    const std::optional<ggml_type_layout> layout = ggml_layout(static_cast<std::uint32_t>(*operand.blocks));
+    const std::optional<ggml_type_layout> layout = ggml_layout(static_cast<std::uint32_t>(operand.blocks));
     const auto block = static_cast<std::int64_t>(layout->block),
                bytes = static_cast<std::int64_t>(layout->bytes);
     const std::byte* line = static_cast<const std::byte*>(operand.data) + col * operand.block_row_bytes;
     const auto decode = [&](std::int64_t first_block, std::int64_t blocks, float* to) {
-        dequantize_ggml(*operand.blocks,
+        dequantize_ggml(operand.blocks,
                         std::span<const std::byte>(line + first_block * bytes, gemm_count(blocks * bytes)),
                         std::span<float>(to, gemm_count(blocks * block)));
     };
@@ -20024,9 +20109,19 @@ inline void gemm_block_line(const matrix_operand& operand, std::int64_t row, std
 [[nodiscard]] inline const float* gemm_operand_line(const matrix_operand& operand, std::int64_t row,
                                                     std::int64_t col, std::int64_t count, bool along_row,
                                                     float* scratch) {
-    if (operand.blocks) {
+    if (operand.has_blocks()) {
         // Only along a column: check_gemm_operand admits blocks for B, which gemm packs by columns.
         gemm_block_line(operand, row, col, count, scratch);
+        return scratch;
+    }
+    if (operand.lut != nullptr) {
+        // Palette indices: the values of the column's palette (along a row, each column's own).
+        const auto* indices = static_cast<const unsigned char*>(operand.data);
+        for (std::int64_t j = 0; j < count; ++j) {
+            const std::int64_t r = along_row ? row : row + j, c = along_row ? col + j : col;
+            scratch[j] = operand.lut[c / operand.lut_columns_per_group * operand.lut_stride +
+                                     indices[r * operand.row_stride + c * operand.col_stride]];
+        }
         return scratch;
     }
     const std::int64_t step = along_row ? operand.col_stride : operand.row_stride;
@@ -20150,7 +20245,7 @@ inline void gemm_pack_b(const matrix_operand& b, std::int64_t row0, std::int64_t
             std::memset(last + p * nr + edge, 0, gemm_count(nr - edge) * sizeof(float));
         }
     }
-    if (!b.blocks && (b.col_stride == 1 || b.row_stride != 1)) {
+    if (!b.has_blocks() && (b.col_stride == 1 || b.row_stride != 1)) {
         for (std::int64_t p = 0; p < depth; ++p) {
             const float* line = gemm_operand_line(b, row0 + p, col0, cols, true, scratch);
             float* destination = out + p * nr;
@@ -20300,12 +20395,12 @@ inline void gemm_rectangle_skinny(const gemm_problem& problem, std::int64_t row0
     const gemm_kernel_info& kernel = *problem.kernel;
     const matrix_operand& b = problem.b;
     const std::int64_t k = problem.k;
-    const bool in_place = !b.blocks && b.type == dtype::f32 && b.col_stride == 1 &&
+    const bool in_place = !b.has_blocks() && b.type == dtype::f32 && b.col_stride == 1 &&
                           reinterpret_cast<std::uintptr_t>(b.data) % alignof(float) == 0;
-    const bool prefetch = !b.blocks && (b.col_stride == 1 || b.row_stride == 1);
+    const bool prefetch = !b.has_blocks() && (b.col_stride == 1 || b.row_stride == 1);
     const auto float_size = static_cast<std::int64_t>(sizeof(float));
     std::int64_t nc = 0, kc = 0;
-    if (!b.blocks && (b.col_stride == 1 || b.row_stride != 1)) {
+    if (!b.has_blocks() && (b.col_stride == 1 || b.row_stride != 1)) {
         nc = std::min(cols, gemm_skinny_max_cols);
         kc = std::clamp(gemm_skinny_block_bytes / (nc * float_size), std::int64_t{8}, kernel.kc);
         const std::int64_t min_depth = rows <= gemm_shallow_rows ? 8 : gemm_skinny_min_depth;
@@ -20585,6 +20680,7 @@ struct weight_operand {
     std::shared_ptr<packed_matrix> packed;               // f32 constants only
     host_tensor storage;                                 // the constant (keeps mapped weights alive)
     std::vector<float> scale_values, zero_point_values;  // i8: one per column, as operand.scale points at
+    std::vector<float> palettes;  // palette indices: each palette padded to operand.lut_length values
 
     // What the GEMM reads: the packed panels, or the weight as stored and its scales.
     [[nodiscard]] std::vector<std::pair<const void*, std::size_t>> buffers() const {
@@ -20596,6 +20692,7 @@ struct weight_operand {
         read.emplace_back(storage.raw(), storage.byte_size());
         read.emplace_back(scale_values.data(), scale_values.size() * sizeof(float));
         read.emplace_back(zero_point_values.data(), zero_point_values.size() * sizeof(float));
+        read.emplace_back(palettes.data(), palettes.size() * sizeof(float));
         return read;
     }
 };
@@ -20613,13 +20710,17 @@ inline const node* constant_behind(const graph_body& body, value_id id) {
     return producer->kind == op::constant ? producer : nullptr;
 }
 
-// The constant behind operand `index` of node n, also looking through dequantize_int8 along the
-// output-channel axis (which the GEMM applies per column while packing).
+// The constant behind operand `index` of node n, also looking through the dequantisation of constants the
+// GEMM reads as stored: dequantize_int8 along the output-channel axis, dequantize_lut and dequantize_ggml of
+// a matrix.
 inline const node* constant_weight(const graph_body& body, const node& n, std::size_t index,
                                    const node** dequantize = nullptr) {
     const node& producer = body.nodes[n.inputs[index]];
-    if (producer.kind == op::dequantize_ggml && producer.result.shape.rank() == 2 &&
-        body.nodes[producer.inputs[0]].kind == op::constant) {
+    const bool of_constants =
+        std::all_of(producer.inputs.begin(), producer.inputs.end(),
+                    [&](value_id input) { return body.nodes[input].kind == op::constant; });
+    if ((producer.kind == op::dequantize_ggml || producer.kind == op::dequantize_lut) &&
+        producer.result.shape.rank() == 2 && of_constants) {
         if (dequantize != nullptr) *dequantize = &producer;
         return &body.nodes[producer.inputs[0]];
     }
@@ -20663,7 +20764,32 @@ inline std::shared_ptr<weight_operand> transposed_weight(const graph_body& body,
     const std::int64_t n = weight.result.shape[0];
     const std::int64_t k = weight.result.shape[1];
     w->operand = {weight.data.raw(), weight.data.type(), 1, k};
-    if (dequantize != nullptr && dequantize->kind == op::dequantize_ggml) {
+    if (dequantize != nullptr && dequantize->kind == op::dequantize_lut) {
+        // Palette indices [n, k], a palette [L] or one per group of rows [G, L]: each palette is padded to 64
+        // (or 256) values, the width the GEMM's decoders read, and every index is checked against its
+        // palette once, here, so the decoders can index without checks.
+        const node& table = body.nodes[dequantize->inputs[1]];
+        const std::vector<float> values = table.data.to_f32();
+        const dims& lut_shape = table.result.shape;
+        const std::int64_t length = lut_shape[lut_shape.rank() - 1];
+        const std::int64_t groups = lut_shape.rank() == 2 ? lut_shape[0] : 1;
+        const std::int64_t stride = length <= 64 ? 64 : 256;
+        w->palettes.assign(static_cast<std::size_t>(groups * stride), 0.0f);
+        for (std::int64_t g = 0; g < groups; ++g)
+            std::copy_n(values.begin() + g * length, length, w->palettes.begin() + g * stride);
+        const auto* indices = static_cast<const unsigned char*>(weight.data.raw());
+        for (std::int64_t i = 0; i < n * k; ++i) {
+            if (indices[i] >= length) {
+                throw error(message("dequantize_lut: index ", static_cast<int>(indices[i]), " (element ", i,
+                                    " of the weight '", weight.name, "') is out of range for its palette of ",
+                                    length, " values"));
+            }
+        }
+        w->operand.lut = w->palettes.data();
+        w->operand.lut_length = length;
+        w->operand.lut_stride = stride;
+        w->operand.lut_columns_per_group = n / groups;
+    } else if (dequantize != nullptr && dequantize->kind == op::dequantize_ggml) {
         // Rows of ggml blocks: [n, bytes per row] stored, [n, k] meant.
         w->operand.blocks = static_cast<ggml_type>(dequantize->attrs.ggml_type);
         w->operand.block_row_bytes = k;

@@ -178,12 +178,12 @@ inline void gemm_dequantize(const std::int8_t* q, std::int64_t count, const floa
 // into `out`: whole blocks straight in, a block the range cuts through by way of a copy.
 inline void gemm_block_line(const matrix_operand& operand, std::int64_t row, std::int64_t col,
                             std::int64_t count, float* out) {
-    const std::optional<ggml_type_layout> layout = ggml_layout(static_cast<std::uint32_t>(*operand.blocks));
+    const std::optional<ggml_type_layout> layout = ggml_layout(static_cast<std::uint32_t>(operand.blocks));
     const auto block = static_cast<std::int64_t>(layout->block),
                bytes = static_cast<std::int64_t>(layout->bytes);
     const std::byte* line = static_cast<const std::byte*>(operand.data) + col * operand.block_row_bytes;
     const auto decode = [&](std::int64_t first_block, std::int64_t blocks, float* to) {
-        dequantize_ggml(*operand.blocks,
+        dequantize_ggml(operand.blocks,
                         std::span<const std::byte>(line + first_block * bytes, gemm_count(blocks * bytes)),
                         std::span<float>(to, gemm_count(blocks * block)));
     };
@@ -208,9 +208,19 @@ inline void gemm_block_line(const matrix_operand& operand, std::int64_t row, std
 [[nodiscard]] inline const float* gemm_operand_line(const matrix_operand& operand, std::int64_t row,
                                                     std::int64_t col, std::int64_t count, bool along_row,
                                                     float* scratch) {
-    if (operand.blocks) {
+    if (operand.has_blocks()) {
         // Only along a column: check_gemm_operand admits blocks for B, which gemm packs by columns.
         gemm_block_line(operand, row, col, count, scratch);
+        return scratch;
+    }
+    if (operand.lut != nullptr) {
+        // Palette indices: the values of the column's palette (along a row, each column's own).
+        const auto* indices = static_cast<const unsigned char*>(operand.data);
+        for (std::int64_t j = 0; j < count; ++j) {
+            const std::int64_t r = along_row ? row : row + j, c = along_row ? col + j : col;
+            scratch[j] = operand.lut[c / operand.lut_columns_per_group * operand.lut_stride +
+                                     indices[r * operand.row_stride + c * operand.col_stride]];
+        }
         return scratch;
     }
     const std::int64_t step = along_row ? operand.col_stride : operand.row_stride;
@@ -334,7 +344,7 @@ inline void gemm_pack_b(const matrix_operand& b, std::int64_t row0, std::int64_t
             std::memset(last + p * nr + edge, 0, gemm_count(nr - edge) * sizeof(float));
         }
     }
-    if (!b.blocks && (b.col_stride == 1 || b.row_stride != 1)) {
+    if (!b.has_blocks() && (b.col_stride == 1 || b.row_stride != 1)) {
         for (std::int64_t p = 0; p < depth; ++p) {
             const float* line = gemm_operand_line(b, row0 + p, col0, cols, true, scratch);
             float* destination = out + p * nr;
@@ -484,12 +494,12 @@ inline void gemm_rectangle_skinny(const gemm_problem& problem, std::int64_t row0
     const gemm_kernel_info& kernel = *problem.kernel;
     const matrix_operand& b = problem.b;
     const std::int64_t k = problem.k;
-    const bool in_place = !b.blocks && b.type == dtype::f32 && b.col_stride == 1 &&
+    const bool in_place = !b.has_blocks() && b.type == dtype::f32 && b.col_stride == 1 &&
                           reinterpret_cast<std::uintptr_t>(b.data) % alignof(float) == 0;
-    const bool prefetch = !b.blocks && (b.col_stride == 1 || b.row_stride == 1);
+    const bool prefetch = !b.has_blocks() && (b.col_stride == 1 || b.row_stride == 1);
     const auto float_size = static_cast<std::int64_t>(sizeof(float));
     std::int64_t nc = 0, kc = 0;
-    if (!b.blocks && (b.col_stride == 1 || b.row_stride != 1)) {
+    if (!b.has_blocks() && (b.col_stride == 1 || b.row_stride != 1)) {
         nc = std::min(cols, gemm_skinny_max_cols);
         kc = std::clamp(gemm_skinny_block_bytes / (nc * float_size), std::int64_t{8}, kernel.kc);
         const std::int64_t min_depth = rows <= gemm_shallow_rows ? 8 : gemm_skinny_min_depth;

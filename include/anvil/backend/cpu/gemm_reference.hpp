@@ -31,8 +31,18 @@ struct matrix_operand {
     const float* zero_point = nullptr;  // i8 only: length = columns, or null for 0
     // B only: rows of ggml blocks, a GGUF weight W [n, k] as B = Wᵀ: column j is row j of W, at
     // data + j * block_row_bytes, k / block whole blocks (type, row_stride and col_stride are then unused).
-    std::optional<ggml_type> blocks = std::nullopt;
+    // (A plain enum rather than an optional: GCC 12 reports an optional's payload here as maybe
+    // uninitialised.)
+    ggml_type blocks = ggml_type::F32;  // F32: not blocks
     std::int64_t block_row_bytes = 0;
+
+    [[nodiscard]] bool has_blocks() const noexcept { return blocks != ggml_type::F32; }
+    // B only, with type u8: palette indices (a dequantize_lut weight), element (r, c) standing for
+    // lut[(c / lut_columns_per_group) * lut_stride + index]: one palette of lut_length values per group of
+    // lut_columns_per_group columns (one group for a shared palette), palettes lut_stride values apart.
+    const float* lut = nullptr;
+    std::int64_t lut_length = 0, lut_stride = 0;
+    std::int64_t lut_columns_per_group = 1;
 };
 
 struct gemm_epilogue {
@@ -48,8 +58,8 @@ struct gemm_epilogue {
 
 inline void check_gemm_blocks(const char* function, const char* name, const matrix_operand& operand,
                               std::int64_t rows, std::int64_t cols, bool quantised_allowed) {
-    const std::optional<ggml_type_layout> layout = ggml_layout(static_cast<std::uint32_t>(*operand.blocks));
-    const std::string type = ggml_type_name(*operand.blocks);
+    const std::optional<ggml_type_layout> layout = ggml_layout(static_cast<std::uint32_t>(operand.blocks));
+    const std::string type = ggml_type_name(operand.blocks);
     if (!quantised_allowed || !layout || !layout->dequantizes) {
         throw type_error(
             message(function, ": operand ", name, " (", rows, "x", cols, ") holds ggml ", type, " blocks; ",
@@ -68,12 +78,23 @@ inline void check_gemm_blocks(const char* function, const char* name, const matr
 
 inline void check_gemm_operand(const char* function, const char* name, const matrix_operand& operand,
                                std::int64_t rows, std::int64_t cols, bool quantised_allowed) {
-    if (operand.blocks) {
+    if (operand.has_blocks()) {
         check_gemm_blocks(function, name, operand, rows, cols, quantised_allowed);
         return;
     }
     const dtype type = operand.type;
     const bool is_float = type == dtype::f32 || type == dtype::f16 || type == dtype::bf16;
+    if (operand.lut != nullptr) {
+        if (!quantised_allowed || type != dtype::u8 || operand.lut_length <= 0 || operand.lut_length > 256 ||
+            operand.lut_stride < operand.lut_length || operand.lut_columns_per_group <= 0) {
+            throw type_error(
+                message(function, ": operand ", name, " (", rows, "x", cols,
+                        ") has a palette; only B may, with u8 indices and 1 to 256 values a palette "
+                        "(got ",
+                        gemm_dtype_name(type), ", ", operand.lut_length, " values)"));
+        }
+        return;
+    }
     if (!is_float && !(quantised_allowed && type == dtype::i8)) {
         throw type_error(message(function, ": operand ", name, " (", rows, "x", cols, ") has element type ",
                                  gemm_dtype_name(type), "; ", name, " must be f32, f16 or bf16",
@@ -114,18 +135,21 @@ inline void check_gemm_arguments(const char* function, std::int64_t m, std::int6
 [[nodiscard]] inline float gemm_operand_element(const matrix_operand& operand, std::int64_t row,
                                                 std::int64_t col) noexcept {
     const auto* bytes = static_cast<const unsigned char*>(operand.data);
-    if (operand.blocks) {
+    if (operand.has_blocks()) {
         const std::optional<ggml_type_layout> layout =
-            ggml_layout(static_cast<std::uint32_t>(*operand.blocks));
+            ggml_layout(static_cast<std::uint32_t>(operand.blocks));
         float values[256];
         const auto block = static_cast<std::int64_t>(layout->block);
         const auto* first = reinterpret_cast<const std::byte*>(bytes) + col * operand.block_row_bytes +
                             row / block * static_cast<std::int64_t>(layout->bytes);
-        dequantize_ggml(*operand.blocks, std::span<const std::byte>(first, layout->bytes),
+        dequantize_ggml(operand.blocks, std::span<const std::byte>(first, layout->bytes),
                         std::span<float>(values, layout->block));
         return values[row % block];
     }
     const std::int64_t index = row * operand.row_stride + col * operand.col_stride;
+    if (operand.lut != nullptr) {
+        return operand.lut[col / operand.lut_columns_per_group * operand.lut_stride + bytes[index]];
+    }
     switch (operand.type) {
         case dtype::f16: {
             std::uint16_t bits;

@@ -3,8 +3,9 @@
 // with a row of W, so W is streamed from memory once, in its own format, and decoded in registers: never
 // packed, never converted to f32 in memory. With one row of A the product reads nothing but W, and W's bytes
 // are the time: 4 a weight in f32, 2 in f16 and bf16, 1 in int8, 1.06 in Q8_0 and 0.56 in Q4_0.
-//   Formats: f32, f16, bf16, i8 with a scale and zero point per row of W (anvil's int8 compression), and
-// ggml's Q8_0 and Q4_0 blocks (32 weights with an f16 scale d: w = d * q, q int8; w = d * (q - 8), q four
+//   Formats: f32, f16, bf16, i8 with a scale and zero point per row of W (anvil's int8 compression), u8
+// palette indices with a palette per group of rows (anvil's lut4 / lut6 compression), and ggml's Q8_0 and
+// Q4_0 blocks (32 weights with an f16 scale d: w = d * q, q int8; w = d * (q - 8), q four
 // bits, the first 16 in the low nibbles). A block's dot product is taken over its integers and scaled once,
 // d * Σ q x: the same real number as Σ (d q) x, so the result is the dequantised weights' product up to f32
 // rounding. Written once with vector extensions; decoders per instruction set (AVX-512, AVX2+F16C, and a
@@ -35,7 +36,7 @@
 
 namespace anvil::detail {
 
-enum class row_format : unsigned char { f32, f16, bf16, i8, q8_0, q4_0 };
+enum class row_format : unsigned char { f32, f16, bf16, i8, q8_0, q4_0, lut };
 
 // A weight read by rows: row j of W (column j of B) at bytes + j * row_bytes, k values each.
 struct weight_rows {
@@ -44,6 +45,10 @@ struct weight_rows {
     row_format format = row_format::f32;
     const float* scale = nullptr;       // i8: one per row
     const float* zero_point = nullptr;  // i8: one per row, or null for 0
+    // lut: u8 indices into a palette of lut_size values per group of rows, palettes lut_stride apart (64
+    // floats, or 256: the decoders read whole vectors of them)
+    const float* lut = nullptr;
+    std::int64_t lut_size = 0, lut_stride = 0, rows_per_palette = 1;
 };
 
 // The rows B is, when it is a weight stored by rows in a format these kernels decode: B transposed
@@ -51,10 +56,10 @@ struct weight_rows {
 [[nodiscard]] inline std::optional<weight_rows> weight_rows_of(const matrix_operand& b, std::int64_t k) {
     weight_rows rows;
     rows.bytes = static_cast<const std::byte*>(b.data);
-    if (b.blocks) {
-        if (*b.blocks != ggml_type::Q8_0 && *b.blocks != ggml_type::Q4_0) return std::nullopt;
+    if (b.has_blocks()) {
+        if (b.blocks != ggml_type::Q8_0 && b.blocks != ggml_type::Q4_0) return std::nullopt;
         if (k % 32 != 0) return std::nullopt;
-        rows.format = *b.blocks == ggml_type::Q8_0 ? row_format::q8_0 : row_format::q4_0;
+        rows.format = b.blocks == ggml_type::Q8_0 ? row_format::q8_0 : row_format::q4_0;
         rows.row_bytes = b.block_row_bytes;
         return rows;
     }
@@ -73,6 +78,15 @@ struct weight_rows {
             rows.format = row_format::i8;
             rows.scale = b.scale;
             rows.zero_point = b.zero_point;
+            break;
+        case dtype::u8:
+            // Palettes padded to 64 or 256 values, as the decoders read them (linear_algebra.hpp pads them).
+            if (b.lut == nullptr || (b.lut_stride != 64 && b.lut_stride != 256)) return std::nullopt;
+            rows.format = row_format::lut;
+            rows.lut = b.lut;
+            rows.lut_size = b.lut_length;
+            rows.lut_stride = b.lut_stride;
+            rows.rows_per_palette = b.lut_columns_per_group;
             break;
         default:
             return std::nullopt;
@@ -132,7 +146,8 @@ struct gemm_rows_decoder {
     typedef typename gemm_rows_lanes<width>::words words;
 
     template <row_format format>
-    ANVIL_DETAIL_ROWS_INLINE static void decode(const std::byte* row, std::int64_t step, vec* values,
+    ANVIL_DETAIL_ROWS_INLINE static void decode(const std::byte* row, std::int64_t step, const float* palette,
+                                                std::int64_t palette_size, vec* values,
                                                 float& scale) noexcept {
         scale = 1.0f;
         if constexpr (format == row_format::f32) {
@@ -149,6 +164,9 @@ struct gemm_rows_decoder {
         } else if constexpr (format == row_format::i8) {
             ANVIL_DETAIL_ROWS_UNROLL for (int p = 0; p < per_step; ++p)
                 Isa::signed_bytes_to_floats(row + step * gemm_rows_step + p * width, values[p]);
+        } else if constexpr (format == row_format::lut) {
+            ANVIL_DETAIL_ROWS_UNROLL for (int p = 0; p < per_step; ++p) Isa::palette_to_floats(
+                row + step * gemm_rows_step + p * width, palette, palette_size, values[p]);
         } else if constexpr (format == row_format::q8_0) {
             const std::byte* block = row + step * 34;
             scale = Isa::half_to_float(block);
@@ -201,6 +219,11 @@ struct gemm_rows_portable_isa {
         std::memcpy(&raw, at, sizeof raw);
         out = __builtin_convertvector(raw, vec);
     }
+    ANVIL_DETAIL_ROWS_INLINE static void palette_to_floats(const std::byte* at, const float* palette,
+                                                           std::int64_t, vec& out) noexcept {
+        for (int lane = 0; lane < width; ++lane)
+            out[lane] = palette[static_cast<unsigned>(at[lane])];
+    }
     // 16 bytes: the low nibbles into out[0..3], the high ones into out[4..7].
     ANVIL_DETAIL_ROWS_INLINE static void nibbles_to_floats(const std::byte* at, vec* out) noexcept {
         sixteen_bytes packed;
@@ -241,6 +264,12 @@ struct gemm_rows_avx2_isa {
         out = reinterpret_cast<vec>(
             _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(at)))));
     }
+    ANVIL_DETAIL_ROWS_AVX2 static void palette_to_floats(const std::byte* at, const float* palette,
+                                                         std::int64_t, vec& out) noexcept {
+        const __m256i indices = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(at)));
+        out = reinterpret_cast<vec>(_mm256_mask_i32gather_ps(_mm256_setzero_ps(), palette, indices,
+                                                             _mm256_castsi256_ps(_mm256_set1_epi32(-1)), 4));
+    }
     // 16 bytes: the low nibbles into out[0..1], the high ones into out[2..3].
     ANVIL_DETAIL_ROWS_AVX2 static void nibbles_to_floats(const std::byte* at, vec* out) noexcept {
         const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at));
@@ -274,6 +303,28 @@ struct gemm_rows_avx512_isa {
             _mm512_maskz_cvtepi8_epi32(0xFFFF, _mm_loadu_si128(reinterpret_cast<const __m128i*>(at)));
         out = reinterpret_cast<vec>(_mm512_maskz_cvtepi32_ps(0xFFFF, wide));
     }
+    // A palette of up to 16 values is one register (one permute), of up to 64 four (two two-register
+    // permutes and a blend on bit 5 of the index); a larger one (no compression option makes one) is read
+    // value by value.
+    ANVIL_DETAIL_ROWS_AVX512 static void palette_to_floats(const std::byte* at, const float* palette,
+                                                           std::int64_t size, vec& out) noexcept {
+        const __m512i indices =
+            _mm512_maskz_cvtepu8_epi32(0xFFFF, _mm_loadu_si128(reinterpret_cast<const __m128i*>(at)));
+        if (size <= 16) {
+            out =
+                reinterpret_cast<vec>(_mm512_maskz_permutexvar_ps(0xFFFF, indices, _mm512_loadu_ps(palette)));
+        } else if (size <= 64) {
+            const __m512 low = _mm512_maskz_permutex2var_ps(0xFFFF, _mm512_loadu_ps(palette), indices,
+                                                            _mm512_loadu_ps(palette + 16));
+            const __m512 high = _mm512_maskz_permutex2var_ps(0xFFFF, _mm512_loadu_ps(palette + 32), indices,
+                                                             _mm512_loadu_ps(palette + 48));
+            out = reinterpret_cast<vec>(
+                _mm512_mask_blend_ps(_mm512_test_epi32_mask(indices, _mm512_set1_epi32(32)), low, high));
+        } else {
+            for (int lane = 0; lane < width; ++lane)
+                out[lane] = palette[static_cast<unsigned>(at[lane])];
+        }
+    }
     // 16 bytes: the low nibbles into out[0], the high ones into out[1].
     ANVIL_DETAIL_ROWS_AVX512 static void nibbles_to_floats(const std::byte* at, vec* out) noexcept {
         const __m512i wide =
@@ -286,8 +337,8 @@ struct gemm_rows_avx512_isa {
 };
 #endif
 
-// Element p of a float or i8 row (the tail past whole steps); blocks have no tail.
-[[nodiscard]] inline float weight_row_value(const weight_rows& w, const std::byte* row,
+// Element p of a float, i8 or palette-index row (the tail past whole steps); blocks have no tail.
+[[nodiscard]] inline float weight_row_value(const weight_rows& w, const std::byte* row, const float* palette,
                                             std::int64_t p) noexcept {
     std::uint16_t bits = 0;
     switch (w.format) {
@@ -304,6 +355,8 @@ struct gemm_rows_avx512_isa {
             return static_cast<float>(bfloat16::from_bits(bits));
         case row_format::i8:
             return static_cast<float>(static_cast<std::int8_t>(row[p]));
+        case row_format::lut:
+            return palette[static_cast<unsigned>(row[p])];
         default:
             return 0.0f;
     }
@@ -321,7 +374,12 @@ ANVIL_DETAIL_ROWS_INLINE void gemm_rows_tile(const gemm_rows_problem& g, std::in
     constexpr auto row_count = static_cast<std::size_t>(Rows), a_rows = static_cast<std::size_t>(M),
                    vectors = static_cast<std::size_t>(per_step);
     const std::byte* rows[row_count];
-    ANVIL_DETAIL_ROWS_UNROLL for (int r = 0; r < Rows; ++r) rows[r] = g.w.bytes + (j0 + r) * g.w.row_bytes;
+    const float* palettes[row_count];
+    ANVIL_DETAIL_ROWS_UNROLL for (int r = 0; r < Rows; ++r) {
+        rows[r] = g.w.bytes + (j0 + r) * g.w.row_bytes;
+        palettes[r] =
+            g.w.lut != nullptr ? g.w.lut + (j0 + r) / g.w.rows_per_palette * g.w.lut_stride : nullptr;
+    }
     vec acc[a_rows][row_count];
     ANVIL_DETAIL_ROWS_UNROLL for (int i = 0; i < M; ++i) {
         ANVIL_DETAIL_ROWS_UNROLL for (int r = 0; r < Rows; ++r) acc[i][r] = vec{};
@@ -336,7 +394,7 @@ ANVIL_DETAIL_ROWS_INLINE void gemm_rows_tile(const gemm_rows_problem& g, std::in
         ANVIL_DETAIL_ROWS_UNROLL for (int r = 0; r < Rows; ++r) {
             vec values[vectors];
             float scale;
-            Decoder::template decode<format>(rows[r], step, values, scale);
+            Decoder::template decode<format>(rows[r], step, palettes[r], g.w.lut_size, values, scale);
             ANVIL_DETAIL_ROWS_UNROLL for (int i = 0; i < M; ++i) {
                 if constexpr (blocks) {
                     vec sum = values[0] * x[i][0];
@@ -356,7 +414,7 @@ ANVIL_DETAIL_ROWS_INLINE void gemm_rows_tile(const gemm_rows_problem& g, std::in
                 dot += acc[i][r][lane];
             const float* a_row = g.a + (i0 + i) * g.lda;
             for (std::int64_t p = steps * gemm_rows_step; p < g.k; ++p)
-                dot += a_row[p] * weight_row_value(g.w, rows[r], p);
+                dot += a_row[p] * weight_row_value(g.w, rows[r], palettes[r], p);
             const std::int64_t j = j0 + r;
             if constexpr (format == row_format::i8) {
                 // Σ (q - z) x = Σ q x - z Σ x: the zero point applied once per output.
@@ -410,6 +468,8 @@ ANVIL_DETAIL_ROWS_INLINE void gemm_rows_range(const gemm_rows_problem& g, std::i
             return gemm_rows_range_of<Decoder, row_format::q8_0>(g, j0, j1);
         case row_format::q4_0:
             return gemm_rows_range_of<Decoder, row_format::q4_0>(g, j0, j1);
+        case row_format::lut:
+            return gemm_rows_range_of<Decoder, row_format::lut>(g, j0, j1);
     }
 }
 

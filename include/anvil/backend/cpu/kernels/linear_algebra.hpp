@@ -1,7 +1,8 @@
 // anvil: the CPU kernels that are matrix products — linear, matmul and conv2d — all through the one packed
 // GEMM (gemm.hpp). Constant weights are read from their own storage: f32 weights are packed once when the
-// program is compiled; f16, bf16 and int8 weights are converted block by block while each call packs them,
-// so they are never expanded whole in memory.
+// program is compiled; f16, bf16, int8, palette-index and ggml-block weights are decoded as each call reads
+// them (by rows when decoding, block by block while packing otherwise), so they are never expanded whole in
+// memory.
 #pragma once
 
 #include <algorithm>
@@ -28,6 +29,7 @@ struct weight_operand {
     std::shared_ptr<packed_matrix> packed;               // f32 constants only
     host_tensor storage;                                 // the constant (keeps mapped weights alive)
     std::vector<float> scale_values, zero_point_values;  // i8: one per column, as operand.scale points at
+    std::vector<float> palettes;  // palette indices: each palette padded to operand.lut_length values
 
     // What the GEMM reads: the packed panels, or the weight as stored and its scales.
     [[nodiscard]] std::vector<std::pair<const void*, std::size_t>> buffers() const {
@@ -39,6 +41,7 @@ struct weight_operand {
         read.emplace_back(storage.raw(), storage.byte_size());
         read.emplace_back(scale_values.data(), scale_values.size() * sizeof(float));
         read.emplace_back(zero_point_values.data(), zero_point_values.size() * sizeof(float));
+        read.emplace_back(palettes.data(), palettes.size() * sizeof(float));
         return read;
     }
 };
@@ -56,13 +59,17 @@ inline const node* constant_behind(const graph_body& body, value_id id) {
     return producer->kind == op::constant ? producer : nullptr;
 }
 
-// The constant behind operand `index` of node n, also looking through dequantize_int8 along the
-// output-channel axis (which the GEMM applies per column while packing).
+// The constant behind operand `index` of node n, also looking through the dequantisation of constants the
+// GEMM reads as stored: dequantize_int8 along the output-channel axis, dequantize_lut and dequantize_ggml of
+// a matrix.
 inline const node* constant_weight(const graph_body& body, const node& n, std::size_t index,
                                    const node** dequantize = nullptr) {
     const node& producer = body.nodes[n.inputs[index]];
-    if (producer.kind == op::dequantize_ggml && producer.result.shape.rank() == 2 &&
-        body.nodes[producer.inputs[0]].kind == op::constant) {
+    const bool of_constants =
+        std::all_of(producer.inputs.begin(), producer.inputs.end(),
+                    [&](value_id input) { return body.nodes[input].kind == op::constant; });
+    if ((producer.kind == op::dequantize_ggml || producer.kind == op::dequantize_lut) &&
+        producer.result.shape.rank() == 2 && of_constants) {
         if (dequantize != nullptr) *dequantize = &producer;
         return &body.nodes[producer.inputs[0]];
     }
@@ -106,7 +113,32 @@ inline std::shared_ptr<weight_operand> transposed_weight(const graph_body& body,
     const std::int64_t n = weight.result.shape[0];
     const std::int64_t k = weight.result.shape[1];
     w->operand = {weight.data.raw(), weight.data.type(), 1, k};
-    if (dequantize != nullptr && dequantize->kind == op::dequantize_ggml) {
+    if (dequantize != nullptr && dequantize->kind == op::dequantize_lut) {
+        // Palette indices [n, k], a palette [L] or one per group of rows [G, L]: each palette is padded to 64
+        // (or 256) values, the width the GEMM's decoders read, and every index is checked against its
+        // palette once, here, so the decoders can index without checks.
+        const node& table = body.nodes[dequantize->inputs[1]];
+        const std::vector<float> values = table.data.to_f32();
+        const dims& lut_shape = table.result.shape;
+        const std::int64_t length = lut_shape[lut_shape.rank() - 1];
+        const std::int64_t groups = lut_shape.rank() == 2 ? lut_shape[0] : 1;
+        const std::int64_t stride = length <= 64 ? 64 : 256;
+        w->palettes.assign(static_cast<std::size_t>(groups * stride), 0.0f);
+        for (std::int64_t g = 0; g < groups; ++g)
+            std::copy_n(values.begin() + g * length, length, w->palettes.begin() + g * stride);
+        const auto* indices = static_cast<const unsigned char*>(weight.data.raw());
+        for (std::int64_t i = 0; i < n * k; ++i) {
+            if (indices[i] >= length) {
+                throw error(message("dequantize_lut: index ", static_cast<int>(indices[i]), " (element ", i,
+                                    " of the weight '", weight.name, "') is out of range for its palette of ",
+                                    length, " values"));
+            }
+        }
+        w->operand.lut = w->palettes.data();
+        w->operand.lut_length = length;
+        w->operand.lut_stride = stride;
+        w->operand.lut_columns_per_group = n / groups;
+    } else if (dequantize != nullptr && dequantize->kind == op::dequantize_ggml) {
         // Rows of ggml blocks: [n, bytes per row] stored, [n, k] meant.
         w->operand.blocks = static_cast<ggml_type>(dequantize->attrs.ggml_type);
         w->operand.block_row_bytes = k;
