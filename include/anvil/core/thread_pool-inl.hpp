@@ -125,45 +125,65 @@ ANVIL_INLINE void thread_pool::run(std::size_t begin, std::size_t end, std::size
 
     const std::lock_guard<std::mutex> one_call_at_a_time(submit_mutex_);
     const std::size_t helpers = std::min(chunk_count - 1, workers_.size());
-    {
-        const std::lock_guard<std::mutex> lock(mutex_);
-        busy_workers_ = helpers;
-        for (std::size_t i = 0; i < helpers; ++i)
-            workers_[i]->job = &job;
-    }
+    busy_workers_.store(helpers, std::memory_order_relaxed);
     for (std::size_t i = 0; i < helpers; ++i)
-        workers_[i]->wake.notify_one();
+        workers_[i]->job.store(&job, std::memory_order_release);
+    {
+        // A worker decides to sleep under the mutex after finding no job, so one that is not marked
+        // sleeping here will see its job before it sleeps.
+        const std::lock_guard<std::mutex> lock(mutex_);
+        for (std::size_t i = 0; i < helpers; ++i)
+            if (workers_[i]->sleeping) workers_[i]->wake.notify_one();
+    }
     {
         const detail::running_chunks_scope scope;
         job.run_chunks();
     }
-    {
-        // Also orders the workers' writes (and job.error) before everything after parallel_for.
-        std::unique_lock<std::mutex> lock(mutex_);
-        done_.wait(lock, [this] { return busy_workers_ == 0; });
+    // The workers finish their last chunks: poll, then yield the core (a worker may be waiting for one).
+    // The acquire pairs with each worker's release, so their writes (and job.error) come before what follows.
+    const auto started = std::chrono::steady_clock::now();
+    for (unsigned polls = 0; busy_workers_.load(std::memory_order_acquire) != 0; ++polls) {
+        detail::spin_pause();
+        if (polls % 64 == 63 && std::chrono::steady_clock::now() - started > detail::thread_pool_spin)
+            std::this_thread::yield();
     }
     if (job.error) std::rethrow_exception(job.error);
 }
 
 ANVIL_INLINE void thread_pool::worker_loop(worker& self) {
     detail::running_chunks = true;
-    std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
-        self.wake.wait(lock, [&] { return self.job != nullptr || stopping_; });
-        if (self.job == nullptr) return;  // stopping
-        detail::parallel_job* job = self.job;
-        lock.unlock();
+        // Poll for the next job for a moment, then sleep until run() or stop_workers() wakes this thread.
+        detail::parallel_job* job = self.job.load(std::memory_order_acquire);
+        const auto idle_since = std::chrono::steady_clock::now();
+        for (unsigned polls = 0; job == nullptr && !stopping_.load(std::memory_order_acquire); ++polls) {
+            detail::spin_pause();
+            job = self.job.load(std::memory_order_acquire);
+            if (job == nullptr && polls % 64 == 63 &&
+                std::chrono::steady_clock::now() - idle_since > detail::thread_pool_spin) {
+                std::unique_lock<std::mutex> lock(mutex_);
+                self.sleeping = true;
+                self.wake.wait(lock, [&] {
+                    return self.job.load(std::memory_order_acquire) != nullptr ||
+                           stopping_.load(std::memory_order_acquire);
+                });
+                self.sleeping = false;
+                job = self.job.load(std::memory_order_acquire);
+                break;
+            }
+        }
+        if (job == nullptr) return;  // stopping
         job->run_chunks();
-        lock.lock();
-        self.job = nullptr;
-        if (--busy_workers_ == 0) done_.notify_one();
+        // Nothing of the job is touched after this: it lives on the stack of the run() that waits for it.
+        self.job.store(nullptr, std::memory_order_relaxed);
+        busy_workers_.fetch_sub(1, std::memory_order_acq_rel);
     }
 }
 
 ANVIL_INLINE void thread_pool::stop_workers() noexcept {
     {
         const std::lock_guard<std::mutex> lock(mutex_);
-        stopping_ = true;
+        stopping_.store(true, std::memory_order_release);
     }
     for (auto& slot : workers_)
         slot->wake.notify_one();
