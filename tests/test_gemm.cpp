@@ -319,6 +319,10 @@ std::vector<std::byte> random_blocks(std::mt19937& random, anvil::ggml_type type
         std::memcpy(at, &bits, sizeof bits);
     };
     for (std::size_t at = 0; at < bytes.size(); at += layout.bytes) {
+        if (type == anvil::ggml_type::Q6_K) {
+            put_scale(bytes.data() + at + 208);  // d comes last
+            continue;
+        }
         put_scale(bytes.data() + at);
         if (type == anvil::ggml_type::Q4_K) put_scale(bytes.data() + at + 2);  // dmin
     }
@@ -368,13 +372,14 @@ TEST_CASE("gemm: a B of ggml blocks, read by rows when decoding and dequantised 
     std::mt19937 random(9);
     anvil::thread_pool one(1), two(2);
     for (const gemm_isa isa : isas_to_test()) {
-        for (const anvil::ggml_type type :
-             {anvil::ggml_type::Q8_0, anvil::ggml_type::Q4_0, anvil::ggml_type::Q4_K}) {
-            const std::int64_t depth = type == anvil::ggml_type::Q4_K ? 256 : 32;
-            // 1-4 rows: dot products over W's rows (Q8_0, Q4_0); more: the streaming and packed paths.
+        for (const anvil::ggml_type type : {anvil::ggml_type::Q8_0, anvil::ggml_type::Q4_0,
+                                            anvil::ggml_type::Q4_K, anvil::ggml_type::Q6_K}) {
+            const bool k_quant = type == anvil::ggml_type::Q4_K || type == anvil::ggml_type::Q6_K;
+            const std::int64_t depth = k_quant ? 256 : 32;
+            // 1-4 rows: dot products over W's rows; more: the streaming and packed paths.
             for (const std::int64_t m : {1, 2, 3, 4, 5, 17, 40}) {
                 for (const std::int64_t n : {1, 6, 37}) {
-                    const std::int64_t k = depth * (m % 3 + 1) * (type == anvil::ggml_type::Q4_K ? 1 : 3);
+                    const std::int64_t k = depth * (m % 3 + 1) * (k_quant ? 1 : 3);
                     check_block_product(type, m, n, k, isa, m % 2 == 0 ? two : one, random, n % 2 == 1);
                 }
             }

@@ -126,9 +126,9 @@ TEST_CASE("linear: compressed weights (int8, palettes, ggml blocks) are read as 
             check_parity(linear_of(g, g.input("x", dtype::f32, dims{rows, in}), weight), {{"x", input}});
         }
     }
-    // ggml blocks (Q8_0 and Q4_0 read by rows, Q4_K dequantised while packing), 256 inputs.
+    // ggml blocks (read by rows for 1 and 2 rows, dequantised while packing for 9), 256 inputs.
     for (const anvil::ggml_type type :
-         {anvil::ggml_type::Q8_0, anvil::ggml_type::Q4_0, anvil::ggml_type::Q4_K}) {
+         {anvil::ggml_type::Q8_0, anvil::ggml_type::Q4_0, anvil::ggml_type::Q4_K, anvil::ggml_type::Q6_K}) {
         for (const std::int64_t rows : {1, 2, 9}) {
             const std::int64_t in = 256, out = 10;
             const auto layout = *anvil::ggml_layout(static_cast<std::uint32_t>(type));
@@ -137,12 +137,14 @@ TEST_CASE("linear: compressed weights (int8, palettes, ggml blocks) are read as 
             auto bytes = blocks.values<std::uint8_t>();
             for (auto& v : bytes)
                 v = static_cast<std::uint8_t>(byte(rng));
+            // Finite scales: d (and Q4_K's dmin) first, Q6_K's d last.
+            const std::vector<int> scale_offsets = type == anvil::ggml_type::Q4_K   ? std::vector<int>{0, 2}
+                                                   : type == anvil::ggml_type::Q6_K ? std::vector<int>{208}
+                                                                                    : std::vector<int>{0};
             for (std::int64_t at = 0; at < out * row_bytes; at += layout.bytes) {
-                for (int half_scale = 0; half_scale < (type == anvil::ggml_type::Q4_K ? 2 : 1);
-                     ++half_scale) {
-                    const std::uint16_t bits =
-                        anvil::float_to_half_bits(0.01f);  // d (and dmin): finite scales
-                    std::memcpy(bytes.data() + at + 2 * half_scale, &bits, sizeof bits);
+                for (const int offset : scale_offsets) {
+                    const std::uint16_t bits = anvil::float_to_half_bits(0.01f);
+                    std::memcpy(bytes.data() + at + offset, &bits, sizeof bits);
                 }
             }
             anvil::graph g;

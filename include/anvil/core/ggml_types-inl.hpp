@@ -64,17 +64,6 @@ inline float ggml_f16(const std::byte* at) {
     return static_cast<float>(half::from_bits(bits));
 }
 
-// ggml's get_scale_min_k4: the 6-bit scale and min of sub-block j (0..7) from a K-quant's 12 scale bytes.
-inline void ggml_scale_min_k4(int j, const std::uint8_t* q, int& scale, int& min) {
-    if (j < 4) {
-        scale = q[j] & 63;
-        min = q[j + 4] & 63;
-    } else {
-        scale = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-        min = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-    }
-}
-
 // One block of each type: `in` its bytes, `out` its values.
 inline void dequantize_block(ggml_type type, const std::byte* in, float* out) {
     const auto* u = reinterpret_cast<const std::uint8_t*>(in);

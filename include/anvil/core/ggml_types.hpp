@@ -55,6 +55,22 @@ struct ggml_type_layout {
 // Throws unsupported_error for a type with no dequantiser, format_error when the sizes do not fit.
 void dequantize_ggml(ggml_type type, std::span<const std::byte> bytes, std::span<float> out);
 
+namespace detail {
+
+// ggml's get_scale_min_k4: the 6-bit scale and min of sub-block j (0..7) from a K-quant's 12 scale bytes
+// (the CPU GEMM's Q4_K decoder reads them too).
+inline void ggml_scale_min_k4(int j, const std::uint8_t* q, int& scale, int& min) noexcept {
+    if (j < 4) {
+        scale = q[j] & 63;
+        min = q[j + 4] & 63;
+    } else {
+        scale = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+        min = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+}  // namespace detail
+
 }  // namespace anvil
 
 #if ANVIL_DEFINITIONS

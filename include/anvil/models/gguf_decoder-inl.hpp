@@ -29,11 +29,13 @@ struct gguf_storage {
     std::vector<std::vector<std::byte>> block_copies;  // quantised tensors with their rows reordered
 };
 
-// The ggml types whose blocks the CPU GEMM reads with vector code (gemm_rows.hpp): a linear weight of one of
-// these stays quantised in the program. Other quantised types are dequantised to f32 at load, which this
-// CPU multiplies faster than it would decode their blocks one value at a time.
+// The ggml types whose blocks the CPU GEMM reads with vector code (gemm_rows.hpp): a matrix of one of these
+// (a linear weight, or the token embeddings, which the CPU gathers row by row) stays quantised in the
+// program. Other quantised types are dequantised to f32 at load, which this CPU multiplies faster than it
+// would decode their blocks one value at a time.
 [[nodiscard]] inline bool kept_quantised(ggml_type type) {
-    return type == ggml_type::Q8_0 || type == ggml_type::Q4_0;
+    return type == ggml_type::Q8_0 || type == ggml_type::Q4_0 || type == ggml_type::Q4_K ||
+           type == ggml_type::Q6_K;
 }
 
 // llama.cpp's per-layer tensor names and Hugging Face's, for the llama-style architectures.

@@ -12,11 +12,12 @@
 // stops, as llama.cpp's does, at the EOS id, the end-of-turn / end-of-message ids the file names, and the
 // control tokens llama.cpp recognises as ends of generation by their text (<|im_end|>, <|eot_id|>, ...).
 //
-// F32, F16 and BF16 tensors are views of the mapped file. Linear weights in Q8_0 and Q4_0 keep their blocks
-// (tensor_view::blocks): the graph holds them as op::dequantize_ggml of the bytes, which the CPU GEMM reads
-// in place (backend/cpu/gemm_rows.hpp) and the Neural Engine lowering folds into fp16. The other quantised
-// types (io/gguf.hpp), the embeddings (a gather reads them), GPT-2's transposed matrices and the permuted
-// attn_q / attn_k of the other types are dequantised to f32 once, at load.
+// F32, F16 and BF16 tensors are views of the mapped file. Matrices in Q8_0, Q4_0, Q4_K and Q6_K (linear
+// weights and the token embeddings) keep their blocks (tensor_view::blocks): the graph holds them as
+// op::dequantize_ggml of the bytes, which the CPU GEMM reads in place (backend/cpu/gemm_rows.hpp), the CPU
+// gather dequantises row by row, and the Neural Engine lowering folds into fp16. llama's permuted attn_q /
+// attn_k move whole rows of blocks. The other quantised types (io/gguf.hpp) are dequantised to f32 once, at
+// load.
 #pragma once
 
 #include <filesystem>

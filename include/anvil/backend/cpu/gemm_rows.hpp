@@ -6,9 +6,11 @@
 //   Formats: f32, f16, bf16, i8 with a scale and zero point per row of W (anvil's int8 compression), u8
 // palette indices with a palette per group of rows (anvil's lut4 / lut6 compression), and ggml's Q8_0 and
 // Q4_0 blocks (32 weights with an f16 scale d: w = d * q, q int8; w = d * (q - 8), q four
-// bits, the first 16 in the low nibbles). A block's dot product is taken over its integers and scaled once,
-// d * Σ q x: the same real number as Σ (d q) x, so the result is the dequantised weights' product up to f32
-// rounding. Written once with vector extensions; decoders per instruction set (AVX-512, AVX2+F16C, and a
+// bits, the first 16 in the low nibbles) and the K-quants of llama.cpp's Q4_K_M files, Q4_K and Q6_K (256
+// weights: w = d sc q - dmin m with a 6-bit scale and min per 32, q four bits; w = d sc (q - 32) with an int8
+// scale per 16, q six bits). A block's dot product is taken over its integers and scaled once,
+// d * Σ q x (- m Σ x): the same real number as Σ w x, so the result is the dequantised weights' product up to
+// f32 rounding. Written once with vector extensions; decoders per instruction set (AVX-512, AVX2+F16C, and a
 // portable one that decodes into memory), chosen by the GEMM's kernel.
 #pragma once
 
@@ -36,7 +38,7 @@
 
 namespace anvil::detail {
 
-enum class row_format : unsigned char { f32, f16, bf16, i8, q8_0, q4_0, lut };
+enum class row_format : unsigned char { f32, f16, bf16, i8, q8_0, q4_0, q4_k, q6_k, lut };
 
 // A weight read by rows: row j of W (column j of B) at bytes + j * row_bytes, k values each.
 struct weight_rows {
@@ -52,14 +54,30 @@ struct weight_rows {
 };
 
 // The rows B is, when it is a weight stored by rows in a format these kernels decode: B transposed
-// (unit row stride) and k a whole number of blocks for Q8_0 and Q4_0.
+// (unit row stride), and k a whole number of blocks for ggml's.
 [[nodiscard]] inline std::optional<weight_rows> weight_rows_of(const matrix_operand& b, std::int64_t k) {
     weight_rows rows;
     rows.bytes = static_cast<const std::byte*>(b.data);
     if (b.has_blocks()) {
-        if (b.blocks != ggml_type::Q8_0 && b.blocks != ggml_type::Q4_0) return std::nullopt;
-        if (k % 32 != 0) return std::nullopt;
-        rows.format = b.blocks == ggml_type::Q8_0 ? row_format::q8_0 : row_format::q4_0;
+        switch (b.blocks) {
+            case ggml_type::Q8_0:
+                rows.format = row_format::q8_0;
+                break;
+            case ggml_type::Q4_0:
+                rows.format = row_format::q4_0;
+                break;
+            case ggml_type::Q4_K:
+                rows.format = row_format::q4_k;
+                break;
+            case ggml_type::Q6_K:
+                rows.format = row_format::q6_k;
+                break;
+            default:
+                return std::nullopt;
+        }
+        const auto block =
+            static_cast<std::int64_t>(ggml_layout(static_cast<std::uint32_t>(b.blocks))->block);
+        if (k % block != 0) return std::nullopt;
         rows.row_bytes = b.block_row_bytes;
         return rows;
     }
@@ -111,6 +129,9 @@ struct gemm_rows_problem {
     float* c;
     std::int64_t ldc;
     gemm_epilogue epilogue;
+    // i8 with zero points: Σ over each row of A (gemm_rows_run fills it), so that Σ (q - z) x = Σ q x - z Σ x
+    // costs O(1) an output.
+    float a_sums[gemm_rows_max_m] = {};
 };
 
 // The decoders, written once for vectors of Isa::width floats; the instruction set gives the conversions:
@@ -145,11 +166,13 @@ struct gemm_rows_decoder {
     typedef typename gemm_rows_lanes<width>::halves halves;
     typedef typename gemm_rows_lanes<width>::words words;
 
+    // The step's 32 values (without their block scale: w = scale * value - offset).
     template <row_format format>
     ANVIL_DETAIL_ROWS_INLINE static void decode(const std::byte* row, std::int64_t step, const float* palette,
-                                                std::int64_t palette_size, vec* values,
-                                                float& scale) noexcept {
+                                                std::int64_t palette_size, vec* values, float& scale,
+                                                float& offset) noexcept {
         scale = 1.0f;
+        offset = 0.0f;
         if constexpr (format == row_format::f32) {
             std::memcpy(values, row + step * gemm_rows_step * 4, gemm_rows_step * 4);
         } else if constexpr (format == row_format::f16) {
@@ -172,12 +195,34 @@ struct gemm_rows_decoder {
             scale = Isa::half_to_float(block);
             ANVIL_DETAIL_ROWS_UNROLL for (int p = 0; p < per_step; ++p)
                 Isa::signed_bytes_to_floats(block + 2 + p * width, values[p]);
-        } else {
+        } else if constexpr (format == row_format::q4_0) {
             // Q4_0: the low nibbles of the 16 bytes are values 0-15, the high nibbles 16-31.
             const std::byte* block = row + step * 18;
             scale = Isa::half_to_float(block);
             Isa::nibbles_to_floats(block + 2, values);
             ANVIL_DETAIL_ROWS_UNROLL for (int p = 0; p < per_step; ++p) values[p] -= 8.0f;
+        } else if constexpr (format == row_format::q4_k) {
+            // Sub-block j of 8 (144 bytes: d, dmin, 12 bytes of scales and mins, 128 of nibbles): the low
+            // nibbles of qs[32 (j / 2) ...] for even j, the high ones for odd j.
+            const std::byte* block = row + step / 8 * 144;
+            const int j = static_cast<int>(step % 8);
+            int sub_scale = 0, sub_min = 0;
+            ggml_scale_min_k4(j, reinterpret_cast<const std::uint8_t*>(block + 4), sub_scale, sub_min);
+            scale = Isa::half_to_float(block) * static_cast<float>(sub_scale);
+            offset = Isa::half_to_float(block + 2) * static_cast<float>(sub_min);
+            Isa::nibble_half_to_floats(block + 16 + 32 * (j / 2), j % 2 * 4, values);
+        } else if constexpr (format == row_format::q6_k) {
+            // Quarter q of half h (210 bytes: 128 of low nibbles ql, 64 of high bit pairs qh, 16 int8 scales,
+            // d): value l is ((ql[64 h + 32 (q % 2) + l] >> 4 (q / 2)) & 15) | ((qh[32 h + l] >> 2 q) & 3) <<
+            // 4, minus 32, times scale[8 h + 2 q + l / 16].
+            const std::byte* block = row + step / 8 * 210;
+            const int j = static_cast<int>(step % 8), h = j / 4, q = j % 4;
+            scale = Isa::half_to_float(block + 208);
+            Isa::six_bits_to_floats(block + 64 * h + 32 * (q % 2), q / 2 * 4, block + 128 + 32 * h, 2 * q,
+                                    values);
+            const auto* scales = reinterpret_cast<const std::int8_t*>(block + 192 + 8 * h + 2 * q);
+            ANVIL_DETAIL_ROWS_UNROLL for (int p = 0; p < per_step; ++p) values[p] *=
+                static_cast<float>(scales[p * width / 16]);
         }
     }
 };
@@ -224,6 +269,28 @@ struct gemm_rows_portable_isa {
         for (int lane = 0; lane < width; ++lane)
             out[lane] = palette[static_cast<unsigned>(at[lane])];
     }
+    // 32 bytes: (byte >> shift) & 15 each, into out[0..7].
+    ANVIL_DETAIL_ROWS_INLINE static void nibble_half_to_floats(const std::byte* at, int shift,
+                                                               vec* out) noexcept {
+        for (int p = 0; p < 8; ++p) {
+            for (int lane = 0; lane < width; ++lane)
+                out[p][lane] =
+                    static_cast<float>((static_cast<unsigned>(at[p * width + lane]) >> shift) & 15u);
+        }
+    }
+    // Q6_K's six-bit values, minus 32: 32 from low (a nibble of each byte) and high (two bits of each byte).
+    ANVIL_DETAIL_ROWS_INLINE static void six_bits_to_floats(const std::byte* low, int low_shift,
+                                                            const std::byte* high, int high_shift,
+                                                            vec* out) noexcept {
+        for (int p = 0; p < 8; ++p) {
+            for (int lane = 0; lane < width; ++lane) {
+                const int at = p * width + lane;
+                const unsigned value = ((static_cast<unsigned>(low[at]) >> low_shift) & 15u) |
+                                       (((static_cast<unsigned>(high[at]) >> high_shift) & 3u) << 4);
+                out[p][lane] = static_cast<float>(static_cast<int>(value) - 32);
+            }
+        }
+    }
     // 16 bytes: the low nibbles into out[0..3], the high ones into out[4..7].
     ANVIL_DETAIL_ROWS_INLINE static void nibbles_to_floats(const std::byte* at, vec* out) noexcept {
         sixteen_bytes packed;
@@ -269,6 +336,36 @@ struct gemm_rows_avx2_isa {
         const __m256i indices = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(at)));
         out = reinterpret_cast<vec>(_mm256_mask_i32gather_ps(_mm256_setzero_ps(), palette, indices,
                                                              _mm256_castsi256_ps(_mm256_set1_epi32(-1)), 4));
+    }
+    // 32 bytes: (byte >> shift) & 15 each, into out[0..3].
+    ANVIL_DETAIL_ROWS_AVX2 static void nibble_half_to_floats(const std::byte* at, int shift,
+                                                             vec* out) noexcept {
+        const __m256i mask = _mm256_set1_epi32(15);
+        const __m128i count = _mm_cvtsi32_si128(shift);
+        for (int p = 0; p < 4; ++p) {
+            const __m256i wide =
+                _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(at + 8 * p)));
+            out[p] = reinterpret_cast<vec>(
+                _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srl_epi32(wide, count), mask)));
+        }
+    }
+    // Q6_K's six-bit values, minus 32 (see the portable version).
+    ANVIL_DETAIL_ROWS_AVX2 static void six_bits_to_floats(const std::byte* low, int low_shift,
+                                                          const std::byte* high, int high_shift,
+                                                          vec* out) noexcept {
+        const __m128i low_count = _mm_cvtsi32_si128(low_shift), high_count = _mm_cvtsi32_si128(high_shift);
+        for (int p = 0; p < 4; ++p) {
+            const __m256i l =
+                _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(low + 8 * p)));
+            const __m256i h =
+                _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(high + 8 * p)));
+            const __m256i value = _mm256_or_si256(
+                _mm256_and_si256(_mm256_srl_epi32(l, low_count), _mm256_set1_epi32(15)),
+                _mm256_slli_epi32(_mm256_and_si256(_mm256_srl_epi32(h, high_count), _mm256_set1_epi32(3)),
+                                  4));
+            out[p] =
+                reinterpret_cast<vec>(_mm256_cvtepi32_ps(_mm256_sub_epi32(value, _mm256_set1_epi32(32))));
+        }
     }
     // 16 bytes: the low nibbles into out[0..1], the high ones into out[2..3].
     ANVIL_DETAIL_ROWS_AVX2 static void nibbles_to_floats(const std::byte* at, vec* out) noexcept {
@@ -325,6 +422,38 @@ struct gemm_rows_avx512_isa {
                 out[lane] = palette[static_cast<unsigned>(at[lane])];
         }
     }
+    // 32 bytes: (byte >> shift) & 15 each, into out[0..1].
+    ANVIL_DETAIL_ROWS_AVX512 static void nibble_half_to_floats(const std::byte* at, int shift,
+                                                               vec* out) noexcept {
+        const __m512i mask = _mm512_set1_epi32(15);
+        const __m128i count = _mm_cvtsi32_si128(shift);
+        for (int p = 0; p < 2; ++p) {
+            const __m512i wide = _mm512_maskz_cvtepu8_epi32(
+                0xFFFF, _mm_loadu_si128(reinterpret_cast<const __m128i*>(at + 16 * p)));
+            out[p] = reinterpret_cast<vec>(_mm512_maskz_cvtepi32_ps(
+                0xFFFF, _mm512_and_si512(_mm512_maskz_srl_epi32(0xFFFF, wide, count), mask)));
+        }
+    }
+    // Q6_K's six-bit values, minus 32 (see the portable version).
+    ANVIL_DETAIL_ROWS_AVX512 static void six_bits_to_floats(const std::byte* low, int low_shift,
+                                                            const std::byte* high, int high_shift,
+                                                            vec* out) noexcept {
+        const __m128i low_count = _mm_cvtsi32_si128(low_shift), high_count = _mm_cvtsi32_si128(high_shift);
+        for (int p = 0; p < 2; ++p) {
+            const __m512i l = _mm512_maskz_cvtepu8_epi32(
+                0xFFFF, _mm_loadu_si128(reinterpret_cast<const __m128i*>(low + 16 * p)));
+            const __m512i h = _mm512_maskz_cvtepu8_epi32(
+                0xFFFF, _mm_loadu_si128(reinterpret_cast<const __m128i*>(high + 16 * p)));
+            const __m512i value = _mm512_or_si512(
+                _mm512_and_si512(_mm512_maskz_srl_epi32(0xFFFF, l, low_count), _mm512_set1_epi32(15)),
+                _mm512_maskz_slli_epi32(
+                    0xFFFF,
+                    _mm512_and_si512(_mm512_maskz_srl_epi32(0xFFFF, h, high_count), _mm512_set1_epi32(3)),
+                    4));
+            out[p] = reinterpret_cast<vec>(
+                _mm512_maskz_cvtepi32_ps(0xFFFF, _mm512_sub_epi32(value, _mm512_set1_epi32(32))));
+        }
+    }
     // 16 bytes: the low nibbles into out[0], the high ones into out[1].
     ANVIL_DETAIL_ROWS_AVX512 static void nibbles_to_floats(const std::byte* at, vec* out) noexcept {
         const __m512i wide =
@@ -370,7 +499,9 @@ template <class Decoder, row_format format, int M, int Rows>
 ANVIL_DETAIL_ROWS_INLINE void gemm_rows_tile(const gemm_rows_problem& g, std::int64_t i0, std::int64_t j0) {
     using vec = typename Decoder::vec;
     constexpr int per_step = gemm_rows_step / Decoder::width;
-    constexpr bool blocks = format == row_format::q8_0 || format == row_format::q4_0;
+    constexpr bool blocks = format == row_format::q8_0 || format == row_format::q4_0 ||
+                            format == row_format::q4_k || format == row_format::q6_k;
+    constexpr bool offsets = format == row_format::q4_k;  // w = scale * q - offset
     constexpr auto row_count = static_cast<std::size_t>(Rows), a_rows = static_cast<std::size_t>(M),
                    vectors = static_cast<std::size_t>(per_step);
     const std::byte* rows[row_count];
@@ -387,19 +518,25 @@ ANVIL_DETAIL_ROWS_INLINE void gemm_rows_tile(const gemm_rows_problem& g, std::in
     const std::int64_t steps = g.k / gemm_rows_step;
     for (std::int64_t step = 0; step < steps; ++step) {
         vec x[a_rows][vectors];
+        vec x_sum[a_rows];
         ANVIL_DETAIL_ROWS_UNROLL for (int i = 0; i < M; ++i) {
             ANVIL_DETAIL_ROWS_UNROLL for (int p = 0; p < per_step; ++p) std::memcpy(
                 &x[i][p], g.a + (i0 + i) * g.lda + step * gemm_rows_step + p * Decoder::width, sizeof(vec));
+            if constexpr (offsets) {
+                x_sum[i] = x[i][0];
+                ANVIL_DETAIL_ROWS_UNROLL for (int p = 1; p < per_step; ++p) x_sum[i] += x[i][p];
+            }
         }
         ANVIL_DETAIL_ROWS_UNROLL for (int r = 0; r < Rows; ++r) {
             vec values[vectors];
-            float scale;
-            Decoder::template decode<format>(rows[r], step, palettes[r], g.w.lut_size, values, scale);
+            float scale, offset;
+            Decoder::template decode<format>(rows[r], step, palettes[r], g.w.lut_size, values, scale, offset);
             ANVIL_DETAIL_ROWS_UNROLL for (int i = 0; i < M; ++i) {
                 if constexpr (blocks) {
                     vec sum = values[0] * x[i][0];
                     ANVIL_DETAIL_ROWS_UNROLL for (int p = 1; p < per_step; ++p) sum += values[p] * x[i][p];
                     acc[i][r] += scale * sum;
+                    if constexpr (offsets) acc[i][r] -= offset * x_sum[i];
                 } else {
                     ANVIL_DETAIL_ROWS_UNROLL for (int p = 0; p < per_step; ++p) acc[i][r] +=
                         values[p] * x[i][p];
@@ -418,12 +555,7 @@ ANVIL_DETAIL_ROWS_INLINE void gemm_rows_tile(const gemm_rows_problem& g, std::in
             const std::int64_t j = j0 + r;
             if constexpr (format == row_format::i8) {
                 // Σ (q - z) x = Σ q x - z Σ x: the zero point applied once per output.
-                float a_sum = 0.0f;
-                if (g.w.zero_point != nullptr) {
-                    for (std::int64_t p = 0; p < g.k; ++p)
-                        a_sum += a_row[p];
-                    dot -= g.w.zero_point[j] * a_sum;
-                }
+                if (g.w.zero_point != nullptr) dot -= g.w.zero_point[j] * g.a_sums[i0 + i];
                 dot *= g.w.scale[j];
             }
             float& out = g.c[(i0 + i) * g.ldc + j];
@@ -468,6 +600,10 @@ ANVIL_DETAIL_ROWS_INLINE void gemm_rows_range(const gemm_rows_problem& g, std::i
             return gemm_rows_range_of<Decoder, row_format::q8_0>(g, j0, j1);
         case row_format::q4_0:
             return gemm_rows_range_of<Decoder, row_format::q4_0>(g, j0, j1);
+        case row_format::q4_k:
+            return gemm_rows_range_of<Decoder, row_format::q4_k>(g, j0, j1);
+        case row_format::q6_k:
+            return gemm_rows_range_of<Decoder, row_format::q6_k>(g, j0, j1);
         case row_format::lut:
             return gemm_rows_range_of<Decoder, row_format::lut>(g, j0, j1);
     }
@@ -493,8 +629,16 @@ ANVIL_DETAIL_ROWS_AVX512 __attribute__((flatten)) inline void gemm_rows_avx512_r
 
 // The product on `threads`, with the decoders of `isa` (the GEMM kernel's): the rows of W split into one
 // contiguous range per thread, each a multiple of the tile.
-inline void gemm_rows_run(const gemm_rows_problem& g, gemm_isa isa, thread_pool& threads,
+inline void gemm_rows_run(gemm_rows_problem g, gemm_isa isa, thread_pool& threads,
                           std::int64_t thread_count) {
+    if (g.w.format == row_format::i8 && g.w.zero_point != nullptr) {
+        for (std::int64_t i = 0; i < g.m; ++i) {
+            float sum = 0.0f;
+            for (std::int64_t p = 0; p < g.k; ++p)
+                sum += g.a[i * g.lda + p];
+            g.a_sums[i] = sum;
+        }
+    }
     void (*range)(const gemm_rows_problem&, std::int64_t, std::int64_t) = gemm_rows_portable_range;
 #if defined(ANVIL_DETAIL_GEMM_X86)
     if (isa == gemm_isa::avx512) range = gemm_rows_avx512_range;
