@@ -4,7 +4,9 @@ the same model's uncompressed fp32 logits, both on the CPU backend in this run.
 
 usage: compression_accuracy.py PATH_TO_ANVIL [MODEL_DIR ...]
 The models default to the random-weight decoder fixtures in tests/data/decoder_lms (llama, qwen2, gpt2), each
-read at every prompt of its expected.json. Prints one Markdown row per model and kind:
+read at every prompt of its expected.json. Prints one Markdown row per model and kind (then a second table: the
+GGUF fixtures of tests/data/gguf/models with `--products exact` and `--products int8`, the activations rounded
+to 8 bits as llama.cpp rounds them, against the float64 logits of the weights each file holds):
   - logits error: max |compressed - fp32| over every position and token, divided by max |fp32|;
   - top-1 log-prob error: max over positions of |log p(t)| moved, t the fp32 logits' most likely token;
   - top-1: the share of positions whose most likely next token is the same.
@@ -62,6 +64,23 @@ def main() -> int:
                 positions = sum(len(r) for r in reference)
                 print(f"| {model.name} ({layers} layers, hidden {hidden}) | {kind} | {error:.4f} | {logprob:.4f} "
                       f"| {same}/{positions} ({100.0 * same / positions:.1f}%) |", flush=True)
+    print()
+    print("| GGUF file | products | logits error | top-1 log-prob error | top-1 |")
+    print("|---|---|---|---|---|")
+    gguf = ROOT / "tests" / "data" / "gguf" / "models"
+    ids = json.loads((gguf / "prompt.json").read_text())["ids"]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = pathlib.Path(tmp) / "logits.npy"
+        for name in ("llama_gqa_q8_0", "llama_gqa_q4_0", "qwen2_tied_q8_0", "gpt2_q8_0"):
+            reference = np.load(gguf / f"{name}_logits.npy").astype(np.float64)
+            for products in ("exact", "int8"):
+                got = logits(anvil, gguf / f"{name}.gguf", ids, out, "--products", products)
+                error = np.abs(got - reference).max() / np.abs(reference).max()
+                best = reference.argmax(-1)
+                rows = np.arange(len(reference))
+                logprob = np.abs(log_softmax(got)[rows, best] - log_softmax(reference)[rows, best]).max()
+                same = int((got.argmax(-1) == best).sum())
+                print(f"| {name} | {products} | {error:.5f} | {logprob:.4f} | {same}/{len(reference)} |", flush=True)
     return 0
 
 

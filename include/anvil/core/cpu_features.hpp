@@ -12,9 +12,10 @@
 namespace anvil::detail {
 
 struct cpu_features {
-    bool f16c = false;      // F16C with AVX state saved
-    bool avx2_fma = false;  // AVX2 and FMA
-    bool avx512 = false;    // AVX-512F with its state saved (implies avx2_fma here)
+    bool f16c = false;         // F16C with AVX state saved
+    bool avx2_fma = false;     // AVX2 and FMA
+    bool avx512 = false;       // AVX-512F with its state saved (implies avx2_fma here)
+    bool avx512_vnni = false;  // AVX-512 BW, VL and VNNI (integer dot products of bytes) besides avx512
 };
 
 [[nodiscard]] inline cpu_features detect_cpu_features() noexcept {
@@ -32,6 +33,9 @@ struct cpu_features {
     if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return features;
     features.avx2_fma = (ebx & bit_AVX2) != 0;
     features.avx512 = features.avx2_fma && (ebx & bit_AVX512F) != 0 && (xcr0_low & 0xE6u) == 0xE6u;
+    // CPUID.7.0: EBX bit 30 AVX512BW, bit 31 AVX512VL; ECX bit 11 AVX512_VNNI.
+    features.avx512_vnni = features.avx512 && features.f16c && (ebx & (1u << 30)) != 0 &&
+                           (ebx & (1u << 31)) != 0 && (ecx & (1u << 11)) != 0;
 #endif
     return features;
 }

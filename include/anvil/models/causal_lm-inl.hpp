@@ -573,12 +573,18 @@ ANVIL_INLINE void causal_lm::generate_group(std::span<const std::vector<std::int
             keep_in_window(*decode, outputs, pending, fill);
             if (++fill == w) flush();
         }
-        const std::vector<float> logits = outputs.at(0).to_f32();
+        // Read in place when f32 (the CPU's logits): a copy of [B, V] each step cost 3% of decoding.
+        const host_tensor& logits_tensor = outputs.at(0);
+        const std::vector<float> converted =
+            logits_tensor.type() == dtype::f32 ? std::vector<float>() : logits_tensor.to_f32();
+        const std::span<const float> logits = logits_tensor.type() == dtype::f32
+                                                  ? logits_tensor.values<float>()
+                                                  : std::span<const float>(converted);
         for (std::size_t b = 0; b < streams.size(); ++b) {
             stream_state& s = streams[b];
             if (!s.active) continue;
-            const auto row = std::span<const float>(logits).subspan(b * static_cast<std::size_t>(vocab),
-                                                                    static_cast<std::size_t>(vocab));
+            const auto row =
+                logits.subspan(b * static_cast<std::size_t>(vocab), static_cast<std::size_t>(vocab));
             take_token(s, first + b, row, options, callback, results[b]);
         }
     }

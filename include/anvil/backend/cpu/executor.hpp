@@ -307,7 +307,8 @@ private:
         for (std::size_t id = 0; id < count; ++id) {
             const node& n = body_.nodes[id];
             if (n.kind == op::input || n.kind == op::constant || alias_[id] != no_value) continue;
-            kernels_[id] = prepare_kernel(body_, static_cast<value_id>(id), options_.kernels, pool().size());
+            kernels_[id] = prepare_kernel(body_, static_cast<value_id>(id), options_.kernels, pool().size(),
+                                          options_.int8_activations);
             workspace_floats = std::max(workspace_floats, kernels_[id].workspace_floats);
         }
         for (std::size_t i = 0; i < body_.outputs.size(); ++i) {

@@ -4,12 +4,16 @@
 // path with it.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "anvil/core/bfloat16.hpp"
 #include "anvil/core/dtype.hpp"
@@ -190,6 +194,75 @@ inline void gemm_reference(std::int64_t m, std::int64_t n, std::int64_t k, const
             if (epilogue.bias != nullptr) sum += epilogue.bias[j];
             float& out = c[i * ldc + j];
             out = epilogue.accumulate ? out + sum : sum;
+        }
+    }
+}
+
+// The fast mode for quantised weights (gemm_int8.hpp) rounds each row of A to blocks of this many values.
+inline constexpr int int8_activation_block = 32;
+
+// A row of k activations (k a multiple of 32) rounded to 8 bits as llama.cpp rounds them for its integer
+// products (ggml's Q8_0): per block of 32, d = max |x| / 127 and q = x * (1 / d) rounded to the nearest
+// integer, ties to even (0 when d is 0); sums[b] = Σ q over the block. A block holding an infinity or a NaN
+// gets d = NaN and every q 0, so the products it enters are NaN rather than finite and wrong.
+inline void int8_activations_reference(const float* x, std::int64_t k, std::int8_t* q, float* scales,
+                                       std::int32_t* sums) noexcept {
+    for (std::int64_t b = 0; b < k / int8_activation_block; ++b) {
+        const float* block = x + b * int8_activation_block;
+        float amax = 0.0f;
+        bool finite = true;
+        for (int p = 0; p < int8_activation_block; ++p) {
+            finite = finite && std::isfinite(block[p]);
+            amax = std::max(amax, std::fabs(block[p]));
+        }
+        float d = amax / 127.0f;
+        float inverse = d != 0.0f ? 1.0f / d : 0.0f;
+        if (!finite) {
+            d = std::numeric_limits<float>::quiet_NaN();
+            inverse = 0.0f;
+        }
+        std::int32_t sum = 0;
+        for (int p = 0; p < int8_activation_block; ++p) {
+            const auto value = finite ? static_cast<std::int32_t>(std::nearbyint(block[p] * inverse)) : 0;
+            q[b * int8_activation_block + p] = static_cast<std::int8_t>(std::clamp(value, -127, 127));
+            sum += q[b * int8_activation_block + p];
+        }
+        scales[b] = d;
+        sums[b] = sum;
+    }
+}
+
+// What gemm_int8 computes: C[i, j] = Σ over blocks b of d[i, b] * Σ over p in b of q[i, p] * B[p, j], with
+// A's rows rounded by int8_activations_reference and B's elements exactly as gemm_reference reads them
+// (summed in double here), then + bias[j], then + the old C[i, j] when accumulating.
+inline void gemm_int8_reference(std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
+                                std::int64_t lda, const matrix_operand& b, float* c, std::int64_t ldc,
+                                const gemm_epilogue& epilogue = {}) {
+    const matrix_operand a_operand{a, dtype::f32, lda, 1};
+    check_gemm_arguments("gemm_int8_reference", m, n, k, a_operand, b, c, ldc);
+    if (k % int8_activation_block != 0) {
+        throw shape_error(message("gemm_int8_reference: k=", k, " is not a whole number of blocks of ",
+                                  int8_activation_block));
+    }
+    const std::int64_t blocks = k / int8_activation_block;
+    std::vector<std::int8_t> q(static_cast<std::size_t>(k));
+    std::vector<float> scales(static_cast<std::size_t>(blocks));
+    std::vector<std::int32_t> sums(static_cast<std::size_t>(blocks));
+    for (std::int64_t i = 0; i < m; ++i) {
+        int8_activations_reference(a + i * lda, k, q.data(), scales.data(), sums.data());
+        for (std::int64_t j = 0; j < n; ++j) {
+            double sum = 0.0;
+            for (std::int64_t block = 0; block < blocks; ++block) {
+                double part = 0.0;
+                for (std::int64_t p = block * int8_activation_block; p < (block + 1) * int8_activation_block;
+                     ++p)
+                    part +=
+                        static_cast<double>(q[static_cast<std::size_t>(p)]) * gemm_operand_element(b, p, j);
+                sum += static_cast<double>(scales[static_cast<std::size_t>(block)]) * part;
+            }
+            if (epilogue.bias != nullptr) sum += epilogue.bias[j];
+            float& out = c[i * ldc + j];
+            out = epilogue.accumulate ? static_cast<float>(out + sum) : static_cast<float>(sum);
         }
     }
 }

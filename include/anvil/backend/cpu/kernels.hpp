@@ -53,9 +53,10 @@ prepared_kernel fast_kernel(const node& n, std::size_t workspace_floats = 0) {
             {}};
 }
 
-// The kernel for node `id` of `body`. Workspace is sized for `threads` threads running at once.
+// The kernel for node `id` of `body`. Workspace is sized for `threads` threads running at once;
+// int8_activations: compile_options::int8_activations.
 inline prepared_kernel prepare_kernel(const graph_body& body, value_id id, cpu_kernels mode,
-                                      std::size_t threads) {
+                                      std::size_t threads, bool int8_activations = false) {
     const node& n = body.nodes[id];
     if (n.kind == op::reshape) return reshape_kernel();
     if (mode == cpu_kernels::reference) return reference_kernel(n);
@@ -97,7 +98,7 @@ inline prepared_kernel prepare_kernel(const graph_body& body, value_id id, cpu_k
         case op::matmul:
             return matmul_kernel(n);
         case op::linear:
-            return linear_kernel(body, n);
+            return linear_kernel(body, n, int8_activations);
         case op::conv2d:
             return conv2d_kernel(body, n);
         case op::layer_norm:

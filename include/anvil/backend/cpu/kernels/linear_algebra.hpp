@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "anvil/backend/cpu/gemm.hpp"
+#include "anvil/backend/cpu/gemm_int8.hpp"
 #include "anvil/backend/cpu/kernel.hpp"
 #include "anvil/core/thread_pool.hpp"
 #include "anvil/graph/graph.hpp"
@@ -75,9 +76,7 @@ inline const node* constant_weight(const graph_body& body, const node& n, std::s
     }
     if (producer.kind == op::dequantize_int8 && producer.attrs.axis == 0 &&
         producer.result.shape.rank() == 2) {
-        for (const value_id input : producer.inputs) {
-            if (body.nodes[input].kind != op::constant) return nullptr;
-        }
+        if (!of_constants) return nullptr;
         if (dequantize != nullptr) *dequantize = &producer;
         return &body.nodes[producer.inputs[0]];
     }
@@ -156,7 +155,9 @@ inline std::shared_ptr<weight_operand> transposed_weight(const graph_body& body,
     return w;
 }
 
-inline prepared_kernel linear_kernel(const graph_body& body, const node& n) {
+// int8_activations: products with Q8_0, Q4_0 and int8 weights round the activations to 8 bits
+// (gemm_int8.hpp) where k is whole blocks of 32; the others stay exact.
+inline prepared_kernel linear_kernel(const graph_body& body, const node& n, bool int8_activations = false) {
     const node* dequantize = nullptr;
     const node* weight = constant_weight(body, n, 1, &dequantize);
     const node* bias_node = n.inputs.size() == 3 ? constant_behind(body, n.inputs[2]) : nullptr;
@@ -171,9 +172,12 @@ inline prepared_kernel linear_kernel(const graph_body& body, const node& n) {
     parts.reads_natively = {false, w != nullptr, bias_node != nullptr};
     if (w) parts.weight_buffers = w->buffers();
     if (!bias->empty()) parts.weight_buffers.emplace_back(bias->data(), bias->size() * sizeof(float));
-    parts.run = [w, bias, has_bias = n.inputs.size() == 3](std::span<const const_tensor_span> in,
-                                                           tensor_span out, thread_pool& pool,
-                                                           std::span<float>) {
+    const dims& x_shape = body.nodes[n.inputs[0]].result.shape;
+    const bool integer = int8_activations && w && !w->packed && x_shape.rank() > 0 &&
+                         int8_products_take(w->operand, x_shape[x_shape.rank() - 1]);
+    parts.run = [w, bias, integer, has_bias = n.inputs.size() == 3](std::span<const const_tensor_span> in,
+                                                                    tensor_span out, thread_pool& pool,
+                                                                    std::span<float>) {
         const dims& x = in[0].shape;
         const std::int64_t k = x[x.rank() - 1];
         const std::int64_t n_out = out.shape[out.shape.rank() - 1];
@@ -183,7 +187,9 @@ inline prepared_kernel linear_kernel(const graph_body& body, const node& n) {
         gemm_epilogue epilogue;
         if (has_bias) epilogue.bias = bias->empty() ? in[2].data : bias->data();
         const matrix_operand a{in[0].data, dtype::f32, k, 1};
-        if (w && w->packed) {
+        if (integer) {
+            gemm_int8(m, n_out, k, in[0].data, k, w->operand, out.data, n_out, epilogue, &pool);
+        } else if (w && w->packed) {
             gemm(m, a, *w->packed, out.data, n_out, epilogue, &pool);
         } else if (w) {
             gemm(m, n_out, k, a, w->operand, out.data, n_out, epilogue, &pool);
