@@ -347,6 +347,84 @@ TEST_CASE("ane backend: a program with more weights than the limit is split into
     expect_clean("after the split program");
 }
 
+TEST_CASE("ane backend: a graph with stage marks past the weight limit splits between whole stages") {
+    sim();
+    // Two "layers" of three linears (768 + 1024 + 6144 fp16 weight bytes) and a "head" (1536) at a limit of
+    // 10000 bytes. Node by node, the first program would take layer 1's first two linears too (9728 bytes);
+    // by stages, layer 0 is one program and layer 1 with the head (9472) the next.
+    const auto build = [](bool marked) {
+        struct built {
+            anvil::graph g;
+            anvil::value out;
+        } b;
+        std::uint32_t seed = 7;
+        const auto weights = [&](std::int64_t rows, std::int64_t columns) {
+            std::vector<float> w(static_cast<std::size_t>(rows * columns));
+            for (float& v : w) {
+                seed = seed * 1664525u + 1013904223u;
+                v = (static_cast<float>(seed >> 8) / 16777216.0f - 0.5f) * 0.4f;
+            }
+            return b.g.constant(host_tensor::from(w, dims{rows, columns}));
+        };
+        anvil::value h = b.g.input("x", dtype::f32, dims{5, 48});
+        for (int layer = 0; layer < 2; ++layer) {
+            if (marked) b.g.begin_stage("layer " + std::to_string(layer));
+            const anvil::value a = b.g.apply(op::linear, {h, weights(8, 48)});
+            const anvil::value c = b.g.apply(op::gelu, {b.g.apply(op::linear, {a, weights(64, 8)})});
+            h = b.g.apply(op::add, {h, b.g.apply(op::linear, {c, weights(48, 64)})});
+        }
+        if (marked) b.g.begin_stage("head");
+        b.out = b.g.apply(op::linear, {h, weights(16, 48)});
+        return b;
+    };
+    std::vector<float> x(5 * 48);
+    for (std::size_t i = 0; i < x.size(); ++i)
+        x[i] = static_cast<float>(static_cast<int>(i * 7 % 19) - 9) * 0.1f;
+    const std::vector<anvil::named_tensor> inputs{{"x", host_tensor::from(x, dims{5, 48})}};
+    temporary_folder cache;
+    auto options = ane_options(cache.path);
+    options.ane_max_program_weight_bytes = 10000;
+    const auto ane_weights = [](const anvil::placement_report& report) {
+        std::vector<std::size_t> bytes;
+        for (const auto& segment : report.segments)
+            if (segment.device == "ane") bytes.push_back(segment.weight_bytes);
+        return bytes;
+    };
+    {
+        auto marked = build(true);
+        const auto want = anvil::compile({marked.out}).run(inputs);
+        anvil::program p = anvil::compile({marked.out}, options);
+        CHECK(max_difference(want[0], p.run(inputs)[0]) < 1e-2);
+        const anvil::placement_report report = p.placement();
+        CHECK(report.chunks == 2);
+        CHECK(ane_weights(report) == std::vector<std::size_t>{7936, 9472});
+        std::vector<std::string> stages;
+        std::vector<std::size_t> chunks;
+        for (const auto& segment : report.segments) {
+            stages.push_back(segment.stages);
+            chunks.push_back(segment.chunk);
+        }
+        CHECK(stages == std::vector<std::string>{"layer 0", "layer 1 to head"});
+        CHECK(chunks == std::vector<std::size_t>{0, 1});
+        const std::string dump = p.dump();
+        CHECK(dump.find("chunks: 2 of whole stages, by the limit of 10000 weight bytes per program") !=
+              std::string::npos);
+        CHECK(dump.find("chunk 1 of 2: layer 1 to head, 9472 weight bytes") != std::string::npos);
+        CHECK(dump.find(" 1 intermediate(s) passed between ANE programs by IOSurface") != std::string::npos);
+    }
+    {
+        // Without marks the graph is one stage, split node by node as before.
+        auto unmarked = build(false);
+        const auto want = anvil::compile({unmarked.out}).run(inputs);
+        anvil::program p = anvil::compile({unmarked.out}, options);
+        CHECK(max_difference(want[0], p.run(inputs)[0]) < 1e-2);
+        CHECK(p.placement().chunks == 1);
+        CHECK(ane_weights(p.placement()) == std::vector<std::size_t>{9728, 7680});
+        CHECK(p.dump().find("chunk ") == std::string::npos);
+    }
+    expect_clean("after the programs split by stages");
+}
+
 #endif  // ANVIL_ANE_SIM_PATH
 
 }  // namespace test_ane_backend

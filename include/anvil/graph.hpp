@@ -11,4 +11,5 @@
 #include "anvil/graph/op.hpp"
 #include "anvil/graph/passes.hpp"
 #include "anvil/graph/shape_inference.hpp"
+#include "anvil/graph/stages.hpp"
 #include "anvil/graph/weight_compression.hpp"

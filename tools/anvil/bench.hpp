@@ -7,6 +7,7 @@
 #include "clip_commands.hpp"
 #include "lm_commands.hpp"
 #include "model_commands.hpp"
+#include "plan.hpp"
 
 #include <anvil/backend/resident_weights.hpp>
 #include <anvil/io/image_transforms.hpp>
@@ -34,9 +35,11 @@ namespace anvil::cli {
 
 inline constexpr const char* bench_usage =
     "usage: anvil bench --model DIR [--task embed|embed-image|rerank|classify|generate|transcribe]\n"
-    "                   [--batch N] [--runs N] [--prompt-tokens N] [--new-tokens N]\n"
-    "                   [--backend cpu|ane|coreml|auto] [--strict-device] [--compress KIND] "
-    "[--json]\n"
+    "                   [--batch N] [--runs N] [--prompt-tokens N] [--new-tokens N] [--context N]\n"
+    "                   [--backend cpu|ane|coreml|auto] [--strict-device] [--compress KIND]\n"
+    "                   [--max-program-weights SIZE] [--json]\n"
+    "       anvil bench --plan --model DIR|FILE.gguf [--context N] [--compress KIND]\n"
+    "                   [--max-program-weights SIZE] [--json]\n"
     "\n"
     "Times a model folder on one backend: load (reading and checking the weights), first result (compiling\n"
     "the programs its input shapes need, then running), steady state (the median of --runs further runs, 5 "
@@ -50,7 +53,16 @@ inline constexpr const char* bench_usage =
     "(64).\n"
     "A CLIP folder benchmarks its image tower (embed-image, the default) or its text tower (embed); a "
     "Whisper\n"
-    "folder (transcribe) its encoder per 30 s window and its decoder's tokens/s over --new-tokens tokens.\n";
+    "folder (transcribe) its encoder per 30 s window and its decoder's tokens/s over --new-tokens tokens.\n"
+    "--context N sets a decoder LM's largest context (its default: the model's, at most 8192).\n"
+    "--max-program-weights SIZE (bytes, or with K, M or G: 256M is the default) is the most weights one\n"
+    "Neural Engine program holds: a model past it runs in chunks of whole layers, each its own program.\n"
+    "\n"
+    "--plan prints, without loading any weight, how a decoder LM (a folder's config.json, or a GGUF file's\n"
+    "metadata) runs on the Neural Engine: the chunks of layers its weights split into, each chunk's fp16\n"
+    "weights (and, with --compress, what a Core ML program stores), KV cache bytes at --context, the\n"
+    "programs prefill and decode compile, and whether they fit the compile budget (~119 per process) and\n"
+    "the programs the device keeps loaded at once (~15). --json prints it as an object.\n";
 
 namespace detail_bench {
 
@@ -202,11 +214,15 @@ inline int run_bench(const std::vector<std::string_view>& argv, const char* argv
                           {"compress", true},
                           {"strict-device", false},
                           {"json", false},
+                          {"plan", false},
+                          {"context", true},
+                          {"max-program-weights", true},
                           {"help", false}});
     if (args.flag("help")) {
         std::fputs(bench_usage, stdout);
         return 0;
     }
+    if (args.flag("plan")) return run_plan(args);
     const std::string folder = model_folder(args, "bench");
     if (!args.positional().empty())
         throw usage_error(detail::message("bench: unexpected argument '", args.positional().front(), "'"));
@@ -215,7 +231,14 @@ inline int run_bench(const std::vector<std::string_view>& argv, const char* argv
     const auto runs = detail_lm::parse_integer(args, "runs", 5, 1, "bench");
     const auto prompt_tokens = detail_lm::parse_integer(args, "prompt-tokens", 32, 1, "bench");
     const auto new_tokens = detail_lm::parse_integer(args, "new-tokens", 64, 1, "bench");
-    const models::load_options load = backend_options(args, "bench", argv0);
+    models::load_options load = backend_options(args, "bench", argv0);
+    if (const auto size = args.value("max-program-weights"))
+        load.compile.ane_max_program_weight_bytes =
+            detail_plan::parse_size(*size, "max-program-weights", "bench");
+    const auto context = detail_lm::parse_integer(args, "context", 0, 1, "bench");
+    if (context > 0 && task != "generate")
+        throw usage_error(
+            detail::message("bench: --context is for decoder LMs (--task generate), not ", task));
 
     json::object extra;
     detail_bench::timings t;
@@ -366,6 +389,7 @@ inline int run_bench(const std::vector<std::string_view>& argv, const char* argv
     } else if (task == "generate") {
         models::causal_lm_options options;
         options.load = load;
+        options.max_context = context;
         std::optional<models::causal_lm> lm;
         std::vector<std::int32_t> prompt(static_cast<std::size_t>(prompt_tokens));
         models::generation_options generation;

@@ -67,9 +67,13 @@ inline json::value placement_json() {
                 s["framework_error"] = json::value(segment.framework_error);
             }
             if (segment.cached) s["cached"] = json::value(true);
+            if (report.chunks > 1) s["chunk"] = static_cast<std::int64_t>(segment.chunk);
+            if (!segment.stages.empty()) s["stages"] = json::value(segment.stages);
+            if (segment.weight_bytes > 0) s["weight_bytes"] = static_cast<std::int64_t>(segment.weight_bytes);
             segments.emplace_back(std::move(s));
         }
         program["segments"] = json::value(std::move(segments));
+        if (report.chunks > 1) program["chunks"] = static_cast<std::int64_t>(report.chunks);
         json::array host;
         for (const std::string& node : report.host_nodes)
             host.emplace_back(node);

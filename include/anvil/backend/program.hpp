@@ -103,6 +103,12 @@ struct placement_segment {
     std::string refused_at;    // "compile", "load", "evaluate": the Neural Engine refused it there; else ""
     std::string framework_error;  // the framework's message when it refused
     bool cached = false;          // an ANE program loaded from the program cache
+    // The chunk of whole stages (a model's layers, graph::begin_stage) it belongs to: a model whose weights
+    // pass ane_max_program_weight_bytes runs as several chunks, in order; 0 when there is one.
+    std::size_t chunk = 0;
+    std::string stages;  // the stages whose weights it holds ("layer 0 to layer 3"); "" if unmarked
+    // Planned for the Neural Engine: the fp16 bytes of the weights its nodes read, which its program embeds.
+    std::size_t weight_bytes = 0;
 };
 
 // Where a program's work runs: every segment, the nodes the Neural Engine does not run, and how ops were
@@ -113,6 +119,7 @@ struct placement_report {
     std::string lowering;  // where the lowering choices came from, and what they are
     std::vector<placement_segment> segments;
     std::vector<std::string> host_nodes;  // "node 12 (gather ...): why"
+    std::size_t chunks = 1;               // chunks of whole stages (placement_segment::chunk)
 
     // How many segments the Neural Engine refused.
     [[nodiscard]] std::size_t refused() const noexcept;

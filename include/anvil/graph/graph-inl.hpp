@@ -76,6 +76,14 @@ ANVIL_INLINE value graph::apply(op kind, std::span<const value> inputs, attribut
     return append(std::move(n));
 }
 
+ANVIL_INLINE std::uint32_t graph::begin_stage(std::string label) {
+    std::vector<std::string>& labels = body_->stage_labels;
+    if (labels.empty()) labels.emplace_back();  // stage 0: what was appended before any mark
+    if (labels.size() >= std::numeric_limits<std::uint32_t>::max()) throw error("graph: too many stages");
+    labels.push_back(std::move(label));
+    return static_cast<std::uint32_t>(labels.size() - 1);
+}
+
 ANVIL_INLINE graph graph::of(const value& v) {
     if (!v.valid()) throw error("graph::of: an empty value belongs to no graph");
     return graph(v.owner());
@@ -93,6 +101,7 @@ ANVIL_INLINE graph_body body_of(std::span<const value> outputs, std::string_view
         body.outputs.push_back(outputs[i].id());
     }
     body.nodes = owner->nodes;
+    body.stage_labels = owner->stage_labels;
     return body;
 }
 
@@ -100,6 +109,7 @@ ANVIL_INLINE value graph::append(node n) {
     if (body_->nodes.size() >= std::numeric_limits<value_id>::max()) {
         throw error("graph: too many nodes");
     }
+    if (!body_->stage_labels.empty()) n.stage = static_cast<std::uint32_t>(body_->stage_labels.size() - 1);
     body_->nodes.push_back(std::move(n));
     return {body_, static_cast<value_id>(body_->nodes.size() - 1)};
 }

@@ -29,12 +29,20 @@ struct node {
     attributes attrs;
     std::string name;  // an input's binding name; a constant's label (the weight name); empty otherwise
     host_tensor data;  // op::constant only
+    // The stage the recipe was building when it appended the node (graph::begin_stage; 0 when it marked
+    // none). Passes copy it; a node a pass creates may leave it 0, and then counts as in the latest stage of
+    // its operands (effective_stages, graph/stages.hpp).
+    std::uint32_t stage = 0;
 };
 
 // A graph's nodes with the values a program must produce: what passes transform and backends compile.
 struct graph_body {
     std::vector<node> nodes;
     std::vector<value_id> outputs;
+    // The label of each stage a recipe marked ("embedding", "layer 0", ..., "head"), by stage number; empty
+    // when it marked none (every node is stage 0). Passes that rebuild a body may drop it: a backend reads
+    // it from the body compile() was given.
+    std::vector<std::string> stage_labels = {};
 };
 
 class graph;
@@ -93,6 +101,13 @@ public:
 
     // A scalar constant of `type`: the right operand of `x * 0.5`.
     value scalar(double number, dtype type = dtype::f32);
+
+    // Starts a stage: the nodes appended from now on belong to it, until the next call. Stages are the units
+    // a recipe repeats (a decoder layer) or sets apart (the embedding, the head); the Neural Engine backend
+    // splits a model whose weights pass one program's limit only between stages where it can
+    // (backend/ane/partition.hpp), so each program holds whole layers. Returns the stage's number (the
+    // nodes appended before the first call are stage 0, labelled "").
+    std::uint32_t begin_stage(std::string label);
 
     // Appends `kind` applied to `inputs`; infers the result's type and shape (throwing shape_error or
     // type_error that name the op and the operands) and canonicalises the attributes.

@@ -187,6 +187,7 @@ ANVIL_INLINE graph_body fuse_elementwise(const graph_body& body, std::size_t max
         }
         node fused;
         fused.kind = op::fused_elementwise;
+        fused.stage = root.stage;
         fused.result = root.result;
         fused.inputs = leaves;
         fused.attrs.to = root.result.type;

@@ -238,6 +238,27 @@ ANVIL_INLINE bool is_weight_slot(const node& reader, value_id id) {
 
 }  // namespace detail::compression
 
+ANVIL_INLINE std::size_t compressed_weight_bytes(std::int64_t rows, std::int64_t columns,
+                                                 weight_compression how) {
+    const auto elements = static_cast<std::size_t>(rows * columns);
+    if (how == weight_compression::none || rows * columns < min_compressed_elements) return 2 * elements;
+    const auto channels = static_cast<std::size_t>(rows);
+    switch (how) {
+        case weight_compression::int8:
+            return elements + 2 * channels;
+        case weight_compression::lut4:
+            return (elements * 4 + 7) / 8 + 16 * 2;
+        case weight_compression::lut4g32:
+            return (elements * 4 + 7) / 8 +
+                   channels / static_cast<std::size_t>(detail::compression::group_rows(rows, 32)) * 16 * 2;
+        case weight_compression::lut6:
+            return (elements * 6 + 7) / 8 + 64 * 2;
+        case weight_compression::none:
+            break;
+    }
+    return 2 * elements;
+}
+
 ANVIL_INLINE graph_body compress_weights(const graph_body& body, weight_compression how) {
     using namespace detail::compression;
     if (how == weight_compression::none) return body;

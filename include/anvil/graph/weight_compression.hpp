@@ -33,6 +33,14 @@ enum class weight_compression : std::uint8_t {
 // outweigh them.
 inline constexpr std::int64_t min_compressed_elements = 256;
 
+// The bytes a Core ML program stores for a weight [rows, columns] compressed `how` (the lowering keeps it as
+// a constexpr op, backend/ane/lowering_context.hpp): int8 values and an fp16 scale per row; palette indices
+// packed at 4 or 6 bits and fp16 palettes (one per 32-row group for lut4g32). fp16 for none, and for weights
+// under min_compressed_elements, which stay as they are. The private Neural Engine path embeds every weight
+// in fp16 whatever this says. Blob headers and alignment are not counted.
+[[nodiscard]] std::size_t compressed_weight_bytes(std::int64_t rows, std::int64_t columns,
+                                                  weight_compression how);
+
 // Replaces each floating-point constant that is the weight (operand 1) of linear or conv2d nodes, directly
 // or through a floating-point cast, and is read by nothing else, with its compressed form: dequantize_int8
 // or dequantize_lut over new constants, named as the weight was (a tied embedding, also read by a gather,

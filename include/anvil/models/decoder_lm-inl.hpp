@@ -411,6 +411,10 @@ ANVIL_INLINE std::string cache_value_name(std::int64_t layer) {
     return "v" + std::to_string(layer);
 }
 
+ANVIL_INLINE std::string layer_stage_label(std::int64_t layer) {
+    return "layer " + std::to_string(layer);
+}
+
 ANVIL_INLINE std::string window_key_name(std::int64_t layer) {
     return "wk" + std::to_string(layer);
 }
@@ -422,6 +426,9 @@ ANVIL_INLINE std::string window_value_name(std::int64_t layer) {
 ANVIL_INLINE std::vector<value> decoder_step(graph& g, const decoder_weights& w, const decoder_config& c,
                                              const step_shape& s,
                                              const std::optional<step_rope>& rope_tables) {
+    // Stages (graph::begin_stage): the embedding, each layer, the head. A model whose weights pass one
+    // Neural Engine program's limit runs as chunks of whole layers (backend/ane/partition.hpp).
+    g.begin_stage(std::string(embedding_stage_label));
     const dims tokens{s.batch, s.tokens};
     auto ids = g.input<std::int32_t>(std::string(step_ids_name), tokens);
     tensor<float> x = embedding(w.token_embeddings, ids);
@@ -445,6 +452,7 @@ ANVIL_INLINE std::vector<value> decoder_step(graph& g, const decoder_weights& w,
     const dims cache{s.batch, c.kv_heads, s.context, c.head_dim};
     const dims window{s.batch, c.kv_heads, s.window, c.head_dim};
     for (std::int64_t i = 0; i < c.layers; ++i) {
+        g.begin_stage(layer_stage_label(i));
         std::vector<tensor<float>> keys{g.input<float>(cache_key_name(i), cache)};
         std::vector<tensor<float>> values{g.input<float>(cache_value_name(i), cache)};
         if (s.window > 0) {
@@ -456,6 +464,7 @@ ANVIL_INLINE std::vector<value> decoder_step(graph& g, const decoder_weights& w,
         caches.push_back(out.key.value());
         caches.push_back(out.value.value());
     }
+    g.begin_stage(std::string(head_stage_label));
     if (s.select) x = matmul(g.input<float>(std::string(step_select_name), dims{s.batch, 1, s.tokens}), x);
     const auto logits = linear(apply(w.final_norm, x), w.head);
     std::vector<value> outputs{logits.value()};

@@ -153,6 +153,12 @@ inline constexpr std::string_view step_select_name = "select";
 [[nodiscard]] std::string window_key_name(std::int64_t layer);
 [[nodiscard]] std::string window_value_name(std::int64_t layer);
 
+// The stages a step graph marks (graph::begin_stage), in order: the embedding, each layer, the head (final
+// norm and LM head). The Neural Engine chunks a model by them, and the decoder planner names its chunks so.
+inline constexpr std::string_view embedding_stage_label = "embedding";
+inline constexpr std::string_view head_stage_label = "head";
+[[nodiscard]] std::string layer_stage_label(std::int64_t layer);
+
 struct step_shape {
     std::int64_t batch = 1;    // B: streams
     std::int64_t tokens = 1;   // S: new tokens per stream

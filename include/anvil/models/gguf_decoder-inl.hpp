@@ -38,6 +38,25 @@ struct gguf_storage {
            type == ggml_type::Q6_K;
 }
 
+// The architectures anvil reads from GGUF files, with the Hugging Face class each stands for.
+struct known_architecture {
+    std::string_view arch, architecture;
+    bool permuted;  // llama.cpp reorders attn_q / attn_k for interleaved rotation
+};
+inline constexpr known_architecture known_architectures[] = {
+    {"llama", "LlamaForCausalLM", true},
+    {"qwen2", "Qwen2ForCausalLM", false},
+    {"qwen3", "Qwen3ForCausalLM", false},
+    {"gpt2", "GPT2LMHeadModel", false},
+};
+
+// The entry for general.architecture `arch`, or nullptr.
+[[nodiscard]] inline const known_architecture* find_architecture(std::string_view arch) {
+    for (const known_architecture& k : known_architectures)
+        if (k.arch == arch) return &k;
+    return nullptr;
+}
+
 // llama.cpp's per-layer tensor names and Hugging Face's, for the llama-style architectures.
 struct layer_name {
     std::string_view gguf, hf;
@@ -155,25 +174,11 @@ ANVIL_INLINE bool is_gguf_path(const std::filesystem::path& path) {
     return path.extension() == ".gguf";
 }
 
-ANVIL_INLINE gguf_decoder read_gguf_decoder(const std::filesystem::path& file) {
+ANVIL_INLINE json::value gguf_decoder_config(const gguf_file& g, bool tied) {
     using anvil::detail::message;
-    auto storage = std::make_shared<gguf_detail::gguf_storage>(gguf_file::open(file));
-    const gguf_file& g = storage->file;
-    const std::string source = file.string();
+    const std::string source(g.source_name());
     const std::string& arch = g.string("general.architecture");
-    struct known {
-        std::string_view arch, architecture;
-        bool permuted;  // llama.cpp reorders attn_q / attn_k for interleaved rotation
-    };
-    static constexpr known archs[] = {
-        {"llama", "LlamaForCausalLM", true},
-        {"qwen2", "Qwen2ForCausalLM", false},
-        {"qwen3", "Qwen3ForCausalLM", false},
-        {"gpt2", "GPT2LMHeadModel", false},
-    };
-    const known* kind = nullptr;
-    for (const known& k : archs)
-        if (k.arch == arch) kind = &k;
+    const gguf_detail::known_architecture* kind = gguf_detail::find_architecture(arch);
     if (kind == nullptr) {
         throw unsupported_error(
             message(source, ": general.architecture '", arch,
@@ -212,18 +217,9 @@ ANVIL_INLINE gguf_decoder read_gguf_decoder(const std::filesystem::path& file) {
     json::object config;
     config["model_type"] = json::value(std::string(arch));
     config["architectures"] = json::value(json::array{json::value(std::string(kind->architecture))});
-    const gguf_tensor* embeddings = g.find_tensor("token_embd.weight");
-    const gguf_tensor* head = g.find_tensor("output.weight");
-    // llama.cpp's converter writes GPT-2's tied head out as a copy of the embeddings.
-    const bool tied =
-        head == nullptr || (embeddings != nullptr && head->type == embeddings->type &&
-                            head->ne == embeddings->ne && std::ranges::equal(head->bytes, embeddings->bytes));
-    if (embeddings != nullptr) config["vocab_size"] = json::value(embeddings->shape().front());
+    if (const gguf_tensor* embeddings = g.find_tensor("token_embd.weight"); embeddings != nullptr)
+        config["vocab_size"] = json::value(embeddings->shape().front());
     config["tie_word_embeddings"] = json::value(tied);
-    std::optional<gguf_vocabulary> vocabulary = read_gguf_vocabulary(g);
-    if (g.find("tokenizer.ggml.bos_token_id") != nullptr)
-        config["bos_token_id"] = json::value(g.integer("tokenizer.ggml.bos_token_id"));
-    config["eos_token_id"] = gguf_detail::end_of_generation_ids(g, vocabulary.has_value());
     if (gpt2) {
         config["n_embd"] = json::value(hidden);
         config["n_layer"] = json::value(integer_or("block_count", std::nullopt));
@@ -288,6 +284,32 @@ ANVIL_INLINE gguf_decoder read_gguf_decoder(const std::filesystem::path& file) {
         throw format_error(
             message(source, ": a ", arch, " model of ", layers, " blocks needs tensors it lacks: ", list));
     }
+    return json::value(std::move(config));
+}
+
+ANVIL_INLINE gguf_decoder read_gguf_decoder(const std::filesystem::path& file) {
+    using anvil::detail::message;
+    auto storage = std::make_shared<gguf_detail::gguf_storage>(gguf_file::open(file));
+    const gguf_file& g = storage->file;
+    const std::string source = file.string();
+    const gguf_tensor* embeddings = g.find_tensor("token_embd.weight");
+    const gguf_tensor* head = g.find_tensor("output.weight");
+    // llama.cpp's converter writes GPT-2's tied head out as a copy of the embeddings.
+    const bool tied =
+        head == nullptr || (embeddings != nullptr && head->type == embeddings->type &&
+                            head->ne == embeddings->ne && std::ranges::equal(head->bytes, embeddings->bytes));
+    json::value config_value = gguf_decoder_config(g, tied);
+    json::object& config = config_value.as_object();
+    std::optional<gguf_vocabulary> vocabulary = read_gguf_vocabulary(g);
+    if (g.find("tokenizer.ggml.bos_token_id") != nullptr)
+        config["bos_token_id"] = json::value(g.integer("tokenizer.ggml.bos_token_id"));
+    config["eos_token_id"] = gguf_detail::end_of_generation_ids(g, vocabulary.has_value());
+    // gguf_decoder_config checked the architecture and the head counts.
+    const gguf_detail::known_architecture* kind =
+        gguf_detail::find_architecture(g.string("general.architecture"));
+    const bool gpt2 = kind->arch == "gpt2";
+    const std::int64_t heads = config.find(gpt2 ? "n_head" : "num_attention_heads")->as_int();
+    const std::int64_t kv_heads = gpt2 ? heads : config.find("num_key_value_heads")->as_int();
 
     std::vector<checkpoint_tensor> tensors;
     for (const gguf_tensor& t : g.tensors()) {
@@ -295,7 +317,7 @@ ANVIL_INLINE gguf_decoder read_gguf_decoder(const std::filesystem::path& file) {
         std::string name = gguf_detail::hf_name(t.name, gpt2);
         if (name.empty())
             throw unsupported_error(
-                message(source, ": tensor '", t.name, "' is not one of a ", arch, " model's"));
+                message(source, ": tensor '", t.name, "' is not one of a ", kind->arch, " model's"));
         std::vector<std::int64_t> shape = t.shape();
         const bool permute = kind->permuted && shape.size() == 2 &&
                              (t.name.ends_with(".attn_q.weight") || t.name.ends_with(".attn_k.weight"));
@@ -353,7 +375,7 @@ ANVIL_INLINE gguf_decoder read_gguf_decoder(const std::filesystem::path& file) {
     }
     auto weights =
         std::make_shared<const checkpoint>(checkpoint::from_tensors(source, std::move(tensors), storage));
-    return {json::value(std::move(config)), std::move(weights), std::move(vocabulary)};
+    return {std::move(config_value), std::move(weights), std::move(vocabulary)};
 }
 
 }  // namespace anvil::models

@@ -43,6 +43,12 @@ struct gguf_decoder {
 // that contradict each other.
 [[nodiscard]] gguf_decoder read_gguf_decoder(const std::filesystem::path& file);
 
+// What config.json would hold for `g` (decoder_config::from_json reads it), from its metadata and tensor
+// infos alone: no tensor's data is read, so a planner sizes a model of any size at once. `tied`: whether the
+// head is the token embeddings. The end-of-generation and BOS ids, which need the vocabulary, are
+// read_gguf_decoder's to add. unsupported_error and format_error as read_gguf_decoder says.
+[[nodiscard]] json::value gguf_decoder_config(const gguf_file& g, bool tied);
+
 // Whether `path` names a GGUF file (by its extension, as llama.cpp's tools do).
 [[nodiscard]] bool is_gguf_path(const std::filesystem::path& path);
 

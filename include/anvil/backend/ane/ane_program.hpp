@@ -20,8 +20,10 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -50,6 +52,7 @@
 #include "anvil/core/warning.hpp"
 #include "anvil/graph/dump.hpp"
 #include "anvil/graph/passes.hpp"
+#include "anvil/graph/stages.hpp"
 
 namespace anvil::detail::ane {
 
@@ -159,7 +162,8 @@ inline graph_body prepare_body(graph_body body, const compile_options& options, 
 
 class ane_program final : public program_impl {
 public:
-    ane_program(graph_body body, const compile_options& options) : options_(options) {
+    ane_program(graph_body body, const compile_options& options)
+        : options_(options), stage_labels_(body.stage_labels) {
         body = prepare_body(std::move(body), options, options.target == device::coreml);
 
         if (on_coreml()) {
@@ -180,8 +184,9 @@ public:
         choose_lowering_for(options);
         if (on_coreml()) states_supported_ = coreml::coreml_model::supports_states();
         // Compressed after tiling, so a tile of a wide weight is compressed on its own.
-        body_ =
-            compress_weights(tile_wide_linears(body, lowering_.max_dimension), options.weight_compression);
+        body_ = compress_weights(
+            tile_wide_linears(body, lowering_.max_dimension, options.ane_max_program_weight_bytes),
+            options.weight_compression);
         for (std::size_t id = 0; id < body_.nodes.size(); ++id) {
             const node& n = body_.nodes[id];
             if (n.kind != op::input) continue;
@@ -204,6 +209,8 @@ public:
         for (const auto& fallback : parts.fallbacks)
             placement_.host_nodes.push_back(
                 message(describe_node(body_, fallback.node), ": ", fallback.reason));
+        placement_.chunks = parts.chunks.size();
+        stage_of_ = effective_stages(body_);
         std::vector<planned_segment> plan = plan_segments(std::move(parts.segments));
 
         std::size_t ane_index = 0;
@@ -216,7 +223,10 @@ public:
             report.op_count = planned.seg.nodes.size();
             report.ops = ops_summary(body_, planned.seg.nodes);
             report.reason = std::move(planned.cpu_reason);
+            report.chunk = planned.seg.chunk;
+            report.stages = stages_held(planned.seg.nodes);
             if (planned.seg.device == segment_device::ane) {
+                report.weight_bytes = segment_weight_bytes(body_, planned.seg.nodes);
                 const std::size_t index = ane_index++;
                 try {
                     s.ane = on_coreml() ? build_coreml_step(planned.seg, std::move(*planned.lowered), index)
@@ -307,6 +317,10 @@ public:
                     cache_hits_, " loaded from the cache, ", shared_surfaces_,
                     " intermediate(s) passed between ANE programs by IOSurface\n",
                     "lowering: ", placement_.lowering, "\n");
+        if (placement_.chunks > 1) {
+            text += message("chunks: ", placement_.chunks, " of whole stages, by the limit of ",
+                            options_.ane_max_program_weight_bytes, " weight bytes per program\n");
+        }
         for (const auto& host : placement_.host_nodes)
             text += message("host: ", host, "\n");
         for (std::size_t i = 0; i < steps_.size(); ++i) {
@@ -317,10 +331,10 @@ public:
                     message("segment ", i, ": CPU (", p.ops, ")", p.reason.empty() ? "" : ": ", p.reason,
                             p.framework_error.empty() ? "" : ": ", p.framework_error, "\n", s.cpu->dump());
             } else {
-                text +=
-                    message("segment ", i, on_coreml() ? ": Core ML (" : ": ANE (", s.ane->key.substr(0, 16),
-                            p.cached ? ", cached" : "", "; ", p.ops, "; ", s.ane->lowered.padded_surfaces,
-                            " surface(s) padded to the I/O width)\n", s.ane->lowered.mil);
+                text += message("segment ", i, on_coreml() ? ": Core ML (" : ": ANE (",
+                                s.ane->key.substr(0, 16), p.cached ? ", cached" : "", "; ", chunk_summary(p),
+                                p.ops, "; ", s.ane->lowered.padded_surfaces,
+                                " surface(s) padded to the I/O width)\n", s.ane->lowered.mil);
             }
         }
         return text;
@@ -408,6 +422,35 @@ private:
     };
 
     static std::string segment_input_name(value_id id) { return message("v", id); }
+
+    // The stages whose weights `nodes` read ("layer 2 to layer 5"), else those the nodes belong to; "" for a
+    // graph without stage marks.
+    [[nodiscard]] std::string stages_held(std::span<const value_id> nodes) const {
+        if (stage_labels_.empty() || nodes.empty()) return {};
+        std::uint32_t first = std::numeric_limits<std::uint32_t>::max(), last = 0;
+        for (const bool weighted_only : {true, false}) {
+            for (const value_id id : nodes) {
+                const bool reads_weights =
+                    std::any_of(body_.nodes[id].inputs.begin(), body_.nodes[id].inputs.end(),
+                                [&](value_id input) { return is_weight_value(body_, input); });
+                if (weighted_only && !reads_weights) continue;
+                first = std::min(first, stage_of_[id]);
+                last = std::max(last, stage_of_[id]);
+            }
+            if (first <= last) break;
+        }
+        const auto label = [&](std::uint32_t stage) {
+            return stage < stage_labels_.size() ? stage_labels_[stage] : message("stage ", stage);
+        };
+        return stage_range(label(first), label(last));
+    }
+
+    // "chunk 1 of 3: layer 2 to layer 3, 123456 weight bytes; " for the dump, "" with one chunk.
+    [[nodiscard]] std::string chunk_summary(const placement_segment& p) const {
+        if (placement_.chunks < 2) return {};
+        return message("chunk ", p.chunk, " of ", placement_.chunks, ": ", p.stages,
+                       p.stages.empty() ? "" : ", ", p.weight_bytes, " weight bytes; ");
+    }
 
     [[nodiscard]] bool on_coreml() const noexcept { return options_.target == device::coreml; }
 
@@ -1033,6 +1076,8 @@ private:
     }
 
     compile_options options_;
+    std::vector<std::string> stage_labels_;  // the recipe's stage labels (graph::begin_stage), by stage
+    std::vector<std::uint32_t> stage_of_;    // per node of body_: its effective stage
     graph_body body_;
     lowering_options lowering_;
     lowering_choices choices_;

@@ -1,8 +1,13 @@
 // anvil: partitioning a graph between the Neural Engine and the CPU. Each compute node is placed where the
 // ANE lowering says it can run (supports()); the nodes are then scheduled into as few alternating segments
 // as a greedy list schedule finds (keep taking ready nodes of the current device, switch only when none is
-// ready), and ANE segments that would hold too many weights are split. Each segment knows the values it reads
-// from outside and the values later segments or the program's outputs need from it.
+// ready). A model whose weights pass one program's limit is split into chunks of whole stages
+// (graph/stages.hpp: the layers a recipe marked with graph::begin_stage), so that only the values between
+// layers pass from one program to the next and each program reads its own layers' KV caches; the schedule
+// finishes a chunk before it starts the next. A stage past the limit on its own (and a graph without stage
+// marks, which is one stage) is split between its nodes, a new program before the node whose weights would
+// pass the limit. Each segment knows the values it reads from outside and the values later segments or the
+// program's outputs need from it.
 #pragma once
 
 #include <algorithm>
@@ -15,6 +20,7 @@
 #include "anvil/backend/ane/support.hpp"
 #include "anvil/core/error.hpp"
 #include "anvil/graph/graph.hpp"
+#include "anvil/graph/stages.hpp"
 
 namespace anvil::detail::ane {
 
@@ -25,6 +31,7 @@ struct segment {
     std::vector<value_id> nodes;    // compute nodes, topologically ordered
     std::vector<value_id> inputs;   // values read from outside: program inputs or earlier segments' results
     std::vector<value_id> outputs;  // values later segments or the program's outputs read
+    std::size_t chunk = 0;          // the chunk of stages it belongs to (partition_result::chunks)
 };
 
 // A node the Neural Engine does not run, and why (for strict_device errors and the program's dump).
@@ -36,6 +43,7 @@ struct host_fallback {
 struct partition_result {
     std::vector<segment> segments;
     std::vector<host_fallback> fallbacks;
+    std::vector<stage_chunk> chunks;  // the stages each chunk holds, by effective stage (effective_stages)
 };
 
 struct partition_limits {
@@ -58,17 +66,30 @@ inline bool is_weight_value(const graph_body& body, value_id id) {
     return from_constants && std::find(body.outputs.begin(), body.outputs.end(), id) == body.outputs.end();
 }
 
-// The bytes of weights node `id` reads that no earlier node of its program read (fp16 on the ANE, whatever
-// the checkpoint stored).
-inline std::size_t constant_bytes_read(const graph_body& body, value_id id, std::vector<bool>& counted) {
+// The fp16 bytes of a weight as the ANE embeds it, whatever the checkpoint stored.
+inline std::size_t weight_value_bytes(const graph_body& body, value_id id) {
+    return static_cast<std::size_t>(body.nodes[id].result.shape.element_count()) * 2;
+}
+
+// The bytes of weights node `id` reads that no earlier node of the same program (or stage) read: each
+// program embeds its own copy of a weight, once. `counted_in[w]` is where weight w was last counted.
+inline std::size_t new_weight_bytes(const graph_body& body, value_id id, std::vector<std::size_t>& counted_in,
+                                    std::size_t where) {
     std::size_t bytes = 0;
     for (const value_id input : body.nodes[id].inputs) {
-        const node& producer = body.nodes[input];
-        if (is_weight_value(body, input) && !counted[input]) {
-            counted[input] = true;
-            bytes += static_cast<std::size_t>(producer.result.shape.element_count()) * 2;
-        }
+        if (!is_weight_value(body, input) || counted_in[input] == where) continue;
+        counted_in[input] = where;
+        bytes += weight_value_bytes(body, input);
     }
+    return bytes;
+}
+
+// The bytes of the weights a segment's nodes read, each counted once: what its program embeds.
+inline std::size_t segment_weight_bytes(const graph_body& body, std::span<const value_id> nodes) {
+    std::vector<std::size_t> counted_in(body.nodes.size(), 0);
+    std::size_t bytes = 0;
+    for (const value_id id : nodes)
+        bytes += new_weight_bytes(body, id, counted_in, 1);
     return bytes;
 }
 
@@ -166,7 +187,34 @@ inline void merge_cpu_neighbours(const graph_body& body, std::vector<segment>& s
             needed[input] = true;
     }
 
-    // Greedy list schedule: pending operand counts, a ready list per device.
+    // The chunks: whole stages packed by the weights their Neural Engine nodes read (each weight counted
+    // once per stage), in the order the schedule below would meet them.
+    const std::vector<std::uint32_t> stage = effective_stages(body);
+    std::uint32_t last_stage = 0;
+    for (std::size_t id = 0; id < count; ++id)
+        if (is_compute[id] && needed[id]) last_stage = std::max(last_stage, stage[id]);
+    std::vector<stage_weights> stages(static_cast<std::size_t>(last_stage) + 1);
+    {
+        std::vector<std::size_t> counted_in(count, static_cast<std::size_t>(-1));
+        for (std::size_t id = 0; id < count; ++id) {
+            if (!is_compute[id] || !needed[id] || device[id] != segment_device::ane) continue;
+            const std::size_t bytes =
+                new_weight_bytes(body, static_cast<value_id>(id), counted_in, stage[id]);
+            if (bytes == 0) continue;
+            stages[stage[id]].bytes += bytes;
+            stages[stage[id]].pieces.push_back(bytes);
+        }
+    }
+    result.chunks = chunk_stages(stages, limits.max_program_weight_bytes);
+    std::vector<std::size_t> chunk_of_stage(stages.size(), 0);
+    for (std::size_t c = 0; c < result.chunks.size(); ++c)
+        for (std::size_t s = result.chunks[c].first; s <= result.chunks[c].last; ++s)
+            chunk_of_stage[s] = c;
+    const auto chunk_of = [&](value_id id) { return chunk_of_stage[stage[id]]; };
+
+    // Greedy list schedule: pending operand counts, a ready list per device. Chunks come in order (every
+    // operand's chunk is at most its reader's, so the earliest chunk always has a ready node); within one,
+    // the current device's ready nodes are taken until none is left, then the other device's.
     std::vector<std::size_t> pending(count, 0);
     std::vector<std::vector<value_id>> readers(count);
     for (std::size_t id = 0; id < count; ++id) {
@@ -183,30 +231,47 @@ inline void merge_cpu_neighbours(const graph_body& body, std::vector<segment>& s
         if (is_compute[id] && needed[id] && pending[id] == 0)
             ready[slot(device[id])].push_back(static_cast<value_id>(id));
     }
-    std::vector<bool> weight_counted(count, false);
+    // The ready node of `list` in chunk `chunk` with the lowest id (which keeps the schedule close to the
+    // graph's own order: stable dumps, stable MIL), or list.end().
+    const auto first_in = [&](std::vector<value_id>& list, std::size_t chunk) {
+        auto best = list.end();
+        for (auto it = list.begin(); it != list.end(); ++it)
+            if (chunk_of(*it) == chunk && (best == list.end() || *it < *best)) best = it;
+        return best;
+    };
+    std::vector<std::size_t> counted_in(count, static_cast<std::size_t>(-1));
     std::size_t current_weight_bytes = 0;
-    segment_device current = ready[0].empty() ? segment_device::cpu : segment_device::ane;
-    auto open_segment = [&](segment_device d) {
-        result.segments.push_back({d, {}, {}, {}});
+    segment_device current = segment_device::cpu;
+    auto open_segment = [&](segment_device d, std::size_t chunk) {
+        result.segments.push_back({d, {}, {}, {}, chunk});
         current = d;
         current_weight_bytes = 0;
     };
-    bool any = !ready[0].empty() || !ready[1].empty();
-    if (any) open_segment(current);
     while (!ready[0].empty() || !ready[1].empty()) {
+        std::size_t chunk = static_cast<std::size_t>(-1);
+        for (const auto& list : ready)
+            for (const value_id id : list)
+                chunk = std::min(chunk, chunk_of(id));
+        const bool in_chunk = !result.segments.empty() && result.segments.back().chunk == chunk;
         auto& list = ready[slot(current)];
-        if (list.empty()) {
-            open_segment(current == segment_device::ane ? segment_device::cpu : segment_device::ane);
+        const auto it = in_chunk ? first_in(list, chunk) : list.end();
+        if (it == list.end()) {
+            // Within the chunk the other device takes over; a new chunk starts on the Neural Engine when it
+            // has work there.
+            const segment_device other =
+                current == segment_device::ane ? segment_device::cpu : segment_device::ane;
+            const bool ane_ready = first_in(ready[0], chunk) != ready[0].end();
+            open_segment(in_chunk ? other : (ane_ready ? segment_device::ane : segment_device::cpu), chunk);
             continue;
         }
-        // Lowest id first keeps the schedule close to the graph's own order (stable dumps, stable MIL).
-        const auto it = std::min_element(list.begin(), list.end());
         const value_id id = *it;
         list.erase(it);
         if (current == segment_device::ane) {
-            const std::size_t bytes = constant_bytes_read(body, id, weight_counted);
+            std::size_t where = result.segments.size() - 1;
+            std::size_t bytes = new_weight_bytes(body, id, counted_in, where);
             if (current_weight_bytes > 0 && current_weight_bytes + bytes > limits.max_program_weight_bytes) {
-                open_segment(segment_device::ane);
+                open_segment(segment_device::ane, chunk);
+                bytes = new_weight_bytes(body, id, counted_in, ++where);
             }
             current_weight_bytes += bytes;
         }

@@ -1,10 +1,14 @@
-// anvil: tiling for the Neural Engine's dimension limit. A linear layer whose output features exceed it —
-// a vocabulary head of 32,000 or 151,936 logits — becomes several linears over slices of its weight rows,
-// each within the limit, joined by a concat (ANEMLL splits LM heads the same way, MIL.md §2.4; ORI #16
-// reports a 32,000-channel conv rejected). The tiles run on the ANE; the concat, whose result still exceeds
-// the limit, runs on the host, reading the tiles' output surfaces.
+// anvil: tiling for the Neural Engine's limits. A linear layer whose output features exceed the dimension
+// limit — a vocabulary head of 32,000 or 151,936 logits — or whose weights alone pass one program's weight
+// limit becomes several linears over slices of its weight rows, each within both, joined by a concat
+// (ANEMLL splits LM heads the same way, MIL.md §2.4; ORI #16 reports a 32,000-channel conv rejected). The
+// tiles run on the ANE, as many in one program as its weight limit allows (partition.hpp); a concat whose
+// result still exceeds the dimension limit runs on the host, reading the tiles' output surfaces.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -27,15 +31,36 @@ inline host_tensor leading_rows(const host_tensor& tensor, std::int64_t first, s
     return rows;
 }
 
-// Splits every linear with constant weights whose output features exceed `max_dimension` (the graph's
-// constants are materialised first, so weights are op::constant nodes).
-[[nodiscard]] inline graph_body tile_wide_linears(const graph_body& body, std::int64_t max_dimension) {
-    bool any = false;
-    for (const auto& n : body.nodes) {
-        if (n.kind == op::linear && body.nodes[n.inputs[1]].kind == op::constant &&
-            n.result.shape[n.result.shape.rank() - 1] > max_dimension)
-            any = true;
+// How many row tiles a linear of `features` outputs and `weight_bytes` fp16 weight bytes needs: within
+// `max_dimension` features and `max_weight_bytes` bytes each (1: none). The decoder planner
+// (models/decoder_plan.hpp) counts a head's tiles with it too.
+[[nodiscard]] inline std::int64_t linear_tiles(std::int64_t features, std::size_t weight_bytes,
+                                               std::int64_t max_dimension, std::size_t max_weight_bytes) {
+    std::int64_t tiles = (features + max_dimension - 1) / max_dimension;
+    if (max_weight_bytes > 0 && weight_bytes > max_weight_bytes && features > 0) {
+        // Whole rows per tile: as many as fit the limit (at least one).
+        const std::size_t row_bytes = weight_bytes / static_cast<std::size_t>(features);
+        const auto rows = static_cast<std::int64_t>(std::max<std::size_t>(1, max_weight_bytes / row_bytes));
+        tiles = std::max(tiles, (features + rows - 1) / rows);
     }
+    return std::min(std::max<std::int64_t>(tiles, 1), std::max<std::int64_t>(features, 1));
+}
+
+// Splits every linear with constant weights whose output features exceed `max_dimension`, or whose weights
+// (fp16) exceed `max_weight_bytes` (0: no limit), into row tiles of ceil(features / tiles) rows (the graph's
+// constants are materialised first, so weights are op::constant nodes). Tiles keep the linear's stage.
+[[nodiscard]] inline graph_body tile_wide_linears(const graph_body& body, std::int64_t max_dimension,
+                                                  std::size_t max_weight_bytes = 0) {
+    const auto tiles_of = [&](const graph_body& in, const node& n) -> std::int64_t {
+        if (n.kind != op::linear || in.nodes[n.inputs[1]].kind != op::constant) return 1;
+        if (n.inputs.size() == 3 && in.nodes[n.inputs[2]].kind != op::constant) return 1;
+        const dims& weight = in.nodes[n.inputs[1]].result.shape;
+        return linear_tiles(weight[0], static_cast<std::size_t>(weight.element_count()) * 2, max_dimension,
+                            max_weight_bytes);
+    };
+    bool any = false;
+    for (const auto& n : body.nodes)
+        any = any || tiles_of(body, n) > 1;
     if (!any) return body;
     graph_body result;
     std::vector<value_id> mapped(body.nodes.size(), 0);
@@ -47,16 +72,13 @@ inline host_tensor leading_rows(const host_tensor& tensor, std::int64_t first, s
         node n = body.nodes[id];
         for (auto& input : n.inputs)
             input = mapped[input];
-        const bool wide = n.kind == op::linear && result.nodes[n.inputs[1]].kind == op::constant &&
-                          (n.inputs.size() < 3 || result.nodes[n.inputs[2]].kind == op::constant) &&
-                          n.result.shape[n.result.shape.rank() - 1] > max_dimension;
-        if (!wide) {
+        const std::int64_t tiles = tiles_of(result, n);
+        if (tiles == 1) {
             mapped[id] = append(std::move(n));
             continue;
         }
         const node& weight = result.nodes[n.inputs[1]];
         const std::int64_t features = weight.result.shape[0];
-        const std::int64_t tiles = (features + max_dimension - 1) / max_dimension;
         const std::int64_t per_tile = (features + tiles - 1) / tiles;
         std::vector<value_id> parts;
         for (std::int64_t first = 0; first < features; first += per_tile) {
@@ -76,6 +98,7 @@ inline host_tensor leading_rows(const host_tensor& tensor, std::int64_t first, s
             }
             node tile;
             tile.kind = op::linear;
+            tile.stage = n.stage;
             tile.inputs = inputs;
             std::vector<value_type> types;
             for (const value_id input : inputs)
@@ -85,6 +108,7 @@ inline host_tensor leading_rows(const host_tensor& tensor, std::int64_t first, s
         }
         node join;
         join.kind = op::concat;
+        join.stage = n.stage;
         join.inputs = parts;
         join.attrs.axis = static_cast<std::int64_t>(n.result.shape.rank()) - 1;
         std::vector<value_type> types;
