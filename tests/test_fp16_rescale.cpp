@@ -100,6 +100,24 @@ TEST_CASE(
     // (c) fp32 is unchanged bit for bit: powers of two move between the weights of each pair exactly.
     CHECK(anvil_test::max_difference(rescaled.logits(calibration), fp32) == 0.0);
 
+    // A Core ML export builds its graph from the same folded weights: up_proj's constant is 2^-4 of the
+    // file's.
+    const auto exported = rescaled.export_function("main", 1, 16);
+    const auto stored =
+        anvil::checkpoint::open(overflow_fixture()).tensor("model.layers.0.mlp.up_proj.weight").to_f32();
+    std::size_t seen = 0;
+    for (const anvil::node& n : anvil::graph::of(exported.outputs.front()).nodes()) {
+        if (n.kind != anvil::op::constant || n.name != "model.layers.0.mlp.up_proj.weight") continue;
+        ++seen;
+        const auto values = n.data.to_f32();
+        REQUIRE(values.size() == stored.size());
+        bool scaled = true;
+        for (std::size_t i = 0; i < values.size(); ++i)
+            scaled = scaled && values[i] == std::ldexp(stored[i], -4);
+        CHECK(scaled);
+    }
+    CHECK(seen == 1);
+
     // (b) fp16 numerics on the rescaled weights: finite, and as close to fp32 as fp16 allows. The reference's
     // fp16 emulation lands at 2.0e-2 rescaled and 1.9e-2 for the model without its disguise, so the shifts
     // cost no accuracy of their own.
