@@ -2897,12 +2897,20 @@ struct node {
     attributes attrs;
     std::string name;  // an input's binding name; a constant's label (the weight name); empty otherwise
     host_tensor data;  // op::constant only
+    // The stage the recipe was building when it appended the node (graph::begin_stage; 0 when it marked
+    // none). Passes copy it; a node a pass creates may leave it 0, and then counts as in the latest stage of
+    // its operands (effective_stages, graph/stages.hpp).
+    std::uint32_t stage = 0;
 };
 
 // A graph's nodes with the values a program must produce: what passes transform and backends compile.
 struct graph_body {
     std::vector<node> nodes;
     std::vector<value_id> outputs;
+    // The label of each stage a recipe marked ("embedding", "layer 0", ..., "head"), by stage number; empty
+    // when it marked none (every node is stage 0). Passes that rebuild a body may drop it: a backend reads
+    // it from the body compile() was given.
+    std::vector<std::string> stage_labels = {};
 };
 
 class graph;
@@ -2961,6 +2969,13 @@ public:
 
     // A scalar constant of `type`: the right operand of `x * 0.5`.
     value scalar(double number, dtype type = dtype::f32);
+
+    // Starts a stage: the nodes appended from now on belong to it, until the next call. Stages are the units
+    // a recipe repeats (a decoder layer) or sets apart (the embedding, the head); the Neural Engine backend
+    // splits a model whose weights pass one program's limit only between stages where it can
+    // (backend/ane/partition.hpp), so each program holds whole layers. Returns the stage's number (the
+    // nodes appended before the first call are stage 0, labelled "").
+    std::uint32_t begin_stage(std::string label);
 
     // Appends `kind` applied to `inputs`; infers the result's type and shape (throwing shape_error or
     // type_error that name the op and the operands) and canonicalises the attributes.
@@ -5533,6 +5548,65 @@ bool all_constant(const graph_body& body, const node& n, std::size_t first);
 // #include "anvil/graph/passes-inl.hpp" (in the definitions at the end)
 #endif
 // #include "anvil/graph/shape_inference.hpp"
+// #include "anvil/graph/stages.hpp"
+// anvil: stages — the runs of nodes a recipe marks while it builds a model (graph::begin_stage: the
+// embedding, each decoder layer, the head) — and chunks: runs of whole stages whose weights fit one
+// program. The Neural Engine partitioner (backend/ane/partition.hpp) chunks a graph by the weights it
+// measures in it; the decoder planner (models/decoder_plan.hpp) chunks a model by the weights its config
+// implies, before any weight is read. Both call chunk_stages, so the plan a planner prints is the chunking
+// the backend runs.
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+// #include "anvil/compilation.hpp"
+// #include "anvil/graph/graph.hpp"
+
+namespace anvil {
+
+// The weights one stage's Neural Engine work reads.
+struct stage_weights {
+    std::size_t bytes = 0;            // fp16 bytes: what the ANE program embeds, whatever the checkpoint held
+    std::vector<std::size_t> pieces;  // the same bytes per node that reads weights, in the order they run
+};
+
+// Stages [first, last] run as one chunk: one program, or `programs` when its single stage alone holds more
+// weights than the limit and is split between its nodes.
+struct stage_chunk {
+    std::size_t first = 0, last = 0;
+    std::size_t weight_bytes = 0;
+    std::size_t programs = 1;
+};
+
+// Packs the stages, in order, into as few chunks as the limit allows: each chunk takes whole stages while
+// their weights fit `max_program_weight_bytes` (a greedy fill, which for runs in a fixed order gives the
+// fewest). A stage past the limit on its own is a chunk of its own, split between its nodes as
+// split_programs says. Stages without weights join the chunk around them and never start one.
+[[nodiscard]] std::vector<stage_chunk> chunk_stages(std::span<const stage_weights> stages,
+                                                    std::size_t max_program_weight_bytes);
+
+// How many programs weights read in the order of `pieces` fill, a new program starting before the piece
+// that would take the current one past the limit (a piece past it alone gets a program to itself).
+[[nodiscard]] std::size_t split_programs(std::span<const std::size_t> pieces,
+                                         std::size_t max_program_weight_bytes);
+
+// The stage of every node of `body` as chunking sees it: its own (node::stage), or the latest stage of the
+// compute nodes it reads when that is later — a node a pass created without a stage, or built out of order,
+// never runs before what it reads. Inputs and constants keep their own.
+[[nodiscard]] std::vector<std::uint32_t> effective_stages(const graph_body& body);
+
+// "layer 0 to layer 3", or "head" for one stage: how reports name a run of stages by their labels.
+[[nodiscard]] std::string stage_range(std::string_view first, std::string_view last);
+
+}  // namespace anvil
+
+#if ANVIL_DEFINITIONS
+// #include "anvil/graph/stages-inl.hpp" (in the definitions at the end)
+#endif
 // #include "anvil/graph/weight_compression.hpp"
 // anvil: weight compression — a graph pass that stores the weights of linear and conv2d nodes compressed,
 // as int8 with a scale per output channel (dequantize_int8) or as palettes of 16 or 64 values found by
@@ -5567,6 +5641,14 @@ enum class weight_compression : std::uint8_t {
 // Weights with fewer elements stay as they are: their bytes do not matter, and their scales or palette would
 // outweigh them.
 inline constexpr std::int64_t min_compressed_elements = 256;
+
+// The bytes a Core ML program stores for a weight [rows, columns] compressed `how` (the lowering keeps it as
+// a constexpr op, backend/ane/lowering_context.hpp): int8 values and an fp16 scale per row; palette indices
+// packed at 4 or 6 bits and fp16 palettes (one per 32-row group for lut4g32). fp16 for none, and for weights
+// under min_compressed_elements, which stay as they are. The private Neural Engine path embeds every weight
+// in fp16 whatever this says. Blob headers and alignment are not counted.
+[[nodiscard]] std::size_t compressed_weight_bytes(std::int64_t rows, std::int64_t columns,
+                                                  weight_compression how);
 
 // Replaces each floating-point constant that is the weight (operand 1) of linear or conv2d nodes, directly
 // or through a floating-point cast, and is read by nothing else, with its compressed form: dequantize_int8
@@ -5772,6 +5854,12 @@ struct placement_segment {
     std::string refused_at;    // "compile", "load", "evaluate": the Neural Engine refused it there; else ""
     std::string framework_error;  // the framework's message when it refused
     bool cached = false;          // an ANE program loaded from the program cache
+    // The chunk of whole stages (a model's layers, graph::begin_stage) it belongs to: a model whose weights
+    // pass ane_max_program_weight_bytes runs as several chunks, in order; 0 when there is one.
+    std::size_t chunk = 0;
+    std::string stages;  // the stages whose weights it holds ("layer 0 to layer 3"); "" if unmarked
+    // Planned for the Neural Engine: the fp16 bytes of the weights its nodes read, which its program embeds.
+    std::size_t weight_bytes = 0;
 };
 
 // Where a program's work runs: every segment, the nodes the Neural Engine does not run, and how ops were
@@ -5782,6 +5870,7 @@ struct placement_report {
     std::string lowering;  // where the lowering choices came from, and what they are
     std::vector<placement_segment> segments;
     std::vector<std::string> host_nodes;  // "node 12 (gather ...): why"
+    std::size_t chunks = 1;               // chunks of whole stages (placement_segment::chunk)
 
     // How many segments the Neural Engine refused.
     [[nodiscard]] std::size_t refused() const noexcept;
@@ -8007,6 +8096,7 @@ private:
 #include <utility>
 #include <vector>
 
+// #include "anvil/backend/program.hpp"
 // #include "anvil/compilation.hpp"
 // #include "anvil/core/host_tensor.hpp"
 // #include "anvil/core/json_value.hpp"
@@ -8438,6 +8528,12 @@ public:
     [[nodiscard]] tensor<float> load(weight_loader& loader, const std::string& name,
                                      const dims& expected) const;
 
+    // A source that reads each tensor of `replacements` (names after the prefix, shapes as stored in the
+    // checkpoint's nn.Linear layout) from there instead of the checkpoint: how fp16 rescaling
+    // (fp16_rescale.hpp) folds its powers of two into the weights once, for every program compiled after.
+    [[nodiscard]] std::shared_ptr<const decoder_weight_source> with_tensors(
+        std::map<std::string, host_tensor> replacements) const;
+
 private:
     [[nodiscard]] const tensor_view& find(const std::string& name, const dims& expected,
                                           std::string_view layout) const;
@@ -8452,7 +8548,8 @@ private:
 
     std::shared_ptr<const checkpoint> weights_;
     std::string prefix_;
-    std::map<std::string, host_tensor> prepared_;  // GPT-2's Conv1D tensors, as nn.Linear ones
+    // GPT-2's Conv1D tensors as nn.Linear ones, and the tensors with_tensors replaced: read before the file.
+    std::map<std::string, host_tensor> prepared_;
 };
 
 namespace recipe_detail {
@@ -8490,6 +8587,22 @@ inline constexpr std::string_view step_select_name = "select";
 [[nodiscard]] std::string cache_value_name(std::int64_t layer);
 [[nodiscard]] std::string window_key_name(std::int64_t layer);
 [[nodiscard]] std::string window_value_name(std::int64_t layer);
+
+// The stages a step graph marks (graph::begin_stage), in order: the embedding, each layer, the head (final
+// norm and LM head). The Neural Engine chunks a model by them, and the decoder planner names its chunks so.
+inline constexpr std::string_view embedding_stage_label = "embedding";
+inline constexpr std::string_view head_stage_label = "head";
+[[nodiscard]] std::string layer_stage_label(std::int64_t layer);
+
+// The inputs of one step for `batch` rows of `tokens` new tokens each. `ids` [B, S]; `positions` [B, S]
+// (-1: an unused slot); `cache_positions` [B, T] (-1: a slot the row has not filled; with a decode window, T
+// counts the cache's slots and then the window's); `select` one position per row whose logits the step
+// returns (empty: every position's). A query sees a key iff the key's position is at most its own (and
+// within the sliding window); an unused slot sees only itself, so its softmax stays finite.
+[[nodiscard]] std::vector<named_tensor> decoder_step_inputs(
+    const decoder_config& c, std::span<const std::int32_t> ids, std::span<const std::int64_t> positions,
+    std::span<const std::int64_t> cache_positions, std::int64_t batch, std::int64_t tokens,
+    std::int64_t context, std::span<const std::int64_t> select);
 
 struct step_shape {
     std::int64_t batch = 1;    // B: streams
@@ -8536,6 +8649,138 @@ void write_step_into_caches(graph& g, std::vector<value>& outputs, std::int64_t 
 
 #if ANVIL_DEFINITIONS
 // #include "anvil/models/decoder_lm-inl.hpp" (in the definitions at the end)
+#endif
+// #include "anvil/models/fp16_rescale.hpp"
+// anvil: fp16 rescaling for the decoder LMs (decoder_lm.hpp). The Neural Engine computes in fp16, whose
+// largest value is 65504, and some checkpoints carry activations past it that fp32 holds with ease: the
+// fp16 result is inf, then NaN. Between two projections where the second reads the first's output linearly,
+// a power of two moves freely: the producer's weight (and bias) times 2^-s, the consumer's weight times 2^s,
+// and the fp32 result is the same bit for bit — scaling by a power of two is exact, and (a 2^s)(b 2^-s) is
+// the product ab itself. Calibration runs the model in fp32 on the CPU over given token ids, measures per
+// layer and pair the largest |x| the scale divides (the producer's output and the consumer's input), picks
+// the smallest s >= 0 that brings it under a limit, and folds 2^-s and 2^s into the weights before anything
+// is compiled, so the CPU, the Neural Engine and Core ML packages all run the rescaled weights.
+//
+// The pairs, per layer:
+//   attention  v_proj -> o_proj (GPT-2: the value third of c_attn -> attn.c_proj). softmax(q k^T) v is
+//              linear in v, so the values (and the KV cache's v), attention's output and o_proj's input all
+//              shrink by 2^s; o_proj's bias stays as it is.
+//   mlp        up_proj -> down_proj, when the MLP is gated — down(act(gate) * up) is linear in up (SwiGLU:
+//              Llama, Qwen, Mistral) — or when its activation is relu (relu(x / 2^s) = relu(x) / 2^s).
+//              Between GPT-2's c_fc and c_proj lies gelu, which no power of two passes through exactly:
+//              that pair is reported with the reason and keeps its weights.
+// What no pair moves stays as it was: values before a producer (the gate, queries and keys, the residual
+// stream) and each consumer's output (what the pair adds to the residual stream). The ane_numerics reports
+// taken before and after rescaling show whatever still overflows.
+//
+// Weights: f32 ones are scaled into a copy. f16 and bf16 keep their type when every scaled value is exactly
+// representable there (none overflows or loses bits among the subnormals), else the scaled matrix is stored
+// as f32; any other type, and GGUF's quantised blocks, are dequantised to f32 and scaled — only the matrices
+// of the pairs that need a scale are copied. The consumer's scale is capped so that its largest weight stays
+// within fp16, the type the Neural Engine stores weights in (the pair's note says so when that bites).
+//
+//   anvil::models::causal_lm_options options;
+//   options.fp16_rescale.emplace();
+//   options.fp16_rescale->text = "A few paragraphs of ordinary text.";
+//   auto lm = anvil::models::causal_lm::load("models/Qwen2.5-0.5B", options);
+//   std::fputs(lm.fp16_rescale()->to_string().c_str(), stderr);  // the scales, the overflow before and after
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+// #include "anvil/backend/program.hpp"
+// #include "anvil/compilation.hpp"
+// #include "anvil/core/host_tensor.hpp"
+// #include "anvil/models/decoder_lm.hpp"
+
+namespace anvil::models {
+
+enum class projection_pair : std::uint8_t {
+    attention,  // v_proj -> o_proj
+    mlp,        // up_proj -> down_proj
+};
+
+[[nodiscard]] std::string_view projection_pair_name(projection_pair pair) noexcept;  // "attention", "mlp"
+
+struct fp16_rescale_options {
+    // The largest |x| a rescaled pair's values may reach on the calibration ids: 2^14, a quarter of fp16's
+    // 65504, so text that drives activations up to 4x past the calibration's still fits. A lower limit buys
+    // headroom at a price: a consumer's weights end up near (its output) / limit, and fp16 weights below
+    // 2^-14 lose bits.
+    double limit = 16384.0;
+    // Also run the calibration ids with ane_numerics (every op's output rounded to fp16) on the checkpoint's
+    // weights and on the rescaled ones, for the report's `before` and `after`.
+    bool check_numerics = true;
+};
+
+// One pair of projections of one layer: what calibration measured and the power of two it chose.
+struct fp16_pair_scale {
+    std::int64_t layer = 0;
+    projection_pair pair = projection_pair::attention;
+    std::string producer, consumer;  // the weights' names without ".weight": "model.layers.0.mlp.up_proj"
+    // fp32 max |x| over the calibration ids, on the checkpoint's weights: of what 2^-shift divides (the
+    // producer's output and the consumer's input), and of the consumer's output, which no shift changes.
+    double peak = 0.0;
+    double output_peak = 0.0;
+    int shift = 0;  // the producer's weight and bias times 2^-shift, the consumer's weight times 2^shift
+    // Why the shift is smaller than `peak` asks for (the pair is not linear; the consumer's weights would
+    // leave fp16), else empty.
+    std::string note;
+};
+
+struct fp16_rescale_report {
+    std::int64_t calibration_tokens = 0;
+    double limit = 0.0;
+    std::vector<fp16_pair_scale> pairs;  // layer by layer: attention, then mlp
+    // With check_numerics: the ops whose values left fp16 on the calibration ids, with the checkpoint's
+    // weights and with the rescaled ones. An op is listed where finite inputs gave values past 65504; the
+    // infinities that follow it (and overflows they hide) are not.
+    std::optional<numerics_report> before, after;
+
+    // Pairs whose weights changed (shift > 0).
+    [[nodiscard]] std::size_t rescaled_pairs() const noexcept;
+    // A line per pair, then the overflow before and after, one line per op.
+    [[nodiscard]] std::string to_string() const;
+};
+
+struct fp16_rescaled {
+    fp16_rescale_report report;
+    // The checkpoint's weights with the scales folded in (the given source itself when no pair needs one).
+    std::shared_ptr<const decoder_weight_source> weights;
+};
+
+// Calibrates on `ids` (one sequence, positions 0..n-1, in one n x n attention: a few hundred tokens is the
+// intended size) and folds the scales into the weights. `cpu` lends
+// its threads and kernels; every calibration program runs on the CPU, uncompressed. Throws error for empty
+// ids, ids outside the vocabulary, more ids than learned positions, or a model whose fp32 values are not
+// finite on them.
+[[nodiscard]] fp16_rescaled calibrate_fp16_rescale(
+    const decoder_config& c, const std::shared_ptr<const decoder_weight_source>& weights,
+    std::span<const std::int32_t> ids, const fp16_rescale_options& options = {},
+    const compile_options& cpu = {});
+
+// The smallest s >= 0 with peak / 2^s <= limit.
+[[nodiscard]] int fp16_rescale_shift(double peak, double limit);
+
+namespace recipe_detail {
+
+// `values` (as the graph computes with them, f32) times 2^exponent, as a tensor of `shape`: of type `stored`
+// (f16 or bf16) when every product is exactly representable there, else f32. Throws error naming `name`
+// when a product is not exact in f32 either.
+[[nodiscard]] host_tensor scaled_by_power_of_two(std::span<const float> values, const dims& shape,
+                                                 dtype stored, int exponent, std::string_view name);
+
+}  // namespace recipe_detail
+
+}  // namespace anvil::models
+
+#if ANVIL_DEFINITIONS
+// #include "anvil/models/fp16_rescale-inl.hpp" (in the definitions at the end)
 #endif
 // #include "anvil/models/sampling.hpp"
 // anvil: choosing the next token from a row of logits. Greedy, temperature, top-k, top-p and repetition
@@ -8649,6 +8894,14 @@ private:
 
 namespace anvil::models {
 
+// What causal_lm calibrates fp16 rescaling on (fp16_rescale.hpp): token ids, or a text encoded with the
+// model's tokenizer (special tokens added as encode() adds them) — one of the two.
+struct fp16_calibration {
+    std::vector<std::int32_t> ids;
+    std::string text;
+    fp16_rescale_options rescale;
+};
+
 struct causal_lm_options {
     load_options load;  // device (automatic by default), compile options
     // 0: the ladder's last rung, else min(max_position_embeddings, 8192) (8192 with dynamic RoPE scaling)
@@ -8660,6 +8913,9 @@ struct causal_lm_options {
     // 0: none, every step writes the cache; -1: 8 on the ANE, 0 on the CPU.
     std::int64_t decode_window = -1;
     std::int64_t max_streams = 8;  // streams batched in one decode call
+    // Calibrate at load and fold per-layer powers of two into the weights so that fp16 activations (the
+    // Neural Engine's, Core ML's, ane_numerics') stay in range; fp32 results are unchanged bit for bit.
+    std::optional<fp16_calibration> fp16_rescale;
 };
 
 struct generation_options {
@@ -8717,6 +8973,8 @@ public:
     [[nodiscard]] const std::vector<std::int64_t>& context_ladder() const noexcept { return rungs_; }
     [[nodiscard]] std::int64_t decode_window() const noexcept { return window_; }
     [[nodiscard]] std::size_t compiled_programs() const;
+    // The scales fp16 rescaling chose, and the overflow before and after (when the options asked for it).
+    [[nodiscard]] const std::optional<fp16_rescale_report>& fp16_rescale() const noexcept { return rescale_; }
 
     // The graph an exported Core ML package runs (anvil export): decoder_state_step at `tokens` new tokens
     // and `context` cache slots, with this model's weights. Outputs: logits, then the updated k0, v0, ...
@@ -8777,17 +9035,6 @@ private:
     [[nodiscard]] program& step_program(std::int64_t batch, std::int64_t tokens, std::int64_t context,
                                         bool select, std::int64_t window = 0);
 
-    // The inputs of one step. `positions` [B, S] (-1: an unused slot); `cache_positions` [B, T] (-1: a slot
-    // the stream has not filled; with a decode window, T counts the cache's slots and then the window's). A
-    // query sees a key iff the key's position is at most its own (and within the sliding window); an unused
-    // slot sees only itself, so its softmax stays finite.
-    [[nodiscard]] std::vector<named_tensor> step_inputs(std::span<const std::int32_t> ids,
-                                                        std::span<const std::int64_t> positions,
-                                                        std::span<const std::int64_t> cache_positions,
-                                                        std::int64_t batch, std::int64_t tokens,
-                                                        std::int64_t context,
-                                                        std::span<const std::int64_t> select) const;
-
     // A decode step's new keys and values (outputs 1.., [B, kv_heads, 1, D]) into window slot `fill`: the
     // host copy `pending`, and `p`'s window unless this token fills it (the flush that follows writes the
     // cache, and the window's slots are masked again).
@@ -8837,6 +9084,7 @@ private:
         observe_logits_;  // recipe_detail::causal_lm_access
     friend struct recipe_detail::causal_lm_access;
     std::vector<std::int32_t> eos_;
+    std::optional<fp16_rescale_report> rescale_;
 };
 
 namespace recipe_detail {
@@ -8855,6 +9103,106 @@ struct causal_lm_access {
 // #include "anvil/models/causal_lm-inl.hpp" (in the definitions at the end)
 #endif
 // #include "anvil/models/chat_template.hpp"
+// #include "anvil/models/decoder_plan.hpp"
+// anvil: how a decoder LM would run on the Neural Engine, planned from its config alone — no weight is read
+// or allocated, so a 7B or 70B model is planned in milliseconds. A model whose weights pass one program's
+// limit (compile_options::ane_max_program_weight_bytes) runs in chunks of whole layers, each chunk one
+// program (or several, when one layer alone passes the limit), with its layers' KV caches resident in its
+// program and the hidden state passed to the next chunk by IOSurface (backend/ane/partition.hpp). The plan
+// sizes each stage's weights as the step graph would hold them (decoder_lm.hpp: fp16, linears tiled as the
+// backend tiles them) and packs them with the backend's own chunk_stages (graph/stages.hpp), so the chunks
+// it prints are the chunks causal_lm runs.
+//
+// What it does not see: ops the backend would send to the CPU (it warns where a dimension passes the
+// Neural Engine's limit), and a device that refuses a program (anvil selftest probes that).
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+// #include "anvil/compilation.hpp"
+// #include "anvil/graph/stages.hpp"
+// #include "anvil/graph/weight_compression.hpp"
+// #include "anvil/models/causal_lm.hpp"
+// #include "anvil/models/decoder_lm.hpp"
+
+namespace anvil::models {
+
+// Loaded programs the framework keeps at once before a compile fails with 0x50004 (RUNTIME.md §6: ~15 per
+// TMC, the simulator's default; §0 #11: ironmill loads ~55). The plan checks against the lower figure.
+inline constexpr std::size_t ane_live_program_limit = 15;
+
+// One chunk: whole stages ("layer 4 to layer 7"; the head, with the final norm and the LM head, may share
+// the last layers' chunk or be one of its own), one program per shape, or `programs` when its one stage
+// alone passes the limit and is split between its nodes.
+struct decoder_plan_chunk {
+    std::string stages;            // "layer 0 to layer 3", "layer 30 to head", "head"
+    std::int64_t first_layer = 0;  // its layers: [first_layer, first_layer + layers)
+    std::int64_t layers = 0;
+    bool head = false;                 // holds the final norm and the LM head
+    std::size_t weight_bytes = 0;      // fp16, as its program embeds them
+    std::size_t compressed_bytes = 0;  // as a Core ML program stores them under the plan's compression
+    std::size_t kv_cache_bytes = 0;    // its layers' K and V caches, fp16, one stream at the plan's context
+    std::size_t programs = 1;          // programs per step shape
+};
+
+struct decoder_plan {
+    std::string source;  // the config.json or .gguf file it was planned from ("" from a config)
+    decoder_config config;
+    std::int64_t context = 0;                  // cache slots (max_context)
+    std::vector<std::int64_t> context_ladder;  // the rungs causal_lm compiles steps for
+    std::int64_t prefill_tokens = 0;           // tokens per prefill call
+    std::int64_t decode_window = 0;            // window slots of a decode step
+    std::size_t max_program_weight_bytes = 0;
+    weight_compression compression = weight_compression::none;
+    std::size_t embedding_bytes = 0;  // token (and GPT-2's position) embeddings, fp16: a gather on the CPU
+    std::vector<decoder_plan_chunk> chunks;
+    std::size_t weight_bytes = 0, compressed_bytes = 0, kv_cache_bytes = 0;  // over the chunks
+    std::size_t programs_per_shape = 0;  // ANE programs one step shape compiles (over the chunks)
+    // One generation within one rung compiles two step shapes (prefill, decode) and keeps them loaded;
+    // climbing the whole ladder compiles two per rung.
+    std::size_t programs = 0, ladder_programs = 0;
+    long compile_budget = 0;  // compiles per process (compile_options::ane_compile_budget, else 119)
+    std::size_t live_program_limit = ane_live_program_limit;
+    bool fits_compile_budget = false;  // programs <= compile_budget
+    bool fits_live_programs = false;   // programs <= live_program_limit
+    std::vector<std::string> notes;    // what the plan cannot promise (dimension limits, ...)
+};
+
+// The plan for `c` run as causal_lm::load(..., options) would run it on the Neural Engine:
+// options.max_context (0: causal_lm's default), the context ladder, prefill_chunk, decode_window (-1: 8, the
+// Neural Engine's default), and from options.load.compile the weight limit, the compression and the compile
+// budget.
+[[nodiscard]] decoder_plan plan_decoder(const decoder_config& c, const causal_lm_options& options = {});
+
+// The same from a model folder's config.json or a .gguf file's metadata (gguf_decoder_config), reading no
+// weights: io_error when the folder has no config.json, unsupported_error when it is not a decoder LM.
+[[nodiscard]] decoder_plan plan_decoder(const std::filesystem::path& model,
+                                        const causal_lm_options& options = {});
+
+namespace recipe_detail {
+
+// The stages of a step graph (decoder_step: the embedding, each layer, the head) with the fp16 weights each
+// reads on the Neural Engine, in the order its nodes read them, and their compressed bytes.
+struct planned_stage {
+    std::string label;
+    stage_weights weights;
+    std::size_t compressed_bytes = 0;
+};
+[[nodiscard]] std::vector<planned_stage> decoder_stages(const decoder_config& c,
+                                                        std::size_t max_program_weight_bytes,
+                                                        weight_compression compression);
+
+}  // namespace recipe_detail
+
+}  // namespace anvil::models
+
+#if ANVIL_DEFINITIONS
+// #include "anvil/models/decoder_plan-inl.hpp" (in the definitions at the end)
+#endif
+// #include "anvil/models/fp16_rescale.hpp"
 // #include "anvil/models/gguf_decoder.hpp"
 // anvil: a llama.cpp GGUF file read as the Hugging Face folder a decoder recipe loads: config.json's fields
 // from the file's metadata, and its tensors under Hugging Face's names, so causal_lm loads a .gguf with the
@@ -8899,6 +9247,12 @@ struct gguf_decoder {
 // rope_freqs, YaRN scaling, a partial rotary dimension), naming it; format_error for metadata or tensors
 // that contradict each other.
 [[nodiscard]] gguf_decoder read_gguf_decoder(const std::filesystem::path& file);
+
+// What config.json would hold for `g` (decoder_config::from_json reads it), from its metadata and tensor
+// infos alone: no tensor's data is read, so a planner sizes a model of any size at once. `tied`: whether the
+// head is the token embeddings. The end-of-generation and BOS ids, which need the vocabulary, are
+// read_gguf_decoder's to add. unsupported_error and format_error as read_gguf_decoder says.
+[[nodiscard]] json::value gguf_decoder_config(const gguf_file& g, bool tied);
 
 // Whether `path` names a GGUF file (by its extension, as llama.cpp's tools do).
 [[nodiscard]] bool is_gguf_path(const std::filesystem::path& path);
@@ -12204,8 +12558,10 @@ private:
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -15724,8 +16080,13 @@ inline bool lower_for_core_ml(segment_lowering& L, value_id id) {
 // anvil: partitioning a graph between the Neural Engine and the CPU. Each compute node is placed where the
 // ANE lowering says it can run (supports()); the nodes are then scheduled into as few alternating segments
 // as a greedy list schedule finds (keep taking ready nodes of the current device, switch only when none is
-// ready), and ANE segments that would hold too many weights are split. Each segment knows the values it reads
-// from outside and the values later segments or the program's outputs need from it.
+// ready). A model whose weights pass one program's limit is split into chunks of whole stages
+// (graph/stages.hpp: the layers a recipe marked with graph::begin_stage), so that only the values between
+// layers pass from one program to the next and each program reads its own layers' KV caches; the schedule
+// finishes a chunk before it starts the next. A stage past the limit on its own (and a graph without stage
+// marks, which is one stage) is split between its nodes, a new program before the node whose weights would
+// pass the limit. Each segment knows the values it reads from outside and the values later segments or the
+// program's outputs need from it.
 
 #include <algorithm>
 #include <cstddef>
@@ -15737,6 +16098,7 @@ inline bool lower_for_core_ml(segment_lowering& L, value_id id) {
 // #include "anvil/backend/ane/support.hpp"
 // #include "anvil/core/error.hpp"
 // #include "anvil/graph/graph.hpp"
+// #include "anvil/graph/stages.hpp"
 
 namespace anvil::detail::ane {
 
@@ -15747,6 +16109,7 @@ struct segment {
     std::vector<value_id> nodes;    // compute nodes, topologically ordered
     std::vector<value_id> inputs;   // values read from outside: program inputs or earlier segments' results
     std::vector<value_id> outputs;  // values later segments or the program's outputs read
+    std::size_t chunk = 0;          // the chunk of stages it belongs to (partition_result::chunks)
 };
 
 // A node the Neural Engine does not run, and why (for strict_device errors and the program's dump).
@@ -15758,6 +16121,7 @@ struct host_fallback {
 struct partition_result {
     std::vector<segment> segments;
     std::vector<host_fallback> fallbacks;
+    std::vector<stage_chunk> chunks;  // the stages each chunk holds, by effective stage (effective_stages)
 };
 
 struct partition_limits {
@@ -15780,17 +16144,30 @@ inline bool is_weight_value(const graph_body& body, value_id id) {
     return from_constants && std::find(body.outputs.begin(), body.outputs.end(), id) == body.outputs.end();
 }
 
-// The bytes of weights node `id` reads that no earlier node of its program read (fp16 on the ANE, whatever
-// the checkpoint stored).
-inline std::size_t constant_bytes_read(const graph_body& body, value_id id, std::vector<bool>& counted) {
+// The fp16 bytes of a weight as the ANE embeds it, whatever the checkpoint stored.
+inline std::size_t weight_value_bytes(const graph_body& body, value_id id) {
+    return static_cast<std::size_t>(body.nodes[id].result.shape.element_count()) * 2;
+}
+
+// The bytes of weights node `id` reads that no earlier node of the same program (or stage) read: each
+// program embeds its own copy of a weight, once. `counted_in[w]` is where weight w was last counted.
+inline std::size_t new_weight_bytes(const graph_body& body, value_id id, std::vector<std::size_t>& counted_in,
+                                    std::size_t where) {
     std::size_t bytes = 0;
     for (const value_id input : body.nodes[id].inputs) {
-        const node& producer = body.nodes[input];
-        if (is_weight_value(body, input) && !counted[input]) {
-            counted[input] = true;
-            bytes += static_cast<std::size_t>(producer.result.shape.element_count()) * 2;
-        }
+        if (!is_weight_value(body, input) || counted_in[input] == where) continue;
+        counted_in[input] = where;
+        bytes += weight_value_bytes(body, input);
     }
+    return bytes;
+}
+
+// The bytes of the weights a segment's nodes read, each counted once: what its program embeds.
+inline std::size_t segment_weight_bytes(const graph_body& body, std::span<const value_id> nodes) {
+    std::vector<std::size_t> counted_in(body.nodes.size(), 0);
+    std::size_t bytes = 0;
+    for (const value_id id : nodes)
+        bytes += new_weight_bytes(body, id, counted_in, 1);
     return bytes;
 }
 
@@ -15888,7 +16265,34 @@ inline void merge_cpu_neighbours(const graph_body& body, std::vector<segment>& s
             needed[input] = true;
     }
 
-    // Greedy list schedule: pending operand counts, a ready list per device.
+    // The chunks: whole stages packed by the weights their Neural Engine nodes read (each weight counted
+    // once per stage), in the order the schedule below would meet them.
+    const std::vector<std::uint32_t> stage = effective_stages(body);
+    std::uint32_t last_stage = 0;
+    for (std::size_t id = 0; id < count; ++id)
+        if (is_compute[id] && needed[id]) last_stage = std::max(last_stage, stage[id]);
+    std::vector<stage_weights> stages(static_cast<std::size_t>(last_stage) + 1);
+    {
+        std::vector<std::size_t> counted_in(count, static_cast<std::size_t>(-1));
+        for (std::size_t id = 0; id < count; ++id) {
+            if (!is_compute[id] || !needed[id] || device[id] != segment_device::ane) continue;
+            const std::size_t bytes =
+                new_weight_bytes(body, static_cast<value_id>(id), counted_in, stage[id]);
+            if (bytes == 0) continue;
+            stages[stage[id]].bytes += bytes;
+            stages[stage[id]].pieces.push_back(bytes);
+        }
+    }
+    result.chunks = chunk_stages(stages, limits.max_program_weight_bytes);
+    std::vector<std::size_t> chunk_of_stage(stages.size(), 0);
+    for (std::size_t c = 0; c < result.chunks.size(); ++c)
+        for (std::size_t s = result.chunks[c].first; s <= result.chunks[c].last; ++s)
+            chunk_of_stage[s] = c;
+    const auto chunk_of = [&](value_id id) { return chunk_of_stage[stage[id]]; };
+
+    // Greedy list schedule: pending operand counts, a ready list per device. Chunks come in order (every
+    // operand's chunk is at most its reader's, so the earliest chunk always has a ready node); within one,
+    // the current device's ready nodes are taken until none is left, then the other device's.
     std::vector<std::size_t> pending(count, 0);
     std::vector<std::vector<value_id>> readers(count);
     for (std::size_t id = 0; id < count; ++id) {
@@ -15905,30 +16309,47 @@ inline void merge_cpu_neighbours(const graph_body& body, std::vector<segment>& s
         if (is_compute[id] && needed[id] && pending[id] == 0)
             ready[slot(device[id])].push_back(static_cast<value_id>(id));
     }
-    std::vector<bool> weight_counted(count, false);
+    // The ready node of `list` in chunk `chunk` with the lowest id (which keeps the schedule close to the
+    // graph's own order: stable dumps, stable MIL), or list.end().
+    const auto first_in = [&](std::vector<value_id>& list, std::size_t chunk) {
+        auto best = list.end();
+        for (auto it = list.begin(); it != list.end(); ++it)
+            if (chunk_of(*it) == chunk && (best == list.end() || *it < *best)) best = it;
+        return best;
+    };
+    std::vector<std::size_t> counted_in(count, static_cast<std::size_t>(-1));
     std::size_t current_weight_bytes = 0;
-    segment_device current = ready[0].empty() ? segment_device::cpu : segment_device::ane;
-    auto open_segment = [&](segment_device d) {
-        result.segments.push_back({d, {}, {}, {}});
+    segment_device current = segment_device::cpu;
+    auto open_segment = [&](segment_device d, std::size_t chunk) {
+        result.segments.push_back({d, {}, {}, {}, chunk});
         current = d;
         current_weight_bytes = 0;
     };
-    bool any = !ready[0].empty() || !ready[1].empty();
-    if (any) open_segment(current);
     while (!ready[0].empty() || !ready[1].empty()) {
+        std::size_t chunk = static_cast<std::size_t>(-1);
+        for (const auto& list : ready)
+            for (const value_id id : list)
+                chunk = std::min(chunk, chunk_of(id));
+        const bool in_chunk = !result.segments.empty() && result.segments.back().chunk == chunk;
         auto& list = ready[slot(current)];
-        if (list.empty()) {
-            open_segment(current == segment_device::ane ? segment_device::cpu : segment_device::ane);
+        const auto it = in_chunk ? first_in(list, chunk) : list.end();
+        if (it == list.end()) {
+            // Within the chunk the other device takes over; a new chunk starts on the Neural Engine when it
+            // has work there.
+            const segment_device other =
+                current == segment_device::ane ? segment_device::cpu : segment_device::ane;
+            const bool ane_ready = first_in(ready[0], chunk) != ready[0].end();
+            open_segment(in_chunk ? other : (ane_ready ? segment_device::ane : segment_device::cpu), chunk);
             continue;
         }
-        // Lowest id first keeps the schedule close to the graph's own order (stable dumps, stable MIL).
-        const auto it = std::min_element(list.begin(), list.end());
         const value_id id = *it;
         list.erase(it);
         if (current == segment_device::ane) {
-            const std::size_t bytes = constant_bytes_read(body, id, weight_counted);
+            std::size_t where = result.segments.size() - 1;
+            std::size_t bytes = new_weight_bytes(body, id, counted_in, where);
             if (current_weight_bytes > 0 && current_weight_bytes + bytes > limits.max_program_weight_bytes) {
-                open_segment(segment_device::ane);
+                open_segment(segment_device::ane, chunk);
+                bytes = new_weight_bytes(body, id, counted_in, ++where);
             }
             current_weight_bytes += bytes;
         }
@@ -16064,12 +16485,16 @@ inline void fill_with_ones(const surface_layout& layout, const io_surface& surfa
 
 }  // namespace anvil::detail::ane
 // #include "anvil/backend/ane/tiling.hpp"
-// anvil: tiling for the Neural Engine's dimension limit. A linear layer whose output features exceed it —
-// a vocabulary head of 32,000 or 151,936 logits — becomes several linears over slices of its weight rows,
-// each within the limit, joined by a concat (ANEMLL splits LM heads the same way, MIL.md §2.4; ORI #16
-// reports a 32,000-channel conv rejected). The tiles run on the ANE; the concat, whose result still exceeds
-// the limit, runs on the host, reading the tiles' output surfaces.
+// anvil: tiling for the Neural Engine's limits. A linear layer whose output features exceed the dimension
+// limit — a vocabulary head of 32,000 or 151,936 logits — or whose weights alone pass one program's weight
+// limit becomes several linears over slices of its weight rows, each within both, joined by a concat
+// (ANEMLL splits LM heads the same way, MIL.md §2.4; ORI #16 reports a 32,000-channel conv rejected). The
+// tiles run on the ANE, as many in one program as its weight limit allows (partition.hpp); a concat whose
+// result still exceeds the dimension limit runs on the host, reading the tiles' output surfaces.
 
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -16092,15 +16517,36 @@ inline host_tensor leading_rows(const host_tensor& tensor, std::int64_t first, s
     return rows;
 }
 
-// Splits every linear with constant weights whose output features exceed `max_dimension` (the graph's
-// constants are materialised first, so weights are op::constant nodes).
-[[nodiscard]] inline graph_body tile_wide_linears(const graph_body& body, std::int64_t max_dimension) {
-    bool any = false;
-    for (const auto& n : body.nodes) {
-        if (n.kind == op::linear && body.nodes[n.inputs[1]].kind == op::constant &&
-            n.result.shape[n.result.shape.rank() - 1] > max_dimension)
-            any = true;
+// How many row tiles a linear of `features` outputs and `weight_bytes` fp16 weight bytes needs: within
+// `max_dimension` features and `max_weight_bytes` bytes each (1: none). The decoder planner
+// (models/decoder_plan.hpp) counts a head's tiles with it too.
+[[nodiscard]] inline std::int64_t linear_tiles(std::int64_t features, std::size_t weight_bytes,
+                                               std::int64_t max_dimension, std::size_t max_weight_bytes) {
+    std::int64_t tiles = (features + max_dimension - 1) / max_dimension;
+    if (max_weight_bytes > 0 && weight_bytes > max_weight_bytes && features > 0) {
+        // Whole rows per tile: as many as fit the limit (at least one).
+        const std::size_t row_bytes = weight_bytes / static_cast<std::size_t>(features);
+        const auto rows = static_cast<std::int64_t>(std::max<std::size_t>(1, max_weight_bytes / row_bytes));
+        tiles = std::max(tiles, (features + rows - 1) / rows);
     }
+    return std::min(std::max<std::int64_t>(tiles, 1), std::max<std::int64_t>(features, 1));
+}
+
+// Splits every linear with constant weights whose output features exceed `max_dimension`, or whose weights
+// (fp16) exceed `max_weight_bytes` (0: no limit), into row tiles of ceil(features / tiles) rows (the graph's
+// constants are materialised first, so weights are op::constant nodes). Tiles keep the linear's stage.
+[[nodiscard]] inline graph_body tile_wide_linears(const graph_body& body, std::int64_t max_dimension,
+                                                  std::size_t max_weight_bytes = 0) {
+    const auto tiles_of = [&](const graph_body& in, const node& n) -> std::int64_t {
+        if (n.kind != op::linear || in.nodes[n.inputs[1]].kind != op::constant) return 1;
+        if (n.inputs.size() == 3 && in.nodes[n.inputs[2]].kind != op::constant) return 1;
+        const dims& weight = in.nodes[n.inputs[1]].result.shape;
+        return linear_tiles(weight[0], static_cast<std::size_t>(weight.element_count()) * 2, max_dimension,
+                            max_weight_bytes);
+    };
+    bool any = false;
+    for (const auto& n : body.nodes)
+        any = any || tiles_of(body, n) > 1;
     if (!any) return body;
     graph_body result;
     std::vector<value_id> mapped(body.nodes.size(), 0);
@@ -16112,16 +16558,13 @@ inline host_tensor leading_rows(const host_tensor& tensor, std::int64_t first, s
         node n = body.nodes[id];
         for (auto& input : n.inputs)
             input = mapped[input];
-        const bool wide = n.kind == op::linear && result.nodes[n.inputs[1]].kind == op::constant &&
-                          (n.inputs.size() < 3 || result.nodes[n.inputs[2]].kind == op::constant) &&
-                          n.result.shape[n.result.shape.rank() - 1] > max_dimension;
-        if (!wide) {
+        const std::int64_t tiles = tiles_of(result, n);
+        if (tiles == 1) {
             mapped[id] = append(std::move(n));
             continue;
         }
         const node& weight = result.nodes[n.inputs[1]];
         const std::int64_t features = weight.result.shape[0];
-        const std::int64_t tiles = (features + max_dimension - 1) / max_dimension;
         const std::int64_t per_tile = (features + tiles - 1) / tiles;
         std::vector<value_id> parts;
         for (std::int64_t first = 0; first < features; first += per_tile) {
@@ -16141,6 +16584,7 @@ inline host_tensor leading_rows(const host_tensor& tensor, std::int64_t first, s
             }
             node tile;
             tile.kind = op::linear;
+            tile.stage = n.stage;
             tile.inputs = inputs;
             std::vector<value_type> types;
             for (const value_id input : inputs)
@@ -16150,6 +16594,7 @@ inline host_tensor leading_rows(const host_tensor& tensor, std::int64_t first, s
         }
         node join;
         join.kind = op::concat;
+        join.stage = n.stage;
         join.inputs = parts;
         join.attrs.axis = static_cast<std::int64_t>(n.result.shape.rank()) - 1;
         std::vector<value_type> types;
@@ -24013,6 +24458,7 @@ private:
 // #include "anvil/core/warning.hpp"
 // #include "anvil/graph/dump.hpp"
 // #include "anvil/graph/passes.hpp"
+// #include "anvil/graph/stages.hpp"
 
 namespace anvil::detail::ane {
 
@@ -24122,7 +24568,8 @@ inline graph_body prepare_body(graph_body body, const compile_options& options, 
 
 class ane_program final : public program_impl {
 public:
-    ane_program(graph_body body, const compile_options& options) : options_(options) {
+    ane_program(graph_body body, const compile_options& options)
+        : options_(options), stage_labels_(body.stage_labels) {
         body = prepare_body(std::move(body), options, options.target == device::coreml);
 
         if (on_coreml()) {
@@ -24143,8 +24590,9 @@ public:
         choose_lowering_for(options);
         if (on_coreml()) states_supported_ = coreml::coreml_model::supports_states();
         // Compressed after tiling, so a tile of a wide weight is compressed on its own.
-        body_ =
-            compress_weights(tile_wide_linears(body, lowering_.max_dimension), options.weight_compression);
+        body_ = compress_weights(
+            tile_wide_linears(body, lowering_.max_dimension, options.ane_max_program_weight_bytes),
+            options.weight_compression);
         for (std::size_t id = 0; id < body_.nodes.size(); ++id) {
             const node& n = body_.nodes[id];
             if (n.kind != op::input) continue;
@@ -24167,6 +24615,8 @@ public:
         for (const auto& fallback : parts.fallbacks)
             placement_.host_nodes.push_back(
                 message(describe_node(body_, fallback.node), ": ", fallback.reason));
+        placement_.chunks = parts.chunks.size();
+        stage_of_ = effective_stages(body_);
         std::vector<planned_segment> plan = plan_segments(std::move(parts.segments));
 
         std::size_t ane_index = 0;
@@ -24179,7 +24629,10 @@ public:
             report.op_count = planned.seg.nodes.size();
             report.ops = ops_summary(body_, planned.seg.nodes);
             report.reason = std::move(planned.cpu_reason);
+            report.chunk = planned.seg.chunk;
+            report.stages = stages_held(planned.seg.nodes);
             if (planned.seg.device == segment_device::ane) {
+                report.weight_bytes = segment_weight_bytes(body_, planned.seg.nodes);
                 const std::size_t index = ane_index++;
                 try {
                     s.ane = on_coreml() ? build_coreml_step(planned.seg, std::move(*planned.lowered), index)
@@ -24270,6 +24723,10 @@ public:
                     cache_hits_, " loaded from the cache, ", shared_surfaces_,
                     " intermediate(s) passed between ANE programs by IOSurface\n",
                     "lowering: ", placement_.lowering, "\n");
+        if (placement_.chunks > 1) {
+            text += message("chunks: ", placement_.chunks, " of whole stages, by the limit of ",
+                            options_.ane_max_program_weight_bytes, " weight bytes per program\n");
+        }
         for (const auto& host : placement_.host_nodes)
             text += message("host: ", host, "\n");
         for (std::size_t i = 0; i < steps_.size(); ++i) {
@@ -24280,10 +24737,10 @@ public:
                     message("segment ", i, ": CPU (", p.ops, ")", p.reason.empty() ? "" : ": ", p.reason,
                             p.framework_error.empty() ? "" : ": ", p.framework_error, "\n", s.cpu->dump());
             } else {
-                text +=
-                    message("segment ", i, on_coreml() ? ": Core ML (" : ": ANE (", s.ane->key.substr(0, 16),
-                            p.cached ? ", cached" : "", "; ", p.ops, "; ", s.ane->lowered.padded_surfaces,
-                            " surface(s) padded to the I/O width)\n", s.ane->lowered.mil);
+                text += message("segment ", i, on_coreml() ? ": Core ML (" : ": ANE (",
+                                s.ane->key.substr(0, 16), p.cached ? ", cached" : "", "; ", chunk_summary(p),
+                                p.ops, "; ", s.ane->lowered.padded_surfaces,
+                                " surface(s) padded to the I/O width)\n", s.ane->lowered.mil);
             }
         }
         return text;
@@ -24371,6 +24828,35 @@ private:
     };
 
     static std::string segment_input_name(value_id id) { return message("v", id); }
+
+    // The stages whose weights `nodes` read ("layer 2 to layer 5"), else those the nodes belong to; "" for a
+    // graph without stage marks.
+    [[nodiscard]] std::string stages_held(std::span<const value_id> nodes) const {
+        if (stage_labels_.empty() || nodes.empty()) return {};
+        std::uint32_t first = std::numeric_limits<std::uint32_t>::max(), last = 0;
+        for (const bool weighted_only : {true, false}) {
+            for (const value_id id : nodes) {
+                const bool reads_weights =
+                    std::any_of(body_.nodes[id].inputs.begin(), body_.nodes[id].inputs.end(),
+                                [&](value_id input) { return is_weight_value(body_, input); });
+                if (weighted_only && !reads_weights) continue;
+                first = std::min(first, stage_of_[id]);
+                last = std::max(last, stage_of_[id]);
+            }
+            if (first <= last) break;
+        }
+        const auto label = [&](std::uint32_t stage) {
+            return stage < stage_labels_.size() ? stage_labels_[stage] : message("stage ", stage);
+        };
+        return stage_range(label(first), label(last));
+    }
+
+    // "chunk 1 of 3: layer 2 to layer 3, 123456 weight bytes; " for the dump, "" with one chunk.
+    [[nodiscard]] std::string chunk_summary(const placement_segment& p) const {
+        if (placement_.chunks < 2) return {};
+        return message("chunk ", p.chunk, " of ", placement_.chunks, ": ", p.stages,
+                       p.stages.empty() ? "" : ", ", p.weight_bytes, " weight bytes; ");
+    }
 
     [[nodiscard]] bool on_coreml() const noexcept { return options_.target == device::coreml; }
 
@@ -24996,6 +25482,8 @@ private:
     }
 
     compile_options options_;
+    std::vector<std::string> stage_labels_;  // the recipe's stage labels (graph::begin_stage), by stage
+    std::vector<std::uint32_t> stage_of_;    // per node of body_: its effective stage
     graph_body body_;
     lowering_options lowering_;
     lowering_choices choices_;
@@ -29124,6 +29612,14 @@ ANVIL_INLINE value graph::apply(op kind, std::span<const value> inputs, attribut
     return append(std::move(n));
 }
 
+ANVIL_INLINE std::uint32_t graph::begin_stage(std::string label) {
+    std::vector<std::string>& labels = body_->stage_labels;
+    if (labels.empty()) labels.emplace_back();  // stage 0: what was appended before any mark
+    if (labels.size() >= std::numeric_limits<std::uint32_t>::max()) throw error("graph: too many stages");
+    labels.push_back(std::move(label));
+    return static_cast<std::uint32_t>(labels.size() - 1);
+}
+
 ANVIL_INLINE graph graph::of(const value& v) {
     if (!v.valid()) throw error("graph::of: an empty value belongs to no graph");
     return graph(v.owner());
@@ -29141,6 +29637,7 @@ ANVIL_INLINE graph_body body_of(std::span<const value> outputs, std::string_view
         body.outputs.push_back(outputs[i].id());
     }
     body.nodes = owner->nodes;
+    body.stage_labels = owner->stage_labels;
     return body;
 }
 
@@ -29148,6 +29645,7 @@ ANVIL_INLINE value graph::append(node n) {
     if (body_->nodes.size() >= std::numeric_limits<value_id>::max()) {
         throw error("graph: too many nodes");
     }
+    if (!body_->stage_labels.empty()) n.stage = static_cast<std::uint32_t>(body_->stage_labels.size() - 1);
     body_->nodes.push_back(std::move(n));
     return {body_, static_cast<value_id>(body_->nodes.size() - 1)};
 }
@@ -29533,6 +30031,7 @@ ANVIL_INLINE graph_body fuse_elementwise(const graph_body& body, std::size_t max
         }
         node fused;
         fused.kind = op::fused_elementwise;
+        fused.stage = root.stage;
         fused.result = root.result;
         fused.inputs = leaves;
         fused.attrs.to = root.result.type;
@@ -29550,6 +30049,78 @@ ANVIL_INLINE graph_body fuse_elementwise(const graph_body& body, std::size_t max
         result.nodes[r] = std::move(fused);
     }
     return detail::compact(result, keep, detail::identity_forward(count));
+}
+
+}  // namespace anvil
+// anvil: stages' definitions (see stages.hpp; compilation.hpp says when this file is compiled).
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/graph/stages.hpp"
+
+namespace anvil {
+
+ANVIL_INLINE std::size_t split_programs(std::span<const std::size_t> pieces,
+                                        std::size_t max_program_weight_bytes) {
+    std::size_t programs = 1, current = 0;
+    for (const std::size_t bytes : pieces) {
+        if (current > 0 && current + bytes > max_program_weight_bytes) {
+            ++programs;
+            current = 0;
+        }
+        current += bytes;
+    }
+    return programs;
+}
+
+ANVIL_INLINE std::vector<stage_chunk> chunk_stages(std::span<const stage_weights> stages,
+                                                   std::size_t max_program_weight_bytes) {
+    std::vector<stage_chunk> chunks;
+    bool split = false;  // the open chunk is one stage past the limit
+    for (std::size_t s = 0; s < stages.size(); ++s) {
+        const std::size_t bytes = stages[s].bytes;
+        const bool alone = bytes > max_program_weight_bytes;
+        if (!chunks.empty() && bytes > 0 && chunks.back().weight_bytes > 0 &&
+            (split || alone || chunks.back().weight_bytes + bytes > max_program_weight_bytes)) {
+            chunks.push_back({s, s, 0, 1});
+            split = false;
+        }
+        if (chunks.empty()) chunks.push_back({s, s, 0, 1});
+        stage_chunk& chunk = chunks.back();
+        chunk.last = s;
+        chunk.weight_bytes += bytes;
+        if (alone) {
+            chunk.programs = split_programs(stages[s].pieces, max_program_weight_bytes);
+            split = true;
+        }
+    }
+    return chunks;
+}
+
+ANVIL_INLINE std::vector<std::uint32_t> effective_stages(const graph_body& body) {
+    std::vector<std::uint32_t> stage(body.nodes.size(), 0);
+    for (std::size_t id = 0; id < body.nodes.size(); ++id) {
+        const node& n = body.nodes[id];
+        stage[id] = n.stage;
+        if (n.kind == op::input || n.kind == op::constant) continue;
+        for (const value_id input : n.inputs) {
+            const op kind = body.nodes[input].kind;
+            if (kind != op::input && kind != op::constant) stage[id] = std::max(stage[id], stage[input]);
+        }
+    }
+    return stage;
+}
+
+ANVIL_INLINE std::string stage_range(std::string_view first, std::string_view last) {
+    if (first == last) return std::string(first);
+    return detail::message(first, " to ", last);
 }
 
 }  // namespace anvil
@@ -29791,6 +30362,27 @@ ANVIL_INLINE bool is_weight_slot(const node& reader, value_id id) {
 }
 
 }  // namespace detail::compression
+
+ANVIL_INLINE std::size_t compressed_weight_bytes(std::int64_t rows, std::int64_t columns,
+                                                 weight_compression how) {
+    const auto elements = static_cast<std::size_t>(rows * columns);
+    if (how == weight_compression::none || rows * columns < min_compressed_elements) return 2 * elements;
+    const auto channels = static_cast<std::size_t>(rows);
+    switch (how) {
+        case weight_compression::int8:
+            return elements + 2 * channels;
+        case weight_compression::lut4:
+            return (elements * 4 + 7) / 8 + 16 * 2;
+        case weight_compression::lut4g32:
+            return (elements * 4 + 7) / 8 +
+                   channels / static_cast<std::size_t>(detail::compression::group_rows(rows, 32)) * 16 * 2;
+        case weight_compression::lut6:
+            return (elements * 6 + 7) / 8 + 64 * 2;
+        case weight_compression::none:
+            break;
+    }
+    return 2 * elements;
+}
 
 ANVIL_INLINE graph_body compress_weights(const graph_body& body, weight_compression how) {
     using namespace detail::compression;
@@ -36300,6 +36892,14 @@ ANVIL_INLINE tensor<float> decoder_weight_source::load(weight_loader& loader, co
     return tensor<float>(g.apply(op::cast, {stored}, to_f32));
 }
 
+ANVIL_INLINE std::shared_ptr<const decoder_weight_source> decoder_weight_source::with_tensors(
+    std::map<std::string, host_tensor> replacements) const {
+    auto copy = std::make_shared<decoder_weight_source>(*this);
+    for (auto& [name, tensor] : replacements)
+        copy->prepared_.insert_or_assign(name, std::move(tensor));
+    return copy;
+}
+
 ANVIL_INLINE const tensor_view& decoder_weight_source::find(const std::string& name, const dims& expected,
                                                             std::string_view layout) const {
     return checked_tensor(*weights_, prefix_ + name, expected, layout);
@@ -36461,6 +37061,10 @@ ANVIL_INLINE std::string cache_value_name(std::int64_t layer) {
     return "v" + std::to_string(layer);
 }
 
+ANVIL_INLINE std::string layer_stage_label(std::int64_t layer) {
+    return "layer " + std::to_string(layer);
+}
+
 ANVIL_INLINE std::string window_key_name(std::int64_t layer) {
     return "wk" + std::to_string(layer);
 }
@@ -36469,9 +37073,60 @@ ANVIL_INLINE std::string window_value_name(std::int64_t layer) {
     return "wv" + std::to_string(layer);
 }
 
+ANVIL_INLINE std::vector<named_tensor> decoder_step_inputs(
+    const decoder_config& c, std::span<const std::int32_t> ids, std::span<const std::int64_t> positions,
+    std::span<const std::int64_t> cache_positions, std::int64_t batch, std::int64_t tokens,
+    std::int64_t context, std::span<const std::int64_t> select) {
+    std::vector<named_tensor> in;
+    in.push_back({std::string(step_ids_name),
+                  host_tensor::from(std::vector<std::int32_t>(ids.begin(), ids.end()), dims{batch, tokens})});
+    if (c.learned_positions()) {
+        std::vector<std::int32_t> p(positions.size());
+        for (std::size_t i = 0; i < p.size(); ++i)
+            p[i] = static_cast<std::int32_t>(std::max<std::int64_t>(positions[i], 0));
+        in.push_back({std::string(step_positions_name), host_tensor::from(p, dims{batch, tokens})});
+    } else {
+        auto tables = make_rope_tables(c.rope, positions, batch, tokens);
+        const dims table{batch, 1, tokens, c.rope.rotary_dim / 2};
+        in.push_back({std::string(step_cos_name), host_tensor::from(tables.cos, table)});
+        in.push_back({std::string(step_sin_name), host_tensor::from(tables.sin, table)});
+    }
+    constexpr float hidden = -65504.0f;  // fp16's lowest: finite on the ANE (bert.hpp)
+    const std::int64_t width = context + tokens;
+    std::vector<float> mask(static_cast<std::size_t>(batch * tokens * width), hidden);
+    auto visible = [&](std::int64_t q, std::int64_t k) {
+        return k >= 0 && k <= q && (c.sliding_window == 0 || q - k < c.sliding_window);
+    };
+    for (std::int64_t b = 0; b < batch; ++b) {
+        for (std::int64_t i = 0; i < tokens; ++i) {
+            float* row = mask.data() + (b * tokens + i) * width;
+            const std::int64_t q = positions[static_cast<std::size_t>(b * tokens + i)];
+            if (q < 0) {
+                row[context + i] = 0.0f;
+                continue;
+            }
+            for (std::int64_t j = 0; j < context; ++j)
+                if (visible(q, cache_positions[static_cast<std::size_t>(b * context + j)])) row[j] = 0.0f;
+            for (std::int64_t j = 0; j < tokens; ++j)
+                if (visible(q, positions[static_cast<std::size_t>(b * tokens + j)])) row[context + j] = 0.0f;
+        }
+    }
+    in.push_back({std::string(step_mask_name), host_tensor::from(mask, dims{batch, 1, tokens, width})});
+    if (!select.empty()) {
+        std::vector<float> one_hot(static_cast<std::size_t>(batch * tokens), 0.0f);
+        for (std::int64_t b = 0; b < batch; ++b)
+            one_hot[static_cast<std::size_t>(b * tokens + select[static_cast<std::size_t>(b)])] = 1.0f;
+        in.push_back({std::string(step_select_name), host_tensor::from(one_hot, dims{batch, 1, tokens})});
+    }
+    return in;
+}
+
 ANVIL_INLINE std::vector<value> decoder_step(graph& g, const decoder_weights& w, const decoder_config& c,
                                              const step_shape& s,
                                              const std::optional<step_rope>& rope_tables) {
+    // Stages (graph::begin_stage): the embedding, each layer, the head. A model whose weights pass one
+    // Neural Engine program's limit runs as chunks of whole layers (backend/ane/partition.hpp).
+    g.begin_stage(std::string(embedding_stage_label));
     const dims tokens{s.batch, s.tokens};
     auto ids = g.input<std::int32_t>(std::string(step_ids_name), tokens);
     tensor<float> x = embedding(w.token_embeddings, ids);
@@ -36495,6 +37150,7 @@ ANVIL_INLINE std::vector<value> decoder_step(graph& g, const decoder_weights& w,
     const dims cache{s.batch, c.kv_heads, s.context, c.head_dim};
     const dims window{s.batch, c.kv_heads, s.window, c.head_dim};
     for (std::int64_t i = 0; i < c.layers; ++i) {
+        g.begin_stage(layer_stage_label(i));
         std::vector<tensor<float>> keys{g.input<float>(cache_key_name(i), cache)};
         std::vector<tensor<float>> values{g.input<float>(cache_value_name(i), cache)};
         if (s.window > 0) {
@@ -36506,6 +37162,7 @@ ANVIL_INLINE std::vector<value> decoder_step(graph& g, const decoder_weights& w,
         caches.push_back(out.key.value());
         caches.push_back(out.value.value());
     }
+    g.begin_stage(std::string(head_stage_label));
     if (s.select) x = matmul(g.input<float>(std::string(step_select_name), dims{s.batch, 1, s.tokens}), x);
     const auto logits = linear(apply(w.final_norm, x), w.head);
     std::vector<value> outputs{logits.value()};
@@ -36559,6 +37216,357 @@ ANVIL_INLINE void write_step_into_caches(graph& g, std::vector<value>& outputs, 
             permute(reshape(matmul(flat_write, rows), dims{1, context, kv_heads, head_dim}), {0, 2, 1, 3});
         outputs[k] = (cache * keep + placed).value();
     }
+}
+
+}  // namespace anvil::models
+// anvil: fp16_rescale's definitions (see fp16_rescale.hpp; compilation.hpp says when this file is compiled).
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <span>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+// #include "anvil/backend/compile.hpp"
+// #include "anvil/core/bfloat16.hpp"
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/ggml_types.hpp"
+// #include "anvil/core/half.hpp"
+// #include "anvil/expr/expr.hpp"
+// #include "anvil/models/fp16_rescale.hpp"
+
+namespace anvil::models::recipe_detail {
+
+// fp16's largest finite value: the most a consumer's weight may reach after its 2^s.
+inline constexpr double fp16_largest = 65504.0;
+
+ANVIL_INLINE host_tensor scaled_by_power_of_two(std::span<const float> values, const dims& shape,
+                                                dtype stored, int exponent, std::string_view name) {
+    std::vector<float> scaled(values.size());
+    for (std::size_t i = 0; i < values.size(); ++i) {
+        const float x = values[i];
+        const float y = std::ldexp(x, exponent);
+        // Inexact only where a value overflows float32 or falls into its subnormals.
+        if (!std::isfinite(y) || std::ldexp(y, -exponent) != x) {
+            throw error(anvil::detail::message("fp16 rescale: '", name, "' times 2^", exponent,
+                                               " is not exact in float32 (element ", i, ": ", x, ")"));
+        }
+        scaled[i] = y;
+    }
+    const auto narrowed = [&]<class Narrow>() -> std::optional<host_tensor> {
+        std::vector<Narrow> narrow(scaled.size());
+        for (std::size_t i = 0; i < scaled.size(); ++i) {
+            narrow[i] = Narrow(scaled[i]);
+            if (static_cast<float>(narrow[i]) != scaled[i]) return std::nullopt;
+        }
+        return host_tensor::from(narrow, shape);
+    };
+    std::optional<host_tensor> kept;
+    if (stored == dtype::f16) kept = narrowed.template operator()<half>();
+    if (stored == dtype::bf16) kept = narrowed.template operator()<bfloat16>();
+    return kept ? std::move(*kept) : host_tensor::from(scaled, shape);
+}
+
+// One pair of one layer in a calibration graph: its two linear nodes.
+struct calibration_site {
+    std::int64_t layer = 0;
+    projection_pair pair = projection_pair::attention;
+    value_id producer = 0, consumer = 0;
+    std::string not_linear;  // why the pair cannot be rescaled, or empty
+};
+
+struct calibration_graph {
+    graph g;
+    value logits;
+    std::vector<calibration_site> sites;
+};
+
+// The linear node of `g` whose weight operand is `weight`.
+ANVIL_INLINE value_id linear_reading(const graph& g, const tensor<float>& weight) {
+    const value_id w = weight.value().id();
+    for (value_id id = 0; id < g.size(); ++id) {
+        const node& n = g[id];
+        if (n.kind == op::linear && n.inputs.size() >= 2 && n.inputs[1] == w) return id;
+    }
+    throw error(anvil::detail::message("fp16 rescale: no linear node reads weight value %", w));
+}
+
+// The decoder's step for one sequence of `tokens` tokens (its one cache slot hidden by the mask), and where
+// each pair's projections sit in it.
+ANVIL_INLINE calibration_graph build_calibration_graph(const decoder_config& c,
+                                                       const decoder_weight_source& source,
+                                                       std::int64_t tokens) {
+    calibration_graph out;
+    weight_loader loader(out.g, source.file());
+    const decoder_weights w = load_decoder_weights(loader, source, c);
+    out.logits = decoder_step(out.g, w, c, {1, tokens, 1, false, 0}).front();
+    for (std::size_t i = 0; i < w.layers.size(); ++i) {
+        const decoder_layer& layer = w.layers[i];
+        const auto layer_index = static_cast<std::int64_t>(i);
+        out.sites.push_back({layer_index,
+                             projection_pair::attention,
+                             linear_reading(out.g, layer.attention.value.weight),
+                             linear_reading(out.g, layer.attention.output.weight),
+                             {}});
+        calibration_site mlp{layer_index,
+                             projection_pair::mlp,
+                             linear_reading(out.g, layer.mlp.up.weight),
+                             linear_reading(out.g, layer.mlp.down.weight),
+                             {}};
+        // relu is positively homogeneous; gelu and its kin are not, so no power of two passes through them.
+        if (!layer.mlp.gate && layer.mlp.act != activation::relu) {
+            mlp.not_linear =
+                "not rescalable: the MLP's activation (not relu) lies between the two, and act(x / 2^s) is "
+                "not "
+                "act(x) / 2^s";
+        }
+        out.sites.push_back(std::move(mlp));
+    }
+    return out;
+}
+
+ANVIL_INLINE compile_options calibration_options(const compile_options& cpu, const decoder_config& c,
+                                                 bool ane_numerics) {
+    compile_options o;
+    o.target = device::cpu;
+    o.kernels = cpu.kernels;
+    o.threads = cpu.threads;
+    o.ane_numerics = ane_numerics;
+    for (std::int64_t i = 0; i < c.layers; ++i) {  // one empty slot each, which the mask hides
+        o.resident_inputs.push_back(cache_key_name(i));
+        o.resident_inputs.push_back(cache_value_name(i));
+    }
+    return o;
+}
+
+// The stored constant behind a weight value (through its cast or dequantisation to f32), and the f32 values
+// the graph computes with.
+struct stored_weight {
+    std::string name;
+    dtype type = dtype::f32;  // what a scaled copy may keep (f32 for quantised blocks)
+    dims shape;
+    std::vector<float> values;
+};
+
+ANVIL_INLINE stored_weight read_stored_weight(const graph& g, value_id id) {
+    const node& top = g[id];
+    const bool converted = top.kind == op::cast || top.kind == op::dequantize_ggml;
+    const node& constant = converted ? g[top.inputs.at(0)] : top;
+    if (constant.kind != op::constant) {
+        throw error(anvil::detail::message("fp16 rescale: weight value %", id, " is a ", op_name(top.kind),
+                                           ", not a stored tensor"));
+    }
+    stored_weight w;
+    w.name = constant.name;
+    w.shape = top.result.shape;
+    if (top.kind == op::dequantize_ggml) {
+        w.values.resize(static_cast<std::size_t>(w.shape.element_count()));
+        const host_tensor& blocks = constant.data;
+        dequantize_ggml(
+            static_cast<ggml_type>(top.attrs.ggml_type),
+            std::span<const std::byte>(static_cast<const std::byte*>(blocks.raw()), blocks.byte_size()),
+            w.values);
+    } else {
+        w.type = constant.data.type();
+        w.values = constant.data.to_f32();
+    }
+    return w;
+}
+
+ANVIL_INLINE bool finite_values(const host_tensor& t) {
+    for (const float x : t.to_f32())
+        if (!std::isfinite(x)) return false;
+    return true;
+}
+
+}  // namespace anvil::models::recipe_detail
+
+namespace anvil::models {
+
+ANVIL_INLINE std::string_view projection_pair_name(projection_pair pair) noexcept {
+    return pair == projection_pair::attention ? "attention" : "mlp";
+}
+
+ANVIL_INLINE int fp16_rescale_shift(double peak, double limit) {
+    if (!(limit > 0.0 && limit <= recipe_detail::fp16_largest)) {
+        throw error(anvil::detail::message("fp16 rescale: the limit must be in (0, 65504], got ", limit));
+    }
+    if (!std::isfinite(peak))
+        throw error(anvil::detail::message("fp16 rescale: the peak ", peak, " is not finite"));
+    int shift = 0;
+    while (std::ldexp(std::fabs(peak), -shift) > limit)
+        ++shift;
+    return shift;
+}
+
+ANVIL_INLINE std::size_t fp16_rescale_report::rescaled_pairs() const noexcept {
+    std::size_t count = 0;
+    for (const fp16_pair_scale& p : pairs)
+        count += p.shift > 0 ? 1 : 0;
+    return count;
+}
+
+ANVIL_INLINE std::string fp16_rescale_report::to_string() const {
+    std::ostringstream out;
+    out << "fp16 rescale: " << calibration_tokens << " calibration tokens, limit " << limit << ", "
+        << rescaled_pairs() << " of " << pairs.size() << " pairs rescaled\n";
+    for (const fp16_pair_scale& p : pairs) {
+        out << "layer " << p.layer << ' ' << projection_pair_name(p.pair) << ' ' << p.producer << " -> "
+            << p.consumer << ": peak " << p.peak << ", ";
+        if (p.shift > 0) {
+            out << "2^-" << p.shift << " / 2^" << p.shift;
+        } else {
+            out << "unchanged";
+        }
+        out << " (output peak " << p.output_peak << ")";
+        if (!p.note.empty()) out << "; " << p.note;
+        out << '\n';
+    }
+    const auto overflow = [&](std::string_view when, const std::optional<numerics_report>& report) {
+        if (!report) return;
+        out << "ane_numerics " << when << ": ";
+        if (report->clean()) {
+            out << "no op leaves fp16\n";
+        } else {
+            const std::size_t n = report->overflows.size();
+            out << n << (n == 1 ? " op leaves" : " ops leave") << " fp16\n" << report->to_string();
+        }
+    };
+    overflow("before", before);
+    overflow("after", after);
+    return out.str();
+}
+
+ANVIL_INLINE fp16_rescaled calibrate_fp16_rescale(const decoder_config& c,
+                                                  const std::shared_ptr<const decoder_weight_source>& weights,
+                                                  std::span<const std::int32_t> ids,
+                                                  const fp16_rescale_options& options,
+                                                  const compile_options& cpu) {
+    if (ids.empty()) throw error("fp16 rescale: no calibration token ids (give ids, or a text to encode)");
+    for (const std::int32_t id : ids) {
+        if (id < 0 || id >= c.vocab_size) {
+            throw error(anvil::detail::message("fp16 rescale: calibration token id ", id,
+                                               " is outside the vocabulary (", c.vocab_size, " ids)"));
+        }
+    }
+    const auto tokens = static_cast<std::int64_t>(ids.size());
+    if (c.learned_positions() && tokens > c.max_position_embeddings) {
+        throw error(anvil::detail::message("fp16 rescale: ", tokens, " calibration tokens, more than the ",
+                                           c.max_position_embeddings, " positions ", c.model_type,
+                                           " has embeddings for"));
+    }
+    static_cast<void>(fp16_rescale_shift(0.0, options.limit));  // checks the limit before any work
+
+    std::vector<std::int64_t> positions(ids.size());
+    std::iota(positions.begin(), positions.end(), std::int64_t{0});
+    const std::vector<std::int64_t> hidden_slot{-1};
+    const std::vector<named_tensor> inputs =
+        decoder_step_inputs(c, ids, positions, hidden_slot, 1, tokens, 1, std::span<const std::int64_t>());
+
+    // fp32: every pair's peaks, reduced in the graph (max |x| of the producer's output, the consumer's input
+    // and output), so no activation is copied out.
+    recipe_detail::calibration_graph measured = recipe_detail::build_calibration_graph(c, *weights, tokens);
+    const graph& g = measured.g;
+    std::vector<value> outputs{measured.logits};
+    const auto peak_of = [&](value_id id) {
+        return anvil::max(anvil::abs(tensor<float>(value(g.body(), id))), std::vector<std::int64_t>{}, true)
+            .value();
+    };
+    for (const recipe_detail::calibration_site& site : measured.sites) {
+        outputs.push_back(peak_of(site.producer));
+        outputs.push_back(peak_of(g[site.consumer].inputs.at(0)));
+        outputs.push_back(peak_of(site.consumer));
+    }
+    program fp32 =
+        compile(std::span<const value>(outputs), recipe_detail::calibration_options(cpu, c, false));
+    const std::vector<host_tensor> results = fp32.run(inputs);
+    if (!recipe_detail::finite_values(results.front())) {
+        throw error(
+            "fp16 rescale: the model's fp32 logits on the calibration ids are not finite, which no rescaling "
+            "for fp16 can mend");
+    }
+
+    fp16_rescaled rescaled;
+    fp16_rescale_report& report = rescaled.report;
+    report.calibration_tokens = tokens;
+    report.limit = options.limit;
+    std::map<std::string, host_tensor> replacements;
+    const auto fold = [&](value_id weight, int exponent) {
+        recipe_detail::stored_weight w = recipe_detail::read_stored_weight(g, weight);
+        std::string key = w.name;
+        if (key.rfind(weights->prefix(), 0) == 0) key.erase(0, weights->prefix().size());
+        replacements.insert_or_assign(
+            key, recipe_detail::scaled_by_power_of_two(w.values, w.shape, w.type, exponent, w.name));
+    };
+    const auto without_suffix = [&](value_id linear) {
+        std::string name = recipe_detail::read_stored_weight(g, g[linear].inputs.at(1)).name;
+        if (name.ends_with(".weight")) name.resize(name.size() - 7);
+        return name;
+    };
+    for (std::size_t k = 0; k < measured.sites.size(); ++k) {
+        const recipe_detail::calibration_site& site = measured.sites[k];
+        fp16_pair_scale p;
+        p.layer = site.layer;
+        p.pair = site.pair;
+        p.producer = without_suffix(site.producer);
+        p.consumer = without_suffix(site.consumer);
+        const float produced = results[1 + 3 * k].to_f32().front();
+        const float consumed = results[2 + 3 * k].to_f32().front();
+        p.peak = std::max(double{produced}, double{consumed});
+        p.output_peak = results[3 + 3 * k].to_f32().front();
+        if (!std::isfinite(p.peak) || !std::isfinite(p.output_peak)) {
+            throw error(anvil::detail::message("fp16 rescale: layer ", p.layer, " ", p.producer, " -> ",
+                                               p.consumer,
+                                               ": the fp32 values are not finite on the calibration ids"));
+        }
+        p.note = site.not_linear;
+        const int wanted = p.note.empty() ? fp16_rescale_shift(p.peak, options.limit) : 0;
+        p.shift = wanted;
+        if (wanted > 0) {
+            // The Neural Engine stores weights in fp16: the consumer's largest weight times 2^s must stay
+            // there.
+            const node& consumer = g[site.consumer];
+            double largest = 0.0;
+            for (const float x : recipe_detail::read_stored_weight(g, consumer.inputs.at(1)).values)
+                largest = std::max(largest, double{std::fabs(x)});
+            while (p.shift > 0 && std::ldexp(largest, p.shift) > recipe_detail::fp16_largest)
+                --p.shift;
+            if (p.shift < wanted) {
+                p.note = anvil::detail::message("2^", wanted, " would take ", p.consumer,
+                                                "'s largest weight past fp16; capped at 2^", p.shift);
+            }
+        }
+        if (p.shift > 0) {
+            const node& producer = g[site.producer];
+            fold(producer.inputs.at(1), -p.shift);
+            if (producer.inputs.size() > 2) fold(producer.inputs[2], -p.shift);  // the bias shrinks with it
+            fold(g[site.consumer].inputs.at(1), p.shift);                        // its bias does not
+        }
+        report.pairs.push_back(std::move(p));
+    }
+    rescaled.weights = replacements.empty() ? weights : weights->with_tensors(std::move(replacements));
+
+    if (options.check_numerics) {
+        const auto overflow = [&](const decoder_weight_source& source) {
+            const recipe_detail::calibration_graph built =
+                recipe_detail::build_calibration_graph(c, source, tokens);
+            program p = compile({built.logits}, recipe_detail::calibration_options(cpu, c, true));
+            static_cast<void>(p.run(inputs));
+            return p.numerics();
+        };
+        report.before = overflow(*weights);
+        report.after = rescaled.weights == weights ? *report.before : overflow(*rescaled.weights);
+    }
+    return rescaled;
 }
 
 }  // namespace anvil::models
@@ -36833,6 +37841,30 @@ ANVIL_INLINE causal_lm causal_lm::load(const std::filesystem::path& folder,
     lm.state_ = state;
     lm.options_ = options;
     lm.gguf_ = is_gguf_path(folder);
+    if (file_vocabulary) {  // the file's tokenizer.ggml.* as the tokenizer.json it stands for
+        lm.tokenizer_ = std::make_shared<const tokenizer>(
+            tokenizer::from_json(file_vocabulary->tokenizer_json, folder.string() + " (tokenizer.ggml.*)"));
+        if (!file_vocabulary->chat_template.empty()) {
+            lm.chat_ = make_chat_template(file_vocabulary->chat_template, file_vocabulary->bos_token,
+                                          file_vocabulary->eos_token);
+        }
+    } else if (std::filesystem::exists(folder / "tokenizer.json") ||
+               (std::filesystem::exists(folder / "vocab.json") &&
+                std::filesystem::exists(folder / "merges.txt"))) {
+        lm.tokenizer_ = std::make_shared<const tokenizer>(tokenizer::load(folder));
+        lm.chat_ = read_chat_template(folder);
+    }
+    if (options.fp16_rescale) {
+        const fp16_calibration& calibration = *options.fp16_rescale;
+        if (!calibration.ids.empty() && !calibration.text.empty())
+            throw error("causal_lm: fp16_rescale calibrates on ids or on a text, not both");
+        const std::vector<std::int32_t> ids =
+            calibration.text.empty() ? calibration.ids : lm.tokens().encode(calibration.text).ids;
+        fp16_rescaled rescaled = calibrate_fp16_rescale(state->config, state->source, ids,
+                                                        calibration.rescale, options.load.compile);
+        state->source = std::move(rescaled.weights);  // before any program reads a weight
+        lm.rescale_ = std::move(rescaled.report);
+    }
     const device target = options.load.compile.target;
     const bool on_ane = target == device::ane || target == device::coreml ||
                         (target == device::automatic && anvil::detail::ane::available());
@@ -36863,19 +37895,6 @@ ANVIL_INLINE causal_lm causal_lm::load(const std::filesystem::path& folder,
             compile.resident_inputs.push_back(window_value_name(i));
         }
         lm.windowed_ = std::make_unique<compiled_shapes>(compile, build);
-    }
-    if (file_vocabulary) {  // the file's tokenizer.ggml.* as the tokenizer.json it stands for
-        lm.tokenizer_ = std::make_shared<const tokenizer>(
-            tokenizer::from_json(file_vocabulary->tokenizer_json, folder.string() + " (tokenizer.ggml.*)"));
-        if (!file_vocabulary->chat_template.empty()) {
-            lm.chat_ = make_chat_template(file_vocabulary->chat_template, file_vocabulary->bos_token,
-                                          file_vocabulary->eos_token);
-        }
-    } else if (std::filesystem::exists(folder / "tokenizer.json") ||
-               (std::filesystem::exists(folder / "vocab.json") &&
-                std::filesystem::exists(folder / "merges.txt"))) {
-        lm.tokenizer_ = std::make_shared<const tokenizer>(tokenizer::load(folder));
-        lm.chat_ = read_chat_template(folder);
     }
     for (const std::int32_t id : state->config.eos_token_ids)
         lm.eos_.push_back(id);
@@ -37001,57 +38020,6 @@ ANVIL_INLINE program& causal_lm::step_program(std::int64_t batch, std::int64_t t
     return (window > 0 ? *windowed_ : *programs_).at({batch, tokens, context, select ? 1 : 0, window});
 }
 
-ANVIL_INLINE std::vector<named_tensor> causal_lm::step_inputs(std::span<const std::int32_t> ids,
-                                                              std::span<const std::int64_t> positions,
-                                                              std::span<const std::int64_t> cache_positions,
-                                                              std::int64_t batch, std::int64_t tokens,
-                                                              std::int64_t context,
-                                                              std::span<const std::int64_t> select) const {
-    const decoder_config& c = config();
-    std::vector<named_tensor> in;
-    in.push_back({std::string(step_ids_name),
-                  host_tensor::from(std::vector<std::int32_t>(ids.begin(), ids.end()), dims{batch, tokens})});
-    if (c.learned_positions()) {
-        std::vector<std::int32_t> p(positions.size());
-        for (std::size_t i = 0; i < p.size(); ++i)
-            p[i] = static_cast<std::int32_t>(std::max<std::int64_t>(positions[i], 0));
-        in.push_back({std::string(step_positions_name), host_tensor::from(p, dims{batch, tokens})});
-    } else {
-        auto tables = make_rope_tables(c.rope, positions, batch, tokens);
-        const dims table{batch, 1, tokens, c.rope.rotary_dim / 2};
-        in.push_back({std::string(step_cos_name), host_tensor::from(tables.cos, table)});
-        in.push_back({std::string(step_sin_name), host_tensor::from(tables.sin, table)});
-    }
-    constexpr float hidden = -65504.0f;  // fp16's lowest: finite on the ANE (bert.hpp)
-    const std::int64_t width = context + tokens;
-    std::vector<float> mask(static_cast<std::size_t>(batch * tokens * width), hidden);
-    auto visible = [&](std::int64_t q, std::int64_t k) {
-        return k >= 0 && k <= q && (c.sliding_window == 0 || q - k < c.sliding_window);
-    };
-    for (std::int64_t b = 0; b < batch; ++b) {
-        for (std::int64_t i = 0; i < tokens; ++i) {
-            float* row = mask.data() + (b * tokens + i) * width;
-            const std::int64_t q = positions[static_cast<std::size_t>(b * tokens + i)];
-            if (q < 0) {
-                row[context + i] = 0.0f;
-                continue;
-            }
-            for (std::int64_t j = 0; j < context; ++j)
-                if (visible(q, cache_positions[static_cast<std::size_t>(b * context + j)])) row[j] = 0.0f;
-            for (std::int64_t j = 0; j < tokens; ++j)
-                if (visible(q, positions[static_cast<std::size_t>(b * tokens + j)])) row[context + j] = 0.0f;
-        }
-    }
-    in.push_back({std::string(step_mask_name), host_tensor::from(mask, dims{batch, 1, tokens, width})});
-    if (!select.empty()) {
-        std::vector<float> one_hot(static_cast<std::size_t>(batch * tokens), 0.0f);
-        for (std::int64_t b = 0; b < batch; ++b)
-            one_hot[static_cast<std::size_t>(b * tokens + select[static_cast<std::size_t>(b)])] = 1.0f;
-        in.push_back({std::string(step_select_name), host_tensor::from(one_hot, dims{batch, 1, tokens})});
-    }
-    return in;
-}
-
 ANVIL_INLINE void causal_lm::keep_in_window(program& p, const std::vector<host_tensor>& outputs,
                                             std::vector<host_tensor>& pending, std::int64_t fill) const {
     for (std::size_t k = 0; k < pending.size(); ++k) {
@@ -37104,9 +38072,9 @@ ANVIL_INLINE program& causal_lm::prefill(
             positions[static_cast<std::size_t>(i)] = start + i;
         }
         const std::vector<std::int64_t> last{count - 1};
-        const auto inputs =
-            step_inputs(chunk_ids, positions, cache_positions, 1, chunk, context,
-                        select ? std::span<const std::int64_t>(last) : std::span<const std::int64_t>());
+        const auto inputs = decoder_step_inputs(
+            config(), chunk_ids, positions, cache_positions, 1, chunk, context,
+            select ? std::span<const std::int64_t>(last) : std::span<const std::int64_t>());
         const auto outputs = p.run(inputs);
         write_new(p, outputs, count, start);
         for (std::int64_t i = 0; i < count; ++i)
@@ -37269,7 +38237,7 @@ ANVIL_INLINE void causal_lm::generate_group(std::span<const std::vector<std::int
             for (std::int64_t j = 0; j < fill; ++j)
                 cache_positions[static_cast<std::size_t>(b * slots + context + j)] = cursor + j - s.offset;
         }
-        const auto inputs = step_inputs(ids, positions, cache_positions, batch, 1, slots, select);
+        const auto inputs = decoder_step_inputs(c, ids, positions, cache_positions, batch, 1, slots, select);
         const auto outputs = decode->run(inputs);
         if (w == 0) {
             write_new(*decode, outputs, 1, cursor);
@@ -37315,6 +38283,216 @@ ANVIL_INLINE void causal_lm_access::observe_logits(
 }
 
 }  // namespace anvil::models::recipe_detail
+// anvil: decoder_plan's definitions (see decoder_plan.hpp; compilation.hpp says when this file is compiled).
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+// #include "anvil/backend/ane/program_cache.hpp"
+// #include "anvil/backend/ane/support.hpp"
+// #include "anvil/backend/ane/tiling.hpp"
+// #include "anvil/core/error.hpp"
+// #include "anvil/io/gguf.hpp"
+// #include "anvil/models/decoder_plan.hpp"
+// #include "anvil/models/gguf_decoder.hpp"
+
+namespace anvil::models::recipe_detail {
+
+ANVIL_INLINE std::vector<planned_stage> decoder_stages(const decoder_config& c,
+                                                       std::size_t max_program_weight_bytes,
+                                                       weight_compression compression) {
+    const std::int64_t max_dimension = anvil::detail::ane::lowering_options{}.max_dimension;
+    std::vector<planned_stage> stages;
+    const auto begin = [&](std::string label) { stages.push_back({std::move(label), {}, 0}); };
+    // One node reading `bytes` of weights (fp16), `compressed` as a Core ML program stores them.
+    const auto read = [&](std::size_t bytes, std::size_t compressed) {
+        planned_stage& stage = stages.back();
+        stage.weights.bytes += bytes;
+        stage.weights.pieces.push_back(bytes);
+        stage.compressed_bytes += compressed;
+    };
+    // A norm's weight (and bias): one node reads both.
+    const auto norm = [&](std::int64_t size, bool bias) {
+        const auto bytes = static_cast<std::size_t>(2 * size * (bias ? 2 : 1));
+        read(bytes, bytes);
+    };
+    // A linear [out, in] (+ bias [out]), in the row tiles the backend cuts it into (tile_wide_linears), one
+    // node each; `compressible`: compress_weights compresses its weight (not a head tied to the embeddings).
+    const auto linear = [&](std::int64_t out, std::int64_t in, bool bias, bool compressible) {
+        const std::int64_t tiles = anvil::detail::ane::linear_tiles(
+            out, static_cast<std::size_t>(2 * out * in), max_dimension, max_program_weight_bytes);
+        const std::int64_t per_tile = (out + tiles - 1) / tiles;
+        for (std::int64_t first = 0; first < out; first += per_tile) {
+            const std::int64_t rows = std::min(per_tile, out - first);
+            const auto weight = static_cast<std::size_t>(2 * rows * in);
+            const auto bias_bytes = static_cast<std::size_t>(bias ? 2 * rows : 0);
+            const std::size_t stored = compressible ? compressed_weight_bytes(rows, in, compression) : weight;
+            read(weight + bias_bytes, stored + bias_bytes);
+        }
+    };
+    const bool gpt2 = c.learned_positions();
+    const std::int64_t h = c.hidden, i = c.intermediate, q = c.heads * c.head_dim,
+                       kv = c.kv_heads * c.head_dim;
+    begin(std::string(embedding_stage_label));  // gathers: the host's work, no weights on the Neural Engine
+    for (std::int64_t layer = 0; layer < c.layers; ++layer) {
+        begin(layer_stage_label(layer));
+        // In the order decoder_step's nodes read them (blocks.hpp: norm, q, k, v, q/k norms, output, norm,
+        // MLP).
+        norm(h, gpt2);
+        linear(q, h, c.qkv_bias, true);
+        linear(kv, h, c.qkv_bias, true);
+        linear(kv, h, c.qkv_bias, true);
+        if (c.qk_norm) {
+            norm(c.head_dim, false);
+            norm(c.head_dim, false);
+        }
+        linear(h, q, c.output_bias, true);
+        norm(h, gpt2);
+        if (!gpt2) linear(i, h, c.mlp_bias, true);  // gate
+        linear(i, h, c.mlp_bias, true);             // up (GPT-2's c_fc)
+        linear(h, i, c.mlp_bias, true);             // down (GPT-2's c_proj)
+    }
+    begin(std::string(head_stage_label));
+    norm(h, gpt2);
+    linear(c.vocab_size, h, false, !c.tie_word_embeddings);
+    return stages;
+}
+
+}  // namespace anvil::models::recipe_detail
+
+namespace anvil::models {
+
+ANVIL_INLINE decoder_plan plan_decoder(const decoder_config& c, const causal_lm_options& options) {
+    using anvil::detail::message;
+    decoder_plan plan;
+    plan.config = c;
+    const compile_options& compile = options.load.compile;
+    plan.context_ladder = recipe_detail::context_rungs(c, options, 512);  // the Neural Engine's ladder
+    plan.context = plan.context_ladder.back();
+    if (options.prefill_chunk < 1 || options.decode_window < -1) {
+        throw error(message("plan: prefill_chunk (", options.prefill_chunk,
+                            ") must be positive and decode_window (", options.decode_window,
+                            ") -1 (automatic), 0 or positive"));
+    }
+    plan.prefill_tokens = std::min(options.prefill_chunk, plan.context);
+    plan.decode_window = options.decode_window >= 0 ? options.decode_window : 8;
+    plan.max_program_weight_bytes = compile.ane_max_program_weight_bytes;
+    plan.compression = compile.weight_compression;
+    plan.embedding_bytes = static_cast<std::size_t>(2 * c.vocab_size * c.hidden);
+    if (c.learned_positions())
+        plan.embedding_bytes += static_cast<std::size_t>(2 * c.max_position_embeddings * c.hidden);
+
+    const std::vector<recipe_detail::planned_stage> stages =
+        recipe_detail::decoder_stages(c, plan.max_program_weight_bytes, plan.compression);
+    std::vector<stage_weights> weights;
+    for (const auto& stage : stages)
+        weights.push_back(stage.weights);
+    const std::size_t head_stage = stages.size() - 1;
+    const auto kv_per_layer = static_cast<std::size_t>(2 * 2 * c.kv_heads * c.head_dim * plan.context);
+    for (const stage_chunk& chunk : chunk_stages(weights, plan.max_program_weight_bytes)) {
+        decoder_plan_chunk out;
+        // Named by the stages whose weights it holds, as the placement report names a program's.
+        std::size_t first = chunk.last, last = chunk.first;
+        for (std::size_t s = chunk.first; s <= chunk.last; ++s) {
+            if (stages[s].weights.bytes == 0) continue;
+            first = std::min(first, s);
+            last = std::max(last, s);
+            out.compressed_bytes += stages[s].compressed_bytes;
+            if (s == head_stage) {
+                out.head = true;
+            } else if (s > 0) {
+                if (out.layers == 0) out.first_layer = static_cast<std::int64_t>(s) - 1;
+                ++out.layers;
+            }
+        }
+        if (first > last) first = last = chunk.first;
+        out.stages = stage_range(stages[first].label, stages[last].label);
+        out.weight_bytes = chunk.weight_bytes;
+        out.kv_cache_bytes = kv_per_layer * static_cast<std::size_t>(out.layers);
+        out.programs = chunk.programs;
+        plan.weight_bytes += out.weight_bytes;
+        plan.compressed_bytes += out.compressed_bytes;
+        plan.kv_cache_bytes += out.kv_cache_bytes;
+        plan.programs_per_shape += out.programs;
+        plan.chunks.push_back(std::move(out));
+    }
+    plan.programs = 2 * plan.programs_per_shape;
+    plan.ladder_programs = plan.programs * plan.context_ladder.size();
+    plan.compile_budget = anvil::detail::ane::compile_budget(compile.ane_compile_budget);
+    plan.fits_compile_budget = static_cast<long>(plan.programs) <= plan.compile_budget;
+    plan.fits_live_programs = plan.programs <= plan.live_program_limit;
+
+    const std::int64_t max_dimension = anvil::detail::ane::lowering_options{}.max_dimension;
+    const std::int64_t widest = std::max({c.hidden, c.intermediate, c.heads * c.head_dim});
+    if (widest > max_dimension) {
+        plan.notes.push_back(
+            message("a layer has ", widest, " features, past the Neural Engine's ", max_dimension,
+                    " per axis: the backend runs those ops on the CPU, and their weights are "
+                    "counted here as if on the Neural Engine"));
+    }
+    if (c.vocab_size > max_dimension) {
+        plan.notes.push_back(message("the LM head's ", c.vocab_size,
+                                     " logits come from row tiles of at most ", max_dimension,
+                                     "; their concat runs on the CPU"));
+    }
+    if (plan.context + plan.decode_window + plan.prefill_tokens > max_dimension) {
+        plan.notes.push_back(message("attention over ", plan.context,
+                                     " cache slots passes the Neural Engine's ", max_dimension,
+                                     " per axis: those ops run on the CPU"));
+    }
+    if (plan.compression != weight_compression::none) {
+        plan.notes.push_back(
+            message("--compress ", weight_compression_name(plan.compression),
+                    ": a Core ML program stores the compressed bytes; the private Neural Engine "
+                    "path embeds fp16, and chunks by fp16 bytes either way"));
+    }
+    if (!plan.fits_compile_budget) {
+        plan.notes.push_back(
+            message(plan.programs, " programs pass the compile budget of ", plan.compile_budget,
+                    " per process: later compiles may be refused (the program cache turns a "
+                    "second run's compiles into loads); raise the weight limit per program"));
+    }
+    if (!plan.fits_live_programs) {
+        plan.notes.push_back(
+            message(plan.programs, " programs loaded at once pass the ~", plan.live_program_limit,
+                    " some devices allow (RUNTIME.md §6; others ~55): raise the weight limit per "
+                    "program"));
+    }
+    return plan;
+}
+
+ANVIL_INLINE decoder_plan plan_decoder(const std::filesystem::path& model, const causal_lm_options& options) {
+    using anvil::detail::message;
+    decoder_config config;
+    std::string source;
+    if (is_gguf_path(model)) {
+        if (!std::filesystem::exists(model)) throw io_error(message(model.string(), ": no such file"));
+        // The file's metadata and tensor infos only: gguf_file maps the file and reads no tensor's bytes.
+        // A head stored as a copy of the embeddings (GPT-2's converter) counts as untied here, which only
+        // changes its compressed size.
+        const gguf_file file = gguf_file::open(model);
+        const bool tied = file.find_tensor("output.weight") == nullptr;
+        source = model.string();
+        config = decoder_config::from_json(gguf_decoder_config(file, tied), source + " (metadata)");
+    } else {
+        source = (model / "config.json").string();
+        if (!std::filesystem::exists(model / "config.json")) {
+            throw io_error(message(model.string(),
+                                   ": no config.json (give a Hugging Face model folder or a .gguf file)"));
+        }
+        config = decoder_config::load(model);
+    }
+    decoder_plan plan = plan_decoder(config, options);
+    plan.source = std::move(source);
+    return plan;
+}
+
+}  // namespace anvil::models
 // anvil: read_gguf_decoder's definitions (see gguf_decoder.hpp; compilation.hpp says when this file is
 // compiled).
 
@@ -37352,6 +38530,25 @@ struct gguf_storage {
 [[nodiscard]] inline bool kept_quantised(ggml_type type) {
     return type == ggml_type::Q8_0 || type == ggml_type::Q4_0 || type == ggml_type::Q4_K ||
            type == ggml_type::Q6_K;
+}
+
+// The architectures anvil reads from GGUF files, with the Hugging Face class each stands for.
+struct known_architecture {
+    std::string_view arch, architecture;
+    bool permuted;  // llama.cpp reorders attn_q / attn_k for interleaved rotation
+};
+inline constexpr known_architecture known_architectures[] = {
+    {"llama", "LlamaForCausalLM", true},
+    {"qwen2", "Qwen2ForCausalLM", false},
+    {"qwen3", "Qwen3ForCausalLM", false},
+    {"gpt2", "GPT2LMHeadModel", false},
+};
+
+// The entry for general.architecture `arch`, or nullptr.
+[[nodiscard]] inline const known_architecture* find_architecture(std::string_view arch) {
+    for (const known_architecture& k : known_architectures)
+        if (k.arch == arch) return &k;
+    return nullptr;
 }
 
 // llama.cpp's per-layer tensor names and Hugging Face's, for the llama-style architectures.
@@ -37471,25 +38668,11 @@ ANVIL_INLINE bool is_gguf_path(const std::filesystem::path& path) {
     return path.extension() == ".gguf";
 }
 
-ANVIL_INLINE gguf_decoder read_gguf_decoder(const std::filesystem::path& file) {
+ANVIL_INLINE json::value gguf_decoder_config(const gguf_file& g, bool tied) {
     using anvil::detail::message;
-    auto storage = std::make_shared<gguf_detail::gguf_storage>(gguf_file::open(file));
-    const gguf_file& g = storage->file;
-    const std::string source = file.string();
+    const std::string source(g.source_name());
     const std::string& arch = g.string("general.architecture");
-    struct known {
-        std::string_view arch, architecture;
-        bool permuted;  // llama.cpp reorders attn_q / attn_k for interleaved rotation
-    };
-    static constexpr known archs[] = {
-        {"llama", "LlamaForCausalLM", true},
-        {"qwen2", "Qwen2ForCausalLM", false},
-        {"qwen3", "Qwen3ForCausalLM", false},
-        {"gpt2", "GPT2LMHeadModel", false},
-    };
-    const known* kind = nullptr;
-    for (const known& k : archs)
-        if (k.arch == arch) kind = &k;
+    const gguf_detail::known_architecture* kind = gguf_detail::find_architecture(arch);
     if (kind == nullptr) {
         throw unsupported_error(
             message(source, ": general.architecture '", arch,
@@ -37528,18 +38711,9 @@ ANVIL_INLINE gguf_decoder read_gguf_decoder(const std::filesystem::path& file) {
     json::object config;
     config["model_type"] = json::value(std::string(arch));
     config["architectures"] = json::value(json::array{json::value(std::string(kind->architecture))});
-    const gguf_tensor* embeddings = g.find_tensor("token_embd.weight");
-    const gguf_tensor* head = g.find_tensor("output.weight");
-    // llama.cpp's converter writes GPT-2's tied head out as a copy of the embeddings.
-    const bool tied =
-        head == nullptr || (embeddings != nullptr && head->type == embeddings->type &&
-                            head->ne == embeddings->ne && std::ranges::equal(head->bytes, embeddings->bytes));
-    if (embeddings != nullptr) config["vocab_size"] = json::value(embeddings->shape().front());
+    if (const gguf_tensor* embeddings = g.find_tensor("token_embd.weight"); embeddings != nullptr)
+        config["vocab_size"] = json::value(embeddings->shape().front());
     config["tie_word_embeddings"] = json::value(tied);
-    std::optional<gguf_vocabulary> vocabulary = read_gguf_vocabulary(g);
-    if (g.find("tokenizer.ggml.bos_token_id") != nullptr)
-        config["bos_token_id"] = json::value(g.integer("tokenizer.ggml.bos_token_id"));
-    config["eos_token_id"] = gguf_detail::end_of_generation_ids(g, vocabulary.has_value());
     if (gpt2) {
         config["n_embd"] = json::value(hidden);
         config["n_layer"] = json::value(integer_or("block_count", std::nullopt));
@@ -37604,6 +38778,32 @@ ANVIL_INLINE gguf_decoder read_gguf_decoder(const std::filesystem::path& file) {
         throw format_error(
             message(source, ": a ", arch, " model of ", layers, " blocks needs tensors it lacks: ", list));
     }
+    return json::value(std::move(config));
+}
+
+ANVIL_INLINE gguf_decoder read_gguf_decoder(const std::filesystem::path& file) {
+    using anvil::detail::message;
+    auto storage = std::make_shared<gguf_detail::gguf_storage>(gguf_file::open(file));
+    const gguf_file& g = storage->file;
+    const std::string source = file.string();
+    const gguf_tensor* embeddings = g.find_tensor("token_embd.weight");
+    const gguf_tensor* head = g.find_tensor("output.weight");
+    // llama.cpp's converter writes GPT-2's tied head out as a copy of the embeddings.
+    const bool tied =
+        head == nullptr || (embeddings != nullptr && head->type == embeddings->type &&
+                            head->ne == embeddings->ne && std::ranges::equal(head->bytes, embeddings->bytes));
+    json::value config_value = gguf_decoder_config(g, tied);
+    json::object& config = config_value.as_object();
+    std::optional<gguf_vocabulary> vocabulary = read_gguf_vocabulary(g);
+    if (g.find("tokenizer.ggml.bos_token_id") != nullptr)
+        config["bos_token_id"] = json::value(g.integer("tokenizer.ggml.bos_token_id"));
+    config["eos_token_id"] = gguf_detail::end_of_generation_ids(g, vocabulary.has_value());
+    // gguf_decoder_config checked the architecture and the head counts.
+    const gguf_detail::known_architecture* kind =
+        gguf_detail::find_architecture(g.string("general.architecture"));
+    const bool gpt2 = kind->arch == "gpt2";
+    const std::int64_t heads = config.find(gpt2 ? "n_head" : "num_attention_heads")->as_int();
+    const std::int64_t kv_heads = gpt2 ? heads : config.find("num_key_value_heads")->as_int();
 
     std::vector<checkpoint_tensor> tensors;
     for (const gguf_tensor& t : g.tensors()) {
@@ -37611,7 +38811,7 @@ ANVIL_INLINE gguf_decoder read_gguf_decoder(const std::filesystem::path& file) {
         std::string name = gguf_detail::hf_name(t.name, gpt2);
         if (name.empty())
             throw unsupported_error(
-                message(source, ": tensor '", t.name, "' is not one of a ", arch, " model's"));
+                message(source, ": tensor '", t.name, "' is not one of a ", kind->arch, " model's"));
         std::vector<std::int64_t> shape = t.shape();
         const bool permute = kind->permuted && shape.size() == 2 &&
                              (t.name.ends_with(".attn_q.weight") || t.name.ends_with(".attn_k.weight"));
@@ -37669,7 +38869,7 @@ ANVIL_INLINE gguf_decoder read_gguf_decoder(const std::filesystem::path& file) {
     }
     auto weights =
         std::make_shared<const checkpoint>(checkpoint::from_tensors(source, std::move(tensors), storage));
-    return {json::value(std::move(config)), std::move(weights), std::move(vocabulary)};
+    return {std::move(config_value), std::move(weights), std::move(vocabulary)};
 }
 
 }  // namespace anvil::models

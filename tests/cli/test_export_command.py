@@ -5,7 +5,8 @@ schema subset from COREML.md's field numbers, the weight file's records, the man
 JSON summary reports (names, dtypes, shapes); the metadata taken from a model card; the same model giving the
 same bytes twice; decoder LMs with their KV caches as states (llama, GPT-2, Qwen3), protoc-checked with the
 states' descriptions; CLIP's two towers (two functions, or one with --tower) and Whisper's encoder and stateful
-decoder; --compress (constexpr ops, the weight file shrunk); and the refusals (a wrong
+decoder; --compress (constexpr ops, the weight file shrunk); --rescale-fp16 (the shifts in the report and the
+metadata); and the refusals (a wrong
 --compress, a wrong --out, a context past the model's positions), each
 one line with exit status 1 or 2. The packages' numbers are tests/test_coreml_export.cpp's (run through the simulator's Core ML).
 
@@ -175,6 +176,27 @@ def main() -> int:
         check_error(anvil("export", "--model", DATA / "decoder_lms" / "gpt2", "--out", tmp / "lm.mlpackage",
                           "--context", "8", "--sequence-length", "9"), 2, "anvil: usage:", "--sequence-length",
                     what="export a decoder LM taking more tokens than its cache holds")
+        # --rescale-fp16: the package stores the rescaled weights (tools/reference/fp16_rescale.py's Llama, built
+        # to overflow fp16), says so in its metadata, and the report has the reference's shifts.
+        overflow = DATA / "fp16_rescale" / "llama_overflow"
+        expected = json.loads((overflow / "expected.json").read_text())
+        calibration = ",".join(str(i) for i in expected["calibration_ids"])
+        report = export(overflow, tmp / "rescaled.mlpackage", "--context", "16", "--rescale-fp16", "--calibrate-ids",
+                        calibration)
+        shifts = [p.get("shift") for p in report.get("fp16_rescale", {}).get("pairs", [])]
+        check(shifts == [p["shift"] for p in expected["pairs"]], f"export --rescale-fp16: the reference's shifts ({shifts})")
+        check(report.get("fp16_rescale", {}).get("overflow_after") == [],
+              "export --rescale-fp16: no fp16 overflow on the calibration ids after rescaling")
+        protoc_check(tmp / "rescaled.mlpackage")
+        spec = (tmp / "rescaled.mlpackage" / "Data" / "com.apple.CoreML" / "model.mlmodel").read_bytes()
+        check(b"anvil.fp16_rescale" in spec and b"model.layers.0.mlp.up_proj x 2^-4" in spec,
+              "export --rescale-fp16: the shifts in the metadata")
+        check_error(anvil("export", "--model", overflow, "--out", tmp / "x.mlpackage", "--rescale-fp16"), 2,
+                    "anvil: usage:", "--calibrate-ids", what="export --rescale-fp16 without a calibration")
+        check_error(anvil("export", "--model", text / "bert_sentence", "--out", tmp / "x.mlpackage", "--rescale-fp16",
+                          "--calibrate-ids", "1,2"), 2, "anvil: usage:", "decoder LMs",
+                    what="export --rescale-fp16 of a sentence encoder")
+
         # CLIP: an image and a text function (iOS 18), or one tower alone (iOS 16); Whisper: an encoder and a
         # decoder whose caches are states, the cross-attention ones read only.
         clip_folder = DATA / "clip" / "clip"

@@ -188,6 +188,55 @@ def test_gguf(tmp: pathlib.Path) -> None:
                       "cpu"), 1, "anvil: error:", "falcon", what="logits of a GGUF architecture anvil does not run")
 
 
+def test_rescale_fp16(tmp: pathlib.Path) -> None:
+    """--rescale-fp16 on the Llama built to overflow fp16 (tools/reference/fp16_rescale.py): the shifts its
+    reference predicts, overflow before and none after, fp16-numerics logits back near fp32, fp32 unchanged."""
+    folder = DATA / "fp16_rescale" / "llama_overflow"
+    expected = json.loads((folder / "expected.json").read_text())
+    ids = ids_text(expected["calibration_ids"])
+    want_shape, want = read_npy(folder / "logits.npy")
+    base = ["--model", folder, "--ids", ids, "--backend", "cpu"]
+
+    stored = json_result(anvil("logits", *base, "--ane-numerics", "--json"), "overflow: logits --ane-numerics")
+    flat = [v for row in stored.get("logits", []) for v in row]
+    check(flat and any(v is None for v in flat), "overflow: with --ane-numerics the stored weights' logits are not "
+                                                 "finite (null in JSON)")
+
+    report = json_result(anvil("logits", *base, "--ane-numerics", "--rescale-fp16", "--json"),
+                         "overflow: logits --ane-numerics --rescale-fp16")
+    rescale = report.get("fp16_rescale", {})
+    check(rescale.get("calibration_tokens") == len(expected["calibration_ids"]),
+          "overflow: --rescale-fp16 calibrates on --ids by default")
+    check([p.get("shift") for p in rescale.get("pairs", [])] == [p["shift"] for p in expected["pairs"]],
+          f"overflow: the shifts the reference predicts ({[p['shift'] for p in expected['pairs']]})")
+    check(len(rescale.get("overflow_before", [])) > 0 and rescale.get("overflow_after") == [],
+          "overflow: fp16 overflow before rescaling, none after")
+    flat = [v for row in report.get("logits", []) for v in row]
+    error = max_relative_error(flat, want) if flat and None not in flat else float("inf")
+    check(error < 5e-2, f"overflow: fp16-numerics logits near the fp32 reference after rescaling ({error:.2g})")
+
+    plain, rescaled = tmp / "overflow_plain.npy", tmp / "overflow_rescaled.npy"
+    anvil("logits", *base, "--out", plain)
+    result = anvil("logits", *base, "--rescale-fp16", "--calibrate-text", "the mill wheel turns", "--out", rescaled)
+    check(result.returncode == 0 and "ane_numerics after: no op leaves fp16" in result.stderr,
+          f"overflow: --calibrate-text runs and reports to stderr ({result.stderr.strip()[-200:]!r})")
+    check(plain.exists() and rescaled.exists() and read_npy(plain) == read_npy(rescaled),
+          "overflow: fp32 logits identical with and without rescaling")
+
+    generated = json_result(anvil("generate", "--model", folder, "--ids", ids, "--backend", "cpu", "--max-new-tokens",
+                                  "3", "--rescale-fp16", "--json"), "overflow: generate --rescale-fp16 --json")
+    check(len(generated.get("fp16_rescale", {}).get("pairs", [])) == 4, "overflow: generate --json has the scales")
+
+    check_error(anvil("logits", *base, "--calibrate-ids", "1,2"), 2, "anvil: usage:", "--rescale-fp16",
+                what="--calibrate-ids without --rescale-fp16")
+    check_error(anvil("logits", *base, "--rescale-fp16", "--calibrate-ids", "1", "--calibrate-text", "x"), 2,
+                "anvil: usage:", what="--calibrate-ids and --calibrate-text together")
+    check_error(anvil("logits", *base, "--rescale-fp16", "--calibrate-ids", "3,999"), 1, "anvil: error:",
+                "calibration token id 999", what="a calibration id outside the vocabulary")
+    check_error(anvil("logits", "--model", folder, "--ids", ids, "--backend", "ane", "--ane-numerics"), 2,
+                "anvil: usage:", "--backend cpu", what="--ane-numerics with --backend ane")
+
+
 def test_errors() -> None:
     folder = next((LMS / n for n in NAMES if (LMS / n).exists()), LMS / "llama")
     check_error(anvil("logits", "--ids", "1,2"), 2, "anvil: usage:", "--model", what="logits without --model")
@@ -226,6 +275,7 @@ def main() -> int:
             if "qwen3" in present:
                 test_text_prompt_and_chat("qwen3")
         test_gguf(pathlib.Path(tmp))
+        test_rescale_fp16(pathlib.Path(tmp))
         test_errors()
     print(f"cli.lm: {len(failures)} failed")
     return 1 if failures else 0

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "arguments.hpp"
+#include "lm_commands.hpp"
 #include "model_commands.hpp"
 
 #include <anvil/anvil.hpp>
@@ -14,6 +15,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <span>
 #include <sstream>
 #include <string>
@@ -24,7 +26,7 @@ namespace anvil::cli {
 inline constexpr const char* export_usage =
     "usage: anvil export --model DIR --format mlpackage --out X.mlpackage [--sequence-length N]\n"
     "                    [--context T[,T2...]] [--prefill P] [--image-size HxW] [--tower text|image]\n"
-    "                    [--ios18]\n"
+    "                    [--ios18] [--rescale-fp16 (--calibrate-ids LIST | --calibrate-text TEXT)]\n"
     "                    [--compress int8|lut4|lut4g32|lut6] [--description TEXT]\n"
     "                    [--author TEXT] [--license TEXT] [--json]\n"
     "\n"
@@ -57,6 +59,9 @@ inline constexpr const char* export_usage =
     "scale per output channel (constexpr_affine_dequantize; with --ios18 constexpr_blockwise_shift_scale);\n"
     "lut4 and lut6, a palette of 16 or 64 values per tensor found by k-means (constexpr_lut_to_dense);\n"
     "lut4g32, a 16-value palette per group of 32 output channels (needs --ios18).\n"
+    "--rescale-fp16 (decoder LMs) calibrates on --calibrate-ids LIST or --calibrate-text TEXT and stores\n"
+    "the weights with a power of two per layer and pair of projections folded in, so fp16 activations stay\n"
+    "under 2^14 (anvil.fp16_rescale in the metadata says which; the report goes to stderr, or --json).\n"
     "CLIP (CLIPModel) gives two functions, `image` (the default) and `text` (macOS 15 / iOS 18), or one\n"
     "with --tower: `image` takes fp16 pixels [1, 3, S, S] (preprocessed as the metadata says) and returns\n"
     "image_embeds [1, D]; `text` takes int32 input_ids [1, N] (N: --sequence-length, default the model's\n"
@@ -200,26 +205,21 @@ inline std::string id_list(std::span<const std::int32_t> ids) {
 }  // namespace export_detail
 
 inline int run_export(const std::vector<std::string_view>& argv) {
-    const arguments args("export", argv,
-                         {{"model", true},
-                          {"format", true},
-                          {"out", true},
-                          {"sequence-length", true},
-                          {"context", true},
-                          {"prefill", true},
-                          {"image-size", true},
-                          {"tower", true},
-                          {"ios18", false},
-                          {"description", true},
-                          {"author", true},
-                          {"license", true},
-                          {"compress", true},
-                          {"json", false},
-                          {"help", false}});
+    std::vector<option_spec> spec{{"model", true},           {"format", true},  {"out", true},
+                                  {"sequence-length", true}, {"context", true}, {"prefill", true},
+                                  {"image-size", true},      {"tower", true},   {"ios18", false},
+                                  {"description", true},     {"author", true},  {"license", true},
+                                  {"compress", true},        {"json", false},   {"help", false}};
+    detail_lm::add_rescale_options(spec);
+    const arguments args("export", argv, spec);
     if (args.flag("help")) {
         std::fputs(export_usage, stdout);
         return 0;
     }
+    // An export has no ids of its own: the calibration must be named.
+    const auto rescale = detail_lm::calibration(args, "export", {}, std::nullopt);
+    if (rescale && rescale->ids.empty() && rescale->text.empty())
+        throw usage_error("export: --rescale-fp16 needs --calibrate-ids LIST or --calibrate-text TEXT");
     const std::filesystem::path folder = model_folder(args, "export");
     const std::string format = args.value("format").value_or("mlpackage");
     if (format != "mlpackage")
@@ -261,6 +261,10 @@ inline int run_export(const std::vector<std::string_view>& argv) {
     const bool cross = ends_with("ForSequenceClassification") && model_type != "vit" && model_type != "deit";
     const bool image = !has_config || model_type == "vit" || model_type == "deit" || model_type == "resnet" ||
                        models::recipe_detail::is_timm_resnet(architecture);
+    if (rescale && !decoder)
+        throw usage_error(detail::message("export: --rescale-fp16 is for decoder LMs, not ",
+                                          architecture.empty() ? folder.string() : architecture));
+    std::optional<models::fp16_rescale_report> rescaled;
 
     mlpackage_options options;
     options.ios18 = args.flag("ios18");
@@ -341,8 +345,19 @@ inline int run_export(const std::vector<std::string_view>& argv) {
     } else if (decoder) {
         models::causal_lm_options lm_options;
         lm_options.load = load;
+        lm_options.fp16_rescale = rescale;
         const auto lm = models::causal_lm::load(folder, lm_options);
         const models::decoder_config& c = lm.config();
+        rescaled = lm.fp16_rescale();
+        if (rescaled) {  // what the package's weights carry, in its metadata
+            std::string shifts;
+            for (const models::fp16_pair_scale& pair : rescaled->pairs) {
+                if (pair.shift == 0) continue;
+                shifts += detail::message(shifts.empty() ? "" : ", ", pair.producer, " x 2^-", pair.shift,
+                                          " / ", pair.consumer, " x 2^", pair.shift);
+            }
+            options.user_defined.emplace_back("anvil.fp16_rescale", shifts.empty() ? "none needed" : shifts);
+        }
         const std::vector<std::int64_t> rungs =
             export_detail::contexts(args, std::min<std::int64_t>(512, c.max_position_embeddings));
         const std::int64_t shortest = rungs.front(), longest = rungs.back();
@@ -506,6 +521,7 @@ inline int run_export(const std::vector<std::string_view>& argv) {
         document["operations"] = json::value(static_cast<std::int64_t>(written.operations));
         document["weight_bytes"] = json::value(static_cast<std::int64_t>(written.weight_bytes));
         document["compression"] = json::value(std::string(weight_compression_name(compression)));
+        if (rescaled) document["fp16_rescale"] = detail_lm::json_rescale(*rescaled);
         document["digest"] = json::value(written.digest);
         document["author"] = json::value(options.author);
         document["license"] = json::value(options.license);
@@ -513,6 +529,7 @@ inline int run_export(const std::vector<std::string_view>& argv) {
         std::printf("%s\n", json::dump(json::value(std::move(document)), 2).c_str());
         return 0;
     }
+    if (rescaled) std::fputs(rescaled->to_string().c_str(), stderr);
     std::printf("wrote %s (%s)\n", out->c_str(), kind.c_str());
     for (const auto& f : written.functions) {
         if (written.functions.size() > 1) std::printf("  function %s\n", f.name.c_str());

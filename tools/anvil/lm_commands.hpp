@@ -15,28 +15,42 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace anvil::cli {
 
+// What logits and generate say about --rescale-fp16, after their own usage.
+inline constexpr const char* rescale_usage =
+    "--rescale-fp16 calibrates at load on --calibrate-ids LIST or --calibrate-text TEXT (default: the\n"
+    "command's own ids or prompt) and folds a power of two per layer and pair of projections (v_proj ->\n"
+    "o_proj, up_proj -> down_proj) into the weights, so fp16 activations (the Neural Engine's) stay under\n"
+    "2^14; fp32 results do not change. The scales and the fp16 overflow before and after (on the\n"
+    "calibration ids, every op rounded to fp16) go to stderr, or under \"fp16_rescale\" with --json.\n";
+
 inline constexpr const char* logits_usage =
     "usage: anvil logits --model DIR --ids LIST [--backend cpu|ane|coreml|auto] [--strict-device]\n"
-    "                    [--compress KIND] [--products exact|int8] [--out F.npy] [--json]\n"
+    "                    [--compress KIND] [--products exact|int8] [--ane-numerics]\n"
+    "                    [--rescale-fp16 [--calibrate-ids LIST | --calibrate-text TEXT]] [--out F.npy] "
+    "[--json]\n"
     "\n"
     "The logits [S, V] of a decoder language model (GPT-2, Llama, Qwen2/3, Mistral) at every position of "
     "the\n"
     "token ids LIST (comma-separated). --out writes them as float32 .npy, --json prints them; otherwise "
     "each\n"
     "position's five best tokens are listed. The products are exact (the dequantised weights' up to f32\n"
-    "rounding) unless --products int8 (see anvil generate --help).\n";
+    "rounding) unless --products int8 (see anvil generate --help).\n"
+    "--ane-numerics computes on the CPU with every op's output rounded to fp16, as the Neural Engine stores\n"
+    "values (a value past 65504 becomes inf).\n";
 
 inline constexpr const char* generate_usage =
     "usage: anvil generate --model DIR (--prompt TEXT | --ids LIST) [--chat [--system TEXT]]\n"
     "                      [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
     "                      [--repetition-penalty R] [--seed S] [--backend cpu|ane|coreml|auto]\n"
-    "                      [--strict-device] [--compress KIND] [--products exact|int8] [--json]\n"
+    "                      [--strict-device] [--compress KIND] [--products exact|int8]\n"
+    "                      [--rescale-fp16 [--calibrate-ids LIST | --calibrate-text TEXT]] [--json]\n"
     "\n"
     "Continues the prompt with a decoder language model, streaming the text to stdout as it is generated.\n"
     "Greedy unless --temperature T > 0 (then top-k, top-p and the seed apply); --repetition-penalty as\n"
@@ -96,12 +110,105 @@ inline bool int8_products(const arguments& args, std::string_view command, bool 
     return *text == "int8";
 }
 
+// The options --rescale-fp16, --calibrate-ids and --calibrate-text add to every LM command: `own_ids` or
+// `own_text` (the command's input) is the calibration unless one of the last two names another.
+inline void add_rescale_options(std::vector<option_spec>& spec) {
+    spec.push_back({"rescale-fp16", false});
+    spec.push_back({"calibrate-ids", true});
+    spec.push_back({"calibrate-text", true});
+}
+
+inline std::optional<models::fp16_calibration> calibration(const arguments& args, std::string_view command,
+                                                           const std::vector<std::int32_t>& own_ids,
+                                                           const std::optional<std::string>& own_text) {
+    const auto text = args.value("calibrate-text");
+    const auto lists = parse_id_lists(args, "calibrate-ids");
+    if (!args.flag("rescale-fp16")) {
+        if (text || !lists.empty())
+            throw usage_error(detail::message(command, ": --calibrate-", text ? "text" : "ids",
+                                              " goes with --rescale-fp16"));
+        return std::nullopt;
+    }
+    if (text && !lists.empty())
+        throw usage_error(detail::message(command, ": give --calibrate-ids or --calibrate-text, not both"));
+    if (lists.size() > 1)
+        throw usage_error(detail::message(command, ": one --calibrate-ids LIST (", lists.size(), " given)"));
+    models::fp16_calibration c;
+    if (text) {
+        c.text = *text;
+    } else if (!lists.empty()) {
+        c.ids = lists.front();
+    } else if (own_text) {
+        c.text = *own_text;
+    } else {
+        c.ids = own_ids;
+    }
+    return c;
+}
+
 inline models::causal_lm load_lm(const arguments& args, std::string_view command, const char* argv0,
-                                 bool int8_products) {
+                                 bool int8_products,
+                                 std::optional<models::fp16_calibration> rescale = std::nullopt) {
     models::causal_lm_options options;
     options.load = backend_options(args, command, argv0);
     options.load.compile.int8_activations = int8_products;
+    if (args.flag("ane-numerics")) {
+        const auto backend = args.value("backend");
+        if (backend && *backend != "cpu")
+            throw usage_error(
+                detail::message(command,
+                                ": --ane-numerics rounds the CPU's values to fp16; it goes with "
+                                "--backend cpu, not ",
+                                *backend));
+        options.load.compile.target = device::cpu;
+        options.load.compile.ane_numerics = true;
+    }
+    options.fp16_rescale = std::move(rescale);
     return models::causal_lm::load(model_folder(args, command), options);
+}
+
+inline json::value json_overflows(const numerics_report& report) {
+    json::array ops;
+    for (const fp16_overflow& o : report.overflows) {
+        json::object op;
+        op["node"] = json::value(static_cast<std::int64_t>(o.node));
+        op["op"] = json::value(std::string(op_name(o.kind)));
+        if (!o.label.empty()) op["label"] = json::value(o.label);
+        json::array shape;
+        for (const std::int64_t extent : o.shape)
+            shape.emplace_back(extent);
+        op["shape"] = json::value(std::move(shape));
+        op["overflowed"] = json::value(static_cast<std::int64_t>(o.overflowed));
+        op["elements"] = json::value(static_cast<std::int64_t>(o.elements));
+        op["max_abs"] = json_number(o.max_abs);
+        ops.emplace_back(std::move(op));
+    }
+    return json::value(std::move(ops));
+}
+
+// For --json: {"calibration_tokens", "limit", "pairs": [{"layer", "pair", "producer", "consumer", "peak",
+// "output_peak", "shift", "note"?}], "overflow_before", "overflow_after": [{"node", "op", "shape", ...}]}.
+inline json::value json_rescale(const models::fp16_rescale_report& report) {
+    json::object out;
+    out["calibration_tokens"] = json::value(report.calibration_tokens);
+    out["limit"] = json::value(report.limit);
+    json::array pairs;
+    for (const models::fp16_pair_scale& p : report.pairs) {
+        json::object pair;
+        pair["layer"] = json::value(p.layer);
+        pair["pair"] = json::value(std::string(models::projection_pair_name(p.pair)));
+        pair["producer"] = json::value(p.producer);
+        pair["consumer"] = json::value(p.consumer);
+        pair["peak"] = json::value(p.peak);
+        pair["output_peak"] = json::value(p.output_peak);
+        pair["shift"] = json::value(static_cast<std::int64_t>(p.shift));
+        if (!p.note.empty()) pair["note"] = json::value(p.note);
+        pairs.emplace_back(std::move(pair));
+    }
+    out["pairs"] = json::value(std::move(pairs));
+    if (report.before) out["overflow_before"] = json_overflows(*report.before);
+    if (report.after) out["overflow_after"] = json_overflows(*report.after);
+    return json::value(std::move(out));
 }
 
 inline std::vector<std::int32_t> single_id_list(const arguments& args, std::string_view command) {
@@ -114,18 +221,15 @@ inline std::vector<std::int32_t> single_id_list(const arguments& args, std::stri
 }  // namespace detail_lm
 
 inline int run_logits(const std::vector<std::string_view>& argv, const char* argv0) {
-    const arguments args("logits", argv,
-                         {{"model", true},
-                          {"ids", true},
-                          {"backend", true},
-                          {"compress", true},
-                          {"products", true},
-                          {"strict-device", false},
-                          {"out", true},
-                          {"json", false},
-                          {"help", false}});
+    std::vector<option_spec> spec{{"model", true},         {"ids", true},      {"backend", true},
+                                  {"compress", true},      {"products", true}, {"strict-device", false},
+                                  {"ane-numerics", false}, {"out", true},      {"json", false},
+                                  {"help", false}};
+    detail_lm::add_rescale_options(spec);
+    const arguments args("logits", argv, spec);
     if (args.flag("help")) {
         std::fputs(logits_usage, stdout);
+        std::fputs(rescale_usage, stdout);
         return 0;
     }
     const std::string folder = model_folder(args, "logits");
@@ -135,15 +239,19 @@ inline int run_logits(const std::vector<std::string_view>& argv, const char* arg
     const auto ids = detail_lm::single_id_list(args, "logits");
     if (ids.empty()) throw usage_error("logits: --ids LIST is required");
     const bool int8 = detail_lm::int8_products(args, "logits", false);
+    const auto rescale = detail_lm::calibration(args, "logits", ids, std::nullopt);
 
     host_tensor result;
+    std::optional<models::fp16_rescale_report> rescaled;
     {
         const progress shown;
         shown.say("loading " + folder);
-        auto lm = detail_lm::load_lm(args, "logits", argv0, int8);
+        auto lm = detail_lm::load_lm(args, "logits", argv0, int8, rescale);
+        rescaled = lm.fp16_rescale();
         shown.say(detail::message("computing the logits of ", ids.size(), " tokens"));
         result = lm.logits(ids);
     }
+    if (rescaled && !args.flag("json")) std::fputs(rescaled->to_string().c_str(), stderr);
     if (const auto out = args.value("out")) write_npy(*out, result);
     if (args.flag("json")) {
         json::object report;
@@ -152,6 +260,7 @@ inline int run_logits(const std::vector<std::string_view>& argv, const char* arg
         report["shape"] = detail_text::json_ints(
             {static_cast<std::int32_t>(result.shape()[0]), static_cast<std::int32_t>(result.shape()[1])});
         report["logits"] = detail_text::json_rows(result);
+        if (rescaled) report["fp16_rescale"] = detail_lm::json_rescale(*rescaled);
         std::printf("%s\n", json::dump(json::value(std::move(report))).c_str());
         return 0;
     }
@@ -177,26 +286,28 @@ inline int run_logits(const std::vector<std::string_view>& argv, const char* arg
 }
 
 inline int run_generate(const std::vector<std::string_view>& argv, const char* argv0) {
-    const arguments args("generate", argv,
-                         {{"model", true},
-                          {"prompt", true},
-                          {"ids", true},
-                          {"chat", false},
-                          {"system", true},
-                          {"max-new-tokens", true},
-                          {"temperature", true},
-                          {"top-k", true},
-                          {"top-p", true},
-                          {"repetition-penalty", true},
-                          {"seed", true},
-                          {"backend", true},
-                          {"compress", true},
-                          {"products", true},
-                          {"strict-device", false},
-                          {"json", false},
-                          {"help", false}});
+    std::vector<option_spec> spec{{"model", true},
+                                  {"prompt", true},
+                                  {"ids", true},
+                                  {"chat", false},
+                                  {"system", true},
+                                  {"max-new-tokens", true},
+                                  {"temperature", true},
+                                  {"top-k", true},
+                                  {"top-p", true},
+                                  {"repetition-penalty", true},
+                                  {"seed", true},
+                                  {"backend", true},
+                                  {"compress", true},
+                                  {"products", true},
+                                  {"strict-device", false},
+                                  {"json", false},
+                                  {"help", false}};
+    detail_lm::add_rescale_options(spec);
+    const arguments args("generate", argv, spec);
     if (args.flag("help")) {
         std::fputs(generate_usage, stdout);
+        std::fputs(rescale_usage, stdout);
         return 0;
     }
     const std::string folder = model_folder(args, "generate");
@@ -235,8 +346,13 @@ inline int run_generate(const std::vector<std::string_view>& argv, const char* a
         std::fprintf(stderr, "\r\033[K%s", what.c_str());
         std::fflush(stderr);
     };
+    const auto rescale = detail_lm::calibration(args, "generate", ids, prompt);
     status("loading " + folder);
-    auto lm = detail_lm::load_lm(args, "generate", argv0, int8);
+    auto lm = detail_lm::load_lm(args, "generate", argv0, int8, rescale);
+    if (lm.fp16_rescale() && !as_json) {
+        status("");
+        std::fputs(lm.fp16_rescale()->to_string().c_str(), stderr);
+    }
 
     std::vector<std::int32_t> prompt_ids = ids;
     if (prompt) {
@@ -288,6 +404,7 @@ inline int run_generate(const std::vector<std::string_view>& argv, const char* a
         report["products"] = json::value(int8 ? "int8" : "exact");
         report["stats"] = json::value(std::move(stats));
         report["placement"] = placement_json();
+        if (lm.fp16_rescale()) report["fp16_rescale"] = detail_lm::json_rescale(*lm.fp16_rescale());
         std::printf("%s\n", json::dump(json::value(std::move(report))).c_str());
         return 0;
     }

@@ -128,6 +128,30 @@ ANVIL_INLINE causal_lm causal_lm::load(const std::filesystem::path& folder,
     lm.state_ = state;
     lm.options_ = options;
     lm.gguf_ = is_gguf_path(folder);
+    if (file_vocabulary) {  // the file's tokenizer.ggml.* as the tokenizer.json it stands for
+        lm.tokenizer_ = std::make_shared<const tokenizer>(
+            tokenizer::from_json(file_vocabulary->tokenizer_json, folder.string() + " (tokenizer.ggml.*)"));
+        if (!file_vocabulary->chat_template.empty()) {
+            lm.chat_ = make_chat_template(file_vocabulary->chat_template, file_vocabulary->bos_token,
+                                          file_vocabulary->eos_token);
+        }
+    } else if (std::filesystem::exists(folder / "tokenizer.json") ||
+               (std::filesystem::exists(folder / "vocab.json") &&
+                std::filesystem::exists(folder / "merges.txt"))) {
+        lm.tokenizer_ = std::make_shared<const tokenizer>(tokenizer::load(folder));
+        lm.chat_ = read_chat_template(folder);
+    }
+    if (options.fp16_rescale) {
+        const fp16_calibration& calibration = *options.fp16_rescale;
+        if (!calibration.ids.empty() && !calibration.text.empty())
+            throw error("causal_lm: fp16_rescale calibrates on ids or on a text, not both");
+        const std::vector<std::int32_t> ids =
+            calibration.text.empty() ? calibration.ids : lm.tokens().encode(calibration.text).ids;
+        fp16_rescaled rescaled = calibrate_fp16_rescale(state->config, state->source, ids,
+                                                        calibration.rescale, options.load.compile);
+        state->source = std::move(rescaled.weights);  // before any program reads a weight
+        lm.rescale_ = std::move(rescaled.report);
+    }
     const device target = options.load.compile.target;
     const bool on_ane = target == device::ane || target == device::coreml ||
                         (target == device::automatic && anvil::detail::ane::available());
@@ -158,19 +182,6 @@ ANVIL_INLINE causal_lm causal_lm::load(const std::filesystem::path& folder,
             compile.resident_inputs.push_back(window_value_name(i));
         }
         lm.windowed_ = std::make_unique<compiled_shapes>(compile, build);
-    }
-    if (file_vocabulary) {  // the file's tokenizer.ggml.* as the tokenizer.json it stands for
-        lm.tokenizer_ = std::make_shared<const tokenizer>(
-            tokenizer::from_json(file_vocabulary->tokenizer_json, folder.string() + " (tokenizer.ggml.*)"));
-        if (!file_vocabulary->chat_template.empty()) {
-            lm.chat_ = make_chat_template(file_vocabulary->chat_template, file_vocabulary->bos_token,
-                                          file_vocabulary->eos_token);
-        }
-    } else if (std::filesystem::exists(folder / "tokenizer.json") ||
-               (std::filesystem::exists(folder / "vocab.json") &&
-                std::filesystem::exists(folder / "merges.txt"))) {
-        lm.tokenizer_ = std::make_shared<const tokenizer>(tokenizer::load(folder));
-        lm.chat_ = read_chat_template(folder);
     }
     for (const std::int32_t id : state->config.eos_token_ids)
         lm.eos_.push_back(id);
@@ -296,57 +307,6 @@ ANVIL_INLINE program& causal_lm::step_program(std::int64_t batch, std::int64_t t
     return (window > 0 ? *windowed_ : *programs_).at({batch, tokens, context, select ? 1 : 0, window});
 }
 
-ANVIL_INLINE std::vector<named_tensor> causal_lm::step_inputs(std::span<const std::int32_t> ids,
-                                                              std::span<const std::int64_t> positions,
-                                                              std::span<const std::int64_t> cache_positions,
-                                                              std::int64_t batch, std::int64_t tokens,
-                                                              std::int64_t context,
-                                                              std::span<const std::int64_t> select) const {
-    const decoder_config& c = config();
-    std::vector<named_tensor> in;
-    in.push_back({std::string(step_ids_name),
-                  host_tensor::from(std::vector<std::int32_t>(ids.begin(), ids.end()), dims{batch, tokens})});
-    if (c.learned_positions()) {
-        std::vector<std::int32_t> p(positions.size());
-        for (std::size_t i = 0; i < p.size(); ++i)
-            p[i] = static_cast<std::int32_t>(std::max<std::int64_t>(positions[i], 0));
-        in.push_back({std::string(step_positions_name), host_tensor::from(p, dims{batch, tokens})});
-    } else {
-        auto tables = make_rope_tables(c.rope, positions, batch, tokens);
-        const dims table{batch, 1, tokens, c.rope.rotary_dim / 2};
-        in.push_back({std::string(step_cos_name), host_tensor::from(tables.cos, table)});
-        in.push_back({std::string(step_sin_name), host_tensor::from(tables.sin, table)});
-    }
-    constexpr float hidden = -65504.0f;  // fp16's lowest: finite on the ANE (bert.hpp)
-    const std::int64_t width = context + tokens;
-    std::vector<float> mask(static_cast<std::size_t>(batch * tokens * width), hidden);
-    auto visible = [&](std::int64_t q, std::int64_t k) {
-        return k >= 0 && k <= q && (c.sliding_window == 0 || q - k < c.sliding_window);
-    };
-    for (std::int64_t b = 0; b < batch; ++b) {
-        for (std::int64_t i = 0; i < tokens; ++i) {
-            float* row = mask.data() + (b * tokens + i) * width;
-            const std::int64_t q = positions[static_cast<std::size_t>(b * tokens + i)];
-            if (q < 0) {
-                row[context + i] = 0.0f;
-                continue;
-            }
-            for (std::int64_t j = 0; j < context; ++j)
-                if (visible(q, cache_positions[static_cast<std::size_t>(b * context + j)])) row[j] = 0.0f;
-            for (std::int64_t j = 0; j < tokens; ++j)
-                if (visible(q, positions[static_cast<std::size_t>(b * tokens + j)])) row[context + j] = 0.0f;
-        }
-    }
-    in.push_back({std::string(step_mask_name), host_tensor::from(mask, dims{batch, 1, tokens, width})});
-    if (!select.empty()) {
-        std::vector<float> one_hot(static_cast<std::size_t>(batch * tokens), 0.0f);
-        for (std::int64_t b = 0; b < batch; ++b)
-            one_hot[static_cast<std::size_t>(b * tokens + select[static_cast<std::size_t>(b)])] = 1.0f;
-        in.push_back({std::string(step_select_name), host_tensor::from(one_hot, dims{batch, 1, tokens})});
-    }
-    return in;
-}
-
 ANVIL_INLINE void causal_lm::keep_in_window(program& p, const std::vector<host_tensor>& outputs,
                                             std::vector<host_tensor>& pending, std::int64_t fill) const {
     for (std::size_t k = 0; k < pending.size(); ++k) {
@@ -399,9 +359,9 @@ ANVIL_INLINE program& causal_lm::prefill(
             positions[static_cast<std::size_t>(i)] = start + i;
         }
         const std::vector<std::int64_t> last{count - 1};
-        const auto inputs =
-            step_inputs(chunk_ids, positions, cache_positions, 1, chunk, context,
-                        select ? std::span<const std::int64_t>(last) : std::span<const std::int64_t>());
+        const auto inputs = decoder_step_inputs(
+            config(), chunk_ids, positions, cache_positions, 1, chunk, context,
+            select ? std::span<const std::int64_t>(last) : std::span<const std::int64_t>());
         const auto outputs = p.run(inputs);
         write_new(p, outputs, count, start);
         for (std::int64_t i = 0; i < count; ++i)
@@ -564,7 +524,7 @@ ANVIL_INLINE void causal_lm::generate_group(std::span<const std::vector<std::int
             for (std::int64_t j = 0; j < fill; ++j)
                 cache_positions[static_cast<std::size_t>(b * slots + context + j)] = cursor + j - s.offset;
         }
-        const auto inputs = step_inputs(ids, positions, cache_positions, batch, 1, slots, select);
+        const auto inputs = decoder_step_inputs(c, ids, positions, cache_positions, batch, 1, slots, select);
         const auto outputs = decode->run(inputs);
         if (w == 0) {
             write_new(*decode, outputs, 1, cursor);

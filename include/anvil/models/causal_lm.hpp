@@ -44,9 +44,18 @@
 #include "anvil/models/chat_template.hpp"
 #include "anvil/models/compiled_shapes.hpp"
 #include "anvil/models/decoder_lm.hpp"
+#include "anvil/models/fp16_rescale.hpp"
 #include "anvil/models/sampling.hpp"
 
 namespace anvil::models {
+
+// What causal_lm calibrates fp16 rescaling on (fp16_rescale.hpp): token ids, or a text encoded with the
+// model's tokenizer (special tokens added as encode() adds them) — one of the two.
+struct fp16_calibration {
+    std::vector<std::int32_t> ids;
+    std::string text;
+    fp16_rescale_options rescale;
+};
 
 struct causal_lm_options {
     load_options load;  // device (automatic by default), compile options
@@ -59,6 +68,9 @@ struct causal_lm_options {
     // 0: none, every step writes the cache; -1: 8 on the ANE, 0 on the CPU.
     std::int64_t decode_window = -1;
     std::int64_t max_streams = 8;  // streams batched in one decode call
+    // Calibrate at load and fold per-layer powers of two into the weights so that fp16 activations (the
+    // Neural Engine's, Core ML's, ane_numerics') stay in range; fp32 results are unchanged bit for bit.
+    std::optional<fp16_calibration> fp16_rescale;
 };
 
 struct generation_options {
@@ -116,6 +128,8 @@ public:
     [[nodiscard]] const std::vector<std::int64_t>& context_ladder() const noexcept { return rungs_; }
     [[nodiscard]] std::int64_t decode_window() const noexcept { return window_; }
     [[nodiscard]] std::size_t compiled_programs() const;
+    // The scales fp16 rescaling chose, and the overflow before and after (when the options asked for it).
+    [[nodiscard]] const std::optional<fp16_rescale_report>& fp16_rescale() const noexcept { return rescale_; }
 
     // The graph an exported Core ML package runs (anvil export): decoder_state_step at `tokens` new tokens
     // and `context` cache slots, with this model's weights. Outputs: logits, then the updated k0, v0, ...
@@ -176,17 +190,6 @@ private:
     [[nodiscard]] program& step_program(std::int64_t batch, std::int64_t tokens, std::int64_t context,
                                         bool select, std::int64_t window = 0);
 
-    // The inputs of one step. `positions` [B, S] (-1: an unused slot); `cache_positions` [B, T] (-1: a slot
-    // the stream has not filled; with a decode window, T counts the cache's slots and then the window's). A
-    // query sees a key iff the key's position is at most its own (and within the sliding window); an unused
-    // slot sees only itself, so its softmax stays finite.
-    [[nodiscard]] std::vector<named_tensor> step_inputs(std::span<const std::int32_t> ids,
-                                                        std::span<const std::int64_t> positions,
-                                                        std::span<const std::int64_t> cache_positions,
-                                                        std::int64_t batch, std::int64_t tokens,
-                                                        std::int64_t context,
-                                                        std::span<const std::int64_t> select) const;
-
     // A decode step's new keys and values (outputs 1.., [B, kv_heads, 1, D]) into window slot `fill`: the
     // host copy `pending`, and `p`'s window unless this token fills it (the flush that follows writes the
     // cache, and the window's slots are masked again).
@@ -236,6 +239,7 @@ private:
         observe_logits_;  // recipe_detail::causal_lm_access
     friend struct recipe_detail::causal_lm_access;
     std::vector<std::int32_t> eos_;
+    std::optional<fp16_rescale_report> rescale_;
 };
 
 namespace recipe_detail {

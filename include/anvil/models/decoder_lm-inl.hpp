@@ -250,6 +250,14 @@ ANVIL_INLINE tensor<float> decoder_weight_source::load(weight_loader& loader, co
     return tensor<float>(g.apply(op::cast, {stored}, to_f32));
 }
 
+ANVIL_INLINE std::shared_ptr<const decoder_weight_source> decoder_weight_source::with_tensors(
+    std::map<std::string, host_tensor> replacements) const {
+    auto copy = std::make_shared<decoder_weight_source>(*this);
+    for (auto& [name, tensor] : replacements)
+        copy->prepared_.insert_or_assign(name, std::move(tensor));
+    return copy;
+}
+
 ANVIL_INLINE const tensor_view& decoder_weight_source::find(const std::string& name, const dims& expected,
                                                             std::string_view layout) const {
     return checked_tensor(*weights_, prefix_ + name, expected, layout);
@@ -421,6 +429,54 @@ ANVIL_INLINE std::string window_key_name(std::int64_t layer) {
 
 ANVIL_INLINE std::string window_value_name(std::int64_t layer) {
     return "wv" + std::to_string(layer);
+}
+
+ANVIL_INLINE std::vector<named_tensor> decoder_step_inputs(
+    const decoder_config& c, std::span<const std::int32_t> ids, std::span<const std::int64_t> positions,
+    std::span<const std::int64_t> cache_positions, std::int64_t batch, std::int64_t tokens,
+    std::int64_t context, std::span<const std::int64_t> select) {
+    std::vector<named_tensor> in;
+    in.push_back({std::string(step_ids_name),
+                  host_tensor::from(std::vector<std::int32_t>(ids.begin(), ids.end()), dims{batch, tokens})});
+    if (c.learned_positions()) {
+        std::vector<std::int32_t> p(positions.size());
+        for (std::size_t i = 0; i < p.size(); ++i)
+            p[i] = static_cast<std::int32_t>(std::max<std::int64_t>(positions[i], 0));
+        in.push_back({std::string(step_positions_name), host_tensor::from(p, dims{batch, tokens})});
+    } else {
+        auto tables = make_rope_tables(c.rope, positions, batch, tokens);
+        const dims table{batch, 1, tokens, c.rope.rotary_dim / 2};
+        in.push_back({std::string(step_cos_name), host_tensor::from(tables.cos, table)});
+        in.push_back({std::string(step_sin_name), host_tensor::from(tables.sin, table)});
+    }
+    constexpr float hidden = -65504.0f;  // fp16's lowest: finite on the ANE (bert.hpp)
+    const std::int64_t width = context + tokens;
+    std::vector<float> mask(static_cast<std::size_t>(batch * tokens * width), hidden);
+    auto visible = [&](std::int64_t q, std::int64_t k) {
+        return k >= 0 && k <= q && (c.sliding_window == 0 || q - k < c.sliding_window);
+    };
+    for (std::int64_t b = 0; b < batch; ++b) {
+        for (std::int64_t i = 0; i < tokens; ++i) {
+            float* row = mask.data() + (b * tokens + i) * width;
+            const std::int64_t q = positions[static_cast<std::size_t>(b * tokens + i)];
+            if (q < 0) {
+                row[context + i] = 0.0f;
+                continue;
+            }
+            for (std::int64_t j = 0; j < context; ++j)
+                if (visible(q, cache_positions[static_cast<std::size_t>(b * context + j)])) row[j] = 0.0f;
+            for (std::int64_t j = 0; j < tokens; ++j)
+                if (visible(q, positions[static_cast<std::size_t>(b * tokens + j)])) row[context + j] = 0.0f;
+        }
+    }
+    in.push_back({std::string(step_mask_name), host_tensor::from(mask, dims{batch, 1, tokens, width})});
+    if (!select.empty()) {
+        std::vector<float> one_hot(static_cast<std::size_t>(batch * tokens), 0.0f);
+        for (std::int64_t b = 0; b < batch; ++b)
+            one_hot[static_cast<std::size_t>(b * tokens + select[static_cast<std::size_t>(b)])] = 1.0f;
+        in.push_back({std::string(step_select_name), host_tensor::from(one_hot, dims{batch, 1, tokens})});
+    }
+    return in;
 }
 
 ANVIL_INLINE std::vector<value> decoder_step(graph& g, const decoder_weights& w, const decoder_config& c,

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "anvil/backend/program.hpp"
 #include "anvil/compilation.hpp"
 #include "anvil/core/host_tensor.hpp"
 #include "anvil/core/json_value.hpp"
@@ -100,6 +101,12 @@ public:
     [[nodiscard]] tensor<float> load(weight_loader& loader, const std::string& name,
                                      const dims& expected) const;
 
+    // A source that reads each tensor of `replacements` (names after the prefix, shapes as stored in the
+    // checkpoint's nn.Linear layout) from there instead of the checkpoint: how fp16 rescaling
+    // (fp16_rescale.hpp) folds its powers of two into the weights once, for every program compiled after.
+    [[nodiscard]] std::shared_ptr<const decoder_weight_source> with_tensors(
+        std::map<std::string, host_tensor> replacements) const;
+
 private:
     [[nodiscard]] const tensor_view& find(const std::string& name, const dims& expected,
                                           std::string_view layout) const;
@@ -114,7 +121,8 @@ private:
 
     std::shared_ptr<const checkpoint> weights_;
     std::string prefix_;
-    std::map<std::string, host_tensor> prepared_;  // GPT-2's Conv1D tensors, as nn.Linear ones
+    // GPT-2's Conv1D tensors as nn.Linear ones, and the tensors with_tensors replaced: read before the file.
+    std::map<std::string, host_tensor> prepared_;
 };
 
 namespace recipe_detail {
@@ -158,6 +166,16 @@ inline constexpr std::string_view step_select_name = "select";
 inline constexpr std::string_view embedding_stage_label = "embedding";
 inline constexpr std::string_view head_stage_label = "head";
 [[nodiscard]] std::string layer_stage_label(std::int64_t layer);
+
+// The inputs of one step for `batch` rows of `tokens` new tokens each. `ids` [B, S]; `positions` [B, S]
+// (-1: an unused slot); `cache_positions` [B, T] (-1: a slot the row has not filled; with a decode window, T
+// counts the cache's slots and then the window's); `select` one position per row whose logits the step
+// returns (empty: every position's). A query sees a key iff the key's position is at most its own (and
+// within the sliding window); an unused slot sees only itself, so its softmax stays finite.
+[[nodiscard]] std::vector<named_tensor> decoder_step_inputs(
+    const decoder_config& c, std::span<const std::int32_t> ids, std::span<const std::int64_t> positions,
+    std::span<const std::int64_t> cache_positions, std::int64_t batch, std::int64_t tokens,
+    std::int64_t context, std::span<const std::int64_t> select);
 
 struct step_shape {
     std::int64_t batch = 1;    // B: streams

@@ -9,5 +9,6 @@
 #include "anvil/models/causal_lm.hpp"
 #include "anvil/models/chat_template.hpp"
 #include "anvil/models/decoder_plan.hpp"
+#include "anvil/models/fp16_rescale.hpp"
 #include "anvil/models/gguf_decoder.hpp"
 #include "anvil/models/sampling.hpp"
