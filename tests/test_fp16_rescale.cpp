@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -298,7 +299,14 @@ TEST_CASE("fp16 rescale: on the Neural Engine simulator the overflow is gone too
     o.max_context = 64;
     o.prefill_chunk = 16;
     auto stored = causal_lm::load(overflow_fixture(), o);
-    CHECK_FALSE(all_finite(stored.logits(calibration)));
+    if (all_finite(stored.logits(calibration))) {
+        // Only a segment moved to the CPU (fp32) computes these weights without overflow: the CTest runs
+        // that inject a fault into the simulator (fail_compile_op, fail_load_op, fail_eval_op) do that.
+        const char* faults = std::getenv("ANVIL_ANE_SIM_OPTIONS");
+        const std::string injected = faults != nullptr ? faults : "";
+        MESSAGE("finite logits before rescaling, with ANVIL_ANE_SIM_OPTIONS='", injected, "'");
+        CHECK(injected.find("fail_") != std::string::npos);
+    }
     o.fp16_rescale = anvil::models::fp16_calibration{calibration, {}, {}};
     auto rescaled = causal_lm::load(overflow_fixture(), o);
     const double error = anvil_test::max_relative_error(rescaled.logits(calibration), reference);
