@@ -5802,9 +5802,9 @@ struct compile_options {
     // report the ops whose values left the fp16 range (program::numerics()).
     bool ane_numerics = false;
     cpu_kernels kernels = cpu_kernels::optimized;
-    // CPU: products with Q8_0, Q4_0 or int8 weights round each row of activations to 8 bits, 32 values to a
-    // scale, and multiply in integers, as llama.cpp does (backend/cpu/gemm_int8.hpp): faster, but no longer
-    // the dequantised weights' exact product. Off: every product is exact up to f32 rounding.
+    // CPU: products with Q8_0, Q4_0, Q4_K or int8 weights round each row of activations to 8 bits, 32 values
+    // to a scale, and multiply in integers, as llama.cpp does (backend/cpu/gemm_int8.hpp): faster, but no
+    // longer the dequantised weights' exact product. Off: every product is exact up to f32 rounding.
     bool int8_activations = false;
     std::size_t threads = 0;  // 0: the process-wide pool (ANVIL_NUM_THREADS or every core)
     bool fold_constants = true;
@@ -21383,10 +21383,11 @@ inline void gemm(std::int64_t m, const matrix_operand& a, const packed_matrix& b
 // anvil: the CPU's fast mode for quantised weights (compile_options::int8_activations): the activations
 // are rounded to 8 bits, 32 values to a scale (ggml's Q8_0, as llama.cpp rounds them), and every block's
 // dot product is taken in integers, four bytes to an instruction (vpdpbusd with AVX-512 VNNI, vpmaddubsw
-// with AVX2). A weight stored as Q8_0 or Q4_0 blocks, or as int8 with a scale per output channel, is read
-// as stored. The product is no longer the dequantised weights' (gemm_int8_reference in gemm_reference.hpp
-// defines what it is): llama.cpp's accuracy for about twice the exact products' speed when decoding, and
-// four times when a prompt is read.
+// with AVX2). A weight stored as Q8_0, Q4_0 or Q4_K blocks, or as int8 with a scale per output channel, is
+// read as stored (Q4_K's w = d sc q - dmin m per 32 values: d sc Σ q x - dmin m Σ x, Σ x being the
+// activations' block sum). The product is no longer the dequantised weights' (gemm_int8_reference in
+// gemm_reference.hpp defines what it is): llama.cpp's accuracy for about twice the exact products' speed when
+// decoding, and four times when a prompt is read.
 //   Why integers: the exact product widens each weight byte to a float lane (two or three instructions for
 // 16 weights) before its multiply-add; here one instruction multiplies and sums 32 or 64 byte pairs.
 
@@ -21416,11 +21417,13 @@ inline void gemm(std::int64_t m, const matrix_operand& a, const packed_matrix& b
 
 namespace anvil::detail {
 
-// Whether the integer products can take B: Q8_0 or Q4_0 rows of blocks, or i8 stored by rows (B = Wᵀ,
-// unit row stride) with its per-column scale; and k whole blocks of 32.
+// Whether the integer products can take B: Q8_0, Q4_0 or Q4_K rows of blocks, or i8 stored by rows
+// (B = Wᵀ, unit row stride) with its per-column scale; and k whole blocks of 32 (of 256 for Q4_K).
 [[nodiscard]] inline bool int8_products_take(const matrix_operand& b, std::int64_t k) noexcept {
     if (k <= 0 || k % int8_activation_block != 0) return false;
-    if (b.has_blocks()) return b.blocks == ggml_type::Q8_0 || b.blocks == ggml_type::Q4_0;
+    if (b.has_blocks())
+        return b.blocks == ggml_type::Q8_0 || b.blocks == ggml_type::Q4_0 ||
+               (b.blocks == ggml_type::Q4_K && k % 256 == 0);
     return b.type == dtype::i8 && b.lut == nullptr && b.scale != nullptr && b.row_stride == 1;
 }
 
@@ -21558,11 +21561,39 @@ using int8_dots = float[static_cast<std::size_t>(M)][static_cast<std::size_t>(Ro
 struct int8_rows_problem {
     std::int64_t m, n, k;
     const int8_activation_rows* a;
-    weight_rows w;  // q8_0, q4_0 or i8
+    weight_rows w;  // q8_0, q4_0, q4_k or i8
     float* c;
     std::int64_t ldc;
     gemm_epilogue epilogue;
 };
+
+// Sub-block j (0-7) of the Q4_K block at `block` (d and dmin already converted): w = scale q - offset.
+ANVIL_DETAIL_INT8_INLINE void q4_k_sub_block(const std::byte* block, int j, float d, float dmin, float& scale,
+                                             float& offset) noexcept {
+    int sub_scale = 0, sub_min = 0;
+    ggml_scale_min_k4(j, reinterpret_cast<const std::uint8_t*>(block + 4), sub_scale, sub_min);
+    scale = d * static_cast<float>(sub_scale);
+    offset = dmin * static_cast<float>(sub_min);
+}
+
+// All 8 sub-blocks' scales and offsets of a Q4_K block, unpacked once a block rather than once a sub-block
+// (the 6-bit unpacking cost more than the products). The 12 bytes as three little-endian words w0-w2, per
+// ggml_scale_min_k4: scales 0-3 are w0's bytes & 63 and mins 0-3 w1's; scale 4 + i is byte i of w2 & 15 with
+// the top two bits of w0's byte i above it, min 4 + i byte i of w2 >> 4 with those of w1's.
+ANVIL_DETAIL_INT8_INLINE void q4_k_sub_blocks(const std::byte* block, float d, float dmin, float* scales,
+                                              float* offsets) noexcept {
+    std::uint32_t w[3];
+    std::memcpy(w, block + 4, sizeof w);
+    const std::uint32_t six = 0x3F3F3F3Fu, low = 0x0F0F0F0Fu, top = 0x03030303u;
+    const std::uint32_t words[4] = {w[0] & six, (w[2] & low) | (((w[0] >> 6) & top) << 4), w[1] & six,
+                                    ((w[2] >> 4) & low) | (((w[1] >> 6) & top) << 4)};
+    unsigned char bytes[16];
+    std::memcpy(bytes, words, sizeof bytes);
+    for (int j = 0; j < 8; ++j) {
+        scales[j] = d * static_cast<float>(bytes[j]);
+        offsets[j] = dmin * static_cast<float>(bytes[8 + j]);
+    }
+}
 
 // Output (i, j) from its integer-product sum `dot` (the weight's block scales applied): an i8 weight's zero
 // point and scale, then bias and accumulation.
@@ -21609,6 +21640,21 @@ inline void int8_rows_portable_range(const int8_rows_problem& g, std::int64_t j0
                                static_cast<std::int32_t>(packed >> 4) * xb[16 + p];
                     }
                     sum -= 8 * xsum[b];
+                } else if (g.w.format == row_format::q4_k) {
+                    // Σ (scale q - offset) x = scale Σ q x - offset Σ x, the offset's part taken here.
+                    const std::byte* block = row + b / 8 * 144;
+                    const int sub = static_cast<int>(b % 8);
+                    std::uint16_t bits[2];
+                    std::memcpy(bits, block, 4);
+                    float offset = 0.0f;
+                    q4_k_sub_block(block, sub, half_bits_to_float(bits[0]), half_bits_to_float(bits[1]), dw,
+                                   offset);
+                    const std::byte* qs = block + 16 + 32 * (sub / 2);
+                    for (int p = 0; p < int8_activation_block; ++p)
+                        sum +=
+                            static_cast<std::int32_t>((static_cast<unsigned>(qs[p]) >> (sub % 2 * 4)) & 15u) *
+                            xb[p];
+                    dot -= offset * dx[b] * static_cast<float>(xsum[b]);
                 } else {
                     const std::byte* values = row + b * int8_activation_block;
                     for (int p = 0; p < int8_activation_block; ++p)
@@ -21637,7 +21683,7 @@ typedef float float_wide __attribute__((vector_size(64)));
 // `sum` (unsigned W: Q4_0's nibbles; signed W: |w| against x with w's sign, as the instructions multiply
 // unsigned by signed bytes).
 struct int8_avx2_dot {
-    static constexpr bool pairs = false;
+    static constexpr bool takes_pairs = false;
     // The sum of the lanes (a vector's lanes one by one went through memory: 15% of a decoding tile).
     ANVIL_DETAIL_INT8_AVX2 static float sum(const float_lanes& v) noexcept {
         const auto wide = reinterpret_cast<__m256>(v);
@@ -21661,6 +21707,13 @@ struct int8_avx2_dot {
         sum = reinterpret_cast<int32_lanes>(
             _mm256_add_epi32(reinterpret_cast<__m256i>(sum), _mm256_madd_epi16(pairs, _mm256_set1_epi16(1))));
     }
+    // 32 bytes of Q4_K nibbles: (byte >> shift) & 15 each.
+    ANVIL_DETAIL_INT8_AVX2 static void nibble_half(const std::byte* at, int shift,
+                                                   uint8_lanes& out) noexcept {
+        const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at));
+        out = reinterpret_cast<uint8_lanes>(
+            _mm256_and_si256(_mm256_srl_epi16(packed, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8(15)));
+    }
     // 16 bytes of Q4_0 nibbles as 32 bytes: the low nibbles first, then the high ones.
     ANVIL_DETAIL_INT8_AVX2 static void nibbles(const std::byte* at, uint8_lanes& out) noexcept {
         const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at));
@@ -21677,7 +21730,7 @@ struct int8_avx2_dot {
 // With VNNI, two blocks at a time in 64-byte registers (int8_pairs): lanes 0-7 of a sum are block b's,
 // 8-15 block b + 1's.
 struct int8_vnni_dot {
-    static constexpr bool pairs = true;
+    static constexpr bool takes_pairs = true;
     ANVIL_DETAIL_INT8_VNNI static float sum(const float_lanes& v) noexcept { return int8_avx2_dot::sum(v); }
     ANVIL_DETAIL_INT8_VNNI static float sum(const float_wide& v) noexcept {
         // Masked extracts: GCC 12's plain ones (and its casts and _mm512_reduce_add_ps, built on them) read
@@ -21698,6 +21751,25 @@ struct int8_vnni_dot {
         sum = reinterpret_cast<int32_lanes>(
             _mm256_dpbusd_epi32(reinterpret_cast<__m256i>(sum), _mm256_abs_epi8(wide),
                                 _mm256_sign_epi8(reinterpret_cast<__m256i>(x), wide)));
+    }
+    ANVIL_DETAIL_INT8_VNNI static void nibble_half(const std::byte* at, int shift,
+                                                   uint8_lanes& out) noexcept {
+        const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at));
+        out = reinterpret_cast<uint8_lanes>(
+            _mm256_and_si256(_mm256_srl_epi16(packed, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8(15)));
+    }
+    // Sub-blocks j and j + 1 (j even) of the Q4_K block at `block`: the 32 bytes of qs they share, low
+    // nibbles (sub-block j) then high ones (j + 1), element order; their scales (unpacked, q4_k_sub_blocks)
+    // in lanes 0-7 and 8-15.
+    ANVIL_DETAIL_INT8_VNNI static void q4_k_pair(const std::byte* block, int j, const float* scales,
+                                                 uint8_wide& w, float_wide& d) noexcept {
+        const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 16 + 16 * j));
+        const __m256i mask = _mm256_set1_epi8(15);
+        const __m512i low = _mm512_castsi256_si512(_mm256_and_si256(packed, mask));
+        w = reinterpret_cast<uint8_wide>(
+            _mm512_mask_inserti64x4(low, 0xFF, low, _mm256_and_si256(_mm256_srli_epi16(packed, 4), mask), 1));
+        d = reinterpret_cast<float_wide>(
+            _mm512_mask_broadcastss_ps(_mm512_set1_ps(scales[j]), 0xFF00, _mm_set_ss(scales[j + 1])));
     }
     // 16 bytes of Q4_0 nibbles as 32 bytes: the low nibbles first, then the high ones.
     ANVIL_DETAIL_INT8_VNNI static void nibbles(const std::byte* at, uint8_lanes& out) noexcept {
@@ -21785,6 +21857,8 @@ ANVIL_DETAIL_INT8_INLINE void int8_blocks(const int8_rows_problem& g, std::int64
     const std::byte* rows[w_rows];
     ANVIL_DETAIL_INT8_UNROLL for (int r = 0; r < Rows; ++r) rows[r] = g.w.bytes + (j0 + r) * g.w.row_bytes;
     float_lanes acc[a_rows][w_rows];
+    float offsets[a_rows][w_rows] = {};                   // Q4_K: Σ offset Σ x, subtracted at the end
+    float sub_scales[w_rows][8], sub_offsets[w_rows][8];  // Q4_K: the current block's, per row of W
     ANVIL_DETAIL_INT8_UNROLL for (int i = 0; i < M; ++i) {
         ANVIL_DETAIL_INT8_UNROLL for (int r = 0; r < Rows; ++r) acc[i][r] = float_lanes{};
     }
@@ -21814,6 +21888,22 @@ ANVIL_DETAIL_INT8_INLINE void int8_blocks(const int8_rows_problem& g, std::int64
                     Dot::unsigned_signed(sum, w, x[i]);
                     acc[i][r] += __builtin_convertvector(sum, float_lanes) * (dw * dx[i]);
                 }
+            } else if constexpr (Format == row_format::q4_k) {
+                const std::byte* block = rows[r] + b / 8 * 144;
+                const int sub = static_cast<int>(b % 8);
+                if (sub == 0 || b == first_block)
+                    q4_k_sub_blocks(block, Dot::half_to_float(block), Dot::half_to_float(block + 2),
+                                    sub_scales[r], sub_offsets[r]);
+                dw = sub_scales[r][sub];
+                const float offset = sub_offsets[r][sub];
+                uint8_lanes w;
+                Dot::nibble_half(block + 16 + 32 * (sub / 2), sub % 2 * 4, w);
+                ANVIL_DETAIL_INT8_UNROLL for (int i = 0; i < M; ++i) {
+                    int32_lanes sum = init[i];
+                    Dot::unsigned_signed(sum, w, x[i]);
+                    acc[i][r] += __builtin_convertvector(sum, float_lanes) * (dw * dx[i]);
+                    offsets[i][r] += offset * dx[i] * static_cast<float>(x_sums[i * blocks + b]);
+                }
             } else {
                 const std::byte* values = rows[r] + b * int8_activation_block;
                 if constexpr (Format == row_format::q8_0) {
@@ -21831,11 +21921,12 @@ ANVIL_DETAIL_INT8_INLINE void int8_blocks(const int8_rows_problem& g, std::int64
         }
     }
     ANVIL_DETAIL_INT8_UNROLL for (int i = 0; i < M; ++i) {
-        ANVIL_DETAIL_INT8_UNROLL for (int r = 0; r < Rows; ++r) dots[i][r] += Dot::sum(acc[i][r]);
+        ANVIL_DETAIL_INT8_UNROLL for (int r = 0; r < Rows; ++r) dots[i][r] +=
+            Dot::sum(acc[i][r]) - offsets[i][r];
     }
 }
 
-// int8_blocks two blocks at a time (Dot::pairs), the last one alone when their number is odd.
+// int8_blocks two blocks at a time (Dot::takes_pairs), the last one alone when their number is odd.
 template <class Dot, row_format Format, int M, int Rows>
 ANVIL_DETAIL_INT8_INLINE void int8_pairs(const int8_rows_problem& g, std::int64_t i0, std::int64_t j0,
                                          int8_dots<M, Rows>& dots) noexcept {
@@ -21844,6 +21935,8 @@ ANVIL_DETAIL_INT8_INLINE void int8_pairs(const int8_rows_problem& g, std::int64_
     const std::byte* rows[w_rows];
     ANVIL_DETAIL_INT8_UNROLL for (int r = 0; r < Rows; ++r) rows[r] = g.w.bytes + (j0 + r) * g.w.row_bytes;
     float_wide acc[a_rows][w_rows];
+    float offsets[a_rows][w_rows] = {};                   // Q4_K: Σ offset Σ x, subtracted at the end
+    float sub_scales[w_rows][8], sub_offsets[w_rows][8];  // Q4_K: the current block's, per row of W
     ANVIL_DETAIL_INT8_UNROLL for (int i = 0; i < M; ++i) {
         ANVIL_DETAIL_INT8_UNROLL for (int r = 0; r < Rows; ++r) acc[i][r] = float_wide{};
     }
@@ -21867,6 +21960,25 @@ ANVIL_DETAIL_INT8_INLINE void int8_pairs(const int8_rows_problem& g, std::int64_
                     Dot::unsigned_signed(sum, w, x[i]);
                     acc[i][r] += __builtin_convertvector(sum, float_wide) * (dw * dx[i]);
                 }
+            } else if constexpr (Format == row_format::q4_k) {
+                // b is even, so sub-blocks b % 8 and b % 8 + 1 share their block and their 32 bytes of qs.
+                const std::byte* block = rows[r] + b / 8 * 144;
+                const int sub = static_cast<int>(b % 8);
+                if (sub == 0)
+                    q4_k_sub_blocks(block, Dot::half_to_float(block), Dot::half_to_float(block + 2),
+                                    sub_scales[r], sub_offsets[r]);
+                uint8_wide w;
+                Dot::q4_k_pair(block, sub, sub_scales[r], w, dw);
+                const float offset = sub_offsets[r][sub], next_offset = sub_offsets[r][sub + 1];
+                ANVIL_DETAIL_INT8_UNROLL for (int i = 0; i < M; ++i) {
+                    int32_wide sum = init[i];
+                    Dot::unsigned_signed(sum, w, x[i]);
+                    acc[i][r] += __builtin_convertvector(sum, float_wide) * (dw * dx[i]);
+                    const float* scales = x_scales + i * blocks + b;
+                    const std::int32_t* sums = x_sums + i * blocks + b;
+                    offsets[i][r] += offset * scales[0] * static_cast<float>(sums[0]) +
+                                     next_offset * scales[1] * static_cast<float>(sums[1]);
+                }
             } else {
                 int8_wide w;
                 if constexpr (Format == row_format::q8_0) {
@@ -21884,7 +21996,8 @@ ANVIL_DETAIL_INT8_INLINE void int8_pairs(const int8_rows_problem& g, std::int64_
         }
     }
     ANVIL_DETAIL_INT8_UNROLL for (int i = 0; i < M; ++i) {
-        ANVIL_DETAIL_INT8_UNROLL for (int r = 0; r < Rows; ++r) dots[i][r] += Dot::sum(acc[i][r]);
+        ANVIL_DETAIL_INT8_UNROLL for (int r = 0; r < Rows; ++r) dots[i][r] +=
+            Dot::sum(acc[i][r]) - offsets[i][r];
     }
     if (blocks % 2 != 0) int8_blocks<Dot, Format, M, Rows>(g, i0, j0, blocks - 1, blocks, dots);
 }
@@ -21893,7 +22006,7 @@ template <class Dot, row_format Format, int M, int Rows>
 ANVIL_DETAIL_INT8_INLINE void int8_tile(const int8_rows_problem& g, std::int64_t i0,
                                         std::int64_t j0) noexcept {
     int8_dots<M, Rows> dots = {};
-    if constexpr (Dot::pairs) {
+    if constexpr (Dot::takes_pairs) {
         int8_pairs<Dot, Format, M, Rows>(g, i0, j0, dots);
     } else {
         int8_blocks<Dot, Format, M, Rows>(g, i0, j0, 0, g.k / int8_activation_block, dots);
@@ -21903,8 +22016,6 @@ ANVIL_DETAIL_INT8_INLINE void int8_tile(const int8_rows_problem& g, std::int64_t
     }
 }
 
-// Rows [j0, j1) of W against every row of A. A is taken in panels of rows small enough to stay in the
-// cache while each tile of W's rows passes over them; a tile of W is read once a panel.
 // Rows [j0, j1) of W against every row of A, RowsPerTile W rows side by side. A is taken in panels of rows
 // small enough to stay in the cache while each tile of W's rows passes over them; a tile of W is read once a
 // panel.
@@ -21940,7 +22051,8 @@ template <class Dot, row_format Format, int M>
 ANVIL_DETAIL_INT8_INLINE void int8_range_of(const int8_rows_problem& g, std::int64_t j0,
                                             std::int64_t j1) noexcept {
     if (g.m > M) return int8_range_of<Dot, Format, M, 4>(g, j0, j1);
-    return int8_range_of < Dot, Format, M, Format == row_format::q4_0 ? 2 : 1 > (g, j0, j1);
+    constexpr int side_by_side = Format == row_format::q4_0 || Format == row_format::q4_k ? 2 : 1;
+    return int8_range_of<Dot, Format, M, side_by_side>(g, j0, j1);
 }
 
 template <class Dot, int M>
@@ -21951,6 +22063,8 @@ ANVIL_DETAIL_INT8_INLINE void int8_range(const int8_rows_problem& g, std::int64_
             return int8_range_of<Dot, row_format::q8_0, M>(g, j0, j1);
         case row_format::q4_0:
             return int8_range_of<Dot, row_format::q4_0, M>(g, j0, j1);
+        case row_format::q4_k:
+            return int8_range_of<Dot, row_format::q4_k, M>(g, j0, j1);
         default:
             return int8_range_of<Dot, row_format::i8, M>(g, j0, j1);
     }
@@ -21982,8 +22096,9 @@ inline void gemm_int8(std::int64_t m, std::int64_t n, std::int64_t k, const floa
     if (!int8_products_take(b, k)) {
         throw type_error(message("gemm_int8: B (", k, "x", n, ", ",
                                  b.has_blocks() ? ggml_type_name(b.blocks) : gemm_dtype_name(b.type),
-                                 ") is not Q8_0 or Q4_0 blocks or i8 stored by columns, or k=", k,
-                                 " is not a whole number of blocks of ", int8_activation_block));
+                                 ") is not Q8_0, Q4_0 or Q4_K blocks or i8 stored by columns, or k=", k,
+                                 " is not a whole number of blocks of ", int8_activation_block,
+                                 " (of 256 for Q4_K)"));
     }
     const std::vector<int8_isa>& available = available_int8_isas();
     if (isa == int8_isa::automatic) isa = available.front();

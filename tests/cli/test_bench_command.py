@@ -100,6 +100,19 @@ def main() -> int:
     check(result.returncode == 0 and "steady state" in result.stdout and "weights resident" in result.stdout
           and "peak" in result.stdout,
           f"bench: the text report ({result.stdout.strip()!r})")
+    # A .gguf file is a decoder LM; its checkpoint is the file, its blocks stay blocks (102,720 Q4_0 weights:
+    # less than half their f32 bytes held), with generate's int8 products.
+    gguf = DATA / "gguf" / "models" / "llama_gqa_q4_0.gguf"
+    result = anvil("bench", "--model", gguf, "--backend", "cpu", "--runs", "1", "--prompt-tokens", "4",
+                   "--new-tokens", "3", "--json")
+    check(result.returncode == 0, f"bench FILE.gguf: runs ({result.stderr.strip()!r})")
+    if result.returncode == 0:
+        report = json.loads(result.stdout)
+        check(report.get("task") == "generate" and report.get("checkpoint_bytes") == gguf.stat().st_size,
+              f"bench FILE.gguf: task generate, checkpoint bytes the file's ({report.get('checkpoint_bytes')})")
+        check(0 < report.get("weights_cpu_bytes", 0) < 102720 * 2,
+              f"bench FILE.gguf: the weights held as blocks ({report.get('weights_cpu_bytes')} bytes)")
+        check(report.get("generated_tokens") == 3, f"bench FILE.gguf: 3 new tokens ({report.get('generated_tokens')})")
     with tempfile.TemporaryDirectory() as tmp:
         check_error(anvil("bench", "--model", tmp, "--backend", "cpu"), 1, "anvil: error: bench: ", "config.json",
                     "--task", what="bench: a folder without config.json")

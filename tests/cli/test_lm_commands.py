@@ -186,6 +186,27 @@ def test_gguf(tmp: pathlib.Path) -> None:
                 what="generate --chat with a GGUF file that has no chat template")
     check_error(anvil("logits", "--model", folder / "refused" / "arch_falcon.gguf", "--ids", "1", "--backend",
                       "cpu"), 1, "anvil: error:", "falcon", what="logits of a GGUF architecture anvil does not run")
+    # --products int8: the activations rounded to 8 bits as llama.cpp rounds them. logits stays exact unless
+    # asked (above); asked, it moves from the reference by about llama.cpp's own 0.3-0.8% of the range.
+    int8_out = tmp / "gguf_logits_int8.npy"
+    result = anvil("logits", "--model", folder / "llama_gqa_q4_0.gguf", "--ids", ids_text(ids), "--backend", "cpu",
+                   "--products", "int8", "--out", int8_out)
+    check(result.returncode == 0, f"gguf: logits --products int8 runs ({result.stderr.strip()!r})")
+    _, want = read_npy(folder / "llama_gqa_q4_0_logits.npy")
+    _, got = read_npy(int8_out) if int8_out.exists() else ((), [0.0] * len(want))
+    moved = max(abs(a - b) for a, b in zip(got, want)) / max(abs(b) for b in want)
+    check(1e-5 < moved < 0.03, f"gguf: --products int8 logits within 3% of the range, and not exact ({moved:.3g})")
+    base = ["generate", "--model", folder / "llama_gqa_q4_0.gguf", "--backend", "cpu", "--ids", ids_text(ids[:4]),
+            "--max-new-tokens", 2, "--json"]
+    default = json_result(anvil(*base), "gguf: generate")
+    check(default.get("products") == "int8", "gguf: generate uses int8 products by default for a .gguf file")
+    # The Q4_0 file's 102,720 weights held as blocks (57.5 KiB in the file), not as f32 (401 KiB).
+    held = default.get("resident_weight_bytes", 0)
+    check(0 < held < 102720 * 4 // 2, f"gguf: generate --json reports the weights held, as blocks ({held} bytes)")
+    check(json_result(anvil(*base, "--products", "exact"), "gguf: generate --products exact").get("products") ==
+          "exact", "gguf: generate --products exact")
+    check_error(anvil(*base, "--products", "int4"), 2, "anvil: usage:", "--products",
+                what="generate --products int4")
 
 
 def test_rescale_fp16(tmp: pathlib.Path) -> None:
@@ -255,6 +276,8 @@ def test_errors() -> None:
                 "--top-p", what="generate with a non-numeric --top-p")
     check_error(anvil("generate", "--model", folder, "--ids", "1", "--chat"), 2, "anvil: usage:", "--chat",
                 what="generate --chat with --ids")
+    check_error(anvil("logits", "--model", folder, "--ids", "1,2", "--products", "fast"), 2, "anvil: usage:",
+                "--products", what="logits --products fast")
     check_error(anvil("logits", "--model", DATA / "bert_stack", "--ids", "1,2", "--backend", "cpu"), 1,
                 "anvil: error:", "decoder", what="logits of a folder that is not a decoder LM")
     check_error(anvil("generate", "--model", DATA / "no_such_folder", "--ids", "1", "--backend", "cpu"), 1,

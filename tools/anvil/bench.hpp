@@ -34,10 +34,11 @@
 namespace anvil::cli {
 
 inline constexpr const char* bench_usage =
-    "usage: anvil bench --model DIR [--task embed|embed-image|rerank|classify|generate|transcribe]\n"
+    "usage: anvil bench --model DIR|FILE.gguf [--task "
+    "embed|embed-image|rerank|classify|generate|transcribe]\n"
     "                   [--batch N] [--runs N] [--prompt-tokens N] [--new-tokens N] [--context N]\n"
     "                   [--backend cpu|ane|coreml|auto] [--strict-device] [--compress KIND]\n"
-    "                   [--max-program-weights SIZE] [--json]\n"
+    "                   [--products exact|int8] [--max-program-weights SIZE] [--json]\n"
     "       anvil bench --plan --model DIR|FILE.gguf [--context N] [--compress KIND]\n"
     "                   [--max-program-weights SIZE] [--json]\n"
     "\n"
@@ -48,7 +49,8 @@ inline constexpr const char* bench_usage =
     "checkpoint's bytes, the weights the programs hold on each device (CPU: f32 copies, packed panels and\n"
     "weights read as stored; Neural Engine: the blobs its programs hold), the growth of the resident set\n"
     "over load and first result, and the peak resident set.\n"
-    "The task comes from config.json (architectures, modules.json) unless --task names it. Inputs are\n"
+    "The task comes from config.json (architectures, modules.json) unless --task names it; a .gguf file is\n"
+    "a decoder LM (generate), with --products int8 by default as in anvil generate. Inputs are\n"
     "synthetic: --batch texts, pairs or images (8), a prompt of --prompt-tokens ids (32) and --new-tokens "
     "(64).\n"
     "A CLIP folder benchmarks its image tower (embed-image, the default) or its text tower (embed); a "
@@ -91,7 +93,10 @@ inline std::int64_t peak_resident_bytes() {
 #endif
 }
 
+// The checkpoint's bytes: a folder's .safetensors files, or the file itself (a .gguf file).
 inline std::int64_t checkpoint_bytes(const std::filesystem::path& folder) {
+    if (std::filesystem::is_regular_file(folder))
+        return static_cast<std::int64_t>(std::filesystem::file_size(folder));
     std::int64_t total = 0;
     for (const auto& entry : std::filesystem::directory_iterator(folder)) {
         if (entry.is_regular_file() && entry.path().extension() == ".safetensors")
@@ -212,6 +217,7 @@ inline int run_bench(const std::vector<std::string_view>& argv, const char* argv
                           {"new-tokens", true},
                           {"backend", true},
                           {"compress", true},
+                          {"products", true},
                           {"strict-device", false},
                           {"json", false},
                           {"plan", false},
@@ -226,12 +232,18 @@ inline int run_bench(const std::vector<std::string_view>& argv, const char* argv
     const std::string folder = model_folder(args, "bench");
     if (!args.positional().empty())
         throw usage_error(detail::message("bench: unexpected argument '", args.positional().front(), "'"));
-    const std::string task = args.value("task").value_or(detail_bench::detect_task(folder));
+    // A .gguf file holds a decoder LM; a folder says what it holds in its config.json.
+    const auto named_task = args.value("task");
+    const std::string task = named_task                  ? *named_task
+                             : folder.ends_with(".gguf") ? std::string("generate")
+                                                         : detail_bench::detect_task(folder);
     const auto batch = static_cast<std::size_t>(detail_lm::parse_integer(args, "batch", 8, 1, "bench"));
     const auto runs = detail_lm::parse_integer(args, "runs", 5, 1, "bench");
     const auto prompt_tokens = detail_lm::parse_integer(args, "prompt-tokens", 32, 1, "bench");
     const auto new_tokens = detail_lm::parse_integer(args, "new-tokens", 64, 1, "bench");
     models::load_options load = backend_options(args, "bench", argv0);
+    // As anvil generate: int8 products by default for a .gguf file.
+    load.compile.int8_activations = detail_lm::int8_products(args, "bench", folder.ends_with(".gguf"));
     if (const auto size = args.value("max-program-weights"))
         load.compile.ane_max_program_weight_bytes =
             detail_plan::parse_size(*size, "max-program-weights", "bench");

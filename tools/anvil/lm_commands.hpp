@@ -56,11 +56,12 @@ inline constexpr const char* generate_usage =
     "Greedy unless --temperature T > 0 (then top-k, top-p and the seed apply); --repetition-penalty as\n"
     "Hugging Face's. Stops at the model's eos tokens or after N new tokens (default 128).\n"
     "--chat renders --prompt as a user message (after --system, if given) with the folder's chat template.\n"
-    "--json prints {\"tokens\", \"text\", \"stop_reason\", \"stats\"} at the end instead of streaming.\n"
-    "--products int8 (the default for a .gguf file on the CPU): products with Q8_0, Q4_0 and int8 weights\n"
-    "round the activations to 8 bits, 32 values to a scale, and multiply in integers, as llama.cpp does:\n"
-    "about twice as fast, off from the exact product by llama.cpp's rounding. --products exact: every\n"
-    "product is the dequantised weights' (the default otherwise, and always for anvil logits).\n";
+    "--json prints {\"tokens\", \"text\", \"stop_reason\", \"stats\", \"products\",\n"
+    "\"resident_weight_bytes\"} at the end instead of streaming.\n"
+    "--products int8 (the default for a .gguf file on the CPU): products with Q8_0, Q4_0, Q4_K and int8\n"
+    "weights round the activations to 8 bits, 32 values to a scale, and multiply in integers, as llama.cpp\n"
+    "does: faster, off from the exact product by llama.cpp's rounding. --products exact: every product is\n"
+    "the dequantised weights' (the default otherwise, and anvil logits' unless asked).\n";
 
 namespace detail_lm {
 
@@ -402,6 +403,9 @@ inline int run_generate(const std::vector<std::string_view>& argv, const char* a
         report["text"] = json::value(result.text);
         report["stop_reason"] = json::value(result.stop_reason);
         report["products"] = json::value(int8 ? "int8" : "exact");
+        // The weights the model's programs hold (a GGUF file's blocks as stored, packed panels, ANE blobs).
+        const resident_weights held = resident_weight_bytes();
+        report["resident_weight_bytes"] = static_cast<std::int64_t>(held.cpu_bytes + held.ane_bytes);
         report["stats"] = json::value(std::move(stats));
         report["placement"] = placement_json();
         if (lm.fp16_rescale()) report["fp16_rescale"] = detail_lm::json_rescale(*lm.fp16_rescale());

@@ -55,6 +55,8 @@ constexpr const char* usage_text =
     "int8|lut4|lut4g32|lut6 (each linear's and convolution's weights compressed at load, as export stores\n"
     "them: int8 per output channel, or a k-means palette of 16 or 64 values per tensor, or per 32 output\n"
     "channels for lut4g32; the default keeps the checkpoint's weights exactly), --out F.npy and --json\n"
+    "(logits and generate also take --products exact|int8: int8 rounds the activations to 8 bits for\n"
+    "integer products with quantised weights, as llama.cpp does; generate's default for a .gguf file)\n"
     "(with a \"placement\" field: where each segment ran); 'anvil COMMAND --help' says more\n"
     "\n"
     "options:\n"

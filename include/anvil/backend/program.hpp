@@ -51,9 +51,9 @@ struct compile_options {
     // report the ops whose values left the fp16 range (program::numerics()).
     bool ane_numerics = false;
     cpu_kernels kernels = cpu_kernels::optimized;
-    // CPU: products with Q8_0, Q4_0 or int8 weights round each row of activations to 8 bits, 32 values to a
-    // scale, and multiply in integers, as llama.cpp does (backend/cpu/gemm_int8.hpp): faster, but no longer
-    // the dequantised weights' exact product. Off: every product is exact up to f32 rounding.
+    // CPU: products with Q8_0, Q4_0, Q4_K or int8 weights round each row of activations to 8 bits, 32 values
+    // to a scale, and multiply in integers, as llama.cpp does (backend/cpu/gemm_int8.hpp): faster, but no
+    // longer the dequantised weights' exact product. Off: every product is exact up to f32 rounding.
     bool int8_activations = false;
     std::size_t threads = 0;  // 0: the process-wide pool (ANVIL_NUM_THREADS or every core)
     bool fold_constants = true;
