@@ -22,7 +22,8 @@
 // ANVIL_INLINE marks each definition in an -inl.hpp file: `inline` when the definitions are compiled in every
 // includer, nothing when they are compiled once. ANVIL_DEFINITIONS says whether this file compiles them.
 
-#if defined(ANVIL_IMPLEMENTATION) && !defined(ANVIL_SEPARATE_COMPILATION)
+#if (defined(ANVIL_IMPLEMENTATION) || defined(ANVIL_IMPLEMENTATION_KERNELS)) && \
+    !defined(ANVIL_SEPARATE_COMPILATION)
 #define ANVIL_SEPARATE_COMPILATION
 #endif
 
@@ -36,6 +37,26 @@
 #else
 #define ANVIL_INLINE inline
 #define ANVIL_DEFINITIONS 1
+#endif
+
+// The CPU kernels' entry points (gemm_rows.hpp, gemm_int8.hpp: each flattens every weight format's tiles for
+// one instruction set) are marked ANVIL_KERNEL_INLINE and compiled where ANVIL_KERNEL_DEFINITIONS is 1. They
+// are most of the library's compile time (Clang with the sanitizers: 170 s of 414), so separate compilation
+// can take them apart and compile the library's two halves side by side: the implementation unit that defines
+// ANVIL_KERNELS_ELSEWHERE leaves them out, and one that defines ANVIL_IMPLEMENTATION_KERNELS and includes
+// those two headers compiles them alone (anvil::compiled is src/anvil.cpp and src/anvil_kernels.cpp). An
+// implementation unit on its own, <anvil/src.hpp> as a project includes it, compiles them too.
+#if defined(ANVIL_SEPARATE_COMPILATION)
+#define ANVIL_KERNEL_INLINE
+#if defined(ANVIL_IMPLEMENTATION_KERNELS) || \
+    (defined(ANVIL_IMPLEMENTATION) && !defined(ANVIL_KERNELS_ELSEWHERE))
+#define ANVIL_KERNEL_DEFINITIONS 1
+#else
+#define ANVIL_KERNEL_DEFINITIONS 0
+#endif
+#else
+#define ANVIL_KERNEL_INLINE inline
+#define ANVIL_KERNEL_DEFINITIONS 1
 #endif
 
 // #include "anvil/ane.hpp"
@@ -19985,6 +20006,7 @@ inline void gemm_int8_reference(std::int64_t m, std::int64_t n, std::int64_t k, 
 
 // #include "anvil/backend/cpu/gemm_kernel.hpp"
 // #include "anvil/backend/cpu/gemm_reference.hpp"
+// #include "anvil/compilation.hpp"
 // #include "anvil/core/bfloat16.hpp"
 // #include "anvil/core/ggml_types.hpp"
 // #include "anvil/core/half.hpp"
@@ -20580,20 +20602,35 @@ ANVIL_DETAIL_ROWS_INLINE void gemm_rows_range(const gemm_rows_problem& g, std::i
     }
 }
 
-__attribute__((flatten)) inline void gemm_rows_portable_range(const gemm_rows_problem& g, std::int64_t j0,
-                                                              std::int64_t j1) {
+// The entry points, one per instruction set. Each flattens every format's tiles into one body, the
+// costliest code anvil compiles (Clang with the sanitizers: about a minute each), so separate compilation
+// may give them a unit of their own (ANVIL_KERNEL_DEFINITIONS, anvil/compilation.hpp).
+ANVIL_KERNEL_INLINE void gemm_rows_portable_range(const gemm_rows_problem& g, std::int64_t j0,
+                                                  std::int64_t j1);
+#if defined(ANVIL_DETAIL_GEMM_X86)
+ANVIL_DETAIL_ROWS_AVX2 ANVIL_KERNEL_INLINE void gemm_rows_avx2_range(const gemm_rows_problem& g,
+                                                                     std::int64_t j0, std::int64_t j1);
+ANVIL_DETAIL_ROWS_AVX512 ANVIL_KERNEL_INLINE void gemm_rows_avx512_range(const gemm_rows_problem& g,
+                                                                         std::int64_t j0, std::int64_t j1);
+#endif
+
+#if ANVIL_KERNEL_DEFINITIONS
+__attribute__((flatten)) ANVIL_KERNEL_INLINE void gemm_rows_portable_range(const gemm_rows_problem& g,
+                                                                           std::int64_t j0, std::int64_t j1) {
     gemm_rows_range<gemm_rows_decoder<gemm_rows_portable_isa>>(g, j0, j1);
 }
 #if defined(ANVIL_DETAIL_GEMM_X86)
-ANVIL_DETAIL_ROWS_AVX2 __attribute__((flatten)) inline void gemm_rows_avx2_range(const gemm_rows_problem& g,
-                                                                                 std::int64_t j0,
-                                                                                 std::int64_t j1) {
+ANVIL_DETAIL_ROWS_AVX2 __attribute__((flatten)) ANVIL_KERNEL_INLINE void gemm_rows_avx2_range(
+    const gemm_rows_problem& g, std::int64_t j0, std::int64_t j1) {
     gemm_rows_range<gemm_rows_decoder<gemm_rows_avx2_isa>>(g, j0, j1);
 }
-ANVIL_DETAIL_ROWS_AVX512 __attribute__((flatten)) inline void gemm_rows_avx512_range(
+ANVIL_DETAIL_ROWS_AVX512 __attribute__((flatten)) ANVIL_KERNEL_INLINE void gemm_rows_avx512_range(
     const gemm_rows_problem& g, std::int64_t j0, std::int64_t j1) {
     gemm_rows_range<gemm_rows_decoder<gemm_rows_avx512_isa>>(g, j0, j1);
 }
+#endif
+#endif
+#if defined(ANVIL_DETAIL_GEMM_X86)
 #undef ANVIL_DETAIL_ROWS_AVX2
 #undef ANVIL_DETAIL_ROWS_AVX512
 #endif
@@ -21401,6 +21438,7 @@ inline void gemm(std::int64_t m, const matrix_operand& a, const packed_matrix& b
 
 // #include "anvil/backend/cpu/gemm_reference.hpp"
 // #include "anvil/backend/cpu/gemm_rows.hpp"
+// #include "anvil/compilation.hpp"
 // #include "anvil/core/cpu_features.hpp"
 // #include "anvil/core/error.hpp"
 // #include "anvil/core/half.hpp"
@@ -21608,8 +21646,21 @@ ANVIL_DETAIL_INT8_INLINE void int8_store(const int8_rows_problem& g, std::int64_
     out = (g.epilogue.accumulate ? out : 0.0f) + dot + bias;
 }
 
+// The entry points, one per instruction set (defined below; like gemm_rows.hpp's, they may have a unit of
+// their own: ANVIL_KERNEL_DEFINITIONS, anvil/compilation.hpp).
+ANVIL_KERNEL_INLINE void int8_rows_portable_range(const int8_rows_problem& g, std::int64_t j0,
+                                                  std::int64_t j1);
+#if defined(__x86_64__) || defined(__i386__)
+ANVIL_DETAIL_INT8_AVX2 ANVIL_KERNEL_INLINE void int8_rows_avx2_range(const int8_rows_problem& g,
+                                                                     std::int64_t j0, std::int64_t j1);
+ANVIL_DETAIL_INT8_VNNI ANVIL_KERNEL_INLINE void int8_rows_vnni_range(const int8_rows_problem& g,
+                                                                     std::int64_t j0, std::int64_t j1);
+#endif
+
+#if ANVIL_KERNEL_DEFINITIONS
 // The portable kernel: plain loops over each block (Clang makes them NEON's sdot where the target has it).
-inline void int8_rows_portable_range(const int8_rows_problem& g, std::int64_t j0, std::int64_t j1) {
+ANVIL_KERNEL_INLINE void int8_rows_portable_range(const int8_rows_problem& g, std::int64_t j0,
+                                                  std::int64_t j1) {
     const std::int64_t blocks = g.k / int8_activation_block;
     for (std::int64_t j = j0; j < j1; ++j) {
         const std::byte* row = g.w.bytes + j * g.w.row_bytes;
@@ -21999,7 +22050,16 @@ ANVIL_DETAIL_INT8_INLINE void int8_pairs(const int8_rows_problem& g, std::int64_
         ANVIL_DETAIL_INT8_UNROLL for (int r = 0; r < Rows; ++r) dots[i][r] +=
             Dot::sum(acc[i][r]) - offsets[i][r];
     }
-    if (blocks % 2 != 0) int8_blocks<Dot, Format, M, Rows>(g, i0, j0, blocks - 1, blocks, dots);
+    // The odd last block, output by output: one small instantiation rather than a second copy of the tile.
+    if (blocks % 2 != 0) {
+        for (int i = 0; i < M; ++i) {
+            for (int r = 0; r < Rows; ++r) {
+                int8_dots<1, 1> last = {};
+                int8_blocks<Dot, Format, 1, 1>(g, i0 + i, j0 + r, blocks - 1, blocks, last);
+                dots[i][r] += last[0][0];
+            }
+        }
+    }
 }
 
 template <class Dot, row_format Format, int M, int Rows>
@@ -22071,16 +22131,17 @@ ANVIL_DETAIL_INT8_INLINE void int8_range(const int8_rows_problem& g, std::int64_
 }
 
 // AVX2 has 16 vector registers: tiles of 2 x 4 outputs. AVX-512 has 32: 4 x 4.
-ANVIL_DETAIL_INT8_AVX2 __attribute__((flatten)) inline void int8_rows_avx2_range(const int8_rows_problem& g,
-                                                                                 std::int64_t j0,
-                                                                                 std::int64_t j1) {
+ANVIL_DETAIL_INT8_AVX2 __attribute__((flatten)) ANVIL_KERNEL_INLINE void int8_rows_avx2_range(
+    const int8_rows_problem& g, std::int64_t j0, std::int64_t j1) {
     int8_range<int8_avx2_dot, 2>(g, j0, j1);
 }
-ANVIL_DETAIL_INT8_VNNI __attribute__((flatten)) inline void int8_rows_vnni_range(const int8_rows_problem& g,
-                                                                                 std::int64_t j0,
-                                                                                 std::int64_t j1) {
+ANVIL_DETAIL_INT8_VNNI __attribute__((flatten)) ANVIL_KERNEL_INLINE void int8_rows_vnni_range(
+    const int8_rows_problem& g, std::int64_t j0, std::int64_t j1) {
     int8_range<int8_vnni_dot, 4>(g, j0, j1);
 }
+#endif
+#endif  // ANVIL_KERNEL_DEFINITIONS
+#if defined(__x86_64__) || defined(__i386__)
 #undef ANVIL_DETAIL_INT8_AVX2
 #undef ANVIL_DETAIL_INT8_VNNI
 #endif

@@ -20,6 +20,7 @@
 
 #include "anvil/backend/cpu/gemm_reference.hpp"
 #include "anvil/backend/cpu/gemm_rows.hpp"
+#include "anvil/compilation.hpp"
 #include "anvil/core/cpu_features.hpp"
 #include "anvil/core/error.hpp"
 #include "anvil/core/half.hpp"
@@ -227,8 +228,21 @@ ANVIL_DETAIL_INT8_INLINE void int8_store(const int8_rows_problem& g, std::int64_
     out = (g.epilogue.accumulate ? out : 0.0f) + dot + bias;
 }
 
+// The entry points, one per instruction set (defined below; like gemm_rows.hpp's, they may have a unit of
+// their own: ANVIL_KERNEL_DEFINITIONS, anvil/compilation.hpp).
+ANVIL_KERNEL_INLINE void int8_rows_portable_range(const int8_rows_problem& g, std::int64_t j0,
+                                                  std::int64_t j1);
+#if defined(__x86_64__) || defined(__i386__)
+ANVIL_DETAIL_INT8_AVX2 ANVIL_KERNEL_INLINE void int8_rows_avx2_range(const int8_rows_problem& g,
+                                                                     std::int64_t j0, std::int64_t j1);
+ANVIL_DETAIL_INT8_VNNI ANVIL_KERNEL_INLINE void int8_rows_vnni_range(const int8_rows_problem& g,
+                                                                     std::int64_t j0, std::int64_t j1);
+#endif
+
+#if ANVIL_KERNEL_DEFINITIONS
 // The portable kernel: plain loops over each block (Clang makes them NEON's sdot where the target has it).
-inline void int8_rows_portable_range(const int8_rows_problem& g, std::int64_t j0, std::int64_t j1) {
+ANVIL_KERNEL_INLINE void int8_rows_portable_range(const int8_rows_problem& g, std::int64_t j0,
+                                                  std::int64_t j1) {
     const std::int64_t blocks = g.k / int8_activation_block;
     for (std::int64_t j = j0; j < j1; ++j) {
         const std::byte* row = g.w.bytes + j * g.w.row_bytes;
@@ -618,7 +632,16 @@ ANVIL_DETAIL_INT8_INLINE void int8_pairs(const int8_rows_problem& g, std::int64_
         ANVIL_DETAIL_INT8_UNROLL for (int r = 0; r < Rows; ++r) dots[i][r] +=
             Dot::sum(acc[i][r]) - offsets[i][r];
     }
-    if (blocks % 2 != 0) int8_blocks<Dot, Format, M, Rows>(g, i0, j0, blocks - 1, blocks, dots);
+    // The odd last block, output by output: one small instantiation rather than a second copy of the tile.
+    if (blocks % 2 != 0) {
+        for (int i = 0; i < M; ++i) {
+            for (int r = 0; r < Rows; ++r) {
+                int8_dots<1, 1> last = {};
+                int8_blocks<Dot, Format, 1, 1>(g, i0 + i, j0 + r, blocks - 1, blocks, last);
+                dots[i][r] += last[0][0];
+            }
+        }
+    }
 }
 
 template <class Dot, row_format Format, int M, int Rows>
@@ -690,16 +713,17 @@ ANVIL_DETAIL_INT8_INLINE void int8_range(const int8_rows_problem& g, std::int64_
 }
 
 // AVX2 has 16 vector registers: tiles of 2 x 4 outputs. AVX-512 has 32: 4 x 4.
-ANVIL_DETAIL_INT8_AVX2 __attribute__((flatten)) inline void int8_rows_avx2_range(const int8_rows_problem& g,
-                                                                                 std::int64_t j0,
-                                                                                 std::int64_t j1) {
+ANVIL_DETAIL_INT8_AVX2 __attribute__((flatten)) ANVIL_KERNEL_INLINE void int8_rows_avx2_range(
+    const int8_rows_problem& g, std::int64_t j0, std::int64_t j1) {
     int8_range<int8_avx2_dot, 2>(g, j0, j1);
 }
-ANVIL_DETAIL_INT8_VNNI __attribute__((flatten)) inline void int8_rows_vnni_range(const int8_rows_problem& g,
-                                                                                 std::int64_t j0,
-                                                                                 std::int64_t j1) {
+ANVIL_DETAIL_INT8_VNNI __attribute__((flatten)) ANVIL_KERNEL_INLINE void int8_rows_vnni_range(
+    const int8_rows_problem& g, std::int64_t j0, std::int64_t j1) {
     int8_range<int8_vnni_dot, 4>(g, j0, j1);
 }
+#endif
+#endif  // ANVIL_KERNEL_DEFINITIONS
+#if defined(__x86_64__) || defined(__i386__)
 #undef ANVIL_DETAIL_INT8_AVX2
 #undef ANVIL_DETAIL_INT8_VNNI
 #endif

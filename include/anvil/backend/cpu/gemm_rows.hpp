@@ -22,6 +22,7 @@
 
 #include "anvil/backend/cpu/gemm_kernel.hpp"
 #include "anvil/backend/cpu/gemm_reference.hpp"
+#include "anvil/compilation.hpp"
 #include "anvil/core/bfloat16.hpp"
 #include "anvil/core/ggml_types.hpp"
 #include "anvil/core/half.hpp"
@@ -617,20 +618,35 @@ ANVIL_DETAIL_ROWS_INLINE void gemm_rows_range(const gemm_rows_problem& g, std::i
     }
 }
 
-__attribute__((flatten)) inline void gemm_rows_portable_range(const gemm_rows_problem& g, std::int64_t j0,
-                                                              std::int64_t j1) {
+// The entry points, one per instruction set. Each flattens every format's tiles into one body, the
+// costliest code anvil compiles (Clang with the sanitizers: about a minute each), so separate compilation
+// may give them a unit of their own (ANVIL_KERNEL_DEFINITIONS, anvil/compilation.hpp).
+ANVIL_KERNEL_INLINE void gemm_rows_portable_range(const gemm_rows_problem& g, std::int64_t j0,
+                                                  std::int64_t j1);
+#if defined(ANVIL_DETAIL_GEMM_X86)
+ANVIL_DETAIL_ROWS_AVX2 ANVIL_KERNEL_INLINE void gemm_rows_avx2_range(const gemm_rows_problem& g,
+                                                                     std::int64_t j0, std::int64_t j1);
+ANVIL_DETAIL_ROWS_AVX512 ANVIL_KERNEL_INLINE void gemm_rows_avx512_range(const gemm_rows_problem& g,
+                                                                         std::int64_t j0, std::int64_t j1);
+#endif
+
+#if ANVIL_KERNEL_DEFINITIONS
+__attribute__((flatten)) ANVIL_KERNEL_INLINE void gemm_rows_portable_range(const gemm_rows_problem& g,
+                                                                           std::int64_t j0, std::int64_t j1) {
     gemm_rows_range<gemm_rows_decoder<gemm_rows_portable_isa>>(g, j0, j1);
 }
 #if defined(ANVIL_DETAIL_GEMM_X86)
-ANVIL_DETAIL_ROWS_AVX2 __attribute__((flatten)) inline void gemm_rows_avx2_range(const gemm_rows_problem& g,
-                                                                                 std::int64_t j0,
-                                                                                 std::int64_t j1) {
+ANVIL_DETAIL_ROWS_AVX2 __attribute__((flatten)) ANVIL_KERNEL_INLINE void gemm_rows_avx2_range(
+    const gemm_rows_problem& g, std::int64_t j0, std::int64_t j1) {
     gemm_rows_range<gemm_rows_decoder<gemm_rows_avx2_isa>>(g, j0, j1);
 }
-ANVIL_DETAIL_ROWS_AVX512 __attribute__((flatten)) inline void gemm_rows_avx512_range(
+ANVIL_DETAIL_ROWS_AVX512 __attribute__((flatten)) ANVIL_KERNEL_INLINE void gemm_rows_avx512_range(
     const gemm_rows_problem& g, std::int64_t j0, std::int64_t j1) {
     gemm_rows_range<gemm_rows_decoder<gemm_rows_avx512_isa>>(g, j0, j1);
 }
+#endif
+#endif
+#if defined(ANVIL_DETAIL_GEMM_X86)
 #undef ANVIL_DETAIL_ROWS_AVX2
 #undef ANVIL_DETAIL_ROWS_AVX512
 #endif
