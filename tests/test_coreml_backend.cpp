@@ -125,13 +125,55 @@ TEST_CASE("coreml route: compressed weights stay compressed in the Core ML model
         // The [32, 48] weight's 3072 fp16 bytes become 1536 int8 or 768 palette-index bytes (and a scale or a
         // palette).
         CHECK(weight_bytes(cache.path) + (how == anvil::weight_compression::int8 ? 1200 : 1900) < plain);
-        // The private path folds the same weights into fp16 ones.
+        // The private path keeps them compressed too: its program holds the int8 values or palette indices,
+        // as the Neural Engine's resident weight bytes show against the same program in fp16.
         anvil::compile_options private_path = options;
         private_path.target = anvil::device::ane;
-        const auto folded = anvil::compile({b.out}, private_path).run(b.inputs);
-        CHECK(max_difference(folded[0], expected[0]) < 2e-3);
+        private_path.weight_compression = anvil::weight_compression::none;
+        std::size_t fp16_bytes = 0;
+        {
+            const auto program = anvil::compile({b.out}, private_path);
+            fp16_bytes = anvil::resident_weight_bytes().ane_bytes;
+        }
+        private_path.weight_compression = how;
+        auto compressed = anvil::compile({b.out}, private_path);
+        const std::size_t held = anvil::resident_weight_bytes().ane_bytes;
+        MESSAGE(anvil::weight_compression_name(how), ": the private path's program holds ", held,
+                " weight bytes, against ", fp16_bytes, " in fp16");
+        CHECK(held + (how == anvil::weight_compression::int8 ? 1200 : 1900) < fp16_bytes);
+        CHECK(compressed.placement().segments[0].device == "ane");
+        CHECK(max_difference(compressed.run(b.inputs)[0], expected[0]) < 2e-3);
     }
     CHECK(sim().violations() == "");
+}
+
+TEST_CASE(
+    "private path: a compiler that refuses compressed weights gets them expanded to fp16, and says so") {
+    sim();
+    block b;
+    anvil::compile_options cpu = cpu_options();
+    cpu.weight_compression = anvil::weight_compression::lut4;
+    const auto expected = anvil::compile({b.out}, cpu).run(b.inputs);
+    temporary_folder cache("anvil-private-cache");
+    anvil::compile_options private_path;
+    private_path.target = anvil::device::ane;
+    private_path.cache_dir = cache.path.string();
+    private_path.weight_compression = anvil::weight_compression::lut4;
+    const anvil_test::scoped_option refuse_palettes("fail_compile_op", "constexpr_lut_to_dense", "");
+    auto program = anvil::compile({b.out}, private_path);
+    const auto placement = program.placement();
+    REQUIRE(placement.segments.size() == 1);
+    CHECK(placement.segments[0].device == "ane");
+    CAPTURE(placement.segments[0].reason);
+    CHECK(placement.segments[0].reason.find("its compressed weights were refused at compile") !=
+          std::string::npos);
+    CHECK(placement.segments[0].reason.find("constexpr_lut_to_dense") != std::string::npos);
+    CHECK(max_difference(program.run(b.inputs)[0], expected[0]) < 2e-3);
+    // Under strict_device too: the segment still runs on the Neural Engine.
+    private_path.strict_device = true;
+    CHECK(anvil::compile({b.out}, private_path).placement().segments[0].device == "ane");
+    CHECK(sim().violations() == "");
+    sim().reset();
 }
 
 TEST_CASE("coreml route: weights the graph dequantises itself stay compressed too") {

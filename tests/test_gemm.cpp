@@ -302,6 +302,21 @@ TEST_CASE("gemm: f16, bf16 and i8 operands are converted while packing") {
     }
 }
 
+// Where each block of `type` holds its f16 scales: d, and the min (or dmin) of the types that have one.
+std::vector<std::size_t> ggml_f16_scale_offsets(anvil::ggml_type type) {
+    switch (type) {
+        case anvil::ggml_type::Q6_K:
+            return {208};  // d comes last
+        case anvil::ggml_type::Q4_1:
+        case anvil::ggml_type::Q5_1:
+        case anvil::ggml_type::Q4_K:
+        case anvil::ggml_type::Q5_K:
+            return {0, 2};
+        default:
+            return {0};
+    }
+}
+
 // Rows of random ggml blocks for a weight W [n, k] (B = Wᵀ): every scale an f16 in ±[0.002, 0.02], every
 // quantised byte random. Q4_K's sub-block scales and mins are random 6-bit values.
 std::vector<std::byte> random_blocks(std::mt19937& random, anvil::ggml_type type, std::int64_t n,
@@ -319,12 +334,13 @@ std::vector<std::byte> random_blocks(std::mt19937& random, anvil::ggml_type type
         std::memcpy(at, &bits, sizeof bits);
     };
     for (std::size_t at = 0; at < bytes.size(); at += layout.bytes) {
-        if (type == anvil::ggml_type::Q6_K) {
-            put_scale(bytes.data() + at + 208);  // d comes last
+        if (type == anvil::ggml_type::Q8_K) {  // an f32 d
+            const float d = scale(random) * (byte(random) % 2 == 0 ? 1.0f : -1.0f);
+            std::memcpy(bytes.data() + at, &d, sizeof d);
             continue;
         }
-        put_scale(bytes.data() + at);
-        if (type == anvil::ggml_type::Q4_K) put_scale(bytes.data() + at + 2);  // dmin
+        for (const std::size_t offset : ggml_f16_scale_offsets(type))
+            put_scale(bytes.data() + at + offset);
     }
     return bytes;
 }
@@ -372,9 +388,11 @@ TEST_CASE("gemm: a B of ggml blocks, read by rows when decoding and dequantised 
     std::mt19937 random(9);
     anvil::thread_pool one(1), two(2);
     for (const gemm_isa isa : isas_to_test()) {
-        for (const anvil::ggml_type type : {anvil::ggml_type::Q8_0, anvil::ggml_type::Q4_0,
-                                            anvil::ggml_type::Q4_K, anvil::ggml_type::Q6_K}) {
-            const bool k_quant = type == anvil::ggml_type::Q4_K || type == anvil::ggml_type::Q6_K;
+        for (const anvil::ggml_type type :
+             {anvil::ggml_type::Q8_0, anvil::ggml_type::Q4_0, anvil::ggml_type::Q4_1, anvil::ggml_type::Q5_0,
+              anvil::ggml_type::Q5_1, anvil::ggml_type::IQ4_NL, anvil::ggml_type::Q4_K,
+              anvil::ggml_type::Q5_K, anvil::ggml_type::Q6_K, anvil::ggml_type::Q8_K}) {
+            const bool k_quant = anvil::ggml_layout(static_cast<std::uint32_t>(type))->block == 256;
             const std::int64_t depth = k_quant ? 256 : 32;
             // 1-4 rows: dot products over W's rows; more: the streaming and packed paths.
             for (const std::int64_t m : {1, 2, 3, 4, 5, 17, 40}) {

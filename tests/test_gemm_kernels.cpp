@@ -128,7 +128,9 @@ TEST_CASE("linear: compressed weights (int8, palettes, ggml blocks) are read as 
     }
     // ggml blocks (read by rows for 1 and 2 rows, dequantised while packing for 9), 256 inputs.
     for (const anvil::ggml_type type :
-         {anvil::ggml_type::Q8_0, anvil::ggml_type::Q4_0, anvil::ggml_type::Q4_K, anvil::ggml_type::Q6_K}) {
+         {anvil::ggml_type::Q8_0, anvil::ggml_type::Q4_0, anvil::ggml_type::Q4_1, anvil::ggml_type::Q5_0,
+          anvil::ggml_type::Q5_1, anvil::ggml_type::IQ4_NL, anvil::ggml_type::Q4_K, anvil::ggml_type::Q5_K,
+          anvil::ggml_type::Q6_K, anvil::ggml_type::Q8_K}) {
         for (const std::int64_t rows : {1, 2, 9}) {
             const std::int64_t in = 256, out = 10;
             const auto layout = *anvil::ggml_layout(static_cast<std::uint32_t>(type));
@@ -137,11 +139,19 @@ TEST_CASE("linear: compressed weights (int8, palettes, ggml blocks) are read as 
             auto bytes = blocks.values<std::uint8_t>();
             for (auto& v : bytes)
                 v = static_cast<std::uint8_t>(byte(rng));
-            // Finite scales: d (and Q4_K's dmin) first, Q6_K's d last.
-            const std::vector<int> scale_offsets = type == anvil::ggml_type::Q4_K   ? std::vector<int>{0, 2}
+            // Finite scales: f16 d first (and the min after it in Q4_1, Q5_1, Q4_K and Q5_K), Q6_K's d last,
+            // Q8_K's an f32.
+            const bool with_min = type == anvil::ggml_type::Q4_1 || type == anvil::ggml_type::Q5_1 ||
+                                  type == anvil::ggml_type::Q4_K || type == anvil::ggml_type::Q5_K;
+            const std::vector<int> scale_offsets = with_min                         ? std::vector<int>{0, 2}
                                                    : type == anvil::ggml_type::Q6_K ? std::vector<int>{208}
                                                                                     : std::vector<int>{0};
             for (std::int64_t at = 0; at < out * row_bytes; at += layout.bytes) {
+                if (type == anvil::ggml_type::Q8_K) {
+                    const float d = 0.01f;
+                    std::memcpy(bytes.data() + at, &d, sizeof d);
+                    continue;
+                }
                 for (const int offset : scale_offsets) {
                     const std::uint16_t bits = anvil::float_to_half_bits(0.01f);
                     std::memcpy(bytes.data() + at + offset, &bits, sizeof bits);

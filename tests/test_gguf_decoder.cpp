@@ -41,10 +41,12 @@ causal_lm load_cpu(const std::string& file) {
 
 }  // namespace
 
-TEST_CASE("gguf decoder: logits equal PyTorch's for the weights each file holds, F32 to Q4_0") {
+TEST_CASE("gguf decoder: logits equal PyTorch's for the weights each file holds, F32 to the K-quants") {
     const std::vector<std::int32_t> ids = prompt_ids();
-    for (const std::string name : {"llama_gqa_f32", "llama_gqa_f16", "llama_gqa_q8_0", "llama_gqa_q4_0",
-                                   "qwen2_tied_q8_0", "gpt2_f16", "gpt2_q8_0"}) {
+    // legacy_mix: Q4_1, Q5_0, Q5_1 and IQ4_NL matrices; k_mix: Q4_K, Q5_K and Q6_K (gguf_models.py MIXES).
+    for (const std::string name :
+         {"llama_gqa_f32", "llama_gqa_f16", "llama_gqa_q8_0", "llama_gqa_q4_0", "llama_gqa_legacy_mix",
+          "llama_k256_k_mix", "qwen2_tied_q8_0", "gpt2_f16", "gpt2_q8_0"}) {
         CAPTURE(name);
         auto lm = load_cpu(name + ".gguf");
         const anvil::host_tensor want =
@@ -100,17 +102,22 @@ TEST_CASE("gguf decoder: with int8 activations the logits move by llama.cpp's ro
     }
 }
 
-TEST_CASE("gguf decoder: Q8_0 and Q4_0 matrices keep their blocks, and the CPU program holds those bytes") {
-    for (const auto& entry : {std::pair{std::string("llama_gqa_q4_0"), anvil::ggml_type::Q4_0},
-                              std::pair{std::string("llama_gqa_q8_0"), anvil::ggml_type::Q8_0},
-                              std::pair{std::string("qwen2_tied_q8_0"), anvil::ggml_type::Q8_0},
-                              std::pair{std::string("gpt2_q8_0"), anvil::ggml_type::Q8_0}}) {
-        const std::string& name = entry.first;
-        const anvil::ggml_type type = entry.second;
+TEST_CASE("gguf decoder: quantised matrices keep their blocks, and the CPU program holds those bytes") {
+    using anvil::ggml_type;
+    struct file_types {
+        std::string name;
+        std::vector<ggml_type> types;  // what its matrices hold
+    };
+    for (const file_types& entry :
+         {file_types{"llama_gqa_q4_0", {ggml_type::Q4_0}}, file_types{"llama_gqa_q8_0", {ggml_type::Q8_0}},
+          file_types{"qwen2_tied_q8_0", {ggml_type::Q8_0}}, file_types{"gpt2_q8_0", {ggml_type::Q8_0}},
+          file_types{"llama_gqa_legacy_mix",
+                     {ggml_type::Q4_1, ggml_type::Q5_0, ggml_type::Q5_1, ggml_type::IQ4_NL}},
+          file_types{"llama_k256_k_mix", {ggml_type::Q4_K, ggml_type::Q5_K, ggml_type::Q6_K}}}) {
+        const std::string& name = entry.name;
         CAPTURE(name);
         const auto file = data_path("gguf/models/" + name + ".gguf");
         const anvil::models::gguf_decoder read = anvil::models::read_gguf_decoder(file);
-        const auto layout = *anvil::ggml_layout(static_cast<std::uint32_t>(type));
         std::size_t blocks = 0, dense = 0, folded = 0, linear = 0;
         for (const anvil::tensor_view* each : read.weights->tensors()) {
             const anvil::tensor_view& view = *each;
@@ -120,7 +127,9 @@ TEST_CASE("gguf decoder: Q8_0 and Q4_0 matrices keep their blocks, and the CPU p
             CAPTURE(tensor);
             if (is_linear) {
                 ++linear;
-                REQUIRE(view.blocks() == type);
+                REQUIRE(view.blocks());
+                CHECK(std::find(entry.types.begin(), entry.types.end(), *view.blocks()) != entry.types.end());
+                const auto layout = *anvil::ggml_layout(static_cast<std::uint32_t>(*view.blocks()));
                 CHECK(view.type() == anvil::dtype::f32);
                 CHECK(view.byte_size() == view.element_count() / layout.block * layout.bytes);
                 // A matrix of at most 4 KiB as f32 is folded into an f32 constant when compiled (as every

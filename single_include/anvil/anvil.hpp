@@ -1026,6 +1026,11 @@ inline void ggml_scale_min_k4(int j, const std::uint8_t* q, int& scale, int& min
     }
 }
 
+// IQ4_NL's 16 values (ggml's kvalues_iq4nl), which its nibbles index, as floats: the GEMM's decoders read
+// them as a palette.
+inline constexpr float ggml_iq4_nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                                 1,    13,   25,  38,  53,  69,  89,  113};
+
 }  // namespace detail
 
 }  // namespace anvil
@@ -13634,9 +13639,9 @@ struct lowering_options {
     // ios18 dialect.
     std::vector<value_id> state_inputs;
     // Dequantised constant weights (dequantize_int8, dequantize_lut) kept compressed as constexpr ops
-    // (lowering_context.hpp compressed_constant): Core ML programs, whose loader decompresses them. The
-    // private path folds them into fp16 weights: public code shows it only int8 constexpr ops (RUNTIME.md
-    // §4), and its programs stay within the weight-bytes limit either way.
+    // (lowering_context.hpp compressed_constant), so the program holds only the compressed bytes: on both
+    // routes (the private path lowers a segment again without them when its compiler refuses them: public
+    // code shows it int8 constexpr ops only, RUNTIME.md §4). Off: folded into fp16 weights.
     bool compressed_weights = false;
 
     [[nodiscard]] lowering_variant variant(lowering_feature f) const { return choices.of(f); }
@@ -19993,10 +19998,12 @@ inline void gemm_int8_reference(std::int64_t m, std::int64_t n, std::int64_t k, 
 // Q4_0 blocks (32 weights with an f16 scale d: w = d * q, q int8; w = d * (q - 8), q four
 // bits, the first 16 in the low nibbles) and the K-quants of llama.cpp's Q4_K_M files, Q4_K and Q6_K (256
 // weights: w = d sc q - dmin m with a 6-bit scale and min per 32, q four bits; w = d sc (q - 32) with an int8
-// scale per 16, q six bits). A block's dot product is taken over its integers and scaled once,
-// d * Σ q x (- m Σ x): the same real number as Σ w x, so the result is the dequantised weights' product up to
-// f32 rounding. Written once with vector extensions; decoders per instruction set (AVX-512, AVX2+F16C, and a
-// portable one that decodes into memory), chosen by the GEMM's kernel.
+// scale per 16, q six bits); also Q4_1, Q5_0, Q5_1 and IQ4_NL (32 weights: a min added, a fifth bit from a
+// u32, a 16-value table), Q5_K (Q4_K with a fifth bit) and Q8_K (an f32 d over 256 int8). A block's dot
+// product is taken over its integers and scaled once, d * Σ q x (- m Σ x): the same real number as Σ w x, so
+// the result is the dequantised weights' product up to f32 rounding. Written once with vector extensions;
+// decoders per instruction set (AVX-512, AVX2+F16C, and a portable one that decodes into memory), chosen by
+// the GEMM's kernel.
 
 #include <algorithm>
 #include <cstddef>
@@ -20023,7 +20030,36 @@ inline void gemm_int8_reference(std::int64_t m, std::int64_t n, std::int64_t k, 
 
 namespace anvil::detail {
 
-enum class row_format : unsigned char { f32, f16, bf16, i8, q8_0, q4_0, q4_k, q6_k, lut };
+// How a weight's rows are stored: floats, i8 with a scale per row, palette indices, or ggml blocks (the
+// first four read two rows at a time, gemm_rows_side_by_side; the rest one).
+enum class row_format : unsigned char {
+    f32,
+    f16,
+    bf16,
+    i8,
+    lut,
+    q8_0,
+    q4_0,
+    q4_k,
+    q6_k,
+    q4_1,
+    q5_0,
+    q5_1,
+    q5_k,
+    q8_k,
+    iq4_nl
+};
+
+// The ggml block formats (each step's sum is scaled), and those whose values are shifted too (w = scale *
+// q - offset).
+[[nodiscard]] constexpr bool row_format_has_blocks(row_format format) noexcept {
+    return format != row_format::f32 && format != row_format::f16 && format != row_format::bf16 &&
+           format != row_format::i8 && format != row_format::lut;
+}
+[[nodiscard]] constexpr bool row_format_has_offsets(row_format format) noexcept {
+    return format == row_format::q4_k || format == row_format::q4_1 || format == row_format::q5_1 ||
+           format == row_format::q5_k;
+}
 
 // A weight read by rows: row j of W (column j of B) at bytes + j * row_bytes, k values each.
 struct weight_rows {
@@ -20057,6 +20093,24 @@ struct weight_rows {
             case ggml_type::Q6_K:
                 rows.format = row_format::q6_k;
                 break;
+            case ggml_type::Q4_1:
+                rows.format = row_format::q4_1;
+                break;
+            case ggml_type::Q5_0:
+                rows.format = row_format::q5_0;
+                break;
+            case ggml_type::Q5_1:
+                rows.format = row_format::q5_1;
+                break;
+            case ggml_type::Q5_K:
+                rows.format = row_format::q5_k;
+                break;
+            case ggml_type::Q8_K:
+                rows.format = row_format::q8_k;
+                break;
+            case ggml_type::IQ4_NL:
+                rows.format = row_format::iq4_nl;
+                break;
             default:
                 return std::nullopt;
         }
@@ -20083,7 +20137,8 @@ struct weight_rows {
             rows.zero_point = b.zero_point;
             break;
         case dtype::u8:
-            // Palettes padded to 64 or 256 values, as the decoders read them (linear_algebra.hpp pads them).
+            // Palettes padded to 64 or 256 values, as the decoders read them (linear_algebra.hpp pads
+            // them).
             if (b.lut == nullptr || (b.lut_stride != 64 && b.lut_stride != 256)) return std::nullopt;
             rows.format = row_format::lut;
             rows.lut = b.lut;
@@ -20100,15 +20155,15 @@ struct weight_rows {
 
 // Values per step of the kernels: one Q8_0 / Q4_0 block.
 inline constexpr int gemm_rows_step = 32;
-// Up to this many rows of A the GEMM takes the dot products (more rows reuse each decoded weight enough for
-// packing to pay).
+// Up to this many rows of A the GEMM takes the dot products (more rows reuse each decoded weight enough
+// for packing to pay).
 inline constexpr std::int64_t gemm_rows_max_m = 4;
 // Threads take the rows of W in multiples of this.
 inline constexpr int gemm_rows_per_tile = 4;
-// Rows of W a tile reads side by side. With one row of A more rows would share its loads, but fewer streams
-// read memory faster here (n=40000-80000, k=768, one thread, from memory: Q8_0 21 GB/s one row at a time
-// against 7.5 four at a time, F16 30 against 24; Q4_0 and the K-quants best two at a time), and decoding
-// reads weights from memory.
+// Rows of W a tile reads side by side. With one row of A more rows would share its loads, but fewer
+// streams read memory faster here (n=40000-80000, k=768, one thread, from memory: Q8_0 21 GB/s one row at
+// a time against 7.5 four at a time, F16 30 against 24; Q4_0 and the K-quants best two at a time), and
+// decoding reads weights from memory.
 template <row_format format>
 inline constexpr int gemm_rows_side_by_side =
     format == row_format::q4_0 || format == row_format::q4_k || format == row_format::q6_k ? 2 : 1;
@@ -20121,17 +20176,17 @@ struct gemm_rows_problem {
     float* c;
     std::int64_t ldc;
     gemm_epilogue epilogue;
-    // i8 with zero points: Σ over each row of A (gemm_rows_run fills it), so that Σ (q - z) x = Σ q x - z Σ x
-    // costs O(1) an output.
+    // i8 with zero points: Σ over each row of A (gemm_rows_run fills it), so that Σ (q - z) x = Σ q x - z
+    // Σ x costs O(1) an output.
     float a_sums[gemm_rows_max_m] = {};
 };
 
 // The decoders, written once for vectors of Isa::width floats; the instruction set gives the conversions:
 // bytes and nibbles widened to floats, and f16 (Isa::signed_bytes_to_floats, nibbles_to_floats,
 // halves_to_floats, half_to_float).
-// Integer vectors with as many lanes as a float vector (spelled out: GCC ignores a vector_size that depends
-// on a template parameter). Bytes are widened by the instruction set's code: GCC converts a vector of bytes
-// to floats one lane at a time.
+// Integer vectors with as many lanes as a float vector (spelled out: GCC ignores a vector_size that
+// depends on a template parameter). Bytes are widened by the instruction set's code: GCC converts a
+// vector of bytes to floats one lane at a time.
 template <int Width>
 struct gemm_rows_lanes;
 template <>
@@ -20157,6 +20212,27 @@ struct gemm_rows_decoder {
     static constexpr int per_step = gemm_rows_step / width;
     typedef typename gemm_rows_lanes<width>::halves halves;
     typedef typename gemm_rows_lanes<width>::words words;
+
+    typedef std::uint8_t bytes16 __attribute__((vector_size(16)));
+
+    // 16 times the bits of `first` and `second` (16 values' fifth bits, value l's in bit l % 8), one a
+    // byte.
+    ANVIL_DETAIL_ROWS_INLINE static bytes16 fifth_bit_of(std::byte first, std::byte second) noexcept {
+        const auto a = static_cast<std::uint8_t>(first), b = static_cast<std::uint8_t>(second);
+        const bytes16 spread = {a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b};
+        const bytes16 bit = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+        return reinterpret_cast<bytes16>((spread & bit) != 0) & 16;
+    }
+
+    // 32 values below 128 (`low` values 0-15, `high` 16-31) as floats.
+    ANVIL_DETAIL_ROWS_INLINE static void small_values_to_floats(const bytes16& low, const bytes16& high,
+                                                                vec* values) noexcept {
+        std::byte bytes[32];
+        std::memcpy(bytes, &low, 16);
+        std::memcpy(bytes + 16, &high, 16);
+        ANVIL_DETAIL_ROWS_UNROLL for (int p = 0; p < per_step; ++p)
+            Isa::signed_bytes_to_floats(bytes + p * width, values[p]);
+    }
 
     // The step's 32 values (without their block scale: w = scale * value - offset).
     template <row_format format>
@@ -20203,10 +20279,71 @@ struct gemm_rows_decoder {
             scale = Isa::half_to_float(block) * static_cast<float>(sub_scale);
             offset = Isa::half_to_float(block + 2) * static_cast<float>(sub_min);
             Isa::nibble_half_to_floats(block + 16 + 32 * (j / 2), j % 2 * 4, values);
+        } else if constexpr (format == row_format::q4_1) {
+            // Q4_1 (20 bytes: d, m, 16 bytes of nibbles as Q4_0's): w = d q + m.
+            const std::byte* block = row + step * 20;
+            scale = Isa::half_to_float(block);
+            offset = -Isa::half_to_float(block + 2);
+            Isa::nibbles_to_floats(block + 4, values);
+        } else if constexpr (format == row_format::q5_0 || format == row_format::q5_1) {
+            // Q5_0 (22 bytes: d, a u32 of fifth bits, 16 bytes of nibbles): w = d (q - 16); Q5_1 (24
+            // bytes: d, m, then the same): w = d q + m. Value l's fifth bit is bit l of the u32.
+            constexpr bool with_min = format == row_format::q5_1;
+            const std::byte* block = row + step * (with_min ? 24 : 22);
+            scale = Isa::half_to_float(block);
+            if constexpr (with_min) offset = -Isa::half_to_float(block + 2);
+            const std::byte* fifth_bits = block + (with_min ? 4 : 2);
+            bytes16 low, high;
+            std::memcpy(&low, fifth_bits + 4, 16);
+            high = low >> 4;
+            low &= 15;
+            low |= fifth_bit_of(fifth_bits[0], fifth_bits[1]);
+            high |= fifth_bit_of(fifth_bits[2], fifth_bits[3]);
+            small_values_to_floats(low, high, values);
+            if constexpr (!with_min) {
+                ANVIL_DETAIL_ROWS_UNROLL for (int p = 0; p < per_step; ++p) values[p] -= 16.0f;
+            }
+        } else if constexpr (format == row_format::q5_k) {
+            // Q5_K (176 bytes: d, dmin, 12 bytes of scales and mins as Q4_K's, 32 of fifth bits qh, 128
+            // of nibbles qs): sub-block j's value l is the nibble of qs[32 (j / 2) + l] (the low one for
+            // even j) plus 16 times bit j of qh[l].
+            const std::byte* block = row + step / 8 * 176;
+            const int j = static_cast<int>(step % 8);
+            int sub_scale = 0, sub_min = 0;
+            ggml_scale_min_k4(j, reinterpret_cast<const std::uint8_t*>(block + 4), sub_scale, sub_min);
+            scale = Isa::half_to_float(block) * static_cast<float>(sub_scale);
+            offset = Isa::half_to_float(block + 2) * static_cast<float>(sub_min);
+            bytes16 parts[2];
+            ANVIL_DETAIL_ROWS_UNROLL for (int h = 0; h < 2; ++h) {
+                bytes16 nibbles, fifth;
+                std::memcpy(&nibbles, block + 48 + 32 * (j / 2) + 16 * h, 16);
+                std::memcpy(&fifth, block + 16 + 16 * h, 16);
+                parts[h] = ((nibbles >> (4 * (j % 2))) & 15) | (((fifth >> j) & 1) << 4);
+            }
+            small_values_to_floats(parts[0], parts[1], values);
+        } else if constexpr (format == row_format::q8_k) {
+            // Q8_K (292 bytes: f32 d, 256 int8 values, 16 int16 sums the product does not need).
+            const std::byte* block = row + step / 8 * 292;
+            std::memcpy(&scale, block, 4);
+            ANVIL_DETAIL_ROWS_UNROLL for (int p = 0; p < per_step; ++p)
+                Isa::signed_bytes_to_floats(block + 4 + 32 * (step % 8) + p * width, values[p]);
+        } else if constexpr (format == row_format::iq4_nl) {
+            // IQ4_NL (18 bytes: d, 16 bytes of nibbles ordered as Q4_0's): w = d table[nibble].
+            const std::byte* block = row + step * 18;
+            scale = Isa::half_to_float(block);
+            bytes16 low;
+            std::memcpy(&low, block + 2, 16);
+            std::byte indices[32];
+            const bytes16 high = low >> 4;
+            low &= 15;
+            std::memcpy(indices, &low, 16);
+            std::memcpy(indices + 16, &high, 16);
+            ANVIL_DETAIL_ROWS_UNROLL for (int p = 0; p < per_step; ++p)
+                Isa::palette_to_floats(indices + p * width, ggml_iq4_nl_values, 16, values[p]);
         } else if constexpr (format == row_format::q6_k) {
-            // Quarter q of half h (210 bytes: 128 of low nibbles ql, 64 of high bit pairs qh, 16 int8 scales,
-            // d): value l is ((ql[64 h + 32 (q % 2) + l] >> 4 (q / 2)) & 15) | ((qh[32 h + l] >> 2 q) & 3) <<
-            // 4, minus 32, times scale[8 h + 2 q + l / 16].
+            // Quarter q of half h (210 bytes: 128 of low nibbles ql, 64 of high bit pairs qh, 16 int8
+            // scales, d): value l is ((ql[64 h + 32 (q % 2) + l] >> 4 (q / 2)) & 15) | ((qh[32 h + l] >>
+            // 2 q) & 3) << 4, minus 32, times scale[8 h + 2 q + l / 16].
             const std::byte* block = row + step / 8 * 210;
             const int j = static_cast<int>(step % 8), h = j / 4, q = j % 4;
             scale = Isa::half_to_float(block + 208);
@@ -20219,9 +20356,9 @@ struct gemm_rows_decoder {
     }
 };
 
-// The portable version, with vector extensions that Clang turns into NEON's widening moves on arm64 (GCC on
-// x86 converts lane by lane: there the AVX2 and AVX-512 versions run instead). f16 converts in hardware on
-// arm64 (_Float16), through anvil's scalar conversion elsewhere.
+// The portable version, with vector extensions that Clang turns into NEON's widening moves on arm64 (GCC
+// on x86 converts lane by lane: there the AVX2 and AVX-512 versions run instead). f16 converts in
+// hardware on arm64 (_Float16), through anvil's scalar conversion elsewhere.
 struct gemm_rows_portable_isa {
     typedef gemm_isa_portable::vec vec;
     static constexpr int width = gemm_isa_portable::width;
@@ -20270,7 +20407,8 @@ struct gemm_rows_portable_isa {
                     static_cast<float>((static_cast<unsigned>(at[p * width + lane]) >> shift) & 15u);
         }
     }
-    // Q6_K's six-bit values, minus 32: 32 from low (a nibble of each byte) and high (two bits of each byte).
+    // Q6_K's six-bit values, minus 32: 32 from low (a nibble of each byte) and high (two bits of each
+    // byte).
     ANVIL_DETAIL_ROWS_INLINE static void six_bits_to_floats(const std::byte* low, int low_shift,
                                                             const std::byte* high, int high_shift,
                                                             vec* out) noexcept {
@@ -20381,8 +20519,8 @@ struct gemm_rows_avx512_isa {
         std::memcpy(&bits, at, 2);
         return _cvtsh_ss(bits);
     }
-    // The masked form: GCC 12's plain _mm512_cvtph_ps reads an "undefined" vector that -Wmaybe-uninitialized
-    // reports.
+    // The masked form: GCC 12's plain _mm512_cvtph_ps reads an "undefined" vector that
+    // -Wmaybe-uninitialized reports.
     ANVIL_DETAIL_ROWS_AVX512 static void halves_to_floats(const std::byte* at, vec& out) noexcept {
         out = reinterpret_cast<vec>(
             _mm512_maskz_cvtph_ps(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at))));
@@ -20484,16 +20622,15 @@ struct gemm_rows_avx512_isa {
 }
 
 // C[i, j0 + r] for the Rows rows of W from j0 and the M rows of A from i0: per step, each row of W's 32
-// values are decoded once and dotted with each row of A; the per-step sums are scaled (blocks) and added to
-// one accumulator vector per output, reduced at the end. A tail of k beyond whole steps (float and i8 rows
-// only) is added one value at a time.
+// values are decoded once and dotted with each row of A; the per-step sums are scaled (blocks) and added
+// to one accumulator vector per output, reduced at the end. A tail of k beyond whole steps (float and i8
+// rows only) is added one value at a time.
 template <class Decoder, row_format format, int M, int Rows>
 ANVIL_DETAIL_ROWS_INLINE void gemm_rows_tile(const gemm_rows_problem& g, std::int64_t i0, std::int64_t j0) {
     using vec = typename Decoder::vec;
     constexpr int per_step = gemm_rows_step / Decoder::width;
-    constexpr bool blocks = format == row_format::q8_0 || format == row_format::q4_0 ||
-                            format == row_format::q4_k || format == row_format::q6_k;
-    constexpr bool offsets = format == row_format::q4_k;  // w = scale * q - offset
+    constexpr bool blocks = row_format_has_blocks(format);
+    constexpr bool offsets = row_format_has_offsets(format);  // w = scale * q - offset
     constexpr auto row_count = static_cast<std::size_t>(Rows), a_rows = static_cast<std::size_t>(M),
                    vectors = static_cast<std::size_t>(per_step);
     const std::byte* rows[row_count];
@@ -20599,6 +20736,18 @@ ANVIL_DETAIL_ROWS_INLINE void gemm_rows_range(const gemm_rows_problem& g, std::i
             return gemm_rows_range_of<Decoder, row_format::q6_k>(g, j0, j1);
         case row_format::lut:
             return gemm_rows_range_of<Decoder, row_format::lut>(g, j0, j1);
+        case row_format::q4_1:
+            return gemm_rows_range_of<Decoder, row_format::q4_1>(g, j0, j1);
+        case row_format::q5_0:
+            return gemm_rows_range_of<Decoder, row_format::q5_0>(g, j0, j1);
+        case row_format::q5_1:
+            return gemm_rows_range_of<Decoder, row_format::q5_1>(g, j0, j1);
+        case row_format::q5_k:
+            return gemm_rows_range_of<Decoder, row_format::q5_k>(g, j0, j1);
+        case row_format::q8_k:
+            return gemm_rows_range_of<Decoder, row_format::q8_k>(g, j0, j1);
+        case row_format::iq4_nl:
+            return gemm_rows_range_of<Decoder, row_format::iq4_nl>(g, j0, j1);
     }
 }
 
@@ -24757,7 +24906,7 @@ struct device_refusal {
 
 // The passes both Neural Engine routes run before lowering: dead code out, constants and batch norms folded
 // as `options` ask, and the remaining constant subgraphs materialised (but for int8 and palette
-// dequantisation when `keep_compressed`: a Core ML program stores them compressed).
+// dequantisation when `keep_compressed`: the lowering keeps them compressed, compressed_weights).
 inline graph_body prepare_body(graph_body body, const compile_options& options, bool keep_compressed) {
     body = eliminate_dead_code(body);
     if (options.fold_constants) body = fold_constants(body, cpu::evaluate_constant);
@@ -24769,7 +24918,7 @@ class ane_program final : public program_impl {
 public:
     ane_program(graph_body body, const compile_options& options)
         : options_(options), stage_labels_(body.stage_labels) {
-        body = prepare_body(std::move(body), options, options.target == device::coreml);
+        body = prepare_body(std::move(body), options, true);
 
         if (on_coreml()) {
             (void)coreml::coreml_runtime::get();  // throws unsupported_error where Core ML is not there
@@ -24835,7 +24984,7 @@ public:
                 const std::size_t index = ane_index++;
                 try {
                     s.ane = on_coreml() ? build_coreml_step(planned.seg, std::move(*planned.lowered), index)
-                                        : build_ane_step(planned.seg, std::move(*planned.lowered), index);
+                                        : build_private_step(planned.seg, std::move(*planned.lowered), index);
                     report.device = on_coreml() ? "coreml" : "ane";
                     report.cached = s.ane->cached;
                     if (!s.ane->placement_note.empty()) report.reason = s.ane->placement_note;
@@ -25121,7 +25270,7 @@ private:
         choices_ = choices_for(options, architecture_);
         lowering_.choices = choices_;
         lowering_.dialect = choose_dialect(options.ane_mil, choices_);
-        lowering_.compressed_weights = on_coreml();
+        lowering_.compressed_weights = true;
     }
 
     // Lowers each ANE segment. One that holds no conv or matmul (RUNTIME.md §0 #6: such a program may not
@@ -25377,6 +25526,35 @@ private:
                                  message(e.what(), framework_detail::named_mil_op(e.what(), s->lowered.mil))};
         }
         return s;
+    }
+
+    // The private path's step: a program that keeps its int8 or palettised weights compressed
+    // (constexpr_affine_dequantize, constexpr_lut_to_dense) and is refused at compile or load is lowered
+    // again with those weights expanded to fp16, and the placement report says so. Public code shows the
+    // private compiler int8 constexpr ops only (RUNTIME.md §4), so a chip or OS that refuses the others
+    // still runs the segment on the Neural Engine, at fp16's size.
+    std::unique_ptr<ane_step> build_private_step(const segment& seg, lowered_segment lowered,
+                                                 std::size_t index) {
+        if (lowered.mil.find("constexpr_") == std::string::npos)
+            return build_ane_step(seg, std::move(lowered), index);
+        try {
+            return build_ane_step(seg, std::move(lowered), index);
+        } catch (const device_refusal& refusal) {
+            if (refusal.stage != "compile" && refusal.stage != "load") throw;
+            lowering_options expanded = segment_lowering_options(seg);
+            expanded.compressed_weights = false;
+            std::unique_ptr<ane_step> expanded_step;
+            try {
+                expanded_step =
+                    build_ane_step(seg, lower(body_, seg.nodes, seg.inputs, seg.outputs, expanded), index);
+            } catch (const error& e) {
+                throw device_refusal{refusal.stage, message(refusal.what, "; expanded to fp16: ", e.what())};
+            }
+            expanded_step->placement_note =
+                message("its compressed weights were refused at ", refusal.stage, " (", refusal.what,
+                        "); the program holds them expanded to fp16");
+            return expanded_step;
+        }
     }
 
     // A refused program's outputs are not there for later programs to read.
@@ -27296,12 +27474,10 @@ inline void dequantize_block(ggml_type type, const std::byte* in, float* out) {
             return;
         }
         case ggml_type::IQ4_NL: {  // a 16-entry non-linear table (ggml's kvalues_iq4nl) times d
-            constexpr std::array<int, 16> table{-127, -104, -83, -65, -49, -35, -22, -10,
-                                                1,    13,   25,  38,  53,  69,  89,  113};
             const float d = ggml_f16(in);
             for (int j = 0; j < 16; ++j) {
-                out[j] = d * static_cast<float>(table[u[2 + j] & 0x0F]);
-                out[j + 16] = d * static_cast<float>(table[u[2 + j] >> 4]);
+                out[j] = d * detail::ggml_iq4_nl_values[u[2 + j] & 0x0F];
+                out[j + 16] = d * detail::ggml_iq4_nl_values[u[2 + j] >> 4];
             }
             return;
         }
@@ -38722,13 +38898,25 @@ struct gguf_storage {
     std::vector<std::vector<std::byte>> block_copies;  // quantised tensors with their rows reordered
 };
 
-// The ggml types whose blocks the CPU GEMM reads with vector code (gemm_rows.hpp): a matrix of one of these
-// (a linear weight, or the token embeddings, which the CPU gathers row by row) stays quantised in the
-// program. Other quantised types are dequantised to f32 at load, which this CPU multiplies faster than it
-// would decode their blocks one value at a time.
+// The ggml types whose blocks the CPU GEMM reads with vector code (gemm_rows.hpp), every type anvil
+// dequantises: a matrix of one of these (a linear weight, or the token embeddings, which the CPU gathers row
+// by row) stays quantised in the program, and resident, as the file holds it.
 [[nodiscard]] inline bool kept_quantised(ggml_type type) {
-    return type == ggml_type::Q8_0 || type == ggml_type::Q4_0 || type == ggml_type::Q4_K ||
-           type == ggml_type::Q6_K;
+    switch (type) {
+        case ggml_type::Q8_0:
+        case ggml_type::Q4_0:
+        case ggml_type::Q4_1:
+        case ggml_type::Q5_0:
+        case ggml_type::Q5_1:
+        case ggml_type::Q4_K:
+        case ggml_type::Q5_K:
+        case ggml_type::Q6_K:
+        case ggml_type::Q8_K:
+        case ggml_type::IQ4_NL:
+            return true;
+        default:
+            return false;
+    }
 }
 
 // The architectures anvil reads from GGUF files, with the Hugging Face class each stands for.

@@ -12,7 +12,8 @@ llama.cpp or gguf-py:
   - llama only: attn_q and attn_k rows permuted per head from rotate-half to interleaved pairs
     (w.reshape(n_head, 2, D / 2, in).swapaxes(1, 2)), with n_head_kv heads for attn_k;
   - matrices stored in the file's type (F32, F16, Q8_0, Q4_0, each quantised by gguf_fixtures.py's own
-    quantisers), norms and biases F32, as llama.cpp does;
+    quantisers), or in several types in turn as llama.cpp's mixes (Q4_K_M) are: LEGACY_MIX Q4_1, Q5_0, Q5_1
+    and IQ4_NL, K_MIX (llama_k256, rows of 256) Q4_K, Q5_K and Q6_K; norms and biases F32, as llama.cpp does;
   - metadata {arch}.context_length, embedding_length, block_count, feed_forward_length, attention.head_count,
     attention.head_count_kv, attention.layer_norm_rms_epsilon, rope.freq_base, rope.dimension_count, and the
     tokenizer's bos/eos ids.
@@ -249,12 +250,17 @@ MODELS = [
     # Grouped-query attention (2 key/value heads for 4), untied: both permutations and output.weight.
     (spec("llama_gqa", lm.llama_config("llama", hidden_size=64, intermediate_size=96, num_attention_heads=4,
                                        num_key_value_heads=2, rope_theta=10000.0, rope_scaling=None), 2),
-     ("F32", "F16", "Q8_0", "Q4_0")),
+     ("F32", "F16", "Q8_0", "Q4_0", "LEGACY_MIX")),
     # Qwen2: biases on q/k/v, one key/value head, tied embeddings, no permutation.
     (spec("qwen2_tied", lm.llama_config("qwen2", hidden_size=64, intermediate_size=96, num_key_value_heads=1,
                                         attention_bias=True, tie_word_embeddings=True, rope_theta=1000000.0,
                                         bos_token_id=317, eos_token_id=319), 4),
      ("Q8_0",)),
+    # Rows of 256 for the K-quants' blocks: one layer, its matrices Q4_K, Q5_K and Q6_K in turn (K_MIX).
+    (spec("llama_k256", lm.llama_config("llama", hidden_size=256, intermediate_size=256, num_hidden_layers=1,
+                                        num_attention_heads=4, num_key_value_heads=2, rope_theta=10000.0,
+                                        rope_scaling=None), 6),
+     ("K_MIX",)),
     # GPT-2: learned positions, LayerNorm biases, the fused Conv1D attention stored as a linear weight [out, in].
     (spec("gpt2", {"model_type": "gpt2", "vocab_size": lm.VOCAB, "n_embd": 64, "n_layer": 2, "n_head": 4,
                    "n_inner": 96, "n_positions": 64, "n_ctx": 64, "activation_function": "gelu_new",
@@ -262,6 +268,11 @@ MODELS = [
                    "eos_token_id": 317}, 5),
      ("F16", "Q8_0")),
 ]
+
+
+# Kinds that mix types, as llama.cpp's Q4_K_M files do: the matrices take these types in turn, in the order
+# the model lists them.
+MIXES = {"LEGACY_MIX": ("Q4_1", "Q5_0", "Q5_1", "IQ4_NL"), "K_MIX": ("Q4_K", "Q5_K", "Q6_K")}
 
 
 def write_model(model_spec, kind, prompt, out):
@@ -303,6 +314,7 @@ def write_model(model_spec, kind, prompt, out):
     ]
     metadata += vocabulary(model_spec)[0]
     tensors, decoded_weights = [], {}
+    matrices = 0
     for name, p in model.state_dict().items():
         if name == "lm_head.weight" and model.tied():
             continue
@@ -315,7 +327,8 @@ def write_model(model_spec, kind, prompt, out):
         transposed = gpt2 and name.endswith(CONV1D)  # convert_hf_to_gguf.py's GPT2Model: data_torch.T
         stored = permute(w, split) if split else (w.T.copy() if transposed else w)
         matrix = stored.ndim == 2
-        type_name = kind if matrix else "F32"
+        type_name = (MIXES[kind][matrices % len(MIXES[kind])] if kind in MIXES else kind) if matrix else "F32"
+        matrices += 1 if matrix else 0
         payload, decoded = gf.QUANTISERS[type_name](stored.reshape(-1).astype(np.float32))
         decoded = decoded.reshape(stored.shape).astype(np.float64)
         decoded_weights[name] = unpermute(decoded, split) if split else (decoded.T if transposed else decoded)

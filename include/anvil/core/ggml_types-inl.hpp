@@ -183,12 +183,10 @@ inline void dequantize_block(ggml_type type, const std::byte* in, float* out) {
             return;
         }
         case ggml_type::IQ4_NL: {  // a 16-entry non-linear table (ggml's kvalues_iq4nl) times d
-            constexpr std::array<int, 16> table{-127, -104, -83, -65, -49, -35, -22, -10,
-                                                1,    13,   25,  38,  53,  69,  89,  113};
             const float d = ggml_f16(in);
             for (int j = 0; j < 16; ++j) {
-                out[j] = d * static_cast<float>(table[u[2 + j] & 0x0F]);
-                out[j + 16] = d * static_cast<float>(table[u[2 + j] >> 4]);
+                out[j] = d * detail::ggml_iq4_nl_values[u[2 + j] & 0x0F];
+                out[j + 16] = d * detail::ggml_iq4_nl_values[u[2 + j] >> 4];
             }
             return;
         }

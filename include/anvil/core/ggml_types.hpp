@@ -69,6 +69,11 @@ inline void ggml_scale_min_k4(int j, const std::uint8_t* q, int& scale, int& min
     }
 }
 
+// IQ4_NL's 16 values (ggml's kvalues_iq4nl), which its nibbles index, as floats: the GEMM's decoders read
+// them as a palette.
+inline constexpr float ggml_iq4_nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                                 1,    13,   25,  38,  53,  69,  89,  113};
+
 }  // namespace detail
 
 }  // namespace anvil

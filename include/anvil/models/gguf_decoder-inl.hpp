@@ -29,13 +29,25 @@ struct gguf_storage {
     std::vector<std::vector<std::byte>> block_copies;  // quantised tensors with their rows reordered
 };
 
-// The ggml types whose blocks the CPU GEMM reads with vector code (gemm_rows.hpp): a matrix of one of these
-// (a linear weight, or the token embeddings, which the CPU gathers row by row) stays quantised in the
-// program. Other quantised types are dequantised to f32 at load, which this CPU multiplies faster than it
-// would decode their blocks one value at a time.
+// The ggml types whose blocks the CPU GEMM reads with vector code (gemm_rows.hpp), every type anvil
+// dequantises: a matrix of one of these (a linear weight, or the token embeddings, which the CPU gathers row
+// by row) stays quantised in the program, and resident, as the file holds it.
 [[nodiscard]] inline bool kept_quantised(ggml_type type) {
-    return type == ggml_type::Q8_0 || type == ggml_type::Q4_0 || type == ggml_type::Q4_K ||
-           type == ggml_type::Q6_K;
+    switch (type) {
+        case ggml_type::Q8_0:
+        case ggml_type::Q4_0:
+        case ggml_type::Q4_1:
+        case ggml_type::Q5_0:
+        case ggml_type::Q5_1:
+        case ggml_type::Q4_K:
+        case ggml_type::Q5_K:
+        case ggml_type::Q6_K:
+        case ggml_type::Q8_K:
+        case ggml_type::IQ4_NL:
+            return true;
+        default:
+            return false;
+    }
 }
 
 // The architectures anvil reads from GGUF files, with the Hugging Face class each stands for.

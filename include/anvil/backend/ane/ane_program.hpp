@@ -152,7 +152,7 @@ struct device_refusal {
 
 // The passes both Neural Engine routes run before lowering: dead code out, constants and batch norms folded
 // as `options` ask, and the remaining constant subgraphs materialised (but for int8 and palette
-// dequantisation when `keep_compressed`: a Core ML program stores them compressed).
+// dequantisation when `keep_compressed`: the lowering keeps them compressed, compressed_weights).
 inline graph_body prepare_body(graph_body body, const compile_options& options, bool keep_compressed) {
     body = eliminate_dead_code(body);
     if (options.fold_constants) body = fold_constants(body, cpu::evaluate_constant);
@@ -164,7 +164,7 @@ class ane_program final : public program_impl {
 public:
     ane_program(graph_body body, const compile_options& options)
         : options_(options), stage_labels_(body.stage_labels) {
-        body = prepare_body(std::move(body), options, options.target == device::coreml);
+        body = prepare_body(std::move(body), options, true);
 
         if (on_coreml()) {
             (void)coreml::coreml_runtime::get();  // throws unsupported_error where Core ML is not there
@@ -230,7 +230,7 @@ public:
                 const std::size_t index = ane_index++;
                 try {
                     s.ane = on_coreml() ? build_coreml_step(planned.seg, std::move(*planned.lowered), index)
-                                        : build_ane_step(planned.seg, std::move(*planned.lowered), index);
+                                        : build_private_step(planned.seg, std::move(*planned.lowered), index);
                     report.device = on_coreml() ? "coreml" : "ane";
                     report.cached = s.ane->cached;
                     if (!s.ane->placement_note.empty()) report.reason = s.ane->placement_note;
@@ -516,7 +516,7 @@ private:
         choices_ = choices_for(options, architecture_);
         lowering_.choices = choices_;
         lowering_.dialect = choose_dialect(options.ane_mil, choices_);
-        lowering_.compressed_weights = on_coreml();
+        lowering_.compressed_weights = true;
     }
 
     // Lowers each ANE segment. One that holds no conv or matmul (RUNTIME.md §0 #6: such a program may not
@@ -772,6 +772,35 @@ private:
                                  message(e.what(), framework_detail::named_mil_op(e.what(), s->lowered.mil))};
         }
         return s;
+    }
+
+    // The private path's step: a program that keeps its int8 or palettised weights compressed
+    // (constexpr_affine_dequantize, constexpr_lut_to_dense) and is refused at compile or load is lowered
+    // again with those weights expanded to fp16, and the placement report says so. Public code shows the
+    // private compiler int8 constexpr ops only (RUNTIME.md §4), so a chip or OS that refuses the others
+    // still runs the segment on the Neural Engine, at fp16's size.
+    std::unique_ptr<ane_step> build_private_step(const segment& seg, lowered_segment lowered,
+                                                 std::size_t index) {
+        if (lowered.mil.find("constexpr_") == std::string::npos)
+            return build_ane_step(seg, std::move(lowered), index);
+        try {
+            return build_ane_step(seg, std::move(lowered), index);
+        } catch (const device_refusal& refusal) {
+            if (refusal.stage != "compile" && refusal.stage != "load") throw;
+            lowering_options expanded = segment_lowering_options(seg);
+            expanded.compressed_weights = false;
+            std::unique_ptr<ane_step> expanded_step;
+            try {
+                expanded_step =
+                    build_ane_step(seg, lower(body_, seg.nodes, seg.inputs, seg.outputs, expanded), index);
+            } catch (const error& e) {
+                throw device_refusal{refusal.stage, message(refusal.what, "; expanded to fp16: ", e.what())};
+            }
+            expanded_step->placement_note =
+                message("its compressed weights were refused at ", refusal.stage, " (", refusal.what,
+                        "); the program holds them expanded to fp16");
+            return expanded_step;
+        }
     }
 
     // A refused program's outputs are not there for later programs to read.

@@ -48,9 +48,9 @@ struct lowering_options {
     // ios18 dialect.
     std::vector<value_id> state_inputs;
     // Dequantised constant weights (dequantize_int8, dequantize_lut) kept compressed as constexpr ops
-    // (lowering_context.hpp compressed_constant): Core ML programs, whose loader decompresses them. The
-    // private path folds them into fp16 weights: public code shows it only int8 constexpr ops (RUNTIME.md
-    // §4), and its programs stay within the weight-bytes limit either way.
+    // (lowering_context.hpp compressed_constant), so the program holds only the compressed bytes: on both
+    // routes (the private path lowers a segment again without them when its compiler refuses them: public
+    // code shows it int8 constexpr ops only, RUNTIME.md §4). Off: folded into fp16 weights.
     bool compressed_weights = false;
 
     [[nodiscard]] lowering_variant variant(lowering_feature f) const { return choices.of(f); }
