@@ -71,7 +71,8 @@ def main() -> int:
     ids = json.loads((gguf / "prompt.json").read_text())["ids"]
     with tempfile.TemporaryDirectory() as tmp:
         out = pathlib.Path(tmp) / "logits.npy"
-        for name in ("llama_gqa_q8_0", "llama_gqa_q4_0", "qwen2_tied_q8_0", "gpt2_q8_0"):
+        for name in ("llama_gqa_q8_0", "llama_gqa_q4_0", "llama_gqa_legacy_mix", "llama_k256_k_mix",
+                     "qwen2_tied_q8_0", "gpt2_q8_0"):
             reference = np.load(gguf / f"{name}_logits.npy").astype(np.float64)
             for products in ("exact", "int8"):
                 got = logits(anvil, gguf / f"{name}.gguf", ids, out, "--products", products)

@@ -9,7 +9,10 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -149,6 +152,81 @@ TEST_CASE("causal lm: every family matches the PyTorch reference on the CPU") {
     double worst = 0.0;
     check_against_reference(cpu(), 1e-4, worst);
     MESSAGE("CPU: worst logits relative error over all models ", worst);
+}
+
+TEST_CASE("causal lm: an int8 checkpoint with per-channel scales loads as stored and equals its values") {
+    // The llama fixture's matrices quantised here (symmetric, per output channel: scale = max |w| / 127,
+    // q = round(w / scale)) and written twice: int8 with `<name>_scale` [out, 1] beside each, as
+    // compressed-tensors' int-quantized checkpoints store them, and plain f32 holding q * scale. The two must
+    // give the same logits, the int8 one's programs holding the int8 bytes, not f32 copies.
+    const expected e = read_expected("llama");
+    const auto original = anvil::safetensors_file::open(fixture("llama") + "/model.safetensors");
+    anvil_test::temporary_folder quantised("anvil-int8-checkpoint"), dequantised("anvil-int8-values");
+    for (const auto& entry : std::filesystem::directory_iterator(fixture("llama"))) {
+        if (entry.path().filename() == "model.safetensors") continue;
+        std::filesystem::copy_file(entry.path(), quantised.path / entry.path().filename());
+        std::filesystem::copy_file(entry.path(), dequantised.path / entry.path().filename());
+    }
+    anvil::safetensors_writer int8_file, values_file;
+    std::size_t int8_bytes = 0;
+    for (const anvil::tensor_view& t : original.tensors()) {
+        const bool matrix = t.rank() == 2 && t.name().find("proj.weight") != std::string::npos;
+        if (!matrix) {
+            int8_file.add(t);
+            values_file.add(t);
+            continue;
+        }
+        const std::int64_t rows = t.shape()[0], cols = t.shape()[1];
+        const std::vector<float> w = t.to_f32();
+        std::vector<std::int8_t> q(w.size());
+        std::vector<float> scale(static_cast<std::size_t>(rows)), values(w.size());
+        for (std::int64_t r = 0; r < rows; ++r) {
+            float largest = 0.0f;
+            for (std::int64_t c = 0; c < cols; ++c)
+                largest = std::max(largest, std::fabs(w[static_cast<std::size_t>(r * cols + c)]));
+            const float step = largest > 0.0f ? largest / 127.0f : 1.0f;
+            scale[static_cast<std::size_t>(r)] = step;
+            for (std::int64_t c = 0; c < cols; ++c) {
+                const auto at = static_cast<std::size_t>(r * cols + c);
+                q[at] = static_cast<std::int8_t>(std::nearbyint(w[at] / step));
+                values[at] = static_cast<float>(q[at]) * step;
+            }
+        }
+        int8_file.add(t.name(), {rows, cols}, q);
+        int8_file.add(t.name() + "_scale", {rows, 1}, scale);
+        values_file.add(t.name(), {rows, cols}, values);
+        int8_bytes += q.size();
+    }
+    int8_file.write(quantised.path / "model.safetensors");
+    values_file.write(dequantised.path / "model.safetensors");
+    std::size_t before = anvil::resident_weight_bytes().cpu_bytes;
+    auto reference = causal_lm::load(dequantised.path.string(), options_for(cpu()));
+    const anvil::host_tensor want = reference.logits(e.prompts[1]);
+    const std::size_t reference_held = anvil::resident_weight_bytes().cpu_bytes - before;
+    before = anvil::resident_weight_bytes().cpu_bytes;
+    auto lm = causal_lm::load(quantised.path.string(), options_for(cpu()));
+    const anvil::host_tensor got = lm.logits(e.prompts[1]);
+    const std::size_t held = anvil::resident_weight_bytes().cpu_bytes - before;
+    const double error = anvil_test::max_relative_error(got, want);
+    MESSAGE("int8 checkpoint against its f32 values: logits max relative error ", error,
+            "; its programs hold ", held, " bytes, the f32 one's ", reference_held, ", for ", int8_bytes,
+            " bytes of int8 matrices");
+    CHECK(error < 1e-4);
+    // The matrices' f32 copies would be four times their int8 bytes: the int8 checkpoint saves three.
+    CHECK(held + 2 * int8_bytes < reference_held);
+    // A missing scale is named.
+    anvil_test::temporary_folder unscaled_folder("anvil-int8-unscaled");
+    for (const auto& entry : std::filesystem::directory_iterator(quantised.path))
+        std::filesystem::copy_file(entry.path(), unscaled_folder.path / entry.path().filename());
+    const auto scaled = anvil::safetensors_file::open(quantised.path / "model.safetensors");
+    anvil::safetensors_writer unscaled;
+    for (const anvil::tensor_view& t : scaled.tensors())
+        if (t.name() != "model.layers.0.mlp.up_proj.weight_scale") unscaled.add(t);
+    unscaled.write(unscaled_folder.path / "model.safetensors");
+    CHECK_THROWS_WITH_AS((void)causal_lm::load(unscaled_folder.path.string(), options_for(cpu())),
+                         doctest::Contains("'model.layers.0.mlp.up_proj.weight' is int8 without "
+                                           "'model.layers.0.mlp.up_proj.weight_scale'"),
+                         anvil::type_error);
 }
 
 TEST_CASE("causal lm: chunked prefill gives the logits of one prefill") {

@@ -74,11 +74,12 @@ test_weight random_weight(std::mt19937& random, anvil::ggml_type type, std::int6
     for (std::byte& b : w.bytes)
         b = static_cast<std::byte>(byte(random));
     for (std::size_t at = 0; at < w.bytes.size(); at += layout.bytes) {
-        // d first (and Q4_K's dmin after it): finite scales.
+        // d first (and Q4_K's dmin after it), Q6_K's d last: finite scales.
+        const std::size_t first = type == anvil::ggml_type::Q6_K ? 208 : 0;
         for (std::size_t scale = 0; scale < (type == anvil::ggml_type::Q4_K ? 2u : 1u); ++scale) {
             const float d = uniform(random) * (byte(random) % 2 == 0 ? 1.0f : -1.0f);
             const std::uint16_t bits = anvil::float_to_half_bits(d);
-            std::memcpy(w.bytes.data() + at + 2 * scale, &bits, sizeof bits);
+            std::memcpy(w.bytes.data() + at + first + 2 * scale, &bits, sizeof bits);
         }
     }
     anvil::dequantize_ggml(type, w.bytes, w.dense);
@@ -214,12 +215,15 @@ TEST_CASE("int8 activations: every instruction set rounds to the reference's byt
 }
 
 TEST_CASE(
-    "gemm_int8: every instruction set matches gemm_int8_reference, for Q8_0, Q4_0, Q4_K and i8 weights") {
+    "gemm_int8: every instruction set matches gemm_int8_reference, for Q8_0, Q4_0, Q4_K, Q6_K and i8 "
+    "weights") {
     std::mt19937 random(11);
     anvil::thread_pool one(1), two(2);
     for (const int8_isa isa : anvil::detail::available_int8_isas()) {
-        for (const anvil::ggml_type type : {anvil::ggml_type::Q8_0, anvil::ggml_type::Q4_0,
-                                            anvil::ggml_type::Q4_K, anvil::ggml_type::F32}) {
+        for (const anvil::ggml_type type :
+             {anvil::ggml_type::Q8_0, anvil::ggml_type::Q4_0, anvil::ggml_type::Q4_K, anvil::ggml_type::Q6_K,
+              anvil::ggml_type::F32}) {
+            const bool k_quant = type == anvil::ggml_type::Q4_K || type == anvil::ggml_type::Q6_K;
             for (const bool zero_point : {false, true}) {
                 if (zero_point && type != anvil::ggml_type::F32) continue;
                 // 1-5 rows (tiles of 2 and 4 and their remainders), 9 and 70 (panels); 1, 3 and 5 blocks (an
@@ -227,8 +231,8 @@ TEST_CASE(
                 // rows).
                 for (const std::int64_t m : {1, 2, 3, 4, 5, 9, 70}) {
                     for (const std::int64_t n : {1, 6, 37}) {
-                        const std::int64_t k = type == anvil::ggml_type::Q4_K ? 256 * (1 + (m + n) % 2)
-                                                                              : 32 * (1 + 2 * ((m + n) % 3));
+                        const std::int64_t k =
+                            k_quant ? 256 * (1 + (m + n) % 2) : 32 * (1 + 2 * ((m + n) % 3));
                         const test_weight w = random_weight(random, type, n, k, zero_point);
                         check_against_reference(w, m, isa, m % 2 == 0 ? two : one, random, n % 2 == 1);
                     }
@@ -247,7 +251,8 @@ TEST_CASE(
     std::mt19937 random(5);
     const std::int64_t m = 3, n = 7, k = 256;
     for (const anvil::ggml_type type :
-         {anvil::ggml_type::Q8_0, anvil::ggml_type::Q4_0, anvil::ggml_type::Q4_K, anvil::ggml_type::F32}) {
+         {anvil::ggml_type::Q8_0, anvil::ggml_type::Q4_0, anvil::ggml_type::Q4_K, anvil::ggml_type::Q6_K,
+          anvil::ggml_type::F32}) {
         const test_weight w = random_weight(random, type, n, k, type == anvil::ggml_type::F32);
         const std::vector<float> a = random_activations(random, m * k);
         std::vector<float> c(static_cast<std::size_t>(m * n));
@@ -291,8 +296,8 @@ TEST_CASE("gemm_int8: operands it cannot take are refused, naming what is wrong"
     const matrix_operand f16{halves.data(), dtype::f16, 1, 64};
     CHECK_THROWS_WITH_AS(
         anvil::detail::gemm_int8(1, 2, 64, a.data(), 64, f16, c.data(), 2),
-        "gemm_int8: B (64x2, f16) is not Q8_0, Q4_0 or Q4_K blocks or i8 stored by columns, or k=64 is not a "
-        "whole number of blocks of 32 (of 256 for Q4_K)",
+        "gemm_int8: B (64x2, f16) is not Q8_0, Q4_0, Q4_K or Q6_K blocks or i8 stored by columns, or k=64 is "
+        "not a whole number of blocks of 32 (of 256 for Q4_K and Q6_K)",
         anvil::type_error);
     std::mt19937 random(1);
     const test_weight w = random_weight(random, anvil::ggml_type::Q4_0, 2, 64, false);

@@ -71,7 +71,9 @@ TEST_CASE("gguf decoder: with int8 activations the logits move by llama.cpp's ro
     // (tools/reference/llama_cpp_check.mjs). The rounding must show (the integer products ran) and stay
     // within a few times that.
     const std::vector<std::int32_t> ids = prompt_ids();
-    for (const std::string name : {"llama_gqa_q8_0", "llama_gqa_q4_0", "qwen2_tied_q8_0", "gpt2_q8_0"}) {
+    // k_mix: the Q4_K and Q6_K matrices in integers, the Q5_K ones exactly.
+    for (const std::string name :
+         {"llama_gqa_q8_0", "llama_gqa_q4_0", "llama_k256_k_mix", "qwen2_tied_q8_0", "gpt2_q8_0"}) {
         CAPTURE(name);
         anvil::models::causal_lm_options options;
         options.load = anvil_test::cpu();

@@ -8190,6 +8190,11 @@ public:
 private:
     // A view checked_weight has passed, as a graph constant (cast to f32 when stored narrower).
     tensor<float> from_view(const tensor_view& view, const dims& expected);
+    // An int8 matrix stored with `<name>_scale` (and optionally `<name>_zero_point`) beside it, one value per
+    // output channel, as compressed-tensors' int-quantized checkpoints (llm-compressor's W8A16) store them:
+    // dequantize_int8 of the stored values, which the CPU GEMM reads as int8 rows and the Neural Engine
+    // programs keep as constexpr ops.
+    tensor<float> from_int8_view(const tensor_view& view, const dims& expected);
 
     graph graph_;
     std::shared_ptr<const checkpoint> weights_;
@@ -21569,11 +21574,11 @@ inline void gemm(std::int64_t m, const matrix_operand& a, const packed_matrix& b
 // anvil: the CPU's fast mode for quantised weights (compile_options::int8_activations): the activations
 // are rounded to 8 bits, 32 values to a scale (ggml's Q8_0, as llama.cpp rounds them), and every block's
 // dot product is taken in integers, four bytes to an instruction (vpdpbusd with AVX-512 VNNI, vpmaddubsw
-// with AVX2). A weight stored as Q8_0, Q4_0 or Q4_K blocks, or as int8 with a scale per output channel, is
-// read as stored (Q4_K's w = d sc q - dmin m per 32 values: d sc Σ q x - dmin m Σ x, Σ x being the
-// activations' block sum). The product is no longer the dequantised weights' (gemm_int8_reference in
-// gemm_reference.hpp defines what it is): llama.cpp's accuracy for about twice the exact products' speed when
-// decoding, and four times when a prompt is read.
+// with AVX2). A weight stored as Q8_0, Q4_0, Q4_K or Q6_K blocks, or as int8 with a scale per output channel,
+// is read as stored (Q4_K's w = d sc q - dmin m per 32 values: d sc Σ q x - dmin m Σ x, Σ x being the
+// activations' block sum; Q6_K's q - 32 as signed bytes, an int8 scale per 16 values). The product is no
+// longer the dequantised weights' (gemm_int8_reference in gemm_reference.hpp defines what it is): llama.cpp's
+// accuracy for about twice the exact products' speed when decoding, and four times when a prompt is read.
 //   Why integers: the exact product widens each weight byte to a float lane (two or three instructions for
 // 16 weights) before its multiply-add; here one instruction multiplies and sums 32 or 64 byte pairs.
 
@@ -21604,13 +21609,13 @@ inline void gemm(std::int64_t m, const matrix_operand& a, const packed_matrix& b
 
 namespace anvil::detail {
 
-// Whether the integer products can take B: Q8_0, Q4_0 or Q4_K rows of blocks, or i8 stored by rows
-// (B = Wᵀ, unit row stride) with its per-column scale; and k whole blocks of 32 (of 256 for Q4_K).
+// Whether the integer products can take B: Q8_0, Q4_0, Q4_K or Q6_K rows of blocks, or i8 stored by rows
+// (B = Wᵀ, unit row stride) with its per-column scale; and k whole blocks of 32 (of 256 for the K-quants).
 [[nodiscard]] inline bool int8_products_take(const matrix_operand& b, std::int64_t k) noexcept {
     if (k <= 0 || k % int8_activation_block != 0) return false;
     if (b.has_blocks())
         return b.blocks == ggml_type::Q8_0 || b.blocks == ggml_type::Q4_0 ||
-               (b.blocks == ggml_type::Q4_K && k % 256 == 0);
+               ((b.blocks == ggml_type::Q4_K || b.blocks == ggml_type::Q6_K) && k % 256 == 0);
     return b.type == dtype::i8 && b.lut == nullptr && b.scale != nullptr && b.row_stride == 1;
 }
 
@@ -21748,7 +21753,7 @@ using int8_dots = float[static_cast<std::size_t>(M)][static_cast<std::size_t>(Ro
 struct int8_rows_problem {
     std::int64_t m, n, k;
     const int8_activation_rows* a;
-    weight_rows w;  // q8_0, q4_0, q4_k or i8
+    weight_rows w;  // q8_0, q4_0, q4_k, q6_k or i8
     float* c;
     std::int64_t ldc;
     gemm_epilogue epilogue;
@@ -21855,6 +21860,27 @@ ANVIL_KERNEL_INLINE void int8_rows_portable_range(const int8_rows_problem& g, st
                             static_cast<std::int32_t>((static_cast<unsigned>(qs[p]) >> (sub % 2 * 4)) & 15u) *
                             xb[p];
                     dot -= offset * dx[b] * static_cast<float>(xsum[b]);
+                } else if (g.w.format == row_format::q6_k) {
+                    // Step j's 32 six-bit values minus 32 (gemm_rows.hpp's decoder reads the same bits), an
+                    // int8 scale per 16: the two halves' sums scaled apart.
+                    const std::byte* block = row + b / 8 * 210;
+                    const int step = static_cast<int>(b % 8), h = step / 4, q = step % 4;
+                    const auto* low = reinterpret_cast<const std::uint8_t*>(block + 64 * h + 32 * (q % 2));
+                    const auto* high = reinterpret_cast<const std::uint8_t*>(block + 128 + 32 * h);
+                    const auto* scales = reinterpret_cast<const std::int8_t*>(block + 192 + 8 * h + 2 * q);
+                    std::uint16_t bits;
+                    std::memcpy(&bits, block + 208, 2);
+                    const float d = half_bits_to_float(bits);
+                    std::int32_t halves[2] = {};
+                    for (int p = 0; p < int8_activation_block; ++p) {
+                        const int value =
+                            ((low[p] >> (4 * (q / 2))) & 15) | (((high[p] >> (2 * q)) & 3) << 4);
+                        halves[p / 16] += (value - 32) * xb[p];
+                    }
+                    dot += d * dx[b] *
+                           (static_cast<float>(scales[0]) * static_cast<float>(halves[0]) +
+                            static_cast<float>(scales[1]) * static_cast<float>(halves[1]));
+                    continue;
                 } else {
                     const std::byte* values = row + b * int8_activation_block;
                     for (int p = 0; p < int8_activation_block; ++p)
@@ -21878,6 +21904,21 @@ typedef std::int8_t int8_wide __attribute__((vector_size(64)));
 typedef std::uint8_t uint8_wide __attribute__((vector_size(64)));
 typedef std::int32_t int32_wide __attribute__((vector_size(64)));
 typedef float float_wide __attribute__((vector_size(64)));
+
+// Step j (0-7) of the Q6_K block at `block`: its 32 six-bit values minus 32 as signed bytes (gemm_rows.hpp's
+// decoder reads the same bits), and d times the int8 scales of its two halves of 16, `scales[0..1]`.
+ANVIL_DETAIL_INT8_INLINE void q6_k_step(const std::byte* block, int j, float d, int8_lanes& w,
+                                        float* scales) noexcept {
+    const int h = j / 4, q = j % 4;
+    uint8_lanes low, high;
+    std::memcpy(&low, block + 64 * h + 32 * (q % 2), sizeof low);
+    std::memcpy(&high, block + 128 + 32 * h, sizeof high);
+    const uint8_lanes value = ((low >> (4 * (q / 2))) & 15) | (((high >> (2 * q)) & 3) << 4);
+    w = reinterpret_cast<int8_lanes>(value) - 32;
+    const auto* sub_scales = reinterpret_cast<const std::int8_t*>(block + 192 + 8 * h + 2 * q);
+    scales[0] = d * static_cast<float>(sub_scales[0]);
+    scales[1] = d * static_cast<float>(sub_scales[1]);
+}
 
 // The instruction sets' pieces: 32 bytes of W against 32 of A (signed), summed into eight 32-bit lanes of
 // `sum` (unsigned W: Q4_0's nibbles; signed W: |w| against x with w's sign, as the instructions multiply
@@ -22104,6 +22145,20 @@ ANVIL_DETAIL_INT8_INLINE void int8_blocks(const int8_rows_problem& g, std::int64
                     acc[i][r] += __builtin_convertvector(sum, float_lanes) * (dw * dx[i]);
                     offsets[i][r] += offset * dx[i] * static_cast<float>(x_sums[i * blocks + b]);
                 }
+            } else if constexpr (Format == row_format::q6_k) {
+                // Lanes 0-3 of a sum hold values 0-15, lanes 4-7 values 16-31: each half's scale in its
+                // lanes.
+                const std::byte* block = rows[r] + b / 8 * 210;
+                int8_lanes w;
+                float scales[2];
+                q6_k_step(block, static_cast<int>(b % 8), Dot::half_to_float(block + 208), w, scales);
+                const float_lanes dw_lanes = {scales[0], scales[0], scales[0], scales[0],
+                                              scales[1], scales[1], scales[1], scales[1]};
+                ANVIL_DETAIL_INT8_UNROLL for (int i = 0; i < M; ++i) {
+                    int32_lanes sum = init[i];
+                    Dot::signed_signed(sum, w, x[i]);
+                    acc[i][r] += __builtin_convertvector(sum, float_lanes) * (dw_lanes * dx[i]);
+                }
             } else {
                 const std::byte* values = rows[r] + b * int8_activation_block;
                 if constexpr (Format == row_format::q8_0) {
@@ -22178,6 +22233,24 @@ ANVIL_DETAIL_INT8_INLINE void int8_pairs(const int8_rows_problem& g, std::int64_
                     const std::int32_t* sums = x_sums + i * blocks + b;
                     offsets[i][r] += offset * scales[0] * static_cast<float>(sums[0]) +
                                      next_offset * scales[1] * static_cast<float>(sums[1]);
+                }
+            } else if constexpr (Format == row_format::q6_k) {
+                // b is even: steps b % 8 and b % 8 + 1 of one block, lanes 0-7 and 8-15, four lanes a scale.
+                const std::byte* block = rows[r] + b / 8 * 210;
+                const float d = Dot::half_to_float(block + 208);
+                int8_lanes steps[2];
+                float scales[4];
+                q6_k_step(block, static_cast<int>(b % 8), d, steps[0], scales);
+                q6_k_step(block, static_cast<int>(b % 8) + 1, d, steps[1], scales + 2);
+                int8_wide w;
+                std::memcpy(&w, steps, sizeof w);
+                dw = float_wide{scales[0], scales[0], scales[0], scales[0], scales[1], scales[1],
+                                scales[1], scales[1], scales[2], scales[2], scales[2], scales[2],
+                                scales[3], scales[3], scales[3], scales[3]};
+                ANVIL_DETAIL_INT8_UNROLL for (int i = 0; i < M; ++i) {
+                    int32_wide sum = init[i];
+                    Dot::signed_signed(sum, w, x[i]);
+                    acc[i][r] += __builtin_convertvector(sum, float_wide) * (dw * dx[i]);
                 }
             } else {
                 int8_wide w;
@@ -22274,6 +22347,8 @@ ANVIL_DETAIL_INT8_INLINE void int8_range(const int8_rows_problem& g, std::int64_
             return int8_range_of<Dot, row_format::q4_0, M>(g, j0, j1);
         case row_format::q4_k:
             return int8_range_of<Dot, row_format::q4_k, M>(g, j0, j1);
+        case row_format::q6_k:
+            return int8_range_of<Dot, row_format::q6_k, M>(g, j0, j1);
         default:
             return int8_range_of<Dot, row_format::i8, M>(g, j0, j1);
     }
@@ -22306,9 +22381,9 @@ inline void gemm_int8(std::int64_t m, std::int64_t n, std::int64_t k, const floa
     if (!int8_products_take(b, k)) {
         throw type_error(message("gemm_int8: B (", k, "x", n, ", ",
                                  b.has_blocks() ? ggml_type_name(b.blocks) : gemm_dtype_name(b.type),
-                                 ") is not Q8_0, Q4_0 or Q4_K blocks or i8 stored by columns, or k=", k,
+                                 ") is not Q8_0, Q4_0, Q4_K or Q6_K blocks or i8 stored by columns, or k=", k,
                                  " is not a whole number of blocks of ", int8_activation_block,
-                                 " (of 256 for Q4_K)"));
+                                 " (of 256 for Q4_K and Q6_K)"));
     }
     const std::vector<int8_isa>& available = available_int8_isas();
     if (isa == int8_isa::automatic) isa = available.front();
@@ -25547,8 +25622,14 @@ private:
             try {
                 expanded_step =
                     build_ane_step(seg, lower(body_, seg.nodes, seg.inputs, seg.outputs, expanded), index);
+            } catch (const device_refusal& again) {
+                throw device_refusal{again.stage, message(again.what,
+                                                          " (with its weights expanded to fp16; kept "
+                                                          "compressed, it was refused at ",
+                                                          refusal.stage, ": ", refusal.what, ")")};
             } catch (const error& e) {
-                throw device_refusal{refusal.stage, message(refusal.what, "; expanded to fp16: ", e.what())};
+                throw device_refusal{
+                    refusal.stage, message(refusal.what, "; lowered with fp16 weights instead: ", e.what())};
             }
             expanded_step->placement_note =
                 message("its compressed weights were refused at ", refusal.stage, " (", refusal.what,
@@ -36534,7 +36615,9 @@ ANVIL_INLINE std::string render_chat(const chat_template& t, std::span<const cha
 }  // namespace anvil::models
 // anvil: weights's definitions (see weights.hpp; compilation.hpp says when this file is compiled).
 
+#include <algorithm>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -36581,6 +36664,8 @@ ANVIL_INLINE bool weight_loader::contains(std::string_view name) const {
 }
 
 ANVIL_INLINE tensor<float> weight_loader::load(std::string_view name, const dims& expected) {
+    const tensor_view* view = weights_->find(name);
+    if (view != nullptr && view->type() == dtype::i8) return from_int8_view(*view, expected);
     return from_view(checked_tensor(*weights_, name, expected), expected);
 }
 
@@ -36588,7 +36673,56 @@ ANVIL_INLINE std::optional<tensor<float>> weight_loader::load_optional(std::stri
                                                                        const dims& expected) {
     const tensor_view* view = weights_->find(name);
     if (view == nullptr) return std::nullopt;
+    if (view->type() == dtype::i8) return from_int8_view(*view, expected);
     return from_view(checked_weight(*view, expected), expected);
+}
+
+ANVIL_INLINE tensor<float> weight_loader::from_int8_view(const tensor_view& view, const dims& expected) {
+    using anvil::detail::message;
+    const std::string where = message(view.source_name(), ": tensor '", view.name(), "'");
+    if (!(dims(view.shape()) == expected)) {
+        throw shape_error(message(where, ": expected shape ", expected, ", got ", dims(view.shape())));
+    }
+    if (expected.rank() < 2) {
+        throw type_error(message(where,
+                                 ": expected floating-point weights, got i8 (int8 is read for matrices "
+                                 "with a scale per output channel)"));
+    }
+    const std::int64_t channels = expected[0];
+    // A vector of one value per output channel, [C] or [C, 1], as f32.
+    const auto per_channel = [&](const tensor_view& t, std::string_view what) {
+        const bool column = t.rank() == 2 && t.shape()[1] == 1;
+        if (!((t.rank() == 1 || column) && t.shape()[0] == channels) ||
+            !(is_floating(t.type()) || t.type() == dtype::i8 || t.type() == dtype::i32)) {
+            throw shape_error(message(view.source_name(), ": tensor '", t.name(), "' (the ", what,
+                                      " of the int8 weight '", view.name(),
+                                      "') must hold one value per output channel, [", channels, "] or [",
+                                      channels, ", 1], got ", dims(t.shape()), " ", dtype_name(t.type())));
+        }
+        return host_tensor(t.type(), dims{channels}, t.bytes().data(), weights_).to_f32();
+    };
+    const std::string scale_name = view.name() + "_scale";
+    const tensor_view* scale = weights_->find(scale_name);
+    if (scale == nullptr || !is_floating(scale->type())) {
+        throw type_error(message(where, " is int8 ", scale == nullptr ? "without" : "with a non-floating",
+                                 " '", scale_name,
+                                 "': anvil reads int8 weights with a floating-point scale "
+                                 "per output channel beside them (w = (q - zero_point) * scale, as "
+                                 "compressed-tensors' int-quantized checkpoints store them)"));
+    }
+    std::vector<value> inputs{
+        graph_.constant(host_tensor(dtype::i8, expected, view.bytes().data(), weights_), view.name())};
+    inputs.push_back(
+        graph_.constant(host_tensor::from(per_channel(*scale, "scale"), dims{channels}), scale_name));
+    if (const tensor_view* zero_point = weights_->find(view.name() + "_zero_point")) {
+        std::vector<float> zeros = per_channel(*zero_point, "zero point");
+        if (std::any_of(zeros.begin(), zeros.end(), [](float z) { return z != 0.0f; }))
+            inputs.push_back(
+                graph_.constant(host_tensor::from(std::move(zeros), dims{channels}), zero_point->name()));
+    }
+    attributes along_channels;
+    along_channels.axis = 0;
+    return tensor<float>(graph_.apply(op::dequantize_int8, inputs, along_channels));
 }
 
 ANVIL_INLINE tensor<float> weight_loader::from_view(const tensor_view& view, const dims& expected) {

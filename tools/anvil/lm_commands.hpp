@@ -58,10 +58,10 @@ inline constexpr const char* generate_usage =
     "--chat renders --prompt as a user message (after --system, if given) with the folder's chat template.\n"
     "--json prints {\"tokens\", \"text\", \"stop_reason\", \"stats\", \"products\",\n"
     "\"resident_weight_bytes\"} at the end instead of streaming.\n"
-    "--products int8 (the default for a .gguf file on the CPU): products with Q8_0, Q4_0, Q4_K and int8\n"
-    "weights round the activations to 8 bits, 32 values to a scale, and multiply in integers, as llama.cpp\n"
-    "does: faster, off from the exact product by llama.cpp's rounding. --products exact: every product is\n"
-    "the dequantised weights' (the default otherwise, and anvil logits' unless asked).\n";
+    "--products int8 (the default for a .gguf file on the CPU): products with Q8_0, Q4_0, Q4_K, Q6_K and\n"
+    "int8 weights round the activations to 8 bits, 32 values to a scale, and multiply in integers, as\n"
+    "llama.cpp does: faster, off from the exact product by llama.cpp's rounding. --products exact: every\n"
+    "product is the dequantised weights' (the default otherwise, and anvil logits' unless asked).\n";
 
 namespace detail_lm {
 

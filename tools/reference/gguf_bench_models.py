@@ -2,13 +2,13 @@
 """GGUF files for the decode benchmark against llama.cpp (bench/decode_vs_llama_cpp.sh): random weights shaped
 like a ~100M Llama (hidden 768, 12 layers, 12 heads of which 4 key/value, SwiGLU 2048, vocabulary 32000,
 untied) and GPT-2 124M (hidden 768, 12 layers, 12 heads, MLP 3072, vocabulary 50257, 1024 positions, tied
-head written out as llama.cpp's converter writes it), each in F16, Q8_0 and Q4_0 (norms and biases F32), with
+head written out as llama.cpp's converter writes it), each in F16, Q8_0, Q4_0 and Q4_K (norms and biases F32), with
 a placeholder vocabulary of the right size (a SentencePiece one for Llama, a byte-level BPE one without merges
 for GPT-2) so that llama.cpp loads the files. The numbers do not matter here, only their shapes and types:
-the quantisers are gguf_fixtures.py's Q8_0 and Q4_0, vectorised (the fixtures' per-block loops would take
+the quantisers are gguf_fixtures.py's Q8_0, Q4_0 and Q4_K, vectorised (the fixtures' per-block loops would take
 minutes over 130M values). Also writes prompt.json: 32 prompt ids and 512 prefill ids (seeded).
 
-  /usr/bin/python3 tools/reference/gguf_bench_models.py OUT_DIR [--only llama|gpt2] [--types F16,Q8_0,Q4_0]
+  /usr/bin/python3 tools/reference/gguf_bench_models.py OUT_DIR [--only llama|gpt2] [--types F16,Q8_0,Q4_0,Q4_K]
 """
 import argparse
 import json
@@ -44,7 +44,32 @@ def q4_0(x):
     return out.tobytes()
 
 
-ENCODE = {"F16": lambda x: x.astype("<f2").tobytes(), "Q8_0": q8_0, "Q4_0": q4_0}
+def q4_k(x):
+    """gguf_fixtures.quant_k(x, five=False) over every block at once: per 256 values, 8 groups of 32, each
+    x = d * scale * q - dmin * min with 6-bit scales and mins and 4-bit q."""
+    g = x.reshape(-1, 8, 32)
+    lows = np.minimum(g.min(axis=2), 0)
+    spans = g.max(axis=2) - lows
+    d = np.maximum(spans.max(axis=1) / 15 / 63.0, 1e-8).astype(np.float16)
+    dmin = np.maximum(-lows.min(axis=1) / 63.0, 1e-8).astype(np.float16)
+    scales = np.clip(np.round(spans / 15 / d.astype(np.float32)[:, None]), 1, 63).astype(np.int32)
+    mins = np.clip(np.round(-lows / dmin.astype(np.float32)[:, None]), 0, 63).astype(np.int32)
+    step = d.astype(np.float32)[:, None] * scales.astype(np.float32)
+    offset = dmin.astype(np.float32)[:, None] * mins.astype(np.float32)
+    q = np.clip(np.round((g + offset[:, :, None]) / step[:, :, None]), 0, 15).astype(np.uint8)
+    out = np.empty((g.shape[0], 144), np.uint8)
+    out[:, 0:2] = d.view(np.uint8).reshape(-1, 2)
+    out[:, 2:4] = dmin.view(np.uint8).reshape(-1, 2)
+    for j in range(4):  # gguf_fixtures.pack_k_scales
+        out[:, 4 + j] = (scales[:, j] & 63) | ((scales[:, j + 4] >> 4) << 6)
+        out[:, 8 + j] = (mins[:, j] & 63) | ((mins[:, j + 4] >> 4) << 6)
+        out[:, 12 + j] = (scales[:, j + 4] & 15) | ((mins[:, j + 4] & 15) << 4)
+    for i in range(4):
+        out[:, 16 + 32 * i:48 + 32 * i] = q[:, 2 * i] | (q[:, 2 * i + 1] << 4)
+    return out.tobytes()
+
+
+ENCODE = {"F16": lambda x: x.astype("<f2").tobytes(), "Q8_0": q8_0, "Q4_0": q4_0, "Q4_K": q4_k}
 
 
 def llama_tensors(rng):
@@ -137,7 +162,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("out")
     parser.add_argument("--only", choices=("llama", "gpt2"))
-    parser.add_argument("--types", default="F16,Q8_0,Q4_0")
+    parser.add_argument("--types", default="F16,Q8_0,Q4_0,Q4_K")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     kinds = args.types.split(",")

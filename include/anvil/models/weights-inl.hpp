@@ -1,7 +1,9 @@
 // anvil: weights's definitions (see weights.hpp; compilation.hpp says when this file is compiled).
 #pragma once
 
+#include <algorithm>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -48,6 +50,8 @@ ANVIL_INLINE bool weight_loader::contains(std::string_view name) const {
 }
 
 ANVIL_INLINE tensor<float> weight_loader::load(std::string_view name, const dims& expected) {
+    const tensor_view* view = weights_->find(name);
+    if (view != nullptr && view->type() == dtype::i8) return from_int8_view(*view, expected);
     return from_view(checked_tensor(*weights_, name, expected), expected);
 }
 
@@ -55,7 +59,56 @@ ANVIL_INLINE std::optional<tensor<float>> weight_loader::load_optional(std::stri
                                                                        const dims& expected) {
     const tensor_view* view = weights_->find(name);
     if (view == nullptr) return std::nullopt;
+    if (view->type() == dtype::i8) return from_int8_view(*view, expected);
     return from_view(checked_weight(*view, expected), expected);
+}
+
+ANVIL_INLINE tensor<float> weight_loader::from_int8_view(const tensor_view& view, const dims& expected) {
+    using anvil::detail::message;
+    const std::string where = message(view.source_name(), ": tensor '", view.name(), "'");
+    if (!(dims(view.shape()) == expected)) {
+        throw shape_error(message(where, ": expected shape ", expected, ", got ", dims(view.shape())));
+    }
+    if (expected.rank() < 2) {
+        throw type_error(message(where,
+                                 ": expected floating-point weights, got i8 (int8 is read for matrices "
+                                 "with a scale per output channel)"));
+    }
+    const std::int64_t channels = expected[0];
+    // A vector of one value per output channel, [C] or [C, 1], as f32.
+    const auto per_channel = [&](const tensor_view& t, std::string_view what) {
+        const bool column = t.rank() == 2 && t.shape()[1] == 1;
+        if (!((t.rank() == 1 || column) && t.shape()[0] == channels) ||
+            !(is_floating(t.type()) || t.type() == dtype::i8 || t.type() == dtype::i32)) {
+            throw shape_error(message(view.source_name(), ": tensor '", t.name(), "' (the ", what,
+                                      " of the int8 weight '", view.name(),
+                                      "') must hold one value per output channel, [", channels, "] or [",
+                                      channels, ", 1], got ", dims(t.shape()), " ", dtype_name(t.type())));
+        }
+        return host_tensor(t.type(), dims{channels}, t.bytes().data(), weights_).to_f32();
+    };
+    const std::string scale_name = view.name() + "_scale";
+    const tensor_view* scale = weights_->find(scale_name);
+    if (scale == nullptr || !is_floating(scale->type())) {
+        throw type_error(message(where, " is int8 ", scale == nullptr ? "without" : "with a non-floating",
+                                 " '", scale_name,
+                                 "': anvil reads int8 weights with a floating-point scale "
+                                 "per output channel beside them (w = (q - zero_point) * scale, as "
+                                 "compressed-tensors' int-quantized checkpoints store them)"));
+    }
+    std::vector<value> inputs{
+        graph_.constant(host_tensor(dtype::i8, expected, view.bytes().data(), weights_), view.name())};
+    inputs.push_back(
+        graph_.constant(host_tensor::from(per_channel(*scale, "scale"), dims{channels}), scale_name));
+    if (const tensor_view* zero_point = weights_->find(view.name() + "_zero_point")) {
+        std::vector<float> zeros = per_channel(*zero_point, "zero point");
+        if (std::any_of(zeros.begin(), zeros.end(), [](float z) { return z != 0.0f; }))
+            inputs.push_back(
+                graph_.constant(host_tensor::from(std::move(zeros), dims{channels}), zero_point->name()));
+    }
+    attributes along_channels;
+    along_channels.axis = 0;
+    return tensor<float>(graph_.apply(op::dequantize_int8, inputs, along_channels));
 }
 
 ANVIL_INLINE tensor<float> weight_loader::from_view(const tensor_view& view, const dims& expected) {

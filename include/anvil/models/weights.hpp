@@ -45,6 +45,11 @@ public:
 private:
     // A view checked_weight has passed, as a graph constant (cast to f32 when stored narrower).
     tensor<float> from_view(const tensor_view& view, const dims& expected);
+    // An int8 matrix stored with `<name>_scale` (and optionally `<name>_zero_point`) beside it, one value per
+    // output channel, as compressed-tensors' int-quantized checkpoints (llm-compressor's W8A16) store them:
+    // dequantize_int8 of the stored values, which the CPU GEMM reads as int8 rows and the Neural Engine
+    // programs keep as constexpr ops.
+    tensor<float> from_int8_view(const tensor_view& view, const dims& expected);
 
     graph graph_;
     std::shared_ptr<const checkpoint> weights_;

@@ -793,8 +793,14 @@ private:
             try {
                 expanded_step =
                     build_ane_step(seg, lower(body_, seg.nodes, seg.inputs, seg.outputs, expanded), index);
+            } catch (const device_refusal& again) {
+                throw device_refusal{again.stage, message(again.what,
+                                                          " (with its weights expanded to fp16; kept "
+                                                          "compressed, it was refused at ",
+                                                          refusal.stage, ": ", refusal.what, ")")};
             } catch (const error& e) {
-                throw device_refusal{refusal.stage, message(refusal.what, "; expanded to fp16: ", e.what())};
+                throw device_refusal{
+                    refusal.stage, message(refusal.what, "; lowered with fp16 weights instead: ", e.what())};
             }
             expanded_step->placement_note =
                 message("its compressed weights were refused at ", refusal.stage, " (", refusal.what,

@@ -1,11 +1,11 @@
 // anvil: the CPU's fast mode for quantised weights (compile_options::int8_activations): the activations
 // are rounded to 8 bits, 32 values to a scale (ggml's Q8_0, as llama.cpp rounds them), and every block's
 // dot product is taken in integers, four bytes to an instruction (vpdpbusd with AVX-512 VNNI, vpmaddubsw
-// with AVX2). A weight stored as Q8_0, Q4_0 or Q4_K blocks, or as int8 with a scale per output channel, is
-// read as stored (Q4_K's w = d sc q - dmin m per 32 values: d sc Σ q x - dmin m Σ x, Σ x being the
-// activations' block sum). The product is no longer the dequantised weights' (gemm_int8_reference in
-// gemm_reference.hpp defines what it is): llama.cpp's accuracy for about twice the exact products' speed when
-// decoding, and four times when a prompt is read.
+// with AVX2). A weight stored as Q8_0, Q4_0, Q4_K or Q6_K blocks, or as int8 with a scale per output channel,
+// is read as stored (Q4_K's w = d sc q - dmin m per 32 values: d sc Σ q x - dmin m Σ x, Σ x being the
+// activations' block sum; Q6_K's q - 32 as signed bytes, an int8 scale per 16 values). The product is no
+// longer the dequantised weights' (gemm_int8_reference in gemm_reference.hpp defines what it is): llama.cpp's
+// accuracy for about twice the exact products' speed when decoding, and four times when a prompt is read.
 //   Why integers: the exact product widens each weight byte to a float lane (two or three instructions for
 // 16 weights) before its multiply-add; here one instruction multiplies and sums 32 or 64 byte pairs.
 #pragma once
@@ -37,13 +37,13 @@
 
 namespace anvil::detail {
 
-// Whether the integer products can take B: Q8_0, Q4_0 or Q4_K rows of blocks, or i8 stored by rows
-// (B = Wᵀ, unit row stride) with its per-column scale; and k whole blocks of 32 (of 256 for Q4_K).
+// Whether the integer products can take B: Q8_0, Q4_0, Q4_K or Q6_K rows of blocks, or i8 stored by rows
+// (B = Wᵀ, unit row stride) with its per-column scale; and k whole blocks of 32 (of 256 for the K-quants).
 [[nodiscard]] inline bool int8_products_take(const matrix_operand& b, std::int64_t k) noexcept {
     if (k <= 0 || k % int8_activation_block != 0) return false;
     if (b.has_blocks())
         return b.blocks == ggml_type::Q8_0 || b.blocks == ggml_type::Q4_0 ||
-               (b.blocks == ggml_type::Q4_K && k % 256 == 0);
+               ((b.blocks == ggml_type::Q4_K || b.blocks == ggml_type::Q6_K) && k % 256 == 0);
     return b.type == dtype::i8 && b.lut == nullptr && b.scale != nullptr && b.row_stride == 1;
 }
 
@@ -181,7 +181,7 @@ using int8_dots = float[static_cast<std::size_t>(M)][static_cast<std::size_t>(Ro
 struct int8_rows_problem {
     std::int64_t m, n, k;
     const int8_activation_rows* a;
-    weight_rows w;  // q8_0, q4_0, q4_k or i8
+    weight_rows w;  // q8_0, q4_0, q4_k, q6_k or i8
     float* c;
     std::int64_t ldc;
     gemm_epilogue epilogue;
@@ -288,6 +288,27 @@ ANVIL_KERNEL_INLINE void int8_rows_portable_range(const int8_rows_problem& g, st
                             static_cast<std::int32_t>((static_cast<unsigned>(qs[p]) >> (sub % 2 * 4)) & 15u) *
                             xb[p];
                     dot -= offset * dx[b] * static_cast<float>(xsum[b]);
+                } else if (g.w.format == row_format::q6_k) {
+                    // Step j's 32 six-bit values minus 32 (gemm_rows.hpp's decoder reads the same bits), an
+                    // int8 scale per 16: the two halves' sums scaled apart.
+                    const std::byte* block = row + b / 8 * 210;
+                    const int step = static_cast<int>(b % 8), h = step / 4, q = step % 4;
+                    const auto* low = reinterpret_cast<const std::uint8_t*>(block + 64 * h + 32 * (q % 2));
+                    const auto* high = reinterpret_cast<const std::uint8_t*>(block + 128 + 32 * h);
+                    const auto* scales = reinterpret_cast<const std::int8_t*>(block + 192 + 8 * h + 2 * q);
+                    std::uint16_t bits;
+                    std::memcpy(&bits, block + 208, 2);
+                    const float d = half_bits_to_float(bits);
+                    std::int32_t halves[2] = {};
+                    for (int p = 0; p < int8_activation_block; ++p) {
+                        const int value =
+                            ((low[p] >> (4 * (q / 2))) & 15) | (((high[p] >> (2 * q)) & 3) << 4);
+                        halves[p / 16] += (value - 32) * xb[p];
+                    }
+                    dot += d * dx[b] *
+                           (static_cast<float>(scales[0]) * static_cast<float>(halves[0]) +
+                            static_cast<float>(scales[1]) * static_cast<float>(halves[1]));
+                    continue;
                 } else {
                     const std::byte* values = row + b * int8_activation_block;
                     for (int p = 0; p < int8_activation_block; ++p)
@@ -311,6 +332,21 @@ typedef std::int8_t int8_wide __attribute__((vector_size(64)));
 typedef std::uint8_t uint8_wide __attribute__((vector_size(64)));
 typedef std::int32_t int32_wide __attribute__((vector_size(64)));
 typedef float float_wide __attribute__((vector_size(64)));
+
+// Step j (0-7) of the Q6_K block at `block`: its 32 six-bit values minus 32 as signed bytes (gemm_rows.hpp's
+// decoder reads the same bits), and d times the int8 scales of its two halves of 16, `scales[0..1]`.
+ANVIL_DETAIL_INT8_INLINE void q6_k_step(const std::byte* block, int j, float d, int8_lanes& w,
+                                        float* scales) noexcept {
+    const int h = j / 4, q = j % 4;
+    uint8_lanes low, high;
+    std::memcpy(&low, block + 64 * h + 32 * (q % 2), sizeof low);
+    std::memcpy(&high, block + 128 + 32 * h, sizeof high);
+    const uint8_lanes value = ((low >> (4 * (q / 2))) & 15) | (((high >> (2 * q)) & 3) << 4);
+    w = reinterpret_cast<int8_lanes>(value) - 32;
+    const auto* sub_scales = reinterpret_cast<const std::int8_t*>(block + 192 + 8 * h + 2 * q);
+    scales[0] = d * static_cast<float>(sub_scales[0]);
+    scales[1] = d * static_cast<float>(sub_scales[1]);
+}
 
 // The instruction sets' pieces: 32 bytes of W against 32 of A (signed), summed into eight 32-bit lanes of
 // `sum` (unsigned W: Q4_0's nibbles; signed W: |w| against x with w's sign, as the instructions multiply
@@ -537,6 +573,20 @@ ANVIL_DETAIL_INT8_INLINE void int8_blocks(const int8_rows_problem& g, std::int64
                     acc[i][r] += __builtin_convertvector(sum, float_lanes) * (dw * dx[i]);
                     offsets[i][r] += offset * dx[i] * static_cast<float>(x_sums[i * blocks + b]);
                 }
+            } else if constexpr (Format == row_format::q6_k) {
+                // Lanes 0-3 of a sum hold values 0-15, lanes 4-7 values 16-31: each half's scale in its
+                // lanes.
+                const std::byte* block = rows[r] + b / 8 * 210;
+                int8_lanes w;
+                float scales[2];
+                q6_k_step(block, static_cast<int>(b % 8), Dot::half_to_float(block + 208), w, scales);
+                const float_lanes dw_lanes = {scales[0], scales[0], scales[0], scales[0],
+                                              scales[1], scales[1], scales[1], scales[1]};
+                ANVIL_DETAIL_INT8_UNROLL for (int i = 0; i < M; ++i) {
+                    int32_lanes sum = init[i];
+                    Dot::signed_signed(sum, w, x[i]);
+                    acc[i][r] += __builtin_convertvector(sum, float_lanes) * (dw_lanes * dx[i]);
+                }
             } else {
                 const std::byte* values = rows[r] + b * int8_activation_block;
                 if constexpr (Format == row_format::q8_0) {
@@ -611,6 +661,24 @@ ANVIL_DETAIL_INT8_INLINE void int8_pairs(const int8_rows_problem& g, std::int64_
                     const std::int32_t* sums = x_sums + i * blocks + b;
                     offsets[i][r] += offset * scales[0] * static_cast<float>(sums[0]) +
                                      next_offset * scales[1] * static_cast<float>(sums[1]);
+                }
+            } else if constexpr (Format == row_format::q6_k) {
+                // b is even: steps b % 8 and b % 8 + 1 of one block, lanes 0-7 and 8-15, four lanes a scale.
+                const std::byte* block = rows[r] + b / 8 * 210;
+                const float d = Dot::half_to_float(block + 208);
+                int8_lanes steps[2];
+                float scales[4];
+                q6_k_step(block, static_cast<int>(b % 8), d, steps[0], scales);
+                q6_k_step(block, static_cast<int>(b % 8) + 1, d, steps[1], scales + 2);
+                int8_wide w;
+                std::memcpy(&w, steps, sizeof w);
+                dw = float_wide{scales[0], scales[0], scales[0], scales[0], scales[1], scales[1],
+                                scales[1], scales[1], scales[2], scales[2], scales[2], scales[2],
+                                scales[3], scales[3], scales[3], scales[3]};
+                ANVIL_DETAIL_INT8_UNROLL for (int i = 0; i < M; ++i) {
+                    int32_wide sum = init[i];
+                    Dot::signed_signed(sum, w, x[i]);
+                    acc[i][r] += __builtin_convertvector(sum, float_wide) * (dw * dx[i]);
                 }
             } else {
                 int8_wide w;
@@ -707,6 +775,8 @@ ANVIL_DETAIL_INT8_INLINE void int8_range(const int8_rows_problem& g, std::int64_
             return int8_range_of<Dot, row_format::q4_0, M>(g, j0, j1);
         case row_format::q4_k:
             return int8_range_of<Dot, row_format::q4_k, M>(g, j0, j1);
+        case row_format::q6_k:
+            return int8_range_of<Dot, row_format::q6_k, M>(g, j0, j1);
         default:
             return int8_range_of<Dot, row_format::i8, M>(g, j0, j1);
     }
@@ -739,9 +809,9 @@ inline void gemm_int8(std::int64_t m, std::int64_t n, std::int64_t k, const floa
     if (!int8_products_take(b, k)) {
         throw type_error(message("gemm_int8: B (", k, "x", n, ", ",
                                  b.has_blocks() ? ggml_type_name(b.blocks) : gemm_dtype_name(b.type),
-                                 ") is not Q8_0, Q4_0 or Q4_K blocks or i8 stored by columns, or k=", k,
+                                 ") is not Q8_0, Q4_0, Q4_K or Q6_K blocks or i8 stored by columns, or k=", k,
                                  " is not a whole number of blocks of ", int8_activation_block,
-                                 " (of 256 for Q4_K)"));
+                                 " (of 256 for Q4_K and Q6_K)"));
     }
     const std::vector<int8_isa>& available = available_int8_isas();
     if (isa == int8_isa::automatic) isa = available.front();
