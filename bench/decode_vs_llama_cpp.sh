@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Decode and prefill tokens/s of anvil's CPU backend against llama.cpp on the same GGUF files, in the same run,
-# batch 1: random weights shaped like a ~100M Llama and GPT-2 124M, each in F16, Q8_0 and Q4_0
+# batch 1: random weights shaped like a ~100M Llama and GPT-2 124M, each in F16, Q8_0, Q4_0 and Q4_K
 # (tools/reference/gguf_bench_models.py writes them into DIR unless they are there). For each file and each
 # thread count (1 and 2), llama.cpp (node-llama-cpp 3.21.1's prebuilt build, tools/reference/llama_cpp_bench.mjs)
 # and `anvil generate --backend cpu` time a 512-token prefill and NEW greedy tokens after a 32-token prompt;

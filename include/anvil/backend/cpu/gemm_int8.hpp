@@ -200,13 +200,21 @@ ANVIL_DETAIL_INT8_INLINE void q4_k_sub_block(const std::byte* block, int j, floa
 // (the 6-bit unpacking cost more than the products). The 12 bytes as three little-endian words w0-w2, per
 // ggml_scale_min_k4: scales 0-3 are w0's bytes & 63 and mins 0-3 w1's; scale 4 + i is byte i of w2 & 15 with
 // the top two bits of w0's byte i above it, min 4 + i byte i of w2 >> 4 with those of w1's.
-ANVIL_DETAIL_INT8_INLINE void q4_k_sub_blocks(const std::byte* block, float d, float dmin, float* scales,
-                                              float* offsets) noexcept {
+// The 8 scales then the 8 mins as 16 bytes, in four words.
+ANVIL_DETAIL_INT8_INLINE void q4_k_scale_words(const std::byte* block, std::uint32_t* words) noexcept {
     std::uint32_t w[3];
     std::memcpy(w, block + 4, sizeof w);
     const std::uint32_t six = 0x3F3F3F3Fu, low = 0x0F0F0F0Fu, top = 0x03030303u;
-    const std::uint32_t words[4] = {w[0] & six, (w[2] & low) | (((w[0] >> 6) & top) << 4), w[1] & six,
-                                    ((w[2] >> 4) & low) | (((w[1] >> 6) & top) << 4)};
+    words[0] = w[0] & six;
+    words[1] = (w[2] & low) | (((w[0] >> 6) & top) << 4);
+    words[2] = w[1] & six;
+    words[3] = ((w[2] >> 4) & low) | (((w[1] >> 6) & top) << 4);
+}
+
+ANVIL_DETAIL_INT8_INLINE void q4_k_sub_blocks(const std::byte* block, float d, float dmin, float* scales,
+                                              float* offsets) noexcept {
+    std::uint32_t words[4];
+    q4_k_scale_words(block, words);
     unsigned char bytes[16];
     std::memcpy(bytes, words, sizeof bytes);
     for (int j = 0; j < 8; ++j) {
@@ -334,15 +342,13 @@ typedef std::int32_t int32_wide __attribute__((vector_size(64)));
 typedef float float_wide __attribute__((vector_size(64)));
 
 // Step j (0-7) of the Q6_K block at `block`: its 32 six-bit values minus 32 as signed bytes (gemm_rows.hpp's
-// decoder reads the same bits), and d times the int8 scales of its two halves of 16, `scales[0..1]`.
+// decoder reads the same bits; Dot::six_bits extracts them), and d times the int8 scales of its two halves
+// of 16, `scales[0..1]`.
+template <class Dot>
 ANVIL_DETAIL_INT8_INLINE void q6_k_step(const std::byte* block, int j, float d, int8_lanes& w,
                                         float* scales) noexcept {
     const int h = j / 4, q = j % 4;
-    uint8_lanes low, high;
-    std::memcpy(&low, block + 64 * h + 32 * (q % 2), sizeof low);
-    std::memcpy(&high, block + 128 + 32 * h, sizeof high);
-    const uint8_lanes value = ((low >> (4 * (q / 2))) & 15) | (((high >> (2 * q)) & 3) << 4);
-    w = reinterpret_cast<int8_lanes>(value) - 32;
+    Dot::six_bits(block + 64 * h + 32 * (q % 2), 4 * (q / 2), block + 128 + 32 * h, 2 * q, w);
     const auto* sub_scales = reinterpret_cast<const std::int8_t*>(block + 192 + 8 * h + 2 * q);
     scales[0] = d * static_cast<float>(sub_scales[0]);
     scales[1] = d * static_cast<float>(sub_scales[1]);
@@ -382,6 +388,35 @@ struct int8_avx2_dot {
         const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at));
         out = reinterpret_cast<uint8_lanes>(
             _mm256_and_si256(_mm256_srl_epi16(packed, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8(15)));
+    }
+    // q4_k_sub_blocks with vector conversions, the bytes assembled in a register (four word stores read back
+    // as one vector would stall): the scalar form of the 16 conversions held Q4_K at half Q4_0's speed.
+    ANVIL_DETAIL_INT8_AVX2 static void q4_k_sub_blocks(const std::byte* block, float* scales,
+                                                       float* offsets) noexcept {
+        std::uint32_t words[4];
+        q4_k_scale_words(block, words);
+        const __m128i bytes = _mm_setr_epi32(static_cast<int>(words[0]), static_cast<int>(words[1]),
+                                             static_cast<int>(words[2]), static_cast<int>(words[3]));
+        _mm256_storeu_ps(scales, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes)),
+                                               _mm256_set1_ps(half_to_float(block))));
+        _mm256_storeu_ps(offsets,
+                         _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(bytes, 8))),
+                                       _mm256_set1_ps(half_to_float(block + 2))));
+    }
+    // 32 Q6_K values minus 32: (low >> low_shift) & 15 | ((high >> high_shift) & 3) << 4, byte by byte
+    // (16-bit shifts, masked: nothing crosses a byte that the masks keep).
+    ANVIL_DETAIL_INT8_AVX2 static void six_bits(const std::byte* low, int low_shift, const std::byte* high,
+                                                int high_shift, int8_lanes& out) noexcept {
+        const __m256i l =
+            _mm256_and_si256(_mm256_srl_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(low)),
+                                              _mm_cvtsi32_si128(low_shift)),
+                             _mm256_set1_epi8(15));
+        const __m256i h =
+            _mm256_and_si256(_mm256_srl_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(high)),
+                                              _mm_cvtsi32_si128(high_shift)),
+                             _mm256_set1_epi8(3));
+        out = reinterpret_cast<int8_lanes>(
+            _mm256_sub_epi8(_mm256_or_si256(l, _mm256_slli_epi16(h, 4)), _mm256_set1_epi8(32)));
     }
     // 16 bytes of Q4_0 nibbles as 32 bytes: the low nibbles first, then the high ones.
     ANVIL_DETAIL_INT8_AVX2 static void nibbles(const std::byte* at, uint8_lanes& out) noexcept {
@@ -427,6 +462,35 @@ struct int8_vnni_dot {
         out = reinterpret_cast<uint8_lanes>(
             _mm256_and_si256(_mm256_srl_epi16(packed, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8(15)));
     }
+    // q4_k_sub_blocks with vector conversions, the bytes assembled in a register (four word stores read back
+    // as one vector would stall): the scalar form of the 16 conversions held Q4_K at half Q4_0's speed.
+    ANVIL_DETAIL_INT8_VNNI static void q4_k_sub_blocks(const std::byte* block, float* scales,
+                                                       float* offsets) noexcept {
+        std::uint32_t words[4];
+        q4_k_scale_words(block, words);
+        const __m128i bytes = _mm_setr_epi32(static_cast<int>(words[0]), static_cast<int>(words[1]),
+                                             static_cast<int>(words[2]), static_cast<int>(words[3]));
+        _mm256_storeu_ps(scales, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes)),
+                                               _mm256_set1_ps(half_to_float(block))));
+        _mm256_storeu_ps(offsets,
+                         _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(bytes, 8))),
+                                       _mm256_set1_ps(half_to_float(block + 2))));
+    }
+    // 32 Q6_K values minus 32: (low >> low_shift) & 15 | ((high >> high_shift) & 3) << 4, byte by byte
+    // (16-bit shifts, masked: nothing crosses a byte that the masks keep).
+    ANVIL_DETAIL_INT8_VNNI static void six_bits(const std::byte* low, int low_shift, const std::byte* high,
+                                                int high_shift, int8_lanes& out) noexcept {
+        const __m256i l =
+            _mm256_and_si256(_mm256_srl_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(low)),
+                                              _mm_cvtsi32_si128(low_shift)),
+                             _mm256_set1_epi8(15));
+        const __m256i h =
+            _mm256_and_si256(_mm256_srl_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(high)),
+                                              _mm_cvtsi32_si128(high_shift)),
+                             _mm256_set1_epi8(3));
+        out = reinterpret_cast<int8_lanes>(
+            _mm256_sub_epi8(_mm256_or_si256(l, _mm256_slli_epi16(h, 4)), _mm256_set1_epi8(32)));
+    }
     // Sub-blocks j and j + 1 (j even) of the Q4_K block at `block`: the 32 bytes of qs they share, low
     // nibbles (sub-block j) then high ones (j + 1), element order; their scales (unpacked, q4_k_sub_blocks)
     // in lanes 0-7 and 8-15.
@@ -439,6 +503,28 @@ struct int8_vnni_dot {
             _mm512_mask_inserti64x4(low, 0xFF, low, _mm256_and_si256(_mm256_srli_epi16(packed, 4), mask), 1));
         d = reinterpret_cast<float_wide>(
             _mm512_mask_broadcastss_ps(_mm512_set1_ps(scales[j]), 0xFF00, _mm_set_ss(scales[j + 1])));
+    }
+    // Steps j and j + 1 (j even) of the Q6_K block at `block` (q6_k_step's values, in lanes 0-7 and 8-15),
+    // and d times the four int8 scales of their halves of 16, each in four lanes. Built in registers: two
+    // 32-byte stores read back as one 64-byte vector stalled the store forwarding, at half exact products'
+    // speed.
+    ANVIL_DETAIL_INT8_VNNI static void q6_k_pair(const std::byte* block, int j, float d, int8_wide& w,
+                                                 float_wide& dw) noexcept {
+        const int h = j / 4, q = j % 4;
+        int8_lanes first, second;
+        six_bits(block + 64 * h + 32 * (q % 2), 4 * (q / 2), block + 128 + 32 * h, 2 * q, first);
+        six_bits(block + 64 * h + 32 * ((q + 1) % 2), 4 * ((q + 1) / 2), block + 128 + 32 * h, 2 * (q + 1),
+                 second);
+        const __m512i low = _mm512_castsi256_si512(reinterpret_cast<__m256i>(first));
+        w = reinterpret_cast<int8_wide>(
+            _mm512_mask_inserti64x4(low, 0xFF, low, reinterpret_cast<__m256i>(second), 1));
+        std::int32_t four;  // the scales of 16 values, 2q to 2q + 3
+        std::memcpy(&four, block + 192 + 8 * h + 2 * q, sizeof four);
+        const __m512 scales =
+            _mm512_maskz_cvtepi32_ps(0xFFFF, _mm512_maskz_cvtepi8_epi32(0xFFFF, _mm_cvtsi32_si128(four)));
+        const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+        dw = reinterpret_cast<float_wide>(
+            _mm512_mul_ps(_mm512_maskz_permutexvar_ps(0xFFFF, spread, scales), _mm512_set1_ps(d)));
     }
     // 16 bytes of Q4_0 nibbles as 32 bytes: the low nibbles first, then the high ones.
     ANVIL_DETAIL_INT8_VNNI static void nibbles(const std::byte* at, uint8_lanes& out) noexcept {
@@ -560,9 +646,7 @@ ANVIL_DETAIL_INT8_INLINE void int8_blocks(const int8_rows_problem& g, std::int64
             } else if constexpr (Format == row_format::q4_k) {
                 const std::byte* block = rows[r] + b / 8 * 144;
                 const int sub = static_cast<int>(b % 8);
-                if (sub == 0 || b == first_block)
-                    q4_k_sub_blocks(block, Dot::half_to_float(block), Dot::half_to_float(block + 2),
-                                    sub_scales[r], sub_offsets[r]);
+                if (sub == 0 || b == first_block) Dot::q4_k_sub_blocks(block, sub_scales[r], sub_offsets[r]);
                 dw = sub_scales[r][sub];
                 const float offset = sub_offsets[r][sub];
                 uint8_lanes w;
@@ -579,7 +663,7 @@ ANVIL_DETAIL_INT8_INLINE void int8_blocks(const int8_rows_problem& g, std::int64
                 const std::byte* block = rows[r] + b / 8 * 210;
                 int8_lanes w;
                 float scales[2];
-                q6_k_step(block, static_cast<int>(b % 8), Dot::half_to_float(block + 208), w, scales);
+                q6_k_step<Dot>(block, static_cast<int>(b % 8), Dot::half_to_float(block + 208), w, scales);
                 const float_lanes dw_lanes = {scales[0], scales[0], scales[0], scales[0],
                                               scales[1], scales[1], scales[1], scales[1]};
                 ANVIL_DETAIL_INT8_UNROLL for (int i = 0; i < M; ++i) {
@@ -647,9 +731,7 @@ ANVIL_DETAIL_INT8_INLINE void int8_pairs(const int8_rows_problem& g, std::int64_
                 // b is even, so sub-blocks b % 8 and b % 8 + 1 share their block and their 32 bytes of qs.
                 const std::byte* block = rows[r] + b / 8 * 144;
                 const int sub = static_cast<int>(b % 8);
-                if (sub == 0)
-                    q4_k_sub_blocks(block, Dot::half_to_float(block), Dot::half_to_float(block + 2),
-                                    sub_scales[r], sub_offsets[r]);
+                if (sub == 0) Dot::q4_k_sub_blocks(block, sub_scales[r], sub_offsets[r]);
                 uint8_wide w;
                 Dot::q4_k_pair(block, sub, sub_scales[r], w, dw);
                 const float offset = sub_offsets[r][sub], next_offset = sub_offsets[r][sub + 1];
@@ -665,16 +747,8 @@ ANVIL_DETAIL_INT8_INLINE void int8_pairs(const int8_rows_problem& g, std::int64_
             } else if constexpr (Format == row_format::q6_k) {
                 // b is even: steps b % 8 and b % 8 + 1 of one block, lanes 0-7 and 8-15, four lanes a scale.
                 const std::byte* block = rows[r] + b / 8 * 210;
-                const float d = Dot::half_to_float(block + 208);
-                int8_lanes steps[2];
-                float scales[4];
-                q6_k_step(block, static_cast<int>(b % 8), d, steps[0], scales);
-                q6_k_step(block, static_cast<int>(b % 8) + 1, d, steps[1], scales + 2);
                 int8_wide w;
-                std::memcpy(&w, steps, sizeof w);
-                dw = float_wide{scales[0], scales[0], scales[0], scales[0], scales[1], scales[1],
-                                scales[1], scales[1], scales[2], scales[2], scales[2], scales[2],
-                                scales[3], scales[3], scales[3], scales[3]};
+                Dot::q6_k_pair(block, static_cast<int>(b % 8), Dot::half_to_float(block + 208), w, dw);
                 ANVIL_DETAIL_INT8_UNROLL for (int i = 0; i < M; ++i) {
                     int32_wide sum = init[i];
                     Dot::signed_signed(sum, w, x[i]);

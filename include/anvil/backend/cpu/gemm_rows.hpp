@@ -324,12 +324,15 @@ struct gemm_rows_decoder {
             ggml_scale_min_k4(j, reinterpret_cast<const std::uint8_t*>(block + 4), sub_scale, sub_min);
             scale = Isa::half_to_float(block) * static_cast<float>(sub_scale);
             offset = Isa::half_to_float(block + 2) * static_cast<float>(sub_min);
+            // Shifts by constants and a compare: GCC widens byte vectors shifted by a variable lane by lane.
+            const auto bit = static_cast<std::uint8_t>(1u << j);
             bytes16 parts[2];
             ANVIL_DETAIL_ROWS_UNROLL for (int h = 0; h < 2; ++h) {
                 bytes16 nibbles, fifth;
                 std::memcpy(&nibbles, block + 48 + 32 * (j / 2) + 16 * h, 16);
                 std::memcpy(&fifth, block + 16 + 16 * h, 16);
-                parts[h] = ((nibbles >> (4 * (j % 2))) & 15) | (((fifth >> j) & 1) << 4);
+                const bytes16 value = j % 2 != 0 ? bytes16(nibbles >> 4) : bytes16(nibbles & 15);
+                parts[h] = value | (reinterpret_cast<bytes16>((fifth & bit) != 0) & 16);
             }
             small_values_to_floats(parts[0], parts[1], values);
         } else if constexpr (format == row_format::q8_k) {
