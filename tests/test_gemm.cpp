@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 #include <anvil/anvil.hpp>
+
 #include <anvil/backend/cpu/gemm.hpp>
 
 #include <algorithm>
@@ -9,6 +10,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include "ggml_block_scales.hpp"
 
 // A namespace of its own, so the test files can be compiled together (a unity build).
 namespace test_gemm {
@@ -302,21 +305,6 @@ TEST_CASE("gemm: f16, bf16 and i8 operands are converted while packing") {
     }
 }
 
-// Where each block of `type` holds its f16 scales: d, and the min (or dmin) of the types that have one.
-std::vector<std::size_t> ggml_f16_scale_offsets(anvil::ggml_type type) {
-    switch (type) {
-        case anvil::ggml_type::Q6_K:
-            return {208};  // d comes last
-        case anvil::ggml_type::Q4_1:
-        case anvil::ggml_type::Q5_1:
-        case anvil::ggml_type::Q4_K:
-        case anvil::ggml_type::Q5_K:
-            return {0, 2};
-        default:
-            return {0};
-    }
-}
-
 // Rows of random ggml blocks for a weight W [n, k] (B = Wᵀ): every scale an f16 in ±[0.002, 0.02], every
 // quantised byte random. Q4_K's sub-block scales and mins are random 6-bit values.
 std::vector<std::byte> random_blocks(std::mt19937& random, anvil::ggml_type type, std::int64_t n,
@@ -328,19 +316,9 @@ std::vector<std::byte> random_blocks(std::mt19937& random, anvil::ggml_type type
     std::uniform_real_distribution<float> scale(0.002f, 0.02f);
     for (std::byte& b : bytes)
         b = static_cast<std::byte>(byte(random));
-    const auto put_scale = [&](std::byte* at) {
-        const float value = scale(random) * (byte(random) % 2 == 0 ? 1.0f : -1.0f);
-        const std::uint16_t bits = anvil::float_to_half_bits(value);
-        std::memcpy(at, &bits, sizeof bits);
-    };
     for (std::size_t at = 0; at < bytes.size(); at += layout.bytes) {
-        if (type == anvil::ggml_type::Q8_K) {  // an f32 d
-            const float d = scale(random) * (byte(random) % 2 == 0 ? 1.0f : -1.0f);
-            std::memcpy(bytes.data() + at, &d, sizeof d);
-            continue;
-        }
-        for (const std::size_t offset : ggml_f16_scale_offsets(type))
-            put_scale(bytes.data() + at + offset);
+        anvil_test::set_ggml_block_scales(
+            type, bytes.data() + at, [&] { return scale(random) * (byte(random) % 2 == 0 ? 1.0f : -1.0f); });
     }
     return bytes;
 }

@@ -5,6 +5,7 @@
 // operands, and linear nodes compiled with the option.
 #include <doctest/doctest.h>
 #include <anvil/anvil.hpp>
+
 #include <anvil/backend/cpu/gemm_int8.hpp>
 
 #include <algorithm>
@@ -15,6 +16,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include "ggml_block_scales.hpp"
 
 // A namespace of its own, so the test files can be compiled together (a unity build).
 namespace test_gemm_int8 {
@@ -74,13 +77,10 @@ test_weight random_weight(std::mt19937& random, anvil::ggml_type type, std::int6
     for (std::byte& b : w.bytes)
         b = static_cast<std::byte>(byte(random));
     for (std::size_t at = 0; at < w.bytes.size(); at += layout.bytes) {
-        // d first (and Q4_K's dmin after it), Q6_K's d last: finite scales.
-        const std::size_t first = type == anvil::ggml_type::Q6_K ? 208 : 0;
-        for (std::size_t scale = 0; scale < (type == anvil::ggml_type::Q4_K ? 2u : 1u); ++scale) {
-            const float d = uniform(random) * (byte(random) % 2 == 0 ? 1.0f : -1.0f);
-            const std::uint16_t bits = anvil::float_to_half_bits(d);
-            std::memcpy(w.bytes.data() + at + first + 2 * scale, &bits, sizeof bits);
-        }
+        // Finite scales.
+        anvil_test::set_ggml_block_scales(type, w.bytes.data() + at, [&] {
+            return uniform(random) * (byte(random) % 2 == 0 ? 1.0f : -1.0f);
+        });
     }
     anvil::dequantize_ggml(type, w.bytes, w.dense);
     w.operand.data = w.bytes.data();

@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "ggml_block_scales.hpp"
+
 // A namespace of its own, so the test files can be compiled together (a unity build).
 namespace test_gemm_kernels {
 
@@ -139,23 +141,10 @@ TEST_CASE("linear: compressed weights (int8, palettes, ggml blocks) are read as 
             auto bytes = blocks.values<std::uint8_t>();
             for (auto& v : bytes)
                 v = static_cast<std::uint8_t>(byte(rng));
-            // Finite scales: f16 d first (and the min after it in Q4_1, Q5_1, Q4_K and Q5_K), Q6_K's d last,
-            // Q8_K's an f32.
-            const bool with_min = type == anvil::ggml_type::Q4_1 || type == anvil::ggml_type::Q5_1 ||
-                                  type == anvil::ggml_type::Q4_K || type == anvil::ggml_type::Q5_K;
-            const std::vector<int> scale_offsets = with_min                         ? std::vector<int>{0, 2}
-                                                   : type == anvil::ggml_type::Q6_K ? std::vector<int>{208}
-                                                                                    : std::vector<int>{0};
+            // Finite scales.
             for (std::int64_t at = 0; at < out * row_bytes; at += layout.bytes) {
-                if (type == anvil::ggml_type::Q8_K) {
-                    const float d = 0.01f;
-                    std::memcpy(bytes.data() + at, &d, sizeof d);
-                    continue;
-                }
-                for (const int offset : scale_offsets) {
-                    const std::uint16_t bits = anvil::float_to_half_bits(0.01f);
-                    std::memcpy(bytes.data() + at + offset, &bits, sizeof bits);
-                }
+                anvil_test::set_ggml_block_scales(type, reinterpret_cast<std::byte*>(bytes.data() + at),
+                                                  [] { return 0.01f; });
             }
             anvil::graph g;
             anvil::attributes attrs;

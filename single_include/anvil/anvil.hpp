@@ -20239,6 +20239,16 @@ struct gemm_rows_decoder {
             Isa::signed_bytes_to_floats(bytes + p * width, values[p]);
     }
 
+    // Sub-block j's scale and offset in a Q4_K or Q5_K block (d, dmin, then the same 12 bytes of 6-bit
+    // scales and mins): w = d sc q - dmin m.
+    ANVIL_DETAIL_ROWS_INLINE static void k_quant_sub_block(const std::byte* block, int j, float& scale,
+                                                           float& offset) noexcept {
+        int sub_scale = 0, sub_min = 0;
+        ggml_scale_min_k4(j, reinterpret_cast<const std::uint8_t*>(block + 4), sub_scale, sub_min);
+        scale = Isa::half_to_float(block) * static_cast<float>(sub_scale);
+        offset = Isa::half_to_float(block + 2) * static_cast<float>(sub_min);
+    }
+
     // The step's 32 values (without their block scale: w = scale * value - offset).
     template <row_format format>
     ANVIL_DETAIL_ROWS_INLINE static void decode(const std::byte* row, std::int64_t step, const float* palette,
@@ -20279,10 +20289,7 @@ struct gemm_rows_decoder {
             // nibbles of qs[32 (j / 2) ...] for even j, the high ones for odd j.
             const std::byte* block = row + step / 8 * 144;
             const int j = static_cast<int>(step % 8);
-            int sub_scale = 0, sub_min = 0;
-            ggml_scale_min_k4(j, reinterpret_cast<const std::uint8_t*>(block + 4), sub_scale, sub_min);
-            scale = Isa::half_to_float(block) * static_cast<float>(sub_scale);
-            offset = Isa::half_to_float(block + 2) * static_cast<float>(sub_min);
+            k_quant_sub_block(block, j, scale, offset);
             Isa::nibble_half_to_floats(block + 16 + 32 * (j / 2), j % 2 * 4, values);
         } else if constexpr (format == row_format::q4_1) {
             // Q4_1 (20 bytes: d, m, 16 bytes of nibbles as Q4_0's): w = d q + m.
@@ -20314,10 +20321,7 @@ struct gemm_rows_decoder {
             // even j) plus 16 times bit j of qh[l].
             const std::byte* block = row + step / 8 * 176;
             const int j = static_cast<int>(step % 8);
-            int sub_scale = 0, sub_min = 0;
-            ggml_scale_min_k4(j, reinterpret_cast<const std::uint8_t*>(block + 4), sub_scale, sub_min);
-            scale = Isa::half_to_float(block) * static_cast<float>(sub_scale);
-            offset = Isa::half_to_float(block + 2) * static_cast<float>(sub_min);
+            k_quant_sub_block(block, j, scale, offset);
             // Shifts by constants and a compare: GCC widens byte vectors shifted by a variable lane by lane.
             const auto bit = static_cast<std::uint8_t>(1u << j);
             bytes16 parts[2];
@@ -20523,9 +20527,7 @@ struct gemm_rows_avx512_isa {
     static constexpr int width = gemm_isa_avx512::width;
 
     ANVIL_DETAIL_ROWS_AVX512 static float half_to_float(const std::byte* at) noexcept {
-        unsigned short bits;
-        std::memcpy(&bits, at, 2);
-        return _cvtsh_ss(bits);
+        return gemm_rows_avx2_isa::half_to_float(at);
     }
     // The masked form: GCC 12's plain _mm512_cvtph_ps reads an "undefined" vector that
     // -Wmaybe-uninitialized reports.
@@ -22008,9 +22010,11 @@ struct int8_avx2_dot {
 };
 // With VNNI, two blocks at a time in 64-byte registers (int8_pairs): lanes 0-7 of a sum are block b's,
 // 8-15 block b + 1's.
-struct int8_vnni_dot {
+struct int8_vnni_dot : int8_avx2_dot {
+    // The byte unpacking, scale conversion and lane sums are AVX2's (inlined here: its instructions are a
+    // subset of these); the products and everything 64 bytes wide are VNNI's own.
+    using int8_avx2_dot::sum;
     static constexpr bool takes_pairs = true;
-    ANVIL_DETAIL_INT8_VNNI static float sum(const float_lanes& v) noexcept { return int8_avx2_dot::sum(v); }
     ANVIL_DETAIL_INT8_VNNI static float sum(const float_wide& v) noexcept {
         // Masked extracts: GCC 12's plain ones (and its casts and _mm512_reduce_add_ps, built on them) read
         // an "undefined" vector that -Wmaybe-uninitialized reports.
@@ -22030,41 +22034,6 @@ struct int8_vnni_dot {
         sum = reinterpret_cast<int32_lanes>(
             _mm256_dpbusd_epi32(reinterpret_cast<__m256i>(sum), _mm256_abs_epi8(wide),
                                 _mm256_sign_epi8(reinterpret_cast<__m256i>(x), wide)));
-    }
-    ANVIL_DETAIL_INT8_VNNI static void nibble_half(const std::byte* at, int shift,
-                                                   uint8_lanes& out) noexcept {
-        const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at));
-        out = reinterpret_cast<uint8_lanes>(
-            _mm256_and_si256(_mm256_srl_epi16(packed, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8(15)));
-    }
-    // q4_k_sub_blocks with vector conversions, the bytes assembled in a register (four word stores read back
-    // as one vector would stall): the scalar form of the 16 conversions held Q4_K at half Q4_0's speed.
-    ANVIL_DETAIL_INT8_VNNI static void q4_k_sub_blocks(const std::byte* block, float* scales,
-                                                       float* offsets) noexcept {
-        std::uint32_t words[4];
-        q4_k_scale_words(block, words);
-        const __m128i bytes = _mm_setr_epi32(static_cast<int>(words[0]), static_cast<int>(words[1]),
-                                             static_cast<int>(words[2]), static_cast<int>(words[3]));
-        _mm256_storeu_ps(scales, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes)),
-                                               _mm256_set1_ps(half_to_float(block))));
-        _mm256_storeu_ps(offsets,
-                         _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(bytes, 8))),
-                                       _mm256_set1_ps(half_to_float(block + 2))));
-    }
-    // 32 Q6_K values minus 32: (low >> low_shift) & 15 | ((high >> high_shift) & 3) << 4, byte by byte
-    // (16-bit shifts, masked: nothing crosses a byte that the masks keep).
-    ANVIL_DETAIL_INT8_VNNI static void six_bits(const std::byte* low, int low_shift, const std::byte* high,
-                                                int high_shift, int8_lanes& out) noexcept {
-        const __m256i l =
-            _mm256_and_si256(_mm256_srl_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(low)),
-                                              _mm_cvtsi32_si128(low_shift)),
-                             _mm256_set1_epi8(15));
-        const __m256i h =
-            _mm256_and_si256(_mm256_srl_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(high)),
-                                              _mm_cvtsi32_si128(high_shift)),
-                             _mm256_set1_epi8(3));
-        out = reinterpret_cast<int8_lanes>(
-            _mm256_sub_epi8(_mm256_or_si256(l, _mm256_slli_epi16(h, 4)), _mm256_set1_epi8(32)));
     }
     // Sub-blocks j and j + 1 (j even) of the Q4_K block at `block`: the 32 bytes of qs they share, low
     // nibbles (sub-block j) then high ones (j + 1), element order; their scales (unpacked, q4_k_sub_blocks)
@@ -22100,18 +22069,6 @@ struct int8_vnni_dot {
         const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
         dw = reinterpret_cast<float_wide>(
             _mm512_mul_ps(_mm512_maskz_permutexvar_ps(0xFFFF, spread, scales), _mm512_set1_ps(d)));
-    }
-    // 16 bytes of Q4_0 nibbles as 32 bytes: the low nibbles first, then the high ones.
-    ANVIL_DETAIL_INT8_VNNI static void nibbles(const std::byte* at, uint8_lanes& out) noexcept {
-        const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at));
-        const __m128i mask = _mm_set1_epi8(15);
-        out = reinterpret_cast<uint8_lanes>(
-            _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(packed, 4), mask), _mm_and_si128(packed, mask)));
-    }
-    ANVIL_DETAIL_INT8_VNNI static float half_to_float(const std::byte* at) noexcept {
-        unsigned short bits;
-        std::memcpy(&bits, at, 2);
-        return _cvtsh_ss(bits);
     }
 
     ANVIL_DETAIL_INT8_VNNI static void unsigned_signed(int32_wide& sum, const uint8_wide& u,
@@ -25687,12 +25644,11 @@ private:
     // still runs the segment on the Neural Engine, at fp16's size.
     std::unique_ptr<ane_step> build_private_step(const segment& seg, lowered_segment lowered,
                                                  std::size_t index) {
-        if (lowered.mil.find("constexpr_") == std::string::npos)
-            return build_ane_step(seg, std::move(lowered), index);
+        const bool compressed = lowered.mil.find("constexpr_") != std::string::npos;
         try {
             return build_ane_step(seg, std::move(lowered), index);
         } catch (const device_refusal& refusal) {
-            if (refusal.stage != "compile" && refusal.stage != "load") throw;
+            if (!compressed || (refusal.stage != "compile" && refusal.stage != "load")) throw;
             lowering_options expanded = segment_lowering_options(seg);
             expanded.compressed_weights = false;
             std::unique_ptr<ane_step> expanded_step;
@@ -39113,21 +39069,8 @@ struct gguf_storage {
 // dequantises: a matrix of one of these (a linear weight, or the token embeddings, which the CPU gathers row
 // by row) stays quantised in the program, and resident, as the file holds it.
 [[nodiscard]] inline bool kept_quantised(ggml_type type) {
-    switch (type) {
-        case ggml_type::Q8_0:
-        case ggml_type::Q4_0:
-        case ggml_type::Q4_1:
-        case ggml_type::Q5_0:
-        case ggml_type::Q5_1:
-        case ggml_type::Q4_K:
-        case ggml_type::Q5_K:
-        case ggml_type::Q6_K:
-        case ggml_type::Q8_K:
-        case ggml_type::IQ4_NL:
-            return true;
-        default:
-            return false;
-    }
+    const std::optional<ggml_type_layout> layout = ggml_layout(static_cast<std::uint32_t>(type));
+    return layout && layout->dequantizes && layout->block > 1;  // F32, F16 and BF16 are read as values
 }
 
 // The architectures anvil reads from GGUF files, with the Hugging Face class each stands for.

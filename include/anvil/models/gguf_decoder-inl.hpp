@@ -33,21 +33,8 @@ struct gguf_storage {
 // dequantises: a matrix of one of these (a linear weight, or the token embeddings, which the CPU gathers row
 // by row) stays quantised in the program, and resident, as the file holds it.
 [[nodiscard]] inline bool kept_quantised(ggml_type type) {
-    switch (type) {
-        case ggml_type::Q8_0:
-        case ggml_type::Q4_0:
-        case ggml_type::Q4_1:
-        case ggml_type::Q5_0:
-        case ggml_type::Q5_1:
-        case ggml_type::Q4_K:
-        case ggml_type::Q5_K:
-        case ggml_type::Q6_K:
-        case ggml_type::Q8_K:
-        case ggml_type::IQ4_NL:
-            return true;
-        default:
-            return false;
-    }
+    const std::optional<ggml_type_layout> layout = ggml_layout(static_cast<std::uint32_t>(type));
+    return layout && layout->dequantizes && layout->block > 1;  // F32, F16 and BF16 are read as values
 }
 
 // The architectures anvil reads from GGUF files, with the Hugging Face class each stands for.

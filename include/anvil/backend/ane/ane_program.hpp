@@ -781,12 +781,11 @@ private:
     // still runs the segment on the Neural Engine, at fp16's size.
     std::unique_ptr<ane_step> build_private_step(const segment& seg, lowered_segment lowered,
                                                  std::size_t index) {
-        if (lowered.mil.find("constexpr_") == std::string::npos)
-            return build_ane_step(seg, std::move(lowered), index);
+        const bool compressed = lowered.mil.find("constexpr_") != std::string::npos;
         try {
             return build_ane_step(seg, std::move(lowered), index);
         } catch (const device_refusal& refusal) {
-            if (refusal.stage != "compile" && refusal.stage != "load") throw;
+            if (!compressed || (refusal.stage != "compile" && refusal.stage != "load")) throw;
             lowering_options expanded = segment_lowering_options(seg);
             expanded.compressed_weights = false;
             std::unique_ptr<ane_step> expanded_step;

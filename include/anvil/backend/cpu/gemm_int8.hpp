@@ -433,9 +433,11 @@ struct int8_avx2_dot {
 };
 // With VNNI, two blocks at a time in 64-byte registers (int8_pairs): lanes 0-7 of a sum are block b's,
 // 8-15 block b + 1's.
-struct int8_vnni_dot {
+struct int8_vnni_dot : int8_avx2_dot {
+    // The byte unpacking, scale conversion and lane sums are AVX2's (inlined here: its instructions are a
+    // subset of these); the products and everything 64 bytes wide are VNNI's own.
+    using int8_avx2_dot::sum;
     static constexpr bool takes_pairs = true;
-    ANVIL_DETAIL_INT8_VNNI static float sum(const float_lanes& v) noexcept { return int8_avx2_dot::sum(v); }
     ANVIL_DETAIL_INT8_VNNI static float sum(const float_wide& v) noexcept {
         // Masked extracts: GCC 12's plain ones (and its casts and _mm512_reduce_add_ps, built on them) read
         // an "undefined" vector that -Wmaybe-uninitialized reports.
@@ -455,41 +457,6 @@ struct int8_vnni_dot {
         sum = reinterpret_cast<int32_lanes>(
             _mm256_dpbusd_epi32(reinterpret_cast<__m256i>(sum), _mm256_abs_epi8(wide),
                                 _mm256_sign_epi8(reinterpret_cast<__m256i>(x), wide)));
-    }
-    ANVIL_DETAIL_INT8_VNNI static void nibble_half(const std::byte* at, int shift,
-                                                   uint8_lanes& out) noexcept {
-        const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at));
-        out = reinterpret_cast<uint8_lanes>(
-            _mm256_and_si256(_mm256_srl_epi16(packed, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8(15)));
-    }
-    // q4_k_sub_blocks with vector conversions, the bytes assembled in a register (four word stores read back
-    // as one vector would stall): the scalar form of the 16 conversions held Q4_K at half Q4_0's speed.
-    ANVIL_DETAIL_INT8_VNNI static void q4_k_sub_blocks(const std::byte* block, float* scales,
-                                                       float* offsets) noexcept {
-        std::uint32_t words[4];
-        q4_k_scale_words(block, words);
-        const __m128i bytes = _mm_setr_epi32(static_cast<int>(words[0]), static_cast<int>(words[1]),
-                                             static_cast<int>(words[2]), static_cast<int>(words[3]));
-        _mm256_storeu_ps(scales, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes)),
-                                               _mm256_set1_ps(half_to_float(block))));
-        _mm256_storeu_ps(offsets,
-                         _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(bytes, 8))),
-                                       _mm256_set1_ps(half_to_float(block + 2))));
-    }
-    // 32 Q6_K values minus 32: (low >> low_shift) & 15 | ((high >> high_shift) & 3) << 4, byte by byte
-    // (16-bit shifts, masked: nothing crosses a byte that the masks keep).
-    ANVIL_DETAIL_INT8_VNNI static void six_bits(const std::byte* low, int low_shift, const std::byte* high,
-                                                int high_shift, int8_lanes& out) noexcept {
-        const __m256i l =
-            _mm256_and_si256(_mm256_srl_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(low)),
-                                              _mm_cvtsi32_si128(low_shift)),
-                             _mm256_set1_epi8(15));
-        const __m256i h =
-            _mm256_and_si256(_mm256_srl_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(high)),
-                                              _mm_cvtsi32_si128(high_shift)),
-                             _mm256_set1_epi8(3));
-        out = reinterpret_cast<int8_lanes>(
-            _mm256_sub_epi8(_mm256_or_si256(l, _mm256_slli_epi16(h, 4)), _mm256_set1_epi8(32)));
     }
     // Sub-blocks j and j + 1 (j even) of the Q4_K block at `block`: the 32 bytes of qs they share, low
     // nibbles (sub-block j) then high ones (j + 1), element order; their scales (unpacked, q4_k_sub_blocks)
@@ -525,18 +492,6 @@ struct int8_vnni_dot {
         const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
         dw = reinterpret_cast<float_wide>(
             _mm512_mul_ps(_mm512_maskz_permutexvar_ps(0xFFFF, spread, scales), _mm512_set1_ps(d)));
-    }
-    // 16 bytes of Q4_0 nibbles as 32 bytes: the low nibbles first, then the high ones.
-    ANVIL_DETAIL_INT8_VNNI static void nibbles(const std::byte* at, uint8_lanes& out) noexcept {
-        const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at));
-        const __m128i mask = _mm_set1_epi8(15);
-        out = reinterpret_cast<uint8_lanes>(
-            _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(packed, 4), mask), _mm_and_si128(packed, mask)));
-    }
-    ANVIL_DETAIL_INT8_VNNI static float half_to_float(const std::byte* at) noexcept {
-        unsigned short bits;
-        std::memcpy(&bits, at, 2);
-        return _cvtsh_ss(bits);
     }
 
     ANVIL_DETAIL_INT8_VNNI static void unsigned_signed(int32_wide& sum, const uint8_wide& u,

@@ -245,6 +245,16 @@ struct gemm_rows_decoder {
             Isa::signed_bytes_to_floats(bytes + p * width, values[p]);
     }
 
+    // Sub-block j's scale and offset in a Q4_K or Q5_K block (d, dmin, then the same 12 bytes of 6-bit
+    // scales and mins): w = d sc q - dmin m.
+    ANVIL_DETAIL_ROWS_INLINE static void k_quant_sub_block(const std::byte* block, int j, float& scale,
+                                                           float& offset) noexcept {
+        int sub_scale = 0, sub_min = 0;
+        ggml_scale_min_k4(j, reinterpret_cast<const std::uint8_t*>(block + 4), sub_scale, sub_min);
+        scale = Isa::half_to_float(block) * static_cast<float>(sub_scale);
+        offset = Isa::half_to_float(block + 2) * static_cast<float>(sub_min);
+    }
+
     // The step's 32 values (without their block scale: w = scale * value - offset).
     template <row_format format>
     ANVIL_DETAIL_ROWS_INLINE static void decode(const std::byte* row, std::int64_t step, const float* palette,
@@ -285,10 +295,7 @@ struct gemm_rows_decoder {
             // nibbles of qs[32 (j / 2) ...] for even j, the high ones for odd j.
             const std::byte* block = row + step / 8 * 144;
             const int j = static_cast<int>(step % 8);
-            int sub_scale = 0, sub_min = 0;
-            ggml_scale_min_k4(j, reinterpret_cast<const std::uint8_t*>(block + 4), sub_scale, sub_min);
-            scale = Isa::half_to_float(block) * static_cast<float>(sub_scale);
-            offset = Isa::half_to_float(block + 2) * static_cast<float>(sub_min);
+            k_quant_sub_block(block, j, scale, offset);
             Isa::nibble_half_to_floats(block + 16 + 32 * (j / 2), j % 2 * 4, values);
         } else if constexpr (format == row_format::q4_1) {
             // Q4_1 (20 bytes: d, m, 16 bytes of nibbles as Q4_0's): w = d q + m.
@@ -320,10 +327,7 @@ struct gemm_rows_decoder {
             // even j) plus 16 times bit j of qh[l].
             const std::byte* block = row + step / 8 * 176;
             const int j = static_cast<int>(step % 8);
-            int sub_scale = 0, sub_min = 0;
-            ggml_scale_min_k4(j, reinterpret_cast<const std::uint8_t*>(block + 4), sub_scale, sub_min);
-            scale = Isa::half_to_float(block) * static_cast<float>(sub_scale);
-            offset = Isa::half_to_float(block + 2) * static_cast<float>(sub_min);
+            k_quant_sub_block(block, j, scale, offset);
             // Shifts by constants and a compare: GCC widens byte vectors shifted by a variable lane by lane.
             const auto bit = static_cast<std::uint8_t>(1u << j);
             bytes16 parts[2];
@@ -529,9 +533,7 @@ struct gemm_rows_avx512_isa {
     static constexpr int width = gemm_isa_avx512::width;
 
     ANVIL_DETAIL_ROWS_AVX512 static float half_to_float(const std::byte* at) noexcept {
-        unsigned short bits;
-        std::memcpy(&bits, at, 2);
-        return _cvtsh_ss(bits);
+        return gemm_rows_avx2_isa::half_to_float(at);
     }
     // The masked form: GCC 12's plain _mm512_cvtph_ps reads an "undefined" vector that
     // -Wmaybe-uninitialized reports.
