@@ -20378,6 +20378,17 @@ struct gemm_rows_portable_isa {
     typedef std::uint8_t four_unsigned_bytes __attribute__((vector_size(4)));
     typedef std::uint8_t sixteen_bytes __attribute__((vector_size(16)));
 
+    // A vector from lane(0..width-1), written to an array first: writing the lanes of an uninitialised vector
+    // one by one made g++ -O3 warn (-Wmaybe-uninitialized) in users' header-only builds.
+    template <class Lane>
+    ANVIL_DETAIL_ROWS_INLINE static vec from_lanes(Lane lane) noexcept {
+        float lanes[width];
+        for (int at = 0; at < width; ++at)
+            lanes[at] = lane(at);
+        vec out;
+        std::memcpy(&out, lanes, sizeof out);
+        return out;
+    }
     ANVIL_DETAIL_ROWS_INLINE static float half_to_float(const std::byte* at) noexcept {
 #if defined(__aarch64__)
         _Float16 value;
@@ -20396,8 +20407,7 @@ struct gemm_rows_portable_isa {
         std::memcpy(&raw, at, sizeof raw);
         out = __builtin_convertvector(raw, vec);
 #else
-        for (int lane = 0; lane < width; ++lane)
-            out[lane] = half_to_float(at + 2 * lane);
+        out = from_lanes([&](int lane) { return half_to_float(at + 2 * lane); });
 #endif
     }
     ANVIL_DETAIL_ROWS_INLINE static void signed_bytes_to_floats(const std::byte* at, vec& out) noexcept {
@@ -20407,16 +20417,15 @@ struct gemm_rows_portable_isa {
     }
     ANVIL_DETAIL_ROWS_INLINE static void palette_to_floats(const std::byte* at, const float* palette,
                                                            std::int64_t, vec& out) noexcept {
-        for (int lane = 0; lane < width; ++lane)
-            out[lane] = palette[static_cast<unsigned>(at[lane])];
+        out = from_lanes([&](int lane) { return palette[static_cast<unsigned>(at[lane])]; });
     }
     // 32 bytes: (byte >> shift) & 15 each, into out[0..7].
     ANVIL_DETAIL_ROWS_INLINE static void nibble_half_to_floats(const std::byte* at, int shift,
                                                                vec* out) noexcept {
         for (int p = 0; p < 8; ++p) {
-            for (int lane = 0; lane < width; ++lane)
-                out[p][lane] =
-                    static_cast<float>((static_cast<unsigned>(at[p * width + lane]) >> shift) & 15u);
+            out[p] = from_lanes([&](int lane) {
+                return static_cast<float>((static_cast<unsigned>(at[p * width + lane]) >> shift) & 15u);
+            });
         }
     }
     // Q6_K's six-bit values, minus 32: 32 from low (a nibble of each byte) and high (two bits of each
@@ -20425,12 +20434,12 @@ struct gemm_rows_portable_isa {
                                                             const std::byte* high, int high_shift,
                                                             vec* out) noexcept {
         for (int p = 0; p < 8; ++p) {
-            for (int lane = 0; lane < width; ++lane) {
+            out[p] = from_lanes([&](int lane) {
                 const int at = p * width + lane;
                 const unsigned value = ((static_cast<unsigned>(low[at]) >> low_shift) & 15u) |
                                        (((static_cast<unsigned>(high[at]) >> high_shift) & 3u) << 4);
-                out[p][lane] = static_cast<float>(static_cast<int>(value) - 32);
-            }
+                return static_cast<float>(static_cast<int>(value) - 32);
+            });
         }
     }
     // 16 bytes: the low nibbles into out[0..3], the high ones into out[4..7].
@@ -20558,8 +20567,10 @@ struct gemm_rows_avx512_isa {
             out = reinterpret_cast<vec>(
                 _mm512_mask_blend_ps(_mm512_test_epi32_mask(indices, _mm512_set1_epi32(32)), low, high));
         } else {
+            float lanes[width];
             for (int lane = 0; lane < width; ++lane)
-                out[lane] = palette[static_cast<unsigned>(at[lane])];
+                lanes[lane] = palette[static_cast<unsigned>(at[lane])];
+            std::memcpy(&out, lanes, sizeof out);
         }
     }
     // 32 bytes: (byte >> shift) & 15 each, into out[0..1].
@@ -20725,67 +20736,91 @@ ANVIL_DETAIL_ROWS_INLINE void gemm_rows_range_of(const gemm_rows_problem& g, std
         gemm_rows_against_a<Decoder, format, 1>(g, j);
 }
 
-template <class Decoder>
+// One format's rows, through Formats::range<format>: a function of its own for each instruction set and
+// format.
+template <class Formats>
 ANVIL_DETAIL_ROWS_INLINE void gemm_rows_range(const gemm_rows_problem& g, std::int64_t j0, std::int64_t j1) {
     switch (g.w.format) {
         case row_format::f32:
-            return gemm_rows_range_of<Decoder, row_format::f32>(g, j0, j1);
+            return Formats::template range<row_format::f32>(g, j0, j1);
         case row_format::f16:
-            return gemm_rows_range_of<Decoder, row_format::f16>(g, j0, j1);
+            return Formats::template range<row_format::f16>(g, j0, j1);
         case row_format::bf16:
-            return gemm_rows_range_of<Decoder, row_format::bf16>(g, j0, j1);
+            return Formats::template range<row_format::bf16>(g, j0, j1);
         case row_format::i8:
-            return gemm_rows_range_of<Decoder, row_format::i8>(g, j0, j1);
+            return Formats::template range<row_format::i8>(g, j0, j1);
         case row_format::q8_0:
-            return gemm_rows_range_of<Decoder, row_format::q8_0>(g, j0, j1);
+            return Formats::template range<row_format::q8_0>(g, j0, j1);
         case row_format::q4_0:
-            return gemm_rows_range_of<Decoder, row_format::q4_0>(g, j0, j1);
+            return Formats::template range<row_format::q4_0>(g, j0, j1);
         case row_format::q4_k:
-            return gemm_rows_range_of<Decoder, row_format::q4_k>(g, j0, j1);
+            return Formats::template range<row_format::q4_k>(g, j0, j1);
         case row_format::q6_k:
-            return gemm_rows_range_of<Decoder, row_format::q6_k>(g, j0, j1);
+            return Formats::template range<row_format::q6_k>(g, j0, j1);
         case row_format::lut:
-            return gemm_rows_range_of<Decoder, row_format::lut>(g, j0, j1);
+            return Formats::template range<row_format::lut>(g, j0, j1);
         case row_format::q4_1:
-            return gemm_rows_range_of<Decoder, row_format::q4_1>(g, j0, j1);
+            return Formats::template range<row_format::q4_1>(g, j0, j1);
         case row_format::q5_0:
-            return gemm_rows_range_of<Decoder, row_format::q5_0>(g, j0, j1);
+            return Formats::template range<row_format::q5_0>(g, j0, j1);
         case row_format::q5_1:
-            return gemm_rows_range_of<Decoder, row_format::q5_1>(g, j0, j1);
+            return Formats::template range<row_format::q5_1>(g, j0, j1);
         case row_format::q5_k:
-            return gemm_rows_range_of<Decoder, row_format::q5_k>(g, j0, j1);
+            return Formats::template range<row_format::q5_k>(g, j0, j1);
         case row_format::q8_k:
-            return gemm_rows_range_of<Decoder, row_format::q8_k>(g, j0, j1);
+            return Formats::template range<row_format::q8_k>(g, j0, j1);
         case row_format::iq4_nl:
-            return gemm_rows_range_of<Decoder, row_format::iq4_nl>(g, j0, j1);
+            return Formats::template range<row_format::iq4_nl>(g, j0, j1);
     }
 }
 
-// The entry points, one per instruction set. Each flattens every format's tiles into one body, the
-// costliest code anvil compiles (Clang with the sanitizers: about a minute each), so separate compilation
-// may give them a unit of their own (ANVIL_KERNEL_DEFINITIONS, anvil/compilation.hpp).
+// The entry points, one per instruction set, switch over the formats. Each format's tiles are flattened into
+// a function of their own (flatten, so the templates take the instruction set's target; noinline, so the
+// formats stay apart): one body for all fifteen formats took Clang with the sanitizers minutes, most of it in
+// passes that grow faster than the function. Separate compilation may give them a unit of their own
+// (ANVIL_KERNEL_DEFINITIONS, anvil/compilation.hpp).
 ANVIL_KERNEL_INLINE void gemm_rows_portable_range(const gemm_rows_problem& g, std::int64_t j0,
                                                   std::int64_t j1);
 #if defined(ANVIL_DETAIL_GEMM_X86)
-ANVIL_DETAIL_ROWS_AVX2 ANVIL_KERNEL_INLINE void gemm_rows_avx2_range(const gemm_rows_problem& g,
-                                                                     std::int64_t j0, std::int64_t j1);
-ANVIL_DETAIL_ROWS_AVX512 ANVIL_KERNEL_INLINE void gemm_rows_avx512_range(const gemm_rows_problem& g,
-                                                                         std::int64_t j0, std::int64_t j1);
+ANVIL_KERNEL_INLINE void gemm_rows_avx2_range(const gemm_rows_problem& g, std::int64_t j0, std::int64_t j1);
+ANVIL_KERNEL_INLINE void gemm_rows_avx512_range(const gemm_rows_problem& g, std::int64_t j0, std::int64_t j1);
 #endif
 
 #if ANVIL_KERNEL_DEFINITIONS
-__attribute__((flatten)) ANVIL_KERNEL_INLINE void gemm_rows_portable_range(const gemm_rows_problem& g,
-                                                                           std::int64_t j0, std::int64_t j1) {
-    gemm_rows_range<gemm_rows_decoder<gemm_rows_portable_isa>>(g, j0, j1);
+struct gemm_rows_portable_formats {
+    template <row_format format>
+    __attribute__((flatten, noinline)) static void range(const gemm_rows_problem& g, std::int64_t j0,
+                                                         std::int64_t j1) {
+        gemm_rows_range_of<gemm_rows_decoder<gemm_rows_portable_isa>, format>(g, j0, j1);
+    }
+};
+ANVIL_KERNEL_INLINE void gemm_rows_portable_range(const gemm_rows_problem& g, std::int64_t j0,
+                                                  std::int64_t j1) {
+    gemm_rows_range<gemm_rows_portable_formats>(g, j0, j1);
 }
 #if defined(ANVIL_DETAIL_GEMM_X86)
-ANVIL_DETAIL_ROWS_AVX2 __attribute__((flatten)) ANVIL_KERNEL_INLINE void gemm_rows_avx2_range(
-    const gemm_rows_problem& g, std::int64_t j0, std::int64_t j1) {
-    gemm_rows_range<gemm_rows_decoder<gemm_rows_avx2_isa>>(g, j0, j1);
+struct gemm_rows_avx2_formats {
+    template <row_format format>
+    ANVIL_DETAIL_ROWS_AVX2 __attribute__((flatten, noinline)) static void range(const gemm_rows_problem& g,
+                                                                                std::int64_t j0,
+                                                                                std::int64_t j1) {
+        gemm_rows_range_of<gemm_rows_decoder<gemm_rows_avx2_isa>, format>(g, j0, j1);
+    }
+};
+struct gemm_rows_avx512_formats {
+    template <row_format format>
+    ANVIL_DETAIL_ROWS_AVX512 __attribute__((flatten, noinline)) static void range(const gemm_rows_problem& g,
+                                                                                  std::int64_t j0,
+                                                                                  std::int64_t j1) {
+        gemm_rows_range_of<gemm_rows_decoder<gemm_rows_avx512_isa>, format>(g, j0, j1);
+    }
+};
+ANVIL_KERNEL_INLINE void gemm_rows_avx2_range(const gemm_rows_problem& g, std::int64_t j0, std::int64_t j1) {
+    gemm_rows_range<gemm_rows_avx2_formats>(g, j0, j1);
 }
-ANVIL_DETAIL_ROWS_AVX512 __attribute__((flatten)) ANVIL_KERNEL_INLINE void gemm_rows_avx512_range(
-    const gemm_rows_problem& g, std::int64_t j0, std::int64_t j1) {
-    gemm_rows_range<gemm_rows_decoder<gemm_rows_avx512_isa>>(g, j0, j1);
+ANVIL_KERNEL_INLINE void gemm_rows_avx512_range(const gemm_rows_problem& g, std::int64_t j0,
+                                                std::int64_t j1) {
+    gemm_rows_range<gemm_rows_avx512_formats>(g, j0, j1);
 }
 #endif
 #endif
@@ -21818,10 +21853,8 @@ ANVIL_DETAIL_INT8_INLINE void int8_store(const int8_rows_problem& g, std::int64_
 ANVIL_KERNEL_INLINE void int8_rows_portable_range(const int8_rows_problem& g, std::int64_t j0,
                                                   std::int64_t j1);
 #if defined(__x86_64__) || defined(__i386__)
-ANVIL_DETAIL_INT8_AVX2 ANVIL_KERNEL_INLINE void int8_rows_avx2_range(const int8_rows_problem& g,
-                                                                     std::int64_t j0, std::int64_t j1);
-ANVIL_DETAIL_INT8_VNNI ANVIL_KERNEL_INLINE void int8_rows_vnni_range(const int8_rows_problem& g,
-                                                                     std::int64_t j0, std::int64_t j1);
+ANVIL_KERNEL_INLINE void int8_rows_avx2_range(const int8_rows_problem& g, std::int64_t j0, std::int64_t j1);
+ANVIL_KERNEL_INLINE void int8_rows_vnni_range(const int8_rows_problem& g, std::int64_t j0, std::int64_t j1);
 #endif
 
 #if ANVIL_KERNEL_DEFINITIONS
@@ -22371,31 +22404,46 @@ ANVIL_DETAIL_INT8_INLINE void int8_range_of(const int8_rows_problem& g, std::int
     return int8_range_of<Dot, Format, M, side_by_side>(g, j0, j1);
 }
 
-template <class Dot, int M>
+// One format's rows through Formats::range<format>, a function of its own (as gemm_rows.hpp's entry points).
+template <class Formats>
 ANVIL_DETAIL_INT8_INLINE void int8_range(const int8_rows_problem& g, std::int64_t j0,
                                          std::int64_t j1) noexcept {
     switch (g.w.format) {
         case row_format::q8_0:
-            return int8_range_of<Dot, row_format::q8_0, M>(g, j0, j1);
+            return Formats::template range<row_format::q8_0>(g, j0, j1);
         case row_format::q4_0:
-            return int8_range_of<Dot, row_format::q4_0, M>(g, j0, j1);
+            return Formats::template range<row_format::q4_0>(g, j0, j1);
         case row_format::q4_k:
-            return int8_range_of<Dot, row_format::q4_k, M>(g, j0, j1);
+            return Formats::template range<row_format::q4_k>(g, j0, j1);
         case row_format::q6_k:
-            return int8_range_of<Dot, row_format::q6_k, M>(g, j0, j1);
+            return Formats::template range<row_format::q6_k>(g, j0, j1);
         default:
-            return int8_range_of<Dot, row_format::i8, M>(g, j0, j1);
+            return Formats::template range<row_format::i8>(g, j0, j1);
     }
 }
 
 // AVX2 has 16 vector registers: tiles of 2 x 4 outputs. AVX-512 has 32: 4 x 4.
-ANVIL_DETAIL_INT8_AVX2 __attribute__((flatten)) ANVIL_KERNEL_INLINE void int8_rows_avx2_range(
-    const int8_rows_problem& g, std::int64_t j0, std::int64_t j1) {
-    int8_range<int8_avx2_dot, 2>(g, j0, j1);
+struct int8_avx2_formats {
+    template <row_format format>
+    ANVIL_DETAIL_INT8_AVX2 __attribute__((flatten, noinline)) static void range(const int8_rows_problem& g,
+                                                                                std::int64_t j0,
+                                                                                std::int64_t j1) {
+        int8_range_of<int8_avx2_dot, format, 2>(g, j0, j1);
+    }
+};
+struct int8_vnni_formats {
+    template <row_format format>
+    ANVIL_DETAIL_INT8_VNNI __attribute__((flatten, noinline)) static void range(const int8_rows_problem& g,
+                                                                                std::int64_t j0,
+                                                                                std::int64_t j1) {
+        int8_range_of<int8_vnni_dot, format, 4>(g, j0, j1);
+    }
+};
+ANVIL_KERNEL_INLINE void int8_rows_avx2_range(const int8_rows_problem& g, std::int64_t j0, std::int64_t j1) {
+    int8_range<int8_avx2_formats>(g, j0, j1);
 }
-ANVIL_DETAIL_INT8_VNNI __attribute__((flatten)) ANVIL_KERNEL_INLINE void int8_rows_vnni_range(
-    const int8_rows_problem& g, std::int64_t j0, std::int64_t j1) {
-    int8_range<int8_vnni_dot, 4>(g, j0, j1);
+ANVIL_KERNEL_INLINE void int8_rows_vnni_range(const int8_rows_problem& g, std::int64_t j0, std::int64_t j1) {
+    int8_range<int8_vnni_formats>(g, j0, j1);
 }
 #endif
 #endif  // ANVIL_KERNEL_DEFINITIONS

@@ -1,8 +1,10 @@
 // A user's program: proves that a way of bringing anvil into a build (find_package, add_subdirectory,
-// FetchContent, a Meson subproject) gives a working `#include <anvil/anvil.hpp>`.
+// FetchContent, a Meson subproject, the single header) gives a working `#include <anvil/anvil.hpp>`: it
+// parses JSON, rounds to fp16, and compiles and runs a small graph on the CPU.
 #include <anvil/anvil.hpp>
 
 #include <cstdio>
+#include <vector>
 
 int main() {
     const auto config =
@@ -11,6 +13,17 @@ int main() {
     const anvil::half one_third(1.0f / 3.0f);
     if (hidden == nullptr || hidden->as_int() != 768 || static_cast<float>(one_third) != 0.333251953125f) {
         std::fputs("consumer: unexpected result\n", stderr);
+        return 1;
+    }
+    anvil::graph g;
+    auto x = g.input<float>("x", anvil::dims{2, 2});
+    auto program = anvil::compile({anvil::relu(x) * 2.0f});
+    const auto y =
+        program.run({{"x", anvil::host_tensor::from(std::vector<float>{-1, 2, 3, -4}, anvil::dims{2, 2})}});
+    const auto values = y[0].values<float>();
+    if (values.size() != 4 || values[0] != 0.0f || values[1] != 4.0f || values[2] != 6.0f ||
+        values[3] != 0.0f) {
+        std::fputs("consumer: the graph gave unexpected values\n", stderr);
         return 1;
     }
     std::printf("consumer: anvil %s works\n", anvil::version_string);

@@ -1,7 +1,9 @@
 // libFuzzer target: gguf_file::parse on arbitrary bytes. Only anvil::error may escape the parser; for a file
 // it accepts, every tensor's bytes must lie inside the buffer, match its type's size, and dequantise; every
 // array element must read back; a tokenizer read from its tokenizer.ggml.* keys must encode and decode.
-#include <anvil/anvil.hpp>
+#include <anvil/io/gguf.hpp>
+#include <anvil/io/gguf_tokenizer.hpp>
+#include <anvil/io/tokenizer.hpp>
 
 #include <cstddef>
 #include <cstdint>

@@ -1,7 +1,7 @@
 // libFuzzer target for anvil::json. Any input may be rejected with an anvil::error; one that parses must also
 // survive the writer: parse(dump(v)) is v again, bit for bit and in member order, compact and indented, and
 // dump is a fixed point. Errors must point inside the input and name it.
-#include <anvil/anvil.hpp>
+#include <anvil/core/json.hpp>
 
 #include <bit>
 #include <cstddef>

@@ -1,6 +1,6 @@
 // libFuzzer target: safetensors_file::parse on arbitrary bytes. Only anvil::error may escape the parser; for
 // a file it accepts, every view must lie inside the buffer and every conversion must succeed.
-#include <anvil/anvil.hpp>
+#include <anvil/io/safetensors.hpp>
 
 #include <cstddef>
 #include <cstdint>

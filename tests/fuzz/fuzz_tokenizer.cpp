@@ -1,7 +1,6 @@
 // libFuzzer target for anvil::tokenizer::from_json. Any input may be rejected with an anvil::error; one that
 // loads must encode a few fixed strings and the input itself (as text, when it is UTF-8) without failing,
 // give ids the tokenizer can turn back into tokens, and decode them. Errors must name the source.
-#include <anvil/anvil.hpp>
 #include <anvil/io/tokenizer.hpp>
 
 #include <cstddef>

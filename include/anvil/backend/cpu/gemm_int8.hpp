@@ -241,10 +241,8 @@ ANVIL_DETAIL_INT8_INLINE void int8_store(const int8_rows_problem& g, std::int64_
 ANVIL_KERNEL_INLINE void int8_rows_portable_range(const int8_rows_problem& g, std::int64_t j0,
                                                   std::int64_t j1);
 #if defined(__x86_64__) || defined(__i386__)
-ANVIL_DETAIL_INT8_AVX2 ANVIL_KERNEL_INLINE void int8_rows_avx2_range(const int8_rows_problem& g,
-                                                                     std::int64_t j0, std::int64_t j1);
-ANVIL_DETAIL_INT8_VNNI ANVIL_KERNEL_INLINE void int8_rows_vnni_range(const int8_rows_problem& g,
-                                                                     std::int64_t j0, std::int64_t j1);
+ANVIL_KERNEL_INLINE void int8_rows_avx2_range(const int8_rows_problem& g, std::int64_t j0, std::int64_t j1);
+ANVIL_KERNEL_INLINE void int8_rows_vnni_range(const int8_rows_problem& g, std::int64_t j0, std::int64_t j1);
 #endif
 
 #if ANVIL_KERNEL_DEFINITIONS
@@ -794,31 +792,46 @@ ANVIL_DETAIL_INT8_INLINE void int8_range_of(const int8_rows_problem& g, std::int
     return int8_range_of<Dot, Format, M, side_by_side>(g, j0, j1);
 }
 
-template <class Dot, int M>
+// One format's rows through Formats::range<format>, a function of its own (as gemm_rows.hpp's entry points).
+template <class Formats>
 ANVIL_DETAIL_INT8_INLINE void int8_range(const int8_rows_problem& g, std::int64_t j0,
                                          std::int64_t j1) noexcept {
     switch (g.w.format) {
         case row_format::q8_0:
-            return int8_range_of<Dot, row_format::q8_0, M>(g, j0, j1);
+            return Formats::template range<row_format::q8_0>(g, j0, j1);
         case row_format::q4_0:
-            return int8_range_of<Dot, row_format::q4_0, M>(g, j0, j1);
+            return Formats::template range<row_format::q4_0>(g, j0, j1);
         case row_format::q4_k:
-            return int8_range_of<Dot, row_format::q4_k, M>(g, j0, j1);
+            return Formats::template range<row_format::q4_k>(g, j0, j1);
         case row_format::q6_k:
-            return int8_range_of<Dot, row_format::q6_k, M>(g, j0, j1);
+            return Formats::template range<row_format::q6_k>(g, j0, j1);
         default:
-            return int8_range_of<Dot, row_format::i8, M>(g, j0, j1);
+            return Formats::template range<row_format::i8>(g, j0, j1);
     }
 }
 
 // AVX2 has 16 vector registers: tiles of 2 x 4 outputs. AVX-512 has 32: 4 x 4.
-ANVIL_DETAIL_INT8_AVX2 __attribute__((flatten)) ANVIL_KERNEL_INLINE void int8_rows_avx2_range(
-    const int8_rows_problem& g, std::int64_t j0, std::int64_t j1) {
-    int8_range<int8_avx2_dot, 2>(g, j0, j1);
+struct int8_avx2_formats {
+    template <row_format format>
+    ANVIL_DETAIL_INT8_AVX2 __attribute__((flatten, noinline)) static void range(const int8_rows_problem& g,
+                                                                                std::int64_t j0,
+                                                                                std::int64_t j1) {
+        int8_range_of<int8_avx2_dot, format, 2>(g, j0, j1);
+    }
+};
+struct int8_vnni_formats {
+    template <row_format format>
+    ANVIL_DETAIL_INT8_VNNI __attribute__((flatten, noinline)) static void range(const int8_rows_problem& g,
+                                                                                std::int64_t j0,
+                                                                                std::int64_t j1) {
+        int8_range_of<int8_vnni_dot, format, 4>(g, j0, j1);
+    }
+};
+ANVIL_KERNEL_INLINE void int8_rows_avx2_range(const int8_rows_problem& g, std::int64_t j0, std::int64_t j1) {
+    int8_range<int8_avx2_formats>(g, j0, j1);
 }
-ANVIL_DETAIL_INT8_VNNI __attribute__((flatten)) ANVIL_KERNEL_INLINE void int8_rows_vnni_range(
-    const int8_rows_problem& g, std::int64_t j0, std::int64_t j1) {
-    int8_range<int8_vnni_dot, 4>(g, j0, j1);
+ANVIL_KERNEL_INLINE void int8_rows_vnni_range(const int8_rows_problem& g, std::int64_t j0, std::int64_t j1) {
+    int8_range<int8_vnni_formats>(g, j0, j1);
 }
 #endif
 #endif  // ANVIL_KERNEL_DEFINITIONS
