@@ -229,6 +229,119 @@ TEST_CASE("causal lm: an int8 checkpoint with per-channel scales loads as stored
                          anvil::type_error);
 }
 
+TEST_CASE("causal lm: a SqueezeLLM checkpoint (a 4-bit palette per output channel) loads as stored") {
+    // The llama fixture's matrices palettised here, each row to 16 of its own values (the quantiles
+    // (2k + 1) / 32), and written twice: as SqueezeLLM's checkpoints hold them, in vLLM's squeezellm layout
+    // (`qweight` i32 [in / 8, out], input 8r + j of output c in bits 4j..4j+3 of word (r, c) as vLLM's CUDA
+    // kernel reads it; `lookup_table` f16 [out, 16]), and as plain f32 holding palette[index]. The two must
+    // give the same logits, on the CPU and the simulated Neural Engine, the palettised one's programs holding
+    // indices, not f32 copies.
+    const expected e = read_expected("llama");
+    const auto original = anvil::safetensors_file::open(fixture("llama") + "/model.safetensors");
+    anvil_test::temporary_folder palettised("anvil-squeezellm"), dequantised("anvil-squeezellm-values");
+    for (const auto& entry : std::filesystem::directory_iterator(fixture("llama"))) {
+        if (entry.path().filename() == "model.safetensors") continue;
+        std::filesystem::copy_file(entry.path(), palettised.path / entry.path().filename());
+        std::filesystem::copy_file(entry.path(), dequantised.path / entry.path().filename());
+    }
+    anvil::safetensors_writer packed_file, values_file;
+    std::size_t index_count = 0, palette_count = 0;
+    for (const anvil::tensor_view& t : original.tensors()) {
+        const bool matrix = t.rank() == 2 && t.name().find("proj.weight") != std::string::npos;
+        if (!matrix) {
+            packed_file.add(t);
+            values_file.add(t);
+            continue;
+        }
+        const std::int64_t rows = t.shape()[0], cols = t.shape()[1];
+        REQUIRE(cols % 8 == 0);
+        const std::vector<float> w = t.to_f32();
+        std::vector<anvil::half> table(static_cast<std::size_t>(rows * 16));
+        std::vector<std::uint8_t> index(w.size());
+        std::vector<float> values(w.size());
+        for (std::int64_t r = 0; r < rows; ++r) {
+            std::vector<float> sorted(w.begin() + r * cols, w.begin() + (r + 1) * cols);
+            std::sort(sorted.begin(), sorted.end());
+            anvil::half* palette = table.data() + r * 16;
+            for (std::int64_t k = 0; k < 16; ++k)
+                palette[k] = anvil::half(sorted[static_cast<std::size_t>((2 * k + 1) * cols / 32)]);
+            for (std::int64_t c = 0; c < cols; ++c) {
+                const auto at = static_cast<std::size_t>(r * cols + c);
+                std::uint8_t best = 0;
+                for (std::uint8_t k = 1; k < 16; ++k) {
+                    if (std::fabs(w[at] - static_cast<float>(palette[k])) <
+                        std::fabs(w[at] - static_cast<float>(palette[best])))
+                        best = k;
+                }
+                index[at] = best;
+                values[at] = static_cast<float>(palette[best]);
+            }
+        }
+        std::vector<std::int32_t> words(static_cast<std::size_t>(cols / 8 * rows));
+        for (std::int64_t g = 0; g < cols / 8; ++g) {
+            for (std::int64_t r = 0; r < rows; ++r) {
+                std::uint32_t word = 0;
+                for (int j = 0; j < 8; ++j)
+                    word |= std::uint32_t{index[static_cast<std::size_t>(r * cols + 8 * g + j)]} << (4 * j);
+                words[static_cast<std::size_t>(g * rows + r)] = static_cast<std::int32_t>(word);
+            }
+        }
+        const std::string prefix = t.name().substr(0, t.name().size() - std::string(".weight").size());
+        packed_file.add(prefix + ".qweight", {cols / 8, rows}, words);
+        packed_file.add(prefix + ".lookup_table", {rows, 16}, table);
+        values_file.add(t.name(), {rows, cols}, values);
+        index_count += index.size();
+        palette_count += static_cast<std::size_t>(rows);
+    }
+    packed_file.write(palettised.path / "model.safetensors");
+    values_file.write(dequantised.path / "model.safetensors");
+    std::size_t before = anvil::resident_weight_bytes().cpu_bytes;
+    auto reference = causal_lm::load(dequantised.path.string(), options_for(cpu()));
+    const anvil::host_tensor want = reference.logits(e.prompts[1]);
+    const std::size_t reference_held = anvil::resident_weight_bytes().cpu_bytes - before;
+    before = anvil::resident_weight_bytes().cpu_bytes;
+    auto lm = causal_lm::load(palettised.path.string(), options_for(cpu()));
+    const anvil::host_tensor got = lm.logits(e.prompts[1]);
+    const std::size_t held = anvil::resident_weight_bytes().cpu_bytes - before;
+    const double error = anvil_test::max_relative_error(got, want);
+    MESSAGE("SqueezeLLM checkpoint against its f32 values: logits max relative error ", error,
+            "; its programs hold ", held, " bytes, the f32 one's ", reference_held, ", for ", index_count,
+            " palette indices");
+    CHECK(error < 1e-4);
+    // A byte per index against four per f32 value, and each palette as the GEMM reads it (padded to 64 f32
+    // values: on these 48-wide rows a palette outweighs its row, on a real model's it is a few percent): an
+    // f32 copy of the matrices would add four bytes per index.
+    const std::size_t palette_bytes = palette_count * 64 * sizeof(float);
+    CHECK(held + 2 * index_count < reference_held + palette_bytes);
+    anvil_test::ane_target ane;
+    if (anvil_test::use_ane_simulator(ane)) {
+        auto on_ane = causal_lm::load(palettised.path.string(), options_for(ane.options));
+        const double ane_error = anvil_test::max_relative_error(on_ane.logits(e.prompts[1]), want);
+        MESSAGE("SqueezeLLM checkpoint on the simulated Neural Engine: logits max relative error ",
+                ane_error);
+        CHECK(ane_error < 5e-2);
+    }
+    // A table of the wrong size is named, with the shape it should have.
+    anvil_test::temporary_folder bad_folder("anvil-squeezellm-bad");
+    for (const auto& entry : std::filesystem::directory_iterator(palettised.path))
+        std::filesystem::copy_file(entry.path(), bad_folder.path / entry.path().filename());
+    const auto good = anvil::safetensors_file::open(palettised.path / "model.safetensors");
+    anvil::safetensors_writer bad;
+    for (const anvil::tensor_view& t : good.tensors()) {
+        if (t.name() == "model.layers.0.mlp.up_proj.lookup_table") {
+            bad.add(t.name(), {t.shape()[0], 8},
+                    std::vector<float>(static_cast<std::size_t>(t.shape()[0] * 8)));
+        } else {
+            bad.add(t);
+        }
+    }
+    bad.write(bad_folder.path / "model.safetensors");
+    CHECK_THROWS_WITH_AS((void)causal_lm::load(bad_folder.path.string(), options_for(cpu())),
+                         doctest::Contains("'model.layers.0.mlp.up_proj.lookup_table': SqueezeLLM's lookup "
+                                           "table for a weight of shape"),
+                         anvil::shape_error);
+}
+
 TEST_CASE("causal lm: chunked prefill gives the logits of one prefill") {
     // Not llama_dynamic: its frequencies depend on each call's largest position, so chunks differ by design
     // (as in Hugging Face).

@@ -8195,6 +8195,14 @@ private:
     // dequantize_int8 of the stored values, which the CPU GEMM reads as int8 rows and the Neural Engine
     // programs keep as constexpr ops.
     tensor<float> from_int8_view(const tensor_view& view, const dims& expected);
+    // A matrix `<prefix>.weight` stored palettised as SqueezeLLM's checkpoints hold it (vLLM's squeezellm
+    // layout): `<prefix>.qweight` i32 [in / 8, out], eight 4-bit indices a word along the input axis, input
+    // 8r + j in bits 4j..4j+3 of word (r, c); `<prefix>.lookup_table` [out, 16], one palette per output
+    // channel. Loaded as dequantize_lut of u8 indices [out, in] (the words unpacked to a byte each, the
+    // layout the CPU GEMM and the Neural Engine lowering read) and the palettes as f32.
+    tensor<float> from_squeezellm(std::string_view prefix, const dims& expected);
+    // `<name without .weight>` when `name` is absent and that prefix's SqueezeLLM tensors are present.
+    [[nodiscard]] std::optional<std::string> squeezellm_prefix(std::string_view name) const;
 
     graph graph_;
     std::shared_ptr<const checkpoint> weights_;
@@ -36697,6 +36705,7 @@ ANVIL_INLINE std::string render_chat(const chat_template& t, std::span<const cha
 // anvil: weights's definitions (see weights.hpp; compilation.hpp says when this file is compiled).
 
 #include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -36741,21 +36750,89 @@ ANVIL_INLINE weight_loader::weight_loader(graph g, std::shared_ptr<const checkpo
 }
 
 ANVIL_INLINE bool weight_loader::contains(std::string_view name) const {
-    return weights_->contains(name);
+    return weights_->contains(name) || squeezellm_prefix(name).has_value();
 }
 
 ANVIL_INLINE tensor<float> weight_loader::load(std::string_view name, const dims& expected) {
     const tensor_view* view = weights_->find(name);
     if (view != nullptr && view->type() == dtype::i8) return from_int8_view(*view, expected);
+    if (view == nullptr) {
+        if (const std::optional<std::string> prefix = squeezellm_prefix(name))
+            return from_squeezellm(*prefix, expected);
+    }
     return from_view(checked_tensor(*weights_, name, expected), expected);
 }
 
 ANVIL_INLINE std::optional<tensor<float>> weight_loader::load_optional(std::string_view name,
                                                                        const dims& expected) {
     const tensor_view* view = weights_->find(name);
-    if (view == nullptr) return std::nullopt;
+    if (view == nullptr) {
+        if (const std::optional<std::string> prefix = squeezellm_prefix(name))
+            return from_squeezellm(*prefix, expected);
+        return std::nullopt;
+    }
     if (view->type() == dtype::i8) return from_int8_view(*view, expected);
     return from_view(checked_weight(*view, expected), expected);
+}
+
+ANVIL_INLINE std::optional<std::string> weight_loader::squeezellm_prefix(std::string_view name) const {
+    constexpr std::string_view suffix = ".weight";
+    if (!name.ends_with(suffix)) return std::nullopt;
+    std::string prefix(name.substr(0, name.size() - suffix.size()));
+    if (!weights_->contains(prefix + ".qweight") || !weights_->contains(prefix + ".lookup_table"))
+        return std::nullopt;
+    return prefix;
+}
+
+ANVIL_INLINE tensor<float> weight_loader::from_squeezellm(std::string_view prefix, const dims& expected) {
+    using anvil::detail::message;
+    const tensor_view& packed = *weights_->find(message(prefix, ".qweight"));
+    const tensor_view& table = *weights_->find(message(prefix, ".lookup_table"));
+    if (expected.rank() != 2) {
+        throw type_error(message(packed.source_name(), ": tensor '", packed.name(),
+                                 "': SqueezeLLM's palettised layout holds matrices, but '", prefix,
+                                 ".weight' is expected with shape ", expected));
+    }
+    const std::int64_t out = expected[0], in = expected[1];
+    if (in % 8 != 0 || packed.type() != dtype::i32 || !(dims(packed.shape()) == dims{in / 8, out})) {
+        throw shape_error(
+            message(packed.source_name(), ": tensor '", packed.name(),
+                    "': SqueezeLLM's packed indices for a weight of shape ", expected, " are i32 [", in / 8,
+                    ", ", out,
+                    "] (eight 4-bit indices a word along the input axis; the input size must be "
+                    "a multiple of 8), got ",
+                    dims(packed.shape()), " ", dtype_name(packed.type())));
+    }
+    constexpr std::int64_t entries = 16;
+    if (!is_floating(table.type()) || !(dims(table.shape()) == dims{out, entries})) {
+        throw shape_error(message(table.source_name(), ": tensor '", table.name(),
+                                  "': SqueezeLLM's lookup table for a weight of shape ", expected,
+                                  " is floating [", out, ", ", entries,
+                                  "] (one 4-bit palette per output channel), got ", dims(table.shape()), " ",
+                                  dtype_name(table.type())));
+    }
+    // Word (r, c) holds inputs 8r..8r+7 of output c, lowest nibble first: transposed to a byte per index, row
+    // by output channel, as the GEMM reads palette indices.
+    host_tensor indices(dtype::u8, expected);
+    std::uint8_t* const unpacked = indices.values<std::uint8_t>().data();
+    const std::byte* words = packed.bytes().data();
+    for (std::int64_t r = 0; r < in / 8; ++r) {
+        for (std::int64_t c = 0; c < out; ++c) {
+            const std::byte* word = words + (r * out + c) * 4;
+            std::uint8_t* row = unpacked + c * in + r * 8;
+            for (int j = 0; j < 8; ++j) {
+                const auto byte = static_cast<unsigned>(word[j / 2]);
+                row[j] = static_cast<std::uint8_t>(j % 2 == 0 ? byte & 15u : byte >> 4);
+            }
+        }
+    }
+    const value stored = graph_.constant(std::move(indices), packed.name());
+    const value palettes = graph_.constant(
+        host_tensor::from(
+            host_tensor(table.type(), dims{out, entries}, table.bytes().data(), weights_).to_f32(),
+            dims{out, entries}),
+        table.name());
+    return tensor<float>(graph_.apply(op::dequantize_lut, {stored, palettes}, attributes{}));
 }
 
 ANVIL_INLINE tensor<float> weight_loader::from_int8_view(const tensor_view& view, const dims& expected) {

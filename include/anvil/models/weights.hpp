@@ -50,6 +50,14 @@ private:
     // dequantize_int8 of the stored values, which the CPU GEMM reads as int8 rows and the Neural Engine
     // programs keep as constexpr ops.
     tensor<float> from_int8_view(const tensor_view& view, const dims& expected);
+    // A matrix `<prefix>.weight` stored palettised as SqueezeLLM's checkpoints hold it (vLLM's squeezellm
+    // layout): `<prefix>.qweight` i32 [in / 8, out], eight 4-bit indices a word along the input axis, input
+    // 8r + j in bits 4j..4j+3 of word (r, c); `<prefix>.lookup_table` [out, 16], one palette per output
+    // channel. Loaded as dequantize_lut of u8 indices [out, in] (the words unpacked to a byte each, the
+    // layout the CPU GEMM and the Neural Engine lowering read) and the palettes as f32.
+    tensor<float> from_squeezellm(std::string_view prefix, const dims& expected);
+    // `<name without .weight>` when `name` is absent and that prefix's SqueezeLLM tensors are present.
+    [[nodiscard]] std::optional<std::string> squeezellm_prefix(std::string_view name) const;
 
     graph graph_;
     std::shared_ptr<const checkpoint> weights_;
