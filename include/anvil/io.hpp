@@ -1,4 +1,4 @@
-// anvil: reading and writing model files — safetensors (and sharded checkpoints), GGUF, tokenizer.json,
+// anvil: reading and writing model files — safetensors (and sharded checkpoints), GGUF, ONNX, tokenizer.json,
 // images and their preprocessing, WAVE audio and its log-mel features, and streaming token decoding.
 #pragma once
 
@@ -11,6 +11,8 @@
 #include "anvil/io/image.hpp"
 #include "anvil/io/image_transforms.hpp"
 #include "anvil/io/log_mel.hpp"
+#include "anvil/io/onnx.hpp"
+#include "anvil/io/protobuf.hpp"
 #include "anvil/io/safetensors.hpp"
 #include "anvil/io/safetensors_writer.hpp"
 #include "anvil/io/token_stream.hpp"

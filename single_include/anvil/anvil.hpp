@@ -6536,7 +6536,7 @@ mlpackage_summary export_mlpackage(std::span<const mlpackage_function> functions
 // #include "anvil/cpu.hpp"
 // #include "anvil/graph.hpp"
 // #include "anvil/io.hpp"
-// anvil: reading and writing model files — safetensors (and sharded checkpoints), GGUF, tokenizer.json,
+// anvil: reading and writing model files — safetensors (and sharded checkpoints), GGUF, ONNX, tokenizer.json,
 // images and their preprocessing, WAVE audio and its log-mel features, and streaming token decoding.
 
 // #include "anvil/core.hpp"
@@ -7518,6 +7518,257 @@ struct log_mel_options {
 
 #if ANVIL_DEFINITIONS
 // #include "anvil/io/log_mel-inl.hpp" (in the definitions at the end)
+#endif
+// #include "anvil/io/onnx.hpp"
+// anvil: the ONNX model reader (onnx.proto's ModelProto, read with io/protobuf.hpp; no generated code). A
+// model file is memory-mapped and parsed in one step: its opsets, and its graph's nodes (op type, domain,
+// inputs, outputs, attributes, subgraphs), initializers (dims, type, data as raw bytes viewed in the mapping,
+// typed lists, or external data), inputs, outputs and value infos with their element types and shapes,
+// symbolic dims kept by name. Every byte is hostile: lengths, wire types, tensor sizes against their dims,
+// nesting depth, and external data (a file inside the model's folder, no `..`, no absolute path, offset and
+// length inside it) are checked, and every failure is an anvil::format_error naming the file, the message
+// path and the defect. Field numbers: onnx.proto (ONNX 1.12), ModelProto 1/2/3/7/8, GraphProto
+// 1/2/5/11/12/13, NodeProto 1-5/7, AttributeProto 1-11/20, TensorProto 1/2/4-11/13/14, ValueInfoProto 1/2,
+// TypeProto 1/4/5/8/9, TensorShapeProto 1 (Dimension 1/2), OperatorSetIdProto 1/2.
+
+// #include "anvil/compilation.hpp"
+// #include "anvil/core/dtype.hpp"
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/mapped_file.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace anvil {
+
+// TensorProto.DataType.
+enum class onnx_type : std::int32_t {
+    undefined = 0,
+    float32 = 1,
+    uint8 = 2,
+    int8 = 3,
+    uint16 = 4,
+    int16 = 5,
+    int32 = 6,
+    int64 = 7,
+    string = 8,
+    boolean = 9,
+    float16 = 10,
+    float64 = 11,
+    uint32 = 12,
+    uint64 = 13,
+    complex64 = 14,
+    complex128 = 15,
+    bfloat16 = 16,
+};
+
+// "float32", "int64", ...; "type 42" for a number onnx.proto does not define.
+[[nodiscard]] std::string onnx_type_name(std::int32_t type);
+// Bytes per element, 0 for strings and undefined types.
+[[nodiscard]] std::size_t onnx_type_size(std::int32_t type) noexcept;
+// anvil's dtype for an ONNX element type, when anvil has one.
+[[nodiscard]] std::optional<dtype> onnx_dtype(std::int32_t type) noexcept;
+
+// A dimension of a declared shape: a number, or a name (dim_param) that the given inputs resolve; neither
+// when the model leaves it unknown.
+struct onnx_dim {
+    std::optional<std::int64_t> value;
+    std::string param;
+};
+
+// A graph input, output or value info: a tensor's element type and (when declared) shape, or another kind
+// of value (a sequence, map, optional or sparse tensor), which `kind` names.
+struct onnx_value_info {
+    std::string name;
+    std::string kind = "tensor";
+    std::int32_t elem_type = 0;
+    bool has_shape = false;
+    std::vector<onnx_dim> shape;
+};
+
+// A tensor: an initializer, a Constant node's value or a tensor attribute. Its data is exactly one of raw
+// bytes (raw_data, or external data: views of a mapping the model keeps), typed lists (float_data, int32_data
+// and the 16- and 8-bit types stored there, int64_data, double_data, uint64_data, string_data) or nothing (an
+// empty tensor); the reader checked that it holds element_count() values.
+struct onnx_tensor {
+    std::string name;
+    std::int32_t data_type = 0;
+    std::vector<std::int64_t> dims;
+    std::span<const std::byte> raw;
+    std::vector<float> floats;
+    std::vector<std::int64_t> integers;  // int32_data, int64_data or uint64_data (as stored bits)
+    std::vector<double> doubles;
+    std::vector<std::string> strings;
+    std::string external_location;  // set when the data lives in another file of the model's folder
+
+    [[nodiscard]] std::uint64_t element_count() const;
+    // The values as anvil's host bytes of onnx_dtype(data_type): raw data as stored, typed lists narrowed.
+    [[nodiscard]] std::vector<std::byte> to_bytes() const;
+};
+
+struct onnx_graph;
+
+struct onnx_attribute {
+    std::string name;
+    std::int32_t type = 0;  // AttributeProto.AttributeType: 1 float, 2 int, 3 string, 4 tensor, 5 graph,
+                            // 6 floats, 7 ints, 8 strings, 9 tensors, 10 graphs
+    float f = 0.0f;
+    std::int64_t i = 0;
+    std::string s;
+    std::vector<float> floats;
+    std::vector<std::int64_t> ints;
+    std::vector<std::string> strings;
+    std::vector<onnx_tensor> tensors;                 // t (one), or tensors
+    std::vector<std::shared_ptr<onnx_graph>> graphs;  // g (one), or graphs
+
+    // "float", "ints", ...
+    [[nodiscard]] std::string type_name() const;
+};
+
+struct onnx_node {
+    std::string name;
+    std::string op_type;
+    std::string domain;               // "" and "ai.onnx" are the default domain
+    std::vector<std::string> inputs;  // "" marks an omitted optional input
+    std::vector<std::string> outputs;
+    std::vector<onnx_attribute> attributes;
+
+    [[nodiscard]] const onnx_attribute* find(std::string_view attribute) const noexcept;
+};
+
+struct onnx_graph {
+    std::string name;
+    std::vector<onnx_node> nodes;
+    std::vector<onnx_tensor> initializers;
+    std::vector<onnx_value_info> inputs, outputs, value_info;
+};
+
+struct onnx_opset {
+    std::string domain;  // "" (ai.onnx), "ai.onnx.ml", ...
+    std::int64_t version = 0;
+};
+
+class onnx_model {
+public:
+    // Maps and parses `path`; external data is read from `path`'s folder.
+    [[nodiscard]] static onnx_model open(const std::filesystem::path& path);
+    // Parses bytes the caller keeps alive; external data is refused (no folder), `source_name` names errors.
+    [[nodiscard]] static onnx_model parse(std::span<const std::byte> bytes, std::string source_name);
+
+    [[nodiscard]] const std::string& source_name() const noexcept { return source_; }
+    [[nodiscard]] std::int64_t ir_version() const noexcept { return ir_version_; }
+    [[nodiscard]] const std::string& producer() const noexcept { return producer_; }
+    [[nodiscard]] const std::vector<onnx_opset>& opsets() const noexcept { return opsets_; }
+    // The version imported for `domain` ("" and "ai.onnx" alike), or nullopt.
+    [[nodiscard]] std::optional<std::int64_t> opset(std::string_view domain = "") const noexcept;
+    [[nodiscard]] const onnx_graph& graph() const noexcept { return *graph_; }
+    // Bytes of initializer data, raw and external (typed lists counted at their element type's size).
+    [[nodiscard]] std::uint64_t initializer_bytes() const;
+
+private:
+    void parse_bytes(std::span<const std::byte> bytes, const std::filesystem::path* folder);
+
+    std::string source_;
+    std::int64_t ir_version_ = 0;
+    std::string producer_;
+    std::vector<onnx_opset> opsets_;
+    std::shared_ptr<onnx_graph> graph_ = std::make_shared<onnx_graph>();
+    std::shared_ptr<const mapped_file> mapping_;
+    std::map<std::string, std::shared_ptr<const mapped_file>, std::less<>> external_;
+};
+
+}  // namespace anvil
+
+#if ANVIL_DEFINITIONS
+// #include "anvil/io/onnx-inl.hpp" (in the definitions at the end)
+#endif
+// #include "anvil/io/protobuf.hpp"
+// anvil: a reader of protocol buffers' wire format (https://protobuf.dev/programming-guides/encoding/), for
+// the ONNX importer: no generated code, no dependency. A message is a sequence of fields, each a key varint
+// (field number << 3 | wire type) and a value: a varint (0), 8 little-endian bytes (1), a length-delimited
+// run of bytes (2: strings, bytes, nested messages, packed repeated numbers) or 4 bytes (5); groups (3, 4)
+// are deprecated and refused. Every byte is hostile: varints longer than 10 bytes, lengths past the end of
+// the message, field number 0 and unknown wire types are format_errors naming the source, the message path
+// and the byte offset. Values are views of the input (no copy).
+
+// #include "anvil/compilation.hpp"
+// #include "anvil/core/error.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace anvil {
+
+enum class protobuf_wire : std::uint8_t { varint = 0, fixed64 = 1, length_delimited = 2, fixed32 = 5 };
+
+// One field of a message: its number, wire type, and value (the integer of a varint or fixed field; the bytes
+// of a length-delimited one).
+struct protobuf_field {
+    std::uint32_t number = 0;
+    protobuf_wire wire = protobuf_wire::varint;
+    std::uint64_t integer = 0;
+    std::span<const std::byte> bytes;
+    std::size_t offset = 0;  // of the field's key, from the start of the whole input
+};
+
+// Reads the fields of one message in order. `where` names the message in errors ("model.onnx:
+// graph.node[3]"); `base` is the message's offset in the whole input, so nested readers report absolute
+// offsets.
+class protobuf_reader {
+public:
+    protobuf_reader(std::span<const std::byte> message, std::string where, std::size_t base = 0);
+
+    // The next field, or false at the end of the message.
+    [[nodiscard]] bool next(protobuf_field& field);
+
+    // A reader over a length-delimited field's bytes (a nested message), named `where`.
+    [[nodiscard]] protobuf_reader nested(const protobuf_field& field, std::string where) const;
+
+    [[nodiscard]] const std::string& where() const noexcept { return where_; }
+
+    // Errors naming this message, the field and what was expected of it.
+    [[noreturn]] void fail(const protobuf_field& field, std::string_view what) const;
+    // `field` must have wire type `wire` (a field of the schema sent with another type is malformed).
+    void expect(const protobuf_field& field, protobuf_wire wire, std::string_view name) const;
+
+    // Typed values of a field named `name`, its wire type checked.
+    [[nodiscard]] std::int64_t int64(const protobuf_field& field, std::string_view name) const;
+    [[nodiscard]] float float32(const protobuf_field& field, std::string_view name) const;
+    [[nodiscard]] double float64(const protobuf_field& field, std::string_view name) const;
+    [[nodiscard]] std::string_view string(const protobuf_field& field, std::string_view name) const;
+    [[nodiscard]] std::span<const std::byte> bytes(const protobuf_field& field, std::string_view name) const;
+
+    // A repeated number field, packed (one length-delimited run) or not (one field per element): appends.
+    void append_int64s(const protobuf_field& field, std::string_view name,
+                       std::vector<std::int64_t>& out) const;
+    void append_floats(const protobuf_field& field, std::string_view name, std::vector<float>& out) const;
+    void append_doubles(const protobuf_field& field, std::string_view name, std::vector<double>& out) const;
+
+private:
+    std::uint64_t varint(std::size_t& at, const protobuf_field& field, std::string_view name) const;
+
+    std::span<const std::byte> message_;
+    std::string where_;
+    std::size_t base_ = 0;
+    std::size_t at_ = 0;
+};
+
+}  // namespace anvil
+
+#if ANVIL_DEFINITIONS
+// #include "anvil/io/protobuf-inl.hpp" (in the definitions at the end)
 #endif
 // #include "anvil/io/safetensors.hpp"
 // #include "anvil/io/safetensors_writer.hpp"
@@ -35432,6 +35683,849 @@ ANVIL_INLINE host_tensor whisper_log_mel(std::span<const float> samples, const l
     for (std::size_t i = 0; i < mel.size(); ++i)
         values[i] = static_cast<float>((std::max(mel[i], ceiling - 8.0) + 4.0) / 4.0);
     return out;
+}
+
+}  // namespace anvil
+// anvil: the ONNX model reader's definitions (see onnx.hpp; compilation.hpp says when this file is compiled).
+
+#include <algorithm>
+#include <charconv>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+// #include "anvil/core/checked_math.hpp"
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/mapped_file.hpp"
+// #include "anvil/io/onnx.hpp"
+// #include "anvil/io/protobuf.hpp"
+
+namespace anvil {
+
+using detail::message;
+
+ANVIL_INLINE std::string onnx_type_name(std::int32_t type) {
+    constexpr std::string_view names[] = {
+        "undefined", "float32", "uint8",   "int8",   "uint16", "int16",     "int32",      "int64",   "string",
+        "bool",      "float16", "float64", "uint32", "uint64", "complex64", "complex128", "bfloat16"};
+    if (type >= 0 && type < static_cast<std::int32_t>(std::size(names)))
+        return std::string(names[static_cast<std::size_t>(type)]);
+    return detail::message("type ", type);
+}
+
+ANVIL_INLINE std::size_t onnx_type_size(std::int32_t type) noexcept {
+    switch (static_cast<onnx_type>(type)) {
+        case onnx_type::uint8:
+        case onnx_type::int8:
+        case onnx_type::boolean:
+            return 1;
+        case onnx_type::uint16:
+        case onnx_type::int16:
+        case onnx_type::float16:
+        case onnx_type::bfloat16:
+            return 2;
+        case onnx_type::float32:
+        case onnx_type::int32:
+        case onnx_type::uint32:
+            return 4;
+        case onnx_type::int64:
+        case onnx_type::float64:
+        case onnx_type::uint64:
+        case onnx_type::complex64:
+            return 8;
+        case onnx_type::complex128:
+            return 16;
+        default:
+            return 0;
+    }
+}
+
+ANVIL_INLINE std::optional<dtype> onnx_dtype(std::int32_t type) noexcept {
+    switch (static_cast<onnx_type>(type)) {
+        case onnx_type::float32:
+            return dtype::f32;
+        case onnx_type::uint8:
+            return dtype::u8;
+        case onnx_type::int8:
+            return dtype::i8;
+        case onnx_type::uint16:
+            return dtype::u16;
+        case onnx_type::int16:
+            return dtype::i16;
+        case onnx_type::int32:
+            return dtype::i32;
+        case onnx_type::int64:
+            return dtype::i64;
+        case onnx_type::boolean:
+            return dtype::boolean;
+        case onnx_type::float16:
+            return dtype::f16;
+        case onnx_type::float64:
+            return dtype::f64;
+        case onnx_type::uint32:
+            return dtype::u32;
+        case onnx_type::uint64:
+            return dtype::u64;
+        case onnx_type::bfloat16:
+            return dtype::bf16;
+        default:
+            return std::nullopt;
+    }
+}
+
+ANVIL_INLINE std::uint64_t onnx_tensor::element_count() const {
+    std::uint64_t count = 1;
+    for (const std::int64_t d : dims) {
+        const auto next = detail::checked_mul(count, static_cast<std::uint64_t>(d));
+        if (d < 0 || !next) return std::numeric_limits<std::uint64_t>::max();
+        count = *next;
+    }
+    return count;
+}
+
+ANVIL_INLINE std::vector<std::byte> onnx_tensor::to_bytes() const {
+    const std::size_t size = onnx_type_size(data_type);
+    const auto count = static_cast<std::size_t>(element_count());
+    std::vector<std::byte> out(count * size);
+    if (!raw.empty()) {
+        std::memcpy(out.data(), raw.data(), out.size());
+    } else if (!floats.empty()) {
+        std::memcpy(out.data(), floats.data(), out.size());
+    } else if (!doubles.empty()) {
+        std::memcpy(out.data(), doubles.data(), out.size());
+    } else {
+        // int32_data holds int32 and the narrower integer, bool and 16-bit float types (their bits);
+        // int64_data and uint64_data their own: each value's low `size` bytes, little-endian.
+        for (std::size_t i = 0; i < count && i < integers.size(); ++i) {
+            const auto bits = static_cast<std::uint64_t>(integers[i]);
+            for (std::size_t b = 0; b < size; ++b)
+                out[i * size + b] = static_cast<std::byte>((bits >> (8 * b)) & 0xffu);
+        }
+    }
+    return out;
+}
+
+ANVIL_INLINE std::string onnx_attribute::type_name() const {
+    constexpr std::string_view names[] = {"undefined",      "float",      "int",        "string",
+                                          "tensor",         "graph",      "floats",     "ints",
+                                          "strings",        "tensors",    "graphs",     "sparse tensor",
+                                          "sparse tensors", "type proto", "type protos"};
+    if (type >= 0 && type < static_cast<std::int32_t>(std::size(names)))
+        return std::string(names[static_cast<std::size_t>(type)]);
+    return detail::message("type ", type);
+}
+
+ANVIL_INLINE const onnx_attribute* onnx_node::find(std::string_view attribute) const noexcept {
+    for (const onnx_attribute& a : attributes)
+        if (a.name == attribute) return &a;
+    return nullptr;
+}
+
+namespace detail {
+
+// Parses one model's messages: the folder external data may come from (none for bytes given without a
+// file), the external files mapped so far (each once), and the nesting depth (subgraphs in attributes, types
+// in types), bounded so a crafted file cannot exhaust the stack.
+class onnx_parser {
+public:
+    onnx_parser(const std::filesystem::path* folder,
+                std::map<std::string, std::shared_ptr<const mapped_file>, std::less<>>& external)
+        : folder_(folder), external_(external) {}
+
+    void graph(protobuf_reader r, onnx_graph& g) {
+        const depth_guard guard(*this, r);
+        protobuf_field f;
+        while (r.next(f)) {
+            switch (f.number) {
+                case 1:
+                    g.nodes.push_back(node(r.nested(f, message(r.where(), ".node[", g.nodes.size(), "]"))));
+                    break;
+                case 2:
+                    g.name = std::string(r.string(f, "name"));
+                    break;
+                case 5:
+                    g.initializers.push_back(
+                        tensor(r.nested(f, message(r.where(), ".initializer[", g.initializers.size(), "]"))));
+                    break;
+                case 11:
+                    g.inputs.push_back(
+                        value_info(r.nested(f, message(r.where(), ".input[", g.inputs.size(), "]"))));
+                    break;
+                case 12:
+                    g.outputs.push_back(
+                        value_info(r.nested(f, message(r.where(), ".output[", g.outputs.size(), "]"))));
+                    break;
+                case 13:
+                    g.value_info.push_back(value_info(
+                        r.nested(f, message(r.where(), ".value_info[", g.value_info.size(), "]"))));
+                    break;
+                case 15:
+                    r.fail(f, "sparse initializers are not supported");
+                    break;
+                default:
+                    break;  // doc_string, quantization annotations: not needed
+            }
+        }
+    }
+
+    onnx_node node(protobuf_reader r) {
+        onnx_node n;
+        protobuf_field f;
+        while (r.next(f)) {
+            switch (f.number) {
+                case 1:
+                    n.inputs.emplace_back(r.string(f, "input"));
+                    break;
+                case 2:
+                    n.outputs.emplace_back(r.string(f, "output"));
+                    break;
+                case 3:
+                    n.name = std::string(r.string(f, "name"));
+                    break;
+                case 4:
+                    n.op_type = std::string(r.string(f, "op_type"));
+                    break;
+                case 5:
+                    n.attributes.push_back(
+                        attribute(r.nested(f, message(r.where(), ".attribute[", n.attributes.size(), "]"))));
+                    break;
+                case 7:
+                    n.domain = std::string(r.string(f, "domain"));
+                    break;
+                default:
+                    break;
+            }
+        }
+        return n;
+    }
+
+    onnx_attribute attribute(protobuf_reader r) {
+        const depth_guard guard(*this, r);
+        onnx_attribute a;
+        protobuf_field f;
+        while (r.next(f)) {
+            switch (f.number) {
+                case 1:
+                    a.name = std::string(r.string(f, "name"));
+                    break;
+                case 2:
+                    a.f = r.float32(f, "f");
+                    break;
+                case 3:
+                    a.i = r.int64(f, "i");
+                    break;
+                case 4:
+                    a.s = std::string(r.string(f, "s"));
+                    break;
+                case 5:
+                    a.tensors.push_back(tensor(r.nested(f, message(r.where(), ".t"))));
+                    break;
+                case 6:
+                    a.graphs.push_back(subgraph(r.nested(f, message(r.where(), ".g"))));
+                    break;
+                case 7:
+                    r.append_floats(f, "floats", a.floats);
+                    break;
+                case 8:
+                    r.append_int64s(f, "ints", a.ints);
+                    break;
+                case 9:
+                    a.strings.emplace_back(r.string(f, "strings"));
+                    break;
+                case 10:
+                    a.tensors.push_back(
+                        tensor(r.nested(f, message(r.where(), ".tensors[", a.tensors.size(), "]"))));
+                    break;
+                case 11:
+                    a.graphs.push_back(
+                        subgraph(r.nested(f, message(r.where(), ".graphs[", a.graphs.size(), "]"))));
+                    break;
+                case 20:
+                    a.type = static_cast<std::int32_t>(r.int64(f, "type"));
+                    break;
+                default:
+                    break;
+            }
+        }
+        return a;
+    }
+
+    std::shared_ptr<onnx_graph> subgraph(protobuf_reader r) {
+        auto g = std::make_shared<onnx_graph>();
+        graph(std::move(r), *g);
+        return g;
+    }
+
+    onnx_value_info value_info(protobuf_reader r) {
+        onnx_value_info v;
+        protobuf_field f;
+        while (r.next(f)) {
+            if (f.number == 1) v.name = std::string(r.string(f, "name"));
+            if (f.number == 2) type(r.nested(f, message(r.where(), ".type")), v);
+        }
+        return v;
+    }
+
+    // TypeProto: a tensor's element type and shape; another kind is named (its element types are not read).
+    void type(protobuf_reader r, onnx_value_info& v) {
+        const depth_guard guard(*this, r);
+        protobuf_field f;
+        while (r.next(f)) {
+            switch (f.number) {
+                case 1:
+                    tensor_type(r.nested(f, message(r.where(), ".tensor_type")), v);
+                    break;
+                case 4:
+                    v.kind = "sequence";
+                    break;
+                case 5:
+                    v.kind = "map";
+                    break;
+                case 8:
+                    v.kind = "sparse tensor";
+                    break;
+                case 9:
+                    v.kind = "optional";
+                    break;
+                default:
+                    break;
+            }
+        }
+    }
+
+    void tensor_type(protobuf_reader r, onnx_value_info& v) {
+        protobuf_field f;
+        while (r.next(f)) {
+            if (f.number == 1) v.elem_type = static_cast<std::int32_t>(r.int64(f, "elem_type"));
+            if (f.number == 2) {
+                v.has_shape = true;
+                protobuf_reader shape = r.nested(f, message(r.where(), ".shape"));
+                protobuf_field d;
+                while (shape.next(d)) {
+                    if (d.number != 1) continue;
+                    protobuf_reader dim =
+                        shape.nested(d, message(shape.where(), ".dim[", v.shape.size(), "]"));
+                    onnx_dim value;
+                    protobuf_field e;
+                    while (dim.next(e)) {
+                        if (e.number == 1) value.value = dim.int64(e, "dim_value");
+                        if (e.number == 2) value.param = std::string(dim.string(e, "dim_param"));
+                    }
+                    if (value.value && *value.value < 0) {
+                        throw format_error(
+                            message(dim.where(), ": dim_value ", *value.value, " is negative"));
+                    }
+                    v.shape.push_back(std::move(value));
+                }
+            }
+        }
+    }
+
+    onnx_tensor tensor(protobuf_reader r) {
+        onnx_tensor t;
+        bool external = false;
+        std::vector<std::pair<std::string, std::string>> external_data;
+        protobuf_field f;
+        while (r.next(f)) {
+            switch (f.number) {
+                case 1:
+                    r.append_int64s(f, "dims", t.dims);
+                    break;
+                case 2:
+                    t.data_type = static_cast<std::int32_t>(r.int64(f, "data_type"));
+                    break;
+                case 3:
+                    r.fail(f, "segmented tensors are not supported");
+                    break;
+                case 4:
+                    r.append_floats(f, "float_data", t.floats);
+                    break;
+                case 5:
+                    r.append_int64s(f, "int32_data", t.integers);
+                    break;
+                case 6:
+                    t.strings.emplace_back(r.string(f, "string_data"));
+                    break;
+                case 7:
+                    r.append_int64s(f, "int64_data", t.integers);
+                    break;
+                case 8:
+                    t.name = std::string(r.string(f, "name"));
+                    break;
+                case 9:
+                    t.raw = r.bytes(f, "raw_data");
+                    break;
+                case 10:
+                    r.append_doubles(f, "double_data", t.doubles);
+                    break;
+                case 11:
+                    r.append_int64s(f, "uint64_data", t.integers);
+                    break;
+                case 13: {
+                    protobuf_reader entry = r.nested(f, message(r.where(), ".external_data"));
+                    std::pair<std::string, std::string> kv;
+                    protobuf_field e;
+                    while (entry.next(e)) {
+                        if (e.number == 1) kv.first = std::string(entry.string(e, "key"));
+                        if (e.number == 2) kv.second = std::string(entry.string(e, "value"));
+                    }
+                    external_data.push_back(std::move(kv));
+                    break;
+                }
+                case 14:
+                    external = r.int64(f, "data_location") == 1;
+                    break;
+                default:
+                    break;
+            }
+        }
+        const std::string where = t.name.empty() ? r.where() : message(r.where(), " ('", t.name, "')");
+        for (const std::int64_t d : t.dims)
+            if (d < 0) throw format_error(message(where, ": dimension ", d, " is negative"));
+        const std::uint64_t count = t.element_count();
+        if (count == std::numeric_limits<std::uint64_t>::max())
+            throw format_error(message(where, ": its dims' product overflows"));
+        if (t.data_type == 0 || (onnx_type_size(t.data_type) == 0 && t.data_type != 8)) {
+            throw format_error(message(where, ": data_type ", onnx_type_name(t.data_type),
+                                       t.data_type == 0 ? " (unset)" : " is not a tensor element type"));
+        }
+        if (external) read_external(t, where, external_data);
+        check_data(t, where, count);
+        return t;
+    }
+
+private:
+    struct depth_guard {
+        depth_guard(onnx_parser& p, const protobuf_reader& r) : parser(p) {
+            if (++parser.depth_ > max_depth) {
+                throw format_error(message(r.where(), ": nested more than ", max_depth,
+                                           " deep (subgraphs or types within each other)"));
+            }
+        }
+        ~depth_guard() { --parser.depth_; }
+        depth_guard(const depth_guard&) = delete;
+        depth_guard& operator=(const depth_guard&) = delete;
+        onnx_parser& parser;
+    };
+    static constexpr int max_depth = 64;
+
+    // The data must be exactly the dims' element count: raw bytes of the type's size, or that many values in
+    // the one typed list the type uses.
+    static void check_data(const onnx_tensor& t, const std::string& where, std::uint64_t count) {
+        const std::size_t size = onnx_type_size(t.data_type);
+        const int lists = int{!t.raw.empty()} + int{!t.floats.empty()} + int{!t.integers.empty()} +
+                          int{!t.doubles.empty()} + int{!t.strings.empty()};
+        if (lists > 1) throw format_error(message(where, ": holds its data in more than one field"));
+        std::uint64_t held = 0;
+        if (!t.raw.empty()) {
+            if (size == 0) throw format_error(message(where, ": raw_data for string elements"));
+            if (t.raw.size() % size != 0 || t.raw.size() / size != count) {
+                throw format_error(message(where, ": raw_data holds ", t.raw.size(), " bytes, and ", count,
+                                           " ", onnx_type_name(t.data_type), " elements (dims ",
+                                           dims_text(t.dims), ") take ", count * size));
+            }
+            return;
+        }
+        const auto type = static_cast<onnx_type>(t.data_type);
+        if (!t.floats.empty()) {
+            if (type != onnx_type::float32 && type != onnx_type::complex64)
+                throw format_error(
+                    message(where, ": float_data for ", onnx_type_name(t.data_type), " elements"));
+            held = type == onnx_type::complex64 ? t.floats.size() / 2 : t.floats.size();
+        } else if (!t.doubles.empty()) {
+            if (type != onnx_type::float64)
+                throw format_error(
+                    message(where, ": double_data for ", onnx_type_name(t.data_type), " elements"));
+            held = t.doubles.size();
+        } else if (!t.integers.empty()) {
+            held = t.integers.size();
+        } else if (!t.strings.empty()) {
+            if (type != onnx_type::string)
+                throw format_error(
+                    message(where, ": string_data for ", onnx_type_name(t.data_type), " elements"));
+            held = t.strings.size();
+        }
+        if (held != count && !(held == 0 && count == 0)) {
+            if (held == 0) {
+                throw format_error(
+                    message(where, ": no data for its ", count, " elements (dims ", dims_text(t.dims), ")"));
+            }
+            throw format_error(message(where, ": ", held, " values for ", count, " elements (dims ",
+                                       dims_text(t.dims), ")"));
+        }
+    }
+
+    static std::string dims_text(const std::vector<std::int64_t>& dims) {
+        std::string text = "[";
+        for (std::size_t i = 0; i < dims.size(); ++i)
+            text += (i ? ", " : "") + std::to_string(dims[i]);
+        return text + "]";
+    }
+
+    // External data: `location` relative to the model's folder and inside it; `offset` and `length` (default:
+    // the rest of the file) inside the file. The file is mapped once per model.
+    void read_external(onnx_tensor& t, const std::string& where,
+                       const std::vector<std::pair<std::string, std::string>>& entries) {
+        std::string location;
+        std::optional<std::uint64_t> offset, length;
+        for (const auto& [key, value] : entries) {
+            if (key == "location") location = value;
+            if (key == "offset" || key == "length") {
+                std::uint64_t number = 0;
+                const char* end = value.data() + value.size();
+                const auto parsed = std::from_chars(value.data(), end, number);
+                if (value.empty() || parsed.ec != std::errc{} || parsed.ptr != end) {
+                    throw format_error(message(where, ": external data ", key, " '", value,
+                                               "' is not a non-negative integer"));
+                }
+                (key == "offset" ? offset : length) = number;
+            }
+        }
+        if (location.empty()) throw format_error(message(where, ": external data without a location"));
+        if (folder_ == nullptr) {
+            throw format_error(message(where, ": external data ('", location,
+                                       "') needs the model's folder: open the model from its file"));
+        }
+        const std::filesystem::path relative(location);
+        bool escapes = relative.is_absolute() || relative.has_root_name() || relative.has_root_directory();
+        for (const auto& part : relative)
+            if (part == "..") escapes = true;
+        if (escapes) {
+            throw format_error(
+                message(where, ": external data location '", location,
+                        "' leaves the model's folder (it must be a relative path without '..')"));
+        }
+        auto found = external_.find(location);
+        if (found == external_.end()) {
+            const std::filesystem::path path = *folder_ / relative;
+            std::error_code ec;
+            const auto canonical = std::filesystem::weakly_canonical(path, ec);
+            const auto root = std::filesystem::weakly_canonical(*folder_, ec);
+            const auto mismatch = std::mismatch(root.begin(), root.end(), canonical.begin(), canonical.end());
+            if (ec || mismatch.first != root.end()) {
+                throw format_error(message(where, ": external data location '", location,
+                                           "' resolves outside the model's folder"));
+            }
+            if (!std::filesystem::is_regular_file(path, ec)) {
+                throw format_error(
+                    message(where, ": external data file '", path.string(), "' does not exist"));
+            }
+            found = external_.emplace(location, std::make_shared<const mapped_file>(mapped_file::open(path)))
+                        .first;
+        }
+        const std::span<const std::byte> bytes = found->second->bytes();
+        const std::uint64_t begin = offset.value_or(0);
+        if (begin > bytes.size()) {
+            throw format_error(message(where, ": external data offset ", begin, " is past the end of '",
+                                       location, "' (", bytes.size(), " bytes)"));
+        }
+        const std::uint64_t size = length.value_or(bytes.size() - begin);
+        if (size > bytes.size() - begin) {
+            throw format_error(message(where, ": external data at offset ", begin, ", length ", size,
+                                       ", runs past the end of '", location, "' (", bytes.size(), " bytes)"));
+        }
+        if (!t.raw.empty() || !t.floats.empty() || !t.integers.empty() || !t.doubles.empty())
+            throw format_error(message(where, ": holds data in the model as well as external data"));
+        t.raw = bytes.subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(size));
+        t.external_location = location;
+        if (size == 0 && t.element_count() != 0) {
+            throw format_error(
+                message(where, ": external data of 0 bytes for ", t.element_count(), " elements"));
+        }
+    }
+
+    const std::filesystem::path* folder_;
+    std::map<std::string, std::shared_ptr<const mapped_file>, std::less<>>& external_;
+    int depth_ = 0;
+};
+
+}  // namespace detail
+
+ANVIL_INLINE void onnx_model::parse_bytes(std::span<const std::byte> bytes,
+                                          const std::filesystem::path* folder) {
+    detail::onnx_parser parser(folder, external_);
+    protobuf_reader r(bytes, source_);
+    protobuf_field f;
+    bool has_graph = false;
+    while (r.next(f)) {
+        switch (f.number) {
+            case 1:
+                ir_version_ = r.int64(f, "ir_version");
+                break;
+            case 2:
+                producer_ = std::string(r.string(f, "producer_name"));
+                break;
+            case 7:
+                if (has_graph) r.fail(f, "a second graph");
+                parser.graph(r.nested(f, detail::message(source_, ": graph")), *graph_);
+                has_graph = true;
+                break;
+            case 8: {
+                protobuf_reader entry =
+                    r.nested(f, detail::message(source_, ": opset_import[", opsets_.size(), "]"));
+                onnx_opset opset;
+                protobuf_field e;
+                while (entry.next(e)) {
+                    if (e.number == 1) opset.domain = std::string(entry.string(e, "domain"));
+                    if (e.number == 2) opset.version = entry.int64(e, "version");
+                }
+                opsets_.push_back(std::move(opset));
+                break;
+            }
+            default:
+                break;
+        }
+    }
+    if (!has_graph) throw format_error(detail::message(source_, ": not an ONNX model (no graph)"));
+    if (ir_version_ <= 0) throw format_error(detail::message(source_, ": not an ONNX model (no ir_version)"));
+    // IR version 3 (ONNX 1.1) made opset_import required; older files default to opset 1 of ai.onnx.
+    if (opsets_.empty() && ir_version_ >= 3) {
+        throw format_error(
+            detail::message(source_, ": no opset_import (IR version ", ir_version_, " requires one)"));
+    }
+}
+
+ANVIL_INLINE onnx_model onnx_model::parse(std::span<const std::byte> bytes, std::string source_name) {
+    onnx_model model;
+    model.source_ = std::move(source_name);
+    model.parse_bytes(bytes, nullptr);
+    return model;
+}
+
+ANVIL_INLINE onnx_model onnx_model::open(const std::filesystem::path& path) {
+    onnx_model model;
+    model.source_ = path.string();
+    model.mapping_ = std::make_shared<const mapped_file>(mapped_file::open(path));
+    const std::filesystem::path folder =
+        path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path();
+    model.parse_bytes(model.mapping_->bytes(), &folder);
+    return model;
+}
+
+ANVIL_INLINE std::optional<std::int64_t> onnx_model::opset(std::string_view domain) const noexcept {
+    const bool default_domain = domain.empty() || domain == "ai.onnx";
+    for (const onnx_opset& o : opsets_) {
+        const bool matches =
+            default_domain ? (o.domain.empty() || o.domain == "ai.onnx") : o.domain == domain;
+        if (matches) return o.version;
+    }
+    if (default_domain && opsets_.empty()) return 1;
+    return std::nullopt;
+}
+
+ANVIL_INLINE std::uint64_t onnx_model::initializer_bytes() const {
+    std::uint64_t bytes = 0;
+    for (const onnx_tensor& t : graph_->initializers) {
+        if (!t.raw.empty()) {
+            bytes += t.raw.size();
+        } else if (t.data_type != static_cast<std::int32_t>(onnx_type::string)) {
+            bytes += t.element_count() * onnx_type_size(t.data_type);
+        }
+    }
+    return bytes;
+}
+
+}  // namespace anvil
+// anvil: the protocol-buffer reader's definitions (see protobuf.hpp; compilation.hpp says when this file is
+// compiled).
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/io/protobuf.hpp"
+
+namespace anvil {
+
+ANVIL_INLINE protobuf_reader::protobuf_reader(std::span<const std::byte> message, std::string where,
+                                              std::size_t base)
+    : message_(message), where_(std::move(where)), base_(base) {}
+
+ANVIL_INLINE void protobuf_reader::fail(const protobuf_field& field, std::string_view what) const {
+    throw format_error(
+        detail::message(where_, ": field ", field.number, " at byte ", field.offset, ": ", what));
+}
+
+ANVIL_INLINE std::uint64_t protobuf_reader::varint(std::size_t& at, const protobuf_field& field,
+                                                   std::string_view name) const {
+    std::uint64_t value = 0;
+    for (int shift = 0; shift < 70; shift += 7) {
+        if (at >= message_.size()) {
+            fail(field, detail::message(name, ": the varint runs past the end of the message (",
+                                        message_.size(), " bytes)"));
+        }
+        const auto byte = static_cast<std::uint8_t>(message_[at++]);
+        if (shift == 63 && byte > 1) fail(field, detail::message(name, ": the varint does not fit 64 bits"));
+        value |= std::uint64_t{byte & 0x7fu} << shift;
+        if ((byte & 0x80u) == 0) return value;
+    }
+    fail(field, detail::message(name, ": the varint is longer than 10 bytes"));
+}
+
+ANVIL_INLINE bool protobuf_reader::next(protobuf_field& field) {
+    if (at_ >= message_.size()) return false;
+    field = {};
+    field.offset = base_ + at_;
+    const std::uint64_t key = varint(at_, field, "the key");
+    field.number = static_cast<std::uint32_t>(key >> 3);
+    if ((key >> 3) == 0 || (key >> 3) > 0x1fffffff) fail(field, "field numbers are 1 to 2^29 - 1");
+    const auto wire = static_cast<unsigned>(key & 7u);
+    const auto fixed = [&](std::size_t size) {
+        if (message_.size() - at_ < size) {
+            fail(field, detail::message("a ", size, "-byte value runs past the end of the message (",
+                                        message_.size() - at_, " bytes left)"));
+        }
+        std::uint64_t value = 0;
+        for (std::size_t i = 0; i < size; ++i)
+            value |= std::uint64_t{static_cast<std::uint8_t>(message_[at_ + i])} << (8 * i);
+        at_ += size;
+        return value;
+    };
+    switch (wire) {
+        case 0:
+            field.wire = protobuf_wire::varint;
+            field.integer = varint(at_, field, "the value");
+            return true;
+        case 1:
+            field.wire = protobuf_wire::fixed64;
+            field.integer = fixed(8);
+            return true;
+        case 2: {
+            field.wire = protobuf_wire::length_delimited;
+            const std::uint64_t length = varint(at_, field, "the length");
+            if (length > message_.size() - at_) {
+                fail(field,
+                     detail::message("a length of ", length, " bytes runs past the end of the message (",
+                                     message_.size() - at_, " bytes left)"));
+            }
+            field.bytes = message_.subspan(at_, static_cast<std::size_t>(length));
+            at_ += static_cast<std::size_t>(length);
+            return true;
+        }
+        case 5:
+            field.wire = protobuf_wire::fixed32;
+            field.integer = fixed(4);
+            return true;
+        default:
+            fail(field, detail::message("wire type ", wire,
+                                        wire == 3 || wire == 4 ? " (a group, deprecated and not read)"
+                                                               : " does not exist"));
+    }
+}
+
+ANVIL_INLINE protobuf_reader protobuf_reader::nested(const protobuf_field& field, std::string where) const {
+    expect(field, protobuf_wire::length_delimited, "a message");
+    const auto offset = static_cast<std::size_t>(field.bytes.data() - message_.data());
+    return protobuf_reader(field.bytes, std::move(where), base_ + offset);
+}
+
+ANVIL_INLINE void protobuf_reader::expect(const protobuf_field& field, protobuf_wire wire,
+                                          std::string_view name) const {
+    if (field.wire == wire) return;
+    constexpr std::string_view names[] = {"varint", "64-bit", "length-delimited", "", "", "32-bit"};
+    fail(field, detail::message(name, " must be ", names[static_cast<int>(wire)], ", got ",
+                                names[static_cast<int>(field.wire)]));
+}
+
+ANVIL_INLINE std::int64_t protobuf_reader::int64(const protobuf_field& field, std::string_view name) const {
+    expect(field, protobuf_wire::varint, name);
+    return static_cast<std::int64_t>(field.integer);
+}
+
+ANVIL_INLINE float protobuf_reader::float32(const protobuf_field& field, std::string_view name) const {
+    expect(field, protobuf_wire::fixed32, name);
+    return std::bit_cast<float>(static_cast<std::uint32_t>(field.integer));
+}
+
+ANVIL_INLINE double protobuf_reader::float64(const protobuf_field& field, std::string_view name) const {
+    expect(field, protobuf_wire::fixed64, name);
+    return std::bit_cast<double>(field.integer);
+}
+
+ANVIL_INLINE std::string_view protobuf_reader::string(const protobuf_field& field,
+                                                      std::string_view name) const {
+    expect(field, protobuf_wire::length_delimited, name);
+    return {reinterpret_cast<const char*>(field.bytes.data()), field.bytes.size()};
+}
+
+ANVIL_INLINE std::span<const std::byte> protobuf_reader::bytes(const protobuf_field& field,
+                                                               std::string_view name) const {
+    expect(field, protobuf_wire::length_delimited, name);
+    return field.bytes;
+}
+
+ANVIL_INLINE void protobuf_reader::append_int64s(const protobuf_field& field, std::string_view name,
+                                                 std::vector<std::int64_t>& out) const {
+    if (field.wire == protobuf_wire::varint) {
+        out.push_back(static_cast<std::int64_t>(field.integer));
+        return;
+    }
+    expect(field, protobuf_wire::length_delimited, name);
+    protobuf_reader packed(field.bytes, where_,
+                           base_ + static_cast<std::size_t>(field.bytes.data() - message_.data()));
+    while (packed.at_ < packed.message_.size())
+        out.push_back(static_cast<std::int64_t>(packed.varint(packed.at_, field, name)));
+}
+
+namespace detail {
+
+// Appends the little-endian values of a packed fixed-width field (or one unpacked element).
+template <class Float, class Bits>
+void append_fixed(const protobuf_reader& reader, const protobuf_field& field, protobuf_wire element_wire,
+                  std::string_view name, std::vector<Float>& out) {
+    if (field.wire == element_wire) {
+        out.push_back(std::bit_cast<Float>(static_cast<Bits>(field.integer)));
+        return;
+    }
+    reader.expect(field, protobuf_wire::length_delimited, name);
+    if (field.bytes.size() % sizeof(Float) != 0) {
+        reader.fail(field, message(name, ": a packed run of ", field.bytes.size(), " bytes is not whole ",
+                                   sizeof(Float), "-byte values"));
+    }
+    const std::size_t count = field.bytes.size() / sizeof(Float);
+    const std::size_t first = out.size();
+    out.resize(first + count);
+    if constexpr (std::endian::native == std::endian::little) {
+        if (count != 0) std::memcpy(out.data() + first, field.bytes.data(), field.bytes.size());
+    } else {
+        for (std::size_t i = 0; i < count; ++i) {
+            Bits bits = 0;
+            for (std::size_t b = 0; b < sizeof(Float); ++b)
+                bits |= static_cast<Bits>(static_cast<std::uint8_t>(field.bytes[i * sizeof(Float) + b]))
+                        << (8 * b);
+            out[first + i] = std::bit_cast<Float>(bits);
+        }
+    }
+}
+
+}  // namespace detail
+
+ANVIL_INLINE void protobuf_reader::append_floats(const protobuf_field& field, std::string_view name,
+                                                 std::vector<float>& out) const {
+    detail::append_fixed<float, std::uint32_t>(*this, field, protobuf_wire::fixed32, name, out);
+}
+
+ANVIL_INLINE void protobuf_reader::append_doubles(const protobuf_field& field, std::string_view name,
+                                                  std::vector<double>& out) const {
+    detail::append_fixed<double, std::uint64_t>(*this, field, protobuf_wire::fixed64, name, out);
 }
 
 }  // namespace anvil

@@ -146,6 +146,26 @@ def main() -> int:
               "info describes a file whose tokenizer anvil cannot read, and says why")
         check_one_line_error(anvil("info", DATA / "malformed" / "gguf" / "huge_string.gguf"), 1, "anvil: error:",
                              "huge_string.gguf", what="info on a malformed .gguf")
+        # An ONNX model (tools/fixtures/make_onnx_fixtures.py wrote them with the onnx package; expected.json is
+        # what onnx reads back): inputs, outputs, opsets, op counts (subgraphs included), initializer bytes.
+        onnx_expected = json.loads((DATA / "onnx" / "expected.json").read_text())
+        result = anvil("info", DATA / "onnx" / "tiny.onnx")
+        check(result.returncode == 0 and "ONNX model, IR version 8" in result.stdout and "opsets: ai.onnx 13" in
+              result.stdout and "x: float32 [batch, 4]" in result.stdout and "nodes: 2 (MatMul 1, Relu 1)" in
+              result.stdout and "initializers: 1, 48 B" in result.stdout, f"info on an .onnx file ({result.stdout!r})")
+        for name, want in onnx_expected.items():
+            report = json.loads(anvil("info", DATA / "onnx" / name, "--json").stdout)
+            check(report["op_counts"] == want["op_counts"] and report["opsets"] == want["opsets"] and
+                  [i["name"] for i in report["inputs"]] == [i["name"] for i in want["inputs"]] and
+                  [o["shape"] for o in report["outputs"]] == [o["shape"] for o in want["outputs"]] and
+                  report["initializer_count"] == len(want["initializers"]), f"info --json on {name}: {report}")
+        report = json.loads(anvil("info", DATA / "onnx" / "external.onnx", "--json").stdout)
+        check(report["external_data"] == ["external.onnx.data"] and report["initializer_bytes"] == 288,
+              "info --json names an ONNX model's external data and counts its bytes")
+        onnx_corpus = sorted((DATA / "malformed" / "onnx").glob("*.onnx"))
+        check(len(onnx_corpus) >= 19, "the malformed ONNX corpus is present")
+        for path in onnx_corpus:
+            check_one_line_error(anvil("info", path), 1, "anvil: error:", path.name, what=f"info on {path.name}")
         check_one_line_error(anvil("info", tmp / "missing.safetensors"), 1, "anvil: error:", "missing.safetensors",
                              what="info on a missing path")
         (tmp / "short.safetensors").write_bytes(b"\x01\x02")

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -90,10 +91,13 @@ inline constexpr const char* info_usage =
     "usage: anvil info PATH [--json]\n"
     "\n"
     "PATH is a .safetensors file, a model.safetensors.index.json, a model folder (config.json with one or\n"
-    "several safetensors files, sharded or not), a .gguf file or a .npy array. Prints every tensor's dtype\n"
-    "(a GGUF file's ggml type) and shape, the parameter and byte totals, and a summary of config.json (a "
-    "GGUF\n"
-    "file's metadata); reads only the headers, so it answers at once on any size.\n"
+    "several safetensors files, sharded or not), a .gguf file, an .onnx model or a .npy array. Prints every\n"
+    "tensor's dtype (a GGUF file's ggml type) and shape, the parameter and byte totals, and a summary of\n"
+    "config.json (a GGUF file's metadata); reads only the headers, so it answers at once on any size. For "
+    "an\n"
+    "ONNX model: its inputs and outputs (symbolic dims by name), opsets, op counts and initializer bytes, "
+    "its\n"
+    "external data files opened and bounds-checked.\n"
     "\n"
     "  --json   print the same as one JSON object\n";
 
@@ -243,6 +247,122 @@ inline int describe_gguf(const std::filesystem::path& path, bool as_json) {
     return 0;
 }
 
+// An ONNX model: inputs and outputs with their element types and shapes (symbolic dims by name), the opsets
+// it imports, how many nodes of each op it holds (subgraphs included), and its initializers' bytes. Parsing
+// opens and bounds-checks external data, so a bad file fails here as it would when run.
+inline int describe_onnx(const std::filesystem::path& path, bool as_json) {
+    using namespace detail_info;
+    const onnx_model model = onnx_model::open(path);
+    std::map<std::string, std::int64_t> op_counts;
+    std::int64_t node_count = 0;
+    std::vector<const onnx_graph*> pending{&model.graph()};
+    while (!pending.empty()) {
+        const onnx_graph* g = pending.back();
+        pending.pop_back();
+        for (const onnx_node& n : g->nodes) {
+            ++node_count;
+            ++op_counts[n.domain.empty() || n.domain == "ai.onnx" ? n.op_type : n.domain + "." + n.op_type];
+            for (const onnx_attribute& a : n.attributes)
+                for (const auto& sub : a.graphs)
+                    pending.push_back(sub.get());
+        }
+    }
+    // Graph inputs that are initializers too (IR < 4 lists them both ways) are weights, not inputs.
+    std::set<std::string, std::less<>> initializer_names;
+    for (const onnx_tensor& t : model.graph().initializers)
+        initializer_names.insert(t.name);
+    const auto shape_text = [](const onnx_value_info& v) {
+        if (v.kind != "tensor") return v.kind;
+        std::string text = onnx_type_name(v.elem_type);
+        if (!v.has_shape) return text + " (shape unknown)";
+        text += " [";
+        for (std::size_t i = 0; i < v.shape.size(); ++i) {
+            if (i) text += ", ";
+            text += v.shape[i].value ? std::to_string(*v.shape[i].value)
+                                     : (v.shape[i].param.empty() ? std::string("?") : v.shape[i].param);
+        }
+        return text + "]";
+    };
+    const auto values_json = [&](const std::vector<onnx_value_info>& values) {
+        json::array list;
+        for (const onnx_value_info& v : values) {
+            if (initializer_names.contains(v.name)) continue;
+            json::object entry;
+            entry["name"] = json::value(v.name);
+            entry["kind"] = json::value(v.kind);
+            entry["type"] = json::value(onnx_type_name(v.elem_type));
+            if (v.has_shape) {
+                json::array shape;
+                for (const onnx_dim& d : v.shape)
+                    shape.push_back(d.value ? json::value(*d.value) : json::value(d.param));
+                entry["shape"] = json::value(std::move(shape));
+            }
+            list.emplace_back(std::move(entry));
+        }
+        return json::value(std::move(list));
+    };
+    std::set<std::string, std::less<>> external_files;
+    for (const onnx_tensor& t : model.graph().initializers)
+        if (!t.external_location.empty()) external_files.insert(t.external_location);
+    if (as_json) {
+        json::object out;
+        out["path"] = json::value(path.string());
+        out["format"] = json::value("onnx");
+        out["ir_version"] = json::value(model.ir_version());
+        out["producer"] = json::value(model.producer());
+        json::object opsets;
+        for (const onnx_opset& o : model.opsets())
+            opsets[o.domain.empty() ? "ai.onnx" : o.domain] = json::value(o.version);
+        out["opsets"] = json::value(std::move(opsets));
+        out["inputs"] = values_json(model.graph().inputs);
+        out["outputs"] = values_json(model.graph().outputs);
+        json::object ops;
+        for (const auto& [name, count] : op_counts)
+            ops[name] = json::value(count);
+        out["op_counts"] = json::value(std::move(ops));
+        out["node_count"] = json::value(node_count);
+        out["initializer_count"] = json::value(static_cast<std::int64_t>(model.graph().initializers.size()));
+        out["initializer_bytes"] = json::value(static_cast<std::int64_t>(model.initializer_bytes()));
+        json::array files;
+        for (const std::string& f : external_files)
+            files.emplace_back(f);
+        out["external_data"] = json::value(std::move(files));
+        std::printf("%s\n", json::dump(json::value(std::move(out)), 2).c_str());
+        return 0;
+    }
+    std::string opset_line;
+    for (const onnx_opset& o : model.opsets())
+        opset_line += (opset_line.empty() ? "" : ", ") +
+                      (o.domain.empty() ? std::string("ai.onnx") : o.domain) + " " +
+                      std::to_string(o.version);
+    std::printf("%s: ONNX model, IR version %lld, %s%s\n", path.string().c_str(),
+                static_cast<long long>(model.ir_version()),
+                human_bytes(std::filesystem::file_size(path)).c_str(),
+                model.producer().empty() ? "" : (", from " + model.producer()).c_str());
+    std::printf("opsets: %s\n", opset_line.empty() ? "none (ai.onnx 1)" : opset_line.c_str());
+    for (const auto* list : {&model.graph().inputs, &model.graph().outputs}) {
+        std::printf("%s:\n", list == &model.graph().inputs ? "inputs" : "outputs");
+        for (const onnx_value_info& v : *list)
+            if (!initializer_names.contains(v.name))
+                std::printf("  %s: %s\n", v.name.c_str(), shape_text(v).c_str());
+    }
+    std::string ops_line;
+    for (const auto& [name, count] : op_counts)
+        ops_line += (ops_line.empty() ? "" : ", ") + name + " " + grouped(static_cast<std::uint64_t>(count));
+    std::printf("nodes: %s (%s)\n", grouped(static_cast<std::uint64_t>(node_count)).c_str(),
+                ops_line.c_str());
+    std::printf("initializers: %s, %s", grouped(model.graph().initializers.size()).c_str(),
+                human_bytes(model.initializer_bytes()).c_str());
+    if (!external_files.empty()) {
+        std::string files;
+        for (const std::string& f : external_files)
+            files += (files.empty() ? "" : ", ") + f;
+        std::printf(" (external data: %s)", files.c_str());
+    }
+    std::printf("\n");
+    return 0;
+}
+
 inline int run_info(const std::vector<std::string_view>& argv) {
     using namespace detail_info;
     const arguments args("info", argv, {{"json", false}, {"help", false}});
@@ -252,7 +372,7 @@ inline int run_info(const std::vector<std::string_view>& argv) {
     }
     if (args.positional().size() != 1)
         throw usage_error(
-            "info: expected one PATH (a .safetensors file, a model folder, a .gguf or a .npy file)");
+            "info: expected one PATH (a .safetensors file, a model folder, a .gguf, .onnx or .npy file)");
     const std::filesystem::path path = args.positional()[0];
     std::error_code ec;
     if (!std::filesystem::exists(path, ec)) {
@@ -261,6 +381,9 @@ inline int run_info(const std::vector<std::string_view>& argv) {
 
     if (path.extension() == ".npy" && !std::filesystem::is_directory(path)) {
         return describe_npy(path, args.flag("json"));
+    }
+    if (path.extension() == ".onnx" && !std::filesystem::is_directory(path)) {
+        return describe_onnx(path, args.flag("json"));
     }
     if (path.extension() == ".gguf" && !std::filesystem::is_directory(path)) {
         return describe_gguf(path, args.flag("json"));
