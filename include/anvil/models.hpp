@@ -2,6 +2,7 @@
 #pragma once
 
 #include "anvil/models/llm.hpp"
+#include "anvil/models/onnx_import.hpp"
 #include "anvil/models/speech.hpp"
 #include "anvil/models/text.hpp"
 #include "anvil/models/vision.hpp"

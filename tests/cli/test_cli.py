@@ -15,6 +15,8 @@ import subprocess
 import sys
 import tempfile
 
+from cli_support import max_relative_error, read_npy
+
 ANVIL = sys.argv[1]
 DATA = pathlib.Path(__file__).resolve().parent.parent / "data"
 SIZES = {"F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "U8": 1, "BOOL": 1, "F8_E4M3": 1}
@@ -162,6 +164,23 @@ def main() -> int:
         report = json.loads(anvil("info", DATA / "onnx" / "external.onnx", "--json").stdout)
         check(report["external_data"] == ["external.onnx.data"] and report["initializer_bytes"] == 288,
               "info --json names an ONNX model's external data and counts its bytes")
+        # anvil run: an ONNX model's outputs as DIR/<name>.npy, against what numpy computed in the generator.
+        ops = DATA / "onnx" / "ops"
+        runs = json.loads((ops / "expected.json").read_text())
+        result = anvil("run", "--model", ops / "chain.onnx", "--input", f"p={ops / 'chain.p.npy'}", "--input",
+                       f"q={ops / 'chain.q.npy'}", "--out-dir", tmp / "onnx_out", "--backend", "cpu")
+        want = runs["chain"]["outputs"]["out"]
+        if result.returncode == 0 and (tmp / "onnx_out" / "out.npy").exists():
+            shape, values = read_npy(tmp / "onnx_out" / "out.npy")
+            check(list(shape) == want["shape"] and max_relative_error(values, want["values"]) < 1e-5,
+                  "run writes an ONNX model's output as .npy, equal to numpy's")
+        else:
+            check(False, f"run on an ONNX model ({result.stderr.strip()})")
+        check_one_line_error(anvil("run", "--model", DATA / "onnx" / "subgraphs.onnx", "--out-dir", tmp / "x"), 1,
+                             "anvil: error:", "unsupported", "'If'", "'branch'", "opset 16",
+                             what="run names an op it cannot import, its node and the opset")
+        check_one_line_error(anvil("run", "--model", ops / "gemm.onnx", "--out-dir", tmp / "x"), 2, "anvil: usage:",
+                             "'a'", what="run without an input the model needs")
         onnx_corpus = sorted((DATA / "malformed" / "onnx").glob("*.onnx"))
         check(len(onnx_corpus) >= 19, "the malformed ONNX corpus is present")
         for path in onnx_corpus:

@@ -7,6 +7,7 @@
 #include "export.hpp"
 #include "info.hpp"
 #include "lm_commands.hpp"
+#include "onnx_commands.hpp"
 #include "selftest.hpp"
 #include "speech_commands.hpp"
 #include "text_commands.hpp"
@@ -27,7 +28,9 @@ constexpr const char* usage_text =
     "commands:\n"
     "  info PATH [--json]   tensors, dtypes, shapes and totals of a .safetensors file or a model folder\n"
     "                       (config.json and one or several safetensors files, sharded or not), or of\n"
-    "                       a .gguf file with its metadata\n"
+    "                       a .gguf file with its metadata, or an .onnx model's inputs, outputs and ops\n"
+    "  run --model FILE.onnx --input NAME=F.npy... --out-dir DIR\n"
+    "                       an ONNX model's outputs, each written as DIR/<output name>.npy\n"
     "  embed --model DIR    sentence embeddings (BERT, RoBERTa, XLM-R, MPNet, DistilBERT encoders), or\n"
     "                       CLIP text and image embeddings\n"
     "  rerank --model DIR   cross-encoder scores of (query, passage) pairs\n"
@@ -87,6 +90,7 @@ int dispatch(const std::vector<std::string_view>& args, const char* argv0) {
     if (command == "generate") return anvil::cli::run_generate(rest, argv0);
     if (command == "bench") return anvil::cli::run_bench(rest, argv0);
     if (command == "export") return anvil::cli::run_export(rest);
+    if (command == "run") return anvil::cli::run_onnx(rest, argv0);
     throw anvil::cli::usage_error(
         anvil::detail::message("unknown command '", command, "' (try 'anvil --help')"));
 }
