@@ -36,7 +36,9 @@ std::vector<float> values_of(const anvil::json::value& v) {
 
 TEST_CASE("onnx import: each op model gives the outputs numpy computed, on the CPU") {
     const anvil::json::value expected = anvil::json::parse_file(data_path("onnx/ops/expected.json"));
-    for (const auto& [name, run] : expected.as_object()) {
+    for (const auto& entry : expected.as_object()) {
+        const std::string& name = entry.first;
+        const anvil::json::value& run = entry.second;
         CAPTURE(name);
         const onnx_model model = onnx_model::open(data_path("onnx/ops/" + name + ".onnx"));
         std::map<std::string, anvil::dims, std::less<>> shapes;
@@ -55,7 +57,9 @@ TEST_CASE("onnx import: each op model gives the outputs numpy computed, on the C
         const std::vector<anvil::host_tensor> got = program.run(feeds);
         const auto& outputs = run.find("outputs")->as_object();
         REQUIRE(got.size() == outputs.size());
-        for (const auto& [output, data] : outputs) {
+        for (const auto& result_entry : outputs) {
+            const std::string& output = result_entry.first;
+            const anvil::json::value& data = result_entry.second;
             CAPTURE(output);
             const auto at = std::find(imported.output_names.begin(), imported.output_names.end(), output);
             REQUIRE(at != imported.output_names.end());

@@ -65,7 +65,9 @@ void check_values(const std::vector<anvil::onnx_value_info>& got, const anvil::j
 
 TEST_CASE("onnx reader: models written by the onnx package read back as onnx reads them") {
     const anvil::json::value expected = anvil::json::parse_file(data_path("onnx/expected.json"));
-    for (const auto& [name, want] : expected.as_object()) {
+    for (const auto& entry : expected.as_object()) {
+        const std::string& name = entry.first;
+        const anvil::json::value& want = entry.second;
         CAPTURE(name);
         const onnx_model model = onnx_model::open(data_path("onnx/" + name));
         CHECK(model.ir_version() == want.find("ir_version")->as_int());

@@ -414,7 +414,8 @@ ANVIL_INLINE onnx_import import_onnx(const onnx_model& model,
         initializers[t.name] = &t;
         in.bind_constant(t);
     }
-    for (const auto& [name, shape] : input_shapes) {
+    for (const auto& given : input_shapes) {
+        const std::string& name = given.first;
         const bool known = std::any_of(g.inputs.begin(), g.inputs.end(),
                                        [&](const onnx_value_info& v) { return v.name == name; });
         if (!known) throw shape_error(message(model.source_name(), ": the model has no input '", name, "'"));
