@@ -404,13 +404,20 @@ struct op_case {
 };
 
 value build_op(graph& g, op kind, std::vector<value_id>& inputs) {
-    const auto in = [&](const char* name, dims shape) {
-        value v = g.input(name, dtype::f32, shape);
+    const auto in = [&](const char* name, dims shape, dtype type = dtype::f32) {
+        value v = g.input(name, type, shape);
         inputs.push_back(v.id());
         return v;
     };
     attributes a;
     switch (kind) {
+        case op::logical_and:
+        case op::logical_or:
+        case op::logical_xor:
+            return g.apply(kind,
+                           {in("a", dims{2, 32}, dtype::boolean), in("b", dims{2, 32}, dtype::boolean)});
+        case op::logical_not:
+            return g.apply(kind, {in("x", dims{2, 32}, dtype::boolean)});
         case op::input:
             return in("x", dims{2, 32});
         case op::constant:
@@ -468,7 +475,13 @@ value build_op(graph& g, op kind, std::vector<value_id>& inputs) {
         case op::reduce_sum:
         case op::reduce_mean:
         case op::reduce_max:
+        case op::reduce_min:
+        case op::reduce_prod:
             a.axes = {1};
+            return g.apply(kind, {in("x", dims{2, 32})}, a);
+        case op::cumsum:
+            a.axis = 1;
+            a.exclusive = true;
             return g.apply(kind, {in("x", dims{2, 32})}, a);
         case op::argmax:
             a.axis = 1;
@@ -496,6 +509,12 @@ value build_op(graph& g, op kind, std::vector<value_id>& inputs) {
             value ids = g.input("ids", dtype::i32, dims{3});
             inputs.push_back(ids.id());
             return g.apply(kind, {g.constant(filled(dims{10, 32}, 0.0f)), ids});
+        }
+        case op::gather_elements: {
+            value ids = g.input("ids", dtype::i32, dims{2, 3});
+            inputs.push_back(ids.id());
+            a.axis = 1;
+            return g.apply(kind, {in("x", dims{2, 32}), ids}, a);
         }
         case op::attention:
             a.causal = true;
@@ -544,6 +563,13 @@ TEST_CASE("ane lowering: every op lowers or is host-only with a reason") {
         {op::rsqrt, "pow("},
         {op::abs, "abs("},
         {op::neg, "mul("},
+        {op::erf, "erf("},
+        {op::floor, nullptr},
+        {op::ceil, nullptr},
+        {op::round, nullptr},
+        {op::sign, "select("},
+        {op::sin, nullptr},
+        {op::cos, nullptr},
         {op::clamp, "clip("},
         {op::cast, ""},
         {op::add, "add("},
@@ -553,6 +579,15 @@ TEST_CASE("ane lowering: every op lowers or is host-only with a reason") {
         {op::pow, "pow("},
         {op::maximum, "maximum("},
         {op::minimum, "minimum("},
+        {op::equal, "equal("},
+        {op::less, "less("},
+        {op::less_equal, "less_equal("},
+        {op::greater, "greater("},
+        {op::greater_equal, "greater_equal("},
+        {op::logical_and, "mul("},
+        {op::logical_or, "maximum("},
+        {op::logical_xor, "not_equal("},
+        {op::logical_not, "sub("},
         {op::where, "select("},
         {op::fused_elementwise, "erf("},
         {op::matmul, "matmul("},
@@ -570,13 +605,17 @@ TEST_CASE("ane lowering: every op lowers or is host-only with a reason") {
         {op::reduce_sum, "reduce_sum("},
         {op::reduce_mean, "reduce_mean("},
         {op::reduce_max, "reduce_max("},
+        {op::reduce_min, "reduce_min("},
+        {op::reduce_prod, nullptr},
         {op::argmax, nullptr},
+        {op::cumsum, nullptr},
         {op::reshape, ""},
         {op::permute, "transpose("},
         {op::concat, "concat("},
         {op::slice, "slice_by_index("},
         {op::pad, "pad("},
         {op::gather, nullptr},
+        {op::gather_elements, nullptr},
         {op::attention, "softmax("},
         {op::rotary, "concat("},
         {op::dequantize_int8, ""},

@@ -5,12 +5,15 @@
 #include <doctest/doctest.h>
 #include <anvil/anvil.hpp>
 
+#include "malformed_corpus.hpp"
 #include "model_test_support.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -41,19 +44,29 @@ TEST_CASE("onnx import: each op model gives the outputs numpy computed, on the C
         const anvil::json::value& run = entry.second;
         CAPTURE(name);
         const onnx_model model = onnx_model::open(data_path("onnx/ops/" + name + ".onnx"));
-        std::map<std::string, anvil::dims, std::less<>> shapes;
-        std::map<std::string, anvil::host_tensor> inputs;
-        for (const auto& [input, data] : run.find("inputs")->as_object()) {
-            shapes.emplace(input, shape_of(data));
-            inputs.emplace(input, anvil::host_tensor::from(values_of(data), shape_of(data)));
+        // The inputs as the generator saved them (.npy, in their own dtypes), given by value: the importer
+        // reads a value only where an op needs it settled (reshape_shape_input's target).
+        std::map<std::string, anvil::host_tensor, std::less<>> inputs;
+        for (const auto& input : run.find("inputs")->as_object()) {
+            const anvil::npy::array array =
+                anvil::npy::read(data_path("onnx/ops/" + name + "." + input.first + ".npy"));
+            anvil::host_tensor t(array.type, anvil::dims(array.shape));
+            if (!array.data.empty()) std::memcpy(t.raw(), array.data.data(), array.data.size());
+            CHECK(t.shape() == shape_of(input.second));
+            inputs.emplace(input.first, std::move(t));
         }
-        const anvil::models::onnx_import imported = anvil::models::import_onnx(model, shapes);
+        const anvil::models::onnx_import imported = anvil::models::import_onnx(model, {}, inputs);
+        const std::vector<std::string> fixed =
+            name == "reshape_shape_input" ? std::vector<std::string>{"target"} : std::vector<std::string>{};
+        CHECK(imported.fixed_inputs == fixed);
         anvil::compile_options cpu;
         cpu.target = anvil::device::cpu;
         auto program = anvil::compile(imported.outputs, cpu);
         std::vector<anvil::named_tensor> feeds;
-        for (const auto& [input, tensor] : inputs)
-            feeds.push_back({input, tensor});
+        for (const std::string& input : imported.input_names) {
+            CHECK(std::find(fixed.begin(), fixed.end(), input) == fixed.end());
+            feeds.push_back({input, inputs.at(input)});
+        }
         const std::vector<anvil::host_tensor> got = program.run(feeds);
         const auto& outputs = run.find("outputs")->as_object();
         REQUIRE(got.size() == outputs.size());
@@ -118,11 +131,24 @@ TEST_CASE("onnx import: symbolic dims, given shapes, undefined inputs and unsupp
                          doctest::Contains("input 'x' dim 1 is 4, given [5, 7]"), anvil::shape_error);
     CHECK_THROWS_WITH_AS((void)anvil::models::import_onnx(tiny, {{"y", anvil::dims{1, 3}}}),
                          doctest::Contains("the model has no input 'y'"), anvil::shape_error);
+    // A Reshape target given as a graph input needs its value; its shape alone leaves it unsettled.
+    const onnx_model by_input = onnx_model::open(data_path("onnx/ops/reshape_shape_input.onnx"));
+    CHECK_THROWS_WITH_AS(
+        (void)anvil::models::import_onnx(by_input),
+        doctest::Contains("unsupported ONNX op 'Reshape' (node 'reshape', opset 13): the shape "
+                          "'target' is computed at run time"),
+        anvil::unsupported_error);
     // An op with no import: the error says unsupported and names the op, the node and the opset.
     const onnx_model branches = onnx_model::open(data_path("onnx/subgraphs.onnx"));
     CHECK_THROWS_WITH_AS((void)anvil::models::import_onnx(branches),
                          doctest::Contains("unsupported ONNX op 'If' (node 'branch', opset 16)"),
                          anvil::unsupported_error);
+}
+
+TEST_CASE("onnx import: graphs with undefined inputs, cycles and values made twice are refused by name") {
+    check_malformed_corpus("onnx_graph", 6, [](const std::filesystem::path& path) {
+        (void)anvil::models::import_onnx(onnx_model::open(path));
+    });
 }
 
 }  // namespace test_onnx_import

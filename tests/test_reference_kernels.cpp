@@ -95,7 +95,9 @@ attributes parse_attributes(const json::value& object) {
         {"transpose_b", &attributes::transpose_b},
         {"align_corners", &attributes::align_corners},
         {"causal", &attributes::causal},
-        {"interleaved", &attributes::interleaved}};
+        {"interleaved", &attributes::interleaved},
+        {"exclusive", &attributes::exclusive},
+        {"reverse", &attributes::reverse}};
     attributes a;
     for (const auto& [key, v] : object.as_object()) {
         if (const auto list = lists.find(key); list != lists.end()) {

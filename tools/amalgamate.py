@@ -8,8 +8,9 @@ writing it and fails when it is stale.
 
 The definitions files (`*-inl.hpp`, see anvil/compilation.hpp) are not inlined where their headers include them:
 they are collected, with whatever they include that the declarations did not, into one section at the end, under
-`#if ANVIL_DEFINITIONS`. So the single header offers both modes as include/ does: header-only by default, and
-with ANVIL_SEPARATE_COMPILATION declarations only, except in the one file that defines ANVIL_IMPLEMENTATION.
+`#if ANVIL_DEFINITIONS` (there a definitions file that another includes is inlined in place, depth-first). So the
+single header offers both modes as include/ does: header-only by default, and with ANVIL_SEPARATE_COMPILATION
+declarations only, except in the one file that defines ANVIL_IMPLEMENTATION.
 """
 import argparse
 import pathlib
@@ -44,7 +45,7 @@ def amalgamate() -> str:
             match = INCLUDE_RE.match(line)
             if match:
                 target = match.group(1)
-                if DEFINITIONS_RE.search(target):
+                if DEFINITIONS_RE.search(target) and not in_definitions:
                     out.append(f"// {line.strip()} (in the definitions at the end)\n")
                     if target not in seen and target not in deferred:
                         deferred.append(target)
@@ -57,7 +58,11 @@ def amalgamate() -> str:
         if not out[-1].endswith("\n"):
             out.append("\n")
 
+    # In the definitions section a definitions file that includes another (the ONNX importer's op families
+    # include its core) needs that one first: there they are inlined depth-first, as headers are.
+    in_definitions = False
     inline(ENTRY, [])
+    in_definitions = True
     out.append("\n// The definitions (anvil/compilation.hpp): compiled in every file that includes this header, or with\n"
                "// ANVIL_SEPARATE_COMPILATION only in the one that defines ANVIL_IMPLEMENTATION.\n"
                "#if ANVIL_DEFINITIONS\n")

@@ -32,7 +32,7 @@ stage() {
 }
 
 stage "packages: install what is missing"
-packages=(g++ clang clang-format libclang-rt-14-dev cmake ninja-build meson pkg-config git python3 python3-numpy doctest-dev libstb-dev protobuf-compiler)
+packages=(g++ clang clang-format libclang-rt-14-dev cmake ninja-build meson pkg-config git python3 python3-numpy doctest-dev libstb-dev protobuf-compiler libonnx-testdata)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -2513,10 +2513,10 @@ inline warning_handler set_warning_handler(warning_handler handler) {
 #include <vector>
 
 // #include "anvil/expr/elementwise.hpp"
-// anvil: elementwise ops on tensors: activations, cast, arithmetic with numpy broadcasting (operators and
-// scalar operands: `x * 0.5f`, `2.0f - x`), maximum/minimum/pow, clamp and where. Static shapes broadcast at
-// compile time (a mismatch names the op and both shapes); operands of different element types are a compile
-// error.
+// anvil: elementwise ops on tensors: activations, rounding, cast, arithmetic with numpy broadcasting
+// (operators and scalar operands: `x * 0.5f`, `2.0f - x`), maximum/minimum/pow, clamp, comparisons and logic
+// (bool tensors), and where. Static shapes broadcast at compile time (a mismatch names the op and both
+// shapes); operands of different element types are a compile error.
 
 #include <concepts>
 #include <cstdint>
@@ -2604,6 +2604,13 @@ enum class op : std::uint8_t {
     rsqrt,
     abs,
     neg,
+    erf,
+    floor,
+    ceil,
+    round,  // half to even, as ONNX's Round and numpy's rint
+    sign,   // -1, 0 or 1, as numpy's (both zeros give 0); NaN stays NaN
+    sin,
+    cos,
     clamp,  // attributes: min, max
     cast,   // to the node's dtype
     // Elementwise, two operands with numpy broadcasting.
@@ -2614,6 +2621,18 @@ enum class op : std::uint8_t {
     pow,
     maximum,
     minimum,
+    // Comparisons: two operands of one type with numpy broadcasting, a dtype::boolean result (NaN compares
+    // unequal and unordered, as in IEEE 754).
+    equal,
+    less,
+    less_equal,
+    greater,
+    greater_equal,
+    // Logic on dtype::boolean operands (any nonzero value counts as true), with a dtype::boolean result.
+    logical_and,
+    logical_or,
+    logical_xor,
+    logical_not,  // one operand
     // Elementwise, three operands: where(condition != 0, a, b).
     where,
     // One fused node for a chain of elementwise ops (built by the fusion pass; attributes: steps).
@@ -2637,7 +2656,11 @@ enum class op : std::uint8_t {
     reduce_sum,
     reduce_mean,
     reduce_max,
-    argmax,  // attributes: axis (axes[0]), keep_dims; output i64
+    reduce_min,   // NaN propagates, as reduce_max
+    reduce_prod,  // the product of nothing is 1
+    argmax,       // attributes: axis (axes[0]), keep_dims; output i64
+    // Scans.
+    cumsum,  // attributes: axis, exclusive, reverse (ONNX's CumSum); the shape is unchanged
     // Data movement.
     reshape,  // attributes: sizes (the output shape, one extent may be -1)
     permute,  // attributes: axes (the output's axis i is the input's axes[i])
@@ -2645,6 +2668,9 @@ enum class op : std::uint8_t {
     slice,    // attributes: begin, end, step (one per axis)
     pad,      // attributes: begin (before), end (after) per axis, value
     gather,   // table, indices: rows of `table` along `axis` (embedding lookup)
+    // data, indices (the result's shape; extents <= data's off `axis`): for axis 1,
+    // out[i][j] = data[i][indices[i][j]], as ONNX's GatherElements; negative indices count from the end.
+    gather_elements,
     // Transformer blocks.
     attention,  // q [B, H, Sq, D], k [B, Hkv, Sk, D], v [B, Hkv, Sk, Dv], optional additive mask; causal,
                 // scale
@@ -2677,7 +2703,7 @@ struct attributes {
     std::vector<std::int64_t> begin;  // slice; pad (elements before)
     std::vector<std::int64_t> end;    // slice; pad (elements after)
     std::vector<std::int64_t> step;   // slice
-    std::int64_t axis = 0;            // softmax, concat, gather, argmax, dequantisation
+    std::int64_t axis = 0;            // softmax, concat, gather(_elements), argmax, cumsum, dequantisation
     dtype to = dtype::f32;            // cast
     bool keep_dims = false;
     // conv2d and pooling
@@ -2700,6 +2726,8 @@ struct attributes {
     bool align_corners = false;
     bool causal = false;
     bool interleaved = false;  // rotary: pairs (0,1), (2,3)... instead of halves
+    bool exclusive = false;    // cumsum: each sum leaves out its own element (the first is 0)
+    bool reverse = false;      // cumsum: sums run from the end of the axis towards its start
     // dequantize_ggml: the blocks' type, a ggml_type number (core/ggml_types.hpp)
     std::uint32_t ggml_type = 0;
     // fused_elementwise
@@ -2744,6 +2772,13 @@ inline constexpr std::array<op_info, op_count> op_table{{
     {"rsqrt", op_category::unary, 1, 1},
     {"abs", op_category::unary, 1, 1},
     {"neg", op_category::unary, 1, 1},
+    {"erf", op_category::unary, 1, 1},
+    {"floor", op_category::unary, 1, 1},
+    {"ceil", op_category::unary, 1, 1},
+    {"round", op_category::unary, 1, 1},
+    {"sign", op_category::unary, 1, 1},
+    {"sin", op_category::unary, 1, 1},
+    {"cos", op_category::unary, 1, 1},
     {"clamp", op_category::unary, 1, 1},
     {"cast", op_category::unary, 1, 1},
     {"add", op_category::binary, 2, 2},
@@ -2753,6 +2788,15 @@ inline constexpr std::array<op_info, op_count> op_table{{
     {"pow", op_category::binary, 2, 2},
     {"maximum", op_category::binary, 2, 2},
     {"minimum", op_category::binary, 2, 2},
+    {"equal", op_category::binary, 2, 2},
+    {"less", op_category::binary, 2, 2},
+    {"less_equal", op_category::binary, 2, 2},
+    {"greater", op_category::binary, 2, 2},
+    {"greater_equal", op_category::binary, 2, 2},
+    {"logical_and", op_category::binary, 2, 2},
+    {"logical_or", op_category::binary, 2, 2},
+    {"logical_xor", op_category::binary, 2, 2},
+    {"logical_not", op_category::unary, 1, 1},
     {"where", op_category::ternary, 3, 3},
     {"fused_elementwise", op_category::fused, 1, any_count},
     {"matmul", op_category::structured, 2, 2},
@@ -2770,13 +2814,17 @@ inline constexpr std::array<op_info, op_count> op_table{{
     {"reduce_sum", op_category::structured, 1, 1},
     {"reduce_mean", op_category::structured, 1, 1},
     {"reduce_max", op_category::structured, 1, 1},
+    {"reduce_min", op_category::structured, 1, 1},
+    {"reduce_prod", op_category::structured, 1, 1},
     {"argmax", op_category::structured, 1, 1},
+    {"cumsum", op_category::structured, 1, 1},
     {"reshape", op_category::structured, 1, 1},
     {"permute", op_category::structured, 1, 1},
     {"concat", op_category::structured, 1, any_count},
     {"slice", op_category::structured, 1, 1},
     {"pad", op_category::structured, 1, 1},
     {"gather", op_category::structured, 2, 2},
+    {"gather_elements", op_category::structured, 2, 2},
     {"attention", op_category::structured, 3, 4},
     {"rotary", op_category::structured, 3, 3},
     {"dequantize_int8", op_category::structured, 2, 3},
@@ -2836,6 +2884,15 @@ std::int64_t normalize_axis(op kind, std::int64_t axis, std::size_t rank, const 
 void require_floating(op kind, dtype type, std::string_view which);
 
 void require_same_type(op kind, std::span<const value_type> inputs);
+
+// "f32 and bool" for messages.
+std::string describe_types(std::span<const value_type> inputs);
+
+// No operand is dtype::boolean (comparisons that order their operands, sign).
+void require_numeric(op kind, std::span<const value_type> inputs);
+
+// Every operand is dtype::boolean (the logical ops).
+void require_boolean(op kind, std::span<const value_type> inputs);
 
 void require_rank(op kind, const value_type& input, std::size_t rank, std::string_view which);
 
@@ -3563,6 +3620,37 @@ template <class T, class S>
     return detail::unary<op::clamp>(x, std::move(attrs));
 }
 
+template <class T, class S>
+[[nodiscard]] tensor<T, S> erf(const tensor<T, S>& x) {
+    return detail::unary<op::erf>(x);
+}
+template <class T, class S>
+[[nodiscard]] tensor<T, S> floor(const tensor<T, S>& x) {
+    return detail::unary<op::floor>(x);
+}
+template <class T, class S>
+[[nodiscard]] tensor<T, S> ceil(const tensor<T, S>& x) {
+    return detail::unary<op::ceil>(x);
+}
+// To the nearest integer, ties to even (numpy's rint, ONNX's Round).
+template <class T, class S>
+[[nodiscard]] tensor<T, S> round(const tensor<T, S>& x) {
+    return detail::unary<op::round>(x);
+}
+// -1, 0 or 1; NaN stays NaN.
+template <class T, class S>
+[[nodiscard]] tensor<T, S> sign(const tensor<T, S>& x) {
+    return detail::unary<op::sign>(x);
+}
+template <class T, class S>
+[[nodiscard]] tensor<T, S> sin(const tensor<T, S>& x) {
+    return detail::unary<op::sin>(x);
+}
+template <class T, class S>
+[[nodiscard]] tensor<T, S> cos(const tensor<T, S>& x) {
+    return detail::unary<op::cos>(x);
+}
+
 // cast<U>(x): the elements converted to element type U.
 template <class U, class T, class Shape>
 [[nodiscard]] tensor<U, Shape> cast(const tensor<T, Shape>& x) {
@@ -3663,6 +3751,56 @@ template <class T, class S, scalar_number N>
 template <class T, class S, scalar_number N>
 [[nodiscard]] tensor<T, S> minimum(N number, const tensor<T, S>& x) {
     return detail::binary_with_scalar<op::minimum>(x, number, true);
+}
+
+// --- comparisons (bool tensors; NaN compares false) and logic on bool tensors, numpy broadcasting ---
+
+namespace detail {
+
+template <op Kind, class TA, class SA, class TB, class SB>
+[[nodiscard]] auto to_bool(const tensor<TA, SA>& a, const tensor<TB, SB>& b) {
+    require_same_element_type<Kind, TA, TB>();
+    require_elementwise_shapes<Kind, SA, SB>();
+    return tensor<bool, broadcast_result_t<SA, SB>>(apply_op(Kind, {a.value(), b.value()}));
+}
+
+}  // namespace detail
+
+template <class TA, class SA, class TB, class SB>
+[[nodiscard]] auto equal(const tensor<TA, SA>& a, const tensor<TB, SB>& b) {
+    return detail::to_bool<op::equal>(a, b);
+}
+template <class TA, class SA, class TB, class SB>
+[[nodiscard]] auto less(const tensor<TA, SA>& a, const tensor<TB, SB>& b) {
+    return detail::to_bool<op::less>(a, b);
+}
+template <class TA, class SA, class TB, class SB>
+[[nodiscard]] auto less_equal(const tensor<TA, SA>& a, const tensor<TB, SB>& b) {
+    return detail::to_bool<op::less_equal>(a, b);
+}
+template <class TA, class SA, class TB, class SB>
+[[nodiscard]] auto greater(const tensor<TA, SA>& a, const tensor<TB, SB>& b) {
+    return detail::to_bool<op::greater>(a, b);
+}
+template <class TA, class SA, class TB, class SB>
+[[nodiscard]] auto greater_equal(const tensor<TA, SA>& a, const tensor<TB, SB>& b) {
+    return detail::to_bool<op::greater_equal>(a, b);
+}
+template <class SA, class SB>
+[[nodiscard]] auto logical_and(const tensor<bool, SA>& a, const tensor<bool, SB>& b) {
+    return detail::to_bool<op::logical_and>(a, b);
+}
+template <class SA, class SB>
+[[nodiscard]] auto logical_or(const tensor<bool, SA>& a, const tensor<bool, SB>& b) {
+    return detail::to_bool<op::logical_or>(a, b);
+}
+template <class SA, class SB>
+[[nodiscard]] auto logical_xor(const tensor<bool, SA>& a, const tensor<bool, SB>& b) {
+    return detail::to_bool<op::logical_xor>(a, b);
+}
+template <class S>
+[[nodiscard]] tensor<bool, S> logical_not(const tensor<bool, S>& x) {
+    return tensor<bool, S>(detail::apply_op(op::logical_not, {x.value()}));
 }
 
 // a where condition != 0, else b; the three broadcast together. The condition may have any element type.
@@ -6483,7 +6621,7 @@ struct mlpackage_options {
 struct mlpackage_port {
     std::string name;
     std::vector<std::int64_t> shape;
-    std::string dtype;  // "fp16" or "int32"
+    std::string dtype;  // "fp16" (floats, and booleans as 1 and 0) or "int32"
 };
 
 // One function of a multi-function package (macOS 15 / iOS 18; Core ML loads one per MLModel, chosen by
@@ -7534,6 +7672,7 @@ struct log_mel_options {
 // #include "anvil/compilation.hpp"
 // #include "anvil/core/dtype.hpp"
 // #include "anvil/core/error.hpp"
+// #include "anvil/core/host_tensor.hpp"
 // #include "anvil/core/mapped_file.hpp"
 
 #include <cstddef>
@@ -7613,6 +7752,13 @@ struct onnx_tensor {
     // The values as anvil's host bytes of onnx_dtype(data_type): raw data as stored, typed lists narrowed.
     [[nodiscard]] std::vector<std::byte> to_bytes() const;
 };
+
+// A TensorProto on its own, as ONNX's test data stores each input and output (test_data_set_N/input_0.pb).
+// Raw data stays a view of `bytes`, which the caller keeps alive; external data is refused (no folder).
+[[nodiscard]] onnx_tensor parse_onnx_tensor(std::span<const std::byte> bytes, std::string_view source_name);
+// The tensor's values in anvil's host layout (a copy): an unsupported_error naming it when anvil has no dtype
+// for its element type (strings, complex numbers).
+[[nodiscard]] host_tensor onnx_host_tensor(const onnx_tensor& t);
 
 struct onnx_graph;
 
@@ -9569,14 +9715,19 @@ void unpermute_rope_rows(std::span<const std::byte> gguf_rows, std::int64_t head
 // anvil: an ONNX model's graph imported into anvil's IR (io/onnx.hpp reads the file). The graph's symbolic
 // dims are resolved from the shapes of the inputs given, so the imported graph has static shapes, as every
 // anvil program does; initializers become constants; each node becomes the IR ops it means at the model's
-// opset (Softmax before opset 13, Squeeze/Unsqueeze/Clip/Reshape taking attributes or constant inputs).
-// A node anvil cannot import is an unsupported_error naming the op, the node and the opset — the one-line
-// error the command line prints.
+// opset (the attributes that became inputs, Softmax's axis before opset 13, ...).
 //
-// Imported so far: Add, Sub, Mul, Div, Pow, Max, Min, Relu, Sigmoid, Tanh, Exp, Log, Sqrt, Abs, Neg,
-// Identity, MatMul, Gemm, Softmax, Reshape, Transpose, Flatten, Concat, Squeeze, Unsqueeze, Clip, Constant.
+// Values that decide shapes (Reshape's target, Slice's bounds, Expand's shape, Resize's sizes, a PyTorch
+// export's Shape -> Gather -> Concat chains) must be settled at import: the importer evaluates on the host
+// whatever does not depend on a run's inputs. A graph input that decides one is settled only when its value
+// is given (`input_values`), and the program is then specialised to it (onnx_import::fixed_inputs).
+//
+// A node anvil cannot import is an unsupported_error naming the op, the node and the opset, and saying what
+// is missing: the one-line error the command line prints. tests/onnx_conformance runs ONNX's own backend
+// tests through this importer; the README's table says which ops pass.
 
 // #include "anvil/compilation.hpp"
+// #include "anvil/core/host_tensor.hpp"
 // #include "anvil/core/shape.hpp"
 // #include "anvil/graph/graph.hpp"
 // #include "anvil/io/onnx.hpp"
@@ -9593,12 +9744,17 @@ struct onnx_import {
     std::vector<std::string> input_names;   // the graph's inputs that are not initializers, in order
     std::vector<std::string> output_names;  // the graph's outputs, in order
     std::vector<value> outputs;
+    // Inputs whose given values the import built into the program (they decide a shape or a bound); they
+    // are not in input_names when nothing else reads them.
+    std::vector<std::string> fixed_inputs;
 };
 
 // `input_shapes` gives an input's shape where the model leaves a dim symbolic or unknown (and may confirm a
-// static one: a shape that contradicts the model's is a shape_error).
-[[nodiscard]] onnx_import import_onnx(const onnx_model& model,
-                                      const std::map<std::string, dims, std::less<>>& input_shapes = {});
+// static one: a shape that contradicts the model's is a shape_error). `input_values` gives inputs' values
+// (and so their shapes), used only where an op needs a value settled at import.
+[[nodiscard]] onnx_import import_onnx(
+    const onnx_model& model, const std::map<std::string, dims, std::less<>>& input_shapes = {},
+    const std::map<std::string, host_tensor, std::less<>>& input_values = {});
 
 }  // namespace anvil::models
 
@@ -14083,6 +14239,23 @@ inline constexpr std::array<op_lowering, op_count> op_lowerings{{
     {placement::decomposed, "pow(x, -0.5) (rsqrt is rejected, RUNTIME.md §6)"},
     {placement::native, "abs"},
     {placement::decomposed, "mul(x, -1)"},
+    {placement::native, "erf"},
+    {placement::host_only,
+     "floor is not among the MIL ops the Neural Engine is known to run (mil_ops.json); no rewrite is exact "
+     "there, as its fp16 rounding ties up (RUNTIME.md §6)"},
+    {placement::host_only,
+     "ceil is not among the MIL ops the Neural Engine is known to run (mil_ops.json); no rewrite is exact "
+     "there, as its fp16 rounding ties up (RUNTIME.md §6)"},
+    {placement::host_only,
+     "round is not among the MIL ops the Neural Engine is known to run (mil_ops.json); no rewrite is exact "
+     "there, as its fp16 rounding ties up (RUNTIME.md §6), not to even"},
+    {placement::decomposed, "select(greater(x, 0), 1, select(less(x, 0), -1, x))"},
+    {placement::host_only,
+     "sin is not verified on any Neural Engine, and is reported unusable on M5 / macOS 26.5 (RUNTIME.md "
+     "§0 #9)"},
+    {placement::host_only,
+     "cos is not verified on any Neural Engine, and is reported unusable on M5 / macOS 26.5 (RUNTIME.md "
+     "§0 #9)"},
     {placement::native, "clip (maximum then minimum when min >= max)"},
     {placement::decomposed, "nothing: a cast between float types is a no-op, every value is fp16"},
     {placement::native, "add"},
@@ -14092,6 +14265,16 @@ inline constexpr std::array<op_lowering, op_count> op_lowerings{{
     {placement::native, "pow"},
     {placement::native, "maximum"},
     {placement::native, "minimum"},
+    {placement::decomposed, "select(equal(x, y), 1, 0): booleans are held as fp16 1 and 0"},
+    {placement::decomposed, "select(less(x, y), 1, 0): booleans are held as fp16 1 and 0"},
+    {placement::decomposed, "select(less_equal(x, y), 1, 0): booleans are held as fp16 1 and 0"},
+    {placement::decomposed, "select(greater(x, y), 1, 0): booleans are held as fp16 1 and 0"},
+    {placement::decomposed, "select(greater_equal(x, y), 1, 0): booleans are held as fp16 1 and 0"},
+    {placement::decomposed,
+     "mul(a, b) of booleans held as fp16 1 and 0 (MIL's logical ops take bool tensors)"},
+    {placement::decomposed, "maximum(a, b) of booleans held as fp16 1 and 0"},
+    {placement::decomposed, "select(not_equal(a, b), 1, 0) of booleans held as fp16 1 and 0"},
+    {placement::decomposed, "sub(1, x) of a boolean held as fp16 1 or 0"},
     {placement::decomposed, "select(not_equal(c, 0), a, b)"},
     {placement::decomposed, "one MIL op (or pattern) per step"},
     {placement::native, "matmul with transpose_x / transpose_y as named consts"},
@@ -14113,13 +14296,23 @@ inline constexpr std::array<op_lowering, op_count> op_lowerings{{
     {placement::native, "reduce_sum with keep_dims as a named const"},
     {placement::native, "reduce_mean with keep_dims as a named const"},
     {placement::native, "reduce_max with keep_dims as a named const"},
+    {placement::native, "reduce_min with keep_dims as a named const"},
+    {placement::host_only,
+     "reduce_prod is not among the MIL ops the Neural Engine is known to run (mil_ops.json), and is "
+     "reported unsupported there (RUNTIME.md §6, CONSTRAINTS.md)"},
     {placement::host_only, "argmax gives integer indices; the ANE computes fp16 only"},
+    {placement::host_only,
+     "cumsum is a MIL op (mil_ops.json), but nothing shows the Neural Engine runs it (RUNTIME.md, "
+     "CONSTRAINTS.md) and the ANE simulator does not execute it"},
     {placement::native, "reshape"},
     {placement::native, "transpose"},
     {placement::native, "concat (interleave = false)"},
     {placement::native, "slice_by_index"},
     {placement::native, "pad (mode constant)"},
     {placement::host_only, "gather reads integer indices (embedding lookup runs on the host, MIL.md §2.5)"},
+    {placement::host_only,
+     "gather_elements reads integer indices (MIL's gather_along_axis runs on the CPU under Core ML, MIL.md "
+     "§2.5)"},
     {placement::decomposed,
      "mul(q, scale), matmul(transpose_y), add of the mask and a -1e4 causal mask, softmax, matmul (SDPA "
      "masks are "
@@ -14157,13 +14350,19 @@ inline std::string describe_node(const graph_body& body, value_id id) {
     return text + message(", ", dtype_name(n.result.type), " ", n.result.shape, ")");
 }
 
+// Whether values of `type` live on the Neural Engine: floats in fp16, and booleans as fp16 1 and 0 (exact,
+// and how the CPU holds them too, as f32 1 and 0).
+[[nodiscard]] inline bool held_in_fp16(dtype type) {
+    return is_floating(type) || type == dtype::boolean;
+}
+
 namespace support_detail {
 
 // Why a value cannot live on the ANE (empty when it can): its type, rank or extents.
 inline std::string value_problem(const graph_body& body, value_id id, const lowering_options& options) {
     const node& n = body.nodes[id];
     const dims& shape = n.result.shape;
-    if (!is_floating(n.result.type)) {
+    if (!held_in_fp16(n.result.type)) {
         return message(describe_node(body, id), " is not floating point; the ANE computes in fp16 only");
     }
     if (shape.rank() > 5)
@@ -14251,7 +14450,8 @@ inline std::string on_cpu_by_choice(lowering_feature f, const lowering_options& 
     };
     const std::string name = message(op_name(kind), " node ", id);
     if (kind == op::input || kind == op::constant) return {placement::native, {}};
-    if (kind == op::gather || kind == op::argmax) return integer_host(std::string(lowering_summary(kind)));
+    if (kind == op::gather || kind == op::gather_elements || kind == op::argmax)
+        return integer_host(std::string(lowering_summary(kind)));
     if (kind == op::dequantize_int8 || kind == op::dequantize_lut || kind == op::dequantize_ggml) {
         if (is_host_constant(body, id)) return {placement::decomposed, std::string(lowering_summary(kind))};
         return integer_host(
@@ -14259,9 +14459,17 @@ inline std::string on_cpu_by_choice(lowering_feature f, const lowering_options& 
                     ": the quantised weights are not constant, so they cannot be folded into fp16 "
                     "weights (the ANE has no integer arithmetic)"));
     }
-    if (!is_floating(n.result.type)) {
+    if (!held_in_fp16(n.result.type)) {
         return integer_host(message(name, ": ", describe_node(body, id),
                                     " is not floating point; the ANE computes in fp16 only"));
+    }
+    // A comparison of integers (indices, shapes) has a boolean result but integer work to do.
+    for (std::size_t i = 0; n.result.type == dtype::boolean && i < n.inputs.size(); ++i) {
+        const dtype type = body.nodes[n.inputs[i]].result.type;
+        if (!constant(i) && !held_in_fp16(type)) {
+            return integer_host(message(name, ": ", describe_node(body, n.inputs[i]),
+                                        " is not floating point; the ANE computes in fp16 only"));
+        }
     }
     if (kind == op::cast && is_host_constant(body, id))
         return {placement::decomposed, "folded into an fp16 constant"};
@@ -14278,6 +14486,8 @@ inline std::string on_cpu_by_choice(lowering_feature f, const lowering_options& 
         }
         return host(message(name, ": ", problem));
     }
+    if (kind == op::cast && n.result.type == dtype::boolean)
+        return {placement::decomposed, "select(not_equal(x, 0), 1, 0): a cast to bool is x != 0"};
     const auto x_shape = [&](std::size_t i) -> const dims& { return body.nodes[n.inputs[i]].result.shape; };
     switch (kind) {
         case op::conv2d: {
@@ -14936,8 +15146,9 @@ private:
 
 }  // namespace anvil::detail::ane
 // #include "anvil/backend/ane/lowering_elementwise.hpp"
-// anvil: lowering of elementwise nodes (unary, binary, where, fused chains) to MIL, with the decompositions
-// the ANE needs (RUNTIME.md §6: gelu and rsqrt are rejected; silu is safest as x * sigmoid(x)). A node runs
+// anvil: lowering of elementwise nodes (unary, binary, comparisons and logic, where, fused chains) to MIL,
+// with the decompositions the ANE needs (RUNTIME.md §6: gelu and rsqrt are rejected; silu is safest as
+// x * sigmoid(x)); booleans are held as fp16 1 and 0, as the CPU holds them in f32. A node runs
 // channels-first when its non-constant operands are the result's full shape and one of them is already
 // channels-first, so chains after a 1x1 conv stay in [1, C, 1, S] without transposes.
 
@@ -14963,6 +15174,23 @@ inline mil_ref exponential(segment_lowering& L, mil_ref x, const std::string& na
                           {{"x", {L.scalar(static_cast<float>(std::numbers::e), name + "_e")}}, {"y", {x}}});
     }
     return L.unary("exp", x, name);
+}
+
+// select(compare(x, y), value, otherwise): `value` where the MIL comparison `compare` holds.
+inline mil_ref select_where(segment_lowering& L, std::string_view compare, mil_ref x, mil_ref y, float value,
+                            mil_ref otherwise, const std::string& name) {
+    mil_writer& mil = L.mil();
+    const mil_shape shape = broadcast_mil(mil.shape(x), mil.shape(y));
+    const mil_ref condition = mil.op(compare, name + "_cond", shape, {{"x", {x}}, {"y", {y}}}, "bool");
+    return mil.op("select", name, broadcast_mil(shape, mil.shape(otherwise)),
+                  {{"a", {L.scalar(value, name + "_true")}}, {"b", {otherwise}}, {"cond", {condition}}});
+}
+
+// The MIL comparison `compare` as a boolean held in fp16: 1 where it holds, else 0 (MIL's bool tensors
+// cannot leave a program through an fp16 surface, and the ANE computes in fp16).
+inline mil_ref compare_in_fp16(segment_lowering& L, std::string_view compare, mil_ref x, mil_ref y,
+                               const std::string& name) {
+    return select_where(L, compare, x, y, 1.0f, L.scalar(0.0f, name + "_false"), name);
 }
 
 // `kind` applied to MIL operands already in one layout; the final op is named `name`.
@@ -15029,6 +15257,34 @@ inline mil_ref apply_elementwise(segment_lowering& L, op kind, std::span<const m
             return L.binary("pow", x[0], scalar(-0.5f, "_exponent"), name);
         case op::neg:
             return L.binary("mul", x[0], scalar(-1.0f, "_minus1"), name);
+        case op::erf:
+            return L.unary("erf", x[0], name);
+        case op::sign: {
+            // NaN and zeros pass through both selects as themselves (a negative zero stays negative).
+            const mil_ref zero = scalar(0.0f, "_zero");
+            const mil_ref negative = select_where(L, "less", x[0], zero, -1.0f, x[0], name + "_negative");
+            return select_where(L, "greater", x[0], zero, 1.0f, negative, name);
+        }
+        case op::equal:
+            return compare_in_fp16(L, "equal", x[0], x[1], name);
+        case op::less:
+            return compare_in_fp16(L, "less", x[0], x[1], name);
+        case op::less_equal:
+            return compare_in_fp16(L, "less_equal", x[0], x[1], name);
+        case op::greater:
+            return compare_in_fp16(L, "greater", x[0], x[1], name);
+        case op::greater_equal:
+            return compare_in_fp16(L, "greater_equal", x[0], x[1], name);
+        // Booleans are 1 and 0 wherever anvil makes one (comparisons, these ops, bool inputs and constants),
+        // so plain arithmetic on them is exact.
+        case op::logical_and:
+            return L.binary("mul", x[0], x[1], name);
+        case op::logical_or:
+            return L.binary("maximum", x[0], x[1], name);
+        case op::logical_xor:
+            return compare_in_fp16(L, "not_equal", x[0], x[1], name);
+        case op::logical_not:
+            return L.binary("sub", scalar(1.0f, "_one"), x[0], name);
         case op::clamp: {
             const half low = to_fp16(alpha), high = to_fp16(beta);
             if (static_cast<float>(low) < static_cast<float>(high)) {
@@ -15616,6 +15872,7 @@ inline void lower_reduction(segment_lowering& L, value_id id) {
     const bool mean_as_sum = n.kind == op::reduce_mean && !L.options().native(lowering_feature::reduce_mean);
     const char* type = n.kind == op::reduce_sum || mean_as_sum ? "reduce_sum"
                        : n.kind == op::reduce_mean             ? "reduce_mean"
+                       : n.kind == op::reduce_min              ? "reduce_min"
                                                                : "reduce_max";
     const mil_shape target = segment_lowering::logical_shape(n.result.shape);
     const bool exact = reduced == target && !mean_as_sum;
@@ -16037,6 +16294,12 @@ inline void lower_node(segment_lowering& L, value_id id) {
             throw error(
                 message("ane lowering: ", L.describe(id), " is a leaf, not a compute node of a segment"));
         case op::cast:
+            if (n.result.type == dtype::boolean) {  // x != 0, as 1 or 0 (booleans are fp16 1 and 0 here)
+                const mil_ref x = L.logical(n.inputs[0]);
+                const mil_ref zero = L.scalar(0.0f, L.base(id) + "_zero");
+                return L.set_form(id, value_layout::logical,
+                                  compare_in_fp16(L, "not_equal", x, zero, L.base(id)));
+            }
             L.alias(id, n.inputs[0]);  // every value is fp16 on the ANE
             return;
         case op::linear:
@@ -16068,6 +16331,7 @@ inline void lower_node(segment_lowering& L, value_id id) {
         case op::reduce_sum:
         case op::reduce_mean:
         case op::reduce_max:
+        case op::reduce_min:
             return lower_reduction(L, id);
         case op::reshape:
         case op::permute:
@@ -16079,8 +16343,16 @@ inline void lower_node(segment_lowering& L, value_id id) {
             return lower_attention(L, id);
         case op::rotary:
             return lower_rotary(L, id);
+        case op::reduce_prod:
         case op::argmax:
+        case op::cumsum:
         case op::gather:
+        case op::gather_elements:
+        case op::floor:
+        case op::ceil:
+        case op::round:
+        case op::sin:
+        case op::cos:
         case op::dequantize_int8:
         case op::dequantize_lut:
         case op::dequantize_ggml:
@@ -16199,7 +16471,7 @@ struct program_port {
     std::string name;
     value_id value = 0;
     dims shape;
-    std::string dtype;  // "fp16" or "int32"
+    std::string dtype;  // "fp16" (floats, and booleans as 1 and 0) or "int32"
 };
 
 struct lowered_program {
@@ -16219,8 +16491,8 @@ struct state_binding {
 namespace lowering_detail {
 
 // What the Neural Engine does not run, as the plain MIL ops Core ML places on the CPU itself (MIL.md §2.5:
-// embedding lookups and integer work): gather, casts to and from integers, argmax, and a linear past
-// max_dimension. Returns false for anything else.
+// embedding lookups and integer work): gather, gather_elements, casts to and from integers, argmax,
+// cumsum, and a linear past max_dimension. Returns false for anything else.
 inline bool lower_for_core_ml(segment_lowering& L, value_id id) {
     const node& n = L.at(id);
     const auto integer_const = [&](value_id v) {
@@ -16229,7 +16501,7 @@ inline bool lower_for_core_ml(segment_lowering& L, value_id id) {
         return L.mil().const_int_tensor(L.base(v), segment_lowering::logical_shape(L.ir_shape(v)), numbers);
     };
     const auto operand = [&](value_id v) {
-        return L.is_constant(v) && !is_floating(L.at(v).result.type) ? integer_const(v) : L.logical(v);
+        return L.is_constant(v) && !held_in_fp16(L.at(v).result.type) ? integer_const(v) : L.logical(v);
     };
     const mil_shape shape = segment_lowering::logical_shape(n.result.shape);
     switch (n.kind) {
@@ -16245,9 +16517,70 @@ inline bool lower_for_core_ml(segment_lowering& L, value_id id) {
             L.set_form(id, value_layout::logical, out);
             return true;
         }
+        case op::gather_elements: {
+            // gather_along_axis takes no negative indices from iOS 17 (mil_ops.json): they are wrapped here,
+            // in the constant or by select(less(i, 0), add(i, extent), i).
+            const dims& data_shape = L.ir_shape(n.inputs[0]);
+            const std::int64_t extent = data_shape[static_cast<std::size_t>(n.attrs.axis)];
+            const mil_ref data = L.is_constant(n.inputs[0])
+                                     ? L.constant(n.inputs[0], segment_lowering::logical_shape(data_shape))
+                                     : L.logical(n.inputs[0]);
+            const value_id index_value = n.inputs[1];
+            const mil_shape index_shape = segment_lowering::logical_shape(L.ir_shape(index_value));
+            mil_ref indices;
+            if (L.is_constant(index_value)) {
+                const std::vector<float>& values = L.constant_values(index_value);
+                std::vector<std::int64_t> numbers;
+                for (const float v : values) {
+                    const auto index = static_cast<std::int64_t>(v);
+                    numbers.push_back(index < 0 ? index + extent : index);
+                }
+                indices = L.mil().const_int_tensor(L.base(index_value), index_shape, numbers);
+            } else {
+                const mil_ref raw = operand(index_value);
+                const std::string base = L.base(id);
+                const mil_ref negative =
+                    L.mil().op("less", base + "_negative", index_shape,
+                               {{"x", {raw}}, {"y", {L.mil().const_int(base + "_zero", 0)}}}, "bool");
+                const mil_ref wrapped =
+                    L.mil().op("add", base + "_wrapped", index_shape,
+                               {{"x", {raw}}, {"y", {L.mil().const_int(base + "_extent", extent)}}}, "int32");
+                indices = L.mil().op("select", base + "_indices", index_shape,
+                                     {{"a", {wrapped}}, {"b", {raw}}, {"cond", {negative}}}, "int32");
+            }
+            const mil_ref axis = L.mil().const_int(L.base(id) + "_axis", n.attrs.axis);
+            const mil_ref out = L.mil().op("gather_along_axis", L.base(id), shape,
+                                           {{"axis", {axis}}, {"indices", {indices}}, {"x", {data}}});
+            L.set_form(id, value_layout::logical, out);
+            return true;
+        }
+        case op::cumsum: {
+            const std::string base = L.base(id);
+            const mil_ref out =
+                L.mil().op("cumsum", base, shape,
+                           {{"axis", {L.mil().const_int(base + "_axis", n.attrs.axis)}},
+                            {"exclusive", {L.mil().const_bool(base + "_exclusive", n.attrs.exclusive)}},
+                            {"reverse", {L.mil().const_bool(base + "_reverse", n.attrs.reverse)}},
+                            {"x", {L.logical(n.inputs[0])}}});
+            L.set_form(id, value_layout::logical, out);
+            return true;
+        }
         case op::cast: {
-            const bool from_float = is_floating(L.at(n.inputs[0]).result.type);
-            const bool to_float = is_floating(n.result.type);
+            // Booleans are fp16 1 and 0 here too, so a cast to bool is x != 0 written as 1 or 0.
+            const bool from_float = held_in_fp16(L.at(n.inputs[0]).result.type);
+            const bool to_float = held_in_fp16(n.result.type);
+            if (n.result.type == dtype::boolean && L.at(n.inputs[0]).result.type != dtype::boolean) {
+                const mil_ref zero = from_float ? L.scalar(0.0f, L.base(id) + "_zero")
+                                                : L.mil().const_int(L.base(id) + "_zero", 0);
+                const mil_ref nonzero = L.mil().op("not_equal", L.base(id) + "_cond", shape,
+                                                   {{"x", {operand(n.inputs[0])}}, {"y", {zero}}}, "bool");
+                const mil_ref out = L.mil().op("select", L.base(id), shape,
+                                               {{"a", {L.scalar(1.0f, L.base(id) + "_true")}},
+                                                {"b", {L.scalar(0.0f, L.base(id) + "_false")}},
+                                                {"cond", {nonzero}}});
+                L.set_form(id, value_layout::logical, out);
+                return true;
+            }
             if (from_float == to_float) {
                 L.alias(id, n.inputs[0]);  // fp16 either way, or int32 either way
                 return true;
@@ -16346,12 +16679,13 @@ inline bool lower_for_core_ml(segment_lowering& L, value_id id) {
             bound.push_back({s, state, v});
             continue;
         }
-        if (!floating && n.result.type != dtype::i32 && n.result.type != dtype::i64) {
+        const bool as_fp16 = held_in_fp16(n.result.type);  // a bool input is an fp16 array of 1 and 0
+        if (!as_fp16 && n.result.type != dtype::i32 && n.result.type != dtype::i64) {
             throw unsupported_error(message("export: input '", n.name, "' is ", dtype_name(n.result.type),
-                                            "; a Core ML model takes float or int32 arrays"));
+                                            "; a Core ML model takes float, bool (as fp16) or int32 arrays"));
         }
         const std::string symbol = sanitise_mil_name(n.name);
-        const std::string type = floating ? "fp16" : "int32";
+        const std::string type = as_fp16 ? "fp16" : "int32";
         const mil_ref ref = L.mil().input(symbol, segment_lowering::logical_shape(n.result.shape), type);
         L.set_base(v, symbol);
         L.set_form(v, value_layout::logical, ref);
@@ -16397,7 +16731,7 @@ inline bool lower_for_core_ml(segment_lowering& L, value_id id) {
         if (taken || !L.mil().rename(ref, symbol))
             ref = L.reshape(ref, L.mil().shape(ref), symbol, true);  // a copy under the output's name
         made.results.push_back(ref);
-        made.outputs.push_back({symbol, id, n.result.shape, is_floating(n.result.type) ? "fp16" : "int32"});
+        made.outputs.push_back({symbol, id, n.result.shape, held_in_fp16(n.result.type) ? "fp16" : "int32"});
     }
     L.mil().prune(made.results);
     made.program = L.mil().function();
@@ -17909,7 +18243,7 @@ struct prepared_kernel {
 // The transcendentals are within 2 ulp of the exact result over all of float (measured against
 // double-precision libm on every 64th bit pattern: exp 0.99, log 0.79, tanh 1.32, erf 1.76 ulp; sigmoid 2 ulp
 // where its result is a normal float); tests/test_cpu_kernels.cpp checks the 2 ulp bound on a sweep of every
-// exponent.
+// exponent. sin and cos call libm per lane (within 1 ulp); floor, ceil, round and sign are exact.
 
 #include <algorithm>
 #include <array>
@@ -17946,6 +18280,14 @@ struct prepared_kernel {
 
 namespace anvil::detail::cpu {
 
+// x rounded to the nearest integer, ties to even (numpy's rint, ONNX's Round), whatever the floating-point
+// environment's rounding mode: std::nearbyint would follow that mode.
+[[nodiscard]] inline float round_half_even(float x) {
+    const float away = std::round(x);  // ties away from zero
+    if (std::fabs(x - std::trunc(x)) != 0.5f) return away;
+    return 2.0f * std::round(x * 0.5f);  // x * 0.5 is exact: a tie is at least 0.5 in magnitude
+}
+
 // One unary op on one value, as PyTorch defines it in float32. alpha and beta are clamp's min and max
 // (ignored by the other ops). cast needs its target type: use cast_value.
 [[nodiscard]] inline float apply_unary(op kind, float x, float alpha = 0.0f, float beta = 0.0f) {
@@ -17978,6 +18320,23 @@ namespace anvil::detail::cpu {
             return std::fabs(x);
         case op::neg:
             return -x;
+        case op::erf:
+            return std::erf(x);
+        case op::floor:
+            return std::floor(x);
+        case op::ceil:
+            return std::ceil(x);
+        case op::round:
+            return round_half_even(x);
+        case op::sign:
+            // numpy's: both zeros give +0, NaN stays NaN.
+            return x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : x == 0.0f ? 0.0f : x;
+        case op::sin:
+            return std::sin(x);
+        case op::cos:
+            return std::cos(x);
+        case op::logical_not:
+            return x != 0.0f ? 0.0f : 1.0f;  // NaN counts as true, as bool(NaN) does in torch
         case op::clamp: {
             // torch.clamp: min first, then max (so min > max gives max); NaN passes through both comparisons.
             const float low = x < alpha ? alpha : x;
@@ -18045,6 +18404,7 @@ namespace anvil::detail::cpu {
 }
 
 // One binary op, as PyTorch defines it in float32; maximum and minimum propagate NaN like torch.maximum.
+// Comparisons and logical ops give 1 for true and 0 for false (how the CPU holds dtype::boolean).
 [[nodiscard]] inline float apply_binary(op kind, float a, float b) {
     switch (kind) {
         case op::add:
@@ -18061,6 +18421,23 @@ namespace anvil::detail::cpu {
             return std::isnan(a) || std::isnan(b) ? std::numeric_limits<float>::quiet_NaN() : (a < b ? b : a);
         case op::minimum:
             return std::isnan(a) || std::isnan(b) ? std::numeric_limits<float>::quiet_NaN() : (b < a ? b : a);
+        // A comparison with NaN is false, as in IEEE 754; logical ops count any nonzero value as true.
+        case op::equal:
+            return a == b ? 1.0f : 0.0f;
+        case op::less:
+            return a < b ? 1.0f : 0.0f;
+        case op::less_equal:
+            return a <= b ? 1.0f : 0.0f;
+        case op::greater:
+            return a > b ? 1.0f : 0.0f;
+        case op::greater_equal:
+            return a >= b ? 1.0f : 0.0f;
+        case op::logical_and:
+            return a != 0.0f && b != 0.0f ? 1.0f : 0.0f;
+        case op::logical_or:
+            return a != 0.0f || b != 0.0f ? 1.0f : 0.0f;
+        case op::logical_xor:
+            return (a != 0.0f) != (b != 0.0f) ? 1.0f : 0.0f;
         default:
             break;
     }
@@ -18250,7 +18627,11 @@ template <int W> ANVIL_DETAIL_ALWAYS_INLINE mask<W> operator>(const vec<W>& a, f
 template <int W> ANVIL_DETAIL_ALWAYS_INLINE mask<W> operator<=(const vec<W>& a, float b) { return {a.v <= b}; }
 template <int W> ANVIL_DETAIL_ALWAYS_INLINE mask<W> operator==(const vec<W>& a, float b) { return {a.v == b}; }
 template <int W> ANVIL_DETAIL_ALWAYS_INLINE mask<W> operator!=(const vec<W>& a, float b) { return {a.v != b}; }
+template <int W> ANVIL_DETAIL_ALWAYS_INLINE mask<W> operator<=(const vec<W>& a, const vec<W>& b) { return {a.v <= b.v}; }
+template <int W> ANVIL_DETAIL_ALWAYS_INLINE mask<W> operator==(const vec<W>& a, const vec<W>& b) { return {a.v == b.v}; }
 template <int W> ANVIL_DETAIL_ALWAYS_INLINE mask<W> operator|(const mask<W>& a, const mask<W>& b) { return {a.v | b.v}; }
+template <int W> ANVIL_DETAIL_ALWAYS_INLINE mask<W> operator&(const mask<W>& a, const mask<W>& b) { return {a.v & b.v}; }
+template <int W> ANVIL_DETAIL_ALWAYS_INLINE mask<W> operator^(const mask<W>& a, const mask<W>& b) { return {a.v ^ b.v}; }
 template <int W> ANVIL_DETAIL_ALWAYS_INLINE mask<W> is_nan(const vec<W>& a) { return {a.v != a.v}; }
 // clang-format on
 
@@ -18285,6 +18666,35 @@ ANVIL_DETAIL_ALWAYS_INLINE vec<W> copy_sign(const vec<W>& magnitude, const vec<W
 template <int W>
 ANVIL_DETAIL_ALWAYS_INLINE vec<W> round(const vec<W>& x) {
     return (x + 12582912.0f) - 12582912.0f;
+}
+
+// 1 where m is true, else 0: how the CPU holds a boolean.
+template <int W>
+ANVIL_DETAIL_ALWAYS_INLINE vec<W> ones_where(const mask<W>& m) {
+    return from_bits<W>(m.v & bits(splat<W>(1.0f)).v);
+}
+
+// Round to nearest even over all of float: |x| + 2^23 - 2^23 rounds |x| < 2^23 to an integer (in the default
+// rounding mode, which the vector units use), and x's sign goes back on, so -0.3 gives -0 as rint does.
+// Larger magnitudes, infinities and NaN are already whole (or NaN) and pass unchanged.
+template <int W>
+ANVIL_DETAIL_ALWAYS_INLINE vec<W> round_half_even(const vec<W>& x) {
+    const vec<W> magnitude = abs(x);
+    const vec<W> rounded = copy_sign((magnitude + 8388608.0f) - 8388608.0f, x);
+    return select(magnitude < 8388608.0f, rounded, x);
+}
+
+// floor and ceil from the nearest integer, stepped down (up) when it overshoots x; the sign of x goes back
+// on, so floor(-0) and ceil(-0.5) are -0 as in libm.
+template <int W>
+ANVIL_DETAIL_ALWAYS_INLINE vec<W> floor(const vec<W>& x) {
+    const vec<W> r = round_half_even(x);
+    return copy_sign(r - ones_where(x < r), x);
+}
+template <int W>
+ANVIL_DETAIL_ALWAYS_INLINE vec<W> ceil(const vec<W>& x) {
+    const vec<W> r = round_half_even(x);
+    return copy_sign(r + ones_where(r < x), x);
 }
 
 template <int W>
@@ -18597,6 +19007,20 @@ ANVIL_DETAIL_ALWAYS_INLINE simd::vec<W> apply(const simd::vec<W>& a, const simd:
     if constexpr (Kind == op::rsqrt) return 1.0f / sqrt(a);
     if constexpr (Kind == op::abs) return abs(a);
     if constexpr (Kind == op::neg) return -a;
+    if constexpr (Kind == op::erf) return erf(a);
+    if constexpr (Kind == op::floor) return floor(a);
+    if constexpr (Kind == op::ceil) return ceil(a);
+    if constexpr (Kind == op::round) return round_half_even(a);
+    if constexpr (Kind == op::sign) return select(is_nan(a), a, ones_where(a > 0.0f) - ones_where(a < 0.0f));
+    // sin and cos per lane through libm's sinf and cosf (within 1 ulp on glibc and Apple's libm), like pow: a
+    // vector polynomial would need Payne-Hanek argument reduction to stay within a few ulp for large |x|.
+    if constexpr (Kind == op::sin || Kind == op::cos) {
+        vec<W> r;
+        for (int i = 0; i < W; ++i)
+            r.v[i] = Kind == op::sin ? std::sin(a.v[i]) : std::cos(a.v[i]);
+        return r;
+    }
+    if constexpr (Kind == op::logical_not) return ones_where(a == 0.0f);
     if constexpr (Kind == op::clamp) {
         const vec<W> low = select(a < alpha, alpha, a);
         return select(low > beta, beta, low);
@@ -18614,6 +19038,15 @@ ANVIL_DETAIL_ALWAYS_INLINE simd::vec<W> apply(const simd::vec<W>& a, const simd:
     // a + b is NaN when either is: torch.maximum and torch.minimum propagate NaN.
     if constexpr (Kind == op::maximum) return select(is_nan(a) | is_nan(b), a + b, select(a < b, b, a));
     if constexpr (Kind == op::minimum) return select(is_nan(a) | is_nan(b), a + b, select(b < a, b, a));
+    // Booleans as 1 and 0; NaN compares false, and counts as true in the logical ops.
+    if constexpr (Kind == op::equal) return ones_where(a == b);
+    if constexpr (Kind == op::less) return ones_where(a < b);
+    if constexpr (Kind == op::less_equal) return ones_where(a <= b);
+    if constexpr (Kind == op::greater) return ones_where(b < a);
+    if constexpr (Kind == op::greater_equal) return ones_where(b <= a);
+    if constexpr (Kind == op::logical_and) return ones_where((a != 0.0f) & (b != 0.0f));
+    if constexpr (Kind == op::logical_or) return ones_where((a != 0.0f) | (b != 0.0f));
+    if constexpr (Kind == op::logical_xor) return ones_where((a != 0.0f) ^ (b != 0.0f));
     if constexpr (Kind == op::where) return select(a != 0.0f, b, c);  // NaN counts as true
 }
 
@@ -18661,6 +19094,14 @@ ANVIL_DETAIL_ALWAYS_INLINE void run_step(const fused_step& step, const float* co
     case op::rsqrt: return run_op<op::rsqrt, W>(step, operands, out, count);
     case op::abs: return run_op<op::abs, W>(step, operands, out, count);
     case op::neg: return run_op<op::neg, W>(step, operands, out, count);
+    case op::erf: return run_op<op::erf, W>(step, operands, out, count);
+    case op::floor: return run_op<op::floor, W>(step, operands, out, count);
+    case op::ceil: return run_op<op::ceil, W>(step, operands, out, count);
+    case op::round: return run_op<op::round, W>(step, operands, out, count);
+    case op::sign: return run_op<op::sign, W>(step, operands, out, count);
+    case op::sin: return run_op<op::sin, W>(step, operands, out, count);
+    case op::cos: return run_op<op::cos, W>(step, operands, out, count);
+    case op::logical_not: return run_op<op::logical_not, W>(step, operands, out, count);
     case op::clamp: return run_op<op::clamp, W>(step, operands, out, count);
     case op::add: return run_op<op::add, W>(step, operands, out, count);
     case op::sub: return run_op<op::sub, W>(step, operands, out, count);
@@ -18669,6 +19110,14 @@ ANVIL_DETAIL_ALWAYS_INLINE void run_step(const fused_step& step, const float* co
     case op::pow: return run_op<op::pow, W>(step, operands, out, count);
     case op::maximum: return run_op<op::maximum, W>(step, operands, out, count);
     case op::minimum: return run_op<op::minimum, W>(step, operands, out, count);
+    case op::equal: return run_op<op::equal, W>(step, operands, out, count);
+    case op::less: return run_op<op::less, W>(step, operands, out, count);
+    case op::less_equal: return run_op<op::less_equal, W>(step, operands, out, count);
+    case op::greater: return run_op<op::greater, W>(step, operands, out, count);
+    case op::greater_equal: return run_op<op::greater_equal, W>(step, operands, out, count);
+    case op::logical_and: return run_op<op::logical_and, W>(step, operands, out, count);
+    case op::logical_or: return run_op<op::logical_or, W>(step, operands, out, count);
+    case op::logical_xor: return run_op<op::logical_xor, W>(step, operands, out, count);
     case op::where: return run_op<op::where, W>(step, operands, out, count);
         // clang-format on
         default:
@@ -19309,8 +19758,8 @@ inline void rotary(const node& n, std::span<const const_tensor_span> inputs, ten
 
 }  // namespace anvil::detail::cpu
 // #include "anvil/backend/cpu/kernels/data_movement.hpp"
-// anvil: the CPU backend's fast data movement — permute, concat, slice, pad and gather (also of rows of ggml
-// blocks). Each first merges the
+// anvil: the CPU backend's fast data movement — permute, concat, slice, pad, gather (also of rows of ggml
+// blocks) and gather_elements. Each first merges the
 // axes it can (size-1 axes vanish; neighbours that stay neighbours become one), so most calls reduce to
 // copying contiguous runs with memcpy; a permute that moves the innermost axis becomes a cache-blocked
 // transpose of two axes. Threaded over rows or tiles.
@@ -19325,6 +19774,154 @@ inline void rotary(const node& n, std::span<const const_tensor_span> inputs, ten
 #include <vector>
 
 // #include "anvil/backend/cpu/kernel.hpp"
+// #include "anvil/backend/cpu/reference/data_movement.hpp"
+// anvil: the reference data-movement kernels — reshape, permute, concat, slice, pad, gather and
+// gather_elements. They move
+// values without arithmetic; slice takes the canonical (clamped, non-negative) bounds shape inference leaves.
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+// #include "anvil/backend/cpu/tensor_span.hpp"
+// #include "anvil/core/error.hpp"
+
+namespace anvil::detail::cpu::reference {
+
+// Row-major order is unchanged by a reshape: a copy.
+inline void reshape(const_tensor_span x, tensor_span out) {
+    std::copy(x.data, x.data + count_of(x.shape), out.data);
+}
+
+// The output's axis i is the input's axes[i].
+inline void permute(const_tensor_span x, std::span<const std::int64_t> axes, tensor_span out) {
+    if (count_of(out.shape) == 0) return;
+    const stride_array input_strides = row_major_strides(x.shape);
+    stride_array strides{};  // input strides in the output's axis order
+    for (std::size_t i = 0; i < axes.size(); ++i)
+        strides[i] = input_strides[static_cast<std::size_t>(axes[i])];
+    index_array index{};
+    std::int64_t o = 0;
+    do {
+        out.data[o++] = x.data[offset_of(index, strides, out.shape.rank())];
+    } while (next_index(index, out.shape));
+}
+
+inline void concat(std::span<const const_tensor_span> inputs, std::int64_t axis, tensor_span out) {
+    const auto axis_index = static_cast<std::size_t>(axis);
+    const std::int64_t outer = extent_product(out.shape, 0, axis_index);
+    const std::int64_t inner = extent_product(out.shape, axis_index + 1, out.shape.rank());
+    const std::int64_t out_row = out.shape[axis_index] * inner;
+    std::int64_t position = 0;  // where the current input starts within an output row
+    for (const auto& input : inputs) {
+        const std::int64_t row = input.shape[axis_index] * inner;
+        for (std::int64_t o = 0; o < outer; ++o) {
+            std::copy(input.data + o * row, input.data + (o + 1) * row, out.data + o * out_row + position);
+        }
+        position += row;
+    }
+}
+
+// Element idx of the output reads the input at begin + idx * step on every axis.
+inline void slice(const_tensor_span x, std::span<const std::int64_t> begin,
+                  std::span<const std::int64_t> step, tensor_span out) {
+    if (count_of(out.shape) == 0) return;
+    const stride_array strides = row_major_strides(x.shape);
+    std::int64_t start = 0;
+    stride_array steps{};
+    for (std::size_t axis = 0; axis < x.shape.rank(); ++axis) {
+        start += begin[axis] * strides[axis];
+        steps[axis] = step[axis] * strides[axis];
+    }
+    index_array index{};
+    std::int64_t o = 0;
+    do {
+        out.data[o++] = x.data[start + offset_of(index, steps, out.shape.rank())];
+    } while (next_index(index, out.shape));
+}
+
+// Constant padding: `before[axis]` and `after[axis]` elements of `value` around x on each axis.
+inline void pad(const_tensor_span x, std::span<const std::int64_t> before, float value, tensor_span out) {
+    std::fill(out.data, out.data + count_of(out.shape), value);
+    if (count_of(x.shape) == 0) return;
+    const stride_array out_strides = row_major_strides(out.shape);
+    std::int64_t start = 0;
+    for (std::size_t axis = 0; axis < out.shape.rank(); ++axis)
+        start += before[axis] * out_strides[axis];
+    index_array index{};
+    std::int64_t i = 0;
+    do {
+        out.data[start + offset_of(index, out_strides, x.shape.rank())] = x.data[i++];
+    } while (next_index(index, x.shape));
+}
+
+// The rows of `table` along `axis` that `indices` name: out = table[:axis] + indices.shape + table[axis+1:].
+// Indices must be whole numbers in [0, extent); anything else throws, naming the index, the axis and the
+// table's shape.
+inline void gather(const_tensor_span table, const_tensor_span indices, std::int64_t axis, tensor_span out) {
+    const auto axis_index = static_cast<std::size_t>(axis);
+    const std::int64_t outer = extent_product(table.shape, 0, axis_index);
+    const std::int64_t extent = table.shape[axis_index];
+    const std::int64_t inner = extent_product(table.shape, axis_index + 1, table.shape.rank());
+    const std::int64_t count = count_of(indices.shape);
+    for (std::int64_t i = 0; i < count; ++i) {
+        const float index = indices.data[i];
+        if (!(index >= 0.0f && index < static_cast<float>(extent) && std::trunc(index) == index)) {
+            throw error(message("gather: index ", index, " (element ", i, " of the indices ", indices.shape,
+                                ") is out of range for axis ", axis, " of the table ", table.shape,
+                                " (expected a whole number in [0, ", extent, "))"));
+        }
+    }
+    for (std::int64_t o = 0; o < outer; ++o) {
+        for (std::int64_t i = 0; i < count; ++i) {
+            const auto row = static_cast<std::int64_t>(indices.data[i]);
+            const float* source = table.data + (o * extent + row) * inner;
+            std::copy(source, source + inner, out.data + (o * count + i) * inner);
+        }
+    }
+}
+
+// gather_elements' indices (whole numbers in [-extent, extent) of the data's `axis`; negative ones count
+// from the end) checked before anything is written: an invalid one throws, naming it and where it is.
+// Shared with the fast kernel, so both report the same message.
+inline void check_gather_elements_indices(const_tensor_span data, const_tensor_span indices,
+                                          std::int64_t axis) {
+    const std::int64_t extent = data.shape[static_cast<std::size_t>(axis)];
+    const std::int64_t count = count_of(indices.shape);
+    for (std::int64_t i = 0; i < count; ++i) {
+        const float index = indices.data[i];
+        if (!(index >= static_cast<float>(-extent) && index < static_cast<float>(extent) &&
+              std::trunc(index) == index)) {
+            throw error(message("gather_elements: index ", index, " (element ", i, " of the indices ",
+                                indices.shape, ") is out of range for axis ", axis, " of the data ",
+                                data.shape, " (expected a whole number in [", -extent, ", ", extent, "))"));
+        }
+    }
+}
+
+// out[i][j][k] = data[i][indices[i][j][k]][k] for axis 1 (and so on for the other axes); out has the
+// indices' shape.
+inline void gather_elements(const_tensor_span data, const_tensor_span indices, std::int64_t axis,
+                            tensor_span out) {
+    check_gather_elements_indices(data, indices, axis);
+    if (count_of(indices.shape) == 0) return;
+    const auto axis_index = static_cast<std::size_t>(axis);
+    const std::int64_t extent = data.shape[axis_index];
+    const stride_array strides = row_major_strides(data.shape);
+    index_array index{};
+    std::int64_t o = 0;
+    do {
+        auto along = static_cast<std::int64_t>(indices.data[o]);
+        if (along < 0) along += extent;
+        index_array at = index;
+        at[axis_index] = along;
+        out.data[o++] = data.data[offset_of(at, strides, data.shape.rank())];
+    } while (next_index(index, indices.shape));
+}
+
+}  // namespace anvil::detail::cpu::reference
 // #include "anvil/backend/cpu/tensor_span.hpp"
 // #include "anvil/core/error.hpp"
 // #include "anvil/core/ggml_types.hpp"
@@ -19602,6 +20199,45 @@ inline void gather(const node& n, std::span<const const_tensor_span> inputs, ten
                                                     table.data + (o * extent + row) * inner, inner);
                           }
                       });
+}
+
+// gather_elements: the indices checked first (as the reference does), then rows of the output's last axis
+// taken in parallel, each from the data's offset of the row's other coordinates.
+inline void gather_elements(const node& n, std::span<const const_tensor_span> inputs, tensor_span output,
+                            thread_pool& pool, std::span<float> /*workspace*/) {
+    const const_tensor_span& data = inputs[0];
+    const const_tensor_span& indices = inputs[1];
+    reference::check_gather_elements_indices(data, indices, n.attrs.axis);
+    const dims& shape = indices.shape;
+    const std::size_t rank = shape.rank();
+    const std::int64_t width = shape[rank - 1];
+    const std::int64_t count = count_of(shape);
+    if (count == 0) return;
+    const auto axis = static_cast<std::size_t>(n.attrs.axis);
+    const std::int64_t extent = data.shape[axis];
+    const stride_array strides = row_major_strides(data.shape);
+    const std::int64_t along_stride = strides[axis];
+    // The last axis steps the data by its stride unless it is the gathered axis (the index steps it then).
+    const std::int64_t last_stride = axis == rank - 1 ? 0 : strides[rank - 1];
+    pool.parallel_for(
+        0, static_cast<std::size_t>(count / width), movement::grain_for(width),
+        [&](std::size_t first, std::size_t last) {
+            for (auto row = static_cast<std::int64_t>(first); row < static_cast<std::int64_t>(last); ++row) {
+                std::int64_t base = 0;
+                for (std::int64_t rest = row, a = static_cast<std::int64_t>(rank) - 1; a-- > 0;) {
+                    const auto axis_a = static_cast<std::size_t>(a);
+                    if (axis_a != axis) base += (rest % shape[axis_a]) * strides[axis_a];
+                    rest /= shape[axis_a];
+                }
+                const float* row_indices = indices.data + row * width;
+                float* to = output.data + row * width;
+                for (std::int64_t j = 0; j < width; ++j) {
+                    auto along = static_cast<std::int64_t>(row_indices[j]);
+                    if (along < 0) along += extent;
+                    to[j] = data.data[base + j * last_stride + along * along_stride];
+                }
+            }
+        });
 }
 
 // gather of rows from a table of ggml blocks (a GGUF file's quantised embeddings, op::dequantize_ggml of a
@@ -23644,6 +24280,63 @@ inline void softmax(const node& n, std::span<const const_tensor_span> inputs, te
 }
 
 }  // namespace anvil::detail::cpu
+// #include "anvil/backend/cpu/kernels/scan.hpp"
+// anvil: the CPU backend's fast scan — cumsum along one axis. Each slice [outer, extent, inner] is walked
+// along the axis once, carrying a block of running sums across the contiguous inner elements (so the inner
+// loop vectorises); blocks run in parallel. Sums are kept in double, as the reference and torch.cumsum do.
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+// #include "anvil/backend/cpu/kernel.hpp"
+// #include "anvil/backend/cpu/tensor_span.hpp"
+// #include "anvil/core/thread_pool.hpp"
+// #include "anvil/graph/graph.hpp"
+
+namespace anvil::detail::cpu {
+
+inline void cumsum(const node& n, std::span<const const_tensor_span> inputs, tensor_span output,
+                   thread_pool& pool, std::span<float> /*workspace*/) {
+    constexpr std::int64_t block = 64;  // running sums carried at once: a few cache lines of doubles
+    const const_tensor_span& x = inputs[0];
+    const auto axis = static_cast<std::size_t>(n.attrs.axis);
+    const bool exclusive = n.attrs.exclusive, reverse = n.attrs.reverse;
+    const std::int64_t outer = extent_product(x.shape, 0, axis);
+    const std::int64_t extent = x.shape[axis];
+    const std::int64_t inner = extent_product(x.shape, axis + 1, x.shape.rank());
+    if (outer == 0 || extent == 0 || inner == 0) return;
+    const std::int64_t blocks = (inner + block - 1) / block;
+    const auto grain =
+        static_cast<std::size_t>(std::max<std::int64_t>(1, 16384 / (extent * std::min(inner, block))));
+    pool.parallel_for(0, static_cast<std::size_t>(outer * blocks), grain,
+                      [&](std::size_t first, std::size_t last) {
+                          std::array<double, block> sums{};
+                          for (auto item = static_cast<std::int64_t>(first);
+                               item < static_cast<std::int64_t>(last); ++item) {
+                              const std::int64_t o = item / blocks;
+                              const std::int64_t begin = (item % blocks) * block;
+                              const std::int64_t width = std::min(block, inner - begin);
+                              std::fill(sums.begin(), sums.end(), 0.0);
+                              for (std::int64_t step = 0; step < extent; ++step) {
+                                  const std::int64_t k = reverse ? extent - 1 - step : step;
+                                  const std::int64_t at = (o * extent + k) * inner + begin;
+                                  const float* from = x.data + at;
+                                  float* to = output.data + at;
+                                  for (std::int64_t i = 0; i < width; ++i) {
+                                      const auto slot = static_cast<std::size_t>(i);
+                                      const double before = sums[slot];
+                                      sums[slot] = before + static_cast<double>(from[i]);
+                                      to[i] = static_cast<float>(exclusive ? before : sums[slot]);
+                                  }
+                              }
+                          }
+                      });
+}
+
+}  // namespace anvil::detail::cpu
 // #include "anvil/backend/cpu/reference/reference.hpp"
 // anvil: the CPU backend's reference evaluator — one plain kernel per graph op, chosen by an exhaustive
 // switch (no default, so -Wswitch flags an op without a kernel). These kernels define each op's semantics;
@@ -24146,114 +24839,6 @@ inline void upsample_bilinear(const_tensor_span x, bool align_corners, tensor_sp
 
 }  // namespace anvil::detail::cpu::reference
 // #include "anvil/backend/cpu/reference/data_movement.hpp"
-// anvil: the reference data-movement kernels — reshape, permute, concat, slice, pad and gather. They move
-// values without arithmetic; slice takes the canonical (clamped, non-negative) bounds shape inference leaves.
-
-#include <algorithm>
-#include <cmath>
-#include <cstddef>
-#include <cstdint>
-#include <span>
-
-// #include "anvil/backend/cpu/tensor_span.hpp"
-// #include "anvil/core/error.hpp"
-
-namespace anvil::detail::cpu::reference {
-
-// Row-major order is unchanged by a reshape: a copy.
-inline void reshape(const_tensor_span x, tensor_span out) {
-    std::copy(x.data, x.data + count_of(x.shape), out.data);
-}
-
-// The output's axis i is the input's axes[i].
-inline void permute(const_tensor_span x, std::span<const std::int64_t> axes, tensor_span out) {
-    if (count_of(out.shape) == 0) return;
-    const stride_array input_strides = row_major_strides(x.shape);
-    stride_array strides{};  // input strides in the output's axis order
-    for (std::size_t i = 0; i < axes.size(); ++i)
-        strides[i] = input_strides[static_cast<std::size_t>(axes[i])];
-    index_array index{};
-    std::int64_t o = 0;
-    do {
-        out.data[o++] = x.data[offset_of(index, strides, out.shape.rank())];
-    } while (next_index(index, out.shape));
-}
-
-inline void concat(std::span<const const_tensor_span> inputs, std::int64_t axis, tensor_span out) {
-    const auto axis_index = static_cast<std::size_t>(axis);
-    const std::int64_t outer = extent_product(out.shape, 0, axis_index);
-    const std::int64_t inner = extent_product(out.shape, axis_index + 1, out.shape.rank());
-    const std::int64_t out_row = out.shape[axis_index] * inner;
-    std::int64_t position = 0;  // where the current input starts within an output row
-    for (const auto& input : inputs) {
-        const std::int64_t row = input.shape[axis_index] * inner;
-        for (std::int64_t o = 0; o < outer; ++o) {
-            std::copy(input.data + o * row, input.data + (o + 1) * row, out.data + o * out_row + position);
-        }
-        position += row;
-    }
-}
-
-// Element idx of the output reads the input at begin + idx * step on every axis.
-inline void slice(const_tensor_span x, std::span<const std::int64_t> begin,
-                  std::span<const std::int64_t> step, tensor_span out) {
-    if (count_of(out.shape) == 0) return;
-    const stride_array strides = row_major_strides(x.shape);
-    std::int64_t start = 0;
-    stride_array steps{};
-    for (std::size_t axis = 0; axis < x.shape.rank(); ++axis) {
-        start += begin[axis] * strides[axis];
-        steps[axis] = step[axis] * strides[axis];
-    }
-    index_array index{};
-    std::int64_t o = 0;
-    do {
-        out.data[o++] = x.data[start + offset_of(index, steps, out.shape.rank())];
-    } while (next_index(index, out.shape));
-}
-
-// Constant padding: `before[axis]` and `after[axis]` elements of `value` around x on each axis.
-inline void pad(const_tensor_span x, std::span<const std::int64_t> before, float value, tensor_span out) {
-    std::fill(out.data, out.data + count_of(out.shape), value);
-    if (count_of(x.shape) == 0) return;
-    const stride_array out_strides = row_major_strides(out.shape);
-    std::int64_t start = 0;
-    for (std::size_t axis = 0; axis < out.shape.rank(); ++axis)
-        start += before[axis] * out_strides[axis];
-    index_array index{};
-    std::int64_t i = 0;
-    do {
-        out.data[start + offset_of(index, out_strides, x.shape.rank())] = x.data[i++];
-    } while (next_index(index, x.shape));
-}
-
-// The rows of `table` along `axis` that `indices` name: out = table[:axis] + indices.shape + table[axis+1:].
-// Indices must be whole numbers in [0, extent); anything else throws, naming the index, the axis and the
-// table's shape.
-inline void gather(const_tensor_span table, const_tensor_span indices, std::int64_t axis, tensor_span out) {
-    const auto axis_index = static_cast<std::size_t>(axis);
-    const std::int64_t outer = extent_product(table.shape, 0, axis_index);
-    const std::int64_t extent = table.shape[axis_index];
-    const std::int64_t inner = extent_product(table.shape, axis_index + 1, table.shape.rank());
-    const std::int64_t count = count_of(indices.shape);
-    for (std::int64_t i = 0; i < count; ++i) {
-        const float index = indices.data[i];
-        if (!(index >= 0.0f && index < static_cast<float>(extent) && std::trunc(index) == index)) {
-            throw error(message("gather: index ", index, " (element ", i, " of the indices ", indices.shape,
-                                ") is out of range for axis ", axis, " of the table ", table.shape,
-                                " (expected a whole number in [0, ", extent, "))"));
-        }
-    }
-    for (std::int64_t o = 0; o < outer; ++o) {
-        for (std::int64_t i = 0; i < count; ++i) {
-            const auto row = static_cast<std::int64_t>(indices.data[i]);
-            const float* source = table.data + (o * extent + row) * inner;
-            std::copy(source, source + inner, out.data + (o * count + i) * inner);
-        }
-    }
-}
-
-}  // namespace anvil::detail::cpu::reference
 // #include "anvil/backend/cpu/reference/dequantize.hpp"
 // #include "anvil/backend/cpu/reference/elementwise.hpp"
 // #include "anvil/backend/cpu/reference/linear_algebra.hpp"
@@ -24328,8 +24913,9 @@ inline void linear(const_tensor_span x, const_tensor_span weight, std::optional<
 }  // namespace anvil::detail::cpu::reference
 // #include "anvil/backend/cpu/reference/normalization.hpp"
 // #include "anvil/backend/cpu/reference/reduction.hpp"
-// anvil: the reference reductions — reduce_sum, reduce_mean, reduce_max and argmax over the canonical axes
-// shape inference leaves (non-negative, sorted). keep_dims only changes the output's shape, not its layout.
+// anvil: the reference reductions — reduce_sum, reduce_mean, reduce_max, reduce_min, reduce_prod and argmax
+// over the canonical axes shape inference leaves (non-negative, sorted); keep_dims only changes the output's
+// shape, not its layout — and the cumulative sum along one axis.
 
 #include <algorithm>
 #include <cmath>
@@ -24412,6 +24998,29 @@ inline void reduce_max(const_tensor_span x, std::span<const std::int64_t> axes, 
     });
 }
 
+// NaN propagates, as in reduce_max and torch.amin. Shape inference rejects reducing an empty axis.
+inline void reduce_min(const_tensor_span x, std::span<const std::int64_t> axes, tensor_span out) {
+    const std::int64_t outputs = count_of(out.shape);
+    for (std::int64_t o = 0; o < outputs; ++o)
+        out.data[o] = std::numeric_limits<float>::infinity();
+    for_each_reduced(x.shape, axes, [&](std::int64_t in, std::int64_t o, const index_array&) {
+        const float v = x.data[in];
+        if (v < out.data[o] || std::isnan(v)) {
+            if (!std::isnan(out.data[o])) out.data[o] = v;
+        }
+    });
+}
+
+// Accumulated in double, as reduce_sum; the product of nothing is 1, as in torch.prod.
+inline void reduce_prod(const_tensor_span x, std::span<const std::int64_t> axes, tensor_span out) {
+    std::vector<double> products(static_cast<std::size_t>(count_of(out.shape)), 1.0);
+    for_each_reduced(x.shape, axes, [&](std::int64_t in, std::int64_t o, const index_array&) {
+        products[static_cast<std::size_t>(o)] *= x.data[in];
+    });
+    for (std::size_t o = 0; o < products.size(); ++o)
+        out.data[o] = static_cast<float>(products[o]);
+}
+
 // The index along `axis` of the first maximal element (NaN counts as the largest, as in torch.argmax),
 // stored as a float.
 inline void argmax(const_tensor_span x, std::int64_t axis, tensor_span out) {
@@ -24433,6 +25042,27 @@ inline void argmax(const_tensor_span x, std::int64_t axis, tensor_span out) {
     });
 }
 
+// The running sum along `axis`, accumulated in double (as torch.cumsum on the CPU): exclusive leaves each
+// element out of its own sum (so the first is 0), reverse runs from the end of the axis (ONNX's CumSum).
+inline void cumsum(const_tensor_span x, std::int64_t axis, bool exclusive, bool reverse, tensor_span out) {
+    const auto axis_index = static_cast<std::size_t>(axis);
+    const std::int64_t outer = extent_product(x.shape, 0, axis_index);
+    const std::int64_t extent = x.shape[axis_index];
+    const std::int64_t inner = extent_product(x.shape, axis_index + 1, x.shape.rank());
+    for (std::int64_t o = 0; o < outer; ++o) {
+        for (std::int64_t i = 0; i < inner; ++i) {
+            double sum = 0.0;
+            for (std::int64_t step = 0; step < extent; ++step) {
+                const std::int64_t k = reverse ? extent - 1 - step : step;
+                const std::int64_t at = (o * extent + k) * inner + i;
+                if (!exclusive) sum += x.data[at];
+                out.data[at] = static_cast<float>(sum);
+                if (exclusive) sum += x.data[at];
+            }
+        }
+    }
+}
+
 }  // namespace anvil::detail::cpu::reference
 // #include "anvil/backend/cpu/tensor_span.hpp"
 // #include "anvil/core/error.hpp"
@@ -24447,9 +25077,12 @@ namespace reference {
 // The type an operand slot must have for shape inference; the CPU holds every value as f32, so only the
 // slots whose type inference checks need another.
 [[nodiscard]] inline dtype operand_type_for_inference(op kind, std::size_t slot) {
-    if (kind == op::gather && slot == 1) return dtype::i64;
+    if ((kind == op::gather || kind == op::gather_elements) && slot == 1) return dtype::i64;
     if (kind == op::dequantize_int8 && slot == 0) return dtype::i8;
     if ((kind == op::dequantize_lut || kind == op::dequantize_ggml) && slot == 0) return dtype::u8;
+    if (kind == op::logical_and || kind == op::logical_or || kind == op::logical_xor ||
+        kind == op::logical_not)
+        return dtype::boolean;
     return dtype::f32;
 }
 
@@ -24511,6 +25144,14 @@ inline void evaluate_reference(const node& n, std::span<const const_tensor_span>
         case op::rsqrt:
         case op::abs:
         case op::neg:
+        case op::erf:
+        case op::floor:
+        case op::ceil:
+        case op::round:
+        case op::sign:
+        case op::sin:
+        case op::cos:
+        case op::logical_not:
         case op::clamp:
             return ref::unary(n.kind, inputs[0], attrs.min, attrs.max, output);
         case op::cast:
@@ -24522,6 +25163,14 @@ inline void evaluate_reference(const node& n, std::span<const const_tensor_span>
         case op::pow:
         case op::maximum:
         case op::minimum:
+        case op::equal:
+        case op::less:
+        case op::less_equal:
+        case op::greater:
+        case op::greater_equal:
+        case op::logical_and:
+        case op::logical_or:
+        case op::logical_xor:
             return ref::binary(n.kind, inputs[0], inputs[1], output);
         case op::where:
             return ref::where(inputs[0], inputs[1], inputs[2], output);
@@ -24559,8 +25208,14 @@ inline void evaluate_reference(const node& n, std::span<const const_tensor_span>
             return ref::reduce_mean(inputs[0], attrs.axes, output);
         case op::reduce_max:
             return ref::reduce_max(inputs[0], attrs.axes, output);
+        case op::reduce_min:
+            return ref::reduce_min(inputs[0], attrs.axes, output);
+        case op::reduce_prod:
+            return ref::reduce_prod(inputs[0], attrs.axes, output);
         case op::argmax:
             return ref::argmax(inputs[0], attrs.axis, output);
+        case op::cumsum:
+            return ref::cumsum(inputs[0], attrs.axis, attrs.exclusive, attrs.reverse, output);
         case op::reshape:
             return ref::reshape(inputs[0], output);
         case op::permute:
@@ -24573,6 +25228,8 @@ inline void evaluate_reference(const node& n, std::span<const const_tensor_span>
             return ref::pad(inputs[0], attrs.begin, attrs.value, output);
         case op::gather:
             return ref::gather(inputs[0], inputs[1], attrs.axis, output);
+        case op::gather_elements:
+            return ref::gather_elements(inputs[0], inputs[1], attrs.axis, output);
         case op::attention:
             return ref::attention(inputs[0], inputs[1], inputs[2], optional_input(3), attrs.causal,
                                   attrs.scale, output);
@@ -24654,6 +25311,14 @@ inline prepared_kernel prepare_kernel(const graph_body& body, value_id id, cpu_k
         case op::rsqrt:
         case op::abs:
         case op::neg:
+        case op::erf:
+        case op::floor:
+        case op::ceil:
+        case op::round:
+        case op::sign:
+        case op::sin:
+        case op::cos:
+        case op::logical_not:
         case op::clamp:
         case op::cast:
             return fast_kernel<elementwise_unary>(n);
@@ -24664,6 +25329,14 @@ inline prepared_kernel prepare_kernel(const graph_body& body, value_id id, cpu_k
         case op::pow:
         case op::maximum:
         case op::minimum:
+        case op::equal:
+        case op::less:
+        case op::less_equal:
+        case op::greater:
+        case op::greater_equal:
+        case op::logical_and:
+        case op::logical_or:
+        case op::logical_xor:
             return fast_kernel<elementwise_binary>(n);
         case op::where:
             return fast_kernel<elementwise_where>(n);
@@ -24700,6 +25373,10 @@ inline prepared_kernel prepare_kernel(const graph_body& body, value_id id, cpu_k
         case op::gather:
             if (auto from_blocks = gather_from_blocks(body, n)) return std::move(*from_blocks);
             return fast_kernel<gather>(n);
+        case op::gather_elements:
+            return fast_kernel<gather_elements>(n);
+        case op::cumsum:
+            return fast_kernel<cumsum>(n);
         // Plain kernels are fast enough here for now: pooling and resizing touch each input element a few
         // times, reductions and dequantisation (outside a GEMM) once.
         case op::max_pool2d:
@@ -24709,6 +25386,8 @@ inline prepared_kernel prepare_kernel(const graph_body& body, value_id id, cpu_k
         case op::reduce_sum:
         case op::reduce_mean:
         case op::reduce_max:
+        case op::reduce_min:
+        case op::reduce_prod:
         case op::argmax:
         case op::dequantize_int8:
         case op::dequantize_lut:
@@ -26171,6 +26850,10 @@ private:
                 auto guard = s.output_surfaces[i]->lock(true);
                 unpack(layout, guard.data(), out.values<float>().data());
             }
+            // A boolean (fp16 1 and 0 on the ANE) goes back to its type: a CPU segment reading it takes bool.
+            const dtype type = body_.nodes[layout.value].result.type;
+            if (!is_floating(type))
+                out = cpu::from_compute_floats(out.values<float>().data(), type, layout.shape);
             values[layout.value] = std::move(out);
         }
     }
@@ -29817,6 +30500,15 @@ ANVIL_INLINE std::string describe_operands(std::span<const value_type> inputs) {
     return text;
 }
 
+ANVIL_INLINE std::string describe_types(std::span<const value_type> inputs) {
+    std::string text;
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+        if (i != 0) text += i + 1 == inputs.size() ? " and " : ", ";
+        text += dtype_name(inputs[i].type);
+    }
+    return text;
+}
+
 ANVIL_INLINE std::int64_t normalize_axis(op kind, std::int64_t axis, std::size_t rank, const dims& shape) {
     const auto signed_rank = static_cast<std::int64_t>(rank);
     if (axis < -signed_rank || axis >= signed_rank) {
@@ -29838,6 +30530,25 @@ ANVIL_INLINE void require_same_type(op kind, std::span<const value_type> inputs)
         if (inputs[i].type != inputs[0].type) {
             throw type_error(message(op_name(kind), ": operand types differ (", dtype_name(inputs[0].type),
                                      " and ", dtype_name(inputs[i].type), ")"));
+        }
+    }
+}
+
+ANVIL_INLINE void require_numeric(op kind, std::span<const value_type> inputs) {
+    for (const value_type& input : inputs) {
+        if (input.type == dtype::boolean) {
+            throw type_error(message(op_name(kind), inputs.size() == 1 ? ": the operand" : ": operands",
+                                     " must be numeric, got ", describe_types(inputs)));
+        }
+    }
+}
+
+ANVIL_INLINE void require_boolean(op kind, std::span<const value_type> inputs) {
+    for (const value_type& input : inputs) {
+        if (input.type != dtype::boolean) {
+            throw type_error(message(op_name(kind), inputs.size() == 1 ? ": the operand" : ": operands",
+                                     " must be bool, got ", describe_types(inputs),
+                                     " (compare numbers first, or cast them to bool)"));
         }
     }
 }
@@ -29996,7 +30707,8 @@ ANVIL_INLINE value_type infer_reduction(op kind, attributes& attrs, std::span<co
     for (std::size_t axis = 0; axis < x.rank(); ++axis) {
         const bool reduced =
             std::binary_search(attrs.axes.begin(), attrs.axes.end(), static_cast<std::int64_t>(axis));
-        if (reduced && x[axis] == 0 && (kind == op::reduce_max || kind == op::argmax)) {
+        if (reduced && x[axis] == 0 &&
+            (kind == op::reduce_max || kind == op::reduce_min || kind == op::argmax)) {
             throw_op_shape(kind, message("cannot reduce the empty axis ", axis, " of ", x));
         }
         if (!reduced)
@@ -30125,8 +30837,17 @@ ANVIL_INLINE value_type infer(op kind, attributes& attrs, std::span<const value_
         case op::rsqrt:
         case op::abs:
         case op::neg:
+        case op::erf:
+        case op::floor:
+        case op::ceil:
+        case op::round:
+        case op::sin:
+        case op::cos:
         case op::clamp:
             require_floating(kind, inputs[0].type, "the operand");
+            return inputs[0];
+        case op::sign:
+            require_numeric(kind, inputs);
             return inputs[0];
         case op::cast:
             return {attrs.to, inputs[0].shape};
@@ -30139,6 +30860,27 @@ ANVIL_INLINE value_type infer(op kind, attributes& attrs, std::span<const value_
         case op::minimum:
             require_same_type(kind, inputs);
             return infer_broadcast(kind, inputs);
+        case op::equal:
+        case op::less:
+        case op::less_equal:
+        case op::greater:
+        case op::greater_equal: {
+            require_same_type(kind, inputs);
+            // equal also compares booleans (ONNX's Equal does); an order needs numbers.
+            if (kind != op::equal) require_numeric(kind, inputs);
+            auto result = infer_broadcast(kind, inputs);
+            result.type = dtype::boolean;
+            return result;
+        }
+        case op::logical_and:
+        case op::logical_or:
+        case op::logical_xor:
+        case op::logical_not: {
+            require_boolean(kind, inputs);
+            auto result = infer_broadcast(kind, inputs);
+            result.type = dtype::boolean;
+            return result;
+        }
         case op::where: {
             require_same_type(kind, inputs.subspan(1));
             auto result = infer_broadcast(kind, inputs);
@@ -30219,8 +30961,16 @@ ANVIL_INLINE value_type infer(op kind, attributes& attrs, std::span<const value_
         case op::reduce_sum:
         case op::reduce_mean:
         case op::reduce_max:
+        case op::reduce_min:
+        case op::reduce_prod:
         case op::argmax:
             return infer_reduction(kind, attrs, inputs);
+        case op::cumsum: {
+            const dims& x = inputs[0].shape;
+            if (x.rank() == 0) throw_op_shape(kind, "the operand must have rank >= 1");
+            attrs.axis = normalize_axis(kind, attrs.axis, x.rank(), x);
+            return inputs[0];
+        }
         case op::reshape:
             return infer_reshape(kind, attrs, inputs);
         case op::permute: {
@@ -30295,6 +31045,24 @@ ANVIL_INLINE value_type infer(op kind, attributes& attrs, std::span<const value_
                                              " along axis ", axis, " exceeds rank ", max_rank));
             }
             return {inputs[0].type, dims(out)};
+        }
+        case op::gather_elements: {
+            const dims& data = inputs[0].shape;
+            const dims& indices = inputs[1].shape;
+            if (is_floating(inputs[1].type) || inputs[1].type == dtype::boolean) {
+                throw type_error(
+                    message("gather_elements: indices must be integers, got ", dtype_name(inputs[1].type)));
+            }
+            if (data.rank() == 0) throw_op_shape(kind, "the data must have rank >= 1");
+            attrs.axis = normalize_axis(kind, attrs.axis, data.rank(), data);
+            bool fits = indices.rank() == data.rank();
+            for (std::size_t i = 0; fits && i < data.rank(); ++i)
+                fits = static_cast<std::int64_t>(i) == attrs.axis || indices[i] <= data[i];
+            if (!fits) {
+                throw_op_shape(kind, message("the indices ", indices, " must have the rank of the data ",
+                                             data, " and extents no larger off axis ", attrs.axis));
+            }
+            return {inputs[0].type, indices};
         }
         case op::attention:
             return infer_attention(kind, inputs);
@@ -30505,6 +31273,27 @@ ANVIL_INLINE host_tensor graph::convert_scalar(const host_tensor& number, dtype 
         case dtype::i32:
             out.values<std::int32_t>()[0] = static_cast<std::int32_t>(v);
             break;
+        case dtype::i16:
+            out.values<std::int16_t>()[0] = static_cast<std::int16_t>(v);
+            break;
+        case dtype::i8:
+            out.values<std::int8_t>()[0] = static_cast<std::int8_t>(v);
+            break;
+        case dtype::u64:
+            out.values<std::uint64_t>()[0] = static_cast<std::uint64_t>(v);
+            break;
+        case dtype::u32:
+            out.values<std::uint32_t>()[0] = static_cast<std::uint32_t>(v);
+            break;
+        case dtype::u16:
+            out.values<std::uint16_t>()[0] = static_cast<std::uint16_t>(v);
+            break;
+        case dtype::u8:
+            out.values<std::uint8_t>()[0] = static_cast<std::uint8_t>(v);
+            break;
+        case dtype::boolean:
+            out.values<bool>()[0] = v != 0.0;
+            break;
         default:
             throw type_error(
                 detail::message("graph::scalar: no scalar constants of type ", dtype_name(type)));
@@ -30563,6 +31352,8 @@ ANVIL_INLINE std::string dump_attributes(const node& n) {
     if (a.align_corners) out << " align_corners";
     if (a.causal) out << " causal";
     if (a.interleaved) out << " interleaved";
+    if (a.exclusive) out << " exclusive";
+    if (a.reverse) out << " reverse";
     if (a.ggml_type != 0) out << " ggml_type=" << a.ggml_type;
     if (!a.steps.empty()) {
         const std::size_t input_count = n.inputs.size();
@@ -30830,6 +31621,8 @@ ANVIL_INLINE graph_body fuse_elementwise(const graph_body& body, std::size_t max
     std::vector<value_id> root_of(count, detail::no_value);  // the fused group a node was absorbed into
     graph_body result = body;
     std::vector<bool> keep(count, true);
+    // Only floating results fuse: comparisons and logical ops (dtype::boolean results) stay nodes of their
+    // own, read by a fused where as a leaf input, so a fused node computes in one floating type throughout.
     auto fusable = [&](const node& n) {
         return is_elementwise(n.kind) && n.kind != op::cast && is_floating(n.result.type);
     };
@@ -32164,6 +32957,35 @@ ANVIL_INLINE std::vector<selftest_case> selftest_cases() {
     binary(op::pow, -1.5f, 1.5f);
     binary(op::maximum, -2, 2);
     binary(op::minimum, -2, 2);
+    unary(op::erf, -3, 3, 4e-3);
+    // Quarters in [-2, 2], zeros among them: exact in fp16, so comparisons of them are exact and ties common.
+    const auto quarters = [](graph& g, ins& in, rng& r, const std::string& name, const dims& shape) {
+        std::uniform_int_distribution<int> quarter(-8, 8);
+        std::vector<float> values(static_cast<std::size_t>(shape.element_count()));
+        for (auto& v : values)
+            v = static_cast<float>(quarter(r)) * 0.25f;
+        in.push_back({name, host_tensor::from(values, shape)});
+        return g.input(name, dtype::f32, shape);
+    };
+    cases.push_back({"sign", op::sign, 2e-3, [=](graph& g, ins& in, rng& r) {
+                         return g.apply(op::sign, {quarters(g, in, r, "x", dims{6, 40})});
+                     }});
+    for (const op kind : {op::equal, op::less, op::less_equal, op::greater, op::greater_equal}) {
+        cases.push_back({std::string(op_name(kind)), kind, 0.0, [=](graph& g, ins& in, rng& r) {
+                             const value a = quarters(g, in, r, "a", dims{6, 40});
+                             return g.apply(kind, {a, quarters(g, in, r, "b", dims{40})});
+                         }});
+    }
+    for (const op kind : {op::logical_and, op::logical_or, op::logical_xor, op::logical_not}) {
+        cases.push_back({std::string(op_name(kind)), kind, 0.0, [=](graph& g, ins& in, rng& r) {
+                             const value a = quarters(g, in, r, "a", dims{6, 40});
+                             const value less = g.apply(op::less, {a, quarters(g, in, r, "b", dims{6, 40})});
+                             if (kind == op::logical_not) return g.apply(kind, {less});
+                             const value zero =
+                                 g.constant(host_tensor::from(std::vector<float>{0.0f}, dims{}));
+                             return g.apply(kind, {less, g.apply(op::greater, {a, zero})});
+                         }});
+    }
     cases.push_back({"add (broadcast constant)", op::add, 4e-3, [](graph& g, ins& in, rng& r) {
                          const value x = random_input(g, in, r, "x", dims{6, 40});
                          return g.apply(op::add, {x, random_constant(g, r, dims{40})});
@@ -32298,6 +33120,16 @@ ANVIL_INLINE std::vector<selftest_case> selftest_cases() {
     reduction(op::reduce_sum);
     reduction(op::reduce_mean);
     reduction(op::reduce_max);
+    reduction(op::reduce_min);
+    reduction(op::reduce_prod);  // host only: reported unsupported on the Neural Engine
+    cases.push_back({"cumsum (exclusive, reverse)", op::cumsum, 1e-5, [](graph& g, ins& in, rng& r) {
+                         return g.apply(op::cumsum, {random_input(g, in, r, "x", dims{6, 40})},
+                                        with([](attributes& a) {
+                                            a.axis = 1;
+                                            a.exclusive = true;
+                                            a.reverse = true;
+                                        }));
+                     }});
     cases.push_back({"argmax", op::argmax, 0.0, [](graph& g, ins& in, rng& r) {
                          return g.apply(op::argmax, {random_input(g, in, r, "x", dims{6, 40})},
                                         with([](attributes& a) { a.axis = 1; }));
@@ -32342,6 +33174,16 @@ ANVIL_INLINE std::vector<selftest_case> selftest_cases() {
              in.push_back({"ids", host_tensor::from(std::vector<std::int32_t>{3, 1, 49, 0, 7}, dims{5})});
              return g.apply(op::gather, {table, g.input("ids", dtype::i32, dims{5})});
          }});
+    cases.push_back({"gather_elements", op::gather_elements, 0.0, [](graph& g, ins& in, rng& r) {
+                         std::vector<std::int32_t> ids(6 * 40);
+                         for (std::size_t i = 0; i < ids.size(); ++i)
+                             ids[i] = static_cast<std::int32_t>(i * 7 % 50) - 25;  // negative ones too
+                         in.push_back({"ids", host_tensor::from(ids, dims{6, 40})});
+                         return g.apply(
+                             op::gather_elements,
+                             {random_constant(g, r, dims{6, 50}), g.input("ids", dtype::i32, dims{6, 40})},
+                             with([](attributes& a) { a.axis = 1; }));
+                     }});
     cases.push_back({"attention (grouped-query, causal)", op::attention, 1e-2, [](graph& g, ins& in, rng& r) {
                          return g.apply(op::attention,
                                         {random_input(g, in, r, "q", dims{1, 4, 8, 16}),
@@ -35748,6 +36590,7 @@ ANVIL_INLINE host_tensor whisper_log_mel(std::span<const float> samples, const l
 // #include "anvil/core/checked_math.hpp"
 // #include "anvil/core/error.hpp"
 // #include "anvil/core/mapped_file.hpp"
+// #include "anvil/core/shape.hpp"
 // #include "anvil/io/onnx.hpp"
 // #include "anvil/io/protobuf.hpp"
 
@@ -36173,7 +37016,7 @@ private:
             if (t.raw.size() % size != 0 || t.raw.size() / size != count) {
                 throw format_error(message(where, ": raw_data holds ", t.raw.size(), " bytes, and ", count,
                                            " ", onnx_type_name(t.data_type), " elements (dims ",
-                                           dims_text(t.dims), ") take ", count * size));
+                                           extents_to_string(t.dims, false), ") take ", count * size));
             }
             return;
         }
@@ -36198,19 +37041,12 @@ private:
         }
         if (held != count && !(held == 0 && count == 0)) {
             if (held == 0) {
-                throw format_error(
-                    message(where, ": no data for its ", count, " elements (dims ", dims_text(t.dims), ")"));
+                throw format_error(message(where, ": no data for its ", count, " elements (dims ",
+                                           extents_to_string(t.dims, false), ")"));
             }
             throw format_error(message(where, ": ", held, " values for ", count, " elements (dims ",
-                                       dims_text(t.dims), ")"));
+                                       extents_to_string(t.dims, false), ")"));
         }
-    }
-
-    static std::string dims_text(const std::vector<std::int64_t>& dims) {
-        std::string text = "[";
-        for (std::size_t i = 0; i < dims.size(); ++i)
-            text += (i ? ", " : "") + std::to_string(dims[i]);
-        return text + "]";
     }
 
     // External data: `location` relative to the model's folder and inside it; `offset` and `length` (default:
@@ -36336,6 +37172,24 @@ ANVIL_INLINE void onnx_model::parse_bytes(std::span<const std::byte> bytes,
     }
 }
 
+ANVIL_INLINE onnx_tensor parse_onnx_tensor(std::span<const std::byte> bytes, std::string_view source_name) {
+    std::map<std::string, std::shared_ptr<const mapped_file>, std::less<>> no_external;
+    detail::onnx_parser parser(nullptr, no_external);
+    return parser.tensor(protobuf_reader(bytes, std::string(source_name)));
+}
+
+ANVIL_INLINE host_tensor onnx_host_tensor(const onnx_tensor& t) {
+    const std::optional<dtype> type = onnx_dtype(t.data_type);
+    if (!type) {
+        throw unsupported_error(detail::message("ONNX tensor '", t.name, "': unsupported element type ",
+                                                onnx_type_name(t.data_type)));
+    }
+    host_tensor out(*type, dims(t.dims));
+    const std::vector<std::byte> bytes = t.to_bytes();
+    if (!bytes.empty()) std::memcpy(out.raw(), bytes.data(), bytes.size());
+    return out;
+}
+
 ANVIL_INLINE onnx_model onnx_model::parse(std::span<const std::byte> bytes, std::string source_name) {
     onnx_model model;
     model.source_ = std::move(source_name);
@@ -36407,7 +37261,9 @@ ANVIL_INLINE void protobuf_reader::fail(const protobuf_field& field, std::string
 ANVIL_INLINE std::uint64_t protobuf_reader::varint(std::size_t& at, const protobuf_field& field,
                                                    std::string_view name) const {
     std::uint64_t value = 0;
-    for (int shift = 0; shift < 70; shift += 7) {
+    // Ten bytes at most: the tenth holds bit 63 alone, so any other bit there (a continuation included) is
+    // refused, and the loop ends by returning or failing.
+    for (int shift = 0;; shift += 7) {
         if (at >= message_.size()) {
             fail(field, detail::message(name, ": the varint runs past the end of the message (",
                                         message_.size(), " bytes)"));
@@ -36417,7 +37273,6 @@ ANVIL_INLINE std::uint64_t protobuf_reader::varint(std::size_t& at, const protob
         value |= std::uint64_t{byte & 0x7fu} << shift;
         if ((byte & 0x80u) == 0) return value;
     }
-    fail(field, detail::message(name, ": the varint is longer than 10 bytes"));
 }
 
 ANVIL_INLINE bool protobuf_reader::next(protobuf_field& field) {
@@ -36827,7 +37682,83 @@ void truncate_longest_first(std::vector<std::int32_t>& first, std::vector<std::i
 }  // namespace anvil::detail
 
 #if ANVIL_DEFINITIONS
-// #include "anvil/io/tokenizer_processors-inl.hpp" (in the definitions at the end)
+// #include "anvil/io/tokenizer_processors-inl.hpp"
+// anvil: tokenizer_processors's definitions (see tokenizer_processors.hpp; compilation.hpp says when this
+// file is compiled).
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+// #include "anvil/io/tokenizer_pipeline.hpp"
+// #include "anvil/io/tokenizer_processors.hpp"
+
+namespace anvil::detail {
+
+ANVIL_INLINE post_processor post_processor::bert(std::int32_t cls, std::int32_t sep) {
+    post_processor p;
+    p.single = {{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}};
+    p.pair = {{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}, {1, {}, 1}, {-1, {sep}, 1}};
+    return p;
+}
+
+ANVIL_INLINE post_processor post_processor::roberta(std::int32_t cls, std::int32_t sep) {
+    post_processor p;
+    p.single = {{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}};
+    p.pair = {{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}, {-1, {sep}, 0}, {1, {}, 0}, {-1, {sep}, 0}};
+    return p;
+}
+
+ANVIL_INLINE std::size_t post_processor::added_tokens(bool is_pair) const {
+    std::size_t n = 0;
+    for (const template_piece& piece : is_pair ? pair : single)
+        if (piece.sequence < 0) n += piece.ids.size();
+    return n;
+}
+
+ANVIL_INLINE encoding post_processor::apply(const std::vector<std::int32_t>& first,
+                                            const std::vector<std::int32_t>* second,
+                                            bool add_special_tokens) const {
+    encoding out;
+    const auto append = [&out](const std::vector<std::int32_t>& ids, std::int32_t type_id,
+                               std::uint8_t special) {
+        out.ids.insert(out.ids.end(), ids.begin(), ids.end());
+        out.type_ids.insert(out.type_ids.end(), ids.size(), type_id);
+        out.special_tokens_mask.insert(out.special_tokens_mask.end(), ids.size(), special);
+    };
+    for (const template_piece& piece : second ? pair : single) {
+        if (piece.sequence < 0) {
+            if (add_special_tokens) append(piece.ids, piece.type_id, 1);
+        } else {
+            append(piece.sequence == 0 ? first : *second, piece.type_id, 0);
+        }
+    }
+    return out;
+}
+
+ANVIL_INLINE void truncate_longest_first(std::vector<std::int32_t>& first, std::vector<std::int32_t>* second,
+                                         std::size_t max_length) {
+    if (!second) {
+        if (first.size() > max_length) first.resize(max_length);
+        return;
+    }
+    std::size_t n1 = first.size(), n2 = second->size();
+    if (n1 + n2 <= max_length) return;
+    const bool swapped = n1 > n2;
+    if (swapped) std::swap(n1, n2);
+    n2 = n1 > max_length ? n1 : std::max(n1, max_length - n1);
+    if (n1 + n2 > max_length) {
+        n1 = max_length / 2;
+        n2 = n1 + max_length % 2;
+    }
+    if (swapped) std::swap(n1, n2);
+    first.resize(std::min(first.size(), n1));
+    second->resize(std::min(second->size(), n2));
+}
+
+}  // namespace anvil::detail
 #endif
 
 namespace anvil::detail {
@@ -36952,7 +37883,745 @@ std::shared_ptr<tokenizer_data> read_tokenizer_json(const json::value& document,
 }  // namespace anvil::detail
 
 #if ANVIL_DEFINITIONS
-// #include "anvil/io/tokenizer_json-inl.hpp" (in the definitions at the end)
+// #include "anvil/io/tokenizer_json-inl.hpp"
+// anvil: tokenizer_json's definitions (see tokenizer_json.hpp; compilation.hpp says when this file is
+// compiled).
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/json.hpp"
+// #include "anvil/io/byte_level_bpe.hpp"
+// #include "anvil/io/split_patterns.hpp"
+// #include "anvil/io/tokenizer_decoders.hpp"
+// #include "anvil/io/tokenizer_json.hpp"
+// #include "anvil/io/tokenizer_normalizers.hpp"
+// #include "anvil/io/tokenizer_pipeline.hpp"
+// #include "anvil/io/tokenizer_pre_tokenizers.hpp"
+// #include "anvil/io/tokenizer_processors.hpp"
+// #include "anvil/io/wordpiece.hpp"
+// anvil: the WordPiece model and decoder (BERT), as Hugging Face `tokenizers` models/wordpiece and
+// decoders/wordpiece.rs define them: greedy longest-match-first over the vocabulary, "##" marking a piece
+// that continues a word, and a word longer than max_input_chars_per_word (or with no match) becoming [UNK].
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+// #include "anvil/compilation.hpp"
+// #include "anvil/io/tokenizer_pipeline.hpp"
+
+namespace anvil::detail {
+
+class wordpiece_model final : public tokenizer_model {
+public:
+    // unk_id must be in vocab (tokenizer_json.hpp checks it).
+    wordpiece_model(vocabulary vocab, std::int32_t unk_id, std::string continuing_prefix,
+                    std::size_t max_input_chars_per_word);
+
+    ANVIL_INLINE void tokenize(std::string_view word, std::vector<std::int32_t>& ids) const override;
+
+    [[nodiscard]] const vocabulary& vocab() const override { return vocab_; }
+
+private:
+    static std::size_t previous_boundary(std::string_view text, std::size_t end, std::size_t floor);
+
+    vocabulary vocab_;
+    std::int32_t unk_id_;
+    std::string prefix_;
+    std::size_t max_chars_;
+    std::size_t longest_token_ = 0;
+};
+
+// Joins pieces: one continuing with the prefix loses it, any other gets a space before it; cleanup removes
+// the space before . ? ! , and the like (per token, as decoders/wordpiece.rs does).
+class wordpiece_decoder final : public decoder {
+public:
+    wordpiece_decoder(std::string prefix, bool cleanup) : prefix_(std::move(prefix)), cleanup_(cleanup) {}
+
+    ANVIL_INLINE void decode(std::vector<std::string>& tokens) const override;
+
+    static std::string cleanup(std::string text);
+
+private:
+    std::string prefix_;
+    bool cleanup_;
+};
+
+}  // namespace anvil::detail
+
+#if ANVIL_DEFINITIONS
+// #include "anvil/io/wordpiece-inl.hpp"
+// anvil: wordpiece's definitions (see wordpiece.hpp; compilation.hpp says when this file is compiled).
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+// #include "anvil/io/tokenizer_pipeline.hpp"
+// #include "anvil/io/wordpiece.hpp"
+
+namespace anvil::detail {
+
+ANVIL_INLINE wordpiece_model::wordpiece_model(vocabulary vocab, std::int32_t unk_id,
+                                              std::string continuing_prefix,
+                                              std::size_t max_input_chars_per_word)
+    : vocab_(std::move(vocab)),
+      unk_id_(unk_id),
+      prefix_(std::move(continuing_prefix)),
+      max_chars_(max_input_chars_per_word) {
+    for (const auto& token : vocab_.tokens)
+        longest_token_ = std::max(longest_token_, token.size());
+}
+
+ANVIL_INLINE void wordpiece_model::tokenize(std::string_view word, std::vector<std::int32_t>& ids) const {
+    std::size_t chars = 0;
+    for (const char c : word)
+        chars += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+    if (chars > max_chars_) {
+        ids.push_back(unk_id_);
+        return;
+    }
+    const std::size_t first_piece = ids.size();
+    std::string continued;  // prefix + the rest of the word, so each candidate is a prefix of it
+    for (std::size_t start = 0; start < word.size();) {
+        std::string_view rest = word.substr(start);
+        std::size_t skip = 0;  // bytes of the "##" prefix in rest
+        if (start > 0) {
+            continued.assign(prefix_).append(rest);
+            rest = continued;
+            skip = prefix_.size();
+        }
+        // No candidate is longer than the longest token; start at a code point boundary within that.
+        std::size_t end = std::min(rest.size(), longest_token_);
+        while (end > skip && end < rest.size() && (static_cast<unsigned char>(rest[end]) & 0xC0) == 0x80)
+            --end;
+        std::int32_t found = -1;
+        for (; end > skip; end = previous_boundary(rest, end, skip)) {
+            if (const auto id = vocab_.find(rest.substr(0, end))) {
+                found = *id;
+                break;
+            }
+        }
+        if (found < 0) {
+            ids.resize(first_piece);
+            ids.push_back(unk_id_);
+            return;
+        }
+        ids.push_back(found);
+        start += end - skip;
+    }
+}
+
+ANVIL_INLINE std::size_t wordpiece_model::previous_boundary(std::string_view text, std::size_t end,
+                                                            std::size_t floor) {
+    do {
+        --end;
+    } while (end > floor && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80);
+    return end;
+}
+
+ANVIL_INLINE void wordpiece_decoder::decode(std::vector<std::string>& tokens) const {
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+        std::string& token = tokens[i];
+        if (i != 0) {
+            if (token.starts_with(prefix_))
+                token.erase(0, prefix_.size());
+            else
+                token.insert(token.begin(), ' ');  // not insert(0, " "): GCC 12's -Wrestrict misfires on it
+        }
+        if (cleanup_) token = cleanup(token);
+    }
+}
+
+ANVIL_INLINE std::string wordpiece_decoder::cleanup(std::string text) {
+    constexpr std::pair<std::string_view, std::string_view> rules[] = {
+        {" .", "."},   {" ?", "?"},           {" !", "!"},   {" ,", ","},     {" ' ", "'"},   {" n't", "n't"},
+        {" 'm", "'m"}, {" do not", " don't"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
+    for (const auto& [from, to] : rules) {
+        std::string out;
+        std::size_t begin = 0;
+        for (std::size_t at; (at = text.find(from, begin)) != std::string::npos; begin = at + from.size())
+            out.append(text, begin, at - begin).append(to);
+        text = std::move(out.append(text, begin));
+    }
+    return text;
+}
+
+}  // namespace anvil::detail
+#endif
+
+namespace anvil::detail {
+
+ANVIL_INLINE void tokenizer_data::add_tokens(std::vector<added_token> tokens) {
+    for (added_token& token : tokens) {
+        added_vocab.add(token.content, token.id);
+        if (token.special) special_ids.insert(token.id);
+        if (token.normalized) {  // Hugging Face partitions by this flag alone, special or not
+            std::string content = token.content;
+            if (normalize) normalize->normalize(content);
+            normalized_matcher.add(std::move(content), token);
+        } else {
+            raw_matcher.add(token.content, token);
+        }
+        added.push_back(std::move(token));
+    }
+}
+
+ANVIL_INLINE json_field json_field::operator[](std::size_t index) const {
+    return {source, message(path, "[", index, "]")};
+}
+
+ANVIL_INLINE void json_field::fail(std::string_view what) const {
+    throw format_error(message(source, ": ", path.empty() ? "top level" : path, ": ", what));
+}
+
+ANVIL_INLINE void json_field::unsupported(std::string_view component, std::string_view type,
+                                          std::string_view supported) const {
+    throw unsupported_error(
+        message(source, ": ", component, " type '", type, "' is not supported yet (", supported, ")"));
+}
+
+ANVIL_INLINE const json::value& json_field::expect(const json::value& v, json::kind kind) const {
+    if (v.type() != kind) {
+        constexpr std::string_view described[] = {"null",     "a boolean", "an integer", "a number",
+                                                  "a string", "an array",  "an object"};
+        fail(message("expected ", described[static_cast<int>(kind)], ", got ",
+                     described[static_cast<int>(v.type())]));
+    }
+    return v;
+}
+
+ANVIL_INLINE const json::value* member(const json::value& object, std::string_view key) {
+    const json::value* v = object.find(key);
+    return v && !v->is_null() ? v : nullptr;
+}
+
+ANVIL_INLINE const json::value& required(const json::value& object, std::string_view key,
+                                         const json_field& where) {
+    const json::value* v = member(object, key);
+    if (!v) (where / key).fail("missing");
+    return *v;
+}
+
+ANVIL_INLINE bool read_bool(const json::value& object, std::string_view key, const json_field& where,
+                            bool fallback) {
+    const json::value* v = member(object, key);
+    return v ? (where / key).expect(*v, json::kind::boolean).as_bool() : fallback;
+}
+
+ANVIL_INLINE std::string read_string(const json::value& object, std::string_view key, const json_field& where,
+                                     std::string fallback) {
+    const json::value* v = member(object, key);
+    return v ? (where / key).expect(*v, json::kind::string).as_string() : std::move(fallback);
+}
+
+ANVIL_INLINE std::int32_t read_id(const json::value& v, const json_field& where, std::int64_t limit) {
+    const std::int64_t id = where.expect(v, json::kind::integer).as_int();
+    if (id < 0 || id >= limit)
+        where.fail(message("id ", id, " is out of range (expected 0 to ", limit - 1, ")"));
+    return static_cast<std::int32_t>(id);
+}
+
+ANVIL_INLINE std::string_view type_of(const json::value& component, const json_field& where) {
+    where.expect(component, json::kind::object);
+    return (where / "type").expect(required(component, "type", where), json::kind::string).as_string();
+}
+
+ANVIL_INLINE std::int64_t id_limit(std::size_t tokens) {
+    return static_cast<std::int64_t>(2 * tokens + 1024);
+}
+
+ANVIL_INLINE vocabulary read_vocab(const json::value& v, const json_field& where, std::size_t extra_tokens) {
+    const json::object& entries = where.expect(v, json::kind::object).as_object();
+    vocabulary vocab;
+    vocab.ids.reserve(entries.size());
+    const std::int64_t limit = id_limit(entries.size() + extra_tokens);
+    for (const auto& [token, id] : entries) {
+        const json_field field = where / token;
+        if (!vocab.add(token, read_id(id, field, limit)))
+            field.fail(message("id ", id.as_int(), " is used twice"));
+    }
+    return vocab;
+}
+
+ANVIL_INLINE std::unique_ptr<normalizer> read_normalizer(const json::value& n, const json_field& where) {
+    const std::string_view type = type_of(n, where);
+    if (type == "BertNormalizer") {
+        const bool lowercase = read_bool(n, "lowercase", where, true);
+        return std::make_unique<bert_normalizer>(read_bool(n, "clean_text", where, true),
+                                                 read_bool(n, "handle_chinese_chars", where, true),
+                                                 read_bool(n, "strip_accents", where, lowercase), lowercase);
+    }
+    if (type == "Lowercase") return std::make_unique<lowercase_normalizer>();
+    if (type == "NFD") return std::make_unique<nfd_normalizer>();
+    if (type == "NFC") return std::make_unique<nfc_normalizer>();
+    if (type == "StripAccents") return std::make_unique<strip_accents_normalizer>();
+    if (type == "Prepend") return std::make_unique<prepend_normalizer>(read_string(n, "prepend", where, ""));
+    if (type == "Replace") {
+        const json::value& pattern =
+            (where / "pattern").expect(required(n, "pattern", where), json::kind::object);
+        if (const json::value* regex = member(pattern, "Regex")) {
+            const std::string& text =
+                (where / "pattern" / "Regex").expect(*regex, json::kind::string).as_string();
+            if (text != "\\s+")
+                throw unsupported_error(message(where.source, ": ", where.path, ": Replace with the Regex '",
+                                                text,
+                                                "' is not supported (String patterns, and the regex \\s+)"));
+            return std::make_unique<whitespace_runs_normalizer>(read_string(n, "content", where, ""));
+        }
+        return std::make_unique<replace_normalizer>(read_string(pattern, "String", where / "pattern", ""),
+                                                    read_string(n, "content", where, ""));
+    }
+    if (type == "Sequence") {
+        const json_field list = where / "normalizers";
+        std::vector<std::unique_ptr<normalizer>> stages;
+        const json::array& items =
+            list.expect(required(n, "normalizers", where), json::kind::array).as_array();
+        for (std::size_t i = 0; i < items.size(); ++i)
+            stages.push_back(read_normalizer(items[i], list[i]));
+        return std::make_unique<sequence_normalizer>(std::move(stages));
+    }
+    constexpr std::string_view later[] = {"NFKC", "NFKD", "Strip", "Nmt", "Precompiled", "ByteLevel"};
+    for (const std::string_view known : later)
+        if (type == known)
+            where.unsupported(
+                "normalizer", type,
+                "BertNormalizer, Lowercase, NFD, NFC, StripAccents, Prepend, Replace, Sequence");
+    (where / "type").fail(message("unknown normalizer type '", type, "'"));
+}
+
+ANVIL_INLINE std::string read_replacement(const json::value& c, const json_field& where) {
+    std::string replacement = read_string(c, "replacement", where, "\u2581");
+    std::size_t at = 0;
+    if (replacement.empty() || (next_code_point(replacement, at), at != replacement.size()))
+        (where / "replacement").fail(message("expected one character, got '", replacement, "'"));
+    return replacement;
+}
+
+ANVIL_INLINE prepend_scheme read_prepend_scheme(const json::value& c, const json_field& where) {
+    if (!member(c, "prepend_scheme"))
+        return read_bool(c, "add_prefix_space", where, true) ? prepend_scheme::always : prepend_scheme::never;
+    const std::string scheme = read_string(c, "prepend_scheme", where, "always");
+    if (scheme == "always") return prepend_scheme::always;
+    if (scheme == "first") return prepend_scheme::first;
+    if (scheme == "never") return prepend_scheme::never;
+    (where / "prepend_scheme")
+        .fail(message("expected \"always\", \"first\" or \"never\", got \"", scheme, "\""));
+}
+
+ANVIL_INLINE std::unique_ptr<pre_tokenizer> read_split(const json::value& p, const json_field& where) {
+    const json::value& pattern =
+        (where / "pattern").expect(required(p, "pattern", where), json::kind::object);
+    const json::value* regex = member(pattern, "Regex");
+    if (!regex) {
+        const std::string literal = read_string(pattern, "String", where / "pattern", "");
+        throw unsupported_error(
+            message(where.source, ": ", where.path, ": Split on the string pattern '", literal,
+                    "' is not supported yet (the Llama-3, Qwen2, GPT-2 and CLIP regexes are)"));
+    }
+    const std::string& text = (where / "pattern" / "Regex").expect(*regex, json::kind::string).as_string();
+    const auto known = recognise_split_regex(text);
+    if (!known)
+        throw unsupported_error(
+            message(where.source, ": ", where.path, ": Split regex '", text,
+                    "' is not supported (anvil matches the Llama-3, Qwen2, GPT-2 and CLIP patterns "
+                    "without a regex engine)"));
+    const std::string behavior = read_string(p, "behavior", where, "Isolated");
+    if (behavior != "Isolated" && behavior != "Removed")
+        throw unsupported_error(message(where.source, ": ", where.path, ": Split behavior '", behavior,
+                                        "' is not supported yet (Isolated, Removed)"));
+    return std::make_unique<split_pre_tokenizer>(
+        *known, behavior == "Isolated" ? split_behavior::isolated : split_behavior::removed,
+        read_bool(p, "invert", where, false));
+}
+
+ANVIL_INLINE std::unique_ptr<pre_tokenizer> read_pre_tokenizer(const json::value& p,
+                                                               const json_field& where) {
+    const std::string_view type = type_of(p, where);
+    if (type == "BertPreTokenizer") return std::make_unique<bert_pre_tokenizer>();
+    if (type == "WhitespaceSplit") return std::make_unique<whitespace_split_pre_tokenizer>();
+    if (type == "ByteLevel")
+        return std::make_unique<byte_level_pre_tokenizer>(read_bool(p, "add_prefix_space", where, true),
+                                                          read_bool(p, "use_regex", where, true));
+    if (type == "Split") return read_split(p, where);
+    if (type == "Metaspace")
+        return std::make_unique<metaspace_pre_tokenizer>(
+            read_replacement(p, where), read_prepend_scheme(p, where), read_bool(p, "split", where, true));
+    if (type == "Sequence") {
+        const json_field list = where / "pretokenizers";
+        std::vector<std::unique_ptr<pre_tokenizer>> stages;
+        const json::array& items =
+            list.expect(required(p, "pretokenizers", where), json::kind::array).as_array();
+        for (std::size_t i = 0; i < items.size(); ++i)
+            stages.push_back(read_pre_tokenizer(items[i], list[i]));
+        return std::make_unique<sequence_pre_tokenizer>(std::move(stages));
+    }
+    constexpr std::string_view later[] = {"Whitespace",         "Punctuation",    "Digits",
+                                          "CharDelimiterSplit", "UnicodeScripts", "FixedLength"};
+    for (const std::string_view known : later)
+        if (type == known)
+            where.unsupported("pre_tokenizer", type,
+                              "BertPreTokenizer, ByteLevel, WhitespaceSplit, Split, Metaspace, Sequence");
+    (where / "type").fail(message("unknown pre_tokenizer type '", type, "'"));
+}
+
+ANVIL_INLINE std::unique_ptr<tokenizer_model> read_wordpiece(const json::value& m, const json_field& where,
+                                                             std::size_t added_count) {
+    vocabulary vocab = read_vocab(required(m, "vocab", where), where / "vocab", added_count);
+    const std::string unk = read_string(m, "unk_token", where, "[UNK]");
+    const auto unk_id = vocab.find(unk);
+    if (!unk_id) (where / "unk_token").fail(message("'", unk, "' is not in the vocabulary"));
+    const json::value* max_chars = member(m, "max_input_chars_per_word");
+    const std::int64_t max =
+        max_chars ? (where / "max_input_chars_per_word").expect(*max_chars, json::kind::integer).as_int()
+                  : 100;
+    if (max < 0) (where / "max_input_chars_per_word").fail(message("expected a count, got ", max));
+    return std::make_unique<wordpiece_model>(std::move(vocab), *unk_id,
+                                             read_string(m, "continuing_subword_prefix", where, "##"),
+                                             static_cast<std::size_t>(max));
+}
+
+ANVIL_INLINE std::string add_merge(std::unordered_map<std::uint64_t, bpe_model::merge>& merges,
+                                   const vocabulary& vocab, std::string_view a, std::string_view b,
+                                   std::int32_t rank, std::string_view prefix) {
+    const auto left = vocab.find(a), right = vocab.find(b);
+    if (!left) return message("token '", a, "' is not in the vocabulary");
+    if (!right) return message("token '", b, "' is not in the vocabulary");
+    const std::string merged = std::string(a).append(b.starts_with(prefix) ? b.substr(prefix.size()) : b);
+    const auto result = vocab.find(merged);
+    if (!result) return message("the merged token '", merged, "' is not in the vocabulary");
+    merges.insert_or_assign(bpe_model::pair_key(*left, *right), bpe_model::merge{rank, *result});
+    return {};
+}
+
+ANVIL_INLINE std::unordered_map<std::uint64_t, bpe_model::merge> read_merges(const json::array& items,
+                                                                             const json_field& where,
+                                                                             const vocabulary& vocab,
+                                                                             std::string_view prefix) {
+    std::unordered_map<std::uint64_t, bpe_model::merge> merges;
+    merges.reserve(items.size());
+    for (std::size_t i = 0; i < items.size(); ++i) {
+        const json_field field = where[i];
+        std::string_view a, b;
+        if (items[i].is_string()) {
+            const std::string_view line = items[i].as_string();
+            const std::size_t space = line.find(' ');
+            if (space == std::string_view::npos || line.find(' ', space + 1) != std::string_view::npos)
+                field.fail(message("expected two tokens separated by one space, got '", line, "'"));
+            a = line.substr(0, space);
+            b = line.substr(space + 1);
+        } else {
+            const json::array& pair = field.expect(items[i], json::kind::array).as_array();
+            if (pair.size() != 2)
+                field.fail(message("expected a pair of tokens, got ", pair.size(), " items"));
+            a = field[0].expect(pair[0], json::kind::string).as_string();
+            b = field[1].expect(pair[1], json::kind::string).as_string();
+        }
+        const std::string problem = add_merge(merges, vocab, a, b, static_cast<std::int32_t>(i), prefix);
+        if (!problem.empty()) field.fail(problem);
+    }
+    return merges;
+}
+
+ANVIL_INLINE std::unique_ptr<tokenizer_model> read_bpe(const json::value& m, const json_field& where,
+                                                       std::size_t added_count) {
+    if (const json::value* dropout = member(m, "dropout")) {
+        if (!dropout->is_number()) (where / "dropout").fail("expected a number or null");
+        if (dropout->as_double() > 0.0)
+            throw unsupported_error(message(where.source, ": ", where.path, ".dropout: BPE dropout (",
+                                            dropout->as_double(),
+                                            ") is not supported (it makes encoding random)"));
+    }
+    vocabulary vocab = read_vocab(required(m, "vocab", where), where / "vocab", added_count);
+    bpe_options options;
+    options.continuing_prefix = read_string(m, "continuing_subword_prefix", where, "");
+    options.end_of_word_suffix = read_string(m, "end_of_word_suffix", where, "");
+    options.fuse_unk = read_bool(m, "fuse_unk", where, false);
+    options.byte_fallback = read_bool(m, "byte_fallback", where, false);
+    options.ignore_merges = read_bool(m, "ignore_merges", where, false);
+    if (const json::value* unk = member(m, "unk_token")) {
+        const std::string& name = (where / "unk_token").expect(*unk, json::kind::string).as_string();
+        options.unk_id = vocab.find(name);
+        if (!options.unk_id) (where / "unk_token").fail(message("'", name, "' is not in the vocabulary"));
+    }
+    if (options.byte_fallback) {
+        for (unsigned b = 0; b < 256; ++b) {
+            const std::string name = byte_fallback_token(static_cast<unsigned char>(b));
+            if (!vocab.find(name))
+                (where / "byte_fallback")
+                    .fail(message("true, but the vocabulary has no byte token '", name,
+                                  "' (byte fallback needs all 256 <0xXX> tokens)"));
+        }
+    }
+    const json::value* merges_value = member(m, "merges");
+    const json::array no_merges;
+    const json::array& items =
+        merges_value ? (where / "merges").expect(*merges_value, json::kind::array).as_array() : no_merges;
+    auto merges = read_merges(items, where / "merges", vocab, options.continuing_prefix);
+    return std::make_unique<bpe_model>(std::move(vocab), std::move(merges), std::move(options));
+}
+
+ANVIL_INLINE std::unique_ptr<tokenizer_model> read_model(const json::value& m, const json_field& where,
+                                                         std::size_t added_count) {
+    where.expect(m, json::kind::object);
+    std::string_view type;
+    if (member(m, "type")) {
+        type = type_of(m, where);
+    } else if (m.find("merges")) {  // files from before "type" was written: serde's untagged guess
+        type = "BPE";
+    } else if (m.find("continuing_subword_prefix") || m.find("max_input_chars_per_word")) {
+        type = "WordPiece";
+    } else {
+        (where / "type").fail("missing");
+    }
+    if (type == "WordPiece") return read_wordpiece(m, where, added_count);
+    if (type == "BPE") return read_bpe(m, where, added_count);
+    if (type == "Unigram" || type == "WordLevel") where.unsupported("model", type, "WordPiece, BPE");
+    (where / "type").fail(message("unknown model type '", type, "'"));
+}
+
+ANVIL_INLINE std::int32_t read_token_pair(const json::value& p, std::string_view key, const json_field& where,
+                                          std::int64_t limit) {
+    const json_field field = where / key;
+    const json::array& pair = field.expect(required(p, key, where), json::kind::array).as_array();
+    if (pair.size() != 2) field.fail(message("expected [token, id], got ", pair.size(), " items"));
+    field[0].expect(pair[0], json::kind::string);
+    return read_id(pair[1], field[1], limit);
+}
+
+ANVIL_INLINE std::vector<template_piece> read_template(const json::value& list, const json_field& where,
+                                                       const json::value* specials,
+                                                       const json_field& specials_field, std::int64_t limit) {
+    std::vector<template_piece> pieces;
+    bool placed[2] = {false, false};  // each input is placed once: truncation budgets for that
+    const json::array& items = where.expect(list, json::kind::array).as_array();
+    for (std::size_t i = 0; i < items.size(); ++i) {
+        const json_field field = where[i];
+        field.expect(items[i], json::kind::object);
+        template_piece piece;
+        if (const json::value* sequence = member(items[i], "Sequence")) {
+            const json_field f = field / "Sequence";
+            const std::string& id =
+                (f / "id").expect(required(*sequence, "id", f), json::kind::string).as_string();
+            if (id != "A" && id != "B") (f / "id").fail(message("expected \"A\" or \"B\", got \"", id, "\""));
+            piece.sequence = id == "A" ? 0 : 1;
+            const std::size_t slot = id == "A" ? 0 : 1;
+            if (placed[slot]) (f / "id").fail(message("the sequence \"", id, "\" is placed twice"));
+            placed[slot] = true;
+            piece.type_id = read_id(required(*sequence, "type_id", f), f / "type_id", 1 << 16);
+        } else if (const json::value* special = member(items[i], "SpecialToken")) {
+            const json_field f = field / "SpecialToken";
+            const std::string& id =
+                (f / "id").expect(required(*special, "id", f), json::kind::string).as_string();
+            piece.type_id = read_id(required(*special, "type_id", f), f / "type_id", 1 << 16);
+            const json::value* entry = specials ? specials->find(id) : nullptr;
+            if (!entry) (f / "id").fail(message("'", id, "' is not in post_processor.special_tokens"));
+            const json_field e = specials_field / id;
+            const json::array& ids =
+                (e / "ids").expect(required(*entry, "ids", e), json::kind::array).as_array();
+            for (std::size_t k = 0; k < ids.size(); ++k)
+                piece.ids.push_back(read_id(ids[k], (e / "ids")[k], limit));
+        } else {
+            field.fail("expected {\"Sequence\": ...} or {\"SpecialToken\": ...}");
+        }
+        pieces.push_back(std::move(piece));
+    }
+    return pieces;
+}
+
+ANVIL_INLINE post_processor read_post_processor(const json::value& p, const json_field& where,
+                                                std::int64_t limit) {
+    const std::string_view type = type_of(p, where);
+    if (type == "BertProcessing")
+        return post_processor::bert(read_token_pair(p, "cls", where, limit),
+                                    read_token_pair(p, "sep", where, limit));
+    if (type == "RobertaProcessing")
+        return post_processor::roberta(read_token_pair(p, "cls", where, limit),
+                                       read_token_pair(p, "sep", where, limit));
+    if (type == "ByteLevel") return {};
+    if (type == "TemplateProcessing") {
+        const json::value* specials = member(p, "special_tokens");
+        if (specials) (where / "special_tokens").expect(*specials, json::kind::object);
+        post_processor result;
+        result.single = read_template(required(p, "single", where), where / "single", specials,
+                                      where / "special_tokens", limit);
+        result.pair = read_template(required(p, "pair", where), where / "pair", specials,
+                                    where / "special_tokens", limit);
+        for (int s = 0; s < 2; ++s) {
+            bool a = false, b = false;
+            for (const template_piece& piece : s == 0 ? result.single : result.pair) {
+                a = a || piece.sequence == 0;
+                b = b || piece.sequence == 1;
+            }
+            if (!a || (s == 1 && !b) || (s == 0 && b))
+                (where / (s == 0 ? "single" : "pair"))
+                    .fail(s == 0 ? "expected sequence A (and not B)" : "expected sequences A and B");
+        }
+        return result;
+    }
+    if (type == "Sequence") {
+        const json_field list = where / "processors";
+        const json::array& items =
+            list.expect(required(p, "processors", where), json::kind::array).as_array();
+        post_processor result;
+        bool templated = false;
+        for (std::size_t i = 0; i < items.size(); ++i) {
+            if (type_of(items[i], list[i]) == "ByteLevel") continue;  // offsets only
+            if (templated)
+                throw unsupported_error(
+                    message(where.source, ": ", list[i].path,
+                            ": more than one post-processor that adds tokens is not supported"));
+            result = read_post_processor(items[i], list[i], limit);
+            templated = true;
+        }
+        return result;
+    }
+    (where / "type").fail(message("unknown post_processor type '", type, "'"));
+}
+
+ANVIL_INLINE std::unique_ptr<decoder> read_decoder(const json::value& d, const json_field& where) {
+    const std::string_view type = type_of(d, where);
+    if (type == "WordPiece")
+        return std::make_unique<wordpiece_decoder>(read_string(d, "prefix", where, "##"),
+                                                   read_bool(d, "cleanup", where, true));
+    if (type == "ByteLevel") return std::make_unique<byte_level_decoder>();
+    if (type == "ByteFallback") return std::make_unique<byte_fallback_decoder>();
+    if (type == "Fuse") return std::make_unique<fuse_decoder>();
+    if (type == "Metaspace")
+        return std::make_unique<metaspace_decoder>(read_replacement(d, where), read_prepend_scheme(d, where));
+    if (type == "Replace") {
+        const json::value& pattern =
+            (where / "pattern").expect(required(d, "pattern", where), json::kind::object);
+        if (!member(pattern, "String"))
+            throw unsupported_error(
+                message(where.source, ": ", where.path,
+                        ": Replace with a Regex pattern is not supported yet (String patterns)"));
+        return std::make_unique<replace_decoder>(read_string(pattern, "String", where / "pattern", ""),
+                                                 read_string(d, "content", where, ""));
+    }
+    if (type == "Strip") {
+        std::string content = read_string(d, "content", where, " ");
+        std::size_t at = 0;
+        if (content.empty() || (next_code_point(content, at), at != content.size()))
+            (where / "content").fail(message("expected one character, got '", content, "'"));
+        std::size_t counts[2] = {0, 0};
+        for (int k = 0; k < 2; ++k) {
+            const std::string_view key = k == 0 ? "start" : "stop";
+            if (const json::value* v = member(d, key)) {
+                const std::int64_t count = (where / key).expect(*v, json::kind::integer).as_int();
+                if (count < 0) (where / key).fail(message("expected a count, got ", count));
+                counts[k] = static_cast<std::size_t>(count);
+            }
+        }
+        return std::make_unique<strip_decoder>(std::move(content), counts[0], counts[1]);
+    }
+    if (type == "Sequence") {
+        const json_field list = where / "decoders";
+        std::vector<std::unique_ptr<decoder>> stages;
+        const json::array& items = list.expect(required(d, "decoders", where), json::kind::array).as_array();
+        for (std::size_t i = 0; i < items.size(); ++i)
+            stages.push_back(read_decoder(items[i], list[i]));
+        return std::make_unique<sequence_decoder>(std::move(stages));
+    }
+    constexpr std::string_view later[] = {"BPEDecoder", "CTC"};
+    for (const std::string_view known : later)
+        if (type == known)
+            where.unsupported(
+                "decoder", type,
+                "WordPiece, ByteLevel, ByteFallback, Fuse, Metaspace, Replace, Strip, Sequence");
+    (where / "type").fail(message("unknown decoder type '", type, "'"));
+}
+
+ANVIL_INLINE added_token read_added_token(const json::value& t, const json_field& field, std::int32_t id) {
+    field.expect(t, json::kind::object);
+    added_token token;
+    token.id = id;
+    token.content = (field / "content").expect(required(t, "content", field), json::kind::string).as_string();
+    if (token.content.empty()) (field / "content").fail("empty token");
+    token.special = read_bool(t, "special", field, false);
+    token.single_word = read_bool(t, "single_word", field, false);
+    token.lstrip = read_bool(t, "lstrip", field, false);
+    token.rstrip = read_bool(t, "rstrip", field, false);
+    token.normalized = read_bool(t, "normalized", field, !token.special);
+    return token;
+}
+
+ANVIL_INLINE std::vector<added_token> read_added_tokens(const json::value& list, const json_field& where) {
+    std::vector<added_token> tokens;
+    const json::array& items = where.expect(list, json::kind::array).as_array();
+    const std::int64_t limit = std::int64_t{1} << 31;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+        const json_field field = where[i];
+        const json::value& t = field.expect(items[i], json::kind::object);
+        tokens.push_back(read_added_token(t, field, read_id(required(t, "id", field), field / "id", limit)));
+    }
+    return tokens;
+}
+
+ANVIL_INLINE std::shared_ptr<tokenizer_data> read_tokenizer_json(const json::value& document,
+                                                                 std::string_view source) {
+    const json_field root{source, ""};
+    root.expect(document, json::kind::object);
+    auto data = std::make_shared<tokenizer_data>();
+    data->source = std::string(source);
+    std::vector<added_token> added;
+    if (const json::value* list = member(document, "added_tokens"))
+        added = read_added_tokens(*list, root / "added_tokens");
+    data->model = read_model(required(document, "model", root), root / "model", added.size());
+    const std::size_t vocab_ids = data->model->vocab().tokens.size();
+    const std::int64_t limit = id_limit(vocab_ids + added.size());
+    for (std::size_t i = 0; i < added.size(); ++i)
+        if (added[i].id >= limit)
+            (root / "added_tokens")[i].fail(
+                message("id ", added[i].id, " is out of range (expected 0 to ", limit - 1, ")"));
+    if (const json::value* n = member(document, "normalizer"))
+        data->normalize = read_normalizer(*n, root / "normalizer");
+    if (const json::value* p = member(document, "pre_tokenizer"))
+        data->pre_tokenize = read_pre_tokenizer(*p, root / "pre_tokenizer");
+    if (const json::value* d = member(document, "decoder")) data->decode = read_decoder(*d, root / "decoder");
+    for (std::size_t i = 0; i < added.size(); ++i) {
+        const auto existing = data->added_vocab.find(added[i].content);
+        if (existing || data->added_vocab.has_id(added[i].id))
+            (root / "added_tokens")[i].fail(
+                message("token '", added[i].content, "' or id ", added[i].id, " is listed twice"));
+        data->add_tokens({added[i]});
+    }
+    if (const json::value* p = member(document, "post_processor")) {
+        data->post_process = read_post_processor(*p, root / "post_processor", limit);
+        for (const auto* pieces : {&data->post_process.single, &data->post_process.pair})
+            for (const template_piece& piece : *pieces)
+                for (const std::int32_t id : piece.ids)
+                    if (!data->has_id(id))
+                        (root / "post_processor")
+                            .fail(message("special token id ", id, " is not in the vocabulary"));
+    }
+    if (const json::value* padding = member(document, "padding")) {
+        const json_field field = root / "padding";
+        field.expect(*padding, json::kind::object);
+        if (const json::value* id = member(*padding, "pad_id"))
+            data->padding_id = read_id(*id, field / "pad_id", limit);
+    }
+    return data;
+}
+
+}  // namespace anvil::detail
 #endif
 // #include "anvil/io/tokenizer_pipeline.hpp"
 
@@ -37019,7 +38688,280 @@ std::shared_ptr<tokenizer_data> read_gpt2_files(const std::filesystem::path& voc
 }  // namespace anvil::detail
 
 #if ANVIL_DEFINITIONS
-// #include "anvil/io/tokenizer_files-inl.hpp" (in the definitions at the end)
+// #include "anvil/io/tokenizer_files-inl.hpp"
+// anvil: tokenizer_files's definitions (see tokenizer_files.hpp; compilation.hpp says when this file is
+// compiled).
+
+#include <algorithm>
+#include <charconv>
+#include <climits>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/json.hpp"
+// #include "anvil/io/byte_level_bpe.hpp"
+// #include "anvil/io/tokenizer_files.hpp"
+// #include "anvil/io/tokenizer_json.hpp"
+// #include "anvil/io/tokenizer_normalizers.hpp"
+// #include "anvil/io/tokenizer_pre_tokenizers.hpp"
+// #include "anvil/io/wordpiece.hpp"
+
+namespace anvil::detail {
+
+ANVIL_INLINE void read_special_tokens(const json::value& document, const json_field& root,
+                                      tokenizer_config& config) {
+    for (const std::string_view key :
+         {"pad_token", "unk_token", "cls_token", "sep_token", "mask_token", "bos_token", "eos_token"}) {
+        const json::value* v = member(document, key);
+        if (!v) continue;
+        if (v->is_string()) {
+            config.tokens[std::string(key)] = v->as_string();
+        } else if (v->is_object()) {  // a serialized AddedToken
+            config.tokens[std::string(key)] =
+                (root / key / "content")
+                    .expect(required(*v, "content", root / key), json::kind::string)
+                    .as_string();
+        } else {
+            (root / key).fail("expected a string or an object with \"content\"");
+        }
+    }
+}
+
+ANVIL_INLINE bool tokenizer_config::is_special(std::string_view content) const {
+    for (const auto& [key, token] : tokens)
+        if (token == content) return true;
+    return std::find(additional_special.begin(), additional_special.end(), content) !=
+           additional_special.end();
+}
+
+// additional_special_tokens: strings, or serialized AddedTokens with a "content".
+ANVIL_INLINE void read_additional_special(const json::value& document, const json_field& root,
+                                          tokenizer_config& config) {
+    const json::value* list = member(document, "additional_special_tokens");
+    if (!list) return;
+    const json_field field = root / "additional_special_tokens";
+    const json::array& items = field.expect(*list, json::kind::array).as_array();
+    config.additional_special.clear();  // special_tokens_map.json's list replaces tokenizer_config.json's
+    for (std::size_t i = 0; i < items.size(); ++i) {
+        const json::value& item = items[i];
+        if (item.is_string()) {
+            config.additional_special.push_back(item.as_string());
+        } else if (item.is_object()) {
+            config.additional_special.push_back(
+                (field[i] / "content")
+                    .expect(required(item, "content", field[i]), json::kind::string)
+                    .as_string());
+        } else {
+            field[i].fail("expected a string or an object with \"content\"");
+        }
+    }
+}
+
+ANVIL_INLINE tokenizer_config read_tokenizer_config(const std::filesystem::path& folder) {
+    tokenizer_config config;
+    const std::filesystem::path config_path = folder / "tokenizer_config.json";
+    if (std::filesystem::is_regular_file(config_path)) {
+        const std::string name = config_path.string();
+        const json::value document = json::parse_file(config_path);
+        const json_field root{name, ""};
+        root.expect(document, json::kind::object);
+        const auto flag = [&](std::string_view key, std::optional<bool>& out) {
+            if (const json::value* v = member(document, key))
+                out = (root / key).expect(*v, json::kind::boolean).as_bool();
+        };
+        flag("do_lower_case", config.do_lower_case);
+        flag("strip_accents", config.strip_accents);
+        flag("tokenize_chinese_chars", config.tokenize_chinese_chars);
+        flag("add_prefix_space", config.add_prefix_space);
+        if (const json::value* v = member(document, "model_max_length")) {
+            if (!v->is_number()) (root / "model_max_length").fail("expected a number");
+            const double length = v->as_double();
+            if (length >= 1 && length < 1e6) config.model_max_length = static_cast<std::size_t>(length);
+        }
+        read_special_tokens(document, root, config);
+        read_additional_special(document, root, config);
+        if (const json::value* decoder = member(document, "added_tokens_decoder")) {
+            const json_field field = root / "added_tokens_decoder";
+            for (const auto& [key, entry] : field.expect(*decoder, json::kind::object).as_object()) {
+                const json_field at = field / key;
+                std::int64_t id = -1;
+                const auto [end, problem] = std::from_chars(key.data(), key.data() + key.size(), id);
+                if (problem != std::errc{} || end != key.data() + key.size() || id < 0 || id > INT32_MAX)
+                    at.fail("expected a token id (a non-negative integer) as the key");
+                config.added_tokens_decoder.push_back(
+                    read_added_token(entry, at, static_cast<std::int32_t>(id)));
+            }
+        }
+    }
+    const std::filesystem::path map_path = folder / "special_tokens_map.json";
+    if (std::filesystem::is_regular_file(map_path)) {
+        const json::value document = json::parse_file(map_path);
+        const std::string name = map_path.string();
+        const json_field root{name, ""};
+        root.expect(document, json::kind::object);
+        read_special_tokens(document, root, config);
+        read_additional_special(document, root, config);
+    }
+    return config;
+}
+
+ANVIL_INLINE void add_folder_tokens(const std::filesystem::path& folder, const tokenizer_config& config,
+                                    tokenizer_data& data) {
+    std::vector<added_token> tokens = config.added_tokens_decoder;
+    const std::filesystem::path path = folder / "added_tokens.json";
+    const std::string name = path.string();
+    if (std::filesystem::is_regular_file(path)) {
+        const json::value document = json::parse_file(path);
+        const json_field root{name, ""};
+        for (const auto& entry : root.expect(document, json::kind::object).as_object()) {
+            const std::string& content = entry.first;
+            const json::value& id = entry.second;
+            if (content.empty()) root.fail("an empty token");
+            const bool listed = std::any_of(tokens.begin(), tokens.end(),
+                                            [&](const added_token& t) { return t.content == content; });
+            if (listed) continue;  // added_tokens_decoder describes it already
+            added_token token;
+            token.content = content;
+            token.id = read_id(id, root / content, std::int64_t{1} << 31);
+            token.special = config.is_special(content);
+            token.normalized = !token.special;  // transformers' AddedToken(normalized=not special)
+            tokens.push_back(std::move(token));
+        }
+    }
+    std::vector<added_token> fresh;
+    for (added_token& token : tokens) {
+        if (const auto existing = data.added_vocab.find(token.content)) {
+            if (*existing != token.id)
+                throw format_error(message(name, ": '", token.content, "' is id ", token.id, " here but ",
+                                           *existing, " in the vocabulary"));
+            if (token.special) data.special_ids.insert(token.id);
+            continue;
+        }
+        for (const added_token& other : tokens)
+            if (other.id == token.id && other.content != token.content)
+                throw format_error(message(name, ": id ", token.id, " is given to both '", token.content,
+                                           "' and '", other.content, "'"));
+        fresh.push_back(std::move(token));
+    }
+    data.add_tokens(std::move(fresh));
+}
+
+ANVIL_INLINE std::string read_text_file(const std::filesystem::path& path) {
+    const std::string name = path.string();
+    const std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(name.c_str(), "rb"), &std::fclose);
+    if (!file) throw io_error(message(name, ": cannot open: ", std::generic_category().message(errno)));
+    std::string text;
+    char buffer[1 << 16];
+    for (std::size_t got = sizeof buffer; got == sizeof buffer;) {
+        got = std::fread(buffer, 1, sizeof buffer, file.get());
+        text.append(buffer, got);
+    }
+    if (std::ferror(file.get())) throw io_error(message(name, ": cannot read"));
+    validate_utf8(text, name);
+    return text;
+}
+
+ANVIL_INLINE std::vector<added_token> present_specials(const vocabulary& vocab,
+                                                       const std::vector<std::string>& names,
+                                                       std::string_view lstrip_token) {
+    std::vector<added_token> tokens;
+    for (const std::string& name : names) {
+        const auto id = vocab.find(name);
+        bool listed = false;
+        for (const added_token& t : tokens)
+            listed = listed || t.content == name;
+        if (!id || listed) continue;
+        added_token token;
+        token.content = name;
+        token.id = *id;
+        token.special = true;
+        token.lstrip = name == lstrip_token;
+        tokens.push_back(std::move(token));
+    }
+    return tokens;
+}
+
+ANVIL_INLINE std::shared_ptr<tokenizer_data> read_bert_vocab(const std::filesystem::path& vocab_path,
+                                                             const tokenizer_config& config) {
+    const std::string name = vocab_path.string();
+    const std::string text = read_text_file(vocab_path);
+    vocabulary vocab;
+    for_each_line(text, [&](std::size_t number, std::string_view token) {
+        const auto id = static_cast<std::int32_t>(number - 1);
+        vocab.tokens.emplace_back(token);
+        vocab.present.push_back(1);
+        vocab.ids.insert_or_assign(std::string(token), id);  // a repeated token: the later line wins, as in
+    });                                                      // transformers' load_vocab
+    auto data = std::make_shared<tokenizer_data>();
+    data->source = name;
+    const bool lowercase = config.do_lower_case.value_or(true);
+    data->normalize = std::make_unique<bert_normalizer>(true, config.tokenize_chinese_chars.value_or(true),
+                                                        config.strip_accents.value_or(lowercase), lowercase);
+    data->pre_tokenize = std::make_unique<bert_pre_tokenizer>();
+    const std::string unk = config.token("unk_token", "[UNK]"), cls = config.token("cls_token", "[CLS]"),
+                      sep = config.token("sep_token", "[SEP]");
+    const auto unk_id = vocab.find(unk), cls_id = vocab.find(cls), sep_id = vocab.find(sep);
+    if (!unk_id)
+        throw format_error(message(name, ": the unknown token '", unk, "' is not in the vocabulary"));
+    if (cls_id && sep_id) data->post_process = post_processor::bert(*cls_id, *sep_id);
+    const std::vector<added_token> specials = present_specials(
+        vocab, {config.token("pad_token", "[PAD]"), unk, cls, sep, config.token("mask_token", "[MASK]")});
+    data->model = std::make_unique<wordpiece_model>(std::move(vocab), *unk_id, "##", 100);
+    data->decode = std::make_unique<wordpiece_decoder>("##", true);
+    data->add_tokens(specials);
+    return data;
+}
+
+ANVIL_INLINE std::shared_ptr<tokenizer_data> read_gpt2_files(const std::filesystem::path& vocab_path,
+                                                             const std::filesystem::path& merges_path,
+                                                             const tokenizer_config& config) {
+    const std::string vocab_name = vocab_path.string(), merges_name = merges_path.string();
+    vocabulary vocab = read_vocab(json::parse_file(vocab_path), json_field{vocab_name, ""}, 0);
+    const std::string merges_text = read_text_file(merges_path);
+    std::unordered_map<std::uint64_t, bpe_model::merge> merges;
+    std::int32_t rank = 0;
+    for_each_line(merges_text, [&](std::size_t number, std::string_view line) {
+        if (line.empty() || line.starts_with("#version")) return;
+        const std::size_t space = line.find(' ');
+        if (space == std::string_view::npos || line.find(' ', space + 1) != std::string_view::npos)
+            throw format_error(message(merges_name, ": line ", number,
+                                       ": expected two tokens separated by one space, got '", line, "'"));
+        const std::string problem =
+            add_merge(merges, vocab, line.substr(0, space), line.substr(space + 1), rank++, "");
+        if (!problem.empty()) throw format_error(message(merges_name, ": line ", number, ": ", problem));
+    });
+    auto data = std::make_shared<tokenizer_data>();
+    data->source = vocab_name;
+    const bool roberta = vocab.find("<s>") && vocab.find("</s>");
+    std::vector<added_token> specials;
+    if (roberta) {
+        data->post_process = post_processor::roberta(*vocab.find("<s>"), *vocab.find("</s>"));
+        specials = present_specials(vocab, {"<s>", "<pad>", "</s>", "<unk>", "<mask>"}, "<mask>");
+    } else {
+        specials = present_specials(vocab, {"<|endoftext|>"});
+    }
+    data->pre_tokenize =
+        std::make_unique<byte_level_pre_tokenizer>(config.add_prefix_space.value_or(false), true);
+    data->model = std::make_unique<bpe_model>(std::move(vocab), std::move(merges), bpe_options{});
+    data->decode = std::make_unique<byte_level_decoder>();
+    data->add_tokens(specials);
+    return data;
+}
+
+}  // namespace anvil::detail
 #endif
 // #include "anvil/io/tokenizer_json.hpp"
 // #include "anvil/io/tokenizer_pipeline.hpp"
@@ -40677,6 +42619,27 @@ ANVIL_INLINE gguf_decoder read_gguf_decoder(const std::filesystem::path& file) {
 // compiled).
 
 #include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/host_tensor.hpp"
+// #include "anvil/graph/graph.hpp"
+// #include "anvil/models/onnx/importer-inl.hpp"
+// anvil: the ONNX importer's state and the means its op imports share (models/onnx_import.hpp says what it
+// does; compilation.hpp says when this file is compiled). The class keeps the IR value of every ONNX name and
+// settles on the host the values no run's input decides; `import` dispatches each node to its op's import,
+// defined by family in tensor_ops-inl.hpp (shapes and data movement), math_ops-inl.hpp (elementwise,
+// products, reductions, losses, quantisation), network_ops-inl.hpp (convolution, pooling, normalisation,
+// resizing) and recurrent_ops-inl.hpp (RNN, GRU, LSTM).
+
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -40685,77 +42648,156 @@ ANVIL_INLINE gguf_decoder read_gguf_decoder(const std::filesystem::path& file) {
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+// #include "anvil/backend/compile.hpp"
 // #include "anvil/core/error.hpp"
 // #include "anvil/core/host_tensor.hpp"
 // #include "anvil/graph/graph.hpp"
-// #include "anvil/models/onnx_import.hpp"
+// #include "anvil/io/onnx.hpp"
 
-namespace anvil::models {
-
-namespace onnx_detail {
+namespace anvil::models::onnx_detail {
 
 using anvil::detail::message;
 
-// One model's import: the values by name, the constant tensors by name (initializers and Constant nodes: what
-// Reshape's shape, Squeeze's axes and Clip's bounds are read from), the model's default-domain opset.
+// The values of an integer (or boolean) tensor, widened.
+inline std::vector<std::int64_t> integers_of(const host_tensor& t) {
+    std::vector<std::int64_t> out;
+    out.reserve(t.element_count());
+    const auto copy = [&]<typename T>(T) {
+        for (const T v : t.values<T>())
+            out.push_back(static_cast<std::int64_t>(v));
+    };
+    switch (t.type()) {
+        case dtype::i64:
+            copy(std::int64_t{});
+            break;
+        case dtype::i32:
+            copy(std::int32_t{});
+            break;
+        case dtype::i16:
+            copy(std::int16_t{});
+            break;
+        case dtype::i8:
+            copy(std::int8_t{});
+            break;
+        case dtype::u64:
+            copy(std::uint64_t{});
+            break;
+        case dtype::u32:
+            copy(std::uint32_t{});
+            break;
+        case dtype::u16:
+            copy(std::uint16_t{});
+            break;
+        case dtype::u8:
+            copy(std::uint8_t{});
+            break;
+        case dtype::boolean:
+            copy(bool{});
+            break;
+        default:
+            for (const float v : t.to_f32())
+                out.push_back(static_cast<std::int64_t>(v));
+    }
+    return out;
+}
+
+inline std::vector<std::int64_t> extents_of(const dims& d) {
+    return {d.begin(), d.end()};
+}
+
+// An axis as ONNX allows it (negative counts from the end), checked against the rank.
+inline std::int64_t normalized_axis(std::int64_t axis, std::int64_t rank, const std::string& where) {
+    if (axis < -rank || axis >= std::max<std::int64_t>(rank, 1))
+        throw shape_error(message(where, ": axis ", axis, " is out of range for rank ", rank));
+    return axis < 0 ? axis + rank : axis;
+}
+
+// One model's import. It keeps the IR value of every ONNX name, and evaluates on the host the values that do
+// not depend on a run's inputs (initializers, Constant nodes, shapes, and what is computed from them), which
+// is what Reshape's shape, Slice's bounds, Clip's limits and a PyTorch export's Shape -> Gather -> Concat
+// chains need: anvil's programs have static shapes, so those are settled at import.
 class importer {
 public:
-    importer(const onnx_model& model, graph& g) : model_(model), g_(g), opset_(model.opset().value_or(1)) {}
+    importer(const onnx_model& model, graph& g, const std::map<std::string, host_tensor, std::less<>>& given)
+        : model_(model), g_(g), opset_(model.opset().value_or(1)), given_(given) {}
 
     void bind(std::string name, value v) { values_[std::move(name)] = std::move(v); }
-    void bind_constant(const onnx_tensor& t) {
-        constants_[t.name] = &t;
-        bind(t.name, g_.constant(host(t), t.name));
+    void bind_initializer(const onnx_tensor& t) {
+        initializers_[t.name] = &t;
+        bind(t.name, g_.constant(onnx_host_tensor(t), t.name));
     }
 
-    value input(const onnx_node& n, std::size_t index) const {
-        const std::string& name = n.inputs.at(index);
-        const auto found = values_.find(name);
-        if (found == values_.end()) {
-            throw format_error(message(model_.source_name(), ": node '", n.name, "' (", n.op_type,
-                                       "): input '", name,
-                                       "' is not a graph input, an initializer, nor the output of an earlier "
-                                       "node (undefined, or the graph has a cycle)"));
-        }
-        return found->second;
+    // A graph input: its IR input is made when an op first reads it as a tensor, so an input whose given
+    // value only settled a shape (a Reshape's target) is not an input of the program.
+    void declare_input(std::string name, dtype type, dims shape) {
+        pending_.emplace(std::move(name), value_type{type, std::move(shape)});
     }
-    bool has_input(const onnx_node& n, std::size_t index) const {
-        return index < n.inputs.size() && !n.inputs[index].empty();
+    // The graph inputs the program takes, by name.
+    [[nodiscard]] bool made_input(const std::string& name) const { return made_.contains(name); }
+
+    // The value called `name`; `where` says who asks, for the error.
+    value lookup(const std::string& name, std::string_view where) {
+        const auto found = values_.find(name);
+        if (found != values_.end()) return found->second;
+        if (const auto pending = pending_.find(name); pending != pending_.end()) {
+            const value v = g_.input(name, pending->second.type, pending->second.shape);
+            made_.insert(name);
+            bind(name, v);
+            return v;
+        }
+        throw format_error(
+            message(where, ": input '", name,
+                    "' is not a graph input, an initializer, nor the output of an earlier node "
+                    "(undefined, or the graph has a cycle)"));
     }
 
     void node(const onnx_node& n) {
         if (!n.domain.empty() && n.domain != "ai.onnx")
             unsupported(n, message("the domain '", n.domain, "'"));
         if (n.outputs.empty()) throw format_error(message(where(n), ": no outputs"));
-        const value result = import(n);
-        bind(n.outputs[0], result);
+        // A value has one producer (ONNX graphs are in SSA form): a name made twice, or a graph input
+        // overwritten, is a malformed graph, not a later definition to prefer.
+        for (const std::string& output : n.outputs) {
+            if (!output.empty() && (values_.contains(output) || pending_.contains(output))) {
+                throw format_error(message(where(n), ": its output '", output,
+                                           "' is also made by an earlier node or is a graph input"));
+            }
+        }
+        const std::vector<value> results = import(n);
+        for (std::size_t i = 0; i < n.outputs.size(); ++i) {
+            if (n.outputs[i].empty()) continue;
+            if (i >= results.size()) unsupported(n, message("its output ", i, " ('", n.outputs[i], "')"));
+            bind(n.outputs[i], results[i]);
+        }
     }
+
+    // The graph inputs whose given values the import built into the program.
+    [[nodiscard]] const std::set<std::string>& fixed_inputs() const noexcept { return fixed_; }
 
 private:
-    static host_tensor host(const onnx_tensor& t) {
-        const std::optional<dtype> type = onnx_dtype(t.data_type);
-        if (!type) {
-            throw unsupported_error(message("ONNX tensor '", t.name, "': unsupported element type ",
-                                            onnx_type_name(t.data_type)));
-        }
-        const std::vector<std::byte> bytes = t.to_bytes();
-        host_tensor out(*type, dims(t.dims));
-        if (!bytes.empty()) std::memcpy(out.raw(), bytes.data(), bytes.size());
-        return out;
-    }
-
     std::string where(const onnx_node& n) const {
         return message(model_.source_name(), ": node '", n.name, "' (", n.op_type, ", opset ", opset_, ")");
     }
     [[noreturn]] void unsupported(const onnx_node& n, std::string_view what) const {
         throw unsupported_error(message(model_.source_name(), ": unsupported ONNX op '", n.op_type,
                                         "' (node '", n.name, "', opset ", opset_, "): ", what));
+    }
+
+    // --- operands ------------------------------------------------------------------------------------
+
+    value input(const onnx_node& n, std::size_t index) {
+        if (!has_input(n, index)) throw format_error(message(where(n), ": input ", index, " is missing"));
+        return lookup(n.inputs[index], where(n));
+    }
+    static bool has_input(const onnx_node& n, std::size_t index) {
+        return index < n.inputs.size() && !n.inputs[index].empty();
     }
 
     std::int64_t int_attribute(const onnx_node& n, std::string_view name, std::int64_t fallback) const {
@@ -40766,335 +42808,2357 @@ private:
         const onnx_attribute* a = n.find(name);
         return a != nullptr ? a->f : fallback;
     }
-
-    // The integers of input `index`, which must be a constant (an initializer or a Constant node's output).
-    std::vector<std::int64_t> constant_ints(const onnx_node& n, std::size_t index,
-                                            std::string_view what) const {
-        const auto found = constants_.find(n.inputs.at(index));
-        if (found == constants_.end())
-            unsupported(
-                n, message(what, " '", n.inputs[index], "' computed at run time (anvil needs it constant)"));
-        const host_tensor t = host(*found->second);
-        if (t.type() == dtype::i64) return {t.values<std::int64_t>().begin(), t.values<std::int64_t>().end()};
-        if (t.type() == dtype::i32) return {t.values<std::int32_t>().begin(), t.values<std::int32_t>().end()};
-        throw type_error(
-            message(where(n), ": ", what, " must be int64, got ", onnx_type_name(found->second->data_type)));
+    std::string string_attribute(const onnx_node& n, std::string_view name, std::string fallback) const {
+        const onnx_attribute* a = n.find(name);
+        return a != nullptr ? a->s : fallback;
     }
-    std::optional<float> constant_scalar(const onnx_node& n, std::size_t index, std::string_view what) const {
+    std::optional<std::vector<std::int64_t>> ints_attribute(const onnx_node& n, std::string_view name) const {
+        const onnx_attribute* a = n.find(name);
+        if (a == nullptr) return std::nullopt;
+        return a->ints;
+    }
+
+    // Whether node `id` depends on a graph input (memoised over the nodes appended so far).
+    bool runtime(value_id id) {
+        const std::vector<anvil::node>& nodes = g_.nodes();
+        for (std::size_t i = runtime_.size(); i < nodes.size(); ++i) {
+            bool depends = nodes[i].kind == op::input;
+            for (const value_id in : nodes[i].inputs)
+                depends = depends || runtime_[in] != 0;
+            runtime_.push_back(depends ? 1 : 0);
+        }
+        return runtime_[id] != 0;
+    }
+
+    // The host value of `name` when no run's input decides it: an initializer, a Constant, a graph input
+    // whose value the caller gave (the program is then specialised to it), or what the graph computes from
+    // those, evaluated once on the CPU.
+    // `use_given` false asks only whether the value is a constant of the model itself: an import that could
+    // do without it (Gather's negative indices, settled early) must not specialise the program to an input.
+    std::optional<host_tensor> known(const std::string& name, std::string_view asker, bool use_given = true) {
+        if (const auto cached = known_.find(name); cached != known_.end()) {
+            if (!cached->second.settles.empty() && !use_given) return std::nullopt;
+            fixed_.insert(cached->second.settles.begin(), cached->second.settles.end());
+            return cached->second.value;
+        }
+        std::optional<host_tensor> result;
+        std::vector<std::string> settles;
+        if (const auto init = initializers_.find(name); init != initializers_.end()) {
+            result = onnx_host_tensor(*init->second);
+        } else if (const auto given = given_.find(name); given != given_.end() && is_graph_input(name)) {
+            if (!use_given) return std::nullopt;
+            result = given->second;
+            settles.push_back(name);
+        } else {
+            const value v = lookup(name, asker);
+            if (v.producer().kind == op::constant) {
+                result = v.producer().data;
+            } else {
+                std::vector<named_tensor> feeds;
+                if (runtime(v.id())) {
+                    // Computed from graph inputs: known only when every one of them was given.
+                    if (!use_given) return std::nullopt;
+                    for (const anvil::node& leaf : leaves(v.id())) {
+                        const auto found = given_.find(leaf.name);
+                        if (found == given_.end()) return std::nullopt;
+                        feeds.push_back({leaf.name, found->second});
+                        settles.push_back(leaf.name);
+                    }
+                }
+                result = evaluate(v, feeds);
+            }
+        }
+        fixed_.insert(settles.begin(), settles.end());
+        known_.emplace(name, known_value{*result, std::move(settles)});
+        return result;
+    }
+    bool is_graph_input(const std::string& name) const { return pending_.contains(name); }
+
+    // v computed on the CPU from a copy of the nodes it reads (a program over the whole graph would ask for
+    // every input in it).
+    host_tensor evaluate(const value& v, const std::vector<named_tensor>& feeds) const {
+        const std::vector<anvil::node>& nodes = g_.nodes();
+        std::vector<char> needed(nodes.size(), 0);
+        needed[v.id()] = 1;
+        for (std::size_t i = v.id() + 1; i-- > 0;)
+            if (needed[i] != 0)
+                for (const value_id in : nodes[i].inputs)
+                    needed[in] = 1;
+        graph part;
+        std::vector<value> copies(v.id() + 1);
+        for (std::size_t i = 0; i <= v.id(); ++i) {
+            if (needed[i] == 0) continue;
+            const anvil::node& at = nodes[i];
+            if (at.kind == op::input) {
+                copies[i] = part.input(at.name, at.result.type, at.result.shape);
+            } else if (at.kind == op::constant) {
+                copies[i] = part.constant(at.data, at.name);
+            } else {
+                std::vector<value> operands;
+                for (const value_id in : at.inputs)
+                    operands.push_back(copies[in]);
+                copies[i] = part.apply(at.kind, operands, at.attrs);
+            }
+        }
+        program p = compile({copies[v.id()]});
+        return p.run(feeds).at(0);
+    }
+    // The graph inputs node `id` reads.
+    std::vector<anvil::node> leaves(value_id id) const {
+        const std::vector<anvil::node>& nodes = g_.nodes();
+        std::vector<char> seen(nodes.size(), 0);
+        std::vector<value_id> stack{id};
+        std::vector<anvil::node> found;
+        while (!stack.empty()) {
+            const value_id at = stack.back();
+            stack.pop_back();
+            if (seen[at] != 0) continue;
+            seen[at] = 1;
+            if (nodes[at].kind == op::input) found.push_back(nodes[at]);
+            stack.insert(stack.end(), nodes[at].inputs.begin(), nodes[at].inputs.end());
+        }
+        return found;
+    }
+
+    std::optional<host_tensor> known(const onnx_node& n, std::size_t index) {
         if (!has_input(n, index)) return std::nullopt;
-        const auto found = constants_.find(n.inputs[index]);
-        if (found == constants_.end())
-            unsupported(
-                n, message(what, " '", n.inputs[index], "' computed at run time (anvil needs it constant)"));
-        const std::vector<float> values = host(*found->second).to_f32();
+        return known(n.inputs[index], where(n));
+    }
+    // Input `index`, which anvil needs settled at import.
+    host_tensor required(const onnx_node& n, std::size_t index, std::string_view what) {
+        std::optional<host_tensor> t = known(n, index);
+        if (!t) {
+            unsupported(n, message(what, " '", n.inputs.at(index),
+                                   "' is computed at run time (anvil needs it settled at import: give its "
+                                   "value, or the values of the inputs it is computed from)"));
+        }
+        return std::move(*t);
+    }
+    std::vector<std::int64_t> required_ints(const onnx_node& n, std::size_t index, std::string_view what) {
+        const host_tensor t = required(n, index, what);
+        if (is_floating(t.type()))
+            throw type_error(message(where(n), ": ", what, " must be integers, got ", dtype_name(t.type())));
+        return integers_of(t);
+    }
+    std::optional<float> optional_scalar(const onnx_node& n, std::size_t index, std::string_view what) {
+        if (!has_input(n, index)) return std::nullopt;
+        const std::vector<float> values = required(n, index, what).to_f32();
         if (values.size() != 1) throw shape_error(message(where(n), ": ", what, " must be one value"));
         return values[0];
     }
 
-    // A scalar of v's floating type.
-    value scalar(float x, const value& like) {
-        value s = g_.constant(host_tensor::from(std::vector<float>{x}, dims{}));
-        if (like.type() == dtype::f32) return s;
-        attributes to;
-        to.to = like.type();
-        return g_.apply(op::cast, {s}, to);
-    }
+    // --- building blocks -------------------------------------------------------------------------------
 
+    value apply(op kind, std::initializer_list<value> inputs, attributes a = {}) {
+        return g_.apply(kind, inputs, std::move(a));
+    }
+    value scalar(double x, dtype type) { return g_.scalar(x, type); }
+    value scalar_like(double x, const value& like) { return g_.scalar(x, like.type()); }
     value reshape(const value& v, std::vector<std::int64_t> sizes) {
+        if (sizes == extents_of(v.shape())) return v;
         attributes a;
         a.sizes = std::move(sizes);
         return g_.apply(op::reshape, {v}, a);
     }
+    value cast(const value& v, dtype to) {
+        if (v.type() == to) return v;
+        attributes a;
+        a.to = to;
+        return g_.apply(op::cast, {v}, a);
+    }
+    value permute(const value& v, std::vector<std::int64_t> axes) {
+        attributes a;
+        a.axes = std::move(axes);
+        return g_.apply(op::permute, {v}, a);
+    }
+    value slice(const value& v, std::size_t axis, std::int64_t begin, std::int64_t end,
+                std::int64_t step = 1) {
+        attributes a;
+        const dims shape = v.shape();
+        for (std::size_t i = 0; i < shape.rank(); ++i) {
+            a.begin.push_back(i == axis ? begin : 0);
+            a.end.push_back(i == axis ? end : shape[i]);
+            a.step.push_back(i == axis ? step : 1);
+        }
+        return g_.apply(op::slice, {v}, a);
+    }
+    // x's elements at the given positions along `axis` (a gather of constant indices): anvil's slice steps
+    // forwards only, so a backward slice or a reversal is this.
+    value pick(const value& x, std::size_t axis, const std::vector<std::int64_t>& positions) {
+        attributes a;
+        a.axis = static_cast<std::int64_t>(axis);
+        const auto count = static_cast<std::int64_t>(positions.size());
+        return g_.apply(op::gather, {x, constant(host_tensor::from(positions, dims{count}))}, a);
+    }
+    value reversed(const value& x, std::size_t axis) {
+        std::vector<std::int64_t> positions;
+        for (std::int64_t i = x.shape()[axis]; i-- > 0;)
+            positions.push_back(i);
+        return pick(x, axis, positions);
+    }
+    value reduce(op kind, const value& v, std::vector<std::int64_t> axes, bool keep) {
+        attributes a;
+        a.axes = std::move(axes);
+        a.keep_dims = keep;
+        return g_.apply(kind, {v}, a);
+    }
+    value constant(host_tensor t, std::string label = {}) {
+        return g_.constant(std::move(t), std::move(label));
+    }
+    // x broadcast to `shape` (numpy rules), exactly: a select whose condition is a constant true of the
+    // extents x lacks, so any element type passes through unchanged.
+    value broadcast_to(const value& x, const std::vector<std::int64_t>& shape) {
+        const dims from = x.shape();
+        std::vector<std::int64_t> mask(shape.size(), 1);
+        bool grows = shape.size() != from.rank();
+        for (std::size_t i = 0; i < shape.size(); ++i) {
+            const std::size_t back = shape.size() - i;
+            const std::int64_t have = back <= from.rank() ? from[from.rank() - back] : 1;
+            if (have != shape[i]) {
+                mask[i] = shape[i];
+                grows = true;
+            }
+        }
+        if (!grows) return x;
+        host_tensor ones(dtype::boolean, dims(mask));
+        std::memset(ones.raw(), 1, ones.byte_size());
+        return g_.apply(op::where, {constant(std::move(ones)), x, x});
+    }
 
-    value import(const onnx_node& n) {
+    // --- the ops ------------------------------------------------------------------------------------------
+
+    std::vector<value> import(const onnx_node& n) {
         const std::string& type = n.op_type;
         static const std::map<std::string_view, op, std::less<>> unary = {
             {"Relu", op::relu}, {"Sigmoid", op::sigmoid}, {"Tanh", op::tanh}, {"Exp", op::exp},
-            {"Log", op::log},   {"Sqrt", op::sqrt},       {"Abs", op::abs},   {"Neg", op::neg}};
+            {"Log", op::log},   {"Sqrt", op::sqrt},       {"Abs", op::abs},   {"Neg", op::neg},
+            {"Erf", op::erf},   {"Floor", op::floor},     {"Ceil", op::ceil}, {"Round", op::round},
+            {"Sign", op::sign}, {"Sin", op::sin},         {"Cos", op::cos},   {"Not", op::logical_not}};
         static const std::map<std::string_view, op, std::less<>> binary = {
-            {"Add", op::add}, {"Sub", op::sub}, {"Mul", op::mul}, {"Div", op::div}, {"Pow", op::pow}};
-        if (const auto u = unary.find(type); u != unary.end()) return g_.apply(u->second, {input(n, 0)});
+            {"Add", op::add},
+            {"Sub", op::sub},
+            {"Mul", op::mul},
+            {"Div", op::div},
+            {"Equal", op::equal},
+            {"Less", op::less},
+            {"LessOrEqual", op::less_equal},
+            {"Greater", op::greater},
+            {"GreaterOrEqual", op::greater_equal},
+            {"And", op::logical_and},
+            {"Or", op::logical_or},
+            {"Xor", op::logical_xor}};
+        if (const auto u = unary.find(type); u != unary.end()) {
+            const value x = input(n, 0);
+            // anvil's unary ops are for floating types; integer negation and magnitude (shape arithmetic,
+            // mostly) go through subtraction.
+            if (!is_floating(x.type()) && (type == "Neg" || type == "Abs")) {
+                const value negated = apply(op::sub, {scalar_like(0.0, x), x});
+                return {type == "Neg" ? negated : apply(op::maximum, {x, negated})};
+            }
+            return {apply(u->second, {x})};
+        }
         if (const auto b = binary.find(type); b != binary.end())
-            return g_.apply(b->second, {input(n, 0), input(n, 1)});
-        if (type == "Identity") return input(n, 0);
-        if (type == "Max" || type == "Min") {
-            value out = input(n, 0);
-            for (std::size_t i = 1; i < n.inputs.size(); ++i)
-                out = g_.apply(type == "Max" ? op::maximum : op::minimum, {out, input(n, i)});
-            return out;
-        }
-        if (type == "MatMul") return matmul(n);
-        if (type == "Gemm") return gemm(n);
-        if (type == "Softmax") return softmax(n);
-        if (type == "Reshape") return reshape_node(n);
-        if (type == "Transpose") {
+            return {apply(b->second, {input(n, 0), input(n, 1)})};
+        if (type == "Identity") return {input(n, 0)};
+        if (type == "Pow") return {power(n)};
+        if (type == "Max" || type == "Min" || type == "Sum" || type == "Mean") return {variadic(n)};
+        if (type == "MatMul") return {matmul(n)};
+        if (type == "Gemm") return {gemm(n)};
+        if (type == "Softmax" || type == "LogSoftmax") return {softmax(n, type == "LogSoftmax")};
+        if (type == "Reshape") return {reshape_node(n)};
+        if (type == "Transpose") return {transpose(n)};
+        if (type == "Flatten") return {flatten(n)};
+        if (type == "Concat") return {concat(n)};
+        if (type == "Squeeze" || type == "Unsqueeze") return {squeeze(n, type == "Unsqueeze")};
+        if (type == "Clip") return {clip(n)};
+        if (type == "Constant") return {constant_node(n)};
+        if (type == "Cast" || type == "CastLike") return {cast_node(n)};
+        if (type == "Shape") return {shape_node(n)};
+        if (type == "Size") return {size_node(n)};
+        if (type == "ConstantOfShape") return {constant_of_shape(n)};
+        if (type == "Range") return {range(n)};
+        if (type == "Dropout") return dropout(n);
+        if (type == "Where") return {apply(op::where, {input(n, 0), input(n, 1), input(n, 2)})};
+        if (type == "Expand") return {expand(n)};
+        if (type == "Tile") return {tile(n)};
+        if (type == "Gather") return {gather(n)};
+        if (type == "Slice") return {slice_node(n)};
+        if (type == "Split") return split(n);
+        if (type == "Pad") return {pad(n)};
+        if (type == "Trilu") return {trilu(n)};
+        if (type == "DepthToSpace" || type == "SpaceToDepth") return {depth_space(n, type == "DepthToSpace")};
+        if (type == "Conv") return {conv(n)};
+        if (type == "ConvTranspose") return {conv_transpose(n)};
+        if (type == "MaxPool" || type == "AveragePool") return {pool(n, type == "MaxPool")};
+        if (type == "GlobalAveragePool" || type == "GlobalMaxPool") {
             const value x = input(n, 0);
-            attributes a;
-            if (const onnx_attribute* perm = n.find("perm")) {
-                a.axes = perm->ints;
-            } else {
-                for (std::size_t i = x.rank(); i-- > 0;)
-                    a.axes.push_back(static_cast<std::int64_t>(i));
-            }
-            return g_.apply(op::permute, {x}, a);
+            std::vector<std::int64_t> axes;
+            for (std::size_t i = 2; i < x.rank(); ++i)
+                axes.push_back(static_cast<std::int64_t>(i));
+            if (axes.empty())
+                throw shape_error(message(where(n), ": the input ", x.shape(), " has no spatial axes"));
+            return {reduce(type == "GlobalMaxPool" ? op::reduce_max : op::reduce_mean, x, axes, true)};
         }
-        if (type == "Flatten") {
+        if (type == "BatchNormalization") return {batch_norm(n)};
+        if (type == "InstanceNormalization") return {instance_norm(n)};
+        if (type == "LayerNormalization") return layer_norm(n);
+        if (type.starts_with("Reduce")) return {reduction(n)};
+        if (type == "ArgMax" || type == "ArgMin") return {arg_extreme(n, type == "ArgMin")};
+        if (type == "Resize" || type == "Upsample") return {resize(n)};
+        if (type == "Reciprocal") {
             const value x = input(n, 0);
-            const auto rank = static_cast<std::int64_t>(x.rank());
-            std::int64_t axis = int_attribute(n, "axis", 1);
-            if (axis < 0) axis += rank;
-            if (axis < 0 || axis > rank)
-                throw shape_error(message(where(n), ": axis out of range for ", x.shape()));
-            std::int64_t outer = 1, inner = 1;
-            for (std::int64_t i = 0; i < rank; ++i)
-                (i < axis ? outer : inner) *= x.shape()[static_cast<std::size_t>(i)];
-            return reshape(x, {outer, inner});
+            return {apply(op::div, {scalar_like(1.0, x), x})};
         }
-        if (type == "Concat") {
-            std::vector<value> parts;
-            for (std::size_t i = 0; i < n.inputs.size(); ++i)
-                parts.push_back(input(n, i));
-            attributes a;
-            const onnx_attribute* axis = n.find("axis");
-            if (axis == nullptr) throw format_error(message(where(n), ": Concat needs its axis attribute"));
-            a.axis = axis->i;
-            return g_.apply(op::concat, parts, a);
-        }
-        if (type == "Squeeze" || type == "Unsqueeze") return squeeze(n, type == "Unsqueeze");
-        if (type == "Clip") {
+        if (type == "Tan") {
             const value x = input(n, 0);
-            attributes a;
-            a.min = std::numeric_limits<float>::lowest();
-            a.max = std::numeric_limits<float>::max();
-            if (opset_ < 11) {
-                a.min = float_attribute(n, "min", a.min);
-                a.max = float_attribute(n, "max", a.max);
-            } else {
-                a.min = constant_scalar(n, 1, "the minimum").value_or(a.min);
-                a.max = constant_scalar(n, 2, "the maximum").value_or(a.max);
-            }
-            return g_.apply(op::clamp, {x}, a);
+            return {apply(op::div, {apply(op::sin, {x}), apply(op::cos, {x})})};
         }
-        if (type == "Constant") return constant(n);
+        if (type == "Sinh" || type == "Cosh") {
+            // (e^x -+ e^-x) / 2
+            const value x = input(n, 0);
+            const value up = apply(op::exp, {x}), down = apply(op::exp, {apply(op::neg, {x})});
+            return {
+                apply(op::mul, {apply(type == "Sinh" ? op::sub : op::add, {up, down}), scalar_like(0.5, x)})};
+        }
+        if (type == "IsNaN") {
+            const value x = input(n, 0);
+            return {apply(op::logical_not, {apply(op::equal, {x, x})})};
+        }
+        if (type == "IsInf") {
+            const value x = input(n, 0);
+            const bool positive = int_attribute(n, "detect_positive", 1) != 0;
+            const bool negative = int_attribute(n, "detect_negative", 1) != 0;
+            const double inf = std::numeric_limits<double>::infinity();
+            const value up = apply(op::equal, {x, scalar_like(inf, x)});
+            const value down = apply(op::equal, {x, scalar_like(-inf, x)});
+            if (positive && negative) return {apply(op::logical_or, {up, down})};
+            if (positive) return {up};
+            if (negative) return {down};
+            return {apply(op::logical_and, {up, down})};  // neither: all false
+        }
+        if (type == "ThresholdedRelu") {
+            const value x = input(n, 0);
+            const double alpha = float_attribute(n, "alpha", 1.0f);
+            return {
+                apply(op::where, {apply(op::greater, {x, scalar_like(alpha, x)}), x, scalar_like(0.0, x)})};
+        }
+        if (type == "Shrink") {
+            const value x = input(n, 0);
+            const double lambd = float_attribute(n, "lambd", 0.5f), bias = float_attribute(n, "bias", 0.0f);
+            const value above =
+                apply(op::where, {apply(op::greater, {x, scalar_like(lambd, x)}),
+                                  apply(op::sub, {x, scalar_like(bias, x)}), scalar_like(0.0, x)});
+            return {apply(op::where, {apply(op::less, {x, scalar_like(-lambd, x)}),
+                                      apply(op::add, {x, scalar_like(bias, x)}), above})};
+        }
+        if (type == "Asinh" || type == "Acosh" || type == "Atanh") return {inverse_hyperbolic(n)};
+        if (type == "Mod") return {modulo(n)};
+        if (type == "GatherElements") {
+            const value data = input(n, 0);
+            attributes a;
+            a.axis = normalized_axis(int_attribute(n, "axis", 0), static_cast<std::int64_t>(data.rank()),
+                                     where(n));
+            return {g_.apply(op::gather_elements, {data, input(n, 1)}, a)};
+        }
+        if (type == "CumSum") {
+            const value x = input(n, 0);
+            const std::vector<std::int64_t> axis = required_ints(n, 1, "the axis");
+            if (axis.size() != 1) throw shape_error(message(where(n), ": the axis must be one value"));
+            attributes a;
+            a.axis = normalized_axis(axis[0], static_cast<std::int64_t>(x.rank()), where(n));
+            a.exclusive = int_attribute(n, "exclusive", 0) != 0;
+            a.reverse = int_attribute(n, "reverse", 0) != 0;
+            return {g_.apply(op::cumsum, {x}, a)};
+        }
+        if (type == "BitShift") return {bit_shift(n)};
+        if (type == "Einsum") return {einsum(n)};
+        if (type == "HannWindow" || type == "HammingWindow" || type == "BlackmanWindow")
+            return {window_node(n)};
+        if (type == "DequantizeLinear") return {dequantize_linear(n)};
+        if (type == "QuantizeLinear") return {quantize_linear(n)};
+        if (type == "DynamicQuantizeLinear") return dynamic_quantize_linear(n);
+        if (type == "LRN") return {local_response_norm(n)};
+        if (type == "RNN" || type == "GRU" || type == "LSTM") return recurrent(n);
+        if (type == "Hardmax") return {hardmax(n)};
+        if (type == "OneHot") return {one_hot(n)};
+        if (type == "EyeLike") return {eye_like(n)};
+        if (type == "NegativeLogLikelihoodLoss") {
+            std::optional<value> weight;
+            if (has_input(n, 2)) weight = input(n, 2);
+            return {negative_log_likelihood(n, input(n, 0), input(n, 1), weight)};
+        }
+        if (type == "SoftmaxCrossEntropyLoss") {
+            const value log_prob = log_softmax(input(n, 0), 1);
+            std::optional<value> weight;
+            if (has_input(n, 2)) weight = input(n, 2);
+            return {negative_log_likelihood(n, log_prob, input(n, 1), weight), log_prob};
+        }
+        if (type == "Elu" || type == "Selu" || type == "Celu" || type == "LeakyRelu" || type == "PRelu" ||
+            type == "HardSigmoid" || type == "HardSwish" || type == "Softplus" || type == "Softsign")
+            return {activation(n)};
         unsupported(n, "no import for this op yet");
     }
+
+    // ONNX's Pow takes an exponent of another type (T1) and keeps the base's: computed in the base's type
+    // when it is floating, else in f32 and converted back, as the reference computes it in doubles.
+    value power(const onnx_node& n);
+
+    value variadic(const onnx_node& n);
 
     // A constant matrix [K, N] as a linear layer's weight [N, K] (transposed on the host once), or as it is
     // when it is [N, K] already: a product with a constant weight is what the Neural Engine runs as a
     // convolution (a matmul with a computed operand needs the matmul op, which an M1 lacks).
-    std::optional<value> linear_weight(const onnx_node& n, std::size_t index, bool stored_out_in) {
-        const auto found = constants_.find(n.inputs.at(index));
-        if (found == constants_.end() || found->second->dims.size() != 2) return std::nullopt;
-        const host_tensor stored = host(*found->second);
-        if (stored_out_in) return values_.at(n.inputs[index]);
-        const std::int64_t k = stored.shape()[0], columns = stored.shape()[1];
-        host_tensor weight(stored.type(), dims{columns, k});
-        const std::size_t size = dtype_size(stored.type());
-        const auto* from = static_cast<const std::byte*>(stored.raw());
-        auto* to = static_cast<std::byte*>(weight.raw());
-        for (std::int64_t r = 0; r < k; ++r)
-            for (std::int64_t c = 0; c < columns; ++c)
-                std::memcpy(to + static_cast<std::size_t>(c * k + r) * size,
-                            from + static_cast<std::size_t>(r * columns + c) * size, size);
-        return g_.constant(std::move(weight), n.inputs[index] + " (transposed)");
-    }
+    std::optional<value> linear_weight(const onnx_node& n, std::size_t index, bool stored_out_in);
 
-    value matmul(const onnx_node& n) {
-        const value a = input(n, 0);
-        if (a.rank() >= 2) {
-            if (const std::optional<value> w = linear_weight(n, 1, false))
-                return g_.apply(op::linear, {a, *w});
-        }
-        return g_.apply(op::matmul, {a, input(n, 1)});
-    }
+    // numpy's matmul: a vector operand is a matrix for the product, its axis dropped afterwards.
+    value matmul(const onnx_node& n);
 
     // Y = alpha * A' B' + beta * C, A' and B' transposed as transA and transB say.
-    value gemm(const onnx_node& n) {
-        const bool transpose_a = int_attribute(n, "transA", 0) != 0;
-        const bool transpose_b = int_attribute(n, "transB", 0) != 0;
-        const float alpha = float_attribute(n, "alpha", 1.0f), beta = float_attribute(n, "beta", 1.0f);
-        std::optional<value> w;
-        if (!transpose_a) w = linear_weight(n, 1, transpose_b);
-        value y;
-        bool bias_added = false;
-        if (w) {
-            std::vector<value> operands{input(n, 0), *w};
-            // C as the linear layer's bias when it is one value per output and beta 1.
-            if (has_input(n, 2) && beta == 1.0f && alpha == 1.0f && input(n, 2).rank() == 1 &&
-                input(n, 2).shape()[0] == w->shape()[0]) {
-                operands.push_back(input(n, 2));
-                bias_added = true;
-            }
-            y = g_.apply(op::linear, operands);
-        } else {
-            attributes a;
-            a.transpose_a = transpose_a;
-            a.transpose_b = transpose_b;
-            y = g_.apply(op::matmul, {input(n, 0), input(n, 1)}, a);
-        }
-        if (alpha != 1.0f) y = g_.apply(op::mul, {y, scalar(alpha, y)});
-        if (has_input(n, 2) && !bias_added) {
-            value c = input(n, 2);
-            if (beta != 1.0f) c = g_.apply(op::mul, {c, scalar(beta, c)});
-            y = g_.apply(op::add, {y, c});
-        }
-        return y;
-    }
+    value gemm(const onnx_node& n);
 
-    // Opset 13 made Softmax one axis (default -1); before, the input was read as a matrix [d0..axis-1,
-    // axis..] (default axis 1) and normalised over its rows.
-    value softmax(const onnx_node& n) {
-        const value x = input(n, 0);
-        const auto rank = static_cast<std::int64_t>(x.rank());
-        attributes a;
-        if (opset_ >= 13) {
-            a.axis = int_attribute(n, "axis", -1);
-            return g_.apply(op::softmax, {x}, a);
-        }
-        std::int64_t axis = int_attribute(n, "axis", 1);
-        if (axis < 0) axis += rank;
-        if (axis < 0 || axis >= std::max<std::int64_t>(rank, 1))
-            throw shape_error(message(where(n), ": axis out of range for ", x.shape()));
-        if (axis == rank - 1) {
-            a.axis = axis;
-            return g_.apply(op::softmax, {x}, a);
-        }
-        std::int64_t outer = 1, inner = 1;
-        for (std::int64_t i = 0; i < rank; ++i)
-            (i < axis ? outer : inner) *= x.shape()[static_cast<std::size_t>(i)];
-        a.axis = 1;
-        const value rows = g_.apply(op::softmax, {reshape(x, {outer, inner})}, a);
-        const dims shape = x.shape();  // by value: begin() and end() of one copy
-        return reshape(rows, std::vector<std::int64_t>(shape.begin(), shape.end()));
-    }
+    // log softmax as x - max - log(sum(exp(x - max))): the log of softmax's result would lose the small
+    // probabilities to underflow.
+    value log_softmax(const value& x, std::int64_t axis);
 
-    // The target shape: an attribute before opset 5, a constant input since; 0 copies the input's extent
-    // (unless allowzero, opset 14), one -1 is inferred.
-    value reshape_node(const onnx_node& n) {
-        const value x = input(n, 0);
-        std::vector<std::int64_t> sizes;
-        if (opset_ < 5) {
-            const onnx_attribute* shape = n.find("shape");
-            if (shape == nullptr)
-                throw format_error(message(where(n), ": Reshape needs its shape attribute"));
-            sizes = shape->ints;
-        } else {
-            sizes = constant_ints(n, 1, "the shape");
-        }
-        if (int_attribute(n, "allowzero", 0) == 0) {
-            for (std::size_t i = 0; i < sizes.size(); ++i) {
-                if (sizes[i] != 0) continue;
-                if (i >= x.rank())
-                    throw shape_error(message(where(n), ": 0 at axis ", i, " past the input's rank"));
-                sizes[i] = x.shape()[i];
-            }
-        }
-        return reshape(x, std::move(sizes));
-    }
+    // Opset 13 made Softmax (and LogSoftmax) one axis (default -1); before, the input was read as a matrix
+    // [d0..axis-1, axis..] (default axis 1) and normalised over its rows.
+    value softmax(const onnx_node& n, bool log);
 
-    // The axes: an attribute before opset 13, a constant input since (Squeeze's optional: every extent 1).
-    value squeeze(const onnx_node& n, bool unsqueeze) {
-        const value x = input(n, 0);
-        std::vector<std::int64_t> axes;
-        if (opset_ < 13) {
-            if (const onnx_attribute* a = n.find("axes")) axes = a->ints;
-        } else if (has_input(n, 1)) {
-            axes = constant_ints(n, 1, "the axes");
-        }
-        const dims shape = x.shape();  // by value: begin() and end() of one copy
-        const std::vector<std::int64_t> in(shape.begin(), shape.end());
-        const auto out_rank = static_cast<std::int64_t>(unsqueeze ? in.size() + axes.size() : in.size());
-        for (auto& axis : axes) {
-            if (axis < 0) axis += out_rank;
-            if (axis < 0 || axis >= out_rank)
-                throw shape_error(message(where(n), ": an axis is out of range for ", x.shape()));
-        }
-        std::vector<std::int64_t> sizes;
-        if (unsqueeze) {
-            if (axes.empty()) throw format_error(message(where(n), ": Unsqueeze needs axes"));
-            std::size_t next = 0;
-            for (std::int64_t i = 0; i < out_rank; ++i) {
-                if (std::find(axes.begin(), axes.end(), i) != axes.end()) {
-                    sizes.push_back(1);
-                } else {
-                    sizes.push_back(in.at(next++));
-                }
-            }
-        } else {
-            for (std::size_t i = 0; i < in.size(); ++i) {
-                const bool listed =
-                    std::find(axes.begin(), axes.end(), static_cast<std::int64_t>(i)) != axes.end();
-                if (listed && in[i] != 1)
-                    throw shape_error(message(where(n), ": axis ", i, " of ", x.shape(), " is not 1"));
-                if (!(listed || (axes.empty() && in[i] == 1))) sizes.push_back(in[i]);
-            }
-        }
-        return reshape(x, std::move(sizes));
-    }
+    // The target shape: an attribute before opset 5, an input since; 0 copies the input's extent (unless
+    // allowzero, opset 14), one -1 is inferred.
+    value reshape_node(const onnx_node& n);
 
-    value constant(const onnx_node& n) {
-        if (n.attributes.size() != 1)
-            throw format_error(message(where(n), ": a Constant holds one attribute"));
-        const onnx_attribute& a = n.attributes[0];
-        if (a.name == "value" && a.tensors.size() == 1) {
-            onnx_tensor t = a.tensors[0];
-            t.name = n.outputs[0];
-            owned_.push_back(std::make_unique<onnx_tensor>(std::move(t)));
-            constants_[n.outputs[0]] = owned_.back().get();
-            return g_.constant(host(*owned_.back()), n.outputs[0]);
-        }
-        onnx_tensor t;
-        t.name = n.outputs[0];
-        if (a.name == "value_float") {
-            t.data_type = static_cast<std::int32_t>(onnx_type::float32);
-            t.floats = {a.f};
-        } else if (a.name == "value_floats") {
-            t.data_type = static_cast<std::int32_t>(onnx_type::float32);
-            t.floats = a.floats;
-            t.dims = {static_cast<std::int64_t>(a.floats.size())};
-        } else if (a.name == "value_int") {
-            t.data_type = static_cast<std::int32_t>(onnx_type::int64);
-            t.integers = {a.i};
-        } else if (a.name == "value_ints") {
-            t.data_type = static_cast<std::int32_t>(onnx_type::int64);
-            t.integers = a.ints;
-            t.dims = {static_cast<std::int64_t>(a.ints.size())};
-        } else {
-            unsupported(n, message("a Constant's '", a.name, "' attribute"));
-        }
-        owned_.push_back(std::make_unique<onnx_tensor>(std::move(t)));
-        constants_[n.outputs[0]] = owned_.back().get();
-        return g_.constant(host(*owned_.back()), n.outputs[0]);
-    }
+    value transpose(const onnx_node& n);
+
+    value flatten(const onnx_node& n);
+
+    value concat(const onnx_node& n);
+
+    // The axes: an attribute before opset 13, an input since (Squeeze's optional: every extent 1).
+    value squeeze(const onnx_node& n, bool unsqueeze);
+
+    // The bounds: attributes before opset 11, optional inputs since. anvil's clamp is for floating types;
+    // integers go through maximum and minimum with constants of their type.
+    value clip(const onnx_node& n);
+
+    value constant_node(const onnx_node& n);
+
+    value cast_node(const onnx_node& n);
+
+    // The input's shape (opset 15: the axes [start, end) of it), a constant: shapes are static here.
+    value shape_node(const onnx_node& n);
+
+    value size_node(const onnx_node& n);
+
+    value constant_of_shape(const onnx_node& n);
+
+    // start, start + delta, ... up to limit (exclusive): settled at import, in the inputs' type.
+    value range(const onnx_node& n);
+
+    // Inference: the data passes unchanged; the mask, when asked for, is all true.
+    std::vector<value> dropout(const onnx_node& n);
+
+    value expand(const onnx_node& n);
+
+    value tile(const onnx_node& n);
+
+    // Negative indices count from the end: settled here when the indices are constants, selected at run
+    // time otherwise.
+    value gather(const onnx_node& n);
+
+    // starts, ends, axes, steps: attributes before opset 10, inputs since. anvil slices forwards only.
+    value slice_node(const onnx_node& n);
+
+    // The parts: the `split` attribute (input since opset 13), or equal parts.
+    std::vector<value> split(const onnx_node& n);
+
+    // Constant padding (pads: an attribute before opset 11, an input since); negative pads crop.
+    value pad(const onnx_node& n);
+
+    // The upper (or lower) triangle of the last two axes, from diagonal k: a select with a constant mask,
+    // exact for every element type.
+    value trilu(const onnx_node& n);
+
+    // DepthToSpace (DCR or CRD order) and SpaceToDepth as ONNX defines them: a reshape to six axes, a
+    // permutation, a reshape back.
+    value depth_space(const onnx_node& n, bool to_space);
+
+    // The padding of one spatial axis: explicit pads, or auto_pad's SAME_UPPER / SAME_LOWER / VALID.
+    struct window {
+        std::vector<std::int64_t> kernel, stride, dilation, pad_begin, pad_end;
+    };
+    window window_of(const onnx_node& n, const value& x, std::vector<std::int64_t> kernel);
+    // A 1-D window becomes a 2-D one of height 1 (x [N, C, L] -> [N, C, 1, L]); 3-D and more are refused.
+    value as_2d(const onnx_node& n, const value& x);
+    static void set_window(attributes& a, const window& w);
+
+    value conv(const onnx_node& n);
+
+    // A transposed convolution as the convolution it is: the input spread `stride` apart (zeros between),
+    // padded by (kernel - 1) * dilation less the given padding (plus output_padding after), convolved at
+    // stride 1 with the weight's in and out channels swapped within each group and its window flipped. The
+    // weight's rearrangement folds to a constant when the weight is one.
+    value conv_transpose(const onnx_node& n);
+
+    value pool(const onnx_node& n, bool max);
+
+    // ONNX: X, scale, B, mean, var; anvil: x, mean, variance, weight, bias.
+    value batch_norm(const onnx_node& n);
+
+    value instance_norm(const onnx_node& n);
+
+    // Over the axes from `axis` on: the last axis is anvil's layer_norm; several are flattened into one
+    // first. The optional Mean and InvStdDev outputs are computed the same way when asked for.
+    std::vector<value> layer_norm(const onnx_node& n);
+
+    // The axes: an attribute, or (ReduceSum from opset 13, the others from 18) an input; none means all,
+    // unless noop_with_empty_axes. Min, the L1 and L2 norms, the sum of squares and the log-sums are
+    // built from anvil's sum, mean and max.
+    value reduction(const onnx_node& n);
+
+    // The first index of the largest (ArgMin: smallest) value; select_last_index reads the axis reversed.
+    value arg_extreme(const onnx_node& n, bool minimum);
+
+    // Resizing the two spatial axes of NCHW: nearest with asymmetric coordinates rounded down (Upsample's,
+    // and PyTorch's 'nearest'), or linear with half-pixel or corner-aligned coordinates (PyTorch's
+    // bilinear). Other modes and coordinate transforms are refused by name.
+    value resize(const onnx_node& n);
+
+    value inverse_hyperbolic(const onnx_node& n);
+
+    // a mod b: with the divisor's sign (fmod 0, integers: a - b floor(a / b)) or the dividend's (fmod 1:
+    // a - b trunc(a / b)), computed in f32 as anvil's CPU computes integers (exact below 2^24) and converted
+    // back to the operands' type.
+    value modulo(const onnx_node& n);
+
+    // x << y (the bits shifted past the type's width dropped) or x >> y, for unsigned integers: x * 2^y
+    // modulo 2^bits, or floor(x / 2^y), computed in f32 as anvil's CPU computes integers (exact below 2^24).
+    value bit_shift(const onnx_node& n);
+
+    // Einsum of one or two operands without repeated letters within an operand (no diagonals): letters only
+    // in one operand and not in the output are summed first; then the shared ones are batch axes (kept) or
+    // contracted (summed by a batched product), and the rest are free. The product is a matmul of
+    // [batch, left, contracted] by [batch, contracted, right], permuted to the output's order.
+    value einsum(const onnx_node& n);
+
+    // The signal-processing windows of a size settled at import (periodic: of size + 1, its last value
+    // dropped), as constants.
+    value window_node(const onnx_node& n);
+
+    // A per-axis parameter (scale, zero point) shaped to broadcast along `axis` of x; a scalar as it is.
+    value along_axis(const onnx_node& n, const value& parameter, const value& x);
+    static std::pair<double, double> integer_range(dtype type);
+
+    // (x - zero_point) * scale, per tensor or per slice along `axis`.
+    value dequantize_linear(const onnx_node& n);
+
+    // saturate(round(x / scale) + zero_point), rounding half to even, in the zero point's type (uint8 when
+    // it is left out).
+    value quantize_linear(const onnx_node& n);
+
+    // uint8 quantisation with the scale and zero point of x's own range (widened to hold 0).
+    std::vector<value> dynamic_quantize_linear(const onnx_node& n);
+
+    // x / (bias + alpha / size * (sum of squares over `size` neighbouring channels))^beta.
+    value local_response_norm(const onnx_node& n);
+
+    // RNN, GRU and LSTM, unrolled over the sequence (its length is static here): the input's projection for
+    // every step at once, then per step the hidden state's projection and the gates, as onnx/Operators.md
+    // writes them (gate orders: GRU z, r, h; LSTM i, o, f, c). Both directions, both layouts, peepholes,
+    // GRU's linear_before_reset, LSTM's input_forget, clip, and the Sigmoid, Tanh and Relu activations.
+    std::vector<value> recurrent(const onnx_node& n);
+
+    // 0, 1, ..., count - 1 as int64, laid along `axis` of a rank-`rank` shape (1 elsewhere).
+    value positions_along(std::int64_t count, std::size_t axis, std::size_t rank);
+
+    // 1 at the first largest value along the axis, 0 elsewhere (before opset 13: of the input read as a
+    // matrix, as Softmax).
+    value hardmax(const onnx_node& n);
+
+    // values[1] where the index (negative: counted from depth) is the position along the new axis, values[0]
+    // elsewhere.
+    value one_hot(const onnx_node& n);
+
+    value eye_like(const onnx_node& n);
+
+    // -input[n, target[n, ...], ...] * weight[target], reduced as `reduction` says; a target equal to
+    // ignore_index counts for nothing (nor in the mean's total weight). The class is picked with a one-hot
+    // select (equal to each class position), which also drops targets outside [0, C).
+    value negative_log_likelihood(const onnx_node& n, const value& x, const value& target,
+                                  std::optional<value> weight);
+
+    value activation(const onnx_node& n);
 
     const onnx_model& model_;
     graph& g_;
     std::int64_t opset_;
+    const std::map<std::string, host_tensor, std::less<>>& given_;
     std::map<std::string, value, std::less<>> values_;
-    std::map<std::string, const onnx_tensor*, std::less<>> constants_;
-    std::vector<std::unique_ptr<onnx_tensor>> owned_;
+    std::map<std::string, const onnx_tensor*, std::less<>> initializers_;
+    // A value settled at import, and the given inputs it was settled from (none for the model's constants).
+    struct known_value {
+        host_tensor value;
+        std::vector<std::string> settles;
+    };
+    std::map<std::string, known_value, std::less<>> known_;
+    std::vector<signed char> runtime_;
+    std::set<std::string> fixed_;
+    std::map<std::string, value_type, std::less<>> pending_;
+    std::set<std::string, std::less<>> made_;
 };
 
-}  // namespace onnx_detail
+}  // namespace anvil::models::onnx_detail
+// #include "anvil/models/onnx/math_ops-inl.hpp"
+// anvil: the ONNX ops that compute: elementwise arithmetic and activations, products (MatMul, Gemm,
+// Einsum), softmaxes, reductions, losses and (de)quantisation, built from anvil's IR ops.
+// Member definitions of onnx_detail::importer (importer-inl.hpp).
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+// #include "anvil/models/onnx/importer-inl.hpp"
+
+namespace anvil::models::onnx_detail {
+
+// ONNX's Pow takes an exponent of another type (T1) and keeps the base's: computed in the base's type
+// when it is floating, else in f32 and converted back, as the reference computes it in doubles.
+inline value importer::power(const onnx_node& n) {
+    const value base = input(n, 0), exponent = input(n, 1);
+    if (base.type() == exponent.type()) return apply(op::pow, {base, exponent});
+    if (is_floating(base.type())) return apply(op::pow, {base, cast(exponent, base.type())});
+    return cast(apply(op::pow, {cast(base, dtype::f32), cast(exponent, dtype::f32)}), base.type());
+}
+
+inline value importer::variadic(const onnx_node& n) {
+    const std::string& type = n.op_type;
+    const op kind = type == "Max" ? op::maximum : type == "Min" ? op::minimum : op::add;
+    value out = input(n, 0);
+    for (std::size_t i = 1; i < n.inputs.size(); ++i)
+        out = apply(kind, {out, input(n, i)});
+    if (type == "Mean" && n.inputs.size() > 1)
+        out = apply(op::div, {out, scalar_like(static_cast<double>(n.inputs.size()), out)});
+    return out;
+}
+
+// A constant matrix [K, N] as a linear layer's weight [N, K] (transposed on the host once), or as it is
+// when it is [N, K] already: a product with a constant weight is what the Neural Engine runs as a
+// convolution (a matmul with a computed operand needs the matmul op, which an M1 lacks).
+inline std::optional<value> importer::linear_weight(const onnx_node& n, std::size_t index,
+                                                    bool stored_out_in) {
+    const auto found = initializers_.find(n.inputs.at(index));
+    if (found == initializers_.end() || found->second->dims.size() != 2) return std::nullopt;
+    if (stored_out_in) return values_.at(n.inputs[index]);
+    const host_tensor& stored = values_.at(n.inputs[index]).producer().data;
+    const std::int64_t k = stored.shape()[0], columns = stored.shape()[1];
+    host_tensor weight(stored.type(), dims{columns, k});
+    const std::size_t size = dtype_size(stored.type());
+    const auto* from = static_cast<const std::byte*>(stored.raw());
+    auto* to = static_cast<std::byte*>(weight.raw());
+    for (std::int64_t r = 0; r < k; ++r)
+        for (std::int64_t c = 0; c < columns; ++c)
+            std::memcpy(to + static_cast<std::size_t>(c * k + r) * size,
+                        from + static_cast<std::size_t>(r * columns + c) * size, size);
+    return constant(std::move(weight), n.inputs[index] + " (transposed)");
+}
+
+// numpy's matmul: a vector operand is a matrix for the product, its axis dropped afterwards.
+inline value importer::matmul(const onnx_node& n) {
+    value a = input(n, 0), b = input(n, 1);
+    if (a.rank() >= 2 && b.rank() == 2) {
+        if (const std::optional<value> w = linear_weight(n, 1, false)) return apply(op::linear, {a, *w});
+    }
+    const bool vector_a = a.rank() == 1, vector_b = b.rank() == 1;
+    if (vector_a) a = reshape(a, {1, a.shape()[0]});
+    if (vector_b) b = reshape(b, {b.shape()[0], 1});
+    value y = apply(op::matmul, {a, b});
+    if (vector_a || vector_b) {
+        std::vector<std::int64_t> sizes = extents_of(y.shape());
+        if (vector_b) sizes.erase(sizes.end() - 1);
+        if (vector_a) sizes.erase(sizes.end() - 1 - (vector_b ? 0 : 1));
+        y = reshape(y, sizes);
+    }
+    return y;
+}
+
+// Y = alpha * A' B' + beta * C, A' and B' transposed as transA and transB say.
+inline value importer::gemm(const onnx_node& n) {
+    const bool transpose_a = int_attribute(n, "transA", 0) != 0;
+    const bool transpose_b = int_attribute(n, "transB", 0) != 0;
+    const float alpha = float_attribute(n, "alpha", 1.0f), beta = float_attribute(n, "beta", 1.0f);
+    std::optional<value> w;
+    if (!transpose_a) w = linear_weight(n, 1, transpose_b);
+    value y;
+    bool bias_added = false;
+    if (w) {
+        std::vector<value> operands{input(n, 0), *w};
+        // C as the linear layer's bias when it is one value per output and beta 1.
+        if (has_input(n, 2) && beta == 1.0f && alpha == 1.0f && input(n, 2).rank() == 1 &&
+            input(n, 2).shape()[0] == w->shape()[0]) {
+            operands.push_back(input(n, 2));
+            bias_added = true;
+        }
+        y = g_.apply(op::linear, operands);
+    } else {
+        attributes a;
+        a.transpose_a = transpose_a;
+        a.transpose_b = transpose_b;
+        y = apply(op::matmul, {input(n, 0), input(n, 1)}, a);
+    }
+    if (alpha != 1.0f) y = apply(op::mul, {y, scalar_like(alpha, y)});
+    if (has_input(n, 2) && !bias_added) {
+        value c = input(n, 2);
+        if (beta != 1.0f) c = apply(op::mul, {c, scalar_like(beta, c)});
+        y = apply(op::add, {y, c});
+    }
+    return y;
+}
+
+// log softmax as x - max - log(sum(exp(x - max))): the log of softmax's result would lose the small
+// probabilities to underflow.
+inline value importer::log_softmax(const value& x, std::int64_t axis) {
+    const value shifted = apply(op::sub, {x, reduce(op::reduce_max, x, {axis}, true)});
+    const value total = reduce(op::reduce_sum, apply(op::exp, {shifted}), {axis}, true);
+    return apply(op::sub, {shifted, apply(op::log, {total})});
+}
+
+// Opset 13 made Softmax (and LogSoftmax) one axis (default -1); before, the input was read as a matrix
+// [d0..axis-1, axis..] (default axis 1) and normalised over its rows.
+inline value importer::softmax(const onnx_node& n, bool log) {
+    const value x = input(n, 0);
+    const auto rank = static_cast<std::int64_t>(x.rank());
+    const auto normalise = [&](const value& v, std::int64_t axis) {
+        if (log) return log_softmax(v, axis);
+        attributes a;
+        a.axis = axis;
+        return apply(op::softmax, {v}, a);
+    };
+    if (opset_ >= 13) return normalise(x, normalized_axis(int_attribute(n, "axis", -1), rank, where(n)));
+    const std::int64_t axis = normalized_axis(int_attribute(n, "axis", 1), rank, where(n));
+    if (axis == rank - 1) return normalise(x, axis);
+    std::int64_t outer = 1, inner = 1;
+    for (std::int64_t i = 0; i < rank; ++i)
+        (i < axis ? outer : inner) *= x.shape()[static_cast<std::size_t>(i)];
+    return reshape(normalise(reshape(x, {outer, inner}), 1), extents_of(x.shape()));
+}
+
+// The bounds: attributes before opset 11, optional inputs since. anvil's clamp is for floating types;
+// integers go through maximum and minimum with constants of their type.
+inline value importer::clip(const onnx_node& n) {
+    const value x = input(n, 0);
+    std::optional<float> low, high;
+    if (opset_ < 11) {
+        if (n.find("min") != nullptr) low = float_attribute(n, "min", 0.0f);
+        if (n.find("max") != nullptr) high = float_attribute(n, "max", 0.0f);
+    } else {
+        low = optional_scalar(n, 1, "the minimum");
+        high = optional_scalar(n, 2, "the maximum");
+    }
+    if (!is_floating(x.type())) {
+        value y = x;
+        if (low) y = apply(op::maximum, {y, scalar_like(*low, x)});
+        if (high) y = apply(op::minimum, {y, scalar_like(*high, x)});
+        return y;
+    }
+    attributes a;
+    a.min = low.value_or(-std::numeric_limits<float>::infinity());
+    a.max = high.value_or(std::numeric_limits<float>::infinity());
+    return apply(op::clamp, {x}, a);
+}
+
+// The axes: an attribute, or (ReduceSum from opset 13, the others from 18) an input; none means all,
+// unless noop_with_empty_axes. Min, the L1 and L2 norms, the sum of squares and the log-sums are
+// built from anvil's sum, mean and max.
+inline value importer::reduction(const onnx_node& n) {
+    const std::string& type = n.op_type;
+    value x = input(n, 0);
+    std::vector<std::int64_t> axes;
+    const bool axes_input = type == "ReduceSum" ? opset_ >= 13 : opset_ >= 18;
+    if (axes_input) {
+        if (has_input(n, 1)) axes = required_ints(n, 1, "the axes");
+    } else if (const auto given = ints_attribute(n, "axes")) {
+        axes = *given;
+    }
+    const bool keep = int_attribute(n, "keepdims", 1) != 0;
+    if (axes.empty() && int_attribute(n, "noop_with_empty_axes", 0) != 0) return x;
+    const auto rank = static_cast<std::int64_t>(x.rank());
+    for (auto& axis : axes)
+        axis = normalized_axis(axis, rank, where(n));
+    if (type == "ReduceSum") return reduce(op::reduce_sum, x, axes, keep);
+    if (type == "ReduceMean") return reduce(op::reduce_mean, x, axes, keep);
+    if (type == "ReduceMax") return reduce(op::reduce_max, x, axes, keep);
+    if (type == "ReduceMin") return reduce(op::reduce_min, x, axes, keep);
+    if (type == "ReduceProd") return reduce(op::reduce_prod, x, axes, keep);
+    if (type == "ReduceSumSquare") return reduce(op::reduce_sum, apply(op::mul, {x, x}), axes, keep);
+    if (type == "ReduceL1") return reduce(op::reduce_sum, apply(op::abs, {x}), axes, keep);
+    if (type == "ReduceL2")
+        return apply(op::sqrt, {reduce(op::reduce_sum, apply(op::mul, {x, x}), axes, keep)});
+    if (type == "ReduceLogSum") return apply(op::log, {reduce(op::reduce_sum, x, axes, keep)});
+    if (type == "ReduceLogSumExp") {
+        // log(sum(exp(x))) as m + log(sum(exp(x - m))): exp alone overflows from 89 on.
+        const value m = reduce(op::reduce_max, x, axes, true);
+        const value sum = reduce(op::reduce_sum, apply(op::exp, {apply(op::sub, {x, m})}), axes, true);
+        value y = apply(op::add, {m, apply(op::log, {sum})});
+        if (!keep) {
+            std::vector<std::int64_t> sizes;
+            const std::vector<std::int64_t> shape = extents_of(x.shape());
+            for (std::int64_t i = 0; i < rank; ++i)
+                if (axes.empty() ? false : std::find(axes.begin(), axes.end(), i) == axes.end())
+                    sizes.push_back(shape[static_cast<std::size_t>(i)]);
+            y = reshape(y, sizes);
+        }
+        return y;
+    }
+    unsupported(n, "no import for this reduction yet");
+}
+
+// The first index of the largest (ArgMin: smallest) value; select_last_index reads the axis reversed.
+inline value importer::arg_extreme(const onnx_node& n, bool minimum) {
+    value x = input(n, 0);
+    const auto rank = static_cast<std::int64_t>(x.rank());
+    const std::int64_t axis = normalized_axis(int_attribute(n, "axis", 0), rank, where(n));
+    const bool keep = int_attribute(n, "keepdims", 1) != 0;
+    if (minimum) {
+        if (!is_floating(x.type())) unsupported(n, message("ArgMin of ", dtype_name(x.type())));
+        x = apply(op::neg, {x});
+    }
+    // The last extreme: the first of the axis read backwards, counted from the end.
+    const bool last = int_attribute(n, "select_last_index", 0) != 0;
+    const std::int64_t extent = x.shape()[static_cast<std::size_t>(axis)];
+    if (last) x = reversed(x, static_cast<std::size_t>(axis));
+    attributes a;
+    a.axis = axis;
+    a.keep_dims = keep;
+    const value index = g_.apply(op::argmax, {x}, a);
+    if (!last) return index;
+    return apply(op::sub, {scalar_like(static_cast<double>(extent - 1), index), index});
+}
+
+inline value importer::inverse_hyperbolic(const onnx_node& n) {
+    const value x = input(n, 0);
+    const auto k = [&](double v) { return scalar_like(v, x); };
+    const value square = apply(op::mul, {x, x});
+    if (n.op_type == "Asinh") {
+        // sign(x) log(|x| + sqrt(x^2 + 1)): the odd form, without cancellation for negative x.
+        const value magnitude = apply(op::abs, {x});
+        const value root = apply(op::sqrt, {apply(op::add, {square, k(1.0)})});
+        return apply(op::mul, {apply(op::sign, {x}), apply(op::log, {apply(op::add, {magnitude, root})})});
+    }
+    if (n.op_type == "Acosh")
+        return apply(op::log, {apply(op::add, {x, apply(op::sqrt, {apply(op::sub, {square, k(1.0)})})})});
+    // Atanh: log((1 + x) / (1 - x)) / 2
+    const value ratio = apply(op::div, {apply(op::add, {k(1.0), x}), apply(op::sub, {k(1.0), x})});
+    return apply(op::mul, {apply(op::log, {ratio}), k(0.5)});
+}
+
+// a mod b: with the divisor's sign (fmod 0, integers: a - b floor(a / b)) or the dividend's (fmod 1:
+// a - b trunc(a / b)), computed in f32 as anvil's CPU computes integers (exact below 2^24) and converted
+// back to the operands' type.
+inline value importer::modulo(const onnx_node& n) {
+    const value a = input(n, 0), b = input(n, 1);
+    const bool truncated = int_attribute(n, "fmod", 0) != 0;
+    if (is_floating(a.type()) && !truncated)
+        throw format_error(message(where(n), ": fmod must be 1 for floating-point operands"));
+    const dtype compute = is_floating(a.type()) ? a.type() : dtype::f32;
+    const value x = cast(a, compute), y = cast(b, compute);
+    value q = apply(op::div, {x, y});
+    if (truncated) {
+        q = apply(op::where,
+                  {apply(op::less, {q, scalar(0.0, compute)}), apply(op::ceil, {q}), apply(op::floor, {q})});
+    } else {
+        q = apply(op::floor, {q});
+    }
+    return cast(apply(op::sub, {x, apply(op::mul, {y, q})}), a.type());
+}
+
+// x << y (the bits shifted past the type's width dropped) or x >> y, for unsigned integers: x * 2^y
+// modulo 2^bits, or floor(x / 2^y), computed in f32 as anvil's CPU computes integers (exact below 2^24).
+inline value importer::bit_shift(const onnx_node& n) {
+    const value x = input(n, 0), y = input(n, 1);
+    const dtype type = x.type();
+    const double bits = type == dtype::u8    ? 8
+                        : type == dtype::u16 ? 16
+                        : type == dtype::u32 ? 32
+                        : type == dtype::u64 ? 64
+                                             : 0;
+    if (bits == 0) unsupported(n, message("shifting ", dtype_name(type), " (unsigned integers only)"));
+    const std::string direction = string_attribute(n, "direction", "");
+    const value a = cast(x, dtype::f32);
+    const value factor = apply(op::pow, {scalar(2.0, dtype::f32), cast(y, dtype::f32)});
+    if (direction == "RIGHT") return cast(apply(op::floor, {apply(op::div, {a, factor})}), type);
+    if (direction != "LEFT") throw format_error(message(where(n), ": direction '", direction, "'"));
+    const value shifted = apply(op::mul, {a, factor});
+    const value modulus = scalar(std::ldexp(1.0, static_cast<int>(bits)), dtype::f32);
+    const value wraps = apply(op::floor, {apply(op::div, {shifted, modulus})});
+    return cast(apply(op::sub, {shifted, apply(op::mul, {wraps, modulus})}), type);
+}
+
+// Einsum of one or two operands without repeated letters within an operand (no diagonals): letters only
+// in one operand and not in the output are summed first; then the shared ones are batch axes (kept) or
+// contracted (summed by a batched product), and the rest are free. The product is a matmul of
+// [batch, left, contracted] by [batch, contracted, right], permuted to the output's order.
+inline value importer::einsum(const onnx_node& n) {
+    std::string equation;
+    for (const char ch : string_attribute(n, "equation", ""))
+        if (ch != ' ') equation += ch;
+    const auto arrow = equation.find("->");
+    std::string output;
+    if (arrow != std::string::npos) {
+        output = equation.substr(arrow + 2);
+    } else {
+        // Implicit: the letters that appear once, in alphabetical order.
+        for (const char letter : equation)
+            if (letter != ',' && std::count(equation.begin(), equation.end(), letter) == 1) output += letter;
+        std::sort(output.begin(), output.end());
+    }
+    std::vector<std::string> terms;
+    for (std::size_t at = 0;;) {
+        const auto comma = equation.find(',', at);
+        terms.push_back(equation.substr(at, std::min(comma, arrow) - at));
+        if (comma == std::string::npos || comma > arrow) break;
+        at = comma + 1;
+    }
+    if (equation.find("...") != std::string::npos) unsupported(n, "ellipsis ('...') in the equation");
+    if (terms.size() != n.inputs.size() || terms.size() > 2) unsupported(n, "more than two operands");
+    std::vector<value> operands;
+    for (std::size_t i = 0; i < terms.size(); ++i) {
+        value v = input(n, i);
+        std::string& term = terms[i];
+        if (term.size() != v.rank())
+            throw shape_error(message(where(n), ": '", term, "' does not fit ", v.shape()));
+        for (std::size_t a = 0; a < term.size(); ++a)
+            if (term.find(term[a], a + 1) != std::string::npos)
+                unsupported(n, "a letter repeated within an operand (a diagonal)");
+        // Letters nobody else reads are summed now.
+        std::vector<std::int64_t> summed;
+        std::string kept;
+        for (std::size_t a = 0; a < term.size(); ++a) {
+            const char letter = term[a];
+            const bool elsewhere = output.find(letter) != std::string::npos ||
+                                   (terms.size() == 2 && terms[1 - i].find(letter) != std::string::npos);
+            if (elsewhere) {
+                kept += letter;
+            } else {
+                summed.push_back(static_cast<std::int64_t>(a));
+            }
+        }
+        if (!summed.empty()) v = reduce(op::reduce_sum, v, summed, false);
+        term = kept;
+        operands.push_back(v);
+    }
+    const auto extent = [&](std::size_t i, char letter) {
+        return operands[i].shape()[terms[i].find(letter)];
+    };
+    const auto order = [&](const value& v, const std::string& from, const std::string& to) {
+        std::vector<std::int64_t> axes;
+        for (const char letter : to)
+            axes.push_back(static_cast<std::int64_t>(from.find(letter)));
+        bool identity = true;
+        for (std::size_t a = 0; a < axes.size(); ++a)
+            identity = identity && axes[a] == static_cast<std::int64_t>(a);
+        return identity ? v : permute(v, axes);
+    };
+    if (operands.size() == 1) return order(operands[0], terms[0], output);
+    std::string batch, contracted, left, right;
+    for (const char letter : terms[0]) {
+        const bool shared = terms[1].find(letter) != std::string::npos;
+        const bool kept = output.find(letter) != std::string::npos;
+        (shared ? (kept ? batch : contracted) : left) += letter;
+    }
+    for (const char letter : terms[1])
+        if (terms[0].find(letter) == std::string::npos) right += letter;
+    const auto product = [&](std::size_t i, const std::string& letters) {
+        std::int64_t p = 1;
+        for (const char letter : letters)
+            p *= extent(i, letter);
+        return p;
+    };
+    for (const char letter : batch + contracted)
+        if (extent(0, letter) != extent(1, letter))
+            throw shape_error(
+                message(where(n), ": '", letter, "' is ", extent(0, letter), " and ", extent(1, letter)));
+    const std::int64_t b = product(0, batch), m = product(0, left), k = product(0, contracted),
+                       r = product(1, right);
+    const value a3 = reshape(order(operands[0], terms[0], batch + left + contracted), {b, m, k});
+    const value b3 = reshape(order(operands[1], terms[1], batch + contracted + right), {b, k, r});
+    std::vector<std::int64_t> shape;
+    for (const char letter : batch)
+        shape.push_back(extent(0, letter));
+    for (const char letter : left)
+        shape.push_back(extent(0, letter));
+    for (const char letter : right)
+        shape.push_back(extent(1, letter));
+    const value y = reshape(apply(op::matmul, {a3, b3}), shape);
+    return order(y, batch + left + right, output);
+}
+
+// A per-axis parameter (scale, zero point) shaped to broadcast along `axis` of x; a scalar as it is.
+inline value importer::along_axis(const onnx_node& n, const value& parameter, const value& x) {
+    if (parameter.rank() == 0 || parameter.shape().element_count() == 1) return reshape(parameter, {});
+    const auto axis = static_cast<std::size_t>(
+        normalized_axis(int_attribute(n, "axis", 1), static_cast<std::int64_t>(x.rank()), where(n)));
+    std::vector<std::int64_t> shape(x.rank(), 1);
+    shape[axis] = static_cast<std::int64_t>(parameter.shape().element_count());
+    return reshape(parameter, shape);
+}
+
+inline std::pair<double, double> importer::integer_range(dtype type) {
+    switch (type) {
+        case dtype::u8:
+            return {0.0, 255.0};
+        case dtype::i8:
+            return {-128.0, 127.0};
+        case dtype::u16:
+            return {0.0, 65535.0};
+        case dtype::i16:
+            return {-32768.0, 32767.0};
+        case dtype::i32:
+            return {-2147483648.0, 2147483647.0};
+        default:
+            return {0.0, 0.0};
+    }
+}
+
+// (x - zero_point) * scale, per tensor or per slice along `axis`.
+inline value importer::dequantize_linear(const onnx_node& n) {
+    const value x = input(n, 0);
+    const value scale = input(n, 1);
+    value centred = cast(x, dtype::f32);
+    if (has_input(n, 2)) centred = apply(op::sub, {centred, along_axis(n, cast(input(n, 2), dtype::f32), x)});
+    return cast(apply(op::mul, {centred, along_axis(n, cast(scale, dtype::f32), x)}), scale.type());
+}
+
+// saturate(round(x / scale) + zero_point), rounding half to even, in the zero point's type (uint8 when
+// it is left out).
+inline value importer::quantize_linear(const onnx_node& n) {
+    const value x = input(n, 0);
+    const dtype to = has_input(n, 2) ? input(n, 2).type() : dtype::u8;
+    const auto [low, high] = integer_range(to);
+    if (low == high) unsupported(n, message("quantising to ", dtype_name(to)));
+    value q = apply(op::round,
+                    {apply(op::div, {cast(x, dtype::f32), along_axis(n, cast(input(n, 1), dtype::f32), x)})});
+    if (has_input(n, 2)) q = apply(op::add, {q, along_axis(n, cast(input(n, 2), dtype::f32), x)});
+    attributes a;
+    a.min = static_cast<float>(low);
+    a.max = static_cast<float>(high);
+    return cast(apply(op::clamp, {q}, a), to);
+}
+
+// uint8 quantisation with the scale and zero point of x's own range (widened to hold 0).
+inline std::vector<value> importer::dynamic_quantize_linear(const onnx_node& n) {
+    const value x = cast(input(n, 0), dtype::f32);
+    const value zero = scalar(0.0, dtype::f32);
+    const value high = apply(op::maximum, {reduce(op::reduce_max, x, {}, false), zero});
+    const value low = apply(op::minimum, {reduce(op::reduce_min, x, {}, false), zero});
+    const value scale = apply(op::div, {apply(op::sub, {high, low}), scalar(255.0, dtype::f32)});
+    attributes byte;
+    byte.min = 0.0f;
+    byte.max = 255.0f;
+    const value zero_point =
+        apply(op::clamp, {apply(op::round, {apply(op::div, {apply(op::neg, {low}), scale})})}, byte);
+    const value q = apply(op::add, {apply(op::round, {apply(op::div, {x, scale})}), zero_point});
+    return {cast(apply(op::clamp, {q}, byte), dtype::u8), scale, cast(zero_point, dtype::u8)};
+}
+
+// 1 at the first largest value along the axis, 0 elsewhere (before opset 13: of the input read as a
+// matrix, as Softmax).
+inline value importer::hardmax(const onnx_node& n) {
+    const value x = input(n, 0);
+    const auto rank = static_cast<std::int64_t>(x.rank());
+    const auto one_hot_max = [&](const value& v, std::int64_t axis) {
+        attributes a;
+        a.axis = axis;
+        a.keep_dims = true;
+        const value index = g_.apply(op::argmax, {v}, a);
+        const auto at = static_cast<std::size_t>(axis);
+        const value hit = apply(op::equal, {index, positions_along(v.shape()[at], at, v.rank())});
+        return cast(hit, v.type());
+    };
+    if (opset_ >= 13) return one_hot_max(x, normalized_axis(int_attribute(n, "axis", -1), rank, where(n)));
+    const std::int64_t axis = normalized_axis(int_attribute(n, "axis", 1), rank, where(n));
+    std::int64_t outer = 1, inner = 1;
+    for (std::int64_t i = 0; i < rank; ++i)
+        (i < axis ? outer : inner) *= x.shape()[static_cast<std::size_t>(i)];
+    return reshape(one_hot_max(reshape(x, {outer, inner}), 1), extents_of(x.shape()));
+}
+
+// -input[n, target[n, ...], ...] * weight[target], reduced as `reduction` says; a target equal to
+// ignore_index counts for nothing (nor in the mean's total weight). The class is picked with a one-hot
+// select (equal to each class position), which also drops targets outside [0, C).
+inline value importer::negative_log_likelihood(const onnx_node& n, const value& x, const value& target,
+                                               std::optional<value> weight) {
+    if (x.rank() < 2) throw shape_error(message(where(n), ": the input ", x.shape(), " is not [N, C, ...]"));
+    const std::int64_t classes = x.shape()[1];
+    std::vector<std::int64_t> expanded = extents_of(target.shape());
+    expanded.insert(expanded.begin() + 1, 1);
+    const value hit = apply(
+        op::equal, {reshape(cast(target, dtype::i64), expanded), positions_along(classes, 1, x.rank())});
+    const value zero = scalar_like(0.0, x);
+    const value picked = reduce(op::reduce_sum, apply(op::where, {hit, x, zero}), {1}, false);
+    std::vector<float> kept(static_cast<std::size_t>(classes), 1.0f);
+    if (const onnx_attribute* ignore = n.find("ignore_index");
+        ignore != nullptr && ignore->i >= 0 && ignore->i < classes)
+        kept[static_cast<std::size_t>(ignore->i)] = 0.0f;
+    value w = cast(constant(host_tensor::from(kept, dims{classes})), x.type());
+    if (weight) w = apply(op::mul, {*weight, w});
+    std::vector<std::int64_t> along(x.rank(), 1);
+    along[1] = classes;
+    const value chosen_weight =
+        reduce(op::reduce_sum, apply(op::where, {hit, reshape(w, along), zero}), {1}, false);
+    const value loss = apply(op::neg, {apply(op::mul, {picked, chosen_weight})});
+    const std::string reduction = string_attribute(n, "reduction", "mean");
+    if (reduction == "none") return loss;
+    const value total = reduce(op::reduce_sum, loss, {}, false);
+    if (reduction == "sum") return total;
+    if (reduction != "mean") throw format_error(message(where(n), ": reduction '", reduction, "'"));
+    return apply(op::div, {total, reduce(op::reduce_sum, chosen_weight, {}, false)});
+}
+
+inline value importer::activation(const onnx_node& n) {
+    const std::string& type = n.op_type;
+    const value x = input(n, 0);
+    const auto k = [&](double v) { return scalar_like(v, x); };
+    const auto relu = [&](const value& v) { return apply(op::relu, {v}); };
+    const auto negative_part = [&](const value& v) { return apply(op::minimum, {v, k(0.0)}); };
+    // alpha * (exp(min(x, 0) / scale) - 1): Elu's and Celu's negative side, which never overflows.
+    const auto exp_minus_one = [&](double alpha, double scale) {
+        value inside = negative_part(x);
+        if (scale != 1.0) inside = apply(op::div, {inside, k(scale)});
+        return apply(op::mul, {k(alpha), apply(op::sub, {apply(op::exp, {inside}), k(1.0)})});
+    };
+    if (type == "Elu")
+        return apply(op::add, {relu(x), exp_minus_one(float_attribute(n, "alpha", 1.0f), 1.0)});
+    if (type == "Celu") {
+        const double alpha = float_attribute(n, "alpha", 1.0f);
+        return apply(op::add, {relu(x), exp_minus_one(alpha, alpha)});
+    }
+    if (type == "Selu") {
+        const double alpha = float_attribute(n, "alpha", 1.67326319217681884765625f);
+        const double gamma = float_attribute(n, "gamma", 1.05070102214813232421875f);
+        return apply(op::mul, {k(gamma), apply(op::add, {relu(x), exp_minus_one(alpha, 1.0)})});
+    }
+    if (type == "LeakyRelu") {
+        const double alpha = float_attribute(n, "alpha", 0.01f);
+        return apply(op::add, {relu(x), apply(op::mul, {k(alpha), negative_part(x)})});
+    }
+    if (type == "PRelu") {
+        value slope = input(n, 1);
+        // Before opset 7 a slope [C] applied along the channel axis (axis 1), not numpy's last one.
+        if (opset_ < 7 && slope.rank() == 1 && x.rank() > 2 && slope.shape()[0] == x.shape()[1]) {
+            std::vector<std::int64_t> sizes(x.rank() - 1, 1);
+            sizes[0] = slope.shape()[0];
+            slope = reshape(slope, sizes);
+        }
+        return apply(op::add, {relu(x), apply(op::mul, {slope, negative_part(x)})});
+    }
+    if (type == "HardSigmoid" || type == "HardSwish") {
+        const double alpha = type == "HardSwish" ? 1.0 / 6.0 : float_attribute(n, "alpha", 0.2f);
+        const double beta = type == "HardSwish" ? 0.5 : float_attribute(n, "beta", 0.5f);
+        attributes unit;
+        unit.min = 0.0f;
+        unit.max = 1.0f;
+        const value h = apply(op::clamp, {apply(op::add, {apply(op::mul, {x, k(alpha)}), k(beta)})}, unit);
+        return type == "HardSwish" ? apply(op::mul, {x, h}) : h;
+    }
+    if (type == "Softplus") return apply(op::log, {apply(op::add, {apply(op::exp, {x}), k(1.0)})});
+    // Softsign
+    return apply(op::div, {x, apply(op::add, {k(1.0), apply(op::abs, {x})})});
+}
+
+}  // namespace anvil::models::onnx_detail
+// #include "anvil/models/onnx/network_ops-inl.hpp"
+// anvil: the ONNX ops of convolutional networks: Conv and ConvTranspose, pooling, batch, instance,
+// layer and local response normalisation, and Resize / Upsample.
+// Member definitions of onnx_detail::importer (importer-inl.hpp).
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+// #include "anvil/models/onnx/importer-inl.hpp"
+
+namespace anvil::models::onnx_detail {
+
+inline importer::window importer::window_of(const onnx_node& n, const value& x,
+                                            std::vector<std::int64_t> kernel) {
+    const std::size_t spatial = kernel.size();
+    window w;
+    w.kernel = std::move(kernel);
+    w.stride = ints_attribute(n, "strides").value_or(std::vector<std::int64_t>(spatial, 1));
+    w.dilation = ints_attribute(n, "dilations").value_or(std::vector<std::int64_t>(spatial, 1));
+    const std::vector<std::int64_t> pads =
+        ints_attribute(n, "pads").value_or(std::vector<std::int64_t>(2 * spatial, 0));
+    if (w.stride.size() != spatial || w.dilation.size() != spatial || pads.size() != 2 * spatial)
+        throw shape_error(
+            message(where(n), ": strides, dilations or pads do not fit ", spatial, " spatial axes"));
+    w.pad_begin.assign(pads.begin(), pads.begin() + static_cast<std::ptrdiff_t>(spatial));
+    w.pad_end.assign(pads.begin() + static_cast<std::ptrdiff_t>(spatial), pads.end());
+    const std::string auto_pad = string_attribute(n, "auto_pad", "NOTSET");
+    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+        for (std::size_t i = 0; i < spatial; ++i) {
+            const std::int64_t in = x.shape()[2 + i];
+            const std::int64_t out = (in + w.stride[i] - 1) / w.stride[i];
+            const std::int64_t span = (w.kernel[i] - 1) * w.dilation[i] + 1;
+            const std::int64_t total = std::max<std::int64_t>((out - 1) * w.stride[i] + span - in, 0);
+            const std::int64_t small = total / 2, large = total - small;
+            w.pad_begin[i] = auto_pad == "SAME_UPPER" ? small : large;
+            w.pad_end[i] = auto_pad == "SAME_UPPER" ? large : small;
+        }
+    } else if (auto_pad == "VALID") {
+        std::fill(w.pad_begin.begin(), w.pad_begin.end(), 0);
+        std::fill(w.pad_end.begin(), w.pad_end.end(), 0);
+    } else if (auto_pad != "NOTSET") {
+        throw format_error(message(where(n), ": auto_pad '", auto_pad, "'"));
+    }
+    return w;
+}
+
+// A 1-D window becomes a 2-D one of height 1 (x [N, C, L] -> [N, C, 1, L]); 3-D and more are refused.
+inline value importer::as_2d(const onnx_node& n, const value& x) {
+    if (x.rank() == 4) return x;
+    if (x.rank() == 3) return reshape(x, {x.shape()[0], x.shape()[1], 1, x.shape()[2]});
+    unsupported(n, message("a ", x.rank() > 2 ? x.rank() - 2 : 0, "-D window (anvil runs 1-D and 2-D)"));
+}
+
+inline void importer::set_window(attributes& a, const window& w) {
+    const bool one = w.kernel.size() == 1;
+    a.kernel = {one ? 1 : w.kernel[0], w.kernel.back()};
+    a.stride = {one ? 1 : w.stride[0], w.stride.back()};
+    a.dilation = {one ? 1 : w.dilation[0], w.dilation.back()};
+    a.padding = {one ? 0 : w.pad_begin[0], one ? 0 : w.pad_end[0], w.pad_begin.back(), w.pad_end.back()};
+}
+
+inline value importer::conv(const onnx_node& n) {
+    const value x = input(n, 0), weight = input(n, 1);
+    if (weight.rank() != x.rank() || x.rank() < 3)
+        throw shape_error(
+            message(where(n), ": input ", x.shape(), " and weight ", weight.shape(), " do not fit"));
+    std::vector<std::int64_t> kernel = extents_of(weight.shape());
+    kernel.erase(kernel.begin(), kernel.begin() + 2);
+    if (const auto given = ints_attribute(n, "kernel_shape"); given && *given != kernel)
+        throw shape_error(message(where(n), ": kernel_shape differs from the weight's ", weight.shape()));
+    const window w = window_of(n, x, kernel);
+    attributes a;
+    set_window(a, w);
+    a.groups = int_attribute(n, "group", 1);
+    std::vector<value> operands{as_2d(n, x), as_2d(n, weight)};
+    if (has_input(n, 2)) operands.push_back(input(n, 2));
+    const value y = g_.apply(op::conv2d, operands, a);
+    if (x.rank() == 4) return y;
+    return reshape(y, {y.shape()[0], y.shape()[1], y.shape()[3]});
+}
+
+// A transposed convolution as the convolution it is: the input spread `stride` apart (zeros between),
+// padded by (kernel - 1) * dilation less the given padding (plus output_padding after), convolved at
+// stride 1 with the weight's in and out channels swapped within each group and its window flipped. The
+// weight's rearrangement folds to a constant when the weight is one.
+inline value importer::conv_transpose(const onnx_node& n) {
+    const value x0 = input(n, 0), w0 = input(n, 1);
+    if (w0.rank() != x0.rank() || x0.rank() < 3)
+        throw shape_error(
+            message(where(n), ": input ", x0.shape(), " and weight ", w0.shape(), " do not fit"));
+    const value x = as_2d(n, x0), w = as_2d(n, w0);
+    const std::size_t spatial = x0.rank() - 2;
+    const std::int64_t groups = int_attribute(n, "group", 1);
+    const std::int64_t in_channels = x.shape()[1], per_group_out = w.shape()[1];
+    if (groups <= 0 || w.shape()[0] != in_channels || in_channels % groups != 0)
+        throw shape_error(message(where(n), ": weight ", w0.shape(), " does not fit ", in_channels,
+                                  " input channels in ", groups, " groups"));
+    const auto list = [&](std::string_view name, std::int64_t fallback) {
+        std::vector<std::int64_t> v =
+            ints_attribute(n, name).value_or(std::vector<std::int64_t>(spatial, fallback));
+        if (v.size() != spatial)
+            throw shape_error(message(where(n), ": ", name, " does not fit ", spatial, " axes"));
+        return v;
+    };
+    std::vector<std::int64_t> kernel = extents_of(w0.shape());
+    kernel.erase(kernel.begin(), kernel.begin() + 2);
+    const std::vector<std::int64_t> stride = list("strides", 1), dilation = list("dilations", 1);
+    std::vector<std::int64_t> extra = list("output_padding", 0);
+    std::vector<std::int64_t> pads =
+        ints_attribute(n, "pads").value_or(std::vector<std::int64_t>(2 * spatial, 0));
+    if (pads.size() != 2 * spatial)
+        throw shape_error(message(where(n), ": pads do not fit ", spatial, " axes"));
+    const std::string auto_pad = string_attribute(n, "auto_pad", "NOTSET");
+    std::optional<std::vector<std::int64_t>> wanted = ints_attribute(n, "output_shape");
+    if (!wanted && (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER")) {
+        wanted = std::vector<std::int64_t>();
+        for (std::size_t i = 0; i < spatial; ++i)
+            wanted->push_back(x0.shape()[2 + i] * stride[i]);
+    }
+    if (wanted) {
+        if (wanted->size() == spatial + 2) wanted->erase(wanted->begin(), wanted->begin() + 2);
+        if (wanted->size() != spatial)
+            throw shape_error(message(where(n), ": output_shape does not fit ", spatial, " axes"));
+        for (std::size_t i = 0; i < spatial; ++i) {
+            const std::int64_t total = stride[i] * (x0.shape()[2 + i] - 1) + extra[i] +
+                                       (kernel[i] - 1) * dilation[i] + 1 - (*wanted)[i];
+            // Floor division, as ONNX's reference: a negative total (an output_shape past the full
+            // result) pads the end with zeros.
+            const std::int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
+            pads[i] = auto_pad == "SAME_UPPER" ? half : total - half;
+            pads[i + spatial] = total - pads[i];
+        }
+    } else if (auto_pad == "VALID") {
+        std::fill(pads.begin(), pads.end(), 0);
+    }
+    // The weight [C_in, C_out / g, kh, kw] as a convolution's [C_out, C_in / g, kh, kw], window flipped.
+    const std::int64_t kh = w.shape()[2], kw = w.shape()[3];
+    value flipped = reshape(w, {groups, in_channels / groups, per_group_out, kh, kw});
+    flipped =
+        reshape(permute(flipped, {0, 2, 1, 3, 4}), {groups * per_group_out, in_channels / groups, kh, kw});
+    flipped = reversed(reversed(flipped, 2), 3);
+    // The input spread out: [N, C, H, 1, W, 1] padded to [N, C, H, sh, W, sw], the trailing zeros cut.
+    const bool one = spatial == 1;
+    const std::int64_t sh = one ? 1 : stride[0], sw = stride.back();
+    value spread = x;
+    if (sh > 1 || sw > 1) {
+        const std::int64_t batch = x.shape()[0], h = x.shape()[2], wd = x.shape()[3];
+        attributes p;
+        p.begin.assign(6, 0);
+        p.end.assign(6, 0);
+        p.end[3] = sh - 1;
+        p.end[5] = sw - 1;
+        spread = g_.apply(op::pad, {reshape(x, {batch, in_channels, h, 1, wd, 1})}, p);
+        spread = reshape(spread, {batch, in_channels, h * sh, wd * sw});
+        spread = slice(slice(spread, 2, 0, h * sh - (sh - 1)), 3, 0, wd * sw - (sw - 1));
+    }
+    // Padding (k - 1) d - pad before and (k - 1) d - pad + output_padding after; a negative one crops.
+    std::array<std::int64_t, 4> padding{};
+    for (std::size_t axis = 0; axis < 2; ++axis) {
+        const bool real = !(one && axis == 0);
+        const std::size_t i = one ? 0 : axis;
+        const std::int64_t reach = real ? (kernel[i] - 1) * dilation[i] : 0;
+        std::int64_t before = real ? reach - pads[i] : 0,
+                     after = real ? reach - pads[i + spatial] + extra[i] : 0;
+        const std::int64_t extent = spread.shape()[2 + axis];
+        if (before < 0 || after < 0) {
+            spread = slice(spread, 2 + axis, std::max<std::int64_t>(-before, 0),
+                           extent - std::max<std::int64_t>(-after, 0));
+            before = std::max<std::int64_t>(before, 0);
+            after = std::max<std::int64_t>(after, 0);
+        }
+        padding[2 * axis] = before;
+        padding[2 * axis + 1] = after;
+    }
+    attributes a;
+    a.padding = padding;
+    a.groups = groups;
+    a.dilation = {one ? 1 : dilation[0], dilation.back()};
+    std::vector<value> operands{spread, flipped};
+    if (has_input(n, 2)) operands.push_back(input(n, 2));
+    const value y = g_.apply(op::conv2d, operands, a);
+    if (!one) return y;
+    return reshape(y, {y.shape()[0], y.shape()[1], y.shape()[3]});
+}
+
+inline value importer::pool(const onnx_node& n, bool max) {
+    const value x = input(n, 0);
+    if (n.outputs.size() > 1 && !n.outputs[1].empty()) unsupported(n, "the indices output");
+    const auto kernel = ints_attribute(n, "kernel_shape");
+    if (!kernel) throw format_error(message(where(n), ": kernel_shape is required"));
+    if (kernel->size() + 2 != x.rank())
+        throw shape_error(message(where(n), ": kernel_shape does not fit the input ", x.shape()));
+    const window w = window_of(n, x, *kernel);
+    for (const std::int64_t d : w.dilation)
+        if (d != 1) unsupported(n, "dilated pooling windows");
+    attributes a;
+    a.ceil_mode = int_attribute(n, "ceil_mode", 0) != 0;
+    a.count_include_pad = int_attribute(n, "count_include_pad", 0) != 0;
+    if (max && int_attribute(n, "storage_order", 0) != 0) unsupported(n, "storage_order 1");
+    window padded_window = w;
+    value source = as_2d(n, x);
+    bool wide = false;
+    for (std::size_t i = 0; i < w.kernel.size(); ++i)
+        wide = wide || 2 * w.pad_begin[i] > w.kernel[i] || 2 * w.pad_end[i] > w.kernel[i];
+    if (wide) {
+        // anvil's pooling pads at most half a window (PyTorch's rule). Wider padding is made explicit:
+        // -inf around a max, zeros around an average that counts the padding; the pooling then pads
+        // nothing.
+        if ((!max && !a.count_include_pad) || a.ceil_mode)
+            unsupported(n,
+                        "padding of more than half the window without count_include_pad, or with ceil_mode");
+        attributes p;
+        p.begin.assign(4, 0);
+        p.end.assign(4, 0);
+        const bool one = w.kernel.size() == 1;
+        p.begin[2] = one ? 0 : w.pad_begin[0];
+        p.end[2] = one ? 0 : w.pad_end[0];
+        p.begin[3] = w.pad_begin.back();
+        p.end[3] = w.pad_end.back();
+        p.value = max ? -std::numeric_limits<float>::infinity() : 0.0f;
+        source = g_.apply(op::pad, {source}, p);
+        std::fill(padded_window.pad_begin.begin(), padded_window.pad_begin.end(), 0);
+        std::fill(padded_window.pad_end.begin(), padded_window.pad_end.end(), 0);
+    }
+    set_window(a, padded_window);
+    const value y = g_.apply(max ? op::max_pool2d : op::avg_pool2d, {source}, a);
+    if (x.rank() == 4) return y;
+    return reshape(y, {y.shape()[0], y.shape()[1], y.shape()[3]});
+}
+
+// ONNX: X, scale, B, mean, var; anvil: x, mean, variance, weight, bias.
+inline value importer::batch_norm(const onnx_node& n) {
+    if (int_attribute(n, "training_mode", 0) != 0 || (n.outputs.size() > 1 && !n.outputs[1].empty()))
+        unsupported(n, "training mode (running statistics)");
+    attributes a;
+    a.epsilon = float_attribute(n, "epsilon", 1e-5f);
+    return g_.apply(op::batch_norm, {input(n, 0), input(n, 3), input(n, 4), input(n, 1), input(n, 2)}, a);
+}
+
+inline value importer::instance_norm(const onnx_node& n) {
+    const value x = input(n, 0);
+    attributes a;
+    a.epsilon = float_attribute(n, "epsilon", 1e-5f);
+    a.groups = x.rank() >= 2 ? x.shape()[1] : 1;
+    return g_.apply(op::group_norm, {x, input(n, 1), input(n, 2)}, a);
+}
+
+// Over the axes from `axis` on: the last axis is anvil's layer_norm; several are flattened into one
+// first. The optional Mean and InvStdDev outputs are computed the same way when asked for.
+inline std::vector<value> importer::layer_norm(const onnx_node& n) {
+    const value x = input(n, 0);
+    const auto rank = static_cast<std::int64_t>(x.rank());
+    const std::int64_t axis = normalized_axis(int_attribute(n, "axis", -1), rank, where(n));
+    const float epsilon = float_attribute(n, "epsilon", 1e-5f);
+    const std::vector<std::int64_t> shape = extents_of(x.shape());
+    std::int64_t inner = 1;
+    for (std::int64_t i = axis; i < rank; ++i)
+        inner *= shape[static_cast<std::size_t>(i)];
+    std::vector<std::int64_t> rows(shape.begin(), shape.begin() + axis);
+    rows.push_back(inner);
+    const value flat = reshape(x, rows);
+    const auto vector_of = [&](std::size_t index) {
+        const value v = input(n, index);
+        if (v.shape().element_count() != static_cast<std::size_t>(inner))
+            return broadcast_to(v, std::vector<std::int64_t>(shape.begin() + axis, shape.end()));
+        return v;
+    };
+    std::vector<value> operands{flat, reshape(vector_of(1), {inner})};
+    if (has_input(n, 2)) operands.push_back(reshape(vector_of(2), {inner}));
+    attributes a;
+    a.epsilon = epsilon;
+    std::vector<value> out{reshape(g_.apply(op::layer_norm, operands, a), shape)};
+    const bool wants_statistics =
+        (n.outputs.size() > 1 && !n.outputs[1].empty()) || (n.outputs.size() > 2 && !n.outputs[2].empty());
+    if (wants_statistics) {
+        std::vector<std::int64_t> kept = shape;
+        for (std::size_t i = static_cast<std::size_t>(axis); i < kept.size(); ++i)
+            kept[i] = 1;
+        const std::int64_t last = static_cast<std::int64_t>(rows.size()) - 1;
+        const value mean = reduce(op::reduce_mean, flat, {last}, true);
+        const value centred = apply(op::sub, {flat, mean});
+        const value variance = reduce(op::reduce_mean, apply(op::mul, {centred, centred}), {last}, true);
+        const value inv_std = apply(op::rsqrt, {apply(op::add, {variance, scalar_like(epsilon, variance)})});
+        out.push_back(reshape(mean, kept));
+        out.push_back(reshape(inv_std, kept));
+    }
+    return out;
+}
+
+// Resizing the two spatial axes of NCHW: nearest with asymmetric coordinates rounded down (Upsample's,
+// and PyTorch's 'nearest'), or linear with half-pixel or corner-aligned coordinates (PyTorch's
+// bilinear). Other modes and coordinate transforms are refused by name.
+inline value importer::resize(const onnx_node& n) {
+    const value x = input(n, 0);
+    if (x.rank() != 4) unsupported(n, message("resizing rank ", x.rank(), " (anvil resizes NCHW images)"));
+    const std::string mode = string_attribute(n, "mode", "nearest");
+    const bool upsample = n.op_type == "Upsample";
+    const std::string transform =
+        upsample ? "asymmetric" : string_attribute(n, "coordinate_transformation_mode", "half_pixel");
+    std::vector<std::int64_t> sizes;
+    std::vector<float> scales;
+    if (upsample) {
+        if (opset_ < 9) {
+            const onnx_attribute* s = n.find("scales");
+            if (s != nullptr) scales = s->floats;
+        } else {
+            scales = required(n, 1, "the scales").to_f32();
+        }
+    } else {
+        const std::size_t scales_at = opset_ < 11 ? 1 : 2, sizes_at = 3;
+        if (has_input(n, sizes_at)) sizes = required_ints(n, sizes_at, "the sizes");
+        if (sizes.empty() && has_input(n, scales_at)) scales = required(n, scales_at, "the scales").to_f32();
+        if (transform == "tf_crop_and_resize") unsupported(n, "tf_crop_and_resize");
+        if (n.find("axes") != nullptr) unsupported(n, "the axes attribute");
+        if (int_attribute(n, "antialias", 0) != 0) unsupported(n, "antialiasing");
+    }
+    const std::vector<std::int64_t> in = extents_of(x.shape());
+    if (sizes.empty()) {
+        if (scales.size() != 4) throw shape_error(message(where(n), ": scales or sizes must give 4 values"));
+        for (std::size_t i = 0; i < 4; ++i)
+            sizes.push_back(static_cast<std::int64_t>(std::floor(static_cast<float>(in[i]) * scales[i])));
+        // Output extents from scales that are not whole would use the scale, not the sizes' ratio, for
+        // the coordinates: refused rather than answered slightly off.
+        for (std::size_t i = 2; i < 4; ++i)
+            if (static_cast<float>(sizes[i]) != static_cast<float>(in[i]) * scales[i])
+                unsupported(n, "scales that do not give whole output extents");
+    }
+    if (sizes.size() != 4) throw shape_error(message(where(n), ": sizes must give 4 values"));
+    if (sizes[0] != in[0] || sizes[1] != in[1]) unsupported(n, "resizing the batch or channel axes");
+    attributes a;
+    a.sizes = {sizes[2], sizes[3]};
+    if (mode == "nearest") {
+        // anvil's nearest is floor(out * in / out_extent) (asymmetric coordinates rounded down:
+        // Upsample's and PyTorch's). Half-pixel coordinates rounded to nearest give the same pixels when
+        // each axis grows by a whole factor: (x + 0.5) / s - 0.5 stays within half a pixel of floor(x /
+        // s).
+        const std::string rounding =
+            upsample ? "floor" : string_attribute(n, "nearest_mode", "round_prefer_floor");
+        const bool whole_growth = sizes[2] % in[2] == 0 && sizes[3] % in[3] == 0;
+        const bool same = (transform == "asymmetric" && rounding == "floor") ||
+                          ((transform == "half_pixel" || transform == "pytorch_half_pixel") &&
+                           (rounding == "round_prefer_floor" || rounding == "round_prefer_ceil") &&
+                           whole_growth && sizes[2] > 1 && sizes[3] > 1);
+        if (!same)
+            unsupported(n, message("nearest with '", transform, "' coordinates and '", rounding,
+                                   "' rounding at these sizes (anvil's is asymmetric, floor: PyTorch's "
+                                   "'nearest')"));
+        return g_.apply(op::upsample_nearest, {x}, a);
+    }
+    if (mode == "linear" || mode == "bilinear") {
+        if (transform == "align_corners") {
+            a.align_corners = true;
+        } else if (transform != "half_pixel" && transform != "pytorch_half_pixel") {
+            unsupported(n, message("linear with '", transform, "' coordinates"));
+        } else if (transform == "pytorch_half_pixel" && (sizes[2] == 1 || sizes[3] == 1)) {
+            // ONNX's pytorch_half_pixel samples coordinate 0 for an extent of 1; PyTorch itself (and
+            // anvil) the half-pixel centre.
+            unsupported(n, "pytorch_half_pixel resizing an axis to one pixel");
+        }
+        return g_.apply(op::upsample_bilinear, {x}, a);
+    }
+    unsupported(n, message("mode '", mode, "'"));
+}
+
+// x / (bias + alpha / size * (sum of squares over `size` neighbouring channels))^beta.
+inline value importer::local_response_norm(const onnx_node& n) {
+    const value x = input(n, 0);
+    if (x.rank() < 3) throw shape_error(message(where(n), ": the input ", x.shape(), " is not [N, C, ...]"));
+    const std::int64_t size = int_attribute(n, "size", 0);
+    if (size <= 0) throw format_error(message(where(n), ": size must be positive"));
+    const double alpha = float_attribute(n, "alpha", 1e-4f), beta = float_attribute(n, "beta", 0.75f),
+                 bias = float_attribute(n, "bias", 1.0f);
+    const std::int64_t channels = x.shape()[1];
+    attributes a;
+    a.begin.assign(x.rank(), 0);
+    a.end.assign(x.rank(), 0);
+    a.begin[1] = (size - 1) / 2;
+    a.end[1] = size - 1 - (size - 1) / 2;
+    const value padded = g_.apply(op::pad, {apply(op::mul, {x, x})}, a);
+    value sum = slice(padded, 1, 0, channels);
+    for (std::int64_t i = 1; i < size; ++i)
+        sum = apply(op::add, {sum, slice(padded, 1, i, i + channels)});
+    const value k = apply(
+        op::add,
+        {scalar_like(bias, x), apply(op::mul, {sum, scalar_like(alpha / static_cast<double>(size), x)})});
+    return apply(op::div, {x, apply(op::pow, {k, scalar_like(beta, x)})});
+}
+
+}  // namespace anvil::models::onnx_detail
+// #include "anvil/models/onnx/recurrent_ops-inl.hpp"
+// anvil: ONNX's recurrent layers (RNN, GRU, LSTM), unrolled over their static sequence length.
+// Member definitions of onnx_detail::importer (importer-inl.hpp).
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+// #include "anvil/models/onnx/importer-inl.hpp"
+
+namespace anvil::models::onnx_detail {
+
+// RNN, GRU and LSTM, unrolled over the sequence (its length is static here): the input's projection for
+// every step at once, then per step the hidden state's projection and the gates, as onnx/Operators.md
+// writes them (gate orders: GRU z, r, h; LSTM i, o, f, c). Both directions, both layouts, peepholes,
+// GRU's linear_before_reset, LSTM's input_forget, clip, and the Sigmoid, Tanh and Relu activations.
+inline std::vector<value> importer::recurrent(const onnx_node& n) {
+    const std::string& type = n.op_type;
+    const std::int64_t gate_count = type == "LSTM" ? 4 : type == "GRU" ? 3 : 1;
+    const bool batch_first = int_attribute(n, "layout", 0) != 0;
+    value x = input(n, 0);
+    if (x.rank() != 3) throw shape_error(message(where(n), ": X ", x.shape(), " is not rank 3"));
+    if (batch_first) x = permute(x, {1, 0, 2});
+    const std::int64_t steps = x.shape()[0], batch = x.shape()[1], features = x.shape()[2];
+    const value w = input(n, 1), r = input(n, 2);
+    const std::string direction = string_attribute(n, "direction", "forward");
+    const std::int64_t directions = direction == "bidirectional" ? 2 : 1;
+    if (direction != "forward" && direction != "reverse" && direction != "bidirectional")
+        throw format_error(message(where(n), ": direction '", direction, "'"));
+    const std::int64_t hidden = w.shape()[1] / gate_count;
+    if (w.rank() != 3 || w.shape()[0] != directions || w.shape()[2] != features || r.rank() != 3 ||
+        r.shape()[1] != gate_count * hidden || r.shape()[2] != hidden)
+        throw shape_error(message(where(n), ": W ", w.shape(), " and R ", r.shape(), " do not fit X ",
+                                  x.shape(), " and ", directions, " directions"));
+    if (const onnx_attribute* size = n.find("hidden_size"); size != nullptr && size->i != hidden)
+        throw shape_error(message(where(n), ": hidden_size ", size->i, " but W holds ", hidden));
+    if (has_input(n, 4)) {
+        for (const std::int64_t length : required_ints(n, 4, "sequence_lens"))
+            if (length != steps) unsupported(n, "sequences of different lengths (sequence_lens)");
+    }
+    const bool linear_before_reset = int_attribute(n, "linear_before_reset", 0) != 0;
+    const bool input_forget = int_attribute(n, "input_forget", 0) != 0;
+    const std::optional<float> clip =
+        n.find("clip") != nullptr ? std::optional<float>(float_attribute(n, "clip", 0.0f)) : std::nullopt;
+    // The activations, per direction: RNN f; GRU f, g; LSTM f, g, h.
+    const std::size_t per_direction = type == "LSTM" ? 3 : type == "GRU" ? 2 : 1;
+    std::vector<std::string> activations;
+    if (const onnx_attribute* given = n.find("activations")) activations = given->strings;
+    if (activations.empty()) {
+        const std::vector<std::string> defaults = type == "RNN" ? std::vector<std::string>{"Tanh"}
+                                                  : type == "GRU"
+                                                      ? std::vector<std::string>{"Sigmoid", "Tanh"}
+                                                      : std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"};
+        for (std::int64_t d = 0; d < directions; ++d)
+            activations.insert(activations.end(), defaults.begin(), defaults.end());
+    }
+    if (activations.size() != per_direction * static_cast<std::size_t>(directions))
+        throw format_error(
+            message(where(n), ": ", activations.size(), " activations for ", directions, " directions"));
+    if (n.find("activation_alpha") != nullptr || n.find("activation_beta") != nullptr)
+        unsupported(n, "activation_alpha and activation_beta");
+    const auto activate = [&](const std::string& name, value v) {
+        if (clip) {
+            attributes c;
+            c.min = -*clip;
+            c.max = *clip;
+            v = apply(op::clamp, {v}, c);
+        }
+        if (name == "Sigmoid") return apply(op::sigmoid, {v});
+        if (name == "Tanh") return apply(op::tanh, {v});
+        if (name == "Relu") return apply(op::relu, {v});
+        unsupported(n, message("the activation '", name, "'"));
+    };
+    const auto of_direction = [&](const value& t, std::int64_t d, std::vector<std::int64_t> shape) {
+        return reshape(slice(t, 0, d, d + 1), std::move(shape));
+    };
+    const auto gate = [&](const value& t, std::int64_t g) {
+        return slice(t, 1, g * hidden, (g + 1) * hidden);
+    };
+    const auto initial = [&](std::size_t index, std::int64_t d) -> value {
+        if (!has_input(n, index)) return broadcast_to(scalar_like(0.0, x), {batch, hidden});
+        value h0 = input(n, index);
+        if (batch_first) h0 = permute(h0, {1, 0, 2});
+        return of_direction(h0, d, {batch, hidden});
+    };
+    std::vector<value> outputs_y, last_h, last_c;
+    for (std::int64_t d = 0; d < directions; ++d) {
+        const bool backwards = direction == "reverse" || d == 1;
+        const value wd = of_direction(w, d, {gate_count * hidden, features});
+        const value rd = of_direction(r, d, {gate_count * hidden, hidden});
+        std::optional<value> wb, rb;
+        if (has_input(n, 3)) {
+            const value bd = of_direction(input(n, 3), d, {2 * gate_count * hidden});
+            wb = slice(bd, 0, 0, gate_count * hidden);
+            rb = slice(bd, 0, gate_count * hidden, 2 * gate_count * hidden);
+        }
+        std::optional<value> peephole;
+        if (type == "LSTM" && has_input(n, 7)) peephole = of_direction(input(n, 7), d, {3 * hidden});
+        // Every step's input projection (with both biases, but GRU's h gate keeps its R bias apart when
+        // it is applied before the reset).
+        value projected = apply(op::linear, {reshape(x, {steps * batch, features}), wd});
+        if (wb) projected = apply(op::add, {projected, *wb});
+        projected = reshape(projected, {steps, batch, gate_count * hidden});
+        const std::string* f = &activations[static_cast<std::size_t>(d) * per_direction];
+        value h = initial(5, d);
+        value c = type == "LSTM" ? initial(6, d) : value{};
+        std::vector<value> ys(static_cast<std::size_t>(steps));
+        for (std::int64_t i = 0; i < steps; ++i) {
+            const std::int64_t t = backwards ? steps - 1 - i : i;
+            const value xt = reshape(slice(projected, 0, t, t + 1), {batch, gate_count * hidden});
+            value hr = apply(op::linear, {h, rd});
+            if (rb) hr = apply(op::add, {hr, *rb});
+            if (type == "RNN") {
+                h = activate(f[0], apply(op::add, {xt, hr}));
+            } else if (type == "GRU") {
+                const value z = activate(f[0], apply(op::add, {gate(xt, 0), gate(hr, 0)}));
+                const value reset = activate(f[0], apply(op::add, {gate(xt, 1), gate(hr, 1)}));
+                value candidate;
+                if (linear_before_reset) {
+                    candidate = apply(op::add, {gate(xt, 2), apply(op::mul, {reset, gate(hr, 2)})});
+                } else {
+                    const value rdh = slice(rd, 0, 2 * hidden, 3 * hidden);
+                    value recurrent_part = apply(op::linear, {apply(op::mul, {reset, h}), rdh});
+                    if (rb)
+                        recurrent_part =
+                            apply(op::add, {recurrent_part, slice(*rb, 0, 2 * hidden, 3 * hidden)});
+                    candidate = apply(op::add, {gate(xt, 2), recurrent_part});
+                }
+                const value ht = activate(f[1], candidate);
+                const value keep = apply(op::sub, {scalar_like(1.0, z), z});
+                h = apply(op::add, {apply(op::mul, {keep, ht}), apply(op::mul, {z, h})});
+            } else {
+                value pre_i = apply(op::add, {gate(xt, 0), gate(hr, 0)});
+                value pre_o = apply(op::add, {gate(xt, 1), gate(hr, 1)});
+                value pre_f = apply(op::add, {gate(xt, 2), gate(hr, 2)});
+                const value pre_c = apply(op::add, {gate(xt, 3), gate(hr, 3)});
+                if (peephole) {
+                    pre_i = apply(op::add, {pre_i, apply(op::mul, {slice(*peephole, 0, 0, hidden), c})});
+                    pre_f = apply(op::add,
+                                  {pre_f, apply(op::mul, {slice(*peephole, 0, 2 * hidden, 3 * hidden), c})});
+                }
+                const value it = activate(f[0], pre_i);
+                const value ft =
+                    input_forget ? apply(op::sub, {scalar_like(1.0, it), it}) : activate(f[0], pre_f);
+                const value ct = activate(f[1], pre_c);
+                c = apply(op::add, {apply(op::mul, {ft, c}), apply(op::mul, {it, ct})});
+                if (peephole)
+                    pre_o =
+                        apply(op::add, {pre_o, apply(op::mul, {slice(*peephole, 0, hidden, 2 * hidden), c})});
+                h = apply(op::mul, {activate(f[0], pre_o), activate(f[2], c)});
+            }
+            ys[static_cast<std::size_t>(t)] = reshape(h, {1, 1, batch, hidden});
+        }
+        attributes along_time;
+        along_time.axis = 0;
+        outputs_y.push_back(steps == 1 ? ys[0] : g_.apply(op::concat, ys, along_time));
+        last_h.push_back(reshape(h, {1, batch, hidden}));
+        if (type == "LSTM") last_c.push_back(reshape(c, {1, batch, hidden}));
+    }
+    const auto join = [&](const std::vector<value>& parts, std::int64_t axis) {
+        if (parts.size() == 1) return parts[0];
+        attributes a;
+        a.axis = axis;
+        return g_.apply(op::concat, parts, a);
+    };
+    value y = join(outputs_y, 1), y_h = join(last_h, 0);
+    if (batch_first) {
+        y = permute(y, {2, 0, 1, 3});
+        y_h = permute(y_h, {1, 0, 2});
+    }
+    std::vector<value> out{y, y_h};
+    if (type == "LSTM") out.push_back(batch_first ? permute(join(last_c, 0), {1, 0, 2}) : join(last_c, 0));
+    return out;
+}
+
+}  // namespace anvil::models::onnx_detail
+// #include "anvil/models/onnx/tensor_ops-inl.hpp"
+// anvil: the ONNX ops that move, reshape, select and make tensors (Reshape, Slice, Gather, Pad, Shape,
+// Range, ...): what decides a shape is settled at import, the data stays in the graph.
+// Member definitions of onnx_detail::importer (importer-inl.hpp).
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+// #include "anvil/models/onnx/importer-inl.hpp"
+
+namespace anvil::models::onnx_detail {
+
+// The target shape: an attribute before opset 5, an input since; 0 copies the input's extent (unless
+// allowzero, opset 14), one -1 is inferred.
+inline value importer::reshape_node(const onnx_node& n) {
+    const value x = input(n, 0);
+    std::vector<std::int64_t> sizes;
+    if (opset_ < 5) {
+        const auto shape = ints_attribute(n, "shape");
+        if (!shape) throw format_error(message(where(n), ": Reshape needs its shape attribute"));
+        sizes = *shape;
+    } else {
+        sizes = required_ints(n, 1, "the shape");
+    }
+    if (int_attribute(n, "allowzero", 0) == 0) {
+        for (std::size_t i = 0; i < sizes.size(); ++i) {
+            if (sizes[i] != 0) continue;
+            if (i >= x.rank())
+                throw shape_error(message(where(n), ": 0 at axis ", i, " past the input's rank"));
+            sizes[i] = x.shape()[i];
+        }
+    }
+    return reshape(x, std::move(sizes));
+}
+
+inline value importer::transpose(const onnx_node& n) {
+    const value x = input(n, 0);
+    std::vector<std::int64_t> axes;
+    if (const auto perm = ints_attribute(n, "perm")) {
+        axes = *perm;
+    } else {
+        for (std::size_t i = x.rank(); i-- > 0;)
+            axes.push_back(static_cast<std::int64_t>(i));
+    }
+    return permute(x, std::move(axes));
+}
+
+inline value importer::flatten(const onnx_node& n) {
+    const value x = input(n, 0);
+    const auto rank = static_cast<std::int64_t>(x.rank());
+    std::int64_t axis = int_attribute(n, "axis", 1);
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis > rank) throw shape_error(message(where(n), ": axis out of range for ", x.shape()));
+    std::int64_t outer = 1, inner = 1;
+    for (std::int64_t i = 0; i < rank; ++i)
+        (i < axis ? outer : inner) *= x.shape()[static_cast<std::size_t>(i)];
+    return reshape(x, {outer, inner});
+}
+
+inline value importer::concat(const onnx_node& n) {
+    std::vector<value> parts;
+    for (std::size_t i = 0; i < n.inputs.size(); ++i) {
+        const value part = input(n, i);
+        if (part.shape().element_count() != 0 || n.inputs.size() == 1) parts.push_back(part);
+    }
+    if (parts.empty()) parts.push_back(input(n, 0));
+    const onnx_attribute* axis = n.find("axis");
+    if (axis == nullptr) throw format_error(message(where(n), ": Concat needs its axis attribute"));
+    attributes a;
+    a.axis = axis->i;
+    if (parts.size() == 1) return parts[0];
+    return g_.apply(op::concat, parts, a);
+}
+
+// The axes: an attribute before opset 13, an input since (Squeeze's optional: every extent 1).
+inline value importer::squeeze(const onnx_node& n, bool unsqueeze) {
+    const value x = input(n, 0);
+    std::vector<std::int64_t> axes;
+    if (opset_ < 13) {
+        if (const auto a = ints_attribute(n, "axes")) axes = *a;
+    } else if (has_input(n, 1)) {
+        axes = required_ints(n, 1, "the axes");
+    }
+    const std::vector<std::int64_t> in = extents_of(x.shape());
+    const auto out_rank = static_cast<std::int64_t>(unsqueeze ? in.size() + axes.size() : in.size());
+    for (auto& axis : axes)
+        axis = normalized_axis(axis, out_rank, where(n));
+    std::vector<std::int64_t> sizes;
+    if (unsqueeze) {
+        if (axes.empty()) throw format_error(message(where(n), ": Unsqueeze needs axes"));
+        std::size_t next = 0;
+        for (std::int64_t i = 0; i < out_rank; ++i)
+            sizes.push_back(std::find(axes.begin(), axes.end(), i) != axes.end() ? 1 : in.at(next++));
+    } else {
+        for (std::size_t i = 0; i < in.size(); ++i) {
+            const bool listed =
+                std::find(axes.begin(), axes.end(), static_cast<std::int64_t>(i)) != axes.end();
+            if (listed && in[i] != 1)
+                throw shape_error(message(where(n), ": axis ", i, " of ", x.shape(), " is not 1"));
+            if (!(listed || (axes.empty() && in[i] == 1))) sizes.push_back(in[i]);
+        }
+    }
+    return reshape(x, std::move(sizes));
+}
+
+inline value importer::constant_node(const onnx_node& n) {
+    if (n.attributes.size() != 1) throw format_error(message(where(n), ": a Constant holds one attribute"));
+    const onnx_attribute& a = n.attributes[0];
+    host_tensor t;
+    if (a.name == "value" && a.tensors.size() == 1) {
+        t = onnx_host_tensor(a.tensors[0]);
+    } else if (a.name == "value_float") {
+        t = host_tensor::from(std::vector<float>{a.f}, dims{});
+    } else if (a.name == "value_floats") {
+        t = host_tensor::from(a.floats, dims{static_cast<std::int64_t>(a.floats.size())});
+    } else if (a.name == "value_int") {
+        t = host_tensor::from(std::vector<std::int64_t>{a.i}, dims{});
+    } else if (a.name == "value_ints") {
+        t = host_tensor::from(a.ints, dims{static_cast<std::int64_t>(a.ints.size())});
+    } else {
+        unsupported(n, message("a Constant's '", a.name, "' attribute"));
+    }
+    return constant(std::move(t), n.outputs[0]);
+}
+
+inline value importer::cast_node(const onnx_node& n) {
+    const value x = input(n, 0);
+    if (n.op_type == "CastLike") return cast(x, input(n, 1).type());
+    const std::int32_t to = static_cast<std::int32_t>(int_attribute(n, "to", 0));
+    const std::optional<dtype> type = onnx_dtype(to);
+    if (!type) unsupported(n, message("casting to ", onnx_type_name(to)));
+    return cast(x, *type);
+}
+
+// The input's shape (opset 15: the axes [start, end) of it), a constant: shapes are static here.
+inline value importer::shape_node(const onnx_node& n) {
+    const std::vector<std::int64_t> shape = extents_of(input(n, 0).shape());
+    const auto rank = static_cast<std::int64_t>(shape.size());
+    const auto bound = [&](std::int64_t i) {
+        return std::clamp<std::int64_t>(i < 0 ? i + rank : i, 0, rank);
+    };
+    const std::int64_t start = bound(int_attribute(n, "start", 0));
+    const std::int64_t end = std::max(start, bound(int_attribute(n, "end", rank)));
+    const std::vector<std::int64_t> part(shape.begin() + start, shape.begin() + end);
+    return constant(host_tensor::from(part, dims{static_cast<std::int64_t>(part.size())}));
+}
+
+inline value importer::size_node(const onnx_node& n) {
+    const auto count = static_cast<std::int64_t>(input(n, 0).shape().element_count());
+    return constant(host_tensor::from(std::vector<std::int64_t>{count}, dims{}));
+}
+
+inline value importer::constant_of_shape(const onnx_node& n) {
+    const std::vector<std::int64_t> shape = required_ints(n, 0, "the shape");
+    host_tensor fill = host_tensor::from(std::vector<float>{0.0f}, dims{1});
+    if (const onnx_attribute* v = n.find("value"); v != nullptr && v->tensors.size() == 1)
+        fill = onnx_host_tensor(v->tensors[0]);
+    if (fill.element_count() != 1) throw shape_error(message(where(n), ": the value must be one element"));
+    for (const std::int64_t d : shape)
+        if (d < 0) throw shape_error(message(where(n), ": negative extent in the shape"));
+    host_tensor out(fill.type(), dims(shape));
+    const std::size_t size = dtype_size(fill.type());
+    for (std::size_t i = 0; i < out.element_count(); ++i)
+        std::memcpy(static_cast<std::byte*>(out.raw()) + i * size, fill.raw(), size);
+    return constant(std::move(out));
+}
+
+// start, start + delta, ... up to limit (exclusive): settled at import, in the inputs' type.
+inline value importer::range(const onnx_node& n) {
+    const host_tensor start = required(n, 0, "the start"), limit = required(n, 1, "the limit"),
+                      delta = required(n, 2, "the delta");
+    for (const host_tensor* t : {&start, &limit, &delta})
+        if (t->element_count() != 1)
+            throw shape_error(message(where(n), ": start, limit and delta are scalars"));
+    const dtype type = start.type();
+    if (is_floating(type)) {
+        const double first = start.to_f32()[0], last = limit.to_f32()[0], step = delta.to_f32()[0];
+        if (step == 0) throw shape_error(message(where(n), ": delta is 0"));
+        const auto count = static_cast<std::int64_t>(std::max(std::ceil((last - first) / step), 0.0));
+        std::vector<double> values;
+        for (std::int64_t i = 0; i < count; ++i)
+            values.push_back(first + static_cast<double>(i) * step);
+        host_tensor out(type, dims{count});
+        if (type == dtype::f64) {
+            std::memcpy(out.raw(), values.data(), values.size() * sizeof(double));
+            return constant(std::move(out));
+        }
+        std::vector<float> narrowed(values.begin(), values.end());
+        return cast(constant(host_tensor::from(narrowed, dims{count})), type);
+    }
+    const std::int64_t first = integers_of(start)[0], last = integers_of(limit)[0],
+                       step = integers_of(delta)[0];
+    if (step == 0) throw shape_error(message(where(n), ": delta is 0"));
+    const std::int64_t count = std::max<std::int64_t>((last - first + step + (step > 0 ? -1 : 1)) / step, 0);
+    std::vector<std::int64_t> values;
+    for (std::int64_t i = 0; i < count; ++i)
+        values.push_back(first + i * step);
+    return cast(constant(host_tensor::from(values, dims{count})), type);
+}
+
+// Inference: the data passes unchanged; the mask, when asked for, is all true.
+inline std::vector<value> importer::dropout(const onnx_node& n) {
+    const value x = input(n, 0);
+    if (has_input(n, 2)) {
+        const std::vector<std::int64_t> training = required_ints(n, 2, "training_mode");
+        if (!training.empty() && training[0] != 0) unsupported(n, "training_mode (random masks)");
+    }
+    if (opset_ < 7 && int_attribute(n, "is_test", 0) == 0) unsupported(n, "training (is_test = 0)");
+    host_tensor mask(dtype::boolean, x.shape());
+    std::memset(mask.raw(), 1, mask.byte_size());
+    return {x, constant(std::move(mask))};
+}
+
+inline value importer::expand(const onnx_node& n) {
+    const value x = input(n, 0);
+    const std::vector<std::int64_t> shape = required_ints(n, 1, "the shape");
+    const dims from = x.shape();
+    // numpy's broadcast of x's shape and the given one (either may be 1 where the other is not).
+    std::vector<std::int64_t> out(std::max(shape.size(), from.rank()), 1);
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        const std::size_t back = out.size() - i;
+        const std::int64_t a = back <= from.rank() ? from[from.rank() - back] : 1;
+        const std::int64_t b = back <= shape.size() ? shape[shape.size() - back] : 1;
+        if (a != b && a != 1 && b != 1)
+            throw shape_error(message(where(n), ": ", x.shape(), " does not expand to ",
+                                      anvil::detail::extents_to_string(shape, false)));
+        out[i] = a == 1 ? b : a;
+    }
+    return broadcast_to(x, out);
+}
+
+inline value importer::tile(const onnx_node& n) {
+    value x = input(n, 0);
+    const std::vector<std::int64_t> repeats = required_ints(n, 1, "the repeats");
+    if (repeats.size() != x.rank())
+        throw shape_error(message(where(n), ": ", repeats.size(), " repeats for ", x.shape()));
+    for (std::size_t axis = 0; axis < repeats.size(); ++axis) {
+        if (repeats[axis] < 0) throw shape_error(message(where(n), ": a negative repeat"));
+        if (repeats[axis] == 1) continue;
+        if (repeats[axis] == 0) return slice(x, axis, 0, 0);
+        std::vector<value> copies(static_cast<std::size_t>(repeats[axis]), x);
+        attributes a;
+        a.axis = static_cast<std::int64_t>(axis);
+        x = g_.apply(op::concat, copies, a);
+    }
+    return x;
+}
+
+// Negative indices count from the end: settled here when the indices are constants, selected at run
+// time otherwise.
+inline value importer::gather(const onnx_node& n) {
+    const value data = input(n, 0);
+    const auto rank = static_cast<std::int64_t>(data.rank());
+    const std::int64_t axis = normalized_axis(int_attribute(n, "axis", 0), rank, where(n));
+    const std::int64_t extent = data.shape()[static_cast<std::size_t>(axis)];
+    value indices;
+    if (std::optional<host_tensor> constant_indices = known(n.inputs.at(1), where(n), false)) {
+        std::vector<std::int64_t> values = integers_of(*constant_indices);
+        for (auto& v : values) {
+            if (v < -extent || v >= extent)
+                throw shape_error(message(where(n), ": index ", v, " is out of range for extent ", extent));
+            if (v < 0) v += extent;
+        }
+        indices = constant(host_tensor::from(values, constant_indices->shape()));
+    } else {
+        const value given = input(n, 1);
+        indices = apply(op::where,
+                        {apply(op::less, {given, scalar_like(0.0, given)}),
+                         apply(op::add, {given, scalar_like(static_cast<double>(extent), given)}), given});
+    }
+    attributes a;
+    a.axis = axis;
+    return apply(op::gather, {data, indices}, a);
+}
+
+// starts, ends, axes, steps: attributes before opset 10, inputs since. anvil slices forwards only.
+inline value importer::slice_node(const onnx_node& n) {
+    const value x = input(n, 0);
+    const auto rank = static_cast<std::int64_t>(x.rank());
+    std::vector<std::int64_t> starts, ends, axes, steps;
+    if (opset_ < 10) {
+        starts = ints_attribute(n, "starts").value_or(std::vector<std::int64_t>{});
+        ends = ints_attribute(n, "ends").value_or(std::vector<std::int64_t>{});
+        axes = ints_attribute(n, "axes").value_or(std::vector<std::int64_t>{});
+    } else {
+        starts = required_ints(n, 1, "the starts");
+        ends = required_ints(n, 2, "the ends");
+        if (has_input(n, 3)) axes = required_ints(n, 3, "the axes");
+        if (has_input(n, 4)) steps = required_ints(n, 4, "the steps");
+    }
+    if (axes.empty())
+        for (std::size_t i = 0; i < starts.size(); ++i)
+            axes.push_back(static_cast<std::int64_t>(i));
+    if (steps.empty()) steps.assign(starts.size(), 1);
+    if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
+        throw shape_error(message(where(n), ": starts, ends, axes and steps differ in length"));
+    attributes a;
+    const std::vector<std::int64_t> shape = extents_of(x.shape());
+    a.begin.assign(shape.size(), 0);
+    a.end = shape;
+    a.step.assign(shape.size(), 1);
+    std::vector<std::pair<std::size_t, std::vector<std::int64_t>>> backwards;
+    for (std::size_t i = 0; i < starts.size(); ++i) {
+        const auto axis = static_cast<std::size_t>(normalized_axis(axes[i], rank, where(n)));
+        if (steps[i] == 0) throw shape_error(message(where(n), ": step 0"));
+        const std::int64_t extent = shape[axis];
+        if (steps[i] < 0) {
+            // ONNX clamps a backward slice's bounds to [-1, extent - 1]; the positions are then picked.
+            const auto clamp = [extent](std::int64_t v) {
+                return std::clamp<std::int64_t>(v < 0 ? v + extent : v, -1, extent - 1);
+            };
+            std::vector<std::int64_t> positions;
+            for (std::int64_t at = clamp(starts[i]); at > clamp(ends[i]); at += steps[i])
+                positions.push_back(at);
+            backwards.emplace_back(axis, std::move(positions));
+            continue;
+        }
+        const auto clamp = [extent](std::int64_t v) {
+            return std::clamp<std::int64_t>(v < 0 ? v + extent : v, 0, extent);
+        };
+        a.begin[axis] = clamp(starts[i]);
+        a.end[axis] = clamp(ends[i]);
+        a.step[axis] = steps[i];
+    }
+    value y = g_.apply(op::slice, {x}, a);
+    for (const auto& [axis, positions] : backwards)
+        y = positions.empty() ? slice(y, axis, 0, 0) : pick(y, axis, positions);
+    return y;
+}
+
+// The parts: the `split` attribute (input since opset 13), or equal parts.
+inline std::vector<value> importer::split(const onnx_node& n) {
+    const value x = input(n, 0);
+    const auto rank = static_cast<std::int64_t>(x.rank());
+    const auto axis = static_cast<std::size_t>(normalized_axis(int_attribute(n, "axis", 0), rank, where(n)));
+    const std::int64_t extent = x.shape()[axis];
+    std::vector<std::int64_t> parts;
+    if (opset_ < 13) {
+        parts = ints_attribute(n, "split").value_or(std::vector<std::int64_t>{});
+    } else if (has_input(n, 1)) {
+        parts = required_ints(n, 1, "the split");
+    }
+    if (parts.empty()) {
+        const auto count = static_cast<std::int64_t>(n.outputs.size());
+        const std::int64_t each = (extent + count - 1) / count;
+        for (std::int64_t at = 0; at < extent; at += each)
+            parts.push_back(std::min(each, extent - at));
+    }
+    std::int64_t total = 0;
+    for (const std::int64_t p : parts) {
+        if (p < 0) throw shape_error(message(where(n), ": a negative part"));
+        total += p;
+    }
+    if (total != extent || parts.size() != n.outputs.size())
+        throw shape_error(message(where(n), ": parts ", anvil::detail::extents_to_string(parts, false),
+                                  " do not split extent ", extent, " into ", n.outputs.size(), " outputs"));
+    std::vector<value> out;
+    std::int64_t at = 0;
+    for (const std::int64_t p : parts) {
+        out.push_back(slice(x, axis, at, at + p));
+        at += p;
+    }
+    return out;
+}
+
+// Constant padding (pads: an attribute before opset 11, an input since); negative pads crop.
+inline value importer::pad(const onnx_node& n) {
+    value x = input(n, 0);
+    const std::string mode = string_attribute(n, "mode", "constant");
+    if (mode != "constant") unsupported(n, message("mode '", mode, "' (anvil pads with a constant)"));
+    std::vector<std::int64_t> pads;
+    float fill = 0.0f;
+    if (opset_ < 11) {
+        pads = ints_attribute(n, "pads").value_or(
+            ints_attribute(n, "paddings").value_or(std::vector<std::int64_t>{}));
+        fill = float_attribute(n, "value", 0.0f);
+    } else {
+        pads = required_ints(n, 1, "the pads");
+        fill = optional_scalar(n, 2, "the constant value").value_or(0.0f);
+    }
+    const std::size_t rank = x.rank();
+    std::vector<std::int64_t> axes;
+    if (has_input(n, 3)) {
+        for (const std::int64_t a : required_ints(n, 3, "the axes"))
+            axes.push_back(normalized_axis(a, static_cast<std::int64_t>(rank), where(n)));
+    } else {
+        for (std::size_t i = 0; i < rank; ++i)
+            axes.push_back(static_cast<std::int64_t>(i));
+    }
+    if (pads.size() != 2 * axes.size())
+        throw shape_error(message(where(n), ": ", pads.size(), " pads for ", axes.size(), " axes"));
+    attributes a;
+    a.begin.assign(rank, 0);
+    a.end.assign(rank, 0);
+    a.value = fill;
+    bool crops = false;
+    for (std::size_t i = 0; i < axes.size(); ++i) {
+        const auto axis = static_cast<std::size_t>(axes[i]);
+        a.begin[axis] = pads[i];
+        a.end[axis] = pads[i + axes.size()];
+        crops = crops || pads[i] < 0 || pads[i + axes.size()] < 0;
+    }
+    if (crops) {
+        attributes cut;
+        const std::vector<std::int64_t> shape = extents_of(x.shape());
+        for (std::size_t axis = 0; axis < rank; ++axis) {
+            cut.begin.push_back(std::max<std::int64_t>(-a.begin[axis], 0));
+            cut.end.push_back(shape[axis] - std::max<std::int64_t>(-a.end[axis], 0));
+            cut.step.push_back(1);
+            a.begin[axis] = std::max<std::int64_t>(a.begin[axis], 0);
+            a.end[axis] = std::max<std::int64_t>(a.end[axis], 0);
+        }
+        x = g_.apply(op::slice, {x}, cut);
+    }
+    return g_.apply(op::pad, {x}, a);
+}
+
+// The upper (or lower) triangle of the last two axes, from diagonal k: a select with a constant mask,
+// exact for every element type.
+inline value importer::trilu(const onnx_node& n) {
+    const value x = input(n, 0);
+    if (x.rank() < 2) throw shape_error(message(where(n), ": the input ", x.shape(), " is not a matrix"));
+    std::int64_t k = 0;
+    if (has_input(n, 1)) {
+        const std::vector<std::int64_t> given = required_ints(n, 1, "k");
+        if (given.size() != 1) throw shape_error(message(where(n), ": k must be one value"));
+        k = given[0];
+    }
+    const bool upper = int_attribute(n, "upper", 1) != 0;
+    const std::int64_t rows = x.shape()[x.rank() - 2], columns = x.shape()[x.rank() - 1];
+    host_tensor mask(dtype::boolean, dims{rows, columns});
+    auto* bits = static_cast<std::uint8_t*>(mask.raw());
+    for (std::int64_t i = 0; i < rows; ++i)
+        for (std::int64_t j = 0; j < columns; ++j)
+            bits[i * columns + j] = upper ? (j - i >= k) : (j - i <= k);
+    return apply(op::where, {constant(std::move(mask)), x, scalar_like(0.0, x)});
+}
+
+// DepthToSpace (DCR or CRD order) and SpaceToDepth as ONNX defines them: a reshape to six axes, a
+// permutation, a reshape back.
+inline value importer::depth_space(const onnx_node& n, bool to_space) {
+    const value x = input(n, 0);
+    if (x.rank() != 4) throw shape_error(message(where(n), ": the input ", x.shape(), " is not NCHW"));
+    const std::int64_t b = int_attribute(n, "blocksize", 0);
+    if (b <= 0) throw format_error(message(where(n), ": blocksize must be positive"));
+    const std::int64_t batch = x.shape()[0], c = x.shape()[1], h = x.shape()[2], w = x.shape()[3];
+    if (to_space) {
+        if (c % (b * b) != 0)
+            throw shape_error(message(where(n), ": ", c, " channels do not divide by blocksize^2"));
+        const bool crd = string_attribute(n, "mode", "DCR") == "CRD";
+        const value six =
+            crd ? reshape(x, {batch, c / (b * b), b, b, h, w}) : reshape(x, {batch, b, b, c / (b * b), h, w});
+        const value moved = crd ? permute(six, {0, 1, 4, 2, 5, 3}) : permute(six, {0, 3, 4, 1, 5, 2});
+        return reshape(moved, {batch, c / (b * b), h * b, w * b});
+    }
+    if (h % b != 0 || w % b != 0)
+        throw shape_error(message(where(n), ": ", h, "x", w, " does not divide by blocksize ", b));
+    const value six = reshape(x, {batch, c, h / b, b, w / b, b});
+    return reshape(permute(six, {0, 3, 5, 1, 2, 4}), {batch, c * b * b, h / b, w / b});
+}
+
+// The signal-processing windows of a size settled at import (periodic: of size + 1, its last value
+// dropped), as constants.
+inline value importer::window_node(const onnx_node& n) {
+    const std::vector<std::int64_t> size_values = required_ints(n, 0, "the size");
+    if (size_values.size() != 1 || size_values[0] < 0)
+        throw shape_error(message(where(n), ": the size must be one non-negative value"));
+    const std::int64_t size = size_values[0];
+    const bool periodic = int_attribute(n, "periodic", 1) != 0;
+    const double span = static_cast<double>(periodic ? size : size - 1);
+    const double pi = 3.14159265358979323846;
+    std::vector<double> values(static_cast<std::size_t>(size));
+    for (std::int64_t i = 0; i < size; ++i) {
+        const double phase = span > 0 ? 2.0 * pi * static_cast<double>(i) / span : 0.0;
+        double w = 0.0;
+        if (n.op_type == "HannWindow") w = 0.5 - 0.5 * std::cos(phase);
+        if (n.op_type == "HammingWindow") w = 25.0 / 46.0 - (21.0 / 46.0) * std::cos(phase);
+        if (n.op_type == "BlackmanWindow") w = 0.42 - 0.5 * std::cos(phase) + 0.08 * std::cos(2.0 * phase);
+        values[static_cast<std::size_t>(i)] = w;
+    }
+    const std::optional<dtype> type =
+        onnx_dtype(static_cast<std::int32_t>(int_attribute(n, "output_datatype", 1)));
+    if (!type) unsupported(n, "the output_datatype");
+    host_tensor out(dtype::f64, dims{size});
+    if (size > 0) std::memcpy(out.raw(), values.data(), values.size() * sizeof(double));
+    return cast(constant(std::move(out)), *type);
+}
+
+// 0, 1, ..., count - 1 as int64, laid along `axis` of a rank-`rank` shape (1 elsewhere).
+inline value importer::positions_along(std::int64_t count, std::size_t axis, std::size_t rank) {
+    std::vector<std::int64_t> values(static_cast<std::size_t>(count));
+    for (std::int64_t i = 0; i < count; ++i)
+        values[static_cast<std::size_t>(i)] = i;
+    std::vector<std::int64_t> shape(rank, 1);
+    shape[axis] = count;
+    return constant(host_tensor::from(values, dims(shape)));
+}
+
+// values[1] where the index (negative: counted from depth) is the position along the new axis, values[0]
+// elsewhere.
+inline value importer::one_hot(const onnx_node& n) {
+    value indices = input(n, 0);
+    const std::vector<float> depth_values = required(n, 1, "the depth").to_f32();
+    if (depth_values.size() != 1) throw shape_error(message(where(n), ": the depth must be one value"));
+    const auto depth = static_cast<std::int64_t>(depth_values[0]);
+    if (depth <= 0) throw shape_error(message(where(n), ": the depth must be positive"));
+    const value values = input(n, 2);
+    if (values.shape().element_count() != 2)
+        throw shape_error(message(where(n), ": the values must be [off, on]"));
+    const auto out_rank = static_cast<std::int64_t>(indices.rank() + 1);
+    const auto axis =
+        static_cast<std::size_t>(normalized_axis(int_attribute(n, "axis", -1), out_rank, where(n)));
+    indices = cast(indices, dtype::i64);
+    const value wrapped = apply(
+        op::where, {apply(op::less, {indices, scalar(0.0, dtype::i64)}),
+                    apply(op::add, {indices, scalar(static_cast<double>(depth), dtype::i64)}), indices});
+    std::vector<std::int64_t> expanded = extents_of(indices.shape());
+    expanded.insert(expanded.begin() + static_cast<std::ptrdiff_t>(axis), 1);
+    const value hit = apply(op::equal, {reshape(wrapped, expanded),
+                                        positions_along(depth, axis, static_cast<std::size_t>(out_rank))});
+    const value flat = reshape(values, {2});
+    return apply(op::where, {hit, reshape(slice(flat, 0, 1, 2), {}), reshape(slice(flat, 0, 0, 1), {})});
+}
+
+inline value importer::eye_like(const onnx_node& n) {
+    const value x = input(n, 0);
+    if (x.rank() != 2) throw shape_error(message(where(n), ": the input ", x.shape(), " is not a matrix"));
+    dtype type = x.type();
+    if (const onnx_attribute* to = n.find("dtype")) {
+        const std::optional<dtype> given = onnx_dtype(static_cast<std::int32_t>(to->i));
+        if (!given) unsupported(n, message("the dtype ", onnx_type_name(static_cast<std::int32_t>(to->i))));
+        type = *given;
+    }
+    const std::int64_t k = int_attribute(n, "k", 0), rows = x.shape()[0], columns = x.shape()[1];
+    std::vector<float> values(static_cast<std::size_t>(rows * columns), 0.0f);
+    for (std::int64_t i = 0; i < rows; ++i)
+        if (i + k >= 0 && i + k < columns) values[static_cast<std::size_t>(i * columns + i + k)] = 1.0f;
+    return cast(constant(host_tensor::from(values, dims{rows, columns})), type);
+}
+
+}  // namespace anvil::models::onnx_detail
+// #include "anvil/models/onnx_import.hpp"
+
+namespace anvil::models {
 
 ANVIL_INLINE onnx_import import_onnx(const onnx_model& model,
-                                     const std::map<std::string, dims, std::less<>>& input_shapes) {
+                                     const std::map<std::string, dims, std::less<>>& input_shapes,
+                                     const std::map<std::string, host_tensor, std::less<>>& input_values) {
     using anvil::detail::message;
     onnx_import result;
-    onnx_detail::importer in(model, result.g);
-    const onnx_graph& g = model.graph();
-    std::map<std::string, const onnx_tensor*, std::less<>> initializers;
-    for (const onnx_tensor& t : g.initializers) {
-        initializers[t.name] = &t;
-        in.bind_constant(t);
+    // Values give shapes too.
+    std::map<std::string, dims, std::less<>> shapes = input_shapes;
+    for (const auto& given : input_values) {
+        const auto [at, fresh] = shapes.emplace(given.first, given.second.shape());
+        if (!fresh && !(at->second == given.second.shape())) {
+            throw shape_error(message(model.source_name(), ": input '", given.first, "' is given the shape ",
+                                      at->second, " and a value of shape ", given.second.shape()));
+        }
     }
-    for (const auto& given : input_shapes) {
+    onnx_detail::importer in(model, result.g, input_values);
+    const onnx_graph& g = model.graph();
+    std::set<std::string, std::less<>> initializers;
+    for (const onnx_tensor& t : g.initializers) {
+        initializers.insert(t.name);
+        in.bind_initializer(t);
+    }
+    for (const auto& given : shapes) {
         const std::string& name = given.first;
         const bool known = std::any_of(g.inputs.begin(), g.inputs.end(),
                                        [&](const onnx_value_info& v) { return v.name == name; });
         if (!known) throw shape_error(message(model.source_name(), ": the model has no input '", name, "'"));
     }
     std::map<std::string, std::int64_t, std::less<>> symbols;
+    std::vector<std::string> inputs;
     for (const onnx_value_info& v : g.inputs) {
         if (initializers.contains(v.name)) continue;  // IR < 4 lists initializers as inputs too
         if (v.kind != "tensor") {
@@ -41106,9 +45170,9 @@ ANVIL_INLINE onnx_import import_onnx(const onnx_model& model,
             throw unsupported_error(message(model.source_name(), ": unsupported input '", v.name,
                                             "': element type ", onnx_type_name(v.elem_type)));
         }
-        const auto given = input_shapes.find(v.name);
+        const auto given = shapes.find(v.name);
         std::vector<std::int64_t> extents;
-        if (given != input_shapes.end()) {
+        if (given != shapes.end()) {
             extents.assign(given->second.begin(), given->second.end());
             if (v.has_shape && v.shape.size() != extents.size()) {
                 throw shape_error(message(model.source_name(), ": input '", v.name, "' has rank ",
@@ -41120,7 +45184,7 @@ ANVIL_INLINE onnx_import import_onnx(const onnx_model& model,
         }
         for (std::size_t i = 0; v.has_shape && i < v.shape.size(); ++i) {
             const onnx_dim& d = v.shape[i];
-            if (given == input_shapes.end()) {
+            if (given == shapes.end()) {
                 if (!d.value) {
                     throw shape_error(message(model.source_name(), ": input '", v.name, "' dim ", i, " is ",
                                               d.param.empty() ? std::string("unknown") : "'" + d.param + "'",
@@ -41141,19 +45205,25 @@ ANVIL_INLINE onnx_import import_onnx(const onnx_model& model,
                 }
             }
         }
-        in.bind(v.name, result.g.input(v.name, *type, dims(extents)));
-        result.input_names.push_back(v.name);
+        if (const auto value = input_values.find(v.name);
+            value != input_values.end() && value->second.type() != *type) {
+            throw type_error(message(model.source_name(), ": input '", v.name, "' is ",
+                                     onnx_type_name(v.elem_type), ", given ",
+                                     dtype_name(value->second.type())));
+        }
+        in.declare_input(v.name, *type, dims(extents));
+        inputs.push_back(v.name);
     }
     for (const onnx_node& n : g.nodes)
         in.node(n);
     for (const onnx_value_info& v : g.outputs) {
-        onnx_node probe;
-        probe.name = "(graph outputs)";
-        probe.op_type = "output";
-        probe.inputs = {v.name};
-        result.outputs.push_back(in.input(probe, 0));
+        result.outputs.push_back(
+            in.lookup(v.name, message(model.source_name(), ": graph output '", v.name, "'")));
         result.output_names.push_back(v.name);
     }
+    for (const std::string& name : inputs)
+        if (in.made_input(name)) result.input_names.push_back(name);
+    result.fixed_inputs.assign(in.fixed_inputs().begin(), in.fixed_inputs().end());
     return result;
 }
 
@@ -46958,1093 +51028,6 @@ ANVIL_INLINE void metaspace_decoder::decode(std::vector<std::string>& tokens) co
         const bool drop = i == 0 && scheme_ != prepend_scheme::never;
         replace_normalizer(replacement_, drop ? "" : " ").normalize(tokens[i]);
     }
-}
-
-}  // namespace anvil::detail
-// anvil: tokenizer_processors's definitions (see tokenizer_processors.hpp; compilation.hpp says when this
-// file is compiled).
-
-#include <algorithm>
-#include <cstddef>
-#include <cstdint>
-#include <utility>
-#include <vector>
-
-// #include "anvil/io/tokenizer_pipeline.hpp"
-// #include "anvil/io/tokenizer_processors.hpp"
-
-namespace anvil::detail {
-
-ANVIL_INLINE post_processor post_processor::bert(std::int32_t cls, std::int32_t sep) {
-    post_processor p;
-    p.single = {{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}};
-    p.pair = {{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}, {1, {}, 1}, {-1, {sep}, 1}};
-    return p;
-}
-
-ANVIL_INLINE post_processor post_processor::roberta(std::int32_t cls, std::int32_t sep) {
-    post_processor p;
-    p.single = {{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}};
-    p.pair = {{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}, {-1, {sep}, 0}, {1, {}, 0}, {-1, {sep}, 0}};
-    return p;
-}
-
-ANVIL_INLINE std::size_t post_processor::added_tokens(bool is_pair) const {
-    std::size_t n = 0;
-    for (const template_piece& piece : is_pair ? pair : single)
-        if (piece.sequence < 0) n += piece.ids.size();
-    return n;
-}
-
-ANVIL_INLINE encoding post_processor::apply(const std::vector<std::int32_t>& first,
-                                            const std::vector<std::int32_t>* second,
-                                            bool add_special_tokens) const {
-    encoding out;
-    const auto append = [&out](const std::vector<std::int32_t>& ids, std::int32_t type_id,
-                               std::uint8_t special) {
-        out.ids.insert(out.ids.end(), ids.begin(), ids.end());
-        out.type_ids.insert(out.type_ids.end(), ids.size(), type_id);
-        out.special_tokens_mask.insert(out.special_tokens_mask.end(), ids.size(), special);
-    };
-    for (const template_piece& piece : second ? pair : single) {
-        if (piece.sequence < 0) {
-            if (add_special_tokens) append(piece.ids, piece.type_id, 1);
-        } else {
-            append(piece.sequence == 0 ? first : *second, piece.type_id, 0);
-        }
-    }
-    return out;
-}
-
-ANVIL_INLINE void truncate_longest_first(std::vector<std::int32_t>& first, std::vector<std::int32_t>* second,
-                                         std::size_t max_length) {
-    if (!second) {
-        if (first.size() > max_length) first.resize(max_length);
-        return;
-    }
-    std::size_t n1 = first.size(), n2 = second->size();
-    if (n1 + n2 <= max_length) return;
-    const bool swapped = n1 > n2;
-    if (swapped) std::swap(n1, n2);
-    n2 = n1 > max_length ? n1 : std::max(n1, max_length - n1);
-    if (n1 + n2 > max_length) {
-        n1 = max_length / 2;
-        n2 = n1 + max_length % 2;
-    }
-    if (swapped) std::swap(n1, n2);
-    first.resize(std::min(first.size(), n1));
-    second->resize(std::min(second->size(), n2));
-}
-
-}  // namespace anvil::detail
-// anvil: tokenizer_json's definitions (see tokenizer_json.hpp; compilation.hpp says when this file is
-// compiled).
-
-#include <cstddef>
-#include <cstdint>
-#include <memory>
-#include <optional>
-#include <string>
-#include <string_view>
-#include <unordered_map>
-#include <unordered_set>
-#include <utility>
-#include <vector>
-
-// #include "anvil/core/error.hpp"
-// #include "anvil/core/json.hpp"
-// #include "anvil/io/byte_level_bpe.hpp"
-// #include "anvil/io/split_patterns.hpp"
-// #include "anvil/io/tokenizer_decoders.hpp"
-// #include "anvil/io/tokenizer_json.hpp"
-// #include "anvil/io/tokenizer_normalizers.hpp"
-// #include "anvil/io/tokenizer_pipeline.hpp"
-// #include "anvil/io/tokenizer_pre_tokenizers.hpp"
-// #include "anvil/io/tokenizer_processors.hpp"
-// #include "anvil/io/wordpiece.hpp"
-// anvil: the WordPiece model and decoder (BERT), as Hugging Face `tokenizers` models/wordpiece and
-// decoders/wordpiece.rs define them: greedy longest-match-first over the vocabulary, "##" marking a piece
-// that continues a word, and a word longer than max_input_chars_per_word (or with no match) becoming [UNK].
-
-#include <cstddef>
-#include <cstdint>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
-
-// #include "anvil/compilation.hpp"
-// #include "anvil/io/tokenizer_pipeline.hpp"
-
-namespace anvil::detail {
-
-class wordpiece_model final : public tokenizer_model {
-public:
-    // unk_id must be in vocab (tokenizer_json.hpp checks it).
-    wordpiece_model(vocabulary vocab, std::int32_t unk_id, std::string continuing_prefix,
-                    std::size_t max_input_chars_per_word);
-
-    ANVIL_INLINE void tokenize(std::string_view word, std::vector<std::int32_t>& ids) const override;
-
-    [[nodiscard]] const vocabulary& vocab() const override { return vocab_; }
-
-private:
-    static std::size_t previous_boundary(std::string_view text, std::size_t end, std::size_t floor);
-
-    vocabulary vocab_;
-    std::int32_t unk_id_;
-    std::string prefix_;
-    std::size_t max_chars_;
-    std::size_t longest_token_ = 0;
-};
-
-// Joins pieces: one continuing with the prefix loses it, any other gets a space before it; cleanup removes
-// the space before . ? ! , and the like (per token, as decoders/wordpiece.rs does).
-class wordpiece_decoder final : public decoder {
-public:
-    wordpiece_decoder(std::string prefix, bool cleanup) : prefix_(std::move(prefix)), cleanup_(cleanup) {}
-
-    ANVIL_INLINE void decode(std::vector<std::string>& tokens) const override;
-
-    static std::string cleanup(std::string text);
-
-private:
-    std::string prefix_;
-    bool cleanup_;
-};
-
-}  // namespace anvil::detail
-
-#if ANVIL_DEFINITIONS
-// #include "anvil/io/wordpiece-inl.hpp" (in the definitions at the end)
-#endif
-
-namespace anvil::detail {
-
-ANVIL_INLINE void tokenizer_data::add_tokens(std::vector<added_token> tokens) {
-    for (added_token& token : tokens) {
-        added_vocab.add(token.content, token.id);
-        if (token.special) special_ids.insert(token.id);
-        if (token.normalized) {  // Hugging Face partitions by this flag alone, special or not
-            std::string content = token.content;
-            if (normalize) normalize->normalize(content);
-            normalized_matcher.add(std::move(content), token);
-        } else {
-            raw_matcher.add(token.content, token);
-        }
-        added.push_back(std::move(token));
-    }
-}
-
-ANVIL_INLINE json_field json_field::operator[](std::size_t index) const {
-    return {source, message(path, "[", index, "]")};
-}
-
-ANVIL_INLINE void json_field::fail(std::string_view what) const {
-    throw format_error(message(source, ": ", path.empty() ? "top level" : path, ": ", what));
-}
-
-ANVIL_INLINE void json_field::unsupported(std::string_view component, std::string_view type,
-                                          std::string_view supported) const {
-    throw unsupported_error(
-        message(source, ": ", component, " type '", type, "' is not supported yet (", supported, ")"));
-}
-
-ANVIL_INLINE const json::value& json_field::expect(const json::value& v, json::kind kind) const {
-    if (v.type() != kind) {
-        constexpr std::string_view described[] = {"null",     "a boolean", "an integer", "a number",
-                                                  "a string", "an array",  "an object"};
-        fail(message("expected ", described[static_cast<int>(kind)], ", got ",
-                     described[static_cast<int>(v.type())]));
-    }
-    return v;
-}
-
-ANVIL_INLINE const json::value* member(const json::value& object, std::string_view key) {
-    const json::value* v = object.find(key);
-    return v && !v->is_null() ? v : nullptr;
-}
-
-ANVIL_INLINE const json::value& required(const json::value& object, std::string_view key,
-                                         const json_field& where) {
-    const json::value* v = member(object, key);
-    if (!v) (where / key).fail("missing");
-    return *v;
-}
-
-ANVIL_INLINE bool read_bool(const json::value& object, std::string_view key, const json_field& where,
-                            bool fallback) {
-    const json::value* v = member(object, key);
-    return v ? (where / key).expect(*v, json::kind::boolean).as_bool() : fallback;
-}
-
-ANVIL_INLINE std::string read_string(const json::value& object, std::string_view key, const json_field& where,
-                                     std::string fallback) {
-    const json::value* v = member(object, key);
-    return v ? (where / key).expect(*v, json::kind::string).as_string() : std::move(fallback);
-}
-
-ANVIL_INLINE std::int32_t read_id(const json::value& v, const json_field& where, std::int64_t limit) {
-    const std::int64_t id = where.expect(v, json::kind::integer).as_int();
-    if (id < 0 || id >= limit)
-        where.fail(message("id ", id, " is out of range (expected 0 to ", limit - 1, ")"));
-    return static_cast<std::int32_t>(id);
-}
-
-ANVIL_INLINE std::string_view type_of(const json::value& component, const json_field& where) {
-    where.expect(component, json::kind::object);
-    return (where / "type").expect(required(component, "type", where), json::kind::string).as_string();
-}
-
-ANVIL_INLINE std::int64_t id_limit(std::size_t tokens) {
-    return static_cast<std::int64_t>(2 * tokens + 1024);
-}
-
-ANVIL_INLINE vocabulary read_vocab(const json::value& v, const json_field& where, std::size_t extra_tokens) {
-    const json::object& entries = where.expect(v, json::kind::object).as_object();
-    vocabulary vocab;
-    vocab.ids.reserve(entries.size());
-    const std::int64_t limit = id_limit(entries.size() + extra_tokens);
-    for (const auto& [token, id] : entries) {
-        const json_field field = where / token;
-        if (!vocab.add(token, read_id(id, field, limit)))
-            field.fail(message("id ", id.as_int(), " is used twice"));
-    }
-    return vocab;
-}
-
-ANVIL_INLINE std::unique_ptr<normalizer> read_normalizer(const json::value& n, const json_field& where) {
-    const std::string_view type = type_of(n, where);
-    if (type == "BertNormalizer") {
-        const bool lowercase = read_bool(n, "lowercase", where, true);
-        return std::make_unique<bert_normalizer>(read_bool(n, "clean_text", where, true),
-                                                 read_bool(n, "handle_chinese_chars", where, true),
-                                                 read_bool(n, "strip_accents", where, lowercase), lowercase);
-    }
-    if (type == "Lowercase") return std::make_unique<lowercase_normalizer>();
-    if (type == "NFD") return std::make_unique<nfd_normalizer>();
-    if (type == "NFC") return std::make_unique<nfc_normalizer>();
-    if (type == "StripAccents") return std::make_unique<strip_accents_normalizer>();
-    if (type == "Prepend") return std::make_unique<prepend_normalizer>(read_string(n, "prepend", where, ""));
-    if (type == "Replace") {
-        const json::value& pattern =
-            (where / "pattern").expect(required(n, "pattern", where), json::kind::object);
-        if (const json::value* regex = member(pattern, "Regex")) {
-            const std::string& text =
-                (where / "pattern" / "Regex").expect(*regex, json::kind::string).as_string();
-            if (text != "\\s+")
-                throw unsupported_error(message(where.source, ": ", where.path, ": Replace with the Regex '",
-                                                text,
-                                                "' is not supported (String patterns, and the regex \\s+)"));
-            return std::make_unique<whitespace_runs_normalizer>(read_string(n, "content", where, ""));
-        }
-        return std::make_unique<replace_normalizer>(read_string(pattern, "String", where / "pattern", ""),
-                                                    read_string(n, "content", where, ""));
-    }
-    if (type == "Sequence") {
-        const json_field list = where / "normalizers";
-        std::vector<std::unique_ptr<normalizer>> stages;
-        const json::array& items =
-            list.expect(required(n, "normalizers", where), json::kind::array).as_array();
-        for (std::size_t i = 0; i < items.size(); ++i)
-            stages.push_back(read_normalizer(items[i], list[i]));
-        return std::make_unique<sequence_normalizer>(std::move(stages));
-    }
-    constexpr std::string_view later[] = {"NFKC", "NFKD", "Strip", "Nmt", "Precompiled", "ByteLevel"};
-    for (const std::string_view known : later)
-        if (type == known)
-            where.unsupported(
-                "normalizer", type,
-                "BertNormalizer, Lowercase, NFD, NFC, StripAccents, Prepend, Replace, Sequence");
-    (where / "type").fail(message("unknown normalizer type '", type, "'"));
-}
-
-ANVIL_INLINE std::string read_replacement(const json::value& c, const json_field& where) {
-    std::string replacement = read_string(c, "replacement", where, "\u2581");
-    std::size_t at = 0;
-    if (replacement.empty() || (next_code_point(replacement, at), at != replacement.size()))
-        (where / "replacement").fail(message("expected one character, got '", replacement, "'"));
-    return replacement;
-}
-
-ANVIL_INLINE prepend_scheme read_prepend_scheme(const json::value& c, const json_field& where) {
-    if (!member(c, "prepend_scheme"))
-        return read_bool(c, "add_prefix_space", where, true) ? prepend_scheme::always : prepend_scheme::never;
-    const std::string scheme = read_string(c, "prepend_scheme", where, "always");
-    if (scheme == "always") return prepend_scheme::always;
-    if (scheme == "first") return prepend_scheme::first;
-    if (scheme == "never") return prepend_scheme::never;
-    (where / "prepend_scheme")
-        .fail(message("expected \"always\", \"first\" or \"never\", got \"", scheme, "\""));
-}
-
-ANVIL_INLINE std::unique_ptr<pre_tokenizer> read_split(const json::value& p, const json_field& where) {
-    const json::value& pattern =
-        (where / "pattern").expect(required(p, "pattern", where), json::kind::object);
-    const json::value* regex = member(pattern, "Regex");
-    if (!regex) {
-        const std::string literal = read_string(pattern, "String", where / "pattern", "");
-        throw unsupported_error(
-            message(where.source, ": ", where.path, ": Split on the string pattern '", literal,
-                    "' is not supported yet (the Llama-3, Qwen2, GPT-2 and CLIP regexes are)"));
-    }
-    const std::string& text = (where / "pattern" / "Regex").expect(*regex, json::kind::string).as_string();
-    const auto known = recognise_split_regex(text);
-    if (!known)
-        throw unsupported_error(
-            message(where.source, ": ", where.path, ": Split regex '", text,
-                    "' is not supported (anvil matches the Llama-3, Qwen2, GPT-2 and CLIP patterns "
-                    "without a regex engine)"));
-    const std::string behavior = read_string(p, "behavior", where, "Isolated");
-    if (behavior != "Isolated" && behavior != "Removed")
-        throw unsupported_error(message(where.source, ": ", where.path, ": Split behavior '", behavior,
-                                        "' is not supported yet (Isolated, Removed)"));
-    return std::make_unique<split_pre_tokenizer>(
-        *known, behavior == "Isolated" ? split_behavior::isolated : split_behavior::removed,
-        read_bool(p, "invert", where, false));
-}
-
-ANVIL_INLINE std::unique_ptr<pre_tokenizer> read_pre_tokenizer(const json::value& p,
-                                                               const json_field& where) {
-    const std::string_view type = type_of(p, where);
-    if (type == "BertPreTokenizer") return std::make_unique<bert_pre_tokenizer>();
-    if (type == "WhitespaceSplit") return std::make_unique<whitespace_split_pre_tokenizer>();
-    if (type == "ByteLevel")
-        return std::make_unique<byte_level_pre_tokenizer>(read_bool(p, "add_prefix_space", where, true),
-                                                          read_bool(p, "use_regex", where, true));
-    if (type == "Split") return read_split(p, where);
-    if (type == "Metaspace")
-        return std::make_unique<metaspace_pre_tokenizer>(
-            read_replacement(p, where), read_prepend_scheme(p, where), read_bool(p, "split", where, true));
-    if (type == "Sequence") {
-        const json_field list = where / "pretokenizers";
-        std::vector<std::unique_ptr<pre_tokenizer>> stages;
-        const json::array& items =
-            list.expect(required(p, "pretokenizers", where), json::kind::array).as_array();
-        for (std::size_t i = 0; i < items.size(); ++i)
-            stages.push_back(read_pre_tokenizer(items[i], list[i]));
-        return std::make_unique<sequence_pre_tokenizer>(std::move(stages));
-    }
-    constexpr std::string_view later[] = {"Whitespace",         "Punctuation",    "Digits",
-                                          "CharDelimiterSplit", "UnicodeScripts", "FixedLength"};
-    for (const std::string_view known : later)
-        if (type == known)
-            where.unsupported("pre_tokenizer", type,
-                              "BertPreTokenizer, ByteLevel, WhitespaceSplit, Split, Metaspace, Sequence");
-    (where / "type").fail(message("unknown pre_tokenizer type '", type, "'"));
-}
-
-ANVIL_INLINE std::unique_ptr<tokenizer_model> read_wordpiece(const json::value& m, const json_field& where,
-                                                             std::size_t added_count) {
-    vocabulary vocab = read_vocab(required(m, "vocab", where), where / "vocab", added_count);
-    const std::string unk = read_string(m, "unk_token", where, "[UNK]");
-    const auto unk_id = vocab.find(unk);
-    if (!unk_id) (where / "unk_token").fail(message("'", unk, "' is not in the vocabulary"));
-    const json::value* max_chars = member(m, "max_input_chars_per_word");
-    const std::int64_t max =
-        max_chars ? (where / "max_input_chars_per_word").expect(*max_chars, json::kind::integer).as_int()
-                  : 100;
-    if (max < 0) (where / "max_input_chars_per_word").fail(message("expected a count, got ", max));
-    return std::make_unique<wordpiece_model>(std::move(vocab), *unk_id,
-                                             read_string(m, "continuing_subword_prefix", where, "##"),
-                                             static_cast<std::size_t>(max));
-}
-
-ANVIL_INLINE std::string add_merge(std::unordered_map<std::uint64_t, bpe_model::merge>& merges,
-                                   const vocabulary& vocab, std::string_view a, std::string_view b,
-                                   std::int32_t rank, std::string_view prefix) {
-    const auto left = vocab.find(a), right = vocab.find(b);
-    if (!left) return message("token '", a, "' is not in the vocabulary");
-    if (!right) return message("token '", b, "' is not in the vocabulary");
-    const std::string merged = std::string(a).append(b.starts_with(prefix) ? b.substr(prefix.size()) : b);
-    const auto result = vocab.find(merged);
-    if (!result) return message("the merged token '", merged, "' is not in the vocabulary");
-    merges.insert_or_assign(bpe_model::pair_key(*left, *right), bpe_model::merge{rank, *result});
-    return {};
-}
-
-ANVIL_INLINE std::unordered_map<std::uint64_t, bpe_model::merge> read_merges(const json::array& items,
-                                                                             const json_field& where,
-                                                                             const vocabulary& vocab,
-                                                                             std::string_view prefix) {
-    std::unordered_map<std::uint64_t, bpe_model::merge> merges;
-    merges.reserve(items.size());
-    for (std::size_t i = 0; i < items.size(); ++i) {
-        const json_field field = where[i];
-        std::string_view a, b;
-        if (items[i].is_string()) {
-            const std::string_view line = items[i].as_string();
-            const std::size_t space = line.find(' ');
-            if (space == std::string_view::npos || line.find(' ', space + 1) != std::string_view::npos)
-                field.fail(message("expected two tokens separated by one space, got '", line, "'"));
-            a = line.substr(0, space);
-            b = line.substr(space + 1);
-        } else {
-            const json::array& pair = field.expect(items[i], json::kind::array).as_array();
-            if (pair.size() != 2)
-                field.fail(message("expected a pair of tokens, got ", pair.size(), " items"));
-            a = field[0].expect(pair[0], json::kind::string).as_string();
-            b = field[1].expect(pair[1], json::kind::string).as_string();
-        }
-        const std::string problem = add_merge(merges, vocab, a, b, static_cast<std::int32_t>(i), prefix);
-        if (!problem.empty()) field.fail(problem);
-    }
-    return merges;
-}
-
-ANVIL_INLINE std::unique_ptr<tokenizer_model> read_bpe(const json::value& m, const json_field& where,
-                                                       std::size_t added_count) {
-    if (const json::value* dropout = member(m, "dropout")) {
-        if (!dropout->is_number()) (where / "dropout").fail("expected a number or null");
-        if (dropout->as_double() > 0.0)
-            throw unsupported_error(message(where.source, ": ", where.path, ".dropout: BPE dropout (",
-                                            dropout->as_double(),
-                                            ") is not supported (it makes encoding random)"));
-    }
-    vocabulary vocab = read_vocab(required(m, "vocab", where), where / "vocab", added_count);
-    bpe_options options;
-    options.continuing_prefix = read_string(m, "continuing_subword_prefix", where, "");
-    options.end_of_word_suffix = read_string(m, "end_of_word_suffix", where, "");
-    options.fuse_unk = read_bool(m, "fuse_unk", where, false);
-    options.byte_fallback = read_bool(m, "byte_fallback", where, false);
-    options.ignore_merges = read_bool(m, "ignore_merges", where, false);
-    if (const json::value* unk = member(m, "unk_token")) {
-        const std::string& name = (where / "unk_token").expect(*unk, json::kind::string).as_string();
-        options.unk_id = vocab.find(name);
-        if (!options.unk_id) (where / "unk_token").fail(message("'", name, "' is not in the vocabulary"));
-    }
-    if (options.byte_fallback) {
-        for (unsigned b = 0; b < 256; ++b) {
-            const std::string name = byte_fallback_token(static_cast<unsigned char>(b));
-            if (!vocab.find(name))
-                (where / "byte_fallback")
-                    .fail(message("true, but the vocabulary has no byte token '", name,
-                                  "' (byte fallback needs all 256 <0xXX> tokens)"));
-        }
-    }
-    const json::value* merges_value = member(m, "merges");
-    const json::array no_merges;
-    const json::array& items =
-        merges_value ? (where / "merges").expect(*merges_value, json::kind::array).as_array() : no_merges;
-    auto merges = read_merges(items, where / "merges", vocab, options.continuing_prefix);
-    return std::make_unique<bpe_model>(std::move(vocab), std::move(merges), std::move(options));
-}
-
-ANVIL_INLINE std::unique_ptr<tokenizer_model> read_model(const json::value& m, const json_field& where,
-                                                         std::size_t added_count) {
-    where.expect(m, json::kind::object);
-    std::string_view type;
-    if (member(m, "type")) {
-        type = type_of(m, where);
-    } else if (m.find("merges")) {  // files from before "type" was written: serde's untagged guess
-        type = "BPE";
-    } else if (m.find("continuing_subword_prefix") || m.find("max_input_chars_per_word")) {
-        type = "WordPiece";
-    } else {
-        (where / "type").fail("missing");
-    }
-    if (type == "WordPiece") return read_wordpiece(m, where, added_count);
-    if (type == "BPE") return read_bpe(m, where, added_count);
-    if (type == "Unigram" || type == "WordLevel") where.unsupported("model", type, "WordPiece, BPE");
-    (where / "type").fail(message("unknown model type '", type, "'"));
-}
-
-ANVIL_INLINE std::int32_t read_token_pair(const json::value& p, std::string_view key, const json_field& where,
-                                          std::int64_t limit) {
-    const json_field field = where / key;
-    const json::array& pair = field.expect(required(p, key, where), json::kind::array).as_array();
-    if (pair.size() != 2) field.fail(message("expected [token, id], got ", pair.size(), " items"));
-    field[0].expect(pair[0], json::kind::string);
-    return read_id(pair[1], field[1], limit);
-}
-
-ANVIL_INLINE std::vector<template_piece> read_template(const json::value& list, const json_field& where,
-                                                       const json::value* specials,
-                                                       const json_field& specials_field, std::int64_t limit) {
-    std::vector<template_piece> pieces;
-    bool placed[2] = {false, false};  // each input is placed once: truncation budgets for that
-    const json::array& items = where.expect(list, json::kind::array).as_array();
-    for (std::size_t i = 0; i < items.size(); ++i) {
-        const json_field field = where[i];
-        field.expect(items[i], json::kind::object);
-        template_piece piece;
-        if (const json::value* sequence = member(items[i], "Sequence")) {
-            const json_field f = field / "Sequence";
-            const std::string& id =
-                (f / "id").expect(required(*sequence, "id", f), json::kind::string).as_string();
-            if (id != "A" && id != "B") (f / "id").fail(message("expected \"A\" or \"B\", got \"", id, "\""));
-            piece.sequence = id == "A" ? 0 : 1;
-            const std::size_t slot = id == "A" ? 0 : 1;
-            if (placed[slot]) (f / "id").fail(message("the sequence \"", id, "\" is placed twice"));
-            placed[slot] = true;
-            piece.type_id = read_id(required(*sequence, "type_id", f), f / "type_id", 1 << 16);
-        } else if (const json::value* special = member(items[i], "SpecialToken")) {
-            const json_field f = field / "SpecialToken";
-            const std::string& id =
-                (f / "id").expect(required(*special, "id", f), json::kind::string).as_string();
-            piece.type_id = read_id(required(*special, "type_id", f), f / "type_id", 1 << 16);
-            const json::value* entry = specials ? specials->find(id) : nullptr;
-            if (!entry) (f / "id").fail(message("'", id, "' is not in post_processor.special_tokens"));
-            const json_field e = specials_field / id;
-            const json::array& ids =
-                (e / "ids").expect(required(*entry, "ids", e), json::kind::array).as_array();
-            for (std::size_t k = 0; k < ids.size(); ++k)
-                piece.ids.push_back(read_id(ids[k], (e / "ids")[k], limit));
-        } else {
-            field.fail("expected {\"Sequence\": ...} or {\"SpecialToken\": ...}");
-        }
-        pieces.push_back(std::move(piece));
-    }
-    return pieces;
-}
-
-ANVIL_INLINE post_processor read_post_processor(const json::value& p, const json_field& where,
-                                                std::int64_t limit) {
-    const std::string_view type = type_of(p, where);
-    if (type == "BertProcessing")
-        return post_processor::bert(read_token_pair(p, "cls", where, limit),
-                                    read_token_pair(p, "sep", where, limit));
-    if (type == "RobertaProcessing")
-        return post_processor::roberta(read_token_pair(p, "cls", where, limit),
-                                       read_token_pair(p, "sep", where, limit));
-    if (type == "ByteLevel") return {};
-    if (type == "TemplateProcessing") {
-        const json::value* specials = member(p, "special_tokens");
-        if (specials) (where / "special_tokens").expect(*specials, json::kind::object);
-        post_processor result;
-        result.single = read_template(required(p, "single", where), where / "single", specials,
-                                      where / "special_tokens", limit);
-        result.pair = read_template(required(p, "pair", where), where / "pair", specials,
-                                    where / "special_tokens", limit);
-        for (int s = 0; s < 2; ++s) {
-            bool a = false, b = false;
-            for (const template_piece& piece : s == 0 ? result.single : result.pair) {
-                a = a || piece.sequence == 0;
-                b = b || piece.sequence == 1;
-            }
-            if (!a || (s == 1 && !b) || (s == 0 && b))
-                (where / (s == 0 ? "single" : "pair"))
-                    .fail(s == 0 ? "expected sequence A (and not B)" : "expected sequences A and B");
-        }
-        return result;
-    }
-    if (type == "Sequence") {
-        const json_field list = where / "processors";
-        const json::array& items =
-            list.expect(required(p, "processors", where), json::kind::array).as_array();
-        post_processor result;
-        bool templated = false;
-        for (std::size_t i = 0; i < items.size(); ++i) {
-            if (type_of(items[i], list[i]) == "ByteLevel") continue;  // offsets only
-            if (templated)
-                throw unsupported_error(
-                    message(where.source, ": ", list[i].path,
-                            ": more than one post-processor that adds tokens is not supported"));
-            result = read_post_processor(items[i], list[i], limit);
-            templated = true;
-        }
-        return result;
-    }
-    (where / "type").fail(message("unknown post_processor type '", type, "'"));
-}
-
-ANVIL_INLINE std::unique_ptr<decoder> read_decoder(const json::value& d, const json_field& where) {
-    const std::string_view type = type_of(d, where);
-    if (type == "WordPiece")
-        return std::make_unique<wordpiece_decoder>(read_string(d, "prefix", where, "##"),
-                                                   read_bool(d, "cleanup", where, true));
-    if (type == "ByteLevel") return std::make_unique<byte_level_decoder>();
-    if (type == "ByteFallback") return std::make_unique<byte_fallback_decoder>();
-    if (type == "Fuse") return std::make_unique<fuse_decoder>();
-    if (type == "Metaspace")
-        return std::make_unique<metaspace_decoder>(read_replacement(d, where), read_prepend_scheme(d, where));
-    if (type == "Replace") {
-        const json::value& pattern =
-            (where / "pattern").expect(required(d, "pattern", where), json::kind::object);
-        if (!member(pattern, "String"))
-            throw unsupported_error(
-                message(where.source, ": ", where.path,
-                        ": Replace with a Regex pattern is not supported yet (String patterns)"));
-        return std::make_unique<replace_decoder>(read_string(pattern, "String", where / "pattern", ""),
-                                                 read_string(d, "content", where, ""));
-    }
-    if (type == "Strip") {
-        std::string content = read_string(d, "content", where, " ");
-        std::size_t at = 0;
-        if (content.empty() || (next_code_point(content, at), at != content.size()))
-            (where / "content").fail(message("expected one character, got '", content, "'"));
-        std::size_t counts[2] = {0, 0};
-        for (int k = 0; k < 2; ++k) {
-            const std::string_view key = k == 0 ? "start" : "stop";
-            if (const json::value* v = member(d, key)) {
-                const std::int64_t count = (where / key).expect(*v, json::kind::integer).as_int();
-                if (count < 0) (where / key).fail(message("expected a count, got ", count));
-                counts[k] = static_cast<std::size_t>(count);
-            }
-        }
-        return std::make_unique<strip_decoder>(std::move(content), counts[0], counts[1]);
-    }
-    if (type == "Sequence") {
-        const json_field list = where / "decoders";
-        std::vector<std::unique_ptr<decoder>> stages;
-        const json::array& items = list.expect(required(d, "decoders", where), json::kind::array).as_array();
-        for (std::size_t i = 0; i < items.size(); ++i)
-            stages.push_back(read_decoder(items[i], list[i]));
-        return std::make_unique<sequence_decoder>(std::move(stages));
-    }
-    constexpr std::string_view later[] = {"BPEDecoder", "CTC"};
-    for (const std::string_view known : later)
-        if (type == known)
-            where.unsupported(
-                "decoder", type,
-                "WordPiece, ByteLevel, ByteFallback, Fuse, Metaspace, Replace, Strip, Sequence");
-    (where / "type").fail(message("unknown decoder type '", type, "'"));
-}
-
-ANVIL_INLINE added_token read_added_token(const json::value& t, const json_field& field, std::int32_t id) {
-    field.expect(t, json::kind::object);
-    added_token token;
-    token.id = id;
-    token.content = (field / "content").expect(required(t, "content", field), json::kind::string).as_string();
-    if (token.content.empty()) (field / "content").fail("empty token");
-    token.special = read_bool(t, "special", field, false);
-    token.single_word = read_bool(t, "single_word", field, false);
-    token.lstrip = read_bool(t, "lstrip", field, false);
-    token.rstrip = read_bool(t, "rstrip", field, false);
-    token.normalized = read_bool(t, "normalized", field, !token.special);
-    return token;
-}
-
-ANVIL_INLINE std::vector<added_token> read_added_tokens(const json::value& list, const json_field& where) {
-    std::vector<added_token> tokens;
-    const json::array& items = where.expect(list, json::kind::array).as_array();
-    const std::int64_t limit = std::int64_t{1} << 31;
-    for (std::size_t i = 0; i < items.size(); ++i) {
-        const json_field field = where[i];
-        const json::value& t = field.expect(items[i], json::kind::object);
-        tokens.push_back(read_added_token(t, field, read_id(required(t, "id", field), field / "id", limit)));
-    }
-    return tokens;
-}
-
-ANVIL_INLINE std::shared_ptr<tokenizer_data> read_tokenizer_json(const json::value& document,
-                                                                 std::string_view source) {
-    const json_field root{source, ""};
-    root.expect(document, json::kind::object);
-    auto data = std::make_shared<tokenizer_data>();
-    data->source = std::string(source);
-    std::vector<added_token> added;
-    if (const json::value* list = member(document, "added_tokens"))
-        added = read_added_tokens(*list, root / "added_tokens");
-    data->model = read_model(required(document, "model", root), root / "model", added.size());
-    const std::size_t vocab_ids = data->model->vocab().tokens.size();
-    const std::int64_t limit = id_limit(vocab_ids + added.size());
-    for (std::size_t i = 0; i < added.size(); ++i)
-        if (added[i].id >= limit)
-            (root / "added_tokens")[i].fail(
-                message("id ", added[i].id, " is out of range (expected 0 to ", limit - 1, ")"));
-    if (const json::value* n = member(document, "normalizer"))
-        data->normalize = read_normalizer(*n, root / "normalizer");
-    if (const json::value* p = member(document, "pre_tokenizer"))
-        data->pre_tokenize = read_pre_tokenizer(*p, root / "pre_tokenizer");
-    if (const json::value* d = member(document, "decoder")) data->decode = read_decoder(*d, root / "decoder");
-    for (std::size_t i = 0; i < added.size(); ++i) {
-        const auto existing = data->added_vocab.find(added[i].content);
-        if (existing || data->added_vocab.has_id(added[i].id))
-            (root / "added_tokens")[i].fail(
-                message("token '", added[i].content, "' or id ", added[i].id, " is listed twice"));
-        data->add_tokens({added[i]});
-    }
-    if (const json::value* p = member(document, "post_processor")) {
-        data->post_process = read_post_processor(*p, root / "post_processor", limit);
-        for (const auto* pieces : {&data->post_process.single, &data->post_process.pair})
-            for (const template_piece& piece : *pieces)
-                for (const std::int32_t id : piece.ids)
-                    if (!data->has_id(id))
-                        (root / "post_processor")
-                            .fail(message("special token id ", id, " is not in the vocabulary"));
-    }
-    if (const json::value* padding = member(document, "padding")) {
-        const json_field field = root / "padding";
-        field.expect(*padding, json::kind::object);
-        if (const json::value* id = member(*padding, "pad_id"))
-            data->padding_id = read_id(*id, field / "pad_id", limit);
-    }
-    return data;
-}
-
-}  // namespace anvil::detail
-// anvil: tokenizer_files's definitions (see tokenizer_files.hpp; compilation.hpp says when this file is
-// compiled).
-
-#include <algorithm>
-#include <charconv>
-#include <climits>
-
-#include <cerrno>
-#include <cstddef>
-#include <cstdint>
-#include <cstdio>
-#include <filesystem>
-#include <map>
-#include <memory>
-#include <optional>
-#include <string>
-#include <string_view>
-#include <system_error>
-#include <utility>
-#include <vector>
-
-// #include "anvil/core/error.hpp"
-// #include "anvil/core/json.hpp"
-// #include "anvil/io/byte_level_bpe.hpp"
-// #include "anvil/io/tokenizer_files.hpp"
-// #include "anvil/io/tokenizer_json.hpp"
-// #include "anvil/io/tokenizer_normalizers.hpp"
-// #include "anvil/io/tokenizer_pre_tokenizers.hpp"
-// #include "anvil/io/wordpiece.hpp"
-
-namespace anvil::detail {
-
-ANVIL_INLINE void read_special_tokens(const json::value& document, const json_field& root,
-                                      tokenizer_config& config) {
-    for (const std::string_view key :
-         {"pad_token", "unk_token", "cls_token", "sep_token", "mask_token", "bos_token", "eos_token"}) {
-        const json::value* v = member(document, key);
-        if (!v) continue;
-        if (v->is_string()) {
-            config.tokens[std::string(key)] = v->as_string();
-        } else if (v->is_object()) {  // a serialized AddedToken
-            config.tokens[std::string(key)] =
-                (root / key / "content")
-                    .expect(required(*v, "content", root / key), json::kind::string)
-                    .as_string();
-        } else {
-            (root / key).fail("expected a string or an object with \"content\"");
-        }
-    }
-}
-
-ANVIL_INLINE bool tokenizer_config::is_special(std::string_view content) const {
-    for (const auto& [key, token] : tokens)
-        if (token == content) return true;
-    return std::find(additional_special.begin(), additional_special.end(), content) !=
-           additional_special.end();
-}
-
-// additional_special_tokens: strings, or serialized AddedTokens with a "content".
-ANVIL_INLINE void read_additional_special(const json::value& document, const json_field& root,
-                                          tokenizer_config& config) {
-    const json::value* list = member(document, "additional_special_tokens");
-    if (!list) return;
-    const json_field field = root / "additional_special_tokens";
-    const json::array& items = field.expect(*list, json::kind::array).as_array();
-    config.additional_special.clear();  // special_tokens_map.json's list replaces tokenizer_config.json's
-    for (std::size_t i = 0; i < items.size(); ++i) {
-        const json::value& item = items[i];
-        if (item.is_string()) {
-            config.additional_special.push_back(item.as_string());
-        } else if (item.is_object()) {
-            config.additional_special.push_back(
-                (field[i] / "content")
-                    .expect(required(item, "content", field[i]), json::kind::string)
-                    .as_string());
-        } else {
-            field[i].fail("expected a string or an object with \"content\"");
-        }
-    }
-}
-
-ANVIL_INLINE tokenizer_config read_tokenizer_config(const std::filesystem::path& folder) {
-    tokenizer_config config;
-    const std::filesystem::path config_path = folder / "tokenizer_config.json";
-    if (std::filesystem::is_regular_file(config_path)) {
-        const std::string name = config_path.string();
-        const json::value document = json::parse_file(config_path);
-        const json_field root{name, ""};
-        root.expect(document, json::kind::object);
-        const auto flag = [&](std::string_view key, std::optional<bool>& out) {
-            if (const json::value* v = member(document, key))
-                out = (root / key).expect(*v, json::kind::boolean).as_bool();
-        };
-        flag("do_lower_case", config.do_lower_case);
-        flag("strip_accents", config.strip_accents);
-        flag("tokenize_chinese_chars", config.tokenize_chinese_chars);
-        flag("add_prefix_space", config.add_prefix_space);
-        if (const json::value* v = member(document, "model_max_length")) {
-            if (!v->is_number()) (root / "model_max_length").fail("expected a number");
-            const double length = v->as_double();
-            if (length >= 1 && length < 1e6) config.model_max_length = static_cast<std::size_t>(length);
-        }
-        read_special_tokens(document, root, config);
-        read_additional_special(document, root, config);
-        if (const json::value* decoder = member(document, "added_tokens_decoder")) {
-            const json_field field = root / "added_tokens_decoder";
-            for (const auto& [key, entry] : field.expect(*decoder, json::kind::object).as_object()) {
-                const json_field at = field / key;
-                std::int64_t id = -1;
-                const auto [end, problem] = std::from_chars(key.data(), key.data() + key.size(), id);
-                if (problem != std::errc{} || end != key.data() + key.size() || id < 0 || id > INT32_MAX)
-                    at.fail("expected a token id (a non-negative integer) as the key");
-                config.added_tokens_decoder.push_back(
-                    read_added_token(entry, at, static_cast<std::int32_t>(id)));
-            }
-        }
-    }
-    const std::filesystem::path map_path = folder / "special_tokens_map.json";
-    if (std::filesystem::is_regular_file(map_path)) {
-        const json::value document = json::parse_file(map_path);
-        const std::string name = map_path.string();
-        const json_field root{name, ""};
-        root.expect(document, json::kind::object);
-        read_special_tokens(document, root, config);
-        read_additional_special(document, root, config);
-    }
-    return config;
-}
-
-ANVIL_INLINE void add_folder_tokens(const std::filesystem::path& folder, const tokenizer_config& config,
-                                    tokenizer_data& data) {
-    std::vector<added_token> tokens = config.added_tokens_decoder;
-    const std::filesystem::path path = folder / "added_tokens.json";
-    const std::string name = path.string();
-    if (std::filesystem::is_regular_file(path)) {
-        const json::value document = json::parse_file(path);
-        const json_field root{name, ""};
-        for (const auto& entry : root.expect(document, json::kind::object).as_object()) {
-            const std::string& content = entry.first;
-            const json::value& id = entry.second;
-            if (content.empty()) root.fail("an empty token");
-            const bool listed = std::any_of(tokens.begin(), tokens.end(),
-                                            [&](const added_token& t) { return t.content == content; });
-            if (listed) continue;  // added_tokens_decoder describes it already
-            added_token token;
-            token.content = content;
-            token.id = read_id(id, root / content, std::int64_t{1} << 31);
-            token.special = config.is_special(content);
-            token.normalized = !token.special;  // transformers' AddedToken(normalized=not special)
-            tokens.push_back(std::move(token));
-        }
-    }
-    std::vector<added_token> fresh;
-    for (added_token& token : tokens) {
-        if (const auto existing = data.added_vocab.find(token.content)) {
-            if (*existing != token.id)
-                throw format_error(message(name, ": '", token.content, "' is id ", token.id, " here but ",
-                                           *existing, " in the vocabulary"));
-            if (token.special) data.special_ids.insert(token.id);
-            continue;
-        }
-        for (const added_token& other : tokens)
-            if (other.id == token.id && other.content != token.content)
-                throw format_error(message(name, ": id ", token.id, " is given to both '", token.content,
-                                           "' and '", other.content, "'"));
-        fresh.push_back(std::move(token));
-    }
-    data.add_tokens(std::move(fresh));
-}
-
-ANVIL_INLINE std::string read_text_file(const std::filesystem::path& path) {
-    const std::string name = path.string();
-    const std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(name.c_str(), "rb"), &std::fclose);
-    if (!file) throw io_error(message(name, ": cannot open: ", std::generic_category().message(errno)));
-    std::string text;
-    char buffer[1 << 16];
-    for (std::size_t got = sizeof buffer; got == sizeof buffer;) {
-        got = std::fread(buffer, 1, sizeof buffer, file.get());
-        text.append(buffer, got);
-    }
-    if (std::ferror(file.get())) throw io_error(message(name, ": cannot read"));
-    validate_utf8(text, name);
-    return text;
-}
-
-ANVIL_INLINE std::vector<added_token> present_specials(const vocabulary& vocab,
-                                                       const std::vector<std::string>& names,
-                                                       std::string_view lstrip_token) {
-    std::vector<added_token> tokens;
-    for (const std::string& name : names) {
-        const auto id = vocab.find(name);
-        bool listed = false;
-        for (const added_token& t : tokens)
-            listed = listed || t.content == name;
-        if (!id || listed) continue;
-        added_token token;
-        token.content = name;
-        token.id = *id;
-        token.special = true;
-        token.lstrip = name == lstrip_token;
-        tokens.push_back(std::move(token));
-    }
-    return tokens;
-}
-
-ANVIL_INLINE std::shared_ptr<tokenizer_data> read_bert_vocab(const std::filesystem::path& vocab_path,
-                                                             const tokenizer_config& config) {
-    const std::string name = vocab_path.string();
-    const std::string text = read_text_file(vocab_path);
-    vocabulary vocab;
-    for_each_line(text, [&](std::size_t number, std::string_view token) {
-        const auto id = static_cast<std::int32_t>(number - 1);
-        vocab.tokens.emplace_back(token);
-        vocab.present.push_back(1);
-        vocab.ids.insert_or_assign(std::string(token), id);  // a repeated token: the later line wins, as in
-    });                                                      // transformers' load_vocab
-    auto data = std::make_shared<tokenizer_data>();
-    data->source = name;
-    const bool lowercase = config.do_lower_case.value_or(true);
-    data->normalize = std::make_unique<bert_normalizer>(true, config.tokenize_chinese_chars.value_or(true),
-                                                        config.strip_accents.value_or(lowercase), lowercase);
-    data->pre_tokenize = std::make_unique<bert_pre_tokenizer>();
-    const std::string unk = config.token("unk_token", "[UNK]"), cls = config.token("cls_token", "[CLS]"),
-                      sep = config.token("sep_token", "[SEP]");
-    const auto unk_id = vocab.find(unk), cls_id = vocab.find(cls), sep_id = vocab.find(sep);
-    if (!unk_id)
-        throw format_error(message(name, ": the unknown token '", unk, "' is not in the vocabulary"));
-    if (cls_id && sep_id) data->post_process = post_processor::bert(*cls_id, *sep_id);
-    const std::vector<added_token> specials = present_specials(
-        vocab, {config.token("pad_token", "[PAD]"), unk, cls, sep, config.token("mask_token", "[MASK]")});
-    data->model = std::make_unique<wordpiece_model>(std::move(vocab), *unk_id, "##", 100);
-    data->decode = std::make_unique<wordpiece_decoder>("##", true);
-    data->add_tokens(specials);
-    return data;
-}
-
-ANVIL_INLINE std::shared_ptr<tokenizer_data> read_gpt2_files(const std::filesystem::path& vocab_path,
-                                                             const std::filesystem::path& merges_path,
-                                                             const tokenizer_config& config) {
-    const std::string vocab_name = vocab_path.string(), merges_name = merges_path.string();
-    vocabulary vocab = read_vocab(json::parse_file(vocab_path), json_field{vocab_name, ""}, 0);
-    const std::string merges_text = read_text_file(merges_path);
-    std::unordered_map<std::uint64_t, bpe_model::merge> merges;
-    std::int32_t rank = 0;
-    for_each_line(merges_text, [&](std::size_t number, std::string_view line) {
-        if (line.empty() || line.starts_with("#version")) return;
-        const std::size_t space = line.find(' ');
-        if (space == std::string_view::npos || line.find(' ', space + 1) != std::string_view::npos)
-            throw format_error(message(merges_name, ": line ", number,
-                                       ": expected two tokens separated by one space, got '", line, "'"));
-        const std::string problem =
-            add_merge(merges, vocab, line.substr(0, space), line.substr(space + 1), rank++, "");
-        if (!problem.empty()) throw format_error(message(merges_name, ": line ", number, ": ", problem));
-    });
-    auto data = std::make_shared<tokenizer_data>();
-    data->source = vocab_name;
-    const bool roberta = vocab.find("<s>") && vocab.find("</s>");
-    std::vector<added_token> specials;
-    if (roberta) {
-        data->post_process = post_processor::roberta(*vocab.find("<s>"), *vocab.find("</s>"));
-        specials = present_specials(vocab, {"<s>", "<pad>", "</s>", "<unk>", "<mask>"}, "<mask>");
-    } else {
-        specials = present_specials(vocab, {"<|endoftext|>"});
-    }
-    data->pre_tokenize =
-        std::make_unique<byte_level_pre_tokenizer>(config.add_prefix_space.value_or(false), true);
-    data->model = std::make_unique<bpe_model>(std::move(vocab), std::move(merges), bpe_options{});
-    data->decode = std::make_unique<byte_level_decoder>();
-    data->add_tokens(specials);
-    return data;
-}
-
-}  // namespace anvil::detail
-// anvil: wordpiece's definitions (see wordpiece.hpp; compilation.hpp says when this file is compiled).
-
-#include <algorithm>
-#include <cstddef>
-#include <cstdint>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
-
-// #include "anvil/io/tokenizer_pipeline.hpp"
-// #include "anvil/io/wordpiece.hpp"
-
-namespace anvil::detail {
-
-ANVIL_INLINE wordpiece_model::wordpiece_model(vocabulary vocab, std::int32_t unk_id,
-                                              std::string continuing_prefix,
-                                              std::size_t max_input_chars_per_word)
-    : vocab_(std::move(vocab)),
-      unk_id_(unk_id),
-      prefix_(std::move(continuing_prefix)),
-      max_chars_(max_input_chars_per_word) {
-    for (const auto& token : vocab_.tokens)
-        longest_token_ = std::max(longest_token_, token.size());
-}
-
-ANVIL_INLINE void wordpiece_model::tokenize(std::string_view word, std::vector<std::int32_t>& ids) const {
-    std::size_t chars = 0;
-    for (const char c : word)
-        chars += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
-    if (chars > max_chars_) {
-        ids.push_back(unk_id_);
-        return;
-    }
-    const std::size_t first_piece = ids.size();
-    std::string continued;  // prefix + the rest of the word, so each candidate is a prefix of it
-    for (std::size_t start = 0; start < word.size();) {
-        std::string_view rest = word.substr(start);
-        std::size_t skip = 0;  // bytes of the "##" prefix in rest
-        if (start > 0) {
-            continued.assign(prefix_).append(rest);
-            rest = continued;
-            skip = prefix_.size();
-        }
-        // No candidate is longer than the longest token; start at a code point boundary within that.
-        std::size_t end = std::min(rest.size(), longest_token_);
-        while (end > skip && end < rest.size() && (static_cast<unsigned char>(rest[end]) & 0xC0) == 0x80)
-            --end;
-        std::int32_t found = -1;
-        for (; end > skip; end = previous_boundary(rest, end, skip)) {
-            if (const auto id = vocab_.find(rest.substr(0, end))) {
-                found = *id;
-                break;
-            }
-        }
-        if (found < 0) {
-            ids.resize(first_piece);
-            ids.push_back(unk_id_);
-            return;
-        }
-        ids.push_back(found);
-        start += end - skip;
-    }
-}
-
-ANVIL_INLINE std::size_t wordpiece_model::previous_boundary(std::string_view text, std::size_t end,
-                                                            std::size_t floor) {
-    do {
-        --end;
-    } while (end > floor && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80);
-    return end;
-}
-
-ANVIL_INLINE void wordpiece_decoder::decode(std::vector<std::string>& tokens) const {
-    for (std::size_t i = 0; i < tokens.size(); ++i) {
-        std::string& token = tokens[i];
-        if (i != 0) {
-            if (token.starts_with(prefix_))
-                token.erase(0, prefix_.size());
-            else
-                token.insert(token.begin(), ' ');  // not insert(0, " "): GCC 12's -Wrestrict misfires on it
-        }
-        if (cleanup_) token = cleanup(token);
-    }
-}
-
-ANVIL_INLINE std::string wordpiece_decoder::cleanup(std::string text) {
-    constexpr std::pair<std::string_view, std::string_view> rules[] = {
-        {" .", "."},   {" ?", "?"},           {" !", "!"},   {" ,", ","},     {" ' ", "'"},   {" n't", "n't"},
-        {" 'm", "'m"}, {" do not", " don't"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
-    for (const auto& [from, to] : rules) {
-        std::string out;
-        std::size_t begin = 0;
-        for (std::size_t at; (at = text.find(from, begin)) != std::string::npos; begin = at + from.size())
-            out.append(text, begin, at - begin).append(to);
-        text = std::move(out.append(text, begin));
-    }
-    return text;
 }
 
 }  // namespace anvil::detail

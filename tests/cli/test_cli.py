@@ -176,6 +176,20 @@ def main() -> int:
                   "run writes an ONNX model's output as .npy, equal to numpy's")
         else:
             check(False, f"run on an ONNX model ({result.stderr.strip()})")
+        # A Reshape target given as an input: run passes the values in, and the program is specialised to it.
+        result = anvil("run", "--model", ops / "reshape_shape_input.onnx", "--input",
+                       f"x={ops / 'reshape_shape_input.x.npy'}", "--input",
+                       f"target={ops / 'reshape_shape_input.target.npy'}", "--out-dir", tmp / "onnx_reshape")
+        want = runs["reshape_shape_input"]["outputs"]["y"]
+        if result.returncode == 0 and (tmp / "onnx_reshape" / "y.npy").exists():
+            shape, values = read_npy(tmp / "onnx_reshape" / "y.npy")
+            check(list(shape) == want["shape"] and max_relative_error(values, want["values"]) == 0,
+                  "run settles a shape given as an input from its value")
+        else:
+            check(False, f"run with a shape given as an input ({result.stderr.strip()})")
+        for path in sorted((DATA / "malformed" / "onnx_graph").glob("*.onnx")):
+            check_one_line_error(anvil("run", "--model", path, "--out-dir", tmp / "x"), 1, "anvil: error:", path.name,
+                                 what=f"run on {path.name}")
         check_one_line_error(anvil("run", "--model", DATA / "onnx" / "subgraphs.onnx", "--out-dir", tmp / "x"), 1,
                              "anvil: error:", "unsupported", "'If'", "'branch'", "opset 16",
                              what="run names an op it cannot import, its node and the opset")

@@ -60,7 +60,10 @@ inline int run_onnx(const std::vector<std::string_view>& argv, const char* argv0
         shapes.emplace(name, dims(array.shape));
     }
     const onnx_model model = onnx_model::open(*model_path);
-    const models::onnx_import imported = models::import_onnx(model, shapes);
+    // The values go in too: an input that decides a shape (a Reshape's target given as an input) is settled
+    // from its value, and this one run's program is specialised to it.
+    std::map<std::string, host_tensor, std::less<>> values(inputs.begin(), inputs.end());
+    const models::onnx_import imported = models::import_onnx(model, shapes, values);
     for (const std::string& name : imported.input_names) {
         if (!inputs.contains(name))
             throw usage_error(

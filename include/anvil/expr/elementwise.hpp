@@ -1,7 +1,7 @@
-// anvil: elementwise ops on tensors: activations, cast, arithmetic with numpy broadcasting (operators and
-// scalar operands: `x * 0.5f`, `2.0f - x`), maximum/minimum/pow, clamp and where. Static shapes broadcast at
-// compile time (a mismatch names the op and both shapes); operands of different element types are a compile
-// error.
+// anvil: elementwise ops on tensors: activations, rounding, cast, arithmetic with numpy broadcasting
+// (operators and scalar operands: `x * 0.5f`, `2.0f - x`), maximum/minimum/pow, clamp, comparisons and logic
+// (bool tensors), and where. Static shapes broadcast at compile time (a mismatch names the op and both
+// shapes); operands of different element types are a compile error.
 #pragma once
 
 #include <concepts>
@@ -165,6 +165,37 @@ template <class T, class S>
     return detail::unary<op::clamp>(x, std::move(attrs));
 }
 
+template <class T, class S>
+[[nodiscard]] tensor<T, S> erf(const tensor<T, S>& x) {
+    return detail::unary<op::erf>(x);
+}
+template <class T, class S>
+[[nodiscard]] tensor<T, S> floor(const tensor<T, S>& x) {
+    return detail::unary<op::floor>(x);
+}
+template <class T, class S>
+[[nodiscard]] tensor<T, S> ceil(const tensor<T, S>& x) {
+    return detail::unary<op::ceil>(x);
+}
+// To the nearest integer, ties to even (numpy's rint, ONNX's Round).
+template <class T, class S>
+[[nodiscard]] tensor<T, S> round(const tensor<T, S>& x) {
+    return detail::unary<op::round>(x);
+}
+// -1, 0 or 1; NaN stays NaN.
+template <class T, class S>
+[[nodiscard]] tensor<T, S> sign(const tensor<T, S>& x) {
+    return detail::unary<op::sign>(x);
+}
+template <class T, class S>
+[[nodiscard]] tensor<T, S> sin(const tensor<T, S>& x) {
+    return detail::unary<op::sin>(x);
+}
+template <class T, class S>
+[[nodiscard]] tensor<T, S> cos(const tensor<T, S>& x) {
+    return detail::unary<op::cos>(x);
+}
+
 // cast<U>(x): the elements converted to element type U.
 template <class U, class T, class Shape>
 [[nodiscard]] tensor<U, Shape> cast(const tensor<T, Shape>& x) {
@@ -265,6 +296,56 @@ template <class T, class S, scalar_number N>
 template <class T, class S, scalar_number N>
 [[nodiscard]] tensor<T, S> minimum(N number, const tensor<T, S>& x) {
     return detail::binary_with_scalar<op::minimum>(x, number, true);
+}
+
+// --- comparisons (bool tensors; NaN compares false) and logic on bool tensors, numpy broadcasting ---
+
+namespace detail {
+
+template <op Kind, class TA, class SA, class TB, class SB>
+[[nodiscard]] auto to_bool(const tensor<TA, SA>& a, const tensor<TB, SB>& b) {
+    require_same_element_type<Kind, TA, TB>();
+    require_elementwise_shapes<Kind, SA, SB>();
+    return tensor<bool, broadcast_result_t<SA, SB>>(apply_op(Kind, {a.value(), b.value()}));
+}
+
+}  // namespace detail
+
+template <class TA, class SA, class TB, class SB>
+[[nodiscard]] auto equal(const tensor<TA, SA>& a, const tensor<TB, SB>& b) {
+    return detail::to_bool<op::equal>(a, b);
+}
+template <class TA, class SA, class TB, class SB>
+[[nodiscard]] auto less(const tensor<TA, SA>& a, const tensor<TB, SB>& b) {
+    return detail::to_bool<op::less>(a, b);
+}
+template <class TA, class SA, class TB, class SB>
+[[nodiscard]] auto less_equal(const tensor<TA, SA>& a, const tensor<TB, SB>& b) {
+    return detail::to_bool<op::less_equal>(a, b);
+}
+template <class TA, class SA, class TB, class SB>
+[[nodiscard]] auto greater(const tensor<TA, SA>& a, const tensor<TB, SB>& b) {
+    return detail::to_bool<op::greater>(a, b);
+}
+template <class TA, class SA, class TB, class SB>
+[[nodiscard]] auto greater_equal(const tensor<TA, SA>& a, const tensor<TB, SB>& b) {
+    return detail::to_bool<op::greater_equal>(a, b);
+}
+template <class SA, class SB>
+[[nodiscard]] auto logical_and(const tensor<bool, SA>& a, const tensor<bool, SB>& b) {
+    return detail::to_bool<op::logical_and>(a, b);
+}
+template <class SA, class SB>
+[[nodiscard]] auto logical_or(const tensor<bool, SA>& a, const tensor<bool, SB>& b) {
+    return detail::to_bool<op::logical_or>(a, b);
+}
+template <class SA, class SB>
+[[nodiscard]] auto logical_xor(const tensor<bool, SA>& a, const tensor<bool, SB>& b) {
+    return detail::to_bool<op::logical_xor>(a, b);
+}
+template <class S>
+[[nodiscard]] tensor<bool, S> logical_not(const tensor<bool, S>& x) {
+    return tensor<bool, S>(detail::apply_op(op::logical_not, {x.value()}));
 }
 
 // a where condition != 0, else b; the three broadcast together. The condition may have any element type.

@@ -49,6 +49,8 @@ ANVIL_INLINE std::string dump_attributes(const node& n) {
     if (a.align_corners) out << " align_corners";
     if (a.causal) out << " causal";
     if (a.interleaved) out << " interleaved";
+    if (a.exclusive) out << " exclusive";
+    if (a.reverse) out << " reverse";
     if (a.ggml_type != 0) out << " ggml_type=" << a.ggml_type;
     if (!a.steps.empty()) {
         const std::size_t input_count = n.inputs.size();

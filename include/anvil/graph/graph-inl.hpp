@@ -133,6 +133,27 @@ ANVIL_INLINE host_tensor graph::convert_scalar(const host_tensor& number, dtype 
         case dtype::i32:
             out.values<std::int32_t>()[0] = static_cast<std::int32_t>(v);
             break;
+        case dtype::i16:
+            out.values<std::int16_t>()[0] = static_cast<std::int16_t>(v);
+            break;
+        case dtype::i8:
+            out.values<std::int8_t>()[0] = static_cast<std::int8_t>(v);
+            break;
+        case dtype::u64:
+            out.values<std::uint64_t>()[0] = static_cast<std::uint64_t>(v);
+            break;
+        case dtype::u32:
+            out.values<std::uint32_t>()[0] = static_cast<std::uint32_t>(v);
+            break;
+        case dtype::u16:
+            out.values<std::uint16_t>()[0] = static_cast<std::uint16_t>(v);
+            break;
+        case dtype::u8:
+            out.values<std::uint8_t>()[0] = static_cast<std::uint8_t>(v);
+            break;
+        case dtype::boolean:
+            out.values<bool>()[0] = v != 0.0;
+            break;
         default:
             throw type_error(
                 detail::message("graph::scalar: no scalar constants of type ", dtype_name(type)));

@@ -31,6 +31,13 @@ enum class op : std::uint8_t {
     rsqrt,
     abs,
     neg,
+    erf,
+    floor,
+    ceil,
+    round,  // half to even, as ONNX's Round and numpy's rint
+    sign,   // -1, 0 or 1, as numpy's (both zeros give 0); NaN stays NaN
+    sin,
+    cos,
     clamp,  // attributes: min, max
     cast,   // to the node's dtype
     // Elementwise, two operands with numpy broadcasting.
@@ -41,6 +48,18 @@ enum class op : std::uint8_t {
     pow,
     maximum,
     minimum,
+    // Comparisons: two operands of one type with numpy broadcasting, a dtype::boolean result (NaN compares
+    // unequal and unordered, as in IEEE 754).
+    equal,
+    less,
+    less_equal,
+    greater,
+    greater_equal,
+    // Logic on dtype::boolean operands (any nonzero value counts as true), with a dtype::boolean result.
+    logical_and,
+    logical_or,
+    logical_xor,
+    logical_not,  // one operand
     // Elementwise, three operands: where(condition != 0, a, b).
     where,
     // One fused node for a chain of elementwise ops (built by the fusion pass; attributes: steps).
@@ -64,7 +83,11 @@ enum class op : std::uint8_t {
     reduce_sum,
     reduce_mean,
     reduce_max,
-    argmax,  // attributes: axis (axes[0]), keep_dims; output i64
+    reduce_min,   // NaN propagates, as reduce_max
+    reduce_prod,  // the product of nothing is 1
+    argmax,       // attributes: axis (axes[0]), keep_dims; output i64
+    // Scans.
+    cumsum,  // attributes: axis, exclusive, reverse (ONNX's CumSum); the shape is unchanged
     // Data movement.
     reshape,  // attributes: sizes (the output shape, one extent may be -1)
     permute,  // attributes: axes (the output's axis i is the input's axes[i])
@@ -72,6 +95,9 @@ enum class op : std::uint8_t {
     slice,    // attributes: begin, end, step (one per axis)
     pad,      // attributes: begin (before), end (after) per axis, value
     gather,   // table, indices: rows of `table` along `axis` (embedding lookup)
+    // data, indices (the result's shape; extents <= data's off `axis`): for axis 1,
+    // out[i][j] = data[i][indices[i][j]], as ONNX's GatherElements; negative indices count from the end.
+    gather_elements,
     // Transformer blocks.
     attention,  // q [B, H, Sq, D], k [B, Hkv, Sk, D], v [B, Hkv, Sk, Dv], optional additive mask; causal,
                 // scale
@@ -104,7 +130,7 @@ struct attributes {
     std::vector<std::int64_t> begin;  // slice; pad (elements before)
     std::vector<std::int64_t> end;    // slice; pad (elements after)
     std::vector<std::int64_t> step;   // slice
-    std::int64_t axis = 0;            // softmax, concat, gather, argmax, dequantisation
+    std::int64_t axis = 0;            // softmax, concat, gather(_elements), argmax, cumsum, dequantisation
     dtype to = dtype::f32;            // cast
     bool keep_dims = false;
     // conv2d and pooling
@@ -127,6 +153,8 @@ struct attributes {
     bool align_corners = false;
     bool causal = false;
     bool interleaved = false;  // rotary: pairs (0,1), (2,3)... instead of halves
+    bool exclusive = false;    // cumsum: each sum leaves out its own element (the first is 0)
+    bool reverse = false;      // cumsum: sums run from the end of the axis towards its start
     // dequantize_ggml: the blocks' type, a ggml_type number (core/ggml_types.hpp)
     std::uint32_t ggml_type = 0;
     // fused_elementwise
@@ -171,6 +199,13 @@ inline constexpr std::array<op_info, op_count> op_table{{
     {"rsqrt", op_category::unary, 1, 1},
     {"abs", op_category::unary, 1, 1},
     {"neg", op_category::unary, 1, 1},
+    {"erf", op_category::unary, 1, 1},
+    {"floor", op_category::unary, 1, 1},
+    {"ceil", op_category::unary, 1, 1},
+    {"round", op_category::unary, 1, 1},
+    {"sign", op_category::unary, 1, 1},
+    {"sin", op_category::unary, 1, 1},
+    {"cos", op_category::unary, 1, 1},
     {"clamp", op_category::unary, 1, 1},
     {"cast", op_category::unary, 1, 1},
     {"add", op_category::binary, 2, 2},
@@ -180,6 +215,15 @@ inline constexpr std::array<op_info, op_count> op_table{{
     {"pow", op_category::binary, 2, 2},
     {"maximum", op_category::binary, 2, 2},
     {"minimum", op_category::binary, 2, 2},
+    {"equal", op_category::binary, 2, 2},
+    {"less", op_category::binary, 2, 2},
+    {"less_equal", op_category::binary, 2, 2},
+    {"greater", op_category::binary, 2, 2},
+    {"greater_equal", op_category::binary, 2, 2},
+    {"logical_and", op_category::binary, 2, 2},
+    {"logical_or", op_category::binary, 2, 2},
+    {"logical_xor", op_category::binary, 2, 2},
+    {"logical_not", op_category::unary, 1, 1},
     {"where", op_category::ternary, 3, 3},
     {"fused_elementwise", op_category::fused, 1, any_count},
     {"matmul", op_category::structured, 2, 2},
@@ -197,13 +241,17 @@ inline constexpr std::array<op_info, op_count> op_table{{
     {"reduce_sum", op_category::structured, 1, 1},
     {"reduce_mean", op_category::structured, 1, 1},
     {"reduce_max", op_category::structured, 1, 1},
+    {"reduce_min", op_category::structured, 1, 1},
+    {"reduce_prod", op_category::structured, 1, 1},
     {"argmax", op_category::structured, 1, 1},
+    {"cumsum", op_category::structured, 1, 1},
     {"reshape", op_category::structured, 1, 1},
     {"permute", op_category::structured, 1, 1},
     {"concat", op_category::structured, 1, any_count},
     {"slice", op_category::structured, 1, 1},
     {"pad", op_category::structured, 1, 1},
     {"gather", op_category::structured, 2, 2},
+    {"gather_elements", op_category::structured, 2, 2},
     {"attention", op_category::structured, 3, 4},
     {"rotary", op_category::structured, 3, 3},
     {"dequantize_int8", op_category::structured, 2, 3},

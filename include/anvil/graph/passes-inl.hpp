@@ -150,6 +150,8 @@ ANVIL_INLINE graph_body fuse_elementwise(const graph_body& body, std::size_t max
     std::vector<value_id> root_of(count, detail::no_value);  // the fused group a node was absorbed into
     graph_body result = body;
     std::vector<bool> keep(count, true);
+    // Only floating results fuse: comparisons and logical ops (dtype::boolean results) stay nodes of their
+    // own, read by a fused where as a leaf input, so a fused node computes in one floating type throughout.
     auto fusable = [&](const node& n) {
         return is_elementwise(n.kind) && n.kind != op::cast && is_floating(n.result.type);
     };

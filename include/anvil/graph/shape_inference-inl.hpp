@@ -39,6 +39,15 @@ ANVIL_INLINE std::string describe_operands(std::span<const value_type> inputs) {
     return text;
 }
 
+ANVIL_INLINE std::string describe_types(std::span<const value_type> inputs) {
+    std::string text;
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+        if (i != 0) text += i + 1 == inputs.size() ? " and " : ", ";
+        text += dtype_name(inputs[i].type);
+    }
+    return text;
+}
+
 ANVIL_INLINE std::int64_t normalize_axis(op kind, std::int64_t axis, std::size_t rank, const dims& shape) {
     const auto signed_rank = static_cast<std::int64_t>(rank);
     if (axis < -signed_rank || axis >= signed_rank) {
@@ -60,6 +69,25 @@ ANVIL_INLINE void require_same_type(op kind, std::span<const value_type> inputs)
         if (inputs[i].type != inputs[0].type) {
             throw type_error(message(op_name(kind), ": operand types differ (", dtype_name(inputs[0].type),
                                      " and ", dtype_name(inputs[i].type), ")"));
+        }
+    }
+}
+
+ANVIL_INLINE void require_numeric(op kind, std::span<const value_type> inputs) {
+    for (const value_type& input : inputs) {
+        if (input.type == dtype::boolean) {
+            throw type_error(message(op_name(kind), inputs.size() == 1 ? ": the operand" : ": operands",
+                                     " must be numeric, got ", describe_types(inputs)));
+        }
+    }
+}
+
+ANVIL_INLINE void require_boolean(op kind, std::span<const value_type> inputs) {
+    for (const value_type& input : inputs) {
+        if (input.type != dtype::boolean) {
+            throw type_error(message(op_name(kind), inputs.size() == 1 ? ": the operand" : ": operands",
+                                     " must be bool, got ", describe_types(inputs),
+                                     " (compare numbers first, or cast them to bool)"));
         }
     }
 }
@@ -218,7 +246,8 @@ ANVIL_INLINE value_type infer_reduction(op kind, attributes& attrs, std::span<co
     for (std::size_t axis = 0; axis < x.rank(); ++axis) {
         const bool reduced =
             std::binary_search(attrs.axes.begin(), attrs.axes.end(), static_cast<std::int64_t>(axis));
-        if (reduced && x[axis] == 0 && (kind == op::reduce_max || kind == op::argmax)) {
+        if (reduced && x[axis] == 0 &&
+            (kind == op::reduce_max || kind == op::reduce_min || kind == op::argmax)) {
             throw_op_shape(kind, message("cannot reduce the empty axis ", axis, " of ", x));
         }
         if (!reduced)
@@ -347,8 +376,17 @@ ANVIL_INLINE value_type infer(op kind, attributes& attrs, std::span<const value_
         case op::rsqrt:
         case op::abs:
         case op::neg:
+        case op::erf:
+        case op::floor:
+        case op::ceil:
+        case op::round:
+        case op::sin:
+        case op::cos:
         case op::clamp:
             require_floating(kind, inputs[0].type, "the operand");
+            return inputs[0];
+        case op::sign:
+            require_numeric(kind, inputs);
             return inputs[0];
         case op::cast:
             return {attrs.to, inputs[0].shape};
@@ -361,6 +399,27 @@ ANVIL_INLINE value_type infer(op kind, attributes& attrs, std::span<const value_
         case op::minimum:
             require_same_type(kind, inputs);
             return infer_broadcast(kind, inputs);
+        case op::equal:
+        case op::less:
+        case op::less_equal:
+        case op::greater:
+        case op::greater_equal: {
+            require_same_type(kind, inputs);
+            // equal also compares booleans (ONNX's Equal does); an order needs numbers.
+            if (kind != op::equal) require_numeric(kind, inputs);
+            auto result = infer_broadcast(kind, inputs);
+            result.type = dtype::boolean;
+            return result;
+        }
+        case op::logical_and:
+        case op::logical_or:
+        case op::logical_xor:
+        case op::logical_not: {
+            require_boolean(kind, inputs);
+            auto result = infer_broadcast(kind, inputs);
+            result.type = dtype::boolean;
+            return result;
+        }
         case op::where: {
             require_same_type(kind, inputs.subspan(1));
             auto result = infer_broadcast(kind, inputs);
@@ -441,8 +500,16 @@ ANVIL_INLINE value_type infer(op kind, attributes& attrs, std::span<const value_
         case op::reduce_sum:
         case op::reduce_mean:
         case op::reduce_max:
+        case op::reduce_min:
+        case op::reduce_prod:
         case op::argmax:
             return infer_reduction(kind, attrs, inputs);
+        case op::cumsum: {
+            const dims& x = inputs[0].shape;
+            if (x.rank() == 0) throw_op_shape(kind, "the operand must have rank >= 1");
+            attrs.axis = normalize_axis(kind, attrs.axis, x.rank(), x);
+            return inputs[0];
+        }
         case op::reshape:
             return infer_reshape(kind, attrs, inputs);
         case op::permute: {
@@ -517,6 +584,24 @@ ANVIL_INLINE value_type infer(op kind, attributes& attrs, std::span<const value_
                                              " along axis ", axis, " exceeds rank ", max_rank));
             }
             return {inputs[0].type, dims(out)};
+        }
+        case op::gather_elements: {
+            const dims& data = inputs[0].shape;
+            const dims& indices = inputs[1].shape;
+            if (is_floating(inputs[1].type) || inputs[1].type == dtype::boolean) {
+                throw type_error(
+                    message("gather_elements: indices must be integers, got ", dtype_name(inputs[1].type)));
+            }
+            if (data.rank() == 0) throw_op_shape(kind, "the data must have rank >= 1");
+            attrs.axis = normalize_axis(kind, attrs.axis, data.rank(), data);
+            bool fits = indices.rank() == data.rank();
+            for (std::size_t i = 0; fits && i < data.rank(); ++i)
+                fits = static_cast<std::int64_t>(i) == attrs.axis || indices[i] <= data[i];
+            if (!fits) {
+                throw_op_shape(kind, message("the indices ", indices, " must have the rank of the data ",
+                                             data, " and extents no larger off axis ", attrs.axis));
+            }
+            return {inputs[0].type, indices};
         }
         case op::attention:
             return infer_attention(kind, inputs);

@@ -36,6 +36,15 @@ void require_floating(op kind, dtype type, std::string_view which);
 
 void require_same_type(op kind, std::span<const value_type> inputs);
 
+// "f32 and bool" for messages.
+std::string describe_types(std::span<const value_type> inputs);
+
+// No operand is dtype::boolean (comparisons that order their operands, sign).
+void require_numeric(op kind, std::span<const value_type> inputs);
+
+// Every operand is dtype::boolean (the logical ops).
+void require_boolean(op kind, std::span<const value_type> inputs);
+
 void require_rank(op kind, const value_type& input, std::size_t rank, std::string_view which);
 
 void require_vector(op kind, const value_type& input, std::int64_t length, std::string_view which);

@@ -21,6 +21,7 @@
 #include "anvil/core/checked_math.hpp"
 #include "anvil/core/error.hpp"
 #include "anvil/core/mapped_file.hpp"
+#include "anvil/core/shape.hpp"
 #include "anvil/io/onnx.hpp"
 #include "anvil/io/protobuf.hpp"
 
@@ -446,7 +447,7 @@ private:
             if (t.raw.size() % size != 0 || t.raw.size() / size != count) {
                 throw format_error(message(where, ": raw_data holds ", t.raw.size(), " bytes, and ", count,
                                            " ", onnx_type_name(t.data_type), " elements (dims ",
-                                           dims_text(t.dims), ") take ", count * size));
+                                           extents_to_string(t.dims, false), ") take ", count * size));
             }
             return;
         }
@@ -471,19 +472,12 @@ private:
         }
         if (held != count && !(held == 0 && count == 0)) {
             if (held == 0) {
-                throw format_error(
-                    message(where, ": no data for its ", count, " elements (dims ", dims_text(t.dims), ")"));
+                throw format_error(message(where, ": no data for its ", count, " elements (dims ",
+                                           extents_to_string(t.dims, false), ")"));
             }
             throw format_error(message(where, ": ", held, " values for ", count, " elements (dims ",
-                                       dims_text(t.dims), ")"));
+                                       extents_to_string(t.dims, false), ")"));
         }
-    }
-
-    static std::string dims_text(const std::vector<std::int64_t>& dims) {
-        std::string text = "[";
-        for (std::size_t i = 0; i < dims.size(); ++i)
-            text += (i ? ", " : "") + std::to_string(dims[i]);
-        return text + "]";
     }
 
     // External data: `location` relative to the model's folder and inside it; `offset` and `length` (default:
@@ -607,6 +601,24 @@ ANVIL_INLINE void onnx_model::parse_bytes(std::span<const std::byte> bytes,
         throw format_error(
             detail::message(source_, ": no opset_import (IR version ", ir_version_, " requires one)"));
     }
+}
+
+ANVIL_INLINE onnx_tensor parse_onnx_tensor(std::span<const std::byte> bytes, std::string_view source_name) {
+    std::map<std::string, std::shared_ptr<const mapped_file>, std::less<>> no_external;
+    detail::onnx_parser parser(nullptr, no_external);
+    return parser.tensor(protobuf_reader(bytes, std::string(source_name)));
+}
+
+ANVIL_INLINE host_tensor onnx_host_tensor(const onnx_tensor& t) {
+    const std::optional<dtype> type = onnx_dtype(t.data_type);
+    if (!type) {
+        throw unsupported_error(detail::message("ONNX tensor '", t.name, "': unsupported element type ",
+                                                onnx_type_name(t.data_type)));
+    }
+    host_tensor out(*type, dims(t.dims));
+    const std::vector<std::byte> bytes = t.to_bytes();
+    if (!bytes.empty()) std::memcpy(out.raw(), bytes.data(), bytes.size());
+    return out;
 }
 
 ANVIL_INLINE onnx_model onnx_model::parse(std::span<const std::byte> bytes, std::string source_name) {

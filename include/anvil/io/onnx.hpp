@@ -13,6 +13,7 @@
 #include "anvil/compilation.hpp"
 #include "anvil/core/dtype.hpp"
 #include "anvil/core/error.hpp"
+#include "anvil/core/host_tensor.hpp"
 #include "anvil/core/mapped_file.hpp"
 
 #include <cstddef>
@@ -92,6 +93,13 @@ struct onnx_tensor {
     // The values as anvil's host bytes of onnx_dtype(data_type): raw data as stored, typed lists narrowed.
     [[nodiscard]] std::vector<std::byte> to_bytes() const;
 };
+
+// A TensorProto on its own, as ONNX's test data stores each input and output (test_data_set_N/input_0.pb).
+// Raw data stays a view of `bytes`, which the caller keeps alive; external data is refused (no folder).
+[[nodiscard]] onnx_tensor parse_onnx_tensor(std::span<const std::byte> bytes, std::string_view source_name);
+// The tensor's values in anvil's host layout (a copy): an unsupported_error naming it when anvil has no dtype
+// for its element type (strings, complex numbers).
+[[nodiscard]] host_tensor onnx_host_tensor(const onnx_tensor& t);
 
 struct onnx_graph;
 

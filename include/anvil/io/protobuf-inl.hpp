@@ -29,7 +29,9 @@ ANVIL_INLINE void protobuf_reader::fail(const protobuf_field& field, std::string
 ANVIL_INLINE std::uint64_t protobuf_reader::varint(std::size_t& at, const protobuf_field& field,
                                                    std::string_view name) const {
     std::uint64_t value = 0;
-    for (int shift = 0; shift < 70; shift += 7) {
+    // Ten bytes at most: the tenth holds bit 63 alone, so any other bit there (a continuation included) is
+    // refused, and the loop ends by returning or failing.
+    for (int shift = 0;; shift += 7) {
         if (at >= message_.size()) {
             fail(field, detail::message(name, ": the varint runs past the end of the message (",
                                         message_.size(), " bytes)"));
@@ -39,7 +41,6 @@ ANVIL_INLINE std::uint64_t protobuf_reader::varint(std::size_t& at, const protob
         value |= std::uint64_t{byte & 0x7fu} << shift;
         if ((byte & 0x80u) == 0) return value;
     }
-    fail(field, detail::message(name, ": the varint is longer than 10 bytes"));
 }
 
 ANVIL_INLINE bool protobuf_reader::next(protobuf_field& field) {

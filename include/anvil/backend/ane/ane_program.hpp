@@ -961,6 +961,10 @@ private:
                 auto guard = s.output_surfaces[i]->lock(true);
                 unpack(layout, guard.data(), out.values<float>().data());
             }
+            // A boolean (fp16 1 and 0 on the ANE) goes back to its type: a CPU segment reading it takes bool.
+            const dtype type = body_.nodes[layout.value].result.type;
+            if (!is_floating(type))
+                out = cpu::from_compute_floats(out.values<float>().data(), type, layout.shape);
             values[layout.value] = std::move(out);
         }
     }

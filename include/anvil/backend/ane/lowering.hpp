@@ -138,6 +138,12 @@ inline void lower_node(segment_lowering& L, value_id id) {
             throw error(
                 message("ane lowering: ", L.describe(id), " is a leaf, not a compute node of a segment"));
         case op::cast:
+            if (n.result.type == dtype::boolean) {  // x != 0, as 1 or 0 (booleans are fp16 1 and 0 here)
+                const mil_ref x = L.logical(n.inputs[0]);
+                const mil_ref zero = L.scalar(0.0f, L.base(id) + "_zero");
+                return L.set_form(id, value_layout::logical,
+                                  compare_in_fp16(L, "not_equal", x, zero, L.base(id)));
+            }
             L.alias(id, n.inputs[0]);  // every value is fp16 on the ANE
             return;
         case op::linear:
@@ -169,6 +175,7 @@ inline void lower_node(segment_lowering& L, value_id id) {
         case op::reduce_sum:
         case op::reduce_mean:
         case op::reduce_max:
+        case op::reduce_min:
             return lower_reduction(L, id);
         case op::reshape:
         case op::permute:
@@ -180,8 +187,16 @@ inline void lower_node(segment_lowering& L, value_id id) {
             return lower_attention(L, id);
         case op::rotary:
             return lower_rotary(L, id);
+        case op::reduce_prod:
         case op::argmax:
+        case op::cumsum:
         case op::gather:
+        case op::gather_elements:
+        case op::floor:
+        case op::ceil:
+        case op::round:
+        case op::sin:
+        case op::cos:
         case op::dequantize_int8:
         case op::dequantize_lut:
         case op::dequantize_ggml:
@@ -300,7 +315,7 @@ struct program_port {
     std::string name;
     value_id value = 0;
     dims shape;
-    std::string dtype;  // "fp16" or "int32"
+    std::string dtype;  // "fp16" (floats, and booleans as 1 and 0) or "int32"
 };
 
 struct lowered_program {
@@ -320,8 +335,8 @@ struct state_binding {
 namespace lowering_detail {
 
 // What the Neural Engine does not run, as the plain MIL ops Core ML places on the CPU itself (MIL.md §2.5:
-// embedding lookups and integer work): gather, casts to and from integers, argmax, and a linear past
-// max_dimension. Returns false for anything else.
+// embedding lookups and integer work): gather, gather_elements, casts to and from integers, argmax,
+// cumsum, and a linear past max_dimension. Returns false for anything else.
 inline bool lower_for_core_ml(segment_lowering& L, value_id id) {
     const node& n = L.at(id);
     const auto integer_const = [&](value_id v) {
@@ -330,7 +345,7 @@ inline bool lower_for_core_ml(segment_lowering& L, value_id id) {
         return L.mil().const_int_tensor(L.base(v), segment_lowering::logical_shape(L.ir_shape(v)), numbers);
     };
     const auto operand = [&](value_id v) {
-        return L.is_constant(v) && !is_floating(L.at(v).result.type) ? integer_const(v) : L.logical(v);
+        return L.is_constant(v) && !held_in_fp16(L.at(v).result.type) ? integer_const(v) : L.logical(v);
     };
     const mil_shape shape = segment_lowering::logical_shape(n.result.shape);
     switch (n.kind) {
@@ -346,9 +361,70 @@ inline bool lower_for_core_ml(segment_lowering& L, value_id id) {
             L.set_form(id, value_layout::logical, out);
             return true;
         }
+        case op::gather_elements: {
+            // gather_along_axis takes no negative indices from iOS 17 (mil_ops.json): they are wrapped here,
+            // in the constant or by select(less(i, 0), add(i, extent), i).
+            const dims& data_shape = L.ir_shape(n.inputs[0]);
+            const std::int64_t extent = data_shape[static_cast<std::size_t>(n.attrs.axis)];
+            const mil_ref data = L.is_constant(n.inputs[0])
+                                     ? L.constant(n.inputs[0], segment_lowering::logical_shape(data_shape))
+                                     : L.logical(n.inputs[0]);
+            const value_id index_value = n.inputs[1];
+            const mil_shape index_shape = segment_lowering::logical_shape(L.ir_shape(index_value));
+            mil_ref indices;
+            if (L.is_constant(index_value)) {
+                const std::vector<float>& values = L.constant_values(index_value);
+                std::vector<std::int64_t> numbers;
+                for (const float v : values) {
+                    const auto index = static_cast<std::int64_t>(v);
+                    numbers.push_back(index < 0 ? index + extent : index);
+                }
+                indices = L.mil().const_int_tensor(L.base(index_value), index_shape, numbers);
+            } else {
+                const mil_ref raw = operand(index_value);
+                const std::string base = L.base(id);
+                const mil_ref negative =
+                    L.mil().op("less", base + "_negative", index_shape,
+                               {{"x", {raw}}, {"y", {L.mil().const_int(base + "_zero", 0)}}}, "bool");
+                const mil_ref wrapped =
+                    L.mil().op("add", base + "_wrapped", index_shape,
+                               {{"x", {raw}}, {"y", {L.mil().const_int(base + "_extent", extent)}}}, "int32");
+                indices = L.mil().op("select", base + "_indices", index_shape,
+                                     {{"a", {wrapped}}, {"b", {raw}}, {"cond", {negative}}}, "int32");
+            }
+            const mil_ref axis = L.mil().const_int(L.base(id) + "_axis", n.attrs.axis);
+            const mil_ref out = L.mil().op("gather_along_axis", L.base(id), shape,
+                                           {{"axis", {axis}}, {"indices", {indices}}, {"x", {data}}});
+            L.set_form(id, value_layout::logical, out);
+            return true;
+        }
+        case op::cumsum: {
+            const std::string base = L.base(id);
+            const mil_ref out =
+                L.mil().op("cumsum", base, shape,
+                           {{"axis", {L.mil().const_int(base + "_axis", n.attrs.axis)}},
+                            {"exclusive", {L.mil().const_bool(base + "_exclusive", n.attrs.exclusive)}},
+                            {"reverse", {L.mil().const_bool(base + "_reverse", n.attrs.reverse)}},
+                            {"x", {L.logical(n.inputs[0])}}});
+            L.set_form(id, value_layout::logical, out);
+            return true;
+        }
         case op::cast: {
-            const bool from_float = is_floating(L.at(n.inputs[0]).result.type);
-            const bool to_float = is_floating(n.result.type);
+            // Booleans are fp16 1 and 0 here too, so a cast to bool is x != 0 written as 1 or 0.
+            const bool from_float = held_in_fp16(L.at(n.inputs[0]).result.type);
+            const bool to_float = held_in_fp16(n.result.type);
+            if (n.result.type == dtype::boolean && L.at(n.inputs[0]).result.type != dtype::boolean) {
+                const mil_ref zero = from_float ? L.scalar(0.0f, L.base(id) + "_zero")
+                                                : L.mil().const_int(L.base(id) + "_zero", 0);
+                const mil_ref nonzero = L.mil().op("not_equal", L.base(id) + "_cond", shape,
+                                                   {{"x", {operand(n.inputs[0])}}, {"y", {zero}}}, "bool");
+                const mil_ref out = L.mil().op("select", L.base(id), shape,
+                                               {{"a", {L.scalar(1.0f, L.base(id) + "_true")}},
+                                                {"b", {L.scalar(0.0f, L.base(id) + "_false")}},
+                                                {"cond", {nonzero}}});
+                L.set_form(id, value_layout::logical, out);
+                return true;
+            }
             if (from_float == to_float) {
                 L.alias(id, n.inputs[0]);  // fp16 either way, or int32 either way
                 return true;
@@ -447,12 +523,13 @@ inline bool lower_for_core_ml(segment_lowering& L, value_id id) {
             bound.push_back({s, state, v});
             continue;
         }
-        if (!floating && n.result.type != dtype::i32 && n.result.type != dtype::i64) {
+        const bool as_fp16 = held_in_fp16(n.result.type);  // a bool input is an fp16 array of 1 and 0
+        if (!as_fp16 && n.result.type != dtype::i32 && n.result.type != dtype::i64) {
             throw unsupported_error(message("export: input '", n.name, "' is ", dtype_name(n.result.type),
-                                            "; a Core ML model takes float or int32 arrays"));
+                                            "; a Core ML model takes float, bool (as fp16) or int32 arrays"));
         }
         const std::string symbol = sanitise_mil_name(n.name);
-        const std::string type = floating ? "fp16" : "int32";
+        const std::string type = as_fp16 ? "fp16" : "int32";
         const mil_ref ref = L.mil().input(symbol, segment_lowering::logical_shape(n.result.shape), type);
         L.set_base(v, symbol);
         L.set_form(v, value_layout::logical, ref);
@@ -498,7 +575,7 @@ inline bool lower_for_core_ml(segment_lowering& L, value_id id) {
         if (taken || !L.mil().rename(ref, symbol))
             ref = L.reshape(ref, L.mil().shape(ref), symbol, true);  // a copy under the output's name
         made.results.push_back(ref);
-        made.outputs.push_back({symbol, id, n.result.shape, is_floating(n.result.type) ? "fp16" : "int32"});
+        made.outputs.push_back({symbol, id, n.result.shape, held_in_fp16(n.result.type) ? "fp16" : "int32"});
     }
     L.mil().prune(made.results);
     made.program = L.mil().function();

@@ -1,5 +1,6 @@
-// anvil: lowering of elementwise nodes (unary, binary, where, fused chains) to MIL, with the decompositions
-// the ANE needs (RUNTIME.md §6: gelu and rsqrt are rejected; silu is safest as x * sigmoid(x)). A node runs
+// anvil: lowering of elementwise nodes (unary, binary, comparisons and logic, where, fused chains) to MIL,
+// with the decompositions the ANE needs (RUNTIME.md §6: gelu and rsqrt are rejected; silu is safest as
+// x * sigmoid(x)); booleans are held as fp16 1 and 0, as the CPU holds them in f32. A node runs
 // channels-first when its non-constant operands are the result's full shape and one of them is already
 // channels-first, so chains after a 1x1 conv stay in [1, C, 1, S] without transposes.
 #pragma once
@@ -26,6 +27,23 @@ inline mil_ref exponential(segment_lowering& L, mil_ref x, const std::string& na
                           {{"x", {L.scalar(static_cast<float>(std::numbers::e), name + "_e")}}, {"y", {x}}});
     }
     return L.unary("exp", x, name);
+}
+
+// select(compare(x, y), value, otherwise): `value` where the MIL comparison `compare` holds.
+inline mil_ref select_where(segment_lowering& L, std::string_view compare, mil_ref x, mil_ref y, float value,
+                            mil_ref otherwise, const std::string& name) {
+    mil_writer& mil = L.mil();
+    const mil_shape shape = broadcast_mil(mil.shape(x), mil.shape(y));
+    const mil_ref condition = mil.op(compare, name + "_cond", shape, {{"x", {x}}, {"y", {y}}}, "bool");
+    return mil.op("select", name, broadcast_mil(shape, mil.shape(otherwise)),
+                  {{"a", {L.scalar(value, name + "_true")}}, {"b", {otherwise}}, {"cond", {condition}}});
+}
+
+// The MIL comparison `compare` as a boolean held in fp16: 1 where it holds, else 0 (MIL's bool tensors
+// cannot leave a program through an fp16 surface, and the ANE computes in fp16).
+inline mil_ref compare_in_fp16(segment_lowering& L, std::string_view compare, mil_ref x, mil_ref y,
+                               const std::string& name) {
+    return select_where(L, compare, x, y, 1.0f, L.scalar(0.0f, name + "_false"), name);
 }
 
 // `kind` applied to MIL operands already in one layout; the final op is named `name`.
@@ -92,6 +110,34 @@ inline mil_ref apply_elementwise(segment_lowering& L, op kind, std::span<const m
             return L.binary("pow", x[0], scalar(-0.5f, "_exponent"), name);
         case op::neg:
             return L.binary("mul", x[0], scalar(-1.0f, "_minus1"), name);
+        case op::erf:
+            return L.unary("erf", x[0], name);
+        case op::sign: {
+            // NaN and zeros pass through both selects as themselves (a negative zero stays negative).
+            const mil_ref zero = scalar(0.0f, "_zero");
+            const mil_ref negative = select_where(L, "less", x[0], zero, -1.0f, x[0], name + "_negative");
+            return select_where(L, "greater", x[0], zero, 1.0f, negative, name);
+        }
+        case op::equal:
+            return compare_in_fp16(L, "equal", x[0], x[1], name);
+        case op::less:
+            return compare_in_fp16(L, "less", x[0], x[1], name);
+        case op::less_equal:
+            return compare_in_fp16(L, "less_equal", x[0], x[1], name);
+        case op::greater:
+            return compare_in_fp16(L, "greater", x[0], x[1], name);
+        case op::greater_equal:
+            return compare_in_fp16(L, "greater_equal", x[0], x[1], name);
+        // Booleans are 1 and 0 wherever anvil makes one (comparisons, these ops, bool inputs and constants),
+        // so plain arithmetic on them is exact.
+        case op::logical_and:
+            return L.binary("mul", x[0], x[1], name);
+        case op::logical_or:
+            return L.binary("maximum", x[0], x[1], name);
+        case op::logical_xor:
+            return compare_in_fp16(L, "not_equal", x[0], x[1], name);
+        case op::logical_not:
+            return L.binary("sub", scalar(1.0f, "_one"), x[0], name);
         case op::clamp: {
             const half low = to_fp16(alpha), high = to_fp16(beta);
             if (static_cast<float>(low) < static_cast<float>(high)) {

@@ -480,6 +480,7 @@ inline void lower_reduction(segment_lowering& L, value_id id) {
     const bool mean_as_sum = n.kind == op::reduce_mean && !L.options().native(lowering_feature::reduce_mean);
     const char* type = n.kind == op::reduce_sum || mean_as_sum ? "reduce_sum"
                        : n.kind == op::reduce_mean             ? "reduce_mean"
+                       : n.kind == op::reduce_min              ? "reduce_min"
                                                                : "reduce_max";
     const mil_shape target = segment_lowering::logical_shape(n.result.shape);
     const bool exact = reduced == target && !mean_as_sum;

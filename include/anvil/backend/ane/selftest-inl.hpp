@@ -93,6 +93,35 @@ ANVIL_INLINE std::vector<selftest_case> selftest_cases() {
     binary(op::pow, -1.5f, 1.5f);
     binary(op::maximum, -2, 2);
     binary(op::minimum, -2, 2);
+    unary(op::erf, -3, 3, 4e-3);
+    // Quarters in [-2, 2], zeros among them: exact in fp16, so comparisons of them are exact and ties common.
+    const auto quarters = [](graph& g, ins& in, rng& r, const std::string& name, const dims& shape) {
+        std::uniform_int_distribution<int> quarter(-8, 8);
+        std::vector<float> values(static_cast<std::size_t>(shape.element_count()));
+        for (auto& v : values)
+            v = static_cast<float>(quarter(r)) * 0.25f;
+        in.push_back({name, host_tensor::from(values, shape)});
+        return g.input(name, dtype::f32, shape);
+    };
+    cases.push_back({"sign", op::sign, 2e-3, [=](graph& g, ins& in, rng& r) {
+                         return g.apply(op::sign, {quarters(g, in, r, "x", dims{6, 40})});
+                     }});
+    for (const op kind : {op::equal, op::less, op::less_equal, op::greater, op::greater_equal}) {
+        cases.push_back({std::string(op_name(kind)), kind, 0.0, [=](graph& g, ins& in, rng& r) {
+                             const value a = quarters(g, in, r, "a", dims{6, 40});
+                             return g.apply(kind, {a, quarters(g, in, r, "b", dims{40})});
+                         }});
+    }
+    for (const op kind : {op::logical_and, op::logical_or, op::logical_xor, op::logical_not}) {
+        cases.push_back({std::string(op_name(kind)), kind, 0.0, [=](graph& g, ins& in, rng& r) {
+                             const value a = quarters(g, in, r, "a", dims{6, 40});
+                             const value less = g.apply(op::less, {a, quarters(g, in, r, "b", dims{6, 40})});
+                             if (kind == op::logical_not) return g.apply(kind, {less});
+                             const value zero =
+                                 g.constant(host_tensor::from(std::vector<float>{0.0f}, dims{}));
+                             return g.apply(kind, {less, g.apply(op::greater, {a, zero})});
+                         }});
+    }
     cases.push_back({"add (broadcast constant)", op::add, 4e-3, [](graph& g, ins& in, rng& r) {
                          const value x = random_input(g, in, r, "x", dims{6, 40});
                          return g.apply(op::add, {x, random_constant(g, r, dims{40})});
@@ -227,6 +256,16 @@ ANVIL_INLINE std::vector<selftest_case> selftest_cases() {
     reduction(op::reduce_sum);
     reduction(op::reduce_mean);
     reduction(op::reduce_max);
+    reduction(op::reduce_min);
+    reduction(op::reduce_prod);  // host only: reported unsupported on the Neural Engine
+    cases.push_back({"cumsum (exclusive, reverse)", op::cumsum, 1e-5, [](graph& g, ins& in, rng& r) {
+                         return g.apply(op::cumsum, {random_input(g, in, r, "x", dims{6, 40})},
+                                        with([](attributes& a) {
+                                            a.axis = 1;
+                                            a.exclusive = true;
+                                            a.reverse = true;
+                                        }));
+                     }});
     cases.push_back({"argmax", op::argmax, 0.0, [](graph& g, ins& in, rng& r) {
                          return g.apply(op::argmax, {random_input(g, in, r, "x", dims{6, 40})},
                                         with([](attributes& a) { a.axis = 1; }));
@@ -271,6 +310,16 @@ ANVIL_INLINE std::vector<selftest_case> selftest_cases() {
              in.push_back({"ids", host_tensor::from(std::vector<std::int32_t>{3, 1, 49, 0, 7}, dims{5})});
              return g.apply(op::gather, {table, g.input("ids", dtype::i32, dims{5})});
          }});
+    cases.push_back({"gather_elements", op::gather_elements, 0.0, [](graph& g, ins& in, rng& r) {
+                         std::vector<std::int32_t> ids(6 * 40);
+                         for (std::size_t i = 0; i < ids.size(); ++i)
+                             ids[i] = static_cast<std::int32_t>(i * 7 % 50) - 25;  // negative ones too
+                         in.push_back({"ids", host_tensor::from(ids, dims{6, 40})});
+                         return g.apply(
+                             op::gather_elements,
+                             {random_constant(g, r, dims{6, 50}), g.input("ids", dtype::i32, dims{6, 40})},
+                             with([](attributes& a) { a.axis = 1; }));
+                     }});
     cases.push_back({"attention (grouped-query, causal)", op::attention, 1e-2, [](graph& g, ins& in, rng& r) {
                          return g.apply(op::attention,
                                         {random_input(g, in, r, "q", dims{1, 4, 8, 16}),

@@ -188,6 +188,23 @@ inline constexpr std::array<op_lowering, op_count> op_lowerings{{
     {placement::decomposed, "pow(x, -0.5) (rsqrt is rejected, RUNTIME.md §6)"},
     {placement::native, "abs"},
     {placement::decomposed, "mul(x, -1)"},
+    {placement::native, "erf"},
+    {placement::host_only,
+     "floor is not among the MIL ops the Neural Engine is known to run (mil_ops.json); no rewrite is exact "
+     "there, as its fp16 rounding ties up (RUNTIME.md §6)"},
+    {placement::host_only,
+     "ceil is not among the MIL ops the Neural Engine is known to run (mil_ops.json); no rewrite is exact "
+     "there, as its fp16 rounding ties up (RUNTIME.md §6)"},
+    {placement::host_only,
+     "round is not among the MIL ops the Neural Engine is known to run (mil_ops.json); no rewrite is exact "
+     "there, as its fp16 rounding ties up (RUNTIME.md §6), not to even"},
+    {placement::decomposed, "select(greater(x, 0), 1, select(less(x, 0), -1, x))"},
+    {placement::host_only,
+     "sin is not verified on any Neural Engine, and is reported unusable on M5 / macOS 26.5 (RUNTIME.md "
+     "§0 #9)"},
+    {placement::host_only,
+     "cos is not verified on any Neural Engine, and is reported unusable on M5 / macOS 26.5 (RUNTIME.md "
+     "§0 #9)"},
     {placement::native, "clip (maximum then minimum when min >= max)"},
     {placement::decomposed, "nothing: a cast between float types is a no-op, every value is fp16"},
     {placement::native, "add"},
@@ -197,6 +214,16 @@ inline constexpr std::array<op_lowering, op_count> op_lowerings{{
     {placement::native, "pow"},
     {placement::native, "maximum"},
     {placement::native, "minimum"},
+    {placement::decomposed, "select(equal(x, y), 1, 0): booleans are held as fp16 1 and 0"},
+    {placement::decomposed, "select(less(x, y), 1, 0): booleans are held as fp16 1 and 0"},
+    {placement::decomposed, "select(less_equal(x, y), 1, 0): booleans are held as fp16 1 and 0"},
+    {placement::decomposed, "select(greater(x, y), 1, 0): booleans are held as fp16 1 and 0"},
+    {placement::decomposed, "select(greater_equal(x, y), 1, 0): booleans are held as fp16 1 and 0"},
+    {placement::decomposed,
+     "mul(a, b) of booleans held as fp16 1 and 0 (MIL's logical ops take bool tensors)"},
+    {placement::decomposed, "maximum(a, b) of booleans held as fp16 1 and 0"},
+    {placement::decomposed, "select(not_equal(a, b), 1, 0) of booleans held as fp16 1 and 0"},
+    {placement::decomposed, "sub(1, x) of a boolean held as fp16 1 or 0"},
     {placement::decomposed, "select(not_equal(c, 0), a, b)"},
     {placement::decomposed, "one MIL op (or pattern) per step"},
     {placement::native, "matmul with transpose_x / transpose_y as named consts"},
@@ -218,13 +245,23 @@ inline constexpr std::array<op_lowering, op_count> op_lowerings{{
     {placement::native, "reduce_sum with keep_dims as a named const"},
     {placement::native, "reduce_mean with keep_dims as a named const"},
     {placement::native, "reduce_max with keep_dims as a named const"},
+    {placement::native, "reduce_min with keep_dims as a named const"},
+    {placement::host_only,
+     "reduce_prod is not among the MIL ops the Neural Engine is known to run (mil_ops.json), and is "
+     "reported unsupported there (RUNTIME.md §6, CONSTRAINTS.md)"},
     {placement::host_only, "argmax gives integer indices; the ANE computes fp16 only"},
+    {placement::host_only,
+     "cumsum is a MIL op (mil_ops.json), but nothing shows the Neural Engine runs it (RUNTIME.md, "
+     "CONSTRAINTS.md) and the ANE simulator does not execute it"},
     {placement::native, "reshape"},
     {placement::native, "transpose"},
     {placement::native, "concat (interleave = false)"},
     {placement::native, "slice_by_index"},
     {placement::native, "pad (mode constant)"},
     {placement::host_only, "gather reads integer indices (embedding lookup runs on the host, MIL.md §2.5)"},
+    {placement::host_only,
+     "gather_elements reads integer indices (MIL's gather_along_axis runs on the CPU under Core ML, MIL.md "
+     "§2.5)"},
     {placement::decomposed,
      "mul(q, scale), matmul(transpose_y), add of the mask and a -1e4 causal mask, softmax, matmul (SDPA "
      "masks are "
@@ -262,13 +299,19 @@ inline std::string describe_node(const graph_body& body, value_id id) {
     return text + message(", ", dtype_name(n.result.type), " ", n.result.shape, ")");
 }
 
+// Whether values of `type` live on the Neural Engine: floats in fp16, and booleans as fp16 1 and 0 (exact,
+// and how the CPU holds them too, as f32 1 and 0).
+[[nodiscard]] inline bool held_in_fp16(dtype type) {
+    return is_floating(type) || type == dtype::boolean;
+}
+
 namespace support_detail {
 
 // Why a value cannot live on the ANE (empty when it can): its type, rank or extents.
 inline std::string value_problem(const graph_body& body, value_id id, const lowering_options& options) {
     const node& n = body.nodes[id];
     const dims& shape = n.result.shape;
-    if (!is_floating(n.result.type)) {
+    if (!held_in_fp16(n.result.type)) {
         return message(describe_node(body, id), " is not floating point; the ANE computes in fp16 only");
     }
     if (shape.rank() > 5)
@@ -356,7 +399,8 @@ inline std::string on_cpu_by_choice(lowering_feature f, const lowering_options& 
     };
     const std::string name = message(op_name(kind), " node ", id);
     if (kind == op::input || kind == op::constant) return {placement::native, {}};
-    if (kind == op::gather || kind == op::argmax) return integer_host(std::string(lowering_summary(kind)));
+    if (kind == op::gather || kind == op::gather_elements || kind == op::argmax)
+        return integer_host(std::string(lowering_summary(kind)));
     if (kind == op::dequantize_int8 || kind == op::dequantize_lut || kind == op::dequantize_ggml) {
         if (is_host_constant(body, id)) return {placement::decomposed, std::string(lowering_summary(kind))};
         return integer_host(
@@ -364,9 +408,17 @@ inline std::string on_cpu_by_choice(lowering_feature f, const lowering_options& 
                     ": the quantised weights are not constant, so they cannot be folded into fp16 "
                     "weights (the ANE has no integer arithmetic)"));
     }
-    if (!is_floating(n.result.type)) {
+    if (!held_in_fp16(n.result.type)) {
         return integer_host(message(name, ": ", describe_node(body, id),
                                     " is not floating point; the ANE computes in fp16 only"));
+    }
+    // A comparison of integers (indices, shapes) has a boolean result but integer work to do.
+    for (std::size_t i = 0; n.result.type == dtype::boolean && i < n.inputs.size(); ++i) {
+        const dtype type = body.nodes[n.inputs[i]].result.type;
+        if (!constant(i) && !held_in_fp16(type)) {
+            return integer_host(message(name, ": ", describe_node(body, n.inputs[i]),
+                                        " is not floating point; the ANE computes in fp16 only"));
+        }
     }
     if (kind == op::cast && is_host_constant(body, id))
         return {placement::decomposed, "folded into an fp16 constant"};
@@ -383,6 +435,8 @@ inline std::string on_cpu_by_choice(lowering_feature f, const lowering_options& 
         }
         return host(message(name, ": ", problem));
     }
+    if (kind == op::cast && n.result.type == dtype::boolean)
+        return {placement::decomposed, "select(not_equal(x, 0), 1, 0): a cast to bool is x != 0"};
     const auto x_shape = [&](std::size_t i) -> const dims& { return body.nodes[n.inputs[i]].result.shape; };
     switch (kind) {
         case op::conv2d: {

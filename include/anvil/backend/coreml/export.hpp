@@ -56,7 +56,7 @@ struct mlpackage_options {
 struct mlpackage_port {
     std::string name;
     std::vector<std::int64_t> shape;
-    std::string dtype;  // "fp16" or "int32"
+    std::string dtype;  // "fp16" (floats, and booleans as 1 and 0) or "int32"
 };
 
 // One function of a multi-function package (macOS 15 / iOS 18; Core ML loads one per MLModel, chosen by

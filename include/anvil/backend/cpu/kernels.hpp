@@ -14,6 +14,7 @@
 #include "anvil/backend/cpu/kernels/elementwise.hpp"
 #include "anvil/backend/cpu/kernels/linear_algebra.hpp"
 #include "anvil/backend/cpu/kernels/normalization.hpp"
+#include "anvil/backend/cpu/kernels/scan.hpp"
 #include "anvil/backend/cpu/reference/reference.hpp"
 #include "anvil/backend/program.hpp"
 #include "anvil/core/thread_pool.hpp"
@@ -80,6 +81,14 @@ inline prepared_kernel prepare_kernel(const graph_body& body, value_id id, cpu_k
         case op::rsqrt:
         case op::abs:
         case op::neg:
+        case op::erf:
+        case op::floor:
+        case op::ceil:
+        case op::round:
+        case op::sign:
+        case op::sin:
+        case op::cos:
+        case op::logical_not:
         case op::clamp:
         case op::cast:
             return fast_kernel<elementwise_unary>(n);
@@ -90,6 +99,14 @@ inline prepared_kernel prepare_kernel(const graph_body& body, value_id id, cpu_k
         case op::pow:
         case op::maximum:
         case op::minimum:
+        case op::equal:
+        case op::less:
+        case op::less_equal:
+        case op::greater:
+        case op::greater_equal:
+        case op::logical_and:
+        case op::logical_or:
+        case op::logical_xor:
             return fast_kernel<elementwise_binary>(n);
         case op::where:
             return fast_kernel<elementwise_where>(n);
@@ -126,6 +143,10 @@ inline prepared_kernel prepare_kernel(const graph_body& body, value_id id, cpu_k
         case op::gather:
             if (auto from_blocks = gather_from_blocks(body, n)) return std::move(*from_blocks);
             return fast_kernel<gather>(n);
+        case op::gather_elements:
+            return fast_kernel<gather_elements>(n);
+        case op::cumsum:
+            return fast_kernel<cumsum>(n);
         // Plain kernels are fast enough here for now: pooling and resizing touch each input element a few
         // times, reductions and dequantisation (outside a GEMM) once.
         case op::max_pool2d:
@@ -135,6 +156,8 @@ inline prepared_kernel prepare_kernel(const graph_body& body, value_id id, cpu_k
         case op::reduce_sum:
         case op::reduce_mean:
         case op::reduce_max:
+        case op::reduce_min:
+        case op::reduce_prod:
         case op::argmax:
         case op::dequantize_int8:
         case op::dequantize_lut:

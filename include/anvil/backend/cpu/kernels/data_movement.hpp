@@ -1,5 +1,5 @@
-// anvil: the CPU backend's fast data movement — permute, concat, slice, pad and gather (also of rows of ggml
-// blocks). Each first merges the
+// anvil: the CPU backend's fast data movement — permute, concat, slice, pad, gather (also of rows of ggml
+// blocks) and gather_elements. Each first merges the
 // axes it can (size-1 axes vanish; neighbours that stay neighbours become one), so most calls reduce to
 // copying contiguous runs with memcpy; a permute that moves the innermost axis becomes a cache-blocked
 // transpose of two axes. Threaded over rows or tiles.
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "anvil/backend/cpu/kernel.hpp"
+#include "anvil/backend/cpu/reference/data_movement.hpp"
 #include "anvil/backend/cpu/tensor_span.hpp"
 #include "anvil/core/error.hpp"
 #include "anvil/core/ggml_types.hpp"
@@ -292,6 +293,45 @@ inline void gather(const node& n, std::span<const const_tensor_span> inputs, ten
                                                     table.data + (o * extent + row) * inner, inner);
                           }
                       });
+}
+
+// gather_elements: the indices checked first (as the reference does), then rows of the output's last axis
+// taken in parallel, each from the data's offset of the row's other coordinates.
+inline void gather_elements(const node& n, std::span<const const_tensor_span> inputs, tensor_span output,
+                            thread_pool& pool, std::span<float> /*workspace*/) {
+    const const_tensor_span& data = inputs[0];
+    const const_tensor_span& indices = inputs[1];
+    reference::check_gather_elements_indices(data, indices, n.attrs.axis);
+    const dims& shape = indices.shape;
+    const std::size_t rank = shape.rank();
+    const std::int64_t width = shape[rank - 1];
+    const std::int64_t count = count_of(shape);
+    if (count == 0) return;
+    const auto axis = static_cast<std::size_t>(n.attrs.axis);
+    const std::int64_t extent = data.shape[axis];
+    const stride_array strides = row_major_strides(data.shape);
+    const std::int64_t along_stride = strides[axis];
+    // The last axis steps the data by its stride unless it is the gathered axis (the index steps it then).
+    const std::int64_t last_stride = axis == rank - 1 ? 0 : strides[rank - 1];
+    pool.parallel_for(
+        0, static_cast<std::size_t>(count / width), movement::grain_for(width),
+        [&](std::size_t first, std::size_t last) {
+            for (auto row = static_cast<std::int64_t>(first); row < static_cast<std::int64_t>(last); ++row) {
+                std::int64_t base = 0;
+                for (std::int64_t rest = row, a = static_cast<std::int64_t>(rank) - 1; a-- > 0;) {
+                    const auto axis_a = static_cast<std::size_t>(a);
+                    if (axis_a != axis) base += (rest % shape[axis_a]) * strides[axis_a];
+                    rest /= shape[axis_a];
+                }
+                const float* row_indices = indices.data + row * width;
+                float* to = output.data + row * width;
+                for (std::int64_t j = 0; j < width; ++j) {
+                    auto along = static_cast<std::int64_t>(row_indices[j]);
+                    if (along < 0) along += extent;
+                    to[j] = data.data[base + j * last_stride + along * along_stride];
+                }
+            }
+        });
 }
 
 // gather of rows from a table of ggml blocks (a GGUF file's quantised embeddings, op::dequantize_ggml of a

@@ -12,7 +12,7 @@
 // The transcendentals are within 2 ulp of the exact result over all of float (measured against
 // double-precision libm on every 64th bit pattern: exp 0.99, log 0.79, tanh 1.32, erf 1.76 ulp; sigmoid 2 ulp
 // where its result is a normal float); tests/test_cpu_kernels.cpp checks the 2 ulp bound on a sweep of every
-// exponent.
+// exponent. sin and cos call libm per lane (within 1 ulp); floor, ceil, round and sign are exact.
 #pragma once
 
 #include <algorithm>
@@ -111,7 +111,11 @@ template <int W> ANVIL_DETAIL_ALWAYS_INLINE mask<W> operator>(const vec<W>& a, f
 template <int W> ANVIL_DETAIL_ALWAYS_INLINE mask<W> operator<=(const vec<W>& a, float b) { return {a.v <= b}; }
 template <int W> ANVIL_DETAIL_ALWAYS_INLINE mask<W> operator==(const vec<W>& a, float b) { return {a.v == b}; }
 template <int W> ANVIL_DETAIL_ALWAYS_INLINE mask<W> operator!=(const vec<W>& a, float b) { return {a.v != b}; }
+template <int W> ANVIL_DETAIL_ALWAYS_INLINE mask<W> operator<=(const vec<W>& a, const vec<W>& b) { return {a.v <= b.v}; }
+template <int W> ANVIL_DETAIL_ALWAYS_INLINE mask<W> operator==(const vec<W>& a, const vec<W>& b) { return {a.v == b.v}; }
 template <int W> ANVIL_DETAIL_ALWAYS_INLINE mask<W> operator|(const mask<W>& a, const mask<W>& b) { return {a.v | b.v}; }
+template <int W> ANVIL_DETAIL_ALWAYS_INLINE mask<W> operator&(const mask<W>& a, const mask<W>& b) { return {a.v & b.v}; }
+template <int W> ANVIL_DETAIL_ALWAYS_INLINE mask<W> operator^(const mask<W>& a, const mask<W>& b) { return {a.v ^ b.v}; }
 template <int W> ANVIL_DETAIL_ALWAYS_INLINE mask<W> is_nan(const vec<W>& a) { return {a.v != a.v}; }
 // clang-format on
 
@@ -146,6 +150,35 @@ ANVIL_DETAIL_ALWAYS_INLINE vec<W> copy_sign(const vec<W>& magnitude, const vec<W
 template <int W>
 ANVIL_DETAIL_ALWAYS_INLINE vec<W> round(const vec<W>& x) {
     return (x + 12582912.0f) - 12582912.0f;
+}
+
+// 1 where m is true, else 0: how the CPU holds a boolean.
+template <int W>
+ANVIL_DETAIL_ALWAYS_INLINE vec<W> ones_where(const mask<W>& m) {
+    return from_bits<W>(m.v & bits(splat<W>(1.0f)).v);
+}
+
+// Round to nearest even over all of float: |x| + 2^23 - 2^23 rounds |x| < 2^23 to an integer (in the default
+// rounding mode, which the vector units use), and x's sign goes back on, so -0.3 gives -0 as rint does.
+// Larger magnitudes, infinities and NaN are already whole (or NaN) and pass unchanged.
+template <int W>
+ANVIL_DETAIL_ALWAYS_INLINE vec<W> round_half_even(const vec<W>& x) {
+    const vec<W> magnitude = abs(x);
+    const vec<W> rounded = copy_sign((magnitude + 8388608.0f) - 8388608.0f, x);
+    return select(magnitude < 8388608.0f, rounded, x);
+}
+
+// floor and ceil from the nearest integer, stepped down (up) when it overshoots x; the sign of x goes back
+// on, so floor(-0) and ceil(-0.5) are -0 as in libm.
+template <int W>
+ANVIL_DETAIL_ALWAYS_INLINE vec<W> floor(const vec<W>& x) {
+    const vec<W> r = round_half_even(x);
+    return copy_sign(r - ones_where(x < r), x);
+}
+template <int W>
+ANVIL_DETAIL_ALWAYS_INLINE vec<W> ceil(const vec<W>& x) {
+    const vec<W> r = round_half_even(x);
+    return copy_sign(r + ones_where(r < x), x);
 }
 
 template <int W>
@@ -458,6 +491,20 @@ ANVIL_DETAIL_ALWAYS_INLINE simd::vec<W> apply(const simd::vec<W>& a, const simd:
     if constexpr (Kind == op::rsqrt) return 1.0f / sqrt(a);
     if constexpr (Kind == op::abs) return abs(a);
     if constexpr (Kind == op::neg) return -a;
+    if constexpr (Kind == op::erf) return erf(a);
+    if constexpr (Kind == op::floor) return floor(a);
+    if constexpr (Kind == op::ceil) return ceil(a);
+    if constexpr (Kind == op::round) return round_half_even(a);
+    if constexpr (Kind == op::sign) return select(is_nan(a), a, ones_where(a > 0.0f) - ones_where(a < 0.0f));
+    // sin and cos per lane through libm's sinf and cosf (within 1 ulp on glibc and Apple's libm), like pow: a
+    // vector polynomial would need Payne-Hanek argument reduction to stay within a few ulp for large |x|.
+    if constexpr (Kind == op::sin || Kind == op::cos) {
+        vec<W> r;
+        for (int i = 0; i < W; ++i)
+            r.v[i] = Kind == op::sin ? std::sin(a.v[i]) : std::cos(a.v[i]);
+        return r;
+    }
+    if constexpr (Kind == op::logical_not) return ones_where(a == 0.0f);
     if constexpr (Kind == op::clamp) {
         const vec<W> low = select(a < alpha, alpha, a);
         return select(low > beta, beta, low);
@@ -475,6 +522,15 @@ ANVIL_DETAIL_ALWAYS_INLINE simd::vec<W> apply(const simd::vec<W>& a, const simd:
     // a + b is NaN when either is: torch.maximum and torch.minimum propagate NaN.
     if constexpr (Kind == op::maximum) return select(is_nan(a) | is_nan(b), a + b, select(a < b, b, a));
     if constexpr (Kind == op::minimum) return select(is_nan(a) | is_nan(b), a + b, select(b < a, b, a));
+    // Booleans as 1 and 0; NaN compares false, and counts as true in the logical ops.
+    if constexpr (Kind == op::equal) return ones_where(a == b);
+    if constexpr (Kind == op::less) return ones_where(a < b);
+    if constexpr (Kind == op::less_equal) return ones_where(a <= b);
+    if constexpr (Kind == op::greater) return ones_where(b < a);
+    if constexpr (Kind == op::greater_equal) return ones_where(b <= a);
+    if constexpr (Kind == op::logical_and) return ones_where((a != 0.0f) & (b != 0.0f));
+    if constexpr (Kind == op::logical_or) return ones_where((a != 0.0f) | (b != 0.0f));
+    if constexpr (Kind == op::logical_xor) return ones_where((a != 0.0f) ^ (b != 0.0f));
     if constexpr (Kind == op::where) return select(a != 0.0f, b, c);  // NaN counts as true
 }
 
@@ -522,6 +578,14 @@ ANVIL_DETAIL_ALWAYS_INLINE void run_step(const fused_step& step, const float* co
     case op::rsqrt: return run_op<op::rsqrt, W>(step, operands, out, count);
     case op::abs: return run_op<op::abs, W>(step, operands, out, count);
     case op::neg: return run_op<op::neg, W>(step, operands, out, count);
+    case op::erf: return run_op<op::erf, W>(step, operands, out, count);
+    case op::floor: return run_op<op::floor, W>(step, operands, out, count);
+    case op::ceil: return run_op<op::ceil, W>(step, operands, out, count);
+    case op::round: return run_op<op::round, W>(step, operands, out, count);
+    case op::sign: return run_op<op::sign, W>(step, operands, out, count);
+    case op::sin: return run_op<op::sin, W>(step, operands, out, count);
+    case op::cos: return run_op<op::cos, W>(step, operands, out, count);
+    case op::logical_not: return run_op<op::logical_not, W>(step, operands, out, count);
     case op::clamp: return run_op<op::clamp, W>(step, operands, out, count);
     case op::add: return run_op<op::add, W>(step, operands, out, count);
     case op::sub: return run_op<op::sub, W>(step, operands, out, count);
@@ -530,6 +594,14 @@ ANVIL_DETAIL_ALWAYS_INLINE void run_step(const fused_step& step, const float* co
     case op::pow: return run_op<op::pow, W>(step, operands, out, count);
     case op::maximum: return run_op<op::maximum, W>(step, operands, out, count);
     case op::minimum: return run_op<op::minimum, W>(step, operands, out, count);
+    case op::equal: return run_op<op::equal, W>(step, operands, out, count);
+    case op::less: return run_op<op::less, W>(step, operands, out, count);
+    case op::less_equal: return run_op<op::less_equal, W>(step, operands, out, count);
+    case op::greater: return run_op<op::greater, W>(step, operands, out, count);
+    case op::greater_equal: return run_op<op::greater_equal, W>(step, operands, out, count);
+    case op::logical_and: return run_op<op::logical_and, W>(step, operands, out, count);
+    case op::logical_or: return run_op<op::logical_or, W>(step, operands, out, count);
+    case op::logical_xor: return run_op<op::logical_xor, W>(step, operands, out, count);
     case op::where: return run_op<op::where, W>(step, operands, out, count);
         // clang-format on
         default:

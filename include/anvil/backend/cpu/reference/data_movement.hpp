@@ -1,4 +1,5 @@
-// anvil: the reference data-movement kernels — reshape, permute, concat, slice, pad and gather. They move
+// anvil: the reference data-movement kernels — reshape, permute, concat, slice, pad, gather and
+// gather_elements. They move
 // values without arithmetic; slice takes the canonical (clamped, non-negative) bounds shape inference leaves.
 #pragma once
 
@@ -104,6 +105,44 @@ inline void gather(const_tensor_span table, const_tensor_span indices, std::int6
             std::copy(source, source + inner, out.data + (o * count + i) * inner);
         }
     }
+}
+
+// gather_elements' indices (whole numbers in [-extent, extent) of the data's `axis`; negative ones count
+// from the end) checked before anything is written: an invalid one throws, naming it and where it is.
+// Shared with the fast kernel, so both report the same message.
+inline void check_gather_elements_indices(const_tensor_span data, const_tensor_span indices,
+                                          std::int64_t axis) {
+    const std::int64_t extent = data.shape[static_cast<std::size_t>(axis)];
+    const std::int64_t count = count_of(indices.shape);
+    for (std::int64_t i = 0; i < count; ++i) {
+        const float index = indices.data[i];
+        if (!(index >= static_cast<float>(-extent) && index < static_cast<float>(extent) &&
+              std::trunc(index) == index)) {
+            throw error(message("gather_elements: index ", index, " (element ", i, " of the indices ",
+                                indices.shape, ") is out of range for axis ", axis, " of the data ",
+                                data.shape, " (expected a whole number in [", -extent, ", ", extent, "))"));
+        }
+    }
+}
+
+// out[i][j][k] = data[i][indices[i][j][k]][k] for axis 1 (and so on for the other axes); out has the
+// indices' shape.
+inline void gather_elements(const_tensor_span data, const_tensor_span indices, std::int64_t axis,
+                            tensor_span out) {
+    check_gather_elements_indices(data, indices, axis);
+    if (count_of(indices.shape) == 0) return;
+    const auto axis_index = static_cast<std::size_t>(axis);
+    const std::int64_t extent = data.shape[axis_index];
+    const stride_array strides = row_major_strides(data.shape);
+    index_array index{};
+    std::int64_t o = 0;
+    do {
+        auto along = static_cast<std::int64_t>(indices.data[o]);
+        if (along < 0) along += extent;
+        index_array at = index;
+        at[axis_index] = along;
+        out.data[o++] = data.data[offset_of(at, strides, data.shape.rank())];
+    } while (next_index(index, indices.shape));
 }
 
 }  // namespace anvil::detail::cpu::reference

@@ -22,6 +22,14 @@
 
 namespace anvil::detail::cpu {
 
+// x rounded to the nearest integer, ties to even (numpy's rint, ONNX's Round), whatever the floating-point
+// environment's rounding mode: std::nearbyint would follow that mode.
+[[nodiscard]] inline float round_half_even(float x) {
+    const float away = std::round(x);  // ties away from zero
+    if (std::fabs(x - std::trunc(x)) != 0.5f) return away;
+    return 2.0f * std::round(x * 0.5f);  // x * 0.5 is exact: a tie is at least 0.5 in magnitude
+}
+
 // One unary op on one value, as PyTorch defines it in float32. alpha and beta are clamp's min and max
 // (ignored by the other ops). cast needs its target type: use cast_value.
 [[nodiscard]] inline float apply_unary(op kind, float x, float alpha = 0.0f, float beta = 0.0f) {
@@ -54,6 +62,23 @@ namespace anvil::detail::cpu {
             return std::fabs(x);
         case op::neg:
             return -x;
+        case op::erf:
+            return std::erf(x);
+        case op::floor:
+            return std::floor(x);
+        case op::ceil:
+            return std::ceil(x);
+        case op::round:
+            return round_half_even(x);
+        case op::sign:
+            // numpy's: both zeros give +0, NaN stays NaN.
+            return x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : x == 0.0f ? 0.0f : x;
+        case op::sin:
+            return std::sin(x);
+        case op::cos:
+            return std::cos(x);
+        case op::logical_not:
+            return x != 0.0f ? 0.0f : 1.0f;  // NaN counts as true, as bool(NaN) does in torch
         case op::clamp: {
             // torch.clamp: min first, then max (so min > max gives max); NaN passes through both comparisons.
             const float low = x < alpha ? alpha : x;
@@ -121,6 +146,7 @@ namespace anvil::detail::cpu {
 }
 
 // One binary op, as PyTorch defines it in float32; maximum and minimum propagate NaN like torch.maximum.
+// Comparisons and logical ops give 1 for true and 0 for false (how the CPU holds dtype::boolean).
 [[nodiscard]] inline float apply_binary(op kind, float a, float b) {
     switch (kind) {
         case op::add:
@@ -137,6 +163,23 @@ namespace anvil::detail::cpu {
             return std::isnan(a) || std::isnan(b) ? std::numeric_limits<float>::quiet_NaN() : (a < b ? b : a);
         case op::minimum:
             return std::isnan(a) || std::isnan(b) ? std::numeric_limits<float>::quiet_NaN() : (b < a ? b : a);
+        // A comparison with NaN is false, as in IEEE 754; logical ops count any nonzero value as true.
+        case op::equal:
+            return a == b ? 1.0f : 0.0f;
+        case op::less:
+            return a < b ? 1.0f : 0.0f;
+        case op::less_equal:
+            return a <= b ? 1.0f : 0.0f;
+        case op::greater:
+            return a > b ? 1.0f : 0.0f;
+        case op::greater_equal:
+            return a >= b ? 1.0f : 0.0f;
+        case op::logical_and:
+            return a != 0.0f && b != 0.0f ? 1.0f : 0.0f;
+        case op::logical_or:
+            return a != 0.0f || b != 0.0f ? 1.0f : 0.0f;
+        case op::logical_xor:
+            return (a != 0.0f) != (b != 0.0f) ? 1.0f : 0.0f;
         default:
             break;
     }

@@ -1,5 +1,6 @@
-// anvil: the reference reductions — reduce_sum, reduce_mean, reduce_max and argmax over the canonical axes
-// shape inference leaves (non-negative, sorted). keep_dims only changes the output's shape, not its layout.
+// anvil: the reference reductions — reduce_sum, reduce_mean, reduce_max, reduce_min, reduce_prod and argmax
+// over the canonical axes shape inference leaves (non-negative, sorted); keep_dims only changes the output's
+// shape, not its layout — and the cumulative sum along one axis.
 #pragma once
 
 #include <algorithm>
@@ -83,6 +84,29 @@ inline void reduce_max(const_tensor_span x, std::span<const std::int64_t> axes, 
     });
 }
 
+// NaN propagates, as in reduce_max and torch.amin. Shape inference rejects reducing an empty axis.
+inline void reduce_min(const_tensor_span x, std::span<const std::int64_t> axes, tensor_span out) {
+    const std::int64_t outputs = count_of(out.shape);
+    for (std::int64_t o = 0; o < outputs; ++o)
+        out.data[o] = std::numeric_limits<float>::infinity();
+    for_each_reduced(x.shape, axes, [&](std::int64_t in, std::int64_t o, const index_array&) {
+        const float v = x.data[in];
+        if (v < out.data[o] || std::isnan(v)) {
+            if (!std::isnan(out.data[o])) out.data[o] = v;
+        }
+    });
+}
+
+// Accumulated in double, as reduce_sum; the product of nothing is 1, as in torch.prod.
+inline void reduce_prod(const_tensor_span x, std::span<const std::int64_t> axes, tensor_span out) {
+    std::vector<double> products(static_cast<std::size_t>(count_of(out.shape)), 1.0);
+    for_each_reduced(x.shape, axes, [&](std::int64_t in, std::int64_t o, const index_array&) {
+        products[static_cast<std::size_t>(o)] *= x.data[in];
+    });
+    for (std::size_t o = 0; o < products.size(); ++o)
+        out.data[o] = static_cast<float>(products[o]);
+}
+
 // The index along `axis` of the first maximal element (NaN counts as the largest, as in torch.argmax),
 // stored as a float.
 inline void argmax(const_tensor_span x, std::int64_t axis, tensor_span out) {
@@ -102,6 +126,27 @@ inline void argmax(const_tensor_span x, std::int64_t axis, tensor_span out) {
             out.data[o] = static_cast<float>(index[static_cast<std::size_t>(axis)]);
         }
     });
+}
+
+// The running sum along `axis`, accumulated in double (as torch.cumsum on the CPU): exclusive leaves each
+// element out of its own sum (so the first is 0), reverse runs from the end of the axis (ONNX's CumSum).
+inline void cumsum(const_tensor_span x, std::int64_t axis, bool exclusive, bool reverse, tensor_span out) {
+    const auto axis_index = static_cast<std::size_t>(axis);
+    const std::int64_t outer = extent_product(x.shape, 0, axis_index);
+    const std::int64_t extent = x.shape[axis_index];
+    const std::int64_t inner = extent_product(x.shape, axis_index + 1, x.shape.rank());
+    for (std::int64_t o = 0; o < outer; ++o) {
+        for (std::int64_t i = 0; i < inner; ++i) {
+            double sum = 0.0;
+            for (std::int64_t step = 0; step < extent; ++step) {
+                const std::int64_t k = reverse ? extent - 1 - step : step;
+                const std::int64_t at = (o * extent + k) * inner + i;
+                if (!exclusive) sum += x.data[at];
+                out.data[at] = static_cast<float>(sum);
+                if (exclusive) sum += x.data[at];
+            }
+        }
+    }
 }
 
 }  // namespace anvil::detail::cpu::reference

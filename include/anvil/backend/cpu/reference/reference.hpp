@@ -29,9 +29,12 @@ namespace reference {
 // The type an operand slot must have for shape inference; the CPU holds every value as f32, so only the
 // slots whose type inference checks need another.
 [[nodiscard]] inline dtype operand_type_for_inference(op kind, std::size_t slot) {
-    if (kind == op::gather && slot == 1) return dtype::i64;
+    if ((kind == op::gather || kind == op::gather_elements) && slot == 1) return dtype::i64;
     if (kind == op::dequantize_int8 && slot == 0) return dtype::i8;
     if ((kind == op::dequantize_lut || kind == op::dequantize_ggml) && slot == 0) return dtype::u8;
+    if (kind == op::logical_and || kind == op::logical_or || kind == op::logical_xor ||
+        kind == op::logical_not)
+        return dtype::boolean;
     return dtype::f32;
 }
 
@@ -93,6 +96,14 @@ inline void evaluate_reference(const node& n, std::span<const const_tensor_span>
         case op::rsqrt:
         case op::abs:
         case op::neg:
+        case op::erf:
+        case op::floor:
+        case op::ceil:
+        case op::round:
+        case op::sign:
+        case op::sin:
+        case op::cos:
+        case op::logical_not:
         case op::clamp:
             return ref::unary(n.kind, inputs[0], attrs.min, attrs.max, output);
         case op::cast:
@@ -104,6 +115,14 @@ inline void evaluate_reference(const node& n, std::span<const const_tensor_span>
         case op::pow:
         case op::maximum:
         case op::minimum:
+        case op::equal:
+        case op::less:
+        case op::less_equal:
+        case op::greater:
+        case op::greater_equal:
+        case op::logical_and:
+        case op::logical_or:
+        case op::logical_xor:
             return ref::binary(n.kind, inputs[0], inputs[1], output);
         case op::where:
             return ref::where(inputs[0], inputs[1], inputs[2], output);
@@ -141,8 +160,14 @@ inline void evaluate_reference(const node& n, std::span<const const_tensor_span>
             return ref::reduce_mean(inputs[0], attrs.axes, output);
         case op::reduce_max:
             return ref::reduce_max(inputs[0], attrs.axes, output);
+        case op::reduce_min:
+            return ref::reduce_min(inputs[0], attrs.axes, output);
+        case op::reduce_prod:
+            return ref::reduce_prod(inputs[0], attrs.axes, output);
         case op::argmax:
             return ref::argmax(inputs[0], attrs.axis, output);
+        case op::cumsum:
+            return ref::cumsum(inputs[0], attrs.axis, attrs.exclusive, attrs.reverse, output);
         case op::reshape:
             return ref::reshape(inputs[0], output);
         case op::permute:
@@ -155,6 +180,8 @@ inline void evaluate_reference(const node& n, std::span<const const_tensor_span>
             return ref::pad(inputs[0], attrs.begin, attrs.value, output);
         case op::gather:
             return ref::gather(inputs[0], inputs[1], attrs.axis, output);
+        case op::gather_elements:
+            return ref::gather_elements(inputs[0], inputs[1], attrs.axis, output);
         case op::attention:
             return ref::attention(inputs[0], inputs[1], inputs[2], optional_input(3), attrs.causal,
                                   attrs.scale, output);
