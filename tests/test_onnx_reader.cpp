@@ -141,6 +141,33 @@ TEST_CASE("onnx reader: nodes, attributes, a Constant's tensor, subgraphs and ex
                          anvil::format_error);
 }
 
+TEST_CASE("onnx reader: initializers in a mapped file become views of it, not copies") {
+    // external.onnx keeps its weights in external.onnx.data (mapped page-aligned) and small ones inline.
+    const onnx_model model = onnx_model::open(data_path("onnx/external.onnx"));
+    int viewed = 0;
+    for (const anvil::onnx_tensor& t : model.graph().initializers) {
+        CAPTURE(t.name);
+        const anvil::host_tensor h = anvil::onnx_host_tensor(t);
+        if (t.raw.empty()) continue;
+        CHECK(t.owner != nullptr);
+        REQUIRE(h.byte_size() == t.raw.size());
+        CHECK(std::memcmp(h.raw(), t.raw.data(), t.raw.size()) == 0);
+        const bool aligned =
+            reinterpret_cast<std::uintptr_t>(t.raw.data()) % anvil::dtype_size(h.type()) == 0;
+        // Aligned data is viewed in place; misaligned data is copied (kernels read whole elements).
+        CHECK((h.raw() == static_cast<const void*>(t.raw.data())) == aligned);
+        viewed += aligned ? 1 : 0;
+    }
+    CHECK(viewed >= 1);
+    // Bytes the caller keeps are copied: the tensor must not outlive them.
+    const anvil::mapped_file file = anvil::mapped_file::open(data_path("onnx/tiny.onnx"));
+    const onnx_model parsed = onnx_model::parse(file.bytes(), "tiny.onnx");
+    for (const anvil::onnx_tensor& t : parsed.graph().initializers) {
+        CHECK(t.owner == nullptr);
+        if (!t.raw.empty()) CHECK(anvil::onnx_host_tensor(t).raw() != static_cast<const void*>(t.raw.data()));
+    }
+}
+
 TEST_CASE("onnx reader: every file of the malformed corpus is refused with an error that names its defect") {
     check_malformed_corpus("onnx", 20,
                            [](const std::filesystem::path& path) { (void)onnx_model::open(path); });

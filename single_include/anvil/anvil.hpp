@@ -7747,6 +7747,9 @@ struct onnx_tensor {
     std::vector<double> doubles;
     std::vector<std::string> strings;
     std::string external_location;  // set when the data lives in another file of the model's folder
+    // Keeps `raw` alive when it views a mapped file (the model's or an external one); null when it views
+    // bytes the caller keeps (onnx_model::parse, parse_onnx_tensor).
+    std::shared_ptr<const void> owner;
 
     [[nodiscard]] std::uint64_t element_count() const;
     // The values as anvil's host bytes of onnx_dtype(data_type): raw data as stored, typed lists narrowed.
@@ -7756,8 +7759,9 @@ struct onnx_tensor {
 // A TensorProto on its own, as ONNX's test data stores each input and output (test_data_set_N/input_0.pb).
 // Raw data stays a view of `bytes`, which the caller keeps alive; external data is refused (no folder).
 [[nodiscard]] onnx_tensor parse_onnx_tensor(std::span<const std::byte> bytes, std::string_view source_name);
-// The tensor's values in anvil's host layout (a copy): an unsupported_error naming it when anvil has no dtype
-// for its element type (strings, complex numbers).
+// The tensor's values in anvil's host layout: a view of the mapped file when its raw data lies there aligned
+// for its type (a model's weights are not copied), else a copy. An unsupported_error naming it when anvil has
+// no dtype for its element type (strings, complex numbers).
 [[nodiscard]] host_tensor onnx_host_tensor(const onnx_tensor& t);
 
 struct onnx_graph;
@@ -36723,8 +36727,9 @@ namespace detail {
 class onnx_parser {
 public:
     onnx_parser(const std::filesystem::path* folder,
-                std::map<std::string, std::shared_ptr<const mapped_file>, std::less<>>& external)
-        : folder_(folder), external_(external) {}
+                std::map<std::string, std::shared_ptr<const mapped_file>, std::less<>>& external,
+                std::shared_ptr<const void> owner = nullptr)
+        : folder_(folder), external_(external), owner_(std::move(owner)) {}
 
     void graph(protobuf_reader r, onnx_graph& g) {
         const depth_guard guard(*this, r);
@@ -36948,6 +36953,7 @@ public:
                     break;
                 case 9:
                     t.raw = r.bytes(f, "raw_data");
+                    t.owner = owner_;
                     break;
                 case 10:
                     r.append_doubles(f, "double_data", t.doubles);
@@ -37114,6 +37120,7 @@ private:
         if (!t.raw.empty() || !t.floats.empty() || !t.integers.empty() || !t.doubles.empty())
             throw format_error(message(where, ": holds data in the model as well as external data"));
         t.raw = bytes.subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(size));
+        t.owner = found->second;
         t.external_location = location;
         if (size == 0 && t.element_count() != 0) {
             throw format_error(
@@ -37123,6 +37130,7 @@ private:
 
     const std::filesystem::path* folder_;
     std::map<std::string, std::shared_ptr<const mapped_file>, std::less<>>& external_;
+    std::shared_ptr<const void> owner_;
     int depth_ = 0;
 };
 
@@ -37130,7 +37138,7 @@ private:
 
 ANVIL_INLINE void onnx_model::parse_bytes(std::span<const std::byte> bytes,
                                           const std::filesystem::path* folder) {
-    detail::onnx_parser parser(folder, external_);
+    detail::onnx_parser parser(folder, external_, mapping_);
     protobuf_reader r(bytes, source_);
     protobuf_field f;
     bool has_graph = false;
@@ -37184,6 +37192,10 @@ ANVIL_INLINE host_tensor onnx_host_tensor(const onnx_tensor& t) {
         throw unsupported_error(detail::message("ONNX tensor '", t.name, "': unsupported element type ",
                                                 onnx_type_name(t.data_type)));
     }
+    const std::size_t size = dtype_size(*type);
+    const bool aligned = reinterpret_cast<std::uintptr_t>(t.raw.data()) % size == 0;
+    if (t.owner && !t.raw.empty() && aligned && t.raw.size() == t.element_count() * size)
+        return host_tensor(*type, dims(t.dims), t.raw.data(), t.owner);
     host_tensor out(*type, dims(t.dims));
     const std::vector<std::byte> bytes = t.to_bytes();
     if (!bytes.empty()) std::memcpy(out.raw(), bytes.data(), bytes.size());
@@ -44954,7 +44966,8 @@ inline std::vector<value> importer::split(const onnx_node& n) {
 inline value importer::pad(const onnx_node& n) {
     value x = input(n, 0);
     const std::string mode = string_attribute(n, "mode", "constant");
-    if (mode != "constant") unsupported(n, message("mode '", mode, "' (anvil pads with a constant)"));
+    if (mode != "constant" && mode != "reflect" && mode != "edge")
+        unsupported(n, message("mode '", mode, "'"));
     std::vector<std::int64_t> pads;
     float fill = 0.0f;
     if (opset_ < 11) {
@@ -44999,7 +45012,29 @@ inline value importer::pad(const onnx_node& n) {
         }
         x = g_.apply(op::slice, {x}, cut);
     }
-    return g_.apply(op::pad, {x}, a);
+    if (mode == "constant") return g_.apply(op::pad, {x}, a);
+    // Edge and reflect padding pick, along each padded axis, the positions numpy's pad reads: clamped to
+    // the ends, or mirrored about them without repeating the edge.
+    for (std::size_t axis = 0; axis < rank; ++axis) {
+        if (a.begin[axis] == 0 && a.end[axis] == 0) continue;
+        const std::int64_t extent = x.shape()[axis];
+        if (extent == 0 || (mode == "reflect" && extent == 1))
+            throw shape_error(message(where(n), ": cannot ", mode, "-pad axis ", axis, " of ", x.shape()));
+        std::vector<std::int64_t> positions;
+        for (std::int64_t i = -a.begin[axis]; i < extent + a.end[axis]; ++i) {
+            std::int64_t at = i;
+            if (mode == "edge") {
+                at = std::clamp<std::int64_t>(i, 0, extent - 1);
+            } else {
+                const std::int64_t period = 2 * (extent - 1);
+                at = ((i % period) + period) % period;
+                if (at >= extent) at = period - at;
+            }
+            positions.push_back(at);
+        }
+        x = pick(x, axis, positions);
+    }
+    return x;
 }
 
 // The upper (or lower) triangle of the last two axes, from diagonal k: a select with a constant mask,

@@ -154,8 +154,9 @@ namespace detail {
 class onnx_parser {
 public:
     onnx_parser(const std::filesystem::path* folder,
-                std::map<std::string, std::shared_ptr<const mapped_file>, std::less<>>& external)
-        : folder_(folder), external_(external) {}
+                std::map<std::string, std::shared_ptr<const mapped_file>, std::less<>>& external,
+                std::shared_ptr<const void> owner = nullptr)
+        : folder_(folder), external_(external), owner_(std::move(owner)) {}
 
     void graph(protobuf_reader r, onnx_graph& g) {
         const depth_guard guard(*this, r);
@@ -379,6 +380,7 @@ public:
                     break;
                 case 9:
                     t.raw = r.bytes(f, "raw_data");
+                    t.owner = owner_;
                     break;
                 case 10:
                     r.append_doubles(f, "double_data", t.doubles);
@@ -545,6 +547,7 @@ private:
         if (!t.raw.empty() || !t.floats.empty() || !t.integers.empty() || !t.doubles.empty())
             throw format_error(message(where, ": holds data in the model as well as external data"));
         t.raw = bytes.subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(size));
+        t.owner = found->second;
         t.external_location = location;
         if (size == 0 && t.element_count() != 0) {
             throw format_error(
@@ -554,6 +557,7 @@ private:
 
     const std::filesystem::path* folder_;
     std::map<std::string, std::shared_ptr<const mapped_file>, std::less<>>& external_;
+    std::shared_ptr<const void> owner_;
     int depth_ = 0;
 };
 
@@ -561,7 +565,7 @@ private:
 
 ANVIL_INLINE void onnx_model::parse_bytes(std::span<const std::byte> bytes,
                                           const std::filesystem::path* folder) {
-    detail::onnx_parser parser(folder, external_);
+    detail::onnx_parser parser(folder, external_, mapping_);
     protobuf_reader r(bytes, source_);
     protobuf_field f;
     bool has_graph = false;
@@ -615,6 +619,10 @@ ANVIL_INLINE host_tensor onnx_host_tensor(const onnx_tensor& t) {
         throw unsupported_error(detail::message("ONNX tensor '", t.name, "': unsupported element type ",
                                                 onnx_type_name(t.data_type)));
     }
+    const std::size_t size = dtype_size(*type);
+    const bool aligned = reinterpret_cast<std::uintptr_t>(t.raw.data()) % size == 0;
+    if (t.owner && !t.raw.empty() && aligned && t.raw.size() == t.element_count() * size)
+        return host_tensor(*type, dims(t.dims), t.raw.data(), t.owner);
     host_tensor out(*type, dims(t.dims));
     const std::vector<std::byte> bytes = t.to_bytes();
     if (!bytes.empty()) std::memcpy(out.raw(), bytes.data(), bytes.size());

@@ -88,6 +88,9 @@ struct onnx_tensor {
     std::vector<double> doubles;
     std::vector<std::string> strings;
     std::string external_location;  // set when the data lives in another file of the model's folder
+    // Keeps `raw` alive when it views a mapped file (the model's or an external one); null when it views
+    // bytes the caller keeps (onnx_model::parse, parse_onnx_tensor).
+    std::shared_ptr<const void> owner;
 
     [[nodiscard]] std::uint64_t element_count() const;
     // The values as anvil's host bytes of onnx_dtype(data_type): raw data as stored, typed lists narrowed.
@@ -97,8 +100,9 @@ struct onnx_tensor {
 // A TensorProto on its own, as ONNX's test data stores each input and output (test_data_set_N/input_0.pb).
 // Raw data stays a view of `bytes`, which the caller keeps alive; external data is refused (no folder).
 [[nodiscard]] onnx_tensor parse_onnx_tensor(std::span<const std::byte> bytes, std::string_view source_name);
-// The tensor's values in anvil's host layout (a copy): an unsupported_error naming it when anvil has no dtype
-// for its element type (strings, complex numbers).
+// The tensor's values in anvil's host layout: a view of the mapped file when its raw data lies there aligned
+// for its type (a model's weights are not copied), else a copy. An unsupported_error naming it when anvil has
+// no dtype for its element type (strings, complex numbers).
 [[nodiscard]] host_tensor onnx_host_tensor(const onnx_tensor& t);
 
 struct onnx_graph;

@@ -381,7 +381,8 @@ inline std::vector<value> importer::split(const onnx_node& n) {
 inline value importer::pad(const onnx_node& n) {
     value x = input(n, 0);
     const std::string mode = string_attribute(n, "mode", "constant");
-    if (mode != "constant") unsupported(n, message("mode '", mode, "' (anvil pads with a constant)"));
+    if (mode != "constant" && mode != "reflect" && mode != "edge")
+        unsupported(n, message("mode '", mode, "'"));
     std::vector<std::int64_t> pads;
     float fill = 0.0f;
     if (opset_ < 11) {
@@ -426,7 +427,29 @@ inline value importer::pad(const onnx_node& n) {
         }
         x = g_.apply(op::slice, {x}, cut);
     }
-    return g_.apply(op::pad, {x}, a);
+    if (mode == "constant") return g_.apply(op::pad, {x}, a);
+    // Edge and reflect padding pick, along each padded axis, the positions numpy's pad reads: clamped to
+    // the ends, or mirrored about them without repeating the edge.
+    for (std::size_t axis = 0; axis < rank; ++axis) {
+        if (a.begin[axis] == 0 && a.end[axis] == 0) continue;
+        const std::int64_t extent = x.shape()[axis];
+        if (extent == 0 || (mode == "reflect" && extent == 1))
+            throw shape_error(message(where(n), ": cannot ", mode, "-pad axis ", axis, " of ", x.shape()));
+        std::vector<std::int64_t> positions;
+        for (std::int64_t i = -a.begin[axis]; i < extent + a.end[axis]; ++i) {
+            std::int64_t at = i;
+            if (mode == "edge") {
+                at = std::clamp<std::int64_t>(i, 0, extent - 1);
+            } else {
+                const std::int64_t period = 2 * (extent - 1);
+                at = ((i % period) + period) % period;
+                if (at >= extent) at = period - at;
+            }
+            positions.push_back(at);
+        }
+        x = pick(x, axis, positions);
+    }
+    return x;
 }
 
 // The upper (or lower) triangle of the last two axes, from diagonal k: a select with a constant mask,
