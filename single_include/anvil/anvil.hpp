@@ -43205,6 +43205,13 @@ private:
             if (has_input(n, 2)) weight = input(n, 2);
             return {negative_log_likelihood(n, log_prob, input(n, 1), weight), log_prob};
         }
+        if (type == "Gelu") {
+            // Opset 20: exact (erf) or, with approximate = "tanh", the tanh form; anvil has both as ops.
+            const std::string approximate = string_attribute(n, "approximate", "none");
+            if (approximate != "none" && approximate != "tanh")
+                throw format_error(message(where(n), ": approximate '", approximate, "'"));
+            return {apply(approximate == "tanh" ? op::gelu_tanh : op::gelu, {input(n, 0)})};
+        }
         if (type == "Elu" || type == "Selu" || type == "Celu" || type == "LeakyRelu" || type == "PRelu" ||
             type == "HardSigmoid" || type == "HardSwish" || type == "Softplus" || type == "Softsign")
             return {activation(n)};
