@@ -134,6 +134,68 @@ TEST_CASE("coreml package reader: every file of the malformed corpus is refused 
     CHECK(files == 11);
 }
 
+TEST_CASE(
+    "coreml package reader: Core ML refuses an op that leaves out an input coremltools gives a default") {
+    // RUNTIME.md §0b #17: "optional" in Core ML's documentation, required by its ML Program parser; linear's
+    // bias excepted. The private path requires only the required inputs.
+    const auto program = [](const std::string& function, const std::string& body) {
+        return "program(1.3)\n{\n    func main<ios18>(" + function + ") {\n" + body + "    } -> (y);\n}\n";
+    };
+    const std::string gather_args =
+        "        tensor<fp16, [5, 4]> table = const()[name = string(\"table\"), val = tensor<fp16, [5, "
+        "4]>([1, 2, "
+        "3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20])];\n"
+        "        int32 axis = const()[name = string(\"axis\"), val = int32(0)];\n"
+        "        int32 batch_dims = const()[name = string(\"batch_dims\"), val = int32(0)];\n";
+    const std::string gather =
+        program("tensor<int32, [1, 3]> ids", gather_args +
+                                                 "        tensor<fp16, [1, 3, 4]> y = gather(axis = axis, "
+                                                 "batch_dims = batch_dims, indices = ids, x = "
+                                                 "table)[name = string(\"y\")];\n");
+    std::string refusal;
+    try {
+        (void)anvil_sim::mil_program::compile(gather, {}, core_ml());
+    } catch (const sim_failure& e) {
+        refusal = e.what();
+    }
+    CHECK(refusal.find("gather: input 'validate_indices' is left out") != std::string::npos);
+    CHECK(refusal.find("[CONSTRAINTS.md:92]") != std::string::npos);
+    // softmax's axis: refused by Core ML, taken by the private path.
+    const std::string softmax =
+        program("tensor<fp16, [1, 4, 1, 8]> a",
+                "        tensor<fp16, [1, 4, 1, 8]> y = softmax(x = a)[name = string(\"y\")];\n");
+    CHECK_THROWS_WITH_AS((void)anvil_sim::mil_program::compile(softmax, {}, core_ml()),
+                         doctest::Contains("softmax: input 'axis' is left out"), sim_failure);
+    CHECK_NOTHROW((void)anvil_sim::mil_program::compile(softmax, {}, rules{}));
+    // matmul's transpose flags; an ios16 program's gather has no validate_indices to leave out.
+    const std::string matmul = program(
+        "tensor<fp16, [1, 4, 8]> a, tensor<fp16, [1, 8, 4]> b",
+        "        bool f = const()[name = string(\"f\"), val = bool(false)];\n"
+        "        tensor<fp16, [1, 4, 4]> y = matmul(transpose_x = f, x = a, y = b)[name = string(\"y\")];\n");
+    CHECK_THROWS_WITH_AS((void)anvil_sim::mil_program::compile(matmul, {}, core_ml()),
+                         doctest::Contains("matmul: input 'transpose_y' is left out"), sim_failure);
+    std::string old_gather = gather;
+    old_gather.replace(old_gather.find("program(1.3)"), 12, "program(1.0)");
+    old_gather.replace(old_gather.find("<ios18>"), 7, "<ios16>");
+    for (const auto& [from, to] : {std::pair<std::string, std::string>{"string(", "tensor<string, []>("},
+                                   {"int32 axis", "tensor<int32, []> axis"},
+                                   {"int32 batch_dims", "tensor<int32, []> batch_dims"},
+                                   {"int32(0)", "tensor<int32, []>(0)"}}) {
+        for (std::size_t at = old_gather.find(from); at != std::string::npos;
+             at = old_gather.find(from, at + to.size()))
+            old_gather.replace(at, from.size(), to);
+    }
+    CHECK_NOTHROW((void)anvil_sim::mil_program::compile(old_gather, {}, core_ml()));
+    // linear without a bias is accepted (ONNX Runtime's Core ML builder writes it so).
+    const std::string linear =
+        program("tensor<fp16, [2, 4]> x",
+                "        tensor<fp16, [3, 4]> w = const()[name = string(\"w\"), val = tensor<fp16, [3, "
+                "4]>([1, 2, 3, 4, "
+                "5, 6, 7, 8, 9, 10, 11, 12])];\n"
+                "        tensor<fp16, [2, 3]> y = linear(weight = w, x = x)[name = string(\"y\")];\n");
+    CHECK_NOTHROW((void)anvil_sim::mil_program::compile(linear, {}, core_ml()));
+}
+
 TEST_CASE("coreml package reader: the validator's Core ML mode places what the Neural Engine refuses") {
     const std::string program = R"(program(1.3)
 [buildInfo = dict<string, string>({{"coremltools-version", "8.1"}})]
@@ -141,7 +203,9 @@ TEST_CASE("coreml package reader: the validator's Core ML mode places what the N
     func main<ios18>(tensor<int32, [1, 3]> ids, tensor<fp16, [1, 3, 4]> h) {
         tensor<fp16, [5, 4]> table = const()[name = string("table"), val = tensor<fp16, [5, 4]>([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20])];
         int32 axis = const()[name = string("axis"), val = int32(0)];
-        tensor<fp16, [1, 3, 4]> e = gather(axis = axis, indices = ids, x = table)[name = string("e")];
+        int32 batch_dims = const()[name = string("batch_dims"), val = int32(0)];
+        bool validate = const()[name = string("validate"), val = bool(false)];
+        tensor<fp16, [1, 3, 4]> e = gather(axis = axis, batch_dims = batch_dims, indices = ids, validate_indices = validate, x = table)[name = string("e")];
         tensor<fp16, [1, 3, 4]> s = add(x = e, y = h)[name = string("s")];
         tensor<fp16, [1, 3, 4]> y = relu(x = s)[name = string("y")];
     } -> (y);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -724,6 +725,70 @@ TEST_CASE("ane sim mil: casts, affine dequantization and fp16 overflow") {
     CHECK(tiny[0] == 0.0f);
 }
 
+TEST_CASE("ane sim mil: softmax returns NaN for a row that holds -inf, as the Neural Engine's does") {
+    const float minus_infinity = -std::numeric_limits<float>::infinity();
+    // softmax(x) over the last axis of [1, 4, 1, 8], computed exactly, row by row; `masked` gets no weight.
+    const auto exact = [](const std::vector<float>& x, std::size_t masked) {
+        std::vector<float> out(x.size());
+        for (std::size_t r = 0; r < 4; ++r) {
+            float sum = 0;
+            for (std::size_t s = 0; s < 8; ++s)
+                sum += r * 8 + s == masked ? 0.0f : std::exp(x[r * 8 + s]);
+            for (std::size_t s = 0; s < 8; ++s)
+                out[r * 8 + s] = r * 8 + s == masked ? 0.0f : std::exp(x[r * 8 + s]) / sum;
+        }
+        return out;
+    };
+    const std::string softmax = t48 + "y = softmax(axis = tensor<int32, []>(-1), x = x)" + nm;
+    std::vector<float> x = ramp(32, 0.2f, -2.0f);
+    x[1 * 8 + 3] = minus_infinity;
+    const std::vector<float> want = exact(x, 1 * 8 + 3);
+    std::string warnings;
+    const auto got = run_body(softmax, {4, 1, 8}, {4, 1, 8}, x, &warnings);
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        INFO("element " << i);
+        if (i / 8 == 1) {
+            CHECK(std::isnan(got[i]));  // the whole row, not only the -inf position
+        } else {
+            CHECK(std::fabs(got[i] - want[i]) <= 2e-3f);  // the other rows untouched
+        }
+    }
+    CHECK(
+        warnings.rfind("line 4: softmax 'y': a row of its input holds -inf, and the Neural Engine's softmax "
+                       "returns NaN for that row",
+                       0) == 0);
+    CHECK(cites(warnings.substr(0, warnings.find('\n')), 97));
+    // A Core ML op that Core ML places on the CPU (here: an axis past softmax_max_axis) computes exactly.
+    rules core_ml;
+    core_ml.coreml_program = true;
+    core_ml.softmax_max_axis = 4;
+    warnings.clear();
+    check_close(run_body(softmax, {4, 1, 8}, {4, 1, 8}, x, &warnings, core_ml), want);
+    CHECK(warnings.find("softmax 'y'") == std::string::npos);
+
+    // How -inf arises from a finite mask: in fp16, a score of -20 plus fp16's lowest (-65504) is -65524,
+    // past the range, so -inf, and the row turns to NaN; -1e4 leaves headroom: -10020, and no weight.
+    x = ramp(32, 0.2f, -2.0f);
+    x[2 * 8 + 5] = -20.0f;
+    for (const std::string value : {"-65504.0", "-10000.0"}) {
+        CAPTURE(value);
+        std::string mask;
+        for (std::size_t i = 0; i < 32; ++i)
+            mask += std::string(i ? ", " : "") + (i == 2 * 8 + 5 ? value : "0.0");
+        const std::string masked =
+            t48 + "mk = const()[name = tensor<string, []>(\"mk\"), val = " + "tensor<fp16, [1, 4, 1, 8]>([" +
+            mask + "])];\n" + t48 + "a = add(x = x, y = mk)" + nm + t48 +
+            "y = softmax(axis = tensor<int32, []>(-1), x = a)" + nm;
+        const auto result = run_body(masked, {4, 1, 8}, {4, 1, 8}, x);
+        if (value == "-65504.0") {
+            for (std::size_t s = 0; s < 8; ++s)
+                CHECK(std::isnan(result[2 * 8 + s]));
+        } else {
+            check_close(result, exact(x, 2 * 8 + 5));
+        }
+    }
+}
+
 TEST_CASE("ane sim mil: ops outside the simulated set validate but do not execute") {
     const std::string body =
         scalar("int32", "k", "1") + "tensor<fp16, [1, 4, 1, 8]> y = cumsum(axis = k, x = x)" + nm;
@@ -744,11 +809,19 @@ TEST_CASE("ane sim mil: ops outside the simulated set validate but do not execut
 
 // A one-input one-output ios18 program (program(1.3), short scalars): `body` computes `y` from x [1, C, 1,
 // 8].
+// The ios18 forms' semantics, as Core ML decompresses them: the private compiler's refusal of sub-byte ios18
+// weights (sub_byte_constexpr) is tested on its own below.
+rules decompressing_sub_byte() {
+    rules options;
+    options.sub_byte_constexpr = anvil_sim::rule_mode::allow;
+    return options;
+}
+
 std::vector<float> run_ios18(const std::string& body, const std::vector<float>& input,
                              const std::vector<weight_file>& weights = {}, int channels = 4) {
     const std::string text = "program(1.3)\n{\n    func main<ios18>(tensor<fp16, [1, " +
                              std::to_string(channels) + ", 1, 8]> x) {\n" + body + "    } -> (y);\n}\n";
-    auto program = mil_program::compile(text, weights, {});
+    auto program = mil_program::compile(text, weights, decompressing_sub_byte());
     surface a(channels, 1, 8), b(channels, 1, 8);
     a.write(input);
     const surface_view iv = a.view(), ov = b.view();
@@ -845,15 +918,34 @@ TEST_CASE("ane sim mil: palettes and blockwise int8 weights decompress as coreml
     std::string five = grouped;
     five.replace(five.find("[1, 2, 1, 1, 2, 1]>([1.0, 2.0, -3.0, 0.5])"), 42,
                  "[1, 1, 1, 1, 5, 1]>([1.0, 2.0, -3.0, 0.5, 1.0])");
-    CHECK(error_of(ios18_text(five)).find("the palette has 5 entries") != std::string::npos);
+    CHECK(error_of(ios18_text(five), decompressing_sub_byte()).find("the palette has 5 entries") !=
+          std::string::npos);
     std::string wide = grouped;
     wide.replace(wide.find("uint1"), 5, "uint2");
-    CHECK(error_of(ios18_text(wide)).find("indices must be uint1 for a palette of 2 entries") !=
-          std::string::npos);
+    CHECK(error_of(ios18_text(wide), decompressing_sub_byte())
+              .find("indices must be uint1 for a palette of 2 entries") != std::string::npos);
     std::string short_bytes = lut6;
     short_bytes.replace(short_bytes.find("[3]>([197, 31, 161])"), 20, "[2]>([197, 31])");
     CHECK(error_of(program_of(short_bytes))
               .find("indices must be tensor<uint8, [3]> (4 values of 6 bits, packed)") != std::string::npos);
+
+    // The private compiler refuses sub-byte weights in an ios18 program (RUNTIME.md §0b #19), uint1 indices
+    // and a uint4 blob alike, but not int8 data, nor the ios16 form's uint8-packed indices; Core ML
+    // decompresses them itself.
+    const std::string refused = error_of(ios18_text(grouped));
+    CHECK(refused.find("'indices' is uint1; sub-byte constexpr weights in an ios18 program are refused") !=
+          std::string::npos);
+    CHECK(refused.find("[CONSTRAINTS.md:94]") != std::string::npos);
+    const std::string three_channels =
+        "program(1.3)\n{\n    func main<ios18>(tensor<fp16, [1, 3, 1, 8]> x) {\n" + from_blob +
+        "    } -> (y);\n}\n";
+    CHECK(error_of(three_channels, {}, {{"@model_path/weights/weight.bin", 0, packed}})
+              .find("'indices' is uint4") != std::string::npos);
+    CHECK(error_of(ios18_text(blockwise)) == "(compiled)");
+    CHECK(error_of(program_of(lut6)) == "(compiled)");
+    rules core_ml;
+    core_ml.coreml_program = true;
+    CHECK(error_of(ios18_text(grouped), core_ml) == "(compiled)");
 }
 
 }  // namespace test_mil

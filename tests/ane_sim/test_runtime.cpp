@@ -438,12 +438,15 @@ TEST_CASE("ane sim runtime: after setModelURL: compile reads the staged files fr
     std::filesystem::remove_all(cache);
     const std::string weight_key = "@model_path/weights/w.bin";
     const std::string weight(128, '\x01');
+    // relu_mil with a weight file: a text of its own, since a text's compiled identity would otherwise be
+    // that of relu_mil compiled without one (RUNTIME.md §0b #21).
+    const std::string mil = relu_mil + "// staged with a weight file\n";
     void* pool = pool_push();
     id url = directory_url(cache);
-    id model = make_model(relu_mil, {{weight_key, weight}});
+    id model = make_model(mil, {{weight_key, weight}});
     send<void>(model, "setModelURL:", url);
     // Staged where a model without a URL would need them: not where this one reads.
-    populate_temporary_directory(model, relu_mil, {{weight_key, weight}});
+    populate_temporary_directory(model, mil, {{weight_key, weight}});
     id error = nullptr;
     CHECK_FALSE(compile(model, &error));
     error_info info = read_error(error);
@@ -453,20 +456,20 @@ TEST_CASE("ane sim runtime: after setModelURL: compile reads the staged files fr
     CHECK(cites(info.description, 72));
     remove_temporary_directory(model);
 
-    stage_files(cache, relu_mil);  // model.mil only
+    stage_files(cache, mil);  // model.mil only
     CHECK_FALSE(compile(model, &error));
     info = read_error(error);
     CHECK(info.description.find("weights/w.bin") != std::string::npos);
     CHECK(cites(info.description, 72));
-    stage_files(cache, relu_mil + "\n", {{weight_key, weight}});  // not the descriptor's text
+    stage_files(cache, mil + "\n", {{weight_key, weight}});  // not the descriptor's text
     CHECK_FALSE(compile(model, &error));
     CHECK(read_error(error).description.find("model.mil differs from the MIL text") != std::string::npos);
-    stage_files(cache, relu_mil, {{weight_key, std::string(128, '\x02')}});
+    stage_files(cache, mil, {{weight_key, std::string(128, '\x02')}});
     CHECK_FALSE(compile(model, &error));
     CHECK(read_error(error).description.find("differs from the data of weights entry") != std::string::npos);
     CHECK(counter("compiles") == 0);
 
-    stage_files(cache, relu_mil, {{weight_key, weight}});
+    stage_files(cache, mil, {{weight_key, weight}});
     CHECK(compile(model, &error));
     CHECK(send<bool>(model, "compiledModelExists"));
     CHECK(std::filesystem::exists(std::filesystem::path(cache) / "net.plist"));

@@ -53,6 +53,15 @@ enum class rule : std::uint8_t {
     load_transient,
     fault_injection,
     state_width,
+    coreml_op_parameters,
+    macos14_dialect,
+    sub_byte_constexpr,
+    program_weight_limit,
+    identity_by_text,
+    softmax_infinity,
+    hung_evaluate,
+    coreml_products_on_old_chips,
+    wrong_numbers,
 };
 
 struct citation {
@@ -108,6 +117,16 @@ inline constexpr std::array citations = {
     citation{rule::load_transient, 80, "`loadWithQoS` can fail transiently N times in a row"},
     citation{rule::fault_injection, 82, "a compile or load can be made to fail for one chosen op or program"},
     citation{rule::state_width, 87, "a state whose last dimension (width) is not a multiple of 32 fails"},
+    citation{rule::coreml_op_parameters, 92, "an op missing any input its coremltools definition lists"},
+    citation{rule::macos14_dialect, 93, "fails to compile when the simulated OS is macOS 14"},
+    citation{rule::sub_byte_constexpr, 94,
+             "sub-byte constexpr weights (uint1–uint6 indices, int4/uint4 data)"},
+    citation{rule::program_weight_limit, 95, "a program whose weights exceed a set size fails to compile"},
+    citation{rule::identity_by_text, 96, "two programs with the same MIL text share one compiled identity"},
+    citation{rule::softmax_infinity, 97, "a softmax whose input row holds -inf returns NaN for that row"},
+    citation{rule::hung_evaluate, 98, "an evaluate that never completes"},
+    citation{rule::coreml_products_on_old_chips, 99, "run on the Neural Engine on H13/H14 (M1/M2) too"},
+    citation{rule::wrong_numbers, 100, "an evaluation can be made to return other numbers"},
 };
 
 // " [CONSTRAINTS.md:NN]", appended to the message of each rule.

@@ -54,14 +54,17 @@ struct prepared_program {
 // Thrown by a kernel in shape_only mode when the result shape depends on a value that is not a constant.
 struct needs_data {};
 
-// What a kernel sees: its inputs by name, its output slots, and the rounding mode.
+// What a kernel sees: its inputs by name, its output slots, the rounding mode, and whether the op runs on the
+// Neural Engine (a Core ML program's op placed on the CPU computes exactly: the ANE's numeric quirks, such as
+// softmax on -inf, do not apply to it).
 class op_context {
 public:
-    op_context(const step& s, std::vector<tensor>& values, bool shape_only)
-        : step_(s), values_(values), shape_only_(shape_only) {}
+    op_context(const step& s, std::vector<tensor>& values, bool shape_only, bool neural_engine = true)
+        : step_(s), values_(values), shape_only_(shape_only), neural_engine_(neural_engine) {}
 
     [[nodiscard]] const std::string& op() const { return step_.op; }
     [[nodiscard]] bool shape_only() const { return shape_only_; }
+    [[nodiscard]] bool neural_engine() const { return neural_engine_; }
     [[nodiscard]] bool has(std::string_view name) const;
     [[nodiscard]] const tensor& in(std::string_view name) const;  // a required input
     [[nodiscard]] std::vector<const tensor*> tuple(std::string_view name) const;
@@ -86,6 +89,7 @@ private:
     const step& step_;
     std::vector<tensor>& values_;
     bool shape_only_;
+    bool neural_engine_;
 };
 
 // Ops the simulator executes (mil_executor.cpp, mil_kernels_nn.cpp).

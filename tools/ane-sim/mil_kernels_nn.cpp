@@ -306,12 +306,23 @@ void run_softmax(op_context& c) {
     for (std::size_t d = at(axis) + 1; d < x.shape.size(); ++d)
         inner *= x.shape[d];
     const std::int64_t outer = element_count(x.shape) / std::max<std::int64_t>(n * inner, 1);
+    const float minus_infinity = -std::numeric_limits<float>::infinity();
     for (std::int64_t o = 0; o < outer; ++o)
         for (std::int64_t i = 0; i < inner; ++i) {
             const std::int64_t base = o * n * inner + i;
-            float peak = -std::numeric_limits<float>::infinity();
-            for (std::int64_t j = 0; j < n; ++j)
+            float peak = minus_infinity;
+            bool holds_infinity = false;
+            for (std::int64_t j = 0; j < n; ++j) {
                 peak = std::max(peak, xd[at(base + j * inner)]);
+                holds_infinity = holds_infinity || xd[at(base + j * inner)] == minus_infinity;
+            }
+            // RUNTIME.md §0b #24: the Neural Engine's softmax returns NaN for a row that holds -inf (the
+            // program reports it, mil_program.cpp).
+            if (holds_infinity && c.neural_engine()) {
+                for (std::int64_t j = 0; j < n; ++j)
+                    out.data[at(base + j * inner)] = std::numeric_limits<float>::quiet_NaN();
+                continue;
+            }
             float sum = 0.0f;
             for (std::int64_t j = 0; j < n; ++j) {
                 const float e = std::exp(xd[at(base + j * inner)] - peak);

@@ -97,8 +97,10 @@ input_spec parse_input(const std::string& name, const anvil::json::value& spec,
     input.name = name;
     input.must_be_const = spec.at("const").as_bool();
     input.optional = spec.at("optional").as_bool();
-    if (const auto* fallback = spec.find("default"); fallback && fallback->is_number())
-        input.default_number = fallback->as_double();
+    if (const auto* fallback = spec.find("default"); fallback && !fallback->is_null()) {
+        input.has_default = true;
+        if (fallback->is_number()) input.default_number = fallback->as_double();
+    }
     const std::string& type = spec.at("type").as_string();
     if (type.rfind("scalar<", 0) == 0)
         input.form = input_form::scalar;

@@ -22,6 +22,7 @@ struct input_spec {
     std::string type_id;                   // a shared id from "types" ("T"), empty when the dtype is fixed
     std::vector<dtype> dtypes;             // allowed dtypes; empty = not checked
     std::optional<double> default_number;  // the value coremltools materializes when omitted, if a number
+    bool has_default = false;              // coremltools materializes a value when omitted (any kind)
 };
 
 struct op_spec {

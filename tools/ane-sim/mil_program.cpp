@@ -1,12 +1,14 @@
 // anvil's ANE simulator: mil_program::compile (parse, validate, prepare) and the program that evaluates on
-// surfaces: reads inputs with their strides, runs every step with fp16 rounding, reports the first overflow,
-// writes outputs.
+// surfaces: reads inputs with their strides, runs every step with fp16 rounding, reports the first overflow
+// and the first softmax given -inf on the Neural Engine, writes outputs.
 #include "mil_program.hpp"
 
 #include <anvil/core/half.hpp>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <new>
+#include <set>
 
 #include "citations.hpp"
 #include "mil_executor.hpp"
@@ -20,7 +22,10 @@ namespace {
 
 class simulated_program final : public mil_program {
 public:
-    explicit simulated_program(prepared_program&& p) : program_(std::move(p)) {}
+    explicit simulated_program(prepared_program&& p) : program_(std::move(p)) {
+        for (const op_placement& placed : program_.placement)
+            if (placed.device == "cpu") cpu_lines_.insert(placed.line);
+    }
 
     const std::vector<io_tensor>& inputs() const override { return program_.inputs; }
     const std::vector<io_tensor>& outputs() const override { return program_.outputs; }
@@ -53,13 +58,22 @@ public:
                 t.data[k] = anvil::half_bits_to_float(states[i][k]);
             t.has_data = true;
         }
-        bool overflow_reported = false;
+        bool overflow_reported = false, softmax_reported = false;
         for (const step& s : program_.steps) {
             if (!can_execute(s.op))
                 throw sim_failure(codes::program_inference, "line " + std::to_string(s.line) +
                                                                 ": the simulator cannot execute " + s.op);
-            op_context context(s, program_.values, false);
+            const bool neural_engine = !cpu_lines_.contains(s.line);
+            op_context context(s, program_.values, false, neural_engine);
             run_op(context);
+            if (s.op == "softmax" && neural_engine && !softmax_reported && holds_minus_infinity(s, "x")) {
+                softmax_reported = true;
+                const auto& name = program_.value_names[static_cast<std::size_t>(s.outputs[0])];
+                evaluate_warnings_ += "line " + std::to_string(s.line) + ": softmax '" + name +
+                                      "': a row of its input holds -inf, and the Neural Engine's softmax "
+                                      "returns NaN for that row (keep masks finite: -1e4)" +
+                                      cite(rule::softmax_infinity) + "\n";
+            }
             bool overflowed = false;
             for (int id : s.outputs) {
                 tensor& t = program_.values[static_cast<std::size_t>(id)];
@@ -87,6 +101,14 @@ public:
     }
 
 private:
+    bool holds_minus_infinity(const step& s, std::string_view input) const {
+        for (const auto& [name, bound] : s.inputs)
+            if (name == input && bound.value >= 0)
+                for (float v : program_.values[static_cast<std::size_t>(bound.value)].data)
+                    if (v == -std::numeric_limits<float>::infinity()) return true;
+        return false;
+    }
+
     bool finite_inputs(const step& s) const {
         for (const auto& [name, bound] : s.inputs) {
             std::vector<int> ids = bound.tuple;
@@ -169,6 +191,7 @@ private:
 
     prepared_program program_;
     std::string evaluate_warnings_;
+    std::set<int> cpu_lines_;  // a Core ML program's ops placed on the CPU, by line
 };
 
 }  // namespace

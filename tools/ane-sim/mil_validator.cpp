@@ -426,6 +426,7 @@ private:
                  s.op + ": up to ios17 a constexpr op's parameters are attributes, not inputs (function " +
                      function_.name + " is " + function_.opset + ")",
                  rule::op_table);
+        if (constexpr_op) sub_byte_rule(s);
         for (const auto& [attr, arg] : s.attributes) {
             if (attr == "name") continue;
             if (!constexpr_op)
@@ -468,6 +469,7 @@ private:
         for (const auto& in : spec->inputs)
             if (!in.optional && !seen.contains(in.name))
                 fail(s.line, s.op + ": required input '" + in.name + "' is missing", rule::op_table);
+        if (options_.coreml_program) defaulted_inputs_rule(s, *spec, seen);
         option_rules(s, st);
         kernel_width_rule(s, st);
         epsilon_rule(s, st, *spec);
@@ -480,6 +482,22 @@ private:
         value_rules(s, st);
         if (options_.coreml_program) place(s, st);
         result_.steps.push_back(std::move(st));
+    }
+
+    // Core ML's ML Program parser refuses an op that leaves out an input coremltools gives a default
+    // (RUNTIME.md §0b #17: "optional" in the documentation, required in practice); `linear`'s bias excepted,
+    // which ONNX Runtime's Core ML builder omits in models that run.
+    void defaulted_inputs_rule(const statement& s, const op_spec& spec, const std::set<std::string>& seen) {
+        for (const auto& in : spec.inputs) {
+            if (!in.optional || !in.has_default || seen.contains(in.name)) continue;
+            if (s.op == "linear" && in.name == "bias") continue;
+            fail(s.line,
+                 s.op + ": input '" + in.name +
+                     "' is left out; Core ML's ML Program parser requires every input "
+                     "coremltools' definition gives a default (" +
+                     function_.opset + "), optional or not",
+                 rule::coreml_op_parameters);
+        }
     }
 
     // Core ML's own placement rules, then the op's entry in the compute plan. MIL.md §2.5: the Neural Engine
@@ -606,11 +624,34 @@ private:
                   rule::reported_failing_ops);
     }
 
+    // RUNTIME.md §0b #19: the private compiler refuses sub-byte constexpr weights (uint1-uint6 palette
+    // indices, int4/uint4 data) in an ios18 program; Core ML decompresses them itself.
+    void sub_byte_rule(const statement& s) {
+        if (options_.coreml_program || function_.opset_version < 18 ||
+            options_.sub_byte_constexpr != rule_mode::error)
+            return;
+        for (const auto& [name, arg] : s.inputs) {
+            if (arg.form != argument::kind::literal) continue;
+            const dtype type = arg.value.type.type;
+            if (type == dtype::uint1 || type == dtype::uint2 || type == dtype::uint3 ||
+                type == dtype::uint4 || type == dtype::uint6 || type == dtype::int4)
+                fail(arg.line,
+                     s.op + ": '" + name + "' is " + std::string(dtype_name(type)) +
+                         "; sub-byte constexpr weights in an ios18 program are refused by the private "
+                         "compiler "
+                         "(the ios16 constexpr_lut_to_dense with uint8-packed indices is reported accepted; "
+                         "simulator option sub_byte_constexpr)",
+                     rule::sub_byte_constexpr);
+        }
+    }
+
     // Rules of the second audit that depend on the op and the simulated chip only (RUNTIME.md §0 #4, #5).
     void device_rules(const statement& s) {
         const std::string& chip = options_.architecture;
         const bool m1_m2 = chip.rfind("h13", 0) == 0 || chip.rfind("h14", 0) == 0;
-        if (m1_m2 && (s.op == "matmul" || s.op == "scaled_dot_product_attention"))
+        // Core ML runs matmul and einsum on M1/M2's Neural Engine (RUNTIME.md §0b #25): the refusal is the
+        // private compiler's.
+        if (m1_m2 && !options_.coreml_program && (s.op == "matmul" || s.op == "scaled_dot_product_attention"))
             refuse_on_ane(
                 s.line,
                 s.op + " fails to compile on " + chip +
@@ -842,6 +883,12 @@ prepared_program validate(const program_text& program, std::span<const weight_fi
     for (const auto& f : program.functions)
         if (f.name == "main") main = &f;
     if (!main) fail(1, "the program has no function 'main'", rule::dialects);
+    // RUNTIME.md §0b #18: the ios18 opset (program(1.3), Core ML spec 9) arrived with macOS 15.
+    if (main->opset_version >= 18 && options.macos < 15)
+        fail(1,
+             "function main is " + main->opset + ", which needs macOS 15; the simulated OS is macOS " +
+                 std::to_string(options.macos) + " (lower it as program(1.0)/ios16; simulator option macos)",
+             rule::macos14_dialect);
     return checker(*main, weights, options).run();
 }
 

@@ -45,6 +45,13 @@ struct rules {
     std::string fail_load_op;            // ... to load
     std::string fail_eval_op;            // ... to evaluate
     std::int64_t coreml_fail_loads = 0;  // the next N Core ML model loads fail (a device Core ML refuses)
+    // Rules added from the third audit (CONSTRAINTS.md, RUNTIME.md §0b).
+    std::int64_t macos = 15;  // kern.osproductversion's major; below 15, program(1.3)/ios18 fails to compile
+    rule_mode sub_byte_constexpr = rule_mode::error;  // sub-byte constexpr weights in a private ios18 program
+    std::int64_t max_program_weight_bytes = 0;        // a program with more weight bytes fails (0 = off)
+    bool identity_by_text = true;  // a program's compiled identity is its MIL text's (identity=text|weights)
+    std::string hang_eval_op;      // the first evaluation of a program with this op never completes
+    std::string wrong_eval_op;     // evaluations of a program with this op return other numbers (1 - y)
     // Set by the Core ML classes on their copy (not an option): the program is a Core ML one, whose I/O may
     // have any rank and int32 elements, and whose ops the Neural Engine's rules place rather than refuse.
     bool coreml_program = false;

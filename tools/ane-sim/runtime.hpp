@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -78,6 +79,12 @@ struct state {
     long process_compiles = 0;  // the compile budget: only a new process resets it
     long live_programs = 0;
     rules options;
+    // RUNTIME.md §0b #21: what the framework keeps per compiled identity: the weights it compiled first
+    // (identity=text: a second program with the same text runs these, whatever it was given).
+    std::map<std::string, std::vector<weight_file>, std::less<>> compiled_identities;
+    // hang_eval_op: evaluations blocked until anvil_ane_sim_reset (which bumps the generation) or a timeout.
+    std::condition_variable_any hang_released;
+    long hang_generation = 0;
     std::string returned_violations;  // storage behind the const char* the diagnostics return
     std::string returned_live_objects;
 };

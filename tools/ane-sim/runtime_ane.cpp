@@ -2,7 +2,10 @@
 // signatures of RUNTIME.md §2 (table), §3 ("the rigorous method") and §7, checking the calling sequence and
 // the surface rules of CONSTRAINTS.md, and handing the MIL text and weights to mil_program (the MIL part).
 #include <algorithm>
+#include <anvil/core/half.hpp>
+#include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -88,11 +91,41 @@ bool room_for_another_program(void** error) {
     return false;
 }
 
+// The weights a compile of `model` gets: its own, unless its identity was compiled before in this process
+// with other weights (simulator option identity=text, RUNTIME.md §0b #21: 64 layers with one MIL text each
+// ran the first layer's weights): then that first compile's, with a warning. Null: its own, and the identity
+// is new (remember_identity keeps them once the compile succeeds).
+const std::vector<weight_file>* known_weights(const in_memory_model_object& model) {
+    state& s = sim();
+    if (!s.options.identity_by_text) return nullptr;
+    const auto known = s.compiled_identities.find(model.hex_identifier);
+    if (known == s.compiled_identities.end()) return nullptr;
+    const auto& mine = model.descriptor->weights;
+    bool same = known->second.size() == mine.size();
+    for (std::size_t i = 0; same && i < mine.size(); ++i)
+        same = known->second[i].key == mine[i].key && known->second[i].data == mine[i].data;
+    if (!same)
+        record_violation(
+            "warning: model " + model.hex_identifier +
+            ": a program with this MIL text was compiled before with other weights; it runs those "
+            "(the identity comes from the text alone: put a digest of the weights into the text)" +
+            cite(rule::identity_by_text));
+    return &known->second;
+}
+
+void remember_identity(const in_memory_model_object& model) {
+    state& s = sim();
+    if (s.options.identity_by_text)
+        s.compiled_identities.try_emplace(model.hex_identifier, model.descriptor->weights);
+}
+
 std::unique_ptr<mil_program> compile_program(const in_memory_model_object& model, void** error) {
     try {
-        auto program =
-            mil_program::compile(model.descriptor->mil_text, model.descriptor->weights, sim().options);
+        const std::vector<weight_file>* known = known_weights(model);
+        auto program = mil_program::compile(
+            model.descriptor->mil_text, known != nullptr ? *known : model.descriptor->weights, sim().options);
         if (program == nullptr) throw sim_failure(codes::invalid_mil, "the MIL part returned no program");
+        if (known == nullptr) remember_identity(model);
         report_program_warnings(*program);
         return program;
     } catch (const sim_failure& failure) {
@@ -227,6 +260,22 @@ bool model_compile(id self, sel, unsigned int, id options, void** error) {
         return false;
     }
     if (!room_for_another_program(error)) return false;
+    if (const std::int64_t limit = s.options.max_program_weight_bytes; limit > 0) {
+        std::size_t bytes = 0;
+        for (const weight_file& w : model->descriptor->weights)
+            bytes += w.data.size();
+        if (bytes > static_cast<std::size_t>(limit)) {
+            ++s.process_compiles;  // the compiler ran, and refused
+            add_counter("compiles", 1);
+            set_error(error, codes::invalid_mil,
+                      std::string(compile_prefix) + "the program's weights hold " + std::to_string(bytes) +
+                          " bytes, past this device's limit of " + std::to_string(limit) +
+                          " per program (reported from ~8 MB; split the program: simulator option "
+                          "max_program_weight_bytes)" +
+                          cite(rule::program_weight_limit));
+            return false;
+        }
+    }
     ++s.process_compiles;
     add_counter("compiles", 1);
     auto program = compile_program(*model, error);
@@ -311,10 +360,63 @@ bool model_unload(id self, sel, unsigned int, void** error) {
     return true;
 }
 
+// hang_eval_op (RUNTIME.md §0b #22: a wedged driver never signals): the first evaluation of a program
+// holding the op blocks, the simulator's lock released, until anvil_ane_sim_reset or ten minutes pass, then
+// fails. True when it hung.
+bool hang_first_evaluation(in_memory_model_object& model, std::unique_lock<std::recursive_mutex>& lock,
+                           void** error) {
+    state& s = sim();
+    if (s.options.hang_eval_op.empty() || model.evaluated || model.program == nullptr) return false;
+    bool holds = false;
+    for (const op_statement& statement : model.program->statements())
+        holds = holds || statement.op == s.options.hang_eval_op;
+    if (!holds) return false;
+    model.evaluated = true;
+    const long generation = s.hang_generation;
+    s.hang_released.wait_for(lock, std::chrono::minutes(10), [&] { return s.hang_generation != generation; });
+    set_error(error, codes::program_inference,
+              std::string(evaluate_prefix) +
+                  "the evaluation never completed (injected by the simulator: "
+                  "hang_eval_op=" +
+                  s.options.hang_eval_op + "; it returned when the test reset the simulator)" +
+                  cite(rule::hung_evaluate));
+    return true;
+}
+
+const rules& s_options() {
+    return sim().options;
+}
+
+bool holds_op(const mil_program& program, const std::string& op) {
+    if (op.empty()) return false;
+    for (const op_statement& statement : program.statements())
+        if (statement.op == op) return true;
+    return false;
+}
+
+// wrong_eval_op (CONSTRAINTS.md: other numbers, as a program compiled with other weights returns): each fp16
+// output y becomes 1 - y.
+void return_other_numbers(const surface_view& view, const io_tensor& symbol) {
+    if (symbol.type != element_type::fp16) return;
+    for (std::int64_t c = 0; c < symbol.channels; ++c)
+        for (std::int64_t h = 0; h < symbol.height; ++h) {
+            std::byte* row = view.base + static_cast<std::size_t>(c) * view.plane_stride +
+                             static_cast<std::size_t>(h) * view.row_stride;
+            for (std::int64_t w = 0; w < symbol.width; ++w) {
+                anvil::half value;
+                std::memcpy(&value.bits, row + 2 * w, 2);
+                value = anvil::half(1.0f - static_cast<float>(value));
+                std::memcpy(row + 2 * w, &value.bits, 2);
+            }
+        }
+}
+
 bool model_evaluate(id self, sel, unsigned int, id options, id request, void** error) {
-    lock_guard lock(sim().mutex);
+    std::unique_lock<std::recursive_mutex> lock(sim().mutex);
     auto* model = receiver<in_memory_model_object>(self, "evaluateWithQoS:options:request:error:");
     if (model == nullptr) return false;
+    if (model->loaded && hang_first_evaluation(*model, lock, error)) return false;
+    model->evaluated = true;
     check_options(options, "evaluateWithQoS:options:request:error:");
     auto* typed = as<request_object>(request);
     if (typed == nullptr) {
@@ -367,6 +469,14 @@ bool model_evaluate(id self, sel, unsigned int, id options, id request, void** e
         return false;
     }
     report_program_warnings(*model->program);
+    if (holds_op(*model->program, s_options().wrong_eval_op)) {
+        for (std::size_t i = 0; i < outputs.size(); ++i)
+            return_other_numbers(output_views[i], output_symbols[i]);
+        record_violation(
+            "warning: model " + model->hex_identifier +
+            ": its evaluation returned other numbers (injected by the simulator: wrong_eval_op=" +
+            s_options().wrong_eval_op + ")" + cite(rule::wrong_numbers));
+    }
     for (surface_object* output : outputs)
         output->digest_at_unlock = digest_bytes(output->base, output->alloc_size, 0);
     add_counter("evaluations", 1);

@@ -29,6 +29,7 @@ struct in_memory_model_object : object {
     std::unique_ptr<mil_program> program;
     bool loaded = false;
     bool was_unloaded = false;
+    bool evaluated = false;  // once: hang_eval_op hangs the first evaluation only
 };
 
 struct surface_wrapper_object : object {
@@ -45,8 +46,9 @@ inline constexpr const char* evaluate_prefix =
 
 // ---- the model directory (runtime_ane_staging.cpp)
 
-// Two independent 64-bit hashes of MIL text + weights (RUNTIME.md §2: identical inputs give an identical
-// directory).
+// Two independent 64-bit hashes of the MIL text, and of the weights unless the simulator option identity is
+// `text` (the default: RUNTIME.md §0b #21 reports identifiers from the text alone). Identical inputs give an
+// identical directory (RUNTIME.md §2).
 std::string hex_identifier_of(const descriptor_object& descriptor);
 // Where compile reads model.mil and weights/ and writes net.plist and data: the model URL's directory after
 // setModelURL:, NSTemporaryDirectory()/<hexStringIdentifier>/ otherwise (RUNTIME.md §0 #2, §2 step 4).

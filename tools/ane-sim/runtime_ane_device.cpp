@@ -2,7 +2,10 @@
 // "Rules added from the second audit"): a load without an anchor op (RUNTIME.md §0 #6), an evaluate with I/O
 // widths the dispatcher rejects (§0 #3) or with ops the simulated M5 / macOS 26 profile cannot run (§0 #9),
 // and the failures injected by op name to test the backend's CPU fallback. Also the op:<type> counters.
+#include <cerrno>
+#include <cstring>
 #include <string>
+#include <string_view>
 
 #include "runtime_ane.hpp"
 
@@ -77,6 +80,41 @@ std::string evaluate_problem(const mil_program& program) {
                        "option transcendentals=error): decompose it or run it on the CPU" +
                        cite(rule::transcendentals);
     return injected(program, options.fail_eval_op, "fail_eval_op");
+}
+
+// libSystem's sysctlbyname, for the names the backend reads: kern.osproductversion is "<macos>.0" (simulator
+// option macos; RUNTIME.md §0b #18: the ios18 dialect needs macOS 15). Any other name fails with ENOENT, as
+// an unknown name does; writing is refused with EPERM.
+ANVIL_SIM_EXPORT int sysctlbyname(const char* name, void* old_value, std::size_t* old_length,
+                                  const void* new_value, std::size_t new_length) {
+    if (new_value != nullptr || new_length != 0) {
+        errno = EPERM;
+        return -1;
+    }
+    if (name == nullptr || std::string_view(name) != "kern.osproductversion") {
+        errno = ENOENT;
+        return -1;
+    }
+    std::string text;
+    {
+        lock_guard lock(sim().mutex);
+        text = std::to_string(sim().options.macos) + ".0";
+    }
+    if (old_length == nullptr) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (old_value == nullptr) {  // a size query
+        *old_length = text.size() + 1;
+        return 0;
+    }
+    if (*old_length < text.size() + 1) {
+        errno = ENOMEM;
+        return -1;
+    }
+    std::memcpy(old_value, text.c_str(), text.size() + 1);
+    *old_length = text.size() + 1;
+    return 0;
 }
 
 void count_ops(const mil_program& program) {

@@ -63,7 +63,8 @@ std::string hex_identifier_of(const descriptor_object& descriptor) {
     };
     feed_size(descriptor.mil_text.size());
     feed(descriptor.mil_text.data(), descriptor.mil_text.size());
-    for (const weight_file& weight : descriptor.weights) {
+    const bool text_only = sim().options.identity_by_text;
+    for (const weight_file& weight : text_only ? std::vector<weight_file>{} : descriptor.weights) {
         feed_size(weight.key.size());
         feed(weight.key.data(), weight.key.size());
         feed(&weight.offset, sizeof weight.offset);

@@ -76,6 +76,7 @@ option_result apply_option(rules& options, std::string_view name, std::string_vi
         {"blobfile_limit", &options.blobfile_limit},
         {"inject_load_failures", &options.inject_load_failures},
         {"coreml_fail_loads", &options.coreml_fail_loads},
+        {"max_program_weight_bytes", &options.max_program_weight_bytes},
     };
     if (auto found = integers.find(name); found != integers.end())
         return result(parse_integer(value, 0, *found->second));
@@ -91,13 +92,14 @@ option_result apply_option(rules& options, std::string_view name, std::string_vi
         {"anchor", {&options.anchor, false}},
         {"einsum_m1_m2", {&options.einsum_m1_m2, false}},
         {"transcendentals", {&options.transcendentals, false}},
+        {"sub_byte_constexpr", {&options.sub_byte_constexpr, false}},
     };
     if (auto found = modes.find(name); found != modes.end())
         return result(parse_mode(value, found->second.second, *found->second.first));
     const std::map<std::string_view, std::string*> ops = {
-        {"fail_compile_op", &options.fail_compile_op},
-        {"fail_load_op", &options.fail_load_op},
-        {"fail_eval_op", &options.fail_eval_op},
+        {"fail_compile_op", &options.fail_compile_op}, {"fail_load_op", &options.fail_load_op},
+        {"fail_eval_op", &options.fail_eval_op},       {"hang_eval_op", &options.hang_eval_op},
+        {"wrong_eval_op", &options.wrong_eval_op},
     };
     if (auto found = ops.find(name); found != ops.end()) return result(parse_op(value, *found->second));
     if (name == "equal_surface_sizes")
@@ -106,6 +108,14 @@ option_result apply_option(rules& options, std::string_view name, std::string_vi
     if (name == "device_info") return result(parse_flag(value, "present", "absent", options.device_info));
     if (name == "compute_plan") return result(parse_flag(value, "present", "absent", options.compute_plan));
     if (name == "states") return result(parse_flag(value, "present", "absent", options.states));
+    if (name == "identity") return result(parse_flag(value, "text", "weights", options.identity_by_text));
+    if (name == "macos") {  // RUNTIME.md §0b #18: macOS 14 has no ios18 dialect and no MLState
+        std::int64_t major = 0;
+        if (!parse_integer(value, 11, major) || major > 99) return option_result::bad_value;
+        options.macos = major;
+        options.states = major >= 15;
+        return option_result::applied;
+    }
     if (name == "plane_stride_pad") {
         std::int64_t pad = 0;
         if (!parse_integer(value, 0, pad) || pad % 64 != 0) return option_result::bad_value;
@@ -250,6 +260,8 @@ ANVIL_SIM_EXPORT void anvil_ane_sim_reset() {
     }
     s.warnings_seen.clear();
     s.counters.clear();
+    ++s.hang_generation;  // an evaluation hung by hang_eval_op returns (the test is over)
+    s.hang_released.notify_all();
 }
 
 ANVIL_SIM_EXPORT int anvil_ane_sim_set_option(const char* name, const char* value) {
