@@ -2,6 +2,8 @@
 // port of transformers' modeling_clip.py (tools/reference/clip_fixtures.py, which wrote tests/data/clip/):
 //   clip         f32, quick_gelu, pooling at the first EOS;
 //   clip_legacy  bf16, gelu, eos_token_id 2 in its config (pooling at the argmax of the ids);
+//   clip_b16     f16, shaped like CLIP ViT-B/16 (224 x 224 images, 16 x 16 patches) with tiny towers
+//                (tools/reference/patch16_fixtures.py), whose image tower runs whole on the Neural Engine;
 // both towers on the CPU with both kernel sets, on the Neural Engine simulator and through the Core ML
 // route; the CLIP tokenizer.json (NFC, the \s+ Replace, Lowercase, the Split with invert, BPE with </w>)
 // against ids from a Python implementation of the tokenizers pipeline; zero-shot probabilities; and the
@@ -17,6 +19,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -35,6 +38,11 @@ using anvil_test::data_path;
 
 anvil::host_tensor fixture(const std::string& model, const std::string& name) {
     return anvil_test::load_npy(data_path("clip/" + model + "/" + name));
+}
+
+// The fixture's images: clip_b16's are computed (too large to store), the others' stored.
+anvil::host_tensor fixture_pixels(const std::string& model) {
+    return model == "clip_b16" ? anvil_test::patch16_pixels(2, 224) : fixture(model, "pixels.npy");
 }
 
 std::vector<std::string> fixture_texts(const std::string& model) {
@@ -92,7 +100,7 @@ void check_towers(const std::string& model, const load_options& options, double 
     CAPTURE(model);
     auto loaded = clip::load(data_path("clip/" + model), options);
     const auto texts = fixture_texts(model);
-    const auto pixels = fixture(model, "pixels.npy");
+    const auto pixels = fixture_pixels(model);
     const double text_error = anvil_test::max_relative_error(loaded.text_embeddings(texts, false),
                                                              fixture(model, "text_features.npy"));
     const double image_error = anvil_test::max_relative_error(loaded.image_embeddings(pixels, false),
@@ -179,6 +187,7 @@ TEST_CASE("clip: both towers match PyTorch on the CPU, with the optimised and th
         // fp32 on both sides: the fixtures are float64 results rounded once.
         check_towers("clip", cpu(kernels), 1e-4);
         check_towers("clip_legacy", cpu(kernels), 1e-4);
+        check_towers("clip_b16", cpu(kernels), 1e-4);
     }
 }
 
@@ -294,6 +303,24 @@ void check_simulated_device(const anvil_test::ane_target& target) {
     // pooling or projection (those move features by 0.1 and more).
     check_towers("clip", options, 2e-2);
     check_towers("clip_legacy", options, 2e-2);
+    check_towers("clip_b16", options, 2e-2);
+    if (!options.compile.strict_device) return;
+    // The image tower of the ViT-B/16-shaped model whole on the Neural Engine, its 16 x 16 patch conv as a
+    // space-to-depth rearrangement and a 1x1 conv (RUNTIME.md §0b #26): no CPU segment at all.
+    options.compile.placement_log = std::make_shared<anvil::placement_journal>();
+    auto b16 = clip::load(data_path("clip/clip_b16"), options);
+    static_cast<void>(b16.image_embeddings(fixture_pixels("clip_b16")));
+    std::size_t convs = 0;
+    for (const auto& report : options.compile.placement_log->reports()) {
+        CHECK(report.host_nodes.empty());
+        for (const auto& segment : report.segments) {
+            CAPTURE(segment.ops);
+            CAPTURE(segment.reason);
+            CHECK(segment.device != "cpu");
+            if (segment.ops.find("conv2d") != std::string::npos) ++convs;
+        }
+    }
+    CHECK(convs == 1);
 }
 
 TEST_CASE("clip: both towers on the Neural Engine simulator agree with PyTorch to fp16 precision") {

@@ -15,6 +15,7 @@
 #include "text_encoder_fixtures.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -265,6 +266,86 @@ TEST_CASE("export: an image classifier's package gives the recipe's logits throu
     CHECK(anvil_test::sim().violations() == "");
 }
 
+TEST_CASE("export: a ViT-B/16-shaped folder's package runs its 16 x 16 patch conv on the Neural Engine") {
+    if (!anvil_test::ane_simulator_available()) {
+        MESSAGE("this build has no ANE simulator: the package was not run");
+        return;
+    }
+    // google/vit-base-patch16-224's shape (224 x 224 images, 16 x 16 patches) with a tiny hidden size; the
+    // expected logits are PyTorch's (tools/reference/patch16_fixtures.py), for the computed images.
+    const std::string folder = anvil_test::data_path("vit/vit_b16");
+    auto classifier = anvil::models::image_classifier::load(folder, anvil_test::cpu());
+    const host_tensor want = anvil_test::load_npy(folder + "/logits.npy");  // [2, 7]
+    temporary_folder where("anvil-export");
+    anvil::graph g;
+    anvil::mlpackage_options options;
+    options.output_names = {"logits"};
+    const auto summary = anvil::export_mlpackage(classifier.build_graph(g, classifier.input_size()),
+                                                 where.path / "v.mlpackage", options);
+    REQUIRE(summary.inputs.size() == 1);
+    CHECK(summary.inputs[0].shape == std::vector<std::int64_t>{1, 3, 224, 224});
+    const auto model = load_package(where.path / "v.mlpackage", where.path);
+    std::vector<float> logits;
+    for (std::int64_t n = 0; n < 2; ++n) {
+        const auto image = anvil_test::patch16_pixels(1, 224, n).to_f32();
+        std::vector<anvil::half> halves(image.begin(), image.end());
+        std::vector<std::byte> in = bytes_of(halves), out(7 * 2);
+        model.predict(std::vector{array_input(summary.inputs[0].name, in.data(), summary.inputs[0].shape)},
+                      std::vector{fp16_output("logits", out, {1, 7})});
+        const auto got = floats_of(out);
+        logits.insert(logits.end(), got.begin(), got.end());
+    }
+    const double error = anvil_test::max_relative_error(host_tensor::from(logits, want.shape()), want);
+    MESSAGE("vit_b16 package vs PyTorch: max relative error ", error);
+    CHECK(error < 2e-2);
+    // The patch conv written as a space-to-depth transpose and a 1x1 conv, and Core ML's plan puts every op
+    // on the Neural Engine (a 16-wide kernel would be placed by Core ML itself, RUNTIME.md §0b #26) — unless
+    // a variant of the suite injects faults, which move the ops they name to the CPU.
+    const char* sim_options = std::getenv("ANVIL_ANE_SIM_OPTIONS");
+    const std::string injected = sim_options ? sim_options : "";
+    const bool faults =
+        injected.find("fail_") != std::string::npos || injected.find("inject") != std::string::npos;
+    const auto plan = coreml::compute_plan(where.path / "model.mlmodelc");
+    REQUIRE(plan.has_value());
+    std::size_t convs = 0, transposes = 0;
+    for (const auto& op : *plan) {
+        CAPTURE(op.op);
+        CAPTURE(op.output);
+        if (!faults) CHECK(op.device == "ane");
+        convs += op.op.ends_with(".conv") ? 1 : 0;
+        transposes += op.op.ends_with(".transpose") ? 1 : 0;
+    }
+    CHECK(convs >= 1);
+    CHECK(transposes >= 1);
+    CHECK(anvil_test::sim().violations() == "");
+}
+
+TEST_CASE("export: a conv kernel of any width is exported, never refused") {
+    // The private compiler refuses a conv kernel 16 or wider (RUNTIME.md §0 #7); Core ML places such a conv
+    // itself (§0b #26), so a package may hold one: a 1 x 16 kernel at stride 1 (no patch conv) stays a conv.
+    temporary_folder where("anvil-export");
+    anvil::graph g;
+    const auto x = g.input("x", anvil::dtype::f32, dims{1, 2, 4, 40});
+    const auto y =
+        g.apply(anvil::op::conv2d,
+                {x, g.constant(host_tensor::from(std::vector<float>(64, 0.05f), dims{2, 2, 1, 16}))});
+    const auto summary = export_single(y, where.path / "wide.mlpackage", "y");
+    CHECK(summary.outputs[0].shape == std::vector<std::int64_t>{1, 2, 4, 25});
+    if (!anvil_test::ane_simulator_available()) return;
+    // Core ML (the simulator's) places it on the CPU, as the kernel-width rule says, and runs it.
+    const auto model = load_package(where.path / "wide.mlpackage", where.path);
+    std::vector<anvil::half> ones(2 * 4 * 40, anvil::half(1.0f));
+    std::vector<std::byte> in = bytes_of(ones), out(2 * 4 * 25 * 2);
+    model.predict(std::vector{array_input("x", in.data(), {1, 2, 4, 40})},
+                  std::vector{fp16_output("y", out, {1, 2, 4, 25})});
+    for (const float v : floats_of(out))
+        CHECK(v == doctest::Approx(2 * 16 * 0.05).epsilon(1e-2));
+    const auto plan = coreml::compute_plan(where.path / "model.mlmodelc");
+    REQUIRE(plan.has_value());
+    for (const auto& op : *plan)
+        if (op.op.ends_with(".conv")) CHECK(op.device == "cpu");
+}
+
 namespace {
 
 // The prompt whose logits a decoder fixture's logits.npy holds (expected.json's logits_prompt).
@@ -299,7 +380,8 @@ host_tensor run_decoder(const coreml::coreml_model& model, const anvil::models::
         const std::size_t real = std::min(S, prompt.size() - done);
         const std::size_t first = origin + done;
         std::vector<std::int32_t> ids(S, 0), positions(S, 0);
-        std::vector<anvil::half> mask(S * (T + S), anvil::half(-65504.0f)), write(T * S, anvil::half(0.0f));
+        std::vector<anvil::half> mask(S * (T + S), anvil::half(anvil::masked_score)),
+            write(T * S, anvil::half(0.0f));
         for (std::size_t s = 0; s < S; ++s) {
             anvil::half* row = mask.data() + s * (T + S);
             if (s >= real) {  // padding: sees itself only, writes nothing
@@ -800,68 +882,73 @@ TEST_CASE("export: CLIP's two towers in one package give PyTorch's normalised em
         return;
     }
     // Expected: the fixture's text_embeds / image_embeds, CLIPModel's L2-normalised outputs in PyTorch
-    // (tools/reference/clip_fixtures.py), at the Core ML route's tolerance (test_clip.cpp).
-    const std::string folder = anvil_test::data_path("clip/clip");
-    const auto model = anvil::models::clip::load(folder, anvil_test::cpu());
-    const auto& c = model.config();
-    const host_tensor ids = anvil_test::load_npy(folder + "/input_ids.npy");  // [texts, length], padded
-    const host_tensor pixels = anvil_test::load_npy(folder + "/pixels.npy");
-    const host_tensor text_want = anvil_test::load_npy(folder + "/text_embeds.npy");
-    const host_tensor image_want = anvil_test::load_npy(folder + "/image_embeds.npy");
-    const std::int64_t length = ids.shape()[1], width = c.projection_dim;
+    // (tools/reference/clip_fixtures.py; clip_b16, shaped like CLIP ViT-B/16 with 224 x 224 images and 16 x
+    // 16 patches: patch16_fixtures.py), at the Core ML route's tolerance (test_clip.cpp).
+    for (const std::string name : {"clip", "clip_b16"}) {
+        CAPTURE(name);
+        const std::string folder = anvil_test::data_path("clip/" + name);
+        const auto model = anvil::models::clip::load(folder, anvil_test::cpu());
+        const auto& c = model.config();
+        const host_tensor ids = anvil_test::load_npy(folder + "/input_ids.npy");  // [texts, length], padded
+        const host_tensor pixels = name == "clip_b16" ? anvil_test::patch16_pixels(2, 224)
+                                                      : anvil_test::load_npy(folder + "/pixels.npy");
+        const host_tensor text_want = anvil_test::load_npy(folder + "/text_embeds.npy");
+        const host_tensor image_want = anvil_test::load_npy(folder + "/image_embeds.npy");
+        const std::int64_t length = ids.shape()[1], width = c.projection_dim;
 
-    temporary_folder where("anvil-export");
-    const std::vector<anvil::mlpackage_function> functions{model.export_image_function(),
-                                                           model.export_text_function(length)};
-    anvil::mlpackage_options options;
-    options.ios18 = true;  // two functions
-    const auto summary = anvil::export_mlpackage(functions, where.path / "clip.mlpackage", options);
-    REQUIRE(summary.functions.size() == 2);
-    CHECK(summary.functions[1].inputs[1].name == "pooled");
-    CHECK(summary.functions[1].outputs[0].shape == std::vector<std::int64_t>{1, width});
-    CHECK(summary.inputs[0].shape ==
-          std::vector<std::int64_t>{1, c.vision.channels, c.vision.image_size, c.vision.image_size});
-    coreml::coreml_model::compile(where.path / "clip.mlpackage", where.path / "clip.mlmodelc");
-    const auto image_model = coreml::coreml_model::load(where.path / "clip.mlmodelc", "image");
-    const auto text_model = coreml::coreml_model::load(where.path / "clip.mlmodelc", "text");
+        temporary_folder where("anvil-export");
+        const std::vector<anvil::mlpackage_function> functions{model.export_image_function(),
+                                                               model.export_text_function(length)};
+        anvil::mlpackage_options options;
+        options.ios18 = true;  // two functions
+        const auto summary = anvil::export_mlpackage(functions, where.path / "clip.mlpackage", options);
+        REQUIRE(summary.functions.size() == 2);
+        CHECK(summary.functions[1].inputs[1].name == "pooled");
+        CHECK(summary.functions[1].outputs[0].shape == std::vector<std::int64_t>{1, width});
+        CHECK(summary.inputs[0].shape ==
+              std::vector<std::int64_t>{1, c.vision.channels, c.vision.image_size, c.vision.image_size});
+        coreml::coreml_model::compile(where.path / "clip.mlpackage", where.path / "clip.mlmodelc");
+        const auto image_model = coreml::coreml_model::load(where.path / "clip.mlmodelc", "image");
+        const auto text_model = coreml::coreml_model::load(where.path / "clip.mlmodelc", "text");
 
-    std::vector<float> texts;
-    const auto all_ids = ids.values<std::int32_t>();
-    for (std::int64_t t = 0; t < ids.shape()[0]; ++t) {
-        std::vector<std::int32_t> row(all_ids.begin() + t * length, all_ids.begin() + (t + 1) * length);
-        const std::size_t eos = anvil::models::recipe_detail::clip_pooled_position(c.text, row, 0);
-        std::vector<anvil::half> pooled(static_cast<std::size_t>(length), anvil::half(0.0f));
-        pooled[eos] = anvil::half(1.0f);
-        std::vector<std::byte> pooled_bytes = bytes_of(pooled), out(static_cast<std::size_t>(width) * 2);
-        text_model.predict(
-            std::vector{array_input("input_ids", row.data(), {1, length}, coreml::multi_array_int32),
-                        array_input("pooled", pooled_bytes.data(), {1, length})},
-            std::vector{fp16_output("text_embeds", out, {1, width})});
-        const auto got = floats_of(out);
-        texts.insert(texts.end(), got.begin(), got.end());
+        std::vector<float> texts;
+        const auto all_ids = ids.values<std::int32_t>();
+        for (std::int64_t t = 0; t < ids.shape()[0]; ++t) {
+            std::vector<std::int32_t> row(all_ids.begin() + t * length, all_ids.begin() + (t + 1) * length);
+            const std::size_t eos = anvil::models::recipe_detail::clip_pooled_position(c.text, row, 0);
+            std::vector<anvil::half> pooled(static_cast<std::size_t>(length), anvil::half(0.0f));
+            pooled[eos] = anvil::half(1.0f);
+            std::vector<std::byte> pooled_bytes = bytes_of(pooled), out(static_cast<std::size_t>(width) * 2);
+            text_model.predict(
+                std::vector{array_input("input_ids", row.data(), {1, length}, coreml::multi_array_int32),
+                            array_input("pooled", pooled_bytes.data(), {1, length})},
+                std::vector{fp16_output("text_embeds", out, {1, width})});
+            const auto got = floats_of(out);
+            texts.insert(texts.end(), got.begin(), got.end());
+        }
+        std::vector<float> images;
+        const auto image_values = pixels.values<float>();
+        const auto per_image = image_values.size() / static_cast<std::size_t>(pixels.shape()[0]);
+        for (std::int64_t i = 0; i < pixels.shape()[0]; ++i) {
+            const auto one = image_values.subspan(static_cast<std::size_t>(i) * per_image, per_image);
+            std::vector<anvil::half> halves(one.begin(), one.end());
+            std::vector<std::byte> in = bytes_of(halves), out(static_cast<std::size_t>(width) * 2);
+            image_model.predict(std::vector{array_input("pixels", in.data(), summary.inputs[0].shape)},
+                                std::vector{fp16_output("image_embeds", out, {1, width})});
+            const auto got = floats_of(out);
+            images.insert(images.end(), got.begin(), got.end());
+        }
+        const double text_error =
+            anvil_test::max_relative_error(host_tensor::from(texts, text_want.shape()), text_want);
+        const double image_error =
+            anvil_test::max_relative_error(host_tensor::from(images, image_want.shape()), image_want);
+        MESSAGE(name, " package vs PyTorch: text_embeds max relative error ", text_error, ", image_embeds ",
+                image_error);
+        CHECK(text_error < 2e-2);
+        CHECK(image_error < 2e-2);
+        CHECK_THROWS_WITH_AS((void)model.export_text_function(length + 1),
+                             doctest::Contains("2 to 16 tokens"), anvil::error);
     }
-    std::vector<float> images;
-    const auto image_values = pixels.values<float>();
-    const auto per_image = image_values.size() / static_cast<std::size_t>(pixels.shape()[0]);
-    for (std::int64_t i = 0; i < pixels.shape()[0]; ++i) {
-        const auto one = image_values.subspan(static_cast<std::size_t>(i) * per_image, per_image);
-        std::vector<anvil::half> halves(one.begin(), one.end());
-        std::vector<std::byte> in = bytes_of(halves), out(static_cast<std::size_t>(width) * 2);
-        image_model.predict(std::vector{array_input("pixels", in.data(), summary.inputs[0].shape)},
-                            std::vector{fp16_output("image_embeds", out, {1, width})});
-        const auto got = floats_of(out);
-        images.insert(images.end(), got.begin(), got.end());
-    }
-    const double text_error =
-        anvil_test::max_relative_error(host_tensor::from(texts, text_want.shape()), text_want);
-    const double image_error =
-        anvil_test::max_relative_error(host_tensor::from(images, image_want.shape()), image_want);
-    MESSAGE("clip package vs PyTorch: text_embeds max relative error ", text_error, ", image_embeds ",
-            image_error);
-    CHECK(text_error < 2e-2);
-    CHECK(image_error < 2e-2);
-    CHECK_THROWS_WITH_AS((void)model.export_text_function(length + 1), doctest::Contains("2 to 16 tokens"),
-                         anvil::error);
     CHECK(anvil_test::sim().violations() == "");
 }
 
@@ -942,7 +1029,7 @@ TEST_CASE("export: Whisper's encoder and decoder in one package give PyTorch's l
     std::vector<float> logits;
     for (std::size_t p = 0; p < prompt.size(); ++p) {
         std::int32_t id = prompt[p], position = static_cast<std::int32_t>(p);
-        std::vector<anvil::half> mask(T + 1, anvil::half(-65504.0f)), write(T, anvil::half(0.0f));
+        std::vector<anvil::half> mask(T + 1, anvil::half(anvil::masked_score)), write(T, anvil::half(0.0f));
         for (std::size_t t = 0; t < p; ++t)
             mask[t] = anvil::half(0.0f);
         mask[T] = anvil::half(0.0f);

@@ -1,14 +1,19 @@
 // ViT and DeiT image classifiers loaded from random-weight checkpoints in Hugging Face's format and compared
 // with the logits of an independent PyTorch port of transformers' modeling_vit.py / modeling_deit.py
 // (tools/reference/vit_fixtures.py, which wrote tests/data/vit/): a ViT (f32 weights), a DeiT with its
-// teacher head (bf16) and a DeiT without it (f16, no qkv bias, gelu_new), on the CPU with both kernel sets
-// and on the Neural Engine simulator. Then checkpoints and inputs that do not fit, with their messages.
+// teacher head (bf16) and a DeiT without it (f16, no qkv bias, gelu_new), and a ViT shaped like
+// google/vit-base-patch16-224 (224 x 224 images, 16 x 16 patches, a tiny hidden size; f16;
+// tools/reference/patch16_fixtures.py), on the CPU with both kernel sets and on the Neural Engine simulator,
+// where every segment of the 16 x 16 one, its patch conv included, runs on the Neural Engine. Then
+// checkpoints and inputs that do not fit, with their messages.
 
 #include <doctest/doctest.h>
 #include <anvil/anvil.hpp>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 
 #include "model_test_support.hpp"
@@ -23,6 +28,11 @@ using anvil_test::data_path;
 
 anvil::host_tensor fixture(const std::string& model, const std::string& name) {
     return anvil_test::load_npy(data_path("vit/" + model + "/" + name));
+}
+
+// The fixture's images: vit_b16's are computed (too large to store), the others' stored.
+anvil::host_tensor fixture_pixels(const std::string& model) {
+    return model == "vit_b16" ? anvil_test::patch16_pixels(2, 224) : fixture(model, "pixels.npy");
 }
 
 using anvil_test::cpu;
@@ -70,9 +80,9 @@ void rewrite_weights(const scratch_folder& folder, const std::string& model, con
 }  // namespace
 
 TEST_CASE("vit: ViT and DeiT logits match PyTorch, with the optimised and the reference kernels") {
-    for (const std::string model : {"vit", "deit_teacher", "deit"}) {
+    for (const std::string model : {"vit", "deit_teacher", "deit", "vit_b16"}) {
         CAPTURE(model);
-        const auto pixels = fixture(model, "pixels.npy");
+        const auto pixels = fixture_pixels(model);
         const auto expected = fixture(model, "logits.npy");
         for (const auto kernels : {anvil::cpu_kernels::optimized, anvil::cpu_kernels::reference}) {
             CAPTURE(static_cast<int>(kernels));
@@ -116,19 +126,39 @@ TEST_CASE("vit: the heads and tokens follow the checkpoint, and each batch size 
 }
 
 void check_simulated_device(const anvil_test::ane_target& target) {
-    for (const std::string model : {"vit", "deit_teacher", "deit"}) {
+    for (const std::string model : {"vit", "deit_teacher", "deit", "vit_b16"}) {
         CAPTURE(model);
         load_options options;
         options.compile = target.options;
+        options.compile.placement_log = std::make_shared<anvil::placement_journal>();
         auto classifier = vit::load(data_path("vit/" + model), options);
         const auto expected = fixture(model, "logits.npy");
         const double error =
-            anvil_test::max_relative_error(classifier.logits(fixture(model, "pixels.npy")), expected);
+            anvil_test::max_relative_error(classifier.logits(fixture_pixels(model)), expected);
         MESSAGE(model << ": max relative error " << anvil_test::route_name(target.options) << " " << error);
         // fp16 storage and arithmetic (unit roundoff 4.9e-4) through 2-3 layers of layernorm, softmax and
         // GELU gave at most 1.8e-3 (ViT), 1.0e-3 (both DeiTs) on the simulator; 1e-2 leaves a 5x margin and
         // still catches a wrong token, head or layer (those move logits by 0.1 and more).
         CHECK(error < 1e-2);
+        // Every segment on the Neural Engine, the patch conv's included (RUNTIME.md §0b #26: a space-to-depth
+        // rearrangement and a 1x1 conv, for any patch size), unless a variant injects faults (those runs
+        // check that refused segments run on the CPU and the numbers stay right).
+        const char* sim_options = std::getenv("ANVIL_ANE_SIM_OPTIONS");
+        const std::string injected = sim_options ? sim_options : "";
+        if (injected.find("fail_") != std::string::npos || injected.find("inject") != std::string::npos ||
+            injected.find("m5") != std::string::npos)
+            continue;
+        std::size_t convs = 0;
+        for (const auto& report : options.compile.placement_log->reports()) {
+            CHECK(report.host_nodes.empty());
+            for (const auto& segment : report.segments) {
+                CAPTURE(segment.ops);
+                CAPTURE(segment.reason);
+                CHECK(segment.device != "cpu");
+                if (segment.ops.find("conv2d") != std::string::npos) ++convs;
+            }
+        }
+        CHECK(convs == 1);
     }
 }
 

@@ -1,5 +1,6 @@
 // anvil: the core — scalar types (half, bfloat16, float8), dtypes, shapes, host tensors, errors and warnings,
-// JSON, .npy, memory-mapped files, SHA-256 and the thread pool. Nothing here knows about graphs or backends.
+// JSON, .npy, memory-mapped files, SHA-256, the thread pool and the masked score of attention masks. Nothing
+// here knows about graphs or backends.
 #pragma once
 
 #include "anvil/fwd.hpp"
@@ -17,6 +18,7 @@
 #include "anvil/core/host_tensor.hpp"
 #include "anvil/core/json.hpp"
 #include "anvil/core/mapped_file.hpp"
+#include "anvil/core/masking.hpp"
 #include "anvil/core/npy.hpp"
 #include "anvil/core/sha256.hpp"
 #include "anvil/core/shape.hpp"

@@ -3,9 +3,9 @@
 and a ViT become .mlpackage folders, each checked by tests/coreml/check_mlpackage.py (protoc against the
 schema subset from COREML.md's field numbers, the weight file's records, the manifest); the interface the
 JSON summary reports (names, dtypes, shapes); the metadata taken from a model card; the same model giving the
-same bytes twice; decoder LMs with their KV caches as states (llama, GPT-2, Qwen3), protoc-checked with the
-states' descriptions; CLIP's two towers (two functions, or one with --tower) and Whisper's encoder and stateful
-decoder; --compress (constexpr ops, the weight file shrunk); --rescale-fp16 (the shifts in the report and the
+same bytes twice; ViT-B/16- and CLIP ViT-B/16-shaped folders (16 x 16 patch convs); decoder LMs with their KV
+caches as states (llama, GPT-2, Qwen3), protoc-checked with the states' descriptions; CLIP's two towers (two
+functions, or one with --tower) and Whisper's encoder and stateful decoder; --compress (constexpr ops, the weight file shrunk); --rescale-fp16 (the shifts in the report and the
 metadata); and the refusals (a wrong
 --compress, a wrong --out, a context past the model's positions), each
 one line with exit status 1 or 2. The packages' numbers are tests/test_coreml_export.cpp's (run through the simulator's Core ML).
@@ -84,6 +84,20 @@ def main() -> int:
         protoc_check(vit)
         spec = (vit / "Data" / "com.apple.CoreML" / "model.mlmodel").read_bytes()
         check(spec[:2] == b"\x08\x09", "export --ios18: specification version 9")
+
+        # Shaped like google/vit-base-patch16-224 and CLIP ViT-B/16: 224 x 224 images in 16 x 16 patches, a conv
+        # with kernel = stride = 16 that a kernel-size rule once refused; written whole.
+        report = export(DATA / "vit" / "vit_b16", tmp / "vit_b16.mlpackage")
+        check(ports(report, "inputs") == [("pixels", "fp16", [1, 3, 224, 224])]
+              and ports(report, "outputs") == [("logits", "fp16", [1, 7])],
+              f"export vit_b16: pixels [1, 3, 224, 224] -> logits [1, 7] ({report})")
+        protoc_check(tmp / "vit_b16.mlpackage")
+        report = export(DATA / "clip" / "clip_b16", tmp / "clip_b16.mlpackage")
+        functions = {f["name"]: f for f in report.get("functions", [])}
+        check(sorted(functions) == ["image", "text"]
+              and ports(functions["image"], "inputs") == [("pixels", "fp16", [1, 3, 224, 224])],
+              f"export clip_b16: an image function taking pixels [1, 3, 224, 224], and a text one ({report})")
+        protoc_check(tmp / "clip_b16.mlpackage")
 
         # Metadata from a model card; the same model twice gives the same bytes.
         card = tmp / "carded"

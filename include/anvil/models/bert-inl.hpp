@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "anvil/core/error.hpp"
+#include "anvil/core/masking.hpp"
 #include "anvil/expr/expr.hpp"
 #include "anvil/models/bert.hpp"
 #include "anvil/models/config.hpp"
@@ -65,7 +66,7 @@ ANVIL_INLINE tensor<float> additive_padding_mask(const tensor<float>& padding_ma
         throw shape_error(
             anvil::detail::message("padding mask: expected [batch, sequence], got ", padding_mask.shape()));
     }
-    return reshape((1.0f - padding_mask) * -65504.0f, std::vector<std::int64_t>{m[0], 1, 1, m[1]});
+    return reshape((1.0f - padding_mask) * masked_score, std::vector<std::int64_t>{m[0], 1, 1, m[1]});
 }
 
 ANVIL_INLINE tensor<float> encoder_stack(const std::vector<post_norm_encoder_layer>& layers,

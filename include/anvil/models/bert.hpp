@@ -46,9 +46,9 @@ struct encoder_layer_names {
                                                       std::int64_t index, const std::string& prefix = "");
 
 // A padding mask [B, S] (1 = token, 0 = padding) as the additive mask [B, 1, 1, S] that broadcasts over heads
-// and queries. Hugging Face adds float32's lowest value; fp16's lowest (-65504) gives the same softmax in
-// fp32 (either way exp underflows to exactly 0) and stays finite in fp16, where float32's lowest would round
-// to -inf and 0 * -inf to NaN.
+// and queries, with anvil::masked_score (-1e4, core/masking.hpp) at the padding. Hugging Face adds float32's
+// lowest value; -1e4 gives the same softmax in fp32 (either way exp underflows to exactly 0) and keeps
+// score + mask finite in fp16, where float32's lowest would round to -inf and 0 * -inf to NaN.
 [[nodiscard]] tensor<float> additive_padding_mask(const tensor<float>& padding_mask);
 
 // The encoder stack over hidden states [B, S, hidden] with an additive mask that broadcasts to the scores

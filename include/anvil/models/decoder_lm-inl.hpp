@@ -17,6 +17,7 @@
 
 #include "anvil/core/error.hpp"
 #include "anvil/core/json.hpp"
+#include "anvil/core/masking.hpp"
 #include "anvil/expr/expr.hpp"
 #include "anvil/io/checkpoint.hpp"
 #include "anvil/models/decoder_lm.hpp"
@@ -449,9 +450,8 @@ ANVIL_INLINE std::vector<named_tensor> decoder_step_inputs(
         in.push_back({std::string(step_cos_name), host_tensor::from(tables.cos, table)});
         in.push_back({std::string(step_sin_name), host_tensor::from(tables.sin, table)});
     }
-    constexpr float hidden = -65504.0f;  // fp16's lowest: finite on the ANE (bert.hpp)
     const std::int64_t width = context + tokens;
-    std::vector<float> mask(static_cast<std::size_t>(batch * tokens * width), hidden);
+    std::vector<float> mask(static_cast<std::size_t>(batch * tokens * width), masked_score);
     auto visible = [&](std::int64_t q, std::int64_t k) {
         return k >= 0 && k <= q && (c.sliding_window == 0 || q - k < c.sliding_window);
     };

@@ -13,6 +13,7 @@
 
 #include "anvil/core/error.hpp"
 #include "anvil/core/json.hpp"
+#include "anvil/core/masking.hpp"
 #include "anvil/expr/expr.hpp"
 #include "anvil/models/blocks.hpp"
 #include "anvil/models/config.hpp"
@@ -157,9 +158,9 @@ ANVIL_INLINE value sentence_encoder::build_graph(graph& g, std::int64_t length) 
             break;
         }
         case pooling::max: {
-            // h + (m - 1) * 1e4: padding tokens fall far below every real one.
+            // h + (1 - m) * masked_score (-1e4): padding tokens fall far below every real one.
             const value shift =
-                g.apply(op::mul, {g.apply(op::sub, {column, g.scalar(1.0)}), g.scalar(1.0e4)});
+                g.apply(op::mul, {g.apply(op::sub, {g.scalar(1.0), column}), g.scalar(masked_score)});
             pooled = g.apply(op::reduce_max, {g.apply(op::add, {hidden, shift})}, over_tokens);
             break;
         }

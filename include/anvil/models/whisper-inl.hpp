@@ -16,6 +16,7 @@
 #include "anvil/backend/compile.hpp"
 #include "anvil/core/error.hpp"
 #include "anvil/core/json.hpp"
+#include "anvil/core/masking.hpp"
 #include "anvil/expr/expr.hpp"
 #include "anvil/io/checkpoint.hpp"
 #include "anvil/io/log_mel.hpp"
@@ -549,8 +550,7 @@ ANVIL_INLINE void whisper::start_window(const host_tensor& features) {
 ANVIL_INLINE std::vector<float> whisper::step(std::int32_t token, std::int64_t position) {
     const std::int64_t context = config_.max_target_positions;
     program& decoder = decoder_->at({context});
-    constexpr float masked = -65504.0f;  // fp16's lowest: finite on the Neural Engine
-    std::vector<float> mask(static_cast<std::size_t>(context + 1), masked);
+    std::vector<float> mask(static_cast<std::size_t>(context + 1), masked_score);
     for (std::int64_t slot = 0; slot < position; ++slot)
         mask[static_cast<std::size_t>(slot)] = 0.0f;
     mask.back() = 0.0f;  // the token itself
