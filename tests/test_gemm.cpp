@@ -459,6 +459,10 @@ TEST_CASE("gemm: the global pool and the automatic kernel") {
     CHECK(c == std::vector<float>{19, 22, 43, 50});
     CHECK(anvil::detail::best_gemm_isa() == anvil::detail::available_gemm_isas().front());
     CHECK(anvil::detail::available_gemm_isas().back() == gemm_isa::portable);
+#if defined(__aarch64__)
+    // Every arm64 CPU has NEON: its kernel is the one that runs (tools/test.sh's aarch64 stage checks it).
+    CHECK(anvil::detail::best_gemm_isa() == gemm_isa::neon);
+#endif
 }
 
 TEST_CASE("gemm: invalid arguments are reported precisely") {

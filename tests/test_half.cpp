@@ -1,5 +1,5 @@
 // half, bfloat16 and fp8: every bit pattern against the formula of its format, round-to-nearest-even at every
-// midpoint, the overflow and underflow edges, and (on x86 CPUs with F16C) the hardware's own conversions.
+// midpoint, the overflow and underflow edges, and the hardware's own conversions (x86's F16C, arm64's FCVT).
 #include <doctest/doctest.h>
 #include <anvil/anvil.hpp>
 
@@ -15,10 +15,10 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#endif
 
 // A namespace of its own, so the test files can be compiled together (a unity build).
 namespace test_half {
-#endif
 
 namespace {
 
@@ -320,10 +320,13 @@ TEST_CASE("half: the value type converts, compares as IEEE and has its numeric_l
     CHECK(limits::digits == 11);
 }
 
-// ------------------------------------------------------------------------------------------------ F16C
+// ------------------------------------------------------------------------------------------------ F16C, FCVT
 
-#if defined(__x86_64__) || defined(__i386__)
+// The CPU's own conversions: x86's F16C (when this CPU has it) and arm64's FCVT (always there; the NEON paths
+// of convert and of the GEMM's f16 rows use it).
 namespace {
+#if defined(__x86_64__) || defined(__i386__)
+constexpr const char* conversion_instructions = "F16C";
 __attribute__((target("f16c"))) float hardware_half_to_float(std::uint16_t bits) {
     return _cvtsh_ss(bits);
 }
@@ -333,10 +336,20 @@ __attribute__((target("f16c"))) std::uint16_t hardware_float_to_half(float value
     const __m128i halves = _mm_cvtps_ph(_mm_set_ss(value), _MM_FROUND_TO_NEAREST_INT);
     return static_cast<std::uint16_t>(_mm_cvtsi128_si32(halves) & 0xFFFF);
 }
-}  // namespace
+#elif defined(__aarch64__)
+constexpr const char* conversion_instructions = "FCVT";
+// __fp16 (GCC and Clang on arm64) converts with FCVT: nearest even, NaNs quieted keeping sign and top payload
+// bits under the default FPCR.
+float hardware_half_to_float(std::uint16_t bits) {
+    return static_cast<float>(std::bit_cast<__fp16>(bits));
+}
+std::uint16_t hardware_float_to_half(float value) {
+    return std::bit_cast<std::uint16_t>(static_cast<__fp16>(value));
+}
 #endif
+}  // namespace
 
-TEST_CASE("half: the scalar conversions agree bit for bit with the CPU's F16C instructions") {
+TEST_CASE("half: the scalar conversions agree bit for bit with the CPU's conversion instructions") {
 #if defined(__x86_64__) || defined(__i386__)
 #if defined(__GNUC__) && !defined(__clang__)
     CHECK(anvil::detail::host_cpu_features().f16c ==
@@ -346,24 +359,27 @@ TEST_CASE("half: the scalar conversions agree bit for bit with the CPU's F16C in
         MESSAGE("this CPU has no F16C: the comparison with _cvtsh_ss/_cvtss_sh did not run");
         return;
     }
+#endif
+#if defined(__x86_64__) || defined(__i386__) || defined(__aarch64__)
+    CAPTURE(conversion_instructions);
     mismatches log;
     for (std::uint32_t pattern = 0; pattern <= 0xFFFF; ++pattern) {
         const auto bits = static_cast<std::uint16_t>(pattern);
         const std::uint32_t hardware = bits_of(hardware_half_to_float(bits));
         const std::uint32_t scalar = bits_of(anvil::half_bits_to_float(bits));
-        if (hardware != scalar) log.add("half ", pattern, ": F16C ", hardware, ", scalar ", scalar);
+        if (hardware != scalar) log.add("half ", pattern, ": hardware ", hardware, ", scalar ", scalar);
     }
     // Every 251st float pattern (251 is prime, so the sweep walks through every mantissa residue), NaNs
-    // included: F16C quiets them keeping sign and top payload bits, as the scalar code does.
+    // included: the instructions quiet them keeping sign and top payload bits, as the scalar code does.
     for (std::uint64_t pattern = 0; pattern <= 0xFFFFFFFFu; pattern += 251) {
         const float value = float_from(static_cast<std::uint32_t>(pattern));
         const std::uint16_t hardware = hardware_float_to_half(value);
         const std::uint16_t scalar = anvil::float_to_half_bits(value);
-        if (hardware != scalar) log.add("float ", pattern, ": F16C ", hardware, ", scalar ", scalar);
+        if (hardware != scalar) log.add("float ", pattern, ": hardware ", hardware, ", scalar ", scalar);
     }
     CHECK_NO_MISMATCHES(log);
 #else
-    MESSAGE("not an x86 CPU: no F16C to compare the scalar conversions with");
+    MESSAGE("neither x86 nor arm64: no conversion instructions to compare the scalar conversions with");
 #endif
 }
 

@@ -32,6 +32,8 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#elif defined(__aarch64__) && defined(__ARM_NEON)
+#include <arm_neon.h>
 #endif
 
 #if defined(__GNUC__) || defined(__clang__)
@@ -376,7 +378,8 @@ struct gemm_rows_decoder {
 
 // The portable version, with vector extensions that Clang turns into NEON's widening moves on arm64 (GCC
 // on x86 converts lane by lane: there the AVX2 and AVX-512 versions run instead). f16 converts in
-// hardware on arm64 (_Float16), through anvil's scalar conversion elsewhere.
+// hardware on arm64 (FCVT: __fp16 and NEON's intrinsics, which GCC and Clang share; g++ 12 has no _Float16 in
+// C++), through anvil's scalar conversion elsewhere.
 struct gemm_rows_portable_isa {
     typedef gemm_isa_portable::vec vec;
     static constexpr int width = gemm_isa_portable::width;
@@ -396,8 +399,8 @@ struct gemm_rows_portable_isa {
         return out;
     }
     ANVIL_DETAIL_ROWS_INLINE static float half_to_float(const std::byte* at) noexcept {
-#if defined(__aarch64__)
-        _Float16 value;
+#if defined(__aarch64__) && defined(__ARM_NEON)
+        __fp16 value;
         std::memcpy(&value, at, 2);
         return static_cast<float>(value);
 #else
@@ -407,11 +410,10 @@ struct gemm_rows_portable_isa {
 #endif
     }
     ANVIL_DETAIL_ROWS_INLINE static void halves_to_floats(const std::byte* at, vec& out) noexcept {
-#if defined(__aarch64__)
-        typedef _Float16 four_halves __attribute__((vector_size(8)));
-        four_halves raw;
-        std::memcpy(&raw, at, sizeof raw);
-        out = __builtin_convertvector(raw, vec);
+#if defined(__aarch64__) && defined(__ARM_NEON)
+        const float32x4_t floats =
+            vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(reinterpret_cast<const std::uint8_t*>(at))));
+        std::memcpy(&out, &floats, sizeof out);
 #else
         out = from_lanes([&](int lane) { return half_to_float(at + 2 * lane); });
 #endif
