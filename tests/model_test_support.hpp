@@ -7,12 +7,26 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace anvil_test {
+
+// Captures anvil's warnings for one scope.
+struct captured_warnings {
+    captured_warnings()
+        : previous(anvil::set_warning_handler([this](std::string_view text) { lines.emplace_back(text); })) {}
+    captured_warnings(const captured_warnings&) = delete;
+    captured_warnings& operator=(const captured_warnings&) = delete;
+    ~captured_warnings() { anvil::set_warning_handler(previous); }
+    std::vector<std::string> lines;
+    anvil::warning_handler previous;
+};
 
 inline std::string data_path(const std::string& relative) {
     return std::string(ANVIL_TEST_DATA_DIR) + "/" + relative;
@@ -56,6 +70,22 @@ inline double max_relative_error(const anvil::host_tensor& got, const anvil::hos
             std::max(worst, std::fabs(double{a[i]} - double{b[i]}) / std::max(1.0, std::fabs(double{b[i]})));
     }
     return worst;
+}
+// The images [batch, 3, size, size] of the ViT-B/16- and CLIP ViT-B/16-shaped fixtures (too large to store,
+// so tools/reference/patch16_fixtures.py and the tests compute them alike; exact in fp16): image n, channel
+// c, row y, column x holds k / 32 - 1, k = ((x * 31 + y * 17 + c * 7 + n * 13) * (x + 2 * y + 3)) mod 64.
+// `first` numbers the first image (n).
+inline anvil::host_tensor patch16_pixels(std::int64_t batch, std::int64_t size, std::int64_t first = 0) {
+    std::vector<float> values;
+    values.reserve(static_cast<std::size_t>(batch * 3 * size * size));
+    for (std::int64_t n = first; n < first + batch; ++n)
+        for (std::int64_t c = 0; c < 3; ++c)
+            for (std::int64_t y = 0; y < size; ++y)
+                for (std::int64_t x = 0; x < size; ++x) {
+                    const std::int64_t k = ((x * 31 + y * 17 + c * 7 + n * 13) * (x + 2 * y + 3)) % 64;
+                    values.push_back(static_cast<float>(k) / 32.0f - 1.0f);
+                }
+    return anvil::host_tensor::from(values, anvil::dims{batch, 3, size, size});
 }
 
 // A fresh folder under the temporary directory (mkdtemp), removed with everything in it when this goes.

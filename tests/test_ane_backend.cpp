@@ -15,6 +15,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <string>
@@ -423,6 +425,123 @@ TEST_CASE("ane backend: a graph with stage marks past the weight limit splits be
         CHECK(p.dump().find("chunk ") == std::string::npos);
     }
     expect_clean("after the programs split by stages");
+}
+
+TEST_CASE("ane backend: attention without matmul, taken in tiles of rows, matches the CPU") {
+    sim().reset();
+    // q k^T's terms, 256 x 64 x 256 fp16 (8 MiB), are past the 4 MiB a product without matmul may build at
+    // once (RUNTIME.md §0b): the rows go in tiles. The numbers are the CPU's within fp16's precision.
+    anvil::graph g;
+    std::vector<float> data(256 * 64);
+    const auto input = [&](const char* name, int salt) {
+        for (std::size_t i = 0; i < data.size(); ++i)
+            data[i] =
+                static_cast<float>(static_cast<int>((i * 37 + static_cast<std::size_t>(salt)) % 23) - 11) *
+                0.05f;
+        return std::pair{g.input(name, dtype::f32, dims{1, 1, 256, 64}),
+                         host_tensor::from(data, dims{1, 1, 256, 64})};
+    };
+    const auto [q, q_value] = input("q", 1);
+    const auto [k, k_value] = input("k", 5);
+    const auto [v, v_value] = input("v", 9);
+    // A projection of the queries anchors the program (RUNTIME.md §0 #6).
+    std::vector<float> w(64 * 64, 0.0f);
+    for (std::size_t i = 0; i < 64; ++i)
+        w[i * 64 + i] = 1.0f;
+    const auto projected = g.apply(op::linear, {q, g.constant(host_tensor::from(w, dims{64, 64}))});
+    const auto y = g.apply(op::attention, {projected, k, v});
+    const std::vector<anvil::named_tensor> inputs{{"q", q_value}, {"k", k_value}, {"v", v_value}};
+    const auto want = anvil::compile({y}).run(inputs);
+    temporary_folder cache;
+    auto options = ane_options(cache.path);
+    options.ane_lowering["matmul"] = "decomposed";
+    options.strict_device = true;
+    anvil::program p = anvil::compile({y}, options);
+    CHECK(p.placement().refused() == 0);
+    CHECK(sim().counter("op:matmul") == 0);
+    CHECK(sim().counter("op:concat") >= 2);  // the tiles of both products
+    CHECK(max_difference(want[0], p.run(inputs)[0]) < 1e-2);
+    CHECK(sim().violations() == "");
+}
+
+TEST_CASE("ane backend: a program the compiler refuses is split in half; the record keeps what compiled") {
+    sim();
+    // RUNTIME.md §0b #20: a per-program weight limit the device keeps to itself (the simulator's
+    // max_program_weight_bytes, here 9 MiB of weight file). Three stages of two 1024 x 1024 linears (4 MiB of
+    // fp16 each) in one program of 12 MiB are refused; split between stages where the weights are closest to
+    // halved (4 and 8 MiB), both halves compile.
+    anvil::graph g;
+    std::uint32_t seed = 11;
+    const auto weights = [&] {
+        std::vector<float> w(1024 * 1024);
+        for (float& v : w) {
+            seed = seed * 1664525u + 1013904223u;
+            v = (static_cast<float>(seed >> 8) / 16777216.0f - 0.5f) * 0.06f;
+        }
+        return g.constant(host_tensor::from(w, dims{1024, 1024}));
+    };
+    anvil::value h = g.input("x", dtype::f32, dims{5, 1024});
+    for (int stage = 0; stage < 3; ++stage) {
+        g.begin_stage("layer " + std::to_string(stage));
+        h = g.apply(op::gelu, {g.apply(op::linear, {h, weights()})});
+        h = g.apply(op::linear, {h, weights()});
+    }
+    std::vector<float> x(5 * 1024);
+    for (std::size_t i = 0; i < x.size(); ++i)
+        x[i] = static_cast<float>(static_cast<int>(i * 7 % 19) - 9) * 0.1f;
+    const std::vector<anvil::named_tensor> inputs{{"x", host_tensor::from(x, dims{5, 1024})}};
+    temporary_folder cache;
+    const auto options = ane_options(cache.path);
+    const auto want = anvil::compile({h}).run(inputs);
+    const anvil_test::scoped_option limit("max_program_weight_bytes", "9437184", "0");
+    constexpr std::size_t stage_bytes = 4u << 20;
+    {
+        anvil::program p = anvil::compile({h}, options);
+        const anvil::placement_report report = p.placement();
+        CHECK(report.refused() == 0);
+        REQUIRE(report.segments.size() == 2);
+        for (const auto& segment : report.segments) {
+            CHECK(segment.device == "ane");
+            CAPTURE(segment.reason);
+            CHECK(segment.reason.find("half of a program of 12582912 weight bytes the compiler refused") !=
+                  std::string::npos);
+            CHECK(segment.reason.find("past this device's limit of 9437184 per program") !=
+                  std::string::npos);
+        }
+        CHECK(report.segments[0].stages == "layer 0");
+        CHECK(report.segments[1].stages == "layer 1 to layer 2");
+        CHECK(report.segments[1].weight_bytes == 2 * stage_bytes);
+        CHECK(report.max_program_weight_bytes_learned == 2 * stage_bytes);
+        CHECK(max_difference(want[0], p.run(inputs)[0]) < 2e-2);
+    }
+    // The capability record keeps the largest program that compiled; the next compile partitions under it
+    // and no compile is refused.
+    const std::filesystem::path record = anvil::detail::ane::record_path(
+        cache.path, anvil::detail::ane::os_build(), anvil_test::simulated_architecture());
+    REQUIRE(std::filesystem::exists(record));
+    std::ifstream in(record);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK(text.find("\"max_program_weight_bytes\": 8388608") != std::string::npos);
+    sim().reset();
+    anvil::program again = anvil::compile({h}, options);
+    CHECK(again.placement().chunks == 2);
+    CHECK(again.placement().refused() == 0);
+    for (const auto& segment : again.placement().segments)
+        CHECK(segment.reason.empty());
+    CHECK(sim().counter("compiles") == 2);
+    CHECK(max_difference(want[0], again.run(inputs)[0]) < 2e-2);
+    // A program under the smallest limit reported (~8 MB) is not split: it was refused for something else.
+    const anvil_test::scoped_option tiny("max_program_weight_bytes", "4096", "0");
+    anvil::graph small;
+    const auto input = small.input("x", dtype::f32, dims{5, 64});
+    const auto y = small.apply(
+        op::linear, {small.apply(op::linear, {input, small.constant(host_tensor(dtype::f32, dims{64, 64}))}),
+                     small.constant(host_tensor(dtype::f32, dims{64, 64}))});
+    anvil::compile_options uncached = options;
+    uncached.cache_dir = "none";
+    anvil_test::captured_warnings warnings;
+    CHECK(anvil::compile({y}, uncached).placement().refused() == 1);
+    CHECK(sim().violations() == "");
 }
 
 #endif  // ANVIL_ANE_SIM_PATH

@@ -400,7 +400,10 @@ TEST_CASE(
         sim.option("inject_load_failures", "3");
         ane::ane_model first = ane::ane_model::create(relu_add_mil(), {});
         ane::ane_model second = ane::ane_model::create(
-            bias_add_mil(), {{{"@model_path/weights/bias.bin", fp16_blob(std::vector<float>(64, 1.0f))}}});
+            // Other weights than the earlier case's under the same text would share its compiled identity
+            // (RUNTIME.md §0b #21): the text says which weights it holds, as anvil's buildInfo digest does.
+            bias_add_mil() + "// a bias of ones\n",
+            {{{"@model_path/weights/bias.bin", fp16_blob(std::vector<float>(64, 1.0f))}}});
         first.compile();
         second.compile();
         const auto started = std::chrono::steady_clock::now();

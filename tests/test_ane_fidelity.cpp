@@ -75,16 +75,7 @@ anvil::compile_options ane_options(const temporary_folder& cache) {
 
 using anvil_test::max_difference;
 
-// Captures warnings for one scope.
-struct captured_warnings {
-    captured_warnings()
-        : previous(anvil::set_warning_handler([this](std::string_view text) { lines.emplace_back(text); })) {}
-    captured_warnings(const captured_warnings&) = delete;
-    captured_warnings& operator=(const captured_warnings&) = delete;
-    ~captured_warnings() { anvil::set_warning_handler(previous); }
-    std::vector<std::string> lines;
-    anvil::warning_handler previous;
-};
+using anvil_test::captured_warnings;
 
 bool contains(const std::string& text, const std::string& part) {
     return text.find(part) != std::string::npos;
@@ -129,7 +120,10 @@ TEST_CASE("ane fidelity: the on-disk cache stages model.mil and weights/ in the 
         if (!entry.is_directory()) continue;
         ++programs;
         CHECK(std::filesystem::exists(entry.path() / "model.mil"));
-        CHECK(std::filesystem::exists(entry.path() / "weights" / "weight.bin"));
+        // One weight.bin, or on M1/M2 one file per weight (RUNTIME.md §0 #15: the `weight_files` default).
+        const bool per_weight = anvil::detail::ane::is_h13_or_h14(anvil_test::simulated_architecture());
+        CHECK(std::filesystem::exists(entry.path() / "weights" / (per_weight ? "w0.bin" : "weight.bin")));
+        CHECK(std::filesystem::exists(entry.path() / "weights" / "w1.bin") == per_weight);
     }
     CHECK(programs == 1);
     anvil::program again = anvil::compile({b.out}, ane_options(cache));
@@ -363,6 +357,62 @@ TEST_CASE("ane fidelity: a conv kernel 16 or wider runs on the CPU with the reas
     CHECK(max_difference(anvil::compile({y}).run(inputs)[0], p.run(inputs)[0]) == 0.0);
 }
 
+TEST_CASE("ane fidelity: a patch conv of any size runs as a space-to-depth rearrangement and a 1x1 conv") {
+    // kernel = stride = P, no padding: ViT's, DeiT's, CLIP's and SigLIP's patch embeddings (RUNTIME.md §0b
+    // #26). A kernel 16 or wider fails to compile as a conv (§0 #7), so every size is rearranged. One graph
+    // holds the four sizes, so the test costs one compile of the process's budget.
+    const std::vector<std::int64_t> sizes{8, 14, 16, 32};
+    temporary_folder cache;
+    anvil::graph g;
+    std::vector<anvil::value> outputs;
+    std::vector<anvil::named_tensor> inputs;
+    for (const std::int64_t p : sizes) {
+        // Two images of 2 x 3 patches, and p / 2 columns past the last patch that the conv never reads.
+        const dims shape{2, 3, 2 * p, 3 * p + p / 2};
+        const std::string name = "x" + std::to_string(p);
+        const auto x = g.input(name, dtype::f32, shape);
+        anvil::attributes patch;
+        patch.stride = {p, p};
+        const auto weight = g.constant(
+            host_tensor::from(pattern(static_cast<std::size_t>(8 * 3 * p * p), 23, 0.01f), dims{8, 3, p, p}));
+        const auto bias = g.constant(host_tensor::from(pattern(8, 5, 0.1f), dims{8}));
+        outputs.push_back(g.apply(op::conv2d, {x, weight, bias}, patch));
+        CHECK(outputs.back().shape() == dims{2, 8, 2, 3});
+        inputs.push_back(
+            {name, host_tensor::from(pattern(static_cast<std::size_t>(shape.element_count()), 17, 0.1f, 5),
+                                     shape)});
+    }
+    sim().reset();
+    auto options = ane_options(cache);
+    options.strict_device = true;  // a conv left on the CPU would be an error
+    anvil::program program = anvil::compile(outputs, options);
+    CHECK(sim().counter("op:conv") == 4);
+    CHECK(sim().counter("op:transpose") >= 4);
+    const anvil::placement_report report = program.placement();
+    CHECK(report.host_nodes.empty());
+    for (const auto& segment : report.segments)
+        CHECK(segment.device == "ane");
+    const std::string dump = program.dump();
+    const std::vector<host_tensor> want = anvil::compile(outputs).run(inputs);
+    const std::vector<host_tensor> got = program.run(inputs);
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+        const std::int64_t p = sizes[i];
+        CAPTURE(p);
+        // The conv's weight [8, 3, p, p] read as a 1x1 conv's [8, 3 * p * p, 1, 1] (the MIL in the dump).
+        CHECK(contains(dump, "[8, " + std::to_string(3 * p * p) + ", 1, 1]"));
+        double largest = 0.0;
+        for (const float v : want[i].to_f32())
+            largest = std::max(largest, static_cast<double>(std::fabs(v)));
+        const auto values = got[i].to_f32();
+        CHECK(std::all_of(values.begin(), values.end(), [](float v) { return std::isfinite(v); }));
+        // fp16 inputs, weights and sums of 3 * p * p products: well within 1% of the largest output.
+        const double error = max_difference(want[i], got[i]);
+        MESSAGE("patch ", p, ": max error ", error, " of outputs up to ", largest);
+        CHECK(error < 1e-2 * largest);
+    }
+    CHECK(sim().violations() == "");
+}
+
 TEST_CASE("ane fidelity: log gets a positive epsilon, so the simulator warns of none") {
     temporary_folder cache;
     anvil::graph g;
@@ -395,15 +445,33 @@ TEST_CASE("ane fidelity: loads are retried with backoff; a lasting refusal runs 
         CHECK(max_difference(want[0], p.run(b.inputs)[0]) < 1e-2);
     }
     {
-        scoped_option failures("inject_load_failures", "7", "0");
+        // Refused in every form it is lowered in (ios18, ios16, decomposed): 7 tries each.
+        scoped_option failures("inject_load_failures", "100", "0");
         captured_warnings warnings;
         anvil::program p = anvil::compile({b.out}, options);
         REQUIRE(p.placement().refused() == 1);
         CHECK(p.placement().segments[0].refused_at == "load");
         CHECK(contains(p.placement().segments[0].framework_error, "after 7 tries"));
+        if (!anvil::detail::ane::is_h13_or_h14(anvil_test::simulated_architecture()))  // M1/M2: ios16 already
+            CHECK(contains(p.placement().segments[0].framework_error,
+                           "lowered as program(1.0)/ios16, refused at load"));
         CHECK(max_difference(want[0], p.run(b.inputs)[0]) < 1e-6);
         REQUIRE(warnings.lines.size() == 1);
         CHECK(contains(warnings.lines[0], "refused at load"));
+    }
+    {
+        // The backoff one program spends is capped across its forms: 300 ms, where 100 ms doubling over 7
+        // tries in 3 forms would wait 19 s.
+        scoped_option failures("inject_load_failures", "100", "0");
+        options.ane_load_first_retry_delay = std::chrono::milliseconds(100);
+        options.ane_load_max_backoff = std::chrono::milliseconds(300);
+        const auto start = std::chrono::steady_clock::now();
+        captured_warnings warnings;
+        anvil::program p = anvil::compile({b.out}, options);
+        const auto waited = std::chrono::steady_clock::now() - start;
+        REQUIRE(p.placement().refused() == 1);
+        CHECK(contains(p.placement().segments[0].framework_error, "the program's backoff is spent"));
+        CHECK(waited < std::chrono::seconds(3));
     }
     CHECK(sim().counter("live_programs") == 0);
 }
@@ -459,7 +527,8 @@ TEST_CASE(
     const auto want = anvil::compile({b.out}).run(b.inputs);
     for (const char* fault : {"fail_compile_op", "fail_load_op", "fail_eval_op"}) {
         CAPTURE(fault);
-        scoped_option injected(fault, "softmax", "");
+        // layer_norm: no form of the segment does without it (softmax, decomposed, does: the next case).
+        scoped_option injected(fault, "layer_norm", "");
         captured_warnings warnings;
         auto options = ane_options(cache);
         options.cache_dir = "none";
@@ -472,15 +541,15 @@ TEST_CASE(
                                                                           : "evaluate";
         CHECK(report.segments[0].refused_at == stage);
         CHECK(report.segments[0].device == "cpu");
-        CHECK(contains(report.segments[0].framework_error, "softmax"));
+        CHECK(contains(report.segments[0].framework_error, "layer_norm"));
         CHECK(max_difference(want[0], p.run(b.inputs)[0]) < 1e-6);
         REQUIRE(warnings.lines.size() == 1);
-        CHECK(contains(warnings.lines[0], "softmax"));
+        CHECK(contains(warnings.lines[0], "layer_norm"));
         CHECK(contains(p.dump(), "refused"));
         CHECK(contains(p.dump(), report.segments[0].framework_error));
 
         options.strict_device = true;
-        CHECK_THROWS_WITH_AS((void)anvil::compile({b.out}, options), doctest::Contains("softmax"),
+        CHECK_THROWS_WITH_AS((void)anvil::compile({b.out}, options), doctest::Contains("layer_norm"),
                              anvil::unsupported_error);
     }
     CHECK(sim().counter("live_programs") == 0);

@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -182,9 +183,35 @@ TEST_CASE("ane lowering: golden MIL in both dialects") {
             const std::string file = std::string(ANVIL_TEST_DATA_DIR) + "/ane/golden/" + which +
                                      (dialect == mil_dialect::ios18 ? "_ios18.mil" : "_ios16.mil");
             CAPTURE(file);
-            CHECK(golden_graph(which).lower_with(options).mil == read_text(file));
+            const std::string mil = golden_graph(which).lower_with(options).mil;
+            // ANVIL_TEST_REWRITE_GOLDEN=1 writes the files afresh; re-check the diff by the list above.
+            if (const char* rewrite = std::getenv("ANVIL_TEST_REWRITE_GOLDEN"); rewrite && *rewrite == '1')
+                std::ofstream(file, std::ios::binary) << mil;
+            CHECK(mil == read_text(file));
         }
     }
+}
+
+TEST_CASE("ane lowering: the text carries a digest of its weights, so other weights make another text") {
+    // RUNTIME.md §0b #21: a program's compiled identity is reported to come from its text alone.
+    const lowered_segment s = golden_graph("linear").lower_with({});
+    REQUIRE(s.weights.size() == 1);
+    anvil::detail::sha256 digest;
+    digest.update(s.weights[0].path).update(":" + std::to_string(s.weights[0].bytes.size()) + ":");
+    digest.update(std::span<const std::byte>(s.weights[0].bytes));
+    CHECK(s.mil.find("{\"anvil-weights-sha256\", \"" + digest.finish_hex() + "\"}") != std::string::npos);
+    // Another weight value: the same program but for its digest.
+    const segment_graph golden = golden_graph("linear");
+    anvil::graph_body body = *golden.g.body();
+    for (auto& n : body.nodes) {
+        if (n.kind != op::constant || n.data.element_count() != 8 * 16) continue;
+        std::vector<float> values(n.data.values<float>().begin(), n.data.values<float>().end());
+        values[0] += 1.0f;
+        n.data = host_tensor::from(std::span<const float>(values), n.data.shape());
+    }
+    const lowered_segment t = lower(body, golden.nodes, golden.inputs, golden.outputs, {});
+    CHECK(t.mil != s.mil);
+    CHECK(t.mil.substr(t.mil.find("]\n{")) == s.mil.substr(s.mil.find("]\n{")));
 }
 
 TEST_CASE("ane lowering: a linear becomes a 1x1 conv with the bias as a separate add") {
@@ -256,6 +283,52 @@ TEST_CASE("ane lowering: the attention mask is finite, full-shape and causal fro
             CHECK(read_half(s.weights[0].bytes, 128 + 2 * static_cast<std::size_t>(i * 5 + j)) ==
                   static_cast<float>(half(expected)));
         }
+    }
+}
+
+TEST_CASE("ane lowering: products without matmul keep every intermediate under a few MB, in tiles") {
+    // Whisper's encoder attention (1500 positions, a head of 64) on a chip without matmul (RUNTIME.md §0 #4):
+    // untiled, q k^T's broadcast mul holds 1500 x 64 x 1500 fp16 terms, 288 MB per head (RUNTIME.md §0b).
+    lowering_options options;
+    options.choices.set(lowering_feature::matmul, lowering_variant::decomposed);
+    const auto largest_value_bytes = [](const lowered_segment& s) {
+        std::int64_t largest = 0;
+        for (const auto& value : s.program.values) {
+            std::int64_t elements = 1;
+            for (const std::int64_t extent : value.shape)
+                elements *= extent;
+            largest = std::max(largest, 2 * elements);
+        }
+        return largest;
+    };
+    for (const bool plain_matmul : {false, true}) {
+        CAPTURE(plain_matmul);
+        graph g;
+        auto q = g.input("q", dtype::f16, dims{1, 6, 1500, 64});
+        auto k = g.input("k", dtype::f16, dims{1, 6, 1500, 64});
+        auto v = g.input("v", dtype::f16, dims{1, 6, 1500, 64});
+        value y = g.apply(op::attention, {q, k, v});
+        if (plain_matmul) {  // a matmul of two computed tensors, q k^T
+            attributes t;
+            t.transpose_b = true;
+            y = g.apply(op::matmul, {q, k}, t);
+        }
+        const lowered_segment s =
+            lower(*g.body(), std::vector<value_id>{y.id()}, std::vector<value_id>{q.id(), k.id(), v.id()},
+                  std::vector<value_id>{y.id()}, options);
+        CHECK(s.mil.find("matmul(") == std::string::npos);
+        CHECK(s.mil.find("einsum(") == std::string::npos);
+        MESSAGE("largest intermediate: ", largest_value_bytes(s), " bytes");
+        // The attention's own [S, S] scores (1500 x 1500 x 6 heads, 27 MB) are the result's size class, not a
+        // product's terms; every broadcast mul stays within 4 MiB.
+        for (const auto& statement : s.program.statements) {
+            if (statement.op != "mul" || statement.result == no_result) continue;
+            std::int64_t elements = 1;
+            for (const std::int64_t extent : s.program.values[statement.result].shape)
+                elements *= extent;
+            CHECK(2 * elements <= (std::int64_t{4} << 20));
+        }
+        CHECK(s.mil.find("concat(") != std::string::npos);
     }
 }
 

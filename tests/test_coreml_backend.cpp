@@ -165,7 +165,7 @@ TEST_CASE(
     REQUIRE(placement.segments.size() == 1);
     CHECK(placement.segments[0].device == "ane");
     CAPTURE(placement.segments[0].reason);
-    CHECK(placement.segments[0].reason.find("its compressed weights were refused at compile") !=
+    CHECK(placement.segments[0].reason.find("it runs with its compressed weights expanded to fp16") !=
           std::string::npos);
     CHECK(placement.segments[0].reason.find("constexpr_lut_to_dense") != std::string::npos);
     CHECK(max_difference(program.run(b.inputs)[0], expected[0]) < 2e-3);
@@ -500,6 +500,41 @@ TEST_CASE("coreml route: the compute plan names each op Core ML keeps off the AN
     strict.strict_device = true;
     CHECK_THROWS_WITH_AS((void)anvil::compile({b.out}, strict), doctest::Contains("layer_norm"),
                          anvil::unsupported_error);
+    CHECK(sim().violations() == "");
+    sim().reset();
+}
+
+TEST_CASE("coreml route: products of computed tensors stay matmul, on the Neural Engine of an M1 too") {
+    // RUNTIME.md §0b #25: Core ML runs matmul and einsum on every chip's Neural Engine; only the private
+    // compiler refuses them on M1/M2 (§0 #4). The chip is unknown on this route, and the product stays native
+    // rather than a broadcast mul and reduce_sum.
+    sim();
+    const anvil_test::scoped_option m1("architecture", "h13g", "h16g");
+    anvil::graph g;
+    std::vector<float> a(2 * 8 * 32), w(32 * 32), c(2 * 32 * 16);
+    for (std::size_t i = 0; i < a.size(); ++i)
+        a[i] = static_cast<float>(static_cast<int>(i * 5 % 13) - 6) * 0.05f;
+    for (std::size_t i = 0; i < w.size(); ++i)
+        w[i] = static_cast<float>(static_cast<int>(i * 7 % 17) - 8) * 0.02f;
+    for (std::size_t i = 0; i < c.size(); ++i)
+        c[i] = static_cast<float>(static_cast<int>(i * 3 % 11) - 5) * 0.1f;
+    const auto x = g.input("a", dtype::f32, dims{2, 8, 32});
+    const auto y = g.input("c", dtype::f32, dims{2, 32, 16});
+    const auto product =
+        g.apply(op::matmul, {g.apply(op::linear, {x, g.constant(host_tensor::from(w, dims{32, 32}))}), y});
+    const std::vector<anvil::named_tensor> inputs{{"a", host_tensor::from(a, dims{2, 8, 32})},
+                                                  {"c", host_tensor::from(c, dims{2, 32, 16})}};
+    temporary_folder cache("anvil-coreml-cache");
+    auto program = anvil::compile({product}, coreml_options(cache.path));
+    const auto placement = program.placement();
+    REQUIRE(placement.segments.size() == 1);
+    CHECK(placement.segments[0].device == "coreml");
+    CHECK(placement.segments[0].reason == "");  // every op on the Neural Engine
+    CHECK(placement.lowering.find("matmul=native") != std::string::npos);
+    CHECK(program.dump().find(" = matmul(") != std::string::npos);
+    CHECK(program.dump().find("reduce_sum(") == std::string::npos);
+    CHECK(max_difference(program.run(inputs)[0], anvil::compile({product}, cpu_options()).run(inputs)[0]) <
+          1e-2);
     CHECK(sim().violations() == "");
     sim().reset();
 }

@@ -8,6 +8,10 @@ For each PACKAGE.mlpackage given:
     from COREML.md's field numbers (tests/data/coreml/*.proto), with no field left unknown (protoc prints those
     by number), the spec version paired with the opset, FLOAT16 I/O only from spec 7, the description's
     inputs and outputs equal to the main function's;
+  - every op of every function against coremltools' op definitions (tools/ane-sim/mil_ops.json) at the
+    function's opset: a known op, no unknown input, every required input, and every optional input that
+    coremltools gives a default (linear's bias excepted), since Core ML's parser refuses ops that leave those
+    out (RUNTIME.md §0b #17);
   - weight.bin: storage version 2, `count` equal to the number of records, every blobFileValue's offset a
     64-byte aligned record with sentinel 0xDEADBEEF, the dtype code of the tensor's type, a payload size of
     prod(shape) * element size right after the record, inside the file; and no record nobody references.
@@ -24,6 +28,12 @@ import subprocess
 import sys
 
 SCHEMA_DIR = pathlib.Path(__file__).resolve().parent.parent / "data" / "coreml"
+MIL_OPS = pathlib.Path(__file__).resolve().parent.parent.parent / "tools" / "ane-sim" / "mil_ops.json"
+OPSET_VERSION = {"CoreML5": 15, "CoreML6": 16, "CoreML7": 17, "CoreML8": 18}
+# mil_ops.json lists these under another op's signature (its "aliases").
+SIGNATURE_OF = {"not_equal": "equal", "less_equal": "equal", "greater_equal": "equal", "reduce_prod": "reduce_sum"}
+# ONNX Runtime's Core ML builder omits linear's bias in models that run (RUNTIME.md §0b #17).
+DEFAULT_NOT_REQUIRED = {("linear", "bias")}
 OPSET_OF_SPEC = {6: "CoreML5", 7: "CoreML6", 8: "CoreML7", 9: "CoreML8", 10: "CoreML9"}
 # MIL type -> (BlobDataType code, bits per element), COREML.md §1.5.
 BLOB_CODE = {"FLOAT16": (1, 16), "FLOAT32": (2, 32), "UINT8": (3, 8), "INT8": (4, 8), "BFLOAT16": (5, 16),
@@ -104,6 +114,69 @@ def walk_values(node, found):
             walk_values(child, found)
 
 
+_MIL_OPS = None
+
+
+def op_inputs(op, version):
+    """{input: needed} of `op` as defined at opset `version`: the newest definition, with the inputs later
+    re-registrations added taken out (mil_ops.json's "[auto: +inputs ...]" diffs); `needed` is True for a
+    required input and for an optional one coremltools gives a default. None when the op is unknown then."""
+    global _MIL_OPS
+    if _MIL_OPS is None:
+        _MIL_OPS = json.loads(MIL_OPS.read_text())
+    entry = _MIL_OPS.get(SIGNATURE_OF.get(op, op))
+    if entry is None or int(entry["since"][3:]) > version:
+        return None
+    inputs = {name: (not spec["optional"]) or (spec.get("default") is not None and (op, name) not in DEFAULT_NOT_REQUIRED)
+              for name, spec in entry["inputs"].items()}
+    for changed_at, text in entry.get("changes", {}).items():
+        if int(changed_at[3:]) <= version:
+            continue
+        diff = re.search(r"\[auto:([^\]]*)\]", text)
+        for clause in (diff.group(1).split(";") if diff else []):
+            clause = clause.strip()
+            if clause.startswith("+inputs "):
+                for name in clause[len("+inputs "):].split(","):
+                    inputs.pop(name.strip(), None)
+            elif clause.startswith("-inputs "):
+                for name in clause[len("-inputs "):].split(","):
+                    inputs[name.strip()] = True
+    return inputs
+
+
+def check_op(op, given, opset, where):
+    """`given`: the names an op binds (its inputs, and a constexpr op's attributes before iOS18)."""
+    version = OPSET_VERSION.get(opset)
+    if version is None:
+        raise Failure(f"{where}: opset {opset} is not one this checker knows")
+    inputs = op_inputs(op, version)
+    if inputs is None:
+        raise Failure(f"{where}: {op} is not an op of {opset} (tools/ane-sim/mil_ops.json)")
+    unknown = sorted(set(given) - set(inputs))
+    if unknown:
+        raise Failure(f"{where}: {op} has no input {', '.join(unknown)} in {opset}")
+    missing = sorted(name for name, needed in inputs.items() if needed and name not in given)
+    if missing:
+        raise Failure(f"{where}: {op} leaves out {', '.join(missing)}, which coremltools writes (a required input "
+                      f"or one its definition gives a default: Core ML's parser requires it, RUNTIME.md §0b #17)")
+
+
+def check_ops(block, opset, function):
+    """Every op of a block but consts; returns how many were checked."""
+    count = 0
+    for op in get(block, "operations"):
+        kind = one(op, "type", "op")
+        if kind == "const":
+            continue
+        attributes = {one(a, "key", kind): one(a, "value", kind) for a in get(op, "attributes")}
+        given = [one(e, "key", kind) for e in get(op, "inputs")]
+        given += [key for key in attributes if key not in ("name", "val")]
+        label = re.search(r"'values', '([^']*)'", str(attributes.get("name", "")))
+        check_op(kind, given, opset, f"function {function}, op {label.group(1) if label else kind}")
+        count += 1
+    return count
+
+
 def check_manifest(package):
     manifest_path = package / "Manifest.json"
     try:
@@ -164,9 +237,11 @@ def check_package(package, protoc):
         interfaces = {"main": (get(description, "input"), get(description, "output"), get(description, "state"))}
     if set(interfaces) != set(functions):
         raise Failure(f"described functions {sorted(interfaces)} differ from the program's {sorted(functions)}")
+    checked_ops = 0
     for name, (inputs, outputs, states) in interfaces.items():
         function = functions[name]
         block = one(one(function, "block_specializations", name), "value", name)
+        checked_ops += check_ops(block, one(function, "opset", name), name)
         declared, state_inputs = {}, {}
         for i in get(function, "inputs"):
             is_state, dtype, shape = value_type_of(one(i, "type", name), f"{name} input")
@@ -281,7 +356,7 @@ def check_package(package, protoc):
     for path in (model_path.parent / "weights").glob("*"):
         if f"@model_path/weights/{path.name}" not in files and path.stat().st_size > 64:
             raise Failure(f"weights/{path.name} holds blobs nothing references")
-    return spec, len(blobs)
+    return spec, len(blobs), checked_ops
 
 
 def self_test(protoc, good):
@@ -297,8 +372,27 @@ def self_test(protoc, good):
         "opset": ("model", lambda b: b.replace(b"CoreML6", b"CoreML7")),
         "spec": ("model", lambda b: bytes([0x08, 0x06]) + b[2:]),
         "manifest": ("manifest", lambda b: b.replace(b"1.0.0", b"2.0.0")),
+        "op type": ("model", lambda b: b.replace(b"linear", b"linezr")),
     }
     failures = 0
+    # The op walk on its own: gather without validate_indices (iOS17 and later), or with it before iOS17.
+    for opset, given in (("CoreML8", ["x", "indices", "axis", "batch_dims"]),
+                         ("CoreML6", ["x", "indices", "axis", "batch_dims", "validate_indices"]),
+                         ("CoreML6", ["x", "indices", "axis"]),
+                         ("CoreML8", ["x", "y", "transpose_x"])):
+        op = "matmul" if "y" in given else "gather"
+        try:
+            check_op(op, given, opset, "self-test")
+            print(f"check_mlpackage --self-test: {op} {given} in {opset} was accepted", file=sys.stderr)
+            failures += 1
+        except Failure as e:
+            print(f"check_mlpackage --self-test: {op} in {opset}: refused ({e})")
+    try:
+        check_op("gather", ["x", "indices", "axis", "batch_dims", "validate_indices"], "CoreML8", "self-test")
+        check_op("gather", ["x", "indices", "axis", "batch_dims"], "CoreML6", "self-test")
+    except Failure as e:
+        print(f"check_mlpackage --self-test: a complete gather was refused: {e}", file=sys.stderr)
+        failures += 1
     for name, (target, corrupt) in corruptions.items():
         with tempfile.TemporaryDirectory() as tmp:
             copy = pathlib.Path(tmp) / good.name
@@ -336,8 +430,9 @@ def main():
     for arg in sys.argv[1:]:
         package = pathlib.Path(arg)
         try:
-            spec, blobs = check_package(package, protoc)
-            print(f"check_mlpackage: {package.name}: ok (spec {spec}, {blobs} blob consts)")
+            spec, blobs, ops = check_package(package, protoc)
+            print(f"check_mlpackage: {package.name}: ok (spec {spec}, {blobs} blob consts, {ops} ops checked "
+                  "against mil_ops.json)")
         except Failure as e:
             print(f"check_mlpackage: {package}: {e}", file=sys.stderr)
             status = 1

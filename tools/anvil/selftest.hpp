@@ -125,7 +125,8 @@ inline int run_selftest(const std::vector<std::string_view>& argv, const char* a
                 options.ane.ane_lowering[std::string(d.name)] = std::string(detail::ane::variant_name(*best));
         options.ane.ane_capabilities = "none";
     }
-    const std::string lowering = detail::ane::choices_for(options.ane, device.architecture).summary();
+    const std::string lowering =
+        detail::ane::choices_for(options.ane, device.architecture, device.macos_major).summary();
     detail_selftest::simulator_counts(true);
     const auto rows = ane_selftest(options);
     const json::value counts = detail_selftest::simulator_counts(false);

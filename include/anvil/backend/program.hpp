@@ -78,13 +78,28 @@ struct compile_options {
     std::string ane_capabilities;
     // ANE: how an op family is lowered, overriding the record and the defaults: feature -> "native",
     // "decomposed" or "cpu" (features: matmul, max_pool, avg_pool, softmax, gelu, rsqrt, reduce_mean, exp,
-    // log, sqrt, io_width, anchorless, dialect; `anvil selftest` probes each variant this way).
+    // log, sqrt, io_width, anchorless, dialect, palette, weight_files; `anvil selftest` probes each variant
+    // this way).
     std::map<std::string, std::string> ane_lowering;
+    // ANE: a segment the Neural Engine refuses is lowered again in more conservative forms (ios16, fp16
+    // weights, every op decomposed) before it runs on the CPU; true goes to the CPU (or, under strict_device,
+    // fails) at once, as `anvil selftest`'s probes need to test one form.
+    bool ane_exact_lowering = false;
     // ANE: loadWithQoS is tried this many times in all, the delay doubling from the first (RUNTIME.md §0 #13:
     // failures for lack of resources are transient); $ANVIL_ANE_LOAD_RETRY="ATTEMPTS,FIRST_DELAY_MS"
     // overrides.
     int ane_load_attempts = 7;
     std::chrono::milliseconds ane_load_first_retry_delay{100};
+    // ANE: the most one program waits between load tries in all, across the forms it is lowered in when
+    // refused (a device out of resources for longer sends the segment to the CPU sooner).
+    std::chrono::milliseconds ane_load_max_backoff{10'000};
+    // ANE: how long a program's first evaluation may take before it is given up and its segment runs on the
+    // CPU (RUNTIME.md §0b #22: a wedged driver never signals; OMLX waits 30 s).
+    std::chrono::milliseconds ane_first_evaluation_timeout{30'000};
+    // ANE: a freshly compiled program's first evaluation is compared with the CPU's on the same inputs, and a
+    // program that computes wrong numbers (its weights mistaken for another's, RUNTIME.md §0b #21) runs on
+    // the CPU instead.
+    bool ane_verify_first_evaluation = true;
     // ANE: compiles per process after which a warning says the framework may refuse more (0: the
     // ANVIL_ANE_COMPILE_BUDGET environment variable, else 119, RUNTIME.md §6). A soft limit: compiles go on
     // until the framework refuses, and a refused segment runs on the CPU.
@@ -120,6 +135,9 @@ struct placement_report {
     std::vector<placement_segment> segments;
     std::vector<std::string> host_nodes;  // "node 12 (gather ...): why"
     std::size_t chunks = 1;               // chunks of whole stages (placement_segment::chunk)
+    // The weight bytes of the largest program that compiled after the compiler refused a larger one and it
+    // was split; 0 when none was. Kept in the capability record: later programs are partitioned under it.
+    std::size_t max_program_weight_bytes_learned = 0;
 
     // How many segments the Neural Engine refused.
     [[nodiscard]] std::size_t refused() const noexcept;

@@ -45,7 +45,21 @@ struct device_info {
     bool known = false;        // _ANEDeviceInfo answered; false: the chip is unknown (RUNTIME.md §0 #14)
     std::string architecture;  // "h16g" for M4, ...; empty when unknown
     unsigned cores = 0;
+    int macos_major = 0;  // kern.osproductversion's major version ("15.1" -> 15); 0 when unknown
 };
+
+// The macOS major version the framework runs on, from libSystem's kern.osproductversion (the simulator
+// reports its own): the ios18 dialect needs macOS 15 (RUNTIME.md §0b #18). 0 when it cannot be read.
+inline int macos_major_version() {
+    const runtime& rt = runtime::get();
+    char text[64] = {};
+    std::size_t size = sizeof text - 1;
+    if (rt.libsystem.sysctlbyname("kern.osproductversion", text, &size, nullptr, 0) != 0) return 0;
+    int major = 0;
+    for (const char* c = text; *c >= '0' && *c <= '9' && major < 1000; ++c)
+        major = major * 10 + (*c - '0');
+    return major;
+}
 
 // +[_ANEDeviceInfo hasANE / aneArchitectureType / numANECores], each where the framework has it. The class is
 // optional: no working codebase but one queries it, so without it the framework's presence is taken to mean
@@ -53,6 +67,7 @@ struct device_info {
 inline device_info query_device() {
     const runtime& rt = runtime::get();
     device_info info;
+    info.macos_major = macos_major_version();
     // Looked up on every query rather than once at load: cheap, and a simulator told to drop the class
     // mid-process is believed.
     const objc_id cls = rt.classes.device_info != nullptr
@@ -394,6 +409,9 @@ inline std::vector<symbol_layout> read_symbols(objc_id symbols, objc_id live, co
 struct load_retry_policy {
     int attempts = 7;
     std::chrono::milliseconds first_delay{100};
+    // What is left of the backoff one program may spend, across every load of every form it is tried in
+    // (null: no cap); each delay is taken from it, and the tries stop when it is spent.
+    std::chrono::milliseconds* backoff_left = nullptr;
 };
 
 // `configured`, unless $ANVIL_ANE_LOAD_RETRY ("ATTEMPTS,FIRST_DELAY_MS", e.g. "7,100") overrides it: a test
@@ -415,7 +433,7 @@ inline load_retry_policy load_retry_from_environment(load_retry_policy configure
                     "of 0 to 60000 ms), got '",
                     text, "'"));
     }
-    return {static_cast<int>(attempts), std::chrono::milliseconds(delay)};
+    return {static_cast<int>(attempts), std::chrono::milliseconds(delay), configured.backoff_left};
 }
 
 // An exclusive flock on `<directory>.lock` for as long as it lives: two processes staging and compiling the
@@ -556,13 +574,16 @@ public:
 
     // Stages model.mil and weights/ — in the model-URL directory, cleared first as OMLX does so no file of an
     // earlier, interrupted compile stays beside them; else in <tmp>/<hex>/ — and compiles. The error carries
-    // the compiler's message and the MIL line it names. Afterwards this object keeps no copy of the weights
-    // (the compiler read them from the staged files; RUNTIME.md §0 #12).
-    void compile() {
+    // the compiler's message and the MIL line it names. The weights stay until the first load succeeds: a
+    // program that then fails to load (a stale cached compile) is staged and compiled again from them
+    // (RUNTIME.md §0b #22); afterwards no copy stays (§0 #12). `cache_locked`: the caller holds the
+    // directory_lock of the model-URL directory (flock locks of two open files conflict within one process
+    // too, so it is not taken again).
+    void compile(bool cache_locked = false) {
         const runtime& rt = runtime::get();
         std::optional<directory_lock> lock;
         if (!model_url_.empty()) {
-            lock.emplace(model_url_);
+            if (!cache_locked) lock.emplace(model_url_);
             std::error_code ignored;
             std::filesystem::remove_all(model_url_, ignored);
             write_model_directory(model_url_);
@@ -572,19 +593,13 @@ public:
         const autorelease_pool pool;
         const objc_object options = make_empty_dictionary();
         objc_id failure = nullptr;
-        if (rt.send(model(), rt.messages.compile_with_qos, ane_qos, options.get(), &failure)) {
-            weight_files_.clear();
-            return;
-        }
+        if (rt.send(model(), rt.messages.compile_with_qos, ane_qos, options.get(), &failure)) return;
         const std::string reason = framework_detail::failure_reason(failure);
         const auto mil = data_bytes(mil_data_.get(), "MIL text");
         const std::string_view mil_text(reinterpret_cast<const char*>(mil.data()), mil.size());
         throw error(message("ANE compile of program ", hex_, " failed: ", reason,
                             framework_detail::named_mil_line(reason, mil_text)));
     }
-
-    // A cached compile needs no staging: the weights need not be kept either.
-    void release_weight_copies() noexcept { weight_files_.clear(); }
 
     // loadWithQoS, retried with exponential backoff (load_retry_policy).
     void load(const load_retry_policy& retry = {}) {
@@ -593,23 +608,36 @@ public:
         std::string reason;
         const int attempts = std::max(1, retry.attempts);
         auto delay = retry.first_delay;
+        int tried = 0;
+        bool spent = false;
         for (int attempt = 0; attempt < attempts; ++attempt) {
             if (attempt > 0) {
-                std::this_thread::sleep_for(delay);
+                auto wait = delay;
+                if (retry.backoff_left != nullptr) {
+                    if (retry.backoff_left->count() <= 0) {
+                        spent = true;
+                        break;
+                    }
+                    wait = std::min(wait, *retry.backoff_left);
+                    *retry.backoff_left -= wait;
+                }
+                std::this_thread::sleep_for(wait);
                 delay *= 2;
             }
+            ++tried;
             const autorelease_pool pool;
             const objc_object options = make_empty_dictionary();
             objc_id failure = nullptr;
             if (rt.send(model(), rt.messages.load_with_qos, ane_qos, options.get(), &failure)) {
                 loaded_ = true;
+                weight_files_.clear();  // loaded: nothing will be staged again
                 return;
             }
             reason = framework_detail::failure_reason(failure);
         }
-        throw error(message("ANE load of program ", hex_, " failed after ", attempts,
-                            attempts == 1 ? " try" : " tries", " (backing off from ",
-                            retry.first_delay.count(), " ms): ", reason));
+        throw error(message("ANE load of program ", hex_, " failed after ", tried,
+                            tried == 1 ? " try" : " tries", " (backing off from ", retry.first_delay.count(),
+                            " ms", spent ? "; the program's backoff is spent" : "", "): ", reason));
     }
 
     [[nodiscard]] bool loaded() const noexcept { return loaded_; }

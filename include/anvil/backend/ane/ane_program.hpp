@@ -20,16 +20,21 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -117,6 +122,16 @@ inline constexpr std::size_t surface_granule = std::size_t{16} << 10;
     return sub;
 }
 
+// Core ML runs matmul and einsum on the Neural Engine of every chip, M1/M2 included (RUNTIME.md §0b #25: the
+// refusal there is the private compiler's; ml-ane-transformers and ANEMLL ship such models): a Core ML
+// program keeps products of computed tensors native, unless compile_options::ane_lowering says otherwise.
+inline void core_ml_products(lowering_choices& choices, const std::map<std::string, std::string>& overrides) {
+    if (overrides.contains("matmul") || choices.of(lowering_feature::matmul) == lowering_variant::native)
+        return;
+    choices.set(lowering_feature::matmul, lowering_variant::native);
+    choices.source += "; matmul native, as Core ML runs it on every chip";
+}
+
 // The dialect: the one asked for, else the lowering choices' (ios18 on chips known to take it, ios16 on M1/M2
 // and on chips of unknown kind, RUNTIME.md §4).
 inline mil_dialect choose_dialect(mil_version requested, const lowering_choices& choices) {
@@ -179,14 +194,14 @@ public:
                             runtime::get().library(), ")"));
             }
             architecture_ = device.architecture;
+            macos_major_ = device.macos_major;
             cache_root_ = cache_root(options.cache_dir);
         }
         choose_lowering_for(options);
         if (on_coreml()) states_supported_ = coreml::coreml_model::supports_states();
         // Compressed after tiling, so a tile of a wide weight is compressed on its own.
-        body_ = compress_weights(
-            tile_wide_linears(body, lowering_.max_dimension, options.ane_max_program_weight_bytes),
-            options.weight_compression);
+        body_ = compress_weights(tile_wide_linears(body, lowering_.max_dimension, program_weight_limit()),
+                                 options.weight_compression);
         for (std::size_t id = 0; id < body_.nodes.size(); ++id) {
             const node& n = body_.nodes[id];
             if (n.kind != op::input) continue;
@@ -204,7 +219,7 @@ public:
         }
 
         partition_limits limits;
-        limits.max_program_weight_bytes = options.ane_max_program_weight_bytes;
+        limits.max_program_weight_bytes = program_weight_limit();
         partition_result parts = partition(body_, lowering_, options.strict_device, limits);
         for (const auto& fallback : parts.fallbacks)
             placement_.host_nodes.push_back(
@@ -214,7 +229,11 @@ public:
         std::vector<planned_segment> plan = plan_segments(std::move(parts.segments));
 
         std::size_t ane_index = 0;
-        for (auto& planned : plan) {
+        std::size_t largest_after_split =
+            0;  // weight bytes of the largest program that compiled after a split
+        bool split = false;
+        for (std::size_t p = 0; p < plan.size(); ++p) {
+            planned_segment& planned = plan[p];
             step s;
             s.device = planned.seg.device;
             s.inputs = planned.seg.inputs;
@@ -229,12 +248,32 @@ public:
                 report.weight_bytes = segment_weight_bytes(body_, planned.seg.nodes);
                 const std::size_t index = ane_index++;
                 try {
+                    // A program past the smallest weight limit reported is split before other forms are
+                    // tried: a size refusal would refuse every form again, a compile each.
+                    const bool forms_first = report.weight_bytes <= smallest_reported_weight_limit ||
+                                             weighted_nodes(planned.seg) < 2;
                     s.ane = on_coreml() ? build_coreml_step(planned.seg, std::move(*planned.lowered), index)
-                                        : build_private_step(planned.seg, std::move(*planned.lowered), index);
+                                        : build_private_step(planned.seg, std::move(*planned.lowered), index,
+                                                             forms_first);
                     report.device = on_coreml() ? "coreml" : "ane";
                     report.cached = s.ane->cached;
                     if (!s.ane->placement_note.empty()) report.reason = s.ane->placement_note;
+                    if (!planned.split_note.empty())
+                        report.reason =
+                            planned.split_note + (report.reason.empty() ? "" : "; " + report.reason);
+                    if (split) largest_after_split = std::max(largest_after_split, report.weight_bytes);
                 } catch (const device_refusal& refusal) {
+                    // Split only where the refusal may be the program's size: a refusal naming an op is
+                    // about that op, and a process past its budget refuses any compile.
+                    if (!on_coreml() && refusal.stage == "compile" && refused_op_of(refusal.what).empty() &&
+                        report.weight_bytes > smallest_split_weight_bytes &&
+                        compiles_in_process() < compile_budget(options_.ane_compile_budget) &&
+                        split_in_half(plan, p, refusal)) {
+                        --ane_index;  // the halves take this index and the next
+                        split = true;
+                        --p;
+                        continue;
+                    }
                     refuse(planned.seg, index, report, refusal);
                     s.device = segment_device::cpu;
                 }
@@ -245,6 +284,10 @@ public:
             }
             placement_.segments.push_back(std::move(report));
             steps_.push_back(std::move(s));
+        }
+        if (largest_after_split > 0) {
+            placement_.max_program_weight_bytes_learned = largest_after_split;
+            record_program_weight_limit(options, architecture_, largest_after_split);
         }
         produced_.clear();
         mark_host_copies();
@@ -319,7 +362,7 @@ public:
                     "lowering: ", placement_.lowering, "\n");
         if (placement_.chunks > 1) {
             text += message("chunks: ", placement_.chunks, " of whole stages, by the limit of ",
-                            options_.ane_max_program_weight_bytes, " weight bytes per program\n");
+                            program_weight_limit(), " weight bytes per program\n");
         }
         for (const auto& host : placement_.host_nodes)
             text += message("host: ", host, "\n");
@@ -419,7 +462,85 @@ private:
         segment seg;
         std::optional<lowered_segment> lowered;
         std::string cpu_reason;
+        std::string split_note;  // a half of a program the compiler refused: which, and why
     };
+
+    // The smallest per-program weight limit reported (RUNTIME.md §0b #20: "22 MB > compile limit", ~8 MB).
+    static constexpr std::size_t smallest_reported_weight_limit = std::size_t{8} << 20;
+    // A program refused at compile is split only when it holds more weights than this: no device is reported
+    // to refuse a program under ~8 MB for its size, so a smaller one was refused for something else.
+    static constexpr std::size_t smallest_split_weight_bytes = std::size_t{4} << 20;
+
+    // How many of the segment's nodes read weights.
+    [[nodiscard]] std::size_t weighted_nodes(const segment& seg) const {
+        return static_cast<std::size_t>(std::count_if(seg.nodes.begin(), seg.nodes.end(), [&](value_id id) {
+            const auto& inputs = body_.nodes[id].inputs;
+            return std::any_of(inputs.begin(), inputs.end(),
+                               [&](value_id input) { return is_weight_value(body_, input); });
+        }));
+    }
+
+    // The most weight bytes one program holds: compile_options', or less where this machine's capability
+    // record learned that larger programs are refused (RUNTIME.md §0b #20).
+    [[nodiscard]] std::size_t program_weight_limit() const {
+        const std::size_t learned = choices_.max_program_weight_bytes;
+        return learned == 0 ? options_.ane_max_program_weight_bytes
+                            : std::min(learned, options_.ane_max_program_weight_bytes);
+    }
+
+    // A program the compiler refused in every form is split in two, between stages where the weights are
+    // closest to halved (or between nodes, in a segment of one stage), and each half is tried on its own
+    // (RUNTIME.md §0b #20: a per-program weight limit, reported from ~8 MB to far larger). False when the
+    // segment cannot be split so that each half holds weights.
+    bool split_in_half(std::vector<planned_segment>& plan, std::size_t p, const device_refusal& refusal) {
+        const segment seg = plan[p].seg;
+        const std::vector<value_id>& nodes = seg.nodes;
+        std::vector<std::size_t> counted_in(body_.nodes.size(), 0);
+        std::vector<std::size_t> before(nodes.size() + 1, 0);  // weight bytes of nodes [0, i)
+        for (std::size_t i = 0; i < nodes.size(); ++i)
+            before[i + 1] = before[i] + new_weight_bytes(body_, nodes[i], counted_in, 1);
+        const std::size_t total = before.back();
+        std::size_t cut = 0;
+        const auto distance = [&](std::size_t i) {
+            return before[i] > total / 2 ? before[i] - total / 2 : total / 2 - before[i];
+        };
+        for (const bool stage_boundaries : {true, false}) {
+            for (std::size_t i = 1; i < nodes.size(); ++i) {
+                if (before[i] == 0 || before[i] == total) continue;  // each half must hold weights
+                if (stage_boundaries && stage_of_[nodes[i]] == stage_of_[nodes[i - 1]]) continue;
+                if (cut == 0 || distance(i) < distance(cut)) cut = i;
+            }
+            if (cut != 0) break;
+        }
+        if (cut == 0) return false;
+        planned_segment first, second;
+        first.seg = second.seg = seg;
+        first.seg.nodes.assign(nodes.begin(), nodes.begin() + static_cast<std::ptrdiff_t>(cut));
+        second.seg.nodes.assign(nodes.begin() + static_cast<std::ptrdiff_t>(cut), nodes.end());
+        const std::string why = message("half of a program of ", total,
+                                        " weight bytes the compiler refused (", refusal.what, ")");
+        first.split_note = message("the first ", why);
+        second.split_note = message("the second ", why);
+        plan[p] = std::move(first);
+        plan.insert(plan.begin() + static_cast<std::ptrdiff_t>(p) + 1, std::move(second));
+        std::vector<segment> segments;
+        for (const auto& planned : plan)
+            segments.push_back(planned.seg);
+        compute_boundaries(body_, segments);
+        for (std::size_t i = 0; i < plan.size(); ++i)
+            plan[i].seg = std::move(segments[i]);
+        for (const std::size_t half : {p, p + 1}) {
+            try {
+                plan[half].lowered = lower(body_, plan[half].seg.nodes, plan[half].seg.inputs,
+                                           plan[half].seg.outputs, segment_lowering_options(plan[half].seg));
+            } catch (const error& e) {
+                plan[half].seg.device = segment_device::cpu;
+                plan[half].lowered.reset();
+                plan[half].cpu_reason = message(plan[half].split_note, "; its lowering failed: ", e.what());
+            }
+        }
+        return true;
+    }
 
     static std::string segment_input_name(value_id id) { return message("v", id); }
 
@@ -486,11 +607,35 @@ private:
     // and the host writes only what changes, where an input would pass the whole cache to every prediction.
     [[nodiscard]] lowering_options segment_lowering_options(const segment& seg) const {
         lowering_options options = lowering_;
+        if (!on_coreml() && holds_palette(seg)) {
+            // The private compiler is reported to refuse sub-byte ios18 weights and to take ios16's form
+            // (RUNTIME.md §0b #19): the record's `palette` feature (or its default) says which this one
+            // takes.
+            switch (options.variant(lowering_feature::palette)) {
+                case lowering_variant::native:
+                    break;
+                case lowering_variant::decomposed:
+                    options.dialect = mil_dialect::ios16;
+                    break;
+                case lowering_variant::cpu:
+                    options.compressed_palettes = false;
+                    break;
+            }
+        }
         if (!states_usable()) return options;
         for (const value_id id : seg.inputs)
             if (resident_[id]) options.state_inputs.push_back(id);
         if (!options.state_inputs.empty()) options.dialect = mil_dialect::ios18;
         return options;
+    }
+
+    // Whether the segment reads a palettised constant weight (a dequantize_lut of constants).
+    [[nodiscard]] bool holds_palette(const segment& seg) const {
+        for (const value_id id : seg.nodes)
+            for (const value_id input : body_.nodes[id].inputs)
+                if (body_.nodes[input].kind == op::dequantize_lut && is_host_constant(body_, input))
+                    return true;
+        return false;
     }
 
     // States need Core ML's MLState (macOS 15) and the ios18 dialect, unless ios16 was asked for.
@@ -513,10 +658,14 @@ private:
     }
 
     void choose_lowering_for(const compile_options& options) {
-        choices_ = choices_for(options, architecture_);
+        choices_ = choices_for(options, architecture_, macos_major_);
+        if (on_coreml()) core_ml_products(choices_, options.ane_lowering);
         lowering_.choices = choices_;
         lowering_.dialect = choose_dialect(options.ane_mil, choices_);
+        lowering_.one_file_per_weight =
+            !on_coreml() && choices_.of(lowering_feature::weight_files) == lowering_variant::decomposed;
         lowering_.compressed_weights = true;
+        lowering_.core_ml_program = on_coreml();  // Core ML places each op itself: no kernel size is refused
     }
 
     // Lowers each ANE segment. One that holds no conv or matmul (RUNTIME.md §0 #6: such a program may not
@@ -595,7 +744,7 @@ private:
                     last.cpu_reason += message(last.cpu_reason.empty() ? "" : "; ", reasons[i]);
                 continue;
             }
-            plan.push_back({std::move(segments[i]), std::move(lowered[i]), std::move(reasons[i])});
+            plan.push_back({std::move(segments[i]), std::move(lowered[i]), std::move(reasons[i]), {}});
         }
         std::vector<segment> merged;
         for (const auto& p : plan)
@@ -643,9 +792,12 @@ private:
         return std::nullopt;
     }
 
-    std::unique_ptr<cpu::cpu_program> make_cpu_step(const segment& seg) const {
+    // `fp16`: with the Neural Engine's numerics (every op rounded to fp16, overflow to infinity), to compare
+    // a program with.
+    std::unique_ptr<cpu::cpu_program> make_cpu_step(const segment& seg, bool fp16 = false) const {
         compile_options cpu_options = options_;
         cpu_options.target = device::cpu;
+        cpu_options.ane_numerics = fp16;
         cpu_options.placement_log.reset();
         // A resident input the segment reads stays resident there, under the segment's name for it.
         cpu_options.resident_inputs.clear();
@@ -708,31 +860,33 @@ private:
         s->weights = weight_residency(s.get(), total_bytes(s->lowered.weights), weight_device::ane);
         std::vector<weight_file>().swap(s->lowered.weights);
         ane_model& model = *s->model;
+        // From the probe (compiledModelExists) to the load, another process must not clear or rewrite the
+        // cache entry: its lock is held until this program has loaded (RUNTIME.md §0b #22).
+        std::optional<directory_lock> cache_lock;
         if (!cache_root_.empty()) {
             const std::filesystem::path dir = cache_root_ / s->key;
             try {
-                s->cached = model.set_cache_directory(dir) && model.compiled_model_exists();
+                if (model.set_cache_directory(dir)) {
+                    cache_lock.emplace(dir);
+                    s->cached = model.compiled_model_exists();
+                }
             } catch (const error&) {
                 s->cached = false;  // an unwritable cache only costs the compile
             }
         }
-        const load_retry_policy retry = load_retry_from_environment(
-            load_retry_policy{options_.ane_load_attempts, options_.ane_load_first_retry_delay});
+        const load_retry_policy retry = load_retry_from_environment(load_retry_policy{
+            options_.ane_load_attempts, options_.ane_load_first_retry_delay, &load_backoff_left_});
         const auto compile_fresh = [&] {
             try {
                 count_compile(options_.ane_compile_budget);
-                model.compile();
+                model.compile(cache_lock.has_value());
                 ++compiled_;
             } catch (const error& e) {
                 throw device_refusal{
                     "compile", message(e.what(), framework_detail::named_mil_op(e.what(), s->lowered.mil))};
             }
         };
-        if (s->cached) {
-            model.release_weight_copies();
-        } else {
-            compile_fresh();
-        }
+        if (!s->cached) compile_fresh();
         try {
             model.load(retry);
         } catch (const error& e) {
@@ -750,6 +904,7 @@ private:
                                                                        again.what(), s->lowered.mil))};
             }
         }
+        cache_lock.reset();
         if (s->cached) ++cache_hits_;
         const std::string where = message("ANE program ", index, " (", seg.nodes.size(), " ops)");
         try {
@@ -765,47 +920,213 @@ private:
             for (std::size_t i = 0; i < s->lowered.inputs.size(); ++i) {
                 if (!s->input_shared[i]) fill_with_ones(s->lowered.inputs[i], *s->input_surfaces[i]);
             }
-            model.evaluate(*s->request);
+            evaluate_with_watchdog(s);
         } catch (const error& e) {
-            forget_produced(*s);
-            throw device_refusal{"evaluate",
-                                 message(e.what(), framework_detail::named_mil_op(e.what(), s->lowered.mil))};
+            if (s) forget_produced(*s);
+            throw device_refusal{"evaluate", message(e.what(), framework_detail::named_mil_op(
+                                                                   e.what(), s ? s->lowered.mil : ""))};
+        }
+        if (!s->cached && options_.ane_verify_first_evaluation) {
+            if (std::string wrong = first_evaluation_problem(seg, *s); !wrong.empty()) {
+                forget_produced(*s);
+                throw device_refusal{"evaluate", wrong};
+            }
         }
         return s;
     }
 
-    // The private path's step: a program that keeps its int8 or palettised weights compressed
-    // (constexpr_affine_dequantize, constexpr_lut_to_dense) and is refused at compile or load is lowered
-    // again with those weights expanded to fp16, and the placement report says so. Public code shows the
-    // private compiler int8 constexpr ops only (RUNTIME.md §4), so a chip or OS that refuses the others
-    // still runs the segment on the Neural Engine, at fp16's size.
+    // The first evaluation, given ane_first_evaluation_timeout to return (RUNTIME.md §0b #22: a wedged driver
+    // never signals). One that does not is abandoned: the step (its model, surfaces and request, which the
+    // blocked call still uses) is kept for the life of the process, `s` is left empty, and an error says so.
+    void evaluate_with_watchdog(std::unique_ptr<ane_step>& s) {
+        struct first_evaluation {
+            std::mutex mutex;
+            std::condition_variable done;
+            bool finished = false;
+            std::exception_ptr failure;
+        };
+        auto state = std::make_shared<first_evaluation>();
+        ane_step* const evaluated = s.get();
+        std::thread evaluation([state, evaluated] {
+            std::exception_ptr failure;
+            try {
+                evaluated->model->evaluate(*evaluated->request);
+            } catch (...) {
+                failure = std::current_exception();
+            }
+            const std::lock_guard lock(state->mutex);
+            state->failure = failure;
+            state->finished = true;
+            state->done.notify_all();
+        });
+        std::unique_lock lock(state->mutex);
+        const bool finished = state->done.wait_for(lock, options_.ane_first_evaluation_timeout,
+                                                   [&] { return state->finished; });
+        lock.unlock();
+        if (!finished) {
+            evaluation.detach();
+            forget_produced(*s);
+            abandoned_steps().push_back(std::move(s));
+            throw error(message(
+                "the first evaluation did not return within ", options_.ane_first_evaluation_timeout.count(),
+                " ms (a wedged driver never signals, RUNTIME.md §0b #22); the program is abandoned"));
+        }
+        evaluation.join();
+        if (state->failure) std::rethrow_exception(state->failure);
+    }
+
+    // Steps whose first evaluation never returned: the blocked call still reads them, so they are never
+    // destroyed (not even at exit: the allocation is not freed).
+    static std::vector<std::unique_ptr<ane_step>>& abandoned_steps() {
+        static auto* steps = new std::vector<std::unique_ptr<ane_step>>();
+        return *steps;
+    }
+
+    // Why the first evaluation's outputs are wrong, or "": they are compared with the CPU's segment on the
+    // same inputs (ones, or what an earlier program wrote into a shared surface), computed with the Neural
+    // Engine's numerics, so fp16 rounding and overflow pass (ane_numerics and fp16 rescaling are for those);
+    // numbers unrelated to the CPU's (another program's weights, RUNTIME.md §0b #21) and a NaN or infinity on
+    // one side only do not.
+    [[nodiscard]] std::string first_evaluation_problem(const segment& seg, ane_step& s) {
+        std::unique_ptr<cpu::cpu_program> cpu = make_cpu_step(seg, true);
+        std::vector<named_tensor> inputs;
+        for (std::size_t i = 0; i < s.lowered.inputs.size(); ++i) {
+            const surface_layout& layout = s.lowered.inputs[i];
+            host_tensor value(dtype::f32, layout.shape);
+            if (s.input_shared[i]) {
+                auto guard = s.input_surfaces[i]->lock(true);
+                unpack(layout, guard.data(), value.values<float>().data());
+            } else {
+                std::fill(value.values<float>().begin(), value.values<float>().end(), 1.0f);
+            }
+            const std::string name = segment_input_name(layout.value);
+            if (resident_[layout.value]) {
+                const std::vector<std::int64_t> origin(layout.shape.rank(), 0);
+                cpu->write_input(name, origin, value);
+            } else {
+                inputs.push_back({name, std::move(value)});
+            }
+        }
+        const std::vector<host_tensor> want = cpu->run(inputs);
+        for (std::size_t o = 0; o < s.lowered.outputs.size(); ++o) {
+            const surface_layout& layout = s.lowered.outputs[o];
+            const auto at = std::find(seg.outputs.begin(), seg.outputs.end(), layout.value);
+            if (at == seg.outputs.end()) continue;
+            std::vector<float> expected(
+                want[static_cast<std::size_t>(at - seg.outputs.begin())].element_count());
+            cpu::to_compute_floats(want[static_cast<std::size_t>(at - seg.outputs.begin())], expected.data(),
+                                   "first evaluation");
+            std::vector<float> got(expected.size());
+            {
+                auto guard = s.output_surfaces[o]->lock(true);
+                unpack(layout, guard.data(), got.data());
+            }
+            double difference = 0.0, scale = 0.0;
+            for (std::size_t i = 0; i < got.size(); ++i) {
+                if (!std::isfinite(expected[i]) && !std::isfinite(got[i]))
+                    continue;  // fp16 overflows on both
+                if (std::isfinite(expected[i]) != std::isfinite(got[i])) {
+                    return message("its first evaluation gave ", got[i], " at element ", i, " of ",
+                                   layout.symbol, " where the CPU gives ", expected[i]);
+                }
+                difference += static_cast<double>(got[i] - expected[i]) * (got[i] - expected[i]);
+                scale += static_cast<double>(expected[i]) * expected[i];
+            }
+            // fp16 keeps 11 bits; a chunk of layers drifts by a few percent at most. 20% (RMS, relative) is
+            // another computation, not rounding.
+            if (difference > 0.04 * std::max(scale, 1e-12)) {
+                return message(
+                    "its first evaluation differs from the CPU's on the same inputs by ",
+                    std::sqrt(difference / std::max(scale, 1e-12)), " (RMS, relative) in ", layout.symbol,
+                    ": the program computes other numbers (weights mistaken for another program's? "
+                    "RUNTIME.md §0b #21)");
+            }
+        }
+        return {};
+    }
+
+    // The private path's step. A program the Neural Engine refuses is lowered again, each time more
+    // conservatively, before its segment goes to the CPU: in program(1.0)/ios16 when it was ios18 (the ios18
+    // dialect needs macOS 15, and a chip may take only ios16, RUNTIME.md §0b #18); with its compressed
+    // weights expanded to fp16 (public code shows the private compiler int8 constexpr ops only and reports
+    // sub-byte palettes refused, §4 and §0b #19); and with every op that has a decomposition decomposed. A
+    // form whose MIL equals one already refused is not compiled again. The placement report says which form
+    // ran.
     std::unique_ptr<ane_step> build_private_step(const segment& seg, lowered_segment lowered,
-                                                 std::size_t index) {
-        const bool compressed = lowered.mil.find("constexpr_") != std::string::npos;
+                                                 std::size_t index, bool other_forms = true) {
+        load_backoff_left_ = options_.ane_load_max_backoff;
+        std::vector<std::string> refused_texts{lowered.mil};
+        device_refusal first;
         try {
             return build_ane_step(seg, std::move(lowered), index);
         } catch (const device_refusal& refusal) {
-            if (!compressed || (refusal.stage != "compile" && refusal.stage != "load")) throw;
-            lowering_options expanded = segment_lowering_options(seg);
-            expanded.compressed_weights = false;
-            std::unique_ptr<ane_step> expanded_step;
-            try {
-                expanded_step =
-                    build_ane_step(seg, lower(body_, seg.nodes, seg.inputs, seg.outputs, expanded), index);
-            } catch (const device_refusal& again) {
-                throw device_refusal{again.stage, message(again.what,
-                                                          " (with its weights expanded to fp16; kept "
-                                                          "compressed, it was refused at ",
-                                                          refusal.stage, ": ", refusal.what, ")")};
-            } catch (const error& e) {
-                throw device_refusal{
-                    refusal.stage, message(refusal.what, "; lowered with fp16 weights instead: ", e.what())};
-            }
-            expanded_step->placement_note =
-                message("its compressed weights were refused at ", refusal.stage, " (", refusal.what,
-                        "); the program holds them expanded to fp16");
-            return expanded_step;
+            // A layout mismatch is the bridge's, not the device's; a probe tests one form only.
+            if (refusal.stage == "layout" || options_.ane_exact_lowering || !other_forms) throw;
+            first = refusal;
         }
+        // What the caller asked for explicitly (a dialect, a feature's variant) stays as asked.
+        const auto overridden = [&](lowering_feature f) {
+            return options_.ane_lowering.contains(std::string(describe_feature(f).name));
+        };
+        lowering_options form = segment_lowering_options(seg);
+        std::vector<std::pair<std::string, lowering_options>> forms;
+        if (form.dialect == mil_dialect::ios18 && options_.ane_mil != mil_version::ios18 &&
+            !overridden(lowering_feature::dialect)) {
+            form.dialect = mil_dialect::ios16;
+            forms.emplace_back("lowered as program(1.0)/ios16", form);
+        }
+        if (form.compressed_weights) {
+            form.compressed_weights = false;
+            forms.emplace_back("with its compressed weights expanded to fp16", form);
+        }
+        for (const auto& d : feature_descriptions) {
+            if (!d.decomposed.empty() && form.choices.of(d.feature) == lowering_variant::native &&
+                d.feature != lowering_feature::dialect && !overridden(d.feature))
+                form.choices.set(d.feature, lowering_variant::decomposed);
+        }
+        forms.emplace_back("with every op that has a decomposition decomposed", form);
+        // A form that still holds the op the device named is not compiled (it would be refused again, at the
+        // cost of a compile of the ~119 a process gets) unless that op is a constexpr one, whose form changes
+        // with the dialect; nor is any form once the budget is spent.
+        std::string named_op = refused_op_of(first.what);
+        std::string tried;
+        for (const auto& [what, options] : forms) {
+            if (compiles_in_process() >= compile_budget(options_.ane_compile_budget)) break;
+            lowered_segment again;
+            try {
+                again = lower(body_, seg.nodes, seg.inputs, seg.outputs, options);
+            } catch (const error& e) {
+                tried += message("; ", what, ": the lowering failed: ", e.what());
+                continue;
+            }
+            if (std::find(refused_texts.begin(), refused_texts.end(), again.mil) != refused_texts.end())
+                continue;
+            if (!named_op.empty() && !named_op.starts_with("constexpr_") &&
+                again.mil.find(message(" = ", named_op, "(")) != std::string::npos)
+                continue;
+            refused_texts.push_back(again.mil);
+            try {
+                std::unique_ptr<ane_step> built = build_ane_step(seg, std::move(again), index);
+                built->placement_note =
+                    message("refused at ", first.stage, " (", first.what, tried, "); it runs ", what);
+                return built;
+            } catch (const device_refusal& refusal) {
+                tried += message("; ", what, ", refused at ", refusal.stage, ": ", refusal.what);
+                named_op = refused_op_of(refusal.what);
+            }
+        }
+        throw device_refusal{first.stage, first.what + tried};
+    }
+
+    // The MIL op a refusal names (build_ane_step appends " (MIL line N: op)" where the framework's message
+    // gives a line), or "".
+    static std::string refused_op_of(std::string_view what) {
+        const std::size_t at = what.rfind("(MIL line ");
+        if (at == std::string_view::npos) return {};
+        const std::size_t colon = what.find(": ", at);
+        const std::size_t close = what.find(')', at);
+        if (colon == std::string_view::npos || close == std::string_view::npos || close < colon) return {};
+        return std::string(what.substr(colon + 2, close - colon - 2));
     }
 
     // A refused program's outputs are not there for later programs to read.
@@ -1120,6 +1441,7 @@ private:
     lowering_options lowering_;
     lowering_choices choices_;
     std::string architecture_;
+    int macos_major_ = 0;  // the private route's OS (0 unknown, and on the Core ML route)
     std::filesystem::path cache_root_;
     std::vector<io_info> inputs_;
     std::vector<value_id> input_ids_;                    // the input node of each of inputs_
@@ -1137,7 +1459,8 @@ private:
     std::size_t compiled_ = 0;
     std::size_t cache_hits_ = 0;
     std::size_t shared_surfaces_ = 0;
-    bool states_supported_ = false;  // device::coreml: this Core ML has MLState (macOS 15)
+    bool states_supported_ = false;                   // device::coreml: this Core ML has MLState (macOS 15)
+    std::chrono::milliseconds load_backoff_left_{0};  // of the program being built (ane_load_max_backoff)
     mutable std::mutex mutex_;
 };
 

@@ -9,13 +9,16 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <thread>
 
+#include "anvil/backend/ane/ane_framework.hpp"
 #include "anvil/backend/ane/capabilities.hpp"
 #include "anvil/backend/ane/program_cache.hpp"
 #include "anvil/backend/program.hpp"
 #include "anvil/core/error.hpp"
 #include "anvil/core/json.hpp"
 #include "anvil/core/sha256.hpp"
+#include "anvil/version.hpp"
 
 namespace anvil::detail::ane {
 
@@ -51,7 +54,7 @@ ANVIL_INLINE std::string lowering_choices::summary() const {
     return text;
 }
 
-ANVIL_INLINE lowering_choices default_choices(std::string_view architecture) {
+ANVIL_INLINE lowering_choices default_choices(std::string_view architecture, int macos_major) {
     using f = lowering_feature;
     using v = lowering_variant;
     lowering_choices c;
@@ -62,15 +65,24 @@ ANVIL_INLINE lowering_choices default_choices(std::string_view architecture) {
     c.set(f::softmax, v::native);
     c.set(f::gelu, v::decomposed);
     c.set(f::rsqrt, v::decomposed);
-    c.set(f::reduce_mean, v::native);
-    c.set(f::exp, v::native);
+    // reduce_mean and the transcendentals are reported unusable at dispatch on M5 / macOS 26.5 and verified
+    // elsewhere (RUNTIME.md §0 #9): decomposed wherever a decomposition exists until a record shows the op
+    // holds; log has none, and stays the op.
+    c.set(f::reduce_mean, v::decomposed);
+    c.set(f::exp, v::decomposed);
     c.set(f::log, v::native);
-    c.set(f::sqrt, v::native);
+    c.set(f::sqrt, v::decomposed);
     c.set(f::io_width, v::decomposed);
     c.set(f::anchorless, v::cpu);
-    c.set(f::dialect, old_or_unknown ? v::decomposed : v::native);
+    c.set(f::palette, v::decomposed);
+    // Sources conflict on M1 (RUNTIME.md §0 #15): one file per weight where single blobs are reported to
+    // fail.
+    c.set(f::weight_files, old_or_unknown ? v::decomposed : v::native);
+    const bool before_macos_15 = macos_major > 0 && macos_major < 15;
+    c.set(f::dialect, old_or_unknown || before_macos_15 ? v::decomposed : v::native);
     c.source = architecture.empty() ? std::string("conservative defaults (the chip is unknown)")
                                     : message("defaults for ", architecture);
+    if (macos_major > 0) c.source += message(" on macOS ", macos_major);
     return c;
 }
 
@@ -100,6 +112,8 @@ ANVIL_INLINE json::value capability_record::to_json() const {
     root["chip"] = json::value(chip);
     root["anvil"] = json::value(anvil_version);
     root["simulated"] = json::value(simulated);
+    if (max_program_weight_bytes > 0)
+        root["max_program_weight_bytes"] = json::value(static_cast<std::int64_t>(max_program_weight_bytes));
     json::object by_feature;
     for (const auto& [feature, variants] : features) {
         json::object by_variant;
@@ -145,6 +159,13 @@ ANVIL_INLINE capability_record capability_record::parse(std::string_view text, c
     record.chip = field(root, "chip", json::kind::string, "the record").as_string();
     record.anvil_version = field(root, "anvil", json::kind::string, "the record").as_string();
     record.simulated = field(root, "simulated", json::kind::boolean, "the record").as_bool();
+    if (const json::value* limit = root.find("max_program_weight_bytes"); limit != nullptr) {
+        if (!limit->is_integer() || limit->as_int() <= 0) {
+            throw format_error(message("ANE capability record '", where,
+                                       "': max_program_weight_bytes is not a positive integer"));
+        }
+        record.max_program_weight_bytes = static_cast<std::size_t>(limit->as_int());
+    }
     for (const auto& [feature, variants] :
          field(root, "features", json::kind::object, "the record").as_object()) {
         if (!feature_named(feature)) {
@@ -215,13 +236,18 @@ ANVIL_INLINE std::optional<capability_record> read_record(const std::filesystem:
 ANVIL_INLINE lowering_choices choose_lowering(std::string_view architecture,
                                               const std::optional<capability_record>& record,
                                               const std::filesystem::path& record_file,
-                                              const std::map<std::string, std::string>& overrides) {
-    lowering_choices c = default_choices(architecture);
+                                              const std::map<std::string, std::string>& overrides,
+                                              int macos_major) {
+    lowering_choices c = default_choices(architecture, macos_major);
     if (record) {
         for (const auto& d : feature_descriptions)
             if (const auto best = record->best(d.feature)) c.set(d.feature, *best);
+        // A record of this OS build never shows ios18 holding before macOS 15; one written by hand might.
+        if (macos_major > 0 && macos_major < 15)
+            c.set(lowering_feature::dialect, lowering_variant::decomposed);
         c.source = message("the capability record ", record_file.string());
         c.digest = record->digest();
+        c.max_program_weight_bytes = record->max_program_weight_bytes;
     }
     for (const auto& [name, variant] : overrides) {
         const auto feature = feature_named(name);
@@ -246,7 +272,45 @@ ANVIL_INLINE lowering_choices choose_lowering(std::string_view architecture,
     return c;
 }
 
-ANVIL_INLINE lowering_choices choices_for(const compile_options& options, const std::string& architecture) {
+ANVIL_INLINE void record_program_weight_limit(const compile_options& options, const std::string& architecture,
+                                              std::size_t bytes) {
+    if (options.ane_capabilities == "none" || bytes == 0) return;
+    const std::filesystem::path cache = cache_directory(options.cache_dir);
+    const std::string chip = architecture.empty() ? "unknown" : architecture;
+    const std::filesystem::path file = !options.ane_capabilities.empty()
+                                           ? std::filesystem::path(options.ane_capabilities)
+                                       : cache.empty() ? std::filesystem::path()
+                                                       : record_path(cache, os_build(), chip);
+    if (file.empty()) return;
+    try {
+        capability_record record;
+        if (auto existing = read_record(file, os_build(), chip)) {
+            record = std::move(*existing);
+        } else {
+            record.os_build = os_build();
+            record.chip = chip;
+            record.anvil_version = version_string;
+            record.simulated = runtime::get().simulated();
+        }
+        if (record.max_program_weight_bytes != 0 && record.max_program_weight_bytes <= bytes) return;
+        record.max_program_weight_bytes = bytes;
+        std::error_code code;
+        std::filesystem::create_directories(file.parent_path(), code);
+        std::filesystem::path staging = file;
+        staging += message(".", std::this_thread::get_id(), ".tmp");
+        {
+            std::ofstream out(staging, std::ios::binary | std::ios::trunc);
+            out << json::dump(record.to_json(), 2) << "\n";
+            if (!out) return;
+        }
+        std::filesystem::rename(staging, file, code);  // atomic: readers see the old record or the new one
+    } catch (const error&) {
+        // a foreign or malformed record stays as it is: reading it reports that at the next compile
+    }
+}
+
+ANVIL_INLINE lowering_choices choices_for(const compile_options& options, const std::string& architecture,
+                                          int macos_major) {
     std::optional<capability_record> record;
     std::filesystem::path file;
     if (options.ane_capabilities != "none") {
@@ -263,7 +327,7 @@ ANVIL_INLINE lowering_choices choices_for(const compile_options& options, const 
                                    file.string(), "'"));
         }
     }
-    return choose_lowering(architecture, record, file, options.ane_lowering);
+    return choose_lowering(architecture, record, file, options.ane_lowering, macos_major);
 }
 
 }  // namespace anvil::detail::ane

@@ -34,8 +34,11 @@ enum class lowering_feature : std::uint8_t {
     io_width,     // native: inputs and outputs at their own width; decomposed: padded to a multiple of 32
     anchorless,   // native: programs with no conv or matmul are allowed; cpu: such segments run on the CPU
     dialect,      // native: program(1.3)/ios18; decomposed: program(1.0)/ios16
+    palette,      // palettised weights: native: ios18's sub-byte form; decomposed: ios16's uint8-packed form;
+                  // cpu: expanded to fp16 on the host
+    weight_files,  // native: every weight in one weight.bin; decomposed: one file per weight
 };
-inline constexpr std::size_t feature_count = 13;
+inline constexpr std::size_t feature_count = 15;
 
 enum class lowering_variant : std::uint8_t { native, decomposed, cpu };
 
@@ -68,6 +71,13 @@ inline constexpr std::array<feature_description, feature_count> feature_descript
     {lowering_feature::anchorless, "anchorless", "programs with no conv or matmul", ""},
     {lowering_feature::dialect, "dialect", "program(1.3) with ios18 ops",
      "program(1.0) with ios16 ops and verbose scalars (RUNTIME.md §4)"},
+    {lowering_feature::palette, "palette",
+     "palettised weights kept compressed as ios18's constexpr_lut_to_dense with sub-byte indices",
+     "palettised weights as ios16's constexpr_lut_to_dense with uint8-packed indices, the segment lowered as "
+     "program(1.0)/ios16 (sub-byte ios18 weights are reported refused by the private compiler, RUNTIME.md "
+     "§0b #19)"},
+    {lowering_feature::weight_files, "weight_files", "every weight in one weight.bin",
+     "one weight file per weight (single-blob weights are reported to fail on M1, RUNTIME.md §0 #15)"},
 }};
 
 [[nodiscard]] inline const feature_description& describe_feature(lowering_feature f) {
@@ -90,6 +100,8 @@ struct lowering_choices {
     std::array<lowering_variant, feature_count> chosen{};
     std::string source;  // "defaults for h16g", "record /path/capabilities-...json", ...
     std::string digest;  // of the record's outcomes; empty without a record (part of the program cache key)
+    // The most weight bytes one program may hold here, as the record learned it (0: no limit known).
+    std::size_t max_program_weight_bytes = 0;
 
     [[nodiscard]] lowering_variant of(lowering_feature f) const {
         return chosen.at(static_cast<std::size_t>(f));
@@ -100,8 +112,9 @@ struct lowering_choices {
     [[nodiscard]] std::string summary() const;
 };
 
-// The conservative defaults of RUNTIME.md §0 for a chip ("" when unknown: the most conservative set).
-[[nodiscard]] lowering_choices default_choices(std::string_view architecture);
+// The conservative defaults of RUNTIME.md §0 for a chip ("" when unknown: the most conservative set) and a
+// macOS major version (0 when unknown): the ios18 dialect needs macOS 15 (RUNTIME.md §0b #18).
+[[nodiscard]] lowering_choices default_choices(std::string_view architecture, int macos_major = 0);
 
 // One probe of one variant on the device: whether it compiled, loaded, evaluated and matched the CPU.
 struct probe_outcome {
@@ -120,6 +133,10 @@ struct capability_record {
     std::string anvil_version;
     bool simulated = false;
     std::map<std::string, std::map<std::string, probe_outcome>> features;
+    // The weight bytes of the largest program that compiled after a larger one was refused and split
+    // (RUNTIME.md §0b #20: a per-program weight limit, reported from ~8 MB to far larger); 0 when none was
+    // refused. Programs are partitioned under it from then on.
+    std::size_t max_program_weight_bytes = 0;
 
     // The best variant that held: native, then decomposed, else the CPU; nullopt when never probed.
     [[nodiscard]] std::optional<lowering_variant> best(lowering_feature f) const;
@@ -151,12 +168,20 @@ struct capability_record {
 [[nodiscard]] lowering_choices choose_lowering(std::string_view architecture,
                                                const std::optional<capability_record>& record,
                                                const std::filesystem::path& record_file,
-                                               const std::map<std::string, std::string>& overrides);
+                                               const std::map<std::string, std::string>& overrides,
+                                               int macos_major = 0);
+
+// Records in this machine's capability record (creating one holding only this, when `anvil selftest` wrote
+// none) that programs of at most `bytes` weight bytes compile, a larger one having been refused. Best effort:
+// a cache that cannot be written only costs the next run the refused compile again.
+void record_program_weight_limit(const compile_options& options, const std::string& architecture,
+                                 std::size_t bytes);
 
 // The capability record for this OS build and chip, if `anvil selftest` wrote one, decides each op's
 // lowering; otherwise the conservative defaults for the chip do. compile_options::ane_lowering overrides come
 // last.
-lowering_choices choices_for(const compile_options& options, const std::string& architecture);
+lowering_choices choices_for(const compile_options& options, const std::string& architecture,
+                             int macos_major = 0);
 
 }  // namespace anvil::detail::ane
 

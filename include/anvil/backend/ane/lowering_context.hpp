@@ -21,6 +21,7 @@
 
 #include "anvil/backend/ane/mil_writer.hpp"
 #include "anvil/backend/ane/support.hpp"
+#include "anvil/core/masking.hpp"
 #include "anvil/graph/graph.hpp"
 
 namespace anvil::detail::ane {
@@ -29,9 +30,8 @@ using mil_shape = std::vector<std::int64_t>;
 
 enum class value_layout : std::uint8_t { logical, channels_first };
 
-// The finite stand-in for a masked score (ANE-T's -1e4; -inf misbehaves in the ANE's softmax, MIL.md §2.3).
-inline constexpr float masked_score = -1.0e4f;
-
+// A constant as fp16. Part of an additive mask (`mask`), values below anvil::masked_score (-1e4) become it,
+// so score + mask stays finite and the softmax after it gets no -inf (core/masking.hpp says why).
 [[nodiscard]] inline half to_fp16(float value, bool mask = false) {
     if (mask && value < masked_score) value = masked_score;
     // fp16 overflows past 65504; constants saturate rather than become literal infinities.
@@ -171,7 +171,7 @@ public:
             const std::vector<float> values = constant_values(id);
             const surface_extents s = surface_extents_of(ir_shape(id));
             result = fp16_const(base(id) + "_cf", channels_first_shape(ir_shape(id)),
-                                transpose_rows(values, s.positions, s.channels));
+                                transpose_rows(values, s.positions, s.channels), holds_mask(id));
         } else {
             result = swap_channels(rows(id), base(id) + "_cf");
         }
@@ -265,6 +265,16 @@ public:
         return mil_.const_fp16(name, shape, fp16_values(values, mask));
     }
 
+    // Whether value `id` is part of an additive mask: it reaches a softmax's input, or an attention's mask,
+    // through elementwise and data-movement ops only. Exported graphs build masks so — PyTorch's
+    // (1 - m) * finfo(float32).min, where(causal, scores, finfo.min) — and fp16 would saturate those
+    // constants to -65504, which overflows to -inf once added to a score below -16: such constants are
+    // lowered with to_fp16's mask clamp, whatever family or importer built them (RUNTIME.md §0b #24).
+    bool holds_mask(value_id id) {
+        if (mask_values_.empty()) mark_masks();
+        return mask_values_.at(id);
+    }
+
     const std::vector<float>& constant_values(value_id id) {
         auto found = constant_cache_.find(id);
         if (found == constant_cache_.end())
@@ -279,8 +289,9 @@ public:
         const std::string suffix = at(id).name.empty() ? "" : "_" + at(id).name;
         const std::optional<mil_ref> compressed =
             options_.compressed_weights ? compressed_constant(id, shape, base(id) + suffix) : std::nullopt;
-        const mil_ref ref =
-            compressed ? *compressed : fp16_const(base(id) + suffix, shape, constant_values(id));
+        const mil_ref ref = compressed
+                                ? *compressed
+                                : fp16_const(base(id) + suffix, shape, constant_values(id), holds_mask(id));
         constant_forms_.emplace(key, ref);
         return ref;
     }
@@ -296,6 +307,7 @@ public:
     std::optional<mil_ref> compressed_constant(value_id id, const mil_shape& shape, const std::string& name) {
         const node& n = at(id);
         if (n.kind != op::dequantize_int8 && n.kind != op::dequantize_lut) return std::nullopt;
+        if (n.kind == op::dequantize_lut && !options_.compressed_palettes) return std::nullopt;
         for (const value_id input : n.inputs)
             if (at(input).kind != op::constant) return std::nullopt;
         const dims& ir = at(n.inputs[0]).result.shape;
@@ -467,6 +479,28 @@ private:
         std::optional<mil_ref> logical, rows, channels_first;
     };
 
+    void mark_masks() {
+        mask_values_.assign(body_.nodes.size(), false);
+        std::vector<value_id> pending;
+        for (const node& n : body_.nodes) {
+            if (n.kind == op::softmax) pending.insert(pending.end(), n.inputs.begin(), n.inputs.end());
+            if (n.kind == op::attention && n.inputs.size() > 3) pending.push_back(n.inputs[3]);
+        }
+        while (!pending.empty()) {
+            const value_id v = pending.back();
+            pending.pop_back();
+            if (mask_values_.at(v)) continue;
+            mask_values_[v] = true;
+            const node& n = at(v);
+            const op_category category = info(n.kind).category;
+            const bool passes = category == op_category::unary || category == op_category::binary ||
+                                category == op_category::ternary || category == op_category::fused ||
+                                n.kind == op::cast || n.kind == op::reshape || n.kind == op::permute ||
+                                n.kind == op::slice || n.kind == op::concat || n.kind == op::pad;
+            if (passes) pending.insert(pending.end(), n.inputs.begin(), n.inputs.end());
+        }
+    }
+
     const graph_body& body_;
     const lowering_options& options_;
     mil_writer mil_;
@@ -475,6 +509,7 @@ private:
     std::unordered_map<value_id, std::string> bases_;
     std::unordered_map<value_id, std::vector<float>> constant_cache_;
     std::map<std::pair<value_id, mil_shape>, mil_ref> constant_forms_;
+    std::vector<bool> mask_values_;  // by value id, once holds_mask is first asked
 };
 
 }  // namespace anvil::detail::ane

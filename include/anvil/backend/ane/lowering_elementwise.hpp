@@ -190,20 +190,23 @@ inline value_layout elementwise_layout(segment_lowering& L, std::span<const valu
                                                                : value_layout::logical;
 }
 
-// The operands of an elementwise node in `layout`: constants as scalars, [1, C, 1, 1] or full-shape weights.
+// The operands of an elementwise node in `layout`: constants as scalars, [1, C, 1, 1] or full-shape weights
+// (a mask's with headroom, segment_lowering::holds_mask).
 inline std::vector<mil_ref> elementwise_operands(segment_lowering& L, std::span<const value_id> operands,
                                                  const dims& result, value_layout layout,
-                                                 const std::string& name, bool mask_operand_last = false) {
+                                                 const std::string& name) {
     std::vector<mil_ref> refs;
     bool all_constant = true;
     for (const value_id v : operands)
         all_constant = all_constant && L.is_constant(v);
     for (std::size_t i = 0; i < operands.size(); ++i) {
         const value_id v = operands[i];
-        const bool mask = mask_operand_last && i + 1 == operands.size();
         if (!L.is_constant(v)) {
             refs.push_back(L.form(v, layout));
-        } else if (all_constant && i == 0) {
+            continue;
+        }
+        const bool mask = L.holds_mask(v);
+        if (all_constant && i == 0) {
             // Something must carry the full shape.
             const mil_shape full = segment_lowering::logical_shape(result);
             const dims& shape = L.ir_shape(v);

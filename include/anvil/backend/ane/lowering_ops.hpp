@@ -73,6 +73,37 @@ inline mil_ref softmax(segment_lowering& L, mil_ref x, std::size_t axis, const s
     return L.binary("real_div", exponent, total, name);
 }
 
+// The largest intermediate a product without matmul builds: its broadcast mul holds every term of the sum
+// ([..., M, K, N]), 288 MB per head for Whisper's encoder (1500 x 64 x 1500 fp16; RUNTIME.md §0b), far past
+// what the ANE's ~32 MB of SRAM holds (§6). Past this the rows of `a` are taken a tile at a time.
+inline constexpr std::int64_t max_product_terms_bytes = std::int64_t{4} << 20;
+
+// How many rows of a [batch..., M, K] x [batch..., K, N] product to take at once so that the tile's terms
+// stay under max_product_terms_bytes (at least one row).
+inline std::int64_t product_tile_rows(const mil_shape& batch, std::int64_t m, std::int64_t k,
+                                      std::int64_t n) {
+    std::int64_t row_bytes = 2 * k * n;
+    for (const std::int64_t extent : batch)
+        row_bytes *= extent;
+    return std::clamp<std::int64_t>(max_product_terms_bytes / std::max<std::int64_t>(row_bytes, 1), 1, m);
+}
+
+// `part(x, name)` when `tile` covers x's extent along `axis`; else `part` of each slice of `tile` along it,
+// the results concatenated along it again (named `name`).
+template <class Part>
+mil_ref in_tiles(segment_lowering& L, mil_ref x, std::size_t axis, std::int64_t tile, const std::string& name,
+                 Part&& part) {
+    const std::int64_t extent = L.mil().shape(x)[axis];
+    if (tile >= extent) return part(x, name);
+    std::vector<mil_ref> tiles;
+    for (std::int64_t first = 0; first < extent; first += tile) {
+        const std::string tile_name = message(name, "_from", first);
+        tiles.push_back(
+            part(L.slice_axis(x, axis, first, std::min(extent, first + tile), tile_name), tile_name));
+    }
+    return L.concat(tiles, axis, name);
+}
+
 // a @ b as a broadcast mul and a reduce_sum, for chips without matmul (RUNTIME.md §0 #4): [..., M, K] and
 // [..., K, N] gain an axis, [..., M, K, 1] * [..., 1, K, N] sums over K; with b transposed ([..., N, K]),
 // [..., M, 1, K] * [..., 1, N, K] sums over the last axis. Batch axes broadcast as matmul's do.
@@ -102,16 +133,22 @@ inline mil_ref product_by_reduction(segment_lowering& L, mil_ref a, mil_ref b, b
     }
     const mil_ref a_wide = L.reshape(a, a_shape, name + "_a", true);
     const mil_ref b_wide = L.reshape(b, b_shape, name + "_b", true);
-    const mil_ref products = L.binary("mul", a_wide, b_wide, name + "_products");
-    mil_shape summed = mil.shape(products);
-    const std::size_t axis = transpose_b ? summed.size() - 1 : summed.size() - 2;
-    summed[axis] = 1;
-    const mil_ref sums = mil.op(
-        "reduce_sum", name + "_sums", summed,
-        {{"axes",
-          {mil.const_ints(name + "_sums_axes", std::vector<std::int64_t>{static_cast<std::int64_t>(axis)})}},
-         {"keep_dims", {mil.const_bool(name + "_sums_keep_dims", true)}},
-         {"x", {products}}});
+    // The products of `rows` rows of a at once: [..., rows, K, N] (or [..., rows, N, K]), summed over K.
+    const std::size_t row_axis = a_shape.size() - 3;
+    const std::size_t axis = transpose_b ? a_shape.size() - 1 : a_shape.size() - 2;
+    const auto product_rows = [&](mil_ref rows, const std::string& part) {
+        const mil_ref products = L.binary("mul", rows, b_wide, part + "_products");
+        mil_shape summed = mil.shape(products);
+        summed[axis] = 1;
+        return mil.op(
+            "reduce_sum", part, summed,
+            {{"axes",
+              {mil.const_ints(part + "_axes", std::vector<std::int64_t>{static_cast<std::int64_t>(axis)})}},
+             {"keep_dims", {mil.const_bool(part + "_keep_dims", true)}},
+             {"x", {products}}});
+    };
+    const mil_ref sums =
+        in_tiles(L, a_wide, row_axis, product_tile_rows(batch, m, k, n), name + "_sums", product_rows);
     mil_shape out = batch;
     out.insert(out.end(), {m, n});
     return L.reshape(sums, out, name, true);
@@ -151,11 +188,17 @@ inline mil_ref channel_product(segment_lowering& L, mil_ref x, mil_ref y, const 
     }
     const mil_ref columns = L.reshape(x, {1, channels, inner, 1}, name + "_x");
     const mil_ref rows = L.reshape(y, {1, 1, inner, width}, name + "_y");
-    const mil_ref products = L.binary("mul", columns, rows, name + "_products");
-    return mil.op("reduce_sum", name, out,
-                  {{"axes", {mil.const_ints(name + "_axes", std::vector<std::int64_t>{2})}},
-                   {"keep_dims", {mil.const_bool(name + "_keep_dims", true)}},
-                   {"x", {products}}});
+    const auto product_channels = [&](mil_ref part_columns, const std::string& part) {
+        const mil_ref products = L.binary("mul", part_columns, rows, part + "_products");
+        mil_shape summed = mil.shape(products);
+        summed[2] = 1;
+        return mil.op("reduce_sum", part, summed,
+                      {{"axes", {mil.const_ints(part + "_axes", std::vector<std::int64_t>{2})}},
+                       {"keep_dims", {mil.const_bool(part + "_keep_dims", true)}},
+                       {"x", {products}}});
+    };
+    // The terms [1, C, W, U] a few MB at a time, channels being the product's rows (product_tile_rows).
+    return in_tiles(L, columns, 1, product_tile_rows({}, channels, inner, width), name, product_channels);
 }
 
 }  // namespace lowering_detail
@@ -205,6 +248,27 @@ inline void lower_linear(segment_lowering& L, value_id id) {
     L.set_form(id, value_layout::logical, out);
 }
 
+// A patch conv (support.hpp is_patch_conv) as a space-to-depth rearrangement and a 1x1 conv (RUNTIME.md §0b
+// #26; aneforge lowers ViT's so): x [N, C, H, W] as [N * C, H / P, P, W / Q, Q] — rank 5, the ANE's limit —
+// transposed to [N * C, P, Q, H / P, W / Q] is [N, C * P * Q, H / P, W / Q], whose channel c * P * Q + i * Q
+// + j holds pixel (i, j) of channel c's patches: the order of the weight [O, C, P, Q] read as [O, C * P * Q,
+// 1, 1], so the weights need no reordering. Both routes lower it so: on the private one a kernel 16 or wider
+// fails to compile (§0 #7), and through Core ML the rearrangement keeps the conv on the Neural Engine instead
+// of leaving a wide kernel to Core ML's placement, with one lowering for device::coreml and the package
+// shipped.
+inline mil_ref patch_conv_input(segment_lowering& L, const node& n, const std::string& name) {
+    const dims& x = L.ir_shape(n.inputs[0]);
+    const dims& w = L.ir_shape(n.inputs[1]);
+    const std::int64_t batch = x[0], channels = x[1], p = w[2], q = w[3];
+    const std::int64_t rows = x[2] / p, columns = x[3] / q;
+    mil_ref input = L.logical(n.inputs[0]);
+    if (rows * p != x[2] || columns * q != x[3])  // the rows and columns past the last whole patch are unread
+        input = L.slice(input, {0, 0, 0, 0}, {batch, channels, rows * p, columns * q}, name + "_whole");
+    const mil_ref patches = L.reshape(input, {batch * channels, rows, p, columns, q}, name + "_patches");
+    const mil_ref moved = L.transpose(patches, std::vector<std::int64_t>{0, 2, 4, 1, 3}, name + "_moved");
+    return L.reshape(moved, {batch, channels * p * q, rows, columns}, name + "_depth");
+}
+
 inline void lower_conv2d(segment_lowering& L, value_id id) {
     using namespace lowering_detail;
     const node& n = L.at(id);
@@ -213,11 +277,18 @@ inline void lower_conv2d(segment_lowering& L, value_id id) {
     const attributes& a = n.attrs;
     const bool has_bias = n.inputs.size() > 2;
     const dims& w = L.ir_shape(n.inputs[1]);
-    std::vector<mil_argument> args = conv_parameters(L, name, {a.stride[0], a.stride[1]},
-                                                     {a.padding[0], a.padding[1], a.padding[2], a.padding[3]},
-                                                     {a.dilation[0], a.dilation[1]}, a.groups, "custom");
-    args.push_back({"weight", {L.constant(n.inputs[1], {w[0], w[1], w[2], w[3]})}});
-    args.push_back({"x", {L.logical(n.inputs[0])}});
+    std::vector<mil_argument> args;
+    if (is_patch_conv(n, L.ir_shape(n.inputs[0]), w, L.options())) {
+        args = conv_parameters(L, name, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1, "custom");
+        args.push_back({"weight", {L.constant(n.inputs[1], {w[0], w[1] * w[2] * w[3], 1, 1})}});
+        args.push_back({"x", {patch_conv_input(L, n, name)}});
+    } else {
+        args = conv_parameters(L, name, {a.stride[0], a.stride[1]},
+                               {a.padding[0], a.padding[1], a.padding[2], a.padding[3]},
+                               {a.dilation[0], a.dilation[1]}, a.groups, "custom");
+        args.push_back({"weight", {L.constant(n.inputs[1], {w[0], w[1], w[2], w[3]})}});
+        args.push_back({"x", {L.logical(n.inputs[0])}});
+    }
     mil_ref out = mil.op("conv", has_bias ? name + "_conv" : name,
                          segment_lowering::logical_shape(n.result.shape), std::move(args));
     if (has_bias) {
@@ -461,7 +532,7 @@ inline void lower_softmax(segment_lowering& L, value_id id) {
     if (n.inputs.size() > 1) operands.push_back(n.inputs[1]);
     value_layout layout = elementwise_layout(L, operands, shape);
     if (axis + 1 != shape.rank()) layout = value_layout::logical;
-    std::vector<mil_ref> values = elementwise_operands(L, operands, shape, layout, name, true);
+    std::vector<mil_ref> values = elementwise_operands(L, operands, shape, layout, name);
     mil_ref x = values[0];
     if (values.size() > 1) x = L.binary("add", x, values[1], name + "_masked");
     L.set_form(id, layout,

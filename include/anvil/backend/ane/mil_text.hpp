@@ -102,18 +102,28 @@ inline std::string literal_text(mil_dialect dialect, std::string_view dtype,
 
 }  // namespace mil_text_detail
 
-// The whole program, returning `outputs` in this order.
-[[nodiscard]] inline std::string mil_text(const mil_function& function, std::span<const mil_ref> outputs) {
+// The whole program, returning `outputs` in this order. `weights_digest` (hex, of the weight files the
+// BLOBFILE consts name) goes into buildInfo as "anvil-weights-sha256": a program's compiled identity is
+// reported to come from its text alone (RUNTIME.md §0b #21: 64 layers with one text ran the first layer's
+// weights), so two programs that differ only in their weights must differ in their text. buildInfo's entries
+// are not validated strictly (RUNTIME.md §4: OMLX writes other ones).
+[[nodiscard]] inline std::string mil_text(const mil_function& function, std::span<const mil_ref> outputs,
+                                          std::string_view weights_digest = {}) {
     using namespace mil_text_detail;
     const mil_dialect dialect = function.dialect;
     const bool short_form = dialect == mil_dialect::ios18;
     const auto& values = function.values;
+    const std::string digest_entry = weights_digest.empty()
+                                         ? std::string()
+                                         : message(", {\"anvil-weights-sha256\", \"", weights_digest, "\"}");
     std::string out = short_form ? "program(1.3)\n" : "program(1.0)\n";
     out += short_form ? "[buildInfo = dict<string, string>({{\"coremlc-component-MIL\", \"3510.2.1\"}, "
                         "{\"coremlc-version\", \"3505.4.1\"}, {\"coremltools-component-milinternal\", \"\"}, "
-                        "{\"coremltools-version\", \"9.0\"}})]\n"
+                        "{\"coremltools-version\", \"9.0\"}" +
+                            digest_entry + "})]\n"
                       : "[buildInfo = dict<tensor<string, []>, tensor<string, []>>({{\"coremlc-version\", "
-                        "\"3505.4.1\"}})]\n";
+                        "\"3505.4.1\"}" +
+                            digest_entry + "})]\n";
     out += "{\n    func main<";
     out += short_form ? "ios18" : "ios16";
     out += ">(";

@@ -19,12 +19,14 @@
 #include <utility>
 #include <vector>
 
+#include "anvil/backend/ane/mil_op_defaults.hpp"
 #include "anvil/backend/ane/mil_program.hpp"
 #include "anvil/backend/ane/mil_text.hpp"
 #include "anvil/backend/ane/weight_blob.hpp"
 #include "anvil/backend/ane/weight_file.hpp"
 #include "anvil/core/error.hpp"
 #include "anvil/core/half.hpp"
+#include "anvil/core/sha256.hpp"
 
 namespace anvil::detail::ane {
 
@@ -165,14 +167,17 @@ public:
     }
 
     // A constexpr_* op's parameters (written in place, mil_program.hpp mil_literal): an fp16 tensor (inline
-    // below 10 elements, else a blob, as const_fp16); int8 or uint8 values (the same rule); values of a
+    // below 10 elements and rank 4, else a blob); int8 or uint8 values (the same rule); values of a
     // sub-byte type ("uint4", "uint6", ...), always a blob, packed LSB first; a scalar int32; a uint32
     // vector.
     mil_literal literal_fp16(std::vector<std::int64_t> shape, std::span<const half> values) {
         for (const half h : values)
             require_finite(h);
+        // An inline rank-4 scale is reported to fail on the private route (RUNTIME.md §0b #19): a parameter
+        // of rank 4 or more lives in the weight file, however small.
+        const bool inline_allowed = shape.size() < 4;
         mil_literal literal{"fp16", std::move(shape), {}};
-        if (values.size() < 10) {
+        if (values.size() < 10 && inline_allowed) {
             literal.value.kind = mil_constant_kind::fp16;
             literal.value.halves.assign(values.begin(), values.end());
         } else {
@@ -240,7 +245,8 @@ public:
         return ref;
     }
 
-    // An op with one result of `dtype` and `shape` (rank 0 = scalar).
+    // An op with one result of `dtype` and `shape` (rank 0 = scalar). Every input coremltools' definition
+    // gives a default that `arguments` leave out is added as a named const (mil_op_defaults.hpp).
     mil_ref op(std::string_view type, std::string_view base, std::vector<std::int64_t> shape,
                std::vector<mil_argument> arguments, std::string_view dtype = "fp16") {
         for (const auto& argument : arguments) {
@@ -251,6 +257,7 @@ public:
                 }
             }
         }
+        add_default_inputs(type, base, arguments);
         const mil_ref ref = new_value(std::string(base), std::string(dtype), std::move(shape), false);
         mil_statement statement;
         statement.result = ref;
@@ -315,9 +322,21 @@ public:
     // The function built so far: what both writers read.
     [[nodiscard]] const mil_function& function() const noexcept { return function_; }
 
-    // The whole program as MIL text, returning `outputs` in this order.
+    // The whole program as MIL text, returning `outputs` in this order, with a digest of its weight files
+    // in buildInfo (mil_text.hpp says why).
     [[nodiscard]] std::string text(std::span<const mil_ref> outputs) const {
-        return mil_text(function_, outputs);
+        return mil_text(function_, outputs, weights_digest());
+    }
+
+    // SHA-256 over every weight file's path and bytes, hex; empty when the program has none.
+    [[nodiscard]] std::string weights_digest() const {
+        if (blobs_.empty()) return {};
+        sha256 digest;
+        for (const auto& [path, blob] : blobs_) {
+            digest.update(path).update(message(":", blob.bytes().size(), ":"));
+            digest.update(std::span<const std::byte>(blob.bytes()));
+        }
+        return digest.finish_hex();
     }
 
     // How many statements apply op `type` (consts excluded).
@@ -351,6 +370,70 @@ private:
             throw unsupported_error(message("MIL text: ", what, " = ", number, " does not fit int32"));
         }
         return static_cast<std::int32_t>(number);
+    }
+
+    // Core ML's ML Program parser refuses an op that leaves out an input coremltools' definition gives a
+    // default, although its documentation calls them optional (RUNTIME.md §0b #17); coremltools writes them
+    // all, and so does this writer, on both routes, for the inputs this dialect's opset defines.
+    void add_default_inputs(std::string_view type, std::string_view base,
+                            std::vector<mil_argument>& arguments) {
+        const int opset = function_.dialect == mil_dialect::ios18 ? 18 : 16;
+        const auto given = [&](std::string_view name) {
+            return std::any_of(arguments.begin(), arguments.end(),
+                               [&](const mil_argument& a) { return a.name == name; });
+        };
+        const auto x = std::find_if(arguments.begin(), arguments.end(), [](const mil_argument& a) {
+            return a.name == "x" && a.values.size() == 1 && !a.tuple;
+        });
+        const mil_ref x_ref = x == arguments.end() ? no_result : x->values.front();
+        for (const mil_default_input& input : mil_default_inputs) {
+            if (input.op != type || input.since > opset || given(input.name)) continue;
+            const std::string name = message(base, "_", input.name);
+            const auto x_value = [&]() -> const mil_value& {
+                if (x_ref == no_result) {
+                    throw error(message("MIL writer: ", type, " leaves ", input.name,
+                                        " out, whose default depends on its x, which it does not give"));
+                }
+                return function_.values[x_ref];
+            };
+            const auto axes = [&](std::int64_t count, std::int64_t value, bool ascending) {
+                std::vector<std::int64_t> numbers(static_cast<std::size_t>(std::max<std::int64_t>(count, 0)));
+                for (std::size_t i = 0; i < numbers.size(); ++i)
+                    numbers[i] = ascending ? static_cast<std::int64_t>(i) : value;
+                return const_ints(name, numbers);
+            };
+            const auto spatial_rank = [&] { return static_cast<std::int64_t>(x_value().shape.size()) - 2; };
+            mil_ref value = no_result;
+            switch (input.kind) {
+                case mil_default_kind::int32:
+                    value = const_int(name, static_cast<std::int64_t>(input.number));
+                    break;
+                case mil_default_kind::boolean:
+                    value = const_bool(name, input.number != 0.0);
+                    break;
+                case mil_default_kind::string:
+                    value = const_string(name, input.text);
+                    break;
+                case mil_default_kind::floating:
+                    if (x_value().dtype != "fp16") {
+                        throw unsupported_error(message("MIL writer: ", type, " leaves ", input.name,
+                                                        " out, and its x is ", x_value().dtype,
+                                                        "; only fp16 defaults are written"));
+                    }
+                    value = const_fp16_scalar(name, static_cast<float>(input.number));
+                    break;
+                case mil_default_kind::ones_per_spatial_axis:
+                    value = axes(spatial_rank(), 1, false);
+                    break;
+                case mil_default_kind::zeros_per_spatial_side:
+                    value = axes(2 * spatial_rank(), 0, false);
+                    break;
+                case mil_default_kind::every_axis:
+                    value = axes(static_cast<std::int64_t>(x_value().shape.size()), 0, true);
+                    break;
+            }
+            arguments.push_back({std::string(input.name), {value}});
+        }
     }
 
     void require_state(mil_ref state, std::string_view op_type) const {

@@ -150,6 +150,12 @@ struct foundation_functions {
     objc_id (*NSTemporaryDirectory)() = nullptr;
 };
 
+// libSystem: the OS version decides the MIL dialect (RUNTIME.md §0b #18), and a simulated Mac reports its
+// own.
+struct system_library_functions {
+    int (*sysctlbyname)(const char*, void*, std::size_t*, void*, std::size_t) = nullptr;
+};
+
 // The AppleNeuralEngine classes (RUNTIME.md §1); `device_info` may be null (it is optional).
 struct framework_classes {
     class_handle in_memory_model_descriptor = nullptr;  // _ANEInMemoryModelDescriptor
@@ -199,6 +205,7 @@ struct library_handles {
     void* core_foundation = nullptr;
     void* io_surface = nullptr;
     void* foundation = nullptr;
+    void* system = nullptr;
     void* framework = nullptr;
 };
 
@@ -225,6 +232,7 @@ public:
     core_foundation_functions cf;
     io_surface_functions surface;
     foundation_functions foundation;
+    system_library_functions libsystem;
 
     // The values of the CF data symbols, read at use (kCFAllocatorDefault is NULL on a Mac).
     [[nodiscard]] objc_id default_allocator() const noexcept {
@@ -275,6 +283,7 @@ protected:
           cf(system.cf),
           surface(system.surface),
           foundation(system.foundation),
+          libsystem(system.libsystem),
           simulated_(system.simulated_),
           bridge_(std::move(bridge)),
           changed_api_(std::move(changed_api)) {}
@@ -406,7 +415,7 @@ private:
             library_ = simulator;
             void* handle = open_library(simulator, "the ANE simulator named by ANVIL_ANE_SIM", "ANE bridge");
             simulator_handle_ = handle;
-            handles = {handle, handle, handle, handle, handle};
+            handles = {handle, handle, handle, handle, handle, handle};
         } else {
 #if defined(__APPLE__)
             library_ = "/usr/lib/libobjc.A.dylib";
@@ -418,6 +427,7 @@ private:
                                               "IOSurface", "ANE bridge");
             handles.foundation = open_library("/System/Library/Frameworks/Foundation.framework/Foundation",
                                               "Foundation", "ANE bridge");
+            handles.system = open_library("/usr/lib/libSystem.B.dylib", "libSystem", "ANE bridge");
 #else
             throw unsupported_error(runtime_detail::no_engine_message);
 #endif
@@ -490,6 +500,7 @@ private:
         ANVIL_ANE_RESOLVE(h.io_surface, surface, IOSurfaceGetBytesPerRow);
 
         ANVIL_ANE_RESOLVE(h.foundation, foundation, NSTemporaryDirectory);
+        ANVIL_ANE_RESOLVE(h.system, libsystem, sysctlbyname);
 #undef ANVIL_ANE_RESOLVE
 #else
         (void)h;

@@ -73,11 +73,14 @@ ANVIL_INLINE std::string program_key(std::string_view mil_text, std::span<const 
     field("chip", architecture);
     field("capabilities", record_digest);
     field("mil", mil_text);
+    // The weights' bytes are hashed once, into the text's buildInfo (mil_writer::text); hashing them here
+    // again would double a cache hit's start-up for a large model. A text without that digest (written by
+    // hand) gets the bytes hashed here.
+    const bool digested = mil_text.find("\"anvil-weights-sha256\"") != std::string_view::npos;
     for (const auto& file : weights) {
         field("weight", file.path);
-        digest.update(std::to_string(file.bytes.size()))
-            .update(":")
-            .update(std::span<const std::byte>(file.bytes));
+        digest.update(std::to_string(file.bytes.size())).update(":");
+        if (!digested) digest.update(std::span<const std::byte>(file.bytes));
     }
     return digest.finish_hex();
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -486,6 +487,24 @@ ANVIL_INLINE std::vector<feature_probe> feature_probes() {
         {f::dialect, 1e-2, [=](graph& g, ins& in, rng& r) {
              return g.apply(op::gelu_tanh, {linear(g, r, random_input(g, in, r, "x", dims{6, 64}), 64, 64)});
          }});
+    // Two weights, so the program's weight file holds two blobs (or each its own file).
+    probes.push_back(
+        {f::weight_files, 1e-2, [=](graph& g, ins& in, rng& r) {
+             return linear(g, r, linear(g, r, random_input(g, in, r, "x", dims{6, 64}), 64, 64), 64, 32);
+         }});
+    // A linear whose weight is a palette of 16 values (4-bit indices), as compressed checkpoints give them.
+    probes.push_back({f::palette, 1e-2, [](graph& g, ins& in, rng& r) {
+                          std::vector<std::uint8_t> indices(32 * 64);
+                          for (auto& index : indices)
+                              index = static_cast<std::uint8_t>(r() % 16);
+                          std::vector<float> palette(16);
+                          for (std::size_t i = 0; i < palette.size(); ++i)
+                              palette[i] = (static_cast<float>(i) - 7.5f) * 0.04f;
+                          const value w = g.apply(op::dequantize_lut,
+                                                  {g.constant(host_tensor::from(indices, dims{32, 64})),
+                                                   g.constant(host_tensor::from(palette, dims{16}))});
+                          return g.apply(op::linear, {random_input(g, in, r, "x", dims{6, 64}), w});
+                      }});
     return probes;
 }
 
@@ -520,6 +539,7 @@ ANVIL_INLINE detail::ane::capability_record ane_probe_capabilities(const ane_sel
                 compile_options ane_options = options.ane;
                 ane_options.target = device::ane;
                 ane_options.strict_device = true;  // a refusal must fail the probe, not fall back to the CPU
+                ane_options.ane_exact_lowering = true;  // nor be rescued by another form
                 ane_options.ane_capabilities = "none";
                 ane_options.cache_dir = "none";
                 ane_options.placement_log.reset();
@@ -610,7 +630,8 @@ ANVIL_INLINE std::vector<ane_selftest_row> ane_selftest(const ane_selftest_optio
                 body.outputs = {out.id()};
                 detail::ane::lowering_options lowering;
                 lowering.choices = detail::ane::choices_for(
-                    ane_options, placement.device == "unknown" ? std::string() : placement.device);
+                    ane_options, placement.device == "unknown" ? std::string() : placement.device,
+                    detail::ane::macos_major_version());
                 for (std::size_t id = body.nodes.size(); id-- > 0;) {
                     if (body.nodes[id].kind != c.kind) continue;
                     const auto support = detail::ane::supports(body, static_cast<value_id>(id), lowering);

@@ -41,7 +41,7 @@ struct lowering_options {
     std::int64_t max_dimension =
         16384;  // per axis of every tensor (CONSTRAINTS.md; 65536 on A16/M2 and later)
     std::int64_t softmax_max_axis = 8192;  // longer softmax axes are decomposed (RUNTIME.md §6)
-    bool one_file_per_weight = false;      // one blob file per constant (M1 rejected multi-blob files, §5)
+    bool one_file_per_weight = false;      // one blob file per constant (the `weight_files` feature, §0 #15)
     lowering_choices choices = unrestricted_choices();
     // Segment inputs declared as Core ML states rather than inputs (device::coreml on macOS 15: resident
     // inputs, such as KV caches, that Core ML keeps in MLState buffers the host writes in place). Needs the
@@ -52,6 +52,13 @@ struct lowering_options {
     // routes (the private path lowers a segment again without them when its compiler refuses them: public
     // code shows it int8 constexpr ops only, RUNTIME.md §4). Off: folded into fp16 weights.
     bool compressed_weights = false;
+    // With compressed_weights, whether palettes stay compressed too (the private route's `palette` feature
+    // expands them to fp16 on the host when neither of its forms held on this Neural Engine).
+    bool compressed_palettes = true;
+    // The program is one Core ML program to ship (export_mlpackage): Core ML places each op itself, on the
+    // CPU where the Neural Engine refuses it (COREML.md §4.1), so what only the private compiler refuses — a
+    // conv kernel 16 or wider (RUNTIME.md §0 #7, §0b #26) — is written as the plain op, never refused.
+    bool core_ml_program = false;
 
     [[nodiscard]] lowering_variant variant(lowering_feature f) const { return choices.of(f); }
     [[nodiscard]] bool native(lowering_feature f) const { return choices.of(f) == lowering_variant::native; }
@@ -69,6 +76,24 @@ inline constexpr std::int64_t io_width_granule = 32;
 }
 
 enum class placement : std::uint8_t { native, decomposed, host_only };
+
+// A non-overlapping patch conv, as ViT, DeiT, CLIP and SigLIP embed their patches: kernel = stride, no
+// padding, no dilation, one group, a kernel wider than 1x1 (x [N, C, H, W], weight [O, C, P, Q]). It is a
+// space-to-depth rearrangement and a 1x1 conv (RUNTIME.md §0b #26), lowered so for every patch size
+// (lowering_ops.hpp patch_conv_input) as long as each extent of the rearrangement fits max_dimension.
+[[nodiscard]] inline bool is_patch_conv(const node& n, const dims& x, const dims& w,
+                                        const lowering_options& options) {
+    const attributes& a = n.attrs;
+    if (a.groups != 1 || w[2] * w[3] == 1 || a.stride[0] != w[2] || a.stride[1] != w[3]) return false;
+    for (const std::int64_t pad : a.padding)
+        if (pad != 0) return false;
+    for (const std::int64_t dilation : a.dilation)
+        if (dilation != 1) return false;
+    const std::int64_t rows = x[2] / w[2], columns = x[3] / w[3];
+    for (const std::int64_t extent : {x[0] * x[1], rows, columns, x[1] * w[2] * w[3]})
+        if (extent < 1 || extent > options.max_dimension) return false;
+    return true;
+}
 
 struct support_result {
     placement where = placement::native;
@@ -444,11 +469,19 @@ inline std::string on_cpu_by_choice(lowering_feature f, const lowering_options& 
                 return host(message(name, ": the weight is not constant (conv needs a const weight here)"));
             if (n.inputs.size() > 2 && !constant(2)) return host(message(name, ": the bias is not constant"));
             const dims& w = x_shape(1);
+            if (is_patch_conv(n, x_shape(0), w, options)) {
+                return {placement::decomposed,
+                        message("a ", w[2], "x", w[3],
+                                " patch conv (kernel = stride, no padding) as a space-to-depth reshape and "
+                                "transpose and a 1x1 conv (RUNTIME.md §0b #26)")};
+            }
             // Width 16 or more fails at every padding and grouping (EAB); ironmill caps kernels at 16x16.
-            if (w[3] >= 16 || w[2] > 16) {
+            // Only the private compiler's rule: Core ML places such a conv itself (RUNTIME.md §0b #26).
+            if ((w[3] >= 16 || w[2] > 16) && !options.core_ml_program) {
                 return host(message(name, ": a ", w[2], "x", w[3],
                                     " kernel; conv kernels 16 or wider (or taller than 16) fail to compile "
-                                    "(RUNTIME.md §0 #7)"));
+                                    "(RUNTIME.md §0 #7), and only a patch conv (kernel = stride, no "
+                                    "padding) is rewritten as a 1x1 conv"));
             }
             return {placement::native, {}};
         }

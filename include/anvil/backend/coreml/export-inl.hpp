@@ -50,8 +50,10 @@ inline detail::ane::lowered_program lower_function(const mlpackage_function& fun
     }
     ane::lowering_options lowering;
     lowering.choices = ane::choose_lowering("", std::nullopt, {}, {});  // any Mac: the unknown chip's rules
+    ane::core_ml_products(lowering.choices, {});                        // but Core ML runs matmul on all
     lowering.dialect = ios18 ? ane::mil_dialect::ios18 : ane::mil_dialect::ios16;
     lowering.compressed_weights = true;
+    lowering.core_ml_program = true;  // Core ML places each op itself: no kernel size is refused
     return ane::lower_program(body, names, lowering, states);
 }
 
