@@ -74,7 +74,8 @@
 
 // #include "anvil/core.hpp"
 // anvil: the core — scalar types (half, bfloat16, float8), dtypes, shapes, host tensors, errors and warnings,
-// JSON, .npy, memory-mapped files, SHA-256 and the thread pool. Nothing here knows about graphs or backends.
+// JSON, .npy, memory-mapped files, SHA-256, the thread pool and the masked score of attention masks. Nothing
+// here knows about graphs or backends.
 
 // #include "anvil/fwd.hpp"
 // anvil: forward declarations, for headers that only name anvil's types.
@@ -1971,6 +1972,22 @@ private:
 #if ANVIL_DEFINITIONS
 // #include "anvil/core/mapped_file-inl.hpp" (in the definitions at the end)
 #endif
+// #include "anvil/core/masking.hpp"
+// anvil: the value an additive attention mask gives a position that must get no weight, shared by every model
+// family's masks (encoders, Whisper, decoder LMs, ...) and by the Neural Engine's lowering of the masks that
+// imported graphs carry.
+
+namespace anvil {
+
+// -1e4, as Apple's ml-ane-transformers uses: finite, with headroom in fp16. Not -inf: the Neural Engine's
+// softmax returns NaN for a row that holds -inf (RUNTIME.md §0b #24, MIL.md §2.3; torch_ane's MASK_NEG: "not
+// -inf: the ANE computes softmax wrong with -inf"). Not fp16's lowest (-65504) either: in fp16, score +
+// (-65504) is -inf as soon as the score is below -16. score + (-1e4) stays finite for every score above
+// -55504, and exp(-1e4) is exactly 0 in fp16 and fp32 alike, so a masked position gets no weight, as with
+// float32's lowest.
+inline constexpr float masked_score = -1.0e4f;
+
+}  // namespace anvil
 // #include "anvil/core/npy.hpp"
 // anvil: numpy's .npy files, read and written. The command line takes its inputs and writes its outputs in
 // this format, so the reader accepts what numpy writes (versions 1.0-3.0, either byte order, Fortran order)
@@ -5993,13 +6010,28 @@ struct compile_options {
     std::string ane_capabilities;
     // ANE: how an op family is lowered, overriding the record and the defaults: feature -> "native",
     // "decomposed" or "cpu" (features: matmul, max_pool, avg_pool, softmax, gelu, rsqrt, reduce_mean, exp,
-    // log, sqrt, io_width, anchorless, dialect; `anvil selftest` probes each variant this way).
+    // log, sqrt, io_width, anchorless, dialect, palette, weight_files; `anvil selftest` probes each variant
+    // this way).
     std::map<std::string, std::string> ane_lowering;
+    // ANE: a segment the Neural Engine refuses is lowered again in more conservative forms (ios16, fp16
+    // weights, every op decomposed) before it runs on the CPU; true goes to the CPU (or, under strict_device,
+    // fails) at once, as `anvil selftest`'s probes need to test one form.
+    bool ane_exact_lowering = false;
     // ANE: loadWithQoS is tried this many times in all, the delay doubling from the first (RUNTIME.md §0 #13:
     // failures for lack of resources are transient); $ANVIL_ANE_LOAD_RETRY="ATTEMPTS,FIRST_DELAY_MS"
     // overrides.
     int ane_load_attempts = 7;
     std::chrono::milliseconds ane_load_first_retry_delay{100};
+    // ANE: the most one program waits between load tries in all, across the forms it is lowered in when
+    // refused (a device out of resources for longer sends the segment to the CPU sooner).
+    std::chrono::milliseconds ane_load_max_backoff{10'000};
+    // ANE: how long a program's first evaluation may take before it is given up and its segment runs on the
+    // CPU (RUNTIME.md §0b #22: a wedged driver never signals; OMLX waits 30 s).
+    std::chrono::milliseconds ane_first_evaluation_timeout{30'000};
+    // ANE: a freshly compiled program's first evaluation is compared with the CPU's on the same inputs, and a
+    // program that computes wrong numbers (its weights mistaken for another's, RUNTIME.md §0b #21) runs on
+    // the CPU instead.
+    bool ane_verify_first_evaluation = true;
     // ANE: compiles per process after which a warning says the framework may refuse more (0: the
     // ANVIL_ANE_COMPILE_BUDGET environment variable, else 119, RUNTIME.md §6). A soft limit: compiles go on
     // until the framework refuses, and a refused segment runs on the CPU.
@@ -6035,6 +6067,9 @@ struct placement_report {
     std::vector<placement_segment> segments;
     std::vector<std::string> host_nodes;  // "node 12 (gather ...): why"
     std::size_t chunks = 1;               // chunks of whole stages (placement_segment::chunk)
+    // The weight bytes of the largest program that compiled after the compiler refused a larger one and it
+    // was split; 0 when none was. Kept in the capability record: later programs are partitioned under it.
+    std::size_t max_program_weight_bytes_learned = 0;
 
     // How many segments the Neural Engine refused.
     [[nodiscard]] std::size_t refused() const noexcept;
@@ -6292,8 +6327,11 @@ enum class lowering_feature : std::uint8_t {
     io_width,     // native: inputs and outputs at their own width; decomposed: padded to a multiple of 32
     anchorless,   // native: programs with no conv or matmul are allowed; cpu: such segments run on the CPU
     dialect,      // native: program(1.3)/ios18; decomposed: program(1.0)/ios16
+    palette,      // palettised weights: native: ios18's sub-byte form; decomposed: ios16's uint8-packed form;
+                  // cpu: expanded to fp16 on the host
+    weight_files,  // native: every weight in one weight.bin; decomposed: one file per weight
 };
-inline constexpr std::size_t feature_count = 13;
+inline constexpr std::size_t feature_count = 15;
 
 enum class lowering_variant : std::uint8_t { native, decomposed, cpu };
 
@@ -6326,6 +6364,13 @@ inline constexpr std::array<feature_description, feature_count> feature_descript
     {lowering_feature::anchorless, "anchorless", "programs with no conv or matmul", ""},
     {lowering_feature::dialect, "dialect", "program(1.3) with ios18 ops",
      "program(1.0) with ios16 ops and verbose scalars (RUNTIME.md §4)"},
+    {lowering_feature::palette, "palette",
+     "palettised weights kept compressed as ios18's constexpr_lut_to_dense with sub-byte indices",
+     "palettised weights as ios16's constexpr_lut_to_dense with uint8-packed indices, the segment lowered as "
+     "program(1.0)/ios16 (sub-byte ios18 weights are reported refused by the private compiler, RUNTIME.md "
+     "§0b #19)"},
+    {lowering_feature::weight_files, "weight_files", "every weight in one weight.bin",
+     "one weight file per weight (single-blob weights are reported to fail on M1, RUNTIME.md §0 #15)"},
 }};
 
 [[nodiscard]] inline const feature_description& describe_feature(lowering_feature f) {
@@ -6348,6 +6393,8 @@ struct lowering_choices {
     std::array<lowering_variant, feature_count> chosen{};
     std::string source;  // "defaults for h16g", "record /path/capabilities-...json", ...
     std::string digest;  // of the record's outcomes; empty without a record (part of the program cache key)
+    // The most weight bytes one program may hold here, as the record learned it (0: no limit known).
+    std::size_t max_program_weight_bytes = 0;
 
     [[nodiscard]] lowering_variant of(lowering_feature f) const {
         return chosen.at(static_cast<std::size_t>(f));
@@ -6358,8 +6405,9 @@ struct lowering_choices {
     [[nodiscard]] std::string summary() const;
 };
 
-// The conservative defaults of RUNTIME.md §0 for a chip ("" when unknown: the most conservative set).
-[[nodiscard]] lowering_choices default_choices(std::string_view architecture);
+// The conservative defaults of RUNTIME.md §0 for a chip ("" when unknown: the most conservative set) and a
+// macOS major version (0 when unknown): the ios18 dialect needs macOS 15 (RUNTIME.md §0b #18).
+[[nodiscard]] lowering_choices default_choices(std::string_view architecture, int macos_major = 0);
 
 // One probe of one variant on the device: whether it compiled, loaded, evaluated and matched the CPU.
 struct probe_outcome {
@@ -6378,6 +6426,10 @@ struct capability_record {
     std::string anvil_version;
     bool simulated = false;
     std::map<std::string, std::map<std::string, probe_outcome>> features;
+    // The weight bytes of the largest program that compiled after a larger one was refused and split
+    // (RUNTIME.md §0b #20: a per-program weight limit, reported from ~8 MB to far larger); 0 when none was
+    // refused. Programs are partitioned under it from then on.
+    std::size_t max_program_weight_bytes = 0;
 
     // The best variant that held: native, then decomposed, else the CPU; nullopt when never probed.
     [[nodiscard]] std::optional<lowering_variant> best(lowering_feature f) const;
@@ -6409,12 +6461,20 @@ struct capability_record {
 [[nodiscard]] lowering_choices choose_lowering(std::string_view architecture,
                                                const std::optional<capability_record>& record,
                                                const std::filesystem::path& record_file,
-                                               const std::map<std::string, std::string>& overrides);
+                                               const std::map<std::string, std::string>& overrides,
+                                               int macos_major = 0);
+
+// Records in this machine's capability record (creating one holding only this, when `anvil selftest` wrote
+// none) that programs of at most `bytes` weight bytes compile, a larger one having been refused. Best effort:
+// a cache that cannot be written only costs the next run the refused compile again.
+void record_program_weight_limit(const compile_options& options, const std::string& architecture,
+                                 std::size_t bytes);
 
 // The capability record for this OS build and chip, if `anvil selftest` wrote one, decides each op's
 // lowering; otherwise the conservative defaults for the chip do. compile_options::ane_lowering overrides come
 // last.
-lowering_choices choices_for(const compile_options& options, const std::string& architecture);
+lowering_choices choices_for(const compile_options& options, const std::string& architecture,
+                             int macos_major = 0);
 
 }  // namespace anvil::detail::ane
 
@@ -10132,9 +10192,9 @@ struct encoder_layer_names {
                                                       std::int64_t index, const std::string& prefix = "");
 
 // A padding mask [B, S] (1 = token, 0 = padding) as the additive mask [B, 1, 1, S] that broadcasts over heads
-// and queries. Hugging Face adds float32's lowest value; fp16's lowest (-65504) gives the same softmax in
-// fp32 (either way exp underflows to exactly 0) and stays finite in fp16, where float32's lowest would round
-// to -inf and 0 * -inf to NaN.
+// and queries, with anvil::masked_score (-1e4, core/masking.hpp) at the padding. Hugging Face adds float32's
+// lowest value; -1e4 gives the same softmax in fp32 (either way exp underflows to exactly 0) and keeps
+// score + mask finite in fp16, where float32's lowest would round to -inf and 0 * -inf to NaN.
 [[nodiscard]] tensor<float> additive_padding_mask(const tensor<float>& padding_mask);
 
 // The encoder stack over hidden states [B, S, hidden] with an additive mask that broadcasts to the scores
@@ -11388,6 +11448,12 @@ struct foundation_functions {
     objc_id (*NSTemporaryDirectory)() = nullptr;
 };
 
+// libSystem: the OS version decides the MIL dialect (RUNTIME.md §0b #18), and a simulated Mac reports its
+// own.
+struct system_library_functions {
+    int (*sysctlbyname)(const char*, void*, std::size_t*, void*, std::size_t) = nullptr;
+};
+
 // The AppleNeuralEngine classes (RUNTIME.md §1); `device_info` may be null (it is optional).
 struct framework_classes {
     class_handle in_memory_model_descriptor = nullptr;  // _ANEInMemoryModelDescriptor
@@ -11437,6 +11503,7 @@ struct library_handles {
     void* core_foundation = nullptr;
     void* io_surface = nullptr;
     void* foundation = nullptr;
+    void* system = nullptr;
     void* framework = nullptr;
 };
 
@@ -11463,6 +11530,7 @@ public:
     core_foundation_functions cf;
     io_surface_functions surface;
     foundation_functions foundation;
+    system_library_functions libsystem;
 
     // The values of the CF data symbols, read at use (kCFAllocatorDefault is NULL on a Mac).
     [[nodiscard]] objc_id default_allocator() const noexcept {
@@ -11513,6 +11581,7 @@ protected:
           cf(system.cf),
           surface(system.surface),
           foundation(system.foundation),
+          libsystem(system.libsystem),
           simulated_(system.simulated_),
           bridge_(std::move(bridge)),
           changed_api_(std::move(changed_api)) {}
@@ -11644,7 +11713,7 @@ private:
             library_ = simulator;
             void* handle = open_library(simulator, "the ANE simulator named by ANVIL_ANE_SIM", "ANE bridge");
             simulator_handle_ = handle;
-            handles = {handle, handle, handle, handle, handle};
+            handles = {handle, handle, handle, handle, handle, handle};
         } else {
 #if defined(__APPLE__)
             library_ = "/usr/lib/libobjc.A.dylib";
@@ -11656,6 +11725,7 @@ private:
                                               "IOSurface", "ANE bridge");
             handles.foundation = open_library("/System/Library/Frameworks/Foundation.framework/Foundation",
                                               "Foundation", "ANE bridge");
+            handles.system = open_library("/usr/lib/libSystem.B.dylib", "libSystem", "ANE bridge");
 #else
             throw unsupported_error(runtime_detail::no_engine_message);
 #endif
@@ -11728,6 +11798,7 @@ private:
         ANVIL_ANE_RESOLVE(h.io_surface, surface, IOSurfaceGetBytesPerRow);
 
         ANVIL_ANE_RESOLVE(h.foundation, foundation, NSTemporaryDirectory);
+        ANVIL_ANE_RESOLVE(h.system, libsystem, sysctlbyname);
 #undef ANVIL_ANE_RESOLVE
 #else
         (void)h;
@@ -12300,7 +12371,21 @@ struct device_info {
     bool known = false;        // _ANEDeviceInfo answered; false: the chip is unknown (RUNTIME.md §0 #14)
     std::string architecture;  // "h16g" for M4, ...; empty when unknown
     unsigned cores = 0;
+    int macos_major = 0;  // kern.osproductversion's major version ("15.1" -> 15); 0 when unknown
 };
+
+// The macOS major version the framework runs on, from libSystem's kern.osproductversion (the simulator
+// reports its own): the ios18 dialect needs macOS 15 (RUNTIME.md §0b #18). 0 when it cannot be read.
+inline int macos_major_version() {
+    const runtime& rt = runtime::get();
+    char text[64] = {};
+    std::size_t size = sizeof text - 1;
+    if (rt.libsystem.sysctlbyname("kern.osproductversion", text, &size, nullptr, 0) != 0) return 0;
+    int major = 0;
+    for (const char* c = text; *c >= '0' && *c <= '9' && major < 1000; ++c)
+        major = major * 10 + (*c - '0');
+    return major;
+}
 
 // +[_ANEDeviceInfo hasANE / aneArchitectureType / numANECores], each where the framework has it. The class is
 // optional: no working codebase but one queries it, so without it the framework's presence is taken to mean
@@ -12308,6 +12393,7 @@ struct device_info {
 inline device_info query_device() {
     const runtime& rt = runtime::get();
     device_info info;
+    info.macos_major = macos_major_version();
     // Looked up on every query rather than once at load: cheap, and a simulator told to drop the class
     // mid-process is believed.
     const objc_id cls = rt.classes.device_info != nullptr
@@ -12649,6 +12735,9 @@ inline std::vector<symbol_layout> read_symbols(objc_id symbols, objc_id live, co
 struct load_retry_policy {
     int attempts = 7;
     std::chrono::milliseconds first_delay{100};
+    // What is left of the backoff one program may spend, across every load of every form it is tried in
+    // (null: no cap); each delay is taken from it, and the tries stop when it is spent.
+    std::chrono::milliseconds* backoff_left = nullptr;
 };
 
 // `configured`, unless $ANVIL_ANE_LOAD_RETRY ("ATTEMPTS,FIRST_DELAY_MS", e.g. "7,100") overrides it: a test
@@ -12670,7 +12759,7 @@ inline load_retry_policy load_retry_from_environment(load_retry_policy configure
                     "of 0 to 60000 ms), got '",
                     text, "'"));
     }
-    return {static_cast<int>(attempts), std::chrono::milliseconds(delay)};
+    return {static_cast<int>(attempts), std::chrono::milliseconds(delay), configured.backoff_left};
 }
 
 // An exclusive flock on `<directory>.lock` for as long as it lives: two processes staging and compiling the
@@ -12811,13 +12900,16 @@ public:
 
     // Stages model.mil and weights/ — in the model-URL directory, cleared first as OMLX does so no file of an
     // earlier, interrupted compile stays beside them; else in <tmp>/<hex>/ — and compiles. The error carries
-    // the compiler's message and the MIL line it names. Afterwards this object keeps no copy of the weights
-    // (the compiler read them from the staged files; RUNTIME.md §0 #12).
-    void compile() {
+    // the compiler's message and the MIL line it names. The weights stay until the first load succeeds: a
+    // program that then fails to load (a stale cached compile) is staged and compiled again from them
+    // (RUNTIME.md §0b #22); afterwards no copy stays (§0 #12). `cache_locked`: the caller holds the
+    // directory_lock of the model-URL directory (flock locks of two open files conflict within one process
+    // too, so it is not taken again).
+    void compile(bool cache_locked = false) {
         const runtime& rt = runtime::get();
         std::optional<directory_lock> lock;
         if (!model_url_.empty()) {
-            lock.emplace(model_url_);
+            if (!cache_locked) lock.emplace(model_url_);
             std::error_code ignored;
             std::filesystem::remove_all(model_url_, ignored);
             write_model_directory(model_url_);
@@ -12827,19 +12919,13 @@ public:
         const autorelease_pool pool;
         const objc_object options = make_empty_dictionary();
         objc_id failure = nullptr;
-        if (rt.send(model(), rt.messages.compile_with_qos, ane_qos, options.get(), &failure)) {
-            weight_files_.clear();
-            return;
-        }
+        if (rt.send(model(), rt.messages.compile_with_qos, ane_qos, options.get(), &failure)) return;
         const std::string reason = framework_detail::failure_reason(failure);
         const auto mil = data_bytes(mil_data_.get(), "MIL text");
         const std::string_view mil_text(reinterpret_cast<const char*>(mil.data()), mil.size());
         throw error(message("ANE compile of program ", hex_, " failed: ", reason,
                             framework_detail::named_mil_line(reason, mil_text)));
     }
-
-    // A cached compile needs no staging: the weights need not be kept either.
-    void release_weight_copies() noexcept { weight_files_.clear(); }
 
     // loadWithQoS, retried with exponential backoff (load_retry_policy).
     void load(const load_retry_policy& retry = {}) {
@@ -12848,23 +12934,36 @@ public:
         std::string reason;
         const int attempts = std::max(1, retry.attempts);
         auto delay = retry.first_delay;
+        int tried = 0;
+        bool spent = false;
         for (int attempt = 0; attempt < attempts; ++attempt) {
             if (attempt > 0) {
-                std::this_thread::sleep_for(delay);
+                auto wait = delay;
+                if (retry.backoff_left != nullptr) {
+                    if (retry.backoff_left->count() <= 0) {
+                        spent = true;
+                        break;
+                    }
+                    wait = std::min(wait, *retry.backoff_left);
+                    *retry.backoff_left -= wait;
+                }
+                std::this_thread::sleep_for(wait);
                 delay *= 2;
             }
+            ++tried;
             const autorelease_pool pool;
             const objc_object options = make_empty_dictionary();
             objc_id failure = nullptr;
             if (rt.send(model(), rt.messages.load_with_qos, ane_qos, options.get(), &failure)) {
                 loaded_ = true;
+                weight_files_.clear();  // loaded: nothing will be staged again
                 return;
             }
             reason = framework_detail::failure_reason(failure);
         }
-        throw error(message("ANE load of program ", hex_, " failed after ", attempts,
-                            attempts == 1 ? " try" : " tries", " (backing off from ",
-                            retry.first_delay.count(), " ms): ", reason));
+        throw error(message("ANE load of program ", hex_, " failed after ", tried,
+                            tried == 1 ? " try" : " tries", " (backing off from ", retry.first_delay.count(),
+                            " ms", spent ? "; the program's backoff is spent" : "", "): ", reason));
     }
 
     [[nodiscard]] bool loaded() const noexcept { return loaded_; }
@@ -13048,16 +13147,21 @@ private:
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -13134,6 +13238,103 @@ private:
 #include <utility>
 #include <vector>
 
+// #include "anvil/backend/ane/mil_op_defaults.hpp"
+// anvil: the MIL op inputs coremltools writes when a caller leaves them out, with their defaults.
+// Core ML's ML Program parser refuses ops without them although its documentation calls them
+// optional (RUNTIME.md §0b #17), so mil_writer adds each one a lowering leaves out, on both routes.
+// Do not edit: rerun `python3 tools/make_mil_op_defaults.py` (from tools/ane-sim/mil_ops.json); its
+// `--check` (a test) fails when this is stale.
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+namespace anvil::detail::ane {
+
+// How a defaulted input's value is made.
+enum class mil_default_kind : std::uint8_t {
+    int32,                   // a scalar int32: `number`
+    boolean,                 // a scalar bool: `number` is 0 or 1
+    string,                  // a scalar string: `text`
+    floating,                // a scalar of the op's float type (its `x`'s): `number`
+    ones_per_spatial_axis,   // int32 [1] * (rank(x) - 2): strides and dilations
+    zeros_per_spatial_side,  // int32 [0] * 2 (rank(x) - 2): pads
+    every_axis,              // int32 range(rank(x)): layer_norm's axes
+};
+
+struct mil_default_input {
+    std::string_view op;
+    std::string_view name;
+    int since;  // the first opset (15 = ios15, ..., 18 = ios18) whose definition has the input
+    mil_default_kind kind;
+    double number;
+    std::string_view text;
+};
+
+inline constexpr std::array<mil_default_input, 60> mil_default_inputs{{
+    {"conv", "strides", 15, mil_default_kind::ones_per_spatial_axis, 0, ""},
+    {"conv", "pad_type", 15, mil_default_kind::string, 0, "valid"},
+    {"conv", "pad", 15, mil_default_kind::zeros_per_spatial_side, 0, ""},
+    {"conv", "dilations", 15, mil_default_kind::ones_per_spatial_axis, 0, ""},
+    {"conv", "groups", 15, mil_default_kind::int32, 1, ""},
+    {"conv_transpose", "pad", 15, mil_default_kind::zeros_per_spatial_side, 0, ""},
+    {"conv_transpose", "pad_type", 15, mil_default_kind::string, 0, "valid"},
+    {"conv_transpose", "strides", 15, mil_default_kind::ones_per_spatial_axis, 0, ""},
+    {"conv_transpose", "dilations", 15, mil_default_kind::ones_per_spatial_axis, 0, ""},
+    {"conv_transpose", "groups", 15, mil_default_kind::int32, 1, ""},
+    {"matmul", "transpose_x", 15, mil_default_kind::boolean, 0, ""},
+    {"matmul", "transpose_y", 15, mil_default_kind::boolean, 0, ""},
+    {"rsqrt", "epsilon", 15, mil_default_kind::floating, 1e-12, ""},
+    {"log", "epsilon", 15, mil_default_kind::floating, 1e-45, ""},
+    {"inverse", "epsilon", 15, mil_default_kind::floating, 0.0001, ""},
+    {"gelu", "mode", 15, mil_default_kind::string, 0, "EXACT"},
+    {"softmax", "axis", 15, mil_default_kind::int32, -1, ""},
+    {"layer_norm", "axes", 15, mil_default_kind::every_axis, 0, ""},
+    {"layer_norm", "epsilon", 15, mil_default_kind::floating, 1e-05, ""},
+    {"batch_norm", "epsilon", 15, mil_default_kind::floating, 1e-05, ""},
+    {"instance_norm", "epsilon", 15, mil_default_kind::floating, 1e-05, ""},
+    {"l2_norm", "epsilon", 15, mil_default_kind::floating, 1e-06, ""},
+    {"reduce_mean", "keep_dims", 15, mil_default_kind::boolean, 0, ""},
+    {"reduce_sum", "keep_dims", 15, mil_default_kind::boolean, 0, ""},
+    {"reduce_max", "keep_dims", 15, mil_default_kind::boolean, 0, ""},
+    {"reduce_min", "keep_dims", 15, mil_default_kind::boolean, 0, ""},
+    {"reduce_argmax", "axis", 15, mil_default_kind::int32, -1, ""},
+    {"reduce_argmax", "keep_dims", 15, mil_default_kind::boolean, 0, ""},
+    {"reduce_argmax", "output_dtype", 17, mil_default_kind::string, 0, "int32"},
+    {"concat", "interleave", 15, mil_default_kind::boolean, 0, ""},
+    {"pad", "mode", 15, mil_default_kind::string, 0, "constant"},
+    {"pad", "constant_val", 15, mil_default_kind::floating, 0.0, ""},
+    {"avg_pool", "exclude_padding_from_average", 15, mil_default_kind::boolean, 0, ""},
+    {"avg_pool", "strides", 15, mil_default_kind::ones_per_spatial_axis, 0, ""},
+    {"avg_pool", "pad", 15, mil_default_kind::zeros_per_spatial_side, 0, ""},
+    {"avg_pool", "ceil_mode", 15, mil_default_kind::boolean, 0, ""},
+    {"max_pool", "strides", 15, mil_default_kind::ones_per_spatial_axis, 0, ""},
+    {"max_pool", "pad", 15, mil_default_kind::zeros_per_spatial_side, 0, ""},
+    {"max_pool", "ceil_mode", 15, mil_default_kind::boolean, 0, ""},
+    {"upsample_nearest_neighbor", "scale_factor_height", 15, mil_default_kind::int32, 1, ""},
+    {"upsample_nearest_neighbor", "scale_factor_width", 15, mil_default_kind::int32, 1, ""},
+    {"upsample_bilinear", "scale_factor_height", 15, mil_default_kind::int32, 1, ""},
+    {"upsample_bilinear", "scale_factor_width", 15, mil_default_kind::int32, 1, ""},
+    {"upsample_bilinear", "align_corners", 15, mil_default_kind::boolean, 1, ""},
+    {"gather", "axis", 15, mil_default_kind::int32, 0, ""},
+    {"gather", "batch_dims", 16, mil_default_kind::int32, 0, ""},
+    {"gather", "validate_indices", 17, mil_default_kind::boolean, 0, ""},
+    {"gather_along_axis", "axis", 15, mil_default_kind::int32, 0, ""},
+    {"gather_along_axis", "validate_indices", 17, mil_default_kind::boolean, 0, ""},
+    {"band_part", "lower", 15, mil_default_kind::int32, -1, ""},
+    {"band_part", "upper", 15, mil_default_kind::int32, -1, ""},
+    {"cumsum", "axis", 15, mil_default_kind::int32, 0, ""},
+    {"cumsum", "exclusive", 15, mil_default_kind::boolean, 0, ""},
+    {"cumsum", "reverse", 15, mil_default_kind::boolean, 0, ""},
+    {"topk", "k", 15, mil_default_kind::int32, 1, ""},
+    {"topk", "axis", 15, mil_default_kind::int32, -1, ""},
+    {"topk", "ascending", 15, mil_default_kind::boolean, 0, ""},
+    {"topk", "sort", 16, mil_default_kind::boolean, 1, ""},
+    {"topk", "return_indices", 16, mil_default_kind::boolean, 1, ""},
+    {"topk", "output_indices_dtype", 17, mil_default_kind::string, 0, "int32"},
+}};
+
+}  // namespace anvil::detail::ane
 // #include "anvil/backend/ane/mil_program.hpp"
 // anvil: a MIL program in memory — one `main` function as the lowering built it, statement by statement, with
 // every const's value kept typed (not as text). Two writers read it: mil_text.hpp prints the MIL text the
@@ -13323,18 +13524,28 @@ inline std::string literal_text(mil_dialect dialect, std::string_view dtype,
 
 }  // namespace mil_text_detail
 
-// The whole program, returning `outputs` in this order.
-[[nodiscard]] inline std::string mil_text(const mil_function& function, std::span<const mil_ref> outputs) {
+// The whole program, returning `outputs` in this order. `weights_digest` (hex, of the weight files the
+// BLOBFILE consts name) goes into buildInfo as "anvil-weights-sha256": a program's compiled identity is
+// reported to come from its text alone (RUNTIME.md §0b #21: 64 layers with one text ran the first layer's
+// weights), so two programs that differ only in their weights must differ in their text. buildInfo's entries
+// are not validated strictly (RUNTIME.md §4: OMLX writes other ones).
+[[nodiscard]] inline std::string mil_text(const mil_function& function, std::span<const mil_ref> outputs,
+                                          std::string_view weights_digest = {}) {
     using namespace mil_text_detail;
     const mil_dialect dialect = function.dialect;
     const bool short_form = dialect == mil_dialect::ios18;
     const auto& values = function.values;
+    const std::string digest_entry = weights_digest.empty()
+                                         ? std::string()
+                                         : message(", {\"anvil-weights-sha256\", \"", weights_digest, "\"}");
     std::string out = short_form ? "program(1.3)\n" : "program(1.0)\n";
     out += short_form ? "[buildInfo = dict<string, string>({{\"coremlc-component-MIL\", \"3510.2.1\"}, "
                         "{\"coremlc-version\", \"3505.4.1\"}, {\"coremltools-component-milinternal\", \"\"}, "
-                        "{\"coremltools-version\", \"9.0\"}})]\n"
+                        "{\"coremltools-version\", \"9.0\"}" +
+                            digest_entry + "})]\n"
                       : "[buildInfo = dict<tensor<string, []>, tensor<string, []>>({{\"coremlc-version\", "
-                        "\"3505.4.1\"}})]\n";
+                        "\"3505.4.1\"}" +
+                            digest_entry + "})]\n";
     out += "{\n    func main<";
     out += short_form ? "ios18" : "ios16";
     out += ">(";
@@ -13507,6 +13718,7 @@ private:
 // #include "anvil/backend/ane/weight_file.hpp"
 // #include "anvil/core/error.hpp"
 // #include "anvil/core/half.hpp"
+// #include "anvil/core/sha256.hpp"
 
 namespace anvil::detail::ane {
 
@@ -13647,14 +13859,17 @@ public:
     }
 
     // A constexpr_* op's parameters (written in place, mil_program.hpp mil_literal): an fp16 tensor (inline
-    // below 10 elements, else a blob, as const_fp16); int8 or uint8 values (the same rule); values of a
+    // below 10 elements and rank 4, else a blob); int8 or uint8 values (the same rule); values of a
     // sub-byte type ("uint4", "uint6", ...), always a blob, packed LSB first; a scalar int32; a uint32
     // vector.
     mil_literal literal_fp16(std::vector<std::int64_t> shape, std::span<const half> values) {
         for (const half h : values)
             require_finite(h);
+        // An inline rank-4 scale is reported to fail on the private route (RUNTIME.md §0b #19): a parameter
+        // of rank 4 or more lives in the weight file, however small.
+        const bool inline_allowed = shape.size() < 4;
         mil_literal literal{"fp16", std::move(shape), {}};
-        if (values.size() < 10) {
+        if (values.size() < 10 && inline_allowed) {
             literal.value.kind = mil_constant_kind::fp16;
             literal.value.halves.assign(values.begin(), values.end());
         } else {
@@ -13722,7 +13937,8 @@ public:
         return ref;
     }
 
-    // An op with one result of `dtype` and `shape` (rank 0 = scalar).
+    // An op with one result of `dtype` and `shape` (rank 0 = scalar). Every input coremltools' definition
+    // gives a default that `arguments` leave out is added as a named const (mil_op_defaults.hpp).
     mil_ref op(std::string_view type, std::string_view base, std::vector<std::int64_t> shape,
                std::vector<mil_argument> arguments, std::string_view dtype = "fp16") {
         for (const auto& argument : arguments) {
@@ -13733,6 +13949,7 @@ public:
                 }
             }
         }
+        add_default_inputs(type, base, arguments);
         const mil_ref ref = new_value(std::string(base), std::string(dtype), std::move(shape), false);
         mil_statement statement;
         statement.result = ref;
@@ -13797,9 +14014,21 @@ public:
     // The function built so far: what both writers read.
     [[nodiscard]] const mil_function& function() const noexcept { return function_; }
 
-    // The whole program as MIL text, returning `outputs` in this order.
+    // The whole program as MIL text, returning `outputs` in this order, with a digest of its weight files
+    // in buildInfo (mil_text.hpp says why).
     [[nodiscard]] std::string text(std::span<const mil_ref> outputs) const {
-        return mil_text(function_, outputs);
+        return mil_text(function_, outputs, weights_digest());
+    }
+
+    // SHA-256 over every weight file's path and bytes, hex; empty when the program has none.
+    [[nodiscard]] std::string weights_digest() const {
+        if (blobs_.empty()) return {};
+        sha256 digest;
+        for (const auto& [path, blob] : blobs_) {
+            digest.update(path).update(message(":", blob.bytes().size(), ":"));
+            digest.update(std::span<const std::byte>(blob.bytes()));
+        }
+        return digest.finish_hex();
     }
 
     // How many statements apply op `type` (consts excluded).
@@ -13833,6 +14062,70 @@ private:
             throw unsupported_error(message("MIL text: ", what, " = ", number, " does not fit int32"));
         }
         return static_cast<std::int32_t>(number);
+    }
+
+    // Core ML's ML Program parser refuses an op that leaves out an input coremltools' definition gives a
+    // default, although its documentation calls them optional (RUNTIME.md §0b #17); coremltools writes them
+    // all, and so does this writer, on both routes, for the inputs this dialect's opset defines.
+    void add_default_inputs(std::string_view type, std::string_view base,
+                            std::vector<mil_argument>& arguments) {
+        const int opset = function_.dialect == mil_dialect::ios18 ? 18 : 16;
+        const auto given = [&](std::string_view name) {
+            return std::any_of(arguments.begin(), arguments.end(),
+                               [&](const mil_argument& a) { return a.name == name; });
+        };
+        const auto x = std::find_if(arguments.begin(), arguments.end(), [](const mil_argument& a) {
+            return a.name == "x" && a.values.size() == 1 && !a.tuple;
+        });
+        const mil_ref x_ref = x == arguments.end() ? no_result : x->values.front();
+        for (const mil_default_input& input : mil_default_inputs) {
+            if (input.op != type || input.since > opset || given(input.name)) continue;
+            const std::string name = message(base, "_", input.name);
+            const auto x_value = [&]() -> const mil_value& {
+                if (x_ref == no_result) {
+                    throw error(message("MIL writer: ", type, " leaves ", input.name,
+                                        " out, whose default depends on its x, which it does not give"));
+                }
+                return function_.values[x_ref];
+            };
+            const auto axes = [&](std::int64_t count, std::int64_t value, bool ascending) {
+                std::vector<std::int64_t> numbers(static_cast<std::size_t>(std::max<std::int64_t>(count, 0)));
+                for (std::size_t i = 0; i < numbers.size(); ++i)
+                    numbers[i] = ascending ? static_cast<std::int64_t>(i) : value;
+                return const_ints(name, numbers);
+            };
+            const auto spatial_rank = [&] { return static_cast<std::int64_t>(x_value().shape.size()) - 2; };
+            mil_ref value = no_result;
+            switch (input.kind) {
+                case mil_default_kind::int32:
+                    value = const_int(name, static_cast<std::int64_t>(input.number));
+                    break;
+                case mil_default_kind::boolean:
+                    value = const_bool(name, input.number != 0.0);
+                    break;
+                case mil_default_kind::string:
+                    value = const_string(name, input.text);
+                    break;
+                case mil_default_kind::floating:
+                    if (x_value().dtype != "fp16") {
+                        throw unsupported_error(message("MIL writer: ", type, " leaves ", input.name,
+                                                        " out, and its x is ", x_value().dtype,
+                                                        "; only fp16 defaults are written"));
+                    }
+                    value = const_fp16_scalar(name, static_cast<float>(input.number));
+                    break;
+                case mil_default_kind::ones_per_spatial_axis:
+                    value = axes(spatial_rank(), 1, false);
+                    break;
+                case mil_default_kind::zeros_per_spatial_side:
+                    value = axes(2 * spatial_rank(), 0, false);
+                    break;
+                case mil_default_kind::every_axis:
+                    value = axes(static_cast<std::int64_t>(x_value().shape.size()), 0, true);
+                    break;
+            }
+            arguments.push_back({std::string(input.name), {value}});
+        }
     }
 
     void require_state(mil_ref state, std::string_view op_type) const {
@@ -14096,7 +14389,7 @@ struct lowering_options {
     std::int64_t max_dimension =
         16384;  // per axis of every tensor (CONSTRAINTS.md; 65536 on A16/M2 and later)
     std::int64_t softmax_max_axis = 8192;  // longer softmax axes are decomposed (RUNTIME.md §6)
-    bool one_file_per_weight = false;      // one blob file per constant (M1 rejected multi-blob files, §5)
+    bool one_file_per_weight = false;      // one blob file per constant (the `weight_files` feature, §0 #15)
     lowering_choices choices = unrestricted_choices();
     // Segment inputs declared as Core ML states rather than inputs (device::coreml on macOS 15: resident
     // inputs, such as KV caches, that Core ML keeps in MLState buffers the host writes in place). Needs the
@@ -14107,6 +14400,13 @@ struct lowering_options {
     // routes (the private path lowers a segment again without them when its compiler refuses them: public
     // code shows it int8 constexpr ops only, RUNTIME.md §4). Off: folded into fp16 weights.
     bool compressed_weights = false;
+    // With compressed_weights, whether palettes stay compressed too (the private route's `palette` feature
+    // expands them to fp16 on the host when neither of its forms held on this Neural Engine).
+    bool compressed_palettes = true;
+    // The program is one Core ML program to ship (export_mlpackage): Core ML places each op itself, on the
+    // CPU where the Neural Engine refuses it (COREML.md §4.1), so what only the private compiler refuses — a
+    // conv kernel 16 or wider (RUNTIME.md §0 #7, §0b #26) — is written as the plain op, never refused.
+    bool core_ml_program = false;
 
     [[nodiscard]] lowering_variant variant(lowering_feature f) const { return choices.of(f); }
     [[nodiscard]] bool native(lowering_feature f) const { return choices.of(f) == lowering_variant::native; }
@@ -14124,6 +14424,24 @@ inline constexpr std::int64_t io_width_granule = 32;
 }
 
 enum class placement : std::uint8_t { native, decomposed, host_only };
+
+// A non-overlapping patch conv, as ViT, DeiT, CLIP and SigLIP embed their patches: kernel = stride, no
+// padding, no dilation, one group, a kernel wider than 1x1 (x [N, C, H, W], weight [O, C, P, Q]). It is a
+// space-to-depth rearrangement and a 1x1 conv (RUNTIME.md §0b #26), lowered so for every patch size
+// (lowering_ops.hpp patch_conv_input) as long as each extent of the rearrangement fits max_dimension.
+[[nodiscard]] inline bool is_patch_conv(const node& n, const dims& x, const dims& w,
+                                        const lowering_options& options) {
+    const attributes& a = n.attrs;
+    if (a.groups != 1 || w[2] * w[3] == 1 || a.stride[0] != w[2] || a.stride[1] != w[3]) return false;
+    for (const std::int64_t pad : a.padding)
+        if (pad != 0) return false;
+    for (const std::int64_t dilation : a.dilation)
+        if (dilation != 1) return false;
+    const std::int64_t rows = x[2] / w[2], columns = x[3] / w[3];
+    for (const std::int64_t extent : {x[0] * x[1], rows, columns, x[1] * w[2] * w[3]})
+        if (extent < 1 || extent > options.max_dimension) return false;
+    return true;
+}
 
 struct support_result {
     placement where = placement::native;
@@ -14499,11 +14817,19 @@ inline std::string on_cpu_by_choice(lowering_feature f, const lowering_options& 
                 return host(message(name, ": the weight is not constant (conv needs a const weight here)"));
             if (n.inputs.size() > 2 && !constant(2)) return host(message(name, ": the bias is not constant"));
             const dims& w = x_shape(1);
+            if (is_patch_conv(n, x_shape(0), w, options)) {
+                return {placement::decomposed,
+                        message("a ", w[2], "x", w[3],
+                                " patch conv (kernel = stride, no padding) as a space-to-depth reshape and "
+                                "transpose and a 1x1 conv (RUNTIME.md §0b #26)")};
+            }
             // Width 16 or more fails at every padding and grouping (EAB); ironmill caps kernels at 16x16.
-            if (w[3] >= 16 || w[2] > 16) {
+            // Only the private compiler's rule: Core ML places such a conv itself (RUNTIME.md §0b #26).
+            if ((w[3] >= 16 || w[2] > 16) && !options.core_ml_program) {
                 return host(message(name, ": a ", w[2], "x", w[3],
                                     " kernel; conv kernels 16 or wider (or taller than 16) fail to compile "
-                                    "(RUNTIME.md §0 #7)"));
+                                    "(RUNTIME.md §0 #7), and only a patch conv (kernel = stride, no "
+                                    "padding) is rewritten as a 1x1 conv"));
             }
             return {placement::native, {}};
         }
@@ -14692,6 +15018,7 @@ inline std::string on_cpu_by_choice(lowering_feature f, const lowering_options& 
 }
 
 }  // namespace anvil::detail::ane
+// #include "anvil/core/masking.hpp"
 // #include "anvil/graph/graph.hpp"
 
 namespace anvil::detail::ane {
@@ -14700,9 +15027,8 @@ using mil_shape = std::vector<std::int64_t>;
 
 enum class value_layout : std::uint8_t { logical, channels_first };
 
-// The finite stand-in for a masked score (ANE-T's -1e4; -inf misbehaves in the ANE's softmax, MIL.md §2.3).
-inline constexpr float masked_score = -1.0e4f;
-
+// A constant as fp16. Part of an additive mask (`mask`), values below anvil::masked_score (-1e4) become it,
+// so score + mask stays finite and the softmax after it gets no -inf (core/masking.hpp says why).
 [[nodiscard]] inline half to_fp16(float value, bool mask = false) {
     if (mask && value < masked_score) value = masked_score;
     // fp16 overflows past 65504; constants saturate rather than become literal infinities.
@@ -14842,7 +15168,7 @@ public:
             const std::vector<float> values = constant_values(id);
             const surface_extents s = surface_extents_of(ir_shape(id));
             result = fp16_const(base(id) + "_cf", channels_first_shape(ir_shape(id)),
-                                transpose_rows(values, s.positions, s.channels));
+                                transpose_rows(values, s.positions, s.channels), holds_mask(id));
         } else {
             result = swap_channels(rows(id), base(id) + "_cf");
         }
@@ -14936,6 +15262,16 @@ public:
         return mil_.const_fp16(name, shape, fp16_values(values, mask));
     }
 
+    // Whether value `id` is part of an additive mask: it reaches a softmax's input, or an attention's mask,
+    // through elementwise and data-movement ops only. Exported graphs build masks so — PyTorch's
+    // (1 - m) * finfo(float32).min, where(causal, scores, finfo.min) — and fp16 would saturate those
+    // constants to -65504, which overflows to -inf once added to a score below -16: such constants are
+    // lowered with to_fp16's mask clamp, whatever family or importer built them (RUNTIME.md §0b #24).
+    bool holds_mask(value_id id) {
+        if (mask_values_.empty()) mark_masks();
+        return mask_values_.at(id);
+    }
+
     const std::vector<float>& constant_values(value_id id) {
         auto found = constant_cache_.find(id);
         if (found == constant_cache_.end())
@@ -14950,8 +15286,9 @@ public:
         const std::string suffix = at(id).name.empty() ? "" : "_" + at(id).name;
         const std::optional<mil_ref> compressed =
             options_.compressed_weights ? compressed_constant(id, shape, base(id) + suffix) : std::nullopt;
-        const mil_ref ref =
-            compressed ? *compressed : fp16_const(base(id) + suffix, shape, constant_values(id));
+        const mil_ref ref = compressed
+                                ? *compressed
+                                : fp16_const(base(id) + suffix, shape, constant_values(id), holds_mask(id));
         constant_forms_.emplace(key, ref);
         return ref;
     }
@@ -14967,6 +15304,7 @@ public:
     std::optional<mil_ref> compressed_constant(value_id id, const mil_shape& shape, const std::string& name) {
         const node& n = at(id);
         if (n.kind != op::dequantize_int8 && n.kind != op::dequantize_lut) return std::nullopt;
+        if (n.kind == op::dequantize_lut && !options_.compressed_palettes) return std::nullopt;
         for (const value_id input : n.inputs)
             if (at(input).kind != op::constant) return std::nullopt;
         const dims& ir = at(n.inputs[0]).result.shape;
@@ -15138,6 +15476,28 @@ private:
         std::optional<mil_ref> logical, rows, channels_first;
     };
 
+    void mark_masks() {
+        mask_values_.assign(body_.nodes.size(), false);
+        std::vector<value_id> pending;
+        for (const node& n : body_.nodes) {
+            if (n.kind == op::softmax) pending.insert(pending.end(), n.inputs.begin(), n.inputs.end());
+            if (n.kind == op::attention && n.inputs.size() > 3) pending.push_back(n.inputs[3]);
+        }
+        while (!pending.empty()) {
+            const value_id v = pending.back();
+            pending.pop_back();
+            if (mask_values_.at(v)) continue;
+            mask_values_[v] = true;
+            const node& n = at(v);
+            const op_category category = info(n.kind).category;
+            const bool passes = category == op_category::unary || category == op_category::binary ||
+                                category == op_category::ternary || category == op_category::fused ||
+                                n.kind == op::cast || n.kind == op::reshape || n.kind == op::permute ||
+                                n.kind == op::slice || n.kind == op::concat || n.kind == op::pad;
+            if (passes) pending.insert(pending.end(), n.inputs.begin(), n.inputs.end());
+        }
+    }
+
     const graph_body& body_;
     const lowering_options& options_;
     mil_writer mil_;
@@ -15146,6 +15506,7 @@ private:
     std::unordered_map<value_id, std::string> bases_;
     std::unordered_map<value_id, std::vector<float>> constant_cache_;
     std::map<std::pair<value_id, mil_shape>, mil_ref> constant_forms_;
+    std::vector<bool> mask_values_;  // by value id, once holds_mask is first asked
 };
 
 }  // namespace anvil::detail::ane
@@ -15341,20 +15702,23 @@ inline value_layout elementwise_layout(segment_lowering& L, std::span<const valu
                                                                : value_layout::logical;
 }
 
-// The operands of an elementwise node in `layout`: constants as scalars, [1, C, 1, 1] or full-shape weights.
+// The operands of an elementwise node in `layout`: constants as scalars, [1, C, 1, 1] or full-shape weights
+// (a mask's with headroom, segment_lowering::holds_mask).
 inline std::vector<mil_ref> elementwise_operands(segment_lowering& L, std::span<const value_id> operands,
                                                  const dims& result, value_layout layout,
-                                                 const std::string& name, bool mask_operand_last = false) {
+                                                 const std::string& name) {
     std::vector<mil_ref> refs;
     bool all_constant = true;
     for (const value_id v : operands)
         all_constant = all_constant && L.is_constant(v);
     for (std::size_t i = 0; i < operands.size(); ++i) {
         const value_id v = operands[i];
-        const bool mask = mask_operand_last && i + 1 == operands.size();
         if (!L.is_constant(v)) {
             refs.push_back(L.form(v, layout));
-        } else if (all_constant && i == 0) {
+            continue;
+        }
+        const bool mask = L.holds_mask(v);
+        if (all_constant && i == 0) {
             // Something must carry the full shape.
             const mil_shape full = segment_lowering::logical_shape(result);
             const dims& shape = L.ir_shape(v);
@@ -15469,6 +15833,37 @@ inline mil_ref softmax(segment_lowering& L, mil_ref x, std::size_t axis, const s
     return L.binary("real_div", exponent, total, name);
 }
 
+// The largest intermediate a product without matmul builds: its broadcast mul holds every term of the sum
+// ([..., M, K, N]), 288 MB per head for Whisper's encoder (1500 x 64 x 1500 fp16; RUNTIME.md §0b), far past
+// what the ANE's ~32 MB of SRAM holds (§6). Past this the rows of `a` are taken a tile at a time.
+inline constexpr std::int64_t max_product_terms_bytes = std::int64_t{4} << 20;
+
+// How many rows of a [batch..., M, K] x [batch..., K, N] product to take at once so that the tile's terms
+// stay under max_product_terms_bytes (at least one row).
+inline std::int64_t product_tile_rows(const mil_shape& batch, std::int64_t m, std::int64_t k,
+                                      std::int64_t n) {
+    std::int64_t row_bytes = 2 * k * n;
+    for (const std::int64_t extent : batch)
+        row_bytes *= extent;
+    return std::clamp<std::int64_t>(max_product_terms_bytes / std::max<std::int64_t>(row_bytes, 1), 1, m);
+}
+
+// `part(x, name)` when `tile` covers x's extent along `axis`; else `part` of each slice of `tile` along it,
+// the results concatenated along it again (named `name`).
+template <class Part>
+mil_ref in_tiles(segment_lowering& L, mil_ref x, std::size_t axis, std::int64_t tile, const std::string& name,
+                 Part&& part) {
+    const std::int64_t extent = L.mil().shape(x)[axis];
+    if (tile >= extent) return part(x, name);
+    std::vector<mil_ref> tiles;
+    for (std::int64_t first = 0; first < extent; first += tile) {
+        const std::string tile_name = message(name, "_from", first);
+        tiles.push_back(
+            part(L.slice_axis(x, axis, first, std::min(extent, first + tile), tile_name), tile_name));
+    }
+    return L.concat(tiles, axis, name);
+}
+
 // a @ b as a broadcast mul and a reduce_sum, for chips without matmul (RUNTIME.md §0 #4): [..., M, K] and
 // [..., K, N] gain an axis, [..., M, K, 1] * [..., 1, K, N] sums over K; with b transposed ([..., N, K]),
 // [..., M, 1, K] * [..., 1, N, K] sums over the last axis. Batch axes broadcast as matmul's do.
@@ -15498,16 +15893,22 @@ inline mil_ref product_by_reduction(segment_lowering& L, mil_ref a, mil_ref b, b
     }
     const mil_ref a_wide = L.reshape(a, a_shape, name + "_a", true);
     const mil_ref b_wide = L.reshape(b, b_shape, name + "_b", true);
-    const mil_ref products = L.binary("mul", a_wide, b_wide, name + "_products");
-    mil_shape summed = mil.shape(products);
-    const std::size_t axis = transpose_b ? summed.size() - 1 : summed.size() - 2;
-    summed[axis] = 1;
-    const mil_ref sums = mil.op(
-        "reduce_sum", name + "_sums", summed,
-        {{"axes",
-          {mil.const_ints(name + "_sums_axes", std::vector<std::int64_t>{static_cast<std::int64_t>(axis)})}},
-         {"keep_dims", {mil.const_bool(name + "_sums_keep_dims", true)}},
-         {"x", {products}}});
+    // The products of `rows` rows of a at once: [..., rows, K, N] (or [..., rows, N, K]), summed over K.
+    const std::size_t row_axis = a_shape.size() - 3;
+    const std::size_t axis = transpose_b ? a_shape.size() - 1 : a_shape.size() - 2;
+    const auto product_rows = [&](mil_ref rows, const std::string& part) {
+        const mil_ref products = L.binary("mul", rows, b_wide, part + "_products");
+        mil_shape summed = mil.shape(products);
+        summed[axis] = 1;
+        return mil.op(
+            "reduce_sum", part, summed,
+            {{"axes",
+              {mil.const_ints(part + "_axes", std::vector<std::int64_t>{static_cast<std::int64_t>(axis)})}},
+             {"keep_dims", {mil.const_bool(part + "_keep_dims", true)}},
+             {"x", {products}}});
+    };
+    const mil_ref sums =
+        in_tiles(L, a_wide, row_axis, product_tile_rows(batch, m, k, n), name + "_sums", product_rows);
     mil_shape out = batch;
     out.insert(out.end(), {m, n});
     return L.reshape(sums, out, name, true);
@@ -15547,11 +15948,17 @@ inline mil_ref channel_product(segment_lowering& L, mil_ref x, mil_ref y, const 
     }
     const mil_ref columns = L.reshape(x, {1, channels, inner, 1}, name + "_x");
     const mil_ref rows = L.reshape(y, {1, 1, inner, width}, name + "_y");
-    const mil_ref products = L.binary("mul", columns, rows, name + "_products");
-    return mil.op("reduce_sum", name, out,
-                  {{"axes", {mil.const_ints(name + "_axes", std::vector<std::int64_t>{2})}},
-                   {"keep_dims", {mil.const_bool(name + "_keep_dims", true)}},
-                   {"x", {products}}});
+    const auto product_channels = [&](mil_ref part_columns, const std::string& part) {
+        const mil_ref products = L.binary("mul", part_columns, rows, part + "_products");
+        mil_shape summed = mil.shape(products);
+        summed[2] = 1;
+        return mil.op("reduce_sum", part, summed,
+                      {{"axes", {mil.const_ints(part + "_axes", std::vector<std::int64_t>{2})}},
+                       {"keep_dims", {mil.const_bool(part + "_keep_dims", true)}},
+                       {"x", {products}}});
+    };
+    // The terms [1, C, W, U] a few MB at a time, channels being the product's rows (product_tile_rows).
+    return in_tiles(L, columns, 1, product_tile_rows({}, channels, inner, width), name, product_channels);
 }
 
 }  // namespace lowering_detail
@@ -15601,6 +16008,27 @@ inline void lower_linear(segment_lowering& L, value_id id) {
     L.set_form(id, value_layout::logical, out);
 }
 
+// A patch conv (support.hpp is_patch_conv) as a space-to-depth rearrangement and a 1x1 conv (RUNTIME.md §0b
+// #26; aneforge lowers ViT's so): x [N, C, H, W] as [N * C, H / P, P, W / Q, Q] — rank 5, the ANE's limit —
+// transposed to [N * C, P, Q, H / P, W / Q] is [N, C * P * Q, H / P, W / Q], whose channel c * P * Q + i * Q
+// + j holds pixel (i, j) of channel c's patches: the order of the weight [O, C, P, Q] read as [O, C * P * Q,
+// 1, 1], so the weights need no reordering. Both routes lower it so: on the private one a kernel 16 or wider
+// fails to compile (§0 #7), and through Core ML the rearrangement keeps the conv on the Neural Engine instead
+// of leaving a wide kernel to Core ML's placement, with one lowering for device::coreml and the package
+// shipped.
+inline mil_ref patch_conv_input(segment_lowering& L, const node& n, const std::string& name) {
+    const dims& x = L.ir_shape(n.inputs[0]);
+    const dims& w = L.ir_shape(n.inputs[1]);
+    const std::int64_t batch = x[0], channels = x[1], p = w[2], q = w[3];
+    const std::int64_t rows = x[2] / p, columns = x[3] / q;
+    mil_ref input = L.logical(n.inputs[0]);
+    if (rows * p != x[2] || columns * q != x[3])  // the rows and columns past the last whole patch are unread
+        input = L.slice(input, {0, 0, 0, 0}, {batch, channels, rows * p, columns * q}, name + "_whole");
+    const mil_ref patches = L.reshape(input, {batch * channels, rows, p, columns, q}, name + "_patches");
+    const mil_ref moved = L.transpose(patches, std::vector<std::int64_t>{0, 2, 4, 1, 3}, name + "_moved");
+    return L.reshape(moved, {batch, channels * p * q, rows, columns}, name + "_depth");
+}
+
 inline void lower_conv2d(segment_lowering& L, value_id id) {
     using namespace lowering_detail;
     const node& n = L.at(id);
@@ -15609,11 +16037,18 @@ inline void lower_conv2d(segment_lowering& L, value_id id) {
     const attributes& a = n.attrs;
     const bool has_bias = n.inputs.size() > 2;
     const dims& w = L.ir_shape(n.inputs[1]);
-    std::vector<mil_argument> args = conv_parameters(L, name, {a.stride[0], a.stride[1]},
-                                                     {a.padding[0], a.padding[1], a.padding[2], a.padding[3]},
-                                                     {a.dilation[0], a.dilation[1]}, a.groups, "custom");
-    args.push_back({"weight", {L.constant(n.inputs[1], {w[0], w[1], w[2], w[3]})}});
-    args.push_back({"x", {L.logical(n.inputs[0])}});
+    std::vector<mil_argument> args;
+    if (is_patch_conv(n, L.ir_shape(n.inputs[0]), w, L.options())) {
+        args = conv_parameters(L, name, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1, "custom");
+        args.push_back({"weight", {L.constant(n.inputs[1], {w[0], w[1] * w[2] * w[3], 1, 1})}});
+        args.push_back({"x", {patch_conv_input(L, n, name)}});
+    } else {
+        args = conv_parameters(L, name, {a.stride[0], a.stride[1]},
+                               {a.padding[0], a.padding[1], a.padding[2], a.padding[3]},
+                               {a.dilation[0], a.dilation[1]}, a.groups, "custom");
+        args.push_back({"weight", {L.constant(n.inputs[1], {w[0], w[1], w[2], w[3]})}});
+        args.push_back({"x", {L.logical(n.inputs[0])}});
+    }
     mil_ref out = mil.op("conv", has_bias ? name + "_conv" : name,
                          segment_lowering::logical_shape(n.result.shape), std::move(args));
     if (has_bias) {
@@ -15857,7 +16292,7 @@ inline void lower_softmax(segment_lowering& L, value_id id) {
     if (n.inputs.size() > 1) operands.push_back(n.inputs[1]);
     value_layout layout = elementwise_layout(L, operands, shape);
     if (axis + 1 != shape.rank()) layout = value_layout::logical;
-    std::vector<mil_ref> values = elementwise_operands(L, operands, shape, layout, name, true);
+    std::vector<mil_ref> values = elementwise_operands(L, operands, shape, layout, name);
     mil_ref x = values[0];
     if (values.size() > 1) x = L.binary("add", x, values[1], name + "_masked");
     L.set_form(id, layout,
@@ -20965,6 +21400,8 @@ inline void gemm_int8_reference(std::int64_t m, std::int64_t n, std::int64_t k, 
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#elif defined(__aarch64__) && defined(__ARM_NEON)
+#include <arm_neon.h>
 #endif
 
 #if defined(__GNUC__) || defined(__clang__)
@@ -21309,7 +21746,8 @@ struct gemm_rows_decoder {
 
 // The portable version, with vector extensions that Clang turns into NEON's widening moves on arm64 (GCC
 // on x86 converts lane by lane: there the AVX2 and AVX-512 versions run instead). f16 converts in
-// hardware on arm64 (_Float16), through anvil's scalar conversion elsewhere.
+// hardware on arm64 (FCVT: __fp16 and NEON's intrinsics, which GCC and Clang share; g++ 12 has no _Float16 in
+// C++), through anvil's scalar conversion elsewhere.
 struct gemm_rows_portable_isa {
     typedef gemm_isa_portable::vec vec;
     static constexpr int width = gemm_isa_portable::width;
@@ -21329,8 +21767,8 @@ struct gemm_rows_portable_isa {
         return out;
     }
     ANVIL_DETAIL_ROWS_INLINE static float half_to_float(const std::byte* at) noexcept {
-#if defined(__aarch64__)
-        _Float16 value;
+#if defined(__aarch64__) && defined(__ARM_NEON)
+        __fp16 value;
         std::memcpy(&value, at, 2);
         return static_cast<float>(value);
 #else
@@ -21340,11 +21778,10 @@ struct gemm_rows_portable_isa {
 #endif
     }
     ANVIL_DETAIL_ROWS_INLINE static void halves_to_floats(const std::byte* at, vec& out) noexcept {
-#if defined(__aarch64__)
-        typedef _Float16 four_halves __attribute__((vector_size(8)));
-        four_halves raw;
-        std::memcpy(&raw, at, sizeof raw);
-        out = __builtin_convertvector(raw, vec);
+#if defined(__aarch64__) && defined(__ARM_NEON)
+        const float32x4_t floats =
+            vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(reinterpret_cast<const std::uint8_t*>(at))));
+        std::memcpy(&out, &floats, sizeof out);
 #else
         out = from_lanes([&](int lane) { return half_to_float(at + 2 * lane); });
 #endif
@@ -26010,6 +26447,16 @@ inline constexpr std::size_t surface_granule = std::size_t{16} << 10;
     return sub;
 }
 
+// Core ML runs matmul and einsum on the Neural Engine of every chip, M1/M2 included (RUNTIME.md §0b #25: the
+// refusal there is the private compiler's; ml-ane-transformers and ANEMLL ship such models): a Core ML
+// program keeps products of computed tensors native, unless compile_options::ane_lowering says otherwise.
+inline void core_ml_products(lowering_choices& choices, const std::map<std::string, std::string>& overrides) {
+    if (overrides.contains("matmul") || choices.of(lowering_feature::matmul) == lowering_variant::native)
+        return;
+    choices.set(lowering_feature::matmul, lowering_variant::native);
+    choices.source += "; matmul native, as Core ML runs it on every chip";
+}
+
 // The dialect: the one asked for, else the lowering choices' (ios18 on chips known to take it, ios16 on M1/M2
 // and on chips of unknown kind, RUNTIME.md §4).
 inline mil_dialect choose_dialect(mil_version requested, const lowering_choices& choices) {
@@ -26072,14 +26519,14 @@ public:
                             runtime::get().library(), ")"));
             }
             architecture_ = device.architecture;
+            macos_major_ = device.macos_major;
             cache_root_ = cache_root(options.cache_dir);
         }
         choose_lowering_for(options);
         if (on_coreml()) states_supported_ = coreml::coreml_model::supports_states();
         // Compressed after tiling, so a tile of a wide weight is compressed on its own.
-        body_ = compress_weights(
-            tile_wide_linears(body, lowering_.max_dimension, options.ane_max_program_weight_bytes),
-            options.weight_compression);
+        body_ = compress_weights(tile_wide_linears(body, lowering_.max_dimension, program_weight_limit()),
+                                 options.weight_compression);
         for (std::size_t id = 0; id < body_.nodes.size(); ++id) {
             const node& n = body_.nodes[id];
             if (n.kind != op::input) continue;
@@ -26097,7 +26544,7 @@ public:
         }
 
         partition_limits limits;
-        limits.max_program_weight_bytes = options.ane_max_program_weight_bytes;
+        limits.max_program_weight_bytes = program_weight_limit();
         partition_result parts = partition(body_, lowering_, options.strict_device, limits);
         for (const auto& fallback : parts.fallbacks)
             placement_.host_nodes.push_back(
@@ -26107,7 +26554,11 @@ public:
         std::vector<planned_segment> plan = plan_segments(std::move(parts.segments));
 
         std::size_t ane_index = 0;
-        for (auto& planned : plan) {
+        std::size_t largest_after_split =
+            0;  // weight bytes of the largest program that compiled after a split
+        bool split = false;
+        for (std::size_t p = 0; p < plan.size(); ++p) {
+            planned_segment& planned = plan[p];
             step s;
             s.device = planned.seg.device;
             s.inputs = planned.seg.inputs;
@@ -26122,12 +26573,32 @@ public:
                 report.weight_bytes = segment_weight_bytes(body_, planned.seg.nodes);
                 const std::size_t index = ane_index++;
                 try {
+                    // A program past the smallest weight limit reported is split before other forms are
+                    // tried: a size refusal would refuse every form again, a compile each.
+                    const bool forms_first = report.weight_bytes <= smallest_reported_weight_limit ||
+                                             weighted_nodes(planned.seg) < 2;
                     s.ane = on_coreml() ? build_coreml_step(planned.seg, std::move(*planned.lowered), index)
-                                        : build_private_step(planned.seg, std::move(*planned.lowered), index);
+                                        : build_private_step(planned.seg, std::move(*planned.lowered), index,
+                                                             forms_first);
                     report.device = on_coreml() ? "coreml" : "ane";
                     report.cached = s.ane->cached;
                     if (!s.ane->placement_note.empty()) report.reason = s.ane->placement_note;
+                    if (!planned.split_note.empty())
+                        report.reason =
+                            planned.split_note + (report.reason.empty() ? "" : "; " + report.reason);
+                    if (split) largest_after_split = std::max(largest_after_split, report.weight_bytes);
                 } catch (const device_refusal& refusal) {
+                    // Split only where the refusal may be the program's size: a refusal naming an op is
+                    // about that op, and a process past its budget refuses any compile.
+                    if (!on_coreml() && refusal.stage == "compile" && refused_op_of(refusal.what).empty() &&
+                        report.weight_bytes > smallest_split_weight_bytes &&
+                        compiles_in_process() < compile_budget(options_.ane_compile_budget) &&
+                        split_in_half(plan, p, refusal)) {
+                        --ane_index;  // the halves take this index and the next
+                        split = true;
+                        --p;
+                        continue;
+                    }
                     refuse(planned.seg, index, report, refusal);
                     s.device = segment_device::cpu;
                 }
@@ -26138,6 +26609,10 @@ public:
             }
             placement_.segments.push_back(std::move(report));
             steps_.push_back(std::move(s));
+        }
+        if (largest_after_split > 0) {
+            placement_.max_program_weight_bytes_learned = largest_after_split;
+            record_program_weight_limit(options, architecture_, largest_after_split);
         }
         produced_.clear();
         mark_host_copies();
@@ -26212,7 +26687,7 @@ public:
                     "lowering: ", placement_.lowering, "\n");
         if (placement_.chunks > 1) {
             text += message("chunks: ", placement_.chunks, " of whole stages, by the limit of ",
-                            options_.ane_max_program_weight_bytes, " weight bytes per program\n");
+                            program_weight_limit(), " weight bytes per program\n");
         }
         for (const auto& host : placement_.host_nodes)
             text += message("host: ", host, "\n");
@@ -26312,7 +26787,85 @@ private:
         segment seg;
         std::optional<lowered_segment> lowered;
         std::string cpu_reason;
+        std::string split_note;  // a half of a program the compiler refused: which, and why
     };
+
+    // The smallest per-program weight limit reported (RUNTIME.md §0b #20: "22 MB > compile limit", ~8 MB).
+    static constexpr std::size_t smallest_reported_weight_limit = std::size_t{8} << 20;
+    // A program refused at compile is split only when it holds more weights than this: no device is reported
+    // to refuse a program under ~8 MB for its size, so a smaller one was refused for something else.
+    static constexpr std::size_t smallest_split_weight_bytes = std::size_t{4} << 20;
+
+    // How many of the segment's nodes read weights.
+    [[nodiscard]] std::size_t weighted_nodes(const segment& seg) const {
+        return static_cast<std::size_t>(std::count_if(seg.nodes.begin(), seg.nodes.end(), [&](value_id id) {
+            const auto& inputs = body_.nodes[id].inputs;
+            return std::any_of(inputs.begin(), inputs.end(),
+                               [&](value_id input) { return is_weight_value(body_, input); });
+        }));
+    }
+
+    // The most weight bytes one program holds: compile_options', or less where this machine's capability
+    // record learned that larger programs are refused (RUNTIME.md §0b #20).
+    [[nodiscard]] std::size_t program_weight_limit() const {
+        const std::size_t learned = choices_.max_program_weight_bytes;
+        return learned == 0 ? options_.ane_max_program_weight_bytes
+                            : std::min(learned, options_.ane_max_program_weight_bytes);
+    }
+
+    // A program the compiler refused in every form is split in two, between stages where the weights are
+    // closest to halved (or between nodes, in a segment of one stage), and each half is tried on its own
+    // (RUNTIME.md §0b #20: a per-program weight limit, reported from ~8 MB to far larger). False when the
+    // segment cannot be split so that each half holds weights.
+    bool split_in_half(std::vector<planned_segment>& plan, std::size_t p, const device_refusal& refusal) {
+        const segment seg = plan[p].seg;
+        const std::vector<value_id>& nodes = seg.nodes;
+        std::vector<std::size_t> counted_in(body_.nodes.size(), 0);
+        std::vector<std::size_t> before(nodes.size() + 1, 0);  // weight bytes of nodes [0, i)
+        for (std::size_t i = 0; i < nodes.size(); ++i)
+            before[i + 1] = before[i] + new_weight_bytes(body_, nodes[i], counted_in, 1);
+        const std::size_t total = before.back();
+        std::size_t cut = 0;
+        const auto distance = [&](std::size_t i) {
+            return before[i] > total / 2 ? before[i] - total / 2 : total / 2 - before[i];
+        };
+        for (const bool stage_boundaries : {true, false}) {
+            for (std::size_t i = 1; i < nodes.size(); ++i) {
+                if (before[i] == 0 || before[i] == total) continue;  // each half must hold weights
+                if (stage_boundaries && stage_of_[nodes[i]] == stage_of_[nodes[i - 1]]) continue;
+                if (cut == 0 || distance(i) < distance(cut)) cut = i;
+            }
+            if (cut != 0) break;
+        }
+        if (cut == 0) return false;
+        planned_segment first, second;
+        first.seg = second.seg = seg;
+        first.seg.nodes.assign(nodes.begin(), nodes.begin() + static_cast<std::ptrdiff_t>(cut));
+        second.seg.nodes.assign(nodes.begin() + static_cast<std::ptrdiff_t>(cut), nodes.end());
+        const std::string why = message("half of a program of ", total,
+                                        " weight bytes the compiler refused (", refusal.what, ")");
+        first.split_note = message("the first ", why);
+        second.split_note = message("the second ", why);
+        plan[p] = std::move(first);
+        plan.insert(plan.begin() + static_cast<std::ptrdiff_t>(p) + 1, std::move(second));
+        std::vector<segment> segments;
+        for (const auto& planned : plan)
+            segments.push_back(planned.seg);
+        compute_boundaries(body_, segments);
+        for (std::size_t i = 0; i < plan.size(); ++i)
+            plan[i].seg = std::move(segments[i]);
+        for (const std::size_t half : {p, p + 1}) {
+            try {
+                plan[half].lowered = lower(body_, plan[half].seg.nodes, plan[half].seg.inputs,
+                                           plan[half].seg.outputs, segment_lowering_options(plan[half].seg));
+            } catch (const error& e) {
+                plan[half].seg.device = segment_device::cpu;
+                plan[half].lowered.reset();
+                plan[half].cpu_reason = message(plan[half].split_note, "; its lowering failed: ", e.what());
+            }
+        }
+        return true;
+    }
 
     static std::string segment_input_name(value_id id) { return message("v", id); }
 
@@ -26379,11 +26932,35 @@ private:
     // and the host writes only what changes, where an input would pass the whole cache to every prediction.
     [[nodiscard]] lowering_options segment_lowering_options(const segment& seg) const {
         lowering_options options = lowering_;
+        if (!on_coreml() && holds_palette(seg)) {
+            // The private compiler is reported to refuse sub-byte ios18 weights and to take ios16's form
+            // (RUNTIME.md §0b #19): the record's `palette` feature (or its default) says which this one
+            // takes.
+            switch (options.variant(lowering_feature::palette)) {
+                case lowering_variant::native:
+                    break;
+                case lowering_variant::decomposed:
+                    options.dialect = mil_dialect::ios16;
+                    break;
+                case lowering_variant::cpu:
+                    options.compressed_palettes = false;
+                    break;
+            }
+        }
         if (!states_usable()) return options;
         for (const value_id id : seg.inputs)
             if (resident_[id]) options.state_inputs.push_back(id);
         if (!options.state_inputs.empty()) options.dialect = mil_dialect::ios18;
         return options;
+    }
+
+    // Whether the segment reads a palettised constant weight (a dequantize_lut of constants).
+    [[nodiscard]] bool holds_palette(const segment& seg) const {
+        for (const value_id id : seg.nodes)
+            for (const value_id input : body_.nodes[id].inputs)
+                if (body_.nodes[input].kind == op::dequantize_lut && is_host_constant(body_, input))
+                    return true;
+        return false;
     }
 
     // States need Core ML's MLState (macOS 15) and the ios18 dialect, unless ios16 was asked for.
@@ -26406,10 +26983,14 @@ private:
     }
 
     void choose_lowering_for(const compile_options& options) {
-        choices_ = choices_for(options, architecture_);
+        choices_ = choices_for(options, architecture_, macos_major_);
+        if (on_coreml()) core_ml_products(choices_, options.ane_lowering);
         lowering_.choices = choices_;
         lowering_.dialect = choose_dialect(options.ane_mil, choices_);
+        lowering_.one_file_per_weight =
+            !on_coreml() && choices_.of(lowering_feature::weight_files) == lowering_variant::decomposed;
         lowering_.compressed_weights = true;
+        lowering_.core_ml_program = on_coreml();  // Core ML places each op itself: no kernel size is refused
     }
 
     // Lowers each ANE segment. One that holds no conv or matmul (RUNTIME.md §0 #6: such a program may not
@@ -26488,7 +27069,7 @@ private:
                     last.cpu_reason += message(last.cpu_reason.empty() ? "" : "; ", reasons[i]);
                 continue;
             }
-            plan.push_back({std::move(segments[i]), std::move(lowered[i]), std::move(reasons[i])});
+            plan.push_back({std::move(segments[i]), std::move(lowered[i]), std::move(reasons[i]), {}});
         }
         std::vector<segment> merged;
         for (const auto& p : plan)
@@ -26536,9 +27117,12 @@ private:
         return std::nullopt;
     }
 
-    std::unique_ptr<cpu::cpu_program> make_cpu_step(const segment& seg) const {
+    // `fp16`: with the Neural Engine's numerics (every op rounded to fp16, overflow to infinity), to compare
+    // a program with.
+    std::unique_ptr<cpu::cpu_program> make_cpu_step(const segment& seg, bool fp16 = false) const {
         compile_options cpu_options = options_;
         cpu_options.target = device::cpu;
+        cpu_options.ane_numerics = fp16;
         cpu_options.placement_log.reset();
         // A resident input the segment reads stays resident there, under the segment's name for it.
         cpu_options.resident_inputs.clear();
@@ -26601,31 +27185,33 @@ private:
         s->weights = weight_residency(s.get(), total_bytes(s->lowered.weights), weight_device::ane);
         std::vector<weight_file>().swap(s->lowered.weights);
         ane_model& model = *s->model;
+        // From the probe (compiledModelExists) to the load, another process must not clear or rewrite the
+        // cache entry: its lock is held until this program has loaded (RUNTIME.md §0b #22).
+        std::optional<directory_lock> cache_lock;
         if (!cache_root_.empty()) {
             const std::filesystem::path dir = cache_root_ / s->key;
             try {
-                s->cached = model.set_cache_directory(dir) && model.compiled_model_exists();
+                if (model.set_cache_directory(dir)) {
+                    cache_lock.emplace(dir);
+                    s->cached = model.compiled_model_exists();
+                }
             } catch (const error&) {
                 s->cached = false;  // an unwritable cache only costs the compile
             }
         }
-        const load_retry_policy retry = load_retry_from_environment(
-            load_retry_policy{options_.ane_load_attempts, options_.ane_load_first_retry_delay});
+        const load_retry_policy retry = load_retry_from_environment(load_retry_policy{
+            options_.ane_load_attempts, options_.ane_load_first_retry_delay, &load_backoff_left_});
         const auto compile_fresh = [&] {
             try {
                 count_compile(options_.ane_compile_budget);
-                model.compile();
+                model.compile(cache_lock.has_value());
                 ++compiled_;
             } catch (const error& e) {
                 throw device_refusal{
                     "compile", message(e.what(), framework_detail::named_mil_op(e.what(), s->lowered.mil))};
             }
         };
-        if (s->cached) {
-            model.release_weight_copies();
-        } else {
-            compile_fresh();
-        }
+        if (!s->cached) compile_fresh();
         try {
             model.load(retry);
         } catch (const error& e) {
@@ -26643,6 +27229,7 @@ private:
                                                                        again.what(), s->lowered.mil))};
             }
         }
+        cache_lock.reset();
         if (s->cached) ++cache_hits_;
         const std::string where = message("ANE program ", index, " (", seg.nodes.size(), " ops)");
         try {
@@ -26658,47 +27245,213 @@ private:
             for (std::size_t i = 0; i < s->lowered.inputs.size(); ++i) {
                 if (!s->input_shared[i]) fill_with_ones(s->lowered.inputs[i], *s->input_surfaces[i]);
             }
-            model.evaluate(*s->request);
+            evaluate_with_watchdog(s);
         } catch (const error& e) {
-            forget_produced(*s);
-            throw device_refusal{"evaluate",
-                                 message(e.what(), framework_detail::named_mil_op(e.what(), s->lowered.mil))};
+            if (s) forget_produced(*s);
+            throw device_refusal{"evaluate", message(e.what(), framework_detail::named_mil_op(
+                                                                   e.what(), s ? s->lowered.mil : ""))};
+        }
+        if (!s->cached && options_.ane_verify_first_evaluation) {
+            if (std::string wrong = first_evaluation_problem(seg, *s); !wrong.empty()) {
+                forget_produced(*s);
+                throw device_refusal{"evaluate", wrong};
+            }
         }
         return s;
     }
 
-    // The private path's step: a program that keeps its int8 or palettised weights compressed
-    // (constexpr_affine_dequantize, constexpr_lut_to_dense) and is refused at compile or load is lowered
-    // again with those weights expanded to fp16, and the placement report says so. Public code shows the
-    // private compiler int8 constexpr ops only (RUNTIME.md §4), so a chip or OS that refuses the others
-    // still runs the segment on the Neural Engine, at fp16's size.
+    // The first evaluation, given ane_first_evaluation_timeout to return (RUNTIME.md §0b #22: a wedged driver
+    // never signals). One that does not is abandoned: the step (its model, surfaces and request, which the
+    // blocked call still uses) is kept for the life of the process, `s` is left empty, and an error says so.
+    void evaluate_with_watchdog(std::unique_ptr<ane_step>& s) {
+        struct first_evaluation {
+            std::mutex mutex;
+            std::condition_variable done;
+            bool finished = false;
+            std::exception_ptr failure;
+        };
+        auto state = std::make_shared<first_evaluation>();
+        ane_step* const evaluated = s.get();
+        std::thread evaluation([state, evaluated] {
+            std::exception_ptr failure;
+            try {
+                evaluated->model->evaluate(*evaluated->request);
+            } catch (...) {
+                failure = std::current_exception();
+            }
+            const std::lock_guard lock(state->mutex);
+            state->failure = failure;
+            state->finished = true;
+            state->done.notify_all();
+        });
+        std::unique_lock lock(state->mutex);
+        const bool finished = state->done.wait_for(lock, options_.ane_first_evaluation_timeout,
+                                                   [&] { return state->finished; });
+        lock.unlock();
+        if (!finished) {
+            evaluation.detach();
+            forget_produced(*s);
+            abandoned_steps().push_back(std::move(s));
+            throw error(message(
+                "the first evaluation did not return within ", options_.ane_first_evaluation_timeout.count(),
+                " ms (a wedged driver never signals, RUNTIME.md §0b #22); the program is abandoned"));
+        }
+        evaluation.join();
+        if (state->failure) std::rethrow_exception(state->failure);
+    }
+
+    // Steps whose first evaluation never returned: the blocked call still reads them, so they are never
+    // destroyed (not even at exit: the allocation is not freed).
+    static std::vector<std::unique_ptr<ane_step>>& abandoned_steps() {
+        static auto* steps = new std::vector<std::unique_ptr<ane_step>>();
+        return *steps;
+    }
+
+    // Why the first evaluation's outputs are wrong, or "": they are compared with the CPU's segment on the
+    // same inputs (ones, or what an earlier program wrote into a shared surface), computed with the Neural
+    // Engine's numerics, so fp16 rounding and overflow pass (ane_numerics and fp16 rescaling are for those);
+    // numbers unrelated to the CPU's (another program's weights, RUNTIME.md §0b #21) and a NaN or infinity on
+    // one side only do not.
+    [[nodiscard]] std::string first_evaluation_problem(const segment& seg, ane_step& s) {
+        std::unique_ptr<cpu::cpu_program> cpu = make_cpu_step(seg, true);
+        std::vector<named_tensor> inputs;
+        for (std::size_t i = 0; i < s.lowered.inputs.size(); ++i) {
+            const surface_layout& layout = s.lowered.inputs[i];
+            host_tensor value(dtype::f32, layout.shape);
+            if (s.input_shared[i]) {
+                auto guard = s.input_surfaces[i]->lock(true);
+                unpack(layout, guard.data(), value.values<float>().data());
+            } else {
+                std::fill(value.values<float>().begin(), value.values<float>().end(), 1.0f);
+            }
+            const std::string name = segment_input_name(layout.value);
+            if (resident_[layout.value]) {
+                const std::vector<std::int64_t> origin(layout.shape.rank(), 0);
+                cpu->write_input(name, origin, value);
+            } else {
+                inputs.push_back({name, std::move(value)});
+            }
+        }
+        const std::vector<host_tensor> want = cpu->run(inputs);
+        for (std::size_t o = 0; o < s.lowered.outputs.size(); ++o) {
+            const surface_layout& layout = s.lowered.outputs[o];
+            const auto at = std::find(seg.outputs.begin(), seg.outputs.end(), layout.value);
+            if (at == seg.outputs.end()) continue;
+            std::vector<float> expected(
+                want[static_cast<std::size_t>(at - seg.outputs.begin())].element_count());
+            cpu::to_compute_floats(want[static_cast<std::size_t>(at - seg.outputs.begin())], expected.data(),
+                                   "first evaluation");
+            std::vector<float> got(expected.size());
+            {
+                auto guard = s.output_surfaces[o]->lock(true);
+                unpack(layout, guard.data(), got.data());
+            }
+            double difference = 0.0, scale = 0.0;
+            for (std::size_t i = 0; i < got.size(); ++i) {
+                if (!std::isfinite(expected[i]) && !std::isfinite(got[i]))
+                    continue;  // fp16 overflows on both
+                if (std::isfinite(expected[i]) != std::isfinite(got[i])) {
+                    return message("its first evaluation gave ", got[i], " at element ", i, " of ",
+                                   layout.symbol, " where the CPU gives ", expected[i]);
+                }
+                difference += static_cast<double>(got[i] - expected[i]) * (got[i] - expected[i]);
+                scale += static_cast<double>(expected[i]) * expected[i];
+            }
+            // fp16 keeps 11 bits; a chunk of layers drifts by a few percent at most. 20% (RMS, relative) is
+            // another computation, not rounding.
+            if (difference > 0.04 * std::max(scale, 1e-12)) {
+                return message(
+                    "its first evaluation differs from the CPU's on the same inputs by ",
+                    std::sqrt(difference / std::max(scale, 1e-12)), " (RMS, relative) in ", layout.symbol,
+                    ": the program computes other numbers (weights mistaken for another program's? "
+                    "RUNTIME.md §0b #21)");
+            }
+        }
+        return {};
+    }
+
+    // The private path's step. A program the Neural Engine refuses is lowered again, each time more
+    // conservatively, before its segment goes to the CPU: in program(1.0)/ios16 when it was ios18 (the ios18
+    // dialect needs macOS 15, and a chip may take only ios16, RUNTIME.md §0b #18); with its compressed
+    // weights expanded to fp16 (public code shows the private compiler int8 constexpr ops only and reports
+    // sub-byte palettes refused, §4 and §0b #19); and with every op that has a decomposition decomposed. A
+    // form whose MIL equals one already refused is not compiled again. The placement report says which form
+    // ran.
     std::unique_ptr<ane_step> build_private_step(const segment& seg, lowered_segment lowered,
-                                                 std::size_t index) {
-        const bool compressed = lowered.mil.find("constexpr_") != std::string::npos;
+                                                 std::size_t index, bool other_forms = true) {
+        load_backoff_left_ = options_.ane_load_max_backoff;
+        std::vector<std::string> refused_texts{lowered.mil};
+        device_refusal first;
         try {
             return build_ane_step(seg, std::move(lowered), index);
         } catch (const device_refusal& refusal) {
-            if (!compressed || (refusal.stage != "compile" && refusal.stage != "load")) throw;
-            lowering_options expanded = segment_lowering_options(seg);
-            expanded.compressed_weights = false;
-            std::unique_ptr<ane_step> expanded_step;
-            try {
-                expanded_step =
-                    build_ane_step(seg, lower(body_, seg.nodes, seg.inputs, seg.outputs, expanded), index);
-            } catch (const device_refusal& again) {
-                throw device_refusal{again.stage, message(again.what,
-                                                          " (with its weights expanded to fp16; kept "
-                                                          "compressed, it was refused at ",
-                                                          refusal.stage, ": ", refusal.what, ")")};
-            } catch (const error& e) {
-                throw device_refusal{
-                    refusal.stage, message(refusal.what, "; lowered with fp16 weights instead: ", e.what())};
-            }
-            expanded_step->placement_note =
-                message("its compressed weights were refused at ", refusal.stage, " (", refusal.what,
-                        "); the program holds them expanded to fp16");
-            return expanded_step;
+            // A layout mismatch is the bridge's, not the device's; a probe tests one form only.
+            if (refusal.stage == "layout" || options_.ane_exact_lowering || !other_forms) throw;
+            first = refusal;
         }
+        // What the caller asked for explicitly (a dialect, a feature's variant) stays as asked.
+        const auto overridden = [&](lowering_feature f) {
+            return options_.ane_lowering.contains(std::string(describe_feature(f).name));
+        };
+        lowering_options form = segment_lowering_options(seg);
+        std::vector<std::pair<std::string, lowering_options>> forms;
+        if (form.dialect == mil_dialect::ios18 && options_.ane_mil != mil_version::ios18 &&
+            !overridden(lowering_feature::dialect)) {
+            form.dialect = mil_dialect::ios16;
+            forms.emplace_back("lowered as program(1.0)/ios16", form);
+        }
+        if (form.compressed_weights) {
+            form.compressed_weights = false;
+            forms.emplace_back("with its compressed weights expanded to fp16", form);
+        }
+        for (const auto& d : feature_descriptions) {
+            if (!d.decomposed.empty() && form.choices.of(d.feature) == lowering_variant::native &&
+                d.feature != lowering_feature::dialect && !overridden(d.feature))
+                form.choices.set(d.feature, lowering_variant::decomposed);
+        }
+        forms.emplace_back("with every op that has a decomposition decomposed", form);
+        // A form that still holds the op the device named is not compiled (it would be refused again, at the
+        // cost of a compile of the ~119 a process gets) unless that op is a constexpr one, whose form changes
+        // with the dialect; nor is any form once the budget is spent.
+        std::string named_op = refused_op_of(first.what);
+        std::string tried;
+        for (const auto& [what, options] : forms) {
+            if (compiles_in_process() >= compile_budget(options_.ane_compile_budget)) break;
+            lowered_segment again;
+            try {
+                again = lower(body_, seg.nodes, seg.inputs, seg.outputs, options);
+            } catch (const error& e) {
+                tried += message("; ", what, ": the lowering failed: ", e.what());
+                continue;
+            }
+            if (std::find(refused_texts.begin(), refused_texts.end(), again.mil) != refused_texts.end())
+                continue;
+            if (!named_op.empty() && !named_op.starts_with("constexpr_") &&
+                again.mil.find(message(" = ", named_op, "(")) != std::string::npos)
+                continue;
+            refused_texts.push_back(again.mil);
+            try {
+                std::unique_ptr<ane_step> built = build_ane_step(seg, std::move(again), index);
+                built->placement_note =
+                    message("refused at ", first.stage, " (", first.what, tried, "); it runs ", what);
+                return built;
+            } catch (const device_refusal& refusal) {
+                tried += message("; ", what, ", refused at ", refusal.stage, ": ", refusal.what);
+                named_op = refused_op_of(refusal.what);
+            }
+        }
+        throw device_refusal{first.stage, first.what + tried};
+    }
+
+    // The MIL op a refusal names (build_ane_step appends " (MIL line N: op)" where the framework's message
+    // gives a line), or "".
+    static std::string refused_op_of(std::string_view what) {
+        const std::size_t at = what.rfind("(MIL line ");
+        if (at == std::string_view::npos) return {};
+        const std::size_t colon = what.find(": ", at);
+        const std::size_t close = what.find(')', at);
+        if (colon == std::string_view::npos || close == std::string_view::npos || close < colon) return {};
+        return std::string(what.substr(colon + 2, close - colon - 2));
     }
 
     // A refused program's outputs are not there for later programs to read.
@@ -27013,6 +27766,7 @@ private:
     lowering_options lowering_;
     lowering_choices choices_;
     std::string architecture_;
+    int macos_major_ = 0;  // the private route's OS (0 unknown, and on the Core ML route)
     std::filesystem::path cache_root_;
     std::vector<io_info> inputs_;
     std::vector<value_id> input_ids_;                    // the input node of each of inputs_
@@ -27030,7 +27784,8 @@ private:
     std::size_t compiled_ = 0;
     std::size_t cache_hits_ = 0;
     std::size_t shared_surfaces_ = 0;
-    bool states_supported_ = false;  // device::coreml: this Core ML has MLState (macOS 15)
+    bool states_supported_ = false;                   // device::coreml: this Core ML has MLState (macOS 15)
+    std::chrono::milliseconds load_backoff_left_{0};  // of the program being built (ane_load_max_backoff)
     mutable std::mutex mutex_;
 };
 
@@ -32494,13 +33249,16 @@ ANVIL_INLINE resident_weights resident_weight_bytes() {
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <thread>
 
+// #include "anvil/backend/ane/ane_framework.hpp"
 // #include "anvil/backend/ane/capabilities.hpp"
 // #include "anvil/backend/ane/program_cache.hpp"
 // #include "anvil/backend/program.hpp"
 // #include "anvil/core/error.hpp"
 // #include "anvil/core/json.hpp"
 // #include "anvil/core/sha256.hpp"
+// #include "anvil/version.hpp"
 
 namespace anvil::detail::ane {
 
@@ -32536,7 +33294,7 @@ ANVIL_INLINE std::string lowering_choices::summary() const {
     return text;
 }
 
-ANVIL_INLINE lowering_choices default_choices(std::string_view architecture) {
+ANVIL_INLINE lowering_choices default_choices(std::string_view architecture, int macos_major) {
     using f = lowering_feature;
     using v = lowering_variant;
     lowering_choices c;
@@ -32547,15 +33305,24 @@ ANVIL_INLINE lowering_choices default_choices(std::string_view architecture) {
     c.set(f::softmax, v::native);
     c.set(f::gelu, v::decomposed);
     c.set(f::rsqrt, v::decomposed);
-    c.set(f::reduce_mean, v::native);
-    c.set(f::exp, v::native);
+    // reduce_mean and the transcendentals are reported unusable at dispatch on M5 / macOS 26.5 and verified
+    // elsewhere (RUNTIME.md §0 #9): decomposed wherever a decomposition exists until a record shows the op
+    // holds; log has none, and stays the op.
+    c.set(f::reduce_mean, v::decomposed);
+    c.set(f::exp, v::decomposed);
     c.set(f::log, v::native);
-    c.set(f::sqrt, v::native);
+    c.set(f::sqrt, v::decomposed);
     c.set(f::io_width, v::decomposed);
     c.set(f::anchorless, v::cpu);
-    c.set(f::dialect, old_or_unknown ? v::decomposed : v::native);
+    c.set(f::palette, v::decomposed);
+    // Sources conflict on M1 (RUNTIME.md §0 #15): one file per weight where single blobs are reported to
+    // fail.
+    c.set(f::weight_files, old_or_unknown ? v::decomposed : v::native);
+    const bool before_macos_15 = macos_major > 0 && macos_major < 15;
+    c.set(f::dialect, old_or_unknown || before_macos_15 ? v::decomposed : v::native);
     c.source = architecture.empty() ? std::string("conservative defaults (the chip is unknown)")
                                     : message("defaults for ", architecture);
+    if (macos_major > 0) c.source += message(" on macOS ", macos_major);
     return c;
 }
 
@@ -32585,6 +33352,8 @@ ANVIL_INLINE json::value capability_record::to_json() const {
     root["chip"] = json::value(chip);
     root["anvil"] = json::value(anvil_version);
     root["simulated"] = json::value(simulated);
+    if (max_program_weight_bytes > 0)
+        root["max_program_weight_bytes"] = json::value(static_cast<std::int64_t>(max_program_weight_bytes));
     json::object by_feature;
     for (const auto& [feature, variants] : features) {
         json::object by_variant;
@@ -32630,6 +33399,13 @@ ANVIL_INLINE capability_record capability_record::parse(std::string_view text, c
     record.chip = field(root, "chip", json::kind::string, "the record").as_string();
     record.anvil_version = field(root, "anvil", json::kind::string, "the record").as_string();
     record.simulated = field(root, "simulated", json::kind::boolean, "the record").as_bool();
+    if (const json::value* limit = root.find("max_program_weight_bytes"); limit != nullptr) {
+        if (!limit->is_integer() || limit->as_int() <= 0) {
+            throw format_error(message("ANE capability record '", where,
+                                       "': max_program_weight_bytes is not a positive integer"));
+        }
+        record.max_program_weight_bytes = static_cast<std::size_t>(limit->as_int());
+    }
     for (const auto& [feature, variants] :
          field(root, "features", json::kind::object, "the record").as_object()) {
         if (!feature_named(feature)) {
@@ -32700,13 +33476,18 @@ ANVIL_INLINE std::optional<capability_record> read_record(const std::filesystem:
 ANVIL_INLINE lowering_choices choose_lowering(std::string_view architecture,
                                               const std::optional<capability_record>& record,
                                               const std::filesystem::path& record_file,
-                                              const std::map<std::string, std::string>& overrides) {
-    lowering_choices c = default_choices(architecture);
+                                              const std::map<std::string, std::string>& overrides,
+                                              int macos_major) {
+    lowering_choices c = default_choices(architecture, macos_major);
     if (record) {
         for (const auto& d : feature_descriptions)
             if (const auto best = record->best(d.feature)) c.set(d.feature, *best);
+        // A record of this OS build never shows ios18 holding before macOS 15; one written by hand might.
+        if (macos_major > 0 && macos_major < 15)
+            c.set(lowering_feature::dialect, lowering_variant::decomposed);
         c.source = message("the capability record ", record_file.string());
         c.digest = record->digest();
+        c.max_program_weight_bytes = record->max_program_weight_bytes;
     }
     for (const auto& [name, variant] : overrides) {
         const auto feature = feature_named(name);
@@ -32731,7 +33512,45 @@ ANVIL_INLINE lowering_choices choose_lowering(std::string_view architecture,
     return c;
 }
 
-ANVIL_INLINE lowering_choices choices_for(const compile_options& options, const std::string& architecture) {
+ANVIL_INLINE void record_program_weight_limit(const compile_options& options, const std::string& architecture,
+                                              std::size_t bytes) {
+    if (options.ane_capabilities == "none" || bytes == 0) return;
+    const std::filesystem::path cache = cache_directory(options.cache_dir);
+    const std::string chip = architecture.empty() ? "unknown" : architecture;
+    const std::filesystem::path file = !options.ane_capabilities.empty()
+                                           ? std::filesystem::path(options.ane_capabilities)
+                                       : cache.empty() ? std::filesystem::path()
+                                                       : record_path(cache, os_build(), chip);
+    if (file.empty()) return;
+    try {
+        capability_record record;
+        if (auto existing = read_record(file, os_build(), chip)) {
+            record = std::move(*existing);
+        } else {
+            record.os_build = os_build();
+            record.chip = chip;
+            record.anvil_version = version_string;
+            record.simulated = runtime::get().simulated();
+        }
+        if (record.max_program_weight_bytes != 0 && record.max_program_weight_bytes <= bytes) return;
+        record.max_program_weight_bytes = bytes;
+        std::error_code code;
+        std::filesystem::create_directories(file.parent_path(), code);
+        std::filesystem::path staging = file;
+        staging += message(".", std::this_thread::get_id(), ".tmp");
+        {
+            std::ofstream out(staging, std::ios::binary | std::ios::trunc);
+            out << json::dump(record.to_json(), 2) << "\n";
+            if (!out) return;
+        }
+        std::filesystem::rename(staging, file, code);  // atomic: readers see the old record or the new one
+    } catch (const error&) {
+        // a foreign or malformed record stays as it is: reading it reports that at the next compile
+    }
+}
+
+ANVIL_INLINE lowering_choices choices_for(const compile_options& options, const std::string& architecture,
+                                          int macos_major) {
     std::optional<capability_record> record;
     std::filesystem::path file;
     if (options.ane_capabilities != "none") {
@@ -32748,7 +33567,7 @@ ANVIL_INLINE lowering_choices choices_for(const compile_options& options, const 
                                    file.string(), "'"));
         }
     }
-    return choose_lowering(architecture, record, file, options.ane_lowering);
+    return choose_lowering(architecture, record, file, options.ane_lowering, macos_major);
 }
 
 }  // namespace anvil::detail::ane
@@ -32826,11 +33645,14 @@ ANVIL_INLINE std::string program_key(std::string_view mil_text, std::span<const 
     field("chip", architecture);
     field("capabilities", record_digest);
     field("mil", mil_text);
+    // The weights' bytes are hashed once, into the text's buildInfo (mil_writer::text); hashing them here
+    // again would double a cache hit's start-up for a large model. A text without that digest (written by
+    // hand) gets the bytes hashed here.
+    const bool digested = mil_text.find("\"anvil-weights-sha256\"") != std::string_view::npos;
     for (const auto& file : weights) {
         field("weight", file.path);
-        digest.update(std::to_string(file.bytes.size()))
-            .update(":")
-            .update(std::span<const std::byte>(file.bytes));
+        digest.update(std::to_string(file.bytes.size())).update(":");
+        if (!digested) digest.update(std::span<const std::byte>(file.bytes));
     }
     return digest.finish_hex();
 }
@@ -32872,6 +33694,7 @@ ANVIL_INLINE void count_compile(long configured_budget) {
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -33354,6 +34177,24 @@ ANVIL_INLINE std::vector<feature_probe> feature_probes() {
         {f::dialect, 1e-2, [=](graph& g, ins& in, rng& r) {
              return g.apply(op::gelu_tanh, {linear(g, r, random_input(g, in, r, "x", dims{6, 64}), 64, 64)});
          }});
+    // Two weights, so the program's weight file holds two blobs (or each its own file).
+    probes.push_back(
+        {f::weight_files, 1e-2, [=](graph& g, ins& in, rng& r) {
+             return linear(g, r, linear(g, r, random_input(g, in, r, "x", dims{6, 64}), 64, 64), 64, 32);
+         }});
+    // A linear whose weight is a palette of 16 values (4-bit indices), as compressed checkpoints give them.
+    probes.push_back({f::palette, 1e-2, [](graph& g, ins& in, rng& r) {
+                          std::vector<std::uint8_t> indices(32 * 64);
+                          for (auto& index : indices)
+                              index = static_cast<std::uint8_t>(r() % 16);
+                          std::vector<float> palette(16);
+                          for (std::size_t i = 0; i < palette.size(); ++i)
+                              palette[i] = (static_cast<float>(i) - 7.5f) * 0.04f;
+                          const value w = g.apply(op::dequantize_lut,
+                                                  {g.constant(host_tensor::from(indices, dims{32, 64})),
+                                                   g.constant(host_tensor::from(palette, dims{16}))});
+                          return g.apply(op::linear, {random_input(g, in, r, "x", dims{6, 64}), w});
+                      }});
     return probes;
 }
 
@@ -33388,6 +34229,7 @@ ANVIL_INLINE detail::ane::capability_record ane_probe_capabilities(const ane_sel
                 compile_options ane_options = options.ane;
                 ane_options.target = device::ane;
                 ane_options.strict_device = true;  // a refusal must fail the probe, not fall back to the CPU
+                ane_options.ane_exact_lowering = true;  // nor be rescued by another form
                 ane_options.ane_capabilities = "none";
                 ane_options.cache_dir = "none";
                 ane_options.placement_log.reset();
@@ -33478,7 +34320,8 @@ ANVIL_INLINE std::vector<ane_selftest_row> ane_selftest(const ane_selftest_optio
                 body.outputs = {out.id()};
                 detail::ane::lowering_options lowering;
                 lowering.choices = detail::ane::choices_for(
-                    ane_options, placement.device == "unknown" ? std::string() : placement.device);
+                    ane_options, placement.device == "unknown" ? std::string() : placement.device,
+                    detail::ane::macos_major_version());
                 for (std::size_t id = body.nodes.size(); id-- > 0;) {
                     if (body.nodes[id].kind != c.kind) continue;
                     const auto support = detail::ane::supports(body, static_cast<value_id>(id), lowering);
@@ -33569,8 +34412,10 @@ inline detail::ane::lowered_program lower_function(const mlpackage_function& fun
     }
     ane::lowering_options lowering;
     lowering.choices = ane::choose_lowering("", std::nullopt, {}, {});  // any Mac: the unknown chip's rules
+    ane::core_ml_products(lowering.choices, {});                        // but Core ML runs matmul on all
     lowering.dialect = ios18 ? ane::mil_dialect::ios18 : ane::mil_dialect::ios16;
     lowering.compressed_weights = true;
+    lowering.core_ml_program = true;  // Core ML places each op itself: no kernel size is refused
     return ane::lower_program(body, names, lowering, states);
 }
 
@@ -40414,6 +41259,7 @@ ANVIL_INLINE rope_tables make_rope_tables(const rope_config& c, std::span<const 
 
 // #include "anvil/core/error.hpp"
 // #include "anvil/core/json.hpp"
+// #include "anvil/core/masking.hpp"
 // #include "anvil/expr/expr.hpp"
 // #include "anvil/io/checkpoint.hpp"
 // #include "anvil/models/decoder_lm.hpp"
@@ -40846,9 +41692,8 @@ ANVIL_INLINE std::vector<named_tensor> decoder_step_inputs(
         in.push_back({std::string(step_cos_name), host_tensor::from(tables.cos, table)});
         in.push_back({std::string(step_sin_name), host_tensor::from(tables.sin, table)});
     }
-    constexpr float hidden = -65504.0f;  // fp16's lowest: finite on the ANE (bert.hpp)
     const std::int64_t width = context + tokens;
-    std::vector<float> mask(static_cast<std::size_t>(batch * tokens * width), hidden);
+    std::vector<float> mask(static_cast<std::size_t>(batch * tokens * width), masked_score);
     auto visible = [&](std::int64_t q, std::int64_t k) {
         return k >= 0 && k <= q && (c.sliding_window == 0 || q - k < c.sliding_window);
     };
@@ -45287,6 +46132,7 @@ ANVIL_INLINE onnx_import import_onnx(const onnx_model& model,
 // #include "anvil/backend/compile.hpp"
 // #include "anvil/core/error.hpp"
 // #include "anvil/core/json.hpp"
+// #include "anvil/core/masking.hpp"
 // #include "anvil/expr/expr.hpp"
 // #include "anvil/io/checkpoint.hpp"
 // #include "anvil/io/log_mel.hpp"
@@ -45820,8 +46666,7 @@ ANVIL_INLINE void whisper::start_window(const host_tensor& features) {
 ANVIL_INLINE std::vector<float> whisper::step(std::int32_t token, std::int64_t position) {
     const std::int64_t context = config_.max_target_positions;
     program& decoder = decoder_->at({context});
-    constexpr float masked = -65504.0f;  // fp16's lowest: finite on the Neural Engine
-    std::vector<float> mask(static_cast<std::size_t>(context + 1), masked);
+    std::vector<float> mask(static_cast<std::size_t>(context + 1), masked_score);
     for (std::int64_t slot = 0; slot < position; ++slot)
         mask[static_cast<std::size_t>(slot)] = 0.0f;
     mask.back() = 0.0f;  // the token itself
@@ -45992,6 +46837,7 @@ ANVIL_INLINE transcription whisper::transcribe(const audio& speech, const transc
 #include <vector>
 
 // #include "anvil/core/error.hpp"
+// #include "anvil/core/masking.hpp"
 // #include "anvil/expr/expr.hpp"
 // #include "anvil/models/bert.hpp"
 // #include "anvil/models/config.hpp"
@@ -46051,7 +46897,7 @@ ANVIL_INLINE tensor<float> additive_padding_mask(const tensor<float>& padding_ma
         throw shape_error(
             anvil::detail::message("padding mask: expected [batch, sequence], got ", padding_mask.shape()));
     }
-    return reshape((1.0f - padding_mask) * -65504.0f, std::vector<std::int64_t>{m[0], 1, 1, m[1]});
+    return reshape((1.0f - padding_mask) * masked_score, std::vector<std::int64_t>{m[0], 1, 1, m[1]});
 }
 
 ANVIL_INLINE tensor<float> encoder_stack(const std::vector<post_norm_encoder_layer>& layers,
@@ -46661,6 +47507,7 @@ ANVIL_INLINE void cross_encoder::tokenize(std::span<const std::pair<std::string,
 
 // #include "anvil/core/error.hpp"
 // #include "anvil/core/json.hpp"
+// #include "anvil/core/masking.hpp"
 // #include "anvil/expr/expr.hpp"
 // #include "anvil/models/blocks.hpp"
 // #include "anvil/models/config.hpp"
@@ -46805,9 +47652,9 @@ ANVIL_INLINE value sentence_encoder::build_graph(graph& g, std::int64_t length) 
             break;
         }
         case pooling::max: {
-            // h + (m - 1) * 1e4: padding tokens fall far below every real one.
+            // h + (1 - m) * masked_score (-1e4): padding tokens fall far below every real one.
             const value shift =
-                g.apply(op::mul, {g.apply(op::sub, {column, g.scalar(1.0)}), g.scalar(1.0e4)});
+                g.apply(op::mul, {g.apply(op::sub, {g.scalar(1.0), column}), g.scalar(masked_score)});
             pooled = g.apply(op::reduce_max, {g.apply(op::add, {hidden, shift})}, over_tokens);
             break;
         }
