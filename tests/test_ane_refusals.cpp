@@ -226,6 +226,24 @@ TEST_CASE("ane refusals: a program whose first evaluation disagrees with the CPU
     sim().reset();
 }
 
+TEST_CASE("ane refusals: two programs of one structure and other weights each run their own weights") {
+    // RUNTIME.md §0b #21: the simulator gives a text the identity of its first compile (identity=text); the
+    // weights' digest in buildInfo makes the second program's text differ, so it runs its own weights.
+    temporary_folder cache;
+    ane_block first(0.0f), second(0.05f);
+    auto options = ane_options(cache);
+    options.cache_dir = "none";
+    options.ane_verify_first_evaluation = false;  // the numbers below, not the check, must show it
+    sim().reset();
+    anvil::program a = anvil::compile({first.out}, options);
+    anvil::program b = anvil::compile({second.out}, options);
+    CHECK(a.placement().refused() == 0);
+    CHECK(b.placement().refused() == 0);
+    CHECK(max_difference(anvil::compile({first.out}).run(first.inputs)[0], a.run(first.inputs)[0]) < 1e-2);
+    CHECK(max_difference(anvil::compile({second.out}).run(second.inputs)[0], b.run(second.inputs)[0]) < 1e-2);
+    CHECK(sim().violations() == "");
+}
+
 #endif  // ANVIL_ANE_SIM_PATH
 
 }  // namespace test_ane_refusals

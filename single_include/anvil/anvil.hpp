@@ -13881,8 +13881,9 @@ public:
                               std::span<const std::uint8_t> values) {
         if (dtype != "int8" && dtype != "uint8")
             throw error(message("MIL writer: byte values must be int8 or uint8, got ", dtype));
+        const bool inline_allowed = shape.size() < 4;  // as literal_fp16: no rank-4 parameter inline
         mil_literal literal{std::string(dtype), std::move(shape), {}};
-        if (values.size() < 10) {
+        if (values.size() < 10 && inline_allowed) {
             literal.value.kind = mil_constant_kind::bytes;
             literal.value.raw.assign(values.begin(), values.end());
         } else {

@@ -706,7 +706,13 @@ TEST_CASE("ane sim mil: casts, affine dequantization and fp16 overflow") {
     for (int c = 0; c < 4; ++c)
         for (int s = 0; s < 8; ++s)
             want.push_back(x[static_cast<std::size_t>(c * 8 + s)] * w[c]);
-    check_close(run_body(dq, {4, 1, 8}, {4, 1, 8}, x), want);
+    // Its rank-4 data is written inline, which only Core ML accepts (RUNTIME.md §0b #19).
+    rules core_ml;
+    core_ml.coreml_program = true;
+    check_close(run_body(dq, {4, 1, 8}, {4, 1, 8}, x, nullptr, core_ml), want);
+    CHECK_THROWS_WITH_AS(run_body(dq, {4, 1, 8}, {4, 1, 8}, x),
+                         doctest::Contains("'quantized_data' is a rank-4 tensor written inline"),
+                         sim_failure);
     // fp32 round trip keeps fp16 values
     const std::string cast =
         "tensor<fp32, [1, 4, 1, 8]> c = cast(dtype = tensor<string, []>(\"fp32\"), x = x)" + nm + t48 +
@@ -809,11 +815,11 @@ TEST_CASE("ane sim mil: ops outside the simulated set validate but do not execut
 
 // A one-input one-output ios18 program (program(1.3), short scalars): `body` computes `y` from x [1, C, 1,
 // 8].
-// The ios18 forms' semantics, as Core ML decompresses them: the private compiler's refusal of sub-byte ios18
-// weights (sub_byte_constexpr) is tested on its own below.
+// The ios18 forms' semantics, as Core ML decompresses them: the private compiler's refusals of sub-byte ios18
+// weights and of inline rank-4 parameters are tested on their own below.
 rules decompressing_sub_byte() {
     rules options;
-    options.sub_byte_constexpr = anvil_sim::rule_mode::allow;
+    options.coreml_program = true;
     return options;
 }
 
@@ -941,7 +947,11 @@ TEST_CASE("ane sim mil: palettes and blockwise int8 weights decompress as coreml
         "    } -> (y);\n}\n";
     CHECK(error_of(three_channels, {}, {{"@model_path/weights/weight.bin", 0, packed}})
               .find("'indices' is uint4") != std::string::npos);
-    CHECK(error_of(ios18_text(blockwise)) == "(compiled)");
+    // int8 data is not sub-byte; its inline rank-4 scale and offset are refused on their own (§0b #19).
+    const std::string rank4 = error_of(ios18_text(blockwise));
+    CHECK(rank4.find("is a rank-4 tensor written inline; the private compiler refuses it") !=
+          std::string::npos);
+    CHECK(rank4.find("[CONSTRAINTS.md:101]") != std::string::npos);
     CHECK(error_of(program_of(lut6)) == "(compiled)");
     rules core_ml;
     core_ml.coreml_program = true;

@@ -62,6 +62,7 @@ enum class rule : std::uint8_t {
     hung_evaluate,
     coreml_products_on_old_chips,
     wrong_numbers,
+    inline_rank4_parameter,
 };
 
 struct citation {
@@ -127,6 +128,8 @@ inline constexpr std::array citations = {
     citation{rule::hung_evaluate, 98, "an evaluate that never completes"},
     citation{rule::coreml_products_on_old_chips, 99, "run on the Neural Engine on H13/H14 (M1/M2) too"},
     citation{rule::wrong_numbers, 100, "an evaluation can be made to return other numbers"},
+    citation{rule::inline_rank4_parameter, 101,
+             "parameter of rank 4 or more written inline (not a BLOBFILE)"},
 };
 
 // " [CONSTRAINTS.md:NN]", appended to the message of each rule.

@@ -426,7 +426,10 @@ private:
                  s.op + ": up to ios17 a constexpr op's parameters are attributes, not inputs (function " +
                      function_.name + " is " + function_.opset + ")",
                  rule::op_table);
-        if (constexpr_op) sub_byte_rule(s);
+        if (constexpr_op) {
+            sub_byte_rule(s);
+            inline_rank4_rule(s);
+        }
         for (const auto& [attr, arg] : s.attributes) {
             if (attr == "name") continue;
             if (!constexpr_op)
@@ -643,6 +646,25 @@ private:
                          "simulator option sub_byte_constexpr)",
                      rule::sub_byte_constexpr);
         }
+    }
+
+    // RUNTIME.md §0b #19 too: an inline rank-4 scale fails to compile on the private route; use a blob.
+    // Checked after the sub-byte rule so a sub-byte weight is refused for what it is.
+    void inline_rank4_rule(const statement& s) {
+        if (options_.coreml_program) return;
+        const auto inline_rank4 = [&](const std::string& name, const argument& arg) {
+            if (arg.form == argument::kind::literal && !arg.value.is_blobfile &&
+                arg.value.type.shape.size() >= 4)
+                fail(arg.line,
+                     s.op + ": '" + name + "' is a rank-" + std::to_string(arg.value.type.shape.size()) +
+                         " tensor written inline; the private compiler refuses it: put it in the weight "
+                         "file",
+                     rule::inline_rank4_parameter);
+        };
+        for (const auto& [name, arg] : s.inputs)
+            inline_rank4(name, arg);
+        for (const auto& [name, arg] : s.attributes)
+            if (name != "name") inline_rank4(name, arg);
     }
 
     // Rules of the second audit that depend on the op and the simulated chip only (RUNTIME.md §0 #4, #5).
