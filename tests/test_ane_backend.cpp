@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -425,6 +426,59 @@ TEST_CASE("ane backend: a graph with stage marks past the weight limit splits be
         CHECK(p.dump().find("chunk ") == std::string::npos);
     }
     expect_clean("after the programs split by stages");
+}
+
+TEST_CASE("ane backend: small inputs share one surface instead of each taking the largest one's size") {
+    // Every input surface of a program is allocated like the largest (RUNTIME.md §3, ORI #12): a [64, 96]
+    // activation with a [1, 32] bias row, a [1, 32] scale row and a [2, 32] table would take four surfaces of
+    // the activation's size; the three small ones are packed into one, each a slice of its channels.
+    sim().reset();
+    anvil::graph g;
+    const auto values = [](std::size_t n, int salt) {
+        std::vector<float> v(n);
+        for (std::size_t i = 0; i < n; ++i)
+            v[i] = static_cast<float>(static_cast<int>((i * 29 + static_cast<std::size_t>(salt)) % 17) - 8) *
+                   0.0625f;
+        return v;
+    };
+    const auto x = g.input("x", dtype::f32, dims{64, 96});
+    const auto bias = g.input("bias", dtype::f32, dims{1, 32});
+    const auto scale = g.input("scale", dtype::f32, dims{1, 32});
+    const auto table = g.input("table", dtype::f32, dims{2, 32});
+    auto h = g.apply(op::linear, {x, g.constant(host_tensor::from(values(32 * 96, 3), dims{32, 96}))});
+    h = g.apply(op::add, {h, bias});
+    h = g.apply(op::mul, {h, scale});
+    anvil::attributes first;
+    first.begin = {0, 0};
+    first.end = {1, 32};
+    first.step = {1, 1};
+    h = g.apply(op::add, {h, g.apply(op::slice, {table}, first)});
+    const auto y = g.apply(op::gelu, {h});
+    const std::vector<anvil::named_tensor> inputs{{"x", host_tensor::from(values(64 * 96, 1), dims{64, 96})},
+                                                  {"bias", host_tensor::from(values(32, 5), dims{1, 32})},
+                                                  {"scale", host_tensor::from(values(32, 7), dims{1, 32})},
+                                                  {"table", host_tensor::from(values(64, 11), dims{2, 32})}};
+    const auto want = anvil::compile({y}).run(inputs);
+    temporary_folder cache;
+    auto options = ane_options(cache.path);
+    options.strict_device = true;
+    anvil::program p = anvil::compile({y}, options);
+    CHECK(p.placement().refused() == 0);
+    const std::string text = p.dump();
+    CAPTURE(text);
+    // One packed input beside the activation's: two inputs in the program's signature.
+    CHECK(text.find("_packed") != std::string::npos);
+    const std::size_t signature = text.find("func main");
+    REQUIRE(signature != std::string::npos);
+    const std::string head = text.substr(signature, text.find('{', signature) - signature);
+    std::size_t declared = 0;
+    for (std::size_t at = head.find("tensor<"); at != std::string::npos; at = head.find("tensor<", at + 1))
+        ++declared;
+    CHECK(declared == 2);
+    CHECK(head.find("tensor<fp16, [1, 4, 1, 32]> in001_packed") != std::string::npos);
+    for (int round = 0; round < 2; ++round)
+        CHECK(max_difference(want[0], p.run(inputs)[0]) < 1e-2);
+    CHECK(sim().violations() == "");
 }
 
 TEST_CASE("ane backend: attention without matmul, taken in tiles of rows, matches the CPU") {

@@ -6,6 +6,7 @@
 #include <anvil/anvil.hpp>
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -241,6 +242,76 @@ TEST_CASE("ane refusals: two programs of one structure and other weights each ru
     CHECK(b.placement().refused() == 0);
     CHECK(max_difference(anvil::compile({first.out}).run(first.inputs)[0], a.run(first.inputs)[0]) < 1e-2);
     CHECK(max_difference(anvil::compile({second.out}).run(second.inputs)[0], b.run(second.inputs)[0]) < 1e-2);
+    CHECK(sim().violations() == "");
+}
+
+TEST_CASE("ane refusals: a full device unloads the least recently used program, which loads again when run") {
+    // RUNTIME.md §0b #23: a full pool (0x50004) is not transient; unloading another program makes room. The
+    // simulated device holds two programs; four are compiled and run in turns, each on its own weights.
+    temporary_folder cache;
+    // Programs an earlier test abandoned in a hung first evaluation stay loaded for good (and are never
+    // unloaded: the blocked call still uses them): the device holds two more.
+    const long held = sim().counter("live_programs");
+    const std::string room = std::to_string(held + 2);
+    scoped_option pool("max_live_programs", room.c_str(), "15");
+    auto options = ane_options(cache);
+    options.cache_dir = "none";
+    options.ane_load_first_retry_delay = std::chrono::milliseconds(1);
+    sim().reset();
+    auto& loaded = anvil::detail::ane::loaded_programs::instance();
+    const std::size_t unloaded_before = loaded.unloaded_for_room();
+    std::vector<std::unique_ptr<ane_block>> blocks;
+    std::vector<anvil::program> programs;
+    std::vector<std::vector<anvil::host_tensor>> wanted;
+    for (int i = 0; i < 4; ++i) {
+        blocks.push_back(std::make_unique<ane_block>(0.02f * static_cast<float>(i)));
+        wanted.push_back(anvil::compile({blocks.back()->out}).run(blocks.back()->inputs));
+        programs.push_back(anvil::compile({blocks.back()->out}, options));
+        CHECK(programs.back().placement().refused() == 0);
+        CHECK(sim().counter("live_programs") <= held + 2);
+    }
+    CHECK(loaded.unloaded_for_room() - unloaded_before == 2);
+    const long loads_before = sim().counter("loads");
+    for (int round = 0; round < 2; ++round) {
+        for (const int i : {0, 3, 1, 2}) {
+            CAPTURE(i);
+            const auto got =
+                programs[static_cast<std::size_t>(i)].run(blocks[static_cast<std::size_t>(i)]->inputs);
+            CHECK(max_difference(wanted[static_cast<std::size_t>(i)][0], got[0]) < 1e-2);
+            CHECK(sim().counter("live_programs") <= held + 2);
+        }
+    }
+    // 0 and 1 were unloaded while 2 and 3 compiled; every run of a program not among the two most recently
+    // used loads it again: compiles stay at four.
+    CHECK(sim().counter("loads") - loads_before == 8 - 1);
+    CHECK(sim().counter("compiles") == 4);
+    programs.clear();
+    CHECK(sim().counter("live_programs") == held);
+    CHECK(sim().violations() == "");
+}
+
+TEST_CASE("ane refusals: ane_max_loaded_programs unloads before the device is full") {
+    temporary_folder cache;
+    auto options = ane_options(cache);
+    options.cache_dir = "none";
+    // Programs an earlier test abandoned in a hung first evaluation stay loaded, and count against the cap.
+    const long held = sim().counter("live_programs");
+    options.ane_max_loaded_programs = static_cast<std::size_t>(held) + 1;
+    sim().reset();
+    ane_block first(0.0f), second(0.05f);
+    const auto want_first = anvil::compile({first.out}).run(first.inputs);
+    const auto want_second = anvil::compile({second.out}).run(second.inputs);
+    anvil::program a = anvil::compile({first.out}, options);
+    anvil::program b = anvil::compile({second.out}, options);
+    CHECK(a.placement().refused() == 0);
+    CHECK(b.placement().refused() == 0);
+    for (int round = 0; round < 3; ++round) {
+        CHECK(max_difference(want_first[0], a.run(first.inputs)[0]) < 1e-2);
+        CHECK(sim().counter("live_programs") == held + 1);
+        CHECK(max_difference(want_second[0], b.run(second.inputs)[0]) < 1e-2);
+        CHECK(sim().counter("live_programs") == held + 1);
+    }
+    CHECK(sim().counter("loads") == 2 + 6);  // each run loads its program again, unloading the other
     CHECK(sim().violations() == "");
 }
 

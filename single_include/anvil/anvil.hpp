@@ -6025,6 +6025,11 @@ struct compile_options {
     // ANE: the most one program waits between load tries in all, across the forms it is lowered in when
     // refused (a device out of resources for longer sends the segment to the CPU sooner).
     std::chrono::milliseconds ane_load_max_backoff{10'000};
+    // ANE: the most programs this process keeps loaded at once (0: as many as the device takes). Before one
+    // more loads past it, and whenever the device refuses a compile or load as full (0x50004), the least
+    // recently used program not running is unloaded, to be loaded again on its next run (RUNTIME.md §0b #23:
+    // ~55 fit; a full pool is not transient). Shared by every program of the process.
+    std::size_t ane_max_loaded_programs = 48;
     // ANE: how long a program's first evaluation may take before it is given up and its segment runs on the
     // CPU (RUNTIME.md §0b #22: a wedged driver never signals; OMLX waits 30 s).
     std::chrono::milliseconds ane_first_evaluation_timeout{30'000};
@@ -12621,6 +12626,13 @@ inline std::string failure_reason(objc_id error_object) {
     return error_object == nullptr ? std::string("returned NO with nil error") : describe_error(error_object);
 }
 
+// Whether a failure says the device holds as many programs as it allows: status 0x50004 (TMC: "the sixteenth
+// compile in a process fail[s] with 0x50004"), as the framework's text or as the NSError's code (327684).
+inline bool says_device_full(std::string_view reason) {
+    return reason.find("0x50004") != std::string_view::npos ||
+           reason.find("code 327684:") != std::string_view::npos;
+}
+
 // A number in modelAttributes: CFNumber, or a CFString of digits.
 inline std::int64_t attribute_number(objc_id dictionary, const char* key, std::string_view context) {
     const objc_id value = dictionary_lookup(dictionary, key, context);
@@ -12732,6 +12744,13 @@ inline std::vector<symbol_layout> read_symbols(objc_id symbols, objc_id live, co
 
 // How loadWithQoS is retried: failures for lack of ANE resources are machine-wide and transient, so working
 // code retries with exponential backoff (ANEDVD: up to 7 tries, 0.1 s to 3.2 s; RUNTIME.md §0 #13).
+// A compile or load the device refused because it holds as many loaded programs as it allows (0x50004). Not
+// transient (RUNTIME.md §0b #23): waiting does not help, unloading another program does (loaded_programs).
+class device_full : public error {
+public:
+    using error::error;
+};
+
 struct load_retry_policy {
     int attempts = 7;
     std::chrono::milliseconds first_delay{100};
@@ -12921,6 +12940,8 @@ public:
         objc_id failure = nullptr;
         if (rt.send(model(), rt.messages.compile_with_qos, ane_qos, options.get(), &failure)) return;
         const std::string reason = framework_detail::failure_reason(failure);
+        if (framework_detail::says_device_full(reason))
+            throw device_full(message("ANE compile of program ", hex_, " failed: ", reason));
         const auto mil = data_bytes(mil_data_.get(), "MIL text");
         const std::string_view mil_text(reinterpret_cast<const char*>(mil.data()), mil.size());
         throw error(message("ANE compile of program ", hex_, " failed: ", reason,
@@ -12960,6 +12981,9 @@ public:
                 return;
             }
             reason = framework_detail::failure_reason(failure);
+            // A full device stays full until a program is unloaded: the caller makes room, not the backoff.
+            if (framework_detail::says_device_full(reason))
+                throw device_full(message("ANE load of program ", hex_, " failed: ", reason));
         }
         throw error(message("ANE load of program ", hex_, " failed after ", tried,
                             tried == 1 ? " try" : " tries", " (backing off from ", retry.first_delay.count(),
@@ -13191,6 +13215,7 @@ private:
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -14408,6 +14433,11 @@ struct lowering_options {
     // CPU where the Neural Engine refuses it (COREML.md §4.1), so what only the private compiler refuses — a
     // conv kernel 16 or wider (RUNTIME.md §0 #7, §0b #26) — is written as the plain op, never refused.
     bool core_ml_program = false;
+    // The private route: small inputs share one surface (lowering.hpp pack_inputs), since every input surface
+    // is allocated like the largest (RUNTIME.md §3). Not `unpacked_inputs`: values an earlier ANE program
+    // writes into a surface this one reads as it is.
+    bool pack_inputs = false;
+    std::vector<value_id> unpacked_inputs;
 
     [[nodiscard]] lowering_variant variant(lowering_feature f) const { return choices.of(f); }
     [[nodiscard]] bool native(lowering_feature f) const { return choices.of(f) == lowering_variant::native; }
@@ -16650,9 +16680,17 @@ struct surface_layout {
     // the host writes in place, its width a multiple of 32 (COREML.md §4.5); the program reads it with
     // read_state. channel_stride is then the buffer's, which Core ML reports at each access.
     bool state = false;
+    // An input packed with others into one surface (lowering_options::pack_inputs): `symbol` is the packed
+    // input's, whose channels first_channel .. first_channel + channels hold this value. Every access to a
+    // surface adds first_channel * channel_stride (surface_packing.hpp).
+    bool packed = false;
+    std::int64_t first_channel = 0;
 
     [[nodiscard]] std::size_t bytes() const noexcept {
         return static_cast<std::size_t>(channels) * channel_stride;
+    }
+    [[nodiscard]] std::size_t offset() const noexcept {
+        return static_cast<std::size_t>(first_channel) * channel_stride;
     }
 };
 
@@ -16802,6 +16840,66 @@ inline void lower_node(segment_lowering& L, value_id id) {
     }
 }
 
+// Inputs that share one surface: `members` index the segment's inputs, laid one after another along the
+// channel axis of [1, channels, 1, W].
+struct input_pack {
+    std::string symbol;
+    std::vector<std::size_t> members;
+    std::int64_t channels = 0;
+};
+
+// Packs small inputs into shared surfaces (lowering_options::pack_inputs). Every input surface of a program
+// gets the allocation size of the largest (RUNTIME.md §3, ORI #12), so a program reading a [768, 128]
+// activation, a [1, 128] mask and [64, 128] rotary tables would allocate three surfaces of the activation's
+// size; packed, the mask and the tables share one. Inputs of one surface width are packed smallest first
+// while the pack stays no larger than the largest input, so no surface grows; states, values another ANE
+// program hands over in its own surface (lowering_options::unpacked_inputs) and inputs alone in their
+// width keep their own. Marks the members (symbol, packed, first_channel) and returns the packs.
+inline std::vector<input_pack> pack_inputs(std::vector<surface_layout>& surfaces,
+                                           const lowering_options& options) {
+    std::vector<input_pack> packs;
+    if (!options.pack_inputs || surfaces.size() < 3) return packs;  // two inputs share nothing worth packing
+    std::size_t largest = 0;
+    for (const auto& s : surfaces)
+        largest = std::max(largest, s.bytes());
+    std::map<std::int64_t, std::vector<std::size_t>> by_width;
+    for (std::size_t i = 0; i < surfaces.size(); ++i) {
+        const surface_layout& s = surfaces[i];
+        const bool own = std::find(options.unpacked_inputs.begin(), options.unpacked_inputs.end(), s.value) !=
+                         options.unpacked_inputs.end();
+        if (s.state || own || s.bytes() >= largest) continue;
+        by_width[s.surface_width].push_back(i);
+    }
+    for (auto& [width, members] : by_width) {
+        std::stable_sort(members.begin(), members.end(), [&](std::size_t a, std::size_t b) {
+            return surfaces[a].bytes() < surfaces[b].bytes();
+        });
+        std::size_t begin = 0;
+        while (begin < members.size()) {
+            // Smallest first, as many as fit in the largest input's bytes.
+            std::size_t end = begin, bytes = 0;
+            while (end < members.size() && bytes + surfaces[members[end]].bytes() <= largest)
+                bytes += surfaces[members[end++]].bytes();
+            if (end - begin < 2) break;  // the rest are each too large to share
+            input_pack pack;
+            pack.members.assign(members.begin() + static_cast<std::ptrdiff_t>(begin),
+                                members.begin() + static_cast<std::ptrdiff_t>(end));
+            std::sort(pack.members.begin(), pack.members.end());
+            char symbol[32];
+            std::snprintf(symbol, sizeof symbol, "in%03zu_packed", pack.members.front());
+            pack.symbol = symbol;
+            for (const std::size_t i : pack.members) {
+                surfaces[i].packed = true;
+                surfaces[i].first_channel = pack.channels;
+                pack.channels += surfaces[i].channels;
+            }
+            packs.push_back(std::move(pack));
+            begin = end;
+        }
+    }
+    return packs;
+}
+
 }  // namespace lowering_detail
 
 // Lowers `nodes` (topological order, all supported) reading `inputs` (graph inputs or other segments'
@@ -16825,6 +16923,7 @@ inline void lower_node(segment_lowering& L, value_id id) {
         }
     }
     lowered_segment segment;
+    std::vector<surface_layout> surfaces;
     for (std::size_t i = 0; i < inputs.size(); ++i) {
         const value_id id = inputs[i];
         if (id >= body.nodes.size() || L.is_constant(id)) {
@@ -16835,13 +16934,47 @@ inline void lower_node(segment_lowering& L, value_id id) {
         const std::string label = n.kind == op::input ? n.name : L.base(id);
         char prefix[32];
         std::snprintf(prefix, sizeof prefix, "in%03zu_", i);
-        const std::string symbol = prefix + sanitise_mil_name(label);
         const surface_order order = cheaper_order(
             consumed_channels_first(L, nodes, id) ? surface_order::columns : surface_order::rows,
             n.result.shape, options);
-        surface_layout surface = make_surface(symbol, id, n.result.shape, order, options);
-        surface.state = std::find(options.state_inputs.begin(), options.state_inputs.end(), id) !=
-                        options.state_inputs.end();
+        surfaces.push_back(
+            make_surface(prefix + sanitise_mil_name(label), id, n.result.shape, order, options));
+        surfaces.back().state = std::find(options.state_inputs.begin(), options.state_inputs.end(), id) !=
+                                options.state_inputs.end();
+    }
+    const std::vector<input_pack> packs = pack_inputs(surfaces, options);
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+        surface_layout& surface = surfaces[i];
+        if (surface.packed) {
+            // Declared where its first member would be; each member is a slice of its channels.
+            const auto pack = std::find_if(packs.begin(), packs.end(),
+                                           [&](const input_pack& p) { return p.members.front() == i; });
+            if (pack != packs.end()) {
+                const mil_ref whole =
+                    L.mil().input(pack->symbol, {1, pack->channels, 1, surface.surface_width});
+                for (const std::size_t m : pack->members) {
+                    surface_layout& member = surfaces[m];
+                    const std::string own = member.symbol;
+                    member.symbol = pack->symbol;
+                    mil_ref ref = L.slice_axis(whole, 1, member.first_channel,
+                                               member.first_channel + member.channels, own + "_unpacked");
+                    if (member.surface_width != member.width) {
+                        ref = L.slice_axis(ref, 3, 0, member.width, own + "_unpadded");
+                        ++segment.padded_surfaces;
+                    }
+                    L.set_base(member.value, own);
+                    if (member.order == surface_order::columns) {
+                        L.set_form(member.value, value_layout::channels_first, ref);
+                    } else {
+                        L.set_rows(member.value, ref);
+                    }
+                }
+            }
+            continue;
+        }
+        const value_id id = surface.value;
+        const std::string symbol = surface.symbol;
+        const surface_order order = surface.order;
         mil_ref ref = 0;
         if (surface.state) {
             // A state whose width is not a multiple of 32 fails on the Neural Engine (COREML.md §4.5,
@@ -16865,8 +16998,8 @@ inline void lower_node(segment_lowering& L, value_id id) {
         } else {
             L.set_rows(id, ref);
         }
-        segment.inputs.push_back(std::move(surface));
     }
+    segment.inputs = std::move(surfaces);
     for (const value_id id : nodes)
         lower_node(L, id);
     std::vector<mil_ref> results;
@@ -17489,11 +17622,208 @@ inline std::string ops_summary(const graph_body& body, std::span<const value_id>
 
 }  // namespace anvil::detail::ane
 // #include "anvil/backend/ane/program_cache.hpp"
+// #include "anvil/backend/ane/residency.hpp"
+// anvil: the Neural Engine programs this process keeps loaded, and making room for one more. The device holds
+// a bounded number of loaded programs (about 55; about 15 when autoreleased objects leak; RUNTIME.md §0b #23,
+// TMC), and a full pool is not transient: a compile or load refused with 0x50004 succeeds only once another
+// program is unloaded. So every program anvil loads is registered here with its last use; when the device is
+// full (or `compile_options::ane_max_loaded_programs` is reached) the least recently used program that is
+// not running is unloaded, and loaded again, on its next run, the same way. A decoder LM climbing its
+// context ladder thus unloads the rungs it left rather than sending the next rung to the CPU.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+// #include "anvil/backend/ane/ane_framework.hpp"
+
+namespace anvil::detail::ane {
+
+class loaded_programs {
+public:
+    // One per process: the device's pool is shared by every program anvil compiles.
+    static loaded_programs& instance() {
+        static auto* pool =
+            new loaded_programs();  // never destroyed: programs may outlive static destructors
+        return *pool;
+    }
+
+    // Compiles `model`; when the device is full, unloads the least recently used idle program and tries
+    // again, until it compiles or nothing is left to unload (then the device's refusal stands).
+    void compile(ane_model& model, bool cache_locked) {
+        for (;;) {
+            try {
+                model.compile(cache_locked);
+                return;
+            } catch (const device_full&) {
+                if (!unload_one(&model)) throw;
+            }
+        }
+    }
+
+    // Loads `model` (nothing when it is loaded), first unloading idle programs down to `cap` loaded ones
+    // (0: no cap), and, when the device says it is full, one more each time until it loads.
+    void load(ane_model& model, const load_retry_policy& retry, std::size_t cap) {
+        {
+            const std::lock_guard lock(mutex_);
+            if (model.loaded()) {
+                touch(model);
+                return;
+            }
+            while (cap > 0 && entries_.size() >= cap && unload_one_locked(&model)) {
+            }
+        }
+        for (;;) {
+            try {
+                model.load(retry);
+                break;
+            } catch (const device_full&) {
+                if (!unload_one(&model)) throw;
+            }
+        }
+        const std::lock_guard lock(mutex_);
+        touch(model);
+    }
+
+    // A program being evaluated: it is not unloaded to make room until the pin goes.
+    class pin {
+    public:
+        pin(loaded_programs& pool, const ane_model& model) : pool_(&pool), model_(&model) {}
+        pin(pin&& other) noexcept : pool_(std::exchange(other.pool_, nullptr)), model_(other.model_) {}
+        pin(const pin&) = delete;
+        pin& operator=(const pin&) = delete;
+        pin& operator=(pin&&) = delete;
+        ~pin() {
+            if (pool_ != nullptr) pool_->release(*model_);
+        }
+
+    private:
+        loaded_programs* pool_;
+        const ane_model* model_;
+    };
+
+    // Pins `model` for an evaluation, loading it again first when it was unloaded to make room; `reloaded`
+    // says so (its requests are then made again).
+    [[nodiscard]] pin use(ane_model& model, const load_retry_policy& retry, std::size_t cap, bool& reloaded) {
+        reloaded = false;
+        {
+            const std::lock_guard lock(mutex_);
+            if (model.loaded()) {
+                entry& e = touch(model);
+                ++e.pins;
+                return pin(*this, model);
+            }
+        }
+        load(model, retry, cap);
+        reloaded = true;
+        const std::lock_guard lock(mutex_);
+        entry& e = touch(model);
+        ++e.pins;
+        return pin(*this, model);
+    }
+
+    // `model` is going away (its owner unloads and releases it): it is no longer one to unload.
+    void forget(const ane_model& model) noexcept {
+        const std::lock_guard lock(mutex_);
+        std::erase_if(entries_, [&](const entry& e) { return e.model == &model; });
+    }
+
+    // Programs unloaded to make room since the process started.
+    [[nodiscard]] std::size_t unloaded_for_room() const {
+        const std::lock_guard lock(mutex_);
+        return unloaded_;
+    }
+
+    // Programs loaded through this pool and not unloaded.
+    [[nodiscard]] std::size_t loaded_count() const {
+        const std::lock_guard lock(mutex_);
+        return entries_.size();
+    }
+
+private:
+    struct entry {
+        ane_model* model = nullptr;
+        std::uint64_t last_use = 0;
+        int pins = 0;  // evaluations under way
+    };
+
+    loaded_programs() = default;
+
+    entry& touch(ane_model& model) {
+        auto found =
+            std::find_if(entries_.begin(), entries_.end(), [&](const entry& e) { return e.model == &model; });
+        if (found == entries_.end()) {
+            entries_.push_back({&model, 0, 0});
+            found = entries_.end() - 1;
+        }
+        found->last_use = ++clock_;
+        return *found;
+    }
+
+    void release(const ane_model& model) noexcept {
+        const std::lock_guard lock(mutex_);
+        for (entry& e : entries_)
+            if (e.model == &model && e.pins > 0) --e.pins;
+    }
+
+    bool unload_one(const ane_model* keep) {
+        const std::lock_guard lock(mutex_);
+        return unload_one_locked(keep);
+    }
+
+    // Unloads the least recently used program that is not `keep` and not being evaluated. The unload happens
+    // under the lock, so its owner cannot use it meanwhile: the owner finds it unloaded and loads it again.
+    bool unload_one_locked(const ane_model* keep) {
+        auto victim = entries_.end();
+        for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+            if (it->model == keep || it->pins > 0) continue;
+            if (victim == entries_.end() || it->last_use < victim->last_use) victim = it;
+        }
+        if (victim == entries_.end()) return false;
+        ane_model* model = victim->model;
+        entries_.erase(victim);
+        try {
+            model->unload();
+        } catch (const error&) {
+            // Its unload failed: it no longer counts as one of ours; the next compile or load says whether
+            // the device has room.
+        }
+        ++unloaded_;
+        return true;
+    }
+
+    mutable std::mutex mutex_;
+    std::vector<entry> entries_;  // loaded programs; a few dozen at most
+    std::uint64_t clock_ = 0;
+    std::size_t unloaded_ = 0;
+};
+
+// Registers nothing itself: destroyed before the model it names (declared after it), it takes the model off
+// the pool's list so no other program's load unloads a model being destroyed.
+class loaded_program_ticket {
+public:
+    explicit loaded_program_ticket(const ane_model* model = nullptr) noexcept : model_(model) {}
+    loaded_program_ticket(const loaded_program_ticket&) = delete;
+    loaded_program_ticket& operator=(const loaded_program_ticket&) = delete;
+    ~loaded_program_ticket() {
+        if (model_ != nullptr) loaded_programs::instance().forget(*model_);
+    }
+    void set(const ane_model* model) noexcept { model_ = model; }
+
+private:
+    const ane_model* model_;
+};
+
+}  // namespace anvil::detail::ane
 // #include "anvil/backend/ane/surface_packing.hpp"
 // anvil: moving values between the host and an ANE input or output surface laid out as surface_layout says:
 // rows ([1, leading, 1, last], the IR's memory order) or columns ([1, last, 1, leading], channels-first, the
 // host transposing while it converts), channel c at c * channel_stride bytes, fp16, the I/O width padding
-// past `width` untouched (the program slices it off).
+// past `width` untouched (the program slices it off). A packed input (surface_layout::packed) starts
+// first_channel channels into the surface it shares with others.
 
 #include <algorithm>
 #include <cstddef>
@@ -17512,7 +17842,8 @@ namespace anvil::detail::ane {
 // columns ([1, last, 1, leading], the channels-first form, transposed here while converting), channel c at
 // c * channel_stride. Each row converts in one vectorised call; a transposed row is gathered first. The
 // padding past `width` is left alone: the program slices it off.
-inline void pack(const surface_layout& layout, const float* values, std::byte* base) {
+inline void pack(const surface_layout& layout, const float* values, std::byte* surface) {
+    std::byte* const base = surface + layout.offset();  // a packed input's channels start further in
     const auto channels = static_cast<std::size_t>(layout.channels);
     const auto width = static_cast<std::size_t>(layout.width);
     std::vector<float> gathered(layout.order == surface_order::rows ? 0 : width);
@@ -17532,7 +17863,8 @@ inline void pack(const surface_layout& layout, const float* values, std::byte* b
 // the input) into a surface packed as pack() packs the whole: in rows order a run converts row by row, in
 // columns order element by element (each lands in another row). Nothing else of the surface is touched.
 inline void pack_region(const surface_layout& layout, std::span<const std::size_t> starts, std::size_t length,
-                        const float* values, std::byte* base) {
+                        const float* values, std::byte* surface) {
+    std::byte* const base = surface + layout.offset();
     const auto channels = static_cast<std::size_t>(layout.channels);
     const auto width = static_cast<std::size_t>(layout.width);
     const std::size_t last = layout.order == surface_order::rows ? width : channels;
@@ -17557,7 +17889,8 @@ inline void pack_region(const surface_layout& layout, std::span<const std::size_
     }
 }
 
-inline void unpack(const surface_layout& layout, const std::byte* base, float* values) {
+inline void unpack(const surface_layout& layout, const std::byte* surface, float* values) {
+    const std::byte* const base = surface + layout.offset();
     const auto channels = static_cast<std::size_t>(layout.channels);
     const auto width = static_cast<std::size_t>(layout.width);
     std::vector<float> row_values(layout.order == surface_order::rows ? 0 : width);
@@ -17575,7 +17908,8 @@ inline void unpack(const surface_layout& layout, const std::byte* base, float* v
 
 // Ones in every element of an input surface, padding included: what a program's first evaluation reads (not
 // zeros, which would turn log and rsqrt into infinities).
-inline void fill_with_ones(const surface_layout& layout, std::byte* base) {
+inline void fill_with_ones(const surface_layout& layout, std::byte* surface) {
+    std::byte* const base = surface + layout.offset();
     const std::vector<half> ones(static_cast<std::size_t>(layout.surface_width), half(1.0f));
     for (std::int64_t c = 0; c < layout.channels; ++c)
         std::memcpy(base + static_cast<std::size_t>(c) * layout.channel_stride, ones.data(),
@@ -26760,6 +27094,8 @@ private:
         std::string key;
         bool cached = false;
         std::optional<ane_model> model;
+        loaded_program_ticket ticket;  // after `model`: off the pool's list before the model goes
+        std::optional<loaded_programs::pin> first_evaluation_pin;  // while the first evaluation runs
         // In lowered.inputs / lowered.outputs order. An input may be the very surface an earlier ANE program
         // writes the value to (input_shared): nothing is copied between the two programs.
         std::vector<std::shared_ptr<io_surface>> input_surfaces;
@@ -26767,6 +27103,9 @@ private:
         std::vector<bool> input_shared;
         std::vector<bool> output_to_host;  // false when only later ANE programs read it, through its surface
         std::optional<ane_request> request;
+        // The surfaces the request binds, in the program's symbol order: a program unloaded to make room gets
+        // its request made again from them when it is loaded again.
+        std::vector<const io_surface*> bound_inputs, bound_outputs;
         // The Core ML route: the loaded model and host buffers laid out as the surfaces would be.
         std::optional<coreml::coreml_model> coreml;
         objc_object
@@ -26948,6 +27287,11 @@ private:
                     break;
             }
         }
+        if (!on_coreml()) {
+            options.pack_inputs = true;
+            for (const value_id id : seg.inputs)
+                if (id < ane_produced_.size() && ane_produced_[id]) options.unpacked_inputs.push_back(id);
+        }
         if (!states_usable()) return options;
         for (const value_id id : seg.inputs)
             if (resident_[id]) options.state_inputs.push_back(id);
@@ -27000,6 +27344,13 @@ private:
     // reads it — unless the chip is known to load unanchored programs; failing that it runs on the CPU. A
     // segment whose lowering fails runs on the CPU too. Neighbouring CPU segments then merge.
     std::vector<planned_segment> plan_segments(std::vector<segment> segments) {
+        // Values an ANE segment produces: a later program may read them from that program's own output
+        // surface, so they are never packed with other inputs.
+        ane_produced_.assign(body_.nodes.size(), false);
+        for (const segment& seg : segments)
+            if (seg.device == segment_device::ane)
+                for (const value_id id : seg.outputs)
+                    ane_produced_[id] = true;
         std::vector<std::string> reasons(segments.size());
         std::vector<std::optional<lowered_segment>> lowered(segments.size());
         const auto lower_at = [&](std::size_t i) {
@@ -27178,6 +27529,7 @@ private:
         };
         try {
             s->model.emplace(ane_model::create(s->lowered.mil, s->lowered.weights));
+            s->ticket.set(&*s->model);
         } catch (const error& e) {
             throw refused("compile", e);
         }
@@ -27205,7 +27557,7 @@ private:
         const auto compile_fresh = [&] {
             try {
                 count_compile(options_.ane_compile_budget);
-                model.compile(cache_lock.has_value());
+                loaded_programs::instance().compile(model, cache_lock.has_value());
                 ++compiled_;
             } catch (const error& e) {
                 throw device_refusal{
@@ -27213,8 +27565,9 @@ private:
             }
         };
         if (!s->cached) compile_fresh();
+        const std::size_t cap = options_.ane_max_loaded_programs;
         try {
-            model.load(retry);
+            loaded_programs::instance().load(model, retry, cap);
         } catch (const error& e) {
             if (!s->cached)
                 throw device_refusal{
@@ -27224,7 +27577,7 @@ private:
             s->cached = false;
             compile_fresh();
             try {
-                model.load(retry);
+                loaded_programs::instance().load(model, retry, cap);
             } catch (const error& again) {
                 throw device_refusal{"load", message(again.what(), framework_detail::named_mil_op(
                                                                        again.what(), s->lowered.mil))};
@@ -27273,6 +27626,8 @@ private:
         };
         auto state = std::make_shared<first_evaluation>();
         ane_step* const evaluated = s.get();
+        // Not unloaded to make room while it runs; an abandoned evaluation keeps its pin for good.
+        evaluated->first_evaluation_pin.emplace(use_loaded(*evaluated));
         std::thread evaluation([state, evaluated] {
             std::exception_ptr failure;
             try {
@@ -27298,6 +27653,7 @@ private:
                 " ms (a wedged driver never signals, RUNTIME.md §0b #22); the program is abandoned"));
         }
         evaluation.join();
+        s->first_evaluation_pin.reset();
         if (state->failure) std::rethrow_exception(state->failure);
     }
 
@@ -27470,47 +27826,65 @@ private:
         auto allocate = [&](std::vector<surface_layout>& wanted, const std::vector<symbol_layout>& reported,
                             std::vector<std::shared_ptr<io_surface>>& surfaces, std::vector<bool>* shared,
                             std::vector<const io_surface*>& bound, const char* kind) {
-            if (wanted.size() != reported.size()) {
+            // One symbol per surface; packed inputs share theirs (lowering.hpp pack_inputs).
+            std::vector<std::string> symbols;
+            for (const auto& w : wanted)
+                if (std::find(symbols.begin(), symbols.end(), w.symbol) == symbols.end())
+                    symbols.push_back(w.symbol);
+            if (symbols.size() != reported.size()) {
                 throw error(message(where, ": the compiled program has ", reported.size(), " ", kind,
-                                    "s, the lowering made ", wanted.size()));
+                                    "s, the lowering made ", symbols.size()));
             }
-            std::vector<std::size_t> slot_of(reported.size());
+            std::vector<std::size_t> symbol_of(reported.size());
             for (std::size_t i = 0; i < reported.size(); ++i) {
                 const auto& r = reported[i];
-                const auto it = std::find_if(wanted.begin(), wanted.end(),
-                                             [&](const surface_layout& w) { return w.symbol == r.name; });
-                if (it == wanted.end()) {
+                const auto it = std::find(symbols.begin(), symbols.end(), r.name);
+                if (it == symbols.end()) {
                     throw error(message(where, ": the compiled program reports ", kind, " symbol '", r.name,
                                         "', which the lowering did not declare"));
                 }
-                if (r.channels != it->channels || r.width != it->surface_width || !r.fp16) {
-                    throw error(message(
-                        where, ": ", kind, " '", r.name, "': the compiled program expects [1, ", r.channels,
-                        ", ", r.height, ", ", r.width, "] ", r.fp16 ? "fp16" : "fp32",
-                        ", the lowering declared [1, ", it->channels, ", 1, ", it->surface_width, "] fp16"));
+                std::int64_t channels = 0, width = 0;
+                for (const auto& w : wanted) {
+                    if (w.symbol != r.name) continue;
+                    channels = std::max(channels, w.first_channel + w.channels);
+                    width = w.surface_width;
                 }
-                it->channel_stride = r.plane_stride;
-                slot_of[i] = static_cast<std::size_t>(it - wanted.begin());
+                if (r.channels != channels || r.width != width || !r.fp16) {
+                    throw error(message(where, ": ", kind, " '", r.name,
+                                        "': the compiled program expects [1, ", r.channels, ", ", r.height,
+                                        ", ", r.width, "] ", r.fp16 ? "fp16" : "fp32",
+                                        ", the lowering declared [1, ", channels, ", 1, ", width, "] fp16"));
+                }
+                for (auto& w : wanted)
+                    if (w.symbol == r.name) w.channel_stride = r.plane_stride;
+                symbol_of[i] = static_cast<std::size_t>(it - symbols.begin());
             }
             // Every surface of one kind gets the same allocation size (RUNTIME.md §3, ORI #12).
             std::size_t alloc = min_surface_bytes;
             for (const auto& w : wanted)
-                alloc = std::max(alloc, round_up(w.bytes(), surface_granule));
+                alloc = std::max(alloc, round_up(w.offset() + w.bytes(), surface_granule));
             surfaces.clear();
+            std::vector<std::shared_ptr<io_surface>> by_symbol(symbols.size());
             for (const auto& w : wanted) {
                 const auto produced = produced_.find(w.value);
-                if (shared != nullptr && produced != produced_.end() && produced->second.alloc == alloc &&
+                if (shared != nullptr && !w.packed && produced != produced_.end() &&
+                    produced->second.alloc == alloc && !produced->second.layout.packed &&
                     produced->second.layout.channels == w.channels &&
                     produced->second.layout.width == w.width &&
                     produced->second.layout.surface_width == w.surface_width &&
                     produced->second.layout.order == w.order &&
                     produced->second.layout.channel_stride == w.channel_stride) {
                     surfaces.push_back(produced->second.surface);
+                    by_symbol[static_cast<std::size_t>(std::find(symbols.begin(), symbols.end(), w.symbol) -
+                                                       symbols.begin())] = surfaces.back();
                     shared->push_back(true);
                     ++shared_surfaces_;
                     continue;
                 }
-                surfaces.push_back(std::make_shared<io_surface>(io_surface::create_flat(alloc)));
+                auto& surface = by_symbol[static_cast<std::size_t>(
+                    std::find(symbols.begin(), symbols.end(), w.symbol) - symbols.begin())];
+                if (!surface) surface = std::make_shared<io_surface>(io_surface::create_flat(alloc));
+                surfaces.push_back(surface);
                 if (shared != nullptr) shared->push_back(false);
             }
             if (shared == nullptr) {
@@ -27519,13 +27893,15 @@ private:
             }
             bound.assign(reported.size(), nullptr);
             for (std::size_t i = 0; i < reported.size(); ++i)
-                bound[i] = surfaces[slot_of[i]].get();
+                bound[i] = by_symbol[symbol_of[i]].get();
         };
         std::vector<const io_surface*> inputs;
         std::vector<const io_surface*> outputs;
         allocate(s.lowered.inputs, layout.inputs, s.input_surfaces, &s.input_shared, inputs, "input");
         allocate(s.lowered.outputs, layout.outputs, s.output_surfaces, nullptr, outputs, "output");
         s.request.emplace(s.model->make_request(inputs, outputs));
+        s.bound_inputs = std::move(inputs);
+        s.bound_outputs = std::move(outputs);
     }
 
     // Once every segment is built, the program needs none of the constants the segments took copies of (a
@@ -27582,6 +27958,26 @@ private:
             values[s.outputs[i]] = std::move(results[i]);
     }
 
+    // Pins the step's program for an evaluation: one unloaded to make room for another program (RUNTIME.md
+    // §0b #23) is loaded again first, unloading the least recently used idle one, and its request made again.
+    loaded_programs::pin use_loaded(ane_step& s) {
+        std::chrono::milliseconds backoff_left = options_.ane_load_max_backoff;
+        const load_retry_policy retry = load_retry_from_environment(load_retry_policy{
+            options_.ane_load_attempts, options_.ane_load_first_retry_delay, &backoff_left});
+        bool reloaded = false;
+        try {
+            auto pinned =
+                loaded_programs::instance().use(*s.model, retry, options_.ane_max_loaded_programs, reloaded);
+            if (reloaded) s.request.emplace(s.model->make_request(s.bound_inputs, s.bound_outputs));
+            return pinned;
+        } catch (const error& e) {
+            throw error(message("ANE program ", s.model->hex_identifier(),
+                                " was unloaded to make room for another and cannot be loaded again (its "
+                                "constants are no longer held, so it cannot move to the CPU now): ",
+                                e.what()));
+        }
+    }
+
     void run_ane_step(ane_step& s, std::vector<host_tensor>& values) {
         for (std::size_t i = 0; i < s.lowered.inputs.size(); ++i) {
             if (s.input_shared[i]) continue;  // already there: an earlier program wrote it
@@ -27596,6 +27992,7 @@ private:
         if (s.coreml) {
             predict_coreml(s);
         } else {
+            const auto pinned = use_loaded(s);
             s.model->evaluate(*s.request);
         }
         for (std::size_t i = 0; i < s.lowered.outputs.size(); ++i) {
@@ -27782,6 +28179,7 @@ private:
         std::size_t alloc = 0;
     };
     std::unordered_map<value_id, produced_surface> produced_;  // while compiling: ANE outputs by value
+    std::vector<bool> ane_produced_;  // per node: an output of a segment planned for the ANE
     std::size_t compiled_ = 0;
     std::size_t cache_hits_ = 0;
     std::size_t shared_surfaces_ = 0;
@@ -43061,8 +43459,8 @@ ANVIL_INLINE decoder_plan plan_decoder(const decoder_config& c, const causal_lm_
     if (!plan.fits_live_programs) {
         plan.notes.push_back(
             message(plan.programs, " programs loaded at once pass the ~", plan.live_program_limit,
-                    " some devices allow (RUNTIME.md §6; others ~55): raise the weight limit per "
-                    "program"));
+                    " some devices allow (RUNTIME.md §6; others ~55): past it each step unloads the least "
+                    "recently used program and loads one again; raise the weight limit per program"));
     }
     return plan;
 }

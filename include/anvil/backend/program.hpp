@@ -93,6 +93,11 @@ struct compile_options {
     // ANE: the most one program waits between load tries in all, across the forms it is lowered in when
     // refused (a device out of resources for longer sends the segment to the CPU sooner).
     std::chrono::milliseconds ane_load_max_backoff{10'000};
+    // ANE: the most programs this process keeps loaded at once (0: as many as the device takes). Before one
+    // more loads past it, and whenever the device refuses a compile or load as full (0x50004), the least
+    // recently used program not running is unloaded, to be loaded again on its next run (RUNTIME.md §0b #23:
+    // ~55 fit; a full pool is not transient). Shared by every program of the process.
+    std::size_t ane_max_loaded_programs = 48;
     // ANE: how long a program's first evaluation may take before it is given up and its segment runs on the
     // CPU (RUNTIME.md §0b #22: a wedged driver never signals; OMLX waits 30 s).
     std::chrono::milliseconds ane_first_evaluation_timeout{30'000};

@@ -176,8 +176,8 @@ ANVIL_INLINE decoder_plan plan_decoder(const decoder_config& c, const causal_lm_
     if (!plan.fits_live_programs) {
         plan.notes.push_back(
             message(plan.programs, " programs loaded at once pass the ~", plan.live_program_limit,
-                    " some devices allow (RUNTIME.md §6; others ~55): raise the weight limit per "
-                    "program"));
+                    " some devices allow (RUNTIME.md §6; others ~55): past it each step unloads the least "
+                    "recently used program and loads one again; raise the weight limit per program"));
     }
     return plan;
 }

@@ -295,6 +295,13 @@ inline std::string failure_reason(objc_id error_object) {
     return error_object == nullptr ? std::string("returned NO with nil error") : describe_error(error_object);
 }
 
+// Whether a failure says the device holds as many programs as it allows: status 0x50004 (TMC: "the sixteenth
+// compile in a process fail[s] with 0x50004"), as the framework's text or as the NSError's code (327684).
+inline bool says_device_full(std::string_view reason) {
+    return reason.find("0x50004") != std::string_view::npos ||
+           reason.find("code 327684:") != std::string_view::npos;
+}
+
 // A number in modelAttributes: CFNumber, or a CFString of digits.
 inline std::int64_t attribute_number(objc_id dictionary, const char* key, std::string_view context) {
     const objc_id value = dictionary_lookup(dictionary, key, context);
@@ -406,6 +413,13 @@ inline std::vector<symbol_layout> read_symbols(objc_id symbols, objc_id live, co
 
 // How loadWithQoS is retried: failures for lack of ANE resources are machine-wide and transient, so working
 // code retries with exponential backoff (ANEDVD: up to 7 tries, 0.1 s to 3.2 s; RUNTIME.md §0 #13).
+// A compile or load the device refused because it holds as many loaded programs as it allows (0x50004). Not
+// transient (RUNTIME.md §0b #23): waiting does not help, unloading another program does (loaded_programs).
+class device_full : public error {
+public:
+    using error::error;
+};
+
 struct load_retry_policy {
     int attempts = 7;
     std::chrono::milliseconds first_delay{100};
@@ -595,6 +609,8 @@ public:
         objc_id failure = nullptr;
         if (rt.send(model(), rt.messages.compile_with_qos, ane_qos, options.get(), &failure)) return;
         const std::string reason = framework_detail::failure_reason(failure);
+        if (framework_detail::says_device_full(reason))
+            throw device_full(message("ANE compile of program ", hex_, " failed: ", reason));
         const auto mil = data_bytes(mil_data_.get(), "MIL text");
         const std::string_view mil_text(reinterpret_cast<const char*>(mil.data()), mil.size());
         throw error(message("ANE compile of program ", hex_, " failed: ", reason,
@@ -634,6 +650,9 @@ public:
                 return;
             }
             reason = framework_detail::failure_reason(failure);
+            // A full device stays full until a program is unloaded: the caller makes room, not the backoff.
+            if (framework_detail::says_device_full(reason))
+                throw device_full(message("ANE load of program ", hex_, " failed: ", reason));
         }
         throw error(message("ANE load of program ", hex_, " failed after ", tried,
                             tried == 1 ? " try" : " tries", " (backing off from ", retry.first_delay.count(),

@@ -44,6 +44,7 @@
 #include "anvil/backend/ane/lowering.hpp"
 #include "anvil/backend/ane/partition.hpp"
 #include "anvil/backend/ane/program_cache.hpp"
+#include "anvil/backend/ane/residency.hpp"
 #include "anvil/backend/ane/surface_packing.hpp"
 #include "anvil/backend/ane/tiling.hpp"
 #include "anvil/backend/coreml/coreml_framework.hpp"
@@ -434,6 +435,8 @@ private:
         std::string key;
         bool cached = false;
         std::optional<ane_model> model;
+        loaded_program_ticket ticket;  // after `model`: off the pool's list before the model goes
+        std::optional<loaded_programs::pin> first_evaluation_pin;  // while the first evaluation runs
         // In lowered.inputs / lowered.outputs order. An input may be the very surface an earlier ANE program
         // writes the value to (input_shared): nothing is copied between the two programs.
         std::vector<std::shared_ptr<io_surface>> input_surfaces;
@@ -441,6 +444,9 @@ private:
         std::vector<bool> input_shared;
         std::vector<bool> output_to_host;  // false when only later ANE programs read it, through its surface
         std::optional<ane_request> request;
+        // The surfaces the request binds, in the program's symbol order: a program unloaded to make room gets
+        // its request made again from them when it is loaded again.
+        std::vector<const io_surface*> bound_inputs, bound_outputs;
         // The Core ML route: the loaded model and host buffers laid out as the surfaces would be.
         std::optional<coreml::coreml_model> coreml;
         objc_object
@@ -622,6 +628,11 @@ private:
                     break;
             }
         }
+        if (!on_coreml()) {
+            options.pack_inputs = true;
+            for (const value_id id : seg.inputs)
+                if (id < ane_produced_.size() && ane_produced_[id]) options.unpacked_inputs.push_back(id);
+        }
         if (!states_usable()) return options;
         for (const value_id id : seg.inputs)
             if (resident_[id]) options.state_inputs.push_back(id);
@@ -674,6 +685,13 @@ private:
     // reads it — unless the chip is known to load unanchored programs; failing that it runs on the CPU. A
     // segment whose lowering fails runs on the CPU too. Neighbouring CPU segments then merge.
     std::vector<planned_segment> plan_segments(std::vector<segment> segments) {
+        // Values an ANE segment produces: a later program may read them from that program's own output
+        // surface, so they are never packed with other inputs.
+        ane_produced_.assign(body_.nodes.size(), false);
+        for (const segment& seg : segments)
+            if (seg.device == segment_device::ane)
+                for (const value_id id : seg.outputs)
+                    ane_produced_[id] = true;
         std::vector<std::string> reasons(segments.size());
         std::vector<std::optional<lowered_segment>> lowered(segments.size());
         const auto lower_at = [&](std::size_t i) {
@@ -852,6 +870,7 @@ private:
         };
         try {
             s->model.emplace(ane_model::create(s->lowered.mil, s->lowered.weights));
+            s->ticket.set(&*s->model);
         } catch (const error& e) {
             throw refused("compile", e);
         }
@@ -879,7 +898,7 @@ private:
         const auto compile_fresh = [&] {
             try {
                 count_compile(options_.ane_compile_budget);
-                model.compile(cache_lock.has_value());
+                loaded_programs::instance().compile(model, cache_lock.has_value());
                 ++compiled_;
             } catch (const error& e) {
                 throw device_refusal{
@@ -887,8 +906,9 @@ private:
             }
         };
         if (!s->cached) compile_fresh();
+        const std::size_t cap = options_.ane_max_loaded_programs;
         try {
-            model.load(retry);
+            loaded_programs::instance().load(model, retry, cap);
         } catch (const error& e) {
             if (!s->cached)
                 throw device_refusal{
@@ -898,7 +918,7 @@ private:
             s->cached = false;
             compile_fresh();
             try {
-                model.load(retry);
+                loaded_programs::instance().load(model, retry, cap);
             } catch (const error& again) {
                 throw device_refusal{"load", message(again.what(), framework_detail::named_mil_op(
                                                                        again.what(), s->lowered.mil))};
@@ -947,6 +967,8 @@ private:
         };
         auto state = std::make_shared<first_evaluation>();
         ane_step* const evaluated = s.get();
+        // Not unloaded to make room while it runs; an abandoned evaluation keeps its pin for good.
+        evaluated->first_evaluation_pin.emplace(use_loaded(*evaluated));
         std::thread evaluation([state, evaluated] {
             std::exception_ptr failure;
             try {
@@ -972,6 +994,7 @@ private:
                 " ms (a wedged driver never signals, RUNTIME.md §0b #22); the program is abandoned"));
         }
         evaluation.join();
+        s->first_evaluation_pin.reset();
         if (state->failure) std::rethrow_exception(state->failure);
     }
 
@@ -1144,47 +1167,65 @@ private:
         auto allocate = [&](std::vector<surface_layout>& wanted, const std::vector<symbol_layout>& reported,
                             std::vector<std::shared_ptr<io_surface>>& surfaces, std::vector<bool>* shared,
                             std::vector<const io_surface*>& bound, const char* kind) {
-            if (wanted.size() != reported.size()) {
+            // One symbol per surface; packed inputs share theirs (lowering.hpp pack_inputs).
+            std::vector<std::string> symbols;
+            for (const auto& w : wanted)
+                if (std::find(symbols.begin(), symbols.end(), w.symbol) == symbols.end())
+                    symbols.push_back(w.symbol);
+            if (symbols.size() != reported.size()) {
                 throw error(message(where, ": the compiled program has ", reported.size(), " ", kind,
-                                    "s, the lowering made ", wanted.size()));
+                                    "s, the lowering made ", symbols.size()));
             }
-            std::vector<std::size_t> slot_of(reported.size());
+            std::vector<std::size_t> symbol_of(reported.size());
             for (std::size_t i = 0; i < reported.size(); ++i) {
                 const auto& r = reported[i];
-                const auto it = std::find_if(wanted.begin(), wanted.end(),
-                                             [&](const surface_layout& w) { return w.symbol == r.name; });
-                if (it == wanted.end()) {
+                const auto it = std::find(symbols.begin(), symbols.end(), r.name);
+                if (it == symbols.end()) {
                     throw error(message(where, ": the compiled program reports ", kind, " symbol '", r.name,
                                         "', which the lowering did not declare"));
                 }
-                if (r.channels != it->channels || r.width != it->surface_width || !r.fp16) {
-                    throw error(message(
-                        where, ": ", kind, " '", r.name, "': the compiled program expects [1, ", r.channels,
-                        ", ", r.height, ", ", r.width, "] ", r.fp16 ? "fp16" : "fp32",
-                        ", the lowering declared [1, ", it->channels, ", 1, ", it->surface_width, "] fp16"));
+                std::int64_t channels = 0, width = 0;
+                for (const auto& w : wanted) {
+                    if (w.symbol != r.name) continue;
+                    channels = std::max(channels, w.first_channel + w.channels);
+                    width = w.surface_width;
                 }
-                it->channel_stride = r.plane_stride;
-                slot_of[i] = static_cast<std::size_t>(it - wanted.begin());
+                if (r.channels != channels || r.width != width || !r.fp16) {
+                    throw error(message(where, ": ", kind, " '", r.name,
+                                        "': the compiled program expects [1, ", r.channels, ", ", r.height,
+                                        ", ", r.width, "] ", r.fp16 ? "fp16" : "fp32",
+                                        ", the lowering declared [1, ", channels, ", 1, ", width, "] fp16"));
+                }
+                for (auto& w : wanted)
+                    if (w.symbol == r.name) w.channel_stride = r.plane_stride;
+                symbol_of[i] = static_cast<std::size_t>(it - symbols.begin());
             }
             // Every surface of one kind gets the same allocation size (RUNTIME.md §3, ORI #12).
             std::size_t alloc = min_surface_bytes;
             for (const auto& w : wanted)
-                alloc = std::max(alloc, round_up(w.bytes(), surface_granule));
+                alloc = std::max(alloc, round_up(w.offset() + w.bytes(), surface_granule));
             surfaces.clear();
+            std::vector<std::shared_ptr<io_surface>> by_symbol(symbols.size());
             for (const auto& w : wanted) {
                 const auto produced = produced_.find(w.value);
-                if (shared != nullptr && produced != produced_.end() && produced->second.alloc == alloc &&
+                if (shared != nullptr && !w.packed && produced != produced_.end() &&
+                    produced->second.alloc == alloc && !produced->second.layout.packed &&
                     produced->second.layout.channels == w.channels &&
                     produced->second.layout.width == w.width &&
                     produced->second.layout.surface_width == w.surface_width &&
                     produced->second.layout.order == w.order &&
                     produced->second.layout.channel_stride == w.channel_stride) {
                     surfaces.push_back(produced->second.surface);
+                    by_symbol[static_cast<std::size_t>(std::find(symbols.begin(), symbols.end(), w.symbol) -
+                                                       symbols.begin())] = surfaces.back();
                     shared->push_back(true);
                     ++shared_surfaces_;
                     continue;
                 }
-                surfaces.push_back(std::make_shared<io_surface>(io_surface::create_flat(alloc)));
+                auto& surface = by_symbol[static_cast<std::size_t>(
+                    std::find(symbols.begin(), symbols.end(), w.symbol) - symbols.begin())];
+                if (!surface) surface = std::make_shared<io_surface>(io_surface::create_flat(alloc));
+                surfaces.push_back(surface);
                 if (shared != nullptr) shared->push_back(false);
             }
             if (shared == nullptr) {
@@ -1193,13 +1234,15 @@ private:
             }
             bound.assign(reported.size(), nullptr);
             for (std::size_t i = 0; i < reported.size(); ++i)
-                bound[i] = surfaces[slot_of[i]].get();
+                bound[i] = by_symbol[symbol_of[i]].get();
         };
         std::vector<const io_surface*> inputs;
         std::vector<const io_surface*> outputs;
         allocate(s.lowered.inputs, layout.inputs, s.input_surfaces, &s.input_shared, inputs, "input");
         allocate(s.lowered.outputs, layout.outputs, s.output_surfaces, nullptr, outputs, "output");
         s.request.emplace(s.model->make_request(inputs, outputs));
+        s.bound_inputs = std::move(inputs);
+        s.bound_outputs = std::move(outputs);
     }
 
     // Once every segment is built, the program needs none of the constants the segments took copies of (a
@@ -1256,6 +1299,26 @@ private:
             values[s.outputs[i]] = std::move(results[i]);
     }
 
+    // Pins the step's program for an evaluation: one unloaded to make room for another program (RUNTIME.md
+    // §0b #23) is loaded again first, unloading the least recently used idle one, and its request made again.
+    loaded_programs::pin use_loaded(ane_step& s) {
+        std::chrono::milliseconds backoff_left = options_.ane_load_max_backoff;
+        const load_retry_policy retry = load_retry_from_environment(load_retry_policy{
+            options_.ane_load_attempts, options_.ane_load_first_retry_delay, &backoff_left});
+        bool reloaded = false;
+        try {
+            auto pinned =
+                loaded_programs::instance().use(*s.model, retry, options_.ane_max_loaded_programs, reloaded);
+            if (reloaded) s.request.emplace(s.model->make_request(s.bound_inputs, s.bound_outputs));
+            return pinned;
+        } catch (const error& e) {
+            throw error(message("ANE program ", s.model->hex_identifier(),
+                                " was unloaded to make room for another and cannot be loaded again (its "
+                                "constants are no longer held, so it cannot move to the CPU now): ",
+                                e.what()));
+        }
+    }
+
     void run_ane_step(ane_step& s, std::vector<host_tensor>& values) {
         for (std::size_t i = 0; i < s.lowered.inputs.size(); ++i) {
             if (s.input_shared[i]) continue;  // already there: an earlier program wrote it
@@ -1270,6 +1333,7 @@ private:
         if (s.coreml) {
             predict_coreml(s);
         } else {
+            const auto pinned = use_loaded(s);
             s.model->evaluate(*s.request);
         }
         for (std::size_t i = 0; i < s.lowered.outputs.size(); ++i) {
@@ -1456,6 +1520,7 @@ private:
         std::size_t alloc = 0;
     };
     std::unordered_map<value_id, produced_surface> produced_;  // while compiling: ANE outputs by value
+    std::vector<bool> ane_produced_;  // per node: an output of a segment planned for the ANE
     std::size_t compiled_ = 0;
     std::size_t cache_hits_ = 0;
     std::size_t shared_surfaces_ = 0;

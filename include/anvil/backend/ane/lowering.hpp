@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -54,9 +55,17 @@ struct surface_layout {
     // the host writes in place, its width a multiple of 32 (COREML.md §4.5); the program reads it with
     // read_state. channel_stride is then the buffer's, which Core ML reports at each access.
     bool state = false;
+    // An input packed with others into one surface (lowering_options::pack_inputs): `symbol` is the packed
+    // input's, whose channels first_channel .. first_channel + channels hold this value. Every access to a
+    // surface adds first_channel * channel_stride (surface_packing.hpp).
+    bool packed = false;
+    std::int64_t first_channel = 0;
 
     [[nodiscard]] std::size_t bytes() const noexcept {
         return static_cast<std::size_t>(channels) * channel_stride;
+    }
+    [[nodiscard]] std::size_t offset() const noexcept {
+        return static_cast<std::size_t>(first_channel) * channel_stride;
     }
 };
 
@@ -206,6 +215,66 @@ inline void lower_node(segment_lowering& L, value_id id) {
     }
 }
 
+// Inputs that share one surface: `members` index the segment's inputs, laid one after another along the
+// channel axis of [1, channels, 1, W].
+struct input_pack {
+    std::string symbol;
+    std::vector<std::size_t> members;
+    std::int64_t channels = 0;
+};
+
+// Packs small inputs into shared surfaces (lowering_options::pack_inputs). Every input surface of a program
+// gets the allocation size of the largest (RUNTIME.md §3, ORI #12), so a program reading a [768, 128]
+// activation, a [1, 128] mask and [64, 128] rotary tables would allocate three surfaces of the activation's
+// size; packed, the mask and the tables share one. Inputs of one surface width are packed smallest first
+// while the pack stays no larger than the largest input, so no surface grows; states, values another ANE
+// program hands over in its own surface (lowering_options::unpacked_inputs) and inputs alone in their
+// width keep their own. Marks the members (symbol, packed, first_channel) and returns the packs.
+inline std::vector<input_pack> pack_inputs(std::vector<surface_layout>& surfaces,
+                                           const lowering_options& options) {
+    std::vector<input_pack> packs;
+    if (!options.pack_inputs || surfaces.size() < 3) return packs;  // two inputs share nothing worth packing
+    std::size_t largest = 0;
+    for (const auto& s : surfaces)
+        largest = std::max(largest, s.bytes());
+    std::map<std::int64_t, std::vector<std::size_t>> by_width;
+    for (std::size_t i = 0; i < surfaces.size(); ++i) {
+        const surface_layout& s = surfaces[i];
+        const bool own = std::find(options.unpacked_inputs.begin(), options.unpacked_inputs.end(), s.value) !=
+                         options.unpacked_inputs.end();
+        if (s.state || own || s.bytes() >= largest) continue;
+        by_width[s.surface_width].push_back(i);
+    }
+    for (auto& [width, members] : by_width) {
+        std::stable_sort(members.begin(), members.end(), [&](std::size_t a, std::size_t b) {
+            return surfaces[a].bytes() < surfaces[b].bytes();
+        });
+        std::size_t begin = 0;
+        while (begin < members.size()) {
+            // Smallest first, as many as fit in the largest input's bytes.
+            std::size_t end = begin, bytes = 0;
+            while (end < members.size() && bytes + surfaces[members[end]].bytes() <= largest)
+                bytes += surfaces[members[end++]].bytes();
+            if (end - begin < 2) break;  // the rest are each too large to share
+            input_pack pack;
+            pack.members.assign(members.begin() + static_cast<std::ptrdiff_t>(begin),
+                                members.begin() + static_cast<std::ptrdiff_t>(end));
+            std::sort(pack.members.begin(), pack.members.end());
+            char symbol[32];
+            std::snprintf(symbol, sizeof symbol, "in%03zu_packed", pack.members.front());
+            pack.symbol = symbol;
+            for (const std::size_t i : pack.members) {
+                surfaces[i].packed = true;
+                surfaces[i].first_channel = pack.channels;
+                pack.channels += surfaces[i].channels;
+            }
+            packs.push_back(std::move(pack));
+            begin = end;
+        }
+    }
+    return packs;
+}
+
 }  // namespace lowering_detail
 
 // Lowers `nodes` (topological order, all supported) reading `inputs` (graph inputs or other segments'
@@ -229,6 +298,7 @@ inline void lower_node(segment_lowering& L, value_id id) {
         }
     }
     lowered_segment segment;
+    std::vector<surface_layout> surfaces;
     for (std::size_t i = 0; i < inputs.size(); ++i) {
         const value_id id = inputs[i];
         if (id >= body.nodes.size() || L.is_constant(id)) {
@@ -239,13 +309,47 @@ inline void lower_node(segment_lowering& L, value_id id) {
         const std::string label = n.kind == op::input ? n.name : L.base(id);
         char prefix[32];
         std::snprintf(prefix, sizeof prefix, "in%03zu_", i);
-        const std::string symbol = prefix + sanitise_mil_name(label);
         const surface_order order = cheaper_order(
             consumed_channels_first(L, nodes, id) ? surface_order::columns : surface_order::rows,
             n.result.shape, options);
-        surface_layout surface = make_surface(symbol, id, n.result.shape, order, options);
-        surface.state = std::find(options.state_inputs.begin(), options.state_inputs.end(), id) !=
-                        options.state_inputs.end();
+        surfaces.push_back(
+            make_surface(prefix + sanitise_mil_name(label), id, n.result.shape, order, options));
+        surfaces.back().state = std::find(options.state_inputs.begin(), options.state_inputs.end(), id) !=
+                                options.state_inputs.end();
+    }
+    const std::vector<input_pack> packs = pack_inputs(surfaces, options);
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+        surface_layout& surface = surfaces[i];
+        if (surface.packed) {
+            // Declared where its first member would be; each member is a slice of its channels.
+            const auto pack = std::find_if(packs.begin(), packs.end(),
+                                           [&](const input_pack& p) { return p.members.front() == i; });
+            if (pack != packs.end()) {
+                const mil_ref whole =
+                    L.mil().input(pack->symbol, {1, pack->channels, 1, surface.surface_width});
+                for (const std::size_t m : pack->members) {
+                    surface_layout& member = surfaces[m];
+                    const std::string own = member.symbol;
+                    member.symbol = pack->symbol;
+                    mil_ref ref = L.slice_axis(whole, 1, member.first_channel,
+                                               member.first_channel + member.channels, own + "_unpacked");
+                    if (member.surface_width != member.width) {
+                        ref = L.slice_axis(ref, 3, 0, member.width, own + "_unpadded");
+                        ++segment.padded_surfaces;
+                    }
+                    L.set_base(member.value, own);
+                    if (member.order == surface_order::columns) {
+                        L.set_form(member.value, value_layout::channels_first, ref);
+                    } else {
+                        L.set_rows(member.value, ref);
+                    }
+                }
+            }
+            continue;
+        }
+        const value_id id = surface.value;
+        const std::string symbol = surface.symbol;
+        const surface_order order = surface.order;
         mil_ref ref = 0;
         if (surface.state) {
             // A state whose width is not a multiple of 32 fails on the Neural Engine (COREML.md §4.5,
@@ -269,8 +373,8 @@ inline void lower_node(segment_lowering& L, value_id id) {
         } else {
             L.set_rows(id, ref);
         }
-        segment.inputs.push_back(std::move(surface));
     }
+    segment.inputs = std::move(surfaces);
     for (const value_id id : nodes)
         lower_node(L, id);
     std::vector<mil_ref> results;

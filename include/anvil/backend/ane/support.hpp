@@ -59,6 +59,11 @@ struct lowering_options {
     // CPU where the Neural Engine refuses it (COREML.md §4.1), so what only the private compiler refuses — a
     // conv kernel 16 or wider (RUNTIME.md §0 #7, §0b #26) — is written as the plain op, never refused.
     bool core_ml_program = false;
+    // The private route: small inputs share one surface (lowering.hpp pack_inputs), since every input surface
+    // is allocated like the largest (RUNTIME.md §3). Not `unpacked_inputs`: values an earlier ANE program
+    // writes into a surface this one reads as it is.
+    bool pack_inputs = false;
+    std::vector<value_id> unpacked_inputs;
 
     [[nodiscard]] lowering_variant variant(lowering_feature f) const { return choices.of(f); }
     [[nodiscard]] bool native(lowering_feature f) const { return choices.of(f) == lowering_variant::native; }

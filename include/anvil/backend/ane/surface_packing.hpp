@@ -1,7 +1,8 @@
 // anvil: moving values between the host and an ANE input or output surface laid out as surface_layout says:
 // rows ([1, leading, 1, last], the IR's memory order) or columns ([1, last, 1, leading], channels-first, the
 // host transposing while it converts), channel c at c * channel_stride bytes, fp16, the I/O width padding
-// past `width` untouched (the program slices it off).
+// past `width` untouched (the program slices it off). A packed input (surface_layout::packed) starts
+// first_channel channels into the surface it shares with others.
 #pragma once
 
 #include <algorithm>
@@ -21,7 +22,8 @@ namespace anvil::detail::ane {
 // columns ([1, last, 1, leading], the channels-first form, transposed here while converting), channel c at
 // c * channel_stride. Each row converts in one vectorised call; a transposed row is gathered first. The
 // padding past `width` is left alone: the program slices it off.
-inline void pack(const surface_layout& layout, const float* values, std::byte* base) {
+inline void pack(const surface_layout& layout, const float* values, std::byte* surface) {
+    std::byte* const base = surface + layout.offset();  // a packed input's channels start further in
     const auto channels = static_cast<std::size_t>(layout.channels);
     const auto width = static_cast<std::size_t>(layout.width);
     std::vector<float> gathered(layout.order == surface_order::rows ? 0 : width);
@@ -41,7 +43,8 @@ inline void pack(const surface_layout& layout, const float* values, std::byte* b
 // the input) into a surface packed as pack() packs the whole: in rows order a run converts row by row, in
 // columns order element by element (each lands in another row). Nothing else of the surface is touched.
 inline void pack_region(const surface_layout& layout, std::span<const std::size_t> starts, std::size_t length,
-                        const float* values, std::byte* base) {
+                        const float* values, std::byte* surface) {
+    std::byte* const base = surface + layout.offset();
     const auto channels = static_cast<std::size_t>(layout.channels);
     const auto width = static_cast<std::size_t>(layout.width);
     const std::size_t last = layout.order == surface_order::rows ? width : channels;
@@ -66,7 +69,8 @@ inline void pack_region(const surface_layout& layout, std::span<const std::size_
     }
 }
 
-inline void unpack(const surface_layout& layout, const std::byte* base, float* values) {
+inline void unpack(const surface_layout& layout, const std::byte* surface, float* values) {
+    const std::byte* const base = surface + layout.offset();
     const auto channels = static_cast<std::size_t>(layout.channels);
     const auto width = static_cast<std::size_t>(layout.width);
     std::vector<float> row_values(layout.order == surface_order::rows ? 0 : width);
@@ -84,7 +88,8 @@ inline void unpack(const surface_layout& layout, const std::byte* base, float* v
 
 // Ones in every element of an input surface, padding included: what a program's first evaluation reads (not
 // zeros, which would turn log and rsqrt into infinities).
-inline void fill_with_ones(const surface_layout& layout, std::byte* base) {
+inline void fill_with_ones(const surface_layout& layout, std::byte* surface) {
+    std::byte* const base = surface + layout.offset();
     const std::vector<half> ones(static_cast<std::size_t>(layout.surface_width), half(1.0f));
     for (std::int64_t c = 0; c < layout.channels; ++c)
         std::memcpy(base + static_cast<std::size_t>(c) * layout.channel_stride, ones.data(),
