@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace test_gguf {
@@ -95,6 +96,22 @@ TEST_CASE("gguf: metadata of every value type reads back, typed reads name what 
 TEST_CASE("gguf: every file of the malformed corpus is refused with its own message") {
     check_malformed_corpus("gguf", 20,
                            [](const std::filesystem::path& path) { (void)gguf_file::open(path); });
+}
+
+TEST_CASE("gguf: zero-sized dimensions are legal, and a 63-byte name is the longest ggml holds") {
+    // gguf_fixtures.py wrote the file: ggml requires only non-negative sizes (its GGML_MAX_NAME is 64 bytes
+    // with the terminating NUL).
+    const gguf_file file = gguf_file::open(data_path("gguf/zero_sized.gguf"));
+    REQUIRE(file.tensors().size() == 4);
+    const auto& empty = file.tensor("empty.f32");
+    CHECK(empty.ne == std::vector<std::int64_t>{0, 2});
+    CHECK(empty.element_count == 0);
+    CHECK(empty.bytes.empty());
+    CHECK(empty.to_f32().empty());
+    CHECK(file.tensor("empty.q8_0").layout().name == std::string_view("Q8_0"));
+    CHECK(file.tensor("empty.q8_0").element_count == 0);
+    CHECK(file.tensor(std::string(63, 'w')).to_f32() == std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7});
+    CHECK(file.tensor("after.f16").to_f32() == std::vector<float>{1.5f, -2.0f});
 }
 
 TEST_CASE("gguf: a dequantiser refuses sizes that do not fit and types it lacks") {

@@ -7228,7 +7228,7 @@ private:
 struct gguf_tensor {
     std::string name;
     std::uint32_t type = 0;            // a ggml_type number; ggml_layout(type) knows it
-    std::vector<std::int64_t> ne;      // 1 to 4 dimensions, each >= 1, ne[0] a multiple of the block
+    std::vector<std::int64_t> ne;      // 1 to 4 dimensions, each >= 0, ne[0] a multiple of the block
     std::uint64_t offset = 0;          // in the data section
     std::span<const std::byte> bytes;  // exactly the tensor's bytes
     std::uint64_t element_count = 0;
@@ -7245,6 +7245,10 @@ namespace detail {
 // Limits that keep a hostile header's work bounded (ggml: GGML_MAX_DIMS 4; no real file nests arrays).
 inline constexpr std::size_t gguf_max_dims = 4;
 inline constexpr std::uint64_t gguf_default_alignment = 32;
+// The GGUF spec's key rules (ASCII, at most 2^16 - 1 bytes) and ggml's name buffer (GGML_MAX_NAME bytes with
+// the terminating NUL, so at most 63 bytes of name: llama.cpp refuses a file holding a longer one).
+inline constexpr std::size_t gguf_key_limit = std::size_t{1} << 16;
+inline constexpr std::size_t ggml_max_name = 64;
 
 }  // namespace detail
 
@@ -36264,6 +36268,16 @@ ANVIL_INLINE void gguf_file::parse_bytes(std::span<const std::byte> bytes) {
     for (std::uint64_t i = 0; i < metadata_count; ++i) {
         std::string key = r.string(message("metadata entry ", i, "'s key"));
         if (key.empty()) r.fail(message("metadata entry ", i, " has an empty key"));
+        // The GGUF spec: a key is ASCII and at most 2^16 - 1 bytes long.
+        if (key.size() >= detail::gguf_key_limit)
+            r.fail(message("metadata entry ", i, "'s key is ", key.size(),
+                           " bytes long; GGUF keys are shorter than 2^16 bytes"));
+        if (const auto wide = std::find_if(key.begin(), key.end(),
+                                           [](char c) { return static_cast<unsigned char>(c) >= 0x80; });
+            wide != key.end())
+            r.fail(message("metadata key ", detail::quoted_name(key), " is not ASCII (byte ",
+                           static_cast<unsigned>(static_cast<unsigned char>(*wide)), " at ",
+                           wide - key.begin(), "); GGUF keys are ASCII"));
         if (!keys.insert(key).second)
             r.fail(message("metadata key ", detail::quoted_name(key), " appears twice"));
         const auto type = r.scalar<std::uint32_t>(message("the type of ", detail::quoted_name(key)));
@@ -36287,14 +36301,20 @@ ANVIL_INLINE void gguf_file::parse_bytes(std::span<const std::byte> bytes) {
         t.name = r.string(message("tensor ", i, "'s name"));
         const std::string label = message("tensor ", detail::quoted_name(t.name));
         if (t.name.empty()) r.fail(message("tensor ", i, " has an empty name"));
+        // ggml keeps a name in char[GGML_MAX_NAME = 64] with its terminating NUL; llama.cpp refuses longer.
+        if (t.name.size() >= detail::ggml_max_name)
+            r.fail(message(label, "'s name is ", t.name.size(), " bytes long; ggml holds at most ",
+                           detail::ggml_max_name - 1, " (GGML_MAX_NAME is ", detail::ggml_max_name,
+                           " with the terminating NUL)"));
         const auto dims = r.scalar<std::uint32_t>(label + "'s dimension count");
         if (dims < 1 || dims > detail::gguf_max_dims)
             r.fail(
                 message(label, " has ", dims, " dimensions (GGUF allows 1 to ", detail::gguf_max_dims, ")"));
         for (std::uint32_t d = 0; d < dims; ++d) {
             const auto extent = r.scalar<std::uint64_t>(label + "'s dimensions");
-            if (extent < 1 || extent > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
-                r.fail(message(label, " has dimension ", d, " = ", extent, " (each must be at least 1)"));
+            // A zero extent is legal (ggml requires only non-negative sizes): the tensor holds no data.
+            if (extent > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+                r.fail(message(label, " has dimension ", d, " = ", extent, " (past 2^63 - 1)"));
             t.ne.push_back(static_cast<std::int64_t>(extent));
         }
         t.type = r.scalar<std::uint32_t>(label + "'s type");
@@ -37828,6 +37848,7 @@ ANVIL_INLINE host_tensor whisper_log_mel(std::span<const float> samples, const l
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -38378,6 +38399,98 @@ private:
     int depth_ = 0;
 };
 
+// The structural rules of ONNX's checker (onnx/checker.cc: check_graph, check_node), so that a model the
+// checker rejects is refused when it is read — by `anvil info` as by the importer — with one line naming the
+// node or value: every node has an op_type, from a domain an opset_import declares; each value has one
+// producer (SSA: no node output repeats another's or a graph input's or an initializer's name); nodes come in
+// topological order, each input a graph input, an initializer, an earlier node's output or (in a subgraph) a
+// value of an enclosing graph, so a cycle is named as an input made by a later node; every graph output is
+// produced. `outer` holds the names an enclosing graph has defined so far.
+class onnx_graph_checker {
+public:
+    onnx_graph_checker(std::string_view source, const std::vector<onnx_opset>& opsets,
+                       std::int64_t ir_version)
+        : source_(source), opsets_(opsets), ir_version_(ir_version) {}
+
+    void check(const onnx_graph& g, const std::set<std::string, std::less<>>& outer, bool subgraph) const {
+        const std::string where = message(source_, ": graph '", g.name, "'");
+        std::map<std::string, std::string, std::less<>> defined;  // name -> what made it
+        for (const onnx_value_info& input : g.inputs)
+            if (!input.name.empty()) defined.emplace(input.name, "a graph input");
+        for (const onnx_tensor& t : g.initializers)
+            if (!t.name.empty()) defined.emplace(t.name, "an initializer");
+        // Which node makes each name, for naming a cycle (an input made only by a later node).
+        std::map<std::string, std::size_t, std::less<>> maker;
+        for (std::size_t i = 0; i < g.nodes.size(); ++i)
+            for (const std::string& output : g.nodes[i].outputs)
+                if (!output.empty()) maker.emplace(output, i);
+        std::set<std::string, std::less<>> visible = outer;
+        for (const auto& [name, how] : defined)
+            visible.insert(name);
+        for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+            const onnx_node& n = g.nodes[i];
+            const std::string node = describe(i, n);
+            if (n.op_type.empty()) throw format_error(message(where, ": ", node, " has an empty op_type"));
+            if (!domain_declared(n.domain)) {
+                throw format_error(message(where, ": ", node, " is in the domain '", n.domain,
+                                           "', which no opset_import of the model declares"));
+            }
+            for (const std::string& input : n.inputs) {
+                if (input.empty() || visible.contains(input)) continue;
+                const auto later = maker.find(input);
+                if (later != maker.end()) {
+                    throw format_error(
+                        message(where, ": input '", input, "' of ", node, " is made by a later node, ",
+                                describe(later->second, g.nodes[later->second]),
+                                ": nodes are not in topological order, or the graph has a cycle"));
+                }
+                throw format_error(
+                    message(where, ": input '", input, "' of ", node,
+                            " is not a graph input, an initializer, nor the output of any node",
+                            subgraph ? " of this graph or an enclosing one" : ""));
+            }
+            for (const onnx_attribute& a : n.attributes)
+                for (const auto& body : a.graphs)
+                    if (body) check(*body, visible, true);
+            for (const std::string& output : n.outputs) {
+                if (output.empty()) continue;
+                const auto [at, fresh] = defined.emplace(output, "made by " + node);
+                if (!fresh) {
+                    throw format_error(message(where, ": output '", output, "' of ", node, " is also ",
+                                               at->second,
+                                               "; ONNX graphs are in single static assignment form"));
+                }
+                visible.insert(output);
+            }
+        }
+        for (const onnx_value_info& output : g.outputs) {
+            if (output.name.empty() || defined.contains(output.name)) continue;
+            if (subgraph && outer.contains(output.name)) continue;  // an enclosing graph's value, passed on
+            throw format_error(message(where, ": graph output '", output.name,
+                                       "' is not a graph input, an initializer, nor the output of any node"));
+        }
+    }
+
+private:
+    static std::string describe(std::size_t index, const onnx_node& n) {
+        return message("node ", index, n.name.empty() ? std::string() : message(" ('", n.name, "')"),
+                       n.op_type.empty() ? std::string() : message(" of op ", n.op_type));
+    }
+
+    [[nodiscard]] bool domain_declared(const std::string& domain) const {
+        const bool default_domain = domain.empty() || domain == "ai.onnx";
+        // Before IR version 3 no opset_import was required: the default domain's opset 1 applies.
+        if (default_domain && opsets_.empty() && ir_version_ < 3) return true;
+        return std::any_of(opsets_.begin(), opsets_.end(), [&](const onnx_opset& o) {
+            return default_domain ? (o.domain.empty() || o.domain == "ai.onnx") : o.domain == domain;
+        });
+    }
+
+    std::string_view source_;
+    const std::vector<onnx_opset>& opsets_;
+    std::int64_t ir_version_;
+};
+
 }  // namespace detail
 
 ANVIL_INLINE void onnx_model::parse_bytes(std::span<const std::byte> bytes,
@@ -38422,6 +38535,7 @@ ANVIL_INLINE void onnx_model::parse_bytes(std::span<const std::byte> bytes,
         throw format_error(
             detail::message(source_, ": no opset_import (IR version ", ir_version_, " requires one)"));
     }
+    detail::onnx_graph_checker(source_, opsets_, ir_version_).check(*graph_, {}, false);
 }
 
 ANVIL_INLINE onnx_tensor parse_onnx_tensor(std::span<const std::byte> bytes, std::string_view source_name) {

@@ -148,6 +148,16 @@ def main() -> int:
               "info describes a file whose tokenizer anvil cannot read, and says why")
         check_one_line_error(anvil("info", DATA / "malformed" / "gguf" / "huge_string.gguf"), 1, "anvil: error:",
                              "huge_string.gguf", what="info on a malformed .gguf")
+        # Zero-sized dimensions are legal GGUF (gguf_fixtures.py wrote the file): every tensor is listed with its
+        # ggml type. Keys that are not ASCII or not shorter than 2^16 bytes, and names ggml cannot hold, are not.
+        report = json.loads(anvil("info", DATA / "gguf" / "zero_sized.gguf", "--json").stdout)
+        check([(t["name"], t["type"], t["shape"], t["bytes"]) for t in report["tensors"]] ==
+              [("empty.f32", "F32", [2, 0], 0), ("w" * 63, "F32", [2, 4], 32), ("empty.q8_0", "Q8_0", [0, 32], 0),
+               ("after.f16", "F16", [1, 2], 4)], f"info lists a GGUF file with zero-sized tensors ({report.get('tensors')})")
+        for name, words in [("non_ascii_key.gguf", "is not ASCII"), ("long_key.gguf", "shorter than 2^16 bytes"),
+                            ("long_tensor_name.gguf", "ggml holds at most 63")]:
+            check_one_line_error(anvil("info", DATA / "malformed" / "gguf" / name), 1, "anvil: error:", words,
+                                 what=f"info on {name}")
         # An ONNX model (tools/fixtures/make_onnx_fixtures.py wrote them with the onnx package; expected.json is
         # what onnx reads back): inputs, outputs, opsets, op counts (subgraphs included), initializer bytes.
         onnx_expected = json.loads((DATA / "onnx" / "expected.json").read_text())
@@ -187,9 +197,18 @@ def main() -> int:
                   "run settles a shape given as an input from its value")
         else:
             check(False, f"run with a shape given as an input ({result.stderr.strip()})")
+        graph_expected = dict(line.split("\t", 1) for line in
+                              (DATA / "malformed" / "onnx_graph" / "expected.tsv").read_text().splitlines() if line)
         for path in sorted((DATA / "malformed" / "onnx_graph").glob("*.onnx")):
             check_one_line_error(anvil("run", "--model", path, "--out-dir", tmp / "x"), 1, "anvil: error:", path.name,
                                  what=f"run on {path.name}")
+            # What ONNX's checker rejects, info refuses too, naming the node or value (the node without outputs
+            # passes the checker: info lists it, and only the import refuses it).
+            if path.name == "no_outputs_node.onnx":
+                check(anvil("info", path).returncode == 0, "info lists a graph the checker accepts")
+            else:
+                check_one_line_error(anvil("info", path), 1, "anvil: error:", graph_expected[path.name],
+                                     what=f"info on {path.name}")
         check_one_line_error(anvil("run", "--model", DATA / "onnx" / "subgraphs.onnx", "--out-dir", tmp / "x"), 1,
                              "anvil: error:", "unsupported", "'If'", "'branch'", "opset 16",
                              what="run names an op it cannot import, its node and the opset")

@@ -296,6 +296,13 @@ def main():
         json.dump({"tensors": listing, "alignment": ALIGNMENT}, f, indent=1)
         f.write("\n")
 
+    # Zero-sized dimensions are legal (ggml requires only non-negative sizes): a file holding such tensors
+    # beside ordinary ones, and a name of 63 bytes, the longest ggml holds.
+    zero_sized = [("empty.f32", 0, [0, 2], b""), ("w" * 63, 0, [4, 2], np.arange(8, dtype="<f4").tobytes()),
+                  ("empty.q8_0", 8, [32, 0], b""), ("after.f16", 1, [2, 1], f16_bytes(np.array([1.5, -2.0])))]
+    with open(os.path.join(out, "zero_sized.gguf"), "wb") as f:
+        f.write(write_gguf([("general.architecture", STRING, "llama")], zero_sized))
+
     # The malformed corpus: one defect each, with the words the error must contain.
     bad = os.path.join(root, "malformed", "gguf")
     os.makedirs(bad, exist_ok=True)
@@ -313,7 +320,11 @@ def main():
         "truncated_data.gguf": (good[:-40], "truncated"),
         "five_dims.gguf": (write_gguf(meta, [("w", 0, [1, 1, 1, 4, 2], np.arange(8, dtype="<f4").tobytes())]),
                            "dimensions"),
-        "zero_dim.gguf": (write_gguf(meta, [("w", 0, [0, 2], b"")]), "at least 1"),
+        # The GGUF spec: keys are ASCII and shorter than 2^16 bytes; ggml: names shorter than GGML_MAX_NAME (64).
+        "non_ascii_key.gguf": (write_gguf(meta + [("général.name", STRING, "x")], small), "is not ASCII"),
+        "long_key.gguf": (write_gguf(meta + [("k" * 65536, U8, 1)], small), "shorter than 2^16 bytes"),
+        "long_tensor_name.gguf": (write_gguf(meta, [("n" * 64, 0, [4, 2], np.arange(8, dtype="<f4").tobytes())]),
+                                  "ggml holds at most 63"),
         "overflow_dims.gguf": (write_gguf(meta, [("w", 0, [2 ** 32, 2 ** 32, 2 ** 32], b"")]), "2^64"),
         "partial_block.gguf": (write_gguf(meta, [("w", 8, [16, 1], b"\0" * 34)]), "multiple of its block"),
         "unknown_type.gguf": (write_gguf(meta, [("w", 99, [4, 2], b"\0" * 32)]), "does not know"),

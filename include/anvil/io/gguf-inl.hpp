@@ -331,6 +331,16 @@ ANVIL_INLINE void gguf_file::parse_bytes(std::span<const std::byte> bytes) {
     for (std::uint64_t i = 0; i < metadata_count; ++i) {
         std::string key = r.string(message("metadata entry ", i, "'s key"));
         if (key.empty()) r.fail(message("metadata entry ", i, " has an empty key"));
+        // The GGUF spec: a key is ASCII and at most 2^16 - 1 bytes long.
+        if (key.size() >= detail::gguf_key_limit)
+            r.fail(message("metadata entry ", i, "'s key is ", key.size(),
+                           " bytes long; GGUF keys are shorter than 2^16 bytes"));
+        if (const auto wide = std::find_if(key.begin(), key.end(),
+                                           [](char c) { return static_cast<unsigned char>(c) >= 0x80; });
+            wide != key.end())
+            r.fail(message("metadata key ", detail::quoted_name(key), " is not ASCII (byte ",
+                           static_cast<unsigned>(static_cast<unsigned char>(*wide)), " at ",
+                           wide - key.begin(), "); GGUF keys are ASCII"));
         if (!keys.insert(key).second)
             r.fail(message("metadata key ", detail::quoted_name(key), " appears twice"));
         const auto type = r.scalar<std::uint32_t>(message("the type of ", detail::quoted_name(key)));
@@ -354,14 +364,20 @@ ANVIL_INLINE void gguf_file::parse_bytes(std::span<const std::byte> bytes) {
         t.name = r.string(message("tensor ", i, "'s name"));
         const std::string label = message("tensor ", detail::quoted_name(t.name));
         if (t.name.empty()) r.fail(message("tensor ", i, " has an empty name"));
+        // ggml keeps a name in char[GGML_MAX_NAME = 64] with its terminating NUL; llama.cpp refuses longer.
+        if (t.name.size() >= detail::ggml_max_name)
+            r.fail(message(label, "'s name is ", t.name.size(), " bytes long; ggml holds at most ",
+                           detail::ggml_max_name - 1, " (GGML_MAX_NAME is ", detail::ggml_max_name,
+                           " with the terminating NUL)"));
         const auto dims = r.scalar<std::uint32_t>(label + "'s dimension count");
         if (dims < 1 || dims > detail::gguf_max_dims)
             r.fail(
                 message(label, " has ", dims, " dimensions (GGUF allows 1 to ", detail::gguf_max_dims, ")"));
         for (std::uint32_t d = 0; d < dims; ++d) {
             const auto extent = r.scalar<std::uint64_t>(label + "'s dimensions");
-            if (extent < 1 || extent > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
-                r.fail(message(label, " has dimension ", d, " = ", extent, " (each must be at least 1)"));
+            // A zero extent is legal (ggml requires only non-negative sizes): the tensor holds no data.
+            if (extent > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+                r.fail(message(label, " has dimension ", d, " = ", extent, " (past 2^63 - 1)"));
             t.ne.push_back(static_cast<std::int64_t>(extent));
         }
         t.type = r.scalar<std::uint32_t>(label + "'s type");

@@ -93,7 +93,7 @@ private:
 struct gguf_tensor {
     std::string name;
     std::uint32_t type = 0;            // a ggml_type number; ggml_layout(type) knows it
-    std::vector<std::int64_t> ne;      // 1 to 4 dimensions, each >= 1, ne[0] a multiple of the block
+    std::vector<std::int64_t> ne;      // 1 to 4 dimensions, each >= 0, ne[0] a multiple of the block
     std::uint64_t offset = 0;          // in the data section
     std::span<const std::byte> bytes;  // exactly the tensor's bytes
     std::uint64_t element_count = 0;
@@ -110,6 +110,10 @@ namespace detail {
 // Limits that keep a hostile header's work bounded (ggml: GGML_MAX_DIMS 4; no real file nests arrays).
 inline constexpr std::size_t gguf_max_dims = 4;
 inline constexpr std::uint64_t gguf_default_alignment = 32;
+// The GGUF spec's key rules (ASCII, at most 2^16 - 1 bytes) and ggml's name buffer (GGML_MAX_NAME bytes with
+// the terminating NUL, so at most 63 bytes of name: llama.cpp refuses a file holding a longer one).
+inline constexpr std::size_t gguf_key_limit = std::size_t{1} << 16;
+inline constexpr std::size_t ggml_max_name = 64;
 
 }  // namespace detail
 
