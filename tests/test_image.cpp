@@ -270,6 +270,44 @@ TEST_CASE("preprocessing matches torchvision on the six photos within 1e-4") {
     }
 }
 
+TEST_CASE("timm's eval transform for a non-square input_size matches the reference on a photo") {
+    // tools/reference/image_preprocessing.py: timm_eval_cases, written from timm's transforms_factory.py.
+    const anvil::image cat = anvil::read_image(folder + "/chelsea.png");
+    const auto timm = [](const char* input_size, const char* mode) {
+        return anvil::image_preprocessing::from_timm(
+            anvil::json::parse(std::string(R"({"input_size": )") + input_size +
+                               R"(, "crop_pct": 0.9, "interpolation": "bicubic", "crop_mode": ")" + mode +
+                               "\"}"),
+            "config.json: pretrained_cfg");
+    };
+    const auto landscape = timm("[3, 112, 144]", "center");
+    // Each side's scale size is floor(side / 0.9); ResizeKeepRatio covers it, bilinear (timm gives it no
+    // interpolation); the crop is the input size.
+    CHECK(landscape.cover_height == 124);
+    CHECK(landscape.cover_width == 160);
+    CHECK(landscape.filter == anvil::resample::bilinear);
+    CHECK(landscape.output_height() == 112);
+    CHECK(landscape.output_width() == 144);
+    CHECK(landscape.resized_size({300, 451}) == anvil::image_size{124, 186});  // ratio min(300/124, 451/160)
+    CHECK(landscape.resized_size({451, 300}) == anvil::image_size{241, 160});
+    CHECK(max_abs_difference(anvil::preprocess(cat, landscape),
+                             load_npy(expected_folder + "/chelsea_timm_112x144.npy")) <= 1e-4);
+    CHECK(max_abs_difference(anvil::preprocess(cat, timm("[3, 144, 112]", "center")),
+                             load_npy(expected_folder + "/chelsea_timm_144x112.npy")) <= 1e-4);
+    const auto squash = timm("[3, 112, 144]", "squash");
+    CHECK(squash.resize_height == 124);
+    CHECK(squash.resize_width == 160);
+    CHECK(squash.filter == anvil::resample::bicubic);
+    CHECK(max_abs_difference(anvil::preprocess(cat, squash),
+                             load_npy(expected_folder + "/chelsea_timm_squash_112x144.npy")) <= 1e-4);
+    // What anvil does not implement is refused when an image is preprocessed, not when the config is read.
+    const auto border = timm("[3, 112, 144]", "border");
+    CHECK(border.output_height() == 112);
+    CHECK_THROWS_WITH_AS((void)anvil::preprocess(cat, border),
+                         doctest::Contains("crop_mode \"border\" is not supported"),
+                         anvil::unsupported_error);
+}
+
 TEST_CASE("the ImageNet eval transform matches torchvision at full size, alone and in a batch") {
     const anvil::image cat = anvil::read_image(folder + "/chelsea.png");
     const auto expected = load_npy(expected_folder + "/chelsea_imagenet.npy");

@@ -189,10 +189,14 @@ inline image_size parse_size(const arguments& args) {
 
 // What an app applies to an image before the model reads it, for the metadata.
 inline std::string preprocessing_text(const image_preprocessing& pre) {
-    return detail::message("resize shortest edge ", pre.resize_shortest_edge, " (or ", pre.resize_height, "x",
-                           pre.resize_width, "), crop ", pre.crop_height, "x", pre.crop_width, ", mean ",
-                           pre.mean[0], ",", pre.mean[1], ",", pre.mean[2], ", std ", pre.std[0], ",",
-                           pre.std[1], ",", pre.std[2]);
+    const std::string resize =
+        pre.cover_height > 0
+            ? detail::message("resize to cover ", pre.cover_height, "x", pre.cover_width, ", aspect kept")
+            : detail::message("resize shortest edge ", pre.resize_shortest_edge, " (or ", pre.resize_height,
+                              "x", pre.resize_width, ")");
+    return detail::message(resize, ", crop ", pre.crop_height, "x", pre.crop_width, ", mean ", pre.mean[0],
+                           ",", pre.mean[1], ",", pre.mean[2], ", std ", pre.std[0], ",", pre.std[1], ",",
+                           pre.std[2]);
 }
 
 // Token ids as "1,2,3" for the metadata.

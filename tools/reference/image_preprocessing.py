@@ -6,6 +6,7 @@ What it writes, into tests/data/images/preprocessing/:
                         without antialias, and a ViT-style exact Resize((32, 32)) with mean = std = 0.5)
   chelsea_imagenet.npy  f32 [3, 224, 224]: torchvision's ImageNet eval transform (Resize(256), CenterCrop(224),
                         Normalize) on chelsea.png
+  chelsea_timm_*.npy    timm's eval transform for a non-square input_size on chelsea.png (timm_eval_cases)
   synthetic_input.npy   i32 [7, 11, 3]: a seeded random 8-bit RGB image (height 7, width 11)
   synthetic_<case>.npy  f32 [3, H, W]: SYNTHETIC_CASES on it (upsampling, padding crops, nearest, non-AA)
   metadata.json         image sizes; the decoders compared (stb_image vs PIL: max / mean abs difference in
@@ -22,6 +23,7 @@ Rerun (deterministic; needs apt-get install libstb-dev): /usr/bin/python3 tools/
 import ctypes
 import ctypes.util
 import json
+import math
 import os
 import sys
 
@@ -101,6 +103,34 @@ def to_tensor(pixels):
     return torch.from_numpy(pixels).permute(2, 0, 1).contiguous().float().div(255)
 
 
+def resize_keep_ratio(target):
+    """timm's ResizeKeepRatio(target) as its eval transform builds it (longest = 0, no random scale or aspect,
+    no interpolation given, so bilinear): the image scaled, aspect kept, to cover target (h, w), each side
+    round(side / ratio) with ratio = min(h / target_h, w / target_w), Python's round."""
+    def apply(x):
+        height, width = x.shape[-2:]
+        ratio = min(height / target[0], width / target[1])
+        size = [round(height / ratio), round(width / ratio)]
+        return T.functional.resize(x, size, IM.BILINEAR, antialias=True)
+    return apply
+
+
+def timm_eval_cases():
+    """timm's transforms_imagenet_eval for a non-square input_size (timm/data/transforms_factory.py): each side's
+    scale size is floor(side / crop_pct); crop_mode "center" resizes with ResizeKeepRatio(scale size), "squash"
+    to the scale size exactly (with the configured interpolation); then CenterCrop(input size), Normalize.
+    Configured: crop_pct 0.9, interpolation bicubic, ImageNet mean and std."""
+    cases = []
+    for height, width in [(112, 144), (144, 112)]:
+        scale = (math.floor(height / 0.9), math.floor(width / 0.9))
+        cases.append((f"{height}x{width}", T.Compose([resize_keep_ratio(scale), T.CenterCrop((height, width)),
+                                                      T.Normalize(*IMAGENET)])))
+    scale = (math.floor(112 / 0.9), math.floor(144 / 0.9))
+    cases.append(("squash_112x144", T.Compose([T.Resize(scale, IM.BICUBIC, antialias=True), T.CenterCrop((112, 144)),
+                                               T.Normalize(*IMAGENET)])))
+    return cases
+
+
 def main():
     torch.set_num_threads(1)
     os.makedirs(OUT, exist_ok=True)
@@ -137,6 +167,8 @@ def main():
             imagenet = T.Compose([T.Resize(256, IM.BILINEAR, antialias=True), T.CenterCrop(224),
                                   T.Normalize(*IMAGENET)])
             save_npy(os.path.join(OUT, "chelsea_imagenet.npy"), imagenet(x).numpy())
+            for name, transform in timm_eval_cases():
+                save_npy(os.path.join(OUT, "chelsea_timm_" + name + ".npy"), transform(x).numpy())
 
     generator = np.random.default_rng(20240611)
     synthetic = generator.integers(0, 256, size=(7, 11, 3), dtype=np.uint8)

@@ -418,15 +418,17 @@ ANVIL_INLINE image_preprocessing image_preprocessing::from_timm(const json::valu
         if (height > detail::max_image_side || width > detail::max_image_side)
             fields.fail("input_size", "sides the image reader accepts", *size);
     }
-    if (height != width) {
-        throw unsupported_error(detail::message(source, ": input_size ", height, " x ", width,
-                                                " is not square (timm's ResizeKeepRatio is not supported)"));
+    // Settings anvil does not implement are recorded, not thrown: a model given pixels resizes nothing.
+    std::string mode = "center";
+    if (const json::value* m = fields.find("crop_mode")) {
+        if (!m->is_string()) fields.fail("crop_mode", "must be a string", *m);
+        mode = m->as_string();
+        if (mode != "center" && mode != "squash") {
+            p.refused = detail::message(source, ": crop_mode ", json::dump(*m),
+                                        " is not supported (\"center\" and \"squash\" are)");
+        }
     }
-    if (const json::value* mode = fields.find("crop_mode");
-        mode && !(mode->is_string() && mode->as_string() == "center")) {
-        throw unsupported_error(detail::message(source, ": crop_mode ", json::dump(*mode),
-                                                " is not supported (only \"center\")"));
-    }
+    p.filter = resample::bilinear;  // timm's default
     if (const json::value* interpolation = fields.find("interpolation")) {
         const std::string name = interpolation->is_string() ? interpolation->as_string() : std::string();
         if (name == "bilinear") {
@@ -435,21 +437,33 @@ ANVIL_INLINE image_preprocessing image_preprocessing::from_timm(const json::valu
             p.filter = resample::bicubic;
         } else if (name == "nearest") {
             p.filter = resample::nearest;
-        } else {
-            throw unsupported_error(detail::message(source, ": interpolation ", json::dump(*interpolation),
-                                                    " is not supported (bilinear, bicubic or nearest)"));
+        } else if (p.refused.empty()) {
+            p.refused = detail::message(source, ": interpolation ", json::dump(*interpolation),
+                                        " is not supported (bilinear, bicubic or nearest)");
         }
-    } else {
-        p.filter = resample::bilinear;  // timm's default
     }
     const double crop_pct = fields.positive_number("crop_pct", 0.875);  // timm's DEFAULT_CROP_PCT
-    const double scaled = std::floor(static_cast<double>(height) / crop_pct);
-    if (!(scaled < static_cast<double>(detail::max_image_side))) {
-        throw format_error(
-            detail::message(source, ": crop_pct ", crop_pct, " makes the resize ", scaled, " pixels"));
+    const auto scale_size = [&](std::int64_t side) {
+        const double scaled = std::floor(static_cast<double>(side) / crop_pct);
+        if (!(scaled < static_cast<double>(detail::max_image_side))) {
+            throw format_error(
+                detail::message(source, ": crop_pct ", crop_pct, " makes the resize ", scaled, " pixels"));
+        }
+        return std::max<std::int64_t>(static_cast<std::int64_t>(scaled), 1);
+    };
+    p.resize_shortest_edge = p.resize_height = p.resize_width = 0;
+    if (mode == "squash") {
+        // Each side to its scale size, the aspect not kept, then the crop.
+        p.resize_height = scale_size(height);
+        p.resize_width = scale_size(width);
+    } else if (height == width) {
+        p.resize_shortest_edge = scale_size(height);  // torchvision's Resize(int): the shorter side
+    } else {
+        // ResizeKeepRatio(scale_size): timm passes it no interpolation, so it is its default, bilinear.
+        p.cover_height = scale_size(height);
+        p.cover_width = scale_size(width);
+        p.filter = resample::bilinear;
     }
-    p.resize_shortest_edge = std::max<std::int64_t>(static_cast<std::int64_t>(scaled), 1);
-    p.resize_height = p.resize_width = 0;
     p.crop_height = height;
     p.crop_width = width;
     p.mean = fields.three_numbers("mean", {0.485f, 0.456f, 0.406f});
@@ -582,6 +596,15 @@ ANVIL_INLINE void image_preprocessing::validate(std::string_view source) const {
     if ((crop_height == 0) != (crop_width == 0)) {
         fail("crop_height ", crop_height, " and crop_width ", crop_width, " must both be set or both 0");
     }
+    check_size("cover_height", cover_height);
+    check_size("cover_width", cover_width);
+    if ((cover_height == 0) != (cover_width == 0)) {
+        fail("cover_height ", cover_height, " and cover_width ", cover_width, " must both be set or both 0");
+    }
+    if (cover_height > 0 && (resize_shortest_edge > 0 || resize_height > 0)) {
+        fail("cover_height and cover_width are one resize, resize_shortest_edge ", resize_shortest_edge,
+             " and resize_height ", resize_height, " others: set one");
+    }
     if (!std::isfinite(rescale_factor)) fail("rescale_factor ", rescale_factor, " is not finite");
     if (normalize) {
         for (std::size_t c = 0; c < 3; ++c) {
@@ -593,6 +616,20 @@ ANVIL_INLINE void image_preprocessing::validate(std::string_view source) const {
 }
 
 ANVIL_INLINE image_size image_preprocessing::resized_size(image_size input) const {
+    if (cover_height > 0) {
+        if (input.height < 1 || input.width < 1)
+            throw shape_error(detail::message("resized_size: image ", input.height, " x ", input.width,
+                                              " must be positive"));
+        // timm's ResizeKeepRatio.get_params with longest = 0, in doubles as Python computes it; nearbyint
+        // rounds half to even, as Python's round.
+        const double ratio = std::min(static_cast<double>(input.height) / static_cast<double>(cover_height),
+                                      static_cast<double>(input.width) / static_cast<double>(cover_width));
+        const auto side = [&](std::int64_t n) {
+            return std::max<std::int64_t>(
+                static_cast<std::int64_t>(std::nearbyint(static_cast<double>(n) / ratio)), 1);
+        };
+        return {side(input.height), side(input.width)};
+    }
     if (resize_shortest_edge > 0) return shortest_edge_size(input, resize_shortest_edge);
     if (resize_height > 0) return {resize_height, resize_width};
     return input;
@@ -605,15 +642,16 @@ ANVIL_INLINE image_size image_preprocessing::output_size(image_size input) const
 
 ANVIL_INLINE std::int64_t image_preprocessing::output_height() const {
     if (crop_height > 0) return crop_height;
-    return resize_shortest_edge == 0 ? resize_height : 0;
+    return resize_shortest_edge == 0 && cover_height == 0 ? resize_height : 0;
 }
 
 ANVIL_INLINE std::int64_t image_preprocessing::output_width() const {
     if (crop_width > 0) return crop_width;
-    return resize_shortest_edge == 0 ? resize_width : 0;
+    return resize_shortest_edge == 0 && cover_width == 0 ? resize_width : 0;
 }
 
 ANVIL_INLINE host_tensor preprocess(const image& img, const image_preprocessing& p) {
+    if (!p.refused.empty()) throw unsupported_error(p.refused);
     p.validate();
     if (img.channels != 3) {
         throw shape_error(

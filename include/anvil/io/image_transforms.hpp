@@ -113,6 +113,11 @@ struct image_preprocessing {
     std::int64_t resize_shortest_edge = 256;
     std::int64_t resize_height = 0;  // an exact size (ViTImageProcessor's {"height", "width"})
     std::int64_t resize_width = 0;
+    // timm's ResizeKeepRatio (its eval transform for a non-square input_size): scale, aspect kept, so that
+    // the image covers cover_height x cover_width — by ratio = min(H / cover_height, W / cover_width), each
+    // side becoming round(side / ratio) (Python's round). 0 = not this resize; set only with the others 0.
+    std::int64_t cover_height = 0;
+    std::int64_t cover_width = 0;
     resample filter = resample::bilinear;
     bool antialias = true;                             // torchvision's antialias=True (what PIL always does)
     std::int64_t crop_height = 224, crop_width = 224;  // center crop; 0 = none
@@ -121,6 +126,11 @@ struct image_preprocessing {
     bool normalize = true;                // (x - mean) / std per channel, after rescaling
     std::array<float, 3> mean{0.485f, 0.456f, 0.406f};
     std::array<float, 3> std{0.229f, 0.224f, 0.225f};
+    // Why this pipeline cannot preprocess an image (a setting of the model's config anvil does not
+    // implement), or empty. Settings are checked when an image is preprocessed, never when a model loads: a
+    // model given pixels (`classify --pixels`, `anvil export`) resizes nothing. preprocess() throws
+    // unsupported_error.
+    std::string refused;
 
     // torchvision: Resize(256) + CenterCrop(224) + ToTensor + Normalize(ImageNet mean, std).
     [[nodiscard]] static image_preprocessing imagenet() { return {}; }
@@ -134,10 +144,13 @@ struct image_preprocessing {
                                                        std::string_view source);
 
     // A timm folder's config.json "pretrained_cfg" (how timm's Hub models describe their eval transform):
-    // input_size [3, H, W], interpolation, crop_pct, mean, std, read as timm's transforms_imagenet_eval does
-    // — resize the shorter side to floor(H / crop_pct) (antialiased, as PIL resizes), center-crop H x W,
-    // rescale to 0..1, normalize. Only crop_mode "center" and square input sizes are supported; anything else
-    // is an anvil::unsupported_error naming the field. `source` names the file in messages.
+    // input_size [3, H, W], interpolation, crop_pct, crop_mode, mean, std, read as timm's
+    // transforms_imagenet_eval does: each side's scale size is floor(side / crop_pct); a square one resizes
+    // the shorter side to it (antialiased, as PIL resizes, with `interpolation`), a non-square one resizes as
+    // ResizeKeepRatio does (covering the scale size, bilinear: timm passes it no interpolation), crop_mode
+    // "squash" resizes to the scale size exactly; then center-crop H x W, rescale to 0..1, normalize.
+    // crop_mode "border" and unknown interpolations are recorded in `refused`; malformed fields are a
+    // format_error naming the field. `source` names the file in messages.
     [[nodiscard]] static image_preprocessing from_timm(const json::value& pretrained_cfg,
                                                        std::string_view source);
 
