@@ -37,6 +37,15 @@ def read_npy(path: pathlib.Path):
     return shape, list(struct.unpack(f"<{count}{code}", data[start:start + count * struct.calcsize(code)]))
 
 
+def write_npy_f32(path: pathlib.Path, shape, values) -> None:
+    """A little-endian float32 .npy in C order (numpy's format 1.0)."""
+    header = ("{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }" %
+              "".join(f"{d}, " for d in shape)).encode("latin1")
+    header += b" " * (-(len(header) + 11) % 64) + b"\n"
+    path.write_bytes(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header +
+                     struct.pack(f"<{len(values)}f", *values))
+
+
 def rows(shape, values):
     width = shape[-1]
     return [values[i:i + width] for i in range(0, len(values), width)]

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 
-from cli_support import max_relative_error, read_npy
+from cli_support import max_relative_error, read_npy, write_npy_f32
 
 ANVIL = sys.argv[1]
 DATA = pathlib.Path(__file__).resolve().parent.parent / "data"
@@ -58,6 +58,38 @@ def check_one_line_error(result: subprocess.CompletedProcess, status: int, prefi
     for needle in needles:
         check(needle in result.stderr, f"{what}: message names '{needle}'")
     check(result.stdout == "", f"{what}: nothing on stdout")
+
+
+def round_bf16(value: float) -> float:
+    """value rounded to float32, then to bfloat16 to nearest, ties to even (finite values)."""
+    bits = struct.unpack("<I", struct.pack("<f", value))[0]
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return struct.unpack("<f", struct.pack("<I", bits))[0]
+
+
+def bf16_square_model() -> bytes:
+    """An ONNX model (IR 8, opset 13): y = Mul(x, x), x and y bfloat16 [2, 3]."""
+    def varint(n):
+        out = b""
+        while True:
+            byte, n = n & 0x7F, n >> 7
+            out += bytes([byte | (0x80 if n else 0)])
+            if not n:
+                return out
+
+    def field(number, payload):
+        return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+    def number(field_number, n):
+        return varint(field_number << 3) + varint(n)
+
+    def value_info(name):  # ValueInfoProto{name, type: TypeProto{tensor_type{elem_type 16, shape [2, 3]}}}
+        shape = field(1, number(1, 2)) + field(1, number(1, 3))
+        return field(1, name.encode()) + field(2, field(1, number(1, 16) + field(2, shape)))
+
+    node = field(1, b"x") + field(1, b"x") + field(2, b"y") + field(4, b"Mul")
+    graph = field(1, node) + field(2, b"bf16_square") + field(11, value_info("x")) + field(12, value_info("y"))
+    return number(1, 8) + field(8, number(2, 13)) + field(7, graph)
 
 
 def main() -> int:
@@ -197,6 +229,24 @@ def main() -> int:
                   "run settles a shape given as an input from its value")
         else:
             check(False, f"run with a shape given as an input ({result.stderr.strip()})")
+        # bfloat16 in and out: .npy has no bfloat16, so a float32 array goes in, rounded to bfloat16 (to nearest,
+        # ties to even), and the bfloat16 output comes back as float32. The model, y = x * x on bfloat16 [2, 3],
+        # is encoded here by hand (ModelProto field numbers); the expected values are bfloat16 rounding done with
+        # integer arithmetic on the float32 bits.
+        (tmp / "bf16_square.onnx").write_bytes(bf16_square_model())
+        x_values = [1.001, -2.5, 3.1415926, 0.1, 100.7, -0.3]
+        write_npy_f32(tmp / "bf16_x.npy", [2, 3], x_values)
+        result = anvil("run", "--model", tmp / "bf16_square.onnx", "--input", f"x={tmp / 'bf16_x.npy'}",
+                       "--out-dir", tmp / "bf16_out", "--backend", "cpu")
+        if result.returncode == 0 and (tmp / "bf16_out" / "y.npy").exists():
+            shape, values = read_npy(tmp / "bf16_out" / "y.npy")
+            want = [round_bf16(round_bf16(v) * round_bf16(v)) for v in x_values]
+            check(list(shape) == [2, 3] and values == want, f"run rounds a bfloat16 input and writes the bfloat16 "
+                  f"output as float32 ({values} vs {want})")
+            check("(bfloat16, written as float32)" in result.stdout, "run says a bfloat16 output is written as float32")
+        else:
+            check(False, f"run on a bfloat16 model ({result.stderr.strip()})")
+        check("bfloat16" in anvil("run", "--help").stdout, "run --help explains bfloat16 inputs and outputs")
         graph_expected = dict(line.split("\t", 1) for line in
                               (DATA / "malformed" / "onnx_graph" / "expected.tsv").read_text().splitlines() if line)
         for path in sorted((DATA / "malformed" / "onnx_graph").glob("*.onnx")):

@@ -19,7 +19,8 @@ import wave
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import cli_support  # noqa: E402
-from cli_support import DATA, anvil, check, check_error, failures, max_relative_error, read_npy, rows  # noqa: E402
+from cli_support import (DATA, anvil, check, check_error, failures, max_relative_error, read_npy, rows,  # noqa: E402
+                         write_npy_f32)
 
 cli_support.ANVIL = sys.argv[1]
 
@@ -248,14 +249,6 @@ def test_classify(tmp: pathlib.Path) -> None:
                 what="classify --top 0")
     check_error(anvil("classify", "--model", TEXT / "bert_sentence", chelsea), 1, "anvil: error:",
                 what="classify with a text model")
-
-
-def write_npy_f32(path: pathlib.Path, shape, values) -> None:
-    header = ("{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }" %
-              "".join(f"{d}, " for d in shape)).encode("latin1")
-    header += b" " * (-(len(header) + 11) % 64) + b"\n"
-    path.write_bytes(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header +
-                     struct.pack(f"<{len(values)}f", *values))
 
 
 def softmax(values):
