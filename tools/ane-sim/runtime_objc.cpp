@@ -3,7 +3,9 @@
 // per-thread autorelease pool stacks (RUNTIME.md §2 "Autorelease and ownership").
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "citations.hpp"
@@ -15,8 +17,18 @@ namespace {
 
 state* global_state = nullptr;
 
-// One stack of pools per thread, as in Objective-C; each pool is the list of objects it will release.
-thread_local std::vector<std::vector<object*>> pool_stack;
+// One stack of pools per thread, as in Objective-C; each pool is the list of objects it will release. Kept
+// in a map by thread, under the simulator's lock, rather than in thread_local storage: this library is
+// dlopen'd, and clang 14's LeakSanitizer on glibc 2.36 crashes at exit ("Tracer caught signal 11") scanning a
+// dlopen'd library's dynamic TLS. A thread's entry goes when its last pool is popped.
+using pool_stack_t = std::vector<std::vector<object*>>;
+std::map<std::thread::id, pool_stack_t>& pool_stacks() {
+    static auto* stacks = new std::map<std::thread::id, pool_stack_t>();  // never destroyed: used at exit
+    return *stacks;
+}
+pool_stack_t& this_thread_pools() {
+    return pool_stacks()[std::this_thread::get_id()];
+}
 
 class_record* root_class() {
     return sim().classes.at("NSObject");
@@ -214,7 +226,9 @@ id autorelease_object(id pointer, std::string_view who) {
     }
     auto* o = static_cast<object*>(pointer);
     if (o->immortal) return pointer;
+    pool_stack_t& pool_stack = this_thread_pools();
     if (pool_stack.empty()) {
+        pool_stacks().erase(std::this_thread::get_id());
         record_violation(std::string(who) + ": " + describe(pointer) +
                          " autoreleased with no autorelease pool in place, so it leaks (wrap the calls in "
                          "objc_autoreleasePoolPush/Pop, RUNTIME.md §2 \"Autorelease and ownership\")" +
@@ -316,6 +330,7 @@ ANVIL_SIM_EXPORT void* objc_autorelease(void* value) {
 
 ANVIL_SIM_EXPORT void* objc_autoreleasePoolPush() {
     lock_guard lock(sim().mutex);
+    pool_stack_t& pool_stack = this_thread_pools();
     pool_stack.emplace_back();
     return reinterpret_cast<void*>(static_cast<std::uintptr_t>(pool_stack.size()));
 }
@@ -323,9 +338,12 @@ ANVIL_SIM_EXPORT void* objc_autoreleasePoolPush() {
 ANVIL_SIM_EXPORT void objc_autoreleasePoolPop(void* token) {
     lock_guard lock(sim().mutex);
     auto depth = static_cast<std::size_t>(reinterpret_cast<std::uintptr_t>(token));
+    pool_stack_t& pool_stack = this_thread_pools();
     if (depth == 0 || depth > pool_stack.size()) {
+        const std::size_t pushed = pool_stack.size();
+        if (pool_stack.empty()) pool_stacks().erase(std::this_thread::get_id());
         record_violation("objc_autoreleasePoolPop: the token " + std::to_string(depth) +
-                         " is not a pool on this thread's stack (" + std::to_string(pool_stack.size()) +
+                         " is not a pool on this thread's stack (" + std::to_string(pushed) +
                          " pools pushed): popped twice, or on another thread" + cite(rule::ownership));
         return;
     }
@@ -336,4 +354,5 @@ ANVIL_SIM_EXPORT void objc_autoreleasePoolPop(void* token) {
         for (auto it = pool.rbegin(); it != pool.rend(); ++it)
             release_object(*it, "objc_autoreleasePoolPop");
     }
+    if (this_thread_pools().empty()) pool_stacks().erase(std::this_thread::get_id());
 }
