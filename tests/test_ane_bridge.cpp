@@ -457,8 +457,13 @@ TEST_CASE("ane bridge: a cache directory set with setModelURL: serves a second m
     const std::filesystem::path cache =
         std::filesystem::temp_directory_path() / ("anvil_test_ane_bridge_cache_" + std::to_string(getpid()));
     std::filesystem::remove_all(cache);
+    // A text of this process's own: another test process compiling relu_add_mil() stages it in the same
+    // <tmp>/<hex> directory (the identifier follows the text), which this test checks stays unused.
+    std::string mil = relu_add_mil();
+    const std::string sum_name = "string(\"s\")";
+    mil.replace(mil.find(sum_name), sum_name.size(), "string(\"s_" + std::to_string(getpid()) + "\")");
     {
-        ane::ane_model model = ane::ane_model::create(relu_add_mil(), {});
+        ane::ane_model model = ane::ane_model::create(mil, {});
         REQUIRE(model.set_cache_directory(cache));
         CHECK(!model.compiled_model_exists());
         model.compile();
@@ -468,7 +473,7 @@ TEST_CASE("ane bridge: a cache directory set with setModelURL: serves a second m
         CHECK(!std::filesystem::exists(model.directory() / "model.mil"));
     }
     {
-        ane::ane_model model = ane::ane_model::create(relu_add_mil(), {});
+        ane::ane_model model = ane::ane_model::create(mil, {});
         REQUIRE(model.set_cache_directory(cache));
         CHECK(model.compiled_model_exists());
         model.load();

@@ -6,8 +6,12 @@
 #include <anvil/anvil.hpp>
 
 #include <chrono>
+#include <exception>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ane_simulator.hpp"
@@ -312,6 +316,46 @@ TEST_CASE("ane refusals: ane_max_loaded_programs unloads before the device is fu
         CHECK(sim().counter("live_programs") == held + 1);
     }
     CHECK(sim().counter("loads") == 2 + 6);  // each run loads its program again, unloading the other
+    CHECK(sim().violations() == "");
+}
+
+TEST_CASE("ane refusals: a program being compiled into the cache is neither probed nor cleared by another") {
+    // RUNTIME.md §0b #22: the cache entry's lock is held from the probe (compiledModelExists) to the load. A
+    // thread compiles a program into the cache, each compile taking 300 ms (compile_delay_ms); another asks
+    // for the same program 100 ms later. Without the lock it would find no compiled program, clear the first
+    // one's staged files and compile again; with it, it waits and loads what the first compiled.
+    temporary_folder cache;
+    ane_block b;
+    const auto want = anvil::compile({b.out}).run(b.inputs);
+    const auto options = ane_options(cache);
+    scoped_option slow("compile_delay_ms", "300", "0");
+    sim().reset();
+    std::optional<anvil::program> first, second;
+    std::exception_ptr failure;
+    std::mutex failure_mutex;
+    const auto compile_into = [&](std::optional<anvil::program>& out) {
+        try {
+            out.emplace(anvil::compile({b.out}, options));
+        } catch (...) {
+            const std::lock_guard lock(failure_mutex);
+            failure = std::current_exception();
+        }
+    };
+    std::thread early([&] { compile_into(first); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::thread late([&] { compile_into(second); });
+    early.join();
+    late.join();
+    if (failure) std::rethrow_exception(failure);
+    REQUIRE(first);
+    REQUIRE(second);
+    CHECK(sim().counter("compiles") == 1);
+    CHECK(first->placement().refused() == 0);
+    CHECK(second->placement().refused() == 0);
+    REQUIRE(second->placement().segments.size() == 1);
+    CHECK(second->placement().segments[0].cached);
+    CHECK(max_difference(want[0], first->run(b.inputs)[0]) < 1e-2);
+    CHECK(max_difference(want[0], second->run(b.inputs)[0]) < 1e-2);
     CHECK(sim().violations() == "");
 }
 

@@ -20,6 +20,9 @@ struct rules {
     std::int64_t softmax_max_axis = 8192;   // a longer softmax axis is an error (the ANE normalises per tile)
     std::int64_t blobfile_limit = 0;        // BLOBFILE-backed consts per program; 0 = not enforced (counted)
     std::int64_t inject_load_failures = 0;  // the next N loadWithQoS calls fail with the transient error
+    // Each compile takes this long, the simulator's lock released meanwhile: a test can make another thread's
+    // calls land during a compile (the program cache's lock, RUNTIME.md §0b #22).
+    std::int64_t compile_delay_ms = 0;
     rule_mode conv_bias = rule_mode::error;           // `bias` on conv
     rule_mode const_broadcast = rule_mode::error;     // a broadcast const operand that is not [1, C, 1, 1]
     rule_mode named_matmul_flags = rule_mode::error;  // transpose_x/y and keep_dims not bound to named consts

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "runtime_ane.hpp"
@@ -240,10 +241,16 @@ bool model_compiled_model_exists(id self, sel) {
 }
 
 bool model_compile(id self, sel, unsigned int, id options, void** error) {
-    lock_guard lock(sim().mutex);
+    std::unique_lock<std::recursive_mutex> lock(sim().mutex);
     auto* model = receiver<in_memory_model_object>(self, "compileWithQoS:options:error:");
     if (model == nullptr) return false;
     check_options(options, "compileWithQoS:options:error:");
+    if (const std::int64_t delay = sim().options.compile_delay_ms; delay > 0) {
+        // A compile takes a while (compile_delay_ms): other threads' calls run meanwhile.
+        lock.unlock();
+        std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+        lock.lock();
+    }
     if (std::string problem = check_staged_files(*model); !problem.empty()) {
         set_error(error, codes::bad_call, compile_prefix + problem);
         return false;

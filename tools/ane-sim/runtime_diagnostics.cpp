@@ -75,6 +75,7 @@ option_result apply_option(rules& options, std::string_view name, std::string_vi
         {"softmax_max_axis", &options.softmax_max_axis},
         {"blobfile_limit", &options.blobfile_limit},
         {"inject_load_failures", &options.inject_load_failures},
+        {"compile_delay_ms", &options.compile_delay_ms},
         {"coreml_fail_loads", &options.coreml_fail_loads},
         {"max_program_weight_bytes", &options.max_program_weight_bytes},
     };
