@@ -272,4 +272,123 @@ TEST_CASE("program: one program from several threads, and several programs at on
     CHECK(second_error < 1e-6);
 }
 
+anvil::attributes sizes_attribute(std::vector<std::int64_t> sizes) {
+    anvil::attributes a;
+    a.sizes = std::move(sizes);
+    return a;
+}
+
+anvil::attributes axes_attribute(std::vector<std::int64_t> axes) {
+    anvil::attributes a;
+    a.axes = std::move(axes);
+    return a;
+}
+
+anvil::attributes cast_attribute(dtype to) {
+    anvil::attributes a;
+    a.to = to;
+    return a;
+}
+
+// Float64 graphs run in double (float64_program). The expected values are IEEE double arithmetic done here,
+// and formats' rounding worked out by hand.
+TEST_CASE("program: a float64 graph is computed in float64, not rounded to float32") {
+    anvil::graph g;
+    auto a = g.input("a", dtype::f64, dims{2, 3});
+    auto b = g.input("b", dtype::f64, dims{3});
+    auto sum = g.apply(op::add, {a, b});
+    // A product of two constants past float's range folds in double: 1e200 * 1e100.
+    auto big = g.apply(op::mul, {g.constant(anvil::host_tensor::from(std::vector<double>{1e200}, dims{1})),
+                                 g.constant(anvil::host_tensor::from(std::vector<double>{1e100}, dims{1}))});
+    auto scaled = g.apply(op::mul, {sum, big});
+    auto product = g.apply(op::matmul, {a, g.apply(op::reshape, {b}, sizes_attribute({3, 1}))});
+    auto reduced = g.apply(op::reduce_sum, {a}, axes_attribute({1}));
+    auto program = anvil::compile({sum, scaled, product, reduced});
+    const std::vector<double> av{1e223, -2e223, 1.0 + 0x1p-40, 3.0, 0x1p-1060, 7e-310};
+    const std::vector<double> bv{2e223, 1e-300, 0x1p-45};
+    const auto out = program.run(
+        {{"a", anvil::host_tensor::from(av, dims{2, 3})}, {"b", anvil::host_tensor::from(bv, dims{3})}});
+    REQUIRE(out.size() == 4);
+    for (const auto& t : out)
+        CHECK(t.type() == dtype::f64);
+    for (std::size_t i = 0; i < 6; ++i) {
+        const double s = av[i] + bv[i % 3];
+        CHECK(out[0].values<double>()[i] == s);
+        CHECK(out[1].values<double>()[i] == s * 1e300);
+    }
+    for (std::size_t row = 0; row < 2; ++row) {
+        double dot = 0.0, total = 0.0;
+        for (std::size_t k = 0; k < 3; ++k) {
+            dot += av[row * 3 + k] * bv[k];
+            total += av[row * 3 + k];
+        }
+        CHECK(out[2].values<double>()[row] == dot);
+        CHECK(out[3].values<double>()[row] == total);
+    }
+    CHECK(std::isfinite(out[0].values<double>()[0]));  // 3e223: float32 would give infinity
+}
+
+TEST_CASE("program: casts from float64 round once, to nearest even") {
+    anvil::graph g;
+    auto x = g.input("x", dtype::f64, dims{4});
+    auto to_f16 = g.apply(op::cast, {x}, cast_attribute(dtype::f16));
+    auto to_bf16 = g.apply(op::cast, {x}, cast_attribute(dtype::bf16));
+    auto to_f32 = g.apply(op::cast, {x}, cast_attribute(dtype::f32));
+    auto program = anvil::compile({to_f16, to_bf16, to_f32});
+    // 1 + 2^-11 + 2^-40 is just above the f16 tie between 1 and 1 + 2^-10: rounded to float first (the tie
+    // 1 + 2^-11) and then to f16, it would give 1. The same for bf16 at 1 + 2^-8 + 2^-40.
+    const std::vector<double> xv{1.0 + 0x1p-11 + 0x1p-40, 1.0 + 0x1p-8 + 0x1p-40, 1e300, -0x1p-1074};
+    const auto out = program.run({{"x", anvil::host_tensor::from(xv, dims{4})}});
+    const auto f16 = out[0].to_f32();
+    const auto bf16 = out[1].to_f32();
+    const auto f32 = out[2].values<float>();
+    CHECK(f16[0] == 1.0f + 0x1p-10f);
+    CHECK(bf16[1] == 1.0f + 0x1p-7f);
+    CHECK(std::isinf(f16[2]));
+    CHECK(std::isinf(bf16[2]));
+    CHECK(std::isinf(f32[2]));
+    CHECK(f32[0] == static_cast<float>(xv[0]));
+    CHECK(f16[3] == 0.0f);
+    CHECK(std::signbit(f16[3]));  // -0: the sign survives
+}
+
+TEST_CASE("program: a float64 graph holds integers exactly to 2^53 and refuses larger ones") {
+    anvil::graph g;
+    auto ids = g.input("ids", dtype::i64, dims{2});
+    auto widened = g.apply(op::cast, {ids}, cast_attribute(dtype::f64));
+    auto next =
+        g.apply(op::add, {widened, g.constant(anvil::host_tensor::from(std::vector<double>{1.0}, dims{1}))});
+    auto program = anvil::compile({next});
+    const std::int64_t large = (std::int64_t{1} << 40) + 1;  // not exact in float32
+    const auto out =
+        program.run({{"ids", anvil::host_tensor::from(std::vector<std::int64_t>{large, -large}, dims{2})}});
+    CHECK(out[0].values<double>()[0] == static_cast<double>(large + 1));
+    CHECK(out[0].values<double>()[1] == static_cast<double>(-large + 1));
+    const std::int64_t beyond = (std::int64_t{1} << 53) + 1;
+    CHECK_THROWS_WITH_AS(
+        program.run({{"ids", anvil::host_tensor::from(std::vector<std::int64_t>{1, beyond}, dims{2})}}),
+        doctest::Contains("input 'ids': integer 9007199254740993 at index 1 is beyond 2^53"), anvil::error);
+}
+
+TEST_CASE("program: a float64 program's resident input is written in place") {
+    anvil::graph g;
+    auto cache = g.input("cache", dtype::f64, dims{2, 2});
+    auto x = g.input("x", dtype::f64, dims{2});
+    auto out_value = g.apply(op::add, {cache, x});
+    anvil::compile_options options;
+    options.resident_inputs = {"cache"};
+    auto program = anvil::compile({out_value}, options);
+    program.write_input("cache", 0, 1,
+                        anvil::host_tensor::from(std::vector<double>{1e250, 2e-250}, dims{1, 2}));
+    const auto out = program.run({{"x", anvil::host_tensor::from(std::vector<double>{1.0, 1e250}, dims{2})}});
+    const auto values = out[0].values<double>();
+    CHECK(values[0] == 1.0);
+    CHECK(values[1] == 1e250);
+    CHECK(values[2] == 1e250 + 1.0);
+    CHECK(values[3] == 2e-250 + 1e250);
+    const auto cache_now = program.read_input("cache");
+    CHECK(cache_now.type() == dtype::f64);
+    CHECK(cache_now.values<double>()[2] == 1e250);
+}
+
 }  // namespace test_program

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes (or, with --check, checks) the README's table of ONNX backend tests passed, failed and unsupported.
+"""Writes (or, with --check, checks) the README's table of ONNX backend tests passed, failed, unsupported and
+with bad data (tests/onnx_conformance/errata.tsv: data that contradicts ONNX's own model or spec).
 
 Usage: onnx_conformance_table.py [--check] [REPO_ROOT]
 
@@ -56,20 +57,22 @@ def table(rows):
 
     def line(label, counts):
         total = sum(counts.values())
-        return f"| {label} | {total} | {counts['pass']} | {counts['fail']} | {counts['unsupported']} |"
+        return (f"| {label} | {total} | {counts['pass']} | {counts['fail']} | {counts['unsupported']} | "
+                f"{counts['bad data']} |")
 
     run = sum(totals.values())
     lines = [
         f"ONNX's node tests: **{totals['pass']} of {run} pass** ({100.0 * totals['pass'] / run:.1f}%), "
-        f"{totals['fail']} fail, {totals['unsupported']} are refused as unsupported.",
+        f"{totals['fail']} fail, {totals['unsupported']} are refused as unsupported, {totals['bad data']} have data "
+        "that contradicts ONNX's own model or spec (`tests/onnx_conformance/errata.tsv`).",
         "",
-        "| suite | tests | pass | fail | unsupported |",
-        "|---|---:|---:|---:|---:|",
+        "| suite | tests | pass | fail | unsupported | bad data |",
+        "|---|---:|---:|---:|---:|---:|",
         line("node (all)", totals),
     ]
     lines += [line(suite, counts) for suite, counts in sorted(suites.items())]
-    lines += ["", "<details><summary>Node tests per op</summary>", "", "| op | tests | pass | fail | unsupported |",
-              "|---|---:|---:|---:|---:|"]
+    lines += ["", "<details><summary>Node tests per op</summary>", "", "| op | tests | pass | fail | unsupported | bad data |",
+              "|---|---:|---:|---:|---:|---:|"]
     lines += [line(op, counts) for op, counts in sorted(per_op.items(), key=lambda kv: kv[0].lower())]
     lines += ["", "</details>"]
     return "\n".join(lines)

@@ -9,6 +9,7 @@
 #include "anvil/backend/ane/ane_program.hpp"
 #include "anvil/backend/compile.hpp"
 #include "anvil/backend/cpu/executor.hpp"
+#include "anvil/backend/cpu/float64_program.hpp"
 
 namespace anvil {
 
@@ -21,8 +22,8 @@ ANVIL_INLINE program compile(std::span<const value> outputs, const compile_optio
     };
     switch (options.target) {
         case device::cpu:
-            return made(std::make_unique<detail::cpu::cpu_program>(
-                compress_weights(body, options.weight_compression), options));
+            return made(
+                detail::cpu::make_cpu_program(compress_weights(body, options.weight_compression), options));
         case device::ane:
         case device::coreml:
             return made(std::make_unique<detail::ane::ane_program>(std::move(body), options));
@@ -30,8 +31,8 @@ ANVIL_INLINE program compile(std::span<const value> outputs, const compile_optio
             if (detail::ane::available()) {
                 return made(std::make_unique<detail::ane::ane_program>(std::move(body), options));
             }
-            return made(std::make_unique<detail::cpu::cpu_program>(
-                compress_weights(body, options.weight_compression), options));
+            return made(
+                detail::cpu::make_cpu_program(compress_weights(body, options.weight_compression), options));
     }
     throw error("compile: unknown device");
 }

@@ -143,8 +143,8 @@ struct support_result {
     const std::vector<float> first = host_constant_values(body, n.inputs[0]);
     if (n.kind == op::dequantize_ggml) {
         std::vector<float> values(static_cast<std::size_t>(n.result.shape.element_count()));
-        cpu::reference::dequantize_ggml({first.data(), body.nodes[n.inputs[0]].result.shape},
-                                        n.attrs.ggml_type, {values.data(), n.result.shape});
+        cpu::reference::dequantize_ggml<float>({first.data(), body.nodes[n.inputs[0]].result.shape},
+                                               n.attrs.ggml_type, {values.data(), n.result.shape});
         return values;
     }
     const std::vector<float> table = host_constant_values(body, n.inputs[1]);

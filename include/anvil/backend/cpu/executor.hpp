@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -140,6 +141,123 @@ inline void round_to_type(float* values, std::size_t count, dtype type) {
     }
 }
 
+// Elements of any dtype as doubles (exact for every floating type), integers range-checked (`what` names the
+// tensor in the error).
+inline void to_compute_doubles(const host_tensor& tensor, double* out, std::string_view what) {
+    const std::size_t count = tensor.element_count();
+    if (count == 0) return;
+    const auto widen = [&](auto values) {
+        for (std::size_t i = 0; i < count; ++i)
+            out[i] = static_cast<double>(values[i]);
+    };
+    const auto widen_checked = [&](auto values) {
+        // Compared as integers: 2^53 + 1 converts to the double 2^53.
+        constexpr std::int64_t limit = std::int64_t{1} << 53;
+        for (std::size_t i = 0; i < count; ++i) {
+            const auto v = values[i];
+            bool beyond = false;
+            if constexpr (std::is_signed_v<decltype(+v)>)
+                beyond = v > limit || v < -limit;
+            else
+                beyond = v > static_cast<std::uint64_t>(limit);
+            if (beyond) {
+                throw error(message(what, ": integer ", +v, " at index ", i,
+                                    " is beyond 2^53, the float64 program's exact integer range"));
+            }
+            out[i] = static_cast<double>(v);
+        }
+    };
+    switch (tensor.type()) {
+        case dtype::f64:
+            std::memcpy(out, tensor.raw(), count * sizeof(double));
+            return;
+        case dtype::i64:
+            return widen_checked(tensor.values<std::int64_t>());
+        case dtype::u64:
+            return widen_checked(tensor.values<std::uint64_t>());
+        case dtype::i32:
+            return widen(tensor.values<std::int32_t>());
+        case dtype::u32:
+            return widen(tensor.values<std::uint32_t>());
+        default: {
+            // Every other type (f32, f16, bf16, fp8, narrower integers, bool) is exact in float.
+            std::vector<float> floats(count);
+            convert_to_f32(tensor.type(), tensor.raw(), count, floats.data());
+            for (std::size_t i = 0; i < count; ++i)
+                out[i] = floats[i];
+            return;
+        }
+    }
+}
+
+// Double values into a host tensor of `type`: each value rounded once to a floating type's precision
+// (cast_value), integers truncated.
+inline host_tensor from_compute_doubles(const double* values, dtype type, const dims& shape) {
+    host_tensor out(type, shape);
+    const std::size_t count = out.element_count();
+    const auto fill = [&](auto typed) {
+        using element = typename decltype(typed)::element_type;
+        for (std::size_t i = 0; i < count; ++i)
+            typed[i] = static_cast<element>(values[i]);
+    };
+    switch (type) {
+        case dtype::f64:
+            if (count != 0) std::memcpy(out.raw(), values, count * sizeof(double));
+            break;
+        case dtype::f32:
+            fill(out.values<float>());
+            break;
+        case dtype::f16:
+            for (std::size_t i = 0; i < count; ++i)
+                out.values<half>()[i] = half(narrowed_to_round_again(values[i]));
+            break;
+        case dtype::bf16:
+            for (std::size_t i = 0; i < count; ++i)
+                out.values<bfloat16>()[i] = bfloat16(narrowed_to_round_again(values[i]));
+            break;
+        case dtype::i64:
+            fill(out.values<std::int64_t>());
+            break;
+        case dtype::i32:
+            fill(out.values<std::int32_t>());
+            break;
+        case dtype::i16:
+            fill(out.values<std::int16_t>());
+            break;
+        case dtype::i8:
+            fill(out.values<std::int8_t>());
+            break;
+        case dtype::u64:
+            fill(out.values<std::uint64_t>());
+            break;
+        case dtype::u32:
+            fill(out.values<std::uint32_t>());
+            break;
+        case dtype::u16:
+            fill(out.values<std::uint16_t>());
+            break;
+        case dtype::u8:
+            fill(out.values<std::uint8_t>());
+            break;
+        case dtype::boolean:
+            for (std::size_t i = 0; i < count; ++i)
+                out.values<bool>()[i] = values[i] != 0.0;
+            break;
+        case dtype::f8_e4m3:
+        case dtype::f8_e5m2:
+            throw unsupported_error(message("CPU backend: no conversion to ", dtype_name(type), " outputs"));
+    }
+    return out;
+}
+
+// Rounds double values to the precision of a floating `type` in place (f32, f16, bf16, fp8); f64 and the
+// integers (whose ops produce whole numbers) are left as they are.
+inline void round_to_type(double* values, std::size_t count, dtype type) {
+    if (type == dtype::f64 || !is_floating(type)) return;
+    for (std::size_t i = 0; i < count; ++i)
+        values[i] = cast_value(values[i], type);
+}
+
 // A constant as the kernels read it, in f32 (fp16-rounded for ane_numerics): an aligned f32 constant read in
 // place, else a converted copy.
 struct f32_constant {
@@ -187,19 +305,33 @@ inline std::shared_ptr<const f32_constant> shared_f32_constant(const host_tensor
     return copy;
 }
 
-// Folds constants with the reference kernels.
+// Folds constants with the reference kernels: in double where the node reads or makes a float64 value (so
+// a float64 constant is folded without rounding), else in float as the kernels would compute it.
 inline host_tensor evaluate_constant(const node& n, std::span<const host_tensor> operands) {
-    std::vector<std::vector<float>> storage;
-    std::vector<const_tensor_span> spans;
-    for (const auto& operand : operands) {
-        storage.emplace_back(operand.element_count());
-        to_compute_floats(operand, storage.back().data(), "constant");
-    }
-    for (std::size_t i = 0; i < operands.size(); ++i)
-        spans.push_back({storage[i].data(), operands[i].shape()});
-    std::vector<float> result(static_cast<std::size_t>(n.result.shape.element_count()));
-    evaluate_reference(n, spans, {result.data(), n.result.shape});
-    return from_compute_floats(result.data(), n.result.type, n.result.shape);
+    bool wide = n.result.type == dtype::f64;
+    for (const auto& operand : operands)
+        wide = wide || operand.type() == dtype::f64;
+    const auto evaluate = [&](auto element) {
+        using T = decltype(element);
+        std::vector<std::vector<T>> storage;
+        std::vector<basic_const_tensor_span<T>> spans;
+        for (const auto& operand : operands) {
+            storage.emplace_back(operand.element_count());
+            if constexpr (std::is_same_v<T, double>)
+                to_compute_doubles(operand, storage.back().data(), "constant");
+            else
+                to_compute_floats(operand, storage.back().data(), "constant");
+        }
+        for (std::size_t i = 0; i < operands.size(); ++i)
+            spans.push_back({storage[i].data(), operands[i].shape()});
+        std::vector<T> result(static_cast<std::size_t>(n.result.shape.element_count()));
+        evaluate_reference(n, spans, basic_tensor_span<T>{result.data(), n.result.shape});
+        if constexpr (std::is_same_v<T, double>)
+            return from_compute_doubles(result.data(), n.result.type, n.result.shape);
+        else
+            return from_compute_floats(result.data(), n.result.type, n.result.shape);
+    };
+    return wide ? evaluate(0.0) : evaluate(0.0f);
 }
 
 class cpu_program final : public program_impl {

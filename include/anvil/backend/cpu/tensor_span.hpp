@@ -1,27 +1,40 @@
-// anvil: how the CPU backend sees a value — a contiguous, row-major float32 array and its shape — and the
-// index arithmetic its kernels share (row-major strides, numpy broadcasting strides, a multi-index walk).
-// Integer and boolean values (indices, argmax results, masks, quantised weights) are held exactly as floats.
+// anvil: how the CPU backend sees a value — a contiguous, row-major float32 array and its shape (float64 in a
+// float64_program, whose reference kernels are the same templates) — and the index arithmetic its kernels
+// share (row-major strides, numpy broadcasting strides, a multi-index walk). Integer and boolean values
+// (indices, argmax results, masks, quantised weights) are held exactly as floats.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "anvil/core/shape.hpp"
 
 namespace anvil::detail::cpu {
 
-struct const_tensor_span {
-    const float* data;
+// Element is float for every program, or double where a graph computes in float64 (float64_program).
+template <class Element>
+struct basic_const_tensor_span {
+    const Element* data;
     dims shape;
 };
 
-struct tensor_span {
-    float* data;
+template <class Element>
+struct basic_tensor_span {
+    Element* data;
     dims shape;
 
-    operator const_tensor_span() const noexcept { return {data, shape}; }
+    operator basic_const_tensor_span<Element>() const noexcept { return {data, shape}; }
 };
+
+using const_tensor_span = basic_const_tensor_span<float>;
+using tensor_span = basic_tensor_span<float>;
+
+// An operand of a kernel templated on its element type: the type is deduced from the output span alone, so
+// an operand may be given as a writable span (which converts) or a read-only one.
+template <class Element>
+using operand_span = std::type_identity_t<basic_const_tensor_span<Element>>;
 
 using index_array = std::array<std::int64_t, max_rank>;
 using stride_array = std::array<std::int64_t, max_rank>;

@@ -308,11 +308,13 @@ private:
             throw type_error(message(where(n), ": ", what, " must be integers, got ", dtype_name(t.type())));
         return integers_of(t);
     }
-    std::optional<float> optional_scalar(const onnx_node& n, std::size_t index, std::string_view what) {
+    // A float64 scalar is read as it is, every other type through float.
+    std::optional<double> optional_scalar(const onnx_node& n, std::size_t index, std::string_view what) {
         if (!has_input(n, index)) return std::nullopt;
-        const std::vector<float> values = required(n, index, what).to_f32();
-        if (values.size() != 1) throw shape_error(message(where(n), ": ", what, " must be one value"));
-        return values[0];
+        const host_tensor t = required(n, index, what);
+        if (t.element_count() != 1) throw shape_error(message(where(n), ": ", what, " must be one value"));
+        if (t.type() == dtype::f64) return t.values<double>()[0];
+        return t.to_f32()[0];
     }
 
     // --- building blocks -------------------------------------------------------------------------------

@@ -149,7 +149,7 @@ inline value importer::softmax(const onnx_node& n, bool log) {
 // integers go through maximum and minimum with constants of their type.
 inline value importer::clip(const onnx_node& n) {
     const value x = input(n, 0);
-    std::optional<float> low, high;
+    std::optional<double> low, high;
     if (opset_ < 11) {
         if (n.find("min") != nullptr) low = float_attribute(n, "min", 0.0f);
         if (n.find("max") != nullptr) high = float_attribute(n, "max", 0.0f);
@@ -157,15 +157,17 @@ inline value importer::clip(const onnx_node& n) {
         low = optional_scalar(n, 1, "the minimum");
         high = optional_scalar(n, 2, "the maximum");
     }
-    if (!is_floating(x.type())) {
+    // Integers, and float64 (whose bounds clamp's float attributes would round), clip with maximum and
+    // minimum against constants of x's type: the same answer, NaN and min > max included.
+    if (!is_floating(x.type()) || x.type() == dtype::f64) {
         value y = x;
         if (low) y = apply(op::maximum, {y, scalar_like(*low, x)});
         if (high) y = apply(op::minimum, {y, scalar_like(*high, x)});
         return y;
     }
     attributes a;
-    a.min = low.value_or(-std::numeric_limits<float>::infinity());
-    a.max = high.value_or(std::numeric_limits<float>::infinity());
+    a.min = low ? static_cast<float>(*low) : -std::numeric_limits<float>::infinity();
+    a.max = high ? static_cast<float>(*high) : std::numeric_limits<float>::infinity();
     return apply(op::clamp, {x}, a);
 }
 

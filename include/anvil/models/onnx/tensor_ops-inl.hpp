@@ -391,7 +391,11 @@ inline value importer::pad(const onnx_node& n) {
         fill = float_attribute(n, "value", 0.0f);
     } else {
         pads = required_ints(n, 1, "the pads");
-        fill = optional_scalar(n, 2, "the constant value").value_or(0.0f);
+        const double given = optional_scalar(n, 2, "the constant value").value_or(0.0);
+        fill = static_cast<float>(given);
+        // pad's value is a float attribute: a float64 value it would round is refused, not rounded.
+        if (x.type() == dtype::f64 && static_cast<double>(fill) != given && !std::isnan(given))
+            unsupported(n, message("the float64 constant value ", given, ", which float32 would round"));
     }
     const std::size_t rank = x.rank();
     std::vector<std::int64_t> axes;

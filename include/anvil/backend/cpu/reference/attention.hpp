@@ -23,8 +23,9 @@ namespace anvil::detail::cpu::reference {
 //     keys, as with a KV cache; when Sq > Sk the first queries see no key.
 //   A query that sees no key (every score -infinity after masking, or Sk = 0) gives a row of zeros, where
 //     softmax would give NaNs.
-inline void attention(const_tensor_span q, const_tensor_span k, const_tensor_span v,
-                      std::optional<const_tensor_span> mask, bool causal, float scale, tensor_span out) {
+template <class T>
+void attention(operand_span<T> q, operand_span<T> k, operand_span<T> v, std::optional<operand_span<T>> mask,
+               bool causal, float scale, basic_tensor_span<T> out) {
     const std::int64_t batch = q.shape[0], heads = q.shape[1], queries = q.shape[2], depth = q.shape[3];
     const std::int64_t kv_heads = k.shape[1], keys = k.shape[2], value_depth = v.shape[3];
     const std::int64_t heads_per_kv = kv_heads == 0 ? 1 : heads / kv_heads;
@@ -35,14 +36,14 @@ inline void attention(const_tensor_span q, const_tensor_span k, const_tensor_spa
     const double masked = -std::numeric_limits<double>::infinity();
 
     std::vector<double> scores(static_cast<std::size_t>(keys));
-    std::vector<float> weights(static_cast<std::size_t>(keys));
+    std::vector<T> weights(static_cast<std::size_t>(keys));
     for (std::int64_t b = 0; b < batch; ++b) {
         for (std::int64_t h = 0; h < heads; ++h) {
             const std::int64_t kv = h / heads_per_kv;
-            const float* keys_of_head = k.data + (b * kv_heads + kv) * keys * depth;
-            const float* values_of_head = v.data + (b * kv_heads + kv) * keys * value_depth;
+            const T* keys_of_head = k.data + (b * kv_heads + kv) * keys * depth;
+            const T* values_of_head = v.data + (b * kv_heads + kv) * keys * value_depth;
             for (std::int64_t i = 0; i < queries; ++i) {
-                const float* query = q.data + ((b * heads + h) * queries + i) * depth;
+                const T* query = q.data + ((b * heads + h) * queries + i) * depth;
                 for (std::int64_t j = 0; j < keys; ++j) {
                     double score = masked;
                     if (!causal || j <= i + (keys - queries)) {
@@ -59,14 +60,14 @@ inline void attention(const_tensor_span q, const_tensor_span k, const_tensor_spa
                     scores[static_cast<std::size_t>(j)] = score;
                 }
                 softmax_row(scores.data(), keys, weights.data(), 1);
-                float* row = out.data + ((b * heads + h) * queries + i) * value_depth;
+                T* row = out.data + ((b * heads + h) * queries + i) * value_depth;
                 for (std::int64_t e = 0; e < value_depth; ++e) {
                     double sum = 0.0;
                     for (std::int64_t j = 0; j < keys; ++j) {
                         sum += static_cast<double>(weights[static_cast<std::size_t>(j)]) *
                                values_of_head[j * value_depth + e];
                     }
-                    row[e] = static_cast<float>(sum);
+                    row[e] = static_cast<T>(sum);
                 }
             }
         }
@@ -80,19 +81,20 @@ inline void attention(const_tensor_span q, const_tensor_span k, const_tensor_spa
 //     out[i] = x[i] cos - x[i + R/2] sin, out[i + R/2] = x[i + R/2] cos + x[i] sin.
 //   interleaved: feature 2i pairs with 2i + 1:
 //     out[2i] = x[2i] cos - x[2i + 1] sin, out[2i + 1] = x[2i + 1] cos + x[2i] sin.
-inline void rotary(const_tensor_span x, const_tensor_span cos, const_tensor_span sin, bool interleaved,
-                   tensor_span out) {
+template <class T>
+void rotary(operand_span<T> x, operand_span<T> cos, operand_span<T> sin, bool interleaved,
+            basic_tensor_span<T> out) {
     const std::size_t rank = x.shape.rank();
     const std::int64_t positions = x.shape[rank - 2], features = x.shape[rank - 1];
     const std::int64_t half = cos.shape[1];
     const std::int64_t blocks = extent_product(x.shape, 0, rank - 2);
     for (std::int64_t blk = 0; blk < blocks; ++blk) {
         for (std::int64_t s = 0; s < positions; ++s) {
-            const float* in = x.data + (blk * positions + s) * features;
-            float* result = out.data + (blk * positions + s) * features;
+            const T* in = x.data + (blk * positions + s) * features;
+            T* result = out.data + (blk * positions + s) * features;
             for (std::int64_t i = 0; i < half; ++i) {
-                const float c = cos.data[s * half + i];
-                const float n = sin.data[s * half + i];
+                const T c = cos.data[s * half + i];
+                const T n = sin.data[s * half + i];
                 const std::int64_t first = interleaved ? 2 * i : i;
                 const std::int64_t second = interleaved ? 2 * i + 1 : i + half;
                 result[first] = in[first] * c - in[second] * n;

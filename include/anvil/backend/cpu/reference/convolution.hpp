@@ -18,8 +18,9 @@ namespace anvil::detail::cpu::reference {
 
 // x [N, C, H, W], weight [O, C / groups, KH, KW], bias [O] or none; out [N, O, OH, OW]. attrs: stride,
 // dilation, padding (top, bottom, left, right), groups. Padding reads as zeros.
-inline void conv2d(const_tensor_span x, const_tensor_span weight, std::optional<const_tensor_span> bias,
-                   const attributes& attrs, tensor_span out) {
+template <class T>
+void conv2d(operand_span<T> x, operand_span<T> weight, std::optional<operand_span<T>> bias,
+            const attributes& attrs, basic_tensor_span<T> out) {
     const std::int64_t batch = x.shape[0], channels = x.shape[1], height = x.shape[2], width = x.shape[3];
     const std::int64_t outputs = weight.shape[0], group_channels = weight.shape[1];
     const std::int64_t kernel_h = weight.shape[2], kernel_w = weight.shape[3];
@@ -32,8 +33,8 @@ inline void conv2d(const_tensor_span x, const_tensor_span weight, std::optional<
                 for (std::int64_t ow = 0; ow < out_w; ++ow) {
                     double sum = bias ? static_cast<double>(bias->data[o]) : 0.0;
                     for (std::int64_t c = 0; c < group_channels; ++c) {
-                        const float* plane = x.data + (b * channels + first_channel + c) * height * width;
-                        const float* kernel = weight.data + (o * group_channels + c) * kernel_h * kernel_w;
+                        const T* plane = x.data + (b * channels + first_channel + c) * height * width;
+                        const T* kernel = weight.data + (o * group_channels + c) * kernel_h * kernel_w;
                         for (std::int64_t kh = 0; kh < kernel_h; ++kh) {
                             const std::int64_t ih =
                                 oh * attrs.stride[0] - attrs.padding[0] + kh * attrs.dilation[0];
@@ -47,7 +48,7 @@ inline void conv2d(const_tensor_span x, const_tensor_span weight, std::optional<
                             }
                         }
                     }
-                    out.data[((b * outputs + o) * out_h + oh) * out_w + ow] = static_cast<float>(sum);
+                    out.data[((b * outputs + o) * out_h + oh) * out_w + ow] = static_cast<T>(sum);
                 }
             }
         }
@@ -70,13 +71,13 @@ struct pool_window {
     return {std::max<std::int64_t>(start, 0), std::min(stop, size), stop - start};
 }
 
-// Calls reduce(plane, width, rows, columns) -> float for every output position of every N, C plane.
-template <class Reduce>
-void pool2d(const_tensor_span x, const attributes& attrs, tensor_span out, Reduce reduce) {
+// Calls reduce(plane, width, rows, columns) -> T for every output position of every N, C plane.
+template <class T, class Reduce>
+void pool2d(basic_const_tensor_span<T> x, const attributes& attrs, basic_tensor_span<T> out, Reduce reduce) {
     const std::int64_t planes = x.shape[0] * x.shape[1], height = x.shape[2], width = x.shape[3];
     const std::int64_t out_h = out.shape[2], out_w = out.shape[3];
     for (std::int64_t p = 0; p < planes; ++p) {
-        const float* plane = x.data + p * height * width;
+        const T* plane = x.data + p * height * width;
         for (std::int64_t oh = 0; oh < out_h; ++oh) {
             const pool_window rows = window_along(oh, height, attrs.kernel[0], attrs.stride[0],
                                                   attrs.padding[0], attrs.padding[1]);
@@ -91,12 +92,13 @@ void pool2d(const_tensor_span x, const attributes& attrs, tensor_span out, Reduc
 
 // attrs: kernel, stride, padding, ceil_mode (through out's shape). Padding never wins; NaN does, as in
 // PyTorch. Shape inference guarantees every window holds an input element.
-inline void max_pool2d(const_tensor_span x, const attributes& attrs, tensor_span out) {
-    pool2d(x, attrs, out, [](const float* plane, std::int64_t width, pool_window rows, pool_window columns) {
-        float best = -std::numeric_limits<float>::infinity();
+template <class T>
+void max_pool2d(operand_span<T> x, const attributes& attrs, basic_tensor_span<T> out) {
+    pool2d<T>(x, attrs, out, [](const T* plane, std::int64_t width, pool_window rows, pool_window columns) {
+        T best = -std::numeric_limits<T>::infinity();
         for (std::int64_t h = rows.begin; h < rows.end; ++h) {
             for (std::int64_t w = columns.begin; w < columns.end; ++w) {
-                const float v = plane[h * width + w];
+                const T v = plane[h * width + w];
                 if (v > best || std::isnan(v)) best = v;
                 if (std::isnan(best)) return best;
             }
@@ -107,20 +109,21 @@ inline void max_pool2d(const_tensor_span x, const attributes& attrs, tensor_span
 
 // The divisor is the window's size inside the padded input with count_include_pad (so a ceil_mode window
 // hanging past the padding counts only its padded part), else the number of input elements it covers.
-inline void avg_pool2d(const_tensor_span x, const attributes& attrs, tensor_span out) {
+template <class T>
+void avg_pool2d(operand_span<T> x, const attributes& attrs, basic_tensor_span<T> out) {
     const bool include_pad = attrs.count_include_pad;
-    pool2d(x, attrs, out,
-           [include_pad](const float* plane, std::int64_t width, pool_window rows, pool_window columns) {
-               double sum = 0.0;
-               for (std::int64_t h = rows.begin; h < rows.end; ++h) {
-                   for (std::int64_t w = columns.begin; w < columns.end; ++w)
-                       sum += plane[h * width + w];
-               }
-               const std::int64_t divisor = include_pad
-                                                ? rows.padded_size * columns.padded_size
-                                                : (rows.end - rows.begin) * (columns.end - columns.begin);
-               return static_cast<float>(sum / static_cast<double>(divisor));
-           });
+    pool2d<T>(x, attrs, out,
+              [include_pad](const T* plane, std::int64_t width, pool_window rows, pool_window columns) {
+                  double sum = 0.0;
+                  for (std::int64_t h = rows.begin; h < rows.end; ++h) {
+                      for (std::int64_t w = columns.begin; w < columns.end; ++w)
+                          sum += plane[h * width + w];
+                  }
+                  const std::int64_t divisor = include_pad
+                                                   ? rows.padded_size * columns.padded_size
+                                                   : (rows.end - rows.begin) * (columns.end - columns.begin);
+                  return static_cast<T>(sum / static_cast<double>(divisor));
+              });
 }
 
 // PyTorch's nearest source index (UpSample.h, nearest_idx): float arithmetic, floor, clamped to the input.
@@ -134,7 +137,8 @@ inline void avg_pool2d(const_tensor_span x, const attributes& attrs, tensor_span
 }
 
 // Resizing has no source pixel to read when the input plane is empty (PyTorch refuses it too).
-inline void require_source_pixels(op kind, const_tensor_span x, tensor_span out) {
+template <class T>
+void require_source_pixels(op kind, operand_span<T> x, basic_tensor_span<T> out) {
     if (count_of(out.shape) != 0 && (x.shape[2] == 0 || x.shape[3] == 0)) {
         throw shape_error(
             message(op_name(kind), ": cannot resize the empty input ", x.shape, " to ", out.shape));
@@ -142,7 +146,8 @@ inline void require_source_pixels(op kind, const_tensor_span x, tensor_span out)
 }
 
 // x [N, C, H, W] -> out [N, C, OH, OW], mode 'nearest' (not 'nearest-exact').
-inline void upsample_nearest(const_tensor_span x, tensor_span out) {
+template <class T>
+void upsample_nearest(operand_span<T> x, basic_tensor_span<T> out) {
     require_source_pixels(op::upsample_nearest, x, out);
     const std::int64_t planes = x.shape[0] * x.shape[1], height = x.shape[2], width = x.shape[3];
     const std::int64_t out_h = out.shape[2], out_w = out.shape[3];
@@ -184,21 +189,23 @@ struct linear_taps {
 }
 
 // x [N, C, H, W] -> out [N, C, OH, OW], mode 'bilinear' without antialiasing.
-inline void upsample_bilinear(const_tensor_span x, bool align_corners, tensor_span out) {
+template <class T>
+void upsample_bilinear(operand_span<T> x, bool align_corners, basic_tensor_span<T> out) {
     require_source_pixels(op::upsample_bilinear, x, out);
     const std::int64_t planes = x.shape[0] * x.shape[1], height = x.shape[2], width = x.shape[3];
     const std::int64_t out_h = out.shape[2], out_w = out.shape[3];
     for (std::int64_t p = 0; p < planes; ++p) {
-        const float* plane = x.data + p * height * width;
+        const T* plane = x.data + p * height * width;
         for (std::int64_t oh = 0; oh < out_h; ++oh) {
             const linear_taps rows = linear_source(oh, height, out_h, align_corners);
             for (std::int64_t ow = 0; ow < out_w; ++ow) {
                 const linear_taps columns = linear_source(ow, width, out_w, align_corners);
                 const auto at = [&](std::int64_t h, std::int64_t w) { return plane[h * width + w]; };
-                const float top = columns.first_weight * at(rows.first, columns.first) +
-                                  columns.second_weight * at(rows.first, columns.second);
-                const float bottom = columns.first_weight * at(rows.second, columns.first) +
-                                     columns.second_weight * at(rows.second, columns.second);
+                // The weights are PyTorch's, in float; the values are interpolated in T.
+                const T top = columns.first_weight * at(rows.first, columns.first) +
+                              columns.second_weight * at(rows.first, columns.second);
+                const T bottom = columns.first_weight * at(rows.second, columns.first) +
+                                 columns.second_weight * at(rows.second, columns.second);
                 out.data[(p * out_h + oh) * out_w + ow] =
                     rows.first_weight * top + rows.second_weight * bottom;
             }

@@ -15,12 +15,14 @@
 namespace anvil::detail::cpu::reference {
 
 // Row-major order is unchanged by a reshape: a copy.
-inline void reshape(const_tensor_span x, tensor_span out) {
+template <class T>
+void reshape(operand_span<T> x, basic_tensor_span<T> out) {
     std::copy(x.data, x.data + count_of(x.shape), out.data);
 }
 
 // The output's axis i is the input's axes[i].
-inline void permute(const_tensor_span x, std::span<const std::int64_t> axes, tensor_span out) {
+template <class T>
+void permute(operand_span<T> x, std::span<const std::int64_t> axes, basic_tensor_span<T> out) {
     if (count_of(out.shape) == 0) return;
     const stride_array input_strides = row_major_strides(x.shape);
     stride_array strides{};  // input strides in the output's axis order
@@ -33,7 +35,8 @@ inline void permute(const_tensor_span x, std::span<const std::int64_t> axes, ten
     } while (next_index(index, out.shape));
 }
 
-inline void concat(std::span<const const_tensor_span> inputs, std::int64_t axis, tensor_span out) {
+template <class T>
+void concat(std::span<const basic_const_tensor_span<T>> inputs, std::int64_t axis, basic_tensor_span<T> out) {
     const auto axis_index = static_cast<std::size_t>(axis);
     const std::int64_t outer = extent_product(out.shape, 0, axis_index);
     const std::int64_t inner = extent_product(out.shape, axis_index + 1, out.shape.rank());
@@ -49,8 +52,9 @@ inline void concat(std::span<const const_tensor_span> inputs, std::int64_t axis,
 }
 
 // Element idx of the output reads the input at begin + idx * step on every axis.
-inline void slice(const_tensor_span x, std::span<const std::int64_t> begin,
-                  std::span<const std::int64_t> step, tensor_span out) {
+template <class T>
+void slice(operand_span<T> x, std::span<const std::int64_t> begin, std::span<const std::int64_t> step,
+           basic_tensor_span<T> out) {
     if (count_of(out.shape) == 0) return;
     const stride_array strides = row_major_strides(x.shape);
     std::int64_t start = 0;
@@ -67,7 +71,8 @@ inline void slice(const_tensor_span x, std::span<const std::int64_t> begin,
 }
 
 // Constant padding: `before[axis]` and `after[axis]` elements of `value` around x on each axis.
-inline void pad(const_tensor_span x, std::span<const std::int64_t> before, float value, tensor_span out) {
+template <class T>
+void pad(operand_span<T> x, std::span<const std::int64_t> before, float value, basic_tensor_span<T> out) {
     std::fill(out.data, out.data + count_of(out.shape), value);
     if (count_of(x.shape) == 0) return;
     const stride_array out_strides = row_major_strides(out.shape);
@@ -84,15 +89,16 @@ inline void pad(const_tensor_span x, std::span<const std::int64_t> before, float
 // The rows of `table` along `axis` that `indices` name: out = table[:axis] + indices.shape + table[axis+1:].
 // Indices must be whole numbers in [0, extent); anything else throws, naming the index, the axis and the
 // table's shape.
-inline void gather(const_tensor_span table, const_tensor_span indices, std::int64_t axis, tensor_span out) {
+template <class T>
+void gather(operand_span<T> table, operand_span<T> indices, std::int64_t axis, basic_tensor_span<T> out) {
     const auto axis_index = static_cast<std::size_t>(axis);
     const std::int64_t outer = extent_product(table.shape, 0, axis_index);
     const std::int64_t extent = table.shape[axis_index];
     const std::int64_t inner = extent_product(table.shape, axis_index + 1, table.shape.rank());
     const std::int64_t count = count_of(indices.shape);
     for (std::int64_t i = 0; i < count; ++i) {
-        const float index = indices.data[i];
-        if (!(index >= 0.0f && index < static_cast<float>(extent) && std::trunc(index) == index)) {
+        const T index = indices.data[i];
+        if (!(index >= T(0) && index < static_cast<T>(extent) && std::trunc(index) == index)) {
             throw error(message("gather: index ", index, " (element ", i, " of the indices ", indices.shape,
                                 ") is out of range for axis ", axis, " of the table ", table.shape,
                                 " (expected a whole number in [0, ", extent, "))"));
@@ -101,7 +107,7 @@ inline void gather(const_tensor_span table, const_tensor_span indices, std::int6
     for (std::int64_t o = 0; o < outer; ++o) {
         for (std::int64_t i = 0; i < count; ++i) {
             const auto row = static_cast<std::int64_t>(indices.data[i]);
-            const float* source = table.data + (o * extent + row) * inner;
+            const T* source = table.data + (o * extent + row) * inner;
             std::copy(source, source + inner, out.data + (o * count + i) * inner);
         }
     }
@@ -110,13 +116,14 @@ inline void gather(const_tensor_span table, const_tensor_span indices, std::int6
 // gather_elements' indices (whole numbers in [-extent, extent) of the data's `axis`; negative ones count
 // from the end) checked before anything is written: an invalid one throws, naming it and where it is.
 // Shared with the fast kernel, so both report the same message.
-inline void check_gather_elements_indices(const_tensor_span data, const_tensor_span indices,
-                                          std::int64_t axis) {
+template <class T>
+void check_gather_elements_indices(basic_const_tensor_span<T> data, basic_const_tensor_span<T> indices,
+                                   std::int64_t axis) {
     const std::int64_t extent = data.shape[static_cast<std::size_t>(axis)];
     const std::int64_t count = count_of(indices.shape);
     for (std::int64_t i = 0; i < count; ++i) {
-        const float index = indices.data[i];
-        if (!(index >= static_cast<float>(-extent) && index < static_cast<float>(extent) &&
+        const T index = indices.data[i];
+        if (!(index >= static_cast<T>(-extent) && index < static_cast<T>(extent) &&
               std::trunc(index) == index)) {
             throw error(message("gather_elements: index ", index, " (element ", i, " of the indices ",
                                 indices.shape, ") is out of range for axis ", axis, " of the data ",
@@ -127,8 +134,9 @@ inline void check_gather_elements_indices(const_tensor_span data, const_tensor_s
 
 // out[i][j][k] = data[i][indices[i][j][k]][k] for axis 1 (and so on for the other axes); out has the
 // indices' shape.
-inline void gather_elements(const_tensor_span data, const_tensor_span indices, std::int64_t axis,
-                            tensor_span out) {
+template <class T>
+void gather_elements(operand_span<T> data, operand_span<T> indices, std::int64_t axis,
+                     basic_tensor_span<T> out) {
     check_gather_elements_indices(data, indices, axis);
     if (count_of(indices.shape) == 0) return;
     const auto axis_index = static_cast<std::size_t>(axis);

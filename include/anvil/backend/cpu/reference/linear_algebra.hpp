@@ -12,8 +12,9 @@ namespace anvil::detail::cpu::reference {
 
 // a [..., M, K] (or [..., K, M] transposed) times b [..., K, N] (or [..., N, K]); the leading axes
 // broadcast to out's leading axes. out: [..., M, N].
-inline void matmul(const_tensor_span a, const_tensor_span b, bool transpose_a, bool transpose_b,
-                   tensor_span out) {
+template <class T>
+void matmul(operand_span<T> a, operand_span<T> b, bool transpose_a, bool transpose_b,
+            basic_tensor_span<T> out) {
     const std::size_t rank = out.shape.rank();
     const std::size_t rank_a = a.shape.rank();
     const std::size_t rank_b = b.shape.rank();
@@ -31,18 +32,18 @@ inline void matmul(const_tensor_span a, const_tensor_span b, bool transpose_a, b
     index_array index{};
     std::int64_t matrix = 0;
     do {
-        const float* pa = a.data + offset_of(index, strides_a, batch.rank()) * m * k;
-        const float* pb = b.data + offset_of(index, strides_b, batch.rank()) * k * n;
-        float* po = out.data + matrix * m * n;
+        const T* pa = a.data + offset_of(index, strides_a, batch.rank()) * m * k;
+        const T* pb = b.data + offset_of(index, strides_b, batch.rank()) * k * n;
+        T* po = out.data + matrix * m * n;
         for (std::int64_t i = 0; i < m; ++i) {
             for (std::int64_t j = 0; j < n; ++j) {
                 double sum = 0.0;
                 for (std::int64_t p = 0; p < k; ++p) {
-                    const float left = transpose_a ? pa[p * m + i] : pa[i * k + p];
-                    const float right = transpose_b ? pb[j * k + p] : pb[p * n + j];
+                    const T left = transpose_a ? pa[p * m + i] : pa[i * k + p];
+                    const T right = transpose_b ? pb[j * k + p] : pb[p * n + j];
                     sum += static_cast<double>(left) * static_cast<double>(right);
                 }
-                po[i * n + j] = static_cast<float>(sum);
+                po[i * n + j] = static_cast<T>(sum);
             }
         }
         ++matrix;
@@ -50,19 +51,20 @@ inline void matmul(const_tensor_span a, const_tensor_span b, bool transpose_a, b
 }
 
 // x [..., in], weight [out, in], bias [out] or none; out [..., out].
-inline void linear(const_tensor_span x, const_tensor_span weight, std::optional<const_tensor_span> bias,
-                   tensor_span out) {
+template <class T>
+void linear(operand_span<T> x, operand_span<T> weight, std::optional<operand_span<T>> bias,
+            basic_tensor_span<T> out) {
     const std::int64_t outputs = weight.shape[0];
     const std::int64_t inputs = weight.shape[1];
     const std::int64_t rows = extent_product(x.shape, 0, x.shape.rank() - 1);
     for (std::int64_t r = 0; r < rows; ++r) {
-        const float* row = x.data + r * inputs;
+        const T* row = x.data + r * inputs;
         for (std::int64_t o = 0; o < outputs; ++o) {
             double sum = bias ? static_cast<double>(bias->data[o]) : 0.0;
             for (std::int64_t i = 0; i < inputs; ++i) {
                 sum += static_cast<double>(row[i]) * static_cast<double>(weight.data[o * inputs + i]);
             }
-            out.data[r * outputs + o] = static_cast<float>(sum);
+            out.data[r * outputs + o] = static_cast<T>(sum);
         }
     }
 }

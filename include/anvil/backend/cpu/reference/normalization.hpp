@@ -20,7 +20,8 @@ struct moments {
     double variance;
 };
 
-[[nodiscard]] inline moments moments_of(const float* values, std::int64_t count, std::int64_t stride = 1) {
+template <class T>
+[[nodiscard]] moments moments_of(const T* values, std::int64_t count, std::int64_t stride = 1) {
     double sum = 0.0;
     for (std::int64_t i = 0; i < count; ++i)
         sum += values[i * stride];
@@ -34,30 +35,32 @@ struct moments {
 }
 
 // Over the last axis: (x - mean) / sqrt(variance + epsilon) * weight + bias.
-inline void layer_norm(const_tensor_span x, std::optional<const_tensor_span> weight,
-                       std::optional<const_tensor_span> bias, float epsilon, tensor_span out) {
+template <class T>
+void layer_norm(operand_span<T> x, std::optional<operand_span<T>> weight, std::optional<operand_span<T>> bias,
+                float epsilon, basic_tensor_span<T> out) {
     const std::int64_t features = x.shape[x.shape.rank() - 1];
     const std::int64_t rows = extent_product(x.shape, 0, x.shape.rank() - 1);
     for (std::int64_t r = 0; r < rows; ++r) {
-        const float* row = x.data + r * features;
+        const T* row = x.data + r * features;
         const moments m = moments_of(row, features);
         const double inverse = 1.0 / std::sqrt(m.variance + static_cast<double>(epsilon));
         for (std::int64_t i = 0; i < features; ++i) {
             double y = (row[i] - m.mean) * inverse;
             if (weight) y *= weight->data[i];
             if (bias) y += bias->data[i];
-            out.data[r * features + i] = static_cast<float>(y);
+            out.data[r * features + i] = static_cast<T>(y);
         }
     }
 }
 
 // Over the last axis: x * rsqrt(mean(x^2) + epsilon) * weight (Llama's RMSNorm, no centring).
-inline void rms_norm(const_tensor_span x, std::optional<const_tensor_span> weight, float epsilon,
-                     tensor_span out) {
+template <class T>
+void rms_norm(operand_span<T> x, std::optional<operand_span<T>> weight, float epsilon,
+              basic_tensor_span<T> out) {
     const std::int64_t features = x.shape[x.shape.rank() - 1];
     const std::int64_t rows = extent_product(x.shape, 0, x.shape.rank() - 1);
     for (std::int64_t r = 0; r < rows; ++r) {
-        const float* row = x.data + r * features;
+        const T* row = x.data + r * features;
         double squares = 0.0;
         for (std::int64_t i = 0; i < features; ++i)
             squares += static_cast<double>(row[i]) * row[i];
@@ -66,16 +69,16 @@ inline void rms_norm(const_tensor_span x, std::optional<const_tensor_span> weigh
         for (std::int64_t i = 0; i < features; ++i) {
             double y = row[i] * inverse;
             if (weight) y *= weight->data[i];
-            out.data[r * features + i] = static_cast<float>(y);
+            out.data[r * features + i] = static_cast<T>(y);
         }
     }
 }
 
 // x [N, C, ...]: statistics over each group of C / groups channels and all of their positions; the affine
 // weight and bias are per channel.
-inline void group_norm(const_tensor_span x, std::optional<const_tensor_span> weight,
-                       std::optional<const_tensor_span> bias, std::int64_t groups, float epsilon,
-                       tensor_span out) {
+template <class T>
+void group_norm(operand_span<T> x, std::optional<operand_span<T>> weight, std::optional<operand_span<T>> bias,
+                std::int64_t groups, float epsilon, basic_tensor_span<T> out) {
     const std::int64_t batch = x.shape[0], channels = x.shape[1];
     const std::int64_t positions = extent_product(x.shape, 2, x.shape.rank());
     const std::int64_t group_channels = channels / groups;
@@ -90,7 +93,7 @@ inline void group_norm(const_tensor_span x, std::optional<const_tensor_span> wei
                     double y = (x.data[at] - m.mean) * inverse;
                     if (weight) y *= weight->data[c];
                     if (bias) y += bias->data[c];
-                    out.data[at] = static_cast<float>(y);
+                    out.data[at] = static_cast<T>(y);
                 }
             }
         }
@@ -99,9 +102,10 @@ inline void group_norm(const_tensor_span x, std::optional<const_tensor_span> wei
 
 // x [N, C, ...] with running statistics per channel (axis 1): (x - mean) / sqrt(variance + epsilon) *
 // weight + bias.
-inline void batch_norm(const_tensor_span x, const_tensor_span mean, const_tensor_span variance,
-                       std::optional<const_tensor_span> weight, std::optional<const_tensor_span> bias,
-                       float epsilon, tensor_span out) {
+template <class T>
+void batch_norm(operand_span<T> x, operand_span<T> mean, operand_span<T> variance,
+                std::optional<operand_span<T>> weight, std::optional<operand_span<T>> bias, float epsilon,
+                basic_tensor_span<T> out) {
     const std::int64_t batch = x.shape[0], channels = x.shape[1];
     const std::int64_t positions = extent_product(x.shape, 2, x.shape.rank());
     for (std::int64_t b = 0; b < batch; ++b) {
@@ -112,7 +116,7 @@ inline void batch_norm(const_tensor_span x, const_tensor_span mean, const_tensor
                 double y = (x.data[at] - static_cast<double>(mean.data[c])) * inverse;
                 if (weight) y *= weight->data[c];
                 if (bias) y += bias->data[c];
-                out.data[at] = static_cast<float>(y);
+                out.data[at] = static_cast<T>(y);
             }
         }
     }
@@ -121,27 +125,29 @@ inline void batch_norm(const_tensor_span x, const_tensor_span mean, const_tensor
 // softmax over `count` scores `stride` apart, written to `out` at the same positions. A row whose scores are
 // all -infinity (fully masked) gives zeros rather than PyTorch's NaNs, so that a padded or causally empty row
 // stays finite; attention does the same.
-inline void softmax_row(const double* scores, std::int64_t count, float* out, std::int64_t stride) {
+template <class T>
+void softmax_row(const double* scores, std::int64_t count, T* out, std::int64_t stride) {
     double largest = -std::numeric_limits<double>::infinity();
     for (std::int64_t i = 0; i < count; ++i) {
         if (scores[i] > largest || std::isnan(scores[i])) largest = scores[i];
     }
     if (largest == -std::numeric_limits<double>::infinity()) {
         for (std::int64_t i = 0; i < count; ++i)
-            out[i * stride] = 0.0f;
+            out[i * stride] = T(0);
         return;
     }
     double total = 0.0;
     for (std::int64_t i = 0; i < count; ++i)
         total += std::exp(scores[i] - largest);
     for (std::int64_t i = 0; i < count; ++i) {
-        out[i * stride] = static_cast<float>(std::exp(scores[i] - largest) / total);
+        out[i * stride] = static_cast<T>(std::exp(scores[i] - largest) / total);
     }
 }
 
 // softmax(x + mask) along `axis`; the mask broadcasts to x.
-inline void softmax(const_tensor_span x, std::optional<const_tensor_span> mask, std::int64_t axis,
-                    tensor_span out) {
+template <class T>
+void softmax(operand_span<T> x, std::optional<operand_span<T>> mask, std::int64_t axis,
+             basic_tensor_span<T> out) {
     const auto axis_index = static_cast<std::size_t>(axis);
     const std::int64_t outer = extent_product(x.shape, 0, axis_index);
     const std::int64_t extent = x.shape[axis_index];

@@ -46,8 +46,9 @@ void for_each_reduced(const dims& input, std::span<const std::int64_t> axes, Bod
 }
 
 // reduce_sum and reduce_mean; the mean of nothing is NaN (0 / 0), as in torch.mean.
-inline void reduce_sum_or_mean(op kind, const_tensor_span x, std::span<const std::int64_t> axes,
-                               tensor_span out) {
+template <class T>
+void reduce_sum_or_mean(op kind, operand_span<T> x, std::span<const std::int64_t> axes,
+                        basic_tensor_span<T> out) {
     const std::int64_t outputs = count_of(out.shape);
     std::vector<double> sums(static_cast<std::size_t>(outputs), 0.0);
     for_each_reduced(x.shape, axes, [&](std::int64_t in, std::int64_t o, const index_array&) {
@@ -59,25 +60,28 @@ inline void reduce_sum_or_mean(op kind, const_tensor_span x, std::span<const std
     for (std::int64_t o = 0; o < outputs; ++o) {
         double result = sums[static_cast<std::size_t>(o)];
         if (kind == op::reduce_mean) result /= static_cast<double>(reduced_count);
-        out.data[o] = static_cast<float>(result);
+        out.data[o] = static_cast<T>(result);
     }
 }
 
-inline void reduce_sum(const_tensor_span x, std::span<const std::int64_t> axes, tensor_span out) {
-    reduce_sum_or_mean(op::reduce_sum, x, axes, out);
+template <class T>
+void reduce_sum(operand_span<T> x, std::span<const std::int64_t> axes, basic_tensor_span<T> out) {
+    reduce_sum_or_mean<T>(op::reduce_sum, x, axes, out);
 }
 
-inline void reduce_mean(const_tensor_span x, std::span<const std::int64_t> axes, tensor_span out) {
-    reduce_sum_or_mean(op::reduce_mean, x, axes, out);
+template <class T>
+void reduce_mean(operand_span<T> x, std::span<const std::int64_t> axes, basic_tensor_span<T> out) {
+    reduce_sum_or_mean<T>(op::reduce_mean, x, axes, out);
 }
 
 // NaN propagates, as in torch.amax. Shape inference rejects reducing an empty axis.
-inline void reduce_max(const_tensor_span x, std::span<const std::int64_t> axes, tensor_span out) {
+template <class T>
+void reduce_max(operand_span<T> x, std::span<const std::int64_t> axes, basic_tensor_span<T> out) {
     const std::int64_t outputs = count_of(out.shape);
     for (std::int64_t o = 0; o < outputs; ++o)
-        out.data[o] = -std::numeric_limits<float>::infinity();
+        out.data[o] = -std::numeric_limits<T>::infinity();
     for_each_reduced(x.shape, axes, [&](std::int64_t in, std::int64_t o, const index_array&) {
-        const float v = x.data[in];
+        const T v = x.data[in];
         if (v > out.data[o] || std::isnan(v)) {
             if (!std::isnan(out.data[o])) out.data[o] = v;
         }
@@ -85,12 +89,13 @@ inline void reduce_max(const_tensor_span x, std::span<const std::int64_t> axes, 
 }
 
 // NaN propagates, as in reduce_max and torch.amin. Shape inference rejects reducing an empty axis.
-inline void reduce_min(const_tensor_span x, std::span<const std::int64_t> axes, tensor_span out) {
+template <class T>
+void reduce_min(operand_span<T> x, std::span<const std::int64_t> axes, basic_tensor_span<T> out) {
     const std::int64_t outputs = count_of(out.shape);
     for (std::int64_t o = 0; o < outputs; ++o)
-        out.data[o] = std::numeric_limits<float>::infinity();
+        out.data[o] = std::numeric_limits<T>::infinity();
     for_each_reduced(x.shape, axes, [&](std::int64_t in, std::int64_t o, const index_array&) {
-        const float v = x.data[in];
+        const T v = x.data[in];
         if (v < out.data[o] || std::isnan(v)) {
             if (!std::isnan(out.data[o])) out.data[o] = v;
         }
@@ -98,39 +103,42 @@ inline void reduce_min(const_tensor_span x, std::span<const std::int64_t> axes, 
 }
 
 // Accumulated in double, as reduce_sum; the product of nothing is 1, as in torch.prod.
-inline void reduce_prod(const_tensor_span x, std::span<const std::int64_t> axes, tensor_span out) {
+template <class T>
+void reduce_prod(operand_span<T> x, std::span<const std::int64_t> axes, basic_tensor_span<T> out) {
     std::vector<double> products(static_cast<std::size_t>(count_of(out.shape)), 1.0);
     for_each_reduced(x.shape, axes, [&](std::int64_t in, std::int64_t o, const index_array&) {
         products[static_cast<std::size_t>(o)] *= x.data[in];
     });
     for (std::size_t o = 0; o < products.size(); ++o)
-        out.data[o] = static_cast<float>(products[o]);
+        out.data[o] = static_cast<T>(products[o]);
 }
 
 // The index along `axis` of the first maximal element (NaN counts as the largest, as in torch.argmax),
-// stored as a float.
-inline void argmax(const_tensor_span x, std::int64_t axis, tensor_span out) {
+// stored as a float (or double).
+template <class T>
+void argmax(operand_span<T> x, std::int64_t axis, basic_tensor_span<T> out) {
     const std::int64_t outputs = count_of(out.shape);
-    std::vector<float> best(static_cast<std::size_t>(outputs), -std::numeric_limits<float>::infinity());
+    std::vector<T> best(static_cast<std::size_t>(outputs), -std::numeric_limits<T>::infinity());
     std::vector<bool> seen(static_cast<std::size_t>(outputs), false);
     const std::int64_t axes[1] = {axis};
     for_each_reduced(x.shape, axes, [&](std::int64_t in, std::int64_t o, const index_array& index) {
         const auto slot = static_cast<std::size_t>(o);
-        const float v = x.data[in];
+        const T v = x.data[in];
         // Row-major order visits a row's elements by increasing index, so a strict comparison keeps the
         // first.
         const bool better = !seen[slot] || (!std::isnan(best[slot]) && (v > best[slot] || std::isnan(v)));
         if (better) {
             best[slot] = v;
             seen[slot] = true;
-            out.data[o] = static_cast<float>(index[static_cast<std::size_t>(axis)]);
+            out.data[o] = static_cast<T>(index[static_cast<std::size_t>(axis)]);
         }
     });
 }
 
 // The running sum along `axis`, accumulated in double (as torch.cumsum on the CPU): exclusive leaves each
 // element out of its own sum (so the first is 0), reverse runs from the end of the axis (ONNX's CumSum).
-inline void cumsum(const_tensor_span x, std::int64_t axis, bool exclusive, bool reverse, tensor_span out) {
+template <class T>
+void cumsum(operand_span<T> x, std::int64_t axis, bool exclusive, bool reverse, basic_tensor_span<T> out) {
     const auto axis_index = static_cast<std::size_t>(axis);
     const std::int64_t outer = extent_product(x.shape, 0, axis_index);
     const std::int64_t extent = x.shape[axis_index];
@@ -142,7 +150,7 @@ inline void cumsum(const_tensor_span x, std::int64_t axis, bool exclusive, bool 
                 const std::int64_t k = reverse ? extent - 1 - step : step;
                 const std::int64_t at = (o * extent + k) * inner + i;
                 if (!exclusive) sum += x.data[at];
-                out.data[at] = static_cast<float>(sum);
+                out.data[at] = static_cast<T>(sum);
                 if (exclusive) sum += x.data[at];
             }
         }

@@ -26,8 +26,8 @@ namespace anvil::detail::cpu {
 
 namespace reference {
 
-// The type an operand slot must have for shape inference; the CPU holds every value as f32, so only the
-// slots whose type inference checks need another.
+// The type an operand slot must have for shape inference; the CPU holds every value as f32 (or f64), so only
+// the slots whose type inference checks need another.
 [[nodiscard]] inline dtype operand_type_for_inference(op kind, std::size_t slot) {
     if ((kind == op::gather || kind == op::gather_elements) && slot == 1) return dtype::i64;
     if (kind == op::dequantize_int8 && slot == 0) return dtype::i8;
@@ -41,8 +41,9 @@ namespace reference {
 // The node's attributes in canonical form, after checking that the operands' shapes produce the node's
 // result shape and that the output is sized for it: a node built by hand or rewritten by a pass is checked
 // here rather than read out of bounds.
-[[nodiscard]] inline attributes checked_attributes(const node& n, std::span<const const_tensor_span> inputs,
-                                                   const tensor_span& output) {
+template <class T>
+[[nodiscard]] attributes checked_attributes(const node& n, std::span<const basic_const_tensor_span<T>> inputs,
+                                            const basic_tensor_span<T>& output) {
     if (n.kind == op::input || n.kind == op::constant) {
         throw error(message("evaluate_reference: ", op_name(n.kind), " nodes hold no computation; bind ",
                             n.kind == op::input ? "the input" : "the constant", " '", n.name, "' instead"));
@@ -70,12 +71,15 @@ namespace reference {
 
 }  // namespace reference
 
-// Runs node n with the reference kernels. inputs: one per operand in order; output sized n.result.shape.
-// op::input and op::constant are not computed here (throws anvil::error if asked).
-inline void evaluate_reference(const node& n, std::span<const const_tensor_span> inputs, tensor_span output) {
+// Runs node n with the reference kernels, in float (every program) or double (a float64_program).
+// inputs: one per operand in order; output sized n.result.shape. op::input and op::constant are not computed
+// here (throws anvil::error if asked).
+template <class T>
+void evaluate_reference_as(const node& n, std::span<const basic_const_tensor_span<T>> inputs,
+                           basic_tensor_span<T> output) {
     namespace ref = reference;
-    const attributes attrs = ref::checked_attributes(n, inputs, output);
-    const auto optional_input = [&](std::size_t slot) -> std::optional<const_tensor_span> {
+    const attributes attrs = ref::checked_attributes<T>(n, inputs, output);
+    const auto optional_input = [&](std::size_t slot) -> std::optional<basic_const_tensor_span<T>> {
         if (slot < inputs.size()) return inputs[slot];
         return std::nullopt;
     };
@@ -127,7 +131,7 @@ inline void evaluate_reference(const node& n, std::span<const const_tensor_span>
         case op::where:
             return ref::where(inputs[0], inputs[1], inputs[2], output);
         case op::fused_elementwise:
-            return ref::fused_elementwise(attrs.steps, inputs, output);
+            return ref::fused_elementwise<T>(attrs.steps, inputs, output);
         case op::matmul:
             return ref::matmul(inputs[0], inputs[1], attrs.transpose_a, attrs.transpose_b, output);
         case op::linear:
@@ -173,7 +177,7 @@ inline void evaluate_reference(const node& n, std::span<const const_tensor_span>
         case op::permute:
             return ref::permute(inputs[0], attrs.axes, output);
         case op::concat:
-            return ref::concat(inputs, attrs.axis, output);
+            return ref::concat<T>(inputs, attrs.axis, output);
         case op::slice:
             return ref::slice(inputs[0], attrs.begin, attrs.step, output);
         case op::pad:
@@ -195,6 +199,15 @@ inline void evaluate_reference(const node& n, std::span<const const_tensor_span>
             return ref::dequantize_ggml(inputs[0], attrs.ggml_type, output);
     }
     throw error(message("evaluate_reference: unknown op ", static_cast<int>(n.kind)));
+}
+
+inline void evaluate_reference(const node& n, std::span<const const_tensor_span> inputs, tensor_span output) {
+    evaluate_reference_as<float>(n, inputs, output);
+}
+
+inline void evaluate_reference(const node& n, std::span<const basic_const_tensor_span<double>> inputs,
+                               basic_tensor_span<double> output) {
+    evaluate_reference_as<double>(n, inputs, output);
 }
 
 }  // namespace anvil::detail::cpu
