@@ -1,9 +1,9 @@
-// Decoder LMs larger than one Neural Engine program: the plan from a config alone (models/decoder_plan.hpp)
-// for a Llama-2-7B config.json with no weights, its numbers worked out here by hand from the shapes; a GGUF
-// file planned from its metadata; the errors; and, on the ANE simulator, a tiny random-weight Llama whose
-// weights pass a tiny limit running in chunks of whole layers (or split within each layer when one layer
-// alone passes it) exactly as planned, with the logits of one program and of the CPU for prefill and decode,
-// and a decode step that writes one token's keys and values, never a cache.
+// Decoder LMs larger than one Neural Engine program: the plan from a config alone
+// (models/llm/decoder_plan.hpp) for a Llama-2-7B config.json with no weights, its numbers worked out here by
+// hand from the shapes; a GGUF file planned from its metadata; the errors; and, on the ANE simulator, a tiny
+// random-weight Llama whose weights pass a tiny limit running in chunks of whole layers (or split within each
+// layer when one layer alone passes it) exactly as planned, with the logits of one program and of the CPU for
+// prefill and decode, and a decode step that writes one token's keys and values, never a cache.
 #include <doctest/doctest.h>
 #include <anvil/anvil.hpp>
 

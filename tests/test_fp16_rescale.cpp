@@ -1,6 +1,6 @@
-// fp16 rescaling of the decoder LMs (models/fp16_rescale.hpp) on a random-weight Llama built to overflow fp16
-// (tools/reference/fp16_rescale.py wrote tests/data/fp16_rescale/llama_overflow/): calibration chooses the
-// shifts the PyTorch reference predicts from its own measured peaks, the ane_numerics report goes from
+// fp16 rescaling of the decoder LMs (models/llm/fp16_rescale.hpp) on a random-weight Llama built to overflow
+// fp16 (tools/reference/fp16_rescale.py wrote tests/data/fp16_rescale/llama_overflow/): calibration chooses
+// the shifts the PyTorch reference predicts from its own measured peaks, the ane_numerics report goes from
 // overflowing to clean, the fp16 logits come back to the fp32 ones within fp16's tolerance, and the fp32
 // logits do not move at all — on that model, on every decoder fixture (f32, f16, bf16, biases, GPT-2's
 // gelu MLP that cannot be rescaled) and on GGUF files whose quantised blocks are dequantised to scale them.

@@ -1,6 +1,6 @@
-// Decoder LMs from llama.cpp GGUF files (models/gguf_decoder.hpp). Where the expected values come from:
-// tools/reference/gguf_models.py writes each file as llama.cpp's converter lays it out (its names, ne order,
-// llama's q/k row permutation, matrices in F32, F16, Q8_0 or Q4_0 by its own quantisers) from
+// Decoder LMs from llama.cpp GGUF files (models/import/gguf_decoder.hpp). Where the expected values come
+// from: tools/reference/gguf_models.py writes each file as llama.cpp's converter lays it out (its names, ne
+// order, llama's q/k row permutation, matrices in F32, F16, Q8_0 or Q4_0 by its own quantisers) from
 // decoder_lms.py's plain-PyTorch Llama/Qwen2 with seeded random weights, and computes the logits of the
 // weights each file decodes to in float64. The refused files come from the same script, one defect each.
 // tokenization.json holds the ids the script's own encoders give its texts (llama.cpp's SentencePiece

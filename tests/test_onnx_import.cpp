@@ -1,4 +1,4 @@
-// Tests of the ONNX importer (models/onnx_import.hpp). Where the expected values come from:
+// Tests of the ONNX importer (models/import/onnx_import.hpp). Where the expected values come from:
 // tools/fixtures/make_onnx_fixtures.py wrote tests/data/onnx/ops/*.onnx with the onnx package and computed
 // each model's outputs from its seeded inputs with numpy (the operator specs' semantics written out there,
 // Softmax's two meanings before and after opset 13 among them); expected.json holds both.

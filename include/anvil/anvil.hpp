@@ -16,14 +16,14 @@
 #include "anvil/io.hpp"
 #include "anvil/models.hpp"
 
-#include "anvil/models/batch_norm_folding.hpp"
-#include "anvil/models/bert.hpp"
-#include "anvil/models/blocks.hpp"
-#include "anvil/models/compiled_shapes.hpp"
-#include "anvil/models/config.hpp"
-#include "anvil/models/decoder_lm.hpp"
-#include "anvil/models/rope.hpp"
-#include "anvil/models/weights.hpp"
+#include "anvil/models/common/blocks.hpp"
+#include "anvil/models/common/compiled_shapes.hpp"
+#include "anvil/models/common/config.hpp"
+#include "anvil/models/common/rope.hpp"
+#include "anvil/models/common/weights.hpp"
+#include "anvil/models/llm/decoder_lm.hpp"
+#include "anvil/models/text/bert.hpp"
+#include "anvil/models/vision/batch_norm_folding.hpp"
 
 #if ANVIL_DEFINITIONS
 // Header-only (and the implementation unit): the backends' and the tokenizers' internals too, as this header

@@ -5733,7 +5733,7 @@ bool all_constant(const graph_body& body, const node& n, std::size_t first);
 // anvil: stages — the runs of nodes a recipe marks while it builds a model (graph::begin_stage: the
 // embedding, each decoder layer, the head) — and chunks: runs of whole stages whose weights fit one
 // program. The Neural Engine partitioner (backend/ane/partition.hpp) chunks a graph by the weights it
-// measures in it; the decoder planner (models/decoder_plan.hpp) chunks a model by the weights its config
+// measures in it; the decoder planner (models/llm/decoder_plan.hpp) chunks a model by the weights its config
 // implies, before any weight is read. Both call chunk_stages, so the plan a planner prints is the chunking
 // the backend runs.
 
@@ -8337,6 +8337,56 @@ inline constexpr std::int64_t max_wav_sample_rate = 1'000'000;
 // #include "anvil/models.hpp"
 // anvil: every model recipe (text, vision, speech, language models).
 
+// #include "anvil/models/import/onnx_import.hpp"
+// anvil: an ONNX model's graph imported into anvil's IR (io/onnx.hpp reads the file). The graph's symbolic
+// dims are resolved from the shapes of the inputs given, so the imported graph has static shapes, as every
+// anvil program does; initializers become constants; each node becomes the IR ops it means at the model's
+// opset (the attributes that became inputs, Softmax's axis before opset 13, ...).
+//
+// Values that decide shapes (Reshape's target, Slice's bounds, Expand's shape, Resize's sizes, a PyTorch
+// export's Shape -> Gather -> Concat chains) must be settled at import: the importer evaluates on the host
+// whatever does not depend on a run's inputs. A graph input that decides one is settled only when its value
+// is given (`input_values`), and the program is then specialised to it (onnx_import::fixed_inputs).
+//
+// A node anvil cannot import is an unsupported_error naming the op, the node and the opset, and saying what
+// is missing: the one-line error the command line prints. tests/onnx_conformance runs ONNX's own backend
+// tests through this importer; the README's table says which ops pass.
+
+// #include "anvil/compilation.hpp"
+// #include "anvil/core/host_tensor.hpp"
+// #include "anvil/core/shape.hpp"
+// #include "anvil/graph/graph.hpp"
+// #include "anvil/io/onnx.hpp"
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace anvil::models {
+
+struct onnx_import {
+    graph g;
+    std::vector<std::string> input_names;   // the graph's inputs that are not initializers, in order
+    std::vector<std::string> output_names;  // the graph's outputs, in order
+    std::vector<value> outputs;
+    // Inputs whose given values the import built into the program (they decide a shape or a bound); they
+    // are not in input_names when nothing else reads them.
+    std::vector<std::string> fixed_inputs;
+};
+
+// `input_shapes` gives an input's shape where the model leaves a dim symbolic or unknown (and may confirm a
+// static one: a shape that contradicts the model's is a shape_error). `input_values` gives inputs' values
+// (and so their shapes), used only where an op needs a value settled at import.
+[[nodiscard]] onnx_import import_onnx(
+    const onnx_model& model, const std::map<std::string, dims, std::less<>>& input_shapes = {},
+    const std::map<std::string, host_tensor, std::less<>>& input_values = {});
+
+}  // namespace anvil::models
+
+#if ANVIL_DEFINITIONS
+// #include "anvil/models/import/onnx_import-inl.hpp" (in the definitions at the end)
+#endif
 // #include "anvil/models/llm.hpp"
 // anvil: the decoder language models — GPT-2 and the Llama family (Llama, Qwen2/2.5/3, Mistral) with resident
 // KV caches, batched decoding, sampling and chat templates (causal_lm).
@@ -8345,50 +8395,7 @@ inline constexpr std::int64_t max_wav_sample_rate = 1'000'000;
 // #include "anvil/io/token_stream.hpp"
 // #include "anvil/io/tokenizer.hpp"
 
-// #include "anvil/models/causal_lm.hpp"
-// anvil: running a decoder language model (decoder_lm.hpp) — prefill in chunks, decode in windows, up to
-// max_streams streams batched per decode call, sampling (sampling.hpp), stop tokens, streaming text.
-//
-// The KV cache lives in the programs: each compiled step (one per {batch, new tokens, context, select,
-// window}) binds its k<i>/v<i> inputs as resident (program::write_input), and after every call the runner
-// writes only the new tokens' keys and values into it — never the whole cache. Contexts come in a ladder of
-// sizes: a stream starts in the smallest program its tokens fit and moves up a rung (one read_input/
-// write_input of the cache) when it would overflow, so short conversations run small programs.
-//
-// Decode windows: a decode step takes one new token per stream. With decode_window W > 0 each decode program
-// also binds, per layer, a small resident window wk<i>/wv<i> [B, kv_heads, W, D] read after the cache
-// (keys = cache, window, new). Each step's new keys and values go into the next free window slot, and once
-// W tokens are there the runner flushes them into the cache with one write_input per tensor (from a host
-// copy) and the window empties. Why: on the Neural Engine a resident input is an IOSurface the host must
-// lock to write, and locking and unlocking a surface costs in proportion to its size (cache maintenance), so
-// the per-token writes go to a small surface and the large cache is written once per W tokens. The mask
-// gives window slots their real positions, exactly as cache slots, so the results are those of writing the
-// cache directly. Prefill programs (many tokens per call) write the cache directly and have no window.
-//
-// Streams of a batch write their new tokens at one shared cache slot per step (a window slot is a cache
-// slot not yet flushed): each stream's tokens sit right-aligned in its row (slot = position + offset), its
-// positions go in through the RoPE tables (or GPT-2's position ids) and the mask hides the slots before its
-// first token.
-
-#include <chrono>
-#include <cstdint>
-#include <filesystem>
-#include <functional>
-#include <initializer_list>
-#include <memory>
-#include <optional>
-#include <span>
-#include <string>
-#include <string_view>
-#include <vector>
-
-// #include "anvil/backend/coreml/export.hpp"
-// #include "anvil/backend/program.hpp"
-// #include "anvil/compilation.hpp"
-// #include "anvil/core/host_tensor.hpp"
-// #include "anvil/io/token_stream.hpp"
-// #include "anvil/io/tokenizer.hpp"
-// #include "anvil/models/chat_template.hpp"
+// #include "anvil/models/common/chat_template.hpp"
 // anvil: chat templates. tokenizer_config.json carries a Jinja template; anvil runs no Jinja: it recognises
 // which family's template it is (by markers that every published variant of the family has) and renders
 // that family with built-in code that reproduces the template's output byte for byte.
@@ -8513,9 +8520,233 @@ void render_inst(const chat_template& t, std::span<const chat_message> messages,
 }  // namespace anvil::models
 
 #if ANVIL_DEFINITIONS
-// #include "anvil/models/chat_template-inl.hpp" (in the definitions at the end)
+// #include "anvil/models/common/chat_template-inl.hpp" (in the definitions at the end)
 #endif
-// #include "anvil/models/compiled_shapes.hpp"
+// #include "anvil/models/common/sampling.hpp"
+// anvil: choosing the next token from a row of logits. Greedy, temperature, top-k, top-p and repetition
+// penalty, applied in the order of Hugging Face's generate(): repetition penalty -> temperature -> top-k ->
+// top-p -> draw. Draws come from a seeded xoshiro256** generator written out here (not <random>'s
+// distributions, whose outputs differ between standard libraries), so a seed gives the same tokens on every
+// platform.
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <vector>
+
+// #include "anvil/compilation.hpp"
+
+namespace anvil::models {
+
+struct sampling_options {
+    double temperature = 0;           // 0: greedy (argmax, lowest id on ties)
+    std::int64_t top_k = 0;           // 0: off; ties with the k-th logit are kept, as in Hugging Face
+    double top_p = 1.0;               // 1: off; keeps the smallest most-likely set whose probability >= top_p
+    double repetition_penalty = 1.0;  // HF's: logit > 0 ? logit / p : logit * p, over tokens seen
+    std::uint64_t seed = 0;
+};
+
+namespace recipe_detail {
+
+// splitmix64: expands a 64-bit seed into the generator's state (the seeding xoshiro's authors recommend).
+[[nodiscard]] inline std::uint64_t splitmix64(std::uint64_t& state) noexcept {
+    std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+// xoshiro256** (Blackman and Vigna, 2018): small, fast, and its output is fixed by the algorithm alone.
+class xoshiro256 {
+public:
+    explicit xoshiro256(std::uint64_t seed) noexcept {
+        for (auto& word : state_)
+            word = splitmix64(seed);
+    }
+
+    [[nodiscard]] std::uint64_t next() noexcept {
+        const std::uint64_t result = rotl(state_[1] * 5, 7) * 9;
+        const std::uint64_t t = state_[1] << 17;
+        state_[2] ^= state_[0];
+        state_[3] ^= state_[1];
+        state_[1] ^= state_[2];
+        state_[0] ^= state_[3];
+        state_[2] ^= t;
+        state_[3] = rotl(state_[3], 45);
+        return result;
+    }
+
+    // Uniform in [0, 1): the top 53 bits scaled by 2^-53, exact in a double.
+    [[nodiscard]] double uniform() noexcept { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+
+private:
+    [[nodiscard]] static std::uint64_t rotl(std::uint64_t x, int k) noexcept {
+        return (x << k) | (x >> (64 - k));
+    }
+    std::uint64_t state_[4]{};
+};
+
+void validate_sampling_options(const sampling_options& o);
+
+}  // namespace recipe_detail
+
+class sampler {
+public:
+    // Validates the options (an anvil::error naming the bad value).
+    explicit sampler(const sampling_options& options);
+
+    [[nodiscard]] const sampling_options& options() const noexcept { return options_; }
+    [[nodiscard]] bool greedy() const noexcept { return options_.temperature == 0; }
+
+    // Picks the next token from one row of logits; `seen` are prompt + generated ids (for the penalty).
+    std::int32_t next(std::span<const float> logits, std::span<const std::int32_t> seen);
+
+private:
+    static constexpr double minus_infinity = -std::numeric_limits<double>::infinity();
+
+    void apply_repetition_penalty(std::span<const std::int32_t> seen);
+
+    [[nodiscard]] std::int32_t argmax() const;
+
+    // Hugging Face's TopKLogitsWarper: removes every score below the k-th largest (ties with it stay).
+    void apply_top_k();
+
+    std::int32_t draw();
+
+    // Hugging Face's TopPLogitsWarper: in order of decreasing probability (lower id first on ties), keeps a
+    // token while the tokens before it sum to less than top_p, so the kept set is the smallest whose
+    // probability reaches top_p (and never empty).
+    void apply_top_p();
+
+    sampling_options options_;
+    recipe_detail::xoshiro256 random_;
+    std::vector<double> scores_, order_, probabilities_;
+    std::vector<std::int32_t> ids_;
+    std::vector<bool> penalised_;
+};
+
+}  // namespace anvil::models
+
+#if ANVIL_DEFINITIONS
+// #include "anvil/models/common/sampling-inl.hpp" (in the definitions at the end)
+#endif
+// #include "anvil/models/import/gguf_decoder.hpp"
+// anvil: a llama.cpp GGUF file read as the Hugging Face folder a decoder recipe loads: config.json's fields
+// from the file's metadata, and its tensors under Hugging Face's names, so causal_lm loads a .gguf with the
+// same code, checks and messages as a safetensors folder (one mechanism for every source).
+//
+// Architectures: llama (Mistral's files are llama), qwen2, qwen3 and gpt2 (whose converter stores the four
+// Conv1D matrices transposed, as linear weights, and the tied head as a copy). llama.cpp's converter
+// (convert_hf_to_gguf.py, LlamaModel.modify_tensors) reorders the rows of each head of attn_q and attn_k
+// from Hugging Face's rotate-half pairs (i, i + D/2) to interleaved ones (2i, 2i + 1); that permutation is
+// undone here. Qwen2/3 files keep Hugging Face's order (llama.cpp runs them with NeoX rotation).
+//
+// The file's tokenizer (tokenizer.ggml.*) and chat template come with it (io/gguf_tokenizer.hpp). Generation
+// stops, as llama.cpp's does, at the EOS id, the end-of-turn / end-of-message ids the file names, and the
+// control tokens llama.cpp recognises as ends of generation by their text (<|im_end|>, <|eot_id|>, ...).
+//
+// F32, F16 and BF16 tensors are views of the mapped file. Matrices in Q8_0, Q4_0, Q4_K and Q6_K (linear
+// weights and the token embeddings) keep their blocks (tensor_view::blocks): the graph holds them as
+// op::dequantize_ggml of the bytes, which the CPU GEMM reads in place (backend/cpu/gemm_rows.hpp), the CPU
+// gather dequantises row by row, and the Neural Engine lowering folds into fp16. llama's permuted attn_q /
+// attn_k move whole rows of blocks. The other quantised types (io/gguf.hpp) are dequantised to f32 once, at
+// load.
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+// #include "anvil/compilation.hpp"
+// #include "anvil/core/json.hpp"
+// #include "anvil/io/checkpoint.hpp"
+// #include "anvil/io/gguf.hpp"
+// #include "anvil/io/gguf_tokenizer.hpp"
+
+namespace anvil::models {
+
+struct gguf_decoder {
+    json::value config;                         // what config.json would hold
+    std::shared_ptr<const checkpoint> weights;  // the tensors, Hugging Face names
+    std::optional<gguf_vocabulary> vocabulary;  // nullopt when the file has no tokenizer
+};
+
+// Reads `file`. unsupported_error for another architecture or what anvil does not read yet (llama3's
+// rope_freqs, YaRN scaling, a partial rotary dimension), naming it; format_error for metadata or tensors
+// that contradict each other.
+[[nodiscard]] gguf_decoder read_gguf_decoder(const std::filesystem::path& file);
+
+// What config.json would hold for `g` (decoder_config::from_json reads it), from its metadata and tensor
+// infos alone: no tensor's data is read, so a planner sizes a model of any size at once. `tied`: whether the
+// head is the token embeddings. The end-of-generation and BOS ids, which need the vocabulary, are
+// read_gguf_decoder's to add. unsupported_error and format_error as read_gguf_decoder says.
+[[nodiscard]] json::value gguf_decoder_config(const gguf_file& g, bool tied);
+
+// Whether `path` names a GGUF file (by its extension, as llama.cpp's tools do).
+[[nodiscard]] bool is_gguf_path(const std::filesystem::path& path);
+
+namespace recipe_detail {
+
+// Hugging Face's row order of one head-split projection [heads * head_dim, columns] from llama.cpp's
+// interleaved one: row h*D + 2i + j of `gguf_rows` becomes row h*D + j*D/2 + i.
+void unpermute_rope_rows(std::span<const float> gguf_rows, std::int64_t heads, std::int64_t columns,
+                         std::span<float> out);
+// The same for rows of `row_bytes` bytes each (a quantised tensor's rows of blocks).
+void unpermute_rope_rows(std::span<const std::byte> gguf_rows, std::int64_t heads, std::int64_t row_bytes,
+                         std::span<std::byte> out);
+
+}  // namespace recipe_detail
+
+}  // namespace anvil::models
+
+#if ANVIL_DEFINITIONS
+// #include "anvil/models/import/gguf_decoder-inl.hpp" (in the definitions at the end)
+#endif
+// #include "anvil/models/llm/causal_lm.hpp"
+// anvil: running a decoder language model (decoder_lm.hpp) — prefill in chunks, decode in windows, up to
+// max_streams streams batched per decode call, sampling (sampling.hpp), stop tokens, streaming text.
+//
+// The KV cache lives in the programs: each compiled step (one per {batch, new tokens, context, select,
+// window}) binds its k<i>/v<i> inputs as resident (program::write_input), and after every call the runner
+// writes only the new tokens' keys and values into it — never the whole cache. Contexts come in a ladder of
+// sizes: a stream starts in the smallest program its tokens fit and moves up a rung (one read_input/
+// write_input of the cache) when it would overflow, so short conversations run small programs.
+//
+// Decode windows: a decode step takes one new token per stream. With decode_window W > 0 each decode program
+// also binds, per layer, a small resident window wk<i>/wv<i> [B, kv_heads, W, D] read after the cache
+// (keys = cache, window, new). Each step's new keys and values go into the next free window slot, and once
+// W tokens are there the runner flushes them into the cache with one write_input per tensor (from a host
+// copy) and the window empties. Why: on the Neural Engine a resident input is an IOSurface the host must
+// lock to write, and locking and unlocking a surface costs in proportion to its size (cache maintenance), so
+// the per-token writes go to a small surface and the large cache is written once per W tokens. The mask
+// gives window slots their real positions, exactly as cache slots, so the results are those of writing the
+// cache directly. Prefill programs (many tokens per call) write the cache directly and have no window.
+//
+// Streams of a batch write their new tokens at one shared cache slot per step (a window slot is a cache
+// slot not yet flushed): each stream's tokens sit right-aligned in its row (slot = position + offset), its
+// positions go in through the RoPE tables (or GPT-2's position ids) and the mask hides the slots before its
+// first token.
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+// #include "anvil/backend/coreml/export.hpp"
+// #include "anvil/backend/program.hpp"
+// #include "anvil/compilation.hpp"
+// #include "anvil/core/host_tensor.hpp"
+// #include "anvil/io/token_stream.hpp"
+// #include "anvil/io/tokenizer.hpp"
+// #include "anvil/models/common/chat_template.hpp"
+// #include "anvil/models/common/compiled_shapes.hpp"
 // anvil: how a recipe turns its graph into programs. Graphs have static shapes, so a recipe compiles one
 // program per input shape it meets (a batch size and a padded length, an image size) and keeps it: a batch of
 // texts padded to one length computes in one call, and a second batch of the same shape compiles nothing.
@@ -8585,7 +8816,8 @@ private:
 };
 
 }  // namespace anvil::models
-// #include "anvil/models/decoder_lm.hpp"
+// #include "anvil/models/common/sampling.hpp"
+// #include "anvil/models/llm/decoder_lm.hpp"
 // anvil: decoder language models — GPT-2 and the Llama family (Llama, Qwen2/2.5, Qwen3, Mistral) — as one
 // mechanism: a config read from config.json (+ generation_config.json), a table of weight names per family,
 // and one step graph built from the shared decoder layer (blocks.hpp). A step takes S new tokens per row of a
@@ -8611,7 +8843,7 @@ private:
 // #include "anvil/core/json_value.hpp"
 // #include "anvil/expr/tensor.hpp"
 // #include "anvil/fwd.hpp"
-// #include "anvil/models/blocks.hpp"
+// #include "anvil/models/common/blocks.hpp"
 // anvil: the building blocks every model recipe shares — a linear layer, a norm, self-attention and the MLP —
 // each a struct of weights loaded by name (weights.hpp) and a function that applies it. A model family
 // differs by its config and its weight names, never by a copy of these.
@@ -8626,7 +8858,7 @@ private:
 // #include "anvil/compilation.hpp"
 // #include "anvil/expr/tensor.hpp"
 // #include "anvil/expr/transformer.hpp"
-// #include "anvil/models/weights.hpp"
+// #include "anvil/models/common/weights.hpp"
 // anvil: the one mechanism every model recipe loads its weights with. Each tensor is looked up by its Hugging
 // Face name and checked against the shape the config implies, so a folder that does not fit the architecture
 // fails at load naming the tensor and both shapes. Weights become graph constants that point into the mapped
@@ -8694,7 +8926,7 @@ private:
 }  // namespace anvil::models
 
 #if ANVIL_DEFINITIONS
-// #include "anvil/models/weights-inl.hpp" (in the definitions at the end)
+// #include "anvil/models/common/weights-inl.hpp" (in the definitions at the end)
 #endif
 
 namespace anvil::models {
@@ -8862,9 +9094,9 @@ struct cached_attention_options {
 }  // namespace anvil::models
 
 #if ANVIL_DEFINITIONS
-// #include "anvil/models/blocks-inl.hpp" (in the definitions at the end)
+// #include "anvil/models/common/blocks-inl.hpp" (in the definitions at the end)
 #endif
-// #include "anvil/models/config.hpp"
+// #include "anvil/models/common/config.hpp"
 // anvil: reading a model's config.json. Every recipe reads its fields through config_reader, so a missing or
 // mistyped field gives the same kind of message everywhere ("config.json: 'hidden_size' must be a positive
 // integer, got \"768\""), and class labels (id2label) are read once for every classifier.
@@ -8925,9 +9157,9 @@ private:
 }  // namespace anvil::models
 
 #if ANVIL_DEFINITIONS
-// #include "anvil/models/config-inl.hpp" (in the definitions at the end)
+// #include "anvil/models/common/config-inl.hpp" (in the definitions at the end)
 #endif
-// #include "anvil/models/rope.hpp"
+// #include "anvil/models/common/rope.hpp"
 // anvil: rotary position embedding tables, computed on the host. Every variant Hugging Face's
 // modeling_rope_utils.py has for the decoders anvil runs — plain, linear, dynamic (NTK) and llama3 — only
 // changes the inverse frequencies, so the step graph takes cos and sin as inputs [B, 1, S, R / 2] and one
@@ -8974,9 +9206,9 @@ struct rope_tables {
 }  // namespace anvil::models
 
 #if ANVIL_DEFINITIONS
-// #include "anvil/models/rope-inl.hpp" (in the definitions at the end)
+// #include "anvil/models/common/rope-inl.hpp" (in the definitions at the end)
 #endif
-// #include "anvil/models/weights.hpp"
+// #include "anvil/models/common/weights.hpp"
 
 namespace anvil::models {
 
@@ -9170,9 +9402,9 @@ void write_step_into_caches(graph& g, std::vector<value>& outputs, std::int64_t 
 }  // namespace anvil::models
 
 #if ANVIL_DEFINITIONS
-// #include "anvil/models/decoder_lm-inl.hpp" (in the definitions at the end)
+// #include "anvil/models/llm/decoder_lm-inl.hpp" (in the definitions at the end)
 #endif
-// #include "anvil/models/fp16_rescale.hpp"
+// #include "anvil/models/llm/fp16_rescale.hpp"
 // anvil: fp16 rescaling for the decoder LMs (decoder_lm.hpp). The Neural Engine computes in fp16, whose
 // largest value is 65504, and some checkpoints carry activations past it that fp32 holds with ease: the
 // fp16 result is inf, then NaN. Between two projections where the second reads the first's output linearly,
@@ -9218,7 +9450,7 @@ void write_step_into_caches(graph& g, std::vector<value>& outputs, std::int64_t 
 // #include "anvil/backend/program.hpp"
 // #include "anvil/compilation.hpp"
 // #include "anvil/core/host_tensor.hpp"
-// #include "anvil/models/decoder_lm.hpp"
+// #include "anvil/models/llm/decoder_lm.hpp"
 
 namespace anvil::models {
 
@@ -9302,116 +9534,7 @@ namespace recipe_detail {
 }  // namespace anvil::models
 
 #if ANVIL_DEFINITIONS
-// #include "anvil/models/fp16_rescale-inl.hpp" (in the definitions at the end)
-#endif
-// #include "anvil/models/sampling.hpp"
-// anvil: choosing the next token from a row of logits. Greedy, temperature, top-k, top-p and repetition
-// penalty, applied in the order of Hugging Face's generate(): repetition penalty -> temperature -> top-k ->
-// top-p -> draw. Draws come from a seeded xoshiro256** generator written out here (not <random>'s
-// distributions, whose outputs differ between standard libraries), so a seed gives the same tokens on every
-// platform.
-
-#include <cstddef>
-#include <cstdint>
-#include <limits>
-#include <span>
-#include <vector>
-
-// #include "anvil/compilation.hpp"
-
-namespace anvil::models {
-
-struct sampling_options {
-    double temperature = 0;           // 0: greedy (argmax, lowest id on ties)
-    std::int64_t top_k = 0;           // 0: off; ties with the k-th logit are kept, as in Hugging Face
-    double top_p = 1.0;               // 1: off; keeps the smallest most-likely set whose probability >= top_p
-    double repetition_penalty = 1.0;  // HF's: logit > 0 ? logit / p : logit * p, over tokens seen
-    std::uint64_t seed = 0;
-};
-
-namespace recipe_detail {
-
-// splitmix64: expands a 64-bit seed into the generator's state (the seeding xoshiro's authors recommend).
-[[nodiscard]] inline std::uint64_t splitmix64(std::uint64_t& state) noexcept {
-    std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-// xoshiro256** (Blackman and Vigna, 2018): small, fast, and its output is fixed by the algorithm alone.
-class xoshiro256 {
-public:
-    explicit xoshiro256(std::uint64_t seed) noexcept {
-        for (auto& word : state_)
-            word = splitmix64(seed);
-    }
-
-    [[nodiscard]] std::uint64_t next() noexcept {
-        const std::uint64_t result = rotl(state_[1] * 5, 7) * 9;
-        const std::uint64_t t = state_[1] << 17;
-        state_[2] ^= state_[0];
-        state_[3] ^= state_[1];
-        state_[1] ^= state_[2];
-        state_[0] ^= state_[3];
-        state_[2] ^= t;
-        state_[3] = rotl(state_[3], 45);
-        return result;
-    }
-
-    // Uniform in [0, 1): the top 53 bits scaled by 2^-53, exact in a double.
-    [[nodiscard]] double uniform() noexcept { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
-
-private:
-    [[nodiscard]] static std::uint64_t rotl(std::uint64_t x, int k) noexcept {
-        return (x << k) | (x >> (64 - k));
-    }
-    std::uint64_t state_[4]{};
-};
-
-void validate_sampling_options(const sampling_options& o);
-
-}  // namespace recipe_detail
-
-class sampler {
-public:
-    // Validates the options (an anvil::error naming the bad value).
-    explicit sampler(const sampling_options& options);
-
-    [[nodiscard]] const sampling_options& options() const noexcept { return options_; }
-    [[nodiscard]] bool greedy() const noexcept { return options_.temperature == 0; }
-
-    // Picks the next token from one row of logits; `seen` are prompt + generated ids (for the penalty).
-    std::int32_t next(std::span<const float> logits, std::span<const std::int32_t> seen);
-
-private:
-    static constexpr double minus_infinity = -std::numeric_limits<double>::infinity();
-
-    void apply_repetition_penalty(std::span<const std::int32_t> seen);
-
-    [[nodiscard]] std::int32_t argmax() const;
-
-    // Hugging Face's TopKLogitsWarper: removes every score below the k-th largest (ties with it stay).
-    void apply_top_k();
-
-    std::int32_t draw();
-
-    // Hugging Face's TopPLogitsWarper: in order of decreasing probability (lower id first on ties), keeps a
-    // token while the tokens before it sum to less than top_p, so the kept set is the smallest whose
-    // probability reaches top_p (and never empty).
-    void apply_top_p();
-
-    sampling_options options_;
-    recipe_detail::xoshiro256 random_;
-    std::vector<double> scores_, order_, probabilities_;
-    std::vector<std::int32_t> ids_;
-    std::vector<bool> penalised_;
-};
-
-}  // namespace anvil::models
-
-#if ANVIL_DEFINITIONS
-// #include "anvil/models/sampling-inl.hpp" (in the definitions at the end)
+// #include "anvil/models/llm/fp16_rescale-inl.hpp" (in the definitions at the end)
 #endif
 
 namespace anvil::models {
@@ -9622,10 +9745,9 @@ struct causal_lm_access {
 }  // namespace anvil::models
 
 #if ANVIL_DEFINITIONS
-// #include "anvil/models/causal_lm-inl.hpp" (in the definitions at the end)
+// #include "anvil/models/llm/causal_lm-inl.hpp" (in the definitions at the end)
 #endif
-// #include "anvil/models/chat_template.hpp"
-// #include "anvil/models/decoder_plan.hpp"
+// #include "anvil/models/llm/decoder_plan.hpp"
 // anvil: how a decoder LM would run on the Neural Engine, planned from its config alone — no weight is read
 // or allocated, so a 7B or 70B model is planned in milliseconds. A model whose weights pass one program's
 // limit (compile_options::ane_max_program_weight_bytes) runs in chunks of whole layers, each chunk one
@@ -9647,8 +9769,8 @@ struct causal_lm_access {
 // #include "anvil/compilation.hpp"
 // #include "anvil/graph/stages.hpp"
 // #include "anvil/graph/weight_compression.hpp"
-// #include "anvil/models/causal_lm.hpp"
-// #include "anvil/models/decoder_lm.hpp"
+// #include "anvil/models/llm/causal_lm.hpp"
+// #include "anvil/models/llm/decoder_lm.hpp"
 
 namespace anvil::models {
 
@@ -9722,131 +9844,9 @@ struct planned_stage {
 }  // namespace anvil::models
 
 #if ANVIL_DEFINITIONS
-// #include "anvil/models/decoder_plan-inl.hpp" (in the definitions at the end)
+// #include "anvil/models/llm/decoder_plan-inl.hpp" (in the definitions at the end)
 #endif
-// #include "anvil/models/fp16_rescale.hpp"
-// #include "anvil/models/gguf_decoder.hpp"
-// anvil: a llama.cpp GGUF file read as the Hugging Face folder a decoder recipe loads: config.json's fields
-// from the file's metadata, and its tensors under Hugging Face's names, so causal_lm loads a .gguf with the
-// same code, checks and messages as a safetensors folder (one mechanism for every source).
-//
-// Architectures: llama (Mistral's files are llama), qwen2, qwen3 and gpt2 (whose converter stores the four
-// Conv1D matrices transposed, as linear weights, and the tied head as a copy). llama.cpp's converter
-// (convert_hf_to_gguf.py, LlamaModel.modify_tensors) reorders the rows of each head of attn_q and attn_k
-// from Hugging Face's rotate-half pairs (i, i + D/2) to interleaved ones (2i, 2i + 1); that permutation is
-// undone here. Qwen2/3 files keep Hugging Face's order (llama.cpp runs them with NeoX rotation).
-//
-// The file's tokenizer (tokenizer.ggml.*) and chat template come with it (io/gguf_tokenizer.hpp). Generation
-// stops, as llama.cpp's does, at the EOS id, the end-of-turn / end-of-message ids the file names, and the
-// control tokens llama.cpp recognises as ends of generation by their text (<|im_end|>, <|eot_id|>, ...).
-//
-// F32, F16 and BF16 tensors are views of the mapped file. Matrices in Q8_0, Q4_0, Q4_K and Q6_K (linear
-// weights and the token embeddings) keep their blocks (tensor_view::blocks): the graph holds them as
-// op::dequantize_ggml of the bytes, which the CPU GEMM reads in place (backend/cpu/gemm_rows.hpp), the CPU
-// gather dequantises row by row, and the Neural Engine lowering folds into fp16. llama's permuted attn_q /
-// attn_k move whole rows of blocks. The other quantised types (io/gguf.hpp) are dequantised to f32 once, at
-// load.
-
-#include <filesystem>
-#include <memory>
-#include <optional>
-
-// #include "anvil/compilation.hpp"
-// #include "anvil/core/json.hpp"
-// #include "anvil/io/checkpoint.hpp"
-// #include "anvil/io/gguf.hpp"
-// #include "anvil/io/gguf_tokenizer.hpp"
-
-namespace anvil::models {
-
-struct gguf_decoder {
-    json::value config;                         // what config.json would hold
-    std::shared_ptr<const checkpoint> weights;  // the tensors, Hugging Face names
-    std::optional<gguf_vocabulary> vocabulary;  // nullopt when the file has no tokenizer
-};
-
-// Reads `file`. unsupported_error for another architecture or what anvil does not read yet (llama3's
-// rope_freqs, YaRN scaling, a partial rotary dimension), naming it; format_error for metadata or tensors
-// that contradict each other.
-[[nodiscard]] gguf_decoder read_gguf_decoder(const std::filesystem::path& file);
-
-// What config.json would hold for `g` (decoder_config::from_json reads it), from its metadata and tensor
-// infos alone: no tensor's data is read, so a planner sizes a model of any size at once. `tied`: whether the
-// head is the token embeddings. The end-of-generation and BOS ids, which need the vocabulary, are
-// read_gguf_decoder's to add. unsupported_error and format_error as read_gguf_decoder says.
-[[nodiscard]] json::value gguf_decoder_config(const gguf_file& g, bool tied);
-
-// Whether `path` names a GGUF file (by its extension, as llama.cpp's tools do).
-[[nodiscard]] bool is_gguf_path(const std::filesystem::path& path);
-
-namespace recipe_detail {
-
-// Hugging Face's row order of one head-split projection [heads * head_dim, columns] from llama.cpp's
-// interleaved one: row h*D + 2i + j of `gguf_rows` becomes row h*D + j*D/2 + i.
-void unpermute_rope_rows(std::span<const float> gguf_rows, std::int64_t heads, std::int64_t columns,
-                         std::span<float> out);
-// The same for rows of `row_bytes` bytes each (a quantised tensor's rows of blocks).
-void unpermute_rope_rows(std::span<const std::byte> gguf_rows, std::int64_t heads, std::int64_t row_bytes,
-                         std::span<std::byte> out);
-
-}  // namespace recipe_detail
-
-}  // namespace anvil::models
-
-#if ANVIL_DEFINITIONS
-// #include "anvil/models/gguf_decoder-inl.hpp" (in the definitions at the end)
-#endif
-// #include "anvil/models/sampling.hpp"
-// #include "anvil/models/onnx_import.hpp"
-// anvil: an ONNX model's graph imported into anvil's IR (io/onnx.hpp reads the file). The graph's symbolic
-// dims are resolved from the shapes of the inputs given, so the imported graph has static shapes, as every
-// anvil program does; initializers become constants; each node becomes the IR ops it means at the model's
-// opset (the attributes that became inputs, Softmax's axis before opset 13, ...).
-//
-// Values that decide shapes (Reshape's target, Slice's bounds, Expand's shape, Resize's sizes, a PyTorch
-// export's Shape -> Gather -> Concat chains) must be settled at import: the importer evaluates on the host
-// whatever does not depend on a run's inputs. A graph input that decides one is settled only when its value
-// is given (`input_values`), and the program is then specialised to it (onnx_import::fixed_inputs).
-//
-// A node anvil cannot import is an unsupported_error naming the op, the node and the opset, and saying what
-// is missing: the one-line error the command line prints. tests/onnx_conformance runs ONNX's own backend
-// tests through this importer; the README's table says which ops pass.
-
-// #include "anvil/compilation.hpp"
-// #include "anvil/core/host_tensor.hpp"
-// #include "anvil/core/shape.hpp"
-// #include "anvil/graph/graph.hpp"
-// #include "anvil/io/onnx.hpp"
-
-#include <functional>
-#include <map>
-#include <string>
-#include <vector>
-
-namespace anvil::models {
-
-struct onnx_import {
-    graph g;
-    std::vector<std::string> input_names;   // the graph's inputs that are not initializers, in order
-    std::vector<std::string> output_names;  // the graph's outputs, in order
-    std::vector<value> outputs;
-    // Inputs whose given values the import built into the program (they decide a shape or a bound); they
-    // are not in input_names when nothing else reads them.
-    std::vector<std::string> fixed_inputs;
-};
-
-// `input_shapes` gives an input's shape where the model leaves a dim symbolic or unknown (and may confirm a
-// static one: a shape that contradicts the model's is a shape_error). `input_values` gives inputs' values
-// (and so their shapes), used only where an op needs a value settled at import.
-[[nodiscard]] onnx_import import_onnx(
-    const onnx_model& model, const std::map<std::string, dims, std::less<>>& input_shapes = {},
-    const std::map<std::string, host_tensor, std::less<>>& input_values = {});
-
-}  // namespace anvil::models
-
-#if ANVIL_DEFINITIONS
-// #include "anvil/models/onnx_import-inl.hpp" (in the definitions at the end)
-#endif
+// #include "anvil/models/llm/fp16_rescale.hpp"
 // #include "anvil/models/speech.hpp"
 // anvil: the speech model recipes — Whisper speech-to-text (whisper), with WAVE input and Whisper's log-mel
 // features, read from a Hugging Face folder.
@@ -9856,7 +9856,7 @@ struct onnx_import {
 // #include "anvil/io/token_stream.hpp"
 // #include "anvil/io/wav.hpp"
 
-// #include "anvil/models/whisper.hpp"
+// #include "anvil/models/speech/whisper.hpp"
 // anvil: Whisper speech-to-text (Hugging Face's WhisperForConditionalGeneration), every size from tiny to
 // large-v3, English-only and multilingual. Read top to bottom:
 //
@@ -9895,10 +9895,10 @@ struct onnx_import {
 // #include "anvil/fwd.hpp"
 // #include "anvil/io/tokenizer.hpp"
 // #include "anvil/io/wav.hpp"
-// #include "anvil/models/blocks.hpp"
-// #include "anvil/models/compiled_shapes.hpp"
-// #include "anvil/models/config.hpp"
-// #include "anvil/models/weights.hpp"
+// #include "anvil/models/common/blocks.hpp"
+// #include "anvil/models/common/compiled_shapes.hpp"
+// #include "anvil/models/common/config.hpp"
+// #include "anvil/models/common/weights.hpp"
 
 namespace anvil::models {
 
@@ -10119,7 +10119,7 @@ private:
 }  // namespace anvil::models
 
 #if ANVIL_DEFINITIONS
-// #include "anvil/models/whisper-inl.hpp" (in the definitions at the end)
+// #include "anvil/models/speech/whisper-inl.hpp" (in the definitions at the end)
 #endif
 // #include "anvil/models/text.hpp"
 // anvil: the text model recipes — BERT-family encoders (text_encoder), sentence embeddings (sentence_encoder)
@@ -10128,7 +10128,7 @@ private:
 // #include "anvil/cpu.hpp"
 // #include "anvil/io/tokenizer.hpp"
 
-// #include "anvil/models/cross_encoder.hpp"
+// #include "anvil/models/text/cross_encoder.hpp"
 // anvil: cross-encoder rerankers (ms-marco-MiniLM, bge-reranker, ...): a text encoder (text_encoder.hpp) with
 // its family's sequence-classification head on the first token, run on (query, passage) pairs. The score is
 // the first logit, as sentence-transformers' CrossEncoder.predict gives it without an activation.
@@ -10143,9 +10143,9 @@ private:
 // #include "anvil/compilation.hpp"
 // #include "anvil/core/host_tensor.hpp"
 // #include "anvil/io/tokenizer.hpp"
-// #include "anvil/models/compiled_shapes.hpp"
-// #include "anvil/models/config.hpp"
-// #include "anvil/models/text_encoder.hpp"
+// #include "anvil/models/common/compiled_shapes.hpp"
+// #include "anvil/models/common/config.hpp"
+// #include "anvil/models/text/text_encoder.hpp"
 // anvil: the text encoders — BERT, RoBERTa, XLM-R, MPNet and DistilBERT — as one mechanism. A family differs
 // by its config keys and a table of weight names; every one is embeddings (word + position (+ token type),
 // then LayerNorm) and the post-norm encoder stack of bert.hpp. Texts run in batches sorted by length, each
@@ -10166,7 +10166,9 @@ private:
 // #include "anvil/expr/tensor.hpp"
 // #include "anvil/fwd.hpp"
 // #include "anvil/io/tokenizer.hpp"
-// #include "anvil/models/bert.hpp"
+// #include "anvil/models/common/compiled_shapes.hpp"
+// #include "anvil/models/common/weights.hpp"
+// #include "anvil/models/text/bert.hpp"
 // anvil: the post-norm encoder stack of BERT and its relatives — the config read from config.json, the table
 // of a layer's weight names, and the stack — built from the shared blocks. text_encoder.hpp adds the
 // embeddings and the per-family tables; sentence_encoder.hpp and cross_encoder.hpp the pooling and the heads.
@@ -10178,7 +10180,7 @@ private:
 
 // #include "anvil/compilation.hpp"
 // #include "anvil/core/json_value.hpp"
-// #include "anvil/models/blocks.hpp"
+// #include "anvil/models/common/blocks.hpp"
 
 namespace anvil::models {
 
@@ -10233,10 +10235,8 @@ struct encoder_layer_names {
 }  // namespace anvil::models
 
 #if ANVIL_DEFINITIONS
-// #include "anvil/models/bert-inl.hpp" (in the definitions at the end)
+// #include "anvil/models/text/bert-inl.hpp" (in the definitions at the end)
 #endif
-// #include "anvil/models/compiled_shapes.hpp"
-// #include "anvil/models/weights.hpp"
 
 namespace anvil::models {
 
@@ -10415,7 +10415,7 @@ private:
 }  // namespace anvil::models
 
 #if ANVIL_DEFINITIONS
-// #include "anvil/models/text_encoder-inl.hpp" (in the definitions at the end)
+// #include "anvil/models/text/text_encoder-inl.hpp" (in the definitions at the end)
 #endif
 
 namespace anvil::models {
@@ -10486,9 +10486,9 @@ private:
 }  // namespace anvil::models
 
 #if ANVIL_DEFINITIONS
-// #include "anvil/models/cross_encoder-inl.hpp" (in the definitions at the end)
+// #include "anvil/models/text/cross_encoder-inl.hpp" (in the definitions at the end)
 #endif
-// #include "anvil/models/sentence_encoder.hpp"
+// #include "anvil/models/text/sentence_encoder.hpp"
 // anvil: sentence embeddings from a sentence-transformers folder (all-MiniLM-L6-v2, all-mpnet-base-v2, ...):
 // a text encoder (text_encoder.hpp), then sentence-transformers' Pooling (mean, cls or max over the text's
 // tokens) and, when modules.json lists it, Normalize (unit L2 norm). Pooling runs on the host over the hidden
@@ -10504,8 +10504,8 @@ private:
 // #include "anvil/compilation.hpp"
 // #include "anvil/core/host_tensor.hpp"
 // #include "anvil/io/tokenizer.hpp"
-// #include "anvil/models/compiled_shapes.hpp"
-// #include "anvil/models/text_encoder.hpp"
+// #include "anvil/models/common/compiled_shapes.hpp"
+// #include "anvil/models/text/text_encoder.hpp"
 
 namespace anvil::models {
 
@@ -10570,9 +10570,9 @@ private:
 }  // namespace anvil::models
 
 #if ANVIL_DEFINITIONS
-// #include "anvil/models/sentence_encoder-inl.hpp" (in the definitions at the end)
+// #include "anvil/models/text/sentence_encoder-inl.hpp" (in the definitions at the end)
 #endif
-// #include "anvil/models/text_encoder.hpp"
+// #include "anvil/models/text/text_encoder.hpp"
 // #include "anvil/models/vision.hpp"
 // anvil: the image model recipes — ResNet, ViT and DeiT classifiers (image_classifier), with the folder's
 // preprocessing, and CLIP's image and text towers (zero-shot classification, embeddings), read from a Hugging
@@ -10582,7 +10582,7 @@ private:
 // #include "anvil/io/image.hpp"
 // #include "anvil/io/image_transforms.hpp"
 
-// #include "anvil/models/clip.hpp"
+// #include "anvil/models/vision/clip.hpp"
 // anvil: CLIP (Hugging Face's CLIPModel): an image tower and a text tower that embed into one space, for
 // zero-shot classification and image or text search. Read top to bottom:
 //
@@ -10616,10 +10616,10 @@ private:
 // #include "anvil/fwd.hpp"
 // #include "anvil/io/image_transforms.hpp"
 // #include "anvil/io/tokenizer.hpp"
-// #include "anvil/models/blocks.hpp"
-// #include "anvil/models/compiled_shapes.hpp"
-// #include "anvil/models/config.hpp"
-// #include "anvil/models/weights.hpp"
+// #include "anvil/models/common/blocks.hpp"
+// #include "anvil/models/common/compiled_shapes.hpp"
+// #include "anvil/models/common/config.hpp"
+// #include "anvil/models/common/weights.hpp"
 
 namespace anvil::models {
 
@@ -10800,9 +10800,9 @@ private:
 }  // namespace anvil::models
 
 #if ANVIL_DEFINITIONS
-// #include "anvil/models/clip-inl.hpp" (in the definitions at the end)
+// #include "anvil/models/vision/clip-inl.hpp" (in the definitions at the end)
 #endif
-// #include "anvil/models/image_classifier.hpp"
+// #include "anvil/models/vision/image_classifier.hpp"
 // anvil: one entry point for every image classifier anvil runs (what `anvil classify` uses). A model folder
 // is dispatched on config.json's model_type — "vit" and "deit" to the ViT recipe, "resnet" to the ResNet
 // one — or on timm's "architecture" (its torchvision-style ResNets), or, without a config.json, on its
@@ -10820,8 +10820,8 @@ private:
 // #include "anvil/compilation.hpp"
 // #include "anvil/core/host_tensor.hpp"
 // #include "anvil/io/image_transforms.hpp"
-// #include "anvil/models/compiled_shapes.hpp"
-// #include "anvil/models/resnet.hpp"
+// #include "anvil/models/common/compiled_shapes.hpp"
+// #include "anvil/models/vision/resnet.hpp"
 // anvil: ResNet image classifiers, from pixels [N, C, H, W] to logits [N, classes]. Reads either
 // torchvision's state_dict names (conv1.weight, bn1.*, layer{1-4}.{i}.conv{1,2,3}.weight, .bn{1,2,3}.*,
 // .downsample.{0,1}.*, fc.*; no config.json needed: depth, block type, widths and groups come from the
@@ -10848,7 +10848,10 @@ private:
 // #include "anvil/core/host_tensor.hpp"
 // #include "anvil/expr/tensor.hpp"
 // #include "anvil/fwd.hpp"
-// #include "anvil/models/batch_norm_folding.hpp"
+// #include "anvil/models/common/blocks.hpp"
+// #include "anvil/models/common/compiled_shapes.hpp"
+// #include "anvil/models/common/config.hpp"
+// #include "anvil/models/vision/batch_norm_folding.hpp"
 // anvil: BatchNorm folded into the convolution before it, at load. In inference a BatchNorm is an affine map
 // per channel, y = (x - mean) * gamma / sqrt(var + eps) + beta, so conv -> BatchNorm is one convolution with
 // weight W * s and bias beta - mean * s (s = gamma / sqrt(var + eps)). The arithmetic runs on the host in
@@ -10896,11 +10899,8 @@ namespace anvil::models {
 }  // namespace anvil::models
 
 #if ANVIL_DEFINITIONS
-// #include "anvil/models/batch_norm_folding-inl.hpp" (in the definitions at the end)
+// #include "anvil/models/vision/batch_norm_folding-inl.hpp" (in the definitions at the end)
 #endif
-// #include "anvil/models/blocks.hpp"
-// #include "anvil/models/compiled_shapes.hpp"
-// #include "anvil/models/config.hpp"
 
 namespace anvil::models {
 
@@ -11032,9 +11032,9 @@ private:
 }  // namespace anvil::models
 
 #if ANVIL_DEFINITIONS
-// #include "anvil/models/resnet-inl.hpp" (in the definitions at the end)
+// #include "anvil/models/vision/resnet-inl.hpp" (in the definitions at the end)
 #endif
-// #include "anvil/models/vit.hpp"
+// #include "anvil/models/vision/vit.hpp"
 // anvil: ViT and DeiT image classifiers (Hugging Face's ViTForImageClassification, DeiTForImageClassification
 // and DeiTForImageClassificationWithTeacher). One recipe: DeiT differs from ViT only by a second prepended
 // token (the distillation token) and, with a teacher, a second head on it. Read top to bottom:
@@ -11060,10 +11060,10 @@ private:
 // #include "anvil/core/host_tensor.hpp"
 // #include "anvil/expr/tensor.hpp"
 // #include "anvil/fwd.hpp"
-// #include "anvil/models/blocks.hpp"
-// #include "anvil/models/compiled_shapes.hpp"
-// #include "anvil/models/config.hpp"
-// #include "anvil/models/weights.hpp"
+// #include "anvil/models/common/blocks.hpp"
+// #include "anvil/models/common/compiled_shapes.hpp"
+// #include "anvil/models/common/config.hpp"
+// #include "anvil/models/common/weights.hpp"
 
 namespace anvil::models {
 
@@ -11174,7 +11174,7 @@ private:
 }  // namespace anvil::models
 
 #if ANVIL_DEFINITIONS
-// #include "anvil/models/vit-inl.hpp" (in the definitions at the end)
+// #include "anvil/models/vision/vit-inl.hpp" (in the definitions at the end)
 #endif
 
 namespace anvil::models {
@@ -11255,19 +11255,19 @@ private:
 }  // namespace anvil::models
 
 #if ANVIL_DEFINITIONS
-// #include "anvil/models/image_classifier-inl.hpp" (in the definitions at the end)
+// #include "anvil/models/vision/image_classifier-inl.hpp" (in the definitions at the end)
 #endif
-// #include "anvil/models/resnet.hpp"
-// #include "anvil/models/vit.hpp"
+// #include "anvil/models/vision/resnet.hpp"
+// #include "anvil/models/vision/vit.hpp"
 
-// #include "anvil/models/batch_norm_folding.hpp"
-// #include "anvil/models/bert.hpp"
-// #include "anvil/models/blocks.hpp"
-// #include "anvil/models/compiled_shapes.hpp"
-// #include "anvil/models/config.hpp"
-// #include "anvil/models/decoder_lm.hpp"
-// #include "anvil/models/rope.hpp"
-// #include "anvil/models/weights.hpp"
+// #include "anvil/models/common/blocks.hpp"
+// #include "anvil/models/common/compiled_shapes.hpp"
+// #include "anvil/models/common/config.hpp"
+// #include "anvil/models/common/rope.hpp"
+// #include "anvil/models/common/weights.hpp"
+// #include "anvil/models/llm/decoder_lm.hpp"
+// #include "anvil/models/text/bert.hpp"
+// #include "anvil/models/vision/batch_norm_folding.hpp"
 
 #if ANVIL_DEFINITIONS
 // Header-only (and the implementation unit): the backends' and the tokenizers' internals too, as this header
@@ -17999,7 +17999,7 @@ inline host_tensor leading_rows(const host_tensor& tensor, std::int64_t first, s
 
 // How many row tiles a linear of `features` outputs and `weight_bytes` fp16 weight bytes needs: within
 // `max_dimension` features and `max_weight_bytes` bytes each (1: none). The decoder planner
-// (models/decoder_plan.hpp) counts a head's tiles with it too.
+// (models/llm/decoder_plan.hpp) counts a head's tiles with it too.
 [[nodiscard]] inline std::int64_t linear_tiles(std::int64_t features, std::size_t weight_bytes,
                                                std::int64_t max_dimension, std::size_t max_weight_bytes) {
     std::int64_t tiles = (features + max_dimension - 1) / max_dimension;
@@ -41171,3250 +41171,6 @@ ANVIL_INLINE audio read_wav(const std::filesystem::path& path) {
 }
 
 }  // namespace anvil
-// anvil: chat_template's definitions (see chat_template.hpp; compilation.hpp says when this file is
-// compiled).
-
-#include <algorithm>
-#include <cstddef>
-#include <cstdint>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
-#include <optional>
-#include <span>
-#include <string>
-#include <string_view>
-#include <utility>
-
-// #include "anvil/core/error.hpp"
-// #include "anvil/core/json.hpp"
-// #include "anvil/models/chat_template.hpp"
-
-namespace anvil::models {
-
-ANVIL_INLINE std::string_view to_string(chat_format f) noexcept {
-    switch (f) {
-        case chat_format::chatml:
-            return "chatml";
-        case chat_format::llama3:
-            return "llama3";
-        case chat_format::mistral:
-            return "mistral";
-        case chat_format::llama2:
-            return "llama2";
-    }
-    return "?";
-}
-
-}  // namespace anvil::models
-
-namespace anvil::models::recipe_detail {
-
-ANVIL_INLINE bool contains(std::string_view text, std::string_view part) noexcept {
-    return text.find(part) != std::string_view::npos;
-}
-
-ANVIL_INLINE bool is_python_space(std::uint32_t c) noexcept {
-    return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 || c == 0x1680 ||
-           (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f || c == 0x205f ||
-           c == 0x3000;
-}
-
-ANVIL_INLINE std::uint32_t decode_code_point(std::string_view text, std::size_t begin,
-                                             std::size_t end) noexcept {
-    const auto byte = [&](std::size_t i) {
-        return static_cast<std::uint32_t>(static_cast<unsigned char>(text[i]));
-    };
-    const std::size_t n = end - begin;
-    const std::uint32_t lead = byte(begin);
-    if (n == 1) return lead < 0x80 ? lead : 0xFFFFFFFFu;
-    std::uint32_t c = lead & (0x7fu >> n);
-    for (std::size_t i = begin + 1; i < end; ++i)
-        c = (c << 6) | (byte(i) & 0x3fu);
-    return c;
-}
-
-ANVIL_INLINE std::size_t utf8_length(unsigned char lead) noexcept {
-    return lead < 0x80 ? 1 : lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1;
-}
-
-ANVIL_INLINE std::string_view python_strip(std::string_view s, bool left, bool right,
-                                           std::string_view chars) {
-    const auto strip_char = [&](std::uint32_t c) {
-        return chars.empty() ? is_python_space(c)
-                             : (c < 0x80 && contains(chars, std::string(1, static_cast<char>(c))));
-    };
-    std::size_t begin = 0, end = s.size();
-    while (left && begin < end) {
-        const std::size_t n = std::min(utf8_length(static_cast<unsigned char>(s[begin])), end - begin);
-        if (!strip_char(decode_code_point(s, begin, begin + n))) break;
-        begin += n;
-    }
-    while (right && end > begin) {
-        std::size_t start = end - 1;
-        while (start > begin && (static_cast<unsigned char>(s[start]) & 0xc0) == 0x80 && end - start < 4)
-            --start;
-        if (!strip_char(decode_code_point(s, start, end))) break;
-        end = start;
-    }
-    return s.substr(begin, end - begin);
-}
-
-ANVIL_INLINE std::string jinja_unescape(std::string_view s) {
-    std::string out;
-    for (std::size_t i = 0; i < s.size(); ++i) {
-        if (s[i] != '\\' || i + 1 == s.size()) {
-            out += s[i];
-            continue;
-        }
-        const char e = s[++i];
-        out += e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e;
-    }
-    return out;
-}
-
-ANVIL_INLINE std::string chatml_default_system(std::string_view source) {
-    static constexpr std::string_view head = "<|im_start|>system";
-    for (std::size_t at = source.find(head); at != std::string_view::npos; at = source.find(head, at + 1)) {
-        std::size_t text = at + head.size();
-        if (source.substr(text, 2) == "\\n") {
-            text += 2;
-        } else if (source.substr(text, 1) == "\n") {
-            text += 1;
-        } else {
-            continue;
-        }
-        if (text >= source.size() || source[text] == '\'' || source[text] == '"') continue;
-        const std::size_t end = source.find("<|im_end|>", text);
-        if (end == std::string_view::npos) continue;
-        return jinja_unescape(source.substr(text, end - text));
-    }
-    return {};
-}
-
-ANVIL_INLINE std::string quote_start(std::string_view source) {
-    constexpr std::size_t shown = 120;
-    std::string start(source.substr(0, shown));
-    for (char& c : start)
-        if (c == '\n') c = ' ';
-    return "\"" + start + (source.size() > shown ? "...\"" : "\"");
-}
-
-ANVIL_INLINE void unknown_template(std::string_view what, std::string_view source) {
-    throw unsupported_error(anvil::detail::message(
-        "chat template: ", what,
-        "; anvil renders the ChatML (Qwen2/2.5/3), Llama-3, Mistral [INST] and Llama-2 <<SYS>> families; "
-        "the template starts ",
-        quote_start(source)));
-}
-
-}  // namespace anvil::models::recipe_detail
-
-namespace anvil::models {
-
-ANVIL_INLINE chat_format recognise_chat_template(std::string_view jinja_source) {
-    using recipe_detail::contains;
-    if (contains(jinja_source, "<|im_start|>")) return chat_format::chatml;
-    if (contains(jinja_source, "<|start_header_id|>")) return chat_format::llama3;
-    if (contains(jinja_source, "<<SYS>>")) return chat_format::llama2;
-    if (contains(jinja_source, "[INST]")) return chat_format::mistral;
-    recipe_detail::unknown_template("not a template of a known family", jinja_source);
-}
-
-ANVIL_INLINE chat_template make_chat_template(std::string_view jinja_source, std::string bos_token,
-                                              std::string eos_token) {
-    using recipe_detail::contains;
-    chat_template t;
-    t.format = recognise_chat_template(jinja_source);
-    t.bos_token = std::move(bos_token);
-    t.eos_token = std::move(eos_token);
-    switch (t.format) {
-        case chat_format::chatml:
-            if (contains(jinja_source, "tool_call") && !contains(jinja_source, "<tool_response>"))
-                recipe_detail::unknown_template("a ChatML template with tool calls of an unknown style",
-                                                jinja_source);
-            t.default_system = recipe_detail::chatml_default_system(jinja_source);
-            t.qwen_roles = contains(jinja_source, "<tool_response>");
-            t.qwen3_thinking =
-                contains(jinja_source, "</think>") || contains(jinja_source, "enable_thinking");
-            break;
-        case chat_format::llama3:
-            if (contains(jinja_source, "Cutting Knowledge Date") || contains(jinja_source, "ipython"))
-                recipe_detail::unknown_template(
-                    "Llama-3.1+ templates (dated system header, tools) are not supported", jinja_source);
-            t.always_generation_prompt = !contains(jinja_source, "add_generation_prompt");
-            break;
-        case chat_format::mistral:
-            if (contains(jinja_source, "[AVAILABLE_TOOLS]") || contains(jinja_source, "[SYSTEM_PROMPT]"))
-                recipe_detail::unknown_template(
-                    "Mistral templates with [AVAILABLE_TOOLS]/[SYSTEM_PROMPT] are not supported",
-                    jinja_source);
-            t.mistral_v2 = contains(jinja_source, "' [INST] '");
-            if (!t.mistral_v2 && contains(jinja_source, "system_message"))
-                recipe_detail::unknown_template(
-                    "a Mistral template with a system message of an unknown style", jinja_source);
-            t.eos_space = contains(jinja_source, "eos_token + ' '");
-            break;
-        case chat_format::llama2:
-            break;
-    }
-    return t;
-}
-
-}  // namespace anvil::models
-
-namespace anvil::models::recipe_detail {
-
-ANVIL_INLINE std::string special_token(const json::value& config, std::string_view key,
-                                       const std::string& source) {
-    const json::value* v = config.find(key);
-    if (!v || v->is_null()) return {};
-    if (v->is_string()) return v->as_string();
-    if (v->is_object())
-        if (const json::value* content = v->find("content"); content && content->is_string())
-            return content->as_string();
-    throw format_error(anvil::detail::message(source, ": '", key,
-                                              "' must be a string or an object with a string \"content\""));
-}
-
-}  // namespace anvil::models::recipe_detail
-
-namespace anvil::models {
-
-ANVIL_INLINE std::optional<chat_template> read_chat_template(const std::filesystem::path& folder) {
-    const std::filesystem::path config_path = folder / "tokenizer_config.json";
-    const std::filesystem::path jinja_path = folder / "chat_template.jinja";
-    json::value config;
-    if (std::filesystem::is_regular_file(config_path)) config = json::parse_file(config_path);
-    const std::string source = config_path.string();
-    if (!config.is_null() && !config.is_object())
-        throw format_error(anvil::detail::message(source, ": expected a JSON object"));
-    std::string jinja;
-    const json::value* value = config.is_object() ? config.find("chat_template") : nullptr;
-    if (value && value->is_string()) {
-        jinja = value->as_string();
-    } else if (value && value->is_array()) {
-        for (const json::value& named : value->as_array()) {
-            const json::value* name = named.find("name");
-            const json::value* text = named.find("template");
-            if (name && name->is_string() && name->as_string() == "default" && text && text->is_string())
-                jinja = text->as_string();
-        }
-        if (jinja.empty())
-            throw format_error(
-                anvil::detail::message(source, ": 'chat_template' is a list without a \"default\" template"));
-    } else if (value && !value->is_null()) {
-        throw format_error(anvil::detail::message(source, ": 'chat_template' must be a string or a list"));
-    } else if (std::filesystem::is_regular_file(jinja_path)) {
-        std::ifstream file(jinja_path, std::ios::binary);
-        if (!file) throw io_error(anvil::detail::message(jinja_path.string(), ": cannot open"));
-        jinja.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
-    } else {
-        return std::nullopt;
-    }
-    std::string bos, eos;
-    if (config.is_object()) {
-        bos = recipe_detail::special_token(config, "bos_token", source);
-        eos = recipe_detail::special_token(config, "eos_token", source);
-    }
-    return make_chat_template(jinja, std::move(bos), std::move(eos));
-}
-
-}  // namespace anvil::models
-
-namespace anvil::models::recipe_detail {
-
-ANVIL_INLINE void render_chatml(const chat_template& t, std::span<const chat_message> messages,
-                                std::string& out) {
-    const auto turn = [&](std::string_view role, std::string_view content) {
-        out.append("<|im_start|>").append(role).append("\n").append(content).append("<|im_end|>\n");
-    };
-    if (messages.front().role != "system" && !t.default_system.empty()) turn("system", t.default_system);
-    // Qwen3: the last user turn that is not a tool response; assistant turns after it keep their thinking.
-    std::size_t last_query = messages.size() - 1;
-    for (std::size_t i = messages.size(); i-- > 0;) {
-        const std::string& c = messages[i].content;
-        if (messages[i].role == "user" &&
-            !(c.starts_with("<tool_response>") && c.ends_with("</tool_response>"))) {
-            last_query = i;
-            break;
-        }
-    }
-    for (std::size_t i = 0; i < messages.size(); ++i) {
-        const chat_message& m = messages[i];
-        const bool last = i + 1 == messages.size();
-        if (m.role == "assistant" && t.qwen3_thinking) {
-            std::string_view content = m.content;
-            std::string_view reasoning;
-            if (contains(content, "</think>")) {
-                const std::string_view before = content.substr(0, content.find("</think>"));
-                content = python_strip(content.substr(content.rfind("</think>") + 8), true, false, "\n");
-                reasoning = python_strip(before, false, true, "\n");
-                if (const std::size_t open = reasoning.rfind("<think>"); open != std::string_view::npos)
-                    reasoning = reasoning.substr(open + 7);
-                reasoning = python_strip(reasoning, true, false, "\n");
-            }
-            out.append("<|im_start|>assistant\n");
-            if (i > last_query && (last || !reasoning.empty())) {
-                out.append("<think>\n")
-                    .append(python_strip(reasoning, true, true, "\n"))
-                    .append("\n</think>\n\n");
-                out.append(python_strip(content, true, false, "\n"));
-            } else {
-                out.append(content);
-            }
-            out.append("<|im_end|>\n");
-        } else if (m.role == "tool" && t.qwen_roles) {
-            if (i == 0 || messages[i - 1].role != "tool") out.append("<|im_start|>user");
-            out.append("\n<tool_response>\n").append(m.content).append("\n</tool_response>");
-            if (last || messages[i + 1].role != "tool") out.append("<|im_end|>\n");
-        } else if (m.role == "system" || m.role == "user" || m.role == "assistant" || !t.qwen_roles) {
-            turn(m.role, m.content);
-        } else {
-            throw unsupported_error(anvil::detail::message(
-                "chat template (Qwen): message ", i, " has role '", m.role,
-                "', which the template would drop; the roles are system, user, assistant and tool"));
-        }
-    }
-}
-
-ANVIL_INLINE void check_alternation(std::span<const chat_message> turns, std::size_t offset,
-                                    std::string_view rule) {
-    for (std::size_t j = 0; j < turns.size(); ++j)
-        if ((turns[j].role == "user") != (j % 2 == 0))
-            throw error(anvil::detail::message("chat template: ", rule, " (message ", j + offset,
-                                               " has role '", turns[j].role, "')"));
-}
-
-ANVIL_INLINE void render_inst(const chat_template& t, std::span<const chat_message> messages,
-                              std::string& out) {
-    const bool has_system =
-        messages.front().role == "system" && (t.format == chat_format::llama2 || t.mistral_v2);
-    const std::string_view system =
-        has_system ? std::string_view(messages.front().content) : std::string_view();
-    const std::span<const chat_message> turns = has_system ? messages.subspan(1) : messages;
-    const std::size_t offset = has_system ? 1 : 0;
-    if (t.format == chat_format::llama2) {
-        check_alternation(turns, offset,
-                          "Conversation roles must alternate user/assistant/user/assistant/...");
-        for (std::size_t j = 0; j < turns.size(); ++j) {
-            std::string content = turns[j].content;
-            if (j == 0 && has_system)
-                content = "<<SYS>>\n" + std::string(system) + "\n<</SYS>>\n\n" + content;
-            const std::string_view stripped = python_strip(content, true, true);
-            if (turns[j].role == "user") {
-                out.append(t.bos_token).append("[INST] ").append(stripped).append(" [/INST]");
-            } else if (turns[j].role == "assistant") {
-                out.append(" ").append(stripped).append(" ").append(t.eos_token);
-            } else {
-                throw unsupported_error(anvil::detail::message(
-                    "chat template (Llama-2): message ", j + offset, " has role '", turns[j].role,
-                    "'; only user and assistant turns after an optional system message are rendered"));
-            }
-        }
-        return;
-    }
-    out.append(t.bos_token);
-    if (t.mistral_v2) {
-        check_alternation(turns, offset,
-                          "After the optional system message, conversation roles must alternate "
-                          "user/assistant/user/assistant/...");
-    } else {
-        check_alternation(turns, offset,
-                          "Conversation roles must alternate user/assistant/user/assistant/...");
-    }
-    for (std::size_t j = 0; j < turns.size(); ++j) {
-        const chat_message& m = turns[j];
-        if (m.role == "user") {
-            out.append(t.mistral_v2 ? " [INST] " : "[INST] ");
-            if (j == 0 && has_system) out.append(system).append("\n\n");
-            out.append(m.content).append(" [/INST]");
-        } else if (m.role == "assistant") {
-            if (t.mistral_v2) out.append(" ");
-            out.append(m.content).append(t.eos_token);
-            if (t.eos_space) out.append(" ");
-        } else {
-            throw unsupported_error(anvil::detail::message(
-                "chat template (Mistral): message ", j + offset, " has role '", m.role,
-                t.mistral_v2
-                    ? "'; Only user and assistant roles are supported, with the exception of an initial "
-                      "optional system message!"
-                    : "'; Only user and assistant roles are supported!"));
-        }
-    }
-}
-
-}  // namespace anvil::models::recipe_detail
-
-namespace anvil::models {
-
-ANVIL_INLINE std::string render_chat(const chat_template& t, std::span<const chat_message> messages,
-                                     bool add_generation_prompt) {
-    if (messages.empty()) throw error("chat template: the conversation has no messages");
-    std::string out;
-    switch (t.format) {
-        case chat_format::chatml:
-            recipe_detail::render_chatml(t, messages, out);
-            if (add_generation_prompt) {
-                out.append("<|im_start|>assistant\n");
-                if (t.qwen3_thinking && !t.enable_thinking) out.append("<think>\n\n</think>\n\n");
-            }
-            break;
-        case chat_format::llama3:
-            for (std::size_t i = 0; i < messages.size(); ++i) {
-                if (i == 0) out.append(t.bos_token);
-                out.append("<|start_header_id|>").append(messages[i].role).append("<|end_header_id|>\n\n");
-                out.append(recipe_detail::python_strip(messages[i].content, true, true)).append("<|eot_id|>");
-            }
-            if (add_generation_prompt || t.always_generation_prompt)
-                out.append("<|start_header_id|>assistant<|end_header_id|>\n\n");
-            break;
-        case chat_format::mistral:
-        case chat_format::llama2:
-            recipe_detail::render_inst(t, messages, out);
-            break;
-    }
-    return out;
-}
-
-}  // namespace anvil::models
-// anvil: weights's definitions (see weights.hpp; compilation.hpp says when this file is compiled).
-
-#include <algorithm>
-#include <cstdint>
-#include <optional>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
-
-// #include "anvil/core/error.hpp"
-// #include "anvil/core/host_tensor.hpp"
-// #include "anvil/io/checkpoint.hpp"
-// #include "anvil/models/weights.hpp"
-
-namespace anvil::models {
-
-ANVIL_INLINE const tensor_view& checked_weight(const tensor_view& view, const dims& expected,
-                                               std::string_view layout) {
-    if (!(dims(view.shape()) == expected)) {
-        throw shape_error(anvil::detail::message(view.source_name(), ": tensor '", view.name(),
-                                                 "': expected shape ", expected, layout, ", got ",
-                                                 dims(view.shape())));
-    }
-    if (!is_floating(view.type())) {
-        throw type_error(anvil::detail::message(view.source_name(), ": tensor '", view.name(),
-                                                "': expected floating-point weights, got ",
-                                                dtype_name(view.type())));
-    }
-    return view;
-}
-
-ANVIL_INLINE const tensor_view& checked_tensor(const checkpoint& weights, std::string_view name,
-                                               const dims& expected, std::string_view layout) {
-    const tensor_view* view = weights.find(name);
-    if (view == nullptr) {
-        throw format_error(anvil::detail::message(weights.path().string(), ": the tensor '", name,
-                                                  "' is missing (expected shape ", expected, ")"));
-    }
-    return checked_weight(*view, expected, layout);
-}
-
-ANVIL_INLINE weight_loader::weight_loader(graph g, std::shared_ptr<const checkpoint> weights)
-    : graph_(std::move(g)), weights_(std::move(weights)) {
-    if (!weights_) throw error("weight_loader: no checkpoint given");
-}
-
-ANVIL_INLINE bool weight_loader::contains(std::string_view name) const {
-    return weights_->contains(name) || squeezellm_prefix(name).has_value();
-}
-
-ANVIL_INLINE tensor<float> weight_loader::load(std::string_view name, const dims& expected) {
-    const tensor_view* view = weights_->find(name);
-    if (view != nullptr && view->type() == dtype::i8) return from_int8_view(*view, expected);
-    if (view == nullptr) {
-        if (const std::optional<std::string> prefix = squeezellm_prefix(name))
-            return from_squeezellm(*prefix, expected);
-    }
-    return from_view(checked_tensor(*weights_, name, expected), expected);
-}
-
-ANVIL_INLINE std::optional<tensor<float>> weight_loader::load_optional(std::string_view name,
-                                                                       const dims& expected) {
-    const tensor_view* view = weights_->find(name);
-    if (view == nullptr) {
-        if (const std::optional<std::string> prefix = squeezellm_prefix(name))
-            return from_squeezellm(*prefix, expected);
-        return std::nullopt;
-    }
-    if (view->type() == dtype::i8) return from_int8_view(*view, expected);
-    return from_view(checked_weight(*view, expected), expected);
-}
-
-ANVIL_INLINE std::optional<std::string> weight_loader::squeezellm_prefix(std::string_view name) const {
-    constexpr std::string_view suffix = ".weight";
-    if (!name.ends_with(suffix)) return std::nullopt;
-    std::string prefix(name.substr(0, name.size() - suffix.size()));
-    if (!weights_->contains(prefix + ".qweight") || !weights_->contains(prefix + ".lookup_table"))
-        return std::nullopt;
-    return prefix;
-}
-
-ANVIL_INLINE tensor<float> weight_loader::from_squeezellm(std::string_view prefix, const dims& expected) {
-    using anvil::detail::message;
-    const tensor_view& packed = *weights_->find(message(prefix, ".qweight"));
-    const tensor_view& table = *weights_->find(message(prefix, ".lookup_table"));
-    if (expected.rank() != 2) {
-        throw type_error(message(packed.source_name(), ": tensor '", packed.name(),
-                                 "': SqueezeLLM's palettised layout holds matrices, but '", prefix,
-                                 ".weight' is expected with shape ", expected));
-    }
-    const std::int64_t out = expected[0], in = expected[1];
-    if (in % 8 != 0 || packed.type() != dtype::i32 || !(dims(packed.shape()) == dims{in / 8, out})) {
-        throw shape_error(
-            message(packed.source_name(), ": tensor '", packed.name(),
-                    "': SqueezeLLM's packed indices for a weight of shape ", expected, " are i32 [", in / 8,
-                    ", ", out,
-                    "] (eight 4-bit indices a word along the input axis; the input size must be "
-                    "a multiple of 8), got ",
-                    dims(packed.shape()), " ", dtype_name(packed.type())));
-    }
-    constexpr std::int64_t entries = 16;
-    if (!is_floating(table.type()) || !(dims(table.shape()) == dims{out, entries})) {
-        throw shape_error(message(table.source_name(), ": tensor '", table.name(),
-                                  "': SqueezeLLM's lookup table for a weight of shape ", expected,
-                                  " is floating [", out, ", ", entries,
-                                  "] (one 4-bit palette per output channel), got ", dims(table.shape()), " ",
-                                  dtype_name(table.type())));
-    }
-    // Word (r, c) holds inputs 8r..8r+7 of output c, lowest nibble first: transposed to a byte per index, row
-    // by output channel, as the GEMM reads palette indices.
-    host_tensor indices(dtype::u8, expected);
-    std::uint8_t* const unpacked = indices.values<std::uint8_t>().data();
-    const std::byte* words = packed.bytes().data();
-    for (std::int64_t r = 0; r < in / 8; ++r) {
-        for (std::int64_t c = 0; c < out; ++c) {
-            const std::byte* word = words + (r * out + c) * 4;
-            std::uint8_t* row = unpacked + c * in + r * 8;
-            for (int j = 0; j < 8; ++j) {
-                const auto byte = static_cast<unsigned>(word[j / 2]);
-                row[j] = static_cast<std::uint8_t>(j % 2 == 0 ? byte & 15u : byte >> 4);
-            }
-        }
-    }
-    const value stored = graph_.constant(std::move(indices), packed.name());
-    const value palettes = graph_.constant(
-        host_tensor::from(
-            host_tensor(table.type(), dims{out, entries}, table.bytes().data(), weights_).to_f32(),
-            dims{out, entries}),
-        table.name());
-    return tensor<float>(graph_.apply(op::dequantize_lut, {stored, palettes}, attributes{}));
-}
-
-ANVIL_INLINE tensor<float> weight_loader::from_int8_view(const tensor_view& view, const dims& expected) {
-    using anvil::detail::message;
-    const std::string where = message(view.source_name(), ": tensor '", view.name(), "'");
-    if (!(dims(view.shape()) == expected)) {
-        throw shape_error(message(where, ": expected shape ", expected, ", got ", dims(view.shape())));
-    }
-    if (expected.rank() < 2) {
-        throw type_error(message(where,
-                                 ": expected floating-point weights, got i8 (int8 is read for matrices "
-                                 "with a scale per output channel)"));
-    }
-    const std::int64_t channels = expected[0];
-    // A vector of one value per output channel, [C] or [C, 1], as f32.
-    const auto per_channel = [&](const tensor_view& t, std::string_view what) {
-        const bool column = t.rank() == 2 && t.shape()[1] == 1;
-        if (!((t.rank() == 1 || column) && t.shape()[0] == channels) ||
-            !(is_floating(t.type()) || t.type() == dtype::i8 || t.type() == dtype::i32)) {
-            throw shape_error(message(view.source_name(), ": tensor '", t.name(), "' (the ", what,
-                                      " of the int8 weight '", view.name(),
-                                      "') must hold one value per output channel, [", channels, "] or [",
-                                      channels, ", 1], got ", dims(t.shape()), " ", dtype_name(t.type())));
-        }
-        return host_tensor(t.type(), dims{channels}, t.bytes().data(), weights_).to_f32();
-    };
-    const std::string scale_name = view.name() + "_scale";
-    const tensor_view* scale = weights_->find(scale_name);
-    if (scale == nullptr || !is_floating(scale->type())) {
-        throw type_error(message(where, " is int8 ", scale == nullptr ? "without" : "with a non-floating",
-                                 " '", scale_name,
-                                 "': anvil reads int8 weights with a floating-point scale "
-                                 "per output channel beside them (w = (q - zero_point) * scale, as "
-                                 "compressed-tensors' int-quantized checkpoints store them)"));
-    }
-    std::vector<value> inputs{
-        graph_.constant(host_tensor(dtype::i8, expected, view.bytes().data(), weights_), view.name())};
-    inputs.push_back(
-        graph_.constant(host_tensor::from(per_channel(*scale, "scale"), dims{channels}), scale_name));
-    if (const tensor_view* zero_point = weights_->find(view.name() + "_zero_point")) {
-        std::vector<float> zeros = per_channel(*zero_point, "zero point");
-        if (std::any_of(zeros.begin(), zeros.end(), [](float z) { return z != 0.0f; }))
-            inputs.push_back(
-                graph_.constant(host_tensor::from(std::move(zeros), dims{channels}), zero_point->name()));
-    }
-    attributes along_channels;
-    along_channels.axis = 0;
-    return tensor<float>(graph_.apply(op::dequantize_int8, inputs, along_channels));
-}
-
-ANVIL_INLINE tensor<float> weight_loader::from_view(const tensor_view& view, const dims& expected) {
-    // The constant keeps the whole checkpoint (and so its mapping) alive.
-    if (const std::optional<ggml_type> blocks = view.blocks()) {
-        // Quantised as a GGUF file stores it: the blocks stay in the program, [rows, bytes per row], and
-        // the GEMM reads them in place (checkpoint::from_tensors checked that they are whole rows of blocks).
-        std::vector<std::int64_t> block_shape(expected.begin(), expected.end());
-        const std::int64_t rows = static_cast<std::int64_t>(view.element_count()) / block_shape.back();
-        block_shape.back() = static_cast<std::int64_t>(view.byte_size()) / rows;
-        const value stored = graph_.constant(
-            host_tensor(dtype::u8, dims(block_shape), view.bytes().data(), weights_), view.name());
-        attributes type;
-        type.ggml_type = static_cast<std::uint32_t>(*blocks);
-        return tensor<float>(graph_.apply(op::dequantize_ggml, {stored}, type));
-    }
-    host_tensor data(view.type(), expected, view.bytes().data(), weights_);
-    const value stored = graph_.constant(std::move(data), view.name());
-    if (view.type() == dtype::f32) return tensor<float>(stored);
-    attributes to_f32;
-    to_f32.to = dtype::f32;
-    return tensor<float>(graph_.apply(op::cast, {stored}, to_f32));
-}
-
-}  // namespace anvil::models
-// anvil: blocks's definitions (see blocks.hpp; compilation.hpp says when this file is compiled).
-
-#include <optional>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
-
-// #include "anvil/core/error.hpp"
-// #include "anvil/expr/expr.hpp"
-// #include "anvil/models/blocks.hpp"
-
-namespace anvil::models {
-
-ANVIL_INLINE activation parse_activation(std::string_view name) {
-    if (name == "gelu") return activation::gelu;
-    if (name == "gelu_new" || name == "gelu_pytorch_tanh" || name == "gelu_fast")
-        return activation::gelu_tanh;
-    if (name == "quick_gelu") return activation::quick_gelu;
-    if (name == "relu") return activation::relu;
-    if (name == "silu" || name == "swish") return activation::silu;
-    throw unsupported_error(
-        anvil::detail::message("hidden_act '", name,
-                               "' is not supported (gelu, gelu_new, gelu_pytorch_tanh, gelu_fast, "
-                               "quick_gelu, relu, silu, swish)"));
-}
-
-ANVIL_INLINE tensor<float> activate(const tensor<float>& x, activation kind) {
-    switch (kind) {
-        case activation::gelu:
-            return gelu(x);
-        case activation::gelu_tanh:
-            return gelu(x, gelu_approximation::tanh);
-        case activation::quick_gelu:
-            return quick_gelu(x);
-        case activation::relu:
-            return relu(x);
-        case activation::silu:
-            return silu(x);
-    }
-    throw error("activate: unknown activation");
-}
-
-ANVIL_INLINE linear_layer load_linear(weight_loader& weights, const std::string& prefix, std::int64_t out,
-                                      std::int64_t in, bool with_bias) {
-    linear_layer layer{weights.load(prefix + ".weight", dims{out, in}), std::nullopt};
-    if (with_bias) layer.bias = weights.load(prefix + ".bias", dims{out});
-    return layer;
-}
-
-ANVIL_INLINE tensor<float> apply(const linear_layer& layer, const tensor<float>& x) {
-    return layer.bias ? linear(x, layer.weight, *layer.bias) : linear(x, layer.weight);
-}
-
-ANVIL_INLINE norm_layer load_layer_norm(weight_loader& weights, const std::string& prefix, std::int64_t size,
-                                        double epsilon) {
-    return {norm_layer::kind::layer_norm, weights.load(prefix + ".weight", dims{size}),
-            weights.load(prefix + ".bias", dims{size}), epsilon};
-}
-
-ANVIL_INLINE tensor<float> apply(const norm_layer& norm, const tensor<float>& x) {
-    if (norm.type == norm_layer::kind::rms_norm) return rms_norm(x, norm.weight, norm.epsilon);
-    return norm.bias ? layer_norm(x, norm.weight, *norm.bias, norm.epsilon)
-                     : layer_norm(x, norm.weight, std::nullopt, norm.epsilon);
-}
-
-}  // namespace anvil::models
-
-namespace anvil::models::recipe_detail {
-
-ANVIL_INLINE tensor<float> split_heads(const tensor<float>& x, std::int64_t heads, std::int64_t head_dim) {
-    const dims& s = x.shape();
-    return permute(reshape(x, std::vector<std::int64_t>{s[0], s[1], heads, head_dim}), {0, 2, 1, 3});
-}
-
-ANVIL_INLINE tensor<float> merge_heads(const tensor<float>& x) {
-    const dims& s = x.shape();
-    return reshape(permute(x, {0, 2, 1, 3}), std::vector<std::int64_t>{s[0], s[2], s[1] * s[3]});
-}
-
-ANVIL_INLINE tensor<float> l2_normalized_rows(const tensor<float>& x) {
-    return x / clamp(sqrt(sum(x * x, {1}, true)), 1e-12, 3.0e38);
-}
-
-}  // namespace anvil::models::recipe_detail
-
-namespace anvil::models {
-
-ANVIL_INLINE tensor<float> self_attention(const attention_layer& layer, const tensor<float>& x,
-                                          const std::optional<tensor<float>>& mask,
-                                          const attention_options& options) {
-    if (x.rank() != 3) {
-        throw shape_error(
-            anvil::detail::message("self_attention: expected x [batch, sequence, hidden], got ", x.shape()));
-    }
-    const auto q = recipe_detail::split_heads(apply(layer.query, x), layer.heads, layer.head_dim);
-    const auto k = recipe_detail::split_heads(apply(layer.key, x), layer.kv_heads, layer.head_dim);
-    const auto v = recipe_detail::split_heads(apply(layer.value, x), layer.kv_heads, layer.head_dim);
-    const auto context = mask ? attention(q, k, v, *mask, options) : attention(q, k, v, options);
-    return apply(layer.output, recipe_detail::merge_heads(context));
-}
-
-ANVIL_INLINE tensor<float> cross_attention(const attention_layer& layer, const tensor<float>& x,
-                                           const tensor<float>& keys, const tensor<float>& values) {
-    const auto q = recipe_detail::split_heads(apply(layer.query, x), layer.heads, layer.head_dim);
-    return apply(layer.output, recipe_detail::merge_heads(attention(q, keys, values)));
-}
-
-ANVIL_INLINE tensor<float> apply(const mlp_layer& mlp, const tensor<float>& x) {
-    if (mlp.gate) return apply(mlp.down, activate(apply(*mlp.gate, x), mlp.act) * apply(mlp.up, x));
-    return apply(mlp.down, activate(apply(mlp.up, x), mlp.act));
-}
-
-ANVIL_INLINE tensor<float> apply(const post_norm_encoder_layer& layer, const tensor<float>& x,
-                                 const std::optional<tensor<float>>& mask) {
-    const auto h = apply(layer.attention_norm, x + self_attention(layer.attention, x, mask));
-    return apply(layer.output_norm, h + apply(layer.mlp, h));
-}
-
-ANVIL_INLINE tensor<float> apply(const pre_norm_encoder_layer& layer, const tensor<float>& x,
-                                 const std::optional<tensor<float>>& mask, const attention_options& options) {
-    const auto h = x + self_attention(layer.attention, apply(layer.attention_norm, x), mask, options);
-    return h + apply(layer.mlp, apply(layer.mlp_norm, h));
-}
-
-ANVIL_INLINE tensor<float> rotate_half_rows(const tensor<float>& x, const tensor<float>& cos,
-                                            const tensor<float>& sin) {
-    const std::int64_t d = x.shape()[3];
-    const std::int64_t half = cos.shape()[3];
-    if (2 * half > d) {
-        throw shape_error(anvil::detail::message("rotary: tables of ", half, " frequencies rotate ", 2 * half,
-                                                 " features, but a head has ", d));
-    }
-    const auto x1 = slice(x, 3, 0, half);
-    const auto x2 = slice(x, 3, half, 2 * half);
-    std::vector<tensor<float>> parts{x1 * cos - x2 * sin, x2 * cos + x1 * sin};
-    if (2 * half < d) parts.push_back(slice(x, 3, 2 * half, d));
-    return concat(parts, 3);
-}
-
-ANVIL_INLINE decoder_layer_result cached_self_attention(const attention_layer& a, const tensor<float>& h,
-                                                        const std::vector<tensor<float>>& earlier_keys,
-                                                        const std::vector<tensor<float>>& earlier_values,
-                                                        const tensor<float>& mask,
-                                                        const cached_attention_options& options) {
-    auto q = recipe_detail::split_heads(apply(a.query, h), a.heads, a.head_dim);
-    auto k = recipe_detail::split_heads(apply(a.key, h), a.kv_heads, a.head_dim);
-    const auto v = recipe_detail::split_heads(apply(a.value, h), a.kv_heads, a.head_dim);
-    if (options.query_norm) q = apply(*options.query_norm, q);
-    if (options.key_norm) k = apply(*options.key_norm, k);
-    if (options.rope) {
-        q = rotate_half_rows(q, options.rope->first, options.rope->second);
-        k = rotate_half_rows(k, options.rope->first, options.rope->second);
-    }
-    std::vector<tensor<float>> key_parts = earlier_keys, value_parts = earlier_values;
-    key_parts.push_back(k);
-    value_parts.push_back(v);
-    attention_options scaled;
-    scaled.scale = options.scale;
-    const auto context = attention(q, concat(key_parts, 2), concat(value_parts, 2), mask, scaled);
-    return {apply(a.output, recipe_detail::merge_heads(context)), k, v};
-}
-
-ANVIL_INLINE decoder_layer_result apply(const decoder_layer& layer, const tensor<float>& x,
-                                        const std::vector<tensor<float>>& earlier_keys,
-                                        const std::vector<tensor<float>>& earlier_values,
-                                        const tensor<float>& mask,
-                                        const std::optional<std::pair<tensor<float>, tensor<float>>>& rope) {
-    cached_attention_options options;
-    options.query_norm = layer.query_norm ? &*layer.query_norm : nullptr;
-    options.key_norm = layer.key_norm ? &*layer.key_norm : nullptr;
-    options.rope = rope ? &*rope : nullptr;
-    options.scale = layer.attention_scale;
-    const decoder_layer_result attended = cached_self_attention(
-        layer.attention, apply(layer.attention_norm, x), earlier_keys, earlier_values, mask, options);
-    const auto out = x + attended.hidden;
-    return {out + apply(layer.mlp, apply(layer.mlp_norm, out)), attended.key, attended.value};
-}
-
-ANVIL_INLINE decoder_layer_result apply(const decoder_layer& layer, const tensor<float>& x,
-                                        const tensor<float>& cached_key, const tensor<float>& cached_value,
-                                        const tensor<float>& mask,
-                                        const std::optional<std::pair<tensor<float>, tensor<float>>>& rope) {
-    return apply(layer, x, std::vector<tensor<float>>{cached_key}, std::vector<tensor<float>>{cached_value},
-                 mask, rope);
-}
-
-}  // namespace anvil::models
-// anvil: config's definitions (see config.hpp; compilation.hpp says when this file is compiled).
-
-#include <exception>
-#include <filesystem>
-#include <string>
-#include <utility>
-
-// #include "anvil/core/error.hpp"
-// #include "anvil/core/json.hpp"
-// #include "anvil/models/config.hpp"
-
-namespace anvil::models {
-
-ANVIL_INLINE config_reader::config_reader(const json::value& config, std::string source)
-    : config_(config), source_(std::move(source)) {
-    if (!config_.is_object()) throw format_error(anvil::detail::message(source_, ": expected a JSON object"));
-}
-
-ANVIL_INLINE json::value config_reader::read_file(const std::filesystem::path& path) {
-    if (!std::filesystem::exists(path))
-        throw io_error(anvil::detail::message(path.string(), ": no such file"));
-    return json::parse_file(path);
-}
-
-ANVIL_INLINE std::int64_t config_reader::integer(std::string_view key, std::int64_t fallback,
-                                                 std::int64_t minimum, std::int64_t maximum) const {
-    const json::value* v = present(key);
-    if (v == nullptr) return fallback;
-    if (!v->is_integer() || v->as_int() < minimum || v->as_int() > maximum) {
-        throw format_error(anvil::detail::message(source_, ": '", key, "' must be an integer in [", minimum,
-                                                  ", ", maximum, "], got ", json::dump(*v)));
-    }
-    return v->as_int();
-}
-
-ANVIL_INLINE std::int64_t config_reader::required_integer(std::string_view key, std::int64_t minimum,
-                                                          std::int64_t maximum) const {
-    if (present(key) == nullptr)
-        throw format_error(anvil::detail::message(source_, ": '", key, "' is missing"));
-    return integer(key, 0, minimum, maximum);
-}
-
-ANVIL_INLINE double config_reader::positive_number(std::string_view key, double fallback) const {
-    const json::value* v = present(key);
-    if (v == nullptr) return fallback;
-    if (!v->is_number() || !(v->as_double() > 0.0)) {
-        throw format_error(
-            anvil::detail::message(source_, ": '", key, "' must be a positive number, got ", json::dump(*v)));
-    }
-    return v->as_double();
-}
-
-ANVIL_INLINE bool config_reader::boolean(std::string_view key, bool fallback) const {
-    const json::value* v = present(key);
-    if (v == nullptr) return fallback;
-    if (!v->is_bool())
-        throw format_error(
-            anvil::detail::message(source_, ": '", key, "' must be true or false, got ", json::dump(*v)));
-    return v->as_bool();
-}
-
-ANVIL_INLINE std::string config_reader::string(std::string_view key, std::string_view fallback) const {
-    const json::value* v = present(key);
-    if (v == nullptr) return std::string(fallback);
-    if (!v->is_string())
-        throw format_error(
-            anvil::detail::message(source_, ": '", key, "' must be a string, got ", json::dump(*v)));
-    return v->as_string();
-}
-
-ANVIL_INLINE std::vector<std::int64_t> config_reader::integers(std::string_view key,
-                                                               std::int64_t minimum) const {
-    std::vector<std::int64_t> out;
-    const json::value* v = present(key);
-    if (v == nullptr) return out;
-    if (!v->is_array()) {
-        throw format_error(anvil::detail::message(source_, ": '", key, "' must be a list of integers, got ",
-                                                  json::dump(*v)));
-    }
-    for (const auto& item : v->as_array()) {
-        if (!item.is_integer() || item.as_int() < minimum || item.as_int() > (std::int64_t{1} << 31)) {
-            throw format_error(anvil::detail::message(
-                source_, ": '", key, "' must be a list of integers >= ", minimum, ", got ", json::dump(*v)));
-        }
-        out.push_back(item.as_int());
-    }
-    return out;
-}
-
-ANVIL_INLINE std::vector<std::string> config_reader::labels(std::int64_t classes) const {
-    std::vector<std::string> names;
-    names.reserve(static_cast<std::size_t>(classes));
-    for (std::int64_t i = 0; i < classes; ++i)
-        names.push_back("LABEL_" + std::to_string(i));
-    const json::value* map = present("id2label");
-    if (map == nullptr) return names;
-    if (!map->is_object())
-        throw format_error(anvil::detail::message(source_, ": 'id2label' must be an object"));
-    for (const auto& [key, name] : map->as_object()) {
-        std::int64_t index = -1;
-        try {
-            std::size_t used = 0;
-            index = std::stoll(key, &used);
-            if (used != key.size()) index = -1;
-        } catch (const std::exception&) {
-            index = -1;
-        }
-        if (index < 0 || index >= classes || !name.is_string()) {
-            throw format_error(anvil::detail::message(
-                source_, ": id2label entry \"", key, "\" is not a class index in [0, ", classes,
-                ") with a string name (the classifier has ", classes, " outputs)"));
-        }
-        names[static_cast<std::size_t>(index)] = name.as_string();
-    }
-    return names;
-}
-
-ANVIL_INLINE const json::value* config_reader::present(std::string_view key) const {
-    const json::value* v = config_.find(key);
-    return v == nullptr || v->is_null() ? nullptr : v;
-}
-
-}  // namespace anvil::models
-// anvil: rope's definitions (see rope.hpp; compilation.hpp says when this file is compiled).
-
-#include <algorithm>
-#include <cmath>
-#include <cstdint>
-#include <numbers>
-#include <span>
-#include <vector>
-
-// #include "anvil/core/error.hpp"
-// #include "anvil/models/rope.hpp"
-
-namespace anvil::models {
-
-ANVIL_INLINE std::vector<float> rope_inverse_frequencies(const rope_config& c, std::int64_t seq_len) {
-    if (c.rotary_dim < 2 || c.rotary_dim % 2 != 0)
-        throw error(anvil::detail::message("rope: the rotary dimension ", c.rotary_dim,
-                                           " must be even and positive"));
-    const auto half = static_cast<std::size_t>(c.rotary_dim / 2);
-    const auto dim = static_cast<float>(c.rotary_dim);
-    double base = c.theta;
-    if (c.scaling == rope_scaling_kind::dynamic && seq_len > c.max_position_embeddings) {
-        // _compute_dynamic_ntk_parameters
-        const double grown =
-            c.factor * static_cast<double>(seq_len) / static_cast<double>(c.max_position_embeddings) -
-            (c.factor - 1.0);
-        base = base * std::pow(grown, static_cast<double>(dim) / (static_cast<double>(dim) - 2.0));
-    }
-    std::vector<float> inv(half);
-    for (std::size_t i = 0; i < half; ++i) {
-        const float exponent = static_cast<float>(2 * i) / dim;
-        inv[i] = 1.0f / std::pow(static_cast<float>(base), exponent);
-    }
-    if (c.scaling == rope_scaling_kind::linear) {
-        for (float& f : inv)
-            f /= static_cast<float>(c.factor);
-    } else if (c.scaling == rope_scaling_kind::llama3) {
-        // _compute_llama3_parameters: long wavelengths divided by factor, short ones kept, a smooth blend
-        // between.
-        const auto old_context = static_cast<float>(c.original_max_position_embeddings);
-        const auto low = static_cast<float>(c.low_freq_factor);
-        const auto high = static_cast<float>(c.high_freq_factor);
-        const auto factor = static_cast<float>(c.factor);
-        const float low_freq_wavelen = old_context / low;
-        const float high_freq_wavelen = old_context / high;
-        for (float& f : inv) {
-            const float wavelen = 2.0f * std::numbers::pi_v<float> / f;
-            const float scaled = wavelen > low_freq_wavelen ? f / factor : f;
-            const bool medium = !(wavelen < high_freq_wavelen) && !(wavelen > low_freq_wavelen);
-            if (medium) {
-                const float smooth = (old_context / wavelen - low) / (high - low);
-                f = (1.0f - smooth) * scaled / factor + smooth * scaled;
-            } else {
-                f = scaled;
-            }
-        }
-    }
-    return inv;
-}
-
-ANVIL_INLINE rope_tables make_rope_tables(const rope_config& c, std::span<const std::int64_t> positions,
-                                          std::int64_t rows, std::int64_t tokens) {
-    if (rows < 1 || tokens < 1 || static_cast<std::int64_t>(positions.size()) != rows * tokens) {
-        throw error(anvil::detail::message("rope: ", positions.size(), " positions for ", rows, " rows of ",
-                                           tokens, " tokens"));
-    }
-    const auto half = static_cast<std::size_t>(c.rotary_dim / 2);
-    const auto count = positions.size() * half;
-    rope_tables t{std::vector<float>(count, 1.0f), std::vector<float>(count, 0.0f)};
-    for (std::int64_t r = 0; r < rows; ++r) {
-        const auto row =
-            positions.subspan(static_cast<std::size_t>(r * tokens), static_cast<std::size_t>(tokens));
-        const std::int64_t largest = *std::max_element(row.begin(), row.end());
-        if (largest < 0) continue;
-        const std::vector<float> inv = rope_inverse_frequencies(c, largest + 1);
-        for (std::size_t s = 0; s < row.size(); ++s) {
-            if (row[s] < 0) continue;
-            const auto p = static_cast<float>(row[s]);
-            float* cos = t.cos.data() + (static_cast<std::size_t>(r * tokens) + s) * half;
-            float* sin = t.sin.data() + (static_cast<std::size_t>(r * tokens) + s) * half;
-            for (std::size_t i = 0; i < half; ++i) {
-                const float angle = inv[i] * p;  // float32, as torch's inv_freq @ position_ids
-                cos[i] = std::cos(angle);
-                sin[i] = std::sin(angle);
-            }
-        }
-    }
-    return t;
-}
-
-}  // namespace anvil::models
-// anvil: decoder_lm's definitions (see decoder_lm.hpp; compilation.hpp says when this file is compiled).
-
-#include <algorithm>
-#include <cmath>
-#include <cstdint>
-#include <cstring>
-#include <filesystem>
-#include <map>
-#include <memory>
-#include <optional>
-#include <span>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
-
-// #include "anvil/core/error.hpp"
-// #include "anvil/core/json.hpp"
-// #include "anvil/core/masking.hpp"
-// #include "anvil/expr/expr.hpp"
-// #include "anvil/io/checkpoint.hpp"
-// #include "anvil/models/decoder_lm.hpp"
-// #include "anvil/models/weights.hpp"
-
-namespace anvil::models {
-
-ANVIL_INLINE decoder_config decoder_config::load(const std::filesystem::path& folder) {
-    const auto path = folder / "config.json";
-    const json::value document = config_reader::read_file(path);
-    const auto generation_path = folder / "generation_config.json";
-    if (std::filesystem::exists(generation_path)) {
-        const json::value generation = json::parse_file(generation_path);
-        return from_json(document, path.string(), &generation, generation_path.string());
-    }
-    return from_json(document, path.string());
-}
-
-}  // namespace anvil::models
-
-namespace anvil::models::recipe_detail {
-
-ANVIL_INLINE void read_token_ids(const config_reader& config, std::string_view key,
-                                 std::vector<std::int32_t>& out) {
-    const json::value* v = config.find(key);
-    if (v == nullptr || v->is_null()) return;
-    auto add = [&](const json::value& item) {
-        if (!item.is_integer() || item.as_int() < 0 || item.as_int() > (std::int64_t{1} << 31) - 1) {
-            throw format_error(anvil::detail::message(
-                config.source(), ": '", key, "' must be a token id or a list of them, got ", json::dump(*v)));
-        }
-        const auto id = static_cast<std::int32_t>(item.as_int());
-        if (std::find(out.begin(), out.end(), id) == out.end()) out.push_back(id);
-    };
-    if (v->is_array()) {
-        for (const auto& item : v->as_array())
-            add(item);
-    } else {
-        add(*v);
-    }
-}
-
-ANVIL_INLINE void read_rope_scaling(const config_reader& config, decoder_config& c) {
-    const json::value* s = config.find("rope_scaling");
-    if (s == nullptr || s->is_null()) return;
-    if (!s->is_object())
-        throw format_error(anvil::detail::message(config.source(), ": 'rope_scaling' must be an object"));
-    const config_reader scaling(*s, config.source() + " rope_scaling");
-    std::string type = scaling.string("rope_type", "");
-    if (type.empty()) type = scaling.string("type", "default");
-    c.rope.factor = scaling.positive_number("factor", 1.0);
-    if (type == "default") {
-        c.rope.scaling = rope_scaling_kind::none;
-    } else if (type == "linear") {
-        c.rope.scaling = rope_scaling_kind::linear;
-    } else if (type == "dynamic") {
-        c.rope.scaling = rope_scaling_kind::dynamic;
-    } else if (type == "llama3") {
-        c.rope.scaling = rope_scaling_kind::llama3;
-        c.rope.low_freq_factor = scaling.positive_number("low_freq_factor", 1.0);
-        c.rope.high_freq_factor = scaling.positive_number("high_freq_factor", 4.0);
-        c.rope.original_max_position_embeddings = scaling.integer("original_max_position_embeddings", 8192);
-        if (!(c.rope.high_freq_factor > c.rope.low_freq_factor)) {
-            throw format_error(anvil::detail::message(
-                config.source(), ": rope_scaling high_freq_factor ", c.rope.high_freq_factor,
-                " must exceed low_freq_factor ", c.rope.low_freq_factor));
-        }
-    } else {
-        throw unsupported_error(
-            anvil::detail::message(config.source(), ": rope_scaling type '", type,
-                                   "' is not supported (default, linear, dynamic, llama3)"));
-    }
-    if (c.rope.scaling != rope_scaling_kind::none && !scaling.contains("factor"))
-        throw format_error(
-            anvil::detail::message(config.source(), ": rope_scaling '", type, "' has no 'factor'"));
-}
-
-}  // namespace anvil::models::recipe_detail
-
-namespace anvil::models {
-
-ANVIL_INLINE decoder_config decoder_config::from_json(const json::value& document, std::string source,
-                                                      const json::value* generation,
-                                                      std::string generation_source) {
-    const config_reader config(document, std::move(source));
-    decoder_config c;
-    c.model_type = config.string("model_type", "");
-    const std::string& type = c.model_type;
-    if (type == "gpt2") {
-        c.family = decoder_family::gpt2;
-    } else if (type == "llama") {
-        c.family = decoder_family::llama;
-    } else if (type == "qwen2") {
-        c.family = decoder_family::qwen2;
-    } else if (type == "qwen3") {
-        c.family = decoder_family::qwen3;
-    } else if (type == "mistral") {
-        c.family = decoder_family::mistral;
-    } else {
-        throw unsupported_error(anvil::detail::message(
-            config.source(), ": model_type '", type,
-            "' is not a supported decoder language model (gpt2, llama, qwen2, qwen3, mistral)"));
-    }
-    c.vocab_size = config.required_integer("vocab_size");
-    if (c.family == decoder_family::gpt2) {
-        c.hidden = config.integer("n_embd", 768);
-        c.layers = config.integer("n_layer", 12);
-        c.heads = config.integer("n_head", 12);
-        c.kv_heads = c.heads;
-        c.intermediate = config.integer("n_inner", 4 * c.hidden);
-        c.max_position_embeddings = config.integer("n_positions", 1024);
-        c.norm_eps = config.positive_number("layer_norm_epsilon", 1e-5);
-        c.act = parse_activation(config.string("activation_function", "gelu_new"));
-        c.qkv_bias = c.output_bias = c.mlp_bias = true;
-        c.tie_word_embeddings = config.boolean("tie_word_embeddings", true);
-        if (c.hidden % c.heads != 0) {
-            throw format_error(anvil::detail::message(config.source(), ": n_embd ", c.hidden,
-                                                      " is not a multiple of n_head ", c.heads));
-        }
-        c.head_dim = c.hidden / c.heads;
-        // GPT2Attention: scale_attn_weights divides by sqrt(D); scale_attn_by_inverse_layer_idx further by
-        // layer + 1.
-        const bool scaled = config.boolean("scale_attn_weights", true);
-        const bool by_layer = config.boolean("scale_attn_by_inverse_layer_idx", false);
-        for (std::int64_t i = 0; i < c.layers; ++i) {
-            double scale = scaled ? 1.0 / std::sqrt(static_cast<double>(c.head_dim)) : 1.0;
-            if (by_layer) scale /= static_cast<double>(i + 1);
-            c.attention_scales.push_back(scale);
-        }
-    } else {
-        c.hidden = config.required_integer("hidden_size");
-        c.layers = config.required_integer("num_hidden_layers");
-        c.heads = config.required_integer("num_attention_heads");
-        c.kv_heads = config.integer("num_key_value_heads", c.heads);
-        c.intermediate = config.required_integer("intermediate_size");
-        c.max_position_embeddings = config.integer("max_position_embeddings", 2048);
-        c.norm_eps = config.positive_number("rms_norm_eps", 1e-6);
-        c.act = parse_activation(config.string("hidden_act", "silu"));
-        c.tie_word_embeddings = config.boolean("tie_word_embeddings", false);
-        const bool explicit_head_dim = c.family == decoder_family::qwen3;
-        if (!explicit_head_dim && c.hidden % c.heads != 0 && !config.contains("head_dim")) {
-            throw format_error(anvil::detail::message(config.source(), ": hidden_size ", c.hidden,
-                                                      " is not a multiple of num_attention_heads ", c.heads,
-                                                      " (and there is no head_dim)"));
-        }
-        c.head_dim = config.integer("head_dim", explicit_head_dim ? 128 : c.hidden / c.heads);
-        if (c.heads % c.kv_heads != 0) {
-            throw format_error(anvil::detail::message(config.source(), ": num_attention_heads ", c.heads,
-                                                      " is not a multiple of num_key_value_heads ",
-                                                      c.kv_heads));
-        }
-        switch (c.family) {
-            case decoder_family::llama:
-                c.qkv_bias = c.output_bias = config.boolean("attention_bias", false);
-                c.mlp_bias = config.boolean("mlp_bias", false);
-                break;
-            case decoder_family::qwen2:
-                c.qkv_bias = true;  // Qwen2Attention: q/k/v always have a bias, o_proj none
-                break;
-            case decoder_family::qwen3:
-                c.qkv_bias = c.output_bias = config.boolean("attention_bias", false);
-                c.qk_norm = true;
-                break;
-            default:
-                break;
-        }
-        if (c.family == decoder_family::qwen2 || c.family == decoder_family::qwen3) {
-            if (config.boolean("use_sliding_window", false)) {
-                throw unsupported_error(anvil::detail::message(
-                    config.source(), ": use_sliding_window true is not supported for ", type,
-                    " (Qwen's per-layer sliding window; Mistral's sliding_window is)"));
-            }
-        }
-        if (c.family == decoder_family::mistral) c.sliding_window = config.integer("sliding_window", 0, 0);
-        c.rope.theta = config.positive_number("rope_theta", 10000.0);
-        c.rope.max_position_embeddings = c.max_position_embeddings;
-        const double partial = config.positive_number("partial_rotary_factor", 1.0);
-        const double rotary = static_cast<double>(c.head_dim) * partial;
-        c.rope.rotary_dim = static_cast<std::int64_t>(rotary);
-        if (partial > 1.0 || static_cast<double>(c.rope.rotary_dim) != rotary || c.rope.rotary_dim % 2 != 0 ||
-            c.rope.rotary_dim < 2) {
-            throw unsupported_error(
-                anvil::detail::message(config.source(), ": partial_rotary_factor ", partial, " of head_dim ",
-                                       c.head_dim, " does not give an even number of rotated features"));
-        }
-        recipe_detail::read_rope_scaling(config, c);
-        c.attention_scales.assign(static_cast<std::size_t>(c.layers), 0.0);
-    }
-    recipe_detail::read_token_ids(config, "eos_token_id", c.eos_token_ids);
-    std::vector<std::int32_t> bos;
-    recipe_detail::read_token_ids(config, "bos_token_id", bos);
-    if (generation != nullptr) {
-        const config_reader gen(*generation, std::move(generation_source));
-        recipe_detail::read_token_ids(gen, "eos_token_id", c.eos_token_ids);
-        recipe_detail::read_token_ids(gen, "bos_token_id", bos);
-    }
-    if (!bos.empty()) c.bos_token_id = bos.front();
-    for (const std::int32_t id : c.eos_token_ids) {
-        if (id >= c.vocab_size) {
-            throw format_error(anvil::detail::message(config.source(), ": eos_token_id ", id,
-                                                      " is outside the vocabulary (vocab_size ", c.vocab_size,
-                                                      ")"));
-        }
-    }
-    return c;
-}
-
-ANVIL_INLINE decoder_weight_source::decoder_weight_source(std::shared_ptr<const checkpoint> weights,
-                                                          const decoder_config& c)
-    : weights_(std::move(weights)) {
-    if (weights_->contains("model.embed_tokens.weight") || weights_->contains("transformer.wte.weight")) {
-        prefix_ = c.learned_positions() ? "transformer." : "model.";
-    }
-    const std::string probe = prefix_ + (c.learned_positions() ? "wte.weight" : "embed_tokens.weight");
-    if (!weights_->contains(probe)) {
-        throw format_error(anvil::detail::message(weights_->path().string(), ": no ", c.model_type,
-                                                  " weights: the tensor '", probe, "' is missing"));
-    }
-    if (c.learned_positions()) prepare_gpt2(c);
-}
-
-ANVIL_INLINE tensor<float> decoder_weight_source::load(weight_loader& loader, const std::string& name,
-                                                       const dims& expected) const {
-    const auto found = prepared_.find(name);
-    if (found == prepared_.end()) return loader.load(prefix_ + name, expected);
-    graph& g = loader.target();
-    const value stored = g.constant(found->second, prefix_ + name);
-    if (found->second.type() == dtype::f32) return tensor<float>(stored);
-    attributes to_f32;
-    to_f32.to = dtype::f32;
-    return tensor<float>(g.apply(op::cast, {stored}, to_f32));
-}
-
-ANVIL_INLINE std::shared_ptr<const decoder_weight_source> decoder_weight_source::with_tensors(
-    std::map<std::string, host_tensor> replacements) const {
-    auto copy = std::make_shared<decoder_weight_source>(*this);
-    for (auto& [name, tensor] : replacements)
-        copy->prepared_.insert_or_assign(name, std::move(tensor));
-    return copy;
-}
-
-ANVIL_INLINE const tensor_view& decoder_weight_source::find(const std::string& name, const dims& expected,
-                                                            std::string_view layout) const {
-    return checked_tensor(*weights_, prefix_ + name, expected, layout);
-}
-
-ANVIL_INLINE void decoder_weight_source::transpose_conv1d(const std::string& name, std::int64_t in,
-                                                          std::int64_t out,
-                                                          const std::vector<std::string>& pieces) {
-    const tensor_view& weight = find(name + ".weight", dims{in, out}, " (Conv1D [in, out])");
-    const tensor_view& bias = find(name + ".bias", dims{out}, "");
-    if (weight.blocks()) {
-        throw unsupported_error(anvil::detail::message(
-            weights_->path().string(), ": tensor '", weight.name(), "' is a Conv1D weight [in, out] in ggml ",
-            ggml_type_name(*weight.blocks()), " blocks, which cannot be transposed as they are"));
-    }
-    const auto part = out / static_cast<std::int64_t>(pieces.size());
-    const std::size_t size = dtype_size(weight.type());
-    const auto* from = reinterpret_cast<const unsigned char*>(weight.bytes().data());
-    for (std::size_t n = 0; n < pieces.size(); ++n) {
-        const std::int64_t first = static_cast<std::int64_t>(n) * part;
-        host_tensor t(weight.type(), dims{part, in});
-        auto* to = static_cast<unsigned char*>(t.raw());
-        for (std::int64_t i = 0; i < in; ++i) {
-            for (std::int64_t o = 0; o < part; ++o) {
-                std::memcpy(to + static_cast<std::size_t>(o * in + i) * size,
-                            from + static_cast<std::size_t>(i * out + first + o) * size, size);
-            }
-        }
-        prepared_.emplace(pieces[n] + ".weight", std::move(t));
-        const std::byte* b = bias.bytes().data() + static_cast<std::size_t>(first) * dtype_size(bias.type());
-        prepared_.emplace(pieces[n] + ".bias", host_tensor(bias.type(), dims{part}, b, weights_));
-    }
-}
-
-ANVIL_INLINE void decoder_weight_source::prepare_gpt2(const decoder_config& c) {
-    for (std::int64_t i = 0; i < c.layers; ++i) {
-        const std::string p = "h." + std::to_string(i) + ".";
-        // A layer whose q, k and v come split (a llama.cpp file, models/gguf_decoder.hpp) holds its four
-        // matrices as linear weights [out, in] already: nothing to transpose.
-        if (weights_->contains(prefix_ + p + "attn.q.weight")) continue;
-        transpose_conv1d(p + "attn.c_attn", c.hidden, 3 * c.hidden,
-                         {p + "attn.q", p + "attn.k", p + "attn.v"});
-        transpose_conv1d(p + "attn.c_proj", c.hidden, c.hidden, {p + "attn.c_proj"});
-        transpose_conv1d(p + "mlp.c_fc", c.hidden, c.intermediate, {p + "mlp.c_fc"});
-        transpose_conv1d(p + "mlp.c_proj", c.intermediate, c.hidden, {p + "mlp.c_proj"});
-    }
-}
-
-}  // namespace anvil::models
-
-namespace anvil::models::recipe_detail {
-
-ANVIL_INLINE linear_layer load_decoder_linear(weight_loader& loader, const decoder_weight_source& source,
-                                              const std::string& name, std::int64_t out, std::int64_t in,
-                                              bool bias) {
-    linear_layer layer{source.load(loader, name + ".weight", dims{out, in}), std::nullopt};
-    if (bias) layer.bias = source.load(loader, name + ".bias", dims{out});
-    return layer;
-}
-
-ANVIL_INLINE norm_layer load_decoder_norm(weight_loader& loader, const decoder_weight_source& source,
-                                          const std::string& name, std::int64_t size, double eps,
-                                          bool layer_norm) {
-    norm_layer n;
-    n.type = layer_norm ? norm_layer::kind::layer_norm : norm_layer::kind::rms_norm;
-    n.weight = source.load(loader, name + ".weight", dims{size});
-    if (layer_norm) n.bias = source.load(loader, name + ".bias", dims{size});
-    n.epsilon = eps;
-    return n;
-}
-
-ANVIL_INLINE attention_layer load_gpt2_attention(weight_loader& loader, const decoder_weight_source& source,
-                                                 const decoder_config& c, const std::string& p) {
-    attention_layer a;
-    a.query = load_decoder_linear(loader, source, p + "attn.q", c.hidden, c.hidden, true);
-    a.key = load_decoder_linear(loader, source, p + "attn.k", c.hidden, c.hidden, true);
-    a.value = load_decoder_linear(loader, source, p + "attn.v", c.hidden, c.hidden, true);
-    a.output = load_decoder_linear(loader, source, p + "attn.c_proj", c.hidden, c.hidden, true);
-    return a;
-}
-
-}  // namespace anvil::models::recipe_detail
-
-namespace anvil::models {
-
-ANVIL_INLINE decoder_weights load_decoder_weights(weight_loader& loader, const decoder_weight_source& source,
-                                                  const decoder_config& c) {
-    decoder_weights w;
-    const bool gpt2 = c.learned_positions();
-    w.token_embeddings =
-        source.load(loader, gpt2 ? "wte.weight" : "embed_tokens.weight", dims{c.vocab_size, c.hidden});
-    if (gpt2)
-        w.position_embeddings = source.load(loader, "wpe.weight", dims{c.max_position_embeddings, c.hidden});
-    const std::int64_t q_out = c.heads * c.head_dim, kv_out = c.kv_heads * c.head_dim;
-    for (std::int64_t i = 0; i < c.layers; ++i) {
-        decoder_layer layer;
-        layer.attention_scale = c.attention_scales.at(static_cast<std::size_t>(i));
-        if (gpt2) {
-            const std::string p = "h." + std::to_string(i) + ".";
-            layer.attention_norm =
-                recipe_detail::load_decoder_norm(loader, source, p + "ln_1", c.hidden, c.norm_eps, true);
-            layer.attention = recipe_detail::load_gpt2_attention(loader, source, c, p);
-            layer.mlp_norm =
-                recipe_detail::load_decoder_norm(loader, source, p + "ln_2", c.hidden, c.norm_eps, true);
-            layer.mlp.up = recipe_detail::load_decoder_linear(loader, source, p + "mlp.c_fc", c.intermediate,
-                                                              c.hidden, true);
-            layer.mlp.down = recipe_detail::load_decoder_linear(loader, source, p + "mlp.c_proj", c.hidden,
-                                                                c.intermediate, true);
-        } else {
-            const std::string p = "layers." + std::to_string(i) + ".";
-            layer.attention_norm = recipe_detail::load_decoder_norm(loader, source, p + "input_layernorm",
-                                                                    c.hidden, c.norm_eps, false);
-            attention_layer& a = layer.attention;
-            a.query = recipe_detail::load_decoder_linear(loader, source, p + "self_attn.q_proj", q_out,
-                                                         c.hidden, c.qkv_bias);
-            a.key = recipe_detail::load_decoder_linear(loader, source, p + "self_attn.k_proj", kv_out,
-                                                       c.hidden, c.qkv_bias);
-            a.value = recipe_detail::load_decoder_linear(loader, source, p + "self_attn.v_proj", kv_out,
-                                                         c.hidden, c.qkv_bias);
-            a.output = recipe_detail::load_decoder_linear(loader, source, p + "self_attn.o_proj", c.hidden,
-                                                          q_out, c.output_bias);
-            if (c.qk_norm) {
-                layer.query_norm = recipe_detail::load_decoder_norm(loader, source, p + "self_attn.q_norm",
-                                                                    c.head_dim, c.norm_eps, false);
-                layer.key_norm = recipe_detail::load_decoder_norm(loader, source, p + "self_attn.k_norm",
-                                                                  c.head_dim, c.norm_eps, false);
-            }
-            layer.mlp_norm = recipe_detail::load_decoder_norm(loader, source, p + "post_attention_layernorm",
-                                                              c.hidden, c.norm_eps, false);
-            layer.mlp.gate = recipe_detail::load_decoder_linear(loader, source, p + "mlp.gate_proj",
-                                                                c.intermediate, c.hidden, c.mlp_bias);
-            layer.mlp.up = recipe_detail::load_decoder_linear(loader, source, p + "mlp.up_proj",
-                                                              c.intermediate, c.hidden, c.mlp_bias);
-            layer.mlp.down = recipe_detail::load_decoder_linear(loader, source, p + "mlp.down_proj", c.hidden,
-                                                                c.intermediate, c.mlp_bias);
-        }
-        layer.attention.heads = c.heads;
-        layer.attention.kv_heads = c.kv_heads;
-        layer.attention.head_dim = c.head_dim;
-        layer.mlp.act = c.act;
-        w.layers.push_back(std::move(layer));
-    }
-    w.final_norm =
-        recipe_detail::load_decoder_norm(loader, source, gpt2 ? "ln_f" : "norm", c.hidden, c.norm_eps, gpt2);
-    // lm_head sits outside the base model's prefix (GPT2LMHeadModel, LlamaForCausalLM).
-    if (c.tie_word_embeddings) {
-        w.head = w.token_embeddings;
-    } else {
-        w.head = loader.load("lm_head.weight", dims{c.vocab_size, c.hidden});
-    }
-    return w;
-}
-
-ANVIL_INLINE std::string cache_key_name(std::int64_t layer) {
-    return "k" + std::to_string(layer);
-}
-
-ANVIL_INLINE std::string cache_value_name(std::int64_t layer) {
-    return "v" + std::to_string(layer);
-}
-
-ANVIL_INLINE std::string layer_stage_label(std::int64_t layer) {
-    return "layer " + std::to_string(layer);
-}
-
-ANVIL_INLINE std::string window_key_name(std::int64_t layer) {
-    return "wk" + std::to_string(layer);
-}
-
-ANVIL_INLINE std::string window_value_name(std::int64_t layer) {
-    return "wv" + std::to_string(layer);
-}
-
-ANVIL_INLINE std::vector<named_tensor> decoder_step_inputs(
-    const decoder_config& c, std::span<const std::int32_t> ids, std::span<const std::int64_t> positions,
-    std::span<const std::int64_t> cache_positions, std::int64_t batch, std::int64_t tokens,
-    std::int64_t context, std::span<const std::int64_t> select) {
-    std::vector<named_tensor> in;
-    in.push_back({std::string(step_ids_name),
-                  host_tensor::from(std::vector<std::int32_t>(ids.begin(), ids.end()), dims{batch, tokens})});
-    if (c.learned_positions()) {
-        std::vector<std::int32_t> p(positions.size());
-        for (std::size_t i = 0; i < p.size(); ++i)
-            p[i] = static_cast<std::int32_t>(std::max<std::int64_t>(positions[i], 0));
-        in.push_back({std::string(step_positions_name), host_tensor::from(p, dims{batch, tokens})});
-    } else {
-        auto tables = make_rope_tables(c.rope, positions, batch, tokens);
-        const dims table{batch, 1, tokens, c.rope.rotary_dim / 2};
-        in.push_back({std::string(step_cos_name), host_tensor::from(tables.cos, table)});
-        in.push_back({std::string(step_sin_name), host_tensor::from(tables.sin, table)});
-    }
-    const std::int64_t width = context + tokens;
-    std::vector<float> mask(static_cast<std::size_t>(batch * tokens * width), masked_score);
-    auto visible = [&](std::int64_t q, std::int64_t k) {
-        return k >= 0 && k <= q && (c.sliding_window == 0 || q - k < c.sliding_window);
-    };
-    for (std::int64_t b = 0; b < batch; ++b) {
-        for (std::int64_t i = 0; i < tokens; ++i) {
-            float* row = mask.data() + (b * tokens + i) * width;
-            const std::int64_t q = positions[static_cast<std::size_t>(b * tokens + i)];
-            if (q < 0) {
-                row[context + i] = 0.0f;
-                continue;
-            }
-            for (std::int64_t j = 0; j < context; ++j)
-                if (visible(q, cache_positions[static_cast<std::size_t>(b * context + j)])) row[j] = 0.0f;
-            for (std::int64_t j = 0; j < tokens; ++j)
-                if (visible(q, positions[static_cast<std::size_t>(b * tokens + j)])) row[context + j] = 0.0f;
-        }
-    }
-    in.push_back({std::string(step_mask_name), host_tensor::from(mask, dims{batch, 1, tokens, width})});
-    if (!select.empty()) {
-        std::vector<float> one_hot(static_cast<std::size_t>(batch * tokens), 0.0f);
-        for (std::int64_t b = 0; b < batch; ++b)
-            one_hot[static_cast<std::size_t>(b * tokens + select[static_cast<std::size_t>(b)])] = 1.0f;
-        in.push_back({std::string(step_select_name), host_tensor::from(one_hot, dims{batch, 1, tokens})});
-    }
-    return in;
-}
-
-ANVIL_INLINE std::vector<value> decoder_step(graph& g, const decoder_weights& w, const decoder_config& c,
-                                             const step_shape& s,
-                                             const std::optional<step_rope>& rope_tables) {
-    // Stages (graph::begin_stage): the embedding, each layer, the head. A model whose weights pass one
-    // Neural Engine program's limit runs as chunks of whole layers (backend/ane/partition.hpp).
-    g.begin_stage(std::string(embedding_stage_label));
-    const dims tokens{s.batch, s.tokens};
-    auto ids = g.input<std::int32_t>(std::string(step_ids_name), tokens);
-    tensor<float> x = embedding(w.token_embeddings, ids);
-    std::optional<std::pair<tensor<float>, tensor<float>>> rope;
-    if (w.position_embeddings) {
-        x = x + embedding(*w.position_embeddings,
-                          g.input<std::int32_t>(std::string(step_positions_name), tokens));
-    } else if (rope_tables) {
-        auto positions = g.input<std::int32_t>(std::string(step_positions_name), tokens);
-        const dims table{s.batch, 1, s.tokens, c.rope.rotary_dim / 2};
-        rope.emplace(reshape(embedding(rope_tables->cos, positions), table),
-                     reshape(embedding(rope_tables->sin, positions), table));
-    } else {
-        const dims table{s.batch, 1, s.tokens, c.rope.rotary_dim / 2};
-        rope.emplace(g.input<float>(std::string(step_cos_name), table),
-                     g.input<float>(std::string(step_sin_name), table));
-    }
-    auto mask = g.input<float>(std::string(step_mask_name),
-                               dims{s.batch, 1, s.tokens, s.context + s.window + s.tokens});
-    std::vector<value> caches;
-    const dims cache{s.batch, c.kv_heads, s.context, c.head_dim};
-    const dims window{s.batch, c.kv_heads, s.window, c.head_dim};
-    for (std::int64_t i = 0; i < c.layers; ++i) {
-        g.begin_stage(layer_stage_label(i));
-        std::vector<tensor<float>> keys{g.input<float>(cache_key_name(i), cache)};
-        std::vector<tensor<float>> values{g.input<float>(cache_value_name(i), cache)};
-        if (s.window > 0) {
-            keys.push_back(g.input<float>(window_key_name(i), window));
-            values.push_back(g.input<float>(window_value_name(i), window));
-        }
-        auto out = apply(w.layers[static_cast<std::size_t>(i)], x, keys, values, mask, rope);
-        x = out.hidden;
-        caches.push_back(out.key.value());
-        caches.push_back(out.value.value());
-    }
-    g.begin_stage(std::string(head_stage_label));
-    if (s.select) x = matmul(g.input<float>(std::string(step_select_name), dims{s.batch, 1, s.tokens}), x);
-    const auto logits = linear(apply(w.final_norm, x), w.head);
-    std::vector<value> outputs{logits.value()};
-    outputs.insert(outputs.end(), caches.begin(), caches.end());
-    return outputs;
-}
-
-ANVIL_INLINE std::vector<value> decoder_state_step(graph& g, const decoder_weights& w,
-                                                   const decoder_config& c, std::int64_t tokens,
-                                                   std::int64_t context) {
-    if (tokens < 1 || context < 1) {
-        throw error(anvil::detail::message("decoder_state_step: ", tokens, " tokens and ", context,
-                                           " cache slots; both must be positive"));
-    }
-    std::optional<step_rope> rope;
-    if (!c.learned_positions()) {
-        if (c.rope.scaling == rope_scaling_kind::dynamic && context > c.rope.max_position_embeddings) {
-            throw unsupported_error(anvil::detail::message(
-                "export: dynamic RoPE scaling changes its frequencies past ", c.rope.max_position_embeddings,
-                " positions, so a context of ", context, " has no fixed tables; export at most ",
-                c.rope.max_position_embeddings));
-        }
-        std::vector<std::int64_t> every(static_cast<std::size_t>(context));
-        for (std::int64_t p = 0; p < context; ++p)
-            every[static_cast<std::size_t>(p)] = p;
-        const rope_tables made = make_rope_tables(c.rope, every, 1, context);
-        const dims table{context, c.rope.rotary_dim / 2};
-        rope.emplace(step_rope{g.constant<float>(host_tensor::from(made.cos, table), "rope.cos"),
-                               g.constant<float>(host_tensor::from(made.sin, table), "rope.sin")});
-    }
-    std::vector<value> outputs = decoder_step(g, w, c, {1, tokens, context, false, 0}, rope);
-    write_step_into_caches(g, outputs, tokens, context, c.kv_heads, c.head_dim);
-    return outputs;
-}
-
-ANVIL_INLINE void write_step_into_caches(graph& g, std::vector<value>& outputs, std::int64_t tokens,
-                                         std::int64_t context, std::int64_t kv_heads, std::int64_t head_dim) {
-    // Placing S new rows in T slots: a matmul [1, T, S] x [1, S, kv_heads * D] (the heads flattened, so the
-    // product has no broadcast batch), and the slots written are cleared first.
-    auto write = g.input<float>(std::string(step_cache_write_name), dims{1, 1, context, tokens});
-    auto keep = 1.0f - sum(write, {3}, true);  // [1, 1, T, 1]
-    auto flat_write = reshape(write, dims{1, context, tokens});
-    const std::int64_t row = kv_heads * head_dim;
-    for (std::size_t k = 1; k < outputs.size(); ++k) {
-        const std::int64_t layer = static_cast<std::int64_t>((k - 1) / 2);
-        auto cache =
-            tensor<float>(g.input_named(k % 2 == 1 ? cache_key_name(layer) : cache_value_name(layer)));
-        auto fresh = tensor<float>(outputs[k]);  // [1, kv_heads, S, D]
-        auto rows = reshape(permute(fresh, {0, 2, 1, 3}), dims{1, tokens, row});
-        auto placed =
-            permute(reshape(matmul(flat_write, rows), dims{1, context, kv_heads, head_dim}), {0, 2, 1, 3});
-        outputs[k] = (cache * keep + placed).value();
-    }
-}
-
-}  // namespace anvil::models
-// anvil: fp16_rescale's definitions (see fp16_rescale.hpp; compilation.hpp says when this file is compiled).
-
-#include <algorithm>
-#include <cmath>
-#include <cstddef>
-#include <cstdint>
-#include <map>
-#include <memory>
-#include <numeric>
-#include <optional>
-#include <span>
-#include <sstream>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
-
-// #include "anvil/backend/compile.hpp"
-// #include "anvil/core/bfloat16.hpp"
-// #include "anvil/core/error.hpp"
-// #include "anvil/core/ggml_types.hpp"
-// #include "anvil/core/half.hpp"
-// #include "anvil/expr/expr.hpp"
-// #include "anvil/models/fp16_rescale.hpp"
-
-namespace anvil::models::recipe_detail {
-
-// fp16's largest finite value: the most a consumer's weight may reach after its 2^s.
-inline constexpr double fp16_largest = 65504.0;
-
-ANVIL_INLINE host_tensor scaled_by_power_of_two(std::span<const float> values, const dims& shape,
-                                                dtype stored, int exponent, std::string_view name) {
-    std::vector<float> scaled(values.size());
-    for (std::size_t i = 0; i < values.size(); ++i) {
-        const float x = values[i];
-        const float y = std::ldexp(x, exponent);
-        // Inexact only where a value overflows float32 or falls into its subnormals.
-        if (!std::isfinite(y) || std::ldexp(y, -exponent) != x) {
-            throw error(anvil::detail::message("fp16 rescale: '", name, "' times 2^", exponent,
-                                               " is not exact in float32 (element ", i, ": ", x, ")"));
-        }
-        scaled[i] = y;
-    }
-    const auto narrowed = [&]<class Narrow>() -> std::optional<host_tensor> {
-        std::vector<Narrow> narrow(scaled.size());
-        for (std::size_t i = 0; i < scaled.size(); ++i) {
-            narrow[i] = Narrow(scaled[i]);
-            if (static_cast<float>(narrow[i]) != scaled[i]) return std::nullopt;
-        }
-        return host_tensor::from(narrow, shape);
-    };
-    std::optional<host_tensor> kept;
-    if (stored == dtype::f16) kept = narrowed.template operator()<half>();
-    if (stored == dtype::bf16) kept = narrowed.template operator()<bfloat16>();
-    return kept ? std::move(*kept) : host_tensor::from(scaled, shape);
-}
-
-// One pair of one layer in a calibration graph: its two linear nodes.
-struct calibration_site {
-    std::int64_t layer = 0;
-    projection_pair pair = projection_pair::attention;
-    value_id producer = 0, consumer = 0;
-    std::string not_linear;  // why the pair cannot be rescaled, or empty
-};
-
-struct calibration_graph {
-    graph g;
-    value logits;
-    std::vector<calibration_site> sites;
-};
-
-// The linear node of `g` whose weight operand is `weight`.
-ANVIL_INLINE value_id linear_reading(const graph& g, const tensor<float>& weight) {
-    const value_id w = weight.value().id();
-    for (value_id id = 0; id < g.size(); ++id) {
-        const node& n = g[id];
-        if (n.kind == op::linear && n.inputs.size() >= 2 && n.inputs[1] == w) return id;
-    }
-    throw error(anvil::detail::message("fp16 rescale: no linear node reads weight value %", w));
-}
-
-// The decoder's step for one sequence of `tokens` tokens (its one cache slot hidden by the mask), and where
-// each pair's projections sit in it.
-ANVIL_INLINE calibration_graph build_calibration_graph(const decoder_config& c,
-                                                       const decoder_weight_source& source,
-                                                       std::int64_t tokens) {
-    calibration_graph out;
-    weight_loader loader(out.g, source.file());
-    const decoder_weights w = load_decoder_weights(loader, source, c);
-    out.logits = decoder_step(out.g, w, c, {1, tokens, 1, false, 0}).front();
-    for (std::size_t i = 0; i < w.layers.size(); ++i) {
-        const decoder_layer& layer = w.layers[i];
-        const auto layer_index = static_cast<std::int64_t>(i);
-        out.sites.push_back({layer_index,
-                             projection_pair::attention,
-                             linear_reading(out.g, layer.attention.value.weight),
-                             linear_reading(out.g, layer.attention.output.weight),
-                             {}});
-        calibration_site mlp{layer_index,
-                             projection_pair::mlp,
-                             linear_reading(out.g, layer.mlp.up.weight),
-                             linear_reading(out.g, layer.mlp.down.weight),
-                             {}};
-        // relu is positively homogeneous; gelu and its kin are not, so no power of two passes through them.
-        if (!layer.mlp.gate && layer.mlp.act != activation::relu) {
-            mlp.not_linear =
-                "not rescalable: the MLP's activation (not relu) lies between the two, and act(x / 2^s) is "
-                "not "
-                "act(x) / 2^s";
-        }
-        out.sites.push_back(std::move(mlp));
-    }
-    return out;
-}
-
-ANVIL_INLINE compile_options calibration_options(const compile_options& cpu, const decoder_config& c,
-                                                 bool ane_numerics) {
-    compile_options o;
-    o.target = device::cpu;
-    o.kernels = cpu.kernels;
-    o.threads = cpu.threads;
-    o.ane_numerics = ane_numerics;
-    for (std::int64_t i = 0; i < c.layers; ++i) {  // one empty slot each, which the mask hides
-        o.resident_inputs.push_back(cache_key_name(i));
-        o.resident_inputs.push_back(cache_value_name(i));
-    }
-    return o;
-}
-
-// The stored constant behind a weight value (through its cast or dequantisation to f32), and the f32 values
-// the graph computes with.
-struct stored_weight {
-    std::string name;
-    dtype type = dtype::f32;  // what a scaled copy may keep (f32 for quantised blocks)
-    dims shape;
-    std::vector<float> values;
-};
-
-ANVIL_INLINE stored_weight read_stored_weight(const graph& g, value_id id) {
-    const node& top = g[id];
-    const bool converted = top.kind == op::cast || top.kind == op::dequantize_ggml;
-    const node& constant = converted ? g[top.inputs.at(0)] : top;
-    if (constant.kind != op::constant) {
-        throw error(anvil::detail::message("fp16 rescale: weight value %", id, " is a ", op_name(top.kind),
-                                           ", not a stored tensor"));
-    }
-    stored_weight w;
-    w.name = constant.name;
-    w.shape = top.result.shape;
-    if (top.kind == op::dequantize_ggml) {
-        w.values.resize(static_cast<std::size_t>(w.shape.element_count()));
-        const host_tensor& blocks = constant.data;
-        dequantize_ggml(
-            static_cast<ggml_type>(top.attrs.ggml_type),
-            std::span<const std::byte>(static_cast<const std::byte*>(blocks.raw()), blocks.byte_size()),
-            w.values);
-    } else {
-        w.type = constant.data.type();
-        w.values = constant.data.to_f32();
-    }
-    return w;
-}
-
-ANVIL_INLINE bool finite_values(const host_tensor& t) {
-    for (const float x : t.to_f32())
-        if (!std::isfinite(x)) return false;
-    return true;
-}
-
-}  // namespace anvil::models::recipe_detail
-
-namespace anvil::models {
-
-ANVIL_INLINE std::string_view projection_pair_name(projection_pair pair) noexcept {
-    return pair == projection_pair::attention ? "attention" : "mlp";
-}
-
-ANVIL_INLINE int fp16_rescale_shift(double peak, double limit) {
-    if (!(limit > 0.0 && limit <= recipe_detail::fp16_largest)) {
-        throw error(anvil::detail::message("fp16 rescale: the limit must be in (0, 65504], got ", limit));
-    }
-    if (!std::isfinite(peak))
-        throw error(anvil::detail::message("fp16 rescale: the peak ", peak, " is not finite"));
-    int shift = 0;
-    while (std::ldexp(std::fabs(peak), -shift) > limit)
-        ++shift;
-    return shift;
-}
-
-ANVIL_INLINE std::size_t fp16_rescale_report::rescaled_pairs() const noexcept {
-    std::size_t count = 0;
-    for (const fp16_pair_scale& p : pairs)
-        count += p.shift > 0 ? 1 : 0;
-    return count;
-}
-
-ANVIL_INLINE std::string fp16_rescale_report::to_string() const {
-    std::ostringstream out;
-    out << "fp16 rescale: " << calibration_tokens << " calibration tokens, limit " << limit << ", "
-        << rescaled_pairs() << " of " << pairs.size() << " pairs rescaled\n";
-    for (const fp16_pair_scale& p : pairs) {
-        out << "layer " << p.layer << ' ' << projection_pair_name(p.pair) << ' ' << p.producer << " -> "
-            << p.consumer << ": peak " << p.peak << ", ";
-        if (p.shift > 0) {
-            out << "2^-" << p.shift << " / 2^" << p.shift;
-        } else {
-            out << "unchanged";
-        }
-        out << " (output peak " << p.output_peak << ")";
-        if (!p.note.empty()) out << "; " << p.note;
-        out << '\n';
-    }
-    const auto overflow = [&](std::string_view when, const std::optional<numerics_report>& report) {
-        if (!report) return;
-        out << "ane_numerics " << when << ": ";
-        if (report->clean()) {
-            out << "no op leaves fp16\n";
-        } else {
-            const std::size_t n = report->overflows.size();
-            out << n << (n == 1 ? " op leaves" : " ops leave") << " fp16\n" << report->to_string();
-        }
-    };
-    overflow("before", before);
-    overflow("after", after);
-    return out.str();
-}
-
-ANVIL_INLINE fp16_rescaled calibrate_fp16_rescale(const decoder_config& c,
-                                                  const std::shared_ptr<const decoder_weight_source>& weights,
-                                                  std::span<const std::int32_t> ids,
-                                                  const fp16_rescale_options& options,
-                                                  const compile_options& cpu) {
-    if (ids.empty()) throw error("fp16 rescale: no calibration token ids (give ids, or a text to encode)");
-    for (const std::int32_t id : ids) {
-        if (id < 0 || id >= c.vocab_size) {
-            throw error(anvil::detail::message("fp16 rescale: calibration token id ", id,
-                                               " is outside the vocabulary (", c.vocab_size, " ids)"));
-        }
-    }
-    const auto tokens = static_cast<std::int64_t>(ids.size());
-    if (c.learned_positions() && tokens > c.max_position_embeddings) {
-        throw error(anvil::detail::message("fp16 rescale: ", tokens, " calibration tokens, more than the ",
-                                           c.max_position_embeddings, " positions ", c.model_type,
-                                           " has embeddings for"));
-    }
-    static_cast<void>(fp16_rescale_shift(0.0, options.limit));  // checks the limit before any work
-
-    std::vector<std::int64_t> positions(ids.size());
-    std::iota(positions.begin(), positions.end(), std::int64_t{0});
-    const std::vector<std::int64_t> hidden_slot{-1};
-    const std::vector<named_tensor> inputs =
-        decoder_step_inputs(c, ids, positions, hidden_slot, 1, tokens, 1, std::span<const std::int64_t>());
-
-    // fp32: every pair's peaks, reduced in the graph (max |x| of the producer's output, the consumer's input
-    // and output), so no activation is copied out.
-    recipe_detail::calibration_graph measured = recipe_detail::build_calibration_graph(c, *weights, tokens);
-    const graph& g = measured.g;
-    std::vector<value> outputs{measured.logits};
-    const auto peak_of = [&](value_id id) {
-        return anvil::max(anvil::abs(tensor<float>(value(g.body(), id))), std::vector<std::int64_t>{}, true)
-            .value();
-    };
-    for (const recipe_detail::calibration_site& site : measured.sites) {
-        outputs.push_back(peak_of(site.producer));
-        outputs.push_back(peak_of(g[site.consumer].inputs.at(0)));
-        outputs.push_back(peak_of(site.consumer));
-    }
-    program fp32 =
-        compile(std::span<const value>(outputs), recipe_detail::calibration_options(cpu, c, false));
-    const std::vector<host_tensor> results = fp32.run(inputs);
-    if (!recipe_detail::finite_values(results.front())) {
-        throw error(
-            "fp16 rescale: the model's fp32 logits on the calibration ids are not finite, which no rescaling "
-            "for fp16 can mend");
-    }
-
-    fp16_rescaled rescaled;
-    fp16_rescale_report& report = rescaled.report;
-    report.calibration_tokens = tokens;
-    report.limit = options.limit;
-    std::map<std::string, host_tensor> replacements;
-    const auto fold = [&](value_id weight, int exponent) {
-        recipe_detail::stored_weight w = recipe_detail::read_stored_weight(g, weight);
-        std::string key = w.name;
-        if (key.rfind(weights->prefix(), 0) == 0) key.erase(0, weights->prefix().size());
-        replacements.insert_or_assign(
-            key, recipe_detail::scaled_by_power_of_two(w.values, w.shape, w.type, exponent, w.name));
-    };
-    const auto without_suffix = [&](value_id linear) {
-        std::string name = recipe_detail::read_stored_weight(g, g[linear].inputs.at(1)).name;
-        if (name.ends_with(".weight")) name.resize(name.size() - 7);
-        return name;
-    };
-    for (std::size_t k = 0; k < measured.sites.size(); ++k) {
-        const recipe_detail::calibration_site& site = measured.sites[k];
-        fp16_pair_scale p;
-        p.layer = site.layer;
-        p.pair = site.pair;
-        p.producer = without_suffix(site.producer);
-        p.consumer = without_suffix(site.consumer);
-        const float produced = results[1 + 3 * k].to_f32().front();
-        const float consumed = results[2 + 3 * k].to_f32().front();
-        p.peak = std::max(double{produced}, double{consumed});
-        p.output_peak = results[3 + 3 * k].to_f32().front();
-        if (!std::isfinite(p.peak) || !std::isfinite(p.output_peak)) {
-            throw error(anvil::detail::message("fp16 rescale: layer ", p.layer, " ", p.producer, " -> ",
-                                               p.consumer,
-                                               ": the fp32 values are not finite on the calibration ids"));
-        }
-        p.note = site.not_linear;
-        const int wanted = p.note.empty() ? fp16_rescale_shift(p.peak, options.limit) : 0;
-        p.shift = wanted;
-        if (wanted > 0) {
-            // The Neural Engine stores weights in fp16: the consumer's largest weight times 2^s must stay
-            // there.
-            const node& consumer = g[site.consumer];
-            double largest = 0.0;
-            for (const float x : recipe_detail::read_stored_weight(g, consumer.inputs.at(1)).values)
-                largest = std::max(largest, double{std::fabs(x)});
-            while (p.shift > 0 && std::ldexp(largest, p.shift) > recipe_detail::fp16_largest)
-                --p.shift;
-            if (p.shift < wanted) {
-                p.note = anvil::detail::message("2^", wanted, " would take ", p.consumer,
-                                                "'s largest weight past fp16; capped at 2^", p.shift);
-            }
-        }
-        if (p.shift > 0) {
-            const node& producer = g[site.producer];
-            fold(producer.inputs.at(1), -p.shift);
-            if (producer.inputs.size() > 2) fold(producer.inputs[2], -p.shift);  // the bias shrinks with it
-            fold(g[site.consumer].inputs.at(1), p.shift);                        // its bias does not
-        }
-        report.pairs.push_back(std::move(p));
-    }
-    rescaled.weights = replacements.empty() ? weights : weights->with_tensors(std::move(replacements));
-
-    if (options.check_numerics) {
-        const auto overflow = [&](const decoder_weight_source& source) {
-            const recipe_detail::calibration_graph built =
-                recipe_detail::build_calibration_graph(c, source, tokens);
-            program p = compile({built.logits}, recipe_detail::calibration_options(cpu, c, true));
-            static_cast<void>(p.run(inputs));
-            return p.numerics();
-        };
-        report.before = overflow(*weights);
-        report.after = rescaled.weights == weights ? *report.before : overflow(*rescaled.weights);
-    }
-    return rescaled;
-}
-
-}  // namespace anvil::models
-// anvil: sampling's definitions (see sampling.hpp; compilation.hpp says when this file is compiled).
-
-#include <algorithm>
-#include <cmath>
-#include <cstddef>
-#include <cstdint>
-#include <functional>
-#include <limits>
-#include <span>
-#include <vector>
-
-// #include "anvil/core/error.hpp"
-// #include "anvil/models/sampling.hpp"
-
-namespace anvil::models::recipe_detail {
-
-ANVIL_INLINE void validate_sampling_options(const sampling_options& o) {
-    if (!(o.temperature >= 0) || std::isinf(o.temperature))
-        throw error(anvil::detail::message(
-            "sampling: temperature must be a finite number >= 0 (0 is greedy), got ", o.temperature));
-    if (o.top_k < 0)
-        throw error(anvil::detail::message("sampling: top_k must be >= 0 (0 is off), got ", o.top_k));
-    if (!(o.top_p > 0 && o.top_p <= 1))
-        throw error(anvil::detail::message("sampling: top_p must be in (0, 1] (1 is off), got ", o.top_p));
-    if (!(o.repetition_penalty > 0) || std::isinf(o.repetition_penalty))
-        throw error(anvil::detail::message(
-            "sampling: repetition_penalty must be a finite number > 0 (1 is off), got ",
-            o.repetition_penalty));
-}
-
-}  // namespace anvil::models::recipe_detail
-
-namespace anvil::models {
-
-ANVIL_INLINE sampler::sampler(const sampling_options& options) : options_(options), random_(options.seed) {
-    recipe_detail::validate_sampling_options(options_);
-}
-
-ANVIL_INLINE std::int32_t sampler::next(std::span<const float> logits, std::span<const std::int32_t> seen) {
-    if (logits.empty()) throw error("sampling: the row of logits is empty");
-    if (logits.size() > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
-        throw error(
-            anvil::detail::message("sampling: ", logits.size(), " logits is more than token ids can index"));
-    scores_.resize(logits.size());
-    for (std::size_t i = 0; i < logits.size(); ++i) {
-        const float v = logits[i];
-        if (std::isnan(v) || v == std::numeric_limits<float>::infinity())
-            throw error(anvil::detail::message("sampling: logit of token ", i, " is ", v,
-                                               "; expected a finite number or -inf"));
-        scores_[i] = static_cast<double>(v);
-    }
-    if (options_.repetition_penalty != 1.0) apply_repetition_penalty(seen);
-    if (greedy()) return argmax();
-
-    const double inv_temperature = 1.0 / options_.temperature;
-    for (double& s : scores_)
-        s *= inv_temperature;
-    if (options_.top_k > 0 && static_cast<std::size_t>(options_.top_k) < scores_.size()) apply_top_k();
-    return draw();
-}
-
-ANVIL_INLINE void sampler::apply_repetition_penalty(std::span<const std::int32_t> seen) {
-    const double p = options_.repetition_penalty;
-    penalised_.assign(scores_.size(), false);
-    for (const std::int32_t id : seen) {
-        if (id < 0 || static_cast<std::size_t>(id) >= scores_.size())
-            throw error(anvil::detail::message("sampling: seen token id ", id,
-                                               " is outside the vocabulary [0, ", scores_.size(), ")"));
-        const auto index = static_cast<std::size_t>(id);
-        if (penalised_[index]) continue;  // once per token, however often it was seen
-        penalised_[index] = true;
-        double& s = scores_[index];
-        s = s < 0 ? s * p : s / p;
-    }
-}
-
-ANVIL_INLINE std::int32_t sampler::argmax() const {
-    std::size_t best = 0;
-    for (std::size_t i = 1; i < scores_.size(); ++i)
-        if (scores_[i] > scores_[best]) best = i;
-    if (scores_[best] == minus_infinity) throw error("sampling: every logit is -inf");
-    return static_cast<std::int32_t>(best);
-}
-
-ANVIL_INLINE void sampler::apply_top_k() {
-    order_ = scores_;
-    const auto kth = order_.begin() + (options_.top_k - 1);
-    std::nth_element(order_.begin(), kth, order_.end(), std::greater<>());
-    const double threshold = *kth;
-    for (double& s : scores_)
-        if (s < threshold) s = minus_infinity;
-}
-
-ANVIL_INLINE std::int32_t sampler::draw() {
-    const double top = *std::max_element(scores_.begin(), scores_.end());
-    if (top == minus_infinity) throw error("sampling: every logit is -inf");
-    probabilities_.resize(scores_.size());
-    double total = 0;
-    for (std::size_t i = 0; i < scores_.size(); ++i)
-        total += probabilities_[i] = std::exp(scores_[i] - top);
-    for (double& q : probabilities_)
-        q /= total;
-
-    if (options_.top_p < 1) apply_top_p();
-
-    // Inverse CDF over the kept tokens in id order.
-    double kept = 0;
-    std::size_t last = 0;
-    for (std::size_t i = 0; i < probabilities_.size(); ++i)
-        if (probabilities_[i] > 0) {
-            kept += probabilities_[i];
-            last = i;
-        }
-    const double target = random_.uniform() * kept;
-    double cumulative = 0;
-    for (std::size_t i = 0; i < probabilities_.size(); ++i) {
-        if (probabilities_[i] <= 0) continue;
-        cumulative += probabilities_[i];
-        if (target < cumulative) return static_cast<std::int32_t>(i);
-    }
-    return static_cast<std::int32_t>(last);  // rounding left target at the very end
-}
-
-ANVIL_INLINE void sampler::apply_top_p() {
-    ids_.clear();
-    for (std::size_t i = 0; i < probabilities_.size(); ++i)
-        if (probabilities_[i] > 0) ids_.push_back(static_cast<std::int32_t>(i));
-    std::stable_sort(ids_.begin(), ids_.end(), [&](std::int32_t a, std::int32_t b) {
-        return probabilities_[static_cast<std::size_t>(a)] > probabilities_[static_cast<std::size_t>(b)];
-    });
-    double before = 0;
-    for (const std::int32_t id : ids_) {
-        double& q = probabilities_[static_cast<std::size_t>(id)];
-        if (before >= options_.top_p) {
-            q = 0;
-        } else {
-            before += q;
-        }
-    }
-}
-
-}  // namespace anvil::models
-// anvil: causal_lm's definitions (see causal_lm.hpp; compilation.hpp says when this file is compiled).
-
-#include <algorithm>
-#include <bit>
-#include <chrono>
-#include <cstdint>
-#include <cstring>
-#include <filesystem>
-#include <functional>
-#include <initializer_list>
-#include <memory>
-#include <optional>
-#include <span>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
-
-// #include "anvil/backend/ane/ane_program.hpp"
-// #include "anvil/backend/compile.hpp"
-// #include "anvil/core/error.hpp"
-// #include "anvil/io/checkpoint.hpp"
-// #include "anvil/models/causal_lm.hpp"
-// #include "anvil/models/gguf_decoder.hpp"
-
-namespace anvil::models::recipe_detail {
-
-ANVIL_INLINE host_tensor slice_slots(const host_tensor& t, std::int64_t begin, std::int64_t end) {
-    const dims& s = t.shape();
-    host_tensor out(dtype::f32, dims{s[0], s[1], end - begin, s[3]});
-    const std::vector<float> from = t.type() == dtype::f32 ? std::vector<float>() : t.to_f32();
-    const float* src = t.type() == dtype::f32 ? t.values<float>().data() : from.data();
-    float* dst = out.values<float>().data();
-    const auto d = static_cast<std::size_t>(s[3]);
-    const auto rows = static_cast<std::size_t>(s[0] * s[1]);
-    const auto n = static_cast<std::size_t>(end - begin);
-    for (std::size_t r = 0; r < rows; ++r) {
-        std::memcpy(dst + r * n * d,
-                    src + (r * static_cast<std::size_t>(s[2]) + static_cast<std::size_t>(begin)) * d,
-                    n * d * sizeof(float));
-    }
-    return out;
-}
-
-ANVIL_INLINE std::vector<std::int64_t> context_rungs(const decoder_config& c, const causal_lm_options& o,
-                                                     std::int64_t first_rung) {
-    std::int64_t max_context = o.max_context;
-    if (max_context == 0) {
-        // Dynamic NTK scaling exists to run past max_position_embeddings (the frequencies stretch with the
-        // length), so only the 8192 cap applies to it.
-        const std::int64_t trained =
-            c.rope.scaling == rope_scaling_kind::dynamic ? std::int64_t{8192} : c.max_position_embeddings;
-        max_context =
-            o.context_ladder.empty() ? std::min<std::int64_t>(trained, 8192) : o.context_ladder.back();
-    }
-    if (max_context < 1)
-        throw error(anvil::detail::message("causal_lm: max_context must be positive, got ", max_context));
-    if (c.learned_positions() && max_context > c.max_position_embeddings) {
-        throw error(anvil::detail::message("causal_lm: max_context ", max_context, " exceeds the ",
-                                           c.max_position_embeddings, " positions ", c.model_type,
-                                           " has embeddings for (n_positions)"));
-    }
-    std::vector<std::int64_t> rungs;
-    if (o.context_ladder.empty()) {
-        for (std::int64_t r = first_rung; r < max_context; r *= 2)
-            rungs.push_back(r);
-    } else {
-        for (const std::int64_t r : o.context_ladder) {
-            if (r < 1 || (!rungs.empty() && r <= rungs.back()) || r > max_context) {
-                throw error(
-                    anvil::detail::message("causal_lm: context_ladder must be increasing positive sizes up "
-                                           "to max_context ",
-                                           max_context, ", got ", r));
-            }
-            rungs.push_back(r);
-        }
-    }
-    if (rungs.empty() || rungs.back() < max_context) rungs.push_back(max_context);
-    return rungs;
-}
-
-}  // namespace anvil::models::recipe_detail
-
-namespace anvil::models {
-
-ANVIL_INLINE std::vector<value> causal_lm::build_stateful_graph(graph& g, std::int64_t tokens,
-                                                                std::int64_t context) const {
-    weight_loader loader(g, state_->source->file());
-    const auto w = load_decoder_weights(loader, *state_->source, state_->config);
-    return decoder_state_step(g, w, state_->config, tokens, context);
-}
-
-ANVIL_INLINE mlpackage_function causal_lm::export_function(std::string name, std::int64_t tokens,
-                                                           std::int64_t context) const {
-    mlpackage_function f;
-    f.name = std::move(name);
-    graph own;
-    f.outputs = build_stateful_graph(own, tokens, context);
-    f.output_names = {"logits"};
-    for (std::int64_t i = 0; i < state_->config.layers; ++i) {  // outputs: logits, k0, v0, k1, v1, ...
-        f.states.push_back({cache_key_name(i), static_cast<std::size_t>(1 + 2 * i)});
-        f.states.push_back({cache_value_name(i), static_cast<std::size_t>(2 + 2 * i)});
-    }
-    return f;
-}
-
-ANVIL_INLINE causal_lm causal_lm::load(const std::filesystem::path& folder,
-                                       const causal_lm_options& options) {
-    causal_lm lm;
-    auto state = std::make_shared<shared_state>();
-    std::optional<gguf_vocabulary> file_vocabulary;
-    if (is_gguf_path(folder)) {  // a llama.cpp file: its metadata as config.json, its tensors renamed
-        gguf_decoder read = read_gguf_decoder(folder);
-        file_vocabulary = std::move(read.vocabulary);
-        state->config = decoder_config::from_json(read.config, folder.string() + " (metadata)");
-        state->source = std::make_shared<const decoder_weight_source>(std::move(read.weights), state->config);
-    } else {
-        state->config = decoder_config::load(folder);
-        state->source = std::make_shared<const decoder_weight_source>(
-            std::make_shared<const checkpoint>(checkpoint::open(folder)), state->config);
-    }
-    {  // every tensor is found and shape-checked now, not at the first call
-        graph scratch;
-        weight_loader loader(scratch, state->source->file());
-        static_cast<void>(load_decoder_weights(loader, *state->source, state->config));
-    }
-    lm.state_ = state;
-    lm.options_ = options;
-    lm.gguf_ = is_gguf_path(folder);
-    if (file_vocabulary) {  // the file's tokenizer.ggml.* as the tokenizer.json it stands for
-        lm.tokenizer_ = std::make_shared<const tokenizer>(
-            tokenizer::from_json(file_vocabulary->tokenizer_json, folder.string() + " (tokenizer.ggml.*)"));
-        if (!file_vocabulary->chat_template.empty()) {
-            lm.chat_ = make_chat_template(file_vocabulary->chat_template, file_vocabulary->bos_token,
-                                          file_vocabulary->eos_token);
-        }
-    } else if (std::filesystem::exists(folder / "tokenizer.json") ||
-               (std::filesystem::exists(folder / "vocab.json") &&
-                std::filesystem::exists(folder / "merges.txt"))) {
-        lm.tokenizer_ = std::make_shared<const tokenizer>(tokenizer::load(folder));
-        lm.chat_ = read_chat_template(folder);
-    }
-    if (options.fp16_rescale) {
-        const fp16_calibration& calibration = *options.fp16_rescale;
-        if (!calibration.ids.empty() && !calibration.text.empty())
-            throw error("causal_lm: fp16_rescale calibrates on ids or on a text, not both");
-        const std::vector<std::int32_t> ids =
-            calibration.text.empty() ? calibration.ids : lm.tokens().encode(calibration.text).ids;
-        fp16_rescaled rescaled = calibrate_fp16_rescale(state->config, state->source, ids,
-                                                        calibration.rescale, options.load.compile);
-        state->source = std::move(rescaled.weights);  // before any program reads a weight
-        lm.rescale_ = std::move(rescaled.report);
-    }
-    const device target = options.load.compile.target;
-    const bool on_ane = target == device::ane || target == device::coreml ||
-                        (target == device::automatic && anvil::detail::ane::available());
-    lm.on_ane_ = on_ane;
-    lm.rungs_ = recipe_detail::context_rungs(state->config, options, on_ane ? 512 : 64);
-    if (options.decode_window < -1 || options.prefill_chunk < 1 || options.max_streams < 1) {
-        throw error(anvil::detail::message("causal_lm: prefill_chunk (", options.prefill_chunk,
-                                           ") and max_streams (", options.max_streams,
-                                           ") must be positive and decode_window (", options.decode_window,
-                                           ") -1 (automatic), 0 or positive"));
-    }
-    lm.window_ = options.decode_window >= 0 ? options.decode_window : (on_ane ? 8 : 0);
-    compile_options compile = options.load.compile;
-    for (std::int64_t i = 0; i < state->config.layers; ++i) {
-        compile.resident_inputs.push_back(cache_key_name(i));
-        compile.resident_inputs.push_back(cache_value_name(i));
-    }
-    const compiled_shapes::builder build = [state](graph& g,
-                                                   std::span<const std::int64_t> key) -> std::vector<value> {
-        weight_loader loader(g, state->source->file());
-        const auto w = load_decoder_weights(loader, *state->source, state->config);
-        return decoder_step(g, w, state->config, {key[0], key[1], key[2], key[3] != 0, key[4]});
-    };
-    lm.programs_ = std::make_unique<compiled_shapes>(compile, build);
-    if (lm.window_ > 0) {  // decode programs: their window inputs are resident too
-        for (std::int64_t i = 0; i < state->config.layers; ++i) {
-            compile.resident_inputs.push_back(window_key_name(i));
-            compile.resident_inputs.push_back(window_value_name(i));
-        }
-        lm.windowed_ = std::make_unique<compiled_shapes>(compile, build);
-    }
-    for (const std::int32_t id : state->config.eos_token_ids)
-        lm.eos_.push_back(id);
-    return lm;
-}
-
-ANVIL_INLINE const tokenizer& causal_lm::tokens() const {
-    if (!tokenizer_ && gguf_)
-        throw io_error("causal_lm: the GGUF file has no tokenizer (no tokenizer.ggml.model): give token ids");
-    if (!tokenizer_)
-        throw io_error(
-            "causal_lm: the model folder has no tokenizer (tokenizer.json or vocab.json + merges.txt)");
-    return *tokenizer_;
-}
-
-ANVIL_INLINE std::size_t causal_lm::compiled_programs() const {
-    return programs_->count() + (windowed_ ? windowed_->count() : 0);
-}
-
-ANVIL_INLINE host_tensor causal_lm::logits(std::span<const std::int32_t> ids) {
-    check_prompt(ids);
-    const auto n = static_cast<std::int64_t>(ids.size());
-    const std::int64_t vocab = config().vocab_size;
-    host_tensor out(dtype::f32, dims{n, vocab});
-    prefill(ids, false, [&](std::int64_t start, std::int64_t count, const host_tensor& logits) {
-        const std::vector<float> values = logits.to_f32();
-        std::copy_n(values.begin(), count * vocab, out.values<float>().begin() + start * vocab);
-    });
-    return out;
-}
-
-ANVIL_INLINE generation_result causal_lm::generate(std::span<const std::int32_t> prompt,
-                                                   const generation_options& options,
-                                                   const token_callback& callback) {
-    const std::vector<std::vector<std::int32_t>> prompts{
-        std::vector<std::int32_t>(prompt.begin(), prompt.end())};
-    return generate_batch(prompts, options, callback).front();
-}
-
-ANVIL_INLINE generation_result causal_lm::generate(std::string_view prompt_text,
-                                                   const generation_options& options,
-                                                   const token_callback& callback) {
-    const auto encoded = tokens().encode(prompt_text);
-    return generate(std::span<const std::int32_t>(encoded.ids), options, callback);
-}
-
-ANVIL_INLINE generation_result causal_lm::generate(const chat_prompt& prompt,
-                                                   const generation_options& options,
-                                                   const token_callback& callback) {
-    return generate(std::span<const std::int32_t>(chat_ids(prompt)), options, callback);
-}
-
-ANVIL_INLINE generation_result causal_lm::generate(const chat_prompt& prompt,
-                                                   const generation_options& options,
-                                                   const std::function<void(std::string_view)>& on_text) {
-    return generate(prompt, options, [&](std::size_t, std::int32_t, std::string_view piece) {
-        on_text(piece);
-        return true;
-    });
-}
-
-ANVIL_INLINE std::vector<std::int32_t> causal_lm::chat_ids(const chat_prompt& prompt) const {
-    anvil::encode_options no_specials;
-    no_specials.add_special_tokens = false;
-    return tokens().encode(prompt.text, no_specials).ids;
-}
-
-ANVIL_INLINE std::vector<generation_result> causal_lm::generate_batch(
-    std::span<const std::vector<std::int32_t>> prompts, const generation_options& options,
-    const token_callback& callback) {
-    for (const auto& p : prompts)
-        check_prompt(p);
-    if (options.max_new_tokens < 0)
-        throw error(
-            anvil::detail::message("generate: max_new_tokens must be >= 0, got ", options.max_new_tokens));
-    recipe_detail::validate_sampling_options(options.sampling);
-    std::vector<generation_result> results(prompts.size());
-    const auto group = static_cast<std::size_t>(options_.max_streams);
-    for (std::size_t first = 0; first < prompts.size(); first += group) {
-        const std::size_t count = std::min(group, prompts.size() - first);
-        generate_group(prompts.subspan(first, count), first, options, callback,
-                       std::span<generation_result>(results).subspan(first, count));
-    }
-    return results;
-}
-
-ANVIL_INLINE chat_prompt causal_lm::chat(std::initializer_list<chat_message> messages,
-                                         bool add_generation_prompt) const {
-    return chat(std::span<const chat_message>(messages.begin(), messages.size()), add_generation_prompt);
-}
-
-ANVIL_INLINE chat_prompt causal_lm::chat(std::span<const chat_message> messages,
-                                         bool add_generation_prompt) const {
-    if (!chat_ && gguf_)
-        throw unsupported_error("causal_lm: the GGUF file has no chat template (tokenizer.chat_template)");
-    if (!chat_)
-        throw unsupported_error("causal_lm: the model folder has no chat template (tokenizer_config.json)");
-    return {render_chat(*chat_, messages, add_generation_prompt)};
-}
-
-ANVIL_INLINE void causal_lm::check_prompt(std::span<const std::int32_t> ids) const {
-    if (ids.empty()) throw error("causal_lm: the prompt is empty (at least one token id is needed)");
-    if (static_cast<std::int64_t>(ids.size()) > max_context()) {
-        throw error(anvil::detail::message("causal_lm: the prompt has ", ids.size(),
-                                           " tokens, more than max_context ", max_context()));
-    }
-    for (const std::int32_t id : ids) {
-        if (id < 0 || id >= config().vocab_size) {
-            throw error(anvil::detail::message("causal_lm: token id ", id, " is outside the vocabulary (",
-                                               config().vocab_size, " ids)"));
-        }
-    }
-}
-
-ANVIL_INLINE std::int64_t causal_lm::rung_for(std::int64_t tokens) const {
-    for (const std::int64_t r : rungs_)
-        if (r >= tokens) return r;
-    return -1;
-}
-
-ANVIL_INLINE program& causal_lm::step_program(std::int64_t batch, std::int64_t tokens, std::int64_t context,
-                                              bool select, std::int64_t window) {
-    return (window > 0 ? *windowed_ : *programs_).at({batch, tokens, context, select ? 1 : 0, window});
-}
-
-ANVIL_INLINE void causal_lm::keep_in_window(program& p, const std::vector<host_tensor>& outputs,
-                                            std::vector<host_tensor>& pending, std::int64_t fill) const {
-    for (std::size_t k = 0; k < pending.size(); ++k) {
-        const host_tensor& out = outputs.at(1 + k);
-        const std::vector<float> values = out.to_f32();
-        const dims& shape = pending[k].shape();
-        const auto d = static_cast<std::size_t>(shape[3]);
-        const auto rows = static_cast<std::size_t>(shape[0] * shape[1]);
-        const auto w = static_cast<std::size_t>(shape[2]);
-        float* to = pending[k].values<float>().data();
-        for (std::size_t r = 0; r < rows; ++r)
-            std::memcpy(to + (r * w + static_cast<std::size_t>(fill)) * d, values.data() + r * d,
-                        d * sizeof(float));
-        if (fill + 1 < shape[2]) {
-            const auto layer = static_cast<std::int64_t>(k / 2);
-            p.write_input(k % 2 == 0 ? window_key_name(layer) : window_value_name(layer), 2, fill, out);
-        }
-    }
-}
-
-ANVIL_INLINE void causal_lm::write_new(program& p, const std::vector<host_tensor>& outputs,
-                                       std::int64_t count, std::int64_t slot) const {
-    for (std::int64_t i = 0; i < config().layers; ++i) {
-        const auto k = static_cast<std::size_t>(1 + 2 * i);
-        p.write_input(cache_key_name(i), 2, slot, recipe_detail::slice_slots(outputs[k], 0, count));
-        p.write_input(cache_value_name(i), 2, slot, recipe_detail::slice_slots(outputs[k + 1], 0, count));
-    }
-}
-
-ANVIL_INLINE program& causal_lm::prefill(
-    std::span<const std::int32_t> ids, bool select,
-    const std::function<void(std::int64_t, std::int64_t, const host_tensor&)>& consume) {
-    const auto n = static_cast<std::int64_t>(ids.size());
-    const std::int64_t context = rung_for(n);
-    // On the CPU a short prompt gets a chunk of its own size (a power of two from 16), not a full
-    // prefill_chunk of padding; on the Neural Engine every chunk size would be one more compile.
-    const std::int64_t fitted =
-        on_ane_ ? options_.prefill_chunk
-                : std::max<std::int64_t>(
-                      16, static_cast<std::int64_t>(std::bit_ceil(static_cast<std::uint64_t>(n))));
-    const std::int64_t chunk = std::min({options_.prefill_chunk, context, fitted});
-    program& p = step_program(1, chunk, context, select);
-    std::vector<std::int64_t> cache_positions(static_cast<std::size_t>(context), -1);
-    for (std::int64_t start = 0; start < n; start += chunk) {
-        const std::int64_t count = std::min(chunk, n - start);
-        std::vector<std::int32_t> chunk_ids(static_cast<std::size_t>(chunk), 0);
-        std::vector<std::int64_t> positions(static_cast<std::size_t>(chunk), -1);
-        for (std::int64_t i = 0; i < count; ++i) {
-            chunk_ids[static_cast<std::size_t>(i)] = ids[static_cast<std::size_t>(start + i)];
-            positions[static_cast<std::size_t>(i)] = start + i;
-        }
-        const std::vector<std::int64_t> last{count - 1};
-        const auto inputs = decoder_step_inputs(
-            config(), chunk_ids, positions, cache_positions, 1, chunk, context,
-            select ? std::span<const std::int64_t>(last) : std::span<const std::int64_t>());
-        const auto outputs = p.run(inputs);
-        write_new(p, outputs, count, start);
-        for (std::int64_t i = 0; i < count; ++i)
-            cache_positions[static_cast<std::size_t>(start + i)] = start + i;
-        consume(start, count, outputs.at(0));
-    }
-    return p;
-}
-
-ANVIL_INLINE void causal_lm::take_token(stream_state& s, std::size_t index, std::span<const float> row,
-                                        const generation_options& options, const token_callback& callback,
-                                        generation_result& result) {
-    if (observe_logits_) observe_logits_(index, row);
-    const std::int32_t token = s.pick->next(row, s.seen);
-    const bool eos = options.stop_at_eos && std::find(eos_.begin(), eos_.end(), token) != eos_.end();
-    const bool stop =
-        std::find(options.stop_tokens.begin(), options.stop_tokens.end(), token) != options.stop_tokens.end();
-    if (eos || stop) {
-        result.stop_reason = eos ? "eos" : "stop_token";
-        s.active = false;
-        return;
-    }
-    s.seen.push_back(token);
-    result.tokens.push_back(token);
-    std::string piece = s.text ? s.text->push(token) : std::string();
-    if (callback && !callback(index, token, piece)) {
-        result.stop_reason = "callback";
-        s.active = false;
-        return;
-    }
-    if (static_cast<std::int64_t>(result.tokens.size()) >= options.max_new_tokens) {
-        result.stop_reason = "max_new_tokens";
-        s.active = false;
-    }
-}
-
-ANVIL_INLINE void causal_lm::generate_group(std::span<const std::vector<std::int32_t>> prompts,
-                                            std::size_t first, const generation_options& options,
-                                            const token_callback& callback,
-                                            std::span<generation_result> results) {
-    const auto batch = static_cast<std::int64_t>(prompts.size());
-    const decoder_config& c = config();
-    std::vector<stream_state> streams(prompts.size());
-    std::int64_t longest = 0;
-    for (const auto& p : prompts)
-        longest = std::max(longest, static_cast<std::int64_t>(p.size()));
-    // The decode program: the smallest rung with room for the longest prompt plus one token.
-    std::int64_t context = rung_for(longest + 1);
-    program* decode = nullptr;
-    const std::int64_t vocab = c.vocab_size;
-    for (std::size_t b = 0; b < prompts.size(); ++b) {
-        stream_state& s = streams[b];
-        generation_result& r = results[b];
-        s.seen = prompts[b];
-        s.prompt = static_cast<std::int64_t>(prompts[b].size());
-        s.offset = longest - s.prompt;
-        sampling_options so = options.sampling;
-        so.seed += first + b;
-        s.pick.emplace(so);
-        if (tokenizer_) s.text.emplace(*tokenizer_);
-        r.stats.prompt_tokens = s.prompt;
-        if (options.max_new_tokens == 0) {
-            r.stop_reason = "max_new_tokens";
-            s.active = false;
-            continue;
-        }
-        const auto start = clock::now();
-        std::vector<float> last;
-        program& p = prefill(prompts[b], true, [&](std::int64_t, std::int64_t, const host_tensor& logits) {
-            last = logits.to_f32();
-        });
-        r.stats.time_to_first_token_s = std::chrono::duration<double>(clock::now() - start).count();
-        r.stats.prefill_tokens_per_s =
-            static_cast<double>(s.prompt) / std::max(r.stats.time_to_first_token_s, 1e-9);
-        take_token(s, first + b, std::span<const float>(last).first(static_cast<std::size_t>(vocab)), options,
-                   callback, r);
-        if (!s.active) continue;
-        if (context < 0) {  // the longest prompt fills the largest context
-            r.stop_reason = "context_full";
-            s.active = false;
-            continue;
-        }
-        // The stream's cache, right-aligned, into its row of the decode program (once per stream).
-        if (decode == nullptr) decode = &step_program(batch, 1, context, true, window_);
-        for (std::int64_t i = 0; i < c.layers; ++i) {
-            for (const std::string& name : {cache_key_name(i), cache_value_name(i)}) {
-                const host_tensor cached = p.read_input(name);
-                const dims& from = cached.shape();
-                host_tensor row(dtype::f32, dims{1, from[1], context, from[3]});
-                const auto d = static_cast<std::size_t>(from[3]);
-                for (std::int64_t h = 0; h < from[1]; ++h) {
-                    std::memcpy(
-                        row.values<float>().data() + static_cast<std::size_t>(h * context + s.offset) * d,
-                        cached.values<float>().data() + static_cast<std::size_t>(h * from[2]) * d,
-                        static_cast<std::size_t>(s.prompt) * d * sizeof(float));
-                }
-                decode->write_input(name, 0, static_cast<std::int64_t>(b), row);
-            }
-        }
-        s.decode_start = clock::now();
-    }
-    // Decode: every active stream feeds its last token; all streams write at the shared slot
-    // cursor + fill (`fill` tokens wait in the window, with their host copy in `pending`: k0, v0, k1,
-    // ...).
-    std::int64_t cursor = longest;
-    const std::int64_t w = window_;
-    std::int64_t fill = 0;
-    std::vector<host_tensor> pending;
-    if (w > 0) {
-        for (std::int64_t i = 0; i < 2 * c.layers; ++i)
-            pending.emplace_back(dtype::f32, dims{batch, c.kv_heads, w, c.head_dim});
-    }
-    // The window's tokens into the cache: one write per tensor.
-    auto flush = [&] {
-        if (fill == 0) return;
-        for (std::int64_t i = 0; i < c.layers; ++i) {
-            const auto k = static_cast<std::size_t>(2 * i);
-            decode->write_input(cache_key_name(i), 2, cursor,
-                                fill == w ? pending[k] : recipe_detail::slice_slots(pending[k], 0, fill));
-            decode->write_input(
-                cache_value_name(i), 2, cursor,
-                fill == w ? pending[k + 1] : recipe_detail::slice_slots(pending[k + 1], 0, fill));
-        }
-        cursor += fill;
-        fill = 0;
-    };
-    while (std::any_of(streams.begin(), streams.end(), [](const stream_state& s) { return s.active; })) {
-        if (cursor + fill + 1 > context) {
-            const std::int64_t next = rung_for(cursor + fill + 1);
-            if (next < 0) {
-                for (std::size_t b = 0; b < streams.size(); ++b) {
-                    if (!streams[b].active) continue;
-                    streams[b].active = false;
-                    results[b].stop_reason = "context_full";
-                }
-                break;
-            }
-            flush();
-            program& bigger = step_program(batch, 1, next, true, w);
-            for (std::int64_t i = 0; i < c.layers; ++i) {
-                for (const std::string& name : {cache_key_name(i), cache_value_name(i)})
-                    bigger.write_input(name, 2, 0, decode->read_input(name));
-            }
-            decode = &bigger;
-            context = next;
-        }
-        const std::int64_t slots = context + w;  // the mask's cache and window columns
-        std::vector<std::int32_t> ids(static_cast<std::size_t>(batch), 0);
-        std::vector<std::int64_t> positions(static_cast<std::size_t>(batch), -1);
-        std::vector<std::int64_t> cache_positions(static_cast<std::size_t>(batch * slots), -1);
-        const std::vector<std::int64_t> select(static_cast<std::size_t>(batch), 0);
-        for (std::int64_t b = 0; b < batch; ++b) {
-            const stream_state& s = streams[static_cast<std::size_t>(b)];
-            if (!s.active) continue;
-            const auto known = static_cast<std::int64_t>(s.seen.size()) - 1;  // tokens in cache + window
-            ids[static_cast<std::size_t>(b)] = s.seen.back();
-            positions[static_cast<std::size_t>(b)] = known;
-            for (std::int64_t j = s.offset; j < cursor; ++j)
-                cache_positions[static_cast<std::size_t>(b * slots + j)] = j - s.offset;
-            for (std::int64_t j = 0; j < fill; ++j)
-                cache_positions[static_cast<std::size_t>(b * slots + context + j)] = cursor + j - s.offset;
-        }
-        const auto inputs = decoder_step_inputs(c, ids, positions, cache_positions, batch, 1, slots, select);
-        const auto outputs = decode->run(inputs);
-        if (w == 0) {
-            write_new(*decode, outputs, 1, cursor);
-            ++cursor;
-        } else {
-            keep_in_window(*decode, outputs, pending, fill);
-            if (++fill == w) flush();
-        }
-        // Read in place when f32 (the CPU's logits): a copy of [B, V] each step cost 3% of decoding.
-        const host_tensor& logits_tensor = outputs.at(0);
-        const std::vector<float> converted =
-            logits_tensor.type() == dtype::f32 ? std::vector<float>() : logits_tensor.to_f32();
-        const std::span<const float> logits = logits_tensor.type() == dtype::f32
-                                                  ? logits_tensor.values<float>()
-                                                  : std::span<const float>(converted);
-        for (std::size_t b = 0; b < streams.size(); ++b) {
-            stream_state& s = streams[b];
-            if (!s.active) continue;
-            const auto row =
-                logits.subspan(b * static_cast<std::size_t>(vocab), static_cast<std::size_t>(vocab));
-            take_token(s, first + b, row, options, callback, results[b]);
-        }
-    }
-    for (std::size_t b = 0; b < streams.size(); ++b) {
-        generation_result& r = results[b];
-        r.stats.generated_tokens = static_cast<std::int64_t>(r.tokens.size());
-        if (r.tokens.size() > 1) {
-            const double seconds =
-                std::chrono::duration<double>(clock::now() - streams[b].decode_start).count();
-            r.stats.decode_tokens_per_s = static_cast<double>(r.tokens.size() - 1) / std::max(seconds, 1e-9);
-        }
-        if (tokenizer_) r.text = tokenizer_->decode(r.tokens);
-    }
-}
-
-}  // namespace anvil::models
-
-namespace anvil::models::recipe_detail {
-
-ANVIL_INLINE void causal_lm_access::observe_logits(
-    causal_lm& lm, std::function<void(std::size_t, std::span<const float>)> f) {
-    lm.observe_logits_ = std::move(f);
-}
-
-}  // namespace anvil::models::recipe_detail
-// anvil: decoder_plan's definitions (see decoder_plan.hpp; compilation.hpp says when this file is compiled).
-
-#include <algorithm>
-#include <cstddef>
-#include <cstdint>
-#include <filesystem>
-#include <string>
-#include <utility>
-#include <vector>
-
-// #include "anvil/backend/ane/program_cache.hpp"
-// #include "anvil/backend/ane/support.hpp"
-// #include "anvil/backend/ane/tiling.hpp"
-// #include "anvil/core/error.hpp"
-// #include "anvil/io/gguf.hpp"
-// #include "anvil/models/decoder_plan.hpp"
-// #include "anvil/models/gguf_decoder.hpp"
-
-namespace anvil::models::recipe_detail {
-
-ANVIL_INLINE std::vector<planned_stage> decoder_stages(const decoder_config& c,
-                                                       std::size_t max_program_weight_bytes,
-                                                       weight_compression compression) {
-    const std::int64_t max_dimension = anvil::detail::ane::lowering_options{}.max_dimension;
-    std::vector<planned_stage> stages;
-    const auto begin = [&](std::string label) { stages.push_back({std::move(label), {}, 0}); };
-    // One node reading `bytes` of weights (fp16), `compressed` as a Core ML program stores them.
-    const auto read = [&](std::size_t bytes, std::size_t compressed) {
-        planned_stage& stage = stages.back();
-        stage.weights.bytes += bytes;
-        stage.weights.pieces.push_back(bytes);
-        stage.compressed_bytes += compressed;
-    };
-    // A norm's weight (and bias): one node reads both.
-    const auto norm = [&](std::int64_t size, bool bias) {
-        const auto bytes = static_cast<std::size_t>(2 * size * (bias ? 2 : 1));
-        read(bytes, bytes);
-    };
-    // A linear [out, in] (+ bias [out]), in the row tiles the backend cuts it into (tile_wide_linears), one
-    // node each; `compressible`: compress_weights compresses its weight (not a head tied to the embeddings).
-    const auto linear = [&](std::int64_t out, std::int64_t in, bool bias, bool compressible) {
-        const std::int64_t tiles = anvil::detail::ane::linear_tiles(
-            out, static_cast<std::size_t>(2 * out * in), max_dimension, max_program_weight_bytes);
-        const std::int64_t per_tile = (out + tiles - 1) / tiles;
-        for (std::int64_t first = 0; first < out; first += per_tile) {
-            const std::int64_t rows = std::min(per_tile, out - first);
-            const auto weight = static_cast<std::size_t>(2 * rows * in);
-            const auto bias_bytes = static_cast<std::size_t>(bias ? 2 * rows : 0);
-            const std::size_t stored = compressible ? compressed_weight_bytes(rows, in, compression) : weight;
-            read(weight + bias_bytes, stored + bias_bytes);
-        }
-    };
-    const bool gpt2 = c.learned_positions();
-    const std::int64_t h = c.hidden, i = c.intermediate, q = c.heads * c.head_dim,
-                       kv = c.kv_heads * c.head_dim;
-    begin(std::string(embedding_stage_label));  // gathers: the host's work, no weights on the Neural Engine
-    for (std::int64_t layer = 0; layer < c.layers; ++layer) {
-        begin(layer_stage_label(layer));
-        // In the order decoder_step's nodes read them (blocks.hpp: norm, q, k, v, q/k norms, output, norm,
-        // MLP).
-        norm(h, gpt2);
-        linear(q, h, c.qkv_bias, true);
-        linear(kv, h, c.qkv_bias, true);
-        linear(kv, h, c.qkv_bias, true);
-        if (c.qk_norm) {
-            norm(c.head_dim, false);
-            norm(c.head_dim, false);
-        }
-        linear(h, q, c.output_bias, true);
-        norm(h, gpt2);
-        if (!gpt2) linear(i, h, c.mlp_bias, true);  // gate
-        linear(i, h, c.mlp_bias, true);             // up (GPT-2's c_fc)
-        linear(h, i, c.mlp_bias, true);             // down (GPT-2's c_proj)
-    }
-    begin(std::string(head_stage_label));
-    norm(h, gpt2);
-    linear(c.vocab_size, h, false, !c.tie_word_embeddings);
-    return stages;
-}
-
-}  // namespace anvil::models::recipe_detail
-
-namespace anvil::models {
-
-ANVIL_INLINE decoder_plan plan_decoder(const decoder_config& c, const causal_lm_options& options) {
-    using anvil::detail::message;
-    decoder_plan plan;
-    plan.config = c;
-    const compile_options& compile = options.load.compile;
-    plan.context_ladder = recipe_detail::context_rungs(c, options, 512);  // the Neural Engine's ladder
-    plan.context = plan.context_ladder.back();
-    if (options.prefill_chunk < 1 || options.decode_window < -1) {
-        throw error(message("plan: prefill_chunk (", options.prefill_chunk,
-                            ") must be positive and decode_window (", options.decode_window,
-                            ") -1 (automatic), 0 or positive"));
-    }
-    plan.prefill_tokens = std::min(options.prefill_chunk, plan.context);
-    plan.decode_window = options.decode_window >= 0 ? options.decode_window : 8;
-    plan.max_program_weight_bytes = compile.ane_max_program_weight_bytes;
-    plan.compression = compile.weight_compression;
-    plan.embedding_bytes = static_cast<std::size_t>(2 * c.vocab_size * c.hidden);
-    if (c.learned_positions())
-        plan.embedding_bytes += static_cast<std::size_t>(2 * c.max_position_embeddings * c.hidden);
-
-    const std::vector<recipe_detail::planned_stage> stages =
-        recipe_detail::decoder_stages(c, plan.max_program_weight_bytes, plan.compression);
-    std::vector<stage_weights> weights;
-    for (const auto& stage : stages)
-        weights.push_back(stage.weights);
-    const std::size_t head_stage = stages.size() - 1;
-    const auto kv_per_layer = static_cast<std::size_t>(2 * 2 * c.kv_heads * c.head_dim * plan.context);
-    for (const stage_chunk& chunk : chunk_stages(weights, plan.max_program_weight_bytes)) {
-        decoder_plan_chunk out;
-        // Named by the stages whose weights it holds, as the placement report names a program's.
-        std::size_t first = chunk.last, last = chunk.first;
-        for (std::size_t s = chunk.first; s <= chunk.last; ++s) {
-            if (stages[s].weights.bytes == 0) continue;
-            first = std::min(first, s);
-            last = std::max(last, s);
-            out.compressed_bytes += stages[s].compressed_bytes;
-            if (s == head_stage) {
-                out.head = true;
-            } else if (s > 0) {
-                if (out.layers == 0) out.first_layer = static_cast<std::int64_t>(s) - 1;
-                ++out.layers;
-            }
-        }
-        if (first > last) first = last = chunk.first;
-        out.stages = stage_range(stages[first].label, stages[last].label);
-        out.weight_bytes = chunk.weight_bytes;
-        out.kv_cache_bytes = kv_per_layer * static_cast<std::size_t>(out.layers);
-        out.programs = chunk.programs;
-        plan.weight_bytes += out.weight_bytes;
-        plan.compressed_bytes += out.compressed_bytes;
-        plan.kv_cache_bytes += out.kv_cache_bytes;
-        plan.programs_per_shape += out.programs;
-        plan.chunks.push_back(std::move(out));
-    }
-    plan.programs = 2 * plan.programs_per_shape;
-    plan.ladder_programs = plan.programs * plan.context_ladder.size();
-    plan.compile_budget = anvil::detail::ane::compile_budget(compile.ane_compile_budget);
-    plan.fits_compile_budget = static_cast<long>(plan.programs) <= plan.compile_budget;
-    plan.fits_live_programs = plan.programs <= plan.live_program_limit;
-
-    const std::int64_t max_dimension = anvil::detail::ane::lowering_options{}.max_dimension;
-    const std::int64_t widest = std::max({c.hidden, c.intermediate, c.heads * c.head_dim});
-    if (widest > max_dimension) {
-        plan.notes.push_back(
-            message("a layer has ", widest, " features, past the Neural Engine's ", max_dimension,
-                    " per axis: the backend runs those ops on the CPU, and their weights are "
-                    "counted here as if on the Neural Engine"));
-    }
-    if (c.vocab_size > max_dimension) {
-        plan.notes.push_back(message("the LM head's ", c.vocab_size,
-                                     " logits come from row tiles of at most ", max_dimension,
-                                     "; their concat runs on the CPU"));
-    }
-    if (plan.context + plan.decode_window + plan.prefill_tokens > max_dimension) {
-        plan.notes.push_back(message("attention over ", plan.context,
-                                     " cache slots passes the Neural Engine's ", max_dimension,
-                                     " per axis: those ops run on the CPU"));
-    }
-    if (plan.compression != weight_compression::none) {
-        plan.notes.push_back(
-            message("--compress ", weight_compression_name(plan.compression),
-                    ": a Core ML program stores the compressed bytes; the private Neural Engine "
-                    "path embeds fp16, and chunks by fp16 bytes either way"));
-    }
-    if (!plan.fits_compile_budget) {
-        plan.notes.push_back(
-            message(plan.programs, " programs pass the compile budget of ", plan.compile_budget,
-                    " per process: later compiles may be refused (the program cache turns a "
-                    "second run's compiles into loads); raise the weight limit per program"));
-    }
-    if (!plan.fits_live_programs) {
-        plan.notes.push_back(
-            message(plan.programs, " programs loaded at once pass the ~", plan.live_program_limit,
-                    " some devices allow (RUNTIME.md §6; others ~55): past it each step unloads the least "
-                    "recently used program and loads one again; raise the weight limit per program"));
-    }
-    return plan;
-}
-
-ANVIL_INLINE decoder_plan plan_decoder(const std::filesystem::path& model, const causal_lm_options& options) {
-    using anvil::detail::message;
-    decoder_config config;
-    std::string source;
-    if (is_gguf_path(model)) {
-        if (!std::filesystem::exists(model)) throw io_error(message(model.string(), ": no such file"));
-        // The file's metadata and tensor infos only: gguf_file maps the file and reads no tensor's bytes.
-        // A head stored as a copy of the embeddings (GPT-2's converter) counts as untied here, which only
-        // changes its compressed size.
-        const gguf_file file = gguf_file::open(model);
-        const bool tied = file.find_tensor("output.weight") == nullptr;
-        source = model.string();
-        config = decoder_config::from_json(gguf_decoder_config(file, tied), source + " (metadata)");
-    } else {
-        source = (model / "config.json").string();
-        if (!std::filesystem::exists(model / "config.json")) {
-            throw io_error(message(model.string(),
-                                   ": no config.json (give a Hugging Face model folder or a .gguf file)"));
-        }
-        config = decoder_config::load(model);
-    }
-    decoder_plan plan = plan_decoder(config, options);
-    plan.source = std::move(source);
-    return plan;
-}
-
-}  // namespace anvil::models
-// anvil: read_gguf_decoder's definitions (see gguf_decoder.hpp; compilation.hpp says when this file is
-// compiled).
-
-#include <algorithm>
-#include <cstddef>
-#include <cstdint>
-#include <filesystem>
-#include <memory>
-#include <optional>
-#include <span>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
-
-// #include "anvil/core/error.hpp"
-// #include "anvil/models/gguf_decoder.hpp"
-
-namespace anvil::models {
-
-namespace gguf_detail {
-
-// What keeps a GGUF checkpoint's bytes: the mapped file, and the tensors dequantised or reordered at load.
-struct gguf_storage {
-    explicit gguf_storage(gguf_file f) : file(std::move(f)) {}
-    gguf_file file;
-    std::vector<std::vector<float>> copies;
-    std::vector<std::vector<std::byte>> block_copies;  // quantised tensors with their rows reordered
-};
-
-// The ggml types whose blocks the CPU GEMM reads with vector code (gemm_rows.hpp), every type anvil
-// dequantises: a matrix of one of these (a linear weight, or the token embeddings, which the CPU gathers row
-// by row) stays quantised in the program, and resident, as the file holds it.
-[[nodiscard]] inline bool kept_quantised(ggml_type type) {
-    const std::optional<ggml_type_layout> layout = ggml_layout(static_cast<std::uint32_t>(type));
-    return layout && layout->dequantizes && layout->block > 1;  // F32, F16 and BF16 are read as values
-}
-
-// The architectures anvil reads from GGUF files, with the Hugging Face class each stands for.
-struct known_architecture {
-    std::string_view arch, architecture;
-    bool permuted;  // llama.cpp reorders attn_q / attn_k for interleaved rotation
-};
-inline constexpr known_architecture known_architectures[] = {
-    {"llama", "LlamaForCausalLM", true},
-    {"qwen2", "Qwen2ForCausalLM", false},
-    {"qwen3", "Qwen3ForCausalLM", false},
-    {"gpt2", "GPT2LMHeadModel", false},
-};
-
-// The entry for general.architecture `arch`, or nullptr.
-[[nodiscard]] inline const known_architecture* find_architecture(std::string_view arch) {
-    for (const known_architecture& k : known_architectures)
-        if (k.arch == arch) return &k;
-    return nullptr;
-}
-
-// llama.cpp's per-layer tensor names and Hugging Face's, for the llama-style architectures.
-struct layer_name {
-    std::string_view gguf, hf;
-};
-inline constexpr layer_name layer_names[] = {
-    {"attn_norm.weight", "input_layernorm.weight"},
-    {"attn_q.weight", "self_attn.q_proj.weight"},
-    {"attn_q.bias", "self_attn.q_proj.bias"},
-    {"attn_k.weight", "self_attn.k_proj.weight"},
-    {"attn_k.bias", "self_attn.k_proj.bias"},
-    {"attn_v.weight", "self_attn.v_proj.weight"},
-    {"attn_v.bias", "self_attn.v_proj.bias"},
-    {"attn_output.weight", "self_attn.o_proj.weight"},
-    {"attn_q_norm.weight", "self_attn.q_norm.weight"},
-    {"attn_k_norm.weight", "self_attn.k_norm.weight"},
-    {"ffn_norm.weight", "post_attention_layernorm.weight"},
-    {"ffn_gate.weight", "mlp.gate_proj.weight"},
-    {"ffn_up.weight", "mlp.up_proj.weight"},
-    {"ffn_down.weight", "mlp.down_proj.weight"},
-};
-
-// GPT-2's (GPT2LMHeadModel: transformer.h.N...; the four matrices are Conv1D there).
-inline constexpr layer_name gpt2_layer_names[] = {
-    {"attn_norm.weight", "ln_1.weight"},          {"attn_norm.bias", "ln_1.bias"},
-    {"attn_qkv.weight", "attn.c_attn.weight"},    {"attn_qkv.bias", "attn.c_attn.bias"},
-    {"attn_output.weight", "attn.c_proj.weight"}, {"attn_output.bias", "attn.c_proj.bias"},
-    {"ffn_norm.weight", "ln_2.weight"},           {"ffn_norm.bias", "ln_2.bias"},
-    {"ffn_up.weight", "mlp.c_fc.weight"},         {"ffn_up.bias", "mlp.c_fc.bias"},
-    {"ffn_down.weight", "mlp.c_proj.weight"},     {"ffn_down.bias", "mlp.c_proj.bias"},
-};
-
-// Hugging Face's name for llama.cpp's `name`, or "" when it is not one of the architecture's tensors.
-inline std::string hf_name(std::string_view name, bool gpt2) {
-    if (gpt2) {
-        if (name == "token_embd.weight") return "transformer.wte.weight";
-        if (name == "position_embd.weight") return "transformer.wpe.weight";
-        if (name == "output_norm.weight") return "transformer.ln_f.weight";
-        if (name == "output_norm.bias") return "transformer.ln_f.bias";
-    } else {
-        if (name == "token_embd.weight") return "model.embed_tokens.weight";
-        if (name == "output_norm.weight") return "model.norm.weight";
-    }
-    if (name == "output.weight") return "lm_head.weight";
-    if (!name.starts_with("blk.")) return {};
-    const std::size_t dot = name.find('.', 4);
-    if (dot == std::string_view::npos || dot == 4) return {};
-    const std::string_view index = name.substr(4, dot - 4);
-    for (const char c : index)
-        if (c < '0' || c > '9') return {};
-    const std::string_view rest = name.substr(dot + 1);
-    if (gpt2) {
-        for (const layer_name& entry : gpt2_layer_names)
-            if (entry.gguf == rest) return detail::message("transformer.h.", index, ".", entry.hf);
-        return {};
-    }
-    for (const layer_name& entry : layer_names)
-        if (entry.gguf == rest) return detail::message("model.layers.", index, ".", entry.hf);
-    return {};
-}
-
-}  // namespace gguf_detail
-
-namespace recipe_detail {
-
-ANVIL_INLINE void unpermute_rope_rows(std::span<const std::byte> gguf_rows, std::int64_t heads,
-                                      std::int64_t row_bytes, std::span<std::byte> out) {
-    const auto rows = static_cast<std::int64_t>(gguf_rows.size()) / row_bytes;
-    const std::int64_t head_dim = rows / heads, half = head_dim / 2;
-    const auto width = static_cast<std::size_t>(row_bytes);
-    for (std::int64_t h = 0; h < heads; ++h)
-        for (std::int64_t i = 0; i < half; ++i)
-            for (std::int64_t j = 0; j < 2; ++j) {
-                const auto from = static_cast<std::size_t>(h * head_dim + 2 * i + j) * width;
-                const auto to = static_cast<std::size_t>(h * head_dim + j * half + i) * width;
-                std::copy_n(gguf_rows.begin() + static_cast<std::ptrdiff_t>(from), width,
-                            out.begin() + static_cast<std::ptrdiff_t>(to));
-            }
-}
-
-ANVIL_INLINE void unpermute_rope_rows(std::span<const float> gguf_rows, std::int64_t heads,
-                                      std::int64_t columns, std::span<float> out) {
-    unpermute_rope_rows(std::as_bytes(gguf_rows), heads, columns * static_cast<std::int64_t>(sizeof(float)),
-                        std::as_writable_bytes(out));
-}
-
-}  // namespace recipe_detail
-
-namespace gguf_detail {
-
-ANVIL_INLINE json::value end_of_generation_ids(const gguf_file& g, bool has_vocabulary) {
-    json::array ids;
-    const auto add = [&](std::int64_t id) {
-        if (std::ranges::find(ids, json::value(id)) == ids.end()) ids.push_back(json::value(id));
-    };
-    for (const std::string_view key :
-         {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"})
-        if (g.find(key) != nullptr) add(g.integer(key));
-    if (has_vocabulary) {  // llama.cpp's llama_vocab::load marks these texts as ends of generation
-        static constexpr std::string_view ends[] = {
-            "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",   "<|endoftext|>",
-            "<|eom_id|>", "<EOT>",      "_<EOT>",  "<|end_of_text|>", "<end_of_utterance>",
-        };
-        const gguf_value& tokens = g.array("tokenizer.ggml.tokens");
-        for (std::size_t i = 0; i < tokens.size(); ++i)
-            if (std::ranges::find(ends, tokens.strings()[i]) != std::end(ends))
-                add(static_cast<std::int64_t>(i));
-    }
-    if (ids.empty()) return json::value(nullptr);
-    return json::value(std::move(ids));
-}
-
-}  // namespace gguf_detail
-
-ANVIL_INLINE bool is_gguf_path(const std::filesystem::path& path) {
-    return path.extension() == ".gguf";
-}
-
-ANVIL_INLINE json::value gguf_decoder_config(const gguf_file& g, bool tied) {
-    using anvil::detail::message;
-    const std::string source(g.source_name());
-    const std::string& arch = g.string("general.architecture");
-    const gguf_detail::known_architecture* kind = gguf_detail::find_architecture(arch);
-    if (kind == nullptr) {
-        throw unsupported_error(
-            message(source, ": general.architecture '", arch,
-                    "' is not supported (anvil reads llama, qwen2, qwen3 and gpt2 GGUF files)"));
-    }
-    const bool gpt2 = arch == "gpt2";  // learned positions, LayerNorm with biases, fused Conv1D attention
-    const auto key = [&](std::string_view name) { return message(arch, ".", name); };
-    const auto integer_or = [&](std::string_view name, std::optional<std::int64_t> fallback) -> std::int64_t {
-        const std::string k = key(name);
-        if (g.find(k) == nullptr) {
-            if (!fallback) throw format_error(message(source, ": the metadata key '", k, "' is missing"));
-            return *fallback;
-        }
-        return g.integer(k);
-    };
-    const std::int64_t hidden = integer_or("embedding_length", std::nullopt);
-    const std::int64_t heads = integer_or("attention.head_count", std::nullopt);
-    const std::int64_t kv_heads = integer_or("attention.head_count_kv", heads);
-    if (heads < 1 || kv_heads < 1 || hidden < 1) {
-        throw format_error(message(source, ": ", key("embedding_length"), " ", hidden, ", ",
-                                   key("attention.head_count"), " ", heads, " and ",
-                                   key("attention.head_count_kv"), " ", kv_heads, " must be positive"));
-    }
-    const std::int64_t head_dim = integer_or("attention.key_length", hidden / heads);
-    if (const std::int64_t rotary = gpt2 ? head_dim : integer_or("rope.dimension_count", head_dim);
-        rotary != head_dim) {
-        throw unsupported_error(message(source, ": ", key("rope.dimension_count"), " ", rotary,
-                                        " rotates part of each head of ", head_dim, " (not supported)"));
-    }
-    if (g.find_tensor("rope_freqs.weight") != nullptr) {
-        throw unsupported_error(message(source,
-                                        ": rope_freqs.weight (llama3 RoPE scaling as llama.cpp stores it) "
-                                        "is not supported yet"));
-    }
-
-    json::object config;
-    config["model_type"] = json::value(std::string(arch));
-    config["architectures"] = json::value(json::array{json::value(std::string(kind->architecture))});
-    if (const gguf_tensor* embeddings = g.find_tensor("token_embd.weight"); embeddings != nullptr)
-        config["vocab_size"] = json::value(embeddings->shape().front());
-    config["tie_word_embeddings"] = json::value(tied);
-    if (gpt2) {
-        config["n_embd"] = json::value(hidden);
-        config["n_layer"] = json::value(integer_or("block_count", std::nullopt));
-        config["n_head"] = json::value(heads);
-        config["n_inner"] = json::value(integer_or("feed_forward_length", std::nullopt));
-        config["n_positions"] = json::value(integer_or("context_length", std::nullopt));
-        config["layer_norm_epsilon"] = json::value(g.number(key("attention.layer_norm_epsilon")));
-        config["activation_function"] = json::value("gelu_new");  // llama.cpp's GELU is the tanh form
-    }
-    config["hidden_size"] = json::value(hidden);
-    if (!gpt2) {
-        config["intermediate_size"] = json::value(integer_or("feed_forward_length", std::nullopt));
-        config["num_hidden_layers"] = json::value(integer_or("block_count", std::nullopt));
-        config["num_attention_heads"] = json::value(heads);
-        config["num_key_value_heads"] = json::value(kv_heads);
-        config["head_dim"] = json::value(head_dim);
-        config["max_position_embeddings"] = json::value(integer_or("context_length", std::nullopt));
-        config["rms_norm_eps"] = json::value(g.number(key("attention.layer_norm_rms_epsilon")));
-        config["rope_theta"] =
-            json::value(g.find(key("rope.freq_base")) ? g.number(key("rope.freq_base")) : 10000.0);
-        config["hidden_act"] = json::value("silu");
-        if (const gguf_value* scaling = g.find(key("rope.scaling.type")); scaling != nullptr) {
-            const std::string* type = scaling->string();
-            if (type == nullptr)
-                throw format_error(message(source, ": ", key("rope.scaling.type"), " is not a string"));
-            if (*type == "linear") {
-                json::object rope;
-                rope["type"] = json::value("linear");
-                rope["factor"] = json::value(g.number(key("rope.scaling.factor")));
-                config["rope_scaling"] = json::value(std::move(rope));
-            } else if (*type != "none") {
-                throw unsupported_error(message(source, ": ", key("rope.scaling.type"), " '", *type,
-                                                "' is not supported (none, linear)"));
-            }
-        }
-    }
-    config["attention_bias"] = json::value(g.find_tensor("blk.0.attn_q.bias") != nullptr);
-
-    // What every layer needs, named as the file names it (the loader would name Hugging Face's tensors).
-    const std::int64_t layers = integer_or("block_count", std::nullopt);
-    std::vector<std::string> missing;
-    const std::vector<const char*> model_parts =
-        gpt2 ? std::vector<const char*>{"token_embd.weight", "position_embd.weight", "output_norm.weight"}
-             : std::vector<const char*>{"token_embd.weight", "output_norm.weight"};
-    const std::vector<const char*> layer_parts =
-        gpt2 ? std::vector<const char*>{"attn_norm", "attn_qkv", "attn_output",
-                                        "ffn_norm",  "ffn_up",   "ffn_down"}
-             : std::vector<const char*>{"attn_norm", "attn_q",   "attn_k", "attn_v",  "attn_output",
-                                        "ffn_norm",  "ffn_gate", "ffn_up", "ffn_down"};
-    for (const char* name : model_parts)
-        if (g.find_tensor(name) == nullptr) missing.emplace_back(name);
-    for (std::int64_t i = 0; i < layers && missing.size() < 8; ++i) {
-        for (const char* part : layer_parts) {
-            std::string name = message("blk.", i, ".", part, ".weight");
-            if (g.find_tensor(name) == nullptr) missing.push_back(std::move(name));
-        }
-    }
-    if (!missing.empty()) {
-        std::string list;
-        for (const std::string& name : missing)
-            list += (list.empty() ? "" : ", ") + name;
-        throw format_error(
-            message(source, ": a ", arch, " model of ", layers, " blocks needs tensors it lacks: ", list));
-    }
-    return json::value(std::move(config));
-}
-
-ANVIL_INLINE gguf_decoder read_gguf_decoder(const std::filesystem::path& file) {
-    using anvil::detail::message;
-    auto storage = std::make_shared<gguf_detail::gguf_storage>(gguf_file::open(file));
-    const gguf_file& g = storage->file;
-    const std::string source = file.string();
-    const gguf_tensor* embeddings = g.find_tensor("token_embd.weight");
-    const gguf_tensor* head = g.find_tensor("output.weight");
-    // llama.cpp's converter writes GPT-2's tied head out as a copy of the embeddings.
-    const bool tied =
-        head == nullptr || (embeddings != nullptr && head->type == embeddings->type &&
-                            head->ne == embeddings->ne && std::ranges::equal(head->bytes, embeddings->bytes));
-    json::value config_value = gguf_decoder_config(g, tied);
-    json::object& config = config_value.as_object();
-    std::optional<gguf_vocabulary> vocabulary = read_gguf_vocabulary(g);
-    if (g.find("tokenizer.ggml.bos_token_id") != nullptr)
-        config["bos_token_id"] = json::value(g.integer("tokenizer.ggml.bos_token_id"));
-    config["eos_token_id"] = gguf_detail::end_of_generation_ids(g, vocabulary.has_value());
-    // gguf_decoder_config checked the architecture and the head counts.
-    const gguf_detail::known_architecture* kind =
-        gguf_detail::find_architecture(g.string("general.architecture"));
-    const bool gpt2 = kind->arch == "gpt2";
-    const std::int64_t heads = config.find(gpt2 ? "n_head" : "num_attention_heads")->as_int();
-    const std::int64_t kv_heads = gpt2 ? heads : config.find("num_key_value_heads")->as_int();
-
-    std::vector<checkpoint_tensor> tensors;
-    for (const gguf_tensor& t : g.tensors()) {
-        if (tied && t.name == "output.weight") continue;  // a copy of the embeddings (GPT-2's converter)
-        std::string name = gguf_detail::hf_name(t.name, gpt2);
-        if (name.empty())
-            throw unsupported_error(
-                message(source, ": tensor '", t.name, "' is not one of a ", kind->arch, " model's"));
-        std::vector<std::int64_t> shape = t.shape();
-        const bool permute = kind->permuted && shape.size() == 2 &&
-                             (t.name.ends_with(".attn_q.weight") || t.name.ends_with(".attn_k.weight"));
-        const std::int64_t split = t.name.ends_with(".attn_q.weight") ? heads : kv_heads;
-        if (permute && (shape[0] % split != 0 || (shape[0] / split) % 2 != 0)) {
-            throw format_error(message(source, ": tensor '", t.name, "' has ", shape[0], " rows, not ", split,
-                                       " heads of an even size"));
-        }
-        const auto type = static_cast<ggml_type>(t.type);
-        const std::optional<dtype> direct = type == ggml_type::F32    ? std::optional<dtype>(dtype::f32)
-                                            : type == ggml_type::F16  ? std::optional<dtype>(dtype::f16)
-                                            : type == ggml_type::BF16 ? std::optional<dtype>(dtype::bf16)
-                                                                      : std::nullopt;
-        // A linear weight of a type the GEMM reads keeps its blocks, and so do the token embeddings (a gather
-        // dequantises the rows it reads, and a tied head multiplies the blocks).
-        const bool linear_weight =
-            shape.size() == 2 &&
-            (t.name.starts_with("blk.") || t.name == "output.weight" || t.name == "token_embd.weight");
-        const bool blocks = gguf_detail::kept_quantised(type) && linear_weight;
-        std::span<const std::byte> bytes = t.bytes;
-        dtype stored = direct.value_or(dtype::f32);
-        if (!direct && !blocks) {
-            storage->copies.push_back(t.to_f32());  // unsupported_error naming a type without a dequantiser
-            bytes = std::as_bytes(std::span<const float>(storage->copies.back()));
-        }
-        if (permute) {
-            // Whole rows move, whatever they hold (values or blocks).
-            std::vector<std::byte> ordered(bytes.size());
-            recipe_detail::unpermute_rope_rows(bytes, split,
-                                               static_cast<std::int64_t>(bytes.size()) / shape[0], ordered);
-            storage->block_copies.push_back(std::move(ordered));
-            bytes = storage->block_copies.back();
-        }
-        const std::optional<ggml_type> kept = blocks ? std::optional<ggml_type>(type) : std::nullopt;
-        // GPT-2's four matrices are linear weights [out, in] in the file, as anvil's GPT-2 reads them once
-        // split (Hugging Face's Conv1D [in, out] is transposed at load, decoder_lm.hpp): the fused q/k/v
-        // matrix and bias go in as the three pieces, views of their rows, and nothing is transposed.
-        if (gpt2 && (t.name.ends_with(".attn_qkv.weight") || t.name.ends_with(".attn_qkv.bias"))) {
-            if (shape[0] % 3 != 0) {
-                throw format_error(message(source, ": tensor '", t.name, "' has ", shape[0],
-                                           " rows, not three equal parts (q, k and v)"));
-            }
-            const std::string stem = name.substr(0, name.rfind("c_attn."));  // "transformer.h.N.attn."
-            const std::string suffix = t.name.ends_with(".bias") ? ".bias" : ".weight";
-            std::vector<std::int64_t> part_shape = shape;
-            part_shape[0] /= 3;
-            const std::size_t part_bytes = bytes.size() / 3;
-            for (std::size_t piece = 0; piece < 3; ++piece) {
-                tensors.push_back({stem + "qkv"[piece] + suffix, stored, part_shape,
-                                   bytes.subspan(piece * part_bytes, part_bytes), kept});
-            }
-            continue;
-        }
-        tensors.push_back({std::move(name), stored, std::move(shape), bytes, kept});
-    }
-    auto weights =
-        std::make_shared<const checkpoint>(checkpoint::from_tensors(source, std::move(tensors), storage));
-    return {std::move(config_value), std::move(weights), std::move(vocabulary)};
-}
-
-}  // namespace anvil::models
 // anvil: the ONNX importer's definitions (see onnx_import.hpp; compilation.hpp says when this file is
 // compiled).
 
@@ -44430,11 +41186,11 @@ ANVIL_INLINE gguf_decoder read_gguf_decoder(const std::filesystem::path& file) {
 // #include "anvil/core/error.hpp"
 // #include "anvil/core/host_tensor.hpp"
 // #include "anvil/graph/graph.hpp"
-// #include "anvil/models/onnx/importer-inl.hpp"
-// anvil: the ONNX importer's state and the means its op imports share (models/onnx_import.hpp says what it
-// does; compilation.hpp says when this file is compiled). The class keeps the IR value of every ONNX name and
-// settles on the host the values no run's input decides; `import` dispatches each node to its op's import,
-// defined by family in tensor_ops-inl.hpp (shapes and data movement), math_ops-inl.hpp (elementwise,
+// #include "anvil/models/import/onnx/importer-inl.hpp"
+// anvil: the ONNX importer's state and the means its op imports share (models/import/onnx_import.hpp says
+// what it does; compilation.hpp says when this file is compiled). The class keeps the IR value of every ONNX
+// name and settles on the host the values no run's input decides; `import` dispatches each node to its op's
+// import, defined by family in tensor_ops-inl.hpp (shapes and data movement), math_ops-inl.hpp (elementwise,
 // products, reductions, losses, quantisation), network_ops-inl.hpp (convolution, pooling, normalisation,
 // resizing) and recurrent_ops-inl.hpp (RNN, GRU, LSTM).
 
@@ -45217,7 +41973,7 @@ private:
 };
 
 }  // namespace anvil::models::onnx_detail
-// #include "anvil/models/onnx/math_ops-inl.hpp"
+// #include "anvil/models/import/onnx/math_ops-inl.hpp"
 // anvil: the ONNX ops that compute: elementwise arithmetic and activations, products (MatMul, Gemm,
 // Einsum), softmaxes, reductions, losses and (de)quantisation, built from anvil's IR ops.
 // Member definitions of onnx_detail::importer (importer-inl.hpp).
@@ -45239,7 +41995,7 @@ private:
 #include <utility>
 #include <vector>
 
-// #include "anvil/models/onnx/importer-inl.hpp"
+// #include "anvil/models/import/onnx/importer-inl.hpp"
 
 namespace anvil::models::onnx_detail {
 
@@ -45790,7 +42546,7 @@ inline value importer::activation(const onnx_node& n) {
 }
 
 }  // namespace anvil::models::onnx_detail
-// #include "anvil/models/onnx/network_ops-inl.hpp"
+// #include "anvil/models/import/onnx/network_ops-inl.hpp"
 // anvil: the ONNX ops of convolutional networks: Conv and ConvTranspose, pooling, batch, instance,
 // layer and local response normalisation, and Resize / Upsample.
 // Member definitions of onnx_detail::importer (importer-inl.hpp).
@@ -45812,7 +42568,7 @@ inline value importer::activation(const onnx_node& n) {
 #include <utility>
 #include <vector>
 
-// #include "anvil/models/onnx/importer-inl.hpp"
+// #include "anvil/models/import/onnx/importer-inl.hpp"
 
 namespace anvil::models::onnx_detail {
 
@@ -46193,7 +42949,7 @@ inline value importer::local_response_norm(const onnx_node& n) {
 }
 
 }  // namespace anvil::models::onnx_detail
-// #include "anvil/models/onnx/recurrent_ops-inl.hpp"
+// #include "anvil/models/import/onnx/recurrent_ops-inl.hpp"
 // anvil: ONNX's recurrent layers (RNN, GRU, LSTM), unrolled over their static sequence length.
 // Member definitions of onnx_detail::importer (importer-inl.hpp).
 
@@ -46214,7 +42970,7 @@ inline value importer::local_response_norm(const onnx_node& n) {
 #include <utility>
 #include <vector>
 
-// #include "anvil/models/onnx/importer-inl.hpp"
+// #include "anvil/models/import/onnx/importer-inl.hpp"
 
 namespace anvil::models::onnx_detail {
 
@@ -46382,7 +43138,7 @@ inline std::vector<value> importer::recurrent(const onnx_node& n) {
 }
 
 }  // namespace anvil::models::onnx_detail
-// #include "anvil/models/onnx/tensor_ops-inl.hpp"
+// #include "anvil/models/import/onnx/tensor_ops-inl.hpp"
 // anvil: the ONNX ops that move, reshape, select and make tensors (Reshape, Slice, Gather, Pad, Shape,
 // Range, ...): what decides a shape is settled at import, the data stays in the graph.
 // Member definitions of onnx_detail::importer (importer-inl.hpp).
@@ -46404,7 +43160,7 @@ inline std::vector<value> importer::recurrent(const onnx_node& n) {
 #include <utility>
 #include <vector>
 
-// #include "anvil/models/onnx/importer-inl.hpp"
+// #include "anvil/models/import/onnx/importer-inl.hpp"
 
 namespace anvil::models::onnx_detail {
 
@@ -46964,7 +43720,7 @@ inline value importer::eye_like(const onnx_node& n) {
 }
 
 }  // namespace anvil::models::onnx_detail
-// #include "anvil/models/onnx_import.hpp"
+// #include "anvil/models/import/onnx_import.hpp"
 
 namespace anvil::models {
 
@@ -47066,6 +43822,3250 @@ ANVIL_INLINE onnx_import import_onnx(const onnx_model& model,
 }
 
 }  // namespace anvil::models
+// anvil: chat_template's definitions (see chat_template.hpp; compilation.hpp says when this file is
+// compiled).
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/json.hpp"
+// #include "anvil/models/common/chat_template.hpp"
+
+namespace anvil::models {
+
+ANVIL_INLINE std::string_view to_string(chat_format f) noexcept {
+    switch (f) {
+        case chat_format::chatml:
+            return "chatml";
+        case chat_format::llama3:
+            return "llama3";
+        case chat_format::mistral:
+            return "mistral";
+        case chat_format::llama2:
+            return "llama2";
+    }
+    return "?";
+}
+
+}  // namespace anvil::models
+
+namespace anvil::models::recipe_detail {
+
+ANVIL_INLINE bool contains(std::string_view text, std::string_view part) noexcept {
+    return text.find(part) != std::string_view::npos;
+}
+
+ANVIL_INLINE bool is_python_space(std::uint32_t c) noexcept {
+    return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 || c == 0x1680 ||
+           (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f || c == 0x205f ||
+           c == 0x3000;
+}
+
+ANVIL_INLINE std::uint32_t decode_code_point(std::string_view text, std::size_t begin,
+                                             std::size_t end) noexcept {
+    const auto byte = [&](std::size_t i) {
+        return static_cast<std::uint32_t>(static_cast<unsigned char>(text[i]));
+    };
+    const std::size_t n = end - begin;
+    const std::uint32_t lead = byte(begin);
+    if (n == 1) return lead < 0x80 ? lead : 0xFFFFFFFFu;
+    std::uint32_t c = lead & (0x7fu >> n);
+    for (std::size_t i = begin + 1; i < end; ++i)
+        c = (c << 6) | (byte(i) & 0x3fu);
+    return c;
+}
+
+ANVIL_INLINE std::size_t utf8_length(unsigned char lead) noexcept {
+    return lead < 0x80 ? 1 : lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1;
+}
+
+ANVIL_INLINE std::string_view python_strip(std::string_view s, bool left, bool right,
+                                           std::string_view chars) {
+    const auto strip_char = [&](std::uint32_t c) {
+        return chars.empty() ? is_python_space(c)
+                             : (c < 0x80 && contains(chars, std::string(1, static_cast<char>(c))));
+    };
+    std::size_t begin = 0, end = s.size();
+    while (left && begin < end) {
+        const std::size_t n = std::min(utf8_length(static_cast<unsigned char>(s[begin])), end - begin);
+        if (!strip_char(decode_code_point(s, begin, begin + n))) break;
+        begin += n;
+    }
+    while (right && end > begin) {
+        std::size_t start = end - 1;
+        while (start > begin && (static_cast<unsigned char>(s[start]) & 0xc0) == 0x80 && end - start < 4)
+            --start;
+        if (!strip_char(decode_code_point(s, start, end))) break;
+        end = start;
+    }
+    return s.substr(begin, end - begin);
+}
+
+ANVIL_INLINE std::string jinja_unescape(std::string_view s) {
+    std::string out;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        if (s[i] != '\\' || i + 1 == s.size()) {
+            out += s[i];
+            continue;
+        }
+        const char e = s[++i];
+        out += e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e;
+    }
+    return out;
+}
+
+ANVIL_INLINE std::string chatml_default_system(std::string_view source) {
+    static constexpr std::string_view head = "<|im_start|>system";
+    for (std::size_t at = source.find(head); at != std::string_view::npos; at = source.find(head, at + 1)) {
+        std::size_t text = at + head.size();
+        if (source.substr(text, 2) == "\\n") {
+            text += 2;
+        } else if (source.substr(text, 1) == "\n") {
+            text += 1;
+        } else {
+            continue;
+        }
+        if (text >= source.size() || source[text] == '\'' || source[text] == '"') continue;
+        const std::size_t end = source.find("<|im_end|>", text);
+        if (end == std::string_view::npos) continue;
+        return jinja_unescape(source.substr(text, end - text));
+    }
+    return {};
+}
+
+ANVIL_INLINE std::string quote_start(std::string_view source) {
+    constexpr std::size_t shown = 120;
+    std::string start(source.substr(0, shown));
+    for (char& c : start)
+        if (c == '\n') c = ' ';
+    return "\"" + start + (source.size() > shown ? "...\"" : "\"");
+}
+
+ANVIL_INLINE void unknown_template(std::string_view what, std::string_view source) {
+    throw unsupported_error(anvil::detail::message(
+        "chat template: ", what,
+        "; anvil renders the ChatML (Qwen2/2.5/3), Llama-3, Mistral [INST] and Llama-2 <<SYS>> families; "
+        "the template starts ",
+        quote_start(source)));
+}
+
+}  // namespace anvil::models::recipe_detail
+
+namespace anvil::models {
+
+ANVIL_INLINE chat_format recognise_chat_template(std::string_view jinja_source) {
+    using recipe_detail::contains;
+    if (contains(jinja_source, "<|im_start|>")) return chat_format::chatml;
+    if (contains(jinja_source, "<|start_header_id|>")) return chat_format::llama3;
+    if (contains(jinja_source, "<<SYS>>")) return chat_format::llama2;
+    if (contains(jinja_source, "[INST]")) return chat_format::mistral;
+    recipe_detail::unknown_template("not a template of a known family", jinja_source);
+}
+
+ANVIL_INLINE chat_template make_chat_template(std::string_view jinja_source, std::string bos_token,
+                                              std::string eos_token) {
+    using recipe_detail::contains;
+    chat_template t;
+    t.format = recognise_chat_template(jinja_source);
+    t.bos_token = std::move(bos_token);
+    t.eos_token = std::move(eos_token);
+    switch (t.format) {
+        case chat_format::chatml:
+            if (contains(jinja_source, "tool_call") && !contains(jinja_source, "<tool_response>"))
+                recipe_detail::unknown_template("a ChatML template with tool calls of an unknown style",
+                                                jinja_source);
+            t.default_system = recipe_detail::chatml_default_system(jinja_source);
+            t.qwen_roles = contains(jinja_source, "<tool_response>");
+            t.qwen3_thinking =
+                contains(jinja_source, "</think>") || contains(jinja_source, "enable_thinking");
+            break;
+        case chat_format::llama3:
+            if (contains(jinja_source, "Cutting Knowledge Date") || contains(jinja_source, "ipython"))
+                recipe_detail::unknown_template(
+                    "Llama-3.1+ templates (dated system header, tools) are not supported", jinja_source);
+            t.always_generation_prompt = !contains(jinja_source, "add_generation_prompt");
+            break;
+        case chat_format::mistral:
+            if (contains(jinja_source, "[AVAILABLE_TOOLS]") || contains(jinja_source, "[SYSTEM_PROMPT]"))
+                recipe_detail::unknown_template(
+                    "Mistral templates with [AVAILABLE_TOOLS]/[SYSTEM_PROMPT] are not supported",
+                    jinja_source);
+            t.mistral_v2 = contains(jinja_source, "' [INST] '");
+            if (!t.mistral_v2 && contains(jinja_source, "system_message"))
+                recipe_detail::unknown_template(
+                    "a Mistral template with a system message of an unknown style", jinja_source);
+            t.eos_space = contains(jinja_source, "eos_token + ' '");
+            break;
+        case chat_format::llama2:
+            break;
+    }
+    return t;
+}
+
+}  // namespace anvil::models
+
+namespace anvil::models::recipe_detail {
+
+ANVIL_INLINE std::string special_token(const json::value& config, std::string_view key,
+                                       const std::string& source) {
+    const json::value* v = config.find(key);
+    if (!v || v->is_null()) return {};
+    if (v->is_string()) return v->as_string();
+    if (v->is_object())
+        if (const json::value* content = v->find("content"); content && content->is_string())
+            return content->as_string();
+    throw format_error(anvil::detail::message(source, ": '", key,
+                                              "' must be a string or an object with a string \"content\""));
+}
+
+}  // namespace anvil::models::recipe_detail
+
+namespace anvil::models {
+
+ANVIL_INLINE std::optional<chat_template> read_chat_template(const std::filesystem::path& folder) {
+    const std::filesystem::path config_path = folder / "tokenizer_config.json";
+    const std::filesystem::path jinja_path = folder / "chat_template.jinja";
+    json::value config;
+    if (std::filesystem::is_regular_file(config_path)) config = json::parse_file(config_path);
+    const std::string source = config_path.string();
+    if (!config.is_null() && !config.is_object())
+        throw format_error(anvil::detail::message(source, ": expected a JSON object"));
+    std::string jinja;
+    const json::value* value = config.is_object() ? config.find("chat_template") : nullptr;
+    if (value && value->is_string()) {
+        jinja = value->as_string();
+    } else if (value && value->is_array()) {
+        for (const json::value& named : value->as_array()) {
+            const json::value* name = named.find("name");
+            const json::value* text = named.find("template");
+            if (name && name->is_string() && name->as_string() == "default" && text && text->is_string())
+                jinja = text->as_string();
+        }
+        if (jinja.empty())
+            throw format_error(
+                anvil::detail::message(source, ": 'chat_template' is a list without a \"default\" template"));
+    } else if (value && !value->is_null()) {
+        throw format_error(anvil::detail::message(source, ": 'chat_template' must be a string or a list"));
+    } else if (std::filesystem::is_regular_file(jinja_path)) {
+        std::ifstream file(jinja_path, std::ios::binary);
+        if (!file) throw io_error(anvil::detail::message(jinja_path.string(), ": cannot open"));
+        jinja.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+    } else {
+        return std::nullopt;
+    }
+    std::string bos, eos;
+    if (config.is_object()) {
+        bos = recipe_detail::special_token(config, "bos_token", source);
+        eos = recipe_detail::special_token(config, "eos_token", source);
+    }
+    return make_chat_template(jinja, std::move(bos), std::move(eos));
+}
+
+}  // namespace anvil::models
+
+namespace anvil::models::recipe_detail {
+
+ANVIL_INLINE void render_chatml(const chat_template& t, std::span<const chat_message> messages,
+                                std::string& out) {
+    const auto turn = [&](std::string_view role, std::string_view content) {
+        out.append("<|im_start|>").append(role).append("\n").append(content).append("<|im_end|>\n");
+    };
+    if (messages.front().role != "system" && !t.default_system.empty()) turn("system", t.default_system);
+    // Qwen3: the last user turn that is not a tool response; assistant turns after it keep their thinking.
+    std::size_t last_query = messages.size() - 1;
+    for (std::size_t i = messages.size(); i-- > 0;) {
+        const std::string& c = messages[i].content;
+        if (messages[i].role == "user" &&
+            !(c.starts_with("<tool_response>") && c.ends_with("</tool_response>"))) {
+            last_query = i;
+            break;
+        }
+    }
+    for (std::size_t i = 0; i < messages.size(); ++i) {
+        const chat_message& m = messages[i];
+        const bool last = i + 1 == messages.size();
+        if (m.role == "assistant" && t.qwen3_thinking) {
+            std::string_view content = m.content;
+            std::string_view reasoning;
+            if (contains(content, "</think>")) {
+                const std::string_view before = content.substr(0, content.find("</think>"));
+                content = python_strip(content.substr(content.rfind("</think>") + 8), true, false, "\n");
+                reasoning = python_strip(before, false, true, "\n");
+                if (const std::size_t open = reasoning.rfind("<think>"); open != std::string_view::npos)
+                    reasoning = reasoning.substr(open + 7);
+                reasoning = python_strip(reasoning, true, false, "\n");
+            }
+            out.append("<|im_start|>assistant\n");
+            if (i > last_query && (last || !reasoning.empty())) {
+                out.append("<think>\n")
+                    .append(python_strip(reasoning, true, true, "\n"))
+                    .append("\n</think>\n\n");
+                out.append(python_strip(content, true, false, "\n"));
+            } else {
+                out.append(content);
+            }
+            out.append("<|im_end|>\n");
+        } else if (m.role == "tool" && t.qwen_roles) {
+            if (i == 0 || messages[i - 1].role != "tool") out.append("<|im_start|>user");
+            out.append("\n<tool_response>\n").append(m.content).append("\n</tool_response>");
+            if (last || messages[i + 1].role != "tool") out.append("<|im_end|>\n");
+        } else if (m.role == "system" || m.role == "user" || m.role == "assistant" || !t.qwen_roles) {
+            turn(m.role, m.content);
+        } else {
+            throw unsupported_error(anvil::detail::message(
+                "chat template (Qwen): message ", i, " has role '", m.role,
+                "', which the template would drop; the roles are system, user, assistant and tool"));
+        }
+    }
+}
+
+ANVIL_INLINE void check_alternation(std::span<const chat_message> turns, std::size_t offset,
+                                    std::string_view rule) {
+    for (std::size_t j = 0; j < turns.size(); ++j)
+        if ((turns[j].role == "user") != (j % 2 == 0))
+            throw error(anvil::detail::message("chat template: ", rule, " (message ", j + offset,
+                                               " has role '", turns[j].role, "')"));
+}
+
+ANVIL_INLINE void render_inst(const chat_template& t, std::span<const chat_message> messages,
+                              std::string& out) {
+    const bool has_system =
+        messages.front().role == "system" && (t.format == chat_format::llama2 || t.mistral_v2);
+    const std::string_view system =
+        has_system ? std::string_view(messages.front().content) : std::string_view();
+    const std::span<const chat_message> turns = has_system ? messages.subspan(1) : messages;
+    const std::size_t offset = has_system ? 1 : 0;
+    if (t.format == chat_format::llama2) {
+        check_alternation(turns, offset,
+                          "Conversation roles must alternate user/assistant/user/assistant/...");
+        for (std::size_t j = 0; j < turns.size(); ++j) {
+            std::string content = turns[j].content;
+            if (j == 0 && has_system)
+                content = "<<SYS>>\n" + std::string(system) + "\n<</SYS>>\n\n" + content;
+            const std::string_view stripped = python_strip(content, true, true);
+            if (turns[j].role == "user") {
+                out.append(t.bos_token).append("[INST] ").append(stripped).append(" [/INST]");
+            } else if (turns[j].role == "assistant") {
+                out.append(" ").append(stripped).append(" ").append(t.eos_token);
+            } else {
+                throw unsupported_error(anvil::detail::message(
+                    "chat template (Llama-2): message ", j + offset, " has role '", turns[j].role,
+                    "'; only user and assistant turns after an optional system message are rendered"));
+            }
+        }
+        return;
+    }
+    out.append(t.bos_token);
+    if (t.mistral_v2) {
+        check_alternation(turns, offset,
+                          "After the optional system message, conversation roles must alternate "
+                          "user/assistant/user/assistant/...");
+    } else {
+        check_alternation(turns, offset,
+                          "Conversation roles must alternate user/assistant/user/assistant/...");
+    }
+    for (std::size_t j = 0; j < turns.size(); ++j) {
+        const chat_message& m = turns[j];
+        if (m.role == "user") {
+            out.append(t.mistral_v2 ? " [INST] " : "[INST] ");
+            if (j == 0 && has_system) out.append(system).append("\n\n");
+            out.append(m.content).append(" [/INST]");
+        } else if (m.role == "assistant") {
+            if (t.mistral_v2) out.append(" ");
+            out.append(m.content).append(t.eos_token);
+            if (t.eos_space) out.append(" ");
+        } else {
+            throw unsupported_error(anvil::detail::message(
+                "chat template (Mistral): message ", j + offset, " has role '", m.role,
+                t.mistral_v2
+                    ? "'; Only user and assistant roles are supported, with the exception of an initial "
+                      "optional system message!"
+                    : "'; Only user and assistant roles are supported!"));
+        }
+    }
+}
+
+}  // namespace anvil::models::recipe_detail
+
+namespace anvil::models {
+
+ANVIL_INLINE std::string render_chat(const chat_template& t, std::span<const chat_message> messages,
+                                     bool add_generation_prompt) {
+    if (messages.empty()) throw error("chat template: the conversation has no messages");
+    std::string out;
+    switch (t.format) {
+        case chat_format::chatml:
+            recipe_detail::render_chatml(t, messages, out);
+            if (add_generation_prompt) {
+                out.append("<|im_start|>assistant\n");
+                if (t.qwen3_thinking && !t.enable_thinking) out.append("<think>\n\n</think>\n\n");
+            }
+            break;
+        case chat_format::llama3:
+            for (std::size_t i = 0; i < messages.size(); ++i) {
+                if (i == 0) out.append(t.bos_token);
+                out.append("<|start_header_id|>").append(messages[i].role).append("<|end_header_id|>\n\n");
+                out.append(recipe_detail::python_strip(messages[i].content, true, true)).append("<|eot_id|>");
+            }
+            if (add_generation_prompt || t.always_generation_prompt)
+                out.append("<|start_header_id|>assistant<|end_header_id|>\n\n");
+            break;
+        case chat_format::mistral:
+        case chat_format::llama2:
+            recipe_detail::render_inst(t, messages, out);
+            break;
+    }
+    return out;
+}
+
+}  // namespace anvil::models
+// anvil: sampling's definitions (see sampling.hpp; compilation.hpp says when this file is compiled).
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <span>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/models/common/sampling.hpp"
+
+namespace anvil::models::recipe_detail {
+
+ANVIL_INLINE void validate_sampling_options(const sampling_options& o) {
+    if (!(o.temperature >= 0) || std::isinf(o.temperature))
+        throw error(anvil::detail::message(
+            "sampling: temperature must be a finite number >= 0 (0 is greedy), got ", o.temperature));
+    if (o.top_k < 0)
+        throw error(anvil::detail::message("sampling: top_k must be >= 0 (0 is off), got ", o.top_k));
+    if (!(o.top_p > 0 && o.top_p <= 1))
+        throw error(anvil::detail::message("sampling: top_p must be in (0, 1] (1 is off), got ", o.top_p));
+    if (!(o.repetition_penalty > 0) || std::isinf(o.repetition_penalty))
+        throw error(anvil::detail::message(
+            "sampling: repetition_penalty must be a finite number > 0 (1 is off), got ",
+            o.repetition_penalty));
+}
+
+}  // namespace anvil::models::recipe_detail
+
+namespace anvil::models {
+
+ANVIL_INLINE sampler::sampler(const sampling_options& options) : options_(options), random_(options.seed) {
+    recipe_detail::validate_sampling_options(options_);
+}
+
+ANVIL_INLINE std::int32_t sampler::next(std::span<const float> logits, std::span<const std::int32_t> seen) {
+    if (logits.empty()) throw error("sampling: the row of logits is empty");
+    if (logits.size() > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
+        throw error(
+            anvil::detail::message("sampling: ", logits.size(), " logits is more than token ids can index"));
+    scores_.resize(logits.size());
+    for (std::size_t i = 0; i < logits.size(); ++i) {
+        const float v = logits[i];
+        if (std::isnan(v) || v == std::numeric_limits<float>::infinity())
+            throw error(anvil::detail::message("sampling: logit of token ", i, " is ", v,
+                                               "; expected a finite number or -inf"));
+        scores_[i] = static_cast<double>(v);
+    }
+    if (options_.repetition_penalty != 1.0) apply_repetition_penalty(seen);
+    if (greedy()) return argmax();
+
+    const double inv_temperature = 1.0 / options_.temperature;
+    for (double& s : scores_)
+        s *= inv_temperature;
+    if (options_.top_k > 0 && static_cast<std::size_t>(options_.top_k) < scores_.size()) apply_top_k();
+    return draw();
+}
+
+ANVIL_INLINE void sampler::apply_repetition_penalty(std::span<const std::int32_t> seen) {
+    const double p = options_.repetition_penalty;
+    penalised_.assign(scores_.size(), false);
+    for (const std::int32_t id : seen) {
+        if (id < 0 || static_cast<std::size_t>(id) >= scores_.size())
+            throw error(anvil::detail::message("sampling: seen token id ", id,
+                                               " is outside the vocabulary [0, ", scores_.size(), ")"));
+        const auto index = static_cast<std::size_t>(id);
+        if (penalised_[index]) continue;  // once per token, however often it was seen
+        penalised_[index] = true;
+        double& s = scores_[index];
+        s = s < 0 ? s * p : s / p;
+    }
+}
+
+ANVIL_INLINE std::int32_t sampler::argmax() const {
+    std::size_t best = 0;
+    for (std::size_t i = 1; i < scores_.size(); ++i)
+        if (scores_[i] > scores_[best]) best = i;
+    if (scores_[best] == minus_infinity) throw error("sampling: every logit is -inf");
+    return static_cast<std::int32_t>(best);
+}
+
+ANVIL_INLINE void sampler::apply_top_k() {
+    order_ = scores_;
+    const auto kth = order_.begin() + (options_.top_k - 1);
+    std::nth_element(order_.begin(), kth, order_.end(), std::greater<>());
+    const double threshold = *kth;
+    for (double& s : scores_)
+        if (s < threshold) s = minus_infinity;
+}
+
+ANVIL_INLINE std::int32_t sampler::draw() {
+    const double top = *std::max_element(scores_.begin(), scores_.end());
+    if (top == minus_infinity) throw error("sampling: every logit is -inf");
+    probabilities_.resize(scores_.size());
+    double total = 0;
+    for (std::size_t i = 0; i < scores_.size(); ++i)
+        total += probabilities_[i] = std::exp(scores_[i] - top);
+    for (double& q : probabilities_)
+        q /= total;
+
+    if (options_.top_p < 1) apply_top_p();
+
+    // Inverse CDF over the kept tokens in id order.
+    double kept = 0;
+    std::size_t last = 0;
+    for (std::size_t i = 0; i < probabilities_.size(); ++i)
+        if (probabilities_[i] > 0) {
+            kept += probabilities_[i];
+            last = i;
+        }
+    const double target = random_.uniform() * kept;
+    double cumulative = 0;
+    for (std::size_t i = 0; i < probabilities_.size(); ++i) {
+        if (probabilities_[i] <= 0) continue;
+        cumulative += probabilities_[i];
+        if (target < cumulative) return static_cast<std::int32_t>(i);
+    }
+    return static_cast<std::int32_t>(last);  // rounding left target at the very end
+}
+
+ANVIL_INLINE void sampler::apply_top_p() {
+    ids_.clear();
+    for (std::size_t i = 0; i < probabilities_.size(); ++i)
+        if (probabilities_[i] > 0) ids_.push_back(static_cast<std::int32_t>(i));
+    std::stable_sort(ids_.begin(), ids_.end(), [&](std::int32_t a, std::int32_t b) {
+        return probabilities_[static_cast<std::size_t>(a)] > probabilities_[static_cast<std::size_t>(b)];
+    });
+    double before = 0;
+    for (const std::int32_t id : ids_) {
+        double& q = probabilities_[static_cast<std::size_t>(id)];
+        if (before >= options_.top_p) {
+            q = 0;
+        } else {
+            before += q;
+        }
+    }
+}
+
+}  // namespace anvil::models
+// anvil: read_gguf_decoder's definitions (see gguf_decoder.hpp; compilation.hpp says when this file is
+// compiled).
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/models/import/gguf_decoder.hpp"
+
+namespace anvil::models {
+
+namespace gguf_detail {
+
+// What keeps a GGUF checkpoint's bytes: the mapped file, and the tensors dequantised or reordered at load.
+struct gguf_storage {
+    explicit gguf_storage(gguf_file f) : file(std::move(f)) {}
+    gguf_file file;
+    std::vector<std::vector<float>> copies;
+    std::vector<std::vector<std::byte>> block_copies;  // quantised tensors with their rows reordered
+};
+
+// The ggml types whose blocks the CPU GEMM reads with vector code (gemm_rows.hpp), every type anvil
+// dequantises: a matrix of one of these (a linear weight, or the token embeddings, which the CPU gathers row
+// by row) stays quantised in the program, and resident, as the file holds it.
+[[nodiscard]] inline bool kept_quantised(ggml_type type) {
+    const std::optional<ggml_type_layout> layout = ggml_layout(static_cast<std::uint32_t>(type));
+    return layout && layout->dequantizes && layout->block > 1;  // F32, F16 and BF16 are read as values
+}
+
+// The architectures anvil reads from GGUF files, with the Hugging Face class each stands for.
+struct known_architecture {
+    std::string_view arch, architecture;
+    bool permuted;  // llama.cpp reorders attn_q / attn_k for interleaved rotation
+};
+inline constexpr known_architecture known_architectures[] = {
+    {"llama", "LlamaForCausalLM", true},
+    {"qwen2", "Qwen2ForCausalLM", false},
+    {"qwen3", "Qwen3ForCausalLM", false},
+    {"gpt2", "GPT2LMHeadModel", false},
+};
+
+// The entry for general.architecture `arch`, or nullptr.
+[[nodiscard]] inline const known_architecture* find_architecture(std::string_view arch) {
+    for (const known_architecture& k : known_architectures)
+        if (k.arch == arch) return &k;
+    return nullptr;
+}
+
+// llama.cpp's per-layer tensor names and Hugging Face's, for the llama-style architectures.
+struct layer_name {
+    std::string_view gguf, hf;
+};
+inline constexpr layer_name layer_names[] = {
+    {"attn_norm.weight", "input_layernorm.weight"},
+    {"attn_q.weight", "self_attn.q_proj.weight"},
+    {"attn_q.bias", "self_attn.q_proj.bias"},
+    {"attn_k.weight", "self_attn.k_proj.weight"},
+    {"attn_k.bias", "self_attn.k_proj.bias"},
+    {"attn_v.weight", "self_attn.v_proj.weight"},
+    {"attn_v.bias", "self_attn.v_proj.bias"},
+    {"attn_output.weight", "self_attn.o_proj.weight"},
+    {"attn_q_norm.weight", "self_attn.q_norm.weight"},
+    {"attn_k_norm.weight", "self_attn.k_norm.weight"},
+    {"ffn_norm.weight", "post_attention_layernorm.weight"},
+    {"ffn_gate.weight", "mlp.gate_proj.weight"},
+    {"ffn_up.weight", "mlp.up_proj.weight"},
+    {"ffn_down.weight", "mlp.down_proj.weight"},
+};
+
+// GPT-2's (GPT2LMHeadModel: transformer.h.N...; the four matrices are Conv1D there).
+inline constexpr layer_name gpt2_layer_names[] = {
+    {"attn_norm.weight", "ln_1.weight"},          {"attn_norm.bias", "ln_1.bias"},
+    {"attn_qkv.weight", "attn.c_attn.weight"},    {"attn_qkv.bias", "attn.c_attn.bias"},
+    {"attn_output.weight", "attn.c_proj.weight"}, {"attn_output.bias", "attn.c_proj.bias"},
+    {"ffn_norm.weight", "ln_2.weight"},           {"ffn_norm.bias", "ln_2.bias"},
+    {"ffn_up.weight", "mlp.c_fc.weight"},         {"ffn_up.bias", "mlp.c_fc.bias"},
+    {"ffn_down.weight", "mlp.c_proj.weight"},     {"ffn_down.bias", "mlp.c_proj.bias"},
+};
+
+// Hugging Face's name for llama.cpp's `name`, or "" when it is not one of the architecture's tensors.
+inline std::string hf_name(std::string_view name, bool gpt2) {
+    if (gpt2) {
+        if (name == "token_embd.weight") return "transformer.wte.weight";
+        if (name == "position_embd.weight") return "transformer.wpe.weight";
+        if (name == "output_norm.weight") return "transformer.ln_f.weight";
+        if (name == "output_norm.bias") return "transformer.ln_f.bias";
+    } else {
+        if (name == "token_embd.weight") return "model.embed_tokens.weight";
+        if (name == "output_norm.weight") return "model.norm.weight";
+    }
+    if (name == "output.weight") return "lm_head.weight";
+    if (!name.starts_with("blk.")) return {};
+    const std::size_t dot = name.find('.', 4);
+    if (dot == std::string_view::npos || dot == 4) return {};
+    const std::string_view index = name.substr(4, dot - 4);
+    for (const char c : index)
+        if (c < '0' || c > '9') return {};
+    const std::string_view rest = name.substr(dot + 1);
+    if (gpt2) {
+        for (const layer_name& entry : gpt2_layer_names)
+            if (entry.gguf == rest) return detail::message("transformer.h.", index, ".", entry.hf);
+        return {};
+    }
+    for (const layer_name& entry : layer_names)
+        if (entry.gguf == rest) return detail::message("model.layers.", index, ".", entry.hf);
+    return {};
+}
+
+}  // namespace gguf_detail
+
+namespace recipe_detail {
+
+ANVIL_INLINE void unpermute_rope_rows(std::span<const std::byte> gguf_rows, std::int64_t heads,
+                                      std::int64_t row_bytes, std::span<std::byte> out) {
+    const auto rows = static_cast<std::int64_t>(gguf_rows.size()) / row_bytes;
+    const std::int64_t head_dim = rows / heads, half = head_dim / 2;
+    const auto width = static_cast<std::size_t>(row_bytes);
+    for (std::int64_t h = 0; h < heads; ++h)
+        for (std::int64_t i = 0; i < half; ++i)
+            for (std::int64_t j = 0; j < 2; ++j) {
+                const auto from = static_cast<std::size_t>(h * head_dim + 2 * i + j) * width;
+                const auto to = static_cast<std::size_t>(h * head_dim + j * half + i) * width;
+                std::copy_n(gguf_rows.begin() + static_cast<std::ptrdiff_t>(from), width,
+                            out.begin() + static_cast<std::ptrdiff_t>(to));
+            }
+}
+
+ANVIL_INLINE void unpermute_rope_rows(std::span<const float> gguf_rows, std::int64_t heads,
+                                      std::int64_t columns, std::span<float> out) {
+    unpermute_rope_rows(std::as_bytes(gguf_rows), heads, columns * static_cast<std::int64_t>(sizeof(float)),
+                        std::as_writable_bytes(out));
+}
+
+}  // namespace recipe_detail
+
+namespace gguf_detail {
+
+ANVIL_INLINE json::value end_of_generation_ids(const gguf_file& g, bool has_vocabulary) {
+    json::array ids;
+    const auto add = [&](std::int64_t id) {
+        if (std::ranges::find(ids, json::value(id)) == ids.end()) ids.push_back(json::value(id));
+    };
+    for (const std::string_view key :
+         {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"})
+        if (g.find(key) != nullptr) add(g.integer(key));
+    if (has_vocabulary) {  // llama.cpp's llama_vocab::load marks these texts as ends of generation
+        static constexpr std::string_view ends[] = {
+            "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",   "<|endoftext|>",
+            "<|eom_id|>", "<EOT>",      "_<EOT>",  "<|end_of_text|>", "<end_of_utterance>",
+        };
+        const gguf_value& tokens = g.array("tokenizer.ggml.tokens");
+        for (std::size_t i = 0; i < tokens.size(); ++i)
+            if (std::ranges::find(ends, tokens.strings()[i]) != std::end(ends))
+                add(static_cast<std::int64_t>(i));
+    }
+    if (ids.empty()) return json::value(nullptr);
+    return json::value(std::move(ids));
+}
+
+}  // namespace gguf_detail
+
+ANVIL_INLINE bool is_gguf_path(const std::filesystem::path& path) {
+    return path.extension() == ".gguf";
+}
+
+ANVIL_INLINE json::value gguf_decoder_config(const gguf_file& g, bool tied) {
+    using anvil::detail::message;
+    const std::string source(g.source_name());
+    const std::string& arch = g.string("general.architecture");
+    const gguf_detail::known_architecture* kind = gguf_detail::find_architecture(arch);
+    if (kind == nullptr) {
+        throw unsupported_error(
+            message(source, ": general.architecture '", arch,
+                    "' is not supported (anvil reads llama, qwen2, qwen3 and gpt2 GGUF files)"));
+    }
+    const bool gpt2 = arch == "gpt2";  // learned positions, LayerNorm with biases, fused Conv1D attention
+    const auto key = [&](std::string_view name) { return message(arch, ".", name); };
+    const auto integer_or = [&](std::string_view name, std::optional<std::int64_t> fallback) -> std::int64_t {
+        const std::string k = key(name);
+        if (g.find(k) == nullptr) {
+            if (!fallback) throw format_error(message(source, ": the metadata key '", k, "' is missing"));
+            return *fallback;
+        }
+        return g.integer(k);
+    };
+    const std::int64_t hidden = integer_or("embedding_length", std::nullopt);
+    const std::int64_t heads = integer_or("attention.head_count", std::nullopt);
+    const std::int64_t kv_heads = integer_or("attention.head_count_kv", heads);
+    if (heads < 1 || kv_heads < 1 || hidden < 1) {
+        throw format_error(message(source, ": ", key("embedding_length"), " ", hidden, ", ",
+                                   key("attention.head_count"), " ", heads, " and ",
+                                   key("attention.head_count_kv"), " ", kv_heads, " must be positive"));
+    }
+    const std::int64_t head_dim = integer_or("attention.key_length", hidden / heads);
+    if (const std::int64_t rotary = gpt2 ? head_dim : integer_or("rope.dimension_count", head_dim);
+        rotary != head_dim) {
+        throw unsupported_error(message(source, ": ", key("rope.dimension_count"), " ", rotary,
+                                        " rotates part of each head of ", head_dim, " (not supported)"));
+    }
+    if (g.find_tensor("rope_freqs.weight") != nullptr) {
+        throw unsupported_error(message(source,
+                                        ": rope_freqs.weight (llama3 RoPE scaling as llama.cpp stores it) "
+                                        "is not supported yet"));
+    }
+
+    json::object config;
+    config["model_type"] = json::value(std::string(arch));
+    config["architectures"] = json::value(json::array{json::value(std::string(kind->architecture))});
+    if (const gguf_tensor* embeddings = g.find_tensor("token_embd.weight"); embeddings != nullptr)
+        config["vocab_size"] = json::value(embeddings->shape().front());
+    config["tie_word_embeddings"] = json::value(tied);
+    if (gpt2) {
+        config["n_embd"] = json::value(hidden);
+        config["n_layer"] = json::value(integer_or("block_count", std::nullopt));
+        config["n_head"] = json::value(heads);
+        config["n_inner"] = json::value(integer_or("feed_forward_length", std::nullopt));
+        config["n_positions"] = json::value(integer_or("context_length", std::nullopt));
+        config["layer_norm_epsilon"] = json::value(g.number(key("attention.layer_norm_epsilon")));
+        config["activation_function"] = json::value("gelu_new");  // llama.cpp's GELU is the tanh form
+    }
+    config["hidden_size"] = json::value(hidden);
+    if (!gpt2) {
+        config["intermediate_size"] = json::value(integer_or("feed_forward_length", std::nullopt));
+        config["num_hidden_layers"] = json::value(integer_or("block_count", std::nullopt));
+        config["num_attention_heads"] = json::value(heads);
+        config["num_key_value_heads"] = json::value(kv_heads);
+        config["head_dim"] = json::value(head_dim);
+        config["max_position_embeddings"] = json::value(integer_or("context_length", std::nullopt));
+        config["rms_norm_eps"] = json::value(g.number(key("attention.layer_norm_rms_epsilon")));
+        config["rope_theta"] =
+            json::value(g.find(key("rope.freq_base")) ? g.number(key("rope.freq_base")) : 10000.0);
+        config["hidden_act"] = json::value("silu");
+        if (const gguf_value* scaling = g.find(key("rope.scaling.type")); scaling != nullptr) {
+            const std::string* type = scaling->string();
+            if (type == nullptr)
+                throw format_error(message(source, ": ", key("rope.scaling.type"), " is not a string"));
+            if (*type == "linear") {
+                json::object rope;
+                rope["type"] = json::value("linear");
+                rope["factor"] = json::value(g.number(key("rope.scaling.factor")));
+                config["rope_scaling"] = json::value(std::move(rope));
+            } else if (*type != "none") {
+                throw unsupported_error(message(source, ": ", key("rope.scaling.type"), " '", *type,
+                                                "' is not supported (none, linear)"));
+            }
+        }
+    }
+    config["attention_bias"] = json::value(g.find_tensor("blk.0.attn_q.bias") != nullptr);
+
+    // What every layer needs, named as the file names it (the loader would name Hugging Face's tensors).
+    const std::int64_t layers = integer_or("block_count", std::nullopt);
+    std::vector<std::string> missing;
+    const std::vector<const char*> model_parts =
+        gpt2 ? std::vector<const char*>{"token_embd.weight", "position_embd.weight", "output_norm.weight"}
+             : std::vector<const char*>{"token_embd.weight", "output_norm.weight"};
+    const std::vector<const char*> layer_parts =
+        gpt2 ? std::vector<const char*>{"attn_norm", "attn_qkv", "attn_output",
+                                        "ffn_norm",  "ffn_up",   "ffn_down"}
+             : std::vector<const char*>{"attn_norm", "attn_q",   "attn_k", "attn_v",  "attn_output",
+                                        "ffn_norm",  "ffn_gate", "ffn_up", "ffn_down"};
+    for (const char* name : model_parts)
+        if (g.find_tensor(name) == nullptr) missing.emplace_back(name);
+    for (std::int64_t i = 0; i < layers && missing.size() < 8; ++i) {
+        for (const char* part : layer_parts) {
+            std::string name = message("blk.", i, ".", part, ".weight");
+            if (g.find_tensor(name) == nullptr) missing.push_back(std::move(name));
+        }
+    }
+    if (!missing.empty()) {
+        std::string list;
+        for (const std::string& name : missing)
+            list += (list.empty() ? "" : ", ") + name;
+        throw format_error(
+            message(source, ": a ", arch, " model of ", layers, " blocks needs tensors it lacks: ", list));
+    }
+    return json::value(std::move(config));
+}
+
+ANVIL_INLINE gguf_decoder read_gguf_decoder(const std::filesystem::path& file) {
+    using anvil::detail::message;
+    auto storage = std::make_shared<gguf_detail::gguf_storage>(gguf_file::open(file));
+    const gguf_file& g = storage->file;
+    const std::string source = file.string();
+    const gguf_tensor* embeddings = g.find_tensor("token_embd.weight");
+    const gguf_tensor* head = g.find_tensor("output.weight");
+    // llama.cpp's converter writes GPT-2's tied head out as a copy of the embeddings.
+    const bool tied =
+        head == nullptr || (embeddings != nullptr && head->type == embeddings->type &&
+                            head->ne == embeddings->ne && std::ranges::equal(head->bytes, embeddings->bytes));
+    json::value config_value = gguf_decoder_config(g, tied);
+    json::object& config = config_value.as_object();
+    std::optional<gguf_vocabulary> vocabulary = read_gguf_vocabulary(g);
+    if (g.find("tokenizer.ggml.bos_token_id") != nullptr)
+        config["bos_token_id"] = json::value(g.integer("tokenizer.ggml.bos_token_id"));
+    config["eos_token_id"] = gguf_detail::end_of_generation_ids(g, vocabulary.has_value());
+    // gguf_decoder_config checked the architecture and the head counts.
+    const gguf_detail::known_architecture* kind =
+        gguf_detail::find_architecture(g.string("general.architecture"));
+    const bool gpt2 = kind->arch == "gpt2";
+    const std::int64_t heads = config.find(gpt2 ? "n_head" : "num_attention_heads")->as_int();
+    const std::int64_t kv_heads = gpt2 ? heads : config.find("num_key_value_heads")->as_int();
+
+    std::vector<checkpoint_tensor> tensors;
+    for (const gguf_tensor& t : g.tensors()) {
+        if (tied && t.name == "output.weight") continue;  // a copy of the embeddings (GPT-2's converter)
+        std::string name = gguf_detail::hf_name(t.name, gpt2);
+        if (name.empty())
+            throw unsupported_error(
+                message(source, ": tensor '", t.name, "' is not one of a ", kind->arch, " model's"));
+        std::vector<std::int64_t> shape = t.shape();
+        const bool permute = kind->permuted && shape.size() == 2 &&
+                             (t.name.ends_with(".attn_q.weight") || t.name.ends_with(".attn_k.weight"));
+        const std::int64_t split = t.name.ends_with(".attn_q.weight") ? heads : kv_heads;
+        if (permute && (shape[0] % split != 0 || (shape[0] / split) % 2 != 0)) {
+            throw format_error(message(source, ": tensor '", t.name, "' has ", shape[0], " rows, not ", split,
+                                       " heads of an even size"));
+        }
+        const auto type = static_cast<ggml_type>(t.type);
+        const std::optional<dtype> direct = type == ggml_type::F32    ? std::optional<dtype>(dtype::f32)
+                                            : type == ggml_type::F16  ? std::optional<dtype>(dtype::f16)
+                                            : type == ggml_type::BF16 ? std::optional<dtype>(dtype::bf16)
+                                                                      : std::nullopt;
+        // A linear weight of a type the GEMM reads keeps its blocks, and so do the token embeddings (a gather
+        // dequantises the rows it reads, and a tied head multiplies the blocks).
+        const bool linear_weight =
+            shape.size() == 2 &&
+            (t.name.starts_with("blk.") || t.name == "output.weight" || t.name == "token_embd.weight");
+        const bool blocks = gguf_detail::kept_quantised(type) && linear_weight;
+        std::span<const std::byte> bytes = t.bytes;
+        dtype stored = direct.value_or(dtype::f32);
+        if (!direct && !blocks) {
+            storage->copies.push_back(t.to_f32());  // unsupported_error naming a type without a dequantiser
+            bytes = std::as_bytes(std::span<const float>(storage->copies.back()));
+        }
+        if (permute) {
+            // Whole rows move, whatever they hold (values or blocks).
+            std::vector<std::byte> ordered(bytes.size());
+            recipe_detail::unpermute_rope_rows(bytes, split,
+                                               static_cast<std::int64_t>(bytes.size()) / shape[0], ordered);
+            storage->block_copies.push_back(std::move(ordered));
+            bytes = storage->block_copies.back();
+        }
+        const std::optional<ggml_type> kept = blocks ? std::optional<ggml_type>(type) : std::nullopt;
+        // GPT-2's four matrices are linear weights [out, in] in the file, as anvil's GPT-2 reads them once
+        // split (Hugging Face's Conv1D [in, out] is transposed at load, llm/decoder_lm.hpp): the fused q/k/v
+        // matrix and bias go in as the three pieces, views of their rows, and nothing is transposed.
+        if (gpt2 && (t.name.ends_with(".attn_qkv.weight") || t.name.ends_with(".attn_qkv.bias"))) {
+            if (shape[0] % 3 != 0) {
+                throw format_error(message(source, ": tensor '", t.name, "' has ", shape[0],
+                                           " rows, not three equal parts (q, k and v)"));
+            }
+            const std::string stem = name.substr(0, name.rfind("c_attn."));  // "transformer.h.N.attn."
+            const std::string suffix = t.name.ends_with(".bias") ? ".bias" : ".weight";
+            std::vector<std::int64_t> part_shape = shape;
+            part_shape[0] /= 3;
+            const std::size_t part_bytes = bytes.size() / 3;
+            for (std::size_t piece = 0; piece < 3; ++piece) {
+                tensors.push_back({stem + "qkv"[piece] + suffix, stored, part_shape,
+                                   bytes.subspan(piece * part_bytes, part_bytes), kept});
+            }
+            continue;
+        }
+        tensors.push_back({std::move(name), stored, std::move(shape), bytes, kept});
+    }
+    auto weights =
+        std::make_shared<const checkpoint>(checkpoint::from_tensors(source, std::move(tensors), storage));
+    return {std::move(config_value), std::move(weights), std::move(vocabulary)};
+}
+
+}  // namespace anvil::models
+// anvil: weights's definitions (see weights.hpp; compilation.hpp says when this file is compiled).
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/host_tensor.hpp"
+// #include "anvil/io/checkpoint.hpp"
+// #include "anvil/models/common/weights.hpp"
+
+namespace anvil::models {
+
+ANVIL_INLINE const tensor_view& checked_weight(const tensor_view& view, const dims& expected,
+                                               std::string_view layout) {
+    if (!(dims(view.shape()) == expected)) {
+        throw shape_error(anvil::detail::message(view.source_name(), ": tensor '", view.name(),
+                                                 "': expected shape ", expected, layout, ", got ",
+                                                 dims(view.shape())));
+    }
+    if (!is_floating(view.type())) {
+        throw type_error(anvil::detail::message(view.source_name(), ": tensor '", view.name(),
+                                                "': expected floating-point weights, got ",
+                                                dtype_name(view.type())));
+    }
+    return view;
+}
+
+ANVIL_INLINE const tensor_view& checked_tensor(const checkpoint& weights, std::string_view name,
+                                               const dims& expected, std::string_view layout) {
+    const tensor_view* view = weights.find(name);
+    if (view == nullptr) {
+        throw format_error(anvil::detail::message(weights.path().string(), ": the tensor '", name,
+                                                  "' is missing (expected shape ", expected, ")"));
+    }
+    return checked_weight(*view, expected, layout);
+}
+
+ANVIL_INLINE weight_loader::weight_loader(graph g, std::shared_ptr<const checkpoint> weights)
+    : graph_(std::move(g)), weights_(std::move(weights)) {
+    if (!weights_) throw error("weight_loader: no checkpoint given");
+}
+
+ANVIL_INLINE bool weight_loader::contains(std::string_view name) const {
+    return weights_->contains(name) || squeezellm_prefix(name).has_value();
+}
+
+ANVIL_INLINE tensor<float> weight_loader::load(std::string_view name, const dims& expected) {
+    const tensor_view* view = weights_->find(name);
+    if (view != nullptr && view->type() == dtype::i8) return from_int8_view(*view, expected);
+    if (view == nullptr) {
+        if (const std::optional<std::string> prefix = squeezellm_prefix(name))
+            return from_squeezellm(*prefix, expected);
+    }
+    return from_view(checked_tensor(*weights_, name, expected), expected);
+}
+
+ANVIL_INLINE std::optional<tensor<float>> weight_loader::load_optional(std::string_view name,
+                                                                       const dims& expected) {
+    const tensor_view* view = weights_->find(name);
+    if (view == nullptr) {
+        if (const std::optional<std::string> prefix = squeezellm_prefix(name))
+            return from_squeezellm(*prefix, expected);
+        return std::nullopt;
+    }
+    if (view->type() == dtype::i8) return from_int8_view(*view, expected);
+    return from_view(checked_weight(*view, expected), expected);
+}
+
+ANVIL_INLINE std::optional<std::string> weight_loader::squeezellm_prefix(std::string_view name) const {
+    constexpr std::string_view suffix = ".weight";
+    if (!name.ends_with(suffix)) return std::nullopt;
+    std::string prefix(name.substr(0, name.size() - suffix.size()));
+    if (!weights_->contains(prefix + ".qweight") || !weights_->contains(prefix + ".lookup_table"))
+        return std::nullopt;
+    return prefix;
+}
+
+ANVIL_INLINE tensor<float> weight_loader::from_squeezellm(std::string_view prefix, const dims& expected) {
+    using anvil::detail::message;
+    const tensor_view& packed = *weights_->find(message(prefix, ".qweight"));
+    const tensor_view& table = *weights_->find(message(prefix, ".lookup_table"));
+    if (expected.rank() != 2) {
+        throw type_error(message(packed.source_name(), ": tensor '", packed.name(),
+                                 "': SqueezeLLM's palettised layout holds matrices, but '", prefix,
+                                 ".weight' is expected with shape ", expected));
+    }
+    const std::int64_t out = expected[0], in = expected[1];
+    if (in % 8 != 0 || packed.type() != dtype::i32 || !(dims(packed.shape()) == dims{in / 8, out})) {
+        throw shape_error(
+            message(packed.source_name(), ": tensor '", packed.name(),
+                    "': SqueezeLLM's packed indices for a weight of shape ", expected, " are i32 [", in / 8,
+                    ", ", out,
+                    "] (eight 4-bit indices a word along the input axis; the input size must be "
+                    "a multiple of 8), got ",
+                    dims(packed.shape()), " ", dtype_name(packed.type())));
+    }
+    constexpr std::int64_t entries = 16;
+    if (!is_floating(table.type()) || !(dims(table.shape()) == dims{out, entries})) {
+        throw shape_error(message(table.source_name(), ": tensor '", table.name(),
+                                  "': SqueezeLLM's lookup table for a weight of shape ", expected,
+                                  " is floating [", out, ", ", entries,
+                                  "] (one 4-bit palette per output channel), got ", dims(table.shape()), " ",
+                                  dtype_name(table.type())));
+    }
+    // Word (r, c) holds inputs 8r..8r+7 of output c, lowest nibble first: transposed to a byte per index, row
+    // by output channel, as the GEMM reads palette indices.
+    host_tensor indices(dtype::u8, expected);
+    std::uint8_t* const unpacked = indices.values<std::uint8_t>().data();
+    const std::byte* words = packed.bytes().data();
+    for (std::int64_t r = 0; r < in / 8; ++r) {
+        for (std::int64_t c = 0; c < out; ++c) {
+            const std::byte* word = words + (r * out + c) * 4;
+            std::uint8_t* row = unpacked + c * in + r * 8;
+            for (int j = 0; j < 8; ++j) {
+                const auto byte = static_cast<unsigned>(word[j / 2]);
+                row[j] = static_cast<std::uint8_t>(j % 2 == 0 ? byte & 15u : byte >> 4);
+            }
+        }
+    }
+    const value stored = graph_.constant(std::move(indices), packed.name());
+    const value palettes = graph_.constant(
+        host_tensor::from(
+            host_tensor(table.type(), dims{out, entries}, table.bytes().data(), weights_).to_f32(),
+            dims{out, entries}),
+        table.name());
+    return tensor<float>(graph_.apply(op::dequantize_lut, {stored, palettes}, attributes{}));
+}
+
+ANVIL_INLINE tensor<float> weight_loader::from_int8_view(const tensor_view& view, const dims& expected) {
+    using anvil::detail::message;
+    const std::string where = message(view.source_name(), ": tensor '", view.name(), "'");
+    if (!(dims(view.shape()) == expected)) {
+        throw shape_error(message(where, ": expected shape ", expected, ", got ", dims(view.shape())));
+    }
+    if (expected.rank() < 2) {
+        throw type_error(message(where,
+                                 ": expected floating-point weights, got i8 (int8 is read for matrices "
+                                 "with a scale per output channel)"));
+    }
+    const std::int64_t channels = expected[0];
+    // A vector of one value per output channel, [C] or [C, 1], as f32.
+    const auto per_channel = [&](const tensor_view& t, std::string_view what) {
+        const bool column = t.rank() == 2 && t.shape()[1] == 1;
+        if (!((t.rank() == 1 || column) && t.shape()[0] == channels) ||
+            !(is_floating(t.type()) || t.type() == dtype::i8 || t.type() == dtype::i32)) {
+            throw shape_error(message(view.source_name(), ": tensor '", t.name(), "' (the ", what,
+                                      " of the int8 weight '", view.name(),
+                                      "') must hold one value per output channel, [", channels, "] or [",
+                                      channels, ", 1], got ", dims(t.shape()), " ", dtype_name(t.type())));
+        }
+        return host_tensor(t.type(), dims{channels}, t.bytes().data(), weights_).to_f32();
+    };
+    const std::string scale_name = view.name() + "_scale";
+    const tensor_view* scale = weights_->find(scale_name);
+    if (scale == nullptr || !is_floating(scale->type())) {
+        throw type_error(message(where, " is int8 ", scale == nullptr ? "without" : "with a non-floating",
+                                 " '", scale_name,
+                                 "': anvil reads int8 weights with a floating-point scale "
+                                 "per output channel beside them (w = (q - zero_point) * scale, as "
+                                 "compressed-tensors' int-quantized checkpoints store them)"));
+    }
+    std::vector<value> inputs{
+        graph_.constant(host_tensor(dtype::i8, expected, view.bytes().data(), weights_), view.name())};
+    inputs.push_back(
+        graph_.constant(host_tensor::from(per_channel(*scale, "scale"), dims{channels}), scale_name));
+    if (const tensor_view* zero_point = weights_->find(view.name() + "_zero_point")) {
+        std::vector<float> zeros = per_channel(*zero_point, "zero point");
+        if (std::any_of(zeros.begin(), zeros.end(), [](float z) { return z != 0.0f; }))
+            inputs.push_back(
+                graph_.constant(host_tensor::from(std::move(zeros), dims{channels}), zero_point->name()));
+    }
+    attributes along_channels;
+    along_channels.axis = 0;
+    return tensor<float>(graph_.apply(op::dequantize_int8, inputs, along_channels));
+}
+
+ANVIL_INLINE tensor<float> weight_loader::from_view(const tensor_view& view, const dims& expected) {
+    // The constant keeps the whole checkpoint (and so its mapping) alive.
+    if (const std::optional<ggml_type> blocks = view.blocks()) {
+        // Quantised as a GGUF file stores it: the blocks stay in the program, [rows, bytes per row], and
+        // the GEMM reads them in place (checkpoint::from_tensors checked that they are whole rows of blocks).
+        std::vector<std::int64_t> block_shape(expected.begin(), expected.end());
+        const std::int64_t rows = static_cast<std::int64_t>(view.element_count()) / block_shape.back();
+        block_shape.back() = static_cast<std::int64_t>(view.byte_size()) / rows;
+        const value stored = graph_.constant(
+            host_tensor(dtype::u8, dims(block_shape), view.bytes().data(), weights_), view.name());
+        attributes type;
+        type.ggml_type = static_cast<std::uint32_t>(*blocks);
+        return tensor<float>(graph_.apply(op::dequantize_ggml, {stored}, type));
+    }
+    host_tensor data(view.type(), expected, view.bytes().data(), weights_);
+    const value stored = graph_.constant(std::move(data), view.name());
+    if (view.type() == dtype::f32) return tensor<float>(stored);
+    attributes to_f32;
+    to_f32.to = dtype::f32;
+    return tensor<float>(graph_.apply(op::cast, {stored}, to_f32));
+}
+
+}  // namespace anvil::models
+// anvil: blocks's definitions (see blocks.hpp; compilation.hpp says when this file is compiled).
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/expr/expr.hpp"
+// #include "anvil/models/common/blocks.hpp"
+
+namespace anvil::models {
+
+ANVIL_INLINE activation parse_activation(std::string_view name) {
+    if (name == "gelu") return activation::gelu;
+    if (name == "gelu_new" || name == "gelu_pytorch_tanh" || name == "gelu_fast")
+        return activation::gelu_tanh;
+    if (name == "quick_gelu") return activation::quick_gelu;
+    if (name == "relu") return activation::relu;
+    if (name == "silu" || name == "swish") return activation::silu;
+    throw unsupported_error(
+        anvil::detail::message("hidden_act '", name,
+                               "' is not supported (gelu, gelu_new, gelu_pytorch_tanh, gelu_fast, "
+                               "quick_gelu, relu, silu, swish)"));
+}
+
+ANVIL_INLINE tensor<float> activate(const tensor<float>& x, activation kind) {
+    switch (kind) {
+        case activation::gelu:
+            return gelu(x);
+        case activation::gelu_tanh:
+            return gelu(x, gelu_approximation::tanh);
+        case activation::quick_gelu:
+            return quick_gelu(x);
+        case activation::relu:
+            return relu(x);
+        case activation::silu:
+            return silu(x);
+    }
+    throw error("activate: unknown activation");
+}
+
+ANVIL_INLINE linear_layer load_linear(weight_loader& weights, const std::string& prefix, std::int64_t out,
+                                      std::int64_t in, bool with_bias) {
+    linear_layer layer{weights.load(prefix + ".weight", dims{out, in}), std::nullopt};
+    if (with_bias) layer.bias = weights.load(prefix + ".bias", dims{out});
+    return layer;
+}
+
+ANVIL_INLINE tensor<float> apply(const linear_layer& layer, const tensor<float>& x) {
+    return layer.bias ? linear(x, layer.weight, *layer.bias) : linear(x, layer.weight);
+}
+
+ANVIL_INLINE norm_layer load_layer_norm(weight_loader& weights, const std::string& prefix, std::int64_t size,
+                                        double epsilon) {
+    return {norm_layer::kind::layer_norm, weights.load(prefix + ".weight", dims{size}),
+            weights.load(prefix + ".bias", dims{size}), epsilon};
+}
+
+ANVIL_INLINE tensor<float> apply(const norm_layer& norm, const tensor<float>& x) {
+    if (norm.type == norm_layer::kind::rms_norm) return rms_norm(x, norm.weight, norm.epsilon);
+    return norm.bias ? layer_norm(x, norm.weight, *norm.bias, norm.epsilon)
+                     : layer_norm(x, norm.weight, std::nullopt, norm.epsilon);
+}
+
+}  // namespace anvil::models
+
+namespace anvil::models::recipe_detail {
+
+ANVIL_INLINE tensor<float> split_heads(const tensor<float>& x, std::int64_t heads, std::int64_t head_dim) {
+    const dims& s = x.shape();
+    return permute(reshape(x, std::vector<std::int64_t>{s[0], s[1], heads, head_dim}), {0, 2, 1, 3});
+}
+
+ANVIL_INLINE tensor<float> merge_heads(const tensor<float>& x) {
+    const dims& s = x.shape();
+    return reshape(permute(x, {0, 2, 1, 3}), std::vector<std::int64_t>{s[0], s[2], s[1] * s[3]});
+}
+
+ANVIL_INLINE tensor<float> l2_normalized_rows(const tensor<float>& x) {
+    return x / clamp(sqrt(sum(x * x, {1}, true)), 1e-12, 3.0e38);
+}
+
+}  // namespace anvil::models::recipe_detail
+
+namespace anvil::models {
+
+ANVIL_INLINE tensor<float> self_attention(const attention_layer& layer, const tensor<float>& x,
+                                          const std::optional<tensor<float>>& mask,
+                                          const attention_options& options) {
+    if (x.rank() != 3) {
+        throw shape_error(
+            anvil::detail::message("self_attention: expected x [batch, sequence, hidden], got ", x.shape()));
+    }
+    const auto q = recipe_detail::split_heads(apply(layer.query, x), layer.heads, layer.head_dim);
+    const auto k = recipe_detail::split_heads(apply(layer.key, x), layer.kv_heads, layer.head_dim);
+    const auto v = recipe_detail::split_heads(apply(layer.value, x), layer.kv_heads, layer.head_dim);
+    const auto context = mask ? attention(q, k, v, *mask, options) : attention(q, k, v, options);
+    return apply(layer.output, recipe_detail::merge_heads(context));
+}
+
+ANVIL_INLINE tensor<float> cross_attention(const attention_layer& layer, const tensor<float>& x,
+                                           const tensor<float>& keys, const tensor<float>& values) {
+    const auto q = recipe_detail::split_heads(apply(layer.query, x), layer.heads, layer.head_dim);
+    return apply(layer.output, recipe_detail::merge_heads(attention(q, keys, values)));
+}
+
+ANVIL_INLINE tensor<float> apply(const mlp_layer& mlp, const tensor<float>& x) {
+    if (mlp.gate) return apply(mlp.down, activate(apply(*mlp.gate, x), mlp.act) * apply(mlp.up, x));
+    return apply(mlp.down, activate(apply(mlp.up, x), mlp.act));
+}
+
+ANVIL_INLINE tensor<float> apply(const post_norm_encoder_layer& layer, const tensor<float>& x,
+                                 const std::optional<tensor<float>>& mask) {
+    const auto h = apply(layer.attention_norm, x + self_attention(layer.attention, x, mask));
+    return apply(layer.output_norm, h + apply(layer.mlp, h));
+}
+
+ANVIL_INLINE tensor<float> apply(const pre_norm_encoder_layer& layer, const tensor<float>& x,
+                                 const std::optional<tensor<float>>& mask, const attention_options& options) {
+    const auto h = x + self_attention(layer.attention, apply(layer.attention_norm, x), mask, options);
+    return h + apply(layer.mlp, apply(layer.mlp_norm, h));
+}
+
+ANVIL_INLINE tensor<float> rotate_half_rows(const tensor<float>& x, const tensor<float>& cos,
+                                            const tensor<float>& sin) {
+    const std::int64_t d = x.shape()[3];
+    const std::int64_t half = cos.shape()[3];
+    if (2 * half > d) {
+        throw shape_error(anvil::detail::message("rotary: tables of ", half, " frequencies rotate ", 2 * half,
+                                                 " features, but a head has ", d));
+    }
+    const auto x1 = slice(x, 3, 0, half);
+    const auto x2 = slice(x, 3, half, 2 * half);
+    std::vector<tensor<float>> parts{x1 * cos - x2 * sin, x2 * cos + x1 * sin};
+    if (2 * half < d) parts.push_back(slice(x, 3, 2 * half, d));
+    return concat(parts, 3);
+}
+
+ANVIL_INLINE decoder_layer_result cached_self_attention(const attention_layer& a, const tensor<float>& h,
+                                                        const std::vector<tensor<float>>& earlier_keys,
+                                                        const std::vector<tensor<float>>& earlier_values,
+                                                        const tensor<float>& mask,
+                                                        const cached_attention_options& options) {
+    auto q = recipe_detail::split_heads(apply(a.query, h), a.heads, a.head_dim);
+    auto k = recipe_detail::split_heads(apply(a.key, h), a.kv_heads, a.head_dim);
+    const auto v = recipe_detail::split_heads(apply(a.value, h), a.kv_heads, a.head_dim);
+    if (options.query_norm) q = apply(*options.query_norm, q);
+    if (options.key_norm) k = apply(*options.key_norm, k);
+    if (options.rope) {
+        q = rotate_half_rows(q, options.rope->first, options.rope->second);
+        k = rotate_half_rows(k, options.rope->first, options.rope->second);
+    }
+    std::vector<tensor<float>> key_parts = earlier_keys, value_parts = earlier_values;
+    key_parts.push_back(k);
+    value_parts.push_back(v);
+    attention_options scaled;
+    scaled.scale = options.scale;
+    const auto context = attention(q, concat(key_parts, 2), concat(value_parts, 2), mask, scaled);
+    return {apply(a.output, recipe_detail::merge_heads(context)), k, v};
+}
+
+ANVIL_INLINE decoder_layer_result apply(const decoder_layer& layer, const tensor<float>& x,
+                                        const std::vector<tensor<float>>& earlier_keys,
+                                        const std::vector<tensor<float>>& earlier_values,
+                                        const tensor<float>& mask,
+                                        const std::optional<std::pair<tensor<float>, tensor<float>>>& rope) {
+    cached_attention_options options;
+    options.query_norm = layer.query_norm ? &*layer.query_norm : nullptr;
+    options.key_norm = layer.key_norm ? &*layer.key_norm : nullptr;
+    options.rope = rope ? &*rope : nullptr;
+    options.scale = layer.attention_scale;
+    const decoder_layer_result attended = cached_self_attention(
+        layer.attention, apply(layer.attention_norm, x), earlier_keys, earlier_values, mask, options);
+    const auto out = x + attended.hidden;
+    return {out + apply(layer.mlp, apply(layer.mlp_norm, out)), attended.key, attended.value};
+}
+
+ANVIL_INLINE decoder_layer_result apply(const decoder_layer& layer, const tensor<float>& x,
+                                        const tensor<float>& cached_key, const tensor<float>& cached_value,
+                                        const tensor<float>& mask,
+                                        const std::optional<std::pair<tensor<float>, tensor<float>>>& rope) {
+    return apply(layer, x, std::vector<tensor<float>>{cached_key}, std::vector<tensor<float>>{cached_value},
+                 mask, rope);
+}
+
+}  // namespace anvil::models
+// anvil: config's definitions (see config.hpp; compilation.hpp says when this file is compiled).
+
+#include <exception>
+#include <filesystem>
+#include <string>
+#include <utility>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/json.hpp"
+// #include "anvil/models/common/config.hpp"
+
+namespace anvil::models {
+
+ANVIL_INLINE config_reader::config_reader(const json::value& config, std::string source)
+    : config_(config), source_(std::move(source)) {
+    if (!config_.is_object()) throw format_error(anvil::detail::message(source_, ": expected a JSON object"));
+}
+
+ANVIL_INLINE json::value config_reader::read_file(const std::filesystem::path& path) {
+    if (!std::filesystem::exists(path))
+        throw io_error(anvil::detail::message(path.string(), ": no such file"));
+    return json::parse_file(path);
+}
+
+ANVIL_INLINE std::int64_t config_reader::integer(std::string_view key, std::int64_t fallback,
+                                                 std::int64_t minimum, std::int64_t maximum) const {
+    const json::value* v = present(key);
+    if (v == nullptr) return fallback;
+    if (!v->is_integer() || v->as_int() < minimum || v->as_int() > maximum) {
+        throw format_error(anvil::detail::message(source_, ": '", key, "' must be an integer in [", minimum,
+                                                  ", ", maximum, "], got ", json::dump(*v)));
+    }
+    return v->as_int();
+}
+
+ANVIL_INLINE std::int64_t config_reader::required_integer(std::string_view key, std::int64_t minimum,
+                                                          std::int64_t maximum) const {
+    if (present(key) == nullptr)
+        throw format_error(anvil::detail::message(source_, ": '", key, "' is missing"));
+    return integer(key, 0, minimum, maximum);
+}
+
+ANVIL_INLINE double config_reader::positive_number(std::string_view key, double fallback) const {
+    const json::value* v = present(key);
+    if (v == nullptr) return fallback;
+    if (!v->is_number() || !(v->as_double() > 0.0)) {
+        throw format_error(
+            anvil::detail::message(source_, ": '", key, "' must be a positive number, got ", json::dump(*v)));
+    }
+    return v->as_double();
+}
+
+ANVIL_INLINE bool config_reader::boolean(std::string_view key, bool fallback) const {
+    const json::value* v = present(key);
+    if (v == nullptr) return fallback;
+    if (!v->is_bool())
+        throw format_error(
+            anvil::detail::message(source_, ": '", key, "' must be true or false, got ", json::dump(*v)));
+    return v->as_bool();
+}
+
+ANVIL_INLINE std::string config_reader::string(std::string_view key, std::string_view fallback) const {
+    const json::value* v = present(key);
+    if (v == nullptr) return std::string(fallback);
+    if (!v->is_string())
+        throw format_error(
+            anvil::detail::message(source_, ": '", key, "' must be a string, got ", json::dump(*v)));
+    return v->as_string();
+}
+
+ANVIL_INLINE std::vector<std::int64_t> config_reader::integers(std::string_view key,
+                                                               std::int64_t minimum) const {
+    std::vector<std::int64_t> out;
+    const json::value* v = present(key);
+    if (v == nullptr) return out;
+    if (!v->is_array()) {
+        throw format_error(anvil::detail::message(source_, ": '", key, "' must be a list of integers, got ",
+                                                  json::dump(*v)));
+    }
+    for (const auto& item : v->as_array()) {
+        if (!item.is_integer() || item.as_int() < minimum || item.as_int() > (std::int64_t{1} << 31)) {
+            throw format_error(anvil::detail::message(
+                source_, ": '", key, "' must be a list of integers >= ", minimum, ", got ", json::dump(*v)));
+        }
+        out.push_back(item.as_int());
+    }
+    return out;
+}
+
+ANVIL_INLINE std::vector<std::string> config_reader::labels(std::int64_t classes) const {
+    std::vector<std::string> names;
+    names.reserve(static_cast<std::size_t>(classes));
+    for (std::int64_t i = 0; i < classes; ++i)
+        names.push_back("LABEL_" + std::to_string(i));
+    const json::value* map = present("id2label");
+    if (map == nullptr) return names;
+    if (!map->is_object())
+        throw format_error(anvil::detail::message(source_, ": 'id2label' must be an object"));
+    for (const auto& [key, name] : map->as_object()) {
+        std::int64_t index = -1;
+        try {
+            std::size_t used = 0;
+            index = std::stoll(key, &used);
+            if (used != key.size()) index = -1;
+        } catch (const std::exception&) {
+            index = -1;
+        }
+        if (index < 0 || index >= classes || !name.is_string()) {
+            throw format_error(anvil::detail::message(
+                source_, ": id2label entry \"", key, "\" is not a class index in [0, ", classes,
+                ") with a string name (the classifier has ", classes, " outputs)"));
+        }
+        names[static_cast<std::size_t>(index)] = name.as_string();
+    }
+    return names;
+}
+
+ANVIL_INLINE const json::value* config_reader::present(std::string_view key) const {
+    const json::value* v = config_.find(key);
+    return v == nullptr || v->is_null() ? nullptr : v;
+}
+
+}  // namespace anvil::models
+// anvil: rope's definitions (see rope.hpp; compilation.hpp says when this file is compiled).
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numbers>
+#include <span>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/models/common/rope.hpp"
+
+namespace anvil::models {
+
+ANVIL_INLINE std::vector<float> rope_inverse_frequencies(const rope_config& c, std::int64_t seq_len) {
+    if (c.rotary_dim < 2 || c.rotary_dim % 2 != 0)
+        throw error(anvil::detail::message("rope: the rotary dimension ", c.rotary_dim,
+                                           " must be even and positive"));
+    const auto half = static_cast<std::size_t>(c.rotary_dim / 2);
+    const auto dim = static_cast<float>(c.rotary_dim);
+    double base = c.theta;
+    if (c.scaling == rope_scaling_kind::dynamic && seq_len > c.max_position_embeddings) {
+        // _compute_dynamic_ntk_parameters
+        const double grown =
+            c.factor * static_cast<double>(seq_len) / static_cast<double>(c.max_position_embeddings) -
+            (c.factor - 1.0);
+        base = base * std::pow(grown, static_cast<double>(dim) / (static_cast<double>(dim) - 2.0));
+    }
+    std::vector<float> inv(half);
+    for (std::size_t i = 0; i < half; ++i) {
+        const float exponent = static_cast<float>(2 * i) / dim;
+        inv[i] = 1.0f / std::pow(static_cast<float>(base), exponent);
+    }
+    if (c.scaling == rope_scaling_kind::linear) {
+        for (float& f : inv)
+            f /= static_cast<float>(c.factor);
+    } else if (c.scaling == rope_scaling_kind::llama3) {
+        // _compute_llama3_parameters: long wavelengths divided by factor, short ones kept, a smooth blend
+        // between.
+        const auto old_context = static_cast<float>(c.original_max_position_embeddings);
+        const auto low = static_cast<float>(c.low_freq_factor);
+        const auto high = static_cast<float>(c.high_freq_factor);
+        const auto factor = static_cast<float>(c.factor);
+        const float low_freq_wavelen = old_context / low;
+        const float high_freq_wavelen = old_context / high;
+        for (float& f : inv) {
+            const float wavelen = 2.0f * std::numbers::pi_v<float> / f;
+            const float scaled = wavelen > low_freq_wavelen ? f / factor : f;
+            const bool medium = !(wavelen < high_freq_wavelen) && !(wavelen > low_freq_wavelen);
+            if (medium) {
+                const float smooth = (old_context / wavelen - low) / (high - low);
+                f = (1.0f - smooth) * scaled / factor + smooth * scaled;
+            } else {
+                f = scaled;
+            }
+        }
+    }
+    return inv;
+}
+
+ANVIL_INLINE rope_tables make_rope_tables(const rope_config& c, std::span<const std::int64_t> positions,
+                                          std::int64_t rows, std::int64_t tokens) {
+    if (rows < 1 || tokens < 1 || static_cast<std::int64_t>(positions.size()) != rows * tokens) {
+        throw error(anvil::detail::message("rope: ", positions.size(), " positions for ", rows, " rows of ",
+                                           tokens, " tokens"));
+    }
+    const auto half = static_cast<std::size_t>(c.rotary_dim / 2);
+    const auto count = positions.size() * half;
+    rope_tables t{std::vector<float>(count, 1.0f), std::vector<float>(count, 0.0f)};
+    for (std::int64_t r = 0; r < rows; ++r) {
+        const auto row =
+            positions.subspan(static_cast<std::size_t>(r * tokens), static_cast<std::size_t>(tokens));
+        const std::int64_t largest = *std::max_element(row.begin(), row.end());
+        if (largest < 0) continue;
+        const std::vector<float> inv = rope_inverse_frequencies(c, largest + 1);
+        for (std::size_t s = 0; s < row.size(); ++s) {
+            if (row[s] < 0) continue;
+            const auto p = static_cast<float>(row[s]);
+            float* cos = t.cos.data() + (static_cast<std::size_t>(r * tokens) + s) * half;
+            float* sin = t.sin.data() + (static_cast<std::size_t>(r * tokens) + s) * half;
+            for (std::size_t i = 0; i < half; ++i) {
+                const float angle = inv[i] * p;  // float32, as torch's inv_freq @ position_ids
+                cos[i] = std::cos(angle);
+                sin[i] = std::sin(angle);
+            }
+        }
+    }
+    return t;
+}
+
+}  // namespace anvil::models
+// anvil: decoder_lm's definitions (see decoder_lm.hpp; compilation.hpp says when this file is compiled).
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/json.hpp"
+// #include "anvil/core/masking.hpp"
+// #include "anvil/expr/expr.hpp"
+// #include "anvil/io/checkpoint.hpp"
+// #include "anvil/models/common/weights.hpp"
+// #include "anvil/models/llm/decoder_lm.hpp"
+
+namespace anvil::models {
+
+ANVIL_INLINE decoder_config decoder_config::load(const std::filesystem::path& folder) {
+    const auto path = folder / "config.json";
+    const json::value document = config_reader::read_file(path);
+    const auto generation_path = folder / "generation_config.json";
+    if (std::filesystem::exists(generation_path)) {
+        const json::value generation = json::parse_file(generation_path);
+        return from_json(document, path.string(), &generation, generation_path.string());
+    }
+    return from_json(document, path.string());
+}
+
+}  // namespace anvil::models
+
+namespace anvil::models::recipe_detail {
+
+ANVIL_INLINE void read_token_ids(const config_reader& config, std::string_view key,
+                                 std::vector<std::int32_t>& out) {
+    const json::value* v = config.find(key);
+    if (v == nullptr || v->is_null()) return;
+    auto add = [&](const json::value& item) {
+        if (!item.is_integer() || item.as_int() < 0 || item.as_int() > (std::int64_t{1} << 31) - 1) {
+            throw format_error(anvil::detail::message(
+                config.source(), ": '", key, "' must be a token id or a list of them, got ", json::dump(*v)));
+        }
+        const auto id = static_cast<std::int32_t>(item.as_int());
+        if (std::find(out.begin(), out.end(), id) == out.end()) out.push_back(id);
+    };
+    if (v->is_array()) {
+        for (const auto& item : v->as_array())
+            add(item);
+    } else {
+        add(*v);
+    }
+}
+
+ANVIL_INLINE void read_rope_scaling(const config_reader& config, decoder_config& c) {
+    const json::value* s = config.find("rope_scaling");
+    if (s == nullptr || s->is_null()) return;
+    if (!s->is_object())
+        throw format_error(anvil::detail::message(config.source(), ": 'rope_scaling' must be an object"));
+    const config_reader scaling(*s, config.source() + " rope_scaling");
+    std::string type = scaling.string("rope_type", "");
+    if (type.empty()) type = scaling.string("type", "default");
+    c.rope.factor = scaling.positive_number("factor", 1.0);
+    if (type == "default") {
+        c.rope.scaling = rope_scaling_kind::none;
+    } else if (type == "linear") {
+        c.rope.scaling = rope_scaling_kind::linear;
+    } else if (type == "dynamic") {
+        c.rope.scaling = rope_scaling_kind::dynamic;
+    } else if (type == "llama3") {
+        c.rope.scaling = rope_scaling_kind::llama3;
+        c.rope.low_freq_factor = scaling.positive_number("low_freq_factor", 1.0);
+        c.rope.high_freq_factor = scaling.positive_number("high_freq_factor", 4.0);
+        c.rope.original_max_position_embeddings = scaling.integer("original_max_position_embeddings", 8192);
+        if (!(c.rope.high_freq_factor > c.rope.low_freq_factor)) {
+            throw format_error(anvil::detail::message(
+                config.source(), ": rope_scaling high_freq_factor ", c.rope.high_freq_factor,
+                " must exceed low_freq_factor ", c.rope.low_freq_factor));
+        }
+    } else {
+        throw unsupported_error(
+            anvil::detail::message(config.source(), ": rope_scaling type '", type,
+                                   "' is not supported (default, linear, dynamic, llama3)"));
+    }
+    if (c.rope.scaling != rope_scaling_kind::none && !scaling.contains("factor"))
+        throw format_error(
+            anvil::detail::message(config.source(), ": rope_scaling '", type, "' has no 'factor'"));
+}
+
+}  // namespace anvil::models::recipe_detail
+
+namespace anvil::models {
+
+ANVIL_INLINE decoder_config decoder_config::from_json(const json::value& document, std::string source,
+                                                      const json::value* generation,
+                                                      std::string generation_source) {
+    const config_reader config(document, std::move(source));
+    decoder_config c;
+    c.model_type = config.string("model_type", "");
+    const std::string& type = c.model_type;
+    if (type == "gpt2") {
+        c.family = decoder_family::gpt2;
+    } else if (type == "llama") {
+        c.family = decoder_family::llama;
+    } else if (type == "qwen2") {
+        c.family = decoder_family::qwen2;
+    } else if (type == "qwen3") {
+        c.family = decoder_family::qwen3;
+    } else if (type == "mistral") {
+        c.family = decoder_family::mistral;
+    } else {
+        throw unsupported_error(anvil::detail::message(
+            config.source(), ": model_type '", type,
+            "' is not a supported decoder language model (gpt2, llama, qwen2, qwen3, mistral)"));
+    }
+    c.vocab_size = config.required_integer("vocab_size");
+    if (c.family == decoder_family::gpt2) {
+        c.hidden = config.integer("n_embd", 768);
+        c.layers = config.integer("n_layer", 12);
+        c.heads = config.integer("n_head", 12);
+        c.kv_heads = c.heads;
+        c.intermediate = config.integer("n_inner", 4 * c.hidden);
+        c.max_position_embeddings = config.integer("n_positions", 1024);
+        c.norm_eps = config.positive_number("layer_norm_epsilon", 1e-5);
+        c.act = parse_activation(config.string("activation_function", "gelu_new"));
+        c.qkv_bias = c.output_bias = c.mlp_bias = true;
+        c.tie_word_embeddings = config.boolean("tie_word_embeddings", true);
+        if (c.hidden % c.heads != 0) {
+            throw format_error(anvil::detail::message(config.source(), ": n_embd ", c.hidden,
+                                                      " is not a multiple of n_head ", c.heads));
+        }
+        c.head_dim = c.hidden / c.heads;
+        // GPT2Attention: scale_attn_weights divides by sqrt(D); scale_attn_by_inverse_layer_idx further by
+        // layer + 1.
+        const bool scaled = config.boolean("scale_attn_weights", true);
+        const bool by_layer = config.boolean("scale_attn_by_inverse_layer_idx", false);
+        for (std::int64_t i = 0; i < c.layers; ++i) {
+            double scale = scaled ? 1.0 / std::sqrt(static_cast<double>(c.head_dim)) : 1.0;
+            if (by_layer) scale /= static_cast<double>(i + 1);
+            c.attention_scales.push_back(scale);
+        }
+    } else {
+        c.hidden = config.required_integer("hidden_size");
+        c.layers = config.required_integer("num_hidden_layers");
+        c.heads = config.required_integer("num_attention_heads");
+        c.kv_heads = config.integer("num_key_value_heads", c.heads);
+        c.intermediate = config.required_integer("intermediate_size");
+        c.max_position_embeddings = config.integer("max_position_embeddings", 2048);
+        c.norm_eps = config.positive_number("rms_norm_eps", 1e-6);
+        c.act = parse_activation(config.string("hidden_act", "silu"));
+        c.tie_word_embeddings = config.boolean("tie_word_embeddings", false);
+        const bool explicit_head_dim = c.family == decoder_family::qwen3;
+        if (!explicit_head_dim && c.hidden % c.heads != 0 && !config.contains("head_dim")) {
+            throw format_error(anvil::detail::message(config.source(), ": hidden_size ", c.hidden,
+                                                      " is not a multiple of num_attention_heads ", c.heads,
+                                                      " (and there is no head_dim)"));
+        }
+        c.head_dim = config.integer("head_dim", explicit_head_dim ? 128 : c.hidden / c.heads);
+        if (c.heads % c.kv_heads != 0) {
+            throw format_error(anvil::detail::message(config.source(), ": num_attention_heads ", c.heads,
+                                                      " is not a multiple of num_key_value_heads ",
+                                                      c.kv_heads));
+        }
+        switch (c.family) {
+            case decoder_family::llama:
+                c.qkv_bias = c.output_bias = config.boolean("attention_bias", false);
+                c.mlp_bias = config.boolean("mlp_bias", false);
+                break;
+            case decoder_family::qwen2:
+                c.qkv_bias = true;  // Qwen2Attention: q/k/v always have a bias, o_proj none
+                break;
+            case decoder_family::qwen3:
+                c.qkv_bias = c.output_bias = config.boolean("attention_bias", false);
+                c.qk_norm = true;
+                break;
+            default:
+                break;
+        }
+        if (c.family == decoder_family::qwen2 || c.family == decoder_family::qwen3) {
+            if (config.boolean("use_sliding_window", false)) {
+                throw unsupported_error(anvil::detail::message(
+                    config.source(), ": use_sliding_window true is not supported for ", type,
+                    " (Qwen's per-layer sliding window; Mistral's sliding_window is)"));
+            }
+        }
+        if (c.family == decoder_family::mistral) c.sliding_window = config.integer("sliding_window", 0, 0);
+        c.rope.theta = config.positive_number("rope_theta", 10000.0);
+        c.rope.max_position_embeddings = c.max_position_embeddings;
+        const double partial = config.positive_number("partial_rotary_factor", 1.0);
+        const double rotary = static_cast<double>(c.head_dim) * partial;
+        c.rope.rotary_dim = static_cast<std::int64_t>(rotary);
+        if (partial > 1.0 || static_cast<double>(c.rope.rotary_dim) != rotary || c.rope.rotary_dim % 2 != 0 ||
+            c.rope.rotary_dim < 2) {
+            throw unsupported_error(
+                anvil::detail::message(config.source(), ": partial_rotary_factor ", partial, " of head_dim ",
+                                       c.head_dim, " does not give an even number of rotated features"));
+        }
+        recipe_detail::read_rope_scaling(config, c);
+        c.attention_scales.assign(static_cast<std::size_t>(c.layers), 0.0);
+    }
+    recipe_detail::read_token_ids(config, "eos_token_id", c.eos_token_ids);
+    std::vector<std::int32_t> bos;
+    recipe_detail::read_token_ids(config, "bos_token_id", bos);
+    if (generation != nullptr) {
+        const config_reader gen(*generation, std::move(generation_source));
+        recipe_detail::read_token_ids(gen, "eos_token_id", c.eos_token_ids);
+        recipe_detail::read_token_ids(gen, "bos_token_id", bos);
+    }
+    if (!bos.empty()) c.bos_token_id = bos.front();
+    for (const std::int32_t id : c.eos_token_ids) {
+        if (id >= c.vocab_size) {
+            throw format_error(anvil::detail::message(config.source(), ": eos_token_id ", id,
+                                                      " is outside the vocabulary (vocab_size ", c.vocab_size,
+                                                      ")"));
+        }
+    }
+    return c;
+}
+
+ANVIL_INLINE decoder_weight_source::decoder_weight_source(std::shared_ptr<const checkpoint> weights,
+                                                          const decoder_config& c)
+    : weights_(std::move(weights)) {
+    if (weights_->contains("model.embed_tokens.weight") || weights_->contains("transformer.wte.weight")) {
+        prefix_ = c.learned_positions() ? "transformer." : "model.";
+    }
+    const std::string probe = prefix_ + (c.learned_positions() ? "wte.weight" : "embed_tokens.weight");
+    if (!weights_->contains(probe)) {
+        throw format_error(anvil::detail::message(weights_->path().string(), ": no ", c.model_type,
+                                                  " weights: the tensor '", probe, "' is missing"));
+    }
+    if (c.learned_positions()) prepare_gpt2(c);
+}
+
+ANVIL_INLINE tensor<float> decoder_weight_source::load(weight_loader& loader, const std::string& name,
+                                                       const dims& expected) const {
+    const auto found = prepared_.find(name);
+    if (found == prepared_.end()) return loader.load(prefix_ + name, expected);
+    graph& g = loader.target();
+    const value stored = g.constant(found->second, prefix_ + name);
+    if (found->second.type() == dtype::f32) return tensor<float>(stored);
+    attributes to_f32;
+    to_f32.to = dtype::f32;
+    return tensor<float>(g.apply(op::cast, {stored}, to_f32));
+}
+
+ANVIL_INLINE std::shared_ptr<const decoder_weight_source> decoder_weight_source::with_tensors(
+    std::map<std::string, host_tensor> replacements) const {
+    auto copy = std::make_shared<decoder_weight_source>(*this);
+    for (auto& [name, tensor] : replacements)
+        copy->prepared_.insert_or_assign(name, std::move(tensor));
+    return copy;
+}
+
+ANVIL_INLINE const tensor_view& decoder_weight_source::find(const std::string& name, const dims& expected,
+                                                            std::string_view layout) const {
+    return checked_tensor(*weights_, prefix_ + name, expected, layout);
+}
+
+ANVIL_INLINE void decoder_weight_source::transpose_conv1d(const std::string& name, std::int64_t in,
+                                                          std::int64_t out,
+                                                          const std::vector<std::string>& pieces) {
+    const tensor_view& weight = find(name + ".weight", dims{in, out}, " (Conv1D [in, out])");
+    const tensor_view& bias = find(name + ".bias", dims{out}, "");
+    if (weight.blocks()) {
+        throw unsupported_error(anvil::detail::message(
+            weights_->path().string(), ": tensor '", weight.name(), "' is a Conv1D weight [in, out] in ggml ",
+            ggml_type_name(*weight.blocks()), " blocks, which cannot be transposed as they are"));
+    }
+    const auto part = out / static_cast<std::int64_t>(pieces.size());
+    const std::size_t size = dtype_size(weight.type());
+    const auto* from = reinterpret_cast<const unsigned char*>(weight.bytes().data());
+    for (std::size_t n = 0; n < pieces.size(); ++n) {
+        const std::int64_t first = static_cast<std::int64_t>(n) * part;
+        host_tensor t(weight.type(), dims{part, in});
+        auto* to = static_cast<unsigned char*>(t.raw());
+        for (std::int64_t i = 0; i < in; ++i) {
+            for (std::int64_t o = 0; o < part; ++o) {
+                std::memcpy(to + static_cast<std::size_t>(o * in + i) * size,
+                            from + static_cast<std::size_t>(i * out + first + o) * size, size);
+            }
+        }
+        prepared_.emplace(pieces[n] + ".weight", std::move(t));
+        const std::byte* b = bias.bytes().data() + static_cast<std::size_t>(first) * dtype_size(bias.type());
+        prepared_.emplace(pieces[n] + ".bias", host_tensor(bias.type(), dims{part}, b, weights_));
+    }
+}
+
+ANVIL_INLINE void decoder_weight_source::prepare_gpt2(const decoder_config& c) {
+    for (std::int64_t i = 0; i < c.layers; ++i) {
+        const std::string p = "h." + std::to_string(i) + ".";
+        // A layer whose q, k and v come split (a llama.cpp file, models/import/gguf_decoder.hpp) holds its
+        // four matrices as linear weights [out, in] already: nothing to transpose.
+        if (weights_->contains(prefix_ + p + "attn.q.weight")) continue;
+        transpose_conv1d(p + "attn.c_attn", c.hidden, 3 * c.hidden,
+                         {p + "attn.q", p + "attn.k", p + "attn.v"});
+        transpose_conv1d(p + "attn.c_proj", c.hidden, c.hidden, {p + "attn.c_proj"});
+        transpose_conv1d(p + "mlp.c_fc", c.hidden, c.intermediate, {p + "mlp.c_fc"});
+        transpose_conv1d(p + "mlp.c_proj", c.intermediate, c.hidden, {p + "mlp.c_proj"});
+    }
+}
+
+}  // namespace anvil::models
+
+namespace anvil::models::recipe_detail {
+
+ANVIL_INLINE linear_layer load_decoder_linear(weight_loader& loader, const decoder_weight_source& source,
+                                              const std::string& name, std::int64_t out, std::int64_t in,
+                                              bool bias) {
+    linear_layer layer{source.load(loader, name + ".weight", dims{out, in}), std::nullopt};
+    if (bias) layer.bias = source.load(loader, name + ".bias", dims{out});
+    return layer;
+}
+
+ANVIL_INLINE norm_layer load_decoder_norm(weight_loader& loader, const decoder_weight_source& source,
+                                          const std::string& name, std::int64_t size, double eps,
+                                          bool layer_norm) {
+    norm_layer n;
+    n.type = layer_norm ? norm_layer::kind::layer_norm : norm_layer::kind::rms_norm;
+    n.weight = source.load(loader, name + ".weight", dims{size});
+    if (layer_norm) n.bias = source.load(loader, name + ".bias", dims{size});
+    n.epsilon = eps;
+    return n;
+}
+
+ANVIL_INLINE attention_layer load_gpt2_attention(weight_loader& loader, const decoder_weight_source& source,
+                                                 const decoder_config& c, const std::string& p) {
+    attention_layer a;
+    a.query = load_decoder_linear(loader, source, p + "attn.q", c.hidden, c.hidden, true);
+    a.key = load_decoder_linear(loader, source, p + "attn.k", c.hidden, c.hidden, true);
+    a.value = load_decoder_linear(loader, source, p + "attn.v", c.hidden, c.hidden, true);
+    a.output = load_decoder_linear(loader, source, p + "attn.c_proj", c.hidden, c.hidden, true);
+    return a;
+}
+
+}  // namespace anvil::models::recipe_detail
+
+namespace anvil::models {
+
+ANVIL_INLINE decoder_weights load_decoder_weights(weight_loader& loader, const decoder_weight_source& source,
+                                                  const decoder_config& c) {
+    decoder_weights w;
+    const bool gpt2 = c.learned_positions();
+    w.token_embeddings =
+        source.load(loader, gpt2 ? "wte.weight" : "embed_tokens.weight", dims{c.vocab_size, c.hidden});
+    if (gpt2)
+        w.position_embeddings = source.load(loader, "wpe.weight", dims{c.max_position_embeddings, c.hidden});
+    const std::int64_t q_out = c.heads * c.head_dim, kv_out = c.kv_heads * c.head_dim;
+    for (std::int64_t i = 0; i < c.layers; ++i) {
+        decoder_layer layer;
+        layer.attention_scale = c.attention_scales.at(static_cast<std::size_t>(i));
+        if (gpt2) {
+            const std::string p = "h." + std::to_string(i) + ".";
+            layer.attention_norm =
+                recipe_detail::load_decoder_norm(loader, source, p + "ln_1", c.hidden, c.norm_eps, true);
+            layer.attention = recipe_detail::load_gpt2_attention(loader, source, c, p);
+            layer.mlp_norm =
+                recipe_detail::load_decoder_norm(loader, source, p + "ln_2", c.hidden, c.norm_eps, true);
+            layer.mlp.up = recipe_detail::load_decoder_linear(loader, source, p + "mlp.c_fc", c.intermediate,
+                                                              c.hidden, true);
+            layer.mlp.down = recipe_detail::load_decoder_linear(loader, source, p + "mlp.c_proj", c.hidden,
+                                                                c.intermediate, true);
+        } else {
+            const std::string p = "layers." + std::to_string(i) + ".";
+            layer.attention_norm = recipe_detail::load_decoder_norm(loader, source, p + "input_layernorm",
+                                                                    c.hidden, c.norm_eps, false);
+            attention_layer& a = layer.attention;
+            a.query = recipe_detail::load_decoder_linear(loader, source, p + "self_attn.q_proj", q_out,
+                                                         c.hidden, c.qkv_bias);
+            a.key = recipe_detail::load_decoder_linear(loader, source, p + "self_attn.k_proj", kv_out,
+                                                       c.hidden, c.qkv_bias);
+            a.value = recipe_detail::load_decoder_linear(loader, source, p + "self_attn.v_proj", kv_out,
+                                                         c.hidden, c.qkv_bias);
+            a.output = recipe_detail::load_decoder_linear(loader, source, p + "self_attn.o_proj", c.hidden,
+                                                          q_out, c.output_bias);
+            if (c.qk_norm) {
+                layer.query_norm = recipe_detail::load_decoder_norm(loader, source, p + "self_attn.q_norm",
+                                                                    c.head_dim, c.norm_eps, false);
+                layer.key_norm = recipe_detail::load_decoder_norm(loader, source, p + "self_attn.k_norm",
+                                                                  c.head_dim, c.norm_eps, false);
+            }
+            layer.mlp_norm = recipe_detail::load_decoder_norm(loader, source, p + "post_attention_layernorm",
+                                                              c.hidden, c.norm_eps, false);
+            layer.mlp.gate = recipe_detail::load_decoder_linear(loader, source, p + "mlp.gate_proj",
+                                                                c.intermediate, c.hidden, c.mlp_bias);
+            layer.mlp.up = recipe_detail::load_decoder_linear(loader, source, p + "mlp.up_proj",
+                                                              c.intermediate, c.hidden, c.mlp_bias);
+            layer.mlp.down = recipe_detail::load_decoder_linear(loader, source, p + "mlp.down_proj", c.hidden,
+                                                                c.intermediate, c.mlp_bias);
+        }
+        layer.attention.heads = c.heads;
+        layer.attention.kv_heads = c.kv_heads;
+        layer.attention.head_dim = c.head_dim;
+        layer.mlp.act = c.act;
+        w.layers.push_back(std::move(layer));
+    }
+    w.final_norm =
+        recipe_detail::load_decoder_norm(loader, source, gpt2 ? "ln_f" : "norm", c.hidden, c.norm_eps, gpt2);
+    // lm_head sits outside the base model's prefix (GPT2LMHeadModel, LlamaForCausalLM).
+    if (c.tie_word_embeddings) {
+        w.head = w.token_embeddings;
+    } else {
+        w.head = loader.load("lm_head.weight", dims{c.vocab_size, c.hidden});
+    }
+    return w;
+}
+
+ANVIL_INLINE std::string cache_key_name(std::int64_t layer) {
+    return "k" + std::to_string(layer);
+}
+
+ANVIL_INLINE std::string cache_value_name(std::int64_t layer) {
+    return "v" + std::to_string(layer);
+}
+
+ANVIL_INLINE std::string layer_stage_label(std::int64_t layer) {
+    return "layer " + std::to_string(layer);
+}
+
+ANVIL_INLINE std::string window_key_name(std::int64_t layer) {
+    return "wk" + std::to_string(layer);
+}
+
+ANVIL_INLINE std::string window_value_name(std::int64_t layer) {
+    return "wv" + std::to_string(layer);
+}
+
+ANVIL_INLINE std::vector<named_tensor> decoder_step_inputs(
+    const decoder_config& c, std::span<const std::int32_t> ids, std::span<const std::int64_t> positions,
+    std::span<const std::int64_t> cache_positions, std::int64_t batch, std::int64_t tokens,
+    std::int64_t context, std::span<const std::int64_t> select) {
+    std::vector<named_tensor> in;
+    in.push_back({std::string(step_ids_name),
+                  host_tensor::from(std::vector<std::int32_t>(ids.begin(), ids.end()), dims{batch, tokens})});
+    if (c.learned_positions()) {
+        std::vector<std::int32_t> p(positions.size());
+        for (std::size_t i = 0; i < p.size(); ++i)
+            p[i] = static_cast<std::int32_t>(std::max<std::int64_t>(positions[i], 0));
+        in.push_back({std::string(step_positions_name), host_tensor::from(p, dims{batch, tokens})});
+    } else {
+        auto tables = make_rope_tables(c.rope, positions, batch, tokens);
+        const dims table{batch, 1, tokens, c.rope.rotary_dim / 2};
+        in.push_back({std::string(step_cos_name), host_tensor::from(tables.cos, table)});
+        in.push_back({std::string(step_sin_name), host_tensor::from(tables.sin, table)});
+    }
+    const std::int64_t width = context + tokens;
+    std::vector<float> mask(static_cast<std::size_t>(batch * tokens * width), masked_score);
+    auto visible = [&](std::int64_t q, std::int64_t k) {
+        return k >= 0 && k <= q && (c.sliding_window == 0 || q - k < c.sliding_window);
+    };
+    for (std::int64_t b = 0; b < batch; ++b) {
+        for (std::int64_t i = 0; i < tokens; ++i) {
+            float* row = mask.data() + (b * tokens + i) * width;
+            const std::int64_t q = positions[static_cast<std::size_t>(b * tokens + i)];
+            if (q < 0) {
+                row[context + i] = 0.0f;
+                continue;
+            }
+            for (std::int64_t j = 0; j < context; ++j)
+                if (visible(q, cache_positions[static_cast<std::size_t>(b * context + j)])) row[j] = 0.0f;
+            for (std::int64_t j = 0; j < tokens; ++j)
+                if (visible(q, positions[static_cast<std::size_t>(b * tokens + j)])) row[context + j] = 0.0f;
+        }
+    }
+    in.push_back({std::string(step_mask_name), host_tensor::from(mask, dims{batch, 1, tokens, width})});
+    if (!select.empty()) {
+        std::vector<float> one_hot(static_cast<std::size_t>(batch * tokens), 0.0f);
+        for (std::int64_t b = 0; b < batch; ++b)
+            one_hot[static_cast<std::size_t>(b * tokens + select[static_cast<std::size_t>(b)])] = 1.0f;
+        in.push_back({std::string(step_select_name), host_tensor::from(one_hot, dims{batch, 1, tokens})});
+    }
+    return in;
+}
+
+ANVIL_INLINE std::vector<value> decoder_step(graph& g, const decoder_weights& w, const decoder_config& c,
+                                             const step_shape& s,
+                                             const std::optional<step_rope>& rope_tables) {
+    // Stages (graph::begin_stage): the embedding, each layer, the head. A model whose weights pass one
+    // Neural Engine program's limit runs as chunks of whole layers (backend/ane/partition.hpp).
+    g.begin_stage(std::string(embedding_stage_label));
+    const dims tokens{s.batch, s.tokens};
+    auto ids = g.input<std::int32_t>(std::string(step_ids_name), tokens);
+    tensor<float> x = embedding(w.token_embeddings, ids);
+    std::optional<std::pair<tensor<float>, tensor<float>>> rope;
+    if (w.position_embeddings) {
+        x = x + embedding(*w.position_embeddings,
+                          g.input<std::int32_t>(std::string(step_positions_name), tokens));
+    } else if (rope_tables) {
+        auto positions = g.input<std::int32_t>(std::string(step_positions_name), tokens);
+        const dims table{s.batch, 1, s.tokens, c.rope.rotary_dim / 2};
+        rope.emplace(reshape(embedding(rope_tables->cos, positions), table),
+                     reshape(embedding(rope_tables->sin, positions), table));
+    } else {
+        const dims table{s.batch, 1, s.tokens, c.rope.rotary_dim / 2};
+        rope.emplace(g.input<float>(std::string(step_cos_name), table),
+                     g.input<float>(std::string(step_sin_name), table));
+    }
+    auto mask = g.input<float>(std::string(step_mask_name),
+                               dims{s.batch, 1, s.tokens, s.context + s.window + s.tokens});
+    std::vector<value> caches;
+    const dims cache{s.batch, c.kv_heads, s.context, c.head_dim};
+    const dims window{s.batch, c.kv_heads, s.window, c.head_dim};
+    for (std::int64_t i = 0; i < c.layers; ++i) {
+        g.begin_stage(layer_stage_label(i));
+        std::vector<tensor<float>> keys{g.input<float>(cache_key_name(i), cache)};
+        std::vector<tensor<float>> values{g.input<float>(cache_value_name(i), cache)};
+        if (s.window > 0) {
+            keys.push_back(g.input<float>(window_key_name(i), window));
+            values.push_back(g.input<float>(window_value_name(i), window));
+        }
+        auto out = apply(w.layers[static_cast<std::size_t>(i)], x, keys, values, mask, rope);
+        x = out.hidden;
+        caches.push_back(out.key.value());
+        caches.push_back(out.value.value());
+    }
+    g.begin_stage(std::string(head_stage_label));
+    if (s.select) x = matmul(g.input<float>(std::string(step_select_name), dims{s.batch, 1, s.tokens}), x);
+    const auto logits = linear(apply(w.final_norm, x), w.head);
+    std::vector<value> outputs{logits.value()};
+    outputs.insert(outputs.end(), caches.begin(), caches.end());
+    return outputs;
+}
+
+ANVIL_INLINE std::vector<value> decoder_state_step(graph& g, const decoder_weights& w,
+                                                   const decoder_config& c, std::int64_t tokens,
+                                                   std::int64_t context) {
+    if (tokens < 1 || context < 1) {
+        throw error(anvil::detail::message("decoder_state_step: ", tokens, " tokens and ", context,
+                                           " cache slots; both must be positive"));
+    }
+    std::optional<step_rope> rope;
+    if (!c.learned_positions()) {
+        if (c.rope.scaling == rope_scaling_kind::dynamic && context > c.rope.max_position_embeddings) {
+            throw unsupported_error(anvil::detail::message(
+                "export: dynamic RoPE scaling changes its frequencies past ", c.rope.max_position_embeddings,
+                " positions, so a context of ", context, " has no fixed tables; export at most ",
+                c.rope.max_position_embeddings));
+        }
+        std::vector<std::int64_t> every(static_cast<std::size_t>(context));
+        for (std::int64_t p = 0; p < context; ++p)
+            every[static_cast<std::size_t>(p)] = p;
+        const rope_tables made = make_rope_tables(c.rope, every, 1, context);
+        const dims table{context, c.rope.rotary_dim / 2};
+        rope.emplace(step_rope{g.constant<float>(host_tensor::from(made.cos, table), "rope.cos"),
+                               g.constant<float>(host_tensor::from(made.sin, table), "rope.sin")});
+    }
+    std::vector<value> outputs = decoder_step(g, w, c, {1, tokens, context, false, 0}, rope);
+    write_step_into_caches(g, outputs, tokens, context, c.kv_heads, c.head_dim);
+    return outputs;
+}
+
+ANVIL_INLINE void write_step_into_caches(graph& g, std::vector<value>& outputs, std::int64_t tokens,
+                                         std::int64_t context, std::int64_t kv_heads, std::int64_t head_dim) {
+    // Placing S new rows in T slots: a matmul [1, T, S] x [1, S, kv_heads * D] (the heads flattened, so the
+    // product has no broadcast batch), and the slots written are cleared first.
+    auto write = g.input<float>(std::string(step_cache_write_name), dims{1, 1, context, tokens});
+    auto keep = 1.0f - sum(write, {3}, true);  // [1, 1, T, 1]
+    auto flat_write = reshape(write, dims{1, context, tokens});
+    const std::int64_t row = kv_heads * head_dim;
+    for (std::size_t k = 1; k < outputs.size(); ++k) {
+        const std::int64_t layer = static_cast<std::int64_t>((k - 1) / 2);
+        auto cache =
+            tensor<float>(g.input_named(k % 2 == 1 ? cache_key_name(layer) : cache_value_name(layer)));
+        auto fresh = tensor<float>(outputs[k]);  // [1, kv_heads, S, D]
+        auto rows = reshape(permute(fresh, {0, 2, 1, 3}), dims{1, tokens, row});
+        auto placed =
+            permute(reshape(matmul(flat_write, rows), dims{1, context, kv_heads, head_dim}), {0, 2, 1, 3});
+        outputs[k] = (cache * keep + placed).value();
+    }
+}
+
+}  // namespace anvil::models
+// anvil: fp16_rescale's definitions (see fp16_rescale.hpp; compilation.hpp says when this file is compiled).
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <span>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+// #include "anvil/backend/compile.hpp"
+// #include "anvil/core/bfloat16.hpp"
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/ggml_types.hpp"
+// #include "anvil/core/half.hpp"
+// #include "anvil/expr/expr.hpp"
+// #include "anvil/models/llm/fp16_rescale.hpp"
+
+namespace anvil::models::recipe_detail {
+
+// fp16's largest finite value: the most a consumer's weight may reach after its 2^s.
+inline constexpr double fp16_largest = 65504.0;
+
+ANVIL_INLINE host_tensor scaled_by_power_of_two(std::span<const float> values, const dims& shape,
+                                                dtype stored, int exponent, std::string_view name) {
+    std::vector<float> scaled(values.size());
+    for (std::size_t i = 0; i < values.size(); ++i) {
+        const float x = values[i];
+        const float y = std::ldexp(x, exponent);
+        // Inexact only where a value overflows float32 or falls into its subnormals.
+        if (!std::isfinite(y) || std::ldexp(y, -exponent) != x) {
+            throw error(anvil::detail::message("fp16 rescale: '", name, "' times 2^", exponent,
+                                               " is not exact in float32 (element ", i, ": ", x, ")"));
+        }
+        scaled[i] = y;
+    }
+    const auto narrowed = [&]<class Narrow>() -> std::optional<host_tensor> {
+        std::vector<Narrow> narrow(scaled.size());
+        for (std::size_t i = 0; i < scaled.size(); ++i) {
+            narrow[i] = Narrow(scaled[i]);
+            if (static_cast<float>(narrow[i]) != scaled[i]) return std::nullopt;
+        }
+        return host_tensor::from(narrow, shape);
+    };
+    std::optional<host_tensor> kept;
+    if (stored == dtype::f16) kept = narrowed.template operator()<half>();
+    if (stored == dtype::bf16) kept = narrowed.template operator()<bfloat16>();
+    return kept ? std::move(*kept) : host_tensor::from(scaled, shape);
+}
+
+// One pair of one layer in a calibration graph: its two linear nodes.
+struct calibration_site {
+    std::int64_t layer = 0;
+    projection_pair pair = projection_pair::attention;
+    value_id producer = 0, consumer = 0;
+    std::string not_linear;  // why the pair cannot be rescaled, or empty
+};
+
+struct calibration_graph {
+    graph g;
+    value logits;
+    std::vector<calibration_site> sites;
+};
+
+// The linear node of `g` whose weight operand is `weight`.
+ANVIL_INLINE value_id linear_reading(const graph& g, const tensor<float>& weight) {
+    const value_id w = weight.value().id();
+    for (value_id id = 0; id < g.size(); ++id) {
+        const node& n = g[id];
+        if (n.kind == op::linear && n.inputs.size() >= 2 && n.inputs[1] == w) return id;
+    }
+    throw error(anvil::detail::message("fp16 rescale: no linear node reads weight value %", w));
+}
+
+// The decoder's step for one sequence of `tokens` tokens (its one cache slot hidden by the mask), and where
+// each pair's projections sit in it.
+ANVIL_INLINE calibration_graph build_calibration_graph(const decoder_config& c,
+                                                       const decoder_weight_source& source,
+                                                       std::int64_t tokens) {
+    calibration_graph out;
+    weight_loader loader(out.g, source.file());
+    const decoder_weights w = load_decoder_weights(loader, source, c);
+    out.logits = decoder_step(out.g, w, c, {1, tokens, 1, false, 0}).front();
+    for (std::size_t i = 0; i < w.layers.size(); ++i) {
+        const decoder_layer& layer = w.layers[i];
+        const auto layer_index = static_cast<std::int64_t>(i);
+        out.sites.push_back({layer_index,
+                             projection_pair::attention,
+                             linear_reading(out.g, layer.attention.value.weight),
+                             linear_reading(out.g, layer.attention.output.weight),
+                             {}});
+        calibration_site mlp{layer_index,
+                             projection_pair::mlp,
+                             linear_reading(out.g, layer.mlp.up.weight),
+                             linear_reading(out.g, layer.mlp.down.weight),
+                             {}};
+        // relu is positively homogeneous; gelu and its kin are not, so no power of two passes through them.
+        if (!layer.mlp.gate && layer.mlp.act != activation::relu) {
+            mlp.not_linear =
+                "not rescalable: the MLP's activation (not relu) lies between the two, and act(x / 2^s) is "
+                "not "
+                "act(x) / 2^s";
+        }
+        out.sites.push_back(std::move(mlp));
+    }
+    return out;
+}
+
+ANVIL_INLINE compile_options calibration_options(const compile_options& cpu, const decoder_config& c,
+                                                 bool ane_numerics) {
+    compile_options o;
+    o.target = device::cpu;
+    o.kernels = cpu.kernels;
+    o.threads = cpu.threads;
+    o.ane_numerics = ane_numerics;
+    for (std::int64_t i = 0; i < c.layers; ++i) {  // one empty slot each, which the mask hides
+        o.resident_inputs.push_back(cache_key_name(i));
+        o.resident_inputs.push_back(cache_value_name(i));
+    }
+    return o;
+}
+
+// The stored constant behind a weight value (through its cast or dequantisation to f32), and the f32 values
+// the graph computes with.
+struct stored_weight {
+    std::string name;
+    dtype type = dtype::f32;  // what a scaled copy may keep (f32 for quantised blocks)
+    dims shape;
+    std::vector<float> values;
+};
+
+ANVIL_INLINE stored_weight read_stored_weight(const graph& g, value_id id) {
+    const node& top = g[id];
+    const bool converted = top.kind == op::cast || top.kind == op::dequantize_ggml;
+    const node& constant = converted ? g[top.inputs.at(0)] : top;
+    if (constant.kind != op::constant) {
+        throw error(anvil::detail::message("fp16 rescale: weight value %", id, " is a ", op_name(top.kind),
+                                           ", not a stored tensor"));
+    }
+    stored_weight w;
+    w.name = constant.name;
+    w.shape = top.result.shape;
+    if (top.kind == op::dequantize_ggml) {
+        w.values.resize(static_cast<std::size_t>(w.shape.element_count()));
+        const host_tensor& blocks = constant.data;
+        dequantize_ggml(
+            static_cast<ggml_type>(top.attrs.ggml_type),
+            std::span<const std::byte>(static_cast<const std::byte*>(blocks.raw()), blocks.byte_size()),
+            w.values);
+    } else {
+        w.type = constant.data.type();
+        w.values = constant.data.to_f32();
+    }
+    return w;
+}
+
+ANVIL_INLINE bool finite_values(const host_tensor& t) {
+    for (const float x : t.to_f32())
+        if (!std::isfinite(x)) return false;
+    return true;
+}
+
+}  // namespace anvil::models::recipe_detail
+
+namespace anvil::models {
+
+ANVIL_INLINE std::string_view projection_pair_name(projection_pair pair) noexcept {
+    return pair == projection_pair::attention ? "attention" : "mlp";
+}
+
+ANVIL_INLINE int fp16_rescale_shift(double peak, double limit) {
+    if (!(limit > 0.0 && limit <= recipe_detail::fp16_largest)) {
+        throw error(anvil::detail::message("fp16 rescale: the limit must be in (0, 65504], got ", limit));
+    }
+    if (!std::isfinite(peak))
+        throw error(anvil::detail::message("fp16 rescale: the peak ", peak, " is not finite"));
+    int shift = 0;
+    while (std::ldexp(std::fabs(peak), -shift) > limit)
+        ++shift;
+    return shift;
+}
+
+ANVIL_INLINE std::size_t fp16_rescale_report::rescaled_pairs() const noexcept {
+    std::size_t count = 0;
+    for (const fp16_pair_scale& p : pairs)
+        count += p.shift > 0 ? 1 : 0;
+    return count;
+}
+
+ANVIL_INLINE std::string fp16_rescale_report::to_string() const {
+    std::ostringstream out;
+    out << "fp16 rescale: " << calibration_tokens << " calibration tokens, limit " << limit << ", "
+        << rescaled_pairs() << " of " << pairs.size() << " pairs rescaled\n";
+    for (const fp16_pair_scale& p : pairs) {
+        out << "layer " << p.layer << ' ' << projection_pair_name(p.pair) << ' ' << p.producer << " -> "
+            << p.consumer << ": peak " << p.peak << ", ";
+        if (p.shift > 0) {
+            out << "2^-" << p.shift << " / 2^" << p.shift;
+        } else {
+            out << "unchanged";
+        }
+        out << " (output peak " << p.output_peak << ")";
+        if (!p.note.empty()) out << "; " << p.note;
+        out << '\n';
+    }
+    const auto overflow = [&](std::string_view when, const std::optional<numerics_report>& report) {
+        if (!report) return;
+        out << "ane_numerics " << when << ": ";
+        if (report->clean()) {
+            out << "no op leaves fp16\n";
+        } else {
+            const std::size_t n = report->overflows.size();
+            out << n << (n == 1 ? " op leaves" : " ops leave") << " fp16\n" << report->to_string();
+        }
+    };
+    overflow("before", before);
+    overflow("after", after);
+    return out.str();
+}
+
+ANVIL_INLINE fp16_rescaled calibrate_fp16_rescale(const decoder_config& c,
+                                                  const std::shared_ptr<const decoder_weight_source>& weights,
+                                                  std::span<const std::int32_t> ids,
+                                                  const fp16_rescale_options& options,
+                                                  const compile_options& cpu) {
+    if (ids.empty()) throw error("fp16 rescale: no calibration token ids (give ids, or a text to encode)");
+    for (const std::int32_t id : ids) {
+        if (id < 0 || id >= c.vocab_size) {
+            throw error(anvil::detail::message("fp16 rescale: calibration token id ", id,
+                                               " is outside the vocabulary (", c.vocab_size, " ids)"));
+        }
+    }
+    const auto tokens = static_cast<std::int64_t>(ids.size());
+    if (c.learned_positions() && tokens > c.max_position_embeddings) {
+        throw error(anvil::detail::message("fp16 rescale: ", tokens, " calibration tokens, more than the ",
+                                           c.max_position_embeddings, " positions ", c.model_type,
+                                           " has embeddings for"));
+    }
+    static_cast<void>(fp16_rescale_shift(0.0, options.limit));  // checks the limit before any work
+
+    std::vector<std::int64_t> positions(ids.size());
+    std::iota(positions.begin(), positions.end(), std::int64_t{0});
+    const std::vector<std::int64_t> hidden_slot{-1};
+    const std::vector<named_tensor> inputs =
+        decoder_step_inputs(c, ids, positions, hidden_slot, 1, tokens, 1, std::span<const std::int64_t>());
+
+    // fp32: every pair's peaks, reduced in the graph (max |x| of the producer's output, the consumer's input
+    // and output), so no activation is copied out.
+    recipe_detail::calibration_graph measured = recipe_detail::build_calibration_graph(c, *weights, tokens);
+    const graph& g = measured.g;
+    std::vector<value> outputs{measured.logits};
+    const auto peak_of = [&](value_id id) {
+        return anvil::max(anvil::abs(tensor<float>(value(g.body(), id))), std::vector<std::int64_t>{}, true)
+            .value();
+    };
+    for (const recipe_detail::calibration_site& site : measured.sites) {
+        outputs.push_back(peak_of(site.producer));
+        outputs.push_back(peak_of(g[site.consumer].inputs.at(0)));
+        outputs.push_back(peak_of(site.consumer));
+    }
+    program fp32 =
+        compile(std::span<const value>(outputs), recipe_detail::calibration_options(cpu, c, false));
+    const std::vector<host_tensor> results = fp32.run(inputs);
+    if (!recipe_detail::finite_values(results.front())) {
+        throw error(
+            "fp16 rescale: the model's fp32 logits on the calibration ids are not finite, which no rescaling "
+            "for fp16 can mend");
+    }
+
+    fp16_rescaled rescaled;
+    fp16_rescale_report& report = rescaled.report;
+    report.calibration_tokens = tokens;
+    report.limit = options.limit;
+    std::map<std::string, host_tensor> replacements;
+    const auto fold = [&](value_id weight, int exponent) {
+        recipe_detail::stored_weight w = recipe_detail::read_stored_weight(g, weight);
+        std::string key = w.name;
+        if (key.rfind(weights->prefix(), 0) == 0) key.erase(0, weights->prefix().size());
+        replacements.insert_or_assign(
+            key, recipe_detail::scaled_by_power_of_two(w.values, w.shape, w.type, exponent, w.name));
+    };
+    const auto without_suffix = [&](value_id linear) {
+        std::string name = recipe_detail::read_stored_weight(g, g[linear].inputs.at(1)).name;
+        if (name.ends_with(".weight")) name.resize(name.size() - 7);
+        return name;
+    };
+    for (std::size_t k = 0; k < measured.sites.size(); ++k) {
+        const recipe_detail::calibration_site& site = measured.sites[k];
+        fp16_pair_scale p;
+        p.layer = site.layer;
+        p.pair = site.pair;
+        p.producer = without_suffix(site.producer);
+        p.consumer = without_suffix(site.consumer);
+        const float produced = results[1 + 3 * k].to_f32().front();
+        const float consumed = results[2 + 3 * k].to_f32().front();
+        p.peak = std::max(double{produced}, double{consumed});
+        p.output_peak = results[3 + 3 * k].to_f32().front();
+        if (!std::isfinite(p.peak) || !std::isfinite(p.output_peak)) {
+            throw error(anvil::detail::message("fp16 rescale: layer ", p.layer, " ", p.producer, " -> ",
+                                               p.consumer,
+                                               ": the fp32 values are not finite on the calibration ids"));
+        }
+        p.note = site.not_linear;
+        const int wanted = p.note.empty() ? fp16_rescale_shift(p.peak, options.limit) : 0;
+        p.shift = wanted;
+        if (wanted > 0) {
+            // The Neural Engine stores weights in fp16: the consumer's largest weight times 2^s must stay
+            // there.
+            const node& consumer = g[site.consumer];
+            double largest = 0.0;
+            for (const float x : recipe_detail::read_stored_weight(g, consumer.inputs.at(1)).values)
+                largest = std::max(largest, double{std::fabs(x)});
+            while (p.shift > 0 && std::ldexp(largest, p.shift) > recipe_detail::fp16_largest)
+                --p.shift;
+            if (p.shift < wanted) {
+                p.note = anvil::detail::message("2^", wanted, " would take ", p.consumer,
+                                                "'s largest weight past fp16; capped at 2^", p.shift);
+            }
+        }
+        if (p.shift > 0) {
+            const node& producer = g[site.producer];
+            fold(producer.inputs.at(1), -p.shift);
+            if (producer.inputs.size() > 2) fold(producer.inputs[2], -p.shift);  // the bias shrinks with it
+            fold(g[site.consumer].inputs.at(1), p.shift);                        // its bias does not
+        }
+        report.pairs.push_back(std::move(p));
+    }
+    rescaled.weights = replacements.empty() ? weights : weights->with_tensors(std::move(replacements));
+
+    if (options.check_numerics) {
+        const auto overflow = [&](const decoder_weight_source& source) {
+            const recipe_detail::calibration_graph built =
+                recipe_detail::build_calibration_graph(c, source, tokens);
+            program p = compile({built.logits}, recipe_detail::calibration_options(cpu, c, true));
+            static_cast<void>(p.run(inputs));
+            return p.numerics();
+        };
+        report.before = overflow(*weights);
+        report.after = rescaled.weights == weights ? *report.before : overflow(*rescaled.weights);
+    }
+    return rescaled;
+}
+
+}  // namespace anvil::models
+// anvil: causal_lm's definitions (see causal_lm.hpp; compilation.hpp says when this file is compiled).
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+// #include "anvil/backend/ane/ane_program.hpp"
+// #include "anvil/backend/compile.hpp"
+// #include "anvil/core/error.hpp"
+// #include "anvil/io/checkpoint.hpp"
+// #include "anvil/models/import/gguf_decoder.hpp"
+// #include "anvil/models/llm/causal_lm.hpp"
+
+namespace anvil::models::recipe_detail {
+
+ANVIL_INLINE host_tensor slice_slots(const host_tensor& t, std::int64_t begin, std::int64_t end) {
+    const dims& s = t.shape();
+    host_tensor out(dtype::f32, dims{s[0], s[1], end - begin, s[3]});
+    const std::vector<float> from = t.type() == dtype::f32 ? std::vector<float>() : t.to_f32();
+    const float* src = t.type() == dtype::f32 ? t.values<float>().data() : from.data();
+    float* dst = out.values<float>().data();
+    const auto d = static_cast<std::size_t>(s[3]);
+    const auto rows = static_cast<std::size_t>(s[0] * s[1]);
+    const auto n = static_cast<std::size_t>(end - begin);
+    for (std::size_t r = 0; r < rows; ++r) {
+        std::memcpy(dst + r * n * d,
+                    src + (r * static_cast<std::size_t>(s[2]) + static_cast<std::size_t>(begin)) * d,
+                    n * d * sizeof(float));
+    }
+    return out;
+}
+
+ANVIL_INLINE std::vector<std::int64_t> context_rungs(const decoder_config& c, const causal_lm_options& o,
+                                                     std::int64_t first_rung) {
+    std::int64_t max_context = o.max_context;
+    if (max_context == 0) {
+        // Dynamic NTK scaling exists to run past max_position_embeddings (the frequencies stretch with the
+        // length), so only the 8192 cap applies to it.
+        const std::int64_t trained =
+            c.rope.scaling == rope_scaling_kind::dynamic ? std::int64_t{8192} : c.max_position_embeddings;
+        max_context =
+            o.context_ladder.empty() ? std::min<std::int64_t>(trained, 8192) : o.context_ladder.back();
+    }
+    if (max_context < 1)
+        throw error(anvil::detail::message("causal_lm: max_context must be positive, got ", max_context));
+    if (c.learned_positions() && max_context > c.max_position_embeddings) {
+        throw error(anvil::detail::message("causal_lm: max_context ", max_context, " exceeds the ",
+                                           c.max_position_embeddings, " positions ", c.model_type,
+                                           " has embeddings for (n_positions)"));
+    }
+    std::vector<std::int64_t> rungs;
+    if (o.context_ladder.empty()) {
+        for (std::int64_t r = first_rung; r < max_context; r *= 2)
+            rungs.push_back(r);
+    } else {
+        for (const std::int64_t r : o.context_ladder) {
+            if (r < 1 || (!rungs.empty() && r <= rungs.back()) || r > max_context) {
+                throw error(
+                    anvil::detail::message("causal_lm: context_ladder must be increasing positive sizes up "
+                                           "to max_context ",
+                                           max_context, ", got ", r));
+            }
+            rungs.push_back(r);
+        }
+    }
+    if (rungs.empty() || rungs.back() < max_context) rungs.push_back(max_context);
+    return rungs;
+}
+
+}  // namespace anvil::models::recipe_detail
+
+namespace anvil::models {
+
+ANVIL_INLINE std::vector<value> causal_lm::build_stateful_graph(graph& g, std::int64_t tokens,
+                                                                std::int64_t context) const {
+    weight_loader loader(g, state_->source->file());
+    const auto w = load_decoder_weights(loader, *state_->source, state_->config);
+    return decoder_state_step(g, w, state_->config, tokens, context);
+}
+
+ANVIL_INLINE mlpackage_function causal_lm::export_function(std::string name, std::int64_t tokens,
+                                                           std::int64_t context) const {
+    mlpackage_function f;
+    f.name = std::move(name);
+    graph own;
+    f.outputs = build_stateful_graph(own, tokens, context);
+    f.output_names = {"logits"};
+    for (std::int64_t i = 0; i < state_->config.layers; ++i) {  // outputs: logits, k0, v0, k1, v1, ...
+        f.states.push_back({cache_key_name(i), static_cast<std::size_t>(1 + 2 * i)});
+        f.states.push_back({cache_value_name(i), static_cast<std::size_t>(2 + 2 * i)});
+    }
+    return f;
+}
+
+ANVIL_INLINE causal_lm causal_lm::load(const std::filesystem::path& folder,
+                                       const causal_lm_options& options) {
+    causal_lm lm;
+    auto state = std::make_shared<shared_state>();
+    std::optional<gguf_vocabulary> file_vocabulary;
+    if (is_gguf_path(folder)) {  // a llama.cpp file: its metadata as config.json, its tensors renamed
+        gguf_decoder read = read_gguf_decoder(folder);
+        file_vocabulary = std::move(read.vocabulary);
+        state->config = decoder_config::from_json(read.config, folder.string() + " (metadata)");
+        state->source = std::make_shared<const decoder_weight_source>(std::move(read.weights), state->config);
+    } else {
+        state->config = decoder_config::load(folder);
+        state->source = std::make_shared<const decoder_weight_source>(
+            std::make_shared<const checkpoint>(checkpoint::open(folder)), state->config);
+    }
+    {  // every tensor is found and shape-checked now, not at the first call
+        graph scratch;
+        weight_loader loader(scratch, state->source->file());
+        static_cast<void>(load_decoder_weights(loader, *state->source, state->config));
+    }
+    lm.state_ = state;
+    lm.options_ = options;
+    lm.gguf_ = is_gguf_path(folder);
+    if (file_vocabulary) {  // the file's tokenizer.ggml.* as the tokenizer.json it stands for
+        lm.tokenizer_ = std::make_shared<const tokenizer>(
+            tokenizer::from_json(file_vocabulary->tokenizer_json, folder.string() + " (tokenizer.ggml.*)"));
+        if (!file_vocabulary->chat_template.empty()) {
+            lm.chat_ = make_chat_template(file_vocabulary->chat_template, file_vocabulary->bos_token,
+                                          file_vocabulary->eos_token);
+        }
+    } else if (std::filesystem::exists(folder / "tokenizer.json") ||
+               (std::filesystem::exists(folder / "vocab.json") &&
+                std::filesystem::exists(folder / "merges.txt"))) {
+        lm.tokenizer_ = std::make_shared<const tokenizer>(tokenizer::load(folder));
+        lm.chat_ = read_chat_template(folder);
+    }
+    if (options.fp16_rescale) {
+        const fp16_calibration& calibration = *options.fp16_rescale;
+        if (!calibration.ids.empty() && !calibration.text.empty())
+            throw error("causal_lm: fp16_rescale calibrates on ids or on a text, not both");
+        const std::vector<std::int32_t> ids =
+            calibration.text.empty() ? calibration.ids : lm.tokens().encode(calibration.text).ids;
+        fp16_rescaled rescaled = calibrate_fp16_rescale(state->config, state->source, ids,
+                                                        calibration.rescale, options.load.compile);
+        state->source = std::move(rescaled.weights);  // before any program reads a weight
+        lm.rescale_ = std::move(rescaled.report);
+    }
+    const device target = options.load.compile.target;
+    const bool on_ane = target == device::ane || target == device::coreml ||
+                        (target == device::automatic && anvil::detail::ane::available());
+    lm.on_ane_ = on_ane;
+    lm.rungs_ = recipe_detail::context_rungs(state->config, options, on_ane ? 512 : 64);
+    if (options.decode_window < -1 || options.prefill_chunk < 1 || options.max_streams < 1) {
+        throw error(anvil::detail::message("causal_lm: prefill_chunk (", options.prefill_chunk,
+                                           ") and max_streams (", options.max_streams,
+                                           ") must be positive and decode_window (", options.decode_window,
+                                           ") -1 (automatic), 0 or positive"));
+    }
+    lm.window_ = options.decode_window >= 0 ? options.decode_window : (on_ane ? 8 : 0);
+    compile_options compile = options.load.compile;
+    for (std::int64_t i = 0; i < state->config.layers; ++i) {
+        compile.resident_inputs.push_back(cache_key_name(i));
+        compile.resident_inputs.push_back(cache_value_name(i));
+    }
+    const compiled_shapes::builder build = [state](graph& g,
+                                                   std::span<const std::int64_t> key) -> std::vector<value> {
+        weight_loader loader(g, state->source->file());
+        const auto w = load_decoder_weights(loader, *state->source, state->config);
+        return decoder_step(g, w, state->config, {key[0], key[1], key[2], key[3] != 0, key[4]});
+    };
+    lm.programs_ = std::make_unique<compiled_shapes>(compile, build);
+    if (lm.window_ > 0) {  // decode programs: their window inputs are resident too
+        for (std::int64_t i = 0; i < state->config.layers; ++i) {
+            compile.resident_inputs.push_back(window_key_name(i));
+            compile.resident_inputs.push_back(window_value_name(i));
+        }
+        lm.windowed_ = std::make_unique<compiled_shapes>(compile, build);
+    }
+    for (const std::int32_t id : state->config.eos_token_ids)
+        lm.eos_.push_back(id);
+    return lm;
+}
+
+ANVIL_INLINE const tokenizer& causal_lm::tokens() const {
+    if (!tokenizer_ && gguf_)
+        throw io_error("causal_lm: the GGUF file has no tokenizer (no tokenizer.ggml.model): give token ids");
+    if (!tokenizer_)
+        throw io_error(
+            "causal_lm: the model folder has no tokenizer (tokenizer.json or vocab.json + merges.txt)");
+    return *tokenizer_;
+}
+
+ANVIL_INLINE std::size_t causal_lm::compiled_programs() const {
+    return programs_->count() + (windowed_ ? windowed_->count() : 0);
+}
+
+ANVIL_INLINE host_tensor causal_lm::logits(std::span<const std::int32_t> ids) {
+    check_prompt(ids);
+    const auto n = static_cast<std::int64_t>(ids.size());
+    const std::int64_t vocab = config().vocab_size;
+    host_tensor out(dtype::f32, dims{n, vocab});
+    prefill(ids, false, [&](std::int64_t start, std::int64_t count, const host_tensor& logits) {
+        const std::vector<float> values = logits.to_f32();
+        std::copy_n(values.begin(), count * vocab, out.values<float>().begin() + start * vocab);
+    });
+    return out;
+}
+
+ANVIL_INLINE generation_result causal_lm::generate(std::span<const std::int32_t> prompt,
+                                                   const generation_options& options,
+                                                   const token_callback& callback) {
+    const std::vector<std::vector<std::int32_t>> prompts{
+        std::vector<std::int32_t>(prompt.begin(), prompt.end())};
+    return generate_batch(prompts, options, callback).front();
+}
+
+ANVIL_INLINE generation_result causal_lm::generate(std::string_view prompt_text,
+                                                   const generation_options& options,
+                                                   const token_callback& callback) {
+    const auto encoded = tokens().encode(prompt_text);
+    return generate(std::span<const std::int32_t>(encoded.ids), options, callback);
+}
+
+ANVIL_INLINE generation_result causal_lm::generate(const chat_prompt& prompt,
+                                                   const generation_options& options,
+                                                   const token_callback& callback) {
+    return generate(std::span<const std::int32_t>(chat_ids(prompt)), options, callback);
+}
+
+ANVIL_INLINE generation_result causal_lm::generate(const chat_prompt& prompt,
+                                                   const generation_options& options,
+                                                   const std::function<void(std::string_view)>& on_text) {
+    return generate(prompt, options, [&](std::size_t, std::int32_t, std::string_view piece) {
+        on_text(piece);
+        return true;
+    });
+}
+
+ANVIL_INLINE std::vector<std::int32_t> causal_lm::chat_ids(const chat_prompt& prompt) const {
+    anvil::encode_options no_specials;
+    no_specials.add_special_tokens = false;
+    return tokens().encode(prompt.text, no_specials).ids;
+}
+
+ANVIL_INLINE std::vector<generation_result> causal_lm::generate_batch(
+    std::span<const std::vector<std::int32_t>> prompts, const generation_options& options,
+    const token_callback& callback) {
+    for (const auto& p : prompts)
+        check_prompt(p);
+    if (options.max_new_tokens < 0)
+        throw error(
+            anvil::detail::message("generate: max_new_tokens must be >= 0, got ", options.max_new_tokens));
+    recipe_detail::validate_sampling_options(options.sampling);
+    std::vector<generation_result> results(prompts.size());
+    const auto group = static_cast<std::size_t>(options_.max_streams);
+    for (std::size_t first = 0; first < prompts.size(); first += group) {
+        const std::size_t count = std::min(group, prompts.size() - first);
+        generate_group(prompts.subspan(first, count), first, options, callback,
+                       std::span<generation_result>(results).subspan(first, count));
+    }
+    return results;
+}
+
+ANVIL_INLINE chat_prompt causal_lm::chat(std::initializer_list<chat_message> messages,
+                                         bool add_generation_prompt) const {
+    return chat(std::span<const chat_message>(messages.begin(), messages.size()), add_generation_prompt);
+}
+
+ANVIL_INLINE chat_prompt causal_lm::chat(std::span<const chat_message> messages,
+                                         bool add_generation_prompt) const {
+    if (!chat_ && gguf_)
+        throw unsupported_error("causal_lm: the GGUF file has no chat template (tokenizer.chat_template)");
+    if (!chat_)
+        throw unsupported_error("causal_lm: the model folder has no chat template (tokenizer_config.json)");
+    return {render_chat(*chat_, messages, add_generation_prompt)};
+}
+
+ANVIL_INLINE void causal_lm::check_prompt(std::span<const std::int32_t> ids) const {
+    if (ids.empty()) throw error("causal_lm: the prompt is empty (at least one token id is needed)");
+    if (static_cast<std::int64_t>(ids.size()) > max_context()) {
+        throw error(anvil::detail::message("causal_lm: the prompt has ", ids.size(),
+                                           " tokens, more than max_context ", max_context()));
+    }
+    for (const std::int32_t id : ids) {
+        if (id < 0 || id >= config().vocab_size) {
+            throw error(anvil::detail::message("causal_lm: token id ", id, " is outside the vocabulary (",
+                                               config().vocab_size, " ids)"));
+        }
+    }
+}
+
+ANVIL_INLINE std::int64_t causal_lm::rung_for(std::int64_t tokens) const {
+    for (const std::int64_t r : rungs_)
+        if (r >= tokens) return r;
+    return -1;
+}
+
+ANVIL_INLINE program& causal_lm::step_program(std::int64_t batch, std::int64_t tokens, std::int64_t context,
+                                              bool select, std::int64_t window) {
+    return (window > 0 ? *windowed_ : *programs_).at({batch, tokens, context, select ? 1 : 0, window});
+}
+
+ANVIL_INLINE void causal_lm::keep_in_window(program& p, const std::vector<host_tensor>& outputs,
+                                            std::vector<host_tensor>& pending, std::int64_t fill) const {
+    for (std::size_t k = 0; k < pending.size(); ++k) {
+        const host_tensor& out = outputs.at(1 + k);
+        const std::vector<float> values = out.to_f32();
+        const dims& shape = pending[k].shape();
+        const auto d = static_cast<std::size_t>(shape[3]);
+        const auto rows = static_cast<std::size_t>(shape[0] * shape[1]);
+        const auto w = static_cast<std::size_t>(shape[2]);
+        float* to = pending[k].values<float>().data();
+        for (std::size_t r = 0; r < rows; ++r)
+            std::memcpy(to + (r * w + static_cast<std::size_t>(fill)) * d, values.data() + r * d,
+                        d * sizeof(float));
+        if (fill + 1 < shape[2]) {
+            const auto layer = static_cast<std::int64_t>(k / 2);
+            p.write_input(k % 2 == 0 ? window_key_name(layer) : window_value_name(layer), 2, fill, out);
+        }
+    }
+}
+
+ANVIL_INLINE void causal_lm::write_new(program& p, const std::vector<host_tensor>& outputs,
+                                       std::int64_t count, std::int64_t slot) const {
+    for (std::int64_t i = 0; i < config().layers; ++i) {
+        const auto k = static_cast<std::size_t>(1 + 2 * i);
+        p.write_input(cache_key_name(i), 2, slot, recipe_detail::slice_slots(outputs[k], 0, count));
+        p.write_input(cache_value_name(i), 2, slot, recipe_detail::slice_slots(outputs[k + 1], 0, count));
+    }
+}
+
+ANVIL_INLINE program& causal_lm::prefill(
+    std::span<const std::int32_t> ids, bool select,
+    const std::function<void(std::int64_t, std::int64_t, const host_tensor&)>& consume) {
+    const auto n = static_cast<std::int64_t>(ids.size());
+    const std::int64_t context = rung_for(n);
+    // On the CPU a short prompt gets a chunk of its own size (a power of two from 16), not a full
+    // prefill_chunk of padding; on the Neural Engine every chunk size would be one more compile.
+    const std::int64_t fitted =
+        on_ane_ ? options_.prefill_chunk
+                : std::max<std::int64_t>(
+                      16, static_cast<std::int64_t>(std::bit_ceil(static_cast<std::uint64_t>(n))));
+    const std::int64_t chunk = std::min({options_.prefill_chunk, context, fitted});
+    program& p = step_program(1, chunk, context, select);
+    std::vector<std::int64_t> cache_positions(static_cast<std::size_t>(context), -1);
+    for (std::int64_t start = 0; start < n; start += chunk) {
+        const std::int64_t count = std::min(chunk, n - start);
+        std::vector<std::int32_t> chunk_ids(static_cast<std::size_t>(chunk), 0);
+        std::vector<std::int64_t> positions(static_cast<std::size_t>(chunk), -1);
+        for (std::int64_t i = 0; i < count; ++i) {
+            chunk_ids[static_cast<std::size_t>(i)] = ids[static_cast<std::size_t>(start + i)];
+            positions[static_cast<std::size_t>(i)] = start + i;
+        }
+        const std::vector<std::int64_t> last{count - 1};
+        const auto inputs = decoder_step_inputs(
+            config(), chunk_ids, positions, cache_positions, 1, chunk, context,
+            select ? std::span<const std::int64_t>(last) : std::span<const std::int64_t>());
+        const auto outputs = p.run(inputs);
+        write_new(p, outputs, count, start);
+        for (std::int64_t i = 0; i < count; ++i)
+            cache_positions[static_cast<std::size_t>(start + i)] = start + i;
+        consume(start, count, outputs.at(0));
+    }
+    return p;
+}
+
+ANVIL_INLINE void causal_lm::take_token(stream_state& s, std::size_t index, std::span<const float> row,
+                                        const generation_options& options, const token_callback& callback,
+                                        generation_result& result) {
+    if (observe_logits_) observe_logits_(index, row);
+    const std::int32_t token = s.pick->next(row, s.seen);
+    const bool eos = options.stop_at_eos && std::find(eos_.begin(), eos_.end(), token) != eos_.end();
+    const bool stop =
+        std::find(options.stop_tokens.begin(), options.stop_tokens.end(), token) != options.stop_tokens.end();
+    if (eos || stop) {
+        result.stop_reason = eos ? "eos" : "stop_token";
+        s.active = false;
+        return;
+    }
+    s.seen.push_back(token);
+    result.tokens.push_back(token);
+    std::string piece = s.text ? s.text->push(token) : std::string();
+    if (callback && !callback(index, token, piece)) {
+        result.stop_reason = "callback";
+        s.active = false;
+        return;
+    }
+    if (static_cast<std::int64_t>(result.tokens.size()) >= options.max_new_tokens) {
+        result.stop_reason = "max_new_tokens";
+        s.active = false;
+    }
+}
+
+ANVIL_INLINE void causal_lm::generate_group(std::span<const std::vector<std::int32_t>> prompts,
+                                            std::size_t first, const generation_options& options,
+                                            const token_callback& callback,
+                                            std::span<generation_result> results) {
+    const auto batch = static_cast<std::int64_t>(prompts.size());
+    const decoder_config& c = config();
+    std::vector<stream_state> streams(prompts.size());
+    std::int64_t longest = 0;
+    for (const auto& p : prompts)
+        longest = std::max(longest, static_cast<std::int64_t>(p.size()));
+    // The decode program: the smallest rung with room for the longest prompt plus one token.
+    std::int64_t context = rung_for(longest + 1);
+    program* decode = nullptr;
+    const std::int64_t vocab = c.vocab_size;
+    for (std::size_t b = 0; b < prompts.size(); ++b) {
+        stream_state& s = streams[b];
+        generation_result& r = results[b];
+        s.seen = prompts[b];
+        s.prompt = static_cast<std::int64_t>(prompts[b].size());
+        s.offset = longest - s.prompt;
+        sampling_options so = options.sampling;
+        so.seed += first + b;
+        s.pick.emplace(so);
+        if (tokenizer_) s.text.emplace(*tokenizer_);
+        r.stats.prompt_tokens = s.prompt;
+        if (options.max_new_tokens == 0) {
+            r.stop_reason = "max_new_tokens";
+            s.active = false;
+            continue;
+        }
+        const auto start = clock::now();
+        std::vector<float> last;
+        program& p = prefill(prompts[b], true, [&](std::int64_t, std::int64_t, const host_tensor& logits) {
+            last = logits.to_f32();
+        });
+        r.stats.time_to_first_token_s = std::chrono::duration<double>(clock::now() - start).count();
+        r.stats.prefill_tokens_per_s =
+            static_cast<double>(s.prompt) / std::max(r.stats.time_to_first_token_s, 1e-9);
+        take_token(s, first + b, std::span<const float>(last).first(static_cast<std::size_t>(vocab)), options,
+                   callback, r);
+        if (!s.active) continue;
+        if (context < 0) {  // the longest prompt fills the largest context
+            r.stop_reason = "context_full";
+            s.active = false;
+            continue;
+        }
+        // The stream's cache, right-aligned, into its row of the decode program (once per stream).
+        if (decode == nullptr) decode = &step_program(batch, 1, context, true, window_);
+        for (std::int64_t i = 0; i < c.layers; ++i) {
+            for (const std::string& name : {cache_key_name(i), cache_value_name(i)}) {
+                const host_tensor cached = p.read_input(name);
+                const dims& from = cached.shape();
+                host_tensor row(dtype::f32, dims{1, from[1], context, from[3]});
+                const auto d = static_cast<std::size_t>(from[3]);
+                for (std::int64_t h = 0; h < from[1]; ++h) {
+                    std::memcpy(
+                        row.values<float>().data() + static_cast<std::size_t>(h * context + s.offset) * d,
+                        cached.values<float>().data() + static_cast<std::size_t>(h * from[2]) * d,
+                        static_cast<std::size_t>(s.prompt) * d * sizeof(float));
+                }
+                decode->write_input(name, 0, static_cast<std::int64_t>(b), row);
+            }
+        }
+        s.decode_start = clock::now();
+    }
+    // Decode: every active stream feeds its last token; all streams write at the shared slot
+    // cursor + fill (`fill` tokens wait in the window, with their host copy in `pending`: k0, v0, k1,
+    // ...).
+    std::int64_t cursor = longest;
+    const std::int64_t w = window_;
+    std::int64_t fill = 0;
+    std::vector<host_tensor> pending;
+    if (w > 0) {
+        for (std::int64_t i = 0; i < 2 * c.layers; ++i)
+            pending.emplace_back(dtype::f32, dims{batch, c.kv_heads, w, c.head_dim});
+    }
+    // The window's tokens into the cache: one write per tensor.
+    auto flush = [&] {
+        if (fill == 0) return;
+        for (std::int64_t i = 0; i < c.layers; ++i) {
+            const auto k = static_cast<std::size_t>(2 * i);
+            decode->write_input(cache_key_name(i), 2, cursor,
+                                fill == w ? pending[k] : recipe_detail::slice_slots(pending[k], 0, fill));
+            decode->write_input(
+                cache_value_name(i), 2, cursor,
+                fill == w ? pending[k + 1] : recipe_detail::slice_slots(pending[k + 1], 0, fill));
+        }
+        cursor += fill;
+        fill = 0;
+    };
+    while (std::any_of(streams.begin(), streams.end(), [](const stream_state& s) { return s.active; })) {
+        if (cursor + fill + 1 > context) {
+            const std::int64_t next = rung_for(cursor + fill + 1);
+            if (next < 0) {
+                for (std::size_t b = 0; b < streams.size(); ++b) {
+                    if (!streams[b].active) continue;
+                    streams[b].active = false;
+                    results[b].stop_reason = "context_full";
+                }
+                break;
+            }
+            flush();
+            program& bigger = step_program(batch, 1, next, true, w);
+            for (std::int64_t i = 0; i < c.layers; ++i) {
+                for (const std::string& name : {cache_key_name(i), cache_value_name(i)})
+                    bigger.write_input(name, 2, 0, decode->read_input(name));
+            }
+            decode = &bigger;
+            context = next;
+        }
+        const std::int64_t slots = context + w;  // the mask's cache and window columns
+        std::vector<std::int32_t> ids(static_cast<std::size_t>(batch), 0);
+        std::vector<std::int64_t> positions(static_cast<std::size_t>(batch), -1);
+        std::vector<std::int64_t> cache_positions(static_cast<std::size_t>(batch * slots), -1);
+        const std::vector<std::int64_t> select(static_cast<std::size_t>(batch), 0);
+        for (std::int64_t b = 0; b < batch; ++b) {
+            const stream_state& s = streams[static_cast<std::size_t>(b)];
+            if (!s.active) continue;
+            const auto known = static_cast<std::int64_t>(s.seen.size()) - 1;  // tokens in cache + window
+            ids[static_cast<std::size_t>(b)] = s.seen.back();
+            positions[static_cast<std::size_t>(b)] = known;
+            for (std::int64_t j = s.offset; j < cursor; ++j)
+                cache_positions[static_cast<std::size_t>(b * slots + j)] = j - s.offset;
+            for (std::int64_t j = 0; j < fill; ++j)
+                cache_positions[static_cast<std::size_t>(b * slots + context + j)] = cursor + j - s.offset;
+        }
+        const auto inputs = decoder_step_inputs(c, ids, positions, cache_positions, batch, 1, slots, select);
+        const auto outputs = decode->run(inputs);
+        if (w == 0) {
+            write_new(*decode, outputs, 1, cursor);
+            ++cursor;
+        } else {
+            keep_in_window(*decode, outputs, pending, fill);
+            if (++fill == w) flush();
+        }
+        // Read in place when f32 (the CPU's logits): a copy of [B, V] each step cost 3% of decoding.
+        const host_tensor& logits_tensor = outputs.at(0);
+        const std::vector<float> converted =
+            logits_tensor.type() == dtype::f32 ? std::vector<float>() : logits_tensor.to_f32();
+        const std::span<const float> logits = logits_tensor.type() == dtype::f32
+                                                  ? logits_tensor.values<float>()
+                                                  : std::span<const float>(converted);
+        for (std::size_t b = 0; b < streams.size(); ++b) {
+            stream_state& s = streams[b];
+            if (!s.active) continue;
+            const auto row =
+                logits.subspan(b * static_cast<std::size_t>(vocab), static_cast<std::size_t>(vocab));
+            take_token(s, first + b, row, options, callback, results[b]);
+        }
+    }
+    for (std::size_t b = 0; b < streams.size(); ++b) {
+        generation_result& r = results[b];
+        r.stats.generated_tokens = static_cast<std::int64_t>(r.tokens.size());
+        if (r.tokens.size() > 1) {
+            const double seconds =
+                std::chrono::duration<double>(clock::now() - streams[b].decode_start).count();
+            r.stats.decode_tokens_per_s = static_cast<double>(r.tokens.size() - 1) / std::max(seconds, 1e-9);
+        }
+        if (tokenizer_) r.text = tokenizer_->decode(r.tokens);
+    }
+}
+
+}  // namespace anvil::models
+
+namespace anvil::models::recipe_detail {
+
+ANVIL_INLINE void causal_lm_access::observe_logits(
+    causal_lm& lm, std::function<void(std::size_t, std::span<const float>)> f) {
+    lm.observe_logits_ = std::move(f);
+}
+
+}  // namespace anvil::models::recipe_detail
+// anvil: decoder_plan's definitions (see decoder_plan.hpp; compilation.hpp says when this file is compiled).
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+// #include "anvil/backend/ane/program_cache.hpp"
+// #include "anvil/backend/ane/support.hpp"
+// #include "anvil/backend/ane/tiling.hpp"
+// #include "anvil/core/error.hpp"
+// #include "anvil/io/gguf.hpp"
+// #include "anvil/models/import/gguf_decoder.hpp"
+// #include "anvil/models/llm/decoder_plan.hpp"
+
+namespace anvil::models::recipe_detail {
+
+ANVIL_INLINE std::vector<planned_stage> decoder_stages(const decoder_config& c,
+                                                       std::size_t max_program_weight_bytes,
+                                                       weight_compression compression) {
+    const std::int64_t max_dimension = anvil::detail::ane::lowering_options{}.max_dimension;
+    std::vector<planned_stage> stages;
+    const auto begin = [&](std::string label) { stages.push_back({std::move(label), {}, 0}); };
+    // One node reading `bytes` of weights (fp16), `compressed` as a Core ML program stores them.
+    const auto read = [&](std::size_t bytes, std::size_t compressed) {
+        planned_stage& stage = stages.back();
+        stage.weights.bytes += bytes;
+        stage.weights.pieces.push_back(bytes);
+        stage.compressed_bytes += compressed;
+    };
+    // A norm's weight (and bias): one node reads both.
+    const auto norm = [&](std::int64_t size, bool bias) {
+        const auto bytes = static_cast<std::size_t>(2 * size * (bias ? 2 : 1));
+        read(bytes, bytes);
+    };
+    // A linear [out, in] (+ bias [out]), in the row tiles the backend cuts it into (tile_wide_linears), one
+    // node each; `compressible`: compress_weights compresses its weight (not a head tied to the embeddings).
+    const auto linear = [&](std::int64_t out, std::int64_t in, bool bias, bool compressible) {
+        const std::int64_t tiles = anvil::detail::ane::linear_tiles(
+            out, static_cast<std::size_t>(2 * out * in), max_dimension, max_program_weight_bytes);
+        const std::int64_t per_tile = (out + tiles - 1) / tiles;
+        for (std::int64_t first = 0; first < out; first += per_tile) {
+            const std::int64_t rows = std::min(per_tile, out - first);
+            const auto weight = static_cast<std::size_t>(2 * rows * in);
+            const auto bias_bytes = static_cast<std::size_t>(bias ? 2 * rows : 0);
+            const std::size_t stored = compressible ? compressed_weight_bytes(rows, in, compression) : weight;
+            read(weight + bias_bytes, stored + bias_bytes);
+        }
+    };
+    const bool gpt2 = c.learned_positions();
+    const std::int64_t h = c.hidden, i = c.intermediate, q = c.heads * c.head_dim,
+                       kv = c.kv_heads * c.head_dim;
+    begin(std::string(embedding_stage_label));  // gathers: the host's work, no weights on the Neural Engine
+    for (std::int64_t layer = 0; layer < c.layers; ++layer) {
+        begin(layer_stage_label(layer));
+        // In the order decoder_step's nodes read them (blocks.hpp: norm, q, k, v, q/k norms, output, norm,
+        // MLP).
+        norm(h, gpt2);
+        linear(q, h, c.qkv_bias, true);
+        linear(kv, h, c.qkv_bias, true);
+        linear(kv, h, c.qkv_bias, true);
+        if (c.qk_norm) {
+            norm(c.head_dim, false);
+            norm(c.head_dim, false);
+        }
+        linear(h, q, c.output_bias, true);
+        norm(h, gpt2);
+        if (!gpt2) linear(i, h, c.mlp_bias, true);  // gate
+        linear(i, h, c.mlp_bias, true);             // up (GPT-2's c_fc)
+        linear(h, i, c.mlp_bias, true);             // down (GPT-2's c_proj)
+    }
+    begin(std::string(head_stage_label));
+    norm(h, gpt2);
+    linear(c.vocab_size, h, false, !c.tie_word_embeddings);
+    return stages;
+}
+
+}  // namespace anvil::models::recipe_detail
+
+namespace anvil::models {
+
+ANVIL_INLINE decoder_plan plan_decoder(const decoder_config& c, const causal_lm_options& options) {
+    using anvil::detail::message;
+    decoder_plan plan;
+    plan.config = c;
+    const compile_options& compile = options.load.compile;
+    plan.context_ladder = recipe_detail::context_rungs(c, options, 512);  // the Neural Engine's ladder
+    plan.context = plan.context_ladder.back();
+    if (options.prefill_chunk < 1 || options.decode_window < -1) {
+        throw error(message("plan: prefill_chunk (", options.prefill_chunk,
+                            ") must be positive and decode_window (", options.decode_window,
+                            ") -1 (automatic), 0 or positive"));
+    }
+    plan.prefill_tokens = std::min(options.prefill_chunk, plan.context);
+    plan.decode_window = options.decode_window >= 0 ? options.decode_window : 8;
+    plan.max_program_weight_bytes = compile.ane_max_program_weight_bytes;
+    plan.compression = compile.weight_compression;
+    plan.embedding_bytes = static_cast<std::size_t>(2 * c.vocab_size * c.hidden);
+    if (c.learned_positions())
+        plan.embedding_bytes += static_cast<std::size_t>(2 * c.max_position_embeddings * c.hidden);
+
+    const std::vector<recipe_detail::planned_stage> stages =
+        recipe_detail::decoder_stages(c, plan.max_program_weight_bytes, plan.compression);
+    std::vector<stage_weights> weights;
+    for (const auto& stage : stages)
+        weights.push_back(stage.weights);
+    const std::size_t head_stage = stages.size() - 1;
+    const auto kv_per_layer = static_cast<std::size_t>(2 * 2 * c.kv_heads * c.head_dim * plan.context);
+    for (const stage_chunk& chunk : chunk_stages(weights, plan.max_program_weight_bytes)) {
+        decoder_plan_chunk out;
+        // Named by the stages whose weights it holds, as the placement report names a program's.
+        std::size_t first = chunk.last, last = chunk.first;
+        for (std::size_t s = chunk.first; s <= chunk.last; ++s) {
+            if (stages[s].weights.bytes == 0) continue;
+            first = std::min(first, s);
+            last = std::max(last, s);
+            out.compressed_bytes += stages[s].compressed_bytes;
+            if (s == head_stage) {
+                out.head = true;
+            } else if (s > 0) {
+                if (out.layers == 0) out.first_layer = static_cast<std::int64_t>(s) - 1;
+                ++out.layers;
+            }
+        }
+        if (first > last) first = last = chunk.first;
+        out.stages = stage_range(stages[first].label, stages[last].label);
+        out.weight_bytes = chunk.weight_bytes;
+        out.kv_cache_bytes = kv_per_layer * static_cast<std::size_t>(out.layers);
+        out.programs = chunk.programs;
+        plan.weight_bytes += out.weight_bytes;
+        plan.compressed_bytes += out.compressed_bytes;
+        plan.kv_cache_bytes += out.kv_cache_bytes;
+        plan.programs_per_shape += out.programs;
+        plan.chunks.push_back(std::move(out));
+    }
+    plan.programs = 2 * plan.programs_per_shape;
+    plan.ladder_programs = plan.programs * plan.context_ladder.size();
+    plan.compile_budget = anvil::detail::ane::compile_budget(compile.ane_compile_budget);
+    plan.fits_compile_budget = static_cast<long>(plan.programs) <= plan.compile_budget;
+    plan.fits_live_programs = plan.programs <= plan.live_program_limit;
+
+    const std::int64_t max_dimension = anvil::detail::ane::lowering_options{}.max_dimension;
+    const std::int64_t widest = std::max({c.hidden, c.intermediate, c.heads * c.head_dim});
+    if (widest > max_dimension) {
+        plan.notes.push_back(
+            message("a layer has ", widest, " features, past the Neural Engine's ", max_dimension,
+                    " per axis: the backend runs those ops on the CPU, and their weights are "
+                    "counted here as if on the Neural Engine"));
+    }
+    if (c.vocab_size > max_dimension) {
+        plan.notes.push_back(message("the LM head's ", c.vocab_size,
+                                     " logits come from row tiles of at most ", max_dimension,
+                                     "; their concat runs on the CPU"));
+    }
+    if (plan.context + plan.decode_window + plan.prefill_tokens > max_dimension) {
+        plan.notes.push_back(message("attention over ", plan.context,
+                                     " cache slots passes the Neural Engine's ", max_dimension,
+                                     " per axis: those ops run on the CPU"));
+    }
+    if (plan.compression != weight_compression::none) {
+        plan.notes.push_back(
+            message("--compress ", weight_compression_name(plan.compression),
+                    ": a Core ML program stores the compressed bytes; the private Neural Engine "
+                    "path embeds fp16, and chunks by fp16 bytes either way"));
+    }
+    if (!plan.fits_compile_budget) {
+        plan.notes.push_back(
+            message(plan.programs, " programs pass the compile budget of ", plan.compile_budget,
+                    " per process: later compiles may be refused (the program cache turns a "
+                    "second run's compiles into loads); raise the weight limit per program"));
+    }
+    if (!plan.fits_live_programs) {
+        plan.notes.push_back(
+            message(plan.programs, " programs loaded at once pass the ~", plan.live_program_limit,
+                    " some devices allow (RUNTIME.md §6; others ~55): past it each step unloads the least "
+                    "recently used program and loads one again; raise the weight limit per program"));
+    }
+    return plan;
+}
+
+ANVIL_INLINE decoder_plan plan_decoder(const std::filesystem::path& model, const causal_lm_options& options) {
+    using anvil::detail::message;
+    decoder_config config;
+    std::string source;
+    if (is_gguf_path(model)) {
+        if (!std::filesystem::exists(model)) throw io_error(message(model.string(), ": no such file"));
+        // The file's metadata and tensor infos only: gguf_file maps the file and reads no tensor's bytes.
+        // A head stored as a copy of the embeddings (GPT-2's converter) counts as untied here, which only
+        // changes its compressed size.
+        const gguf_file file = gguf_file::open(model);
+        const bool tied = file.find_tensor("output.weight") == nullptr;
+        source = model.string();
+        config = decoder_config::from_json(gguf_decoder_config(file, tied), source + " (metadata)");
+    } else {
+        source = (model / "config.json").string();
+        if (!std::filesystem::exists(model / "config.json")) {
+            throw io_error(message(model.string(),
+                                   ": no config.json (give a Hugging Face model folder or a .gguf file)"));
+        }
+        config = decoder_config::load(model);
+    }
+    decoder_plan plan = plan_decoder(config, options);
+    plan.source = std::move(source);
+    return plan;
+}
+
+}  // namespace anvil::models
 // anvil: whisper's definitions (see whisper.hpp; compilation.hpp says when this file is compiled).
 
 #include <algorithm>
@@ -47087,8 +47087,8 @@ ANVIL_INLINE onnx_import import_onnx(const onnx_model& model,
 // #include "anvil/expr/expr.hpp"
 // #include "anvil/io/checkpoint.hpp"
 // #include "anvil/io/log_mel.hpp"
-// #include "anvil/models/decoder_lm.hpp"
-// #include "anvil/models/whisper.hpp"
+// #include "anvil/models/llm/decoder_lm.hpp"
+// #include "anvil/models/speech/whisper.hpp"
 
 namespace anvil::models::recipe_detail {
 
@@ -47790,8 +47790,8 @@ ANVIL_INLINE transcription whisper::transcribe(const audio& speech, const transc
 // #include "anvil/core/error.hpp"
 // #include "anvil/core/masking.hpp"
 // #include "anvil/expr/expr.hpp"
-// #include "anvil/models/bert.hpp"
-// #include "anvil/models/config.hpp"
+// #include "anvil/models/common/config.hpp"
+// #include "anvil/models/text/bert.hpp"
 
 namespace anvil::models {
 
@@ -47889,8 +47889,8 @@ ANVIL_INLINE tensor<float> bert_encoder(const std::vector<post_norm_encoder_laye
 // #include "anvil/core/json.hpp"
 // #include "anvil/expr/expr.hpp"
 // #include "anvil/io/checkpoint.hpp"
-// #include "anvil/models/config.hpp"
-// #include "anvil/models/text_encoder.hpp"
+// #include "anvil/models/common/config.hpp"
+// #include "anvil/models/text/text_encoder.hpp"
 
 namespace anvil::models {
 
@@ -48315,8 +48315,8 @@ ANVIL_INLINE anvil::encode_options text_encoder::tokenizer_options() const {
 // #include "anvil/core/json.hpp"
 // #include "anvil/expr/expr.hpp"
 // #include "anvil/io/checkpoint.hpp"
-// #include "anvil/models/blocks.hpp"
-// #include "anvil/models/cross_encoder.hpp"
+// #include "anvil/models/common/blocks.hpp"
+// #include "anvil/models/text/cross_encoder.hpp"
 
 namespace anvil::models::recipe_detail {
 
@@ -48460,9 +48460,9 @@ ANVIL_INLINE void cross_encoder::tokenize(std::span<const std::pair<std::string,
 // #include "anvil/core/json.hpp"
 // #include "anvil/core/masking.hpp"
 // #include "anvil/expr/expr.hpp"
-// #include "anvil/models/blocks.hpp"
-// #include "anvil/models/config.hpp"
-// #include "anvil/models/sentence_encoder.hpp"
+// #include "anvil/models/common/blocks.hpp"
+// #include "anvil/models/common/config.hpp"
+// #include "anvil/models/text/sentence_encoder.hpp"
 
 namespace anvil::models::recipe_detail {
 
@@ -48689,8 +48689,8 @@ ANVIL_INLINE host_tensor sentence_encoder::encode_ids(std::span<const std::vecto
 // #include "anvil/core/json.hpp"
 // #include "anvil/expr/expr.hpp"
 // #include "anvil/io/checkpoint.hpp"
-// #include "anvil/models/clip.hpp"
-// #include "anvil/models/text_encoder.hpp"
+// #include "anvil/models/text/text_encoder.hpp"
+// #include "anvil/models/vision/clip.hpp"
 
 namespace anvil::models::recipe_detail {
 
@@ -49191,8 +49191,8 @@ ANVIL_INLINE mlpackage_function clip::export_image_function() const {
 
 // #include "anvil/core/error.hpp"
 // #include "anvil/io/checkpoint.hpp"
-// #include "anvil/models/batch_norm_folding.hpp"
-// #include "anvil/models/weights.hpp"
+// #include "anvil/models/common/weights.hpp"
+// #include "anvil/models/vision/batch_norm_folding.hpp"
 
 namespace anvil::detail {
 
@@ -49267,8 +49267,8 @@ ANVIL_INLINE folded_convolution fold_batch_norm(const checkpoint& weights,
 // #include "anvil/core/json.hpp"
 // #include "anvil/expr/expr.hpp"
 // #include "anvil/io/checkpoint.hpp"
-// #include "anvil/models/resnet.hpp"
-// #include "anvil/models/weights.hpp"
+// #include "anvil/models/common/weights.hpp"
+// #include "anvil/models/vision/resnet.hpp"
 
 namespace anvil::detail {
 
@@ -49622,7 +49622,7 @@ ANVIL_INLINE host_tensor resnet::logits(const host_tensor& pixels) {
 // #include "anvil/core/json.hpp"
 // #include "anvil/expr/expr.hpp"
 // #include "anvil/io/checkpoint.hpp"
-// #include "anvil/models/vit.hpp"
+// #include "anvil/models/vision/vit.hpp"
 
 namespace anvil::models {
 
@@ -49869,8 +49869,8 @@ ANVIL_INLINE host_tensor vit::logits(const host_tensor& pixels) {
 // #include "anvil/core/error.hpp"
 // #include "anvil/core/json.hpp"
 // #include "anvil/io/checkpoint.hpp"
-// #include "anvil/models/config.hpp"
-// #include "anvil/models/image_classifier.hpp"
+// #include "anvil/models/common/config.hpp"
+// #include "anvil/models/vision/image_classifier.hpp"
 
 namespace anvil::models {
 

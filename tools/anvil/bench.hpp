@@ -11,11 +11,11 @@
 
 #include <anvil/backend/resident_weights.hpp>
 #include <anvil/io/image_transforms.hpp>
-#include <anvil/models/causal_lm.hpp>
-#include <anvil/models/cross_encoder.hpp>
-#include <anvil/models/image_classifier.hpp>
-#include <anvil/models/sentence_encoder.hpp>
-#include <anvil/models/whisper.hpp>
+#include <anvil/models/llm/causal_lm.hpp>
+#include <anvil/models/speech/whisper.hpp>
+#include <anvil/models/text/cross_encoder.hpp>
+#include <anvil/models/text/sentence_encoder.hpp>
+#include <anvil/models/vision/image_classifier.hpp>
 
 #include <sys/resource.h>
 #include <unistd.h>

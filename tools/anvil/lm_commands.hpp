@@ -8,7 +8,7 @@
 #include "text_commands.hpp"
 
 #include <anvil/anvil.hpp>
-#include <anvil/models/causal_lm.hpp>
+#include <anvil/models/llm/causal_lm.hpp>
 
 #include <unistd.h>
 #include <cerrno>

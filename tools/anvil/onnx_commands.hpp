@@ -1,4 +1,4 @@
-// anvil run: an ONNX model's outputs for the given inputs (models/onnx_import.hpp), each written as
+// anvil run: an ONNX model's outputs for the given inputs (models/import/onnx_import.hpp), each written as
 // DIR/<output name>.npy.
 #pragma once
 

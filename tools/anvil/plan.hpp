@@ -1,14 +1,15 @@
 // `anvil bench --plan`: how a decoder LM would run on the Neural Engine, from its config.json or a GGUF
-// file's metadata alone (models/decoder_plan.hpp) — the chunks of whole layers its weights split into, each
-// chunk's weights and KV cache, the programs a generation compiles, and whether they fit the compile budget
-// and the live-program limit. Nothing is loaded, so a 7B model is planned on any machine in milliseconds.
+// file's metadata alone (models/llm/decoder_plan.hpp) — the chunks of whole layers its weights split into,
+// each chunk's weights and KV cache, the programs a generation compiles, and whether they fit the compile
+// budget and the live-program limit. Nothing is loaded, so a 7B model is planned on any machine in
+// milliseconds.
 #pragma once
 
 #include "arguments.hpp"
 #include "lm_commands.hpp"
 #include "model_commands.hpp"
 
-#include <anvil/models/decoder_plan.hpp>
+#include <anvil/models/llm/decoder_plan.hpp>
 
 #include <cerrno>
 #include <cstdint>

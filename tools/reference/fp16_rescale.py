@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch reference for anvil's fp16 rescaling (include/anvil/models/fp16_rescale.hpp): a small random-weight
+"""PyTorch reference for anvil's fp16 rescaling (include/anvil/models/llm/fp16_rescale.hpp): a small random-weight
 Llama whose activations overflow fp16 while its fp32 logits are ordinary, and what calibration must find on it.
 
 The model is decoder_lms.py's plain-PyTorch LlamaForCausalLM (a port of modeling_llama.py: RMSNorm, rotate_half

@@ -1,7 +1,7 @@
 // anvil: stages — the runs of nodes a recipe marks while it builds a model (graph::begin_stage: the
 // embedding, each decoder layer, the head) — and chunks: runs of whole stages whose weights fit one
 // program. The Neural Engine partitioner (backend/ane/partition.hpp) chunks a graph by the weights it
-// measures in it; the decoder planner (models/decoder_plan.hpp) chunks a model by the weights its config
+// measures in it; the decoder planner (models/llm/decoder_plan.hpp) chunks a model by the weights its config
 // implies, before any weight is read. Both call chunk_stages, so the plan a planner prints is the chunking
 // the backend runs.
 #pragma once

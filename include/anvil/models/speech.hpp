@@ -7,4 +7,4 @@
 #include "anvil/io/token_stream.hpp"
 #include "anvil/io/wav.hpp"
 
-#include "anvil/models/whisper.hpp"
+#include "anvil/models/speech/whisper.hpp"

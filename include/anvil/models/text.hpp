@@ -5,6 +5,6 @@
 #include "anvil/cpu.hpp"
 #include "anvil/io/tokenizer.hpp"
 
-#include "anvil/models/cross_encoder.hpp"
-#include "anvil/models/sentence_encoder.hpp"
-#include "anvil/models/text_encoder.hpp"
+#include "anvil/models/text/cross_encoder.hpp"
+#include "anvil/models/text/sentence_encoder.hpp"
+#include "anvil/models/text/text_encoder.hpp"

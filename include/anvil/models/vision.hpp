@@ -7,7 +7,7 @@
 #include "anvil/io/image.hpp"
 #include "anvil/io/image_transforms.hpp"
 
-#include "anvil/models/clip.hpp"
-#include "anvil/models/image_classifier.hpp"
-#include "anvil/models/resnet.hpp"
-#include "anvil/models/vit.hpp"
+#include "anvil/models/vision/clip.hpp"
+#include "anvil/models/vision/image_classifier.hpp"
+#include "anvil/models/vision/resnet.hpp"
+#include "anvil/models/vision/vit.hpp"

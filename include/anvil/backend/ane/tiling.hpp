@@ -33,7 +33,7 @@ inline host_tensor leading_rows(const host_tensor& tensor, std::int64_t first, s
 
 // How many row tiles a linear of `features` outputs and `weight_bytes` fp16 weight bytes needs: within
 // `max_dimension` features and `max_weight_bytes` bytes each (1: none). The decoder planner
-// (models/decoder_plan.hpp) counts a head's tiles with it too.
+// (models/llm/decoder_plan.hpp) counts a head's tiles with it too.
 [[nodiscard]] inline std::int64_t linear_tiles(std::int64_t features, std::size_t weight_bytes,
                                                std::int64_t max_dimension, std::size_t max_weight_bytes) {
     std::int64_t tiles = (features + max_dimension - 1) / max_dimension;

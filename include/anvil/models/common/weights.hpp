@@ -1,0 +1,70 @@
+// anvil: the one mechanism every model recipe loads its weights with. Each tensor is looked up by its Hugging
+// Face name and checked against the shape the config implies, so a folder that does not fit the architecture
+// fails at load naming the tensor and both shapes. Weights become graph constants that point into the mapped
+// checkpoint (nothing is copied) and enter the graph as f32 values: a cast of the stored f16/bf16 data that
+// the CPU backend folds into the GEMM's packing.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string_view>
+
+#include "anvil/compilation.hpp"
+#include "anvil/expr/tensor.hpp"
+#include "anvil/fwd.hpp"
+#include "anvil/graph/graph.hpp"
+
+namespace anvil::models {
+
+// The checks every recipe applies to a weight it reads, with one wording: `view` has shape `expected`
+// (anvil::shape_error "...: tensor 'x': expected shape [64], got [32]"; `layout` follows the expected
+// shape, as in " (Conv1D [in, out])") and is floating-point (anvil::type_error).
+const tensor_view& checked_weight(const tensor_view& view, const dims& expected,
+                                  std::string_view layout = {});
+
+// The same for tensor `name` of `weights`, which must be present (anvil::format_error "...: the tensor 'x'
+// is missing (expected shape [64])").
+[[nodiscard]] const tensor_view& checked_tensor(const checkpoint& weights, std::string_view name,
+                                                const dims& expected, std::string_view layout = {});
+
+class weight_loader {
+public:
+    weight_loader(graph g, std::shared_ptr<const checkpoint> weights);
+
+    [[nodiscard]] bool contains(std::string_view name) const;
+
+    // The tensor `name`, which must have shape `expected`, as an f32 graph value.
+    [[nodiscard]] tensor<float> load(std::string_view name, const dims& expected);
+
+    // The same for a tensor the architecture may or may not have (a bias, say).
+    [[nodiscard]] std::optional<tensor<float>> load_optional(std::string_view name, const dims& expected);
+
+    [[nodiscard]] graph& target() noexcept { return graph_; }
+    [[nodiscard]] const checkpoint& source() const noexcept { return *weights_; }
+
+private:
+    // A view checked_weight has passed, as a graph constant (cast to f32 when stored narrower).
+    tensor<float> from_view(const tensor_view& view, const dims& expected);
+    // An int8 matrix stored with `<name>_scale` (and optionally `<name>_zero_point`) beside it, one value per
+    // output channel, as compressed-tensors' int-quantized checkpoints (llm-compressor's W8A16) store them:
+    // dequantize_int8 of the stored values, which the CPU GEMM reads as int8 rows and the Neural Engine
+    // programs keep as constexpr ops.
+    tensor<float> from_int8_view(const tensor_view& view, const dims& expected);
+    // A matrix `<prefix>.weight` stored palettised as SqueezeLLM's checkpoints hold it (vLLM's squeezellm
+    // layout): `<prefix>.qweight` i32 [in / 8, out], eight 4-bit indices a word along the input axis, input
+    // 8r + j in bits 4j..4j+3 of word (r, c); `<prefix>.lookup_table` [out, 16], one palette per output
+    // channel. Loaded as dequantize_lut of u8 indices [out, in] (the words unpacked to a byte each, the
+    // layout the CPU GEMM and the Neural Engine lowering read) and the palettes as f32.
+    tensor<float> from_squeezellm(std::string_view prefix, const dims& expected);
+    // `<name without .weight>` when `name` is absent and that prefix's SqueezeLLM tensors are present.
+    [[nodiscard]] std::optional<std::string> squeezellm_prefix(std::string_view name) const;
+
+    graph graph_;
+    std::shared_ptr<const checkpoint> weights_;
+};
+
+}  // namespace anvil::models
+
+#if ANVIL_DEFINITIONS
+#include "anvil/models/common/weights-inl.hpp"
+#endif
