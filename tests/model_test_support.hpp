@@ -148,4 +148,29 @@ inline const char* route_name(const anvil::compile_options& options) {
     return options.target == anvil::device::coreml ? "through the Core ML route" : "on the ANE simulator";
 }
 
+// Whether this run's simulator variant injects faults or refuses ops (ANVIL_ANE_SIM_OPTIONS naming fail_*,
+// inject* or the m5 profile): those runs check that refused segments run on the CPU, not where they run.
+inline bool simulator_injects_faults() {
+    const char* sim_options = std::getenv("ANVIL_ANE_SIM_OPTIONS");
+    const std::string injected = sim_options ? sim_options : "";
+    return injected.find("fail_") != std::string::npos || injected.find("inject") != std::string::npos ||
+           injected.find("m5") != std::string::npos;
+}
+
+// Every segment the journal recorded ran on the Neural Engine, with no host nodes, and exactly one of them
+// holds a conv2d (a vision model's patch embedding, lowered as space-to-depth and a 1x1 conv).
+inline void check_all_on_ane_with_one_conv(const anvil::placement_journal& journal) {
+    std::size_t convs = 0;
+    for (const auto& report : journal.reports()) {
+        CHECK(report.host_nodes.empty());
+        for (const auto& segment : report.segments) {
+            CAPTURE(segment.ops);
+            CAPTURE(segment.reason);
+            CHECK(segment.device != "cpu");
+            if (segment.ops.find("conv2d") != std::string::npos) ++convs;
+        }
+    }
+    CHECK(convs == 1);
+}
+
 }  // namespace anvil_test

@@ -16,7 +16,6 @@
 #include <anvil/io/tokenizer_normalizers.hpp>
 
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -293,11 +292,7 @@ void check_simulated_device(const anvil_test::ane_target& target) {
     options.compile = target.options;
     // Every segment of both towers on the Neural Engine, unless a variant injects faults (those runs check
     // that the CPU takes the refused segments and the numbers stay right).
-    const char* sim_options = std::getenv("ANVIL_ANE_SIM_OPTIONS");
-    const std::string injected = sim_options ? sim_options : "";
-    options.compile.strict_device = injected.find("fail_") == std::string::npos &&
-                                    injected.find("inject") == std::string::npos &&
-                                    injected.find("m5") == std::string::npos;
+    options.compile.strict_device = !anvil_test::simulator_injects_faults();
     // fp16 storage and arithmetic through 1-2 layers of each tower; features of magnitude ~1 moved by at
     // most a few 1e-3 in the runs seen (the messages give them); 2e-2 still catches a wrong token, layer,
     // pooling or projection (those move features by 0.1 and more).
@@ -310,17 +305,7 @@ void check_simulated_device(const anvil_test::ane_target& target) {
     options.compile.placement_log = std::make_shared<anvil::placement_journal>();
     auto b16 = clip::load(data_path("clip/clip_b16"), options);
     static_cast<void>(b16.image_embeddings(fixture_pixels("clip_b16")));
-    std::size_t convs = 0;
-    for (const auto& report : options.compile.placement_log->reports()) {
-        CHECK(report.host_nodes.empty());
-        for (const auto& segment : report.segments) {
-            CAPTURE(segment.ops);
-            CAPTURE(segment.reason);
-            CHECK(segment.device != "cpu");
-            if (segment.ops.find("conv2d") != std::string::npos) ++convs;
-        }
-    }
-    CHECK(convs == 1);
+    anvil_test::check_all_on_ane_with_one_conv(*options.compile.placement_log);
 }
 
 TEST_CASE("clip: both towers on the Neural Engine simulator agree with PyTorch to fp16 precision") {

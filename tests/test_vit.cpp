@@ -10,7 +10,6 @@
 #include <doctest/doctest.h>
 #include <anvil/anvil.hpp>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -143,22 +142,8 @@ void check_simulated_device(const anvil_test::ane_target& target) {
         // Every segment on the Neural Engine, the patch conv's included (RUNTIME.md §0b #26: a space-to-depth
         // rearrangement and a 1x1 conv, for any patch size), unless a variant injects faults (those runs
         // check that refused segments run on the CPU and the numbers stay right).
-        const char* sim_options = std::getenv("ANVIL_ANE_SIM_OPTIONS");
-        const std::string injected = sim_options ? sim_options : "";
-        if (injected.find("fail_") != std::string::npos || injected.find("inject") != std::string::npos ||
-            injected.find("m5") != std::string::npos)
-            continue;
-        std::size_t convs = 0;
-        for (const auto& report : options.compile.placement_log->reports()) {
-            CHECK(report.host_nodes.empty());
-            for (const auto& segment : report.segments) {
-                CAPTURE(segment.ops);
-                CAPTURE(segment.reason);
-                CHECK(segment.device != "cpu");
-                if (segment.ops.find("conv2d") != std::string::npos) ++convs;
-            }
-        }
-        CHECK(convs == 1);
+        if (anvil_test::simulator_injects_faults()) continue;
+        anvil_test::check_all_on_ane_with_one_conv(*options.compile.placement_log);
     }
 }
 

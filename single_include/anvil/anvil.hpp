@@ -28086,11 +28086,15 @@ private:
         auto allocate = [&](std::vector<surface_layout>& wanted, const std::vector<symbol_layout>& reported,
                             std::vector<std::shared_ptr<io_surface>>& surfaces, std::vector<bool>* shared,
                             std::vector<const io_surface*>& bound, const char* kind) {
-            // One symbol per surface; packed inputs share theirs (lowering.hpp pack_inputs).
+            // One symbol per surface; packed inputs share theirs (lowering.hpp pack_inputs). slot[k]: the
+            // index of wanted[k]'s symbol among `symbols`.
             std::vector<std::string> symbols;
-            for (const auto& w : wanted)
-                if (std::find(symbols.begin(), symbols.end(), w.symbol) == symbols.end())
-                    symbols.push_back(w.symbol);
+            std::vector<std::size_t> slot;
+            for (const auto& w : wanted) {
+                const auto found = std::find(symbols.begin(), symbols.end(), w.symbol);
+                slot.push_back(static_cast<std::size_t>(found - symbols.begin()));
+                if (found == symbols.end()) symbols.push_back(w.symbol);
+            }
             if (symbols.size() != reported.size()) {
                 throw error(message(where, ": the compiled program has ", reported.size(), " ", kind,
                                     "s, the lowering made ", symbols.size()));
@@ -28125,7 +28129,8 @@ private:
                 alloc = std::max(alloc, round_up(w.offset() + w.bytes(), surface_granule));
             surfaces.clear();
             std::vector<std::shared_ptr<io_surface>> by_symbol(symbols.size());
-            for (const auto& w : wanted) {
+            for (std::size_t k = 0; k < wanted.size(); ++k) {
+                const surface_layout& w = wanted[k];
                 const auto produced = produced_.find(w.value);
                 if (shared != nullptr && !w.packed && produced != produced_.end() &&
                     produced->second.alloc == alloc && !produced->second.layout.packed &&
@@ -28135,14 +28140,12 @@ private:
                     produced->second.layout.order == w.order &&
                     produced->second.layout.channel_stride == w.channel_stride) {
                     surfaces.push_back(produced->second.surface);
-                    by_symbol[static_cast<std::size_t>(std::find(symbols.begin(), symbols.end(), w.symbol) -
-                                                       symbols.begin())] = surfaces.back();
+                    by_symbol[slot[k]] = surfaces.back();
                     shared->push_back(true);
                     ++shared_surfaces_;
                     continue;
                 }
-                auto& surface = by_symbol[static_cast<std::size_t>(
-                    std::find(symbols.begin(), symbols.end(), w.symbol) - symbols.begin())];
+                auto& surface = by_symbol[slot[k]];
                 if (!surface) surface = std::make_shared<io_surface>(io_surface::create_flat(alloc));
                 surfaces.push_back(surface);
                 if (shared != nullptr) shared->push_back(false);
@@ -38843,12 +38846,13 @@ public:
         : source_(source), opsets_(opsets), ir_version_(ir_version) {}
 
     void check(const onnx_graph& g, const std::set<std::string, std::less<>>& outer, bool subgraph) const {
-        const std::string where = message(source_, ": graph '", g.name, "'");
-        std::map<std::string, std::string, std::less<>> defined;  // name -> what made it
+        // The messages are built only when a check fails: a large model has many thousand nodes.
+        const auto where = [&] { return message(source_, ": graph '", g.name, "'"); };
+        std::map<std::string, std::size_t, std::less<>> defined;  // name -> what made it (made_by_*, a node)
         for (const onnx_value_info& input : g.inputs)
-            if (!input.name.empty()) defined.emplace(input.name, "a graph input");
+            if (!input.name.empty()) defined.emplace(input.name, made_by_input);
         for (const onnx_tensor& t : g.initializers)
-            if (!t.name.empty()) defined.emplace(t.name, "an initializer");
+            if (!t.name.empty()) defined.emplace(t.name, made_by_initializer);
         // Which node makes each name, for naming a cycle (an input made only by a later node).
         std::map<std::string, std::size_t, std::less<>> maker;
         for (std::size_t i = 0; i < g.nodes.size(); ++i)
@@ -38859,10 +38863,11 @@ public:
             visible.insert(name);
         for (std::size_t i = 0; i < g.nodes.size(); ++i) {
             const onnx_node& n = g.nodes[i];
-            const std::string node = describe(i, n);
-            if (n.op_type.empty()) throw format_error(message(where, ": ", node, " has an empty op_type"));
+            const auto node = [&] { return describe(i, n); };
+            if (n.op_type.empty())
+                throw format_error(message(where(), ": ", node(), " has an empty op_type"));
             if (!domain_declared(n.domain)) {
-                throw format_error(message(where, ": ", node, " is in the domain '", n.domain,
+                throw format_error(message(where(), ": ", node(), " is in the domain '", n.domain,
                                            "', which no opset_import of the model declares"));
             }
             for (const std::string& input : n.inputs) {
@@ -38870,12 +38875,12 @@ public:
                 const auto later = maker.find(input);
                 if (later != maker.end()) {
                     throw format_error(
-                        message(where, ": input '", input, "' of ", node, " is made by a later node, ",
+                        message(where(), ": input '", input, "' of ", node(), " is made by a later node, ",
                                 describe(later->second, g.nodes[later->second]),
                                 ": nodes are not in topological order, or the graph has a cycle"));
                 }
                 throw format_error(
-                    message(where, ": input '", input, "' of ", node,
+                    message(where(), ": input '", input, "' of ", node(),
                             " is not a graph input, an initializer, nor the output of any node",
                             subgraph ? " of this graph or an enclosing one" : ""));
             }
@@ -38884,10 +38889,15 @@ public:
                     if (body) check(*body, visible, true);
             for (const std::string& output : n.outputs) {
                 if (output.empty()) continue;
-                const auto [at, fresh] = defined.emplace(output, "made by " + node);
+                const auto [at, fresh] = defined.emplace(output, i);
                 if (!fresh) {
-                    throw format_error(message(where, ": output '", output, "' of ", node, " is also ",
-                                               at->second,
+                    const std::size_t first = at->second;
+                    const std::string first_maker = first == made_by_input ? "a graph input"
+                                                    : first == made_by_initializer
+                                                        ? "an initializer"
+                                                        : "made by " + describe(first, g.nodes[first]);
+                    throw format_error(message(where(), ": output '", output, "' of ", node(), " is also ",
+                                               first_maker,
                                                "; ONNX graphs are in single static assignment form"));
                 }
                 visible.insert(output);
@@ -38896,12 +38906,16 @@ public:
         for (const onnx_value_info& output : g.outputs) {
             if (output.name.empty() || defined.contains(output.name)) continue;
             if (subgraph && outer.contains(output.name)) continue;  // an enclosing graph's value, passed on
-            throw format_error(message(where, ": graph output '", output.name,
+            throw format_error(message(where(), ": graph output '", output.name,
                                        "' is not a graph input, an initializer, nor the output of any node"));
         }
     }
 
 private:
+    // What made a name, where it is not a node's index.
+    static constexpr std::size_t made_by_input = static_cast<std::size_t>(-1);
+    static constexpr std::size_t made_by_initializer = static_cast<std::size_t>(-2);
+
     static std::string describe(std::size_t index, const onnx_node& n) {
         return message("node ", index, n.name.empty() ? std::string() : message(" ('", n.name, "')"),
                        n.op_type.empty() ? std::string() : message(" of op ", n.op_type));
@@ -41308,6 +41322,8 @@ public:
             bind(name, v);
             return v;
         }
+        // The reader's checker refuses undefined names; a name that reaches here was defined but never
+        // bound by this import (an internal error, named rather than a crash).
         throw format_error(
             message(where, ": input '", name,
                     "' is not a graph input, an initializer, nor the output of an earlier node "
@@ -41318,14 +41334,8 @@ public:
         if (!n.domain.empty() && n.domain != "ai.onnx")
             unsupported(n, message("the domain '", n.domain, "'"));
         if (n.outputs.empty()) throw format_error(message(where(n), ": no outputs"));
-        // A value has one producer (ONNX graphs are in SSA form): a name made twice, or a graph input
-        // overwritten, is a malformed graph, not a later definition to prefer.
-        for (const std::string& output : n.outputs) {
-            if (!output.empty() && (values_.contains(output) || pending_.contains(output))) {
-                throw format_error(message(where(n), ": its output '", output,
-                                           "' is also made by an earlier node or is a graph input"));
-            }
-        }
+        // Single assignment, defined inputs and topological order were checked when the model was read
+        // (io/onnx-inl.hpp, onnx_graph_checker, as ONNX's checker does): every output here is a new name.
         const std::vector<value> results = import(n);
         for (std::size_t i = 0; i < n.outputs.size(); ++i) {
             if (n.outputs[i].empty()) continue;

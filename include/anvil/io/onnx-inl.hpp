@@ -576,12 +576,13 @@ public:
         : source_(source), opsets_(opsets), ir_version_(ir_version) {}
 
     void check(const onnx_graph& g, const std::set<std::string, std::less<>>& outer, bool subgraph) const {
-        const std::string where = message(source_, ": graph '", g.name, "'");
-        std::map<std::string, std::string, std::less<>> defined;  // name -> what made it
+        // The messages are built only when a check fails: a large model has many thousand nodes.
+        const auto where = [&] { return message(source_, ": graph '", g.name, "'"); };
+        std::map<std::string, std::size_t, std::less<>> defined;  // name -> what made it (made_by_*, a node)
         for (const onnx_value_info& input : g.inputs)
-            if (!input.name.empty()) defined.emplace(input.name, "a graph input");
+            if (!input.name.empty()) defined.emplace(input.name, made_by_input);
         for (const onnx_tensor& t : g.initializers)
-            if (!t.name.empty()) defined.emplace(t.name, "an initializer");
+            if (!t.name.empty()) defined.emplace(t.name, made_by_initializer);
         // Which node makes each name, for naming a cycle (an input made only by a later node).
         std::map<std::string, std::size_t, std::less<>> maker;
         for (std::size_t i = 0; i < g.nodes.size(); ++i)
@@ -592,10 +593,11 @@ public:
             visible.insert(name);
         for (std::size_t i = 0; i < g.nodes.size(); ++i) {
             const onnx_node& n = g.nodes[i];
-            const std::string node = describe(i, n);
-            if (n.op_type.empty()) throw format_error(message(where, ": ", node, " has an empty op_type"));
+            const auto node = [&] { return describe(i, n); };
+            if (n.op_type.empty())
+                throw format_error(message(where(), ": ", node(), " has an empty op_type"));
             if (!domain_declared(n.domain)) {
-                throw format_error(message(where, ": ", node, " is in the domain '", n.domain,
+                throw format_error(message(where(), ": ", node(), " is in the domain '", n.domain,
                                            "', which no opset_import of the model declares"));
             }
             for (const std::string& input : n.inputs) {
@@ -603,12 +605,12 @@ public:
                 const auto later = maker.find(input);
                 if (later != maker.end()) {
                     throw format_error(
-                        message(where, ": input '", input, "' of ", node, " is made by a later node, ",
+                        message(where(), ": input '", input, "' of ", node(), " is made by a later node, ",
                                 describe(later->second, g.nodes[later->second]),
                                 ": nodes are not in topological order, or the graph has a cycle"));
                 }
                 throw format_error(
-                    message(where, ": input '", input, "' of ", node,
+                    message(where(), ": input '", input, "' of ", node(),
                             " is not a graph input, an initializer, nor the output of any node",
                             subgraph ? " of this graph or an enclosing one" : ""));
             }
@@ -617,10 +619,15 @@ public:
                     if (body) check(*body, visible, true);
             for (const std::string& output : n.outputs) {
                 if (output.empty()) continue;
-                const auto [at, fresh] = defined.emplace(output, "made by " + node);
+                const auto [at, fresh] = defined.emplace(output, i);
                 if (!fresh) {
-                    throw format_error(message(where, ": output '", output, "' of ", node, " is also ",
-                                               at->second,
+                    const std::size_t first = at->second;
+                    const std::string first_maker = first == made_by_input ? "a graph input"
+                                                    : first == made_by_initializer
+                                                        ? "an initializer"
+                                                        : "made by " + describe(first, g.nodes[first]);
+                    throw format_error(message(where(), ": output '", output, "' of ", node(), " is also ",
+                                               first_maker,
                                                "; ONNX graphs are in single static assignment form"));
                 }
                 visible.insert(output);
@@ -629,12 +636,16 @@ public:
         for (const onnx_value_info& output : g.outputs) {
             if (output.name.empty() || defined.contains(output.name)) continue;
             if (subgraph && outer.contains(output.name)) continue;  // an enclosing graph's value, passed on
-            throw format_error(message(where, ": graph output '", output.name,
+            throw format_error(message(where(), ": graph output '", output.name,
                                        "' is not a graph input, an initializer, nor the output of any node"));
         }
     }
 
 private:
+    // What made a name, where it is not a node's index.
+    static constexpr std::size_t made_by_input = static_cast<std::size_t>(-1);
+    static constexpr std::size_t made_by_initializer = static_cast<std::size_t>(-2);
+
     static std::string describe(std::size_t index, const onnx_node& n) {
         return message("node ", index, n.name.empty() ? std::string() : message(" ('", n.name, "')"),
                        n.op_type.empty() ? std::string() : message(" of op ", n.op_type));

@@ -1167,11 +1167,15 @@ private:
         auto allocate = [&](std::vector<surface_layout>& wanted, const std::vector<symbol_layout>& reported,
                             std::vector<std::shared_ptr<io_surface>>& surfaces, std::vector<bool>* shared,
                             std::vector<const io_surface*>& bound, const char* kind) {
-            // One symbol per surface; packed inputs share theirs (lowering.hpp pack_inputs).
+            // One symbol per surface; packed inputs share theirs (lowering.hpp pack_inputs). slot[k]: the
+            // index of wanted[k]'s symbol among `symbols`.
             std::vector<std::string> symbols;
-            for (const auto& w : wanted)
-                if (std::find(symbols.begin(), symbols.end(), w.symbol) == symbols.end())
-                    symbols.push_back(w.symbol);
+            std::vector<std::size_t> slot;
+            for (const auto& w : wanted) {
+                const auto found = std::find(symbols.begin(), symbols.end(), w.symbol);
+                slot.push_back(static_cast<std::size_t>(found - symbols.begin()));
+                if (found == symbols.end()) symbols.push_back(w.symbol);
+            }
             if (symbols.size() != reported.size()) {
                 throw error(message(where, ": the compiled program has ", reported.size(), " ", kind,
                                     "s, the lowering made ", symbols.size()));
@@ -1206,7 +1210,8 @@ private:
                 alloc = std::max(alloc, round_up(w.offset() + w.bytes(), surface_granule));
             surfaces.clear();
             std::vector<std::shared_ptr<io_surface>> by_symbol(symbols.size());
-            for (const auto& w : wanted) {
+            for (std::size_t k = 0; k < wanted.size(); ++k) {
+                const surface_layout& w = wanted[k];
                 const auto produced = produced_.find(w.value);
                 if (shared != nullptr && !w.packed && produced != produced_.end() &&
                     produced->second.alloc == alloc && !produced->second.layout.packed &&
@@ -1216,14 +1221,12 @@ private:
                     produced->second.layout.order == w.order &&
                     produced->second.layout.channel_stride == w.channel_stride) {
                     surfaces.push_back(produced->second.surface);
-                    by_symbol[static_cast<std::size_t>(std::find(symbols.begin(), symbols.end(), w.symbol) -
-                                                       symbols.begin())] = surfaces.back();
+                    by_symbol[slot[k]] = surfaces.back();
                     shared->push_back(true);
                     ++shared_surfaces_;
                     continue;
                 }
-                auto& surface = by_symbol[static_cast<std::size_t>(
-                    std::find(symbols.begin(), symbols.end(), w.symbol) - symbols.begin())];
+                auto& surface = by_symbol[slot[k]];
                 if (!surface) surface = std::make_shared<io_surface>(io_surface::create_flat(alloc));
                 surfaces.push_back(surface);
                 if (shared != nullptr) shared->push_back(false);

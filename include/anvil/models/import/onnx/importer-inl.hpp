@@ -120,6 +120,8 @@ public:
             bind(name, v);
             return v;
         }
+        // The reader's checker refuses undefined names; a name that reaches here was defined but never
+        // bound by this import (an internal error, named rather than a crash).
         throw format_error(
             message(where, ": input '", name,
                     "' is not a graph input, an initializer, nor the output of an earlier node "
@@ -130,14 +132,8 @@ public:
         if (!n.domain.empty() && n.domain != "ai.onnx")
             unsupported(n, message("the domain '", n.domain, "'"));
         if (n.outputs.empty()) throw format_error(message(where(n), ": no outputs"));
-        // A value has one producer (ONNX graphs are in SSA form): a name made twice, or a graph input
-        // overwritten, is a malformed graph, not a later definition to prefer.
-        for (const std::string& output : n.outputs) {
-            if (!output.empty() && (values_.contains(output) || pending_.contains(output))) {
-                throw format_error(message(where(n), ": its output '", output,
-                                           "' is also made by an earlier node or is a graph input"));
-            }
-        }
+        // Single assignment, defined inputs and topological order were checked when the model was read
+        // (io/onnx-inl.hpp, onnx_graph_checker, as ONNX's checker does): every output here is a new name.
         const std::vector<value> results = import(n);
         for (std::size_t i = 0; i < n.outputs.size(); ++i) {
             if (n.outputs[i].empty()) continue;
