@@ -61,7 +61,8 @@
 
 // #include "anvil/ane.hpp"
 // anvil: the Neural Engine's public face — compile for device::ane, the capability record each chip and OS
-// gets (capabilities.hpp), the on-disk program cache, and `anvil selftest`'s probes (selftest.hpp).
+// gets (capabilities.hpp), the on-disk program cache and what a user sees of it (backend/cache.hpp), and
+// `anvil selftest`'s probes (selftest.hpp).
 
 // #include "anvil/cpu.hpp"
 // anvil: graphs compiled and run — `compile` and `program`, on the CPU backend (the numerical reference) or,
@@ -5998,6 +5999,13 @@ struct compile_options {
     // ANE: where compiled programs are cached ("" = $ANVIL_CACHE_DIR, else the user cache directory;
     // "none" = no cache).
     std::string cache_dir;
+    // ANE and Core ML: after a compile, least recently used cached programs are removed until the cache holds
+    // at most this many bytes (0: $ANVIL_CACHE_MAX_BYTES, else anvil::cache::default_max_bytes, 4 GiB;
+    // anvil::cache::no_cap: no cap). Programs in use by any process are never removed (backend/cache.hpp).
+    std::uintmax_t cache_max_bytes = 0;
+    // The folder or file the graph's weights came from, as the program cache's manifests name it (`anvil
+    // cache list`); model recipes set it to the folder they load.
+    std::string model_source;
     mil_version ane_mil = mil_version::automatic;
     // ANE: a program holding more weights than this is split into several (intermediates pass by IOSurface).
     std::size_t ane_max_program_weight_bytes = std::size_t{256} << 20;
@@ -6627,6 +6635,168 @@ std::vector<ane_selftest_row> ane_selftest(const ane_selftest_options& options =
 
 #if ANVIL_DEFINITIONS
 // #include "anvil/backend/ane/selftest-inl.hpp" (in the definitions at the end)
+#endif
+// #include "anvil/backend/cache.hpp"
+// anvil: the on-disk cache of compiled programs as a user sees it — what it holds, how large it is, and how
+// it is kept small. The cache directory (program_cache.hpp: compile_options::cache_dir, else
+// $ANVIL_CACHE_DIR, else the user cache directory) holds
+//   ane/<key>/          a compiled Neural Engine program (model.mil, weights/ and what the compiler wrote)
+//   coreml/<key>/       a compiled Core ML model (model.mlmodelc)
+//   <kind>/<key>.json   the entry's manifest: what it was compiled from and for; its modification time is the
+//                       entry's last use, touched on every cache hit
+//   <kind>/<key>.lock   the entry's lock, held from the probe to the load (ane_framework.hpp, directory_lock)
+//   capabilities-<os build>-<chip>.json   the capability records `anvil selftest` writes
+// The manifest is written (to a temporary file, then renamed) only once the program has compiled and loaded,
+// so an entry without one — an interrupted or refused compile — is never listed or loaded, and a prune that
+// finds it unlocked removes it. Removing an entry takes its lock without waiting and skips an entry another
+// thread or process holds, so a prune never deletes a program someone is compiling or loading.
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+// #include "anvil/compilation.hpp"
+
+namespace anvil::cache {
+
+enum class entry_kind : std::uint8_t {
+    ane_program,        // ane/<key>: a Neural Engine program compiled through AppleNeuralEngine.framework
+    coreml_model,       // coreml/<key>: a Core ML model compiled for device::coreml
+    capability_record,  // capabilities-*.json: what `anvil selftest` found this OS build and chip accept
+};
+
+// "ane-program", "coreml-model", "capability-record": the spelling `anvil cache list --json` uses.
+[[nodiscard]] std::string_view kind_name(entry_kind kind) noexcept;
+
+struct entry {
+    entry_kind kind = entry_kind::ane_program;
+    std::string key;             // the program's digest (a record's file name)
+    std::filesystem::path path;  // the entry's directory (a record's file)
+    std::string model;           // the folder or file it was compiled from (compile_options::model_source)
+    std::string anvil_version;   // the key's parts: what the program was compiled by and for
+    std::string os_build;
+    std::string chip;           // the Neural Engine's architecture; "" on the Core ML route
+    std::string record_digest;  // the capability record's, "" without one
+    std::uintmax_t bytes = 0;   // on disk now
+    std::chrono::system_clock::time_point created;
+    std::chrono::system_clock::time_point last_use;
+    // Why the manifest could not be read ("" when it was): such an entry is never loaded, and prune with
+    // `stale` removes it.
+    std::string problem;
+};
+
+// The cache directory anvil compiles into: `requested` when given, else $ANVIL_CACHE_DIR, else the user
+// cache directory; empty when caching is off ("none").
+[[nodiscard]] std::filesystem::path directory(std::string_view requested = {});
+
+// Every finished entry of the cache in `dir` (programs with a manifest, and capability records), most
+// recently used first. An io_error when `dir` is not a directory.
+[[nodiscard]] std::vector<entry> entries(const std::filesystem::path& dir);
+
+struct prune_options {
+    // Least recently used programs go until the programs fit in this many bytes (records never count).
+    std::optional<std::uintmax_t> max_bytes;
+    // Programs not used for this long go.
+    std::optional<std::chrono::seconds> older_than;
+    // Every entry compiled by another anvil version or for another OS build or chip goes, and every entry
+    // whose manifest is malformed; a capability record of another OS build or chip too.
+    bool stale = false;
+    // This machine's Neural Engine architecture, for `stale` ("" when unknown: chips are not compared).
+    std::string chip;
+    // Keys never removed (the programs the caller has just compiled).
+    std::set<std::string> keep;
+};
+
+struct removal {
+    std::vector<entry> removed;
+    std::vector<entry> in_use;  // would have gone, but another thread or process holds its lock
+    std::uintmax_t removed_bytes = 0;
+    std::uintmax_t remaining_bytes = 0;  // the programs left (records not counted)
+};
+
+// Removes what `options` say, and in any case every unfinished entry (no manifest) nobody holds.
+removal prune(const std::filesystem::path& dir, const prune_options& options);
+
+// Removes every program nobody holds, and the capability records too when `records`.
+removal clear(const std::filesystem::path& dir, bool records = false);
+
+// The size cap applied after each compile: `configured` when non-zero, else $ANVIL_CACHE_MAX_BYTES (bytes,
+// with an optional K, M or G suffix, or "none"), else default_max_bytes. no_cap: none.
+inline constexpr std::uintmax_t default_max_bytes = std::uintmax_t{4} << 30;
+inline constexpr std::uintmax_t no_cap = static_cast<std::uintmax_t>(-1);
+[[nodiscard]] std::uintmax_t max_bytes(std::uintmax_t configured = 0);
+
+// "4G", "512M", "1000": a byte count with an optional K, M or G (powers of 1024) suffix; nullopt when
+// `text` is not one.
+[[nodiscard]] std::optional<std::uintmax_t> parse_bytes(std::string_view text);
+
+}  // namespace anvil::cache
+
+namespace anvil::detail::cache_files {
+
+// An exclusive flock on a lock file (<kind>/<key>.lock) for as long as it lives. With `wait` it blocks until
+// free (a compile's lock, ane_framework.hpp's directory_lock); without, held() is false when another thread
+// or process holds it (a prune). A prune unlinks the lock file of an entry it removes while holding it, and a
+// lock taken on an unlinked file excludes nobody, so the file is opened again until the one locked is the one
+// at the path. An unwritable cache leaves it unheld: the compile then fails at staging, naming the path.
+class file_lock {
+public:
+    file_lock(std::filesystem::path file, bool wait);
+    file_lock(const file_lock&) = delete;
+    file_lock& operator=(const file_lock&) = delete;
+    ~file_lock();
+    [[nodiscard]] bool held() const noexcept { return held_; }
+    // Unlinks the lock file, still holding it (for a removed entry).
+    void remove_file() noexcept;
+
+private:
+    std::filesystem::path path_;
+    int fd_ = -1;
+    bool held_ = false;
+};
+
+// What a program's manifest records, written once it has compiled and loaded.
+struct manifest {
+    cache::entry_kind kind = cache::entry_kind::ane_program;
+    std::string key;
+    std::string model;
+    std::string chip;
+    std::string record_digest;
+};
+
+// <root>/<key>.json, where root is <cache directory>/ane or /coreml.
+[[nodiscard]] std::filesystem::path manifest_path(const std::filesystem::path& root, std::string_view key);
+
+// Whether the entry finished: its manifest exists (a hit also needs the compiled program itself).
+[[nodiscard]] bool finished(const std::filesystem::path& root, std::string_view key);
+
+// Before a compile into the entry: it is unfinished until written again.
+void unfinish(const std::filesystem::path& root, std::string_view key) noexcept;
+
+// Writes the manifest (temporary file + rename, so a reader sees none or all of it). Best effort: a cache
+// that cannot be written costs only the next run's compile.
+void write_manifest(const std::filesystem::path& root, const manifest& m) noexcept;
+
+// A cache hit: the manifest's modification time becomes now.
+void touch(const std::filesystem::path& root, std::string_view key) noexcept;
+
+// The cap after a compile: prunes the cache directory `dir` to `limit` bytes (cache::max_bytes), keeping
+// `keep`. Best effort, never throws: a warning says when the cap cannot be met or applied.
+void enforce_cap(const std::filesystem::path& dir, std::uintmax_t limit,
+                 const std::set<std::string>& keep) noexcept;
+
+// "2026-12-07T10:42:46.123Z": a time as `anvil cache list` and the manifests write it (UTC).
+[[nodiscard]] std::string iso_time(std::chrono::system_clock::time_point t);
+
+}  // namespace anvil::detail::cache_files
+
+#if ANVIL_DEFINITIONS
+// #include "anvil/backend/cache-inl.hpp" (in the definitions at the end)
 #endif
 // #include "anvil/backend/coreml/export.hpp"
 // anvil: export_mlpackage — a graph as a Core ML package an iOS or macOS app adds in Xcode, with no Python
@@ -8754,6 +8924,7 @@ void unpermute_rope_rows(std::span<const std::byte> gguf_rows, std::int64_t head
 // weights.
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -8775,6 +8946,17 @@ struct load_options {
         return options;
     }();
 };
+
+// `options` with compile.model_source naming `source` (the folder or file a recipe loads), unless the caller
+// named one: the program cache's manifests say which model each compiled program came from.
+inline load_options with_model_source(load_options options, const std::filesystem::path& source) {
+    if (options.compile.model_source.empty()) {
+        std::error_code code;
+        const std::filesystem::path absolute = std::filesystem::absolute(source, code);
+        options.compile.model_source = (code ? source : absolute).lexically_normal().string();
+    }
+    return options;
+}
 
 class compiled_shapes {
 public:
@@ -12381,6 +12563,7 @@ struct weight_file {
 };
 
 }  // namespace anvil::detail::ane
+// #include "anvil/backend/cache.hpp"
 // #include "anvil/core/error.hpp"
 
 namespace anvil::detail::ane {
@@ -12799,23 +12982,15 @@ inline load_retry_policy load_retry_from_environment(load_retry_policy configure
 }
 
 // An exclusive flock on `<directory>.lock` for as long as it lives: two processes staging and compiling the
-// same cached program must not clear each other's files.
+// same cached program must not clear each other's files, and a cache prune skips an entry whose lock is held
+// (backend/cache.hpp, file_lock).
 class directory_lock {
 public:
     explicit directory_lock(const std::filesystem::path& directory)
-        : fd_(::open(framework_detail::lock_path(directory).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)) {
-        if (fd_ < 0) return;  // an unwritable cache fails at staging, with a message naming the path
-        while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
-        }
-    }
-    directory_lock(const directory_lock&) = delete;
-    directory_lock& operator=(const directory_lock&) = delete;
-    ~directory_lock() {
-        if (fd_ >= 0) ::close(fd_);
-    }
+        : lock_(framework_detail::lock_path(directory), true) {}
 
 private:
-    int fd_;
+    cache_files::file_lock lock_;
 };
 
 // An `_ANEInMemoryModel` with its MIL and weights. Move-only; the destructor unloads it when loaded, releases
@@ -13199,6 +13374,7 @@ private:
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -18093,6 +18269,7 @@ inline host_tensor leading_rows(const host_tensor& tensor, std::int64_t first, s
 }
 
 }  // namespace anvil::detail::ane
+// #include "anvil/backend/cache.hpp"
 // #include "anvil/backend/coreml/coreml_framework.hpp"
 // anvil: the bridge to the public CoreML.framework (COREML.md §7), from plain C++ through the Objective-C
 // runtime, on top of the system libraries' bridge (backend/ane/objc_runtime.hpp) and never the private
@@ -27103,9 +27280,9 @@ public:
 
         if (on_coreml()) {
             (void)coreml::coreml_runtime::get();  // throws unsupported_error where Core ML is not there
-            const std::filesystem::path base = cache_directory(options.cache_dir);
-            cache_root_ =
-                base.empty() ? std::filesystem::temp_directory_path() / "anvil-coreml" : base / "coreml";
+            cache_directory_ = cache_directory(options.cache_dir);
+            cache_root_ = cache_directory_.empty() ? std::filesystem::temp_directory_path() / "anvil-coreml"
+                                                   : cache_directory_ / "coreml";
         } else {
             const device_info device = query_device();
             if (!device.has_ane) {
@@ -27115,8 +27292,10 @@ public:
             }
             architecture_ = device.architecture;
             macos_major_ = device.macos_major;
+            cache_directory_ = cache_directory(options.cache_dir);
             cache_root_ = cache_root(options.cache_dir);
         }
+        cache_max_bytes_ = anvil::cache::max_bytes(options.cache_max_bytes);
         choose_lowering_for(options);
         if (on_coreml()) states_supported_ = coreml::coreml_model::supports_states();
         // Compressed after tiling, so a tile of a wide weight is compressed on its own.
@@ -27205,6 +27384,8 @@ public:
             placement_.segments.push_back(std::move(report));
             steps_.push_back(std::move(s));
         }
+        // The size cap, once the programs this compile wrote are finished and unlocked (they are kept).
+        if (compiled_ > 0) cache_files::enforce_cap(cache_directory_, cache_max_bytes_, cache_keys_);
         if (largest_after_split > 0) {
             placement_.max_program_weight_bytes_learned = largest_after_split;
             record_program_weight_limit(options, architecture_, largest_after_split);
@@ -27778,6 +27959,19 @@ private:
         }
     }
 
+    // A cache entry once its program has loaded (its lock still held): a hit's last use becomes now, and a
+    // fresh compile's manifest is written, which makes the entry one later runs load.
+    void note_cache_use(const ane_step& s, anvil::cache::entry_kind kind) {
+        if (s.cached) {
+            cache_files::touch(cache_root_, s.key);
+        } else {
+            cache_files::write_manifest(
+                cache_root_, {kind, s.key, options_.model_source, on_coreml() ? std::string() : architecture_,
+                              choices_.digest});
+        }
+        cache_keys_.insert(s.key);
+    }
+
     // Compiles (or loads from the cache), loads, binds and evaluates once: a segment whose compile, load or
     // first evaluation fails raises device_refusal, so the caller can run it on the CPU instead.
     std::unique_ptr<ane_step> build_ane_step(const segment& seg, lowered_segment lowered, std::size_t index) {
@@ -27800,13 +27994,19 @@ private:
         ane_model& model = *s->model;
         // From the probe (compiledModelExists) to the load, another process must not clear or rewrite the
         // cache entry: its lock is held until this program has loaded (RUNTIME.md §0b #22).
+        // The entry is a hit only when finished (its manifest written after a load, backend/cache.hpp): a
+        // half-written one is compiled again.
         std::optional<directory_lock> cache_lock;
         if (!cache_root_.empty()) {
             const std::filesystem::path dir = cache_root_ / s->key;
             try {
+                std::error_code code;
+                std::filesystem::create_directories(cache_root_, code);  // for the lock file
+                cache_lock.emplace(dir);
                 if (model.set_cache_directory(dir)) {
-                    cache_lock.emplace(dir);
-                    s->cached = model.compiled_model_exists();
+                    s->cached = cache_files::finished(cache_root_, s->key) && model.compiled_model_exists();
+                } else {
+                    cache_lock.reset();
                 }
             } catch (const error&) {
                 s->cached = false;  // an unwritable cache only costs the compile
@@ -27815,6 +28015,7 @@ private:
         const load_retry_policy retry = load_retry_from_environment(load_retry_policy{
             options_.ane_load_attempts, options_.ane_load_first_retry_delay, &load_backoff_left_});
         const auto compile_fresh = [&] {
+            if (cache_lock) cache_files::unfinish(cache_root_, s->key);
             try {
                 count_compile(options_.ane_compile_budget);
                 loaded_programs::instance().compile(model, cache_lock.has_value());
@@ -27843,7 +28044,10 @@ private:
                                                                        again.what(), s->lowered.mil))};
             }
         }
-        cache_lock.reset();
+        if (cache_lock) {
+            note_cache_use(*s, anvil::cache::entry_kind::ane_program);
+            cache_lock.reset();
+        }
         if (s->cached) ++cache_hits_;
         const std::string where = message("ANE program ", index, " (", seg.nodes.size(), " ops)");
         try {
@@ -28316,8 +28520,16 @@ private:
         const std::size_t weight_bytes = total_bytes(contents.weight_files);
         const std::filesystem::path dir = cache_root_ / s->key;
         const std::filesystem::path compiled = dir / "model.mlmodelc";
+        // As on the private route: the entry's lock from the probe to the load, and a hit only when finished.
+        std::optional<directory_lock> cache_lock;
+        std::error_code code;
+        std::filesystem::create_directories(cache_root_, code);
+        if (!code) cache_lock.emplace(dir);
         const auto compile_fresh = [&] {
             const std::filesystem::path package = dir / "model.mlpackage";
+            cache_files::unfinish(cache_root_, s->key);
+            std::error_code left;
+            std::filesystem::remove_all(dir, left);
             try {
                 coreml::write_mlpackage(package, contents);
                 coreml::coreml_model::compile(package, compiled);
@@ -28329,8 +28541,8 @@ private:
             std::error_code ignored;
             std::filesystem::remove_all(package, ignored);
         };
-        std::error_code code;
-        s->cached = std::filesystem::is_directory(compiled, code);
+        s->cached =
+            cache_files::finished(cache_root_, s->key) && std::filesystem::is_directory(compiled, code);
         if (!s->cached) compile_fresh();
         try {
             s->coreml.emplace(coreml::coreml_model::load(compiled));
@@ -28343,6 +28555,10 @@ private:
             } catch (const error& again) {
                 throw device_refusal{"load", again.what()};
             }
+        }
+        if (cache_lock) {
+            note_cache_use(*s, anvil::cache::entry_kind::coreml_model);
+            cache_lock.reset();
         }
         if (s->cached) ++cache_hits_;
         // Core ML holds the weights now; the program's in-memory copies go.
@@ -28428,7 +28644,11 @@ private:
     lowering_choices choices_;
     std::string architecture_;
     int macos_major_ = 0;  // the private route's OS (0 unknown, and on the Core ML route)
+    // Empty without a cache, and for Core ML's temporary one (which is never capped).
+    std::filesystem::path cache_directory_;
     std::filesystem::path cache_root_;
+    std::uintmax_t cache_max_bytes_ = anvil::cache::default_max_bytes;
+    std::set<std::string> cache_keys_;  // the entries this program uses: the cap keeps them
     std::vector<io_info> inputs_;
     std::vector<value_id> input_ids_;                    // the input node of each of inputs_
     std::vector<bool> resident_;                         // per node: a resident input
@@ -35159,6 +35379,516 @@ ANVIL_INLINE std::vector<ane_selftest_row> ane_selftest(const ane_selftest_optio
 }
 
 }  // namespace anvil
+// anvil: cache's definitions (see cache.hpp; compilation.hpp says when this file is compiled).
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+// #include "anvil/backend/ane/program_cache.hpp"
+// #include "anvil/backend/cache.hpp"
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/json.hpp"
+// #include "anvil/core/warning.hpp"
+// #include "anvil/version.hpp"
+
+namespace anvil::detail::cache_files {
+
+namespace fs = std::filesystem;
+
+inline constexpr std::string_view manifest_format = "anvil-cache-entry/1";
+
+inline constexpr std::string_view kind_folder(cache::entry_kind kind) noexcept {
+    return kind == cache::entry_kind::coreml_model ? "coreml" : "ane";
+}
+
+// The modification time of `path` (nullopt when it has none), at the file system's resolution.
+inline std::optional<std::chrono::system_clock::time_point> modified(const fs::path& path) noexcept {
+    struct stat info {};
+    if (::stat(path.c_str(), &info) != 0) return std::nullopt;
+    const auto since =
+        std::chrono::seconds(info.st_mtim.tv_sec) + std::chrono::nanoseconds(info.st_mtim.tv_nsec);
+    return std::chrono::system_clock::time_point(
+        std::chrono::duration_cast<std::chrono::system_clock::duration>(since));
+}
+
+// Bytes of the regular files under `path` (or of `path` itself), links not followed.
+inline std::uintmax_t bytes_under(const fs::path& path) noexcept {
+    std::error_code code;
+    if (fs::is_regular_file(fs::symlink_status(path, code))) {
+        const auto size = fs::file_size(path, code);
+        return code ? 0 : size;
+    }
+    std::uintmax_t total = 0;
+    for (fs::recursive_directory_iterator it(path, code), end; !code && it != end; it.increment(code)) {
+        std::error_code ignored;
+        if (it->is_regular_file(ignored) && !it->is_symlink(ignored)) {
+            const auto size = it->file_size(ignored);
+            if (!ignored) total += size;
+        }
+    }
+    return total;
+}
+
+ANVIL_INLINE file_lock::file_lock(std::filesystem::path file, bool wait) : path_(std::move(file)) {
+    // Without waiting a few tries suffice: a file is replaced only by a prune, which then no longer holds it.
+    for (int attempt = 0; wait || attempt < 3; ++attempt) {
+        fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        if (fd_ < 0) return;
+        int status = 0;
+        while ((status = ::flock(fd_, wait ? LOCK_EX : LOCK_EX | LOCK_NB)) != 0 && errno == EINTR) {
+        }
+        if (status != 0) {  // another holds it
+            ::close(fd_);
+            fd_ = -1;
+            return;
+        }
+        struct stat opened {};
+        struct stat named {};
+        if (::fstat(fd_, &opened) != 0) {
+            held_ = true;  // nothing to compare with
+            return;
+        }
+        if (::stat(path_.c_str(), &named) == 0) {
+            if (opened.st_ino == named.st_ino && opened.st_dev == named.st_dev) {
+                held_ = true;
+                return;
+            }
+        } else if (errno != ENOENT) {
+            held_ = true;
+            return;
+        }
+        ::close(fd_);  // unlinked or replaced while this waited: lock the file at the path
+        fd_ = -1;
+    }
+}
+
+ANVIL_INLINE file_lock::~file_lock() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+ANVIL_INLINE void file_lock::remove_file() noexcept {
+    if (held_) ::unlink(path_.c_str());
+}
+
+ANVIL_INLINE fs::path manifest_path(const fs::path& root, std::string_view key) {
+    return root / (std::string(key) + ".json");
+}
+
+ANVIL_INLINE bool finished(const fs::path& root, std::string_view key) {
+    std::error_code code;
+    return fs::is_regular_file(manifest_path(root, key), code);
+}
+
+ANVIL_INLINE void unfinish(const fs::path& root, std::string_view key) noexcept {
+    std::error_code ignored;
+    fs::remove(manifest_path(root, key), ignored);
+}
+
+ANVIL_INLINE std::string iso_time(std::chrono::system_clock::time_point t) {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+    const std::time_t seconds = static_cast<std::time_t>(ms / 1000);
+    std::tm parts{};
+    ::gmtime_r(&seconds, &parts);
+    char text[96];
+    std::snprintf(text, sizeof text, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", parts.tm_year + 1900,
+                  parts.tm_mon + 1, parts.tm_mday, parts.tm_hour, parts.tm_min, parts.tm_sec,
+                  static_cast<int>(ms % 1000));
+    return text;
+}
+
+// Sets the modification time of `file` to `t` exactly: the file system's own clock is coarser (a tick), so a
+// time it stamped may precede the manifest's "created".
+inline void set_modified(const fs::path& file, std::chrono::system_clock::time_point t) noexcept {
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+    timespec times[2];
+    times[0].tv_sec = static_cast<time_t>(ns / 1'000'000'000);
+    times[0].tv_nsec = static_cast<long>(ns % 1'000'000'000);
+    times[1] = times[0];
+    ::utimensat(AT_FDCWD, file.c_str(), times, 0);
+}
+
+ANVIL_INLINE void write_manifest(const fs::path& root, const manifest& m) noexcept {
+    try {
+        const auto now = std::chrono::system_clock::now();
+        json::object out;
+        out["format"] = json::value(manifest_format);
+        out["kind"] = json::value(cache::kind_name(m.kind));
+        out["key"] = json::value(m.key);
+        out["model"] = json::value(m.model);
+        out["anvil_version"] = json::value(version_string);
+        out["os_build"] = json::value(ane::os_build());
+        out["chip"] = json::value(m.chip);
+        out["record_digest"] = json::value(m.record_digest);
+        out["bytes"] = json::value(bytes_under(root / m.key));
+        out["created"] = json::value(iso_time(now));
+        out["created_unix_ms"] = json::value(
+            std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count());
+        const fs::path file = manifest_path(root, m.key);
+        fs::path staging = file;
+        staging += message(".", ::getpid(), "-", std::this_thread::get_id(), ".tmp");
+        {
+            std::ofstream stream(staging, std::ios::binary | std::ios::trunc);
+            stream << json::dump(json::value(std::move(out)), 2) << "\n";
+            if (!stream) {
+                std::error_code ignored;
+                fs::remove(staging, ignored);
+                return;
+            }
+        }
+        std::error_code code;
+        set_modified(staging, now);       // the last use, so far its creation
+        fs::rename(staging, file, code);  // atomic: a reader sees no manifest or the whole of it
+        if (code) fs::remove(staging, code);
+    } catch (const std::exception&) {
+        // an unwritable cache: the entry stays unfinished, and the next run compiles again
+    }
+}
+
+ANVIL_INLINE void touch(const fs::path& root, std::string_view key) noexcept {
+    set_modified(manifest_path(root, key), std::chrono::system_clock::now());
+}
+
+// The entry a manifest describes; `problem` says what is wrong with a malformed one.
+inline cache::entry read_entry(const fs::path& root, cache::entry_kind kind, const std::string& key) {
+    cache::entry e;
+    e.kind = kind;
+    e.key = key;
+    e.path = root / key;
+    const fs::path file = manifest_path(root, key);
+    e.bytes = bytes_under(e.path) + bytes_under(file);
+    e.last_use = modified(file).value_or(std::chrono::system_clock::time_point{});
+    e.created = e.last_use;
+    try {
+        const json::value v = json::parse_file(file);
+        const auto text = [&](std::string_view field) -> std::string {
+            const json::value* found = v.find(field);
+            if (found == nullptr || !found->is_string())
+                throw format_error(message("no string \"", field, "\""));
+            return found->as_string();
+        };
+        if (!v.is_object()) throw format_error("not a JSON object");
+        if (text("format") != manifest_format)
+            throw format_error(
+                message("format \"", text("format"), "\", expected \"", manifest_format, "\""));
+        if (text("kind") != cache::kind_name(kind))
+            throw format_error(message("kind \"", text("kind"), "\" in the ", kind_folder(kind), " folder"));
+        if (text("key") != key) throw format_error(message("key \"", text("key"), "\" for entry ", key));
+        e.model = text("model");
+        e.anvil_version = text("anvil_version");
+        e.os_build = text("os_build");
+        e.chip = text("chip");
+        e.record_digest = text("record_digest");
+        if (const json::value* ms = v.find("created_unix_ms"); ms != nullptr && ms->is_integer())
+            e.created = std::chrono::system_clock::time_point(
+                std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                    std::chrono::milliseconds(ms->as_int())));
+        if (!fs::is_directory(e.path))
+            throw format_error(message("its program ", e.path.string(), " is missing"));
+    } catch (const std::exception& failure) {
+        e.problem = message("malformed cache manifest ", file.string(), ": ", failure.what());
+    }
+    return e;
+}
+
+inline cache::entry read_record_entry(const fs::path& file) {
+    cache::entry e;
+    e.kind = cache::entry_kind::capability_record;
+    e.key = file.filename().string();
+    e.path = file;
+    e.model = "anvil selftest";
+    e.bytes = bytes_under(file);
+    e.last_use = modified(file).value_or(std::chrono::system_clock::time_point{});
+    e.created = e.last_use;
+    try {
+        const json::value v = json::parse_file(file);
+        const auto text = [&](std::string_view field) -> std::string {
+            const json::value* found = v.find(field);
+            return found != nullptr && found->is_string() ? found->as_string() : std::string();
+        };
+        if (!v.is_object()) throw format_error("not a JSON object");
+        e.os_build = text("os_build");
+        e.chip = text("chip");
+        e.anvil_version = text("anvil_version");
+        if (e.os_build.empty()) throw format_error("no string \"os_build\"");
+    } catch (const std::exception& failure) {
+        e.problem = message("malformed capability record ", file.string(), ": ", failure.what());
+    }
+    return e;
+}
+
+inline bool is_record_name(const std::string& name) {
+    return name.starts_with("capabilities-") && name.ends_with(".json");
+}
+
+// Finished programs (a manifest beside the directory) of one kind, and the keys of unfinished ones: a
+// directory or a temporary manifest without a manifest.
+inline void scan(const fs::path& dir, cache::entry_kind kind, std::vector<cache::entry>& finished_entries,
+                 std::set<std::string>* unfinished) {
+    const fs::path root = dir / kind_folder(kind);
+    std::error_code code;
+    if (!fs::is_directory(root, code)) return;
+    std::set<std::string> manifests;
+    std::set<std::string> others;
+    for (fs::directory_iterator it(root, code), end; !code && it != end; it.increment(code)) {
+        const std::string name = it->path().filename().string();
+        const std::string key = name.substr(0, name.find('.'));
+        if (key.empty()) continue;
+        if (name == key + ".json")
+            manifests.insert(key);
+        else if (name != key + ".lock")
+            others.insert(key);  // the program's directory, or a manifest being written
+        else if (unfinished != nullptr && !fs::exists(root / key))
+            others.insert(key);  // a lock left by a compile that never created its directory
+    }
+    for (const auto& key : manifests)
+        finished_entries.push_back(read_entry(root, kind, key));
+    if (unfinished != nullptr) {
+        for (const auto& key : others)
+            if (manifests.count(key) == 0) unfinished->insert(key);
+    }
+}
+
+// Removes one program under its lock: the manifest first (so a crash leaves an unfinished entry, never a
+// listed one without its program), then the directory, the temporaries and the lock file.
+inline bool remove_program(const fs::path& root, const std::string& key) {
+    file_lock lock(root / (key + ".lock"), false);
+    if (!lock.held()) return false;
+    std::error_code ignored;
+    fs::remove(manifest_path(root, key), ignored);
+    fs::remove_all(root / key, ignored);
+    std::vector<fs::path> temporaries;
+    for (fs::directory_iterator it(root, ignored), end; !ignored && it != end; it.increment(ignored)) {
+        const std::string name = it->path().filename().string();
+        if (name.starts_with(key + ".json.") && name.ends_with(".tmp")) temporaries.push_back(it->path());
+    }
+    for (const auto& t : temporaries)
+        fs::remove(t, ignored);
+    lock.remove_file();
+    return true;
+}
+
+inline std::uintmax_t program_bytes(const std::vector<cache::entry>& all) {
+    std::uintmax_t total = 0;
+    for (const auto& e : all)
+        if (e.kind != cache::entry_kind::capability_record) total += e.bytes;
+    return total;
+}
+
+inline cache::removal prune_directory(const fs::path& dir, const cache::prune_options& options,
+                                      bool everything, bool records) {
+    std::error_code code;
+    if (!fs::is_directory(dir, code))
+        throw io_error(message("cache directory '", dir.string(), "' does not exist or is not a directory"));
+    cache::removal result;
+    std::vector<cache::entry> programs;
+    for (const auto kind : {cache::entry_kind::ane_program, cache::entry_kind::coreml_model}) {
+        std::set<std::string> unfinished;
+        scan(dir, kind, programs, &unfinished);
+        const fs::path root = dir / kind_folder(kind);
+        for (const auto& key : unfinished) {
+            cache::entry e;
+            e.kind = kind;
+            e.key = key;
+            e.path = root / key;
+            e.bytes = bytes_under(e.path);
+            e.problem = "unfinished: no manifest (an interrupted or refused compile)";
+            // Held: being compiled right now, and finished soon.
+            if (remove_program(root, key)) {
+                result.removed_bytes += e.bytes;
+                result.removed.push_back(std::move(e));
+            }
+        }
+    }
+    const auto now = std::chrono::system_clock::now();
+    const std::string this_os = ane::os_build();
+    const auto foreign = [&](const cache::entry& e) {
+        return !e.problem.empty() || e.os_build != this_os ||
+               (!options.chip.empty() && !e.chip.empty() && e.chip != options.chip);
+    };
+    std::vector<bool> chosen(programs.size(), false);
+    for (std::size_t i = 0; i < programs.size(); ++i) {
+        const cache::entry& e = programs[i];
+        if (options.keep.count(e.key) != 0) continue;
+        chosen[i] = everything || (options.stale && (foreign(e) || e.anvil_version != version_string)) ||
+                    (options.older_than && now - e.last_use > *options.older_than);
+    }
+    std::uintmax_t total = program_bytes(programs);
+    const auto remove = [&](std::size_t i) {
+        const cache::entry& e = programs[i];
+        if (remove_program(dir / kind_folder(e.kind), e.key)) {
+            total -= std::min(total, e.bytes);
+            result.removed_bytes += e.bytes;
+            result.removed.push_back(e);
+        } else {
+            result.in_use.push_back(e);
+        }
+    };
+    for (std::size_t i = 0; i < programs.size(); ++i)
+        if (chosen[i]) remove(i);
+    if (options.max_bytes && total > *options.max_bytes) {
+        std::vector<std::size_t> order;
+        for (std::size_t i = 0; i < programs.size(); ++i)
+            if (!chosen[i] && options.keep.count(programs[i].key) == 0) order.push_back(i);
+        std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+            return programs[a].last_use < programs[b].last_use;
+        });
+        for (const std::size_t i : order) {
+            if (total <= *options.max_bytes) break;
+            remove(i);
+        }
+    }
+    result.remaining_bytes = total;
+    if (records || options.stale) {
+        for (fs::directory_iterator it(dir, code), end; !code && it != end; it.increment(code)) {
+            const std::string name = it->path().filename().string();
+            if (!is_record_name(name)) continue;
+            cache::entry e = read_record_entry(it->path());
+            if (!records && !foreign(e)) continue;
+            std::error_code removed;
+            if (fs::remove(e.path, removed)) {
+                result.removed_bytes += e.bytes;
+                result.removed.push_back(std::move(e));
+            }
+        }
+    }
+    return result;
+}
+
+ANVIL_INLINE void enforce_cap(const fs::path& dir, std::uintmax_t limit,
+                              const std::set<std::string>& keep) noexcept {
+    if (dir.empty() || limit == cache::no_cap) return;
+    try {
+        std::vector<cache::entry> programs;
+        for (const auto kind : {cache::entry_kind::ane_program, cache::entry_kind::coreml_model})
+            scan(dir, kind, programs, nullptr);
+        if (program_bytes(programs) <= limit) return;
+        cache::prune_options options;
+        options.max_bytes = limit;
+        options.keep = keep;
+        const cache::removal r = prune_directory(dir, options, false, false);
+        if (r.remaining_bytes > limit) {
+            warn(message("the program cache ", dir.string(), " holds ", r.remaining_bytes,
+                         " bytes, past its cap of ", limit,
+                         " (ANVIL_CACHE_MAX_BYTES, compile_options::"
+                         "cache_max_bytes): what is left is in use or was just compiled"));
+        }
+    } catch (const std::exception& failure) {
+        warn(message("the program cache's size cap was not applied: ", failure.what()));
+    }
+}
+
+}  // namespace anvil::detail::cache_files
+
+namespace anvil::cache {
+
+ANVIL_INLINE std::string_view kind_name(entry_kind kind) noexcept {
+    switch (kind) {
+        case entry_kind::ane_program:
+            return "ane-program";
+        case entry_kind::coreml_model:
+            return "coreml-model";
+        case entry_kind::capability_record:
+            return "capability-record";
+    }
+    return "unknown";
+}
+
+ANVIL_INLINE std::filesystem::path directory(std::string_view requested) {
+    return detail::ane::cache_directory(requested);
+}
+
+ANVIL_INLINE std::vector<entry> entries(const std::filesystem::path& dir) {
+    namespace files = detail::cache_files;
+    std::error_code code;
+    if (!std::filesystem::is_directory(dir, code)) {
+        throw io_error(
+            detail::message("cache directory '", dir.string(), "' does not exist or is not a directory"));
+    }
+    std::vector<entry> all;
+    files::scan(dir, entry_kind::ane_program, all, nullptr);
+    files::scan(dir, entry_kind::coreml_model, all, nullptr);
+    for (std::filesystem::directory_iterator it(dir, code), end; !code && it != end; it.increment(code)) {
+        if (files::is_record_name(it->path().filename().string()))
+            all.push_back(files::read_record_entry(it->path()));
+    }
+    std::stable_sort(all.begin(), all.end(),
+                     [](const entry& a, const entry& b) { return a.last_use > b.last_use; });
+    return all;
+}
+
+ANVIL_INLINE removal prune(const std::filesystem::path& dir, const prune_options& options) {
+    return detail::cache_files::prune_directory(dir, options, false, false);
+}
+
+ANVIL_INLINE removal clear(const std::filesystem::path& dir, bool records) {
+    return detail::cache_files::prune_directory(dir, {}, true, records);
+}
+
+ANVIL_INLINE std::optional<std::uintmax_t> parse_bytes(std::string_view text) {
+    if (text.empty()) return std::nullopt;
+    std::uintmax_t unit = 1;
+    switch (text.back()) {
+        case 'K':
+        case 'k':
+            unit = std::uintmax_t{1} << 10;
+            break;
+        case 'M':
+        case 'm':
+            unit = std::uintmax_t{1} << 20;
+            break;
+        case 'G':
+        case 'g':
+            unit = std::uintmax_t{1} << 30;
+            break;
+        default:
+            break;
+    }
+    if (unit != 1) text.remove_suffix(1);
+    if (text.empty() || text.size() > 19) return std::nullopt;
+    std::uintmax_t value = 0;
+    for (const char c : text) {
+        if (c < '0' || c > '9') return std::nullopt;
+        value = value * 10 + static_cast<std::uintmax_t>(c - '0');
+    }
+    if (value > no_cap / unit) return std::nullopt;
+    return value * unit;
+}
+
+ANVIL_INLINE std::uintmax_t max_bytes(std::uintmax_t configured) {
+    if (configured != 0) return configured;
+    if (const char* env = std::getenv("ANVIL_CACHE_MAX_BYTES"); env != nullptr && *env != '\0') {
+        if (std::string_view(env) == "none") return no_cap;
+        if (const auto parsed = parse_bytes(env)) return *parsed;
+        throw error(
+            detail::message("ANVIL_CACHE_MAX_BYTES: expected a byte count (e.g. 4G, 512M or 1000000) or "
+                            "\"none\", got '",
+                            env, "'"));
+    }
+    return default_max_bytes;
+}
+
+}  // namespace anvil::cache
 // anvil: export_mlpackage's definitions (see export.hpp; compilation.hpp says when this file is compiled).
 
 #include <algorithm>
@@ -46401,8 +47131,9 @@ ANVIL_INLINE mlpackage_function causal_lm::export_function(std::string name, std
     return f;
 }
 
-ANVIL_INLINE causal_lm causal_lm::load(const std::filesystem::path& folder,
-                                       const causal_lm_options& options) {
+ANVIL_INLINE causal_lm causal_lm::load(const std::filesystem::path& folder, const causal_lm_options& given) {
+    causal_lm_options options = given;
+    options.load = with_model_source(given.load, folder);
     causal_lm lm;
     auto state = std::make_shared<shared_state>();
     std::optional<gguf_vocabulary> file_vocabulary;
@@ -47423,7 +48154,8 @@ ANVIL_INLINE void process_whisper_logits(const whisper_config& c, std::span<cons
 
 namespace anvil::models {
 
-ANVIL_INLINE whisper whisper::load(const std::filesystem::path& folder, const load_options& options) {
+ANVIL_INLINE whisper whisper::load(const std::filesystem::path& folder, const load_options& given) {
+    const load_options options = with_model_source(given, folder);
     namespace fs = std::filesystem;
     const json::value document = config_reader::read_file(folder / "config.json");
     const config_reader reader(document, (folder / "config.json").string());
@@ -48227,8 +48959,8 @@ ANVIL_INLINE std::vector<token_batch> make_batches(const text_encoder_config& c,
     return batches;
 }
 
-ANVIL_INLINE text_encoder text_encoder::load(const std::filesystem::path& folder,
-                                             const load_options& options) {
+ANVIL_INLINE text_encoder text_encoder::load(const std::filesystem::path& folder, const load_options& given) {
+    const load_options options = with_model_source(given, folder);
     text_encoder encoder;
     auto state = std::make_shared<shared_state>();
     state->config = text_encoder_config::load(folder);
@@ -48937,7 +49669,8 @@ ANVIL_INLINE image_preprocessing clip_default_preprocessing(std::int64_t image_s
 
 namespace anvil::models {
 
-ANVIL_INLINE clip clip::load(const std::filesystem::path& folder, const load_options& options) {
+ANVIL_INLINE clip clip::load(const std::filesystem::path& folder, const load_options& given) {
+    const load_options options = with_model_source(given, folder);
     const json::value document = config_reader::read_file(folder / "config.json");
     const config_reader reader(document, (folder / "config.json").string());
     clip result;
@@ -49517,7 +50250,8 @@ ANVIL_INLINE bool resnet::recognizes(const checkpoint& weights) {
            weights.contains("resnet.embedder.embedder.convolution.weight");
 }
 
-ANVIL_INLINE resnet resnet::load(const std::filesystem::path& folder, const load_options& options) {
+ANVIL_INLINE resnet resnet::load(const std::filesystem::path& folder, const load_options& given) {
+    const load_options options = with_model_source(given, folder);
     auto weights = std::make_shared<const checkpoint>(checkpoint::open(folder));
     const std::filesystem::path directory =
         std::filesystem::is_directory(folder) ? folder : folder.parent_path();
@@ -49823,7 +50557,8 @@ ANVIL_INLINE tensor<float> vit_logits(const vit_weights& w, const vit_config& c,
     return (apply(w.classifier, token(0)) + apply(*w.distillation_classifier, token(1))) * 0.5f;
 }
 
-ANVIL_INLINE vit vit::load(const std::filesystem::path& folder, const load_options& options) {
+ANVIL_INLINE vit vit::load(const std::filesystem::path& folder, const load_options& given) {
+    const load_options options = with_model_source(given, folder);
     const json::value document = config_reader::read_file(folder / "config.json");
     const config_reader reader(document, (folder / "config.json").string());
     vit result;

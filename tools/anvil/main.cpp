@@ -3,6 +3,7 @@
 // errors exit 2.
 #include "arguments.hpp"
 #include "bench.hpp"
+#include "cache.hpp"
 #include "classify.hpp"
 #include "export.hpp"
 #include "info.hpp"
@@ -52,6 +53,12 @@ constexpr const char* usage_text =
     "                       coremltools\n"
     "  selftest [--report F] every lowering variant and op on the Neural Engine (or its simulator) against\n"
     "                       the CPU; writes the capability record later programs lower by\n"
+    "  cache [list|size|prune|clear]\n"
+    "                       the cache of compiled programs: its entries, its size, pruning it (--max-bytes "
+    "N,\n"
+    "                       --older-than DAYS, --stale) or clearing it; 'anvil cache --help' gives the "
+    "--json\n"
+    "                       formats\n"
     "\n"
     "model commands take --backend cpu|ane|coreml|auto (default auto: the Neural Engine where present),\n"
     "--strict-device (a segment the Neural Engine refuses is an error, not a CPU fallback), --compress\n"
@@ -80,6 +87,7 @@ int dispatch(const std::vector<std::string_view>& args, const char* argv0) {
     }
     if (command == "info") return anvil::cli::run_info(rest);
     if (command == "selftest") return anvil::cli::run_selftest(rest, argv0);
+    if (command == "cache") return anvil::cli::run_cache(rest, argv0);
     if (command == "embed") return anvil::cli::run_embed(rest, argv0);
     if (command == "rerank") return anvil::cli::run_rerank(rest, argv0);
     if (command == "classify") return anvil::cli::run_classify(rest, argv0);

@@ -86,7 +86,8 @@ inline int run_onnx(const std::vector<std::string_view>& argv, const char* argv0
             throw usage_error(
                 detail::message("run: the model's input '", name, "' has no --input ", name, "=F.npy"));
     }
-    const models::load_options options = backend_options(args, "run", argv0);
+    const models::load_options options =
+        models::with_model_source(backend_options(args, "run", argv0), *model_path);
     auto program = compile(imported.outputs, options.compile);
     std::vector<named_tensor> feeds;
     for (const std::string& name : imported.input_names)

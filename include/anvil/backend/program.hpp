@@ -66,6 +66,13 @@ struct compile_options {
     // ANE: where compiled programs are cached ("" = $ANVIL_CACHE_DIR, else the user cache directory;
     // "none" = no cache).
     std::string cache_dir;
+    // ANE and Core ML: after a compile, least recently used cached programs are removed until the cache holds
+    // at most this many bytes (0: $ANVIL_CACHE_MAX_BYTES, else anvil::cache::default_max_bytes, 4 GiB;
+    // anvil::cache::no_cap: no cap). Programs in use by any process are never removed (backend/cache.hpp).
+    std::uintmax_t cache_max_bytes = 0;
+    // The folder or file the graph's weights came from, as the program cache's manifests name it (`anvil
+    // cache list`); model recipes set it to the folder they load.
+    std::string model_source;
     mil_version ane_mil = mil_version::automatic;
     // ANE: a program holding more weights than this is split into several (intermediates pass by IOSurface).
     std::size_t ane_max_program_weight_bytes = std::size_t{256} << 20;

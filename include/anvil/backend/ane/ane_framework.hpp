@@ -33,6 +33,7 @@
 #include "anvil/backend/ane/io_surface.hpp"
 #include "anvil/backend/ane/objc_runtime.hpp"
 #include "anvil/backend/ane/weight_file.hpp"
+#include "anvil/backend/cache.hpp"
 #include "anvil/core/error.hpp"
 
 namespace anvil::detail::ane {
@@ -451,23 +452,15 @@ inline load_retry_policy load_retry_from_environment(load_retry_policy configure
 }
 
 // An exclusive flock on `<directory>.lock` for as long as it lives: two processes staging and compiling the
-// same cached program must not clear each other's files.
+// same cached program must not clear each other's files, and a cache prune skips an entry whose lock is held
+// (backend/cache.hpp, file_lock).
 class directory_lock {
 public:
     explicit directory_lock(const std::filesystem::path& directory)
-        : fd_(::open(framework_detail::lock_path(directory).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)) {
-        if (fd_ < 0) return;  // an unwritable cache fails at staging, with a message naming the path
-        while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
-        }
-    }
-    directory_lock(const directory_lock&) = delete;
-    directory_lock& operator=(const directory_lock&) = delete;
-    ~directory_lock() {
-        if (fd_ >= 0) ::close(fd_);
-    }
+        : lock_(framework_detail::lock_path(directory), true) {}
 
 private:
-    int fd_;
+    cache_files::file_lock lock_;
 };
 
 // An `_ANEInMemoryModel` with its MIL and weights. Move-only; the destructor unloads it when loaded, releases

@@ -31,6 +31,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -47,6 +48,7 @@
 #include "anvil/backend/ane/residency.hpp"
 #include "anvil/backend/ane/surface_packing.hpp"
 #include "anvil/backend/ane/tiling.hpp"
+#include "anvil/backend/cache.hpp"
 #include "anvil/backend/coreml/coreml_framework.hpp"
 #include "anvil/backend/coreml/mlpackage.hpp"
 #include "anvil/backend/coreml/model_spec.hpp"
@@ -184,9 +186,9 @@ public:
 
         if (on_coreml()) {
             (void)coreml::coreml_runtime::get();  // throws unsupported_error where Core ML is not there
-            const std::filesystem::path base = cache_directory(options.cache_dir);
-            cache_root_ =
-                base.empty() ? std::filesystem::temp_directory_path() / "anvil-coreml" : base / "coreml";
+            cache_directory_ = cache_directory(options.cache_dir);
+            cache_root_ = cache_directory_.empty() ? std::filesystem::temp_directory_path() / "anvil-coreml"
+                                                   : cache_directory_ / "coreml";
         } else {
             const device_info device = query_device();
             if (!device.has_ane) {
@@ -196,8 +198,10 @@ public:
             }
             architecture_ = device.architecture;
             macos_major_ = device.macos_major;
+            cache_directory_ = cache_directory(options.cache_dir);
             cache_root_ = cache_root(options.cache_dir);
         }
+        cache_max_bytes_ = anvil::cache::max_bytes(options.cache_max_bytes);
         choose_lowering_for(options);
         if (on_coreml()) states_supported_ = coreml::coreml_model::supports_states();
         // Compressed after tiling, so a tile of a wide weight is compressed on its own.
@@ -286,6 +290,8 @@ public:
             placement_.segments.push_back(std::move(report));
             steps_.push_back(std::move(s));
         }
+        // The size cap, once the programs this compile wrote are finished and unlocked (they are kept).
+        if (compiled_ > 0) cache_files::enforce_cap(cache_directory_, cache_max_bytes_, cache_keys_);
         if (largest_after_split > 0) {
             placement_.max_program_weight_bytes_learned = largest_after_split;
             record_program_weight_limit(options, architecture_, largest_after_split);
@@ -859,6 +865,19 @@ private:
         }
     }
 
+    // A cache entry once its program has loaded (its lock still held): a hit's last use becomes now, and a
+    // fresh compile's manifest is written, which makes the entry one later runs load.
+    void note_cache_use(const ane_step& s, anvil::cache::entry_kind kind) {
+        if (s.cached) {
+            cache_files::touch(cache_root_, s.key);
+        } else {
+            cache_files::write_manifest(
+                cache_root_, {kind, s.key, options_.model_source, on_coreml() ? std::string() : architecture_,
+                              choices_.digest});
+        }
+        cache_keys_.insert(s.key);
+    }
+
     // Compiles (or loads from the cache), loads, binds and evaluates once: a segment whose compile, load or
     // first evaluation fails raises device_refusal, so the caller can run it on the CPU instead.
     std::unique_ptr<ane_step> build_ane_step(const segment& seg, lowered_segment lowered, std::size_t index) {
@@ -881,13 +900,19 @@ private:
         ane_model& model = *s->model;
         // From the probe (compiledModelExists) to the load, another process must not clear or rewrite the
         // cache entry: its lock is held until this program has loaded (RUNTIME.md §0b #22).
+        // The entry is a hit only when finished (its manifest written after a load, backend/cache.hpp): a
+        // half-written one is compiled again.
         std::optional<directory_lock> cache_lock;
         if (!cache_root_.empty()) {
             const std::filesystem::path dir = cache_root_ / s->key;
             try {
+                std::error_code code;
+                std::filesystem::create_directories(cache_root_, code);  // for the lock file
+                cache_lock.emplace(dir);
                 if (model.set_cache_directory(dir)) {
-                    cache_lock.emplace(dir);
-                    s->cached = model.compiled_model_exists();
+                    s->cached = cache_files::finished(cache_root_, s->key) && model.compiled_model_exists();
+                } else {
+                    cache_lock.reset();
                 }
             } catch (const error&) {
                 s->cached = false;  // an unwritable cache only costs the compile
@@ -896,6 +921,7 @@ private:
         const load_retry_policy retry = load_retry_from_environment(load_retry_policy{
             options_.ane_load_attempts, options_.ane_load_first_retry_delay, &load_backoff_left_});
         const auto compile_fresh = [&] {
+            if (cache_lock) cache_files::unfinish(cache_root_, s->key);
             try {
                 count_compile(options_.ane_compile_budget);
                 loaded_programs::instance().compile(model, cache_lock.has_value());
@@ -924,7 +950,10 @@ private:
                                                                        again.what(), s->lowered.mil))};
             }
         }
-        cache_lock.reset();
+        if (cache_lock) {
+            note_cache_use(*s, anvil::cache::entry_kind::ane_program);
+            cache_lock.reset();
+        }
         if (s->cached) ++cache_hits_;
         const std::string where = message("ANE program ", index, " (", seg.nodes.size(), " ops)");
         try {
@@ -1397,8 +1426,16 @@ private:
         const std::size_t weight_bytes = total_bytes(contents.weight_files);
         const std::filesystem::path dir = cache_root_ / s->key;
         const std::filesystem::path compiled = dir / "model.mlmodelc";
+        // As on the private route: the entry's lock from the probe to the load, and a hit only when finished.
+        std::optional<directory_lock> cache_lock;
+        std::error_code code;
+        std::filesystem::create_directories(cache_root_, code);
+        if (!code) cache_lock.emplace(dir);
         const auto compile_fresh = [&] {
             const std::filesystem::path package = dir / "model.mlpackage";
+            cache_files::unfinish(cache_root_, s->key);
+            std::error_code left;
+            std::filesystem::remove_all(dir, left);
             try {
                 coreml::write_mlpackage(package, contents);
                 coreml::coreml_model::compile(package, compiled);
@@ -1410,8 +1447,8 @@ private:
             std::error_code ignored;
             std::filesystem::remove_all(package, ignored);
         };
-        std::error_code code;
-        s->cached = std::filesystem::is_directory(compiled, code);
+        s->cached =
+            cache_files::finished(cache_root_, s->key) && std::filesystem::is_directory(compiled, code);
         if (!s->cached) compile_fresh();
         try {
             s->coreml.emplace(coreml::coreml_model::load(compiled));
@@ -1424,6 +1461,10 @@ private:
             } catch (const error& again) {
                 throw device_refusal{"load", again.what()};
             }
+        }
+        if (cache_lock) {
+            note_cache_use(*s, anvil::cache::entry_kind::coreml_model);
+            cache_lock.reset();
         }
         if (s->cached) ++cache_hits_;
         // Core ML holds the weights now; the program's in-memory copies go.
@@ -1509,7 +1550,11 @@ private:
     lowering_choices choices_;
     std::string architecture_;
     int macos_major_ = 0;  // the private route's OS (0 unknown, and on the Core ML route)
+    // Empty without a cache, and for Core ML's temporary one (which is never capped).
+    std::filesystem::path cache_directory_;
     std::filesystem::path cache_root_;
+    std::uintmax_t cache_max_bytes_ = anvil::cache::default_max_bytes;
+    std::set<std::string> cache_keys_;  // the entries this program uses: the cap keeps them
     std::vector<io_info> inputs_;
     std::vector<value_id> input_ids_;                    // the input node of each of inputs_
     std::vector<bool> resident_;                         // per node: a resident input

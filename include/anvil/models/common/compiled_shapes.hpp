@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -27,6 +28,17 @@ struct load_options {
         return options;
     }();
 };
+
+// `options` with compile.model_source naming `source` (the folder or file a recipe loads), unless the caller
+// named one: the program cache's manifests say which model each compiled program came from.
+inline load_options with_model_source(load_options options, const std::filesystem::path& source) {
+    if (options.compile.model_source.empty()) {
+        std::error_code code;
+        const std::filesystem::path absolute = std::filesystem::absolute(source, code);
+        options.compile.model_source = (code ? source : absolute).lexically_normal().string();
+    }
+    return options;
+}
 
 class compiled_shapes {
 public:

@@ -105,8 +105,9 @@ ANVIL_INLINE mlpackage_function causal_lm::export_function(std::string name, std
     return f;
 }
 
-ANVIL_INLINE causal_lm causal_lm::load(const std::filesystem::path& folder,
-                                       const causal_lm_options& options) {
+ANVIL_INLINE causal_lm causal_lm::load(const std::filesystem::path& folder, const causal_lm_options& given) {
+    causal_lm_options options = given;
+    options.load = with_model_source(given.load, folder);
     causal_lm lm;
     auto state = std::make_shared<shared_state>();
     std::optional<gguf_vocabulary> file_vocabulary;

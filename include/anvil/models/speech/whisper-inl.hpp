@@ -346,7 +346,8 @@ ANVIL_INLINE void process_whisper_logits(const whisper_config& c, std::span<cons
 
 namespace anvil::models {
 
-ANVIL_INLINE whisper whisper::load(const std::filesystem::path& folder, const load_options& options) {
+ANVIL_INLINE whisper whisper::load(const std::filesystem::path& folder, const load_options& given) {
+    const load_options options = with_model_source(given, folder);
     namespace fs = std::filesystem;
     const json::value document = config_reader::read_file(folder / "config.json");
     const config_reader reader(document, (folder / "config.json").string());

@@ -349,8 +349,8 @@ ANVIL_INLINE std::vector<token_batch> make_batches(const text_encoder_config& c,
     return batches;
 }
 
-ANVIL_INLINE text_encoder text_encoder::load(const std::filesystem::path& folder,
-                                             const load_options& options) {
+ANVIL_INLINE text_encoder text_encoder::load(const std::filesystem::path& folder, const load_options& given) {
+    const load_options options = with_model_source(given, folder);
     text_encoder encoder;
     auto state = std::make_shared<shared_state>();
     state->config = text_encoder_config::load(folder);

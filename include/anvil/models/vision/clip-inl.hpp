@@ -256,7 +256,8 @@ ANVIL_INLINE image_preprocessing clip_default_preprocessing(std::int64_t image_s
 
 namespace anvil::models {
 
-ANVIL_INLINE clip clip::load(const std::filesystem::path& folder, const load_options& options) {
+ANVIL_INLINE clip clip::load(const std::filesystem::path& folder, const load_options& given) {
+    const load_options options = with_model_source(given, folder);
     const json::value document = config_reader::read_file(folder / "config.json");
     const config_reader reader(document, (folder / "config.json").string());
     clip result;

@@ -256,7 +256,8 @@ ANVIL_INLINE bool resnet::recognizes(const checkpoint& weights) {
            weights.contains("resnet.embedder.embedder.convolution.weight");
 }
 
-ANVIL_INLINE resnet resnet::load(const std::filesystem::path& folder, const load_options& options) {
+ANVIL_INLINE resnet resnet::load(const std::filesystem::path& folder, const load_options& given) {
+    const load_options options = with_model_source(given, folder);
     auto weights = std::make_shared<const checkpoint>(checkpoint::open(folder));
     const std::filesystem::path directory =
         std::filesystem::is_directory(folder) ? folder : folder.parent_path();

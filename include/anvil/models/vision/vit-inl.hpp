@@ -208,7 +208,8 @@ ANVIL_INLINE tensor<float> vit_logits(const vit_weights& w, const vit_config& c,
     return (apply(w.classifier, token(0)) + apply(*w.distillation_classifier, token(1))) * 0.5f;
 }
 
-ANVIL_INLINE vit vit::load(const std::filesystem::path& folder, const load_options& options) {
+ANVIL_INLINE vit vit::load(const std::filesystem::path& folder, const load_options& given) {
+    const load_options options = with_model_source(given, folder);
     const json::value document = config_reader::read_file(folder / "config.json");
     const config_reader reader(document, (folder / "config.json").string());
     vit result;
