@@ -189,6 +189,14 @@ def main() -> int:
               and coreml[0]["path"].endswith("coreml/" + coreml[0]["key"]) and coreml[0]["chip"] == "",
               f"a Core ML compiled model is listed with its model ({coreml}, {result.stderr.strip()[-200:]})")
 
+        # --older-than DAYS: nothing here is a day old; everything is older than no time at all.
+        result = anvil("cache", "prune", "--older-than", "1", "--json")
+        check(result.returncode == 0 and json.loads(result.stdout)["removed"] == [] and listing()["entries"],
+              "prune --older-than 1 keeps entries used today")
+        result = anvil("cache", "prune", "--older-than", "0", "--json")
+        check(result.returncode == 0 and len(json.loads(result.stdout)["removed"]) == 1 and not listing()["entries"],
+              f"prune --older-than 0 removes them ({result.stderr.strip()})")
+
         # Bad input: one line, a non-zero exit.
         check_error(anvil("cache", "frobnicate"), 2, "anvil: usage:", "frobnicate", what="an unknown subcommand")
         check_error(anvil("cache", "prune", "--max-bytes", "12Q"), 2, "anvil: usage:", "12Q",
