@@ -73,8 +73,11 @@ inline void to_compute_floats(const host_tensor& tensor, float* out, std::string
     }
 }
 
-// f32 compute values into a host tensor of `type` (rounding to its precision; integers truncate).
-inline host_tensor from_compute_floats(const float* values, dtype type, const dims& shape) {
+// Compute values (float, or double in a float64_program) into a host tensor of `type`: each value rounded
+// once to a floating type's precision (a double narrowed first as cast_value does, so f16 and bf16 round
+// once), integers truncated, booleans nonzero.
+template <class T>
+host_tensor from_compute_values(const T* values, dtype type, const dims& shape) {
     host_tensor out(type, shape);
     const std::size_t count = out.element_count();
     auto fill = [&](auto typed) {
@@ -84,16 +87,33 @@ inline host_tensor from_compute_floats(const float* values, dtype type, const di
     };
     switch (type) {
         case dtype::f32:
-            std::memcpy(out.raw(), values, count * sizeof(float));
+            if constexpr (std::is_same_v<T, float>)
+                std::memcpy(out.raw(), values, count * sizeof(float));
+            else
+                fill(out.values<float>());
             break;
         case dtype::f64:
-            fill(out.values<double>());
+            if constexpr (std::is_same_v<T, double>) {
+                if (count != 0) std::memcpy(out.raw(), values, count * sizeof(double));
+            } else {
+                fill(out.values<double>());
+            }
             break;
         case dtype::f16:
-            convert_f32_to_f16(values, count, out.values<half>().data());
+            if constexpr (std::is_same_v<T, float>) {
+                convert_f32_to_f16(values, count, out.values<half>().data());
+            } else {
+                for (std::size_t i = 0; i < count; ++i)
+                    out.values<half>()[i] = half(narrowed_to_round_again(values[i]));
+            }
             break;
         case dtype::bf16:
-            convert_f32_to_bf16(values, count, out.values<bfloat16>().data());
+            if constexpr (std::is_same_v<T, float>) {
+                convert_f32_to_bf16(values, count, out.values<bfloat16>().data());
+            } else {
+                for (std::size_t i = 0; i < count; ++i)
+                    out.values<bfloat16>()[i] = bfloat16(narrowed_to_round_again(values[i]));
+            }
             break;
         case dtype::i64:
             fill(out.values<std::int64_t>());
@@ -121,13 +141,18 @@ inline host_tensor from_compute_floats(const float* values, dtype type, const di
             break;
         case dtype::boolean:
             for (std::size_t i = 0; i < count; ++i)
-                out.values<bool>()[i] = values[i] != 0.0f;
+                out.values<bool>()[i] = values[i] != T(0);
             break;
         case dtype::f8_e4m3:
         case dtype::f8_e5m2:
             throw unsupported_error(message("CPU backend: no conversion to ", dtype_name(type), " outputs"));
     }
     return out;
+}
+
+// f32 compute values into a host tensor of `type` (rounding to its precision; integers truncate).
+inline host_tensor from_compute_floats(const float* values, dtype type, const dims& shape) {
+    return from_compute_values(values, type, shape);
 }
 
 // Rounds f32 values to the precision of `type` in place: an f16 value computed in f32 is still an f16 value.
@@ -188,66 +213,6 @@ inline void to_compute_doubles(const host_tensor& tensor, double* out, std::stri
             return;
         }
     }
-}
-
-// Double values into a host tensor of `type`: each value rounded once to a floating type's precision
-// (cast_value), integers truncated.
-inline host_tensor from_compute_doubles(const double* values, dtype type, const dims& shape) {
-    host_tensor out(type, shape);
-    const std::size_t count = out.element_count();
-    const auto fill = [&](auto typed) {
-        using element = typename decltype(typed)::element_type;
-        for (std::size_t i = 0; i < count; ++i)
-            typed[i] = static_cast<element>(values[i]);
-    };
-    switch (type) {
-        case dtype::f64:
-            if (count != 0) std::memcpy(out.raw(), values, count * sizeof(double));
-            break;
-        case dtype::f32:
-            fill(out.values<float>());
-            break;
-        case dtype::f16:
-            for (std::size_t i = 0; i < count; ++i)
-                out.values<half>()[i] = half(narrowed_to_round_again(values[i]));
-            break;
-        case dtype::bf16:
-            for (std::size_t i = 0; i < count; ++i)
-                out.values<bfloat16>()[i] = bfloat16(narrowed_to_round_again(values[i]));
-            break;
-        case dtype::i64:
-            fill(out.values<std::int64_t>());
-            break;
-        case dtype::i32:
-            fill(out.values<std::int32_t>());
-            break;
-        case dtype::i16:
-            fill(out.values<std::int16_t>());
-            break;
-        case dtype::i8:
-            fill(out.values<std::int8_t>());
-            break;
-        case dtype::u64:
-            fill(out.values<std::uint64_t>());
-            break;
-        case dtype::u32:
-            fill(out.values<std::uint32_t>());
-            break;
-        case dtype::u16:
-            fill(out.values<std::uint16_t>());
-            break;
-        case dtype::u8:
-            fill(out.values<std::uint8_t>());
-            break;
-        case dtype::boolean:
-            for (std::size_t i = 0; i < count; ++i)
-                out.values<bool>()[i] = values[i] != 0.0;
-            break;
-        case dtype::f8_e4m3:
-        case dtype::f8_e5m2:
-            throw unsupported_error(message("CPU backend: no conversion to ", dtype_name(type), " outputs"));
-    }
-    return out;
 }
 
 // Rounds double values to the precision of a floating `type` in place (f32, f16, bf16, fp8); f64 and the
@@ -326,10 +291,7 @@ inline host_tensor evaluate_constant(const node& n, std::span<const host_tensor>
             spans.push_back({storage[i].data(), operands[i].shape()});
         std::vector<T> result(static_cast<std::size_t>(n.result.shape.element_count()));
         evaluate_reference(n, spans, basic_tensor_span<T>{result.data(), n.result.shape});
-        if constexpr (std::is_same_v<T, double>)
-            return from_compute_doubles(result.data(), n.result.type, n.result.shape);
-        else
-            return from_compute_floats(result.data(), n.result.type, n.result.shape);
+        return from_compute_values(result.data(), n.result.type, n.result.shape);
     };
     return wide ? evaluate(0.0) : evaluate(0.0f);
 }

@@ -6,6 +6,7 @@
 // float64 graphs are rare (test suites, scientific exports) and small, so the reference kernels suffice.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -26,11 +27,9 @@ namespace anvil::detail::cpu {
 
 // Whether any value of the graph is float64: such a graph runs as a float64_program.
 [[nodiscard]] inline bool holds_float64(const graph_body& body) {
-    for (const node& n : body.nodes) {
-        if (n.result.type == dtype::f64) return true;
-        if (n.kind == op::cast && n.attrs.to == dtype::f64) return true;
-    }
-    return false;
+    // A cast to f64 is among them: its result is f64.
+    return std::any_of(body.nodes.begin(), body.nodes.end(),
+                       [](const node& n) { return n.result.type == dtype::f64; });
 }
 
 class float64_program final : public program_impl {
@@ -84,7 +83,7 @@ public:
         std::vector<host_tensor> results;
         for (const value_id id : body_.outputs) {
             const node& n = body_.nodes[id];
-            results.push_back(from_compute_doubles(values_[id].data(), n.result.type, n.result.shape));
+            results.push_back(from_compute_values(values_[id].data(), n.result.type, n.result.shape));
         }
         return results;
     }
@@ -112,8 +111,8 @@ public:
     [[nodiscard]] host_tensor read_input(std::string_view name) const override {
         const std::size_t index = find_resident(inputs_, name, "program::read_input");
         std::lock_guard lock(mutex_);
-        return from_compute_doubles(values_[input_ids_[index]].data(), inputs_[index].type,
-                                    inputs_[index].shape);
+        return from_compute_values(values_[input_ids_[index]].data(), inputs_[index].type,
+                                   inputs_[index].shape);
     }
 
 private:
