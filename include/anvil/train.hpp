@@ -1,0 +1,9 @@
+// anvil: training — the optimizers (SGD, AdamW) over fp32 master weights with their shared interface, the
+// learning-rate schedules and gradient clipping by global norm.
+#pragma once
+
+#include "anvil/train/adamw.hpp"
+#include "anvil/train/clip.hpp"
+#include "anvil/train/optimizer.hpp"
+#include "anvil/train/schedule.hpp"
+#include "anvil/train/sgd.hpp"
