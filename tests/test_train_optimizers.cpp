@@ -240,7 +240,7 @@ TEST_CASE("train optimizers: SGD and AdamW follow torch.optim step for step") {
                 const auto found = std::find_if(state.tensors.begin(), state.tensors.end(),
                                                 [&](const auto& t) { return t.name == wanted; });
                 REQUIRE_MESSAGE(found != state.tensors.end(), "no state tensor " << wanted);
-                const auto values = found->value.values<float>();
+                const auto values = found->tensor.values<float>();
                 flat.insert(flat.end(), values.begin(), values.end());
             }
             buffers.compare(flat, std::span<const float>(c.state).subspan(b * c.size, c.size));
@@ -270,9 +270,9 @@ TEST_CASE("train optimizers: a state saved mid-run continues bit for bit") {
         const auto saved_weights = flatten(*first);
         CHECK(saved.step == saved_at);
         // The saved state is a copy: later steps of `first` leave it alone.
-        const auto snapshot = saved.tensors.front().value.to_f32();
+        const auto snapshot = saved.tensors.front().tensor.to_f32();
         static_cast<void>(c.take_step(*first, saved_at));
-        CHECK(same_bits(saved.tensors.front().value.to_f32(), snapshot));
+        CHECK(same_bits(saved.tensors.front().tensor.to_f32(), snapshot));
 
         // A new run from the checkpoint: the weights as saved, a fresh optimizer, the state loaded.
         auto resumed = c.make_optimizer(saved_weights);
@@ -285,7 +285,7 @@ TEST_CASE("train optimizers: a state saved mid-run continues bit for bit") {
         REQUIRE(a.tensors.size() == b.tensors.size());
         for (std::size_t i = 0; i < a.tensors.size(); ++i) {
             CHECK(a.tensors[i].name == b.tensors[i].name);
-            CHECK(same_bits(a.tensors[i].value.to_f32(), b.tensors[i].value.to_f32()));
+            CHECK(same_bits(a.tensors[i].tensor.to_f32(), b.tensors[i].tensor.to_f32()));
         }
     }
 }
@@ -309,7 +309,7 @@ TEST_CASE("train optimizers: the state is plain named data, empty before the fir
     CHECK(names == std::vector<std::string>{"exp_avg.w", "exp_avg_sq.w", "exp_avg.b", "exp_avg_sq.b"});
     // A warmup step at lr 0 moves the moments but not the weights.
     CHECK(params[0].value.to_f32() == std::vector<float>{1, 2, 3, 4});
-    CHECK(state.tensors[0].value.to_f32() == std::vector<float>(4, 0.1f));
+    CHECK(state.tensors[0].tensor.to_f32() == std::vector<float>(4, 0.1f));
     // The parameters are the caller's tensors: the optimizer updates them in place.
     adamw.step(
         std::vector<host_tensor>{tensor_of({1, 1, 1, 1}, anvil::dims{2, 2}), tensor_of({1}, anvil::dims{1})},
@@ -422,7 +422,7 @@ TEST_CASE("train optimizers: a saved state that does not fit is refused whole") 
     CHECK_THROWS_WITH_AS(other->load_state(twice), "adamw: the saved state has 'exp_avg.dense.weight' twice",
                          anvil::error);
     auto reshaped = good;
-    reshaped.tensors.front().value = reshaped.tensors.front().value.reshaped(anvil::dims{35});
+    reshaped.tensors.front().tensor = reshaped.tensors.front().tensor.reshaped(anvil::dims{35});
     CHECK_THROWS_WITH_AS(other->load_state(reshaped),
                          "adamw: saved tensor 'exp_avg.dense.weight' is f32 [35], expected f32 [7, 5]",
                          anvil::shape_error);

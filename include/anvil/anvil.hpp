@@ -15,6 +15,7 @@
 #include "anvil/graph.hpp"
 #include "anvil/io.hpp"
 #include "anvil/models.hpp"
+#include "anvil/train.hpp"
 
 #include "anvil/models/common/blocks.hpp"
 #include "anvil/models/common/compiled_shapes.hpp"

@@ -6,6 +6,7 @@
 
 #include "anvil/expr/expr.hpp"
 
+#include "anvil/graph/autodiff.hpp"
 #include "anvil/graph/dump.hpp"
 #include "anvil/graph/graph.hpp"
 #include "anvil/graph/op.hpp"

@@ -4,6 +4,9 @@
 
 #include "anvil/train/adamw.hpp"
 #include "anvil/train/clip.hpp"
+#include "anvil/train/layers.hpp"
+#include "anvil/train/loss.hpp"
 #include "anvil/train/optimizer.hpp"
 #include "anvil/train/schedule.hpp"
 #include "anvil/train/sgd.hpp"
+#include "anvil/train/trainer.hpp"

@@ -1051,6 +1051,7 @@ inline constexpr float ggml_iq4_nl_values[16] = {-127, -104, -83, -65, -49, -35,
 #include <cstring>
 #include <memory>
 #include <span>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -1504,6 +1505,12 @@ private:
     dims shape_;
     std::shared_ptr<const void> owner_;
     std::byte* data_ = nullptr;
+};
+
+// A tensor with its name: a program's input, a checkpoint's or an optimizer state's entry.
+struct named_tensor {
+    std::string name;
+    host_tensor tensor;
 };
 
 }  // namespace anvil
@@ -3012,6 +3019,8 @@ struct graph_body {
     // when it marked none (every node is stage 0). Passes that rebuild a body may drop it: a backend reads
     // it from the body compile() was given.
     std::vector<std::string> stage_labels = {};
+    // The inputs graph::parameter made (trainable tensors), in the order they were made. Passes drop it.
+    std::vector<value_id> parameters = {};
 };
 
 class graph;
@@ -3047,6 +3056,11 @@ public:
 
     // A named input the program is run with.
     value input(std::string name, dtype type, dims shape);
+
+    // A trainable tensor: an input the program is run with — weights that change every training step then
+    // never recompile it — listed by parameters() for gradients() (graph/autodiff.hpp) and the optimizers.
+    value parameter(std::string name, dtype type, dims shape);
+    [[nodiscard]] std::vector<value> parameters() const;
 
     // The input named `name`; throws error when the graph has none.
     [[nodiscard]] value input_named(std::string_view name) const;
@@ -5593,6 +5607,43 @@ template <class T, class S, class TC, class SC, class TS, class SS>
 
 }  // namespace anvil
 
+// #include "anvil/graph/autodiff.hpp"
+// anvil: reverse-mode differentiation over the graph IR. gradients() walks the nodes between a loss and the
+// values it is asked about from the loss back, applies each op's vector-Jacobian product (graph/vjp.hpp, one
+// row per op) and appends the backward graph to the same graph, so every backend compiles and runs it as it
+// runs any graph: the CPU, the Neural Engine with its per-segment fallback, or a Core ML package.
+
+#include <initializer_list>
+#include <span>
+#include <vector>
+
+// #include "anvil/compilation.hpp"
+// #include "anvil/graph/graph.hpp"
+
+namespace anvil {
+
+// The gradient of `loss` with respect to each of `wrt` (values of the loss's graph: parameters, inputs or
+// intermediate values), each of the value's own type and shape; a value the loss does not depend on gets
+// zeros. `loss` must hold one element (a scalar loss: the seed is 1), unless `seed` gives the cotangent
+// (the same type and shape as the loss; then the result is the vector-Jacobian product seed^T J).
+// Gradients flow through floating-point values only: comparisons, argmax and integer casts pass none, as
+// in PyTorch; floor, ceil, round and sign pass zeros. An op with no derivative between the loss and a value
+// asked about (a fused or quantised node) throws error naming it.
+[[nodiscard]] std::vector<value> gradients(const value& loss, std::span<const value> wrt);
+[[nodiscard]] std::vector<value> gradients(const value& loss, std::span<const value> wrt, const value& seed);
+[[nodiscard]] inline std::vector<value> gradients(const value& loss, std::initializer_list<value> wrt) {
+    return gradients(loss, std::span<const value>(wrt.begin(), wrt.size()));
+}
+[[nodiscard]] inline std::vector<value> gradients(const value& loss, std::initializer_list<value> wrt,
+                                                  const value& seed) {
+    return gradients(loss, std::span<const value>(wrt.begin(), wrt.size()), seed);
+}
+
+}  // namespace anvil
+
+#if ANVIL_DEFINITIONS
+// #include "anvil/graph/autodiff-inl.hpp" (in the definitions at the end)
+#endif
 // #include "anvil/graph/dump.hpp"
 // anvil: a readable text form of a graph, one node per line, for debugging and golden tests:
 //
@@ -6097,11 +6148,6 @@ public:
 private:
     mutable std::mutex mutex_;
     std::vector<placement_report> reports_;
-};
-
-struct named_tensor {
-    std::string name;
-    host_tensor tensor;
 };
 
 // A program input or output: its name (outputs are named "output0", "output1", ...), type and shape.
@@ -11441,6 +11487,559 @@ private:
 #endif
 // #include "anvil/models/vision/resnet.hpp"
 // #include "anvil/models/vision/vit.hpp"
+// #include "anvil/train.hpp"
+// anvil: training — the optimizers (SGD, AdamW) over fp32 master weights with their shared interface, the
+// learning-rate schedules and gradient clipping by global norm.
+
+// #include "anvil/train/adamw.hpp"
+// anvil: AdamW as torch.optim.AdamW (PyTorch 1.13, amsgrad and maximize off): decoupled weight decay, then
+// Adam's bias-corrected moments. A functional core over one tensor's floats (torch's _single_tensor_adamw)
+// and the optimizer the training loop drives (train/optimizer.hpp).
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+// #include "anvil/compilation.hpp"
+// #include "anvil/core/host_tensor.hpp"
+// #include "anvil/train/optimizer.hpp"
+// anvil: the interface the training loop drives every optimizer through (train/sgd.hpp, train/adamw.hpp), in
+// the manner of torch.optim: the trainable parameters, step(grads, lr) with the learning rate the schedule
+// gives for this step, and the state as plain data (named f32 tensors and a step count) that a checkpoint
+// saves and loads back bit for bit.
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+// #include "anvil/compilation.hpp"
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/host_tensor.hpp"
+
+namespace anvil::train {
+
+// One trainable tensor. `value` holds the fp32 master weights; host_tensor copies share their elements, so
+// the optimizer updates the caller's tensor in place (its elements must be writable: not a read-only
+// mapping). A frozen tensor is simply not given to the optimizer.
+struct parameter {
+    std::string name;
+    host_tensor value;
+    // Hugging Face's Trainer keeps biases and LayerNorm weights out of weight decay, so decay is chosen per
+    // parameter: false means the optimizer's weight_decay does not apply to this tensor.
+    bool weight_decay = true;
+};
+
+// Everything an optimizer carries from one step to the next, as plain data. Buffers are named
+// "<buffer>.<parameter name>" ("exp_avg.encoder.dense.weight"), are f32 with their parameter's shape, and
+// exist only after the first step (as torch creates its per-parameter state lazily).
+struct optimizer_state {
+    std::string name;       // "sgd" or "adamw": a state loads only into the optimizer that wrote it
+    std::int64_t step = 0;  // optimizer steps taken
+    std::vector<named_tensor> tensors;
+};
+
+class optimizer {
+public:
+    virtual ~optimizer() = default;
+    // Copies would share their buffers (host_tensor copies share elements); move an optimizer instead.
+    optimizer(const optimizer&) = delete;
+    optimizer& operator=(const optimizer&) = delete;
+    optimizer(optimizer&&) noexcept = default;
+    optimizer& operator=(optimizer&&) noexcept = default;
+
+    [[nodiscard]] std::string_view name() const noexcept { return name_; }
+    [[nodiscard]] const std::vector<parameter>& parameters() const noexcept { return parameters_; }
+    [[nodiscard]] std::int64_t steps_taken() const noexcept { return step_; }
+
+    // One update of every parameter: grads[i] (f32, the shape of parameters()[i]) is its gradient and lr the
+    // learning rate of this step (the schedule's; 0 during the first warmup step, which still counts). Every
+    // gradient is checked before any parameter changes.
+    void step(std::span<const host_tensor> grads, double lr);
+
+    // A copy of the state: later steps do not change it.
+    [[nodiscard]] optimizer_state state() const;
+    // Replaces the state with a copy of `saved` (checked whole first: optimizer, step count, every buffer's
+    // name, dtype and shape) so that training continues exactly as it would have.
+    void load_state(const optimizer_state& saved);
+
+protected:
+    // buffer_names: what the optimizer keeps per parameter (AdamW: exp_avg, exp_avg_sq). Throws for a
+    // parameter that is not f32 and for a repeated or empty name.
+    optimizer(std::string name, std::vector<parameter> parameters, std::vector<std::string> buffer_names);
+
+    // The update of one parameter at step `step` (1 on the first). `buffers` are that parameter's buffers in
+    // buffer_names order, zero-filled before the first step.
+    virtual void update(const parameter& param, std::span<float> value, std::span<const float> grad,
+                        std::span<host_tensor> buffers, double lr, std::int64_t step) = 0;
+
+private:
+    [[nodiscard]] std::string buffer_name(std::size_t buffer, std::size_t param) const;
+
+    std::string name_;
+    std::vector<parameter> parameters_;
+    std::vector<std::string> buffer_names_;
+    std::vector<std::vector<host_tensor>> buffers_;  // [parameter][buffer]; empty before the first step
+    std::int64_t step_ = 0;
+};
+
+}  // namespace anvil::train
+
+namespace anvil::detail::optimizers {
+
+// A new tensor with the same elements (host_tensor copies share theirs).
+[[nodiscard]] host_tensor deep_copy(const host_tensor& tensor);
+
+// Checks what torch.optim checks of a hyperparameter that must be >= 0 (NaN fails too).
+void check_non_negative(std::string_view optimizer, std::string_view what, double value);
+
+}  // namespace anvil::detail::optimizers
+
+#if ANVIL_DEFINITIONS
+// #include "anvil/train/optimizer-inl.hpp" (in the definitions at the end)
+#endif
+
+namespace anvil::train {
+
+// torch.optim.AdamW's options (its defaults) less lr (the schedule gives it each step), amsgrad and maximize.
+struct adamw_options {
+    double beta1 = 0.9;
+    double beta2 = 0.999;
+    double eps = 1e-8;
+    double weight_decay = 1e-2;  // p *= 1 - lr * weight_decay, for parameters whose weight_decay flag is set
+};
+
+// Throws anvil::error where torch.optim.AdamW raises: a beta outside [0, 1), a negative eps or weight_decay
+// (NaN fails every check).
+void check_options(const adamw_options& options);
+
+// One AdamW step of one tensor, torch's _single_tensor_adamw with the float32 operations in its order (its
+// CPU kernels fuse `a.add(b, alpha)` and addcmul into one fma each). step counts from 1 (torch increments its
+// step before using it); options.weight_decay is this tensor's decay. exp_avg and exp_avg_sq start at zero.
+void adamw_update(std::span<float> param, std::span<const float> grad, std::span<float> exp_avg,
+                  std::span<float> exp_avg_sq, std::int64_t step, double lr, const adamw_options& options);
+
+class adamw final : public optimizer {
+public:
+    // Checks the options (check_options) and the parameters (optimizer's constructor). The state holds
+    // "exp_avg.<parameter>" and "exp_avg_sq.<parameter>".
+    adamw(std::vector<parameter> parameters, const adamw_options& options = {});
+
+    [[nodiscard]] const adamw_options& options() const noexcept { return options_; }
+
+private:
+    // ANVIL_INLINE in the class too: otherwise this would be the key function and every includer would emit
+    // the vtable (tests/headers_emit_no_code.py).
+    ANVIL_INLINE void update(const parameter& param, std::span<float> value, std::span<const float> grad,
+                             std::span<host_tensor> buffers, double lr, std::int64_t step) override;
+
+    adamw_options options_;
+};
+
+}  // namespace anvil::train
+
+#if ANVIL_DEFINITIONS
+// #include "anvil/train/adamw-inl.hpp" (in the definitions at the end)
+#endif
+// #include "anvil/train/clip.hpp"
+// anvil: gradient clipping by global norm, as torch.nn.utils.clip_grad_norm_ (PyTorch 1.13, norm_type 2,
+// error_if_nonfinite false).
+
+#include <span>
+
+// #include "anvil/compilation.hpp"
+// #include "anvil/core/host_tensor.hpp"
+
+namespace anvil::train {
+
+// The 2-norm of all gradients as one vector, computed as torch does: each tensor's norm rounded to f32, then
+// the norm of those. The sums of squares are in double, so the result is the correctly rounded norm where
+// torch's f32 sums may be an ulp or two away (and stays finite where torch's f32 sum of squares of a tensor
+// overflows). Gradients must be f32; none gives 0.
+[[nodiscard]] float global_grad_norm(std::span<const host_tensor> grads);
+
+// Multiplies every gradient (in place) by min(1, max_norm / (total + 1e-6)), in f32 as torch does, and
+// returns total, the global norm before clipping. A non-finite total is returned as it is and scales the
+// gradients as torch does with error_if_nonfinite=false: NaN makes every gradient NaN; infinity makes the
+// coefficient 0, so finite elements become 0 and infinite ones NaN. A training loop that wants to skip such a
+// step checks std::isfinite of the result. Throws anvil::error for a negative or NaN max_norm (torch does not
+// check it and would flip the gradients' sign).
+float clip_grad_norm(std::span<host_tensor> grads, double max_norm);
+
+}  // namespace anvil::train
+
+#if ANVIL_DEFINITIONS
+// #include "anvil/train/clip-inl.hpp" (in the definitions at the end)
+#endif
+// #include "anvil/train/layers.hpp"
+// anvil: trainable-graph builders — the tensors a model trains (parameter_set: names, initial values, weight
+// decay) and the layers that declare and use them: linear, conv2d, a GroupNorm built from differentiable
+// primitives, conv_block (conv, GroupNorm, ReLU) and a small CIFAR-style CNN. Initial values follow
+// PyTorch's reset_parameters (nn.Linear, nn.Conv2d: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weight and bias,
+// which is kaiming_uniform_ with a = sqrt(5)), drawn from a seeded generator that is the same on every
+// platform.
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+// #include "anvil/compilation.hpp"
+// #include "anvil/core/host_tensor.hpp"
+// #include "anvil/graph/graph.hpp"
+// #include "anvil/train/optimizer.hpp"
+
+namespace anvil::train {
+
+// Uniform floats from a 64-bit seed, identical on every compiler and platform (std::uniform_real_distribution
+// is not specified bit for bit): splitmix64, 24 bits per float.
+class uniform_generator {
+public:
+    explicit uniform_generator(std::uint64_t seed) : state_(seed) {}
+    // A float in [low, high).
+    float next(float low, float high);
+
+private:
+    std::uint64_t state_;
+};
+
+// The tensors a model trains. Declared once with their initial values (f32 master weights); each graph the
+// model is built into (one per batch shape) gets them as graph::parameter inputs through in().
+class parameter_set {
+public:
+    explicit parameter_set(std::uint64_t seed = 0) : generator_(seed) {}
+
+    // Declares `name` with a copy of `initial` (converted to f32). Throws when the name is taken.
+    void declare(std::string name, const host_tensor& initial, bool weight_decay = true);
+    // Declares `name` with U(-bound, bound) values from this set's generator, unless it is already declared
+    // (a model built again for another batch shape declares nothing new).
+    void declare_uniform(std::string name, const dims& shape, float bound, bool weight_decay = true);
+    // Declares `name` filled with `fill` unless already declared.
+    void declare_filled(std::string name, const dims& shape, float fill, bool weight_decay = true);
+    [[nodiscard]] bool contains(std::string_view name) const;
+
+    // The parameter input `name` of graph g (made on first use in that graph). Throws for an undeclared name.
+    value in(graph& g, std::string_view name) const;
+
+    // The declared tensors in declaration order; their values are the master weights the optimizer updates.
+    [[nodiscard]] const std::vector<parameter>& parameters() const noexcept { return parameters_; }
+    [[nodiscard]] std::vector<parameter>& parameters() noexcept { return parameters_; }
+    [[nodiscard]] const host_tensor& value_of(std::string_view name) const;
+
+private:
+    uniform_generator generator_;
+    std::vector<parameter> parameters_;
+};
+
+// x [..., in] -> [..., out]: weight [out, in] and bias [out] named "<name>.weight" and "<name>.bias" (the
+// bias is kept out of weight decay, as Hugging Face's Trainer does).
+[[nodiscard]] value linear(graph& g, parameter_set& params, const std::string& name, const value& x,
+                           std::int64_t out_features, bool bias = true);
+
+// x [N, C, H, W] -> [N, out, H', W'] with a square kernel, weight "<name>.weight" [out, C, k, k] and bias.
+[[nodiscard]] value conv2d(graph& g, parameter_set& params, const std::string& name, const value& x,
+                           std::int64_t out_channels, std::int64_t kernel, std::int64_t stride = 1,
+                           std::int64_t padding = 0, bool bias = true);
+
+// GroupNorm over x [N, C, ...] built from reshape, reductions and elementwise ops (each differentiable on
+// every backend, where the fused op's backward would not run on the Neural Engine): per group, (x - mean) /
+// sqrt(biased variance + eps), then "<name>.weight" (ones) and "<name>.bias" (zeros) per channel, both kept
+// out of weight decay as norm parameters.
+[[nodiscard]] value group_norm(graph& g, parameter_set& params, const std::string& name, const value& x,
+                               std::int64_t groups, float epsilon = 1e-5f);
+
+// conv2d (3x3, padding 1, no bias), group_norm, ReLU.
+[[nodiscard]] value conv_block(graph& g, parameter_set& params, const std::string& name, const value& x,
+                               std::int64_t out_channels, std::int64_t groups);
+
+// A small CIFAR-style classifier: per width, conv_block then 2x2 max pooling; the spatial mean; a linear
+// head. x [N, C, H, W] -> logits [N, classes].
+[[nodiscard]] value cifar_cnn(graph& g, parameter_set& params, const value& x,
+                              std::span<const std::int64_t> widths, std::int64_t classes,
+                              std::int64_t groups = 4);
+
+}  // namespace anvil::train
+
+#if ANVIL_DEFINITIONS
+// #include "anvil/train/layers-inl.hpp" (in the definitions at the end)
+#endif
+// #include "anvil/train/loss.hpp"
+// anvil: training losses as graph builders, written from differentiable ops so gradients() differentiates
+// them like the rest of the model: cross-entropy over logits (PyTorch's CrossEntropyLoss, mean reduction
+// with an ignore index), mean squared error (MSELoss) and binary cross-entropy with logits
+// (BCEWithLogitsLoss). Each returns a scalar of the logits' type.
+
+#include <cstdint>
+
+// #include "anvil/compilation.hpp"
+// #include "anvil/graph/graph.hpp"
+
+namespace anvil::train {
+
+// mean over the examples whose label is not `ignore_index` of logsumexp(logits[i]) - logits[i][label[i]],
+// for logits [N, C] and integer labels [N]. As PyTorch: a batch whose every label is ignored gives NaN (0/0).
+// Labels must lie in [0, C) or equal ignore_index: the graph cannot check them, so the caller does (the
+// training loop names the example).
+[[nodiscard]] value cross_entropy(const value& logits, const value& labels, std::int64_t ignore_index = -100);
+
+// mean((prediction - target)^2) over every element; the shapes must match.
+[[nodiscard]] value mse_loss(const value& prediction, const value& target);
+
+// mean(max(x, 0) - x z + log(1 + exp(-|x|))) for logits x and targets z in [0, 1] of the same shape: the
+// numerically stable form PyTorch uses, whose gradient is sigmoid(x) - z (over the element count).
+[[nodiscard]] value binary_cross_entropy_with_logits(const value& logits, const value& targets);
+
+}  // namespace anvil::train
+
+#if ANVIL_DEFINITIONS
+// #include "anvil/train/loss-inl.hpp" (in the definitions at the end)
+#endif
+// #include "anvil/train/optimizer.hpp"
+// #include "anvil/train/schedule.hpp"
+// anvil: learning-rate schedules as Hugging Face transformers defines them (optimization.py's
+// get_constant_schedule_with_warmup, get_linear_schedule_with_warmup, get_cosine_schedule_with_warmup with
+// num_cycles 0.5), applied as torch's LambdaLR applies them: the learning rate of step s (counted from 0) is
+// base_lr * lambda(s). Step 0 of a warmup has learning rate 0 and still counts as a step.
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+// #include "anvil/compilation.hpp"
+
+namespace anvil::train {
+
+enum class schedule_kind {
+    constant,  // linear warmup from 0, then base_lr
+    linear,    // linear warmup, then linearly down to 0 at training_steps (and 0 after)
+    cosine,    // linear warmup, then half a cosine down to 0 at training_steps (rising again after, as in HF)
+};
+
+// The names the command line takes, in schedule_kind's order.
+inline constexpr std::array<std::string_view, 3> schedule_names{"constant", "linear", "cosine"};
+
+[[nodiscard]] std::string_view schedule_name(schedule_kind kind) noexcept;
+
+// "constant", "linear" or "cosine"; anything else throws anvil::error listing these.
+[[nodiscard]] schedule_kind parse_schedule_kind(std::string_view name);
+
+class lr_schedule {
+public:
+    // Throws anvil::error for a negative (or NaN) base_lr, negative warmup_steps or training_steps.
+    // training_steps is where linear and cosine reach 0; constant does not use it.
+    lr_schedule(schedule_kind kind, double base_lr, std::int64_t warmup_steps, std::int64_t training_steps);
+    // The kind by its command-line name (parse_schedule_kind).
+    lr_schedule(std::string_view kind, double base_lr, std::int64_t warmup_steps,
+                std::int64_t training_steps);
+
+    // transformers' lr_lambda(step), in double as Python computes it. Throws for a negative step.
+    [[nodiscard]] double multiplier(std::int64_t step) const;
+    // base_lr * multiplier(step): the learning rate optimizer step `step` (from 0) uses.
+    [[nodiscard]] double learning_rate(std::int64_t step) const { return base_lr_ * multiplier(step); }
+
+    [[nodiscard]] schedule_kind kind() const noexcept { return kind_; }
+    [[nodiscard]] double base_lr() const noexcept { return base_lr_; }
+    [[nodiscard]] std::int64_t warmup_steps() const noexcept { return warmup_steps_; }
+    [[nodiscard]] std::int64_t training_steps() const noexcept { return training_steps_; }
+
+private:
+    schedule_kind kind_;
+    double base_lr_;
+    std::int64_t warmup_steps_;
+    std::int64_t training_steps_;
+};
+
+}  // namespace anvil::train
+
+#if ANVIL_DEFINITIONS
+// #include "anvil/train/schedule-inl.hpp" (in the definitions at the end)
+#endif
+// #include "anvil/train/sgd.hpp"
+// anvil: stochastic gradient descent as torch.optim.SGD (PyTorch 1.13): momentum with dampening, Nesterov
+// momentum and L2 weight decay added to the gradient. A functional core over one tensor's floats
+// (torch's _single_tensor_sgd) and the optimizer the training loop drives (train/optimizer.hpp).
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+// #include "anvil/compilation.hpp"
+// #include "anvil/core/host_tensor.hpp"
+// #include "anvil/train/optimizer.hpp"
+
+namespace anvil::train {
+
+// torch.optim.SGD's options less lr (the schedule gives it each step) and maximize.
+struct sgd_options {
+    double momentum = 0.0;
+    double dampening = 0.0;
+    double weight_decay =
+        0.0;  // L2: d_p = g + weight_decay * p, for parameters whose weight_decay flag is set
+    bool nesterov = false;
+};
+
+// Throws anvil::error where torch.optim.SGD raises: negative (or NaN) momentum or weight_decay; Nesterov
+// without momentum or with dampening.
+void check_options(const sgd_options& options);
+
+// One SGD step of one tensor, torch's _single_tensor_sgd with the float32 operations in its order (its CPU
+// kernels fuse `a.add(b, alpha)` into fma(b, alpha, a)). options.weight_decay is this tensor's decay.
+// momentum_buffer has the tensor's size when options.momentum != 0 and is otherwise unused; on the first step
+// it is overwritten with d_p, as torch clones d_p into a new buffer.
+void sgd_update(std::span<float> param, std::span<const float> grad, std::span<float> momentum_buffer,
+                bool first_step, double lr, const sgd_options& options);
+
+class sgd final : public optimizer {
+public:
+    // Checks the options (check_options) and the parameters (optimizer's constructor).
+    sgd(std::vector<parameter> parameters, const sgd_options& options);
+
+    [[nodiscard]] const sgd_options& options() const noexcept { return options_; }
+
+private:
+    // ANVIL_INLINE in the class too: otherwise this would be the key function and every includer would emit
+    // the vtable (tests/headers_emit_no_code.py).
+    ANVIL_INLINE void update(const parameter& param, std::span<float> value, std::span<const float> grad,
+                             std::span<host_tensor> buffers, double lr, std::int64_t step) override;
+
+    sgd_options options_;
+};
+
+}  // namespace anvil::train
+
+#if ANVIL_DEFINITIONS
+// #include "anvil/train/sgd-inl.hpp" (in the definitions at the end)
+#endif
+// #include "anvil/train/trainer.hpp"
+// anvil: the training loop as a library: a model built as a graph per batch shape (model_builder), its
+// trainable tensors (parameter_set), an optimizer and a learning-rate schedule. Each step runs the loss and
+// the gradients of every trainable tensor as one program, clips them by global norm when asked, and updates
+// the fp32 master weights on the host. Trainable tensors are program inputs, so a program is compiled once
+// per batch shape and never again as the weights change (on the Neural Engine, where compiling costs
+// seconds, this is what makes training possible).
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+// #include "anvil/backend/program.hpp"
+// #include "anvil/compilation.hpp"
+// #include "anvil/graph/graph.hpp"
+// #include "anvil/train/layers.hpp"
+// #include "anvil/train/optimizer.hpp"
+// #include "anvil/train/schedule.hpp"
+
+namespace anvil::train {
+
+// The program input that carries the loss scale (the loss's cotangent) when loss scaling is on.
+inline constexpr std::string_view loss_scale_input = "anvil.loss_scale";
+
+// A model built for one batch: its graph (trainable tensors as graph::parameter inputs named as in the
+// parameter_set), the scalar loss, and values to return with each step (logits, for accuracy).
+struct training_graph {
+    graph model;
+    value loss;
+    std::vector<value> outputs = {};
+};
+
+// Builds the model for a batch whose inputs have these names, types and shapes. Called once per distinct
+// batch shape (a short last batch, a text batch padded to its longest example).
+using model_builder = std::function<training_graph(std::span<const io_info> batch)>;
+
+// Dynamic loss scaling, as torch.cuda.amp.GradScaler: fp16 gradients (the Neural Engine's) underflow to zero
+// when small; the loss's cotangent is `scale` instead of 1, the gradients are divided by it on the host in
+// fp32, and a step whose gradients hold an infinity or NaN is skipped (no update, the schedule does not
+// advance) and halves the scale; `growth_interval` clean steps in a row double it.
+struct loss_scaling {
+    double initial_scale = 65536.0;
+    double growth_factor = 2.0;
+    double backoff_factor = 0.5;
+    std::int64_t growth_interval = 2000;
+};
+
+struct trainer_options {
+    compile_options compile = {};
+    // Clip the gradients to this global L2 norm (clip_grad_norm) before each update; none when unset.
+    std::optional<double> max_grad_norm = std::nullopt;
+    // Loss scaling; by default on where gradients are computed in fp16 (compile.target the Neural Engine or
+    // Core ML, or compile.ane_numerics), off on the CPU in fp32. Set it to force it either way.
+    std::optional<loss_scaling> scaling = std::nullopt;
+    bool scale_loss_automatically = true;  // false: scaling only when `scaling` is set
+};
+
+struct step_result {
+    std::int64_t step = 0;    // from 1: the steps tried, skipped ones included
+    double loss = 0.0;        // the batch's loss, with the weights before the update
+    double lr = 0.0;          // the learning rate the update used
+    double grad_norm = 0.0;   // the global L2 norm of the (unscaled) gradients before clipping
+    bool skipped = false;     // loss scaling found an infinity or NaN: no update
+    double loss_scale = 1.0;  // the scale this step's gradients were computed with (1 without scaling)
+    std::vector<host_tensor> outputs;
+};
+
+class trainer {
+public:
+    // `params` holds every trainable tensor; the optimizer updates the ones it was given (its parameters
+    // share their elements with the set's), the others are fed unchanged (frozen). Both must outlive the
+    // trainer.
+    trainer(parameter_set& params, model_builder build, optimizer& opt, lr_schedule schedule,
+            trainer_options options = {});
+
+    // One optimizer step on this batch (the inputs the builder's graph declares, by name).
+    step_result step(std::span<const named_tensor> batch);
+    step_result step(std::initializer_list<named_tensor> batch) {
+        return step(std::span<const named_tensor>(batch.begin(), batch.size()));
+    }
+    // The loss and outputs on a batch, without gradients or an update.
+    step_result evaluate(std::span<const named_tensor> batch);
+
+    // How many programs were compiled (one per batch shape for steps, one for evaluation).
+    [[nodiscard]] std::size_t programs_compiled() const noexcept { return compiled_; }
+    [[nodiscard]] const lr_schedule& schedule() const noexcept { return schedule_; }
+    // The loss scale the next step uses (1 without scaling).
+    [[nodiscard]] double loss_scale() const noexcept { return scale_; }
+
+private:
+    struct compiled_step {
+        program run;
+        std::vector<std::string> parameter_inputs;  // every parameter the graph reads, fed from the set
+        std::vector<std::size_t> trained;           // optimizer parameter index of each gradient output
+        std::size_t outputs = 0;
+        bool scaled = false;  // reads the loss scale (loss_scale_input)
+    };
+
+    compiled_step& program_for(std::span<const named_tensor> batch, bool with_gradients);
+    std::vector<host_tensor> run(compiled_step& compiled, std::span<const named_tensor> batch);
+
+    parameter_set& params_;
+    model_builder build_;
+    optimizer& optimizer_;
+    lr_schedule schedule_;
+    trainer_options options_;
+    std::map<std::string, compiled_step> programs_;
+    std::size_t compiled_ = 0;
+    std::optional<loss_scaling> scaling_;
+    double scale_ = 1.0;
+    std::int64_t clean_steps_ = 0;
+    std::int64_t steps_tried_ = 0;
+};
+
+}  // namespace anvil::train
+
+#if ANVIL_DEFINITIONS
+// #include "anvil/train/trainer-inl.hpp" (in the definitions at the end)
+#endif
 
 // #include "anvil/models/common/blocks.hpp"
 // #include "anvil/models/common/compiled_shapes.hpp"
@@ -28107,6 +28706,10 @@ private:
             } else {
                 std::fill(value.values<float>().begin(), value.values<float>().end(), 1.0f);
             }
+            // A boolean or integer input (fp16 on the ANE) goes to the CPU's segment in its own type.
+            const dtype type = body_.nodes[layout.value].result.type;
+            if (!is_floating(type))
+                value = cpu::from_compute_floats(value.values<float>().data(), type, layout.shape);
             const std::string name = segment_input_name(layout.value);
             if (resident_[layout.value]) {
                 const std::vector<std::int64_t> origin(layout.shape.rank(), 0);
@@ -32783,6 +33386,23 @@ ANVIL_INLINE value graph::input(std::string name, dtype type, dims shape) {
     return append(std::move(n));
 }
 
+ANVIL_INLINE value graph::parameter(std::string name, dtype type, dims shape) {
+    if (!is_floating(type)) {
+        throw type_error(detail::message("graph::parameter: '", name, "' is ", dtype_name(type),
+                                         "; a trainable tensor must be floating point"));
+    }
+    value v = input(std::move(name), type, shape);
+    body_->parameters.push_back(v.id());
+    return v;
+}
+
+ANVIL_INLINE std::vector<value> graph::parameters() const {
+    std::vector<value> result;
+    for (const value_id id : body_->parameters)
+        result.emplace_back(body_, id);
+    return result;
+}
+
 ANVIL_INLINE value graph::constant(host_tensor data, std::string label) {
     node n;
     n.kind = op::constant;
@@ -32902,6 +33522,1408 @@ ANVIL_INLINE host_tensor graph::convert_scalar(const host_tensor& number, dtype 
                 detail::message("graph::scalar: no scalar constants of type ", dtype_name(type)));
     }
     return out;
+}
+
+}  // namespace anvil
+// anvil: gradients()' definition (see autodiff.hpp; compilation.hpp says when this file is compiled).
+
+#include <cstddef>
+#include <span>
+#include <string>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/graph/autodiff.hpp"
+// #include "anvil/graph/vjp.hpp"
+// anvil: the vector-Jacobian product of every op, in one table (vjp_of, beside op_table in graph/op.hpp), and
+// the few graph-building helpers the rows share. A row receives the node, its operand values, its result and
+// the cotangent of that result, and appends the nodes computing the cotangent of each operand it is asked
+// for. Rows recompute what they need from the operands (softmax's probabilities, a norm's statistics) rather
+// than keep forward intermediates, so the backward graph is an ordinary graph over the forward's values.
+
+#include <cstdint>
+#include <initializer_list>
+#include <span>
+#include <string_view>
+#include <vector>
+
+// #include "anvil/compilation.hpp"
+// #include "anvil/graph/graph.hpp"
+
+namespace anvil::detail::autodiff {
+
+// Appends backward nodes to one graph: thin wrappers over graph::apply with the attributes each op reads.
+class builder {
+public:
+    explicit builder(graph g) : graph_(std::move(g)) {}
+
+    value apply(op kind, std::initializer_list<value> inputs, attributes attrs = {}) {
+        return graph_.apply(kind, inputs, std::move(attrs));
+    }
+    value apply(op kind, std::span<const value> inputs, attributes attrs = {}) {
+        return graph_.apply(kind, inputs, std::move(attrs));
+    }
+    value scalar(double number, dtype type) { return graph_.scalar(number, type); }
+    // A constant of `type` from float data (masks, divisors, index maps); cast when `type` is not f32.
+    value constant(std::vector<float> values, const dims& shape, dtype type, std::string label);
+    value zeros(dtype type, const dims& shape);
+    value ones_like_shape(dtype type, const dims& shape) {
+        return constant(ones(shape), shape, type, "ones");
+    }
+
+    value add(const value& a, const value& b) { return apply(op::add, {a, b}); }
+    value sub(const value& a, const value& b) { return apply(op::sub, {a, b}); }
+    value mul(const value& a, const value& b) { return apply(op::mul, {a, b}); }
+    value div(const value& a, const value& b) { return apply(op::div, {a, b}); }
+    value mul(const value& a, double b) { return mul(a, scalar(b, a.type())); }
+    value neg(const value& a) { return apply(op::neg, {a}); }
+    value unary(op kind, const value& a) { return apply(kind, {a}); }
+    value where(const value& condition, const value& a, const value& b) {
+        return apply(op::where, {condition, a, b});
+    }
+    value cast(const value& a, dtype to);
+    value matmul(const value& a, const value& b, bool transpose_a = false, bool transpose_b = false);
+    value reshape(const value& a, const dims& shape);
+    value permute(const value& a, std::vector<std::int64_t> axes);
+    value slice(const value& a, std::vector<std::int64_t> begin, std::vector<std::int64_t> end,
+                std::vector<std::int64_t> step);
+    value pad(const value& a, std::vector<std::int64_t> begin, std::vector<std::int64_t> end);
+    value reduce_sum(const value& a, std::vector<std::int64_t> axes, bool keep_dims);
+    value reduce_mean(const value& a, std::vector<std::int64_t> axes, bool keep_dims);
+
+    // Sums a broadcast cotangent back to the operand's shape (the transpose of numpy broadcasting).
+    value sum_to(const value& a, const dims& shape);
+    // Broadcasts `a` up to `shape` (multiplying by ones where `a` has extent 1).
+    value broadcast_to(const value& a, const dims& shape);
+    // Inserts step - 1 zeros after each element along each axis: the transpose of a strided slice's
+    // selection (a strided convolution's or pooling window's reads), [n] -> [(n - 1) * step + 1].
+    value dilate(const value& a, std::span<const std::int64_t> steps);
+    // Reverses `a` along `axis` (a convolution kernel's flip).
+    value flip(const value& a, std::int64_t axis);
+
+    [[nodiscard]] graph& target() noexcept { return graph_; }
+
+private:
+    static std::vector<float> ones(const dims& shape);
+
+    graph graph_;
+};
+
+// One row's call: the node (a copy: the node list grows while rows append), its operands and result, the
+// cotangent of the result, and which operands need a cotangent. A row fills `operand_gradients` at those.
+struct vjp_call {
+    builder& build;
+    node forward;
+    std::vector<value> operands;
+    value result;
+    value gradient;
+    std::vector<bool> wanted;
+    std::vector<value> operand_gradients;
+};
+
+using vjp_rule = void (*)(vjp_call& call);
+
+// An op's row: its rule, or why it has none.
+struct vjp_entry {
+    vjp_rule rule = nullptr;
+    std::string_view no_gradient;
+};
+
+// The table: every op of the closed set has a row (an exhaustive switch, so a new op does not build until it
+// has one).
+[[nodiscard]] vjp_entry vjp_of(op kind);
+
+}  // namespace anvil::detail::autodiff
+
+#if ANVIL_DEFINITIONS
+// #include "anvil/graph/vjp-inl.hpp"
+// anvil: the VJP table's definitions (see vjp.hpp; compilation.hpp says when this file is compiled). Each row
+// follows PyTorch's derivatives.yaml where a choice exists (ties of maximum split the gradient in halves,
+// clamp passes it at its bounds, max pooling sends it to the first maximum of a window, amax-style reductions
+// split it evenly among ties), so the test can compare against torch.autograd.
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <numbers>
+#include <string>
+#include <utility>
+#include <vector>
+
+// #include "anvil/backend/cpu/reference/convolution.hpp"
+// #include "anvil/core/error.hpp"
+// #include "anvil/graph/vjp.hpp"
+
+namespace anvil::detail::autodiff {
+
+// --- builder ---------------------------------------------------------------------------------------------
+
+ANVIL_INLINE std::vector<float> builder::ones(const dims& shape) {
+    return std::vector<float>(static_cast<std::size_t>(shape.element_count()), 1.0f);
+}
+
+ANVIL_INLINE value builder::constant(std::vector<float> values, const dims& shape, dtype type,
+                                     std::string label) {
+    value v = graph_.constant(host_tensor::from(values, shape), std::move(label));
+    return type == dtype::f32 ? v : cast(v, type);
+}
+
+ANVIL_INLINE value builder::zeros(dtype type, const dims& shape) {
+    return graph_.constant(host_tensor(type, shape), "zeros");
+}
+
+ANVIL_INLINE value builder::cast(const value& a, dtype to) {
+    if (a.type() == to) return a;
+    attributes attrs;
+    attrs.to = to;
+    return apply(op::cast, {a}, attrs);
+}
+
+ANVIL_INLINE value builder::matmul(const value& a, const value& b, bool transpose_a, bool transpose_b) {
+    attributes attrs;
+    attrs.transpose_a = transpose_a;
+    attrs.transpose_b = transpose_b;
+    return apply(op::matmul, {a, b}, attrs);
+}
+
+ANVIL_INLINE value builder::reshape(const value& a, const dims& shape) {
+    if (a.shape() == shape) return a;
+    attributes attrs;
+    attrs.sizes.assign(shape.begin(), shape.end());
+    return apply(op::reshape, {a}, attrs);
+}
+
+ANVIL_INLINE value builder::permute(const value& a, std::vector<std::int64_t> axes) {
+    attributes attrs;
+    attrs.axes = std::move(axes);
+    return apply(op::permute, {a}, attrs);
+}
+
+ANVIL_INLINE value builder::slice(const value& a, std::vector<std::int64_t> begin,
+                                  std::vector<std::int64_t> end, std::vector<std::int64_t> step) {
+    attributes attrs;
+    attrs.begin = std::move(begin);
+    attrs.end = std::move(end);
+    attrs.step = std::move(step);
+    return apply(op::slice, {a}, attrs);
+}
+
+ANVIL_INLINE value builder::pad(const value& a, std::vector<std::int64_t> begin,
+                                std::vector<std::int64_t> end) {
+    if (std::all_of(begin.begin(), begin.end(), [](std::int64_t n) { return n == 0; }) &&
+        std::all_of(end.begin(), end.end(), [](std::int64_t n) { return n == 0; })) {
+        return a;
+    }
+    attributes attrs;
+    attrs.begin = std::move(begin);
+    attrs.end = std::move(end);
+    return apply(op::pad, {a}, attrs);
+}
+
+ANVIL_INLINE value builder::reduce_sum(const value& a, std::vector<std::int64_t> axes, bool keep_dims) {
+    attributes attrs;
+    attrs.axes = std::move(axes);
+    attrs.keep_dims = keep_dims;
+    return apply(op::reduce_sum, {a}, attrs);
+}
+
+ANVIL_INLINE value builder::reduce_mean(const value& a, std::vector<std::int64_t> axes, bool keep_dims) {
+    attributes attrs;
+    attrs.axes = std::move(axes);
+    attrs.keep_dims = keep_dims;
+    return apply(op::reduce_mean, {a}, attrs);
+}
+
+ANVIL_INLINE value builder::sum_to(const value& a, const dims& shape) {
+    const dims from = a.shape();
+    if (from == shape) return a;
+    const std::size_t lead = from.rank() - shape.rank();
+    std::vector<std::int64_t> axes;
+    for (std::size_t axis = 0; axis < from.rank(); ++axis) {
+        if (axis < lead || (shape[axis - lead] == 1 && from[axis] != 1)) {
+            axes.push_back(static_cast<std::int64_t>(axis));
+        }
+    }
+    const value summed = axes.empty() ? a : reduce_sum(a, std::move(axes), true);
+    return reshape(summed, shape);
+}
+
+ANVIL_INLINE value builder::broadcast_to(const value& a, const dims& shape) {
+    const dims from = a.shape();
+    if (from == shape) return a;
+    const std::size_t lead = shape.rank() - from.rank();
+    std::vector<std::int64_t> extents;
+    for (std::size_t axis = 0; axis < shape.rank(); ++axis) {
+        const bool present = axis >= lead && from[axis - lead] == shape[axis];
+        extents.push_back(present ? 1 : shape[axis]);
+    }
+    const dims ones_shape(extents);
+    return mul(a, ones_like_shape(a.type(), ones_shape));
+}
+
+ANVIL_INLINE value builder::dilate(const value& a, std::span<const std::int64_t> steps) {
+    const dims from = a.shape();
+    if (std::all_of(steps.begin(), steps.end(), [](std::int64_t s) { return s == 1; })) return a;
+    // [.., n, ..] -> [.., n, 1, ..], padded to [.., n, step, ..], flattened to [.., n * step, ..] and cut
+    // after the last element: each element followed by step - 1 zeros.
+    std::vector<std::int64_t> split, pad_begin, pad_end, joined, begin, end, stride;
+    for (std::size_t axis = 0; axis < from.rank(); ++axis) {
+        const std::int64_t n = from[axis], step = steps[axis];
+        split.push_back(n);
+        pad_begin.push_back(0);
+        pad_end.push_back(0);
+        if (step > 1) {
+            split.push_back(1);
+            pad_begin.push_back(0);
+            pad_end.push_back(step - 1);
+        }
+        joined.push_back(n * step);
+        begin.push_back(0);
+        end.push_back(n == 0 ? 0 : (n - 1) * step + 1);
+        stride.push_back(1);
+    }
+    if (split.size() > max_rank) {
+        throw error(message("gradients: cannot spread the cotangent ", from, " by strides of ", steps.size(),
+                            " axes within rank ", max_rank));
+    }
+    const value padded = pad(reshape(a, dims(split)), std::move(pad_begin), std::move(pad_end));
+    return slice(reshape(padded, dims(joined)), std::move(begin), std::move(end), std::move(stride));
+}
+
+ANVIL_INLINE value builder::flip(const value& a, std::int64_t axis) {
+    const std::int64_t n = a.shape()[static_cast<std::size_t>(axis)];
+    std::vector<float> reversed;
+    for (std::int64_t i = n; i-- > 0;)
+        reversed.push_back(static_cast<float>(i));
+    attributes attrs;
+    attrs.axis = axis;
+    return apply(op::gather, {a, constant(std::move(reversed), dims{n}, dtype::i64, "reversed indices")},
+                 attrs);
+}
+
+// --- helpers the rows share ------------------------------------------------------------------------------
+
+namespace vjp_rows {
+
+// `rank` axes 0..rank-1 except those in `keep`.
+ANVIL_INLINE std::vector<std::int64_t> axes_except(std::size_t rank,
+                                                   std::initializer_list<std::int64_t> keep) {
+    std::vector<std::int64_t> axes;
+    for (std::size_t axis = 0; axis < rank; ++axis) {
+        if (std::find(keep.begin(), keep.end(), static_cast<std::int64_t>(axis)) == keep.end()) {
+            axes.push_back(static_cast<std::int64_t>(axis));
+        }
+    }
+    return axes;
+}
+
+ANVIL_INLINE std::int64_t last_axis(const value& v) {
+    return static_cast<std::int64_t>(v.rank()) - 1;
+}
+
+// A reduction's result with its reduced axes kept as extent 1 (the node may have dropped them).
+ANVIL_INLINE dims kept_shape(const dims& input, const std::vector<std::int64_t>& axes) {
+    std::vector<std::int64_t> extents(input.begin(), input.end());
+    for (const std::int64_t axis : axes)
+        extents[static_cast<std::size_t>(axis)] = 1;
+    return dims(extents);
+}
+
+// A per-channel vector [C] shaped to broadcast over NC... (axis 1 of an input of `rank`).
+ANVIL_INLINE dims channel_shape(std::int64_t channels, std::size_t rank) {
+    std::vector<std::int64_t> extents(rank, 1);
+    extents[1] = channels;
+    return dims(extents);
+}
+
+// The cotangent of an operand broadcast against the result, summed back to the operand's shape.
+ANVIL_INLINE void set(vjp_call& call, std::size_t operand, const value& gradient) {
+    if (!call.wanted[operand]) return;
+    call.operand_gradients[operand] = call.build.sum_to(gradient, call.operands[operand].shape());
+}
+
+// d/dx f(x) = derivative (a value the shape of x): the cotangent times it.
+ANVIL_INLINE void unary_chain(vjp_call& call, const value& derivative) {
+    set(call, 0, call.build.mul(call.gradient, derivative));
+}
+
+// --- elementwise ------------------------------------------------------------------------------------------
+
+ANVIL_INLINE void vjp_relu(vjp_call& call) {
+    builder& b = call.build;
+    const value& x = call.operands[0];
+    const value positive = b.apply(op::greater, {x, b.scalar(0, x.type())});
+    set(call, 0, b.where(positive, call.gradient, b.scalar(0, x.type())));
+}
+
+ANVIL_INLINE void vjp_gelu(vjp_call& call) {
+    // Phi(x) + x phi(x), phi the standard normal density.
+    builder& b = call.build;
+    const value& x = call.operands[0];
+    const dtype t = x.type();
+    const value cdf = b.mul(b.add(b.unary(op::erf, b.mul(x, std::numbers::sqrt2 / 2)), b.scalar(1, t)), 0.5);
+    const value density =
+        b.mul(b.unary(op::exp, b.mul(b.mul(x, x), -0.5)), 1.0 / std::sqrt(2.0 * std::numbers::pi));
+    unary_chain(call, b.add(cdf, b.mul(x, density)));
+}
+
+ANVIL_INLINE void vjp_gelu_tanh(vjp_call& call) {
+    // y = x/2 (1 + tanh(k (x + c x^3))): dy/dx = (1 + t)/2 + x/2 (1 - t^2) k (1 + 3 c x^2).
+    builder& b = call.build;
+    const value& x = call.operands[0];
+    const dtype t = x.type();
+    const double k = std::sqrt(2.0 / std::numbers::pi), c = 0.044715;
+    const value x2 = b.mul(x, x);
+    const value inner = b.mul(b.mul(x, b.add(b.mul(x2, c), b.scalar(1, t))), k);
+    const value th = b.unary(op::tanh, inner);
+    const value one = b.scalar(1, t);
+    const value left = b.mul(b.add(th, one), 0.5);
+    const value slope = b.mul(b.add(b.mul(x2, 3 * c), one), k);
+    const value right = b.mul(b.mul(b.mul(x, 0.5), b.sub(one, b.mul(th, th))), slope);
+    unary_chain(call, b.add(left, right));
+}
+
+ANVIL_INLINE void vjp_quick_gelu(vjp_call& call) {
+    // y = x s(1.702 x): s + 1.702 x s (1 - s).
+    builder& b = call.build;
+    const value& x = call.operands[0];
+    const value s = b.unary(op::sigmoid, b.mul(x, 1.702));
+    const value one = b.scalar(1, x.type());
+    unary_chain(call, b.add(s, b.mul(b.mul(b.mul(x, 1.702), s), b.sub(one, s))));
+}
+
+ANVIL_INLINE void vjp_silu(vjp_call& call) {
+    // y = x s(x): s (1 + x (1 - s)).
+    builder& b = call.build;
+    const value& x = call.operands[0];
+    const value s = b.unary(op::sigmoid, x);
+    const value one = b.scalar(1, x.type());
+    unary_chain(call, b.mul(s, b.add(one, b.mul(x, b.sub(one, s)))));
+}
+
+ANVIL_INLINE void vjp_sigmoid(vjp_call& call) {
+    builder& b = call.build;
+    const value& y = call.result;
+    unary_chain(call, b.mul(y, b.sub(b.scalar(1, y.type()), y)));
+}
+
+ANVIL_INLINE void vjp_tanh(vjp_call& call) {
+    builder& b = call.build;
+    const value& y = call.result;
+    unary_chain(call, b.sub(b.scalar(1, y.type()), b.mul(y, y)));
+}
+
+ANVIL_INLINE void vjp_exp(vjp_call& call) {
+    unary_chain(call, call.result);
+}
+
+ANVIL_INLINE void vjp_log(vjp_call& call) {
+    set(call, 0, call.build.div(call.gradient, call.operands[0]));
+}
+
+ANVIL_INLINE void vjp_sqrt(vjp_call& call) {
+    // 1 / (2 sqrt(x)), from the result.
+    builder& b = call.build;
+    set(call, 0, b.div(b.mul(call.gradient, 0.5), call.result));
+}
+
+ANVIL_INLINE void vjp_rsqrt(vjp_call& call) {
+    // d/dx x^-1/2 = -x^-3/2 / 2 = -y^3 / 2.
+    builder& b = call.build;
+    const value& y = call.result;
+    unary_chain(call, b.mul(b.mul(b.mul(y, y), y), -0.5));
+}
+
+ANVIL_INLINE void vjp_abs(vjp_call& call) {
+    unary_chain(call, call.build.unary(op::sign, call.operands[0]));
+}
+
+ANVIL_INLINE void vjp_neg(vjp_call& call) {
+    set(call, 0, call.build.neg(call.gradient));
+}
+
+ANVIL_INLINE void vjp_erf(vjp_call& call) {
+    builder& b = call.build;
+    const value& x = call.operands[0];
+    unary_chain(call, b.mul(b.unary(op::exp, b.neg(b.mul(x, x))), 2.0 / std::sqrt(std::numbers::pi)));
+}
+
+// floor, ceil, round and sign: flat almost everywhere, and PyTorch's gradient is zero.
+ANVIL_INLINE void vjp_zero(vjp_call& call) {
+    if (call.wanted[0])
+        call.operand_gradients[0] = call.build.zeros(call.operands[0].type(), call.operands[0].shape());
+}
+
+ANVIL_INLINE void vjp_sin(vjp_call& call) {
+    unary_chain(call, call.build.unary(op::cos, call.operands[0]));
+}
+
+ANVIL_INLINE void vjp_cos(vjp_call& call) {
+    builder& b = call.build;
+    unary_chain(call, b.neg(b.unary(op::sin, call.operands[0])));
+}
+
+ANVIL_INLINE void vjp_clamp(vjp_call& call) {
+    // PyTorch passes the gradient where min <= x <= max, the bounds included.
+    builder& b = call.build;
+    const value& x = call.operands[0];
+    const dtype t = x.type();
+    const value inside =
+        b.apply(op::logical_and, {b.apply(op::greater_equal, {x, b.scalar(call.forward.attrs.min, t)}),
+                                  b.apply(op::less_equal, {x, b.scalar(call.forward.attrs.max, t)})});
+    set(call, 0, b.where(inside, call.gradient, b.scalar(0, t)));
+}
+
+ANVIL_INLINE void vjp_cast(vjp_call& call) {
+    // Between floating types the cotangent is cast back; from an integer or boolean there is nothing to pass.
+    if (is_floating(call.operands[0].type()))
+        set(call, 0, call.build.cast(call.gradient, call.operands[0].type()));
+}
+
+ANVIL_INLINE void vjp_add(vjp_call& call) {
+    set(call, 0, call.gradient);
+    set(call, 1, call.gradient);
+}
+
+ANVIL_INLINE void vjp_sub(vjp_call& call) {
+    set(call, 0, call.gradient);
+    if (call.wanted[1]) set(call, 1, call.build.neg(call.gradient));
+}
+
+ANVIL_INLINE void vjp_mul(vjp_call& call) {
+    builder& b = call.build;
+    if (call.wanted[0]) set(call, 0, b.mul(call.gradient, call.operands[1]));
+    if (call.wanted[1]) set(call, 1, b.mul(call.gradient, call.operands[0]));
+}
+
+ANVIL_INLINE void vjp_div(vjp_call& call) {
+    builder& b = call.build;
+    const value& divisor = call.operands[1];
+    if (call.wanted[0]) set(call, 0, b.div(call.gradient, divisor));
+    if (call.wanted[1]) set(call, 1, b.neg(b.div(b.mul(call.gradient, call.result), divisor)));
+}
+
+ANVIL_INLINE void vjp_pow(vjp_call& call) {
+    // As PyTorch: the base's gradient is 0 where the exponent is 0, the exponent's where the base is 0 and
+    // the exponent >= 0 (where log would give -inf times 0).
+    builder& b = call.build;
+    const value& base = call.operands[0];
+    const value& exponent = call.operands[1];
+    const dtype t = base.type();
+    const value zero = b.scalar(0, t);
+    if (call.wanted[0]) {
+        const value slope = b.mul(exponent, b.apply(op::pow, {base, b.sub(exponent, b.scalar(1, t))}));
+        const value masked = b.where(b.apply(op::equal, {exponent, zero}), zero, slope);
+        set(call, 0, b.mul(call.gradient, masked));
+    }
+    if (call.wanted[1]) {
+        const value slope = b.mul(call.result, b.unary(op::log, base));
+        const value at_zero = b.apply(op::logical_and, {b.apply(op::equal, {base, zero}),
+                                                        b.apply(op::greater_equal, {exponent, zero})});
+        set(call, 1, b.mul(call.gradient, b.where(at_zero, zero, slope)));
+    }
+}
+
+// maximum and minimum: the gradient goes to the operand that won, halved on ties (PyTorch 1.13).
+ANVIL_INLINE void vjp_extremum(vjp_call& call, op loses_first, op loses_second) {
+    builder& b = call.build;
+    const value& x = call.operands[0];
+    const value& y = call.operands[1];
+    const value zero = b.scalar(0, x.type());
+    const value tie = b.apply(op::equal, {x, y});
+    const value half = b.mul(call.gradient, 0.5);
+    if (call.wanted[0]) {
+        set(call, 0, b.where(tie, half, b.where(b.apply(loses_first, {x, y}), zero, call.gradient)));
+    }
+    if (call.wanted[1]) {
+        set(call, 1, b.where(tie, half, b.where(b.apply(loses_second, {x, y}), zero, call.gradient)));
+    }
+}
+
+ANVIL_INLINE void vjp_maximum(vjp_call& call) {
+    vjp_extremum(call, op::less, op::greater);
+}
+
+ANVIL_INLINE void vjp_minimum(vjp_call& call) {
+    vjp_extremum(call, op::greater, op::less);
+}
+
+ANVIL_INLINE void vjp_where(vjp_call& call) {
+    builder& b = call.build;
+    const value& condition = call.operands[0];
+    const value zero = b.scalar(0, call.gradient.type());
+    if (call.wanted[1]) set(call, 1, b.where(condition, call.gradient, zero));
+    if (call.wanted[2]) set(call, 2, b.where(condition, zero, call.gradient));
+}
+
+// --- linear algebra ---------------------------------------------------------------------------------------
+
+ANVIL_INLINE void vjp_matmul(vjp_call& call) {
+    // C = op(A) op(B): dop(A) = G op(B)^T, dop(B) = op(A)^T G, written with the transpose flags so no
+    // operand is materialised transposed.
+    builder& b = call.build;
+    const value& a = call.operands[0];
+    const value& bm = call.operands[1];
+    const value& g = call.gradient;
+    const bool ta = call.forward.attrs.transpose_a, tb = call.forward.attrs.transpose_b;
+    if (call.wanted[0]) set(call, 0, ta ? b.matmul(bm, g, tb, true) : b.matmul(g, bm, false, !tb));
+    if (call.wanted[1]) set(call, 1, tb ? b.matmul(g, a, true, ta) : b.matmul(a, g, !ta, false));
+}
+
+ANVIL_INLINE void vjp_linear(vjp_call& call) {
+    // y [.., out] = x [.., in] W^T + b: rows flattened to [N, out] and [N, in].
+    builder& b = call.build;
+    const value& x = call.operands[0];
+    const value& w = call.operands[1];
+    const dims xs = x.shape();
+    const std::int64_t in = w.shape()[1], out = w.shape()[0];
+    std::int64_t rows = 1;
+    for (std::size_t axis = 0; axis + 1 < xs.rank(); ++axis)
+        rows *= xs[axis];
+    const value g = b.reshape(call.gradient, dims{rows, out});
+    if (call.wanted[0]) call.operand_gradients[0] = b.reshape(b.matmul(g, w), xs);
+    if (call.wanted[1]) call.operand_gradients[1] = b.matmul(g, b.reshape(x, dims{rows, in}), true, false);
+    if (call.operands.size() == 3 && call.wanted[2]) call.operand_gradients[2] = b.reduce_sum(g, {0}, false);
+}
+
+ANVIL_INLINE void vjp_conv2d(vjp_call& call) {
+    builder& b = call.build;
+    const attributes& a = call.forward.attrs;
+    const value& x = call.operands[0];
+    const value& w = call.operands[1];
+    const value& g = call.gradient;
+    const dims xs = x.shape(), ws = w.shape();
+    const std::int64_t groups = a.groups, batch = xs[0], in = xs[1], out = ws[0];
+    const std::int64_t kh = ws[2], kw = ws[3];
+    if (call.operands.size() == 3 && call.wanted[2])
+        call.operand_gradients[2] = b.reduce_sum(g, {0, 2, 3}, false);
+    if (batch == 0) {
+        if (call.wanted[0]) call.operand_gradients[0] = b.zeros(x.type(), xs);
+        if (call.wanted[1]) call.operand_gradients[1] = b.zeros(w.type(), ws);
+        return;
+    }
+    if (call.wanted[1]) {
+        // dW[o, i, r, c] = sum over n, oh, ow of g[n, o, oh, ow] xpad[n, i, oh s + r d, ow s + c d]: a
+        // convolution of the padded input (batch and channels swapped, channels ordered (group, n)) with the
+        // cotangent as its kernel, stride and dilation swapped; it may reach rows past the kernel, cut after.
+        const value padded = b.pad(x, {0, 0, a.padding[0], a.padding[2]}, {0, 0, a.padding[1], a.padding[3]});
+        const dims ps = padded.shape();
+        const value grouped = b.reshape(padded, dims{batch, groups, in / groups, ps[2], ps[3]});
+        const value images =
+            b.reshape(b.permute(grouped, {2, 1, 0, 3, 4}), dims{in / groups, groups * batch, ps[2], ps[3]});
+        const value kernels = b.permute(g, {1, 0, 2, 3});
+        attributes conv;
+        conv.stride = a.dilation;
+        conv.dilation = a.stride;
+        conv.groups = groups;
+        const value full = b.apply(op::conv2d, {images, kernels}, conv);
+        const value cut = b.slice(full, {0, 0, 0, 0}, {in / groups, out, kh, kw}, {1, 1, 1, 1});
+        call.operand_gradients[1] = b.permute(cut, {1, 0, 2, 3});
+    }
+    if (call.wanted[0]) {
+        // The transposed convolution: the cotangent spread by the stride, correlated with the flipped kernel
+        // (in and out channels swapped per group) over a full padding, then cut to the input's rows.
+        const std::int64_t span_h = (kh - 1) * a.dilation[0] + 1, span_w = (kw - 1) * a.dilation[1] + 1;
+        const std::int64_t steps[] = {1, 1, a.stride[0], a.stride[1]};
+        const value spread = b.dilate(g, steps);
+        const value flipped = b.flip(b.flip(w, 2), 3);
+        const value regrouped = b.reshape(
+            b.permute(b.reshape(flipped, dims{groups, out / groups, in / groups, kh, kw}), {0, 2, 1, 3, 4}),
+            dims{in, out / groups, kh, kw});
+        attributes conv;
+        conv.dilation = a.dilation;
+        conv.groups = groups;
+        conv.padding = {span_h - 1, span_h - 1, span_w - 1, span_w - 1};
+        const value full = b.apply(op::conv2d, {spread, regrouped}, conv);
+        // full covers the padded input's rows [0, (OH - 1) s + span); the input's rows are [top, top + H).
+        const dims fs = full.shape();
+        std::vector<std::int64_t> begin{0, 0}, end{batch, in}, tail{0, 0};
+        for (std::size_t axis = 0; axis < 2; ++axis) {
+            const std::int64_t before = a.padding[2 * axis], extent = xs[2 + axis], have = fs[2 + axis];
+            const std::int64_t first = std::min(before, have), last = std::min(before + extent, have);
+            begin.push_back(first);
+            end.push_back(last);
+            tail.push_back(extent - (last - first));
+        }
+        const value rows = b.slice(full, begin, end, {1, 1, 1, 1});
+        call.operand_gradients[0] = b.pad(rows, {0, 0, 0, 0}, tail);
+    }
+}
+
+// --- pooling and resizing ---------------------------------------------------------------------------------
+
+// Pooling's gradient as a sum over the kernel's offsets: offset (i, j) of every window reads a strided slice
+// of the padded input; `each(slice, i, j)` gives that slice's cotangent, which goes back to its place (the
+// slice's transpose: spread by the stride, shifted by the offset) in the padded input.
+template <class Each>
+value pool_gradient(vjp_call& call, float padding_value, Each each) {
+    builder& b = call.build;
+    const attributes& a = call.forward.attrs;
+    const value& x = call.operands[0];
+    const dims xs = x.shape(), ys = call.result.shape();
+    const std::int64_t oh = ys[2], ow = ys[3];
+    // Padding enough below and right that every window (ceil_mode's included) lies inside.
+    std::vector<std::int64_t> before{0, 0, a.padding[0], a.padding[2]}, after{0, 0, 0, 0};
+    for (std::size_t axis = 0; axis < 2; ++axis) {
+        const std::int64_t reach = (ys[2 + axis] - 1) * a.stride[axis] + a.kernel[axis];
+        after[2 + axis] = std::max<std::int64_t>(0, reach - before[2 + axis] - xs[2 + axis]);
+    }
+    attributes padding;
+    padding.begin = before;
+    padding.end = after;
+    padding.value = padding_value;
+    const value padded = b.apply(op::pad, {x}, padding);
+    const dims ps = padded.shape();
+    value total;
+    for (std::int64_t i = 0; i < a.kernel[0]; ++i) {
+        for (std::int64_t j = 0; j < a.kernel[1]; ++j) {
+            const value window =
+                b.slice(padded, {0, 0, i, j},
+                        {xs[0], xs[1], i + (oh - 1) * a.stride[0] + 1, j + (ow - 1) * a.stride[1] + 1},
+                        {1, 1, a.stride[0], a.stride[1]});
+            const value part = each(window, i, j);
+            const std::int64_t steps[] = {1, 1, a.stride[0], a.stride[1]};
+            const value spread = b.dilate(part, steps);
+            const dims ss = spread.shape();
+            const value placed = b.pad(spread, {0, 0, i, j}, {0, 0, ps[2] - i - ss[2], ps[3] - j - ss[3]});
+            total = total.valid() ? b.add(total, placed) : placed;
+        }
+    }
+    return b.slice(total, {0, 0, before[2], before[3]}, {xs[0], xs[1], before[2] + xs[2], before[3] + xs[3]},
+                   {1, 1, 1, 1});
+}
+
+ANVIL_INLINE void vjp_max_pool2d(vjp_call& call) {
+    if (!call.wanted[0]) return;
+    builder& b = call.build;
+    const value& x = call.operands[0];
+    if (x.shape().element_count() == 0) {
+        call.operand_gradients[0] = b.zeros(x.type(), x.shape());
+        return;
+    }
+    // The first maximum of each window in row-major order takes the gradient, as PyTorch's kernel.
+    value taken;
+    const value zero = b.scalar(0, x.type());
+    call.operand_gradients[0] = pool_gradient(
+        call, -std::numeric_limits<float>::infinity(), [&](const value& window, std::int64_t, std::int64_t) {
+            value hit = b.apply(op::equal, {window, call.result});
+            if (taken.valid()) hit = b.apply(op::logical_and, {hit, b.apply(op::logical_not, {taken})});
+            taken = taken.valid() ? b.apply(op::logical_or, {taken, hit}) : hit;
+            return b.where(hit, call.gradient, zero);
+        });
+}
+
+ANVIL_INLINE void vjp_avg_pool2d(vjp_call& call) {
+    if (!call.wanted[0]) return;
+    builder& b = call.build;
+    const attributes& a = call.forward.attrs;
+    const value& x = call.operands[0];
+    if (x.shape().element_count() == 0) {
+        call.operand_gradients[0] = b.zeros(x.type(), x.shape());
+        return;
+    }
+    // Each output's divisor, as the forward kernel counts it (cpu::reference::window_along).
+    const dims xs = x.shape(), ys = call.result.shape();
+    std::vector<float> divisors;
+    for (std::int64_t r = 0; r < ys[2]; ++r) {
+        const auto rows =
+            cpu::reference::window_along(r, xs[2], a.kernel[0], a.stride[0], a.padding[0], a.padding[1]);
+        for (std::int64_t c = 0; c < ys[3]; ++c) {
+            const auto cols =
+                cpu::reference::window_along(c, xs[3], a.kernel[1], a.stride[1], a.padding[2], a.padding[3]);
+            const std::int64_t n = a.count_include_pad ? rows.padded_size * cols.padded_size
+                                                       : (rows.end - rows.begin) * (cols.end - cols.begin);
+            divisors.push_back(static_cast<float>(n));
+        }
+    }
+    const value share =
+        b.div(call.gradient, b.constant(std::move(divisors), dims{ys[2], ys[3]}, x.type(), "pool divisors"));
+    call.operand_gradients[0] =
+        pool_gradient(call, 0.0f, [&](const value&, std::int64_t, std::int64_t) { return share; });
+}
+
+// Resizing is linear and separable: out = R_h x R_w^T per plane, so dx = R_h^T g R_w, with R the
+// interpolation matrices [out, in] the forward kernel's index rules give.
+ANVIL_INLINE void vjp_upsample(vjp_call& call) {
+    if (!call.wanted[0]) return;
+    builder& b = call.build;
+    const value& x = call.operands[0];
+    const dims xs = x.shape(), ys = call.result.shape();
+    const bool nearest = call.forward.kind == op::upsample_nearest;
+    auto matrix = [&](std::int64_t in, std::int64_t out) {
+        std::vector<float> m(static_cast<std::size_t>(in * out), 0.0f);
+        for (std::int64_t o = 0; o < out; ++o) {
+            if (nearest) {
+                m[static_cast<std::size_t>(o * in + cpu::reference::nearest_source(o, in, out))] = 1.0f;
+            } else {
+                const auto taps = cpu::reference::linear_source(o, in, out, call.forward.attrs.align_corners);
+                m[static_cast<std::size_t>(o * in + taps.first)] += taps.first_weight;
+                m[static_cast<std::size_t>(o * in + taps.second)] += taps.second_weight;
+            }
+        }
+        return b.constant(std::move(m), dims{out, in}, x.type(), "interpolation matrix");
+    };
+    const value rows = matrix(xs[2], ys[2]);
+    const value cols = matrix(xs[3], ys[3]);
+    const value across = b.matmul(call.gradient, cols);  // [N, C, OH, W]
+    call.operand_gradients[0] = b.matmul(rows, across, true, false);
+}
+
+// --- normalisation ----------------------------------------------------------------------------------------
+
+// The cotangent of x for y = (x - mean) / sqrt(var + eps) over `axes` given the cotangent of the normalised
+// value: rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)). Returns it with xhat for the affine gradients.
+struct normalised {
+    value input_gradient;
+    value xhat;
+};
+
+ANVIL_INLINE normalised standardise_backward(builder& b, const value& x, const value& dxhat,
+                                             std::vector<std::int64_t> axes, float epsilon) {
+    const value mean = b.reduce_mean(x, axes, true);
+    const value centred = b.sub(x, mean);
+    const value variance = b.reduce_mean(b.mul(centred, centred), axes, true);
+    const value rstd = b.unary(op::rsqrt, b.add(variance, b.scalar(epsilon, x.type())));
+    const value xhat = b.mul(centred, rstd);
+    const value mean_d = b.reduce_mean(dxhat, axes, true);
+    const value mean_dx = b.reduce_mean(b.mul(dxhat, xhat), axes, true);
+    return {b.mul(rstd, b.sub(b.sub(dxhat, mean_d), b.mul(xhat, mean_dx))), xhat};
+}
+
+ANVIL_INLINE void vjp_layer_norm(vjp_call& call) {
+    builder& b = call.build;
+    const value& x = call.operands[0];
+    const bool weighted = call.operands.size() > 1;
+    const value dxhat = weighted ? b.mul(call.gradient, call.operands[1]) : call.gradient;
+    const normalised n = standardise_backward(b, x, dxhat, {last_axis(x)}, call.forward.attrs.epsilon);
+    if (call.wanted[0]) call.operand_gradients[0] = n.input_gradient;
+    if (weighted && call.wanted[1]) set(call, 1, b.mul(call.gradient, n.xhat));
+    if (call.operands.size() > 2) set(call, 2, call.gradient);
+}
+
+ANVIL_INLINE void vjp_rms_norm(vjp_call& call) {
+    // y = x r w, r = 1/sqrt(mean(x^2) + eps): dx = r (gw - x r^2 mean(gw x)).
+    builder& b = call.build;
+    const value& x = call.operands[0];
+    const std::vector<std::int64_t> axis{last_axis(x)};
+    const value r = b.unary(op::rsqrt, b.add(b.reduce_mean(b.mul(x, x), axis, true),
+                                             b.scalar(call.forward.attrs.epsilon, x.type())));
+    const bool weighted = call.operands.size() > 1;
+    const value gw = weighted ? b.mul(call.gradient, call.operands[1]) : call.gradient;
+    if (call.wanted[0]) {
+        const value inner = b.reduce_mean(b.mul(gw, x), axis, true);
+        call.operand_gradients[0] = b.mul(r, b.sub(gw, b.mul(b.mul(x, b.mul(r, r)), inner)));
+    }
+    if (weighted) set(call, 1, b.mul(call.gradient, b.mul(x, r)));
+}
+
+ANVIL_INLINE void vjp_group_norm(vjp_call& call) {
+    builder& b = call.build;
+    const value& x = call.operands[0];
+    const dims xs = x.shape();
+    const std::int64_t batch = xs[0], channels = xs[1], groups = call.forward.attrs.groups;
+    const std::int64_t per_group =
+        batch * channels == 0 ? 0 : static_cast<std::int64_t>(xs.element_count()) / (batch * groups);
+    const bool weighted = call.operands.size() > 1;
+    const dims cs = channel_shape(channels, xs.rank());
+    const value dxhat = weighted ? b.mul(call.gradient, b.reshape(call.operands[1], cs)) : call.gradient;
+    const dims grouped{batch, groups, per_group};
+    const normalised n = standardise_backward(b, b.reshape(x, grouped), b.reshape(dxhat, grouped), {2},
+                                              call.forward.attrs.epsilon);
+    if (call.wanted[0]) call.operand_gradients[0] = b.reshape(n.input_gradient, xs);
+    const std::vector<std::int64_t> others = axes_except(xs.rank(), {1});
+    if (weighted && call.wanted[1]) {
+        call.operand_gradients[1] = b.reduce_sum(b.mul(call.gradient, b.reshape(n.xhat, xs)), others, false);
+    }
+    if (call.operands.size() > 2 && call.wanted[2])
+        call.operand_gradients[2] = b.reduce_sum(call.gradient, others, false);
+}
+
+ANVIL_INLINE void vjp_batch_norm(vjp_call& call) {
+    // y = (x - mean) r w + b over axis 1 with r = 1/sqrt(var + eps), the statistics given (inference form;
+    // training's batch statistics are built from reductions, which differentiate themselves).
+    builder& b = call.build;
+    const value& x = call.operands[0];
+    const dims xs = x.shape();
+    const dims cs = channel_shape(xs[1], xs.rank());
+    const std::vector<std::int64_t> others = axes_except(xs.rank(), {1});
+    const value mean = b.reshape(call.operands[1], cs);
+    const value r = b.unary(
+        op::rsqrt, b.add(b.reshape(call.operands[2], cs), b.scalar(call.forward.attrs.epsilon, x.type())));
+    const bool weighted = call.operands.size() > 3;
+    const value gw = weighted ? b.mul(call.gradient, b.reshape(call.operands[3], cs)) : call.gradient;
+    const value centred = b.sub(x, mean);
+    if (call.wanted[0]) call.operand_gradients[0] = b.mul(gw, r);
+    if (call.wanted[1]) call.operand_gradients[1] = b.neg(b.reduce_sum(b.mul(gw, r), others, false));
+    if (call.wanted[2]) {
+        const value r3 = b.mul(b.mul(r, r), r);
+        call.operand_gradients[2] = b.reshape(
+            b.mul(b.reduce_sum(b.mul(gw, centred), others, true), b.mul(r3, -0.5)), call.operands[2].shape());
+    }
+    if (weighted && call.wanted[3])
+        call.operand_gradients[3] = b.reduce_sum(b.mul(call.gradient, b.mul(centred, r)), others, false);
+    if (call.operands.size() > 4 && call.wanted[4])
+        call.operand_gradients[4] = b.reduce_sum(call.gradient, others, false);
+}
+
+// softmax's VJP from its probabilities p along `axis`: p (g - sum(g p)). Rows whose every score was masked
+// have p = 0 and so a zero gradient, matching the forward's zeros.
+ANVIL_INLINE value softmax_backward(builder& b, const value& p, const value& g, std::int64_t axis) {
+    return b.mul(p, b.sub(g, b.reduce_sum(b.mul(g, p), {axis}, true)));
+}
+
+ANVIL_INLINE void vjp_softmax(vjp_call& call) {
+    const value dz = softmax_backward(call.build, call.result, call.gradient, call.forward.attrs.axis);
+    if (call.wanted[0]) call.operand_gradients[0] = dz;
+    if (call.operands.size() > 1) set(call, 1, dz);
+}
+
+// --- reductions and scans ---------------------------------------------------------------------------------
+
+ANVIL_INLINE void vjp_reduce_sum(vjp_call& call) {
+    builder& b = call.build;
+    const dims xs = call.operands[0].shape();
+    const value g = b.reshape(call.gradient, kept_shape(xs, call.forward.attrs.axes));
+    if (call.wanted[0]) call.operand_gradients[0] = b.broadcast_to(g, xs);
+}
+
+ANVIL_INLINE void vjp_reduce_mean(vjp_call& call) {
+    builder& b = call.build;
+    const dims xs = call.operands[0].shape();
+    std::int64_t count = 1;
+    for (const std::int64_t axis : call.forward.attrs.axes)
+        count *= xs[static_cast<std::size_t>(axis)];
+    const value g = b.reshape(call.gradient, kept_shape(xs, call.forward.attrs.axes));
+    if (call.wanted[0])
+        call.operand_gradients[0] =
+            b.broadcast_to(b.mul(g, count == 0 ? 0.0 : 1.0 / static_cast<double>(count)), xs);
+}
+
+ANVIL_INLINE void vjp_reduce_extremum(vjp_call& call) {
+    // As torch.amax / amin: the gradient split evenly among the elements that equal the result.
+    builder& b = call.build;
+    const value& x = call.operands[0];
+    const dims xs = x.shape();
+    const dims kept = kept_shape(xs, call.forward.attrs.axes);
+    const value hit = b.cast(b.apply(op::equal, {x, b.reshape(call.result, kept)}), x.type());
+    const value count = b.reduce_sum(hit, call.forward.attrs.axes, true);
+    const value share = b.div(b.reshape(call.gradient, kept), count);
+    if (call.wanted[0]) call.operand_gradients[0] = b.mul(hit, share);
+}
+
+ANVIL_INLINE void vjp_reduce_prod(vjp_call& call) {
+    // d prod / d x_i is the product of the others: y / x_i where x_i != 0; where x_i is the slice's only
+    // zero, the product of the nonzero others; with two zeros or more, 0.
+    builder& b = call.build;
+    const value& x = call.operands[0];
+    const dtype t = x.type();
+    const dims kept = kept_shape(x.shape(), call.forward.attrs.axes);
+    const value zero = b.scalar(0, t), one = b.scalar(1, t);
+    const value is_zero = b.apply(op::equal, {x, zero});
+    attributes product;
+    product.axes = call.forward.attrs.axes;
+    product.keep_dims = true;
+    const value nonzero_product = b.apply(op::reduce_prod, {b.where(is_zero, one, x)}, product);
+    const value zeros_in_slice = b.reduce_sum(b.cast(is_zero, t), call.forward.attrs.axes, true);
+    const value for_zero = b.where(b.apply(op::equal, {zeros_in_slice, one}), nonzero_product, zero);
+    const value y = b.reshape(call.result, kept);
+    const value others = b.where(is_zero, for_zero, b.div(y, b.where(is_zero, one, x)));
+    if (call.wanted[0]) call.operand_gradients[0] = b.mul(b.reshape(call.gradient, kept), others);
+}
+
+ANVIL_INLINE void vjp_cumsum(vjp_call& call) {
+    // Each input element feeds every later sum, so its cotangent is the sum of the later cotangents: the same
+    // scan run the other way.
+    attributes attrs = call.forward.attrs;
+    attrs.reverse = !attrs.reverse;
+    if (call.wanted[0]) call.operand_gradients[0] = call.build.apply(op::cumsum, {call.gradient}, attrs);
+}
+
+// --- data movement ----------------------------------------------------------------------------------------
+
+ANVIL_INLINE void vjp_reshape(vjp_call& call) {
+    if (call.wanted[0])
+        call.operand_gradients[0] = call.build.reshape(call.gradient, call.operands[0].shape());
+}
+
+ANVIL_INLINE void vjp_permute(vjp_call& call) {
+    const std::vector<std::int64_t>& axes = call.forward.attrs.axes;
+    std::vector<std::int64_t> inverse(axes.size());
+    for (std::size_t i = 0; i < axes.size(); ++i)
+        inverse[static_cast<std::size_t>(axes[i])] = static_cast<std::int64_t>(i);
+    if (call.wanted[0]) call.operand_gradients[0] = call.build.permute(call.gradient, std::move(inverse));
+}
+
+ANVIL_INLINE void vjp_concat(vjp_call& call) {
+    const std::int64_t axis = call.forward.attrs.axis;
+    const dims gs = call.gradient.shape();
+    std::int64_t offset = 0;
+    for (std::size_t i = 0; i < call.operands.size(); ++i) {
+        const dims s = call.operands[i].shape();
+        const std::int64_t extent = s[static_cast<std::size_t>(axis)];
+        if (call.wanted[i]) {
+            std::vector<std::int64_t> begin(gs.rank(), 0), end(gs.begin(), gs.end()), step(gs.rank(), 1);
+            begin[static_cast<std::size_t>(axis)] = offset;
+            end[static_cast<std::size_t>(axis)] = offset + extent;
+            call.operand_gradients[i] = call.build.slice(call.gradient, begin, end, step);
+        }
+        offset += extent;
+    }
+}
+
+ANVIL_INLINE void vjp_slice(vjp_call& call) {
+    // The slice's transpose: the cotangent spread by the steps and padded back to the input's extents.
+    if (!call.wanted[0]) return;
+    builder& b = call.build;
+    const attributes& a = call.forward.attrs;
+    const dims xs = call.operands[0].shape(), gs = call.gradient.shape();
+    if (gs.element_count() == 0) {
+        call.operand_gradients[0] = b.zeros(call.operands[0].type(), xs);
+        return;
+    }
+    const value spread = b.dilate(call.gradient, a.step);
+    const dims ss = spread.shape();
+    std::vector<std::int64_t> before, after;
+    for (std::size_t axis = 0; axis < xs.rank(); ++axis) {
+        before.push_back(a.begin[axis]);
+        after.push_back(xs[axis] - a.begin[axis] - ss[axis]);
+    }
+    call.operand_gradients[0] = b.pad(spread, before, after);
+}
+
+ANVIL_INLINE void vjp_pad(vjp_call& call) {
+    if (!call.wanted[0]) return;
+    const attributes& a = call.forward.attrs;
+    const dims xs = call.operands[0].shape();
+    std::vector<std::int64_t> end, step(xs.rank(), 1);
+    for (std::size_t axis = 0; axis < xs.rank(); ++axis)
+        end.push_back(a.begin[axis] + xs[axis]);
+    call.operand_gradients[0] = call.build.slice(call.gradient, a.begin, end, step);
+}
+
+// Rows of a table along `axis` picked by indices: the transpose adds each cotangent row back into the row it
+// came from. Written as a one-hot matrix [V, n] times the cotangent's rows, which every backend runs.
+ANVIL_INLINE void vjp_gather(vjp_call& call) {
+    if (!call.wanted[0]) return;
+    builder& b = call.build;
+    const value& table = call.operands[0];
+    const value& indices = call.operands[1];
+    const dims ts = table.shape();
+    const auto axis = static_cast<std::size_t>(call.forward.attrs.axis);
+    std::int64_t outer = 1, inner = 1;
+    for (std::size_t i = 0; i < axis; ++i)
+        outer *= ts[i];
+    for (std::size_t i = axis + 1; i < ts.rank(); ++i)
+        inner *= ts[i];
+    const std::int64_t rows = ts[axis], n = static_cast<std::int64_t>(indices.shape().element_count());
+    std::vector<float> positions;
+    for (std::int64_t v = 0; v < rows; ++v)
+        positions.push_back(static_cast<float>(v));
+    const value row_ids = b.constant(std::move(positions), dims{rows, 1}, indices.type(), "row numbers");
+    const value one_hot = b.cast(b.apply(op::equal, {row_ids, b.reshape(indices, dims{1, n})}), table.type());
+    // Operands of one rank (a [V, n] matrix against [outer, n, inner] would broadcast across ranks).
+    const value product = outer == 1 ? b.matmul(one_hot, b.reshape(call.gradient, dims{n, inner}))
+                                     : b.matmul(b.reshape(one_hot, dims{1, rows, n}),
+                                                b.reshape(call.gradient, dims{outer, n, inner}));
+    call.operand_gradients[0] = b.reshape(product, ts);
+}
+
+ANVIL_INLINE void vjp_gather_elements(vjp_call& call) {
+    // out[.., j, ..] = data[.., index[.., j, ..], ..] along `axis`: with the axis moved last and the rest
+    // flattened to L lines, d data[l, v] = sum_j g[l, j] [index[l, j] == v], a batched [1, J] x [J, V]
+    // product; lines of data past the result's extents (which may be smaller off the axis) get zeros.
+    if (!call.wanted[0]) return;
+    builder& b = call.build;
+    const value& data = call.operands[0];
+    const value& indices = call.operands[1];
+    const dims ds = data.shape(), os = indices.shape();
+    const std::size_t rank = ds.rank();
+    const auto axis = static_cast<std::size_t>(call.forward.attrs.axis);
+    std::vector<std::int64_t> order;
+    for (std::size_t i = 0; i < rank; ++i)
+        if (i != axis) order.push_back(static_cast<std::int64_t>(i));
+    order.push_back(static_cast<std::int64_t>(axis));
+    const std::int64_t extent = ds[axis], picks = os[axis];
+    const std::int64_t lines = picks == 0 ? 0 : static_cast<std::int64_t>(os.element_count()) / picks;
+    const value moved_g = b.reshape(b.permute(call.gradient, order), dims{lines, 1, picks});
+    const value idx = b.reshape(b.permute(indices, order), dims{lines, picks, 1});
+    // Negative indices count from the end.
+    const value extent_v = b.constant({static_cast<float>(extent)}, dims{}, indices.type(), "extent");
+    const value zero_i = b.constant({0.0f}, dims{}, indices.type(), "zero");
+    const value wrapped = b.where(b.apply(op::less, {idx, zero_i}), b.add(idx, extent_v), idx);
+    std::vector<float> positions;
+    for (std::int64_t v = 0; v < extent; ++v)
+        positions.push_back(static_cast<float>(v));
+    const value row_ids = b.constant(std::move(positions), dims{1, 1, extent}, indices.type(), "positions");
+    const value one_hot = b.cast(b.apply(op::equal, {wrapped, row_ids}), data.type());
+    const value lined = b.matmul(moved_g, one_hot);  // [L, 1, V]
+    std::vector<std::int64_t> moved_shape, inverse(rank);
+    for (const std::int64_t i : order)
+        moved_shape.push_back(static_cast<std::size_t>(i) == axis ? extent : os[static_cast<std::size_t>(i)]);
+    for (std::size_t i = 0; i < rank; ++i)
+        inverse[static_cast<std::size_t>(order[i])] = static_cast<std::int64_t>(i);
+    const value back = b.permute(b.reshape(lined, dims(moved_shape)), inverse);
+    std::vector<std::int64_t> before(rank, 0), after;
+    const dims bs = back.shape();
+    for (std::size_t i = 0; i < rank; ++i)
+        after.push_back(ds[i] - bs[i]);
+    call.operand_gradients[0] = b.pad(back, before, after);
+}
+
+// --- transformer blocks -----------------------------------------------------------------------------------
+
+ANVIL_INLINE void vjp_attention(vjp_call& call) {
+    // Recomputes the probabilities and applies the chain rule through softmax(q k^T s + mask) v, in rank 4
+    // (the Neural Engine's products stop at rank 5, and on an M1 a rank-5 product decomposes past it): a
+    // grouped-query kv head is gathered once per query head it serves, and the heads' cotangents are summed
+    // back per kv head.
+    builder& b = call.build;
+    const attributes& a = call.forward.attrs;
+    const value& q = call.operands[0];
+    const dims qs = q.shape(), ks = call.operands[1].shape();
+    const std::int64_t batch = qs[0], heads = qs[1], queries = qs[2], depth = qs[3];
+    const std::int64_t kv_heads = ks[1], keys = ks[2];
+    const std::int64_t group = heads / kv_heads;
+    const dtype t = q.type();
+    const double scale =
+        a.scale != 0.0f ? a.scale : (depth > 0 ? 1.0 / std::sqrt(static_cast<double>(depth)) : 1.0);
+    auto per_query_head = [&](const value& kv) {
+        if (group == 1) return kv;
+        std::vector<float> serving;
+        for (std::int64_t h = 0; h < heads; ++h)
+            serving.push_back(static_cast<float>(h / group));
+        attributes heads_axis;
+        heads_axis.axis = 1;
+        return b.apply(op::gather,
+                       {kv, b.constant(std::move(serving), dims{heads}, dtype::i64, "kv head of each head")},
+                       heads_axis);
+    };
+    auto per_kv_head = [&](const value& grad) {
+        if (group == 1) return grad;
+        const dims gs = grad.shape();
+        return b.reduce_sum(b.reshape(grad, dims{batch, kv_heads, group, gs[2], gs[3]}), {2}, false);
+    };
+    const value k = per_query_head(call.operands[1]);
+    const value v = per_query_head(call.operands[2]);
+    const value& g = call.gradient;
+    value scores = b.mul(b.matmul(q, k, false, true), scale);
+    if (call.operands.size() == 4) scores = b.add(scores, call.operands[3]);
+    // The causal mask as the Neural Engine needs it (finite: a softmax row holding -infinity is NaN there,
+    // CONSTRAINTS.md), -1e4 where key j is hidden from query i (exp gives exactly 0 in every precision), and
+    // the probabilities times 0 or 1 after, which also zeroes the rows of queries that see no key, as the
+    // forward does.
+    std::vector<float> hidden, visible;
+    if (a.causal) {
+        for (std::int64_t i = 0; i < queries; ++i) {
+            for (std::int64_t j = 0; j < keys; ++j) {
+                const bool seen = j <= i + (keys - queries);
+                hidden.push_back(seen ? 0.0f : -1e4f);
+                visible.push_back(seen ? 1.0f : 0.0f);
+            }
+        }
+        scores = b.add(scores, b.constant(std::move(hidden), dims{queries, keys}, t, "causal mask"));
+    }
+    attributes softmax;
+    softmax.axis = 3;
+    value p = b.apply(op::softmax, {scores}, softmax);
+    if (a.causal) p = b.mul(p, b.constant(std::move(visible), dims{queries, keys}, t, "causal visibility"));
+    if (call.wanted[2]) call.operand_gradients[2] = per_kv_head(b.matmul(p, g, true, false));
+    const value ds = softmax_backward(b, p, b.matmul(g, v, false, true), 3);
+    if (call.wanted[0]) call.operand_gradients[0] = b.mul(b.matmul(ds, k), scale);
+    if (call.wanted[1]) call.operand_gradients[1] = per_kv_head(b.mul(b.matmul(ds, q, true, false), scale));
+    if (call.operands.size() == 4) set(call, 3, ds);
+}
+
+ANVIL_INLINE void vjp_rotary(vjp_call& call) {
+    // Each pair (x1, x2) turns by its angle: y1 = x1 c - x2 s, y2 = x2 c + x1 s. The transpose turns it back
+    // (the same op with sin negated); the tables' cotangents sum g1 x1 + g2 x2 and g2 x1 - g1 x2 over the
+    // leading axes.
+    builder& b = call.build;
+    const value& x = call.operands[0];
+    if (call.wanted[0]) {
+        call.operand_gradients[0] = b.apply(
+            op::rotary, {call.gradient, call.operands[1], b.neg(call.operands[2])}, call.forward.attrs);
+    }
+    if (!call.wanted[1] && !call.wanted[2]) return;
+    const dims xs = x.shape();
+    const std::int64_t half = call.operands[1].shape()[1];
+    const bool interleaved = call.forward.attrs.interleaved;
+    auto part = [&](const value& v, std::int64_t which) {
+        std::vector<std::int64_t> begin(xs.rank(), 0), end(xs.begin(), xs.end()), step(xs.rank(), 1);
+        const std::size_t last = xs.rank() - 1;
+        begin[last] = interleaved ? which : which * half;
+        end[last] = interleaved ? 2 * half : (which + 1) * half;
+        step[last] = interleaved ? 2 : 1;
+        return b.slice(v, begin, end, step);
+    };
+    const value x1 = part(x, 0), x2 = part(x, 1);
+    const value g1 = part(call.gradient, 0), g2 = part(call.gradient, 1);
+    set(call, 1, b.add(b.mul(g1, x1), b.mul(g2, x2)));
+    set(call, 2, b.sub(b.mul(g2, x1), b.mul(g1, x2)));
+}
+
+}  // namespace vjp_rows
+
+ANVIL_INLINE vjp_entry vjp_of(op kind) {
+    switch (kind) {
+        case op::input:
+        case op::constant:
+            return {nullptr, "a leaf"};
+        case op::relu:
+            return {vjp_rows::vjp_relu, {}};
+        case op::gelu:
+            return {vjp_rows::vjp_gelu, {}};
+        case op::gelu_tanh:
+            return {vjp_rows::vjp_gelu_tanh, {}};
+        case op::quick_gelu:
+            return {vjp_rows::vjp_quick_gelu, {}};
+        case op::silu:
+            return {vjp_rows::vjp_silu, {}};
+        case op::sigmoid:
+            return {vjp_rows::vjp_sigmoid, {}};
+        case op::tanh:
+            return {vjp_rows::vjp_tanh, {}};
+        case op::exp:
+            return {vjp_rows::vjp_exp, {}};
+        case op::log:
+            return {vjp_rows::vjp_log, {}};
+        case op::sqrt:
+            return {vjp_rows::vjp_sqrt, {}};
+        case op::rsqrt:
+            return {vjp_rows::vjp_rsqrt, {}};
+        case op::abs:
+            return {vjp_rows::vjp_abs, {}};
+        case op::neg:
+            return {vjp_rows::vjp_neg, {}};
+        case op::erf:
+            return {vjp_rows::vjp_erf, {}};
+        case op::floor:
+        case op::ceil:
+        case op::round:
+        case op::sign:
+            return {vjp_rows::vjp_zero, {}};
+        case op::sin:
+            return {vjp_rows::vjp_sin, {}};
+        case op::cos:
+            return {vjp_rows::vjp_cos, {}};
+        case op::clamp:
+            return {vjp_rows::vjp_clamp, {}};
+        case op::cast:
+            return {vjp_rows::vjp_cast, {}};
+        case op::add:
+            return {vjp_rows::vjp_add, {}};
+        case op::sub:
+            return {vjp_rows::vjp_sub, {}};
+        case op::mul:
+            return {vjp_rows::vjp_mul, {}};
+        case op::div:
+            return {vjp_rows::vjp_div, {}};
+        case op::pow:
+            return {vjp_rows::vjp_pow, {}};
+        case op::maximum:
+            return {vjp_rows::vjp_maximum, {}};
+        case op::minimum:
+            return {vjp_rows::vjp_minimum, {}};
+        case op::equal:
+        case op::less:
+        case op::less_equal:
+        case op::greater:
+        case op::greater_equal:
+        case op::logical_and:
+        case op::logical_or:
+        case op::logical_xor:
+        case op::logical_not:
+        case op::argmax:
+            return {nullptr, "its result is boolean or an index, which carries no gradient"};
+        case op::where:
+            return {vjp_rows::vjp_where, {}};
+        case op::fused_elementwise:
+            return {nullptr, "fusion runs when a program is compiled; differentiate the graph before it"};
+        case op::matmul:
+            return {vjp_rows::vjp_matmul, {}};
+        case op::linear:
+            return {vjp_rows::vjp_linear, {}};
+        case op::conv2d:
+            return {vjp_rows::vjp_conv2d, {}};
+        case op::max_pool2d:
+            return {vjp_rows::vjp_max_pool2d, {}};
+        case op::avg_pool2d:
+            return {vjp_rows::vjp_avg_pool2d, {}};
+        case op::upsample_nearest:
+        case op::upsample_bilinear:
+            return {vjp_rows::vjp_upsample, {}};
+        case op::layer_norm:
+            return {vjp_rows::vjp_layer_norm, {}};
+        case op::rms_norm:
+            return {vjp_rows::vjp_rms_norm, {}};
+        case op::group_norm:
+            return {vjp_rows::vjp_group_norm, {}};
+        case op::batch_norm:
+            return {vjp_rows::vjp_batch_norm, {}};
+        case op::softmax:
+            return {vjp_rows::vjp_softmax, {}};
+        case op::reduce_sum:
+            return {vjp_rows::vjp_reduce_sum, {}};
+        case op::reduce_mean:
+            return {vjp_rows::vjp_reduce_mean, {}};
+        case op::reduce_max:
+        case op::reduce_min:
+            return {vjp_rows::vjp_reduce_extremum, {}};
+        case op::reduce_prod:
+            return {vjp_rows::vjp_reduce_prod, {}};
+        case op::cumsum:
+            return {vjp_rows::vjp_cumsum, {}};
+        case op::reshape:
+            return {vjp_rows::vjp_reshape, {}};
+        case op::permute:
+            return {vjp_rows::vjp_permute, {}};
+        case op::concat:
+            return {vjp_rows::vjp_concat, {}};
+        case op::slice:
+            return {vjp_rows::vjp_slice, {}};
+        case op::pad:
+            return {vjp_rows::vjp_pad, {}};
+        case op::gather:
+            return {vjp_rows::vjp_gather, {}};
+        case op::gather_elements:
+            return {vjp_rows::vjp_gather_elements, {}};
+        case op::attention:
+            return {vjp_rows::vjp_attention, {}};
+        case op::rotary:
+            return {vjp_rows::vjp_rotary, {}};
+        case op::dequantize_int8:
+        case op::dequantize_lut:
+        case op::dequantize_ggml:
+            return {nullptr,
+                    "its weights are quantised; train a floating-point copy, or a LoRA adapter beside them"};
+    }
+    return {nullptr, "an unknown op"};
+}
+
+}  // namespace anvil::detail::autodiff
+#endif
+
+namespace anvil {
+
+namespace detail::autodiff {
+
+// How a node is named in an error: its op, its number, and its label or stage when it has one.
+ANVIL_INLINE std::string describe(const graph_body& body, value_id id) {
+    const node& n = body.nodes[id];
+    std::string text = message(op_name(n.kind), " (node ", id);
+    if (!n.name.empty()) text += message(", '", n.name, "'");
+    if (n.stage != 0 && n.stage < body.stage_labels.size())
+        text += message(", stage '", body.stage_labels[n.stage], "'");
+    return text + ")";
+}
+
+}  // namespace detail::autodiff
+
+ANVIL_INLINE std::vector<value> gradients(const value& loss, std::span<const value> wrt) {
+    if (!loss.valid()) throw error("gradients: the loss is an empty value");
+    if (loss.shape().element_count() != 1) {
+        throw shape_error(
+            detail::message("gradients: the loss ", loss.shape(),
+                            " holds more than one element; reduce it to a scalar or give the seed "
+                            "(the cotangent of each element)"));
+    }
+    std::vector<float> one{1.0f};
+    detail::autodiff::builder build(graph::of(loss));
+    return gradients(loss, wrt, build.constant(std::move(one), loss.shape(), loss.type(), "seed"));
+}
+
+ANVIL_INLINE std::vector<value> gradients(const value& loss, std::span<const value> wrt, const value& seed) {
+    using detail::message;
+    if (!loss.valid()) throw error("gradients: the loss is an empty value");
+    if (!is_floating(loss.type())) {
+        throw type_error(
+            message("gradients: the loss is ", dtype_name(loss.type()), "; it must be floating point"));
+    }
+    if (!seed.valid() || seed.owner() != loss.owner() || seed.type() != loss.type() ||
+        !(seed.shape() == loss.shape())) {
+        throw error(message("gradients: the seed must be a value of the loss's graph, of its type ",
+                            dtype_name(loss.type()), " and shape ", loss.shape()));
+    }
+    const graph_body& body = *loss.owner();
+    for (std::size_t i = 0; i < wrt.size(); ++i) {
+        if (!wrt[i].valid() || wrt[i].owner() != loss.owner()) {
+            throw error(message("gradients: value ", i, " asked about is not a value of the loss's graph"));
+        }
+        if (!is_floating(wrt[i].type())) {
+            throw type_error(message(
+                "gradients: value ", i, " asked about, ", detail::autodiff::describe(body, wrt[i].id()),
+                ", is ", dtype_name(wrt[i].type()), "; only floating-point values have gradients"));
+        }
+    }
+
+    // The nodes a gradient must pass through: those that depend on a value asked about (forward from them)
+    // and that the loss depends on (the walk below starts at the loss).
+    const std::size_t count = static_cast<std::size_t>(loss.id()) + 1;
+    std::vector<bool> depends(count, false);
+    for (const value& v : wrt)
+        if (v.id() < count) depends[v.id()] = true;
+    for (std::size_t id = 0; id < count; ++id) {
+        if (depends[id]) continue;
+        for (const value_id input : body.nodes[id].inputs)
+            if (depends[input]) depends[id] = true;
+    }
+    // Values of an integer or boolean type carry no gradient (comparisons, argmax, index casts).
+    for (std::size_t id = 0; id < count; ++id)
+        if (!is_floating(body.nodes[id].result.type)) depends[id] = false;
+
+    detail::autodiff::builder build(graph::of(loss));
+    std::vector<value> adjoint(count);
+    adjoint[loss.id()] = seed;
+    for (std::size_t id = count; id-- > 0;) {
+        if (!adjoint[id].valid() || !depends[id]) continue;
+        // A copy: appending backward nodes may move the node list.
+        const node forward = loss.owner()->nodes[id];
+        if (forward.kind == op::input || forward.kind == op::constant) continue;
+        std::vector<bool> wanted;
+        bool any = false;
+        for (const value_id input : forward.inputs) {
+            wanted.push_back(depends[input]);
+            any = any || depends[input];
+        }
+        if (!any) continue;
+        const detail::autodiff::vjp_entry entry = detail::autodiff::vjp_of(forward.kind);
+        if (entry.rule == nullptr) {
+            throw error(
+                message("gradients: ", detail::autodiff::describe(*loss.owner(), static_cast<value_id>(id)),
+                        " has no gradient: ", entry.no_gradient));
+        }
+        detail::autodiff::vjp_call call{build,
+                                        forward,
+                                        {},
+                                        value(loss.owner(), static_cast<value_id>(id)),
+                                        adjoint[id],
+                                        wanted,
+                                        std::vector<value>(forward.inputs.size())};
+        for (const value_id input : forward.inputs)
+            call.operands.emplace_back(loss.owner(), input);
+        try {
+            entry.rule(call);
+        } catch (const error& e) {
+            throw error(message("gradients: the gradient of ",
+                                detail::autodiff::describe(*loss.owner(), static_cast<value_id>(id)), ": ",
+                                e.what()));
+        }
+        for (std::size_t i = 0; i < forward.inputs.size(); ++i) {
+            const value& contribution = call.operand_gradients[i];
+            if (!wanted[i] || !contribution.valid()) continue;
+            value& total = adjoint[forward.inputs[i]];
+            total = total.valid() ? build.add(total, contribution) : contribution;
+        }
+    }
+
+    std::vector<value> result;
+    for (const value& v : wrt) {
+        const bool reached = v.id() < count && adjoint[v.id()].valid();
+        result.push_back(reached ? adjoint[v.id()] : build.zeros(v.type(), v.shape()));
+    }
+    return result;
 }
 
 }  // namespace anvil
@@ -50737,6 +52759,878 @@ image_classifier::default_preprocessing(const std::filesystem::path& folder) con
 }
 
 }  // namespace anvil::models
+// anvil: optimizer's definitions (see optimizer.hpp; compilation.hpp says when this file is compiled).
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+// #include "anvil/core/dtype.hpp"
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/host_tensor.hpp"
+// #include "anvil/train/optimizer.hpp"
+
+namespace anvil::detail::optimizers {
+
+ANVIL_INLINE host_tensor deep_copy(const host_tensor& tensor) {
+    host_tensor copy(tensor.type(), tensor.shape());
+    if (tensor.byte_size() != 0) std::memcpy(copy.raw(), tensor.raw(), tensor.byte_size());
+    return copy;
+}
+
+ANVIL_INLINE void check_non_negative(std::string_view optimizer, std::string_view what, double value) {
+    if (!(value >= 0.0)) {
+        throw error(message(optimizer, ": invalid ", what, " ", value, " (it must be >= 0)"));
+    }
+}
+
+}  // namespace anvil::detail::optimizers
+
+namespace anvil::train {
+
+ANVIL_INLINE optimizer::optimizer(std::string name, std::vector<parameter> parameters,
+                                  std::vector<std::string> buffer_names)
+    : name_(std::move(name)), parameters_(std::move(parameters)), buffer_names_(std::move(buffer_names)) {
+    std::unordered_set<std::string_view> seen;
+    for (const auto& param : parameters_) {
+        if (param.name.empty()) throw error(detail::message(name_, ": a parameter has an empty name"));
+        if (!seen.insert(param.name).second) {
+            // Two parameters of one name could not be told apart in a saved state.
+            throw error(detail::message(name_, ": parameter '", param.name, "' is given twice"));
+        }
+        if (param.value.type() != dtype::f32) {
+            throw type_error(detail::message(name_, ": parameter '", param.name, "' holds ",
+                                             dtype_name(param.value.type()),
+                                             "; the optimizer updates f32 master weights"));
+        }
+    }
+}
+
+ANVIL_INLINE std::string optimizer::buffer_name(std::size_t buffer, std::size_t param) const {
+    // The buffer's name first: "exp_avg." and "exp_avg_sq." differ before any parameter name starts, so no
+    // two (buffer, parameter) pairs share a name.
+    return buffer_names_[buffer] + "." + parameters_[param].name;
+}
+
+ANVIL_INLINE void optimizer::step(std::span<const host_tensor> grads, double lr) {
+    detail::optimizers::check_non_negative(name_, "learning rate", lr);
+    if (grads.size() != parameters_.size()) {
+        throw error(detail::message(name_, ": step got ", grads.size(), " gradients for ", parameters_.size(),
+                                    " parameters"));
+    }
+    for (std::size_t i = 0; i < grads.size(); ++i) {
+        const auto& param = parameters_[i];
+        if (grads[i].type() != dtype::f32) {
+            throw type_error(detail::message(name_, ": the gradient of '", param.name, "' holds ",
+                                             dtype_name(grads[i].type()), ", not f32"));
+        }
+        if (grads[i].shape() != param.value.shape()) {
+            throw shape_error(detail::message(name_, ": the gradient of '", param.name, "' has shape ",
+                                              grads[i].shape(), ", the parameter ", param.value.shape()));
+        }
+    }
+    if (step_ == 0) {
+        buffers_.resize(parameters_.size());
+        for (std::size_t i = 0; i < parameters_.size(); ++i) {
+            buffers_[i].clear();
+            for (std::size_t b = 0; b < buffer_names_.size(); ++b)
+                buffers_[i].emplace_back(dtype::f32, parameters_[i].value.shape());
+        }
+    }
+    ++step_;
+    for (std::size_t i = 0; i < parameters_.size(); ++i) {
+        auto& param = parameters_[i];
+        update(param, param.value.values<float>(), grads[i].values<float>(), buffers_[i], lr, step_);
+    }
+}
+
+ANVIL_INLINE optimizer_state optimizer::state() const {
+    optimizer_state saved{name_, step_, {}};
+    if (step_ == 0) return saved;
+    for (std::size_t i = 0; i < parameters_.size(); ++i) {
+        for (std::size_t b = 0; b < buffer_names_.size(); ++b)
+            saved.tensors.push_back({buffer_name(b, i), detail::optimizers::deep_copy(buffers_[i][b])});
+    }
+    return saved;
+}
+
+ANVIL_INLINE void optimizer::load_state(const optimizer_state& saved) {
+    if (saved.name != name_) {
+        throw error(detail::message(name_, ": cannot load the state of optimizer '", saved.name, "'"));
+    }
+    if (saved.step < 0) {
+        throw error(detail::message(name_, ": the saved state has a negative step count (", saved.step, ")"));
+    }
+    // Every buffer the parameters have after saved.step steps, by name, then each saved tensor in its slot.
+    std::unordered_map<std::string, std::size_t> slots;
+    if (saved.step != 0) {
+        for (std::size_t i = 0; i < parameters_.size(); ++i) {
+            for (std::size_t b = 0; b < buffer_names_.size(); ++b)
+                slots.emplace(buffer_name(b, i), i * buffer_names_.size() + b);
+        }
+    }
+    std::vector<const named_tensor*> found(slots.size(), nullptr);
+    for (const auto& tensor : saved.tensors) {
+        const auto slot = slots.find(tensor.name);
+        if (slot == slots.end()) {
+            throw error(detail::message(name_, ": the saved state has '", tensor.name, "', which ",
+                                        saved.step == 0 ? "a state before the first step cannot have"
+                                                        : "names no buffer of these parameters"));
+        }
+        if (found[slot->second] != nullptr) {
+            throw error(detail::message(name_, ": the saved state has '", tensor.name, "' twice"));
+        }
+        const auto& shape = parameters_[slot->second / buffer_names_.size()].value.shape();
+        if (tensor.tensor.type() != dtype::f32 || tensor.tensor.shape() != shape) {
+            throw shape_error(detail::message(name_, ": saved tensor '", tensor.name, "' is ",
+                                              dtype_name(tensor.tensor.type()), " ", tensor.tensor.shape(),
+                                              ", expected f32 ", shape));
+        }
+        found[slot->second] = &tensor;
+    }
+    std::vector<std::vector<host_tensor>> loaded(saved.step == 0 ? 0 : parameters_.size());
+    for (std::size_t i = 0; i < loaded.size(); ++i) {
+        for (std::size_t b = 0; b < buffer_names_.size(); ++b) {
+            const auto* tensor = found[i * buffer_names_.size() + b];
+            if (tensor == nullptr) {
+                throw error(detail::message(name_, ": the saved state lacks '", buffer_name(b, i), "'"));
+            }
+            loaded[i].push_back(detail::optimizers::deep_copy(tensor->tensor));
+        }
+    }
+    buffers_ = std::move(loaded);
+    step_ = saved.step;
+}
+
+}  // namespace anvil::train
+// anvil: adamw's definitions (see adamw.hpp; compilation.hpp says when this file is compiled).
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/host_tensor.hpp"
+// #include "anvil/train/adamw.hpp"
+// #include "anvil/train/optimizer.hpp"
+
+namespace anvil::train {
+
+ANVIL_INLINE void check_options(const adamw_options& options) {
+    for (const auto& [beta, name] : {std::pair{options.beta1, "beta1"}, std::pair{options.beta2, "beta2"}}) {
+        if (!(beta >= 0.0 && beta < 1.0)) {
+            throw error(detail::message("adamw: invalid ", name, " ", beta, " (it must be in [0, 1))"));
+        }
+    }
+    detail::optimizers::check_non_negative("adamw", "eps", options.eps);
+    detail::optimizers::check_non_negative("adamw", "weight_decay", options.weight_decay);
+}
+
+ANVIL_INLINE void adamw_update(std::span<float> param, std::span<const float> grad, std::span<float> exp_avg,
+                               std::span<float> exp_avg_sq, std::int64_t step, double lr,
+                               const adamw_options& options) {
+    if (grad.size() != param.size() || exp_avg.size() != param.size() || exp_avg_sq.size() != param.size()) {
+        throw shape_error(detail::message("adamw_update: ", param.size(), " parameters, ", grad.size(),
+                                          " gradients, ", exp_avg.size(), " and ", exp_avg_sq.size(),
+                                          " moments"));
+    }
+    if (step < 1) throw error(detail::message("adamw_update: step ", step, " (steps count from 1)"));
+    // The scalars in double, as Python computes them, each statement apart so that no compiler fuses them.
+    const double decay_product = lr * options.weight_decay;
+    const double decay = 1.0 - decay_product;
+    const double bias_correction1 = 1.0 - std::pow(options.beta1, static_cast<double>(step));
+    const double bias_correction2 = 1.0 - std::pow(options.beta2, static_cast<double>(step));
+    const double step_size = lr / bias_correction1;
+    const double bias_correction2_sqrt = std::sqrt(bias_correction2);
+    // torch's kernels then take each scalar as float32.
+    const auto decay_f = static_cast<float>(decay);
+    const auto beta1 = static_cast<float>(options.beta1);
+    const auto one_minus_beta1 = static_cast<float>(1.0 - options.beta1);
+    const auto beta2 = static_cast<float>(options.beta2);
+    const auto one_minus_beta2 = static_cast<float>(1.0 - options.beta2);
+    const auto correction2_sqrt = static_cast<float>(bias_correction2_sqrt);
+    const auto eps = static_cast<float>(options.eps);
+    const auto minus_step_size = static_cast<float>(-step_size);
+    for (std::size_t i = 0; i < param.size(); ++i) {
+        const float g = grad[i];
+        // param.mul_(1 - lr * weight_decay)
+        const float p = param[i] * decay_f;
+        // exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1): two kernels, the second fused
+        const float m = std::fma(g, one_minus_beta1, exp_avg[i] * beta1);
+        // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2): (value * g) * g + v, fused
+        const float v = std::fma(one_minus_beta2 * g, g, exp_avg_sq[i] * beta2);
+        // denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+        const float denom = std::sqrt(v) / correction2_sqrt + eps;
+        // param.addcdiv_(exp_avg, denom, value=-step_size): p + (value * m) / denom
+        param[i] = p + minus_step_size * m / denom;
+        exp_avg[i] = m;
+        exp_avg_sq[i] = v;
+    }
+}
+
+ANVIL_INLINE adamw::adamw(std::vector<parameter> parameters, const adamw_options& options)
+    : optimizer("adamw", std::move(parameters), {"exp_avg", "exp_avg_sq"}), options_(options) {
+    check_options(options_);
+}
+
+ANVIL_INLINE void adamw::update(const parameter& param, std::span<float> value, std::span<const float> grad,
+                                std::span<host_tensor> buffers, double lr, std::int64_t step) {
+    auto options = options_;
+    if (!param.weight_decay) options.weight_decay = 0.0;
+    adamw_update(value, grad, buffers[0].values<float>(), buffers[1].values<float>(), step, lr, options);
+}
+
+}  // namespace anvil::train
+// anvil: clip_grad_norm's definitions (see clip.hpp; compilation.hpp says when this file is compiled).
+
+#include <cmath>
+#include <cstddef>
+#include <span>
+
+// #include "anvil/core/dtype.hpp"
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/host_tensor.hpp"
+// #include "anvil/train/clip.hpp"
+
+namespace anvil::train {
+
+ANVIL_INLINE float global_grad_norm(std::span<const host_tensor> grads) {
+    double total_squares = 0.0;
+    for (std::size_t i = 0; i < grads.size(); ++i) {
+        if (grads[i].type() != dtype::f32) {
+            throw type_error(detail::message("clip_grad_norm: gradient ", i, " holds ",
+                                             dtype_name(grads[i].type()), ", not f32"));
+        }
+        double squares = 0.0;
+        for (const float x : grads[i].values<float>()) {
+            const double wide = x;
+            squares += wide * wide;
+        }
+        // torch.stack of per-tensor f32 norms: each is rounded before the outer norm.
+        const double norm = static_cast<float>(std::sqrt(squares));
+        total_squares += norm * norm;
+    }
+    return static_cast<float>(std::sqrt(total_squares));
+}
+
+ANVIL_INLINE float clip_grad_norm(std::span<host_tensor> grads, double max_norm) {
+    if (!(max_norm >= 0.0)) {
+        throw error(detail::message("clip_grad_norm: invalid max_norm ", max_norm, " (it must be >= 0)"));
+    }
+    const float total = global_grad_norm(grads);
+    // clip_coef = max_norm / (total_norm + 1e-6) on an f32 tensor: Python's float / tensor is
+    // tensor.reciprocal() * float, so the reciprocal is rounded before the product.
+    const float reciprocal = 1.0f / (total + static_cast<float>(1e-6));
+    const float coefficient = reciprocal * static_cast<float>(max_norm);
+    // torch.clamp(clip_coef, max=1.0) keeps a NaN.
+    const float clamped = std::isnan(coefficient) ? coefficient : std::fmin(coefficient, 1.0f);
+    for (auto& grad : grads) {
+        for (float& x : grad.values<float>())
+            x *= clamped;
+    }
+    return total;
+}
+
+}  // namespace anvil::train
+// anvil: the trainable-graph builders' definitions (see layers.hpp; compilation.hpp says when this file is
+// compiled).
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/train/layers.hpp"
+
+namespace anvil::train {
+
+ANVIL_INLINE float uniform_generator::next(float low, float high) {
+    // splitmix64 (Steele, Lea, Flood 2014): a full-period 64-bit sequence with good equidistribution.
+    state_ += 0x9e3779b97f4a7c15ULL;
+    std::uint64_t z = state_;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    const float unit = static_cast<float>(z >> 40) * 0x1.0p-24f;  // [0, 1), exact in float
+    return low + (high - low) * unit;
+}
+
+ANVIL_INLINE void parameter_set::declare(std::string name, const host_tensor& initial, bool weight_decay) {
+    if (contains(name)) {
+        throw error(anvil::detail::message("parameter_set: '", name, "' is already declared"));
+    }
+    const std::vector<float> values = initial.to_f32();
+    parameters_.push_back({std::move(name), host_tensor::from(values, initial.shape()), weight_decay});
+}
+
+ANVIL_INLINE void parameter_set::declare_uniform(std::string name, const dims& shape, float bound,
+                                                 bool weight_decay) {
+    if (contains(name)) return;
+    std::vector<float> values(static_cast<std::size_t>(shape.element_count()));
+    for (float& v : values)
+        v = generator_.next(-bound, bound);
+    parameters_.push_back({std::move(name), host_tensor::from(values, shape), weight_decay});
+}
+
+ANVIL_INLINE void parameter_set::declare_filled(std::string name, const dims& shape, float fill,
+                                                bool weight_decay) {
+    if (contains(name)) return;
+    std::vector<float> values(static_cast<std::size_t>(shape.element_count()), fill);
+    parameters_.push_back({std::move(name), host_tensor::from(values, shape), weight_decay});
+}
+
+ANVIL_INLINE bool parameter_set::contains(std::string_view name) const {
+    return std::any_of(parameters_.begin(), parameters_.end(),
+                       [&](const parameter& p) { return p.name == name; });
+}
+
+ANVIL_INLINE const host_tensor& parameter_set::value_of(std::string_view name) const {
+    for (const parameter& p : parameters_)
+        if (p.name == name) return p.value;
+    throw error(anvil::detail::message("parameter_set: no parameter named '", name, "'"));
+}
+
+ANVIL_INLINE value parameter_set::in(graph& g, std::string_view name) const {
+    const host_tensor& initial = value_of(name);
+    for (const value& v : g.parameters())
+        if (v.producer().name == name) return v;
+    return g.parameter(std::string(name), dtype::f32, initial.shape());
+}
+
+ANVIL_INLINE value linear(graph& g, parameter_set& params, const std::string& name, const value& x,
+                          std::int64_t out_features, bool bias) {
+    const std::int64_t in_features = x.shape()[x.rank() - 1];
+    const float bound = in_features > 0 ? 1.0f / std::sqrt(static_cast<float>(in_features)) : 0.0f;
+    params.declare_uniform(name + ".weight", dims{out_features, in_features}, bound);
+    std::vector<value> operands{x, params.in(g, name + ".weight")};
+    if (bias) {
+        params.declare_uniform(name + ".bias", dims{out_features}, bound, false);
+        operands.push_back(params.in(g, name + ".bias"));
+    }
+    return g.apply(op::linear, operands);
+}
+
+ANVIL_INLINE value conv2d(graph& g, parameter_set& params, const std::string& name, const value& x,
+                          std::int64_t out_channels, std::int64_t kernel, std::int64_t stride,
+                          std::int64_t padding, bool bias) {
+    const std::int64_t in_channels = x.shape()[1];
+    const std::int64_t fan_in = in_channels * kernel * kernel;
+    const float bound = fan_in > 0 ? 1.0f / std::sqrt(static_cast<float>(fan_in)) : 0.0f;
+    params.declare_uniform(name + ".weight", dims{out_channels, in_channels, kernel, kernel}, bound);
+    std::vector<value> operands{x, params.in(g, name + ".weight")};
+    if (bias) {
+        params.declare_uniform(name + ".bias", dims{out_channels}, bound, false);
+        operands.push_back(params.in(g, name + ".bias"));
+    }
+    attributes attrs;
+    attrs.stride = {stride, stride};
+    attrs.padding = {padding, padding, padding, padding};
+    return g.apply(op::conv2d, operands, attrs);
+}
+
+ANVIL_INLINE value group_norm(graph& g, parameter_set& params, const std::string& name, const value& x,
+                              std::int64_t groups, float epsilon) {
+    const dims xs = x.shape();
+    if (xs.rank() < 2)
+        throw shape_error(
+            anvil::detail::message("group_norm '", name, "': the input must be [N, C, ...], got ", xs));
+    const std::int64_t batch = xs[0], channels = xs[1];
+    if (groups <= 0 || channels % groups != 0) {
+        throw shape_error(anvil::detail::message("group_norm '", name, "': ", channels, " channels of ", xs,
+                                                 " do not split into ", groups, " groups"));
+    }
+    const std::int64_t per_group =
+        batch * channels == 0 ? 0 : static_cast<std::int64_t>(xs.element_count()) / (batch * groups);
+    attributes grouped;
+    grouped.sizes = {batch, groups, per_group};
+    const value v = g.apply(op::reshape, {x}, grouped);
+    attributes over_group;
+    over_group.axes = {2};
+    over_group.keep_dims = true;
+    const value centred = g.apply(op::sub, {v, g.apply(op::reduce_mean, {v}, over_group)});
+    const value variance = g.apply(op::reduce_mean, {g.apply(op::mul, {centred, centred})}, over_group);
+    const value rstd = g.apply(op::rsqrt, {g.apply(op::add, {variance, g.scalar(epsilon, x.type())})});
+    attributes back;
+    back.sizes.assign(xs.begin(), xs.end());
+    const value normalised = g.apply(op::reshape, {g.apply(op::mul, {centred, rstd})}, back);
+    params.declare_filled(name + ".weight", dims{channels}, 1.0f, false);
+    params.declare_filled(name + ".bias", dims{channels}, 0.0f, false);
+    attributes per_channel;
+    std::vector<std::int64_t> channel_shape(xs.rank(), 1);
+    channel_shape[1] = channels;
+    per_channel.sizes = channel_shape;
+    const value weight = g.apply(op::reshape, {params.in(g, name + ".weight")}, per_channel);
+    const value bias = g.apply(op::reshape, {params.in(g, name + ".bias")}, per_channel);
+    return g.apply(op::add, {g.apply(op::mul, {normalised, weight}), bias});
+}
+
+ANVIL_INLINE value conv_block(graph& g, parameter_set& params, const std::string& name, const value& x,
+                              std::int64_t out_channels, std::int64_t groups) {
+    const value conv = conv2d(g, params, name + ".conv", x, out_channels, 3, 1, 1, false);
+    return g.apply(op::relu, {group_norm(g, params, name + ".norm", conv, groups)});
+}
+
+ANVIL_INLINE value cifar_cnn(graph& g, parameter_set& params, const value& x,
+                             std::span<const std::int64_t> widths, std::int64_t classes,
+                             std::int64_t groups) {
+    value h = x;
+    for (std::size_t i = 0; i < widths.size(); ++i) {
+        h = conv_block(g, params, "block" + std::to_string(i), h, widths[i], std::min(groups, widths[i]));
+        attributes pool;
+        pool.kernel = {2, 2};
+        pool.stride = {2, 2};
+        h = g.apply(op::max_pool2d, {h}, pool);
+    }
+    attributes spatial;
+    spatial.axes = {2, 3};
+    const value features = g.apply(op::reduce_mean, {h}, spatial);
+    return linear(g, params, "head", features, classes);
+}
+
+}  // namespace anvil::train
+// anvil: the losses' definitions (see loss.hpp; compilation.hpp says when this file is compiled).
+
+#include <cstdint>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/host_tensor.hpp"
+// #include "anvil/train/loss.hpp"
+
+namespace anvil::detail::losses {
+
+ANVIL_INLINE value sum_all(graph& g, const value& v) {
+    return g.apply(op::reduce_sum, {v});
+}
+
+ANVIL_INLINE value mean_all(graph& g, const value& v) {
+    return g.apply(op::reduce_mean, {v});
+}
+
+ANVIL_INLINE void require_same_shape(const char* loss, const value& a, const value& b) {
+    if (!(a.shape() == b.shape()) || a.type() != b.type()) {
+        throw shape_error(message(loss, ": the prediction ", a.shape(), " ", dtype_name(a.type()),
+                                  " and the target ", b.shape(), " ", dtype_name(b.type()),
+                                  " must have one shape and type"));
+    }
+}
+
+}  // namespace anvil::detail::losses
+
+namespace anvil::train {
+
+ANVIL_INLINE value cross_entropy(const value& logits, const value& labels, std::int64_t ignore_index) {
+    using anvil::detail::message;
+    if (!is_floating(logits.type()) || logits.rank() != 2) {
+        throw shape_error(message("cross_entropy: the logits must be floating point [N, C], got ",
+                                  logits.shape(), " ", dtype_name(logits.type())));
+    }
+    if (is_floating(labels.type()) || labels.type() == dtype::boolean || labels.rank() != 1 ||
+        labels.shape()[0] != logits.shape()[0]) {
+        throw shape_error(message("cross_entropy: the labels must be integers [", logits.shape()[0],
+                                  "], got ", labels.shape(), " ", dtype_name(labels.type())));
+    }
+    graph g = graph::of(logits);
+    const dtype t = logits.type();
+    const std::int64_t classes = logits.shape()[1];
+    attributes last;
+    last.axes = {1};
+    last.keep_dims = true;
+    // logsumexp, shifted by the row's maximum so exp never overflows (the shift's own gradient cancels).
+    const value top = g.apply(op::reduce_max, {logits}, last);
+    const value shifted = g.apply(op::sub, {logits, top});
+    const value lse = g.apply(
+        op::add, {g.apply(op::log, {g.apply(op::reduce_sum, {g.apply(op::exp, {shifted})}, last)}), top});
+    // The label's logit, picked by a one-hot row (an ignored label matches no class).
+    std::vector<float> positions;
+    for (std::int64_t c = 0; c < classes; ++c)
+        positions.push_back(static_cast<float>(c));
+    attributes to_labels;
+    to_labels.to = labels.type();
+    const value classes_row = g.apply(
+        op::cast, {g.constant(host_tensor::from(positions, dims{1, classes}), "class numbers")}, to_labels);
+    attributes column;
+    column.sizes = {logits.shape()[0], 1};
+    const value label_column = g.apply(op::reshape, {labels}, column);
+    attributes to_t;
+    to_t.to = t;
+    const value one_hot = g.apply(op::cast, {g.apply(op::equal, {label_column, classes_row})}, to_t);
+    const value picked = g.apply(op::reduce_sum, {g.apply(op::mul, {logits, one_hot})}, last);
+    // Per example: lse - picked, weighted 1 unless ignored; the mean over the counted examples.
+    attributes to_label_type;
+    to_label_type.to = labels.type();
+    host_tensor ignore(dtype::i64, dims{});
+    ignore.values<std::int64_t>()[0] = ignore_index;
+    const value ignored = g.apply(op::cast, {g.constant(ignore, "ignore_index")}, to_label_type);
+    const value counted =
+        g.apply(op::cast, {g.apply(op::logical_not, {g.apply(op::equal, {label_column, ignored})})}, to_t);
+    const value per_example = g.apply(op::mul, {g.apply(op::sub, {lse, picked}), counted});
+    return g.apply(op::div, {anvil::detail::losses::sum_all(g, per_example),
+                             anvil::detail::losses::sum_all(g, counted)});
+}
+
+ANVIL_INLINE value mse_loss(const value& prediction, const value& target) {
+    anvil::detail::losses::require_same_shape("mse_loss", prediction, target);
+    graph g = graph::of(prediction);
+    const value difference = g.apply(op::sub, {prediction, target});
+    return anvil::detail::losses::mean_all(g, g.apply(op::mul, {difference, difference}));
+}
+
+ANVIL_INLINE value binary_cross_entropy_with_logits(const value& logits, const value& targets) {
+    anvil::detail::losses::require_same_shape("binary_cross_entropy_with_logits", logits, targets);
+    graph g = graph::of(logits);
+    const dtype t = logits.type();
+    // maximum (not relu): its gradient at a tie is half, which makes the whole gradient at x = 0 exactly
+    // sigmoid(0) - z, as PyTorch's.
+    const value positive = g.apply(op::maximum, {logits, g.scalar(0.0, t)});
+    const value softplus_tail = g.apply(
+        op::log, {g.apply(op::add, {g.scalar(1.0, t),
+                                    g.apply(op::exp, {g.apply(op::neg, {g.apply(op::abs, {logits})})})})});
+    const value per_element =
+        g.apply(op::add, {g.apply(op::sub, {positive, g.apply(op::mul, {logits, targets})}), softplus_tail});
+    return anvil::detail::losses::mean_all(g, per_element);
+}
+
+}  // namespace anvil::train
+// anvil: lr_schedule's definitions (see schedule.hpp; compilation.hpp says when this file is compiled).
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <numbers>
+#include <string>
+#include <string_view>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/train/schedule.hpp"
+
+namespace anvil::train {
+
+ANVIL_INLINE std::string_view schedule_name(schedule_kind kind) noexcept {
+    return schedule_names[static_cast<std::size_t>(kind)];
+}
+
+ANVIL_INLINE schedule_kind parse_schedule_kind(std::string_view name) {
+    for (std::size_t i = 0; i < schedule_names.size(); ++i) {
+        if (schedule_names[i] == name) return static_cast<schedule_kind>(i);
+    }
+    std::string valid;
+    for (const auto known : schedule_names)
+        valid += (valid.empty() ? "" : ", ") + std::string(known);
+    throw error(detail::message("unknown learning-rate schedule '", name, "' (valid: ", valid, ")"));
+}
+
+ANVIL_INLINE lr_schedule::lr_schedule(schedule_kind kind, double base_lr, std::int64_t warmup_steps,
+                                      std::int64_t training_steps)
+    : kind_(kind), base_lr_(base_lr), warmup_steps_(warmup_steps), training_steps_(training_steps) {
+    const auto name = schedule_name(kind);
+    if (!(base_lr >= 0.0)) {
+        throw error(
+            detail::message(name, " schedule: invalid learning rate ", base_lr, " (it must be >= 0)"));
+    }
+    if (warmup_steps < 0 || training_steps < 0) {
+        throw error(detail::message(name, " schedule: warmup steps (", warmup_steps, ") and training steps (",
+                                    training_steps, ") must be >= 0"));
+    }
+}
+
+ANVIL_INLINE lr_schedule::lr_schedule(std::string_view kind, double base_lr, std::int64_t warmup_steps,
+                                      std::int64_t training_steps)
+    : lr_schedule(parse_schedule_kind(kind), base_lr, warmup_steps, training_steps) {}
+
+ANVIL_INLINE double lr_schedule::multiplier(std::int64_t step) const {
+    if (step < 0) {
+        throw error(detail::message(schedule_name(kind_), " schedule: step ", step, " (steps count from 0)"));
+    }
+    // transformers' lambdas, operation for operation: max(1, ...) keeps warmup 0 and training_steps ==
+    // warmup_steps from dividing by zero.
+    if (step < warmup_steps_) {
+        return static_cast<double>(step) / static_cast<double>(std::max<std::int64_t>(1, warmup_steps_));
+    }
+    const auto decay_steps = static_cast<double>(std::max<std::int64_t>(1, training_steps_ - warmup_steps_));
+    switch (kind_) {
+        case schedule_kind::constant:
+            return 1.0;
+        case schedule_kind::linear:
+            return std::max(0.0, static_cast<double>(training_steps_ - step) / decay_steps);
+        case schedule_kind::cosine: {
+            constexpr double num_cycles = 0.5;
+            const double progress = static_cast<double>(step - warmup_steps_) / decay_steps;
+            return std::max(0.0, 0.5 * (1.0 + std::cos(std::numbers::pi * num_cycles * 2.0 * progress)));
+        }
+    }
+    return 1.0;
+}
+
+}  // namespace anvil::train
+// anvil: sgd's definitions (see sgd.hpp; compilation.hpp says when this file is compiled).
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/host_tensor.hpp"
+// #include "anvil/train/optimizer.hpp"
+// #include "anvil/train/sgd.hpp"
+
+namespace anvil::train {
+
+ANVIL_INLINE void check_options(const sgd_options& options) {
+    detail::optimizers::check_non_negative("sgd", "momentum", options.momentum);
+    detail::optimizers::check_non_negative("sgd", "weight_decay", options.weight_decay);
+    if (options.nesterov && (options.momentum <= 0.0 || options.dampening != 0.0)) {
+        throw error(
+            detail::message("sgd: Nesterov momentum requires a momentum and zero dampening (momentum ",
+                            options.momentum, ", dampening ", options.dampening, ")"));
+    }
+}
+
+ANVIL_INLINE void sgd_update(std::span<float> param, std::span<const float> grad,
+                             std::span<float> momentum_buffer, bool first_step, double lr,
+                             const sgd_options& options) {
+    const bool use_momentum = options.momentum != 0.0;
+    if (grad.size() != param.size() || (use_momentum && momentum_buffer.size() != param.size())) {
+        throw shape_error(detail::message("sgd_update: ", param.size(), " parameters, ", grad.size(),
+                                          " gradients and ", momentum_buffer.size(), " momentum values"));
+    }
+    // torch turns each Python-float hyperparameter into a float32 scalar of the kernel (after computing
+    // 1 - dampening and -lr in double).
+    const auto weight_decay = static_cast<float>(options.weight_decay);
+    const auto momentum = static_cast<float>(options.momentum);
+    const auto one_minus_dampening = static_cast<float>(1.0 - options.dampening);
+    const auto minus_lr = static_cast<float>(-lr);
+    for (std::size_t i = 0; i < param.size(); ++i) {
+        float d_p = grad[i];
+        if (options.weight_decay != 0.0) d_p = std::fma(param[i], weight_decay, d_p);
+        if (use_momentum) {
+            float& buf = momentum_buffer[i];
+            // buf.mul_(momentum) is a kernel of its own, so its product is rounded before the fused add.
+            buf = first_step ? d_p : std::fma(d_p, one_minus_dampening, buf * momentum);
+            d_p = options.nesterov ? std::fma(buf, momentum, d_p) : buf;
+        }
+        param[i] = std::fma(d_p, minus_lr, param[i]);
+    }
+}
+
+ANVIL_INLINE sgd::sgd(std::vector<parameter> parameters, const sgd_options& options)
+    : optimizer(
+          "sgd", std::move(parameters),
+          options.momentum != 0.0 ? std::vector<std::string>{"momentum_buffer"} : std::vector<std::string>{}),
+      options_(options) {
+    check_options(options_);
+}
+
+ANVIL_INLINE void sgd::update(const parameter& param, std::span<float> value, std::span<const float> grad,
+                              std::span<host_tensor> buffers, double lr, std::int64_t step) {
+    auto options = options_;
+    if (!param.weight_decay) options.weight_decay = 0.0;
+    sgd_update(value, grad, buffers.empty() ? std::span<float>{} : buffers[0].values<float>(), step == 1, lr,
+               options);
+}
+
+}  // namespace anvil::train
+// anvil: the trainer's definitions (see trainer.hpp; compilation.hpp says when this file is compiled).
+
+#include <cmath>
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+// #include "anvil/backend/compile.hpp"
+// #include "anvil/core/error.hpp"
+// #include "anvil/graph/autodiff.hpp"
+// #include "anvil/train/clip.hpp"
+// #include "anvil/train/trainer.hpp"
+
+namespace anvil::train {
+
+ANVIL_INLINE trainer::trainer(parameter_set& params, model_builder build, optimizer& opt,
+                              lr_schedule schedule, trainer_options options)
+    : params_(params),
+      build_(std::move(build)),
+      optimizer_(opt),
+      schedule_(std::move(schedule)),
+      options_(std::move(options)) {
+    using anvil::detail::message;
+    if (!build_) throw error("trainer: the model builder is empty");
+    for (const parameter& p : optimizer_.parameters()) {
+        if (!params_.contains(p.name)) {
+            throw error(
+                message("trainer: the optimizer's parameter '", p.name, "' is not in the parameter set"));
+        }
+    }
+    const compile_options& c = options_.compile;
+    const bool fp16 = c.target == device::ane || c.target == device::coreml || c.ane_numerics;
+    scaling_ = options_.scaling;
+    if (!scaling_ && options_.scale_loss_automatically && fp16) scaling_ = loss_scaling{};
+    if (scaling_) {
+        const loss_scaling& l = *scaling_;
+        if (!(l.initial_scale > 0.0) || !(l.growth_factor >= 1.0) ||
+            !(l.backoff_factor > 0.0 && l.backoff_factor < 1.0) || l.growth_interval < 1) {
+            throw error(message("trainer: loss scaling needs initial_scale > 0 (got ", l.initial_scale,
+                                "), growth_factor >= 1 (", l.growth_factor, "), backoff_factor in (0, 1) (",
+                                l.backoff_factor, ") and growth_interval >= 1 (", l.growth_interval, ")"));
+        }
+        scale_ = l.initial_scale;
+    }
+}
+
+ANVIL_INLINE trainer::compiled_step& trainer::program_for(std::span<const named_tensor> batch,
+                                                          bool with_gradients) {
+    using anvil::detail::message;
+    std::vector<io_info> shapes;
+    std::string key = with_gradients ? "step" : "evaluate";
+    for (const named_tensor& input : batch) {
+        shapes.push_back({input.name, input.tensor.type(), input.tensor.shape()});
+        key += message("|", input.name, ":", dtype_name(input.tensor.type()), input.tensor.shape());
+    }
+    if (const auto found = programs_.find(key); found != programs_.end()) return found->second;
+
+    training_graph model = build_(shapes);
+    if (!model.loss.valid() || model.loss.owner() != model.model.body()) {
+        throw error("trainer: the model builder's loss is not a value of its graph");
+    }
+    std::vector<std::string> parameter_inputs;
+    std::vector<value> wrt;
+    std::vector<std::size_t> trained;
+    const std::vector<parameter>& optimized = optimizer_.parameters();
+    for (const value& p : model.model.parameters()) {
+        const std::string& name = p.producer().name;
+        if (!params_.contains(name)) {
+            throw error(message("trainer: the model reads the parameter '", name,
+                                "', which the parameter set lacks"));
+        }
+        parameter_inputs.push_back(name);
+        for (std::size_t i = 0; i < optimized.size(); ++i) {
+            if (optimized[i].name == name) {
+                wrt.push_back(p);
+                trained.push_back(i);
+            }
+        }
+    }
+    std::vector<value> outputs{model.loss};
+    bool scaled = false;
+    if (with_gradients) {
+        // With loss scaling the loss's cotangent is a program input, so a new scale recompiles nothing.
+        std::vector<value> grads;
+        if (scaling_) {
+            const value seed =
+                model.model.input(std::string(loss_scale_input), model.loss.type(), model.loss.shape());
+            grads = gradients(model.loss, wrt, seed);
+            scaled = true;
+        } else {
+            grads = gradients(model.loss, wrt);
+        }
+        outputs.insert(outputs.end(), grads.begin(), grads.end());
+    } else {
+        trained.clear();
+    }
+    outputs.insert(outputs.end(), model.outputs.begin(), model.outputs.end());
+    compiled_step compiled{compile(outputs, options_.compile), std::move(parameter_inputs),
+                           std::move(trained), model.outputs.size(), scaled};
+    ++compiled_;
+    return programs_.emplace(std::move(key), std::move(compiled)).first->second;
+}
+
+ANVIL_INLINE std::vector<host_tensor> trainer::run(compiled_step& compiled,
+                                                   std::span<const named_tensor> batch) {
+    std::vector<named_tensor> inputs(batch.begin(), batch.end());
+    for (const std::string& name : compiled.parameter_inputs)
+        inputs.push_back({name, params_.value_of(name)});
+    if (compiled.scaled) {
+        for (const io_info& input : compiled.run.inputs()) {
+            if (input.name != loss_scale_input) continue;
+            const std::vector<float> scale(static_cast<std::size_t>(input.shape.element_count()),
+                                           static_cast<float>(scale_));
+            inputs.push_back({input.name, host_tensor::from(scale, input.shape)});
+        }
+    }
+    return compiled.run.run(inputs);
+}
+
+ANVIL_INLINE step_result trainer::step(std::span<const named_tensor> batch) {
+    compiled_step& compiled = program_for(batch, true);
+    std::vector<host_tensor> results = run(compiled, batch);
+    const std::vector<parameter>& optimized = optimizer_.parameters();
+    // Gradients in the optimizer's order, as f32 (a Neural Engine program gives fp16); a parameter the
+    // model does not read gets zeros.
+    std::vector<host_tensor> grads;
+    for (const parameter& p : optimized)
+        grads.emplace_back(dtype::f32, p.value.shape());
+    for (std::size_t i = 0; i < compiled.trained.size(); ++i) {
+        const host_tensor& g = results[1 + i];
+        grads[compiled.trained[i]] = g.type() == dtype::f32 ? g : host_tensor::from(g.to_f32(), g.shape());
+    }
+    step_result result;
+    result.step = ++steps_tried_;
+    result.loss = static_cast<double>(results[0].to_f32()[0]);
+    result.lr = schedule_.learning_rate(optimizer_.steps_taken());
+    result.loss_scale = scale_;
+    for (std::size_t i = 0; i < compiled.outputs; ++i)
+        result.outputs.push_back(std::move(results[1 + compiled.trained.size() + i]));
+    if (scaling_) {
+        // Unscaled in fp32 (GradScaler.unscale_); an infinity or NaN skips the step and backs the scale off.
+        bool finite = true;
+        const auto inverse = static_cast<float>(1.0 / scale_);
+        for (host_tensor& g : grads) {
+            for (float& v : g.values<float>()) {
+                v *= inverse;
+                finite = finite && std::isfinite(v);
+            }
+        }
+        if (!finite) {
+            scale_ *= scaling_->backoff_factor;
+            clean_steps_ = 0;
+            result.skipped = true;
+            result.grad_norm = static_cast<double>(global_grad_norm(grads));
+            return result;
+        }
+        if (++clean_steps_ == scaling_->growth_interval) {
+            scale_ *= scaling_->growth_factor;
+            clean_steps_ = 0;
+        }
+    }
+    result.grad_norm = options_.max_grad_norm
+                           ? static_cast<double>(clip_grad_norm(grads, *options_.max_grad_norm))
+                           : static_cast<double>(global_grad_norm(grads));
+    optimizer_.step(grads, result.lr);
+    return result;
+}
+
+ANVIL_INLINE step_result trainer::evaluate(std::span<const named_tensor> batch) {
+    compiled_step& compiled = program_for(batch, false);
+    std::vector<host_tensor> results = run(compiled, batch);
+    step_result result;
+    result.step = steps_tried_;
+    result.loss = static_cast<double>(results[0].to_f32()[0]);
+    result.loss_scale = scale_;
+    for (std::size_t i = 0; i < compiled.outputs; ++i)
+        result.outputs.push_back(std::move(results[1 + i]));
+    return result;
+}
+
+}  // namespace anvil::train
 // anvil: mlpackage's definitions (see mlpackage.hpp; compilation.hpp says when this file is compiled).
 
 #include <unistd.h>

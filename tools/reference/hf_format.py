@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 SAFETENSORS_DTYPES = {
+    torch.float64: "F64",
     torch.float32: "F32",
     torch.float16: "F16",
     torch.bfloat16: "BF16",
@@ -51,7 +52,8 @@ def write_safetensors(path, tensors, metadata=None):
 
 
 def read_safetensors(path):
-    """The tensors of a safetensors file as torch tensors (F32, F16, BF16), read back by a minimal reader of its own:
+    """The tensors of a safetensors file as torch tensors (F64, F32, F16, BF16, I64, I32), read back by a minimal
+    reader of its own:
     u64 header length, JSON header, raw little-endian data."""
     with open(path, "rb") as file:
         data = file.read()
@@ -67,7 +69,10 @@ def read_safetensors(path):
         if entry["dtype"] == "BF16":
             tensor = torch.from_numpy(np.frombuffer(raw, dtype="<i2").copy()).view(torch.bfloat16)
         else:
-            tensor = torch.from_numpy(np.frombuffer(raw, dtype={"F32": "<f4", "F16": "<f2"}[entry["dtype"]]).copy())
+            numpy_dtype = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4"}.get(entry["dtype"])
+            if numpy_dtype is None:
+                raise ValueError(f"{path}: tensor {name}: dtype {entry['dtype']} is not read here")
+            tensor = torch.from_numpy(np.frombuffer(raw, dtype=numpy_dtype).copy())
         result[name] = tensor.reshape(entry["shape"])
     return result
 

@@ -166,11 +166,6 @@ private:
     std::vector<placement_report> reports_;
 };
 
-struct named_tensor {
-    std::string name;
-    host_tensor tensor;
-};
-
 // A program input or output: its name (outputs are named "output0", "output1", ...), type and shape.
 struct io_info {
     std::string name;

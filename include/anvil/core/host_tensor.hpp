@@ -8,6 +8,7 @@
 #include <cstring>
 #include <memory>
 #include <span>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -95,6 +96,12 @@ private:
     dims shape_;
     std::shared_ptr<const void> owner_;
     std::byte* data_ = nullptr;
+};
+
+// A tensor with its name: a program's input, a checkpoint's or an optimizer state's entry.
+struct named_tensor {
+    std::string name;
+    host_tensor tensor;
 };
 
 }  // namespace anvil

@@ -40,6 +40,23 @@ ANVIL_INLINE value graph::input(std::string name, dtype type, dims shape) {
     return append(std::move(n));
 }
 
+ANVIL_INLINE value graph::parameter(std::string name, dtype type, dims shape) {
+    if (!is_floating(type)) {
+        throw type_error(detail::message("graph::parameter: '", name, "' is ", dtype_name(type),
+                                         "; a trainable tensor must be floating point"));
+    }
+    value v = input(std::move(name), type, shape);
+    body_->parameters.push_back(v.id());
+    return v;
+}
+
+ANVIL_INLINE std::vector<value> graph::parameters() const {
+    std::vector<value> result;
+    for (const value_id id : body_->parameters)
+        result.emplace_back(body_, id);
+    return result;
+}
+
 ANVIL_INLINE value graph::constant(host_tensor data, std::string label) {
     node n;
     n.kind = op::constant;

@@ -43,6 +43,8 @@ struct graph_body {
     // when it marked none (every node is stage 0). Passes that rebuild a body may drop it: a backend reads
     // it from the body compile() was given.
     std::vector<std::string> stage_labels = {};
+    // The inputs graph::parameter made (trainable tensors), in the order they were made. Passes drop it.
+    std::vector<value_id> parameters = {};
 };
 
 class graph;
@@ -78,6 +80,11 @@ public:
 
     // A named input the program is run with.
     value input(std::string name, dtype type, dims shape);
+
+    // A trainable tensor: an input the program is run with — weights that change every training step then
+    // never recompile it — listed by parameters() for gradients() (graph/autodiff.hpp) and the optimizers.
+    value parameter(std::string name, dtype type, dims shape);
+    [[nodiscard]] std::vector<value> parameters() const;
 
     // The input named `name`; throws error when the graph has none.
     [[nodiscard]] value input_named(std::string_view name) const;

@@ -22,8 +22,8 @@ ANVIL_INLINE void check_options(const adamw_options& options) {
             throw error(detail::message("adamw: invalid ", name, " ", beta, " (it must be in [0, 1))"));
         }
     }
-    detail::train::check_non_negative("adamw", "eps", options.eps);
-    detail::train::check_non_negative("adamw", "weight_decay", options.weight_decay);
+    detail::optimizers::check_non_negative("adamw", "eps", options.eps);
+    detail::optimizers::check_non_negative("adamw", "weight_decay", options.weight_decay);
 }
 
 ANVIL_INLINE void adamw_update(std::span<float> param, std::span<const float> grad, std::span<float> exp_avg,

@@ -17,7 +17,7 @@
 #include "anvil/core/host_tensor.hpp"
 #include "anvil/train/optimizer.hpp"
 
-namespace anvil::detail::train {
+namespace anvil::detail::optimizers {
 
 ANVIL_INLINE host_tensor deep_copy(const host_tensor& tensor) {
     host_tensor copy(tensor.type(), tensor.shape());
@@ -31,7 +31,7 @@ ANVIL_INLINE void check_non_negative(std::string_view optimizer, std::string_vie
     }
 }
 
-}  // namespace anvil::detail::train
+}  // namespace anvil::detail::optimizers
 
 namespace anvil::train {
 
@@ -60,7 +60,7 @@ ANVIL_INLINE std::string optimizer::buffer_name(std::size_t buffer, std::size_t 
 }
 
 ANVIL_INLINE void optimizer::step(std::span<const host_tensor> grads, double lr) {
-    detail::train::check_non_negative(name_, "learning rate", lr);
+    detail::optimizers::check_non_negative(name_, "learning rate", lr);
     if (grads.size() != parameters_.size()) {
         throw error(detail::message(name_, ": step got ", grads.size(), " gradients for ", parameters_.size(),
                                     " parameters"));
@@ -96,7 +96,7 @@ ANVIL_INLINE optimizer_state optimizer::state() const {
     if (step_ == 0) return saved;
     for (std::size_t i = 0; i < parameters_.size(); ++i) {
         for (std::size_t b = 0; b < buffer_names_.size(); ++b)
-            saved.tensors.push_back({buffer_name(b, i), detail::train::deep_copy(buffers_[i][b])});
+            saved.tensors.push_back({buffer_name(b, i), detail::optimizers::deep_copy(buffers_[i][b])});
     }
     return saved;
 }
@@ -128,9 +128,9 @@ ANVIL_INLINE void optimizer::load_state(const optimizer_state& saved) {
             throw error(detail::message(name_, ": the saved state has '", tensor.name, "' twice"));
         }
         const auto& shape = parameters_[slot->second / buffer_names_.size()].value.shape();
-        if (tensor.value.type() != dtype::f32 || tensor.value.shape() != shape) {
+        if (tensor.tensor.type() != dtype::f32 || tensor.tensor.shape() != shape) {
             throw shape_error(detail::message(name_, ": saved tensor '", tensor.name, "' is ",
-                                              dtype_name(tensor.value.type()), " ", tensor.value.shape(),
+                                              dtype_name(tensor.tensor.type()), " ", tensor.tensor.shape(),
                                               ", expected f32 ", shape));
         }
         found[slot->second] = &tensor;
@@ -142,7 +142,7 @@ ANVIL_INLINE void optimizer::load_state(const optimizer_state& saved) {
             if (tensor == nullptr) {
                 throw error(detail::message(name_, ": the saved state lacks '", buffer_name(b, i), "'"));
             }
-            loaded[i].push_back(detail::train::deep_copy(tensor->value));
+            loaded[i].push_back(detail::optimizers::deep_copy(tensor->tensor));
         }
     }
     buffers_ = std::move(loaded);

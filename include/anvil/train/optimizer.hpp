@@ -28,11 +28,6 @@ struct parameter {
     bool weight_decay = true;
 };
 
-struct named_tensor {
-    std::string name;
-    host_tensor value;
-};
-
 // Everything an optimizer carries from one step to the next, as plain data. Buffers are named
 // "<buffer>.<parameter name>" ("exp_avg.encoder.dense.weight"), are f32 with their parameter's shape, and
 // exist only after the first step (as torch creates its per-parameter state lazily).
@@ -88,7 +83,7 @@ private:
 
 }  // namespace anvil::train
 
-namespace anvil::detail::train {
+namespace anvil::detail::optimizers {
 
 // A new tensor with the same elements (host_tensor copies share theirs).
 [[nodiscard]] host_tensor deep_copy(const host_tensor& tensor);
@@ -96,7 +91,7 @@ namespace anvil::detail::train {
 // Checks what torch.optim checks of a hyperparameter that must be >= 0 (NaN fails too).
 void check_non_negative(std::string_view optimizer, std::string_view what, double value);
 
-}  // namespace anvil::detail::train
+}  // namespace anvil::detail::optimizers
 
 #if ANVIL_DEFINITIONS
 #include "anvil/train/optimizer-inl.hpp"

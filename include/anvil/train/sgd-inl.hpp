@@ -17,8 +17,8 @@
 namespace anvil::train {
 
 ANVIL_INLINE void check_options(const sgd_options& options) {
-    detail::train::check_non_negative("sgd", "momentum", options.momentum);
-    detail::train::check_non_negative("sgd", "weight_decay", options.weight_decay);
+    detail::optimizers::check_non_negative("sgd", "momentum", options.momentum);
+    detail::optimizers::check_non_negative("sgd", "weight_decay", options.weight_decay);
     if (options.nesterov && (options.momentum <= 0.0 || options.dampening != 0.0)) {
         throw error(
             detail::message("sgd: Nesterov momentum requires a momentum and zero dampening (momentum ",

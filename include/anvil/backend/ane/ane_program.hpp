@@ -1051,6 +1051,10 @@ private:
             } else {
                 std::fill(value.values<float>().begin(), value.values<float>().end(), 1.0f);
             }
+            // A boolean or integer input (fp16 on the ANE) goes to the CPU's segment in its own type.
+            const dtype type = body_.nodes[layout.value].result.type;
+            if (!is_floating(type))
+                value = cpu::from_compute_floats(value.values<float>().data(), type, layout.shape);
             const std::string name = segment_input_name(layout.value);
             if (resident_[layout.value]) {
                 const std::vector<std::int64_t> origin(layout.shape.rank(), 0);

@@ -1,0 +1,184 @@
+// anvil: the trainer's definitions (see trainer.hpp; compilation.hpp says when this file is compiled).
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "anvil/backend/compile.hpp"
+#include "anvil/core/error.hpp"
+#include "anvil/graph/autodiff.hpp"
+#include "anvil/train/clip.hpp"
+#include "anvil/train/trainer.hpp"
+
+namespace anvil::train {
+
+ANVIL_INLINE trainer::trainer(parameter_set& params, model_builder build, optimizer& opt,
+                              lr_schedule schedule, trainer_options options)
+    : params_(params),
+      build_(std::move(build)),
+      optimizer_(opt),
+      schedule_(std::move(schedule)),
+      options_(std::move(options)) {
+    using anvil::detail::message;
+    if (!build_) throw error("trainer: the model builder is empty");
+    for (const parameter& p : optimizer_.parameters()) {
+        if (!params_.contains(p.name)) {
+            throw error(
+                message("trainer: the optimizer's parameter '", p.name, "' is not in the parameter set"));
+        }
+    }
+    const compile_options& c = options_.compile;
+    const bool fp16 = c.target == device::ane || c.target == device::coreml || c.ane_numerics;
+    scaling_ = options_.scaling;
+    if (!scaling_ && options_.scale_loss_automatically && fp16) scaling_ = loss_scaling{};
+    if (scaling_) {
+        const loss_scaling& l = *scaling_;
+        if (!(l.initial_scale > 0.0) || !(l.growth_factor >= 1.0) ||
+            !(l.backoff_factor > 0.0 && l.backoff_factor < 1.0) || l.growth_interval < 1) {
+            throw error(message("trainer: loss scaling needs initial_scale > 0 (got ", l.initial_scale,
+                                "), growth_factor >= 1 (", l.growth_factor, "), backoff_factor in (0, 1) (",
+                                l.backoff_factor, ") and growth_interval >= 1 (", l.growth_interval, ")"));
+        }
+        scale_ = l.initial_scale;
+    }
+}
+
+ANVIL_INLINE trainer::compiled_step& trainer::program_for(std::span<const named_tensor> batch,
+                                                          bool with_gradients) {
+    using anvil::detail::message;
+    std::vector<io_info> shapes;
+    std::string key = with_gradients ? "step" : "evaluate";
+    for (const named_tensor& input : batch) {
+        shapes.push_back({input.name, input.tensor.type(), input.tensor.shape()});
+        key += message("|", input.name, ":", dtype_name(input.tensor.type()), input.tensor.shape());
+    }
+    if (const auto found = programs_.find(key); found != programs_.end()) return found->second;
+
+    training_graph model = build_(shapes);
+    if (!model.loss.valid() || model.loss.owner() != model.model.body()) {
+        throw error("trainer: the model builder's loss is not a value of its graph");
+    }
+    std::vector<std::string> parameter_inputs;
+    std::vector<value> wrt;
+    std::vector<std::size_t> trained;
+    const std::vector<parameter>& optimized = optimizer_.parameters();
+    for (const value& p : model.model.parameters()) {
+        const std::string& name = p.producer().name;
+        if (!params_.contains(name)) {
+            throw error(message("trainer: the model reads the parameter '", name,
+                                "', which the parameter set lacks"));
+        }
+        parameter_inputs.push_back(name);
+        for (std::size_t i = 0; i < optimized.size(); ++i) {
+            if (optimized[i].name == name) {
+                wrt.push_back(p);
+                trained.push_back(i);
+            }
+        }
+    }
+    std::vector<value> outputs{model.loss};
+    bool scaled = false;
+    if (with_gradients) {
+        // With loss scaling the loss's cotangent is a program input, so a new scale recompiles nothing.
+        std::vector<value> grads;
+        if (scaling_) {
+            const value seed =
+                model.model.input(std::string(loss_scale_input), model.loss.type(), model.loss.shape());
+            grads = gradients(model.loss, wrt, seed);
+            scaled = true;
+        } else {
+            grads = gradients(model.loss, wrt);
+        }
+        outputs.insert(outputs.end(), grads.begin(), grads.end());
+    } else {
+        trained.clear();
+    }
+    outputs.insert(outputs.end(), model.outputs.begin(), model.outputs.end());
+    compiled_step compiled{compile(outputs, options_.compile), std::move(parameter_inputs),
+                           std::move(trained), model.outputs.size(), scaled};
+    ++compiled_;
+    return programs_.emplace(std::move(key), std::move(compiled)).first->second;
+}
+
+ANVIL_INLINE std::vector<host_tensor> trainer::run(compiled_step& compiled,
+                                                   std::span<const named_tensor> batch) {
+    std::vector<named_tensor> inputs(batch.begin(), batch.end());
+    for (const std::string& name : compiled.parameter_inputs)
+        inputs.push_back({name, params_.value_of(name)});
+    if (compiled.scaled) {
+        for (const io_info& input : compiled.run.inputs()) {
+            if (input.name != loss_scale_input) continue;
+            const std::vector<float> scale(static_cast<std::size_t>(input.shape.element_count()),
+                                           static_cast<float>(scale_));
+            inputs.push_back({input.name, host_tensor::from(scale, input.shape)});
+        }
+    }
+    return compiled.run.run(inputs);
+}
+
+ANVIL_INLINE step_result trainer::step(std::span<const named_tensor> batch) {
+    compiled_step& compiled = program_for(batch, true);
+    std::vector<host_tensor> results = run(compiled, batch);
+    const std::vector<parameter>& optimized = optimizer_.parameters();
+    // Gradients in the optimizer's order, as f32 (a Neural Engine program gives fp16); a parameter the
+    // model does not read gets zeros.
+    std::vector<host_tensor> grads;
+    for (const parameter& p : optimized)
+        grads.emplace_back(dtype::f32, p.value.shape());
+    for (std::size_t i = 0; i < compiled.trained.size(); ++i) {
+        const host_tensor& g = results[1 + i];
+        grads[compiled.trained[i]] = g.type() == dtype::f32 ? g : host_tensor::from(g.to_f32(), g.shape());
+    }
+    step_result result;
+    result.step = ++steps_tried_;
+    result.loss = static_cast<double>(results[0].to_f32()[0]);
+    result.lr = schedule_.learning_rate(optimizer_.steps_taken());
+    result.loss_scale = scale_;
+    for (std::size_t i = 0; i < compiled.outputs; ++i)
+        result.outputs.push_back(std::move(results[1 + compiled.trained.size() + i]));
+    if (scaling_) {
+        // Unscaled in fp32 (GradScaler.unscale_); an infinity or NaN skips the step and backs the scale off.
+        bool finite = true;
+        const auto inverse = static_cast<float>(1.0 / scale_);
+        for (host_tensor& g : grads) {
+            for (float& v : g.values<float>()) {
+                v *= inverse;
+                finite = finite && std::isfinite(v);
+            }
+        }
+        if (!finite) {
+            scale_ *= scaling_->backoff_factor;
+            clean_steps_ = 0;
+            result.skipped = true;
+            result.grad_norm = static_cast<double>(global_grad_norm(grads));
+            return result;
+        }
+        if (++clean_steps_ == scaling_->growth_interval) {
+            scale_ *= scaling_->growth_factor;
+            clean_steps_ = 0;
+        }
+    }
+    result.grad_norm = options_.max_grad_norm
+                           ? static_cast<double>(clip_grad_norm(grads, *options_.max_grad_norm))
+                           : static_cast<double>(global_grad_norm(grads));
+    optimizer_.step(grads, result.lr);
+    return result;
+}
+
+ANVIL_INLINE step_result trainer::evaluate(std::span<const named_tensor> batch) {
+    compiled_step& compiled = program_for(batch, false);
+    std::vector<host_tensor> results = run(compiled, batch);
+    step_result result;
+    result.step = steps_tried_;
+    result.loss = static_cast<double>(results[0].to_f32()[0]);
+    result.loss_scale = scale_;
+    for (std::size_t i = 0; i < compiled.outputs; ++i)
+        result.outputs.push_back(std::move(results[1 + i]));
+    return result;
+}
+
+}  // namespace anvil::train
