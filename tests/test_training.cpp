@@ -14,7 +14,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 // A namespace of its own, so the test files can be compiled together (a unity build).
@@ -349,6 +351,7 @@ TEST_CASE("train: steps on the Neural Engine simulator compile each program once
     anvil::train::sgd optimizer(params.parameters(), momentum);
     anvil::train::trainer_options options;
     options.compile = ane.options;
+    options.compile.placement_log = std::make_shared<anvil::placement_journal>();
     anvil::train::trainer trainer(params, build, optimizer, anvil::train::lr_schedule("constant", 0.1, 0, 1),
                                   options);
     std::vector<float> xv(64);
@@ -365,6 +368,28 @@ TEST_CASE("train: steps on the Neural Engine simulator compile each program once
     CHECK(anvil_test::sim().counter("compiles") == compiles);
     CHECK(trainer.programs_compiled() == 1);
     CHECK(last < 0.5 * first);
+    // Where the step ran: on an M4-class chip the linear layers' forward and backward (products of two
+    // activations: matmul) on the Neural Engine, only the labels' integer work on the CPU; an M1 has no such
+    // matmul, and then the step runs on the CPU. Fault-injecting runs only check the numbers above.
+    const std::string chip = anvil_test::option_from_environment("architecture", "h16g");
+    if (!anvil_test::simulator_injects_faults()) {
+        std::size_t on_ane = 0;
+        for (const anvil::placement_report& report : options.compile.placement_log->reports()) {
+            for (const anvil::placement_segment& segment : report.segments) {
+                CAPTURE(segment.ops);
+                CAPTURE(segment.reason);
+                if (segment.device != "ane") continue;
+                ++on_ane;
+                CHECK((segment.ops.find("matmul") != std::string::npos ||
+                       segment.ops.find("linear") != std::string::npos));
+            }
+        }
+        if (chip.rfind("h13", 0) == 0 || chip.rfind("h14", 0) == 0) {
+            CHECK(on_ane == 0);
+        } else {
+            CHECK(on_ane == 2);
+        }
+    }
 }
 
 }  // namespace test_training
