@@ -9,6 +9,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string_view>
@@ -19,6 +20,11 @@ namespace op_cases {
 using anvil::attributes;
 using anvil::op;
 namespace json = anvil::json;
+
+// tests/data/ops/: the cases' inputs and goldens, and cases.json.
+inline std::filesystem::path ops_folder() {
+    return std::filesystem::path(ANVIL_TEST_DATA_DIR) / "ops";
+}
 
 inline std::optional<op> op_from_name(std::string_view name) {
     for (std::size_t i = 0; i < anvil::op_count; ++i) {

@@ -34,11 +34,8 @@ using anvil::dims;
 using anvil::dtype;
 using anvil::op;
 using op_cases::op_from_name;
+using op_cases::ops_folder;
 using op_cases::parse_attributes;
-
-fs::path ops_folder() {
-    return fs::path(ANVIL_TEST_DATA_DIR) / "ops";
-}
 
 // A node's inputs bound to host data, and the reference's output.
 struct bound_node {

@@ -5687,6 +5687,10 @@ std::string dump_attributes(const node& n);
 
 [[nodiscard]] std::string dump(const graph& g);
 
+// How errors and placement reports name a node: its id, op, the name of the weight or input it reads, its
+// type and shape ("node 12 (matmul of 'x', f32 [4, 8])").
+[[nodiscard]] std::string describe_node(const graph_body& body, value_id id);
+
 }  // namespace anvil
 
 #if ANVIL_DEFINITIONS
@@ -12016,7 +12020,7 @@ private:
         std::vector<std::string> parameter_inputs;  // every parameter the graph reads, fed from the set
         std::vector<std::size_t> trained;           // optimizer parameter index of each gradient output
         std::size_t outputs = 0;
-        bool scaled = false;  // reads the loss scale (loss_scale_input)
+        std::optional<dims> loss_scale_shape;  // the shape of its loss scale input (the loss's), when scaled
     };
 
     compiled_step& program_for(std::span<const named_tensor> batch, bool with_gradients);
@@ -15211,6 +15215,7 @@ void dequantize_ggml(operand_span<T> blocks, std::uint32_t type, basic_tensor_sp
 }  // namespace anvil::detail::cpu::reference
 // #include "anvil/core/convert.hpp"
 // #include "anvil/core/error.hpp"
+// #include "anvil/graph/dump.hpp"
 // #include "anvil/graph/graph.hpp"
 
 namespace anvil::detail::ane {
@@ -15498,26 +15503,6 @@ inline constexpr std::array<op_lowering, op_count> op_lowerings{{
 }
 [[nodiscard]] inline std::string_view lowering_summary(op kind) {
     return op_lowerings.at(static_cast<std::size_t>(kind)).summary;
-}
-
-// How errors and placement reports name a node: its id, op, the name of the weight or input it reads, its
-// type and shape.
-inline std::string describe_node(const graph_body& body, value_id id) {
-    const node& n = body.nodes[id];
-    std::string text = message("node ", id, " (", op_name(n.kind));
-    if (!n.name.empty()) {
-        text += message(" '", n.name, "'");
-    } else {
-        // Compute nodes are unnamed: the weight or input they read is what a user recognises.
-        for (const value_id input : n.inputs) {
-            const node& producer = body.nodes[input];
-            if ((producer.kind == op::constant || producer.kind == op::input) && !producer.name.empty()) {
-                text += message(" of '", producer.name, "'");
-                break;
-            }
-        }
-    }
-    return text + message(", ", dtype_name(n.result.type), " ", n.result.shape, ")");
 }
 
 // Whether values of `type` live on the Neural Engine: floats in fp16, and booleans as fp16 1 and 0 (exact,
@@ -33534,6 +33519,7 @@ ANVIL_INLINE host_tensor graph::convert_scalar(const host_tensor& number, dtype 
 
 // #include "anvil/core/error.hpp"
 // #include "anvil/graph/autodiff.hpp"
+// #include "anvil/graph/dump.hpp"
 // #include "anvil/graph/vjp.hpp"
 // anvil: the vector-Jacobian product of every op, in one table (vjp_of, beside op_table in graph/op.hpp), and
 // the few graph-building helpers the rows share. A row receives the node, its operand values, its result and
@@ -34155,7 +34141,7 @@ ANVIL_INLINE void vjp_conv2d(vjp_call& call) {
 // --- pooling and resizing ---------------------------------------------------------------------------------
 
 // Pooling's gradient as a sum over the kernel's offsets: offset (i, j) of every window reads a strided slice
-// of the padded input; `each(slice, i, j)` gives that slice's cotangent, which goes back to its place (the
+// of the padded input; `each(slice)` gives that slice's cotangent, which goes back to its place (the
 // slice's transpose: spread by the stride, shifted by the offset) in the padded input.
 template <class Each>
 value pool_gradient(vjp_call& call, float padding_value, Each each) {
@@ -34183,7 +34169,7 @@ value pool_gradient(vjp_call& call, float padding_value, Each each) {
                 b.slice(padded, {0, 0, i, j},
                         {xs[0], xs[1], i + (oh - 1) * a.stride[0] + 1, j + (ow - 1) * a.stride[1] + 1},
                         {1, 1, a.stride[0], a.stride[1]});
-            const value part = each(window, i, j);
+            const value part = each(window);
             const std::int64_t steps[] = {1, 1, a.stride[0], a.stride[1]};
             const value spread = b.dilate(part, steps);
             const dims ss = spread.shape();
@@ -34206,8 +34192,8 @@ ANVIL_INLINE void vjp_max_pool2d(vjp_call& call) {
     // The first maximum of each window in row-major order takes the gradient, as PyTorch's kernel.
     value taken;
     const value zero = b.scalar(0, x.type());
-    call.operand_gradients[0] = pool_gradient(
-        call, -std::numeric_limits<float>::infinity(), [&](const value& window, std::int64_t, std::int64_t) {
+    call.operand_gradients[0] =
+        pool_gradient(call, -std::numeric_limits<float>::infinity(), [&](const value& window) {
             value hit = b.apply(op::equal, {window, call.result});
             if (taken.valid()) hit = b.apply(op::logical_and, {hit, b.apply(op::logical_not, {taken})});
             taken = taken.valid() ? b.apply(op::logical_or, {taken, hit}) : hit;
@@ -34240,8 +34226,7 @@ ANVIL_INLINE void vjp_avg_pool2d(vjp_call& call) {
     }
     const value share =
         b.div(call.gradient, b.constant(std::move(divisors), dims{ys[2], ys[3]}, x.type(), "pool divisors"));
-    call.operand_gradients[0] =
-        pool_gradient(call, 0.0f, [&](const value&, std::int64_t, std::int64_t) { return share; });
+    call.operand_gradients[0] = pool_gradient(call, 0.0f, [&](const value&) { return share; });
 }
 
 // Resizing is linear and separable: out = R_h x R_w^T per plane, so dx = R_h^T g R_w, with R the
@@ -34316,7 +34301,7 @@ ANVIL_INLINE void vjp_rms_norm(vjp_call& call) {
         const value inner = b.reduce_mean(b.mul(gw, x), axis, true);
         call.operand_gradients[0] = b.mul(r, b.sub(gw, b.mul(b.mul(x, b.mul(r, r)), inner)));
     }
-    if (weighted) set(call, 1, b.mul(call.gradient, b.mul(x, r)));
+    if (weighted && call.wanted[1]) set(call, 1, b.mul(call.gradient, b.mul(x, r)));
 }
 
 ANVIL_INLINE void vjp_group_norm(vjp_call& call) {
@@ -34405,12 +34390,12 @@ ANVIL_INLINE void vjp_reduce_extremum(vjp_call& call) {
     // As torch.amax / amin: the gradient split evenly among the elements that equal the result.
     builder& b = call.build;
     const value& x = call.operands[0];
+    if (!call.wanted[0]) return;
     const dims xs = x.shape();
     const dims kept = kept_shape(xs, call.forward.attrs.axes);
     const value hit = b.cast(b.apply(op::equal, {x, b.reshape(call.result, kept)}), x.type());
     const value count = b.reduce_sum(hit, call.forward.attrs.axes, true);
-    const value share = b.div(b.reshape(call.gradient, kept), count);
-    if (call.wanted[0]) call.operand_gradients[0] = b.mul(hit, share);
+    call.operand_gradients[0] = b.mul(hit, b.div(b.reshape(call.gradient, kept), count));
 }
 
 ANVIL_INLINE void vjp_reduce_prod(vjp_call& call) {
@@ -34807,20 +34792,6 @@ ANVIL_INLINE vjp_entry vjp_of(op kind) {
 
 namespace anvil {
 
-namespace detail::autodiff {
-
-// How a node is named in an error: its op, its number, and its label or stage when it has one.
-ANVIL_INLINE std::string describe(const graph_body& body, value_id id) {
-    const node& n = body.nodes[id];
-    std::string text = message(op_name(n.kind), " (node ", id);
-    if (!n.name.empty()) text += message(", '", n.name, "'");
-    if (n.stage != 0 && n.stage < body.stage_labels.size())
-        text += message(", stage '", body.stage_labels[n.stage], "'");
-    return text + ")";
-}
-
-}  // namespace detail::autodiff
-
 ANVIL_INLINE std::vector<value> gradients(const value& loss, std::span<const value> wrt) {
     if (!loss.valid()) throw error("gradients: the loss is an empty value");
     if (loss.shape().element_count() != 1) {
@@ -34852,9 +34823,9 @@ ANVIL_INLINE std::vector<value> gradients(const value& loss, std::span<const val
             throw error(message("gradients: value ", i, " asked about is not a value of the loss's graph"));
         }
         if (!is_floating(wrt[i].type())) {
-            throw type_error(message(
-                "gradients: value ", i, " asked about, ", detail::autodiff::describe(body, wrt[i].id()),
-                ", is ", dtype_name(wrt[i].type()), "; only floating-point values have gradients"));
+            throw type_error(message("gradients: value ", i, " asked about, ",
+                                     describe_node(body, wrt[i].id()), ", is ", dtype_name(wrt[i].type()),
+                                     "; only floating-point values have gradients"));
         }
     }
 
@@ -34890,9 +34861,8 @@ ANVIL_INLINE std::vector<value> gradients(const value& loss, std::span<const val
         if (!any) continue;
         const detail::autodiff::vjp_entry entry = detail::autodiff::vjp_of(forward.kind);
         if (entry.rule == nullptr) {
-            throw error(
-                message("gradients: ", detail::autodiff::describe(*loss.owner(), static_cast<value_id>(id)),
-                        " has no gradient: ", entry.no_gradient));
+            throw error(message("gradients: ", describe_node(*loss.owner(), static_cast<value_id>(id)),
+                                " has no gradient: ", entry.no_gradient));
         }
         detail::autodiff::vjp_call call{build,
                                         forward,
@@ -34907,8 +34877,7 @@ ANVIL_INLINE std::vector<value> gradients(const value& loss, std::span<const val
             entry.rule(call);
         } catch (const error& e) {
             throw error(message("gradients: the gradient of ",
-                                detail::autodiff::describe(*loss.owner(), static_cast<value_id>(id)), ": ",
-                                e.what()));
+                                describe_node(*loss.owner(), static_cast<value_id>(id)), ": ", e.what()));
         }
         for (std::size_t i = 0; i < forward.inputs.size(); ++i) {
             const value& contribution = call.operand_gradients[i];
@@ -34935,6 +34904,7 @@ ANVIL_INLINE std::vector<value> gradients(const value& loss, std::span<const val
 #include <string>
 #include <vector>
 
+// #include "anvil/core/error.hpp"
 // #include "anvil/core/shape.hpp"
 // #include "anvil/graph/dump.hpp"
 // #include "anvil/graph/graph.hpp"
@@ -35002,6 +34972,24 @@ ANVIL_INLINE std::string dump_attributes(const node& n) {
 }
 
 }  // namespace detail
+
+ANVIL_INLINE std::string describe_node(const graph_body& body, value_id id) {
+    const node& n = body.nodes[id];
+    std::string text = detail::message("node ", id, " (", op_name(n.kind));
+    if (!n.name.empty()) {
+        text += detail::message(" '", n.name, "'");
+    } else {
+        // Compute nodes are unnamed: the weight or input they read is what a user recognises.
+        for (const value_id input : n.inputs) {
+            const node& producer = body.nodes[input];
+            if ((producer.kind == op::constant || producer.kind == op::input) && !producer.name.empty()) {
+                text += detail::message(" of '", producer.name, "'");
+                break;
+            }
+        }
+    }
+    return text + detail::message(", ", dtype_name(n.result.type), " ", n.result.shape, ")");
+}
 
 ANVIL_INLINE std::string dump(const graph_body& body) {
     std::ostringstream out;
@@ -53452,6 +53440,7 @@ ANVIL_INLINE void sgd::update(const parameter& param, std::span<float> value, st
 
 #include <cmath>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -53530,7 +53519,7 @@ ANVIL_INLINE trainer::compiled_step& trainer::program_for(std::span<const named_
         }
     }
     std::vector<value> outputs{model.loss};
-    bool scaled = false;
+    std::optional<dims> loss_scale_shape;
     if (with_gradients) {
         // With loss scaling the loss's cotangent is a program input, so a new scale recompiles nothing.
         std::vector<value> grads;
@@ -53538,7 +53527,7 @@ ANVIL_INLINE trainer::compiled_step& trainer::program_for(std::span<const named_
             const value seed =
                 model.model.input(std::string(loss_scale_input), model.loss.type(), model.loss.shape());
             grads = gradients(model.loss, wrt, seed);
-            scaled = true;
+            loss_scale_shape = model.loss.shape();
         } else {
             grads = gradients(model.loss, wrt);
         }
@@ -53548,7 +53537,7 @@ ANVIL_INLINE trainer::compiled_step& trainer::program_for(std::span<const named_
     }
     outputs.insert(outputs.end(), model.outputs.begin(), model.outputs.end());
     compiled_step compiled{compile(outputs, options_.compile), std::move(parameter_inputs),
-                           std::move(trained), model.outputs.size(), scaled};
+                           std::move(trained), model.outputs.size(), loss_scale_shape};
     ++compiled_;
     return programs_.emplace(std::move(key), std::move(compiled)).first->second;
 }
@@ -53558,13 +53547,11 @@ ANVIL_INLINE std::vector<host_tensor> trainer::run(compiled_step& compiled,
     std::vector<named_tensor> inputs(batch.begin(), batch.end());
     for (const std::string& name : compiled.parameter_inputs)
         inputs.push_back({name, params_.value_of(name)});
-    if (compiled.scaled) {
-        for (const io_info& input : compiled.run.inputs()) {
-            if (input.name != loss_scale_input) continue;
-            const std::vector<float> scale(static_cast<std::size_t>(input.shape.element_count()),
-                                           static_cast<float>(scale_));
-            inputs.push_back({input.name, host_tensor::from(scale, input.shape)});
-        }
+    if (compiled.loss_scale_shape) {
+        const dims& shape = *compiled.loss_scale_shape;
+        const std::vector<float> scale(static_cast<std::size_t>(shape.element_count()),
+                                       static_cast<float>(scale_));
+        inputs.push_back({std::string(loss_scale_input), host_tensor::from(scale, shape)});
     }
     return compiled.run.run(inputs);
 }

@@ -8,23 +8,10 @@
 
 #include "anvil/core/error.hpp"
 #include "anvil/graph/autodiff.hpp"
+#include "anvil/graph/dump.hpp"
 #include "anvil/graph/vjp.hpp"
 
 namespace anvil {
-
-namespace detail::autodiff {
-
-// How a node is named in an error: its op, its number, and its label or stage when it has one.
-ANVIL_INLINE std::string describe(const graph_body& body, value_id id) {
-    const node& n = body.nodes[id];
-    std::string text = message(op_name(n.kind), " (node ", id);
-    if (!n.name.empty()) text += message(", '", n.name, "'");
-    if (n.stage != 0 && n.stage < body.stage_labels.size())
-        text += message(", stage '", body.stage_labels[n.stage], "'");
-    return text + ")";
-}
-
-}  // namespace detail::autodiff
 
 ANVIL_INLINE std::vector<value> gradients(const value& loss, std::span<const value> wrt) {
     if (!loss.valid()) throw error("gradients: the loss is an empty value");
@@ -57,9 +44,9 @@ ANVIL_INLINE std::vector<value> gradients(const value& loss, std::span<const val
             throw error(message("gradients: value ", i, " asked about is not a value of the loss's graph"));
         }
         if (!is_floating(wrt[i].type())) {
-            throw type_error(message(
-                "gradients: value ", i, " asked about, ", detail::autodiff::describe(body, wrt[i].id()),
-                ", is ", dtype_name(wrt[i].type()), "; only floating-point values have gradients"));
+            throw type_error(message("gradients: value ", i, " asked about, ",
+                                     describe_node(body, wrt[i].id()), ", is ", dtype_name(wrt[i].type()),
+                                     "; only floating-point values have gradients"));
         }
     }
 
@@ -95,9 +82,8 @@ ANVIL_INLINE std::vector<value> gradients(const value& loss, std::span<const val
         if (!any) continue;
         const detail::autodiff::vjp_entry entry = detail::autodiff::vjp_of(forward.kind);
         if (entry.rule == nullptr) {
-            throw error(
-                message("gradients: ", detail::autodiff::describe(*loss.owner(), static_cast<value_id>(id)),
-                        " has no gradient: ", entry.no_gradient));
+            throw error(message("gradients: ", describe_node(*loss.owner(), static_cast<value_id>(id)),
+                                " has no gradient: ", entry.no_gradient));
         }
         detail::autodiff::vjp_call call{build,
                                         forward,
@@ -112,8 +98,7 @@ ANVIL_INLINE std::vector<value> gradients(const value& loss, std::span<const val
             entry.rule(call);
         } catch (const error& e) {
             throw error(message("gradients: the gradient of ",
-                                detail::autodiff::describe(*loss.owner(), static_cast<value_id>(id)), ": ",
-                                e.what()));
+                                describe_node(*loss.owner(), static_cast<value_id>(id)), ": ", e.what()));
         }
         for (std::size_t i = 0; i < forward.inputs.size(); ++i) {
             const value& contribution = call.operand_gradients[i];

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "anvil/core/error.hpp"
 #include "anvil/core/shape.hpp"
 #include "anvil/graph/dump.hpp"
 #include "anvil/graph/graph.hpp"
@@ -74,6 +75,24 @@ ANVIL_INLINE std::string dump_attributes(const node& n) {
 }
 
 }  // namespace detail
+
+ANVIL_INLINE std::string describe_node(const graph_body& body, value_id id) {
+    const node& n = body.nodes[id];
+    std::string text = detail::message("node ", id, " (", op_name(n.kind));
+    if (!n.name.empty()) {
+        text += detail::message(" '", n.name, "'");
+    } else {
+        // Compute nodes are unnamed: the weight or input they read is what a user recognises.
+        for (const value_id input : n.inputs) {
+            const node& producer = body.nodes[input];
+            if ((producer.kind == op::constant || producer.kind == op::input) && !producer.name.empty()) {
+                text += detail::message(" of '", producer.name, "'");
+                break;
+            }
+        }
+    }
+    return text + detail::message(", ", dtype_name(n.result.type), " ", n.result.shape, ")");
+}
 
 ANVIL_INLINE std::string dump(const graph_body& body) {
     std::ostringstream out;

@@ -41,6 +41,10 @@ std::string dump_attributes(const node& n);
 
 [[nodiscard]] std::string dump(const graph& g);
 
+// How errors and placement reports name a node: its id, op, the name of the weight or input it reads, its
+// type and shape ("node 12 (matmul of 'x', f32 [4, 8])").
+[[nodiscard]] std::string describe_node(const graph_body& body, value_id id);
+
 }  // namespace anvil
 
 #if ANVIL_DEFINITIONS

@@ -517,7 +517,7 @@ ANVIL_INLINE void vjp_conv2d(vjp_call& call) {
 // --- pooling and resizing ---------------------------------------------------------------------------------
 
 // Pooling's gradient as a sum over the kernel's offsets: offset (i, j) of every window reads a strided slice
-// of the padded input; `each(slice, i, j)` gives that slice's cotangent, which goes back to its place (the
+// of the padded input; `each(slice)` gives that slice's cotangent, which goes back to its place (the
 // slice's transpose: spread by the stride, shifted by the offset) in the padded input.
 template <class Each>
 value pool_gradient(vjp_call& call, float padding_value, Each each) {
@@ -545,7 +545,7 @@ value pool_gradient(vjp_call& call, float padding_value, Each each) {
                 b.slice(padded, {0, 0, i, j},
                         {xs[0], xs[1], i + (oh - 1) * a.stride[0] + 1, j + (ow - 1) * a.stride[1] + 1},
                         {1, 1, a.stride[0], a.stride[1]});
-            const value part = each(window, i, j);
+            const value part = each(window);
             const std::int64_t steps[] = {1, 1, a.stride[0], a.stride[1]};
             const value spread = b.dilate(part, steps);
             const dims ss = spread.shape();
@@ -568,8 +568,8 @@ ANVIL_INLINE void vjp_max_pool2d(vjp_call& call) {
     // The first maximum of each window in row-major order takes the gradient, as PyTorch's kernel.
     value taken;
     const value zero = b.scalar(0, x.type());
-    call.operand_gradients[0] = pool_gradient(
-        call, -std::numeric_limits<float>::infinity(), [&](const value& window, std::int64_t, std::int64_t) {
+    call.operand_gradients[0] =
+        pool_gradient(call, -std::numeric_limits<float>::infinity(), [&](const value& window) {
             value hit = b.apply(op::equal, {window, call.result});
             if (taken.valid()) hit = b.apply(op::logical_and, {hit, b.apply(op::logical_not, {taken})});
             taken = taken.valid() ? b.apply(op::logical_or, {taken, hit}) : hit;
@@ -602,8 +602,7 @@ ANVIL_INLINE void vjp_avg_pool2d(vjp_call& call) {
     }
     const value share =
         b.div(call.gradient, b.constant(std::move(divisors), dims{ys[2], ys[3]}, x.type(), "pool divisors"));
-    call.operand_gradients[0] =
-        pool_gradient(call, 0.0f, [&](const value&, std::int64_t, std::int64_t) { return share; });
+    call.operand_gradients[0] = pool_gradient(call, 0.0f, [&](const value&) { return share; });
 }
 
 // Resizing is linear and separable: out = R_h x R_w^T per plane, so dx = R_h^T g R_w, with R the
@@ -678,7 +677,7 @@ ANVIL_INLINE void vjp_rms_norm(vjp_call& call) {
         const value inner = b.reduce_mean(b.mul(gw, x), axis, true);
         call.operand_gradients[0] = b.mul(r, b.sub(gw, b.mul(b.mul(x, b.mul(r, r)), inner)));
     }
-    if (weighted) set(call, 1, b.mul(call.gradient, b.mul(x, r)));
+    if (weighted && call.wanted[1]) set(call, 1, b.mul(call.gradient, b.mul(x, r)));
 }
 
 ANVIL_INLINE void vjp_group_norm(vjp_call& call) {
@@ -767,12 +766,12 @@ ANVIL_INLINE void vjp_reduce_extremum(vjp_call& call) {
     // As torch.amax / amin: the gradient split evenly among the elements that equal the result.
     builder& b = call.build;
     const value& x = call.operands[0];
+    if (!call.wanted[0]) return;
     const dims xs = x.shape();
     const dims kept = kept_shape(xs, call.forward.attrs.axes);
     const value hit = b.cast(b.apply(op::equal, {x, b.reshape(call.result, kept)}), x.type());
     const value count = b.reduce_sum(hit, call.forward.attrs.axes, true);
-    const value share = b.div(b.reshape(call.gradient, kept), count);
-    if (call.wanted[0]) call.operand_gradients[0] = b.mul(hit, share);
+    call.operand_gradients[0] = b.mul(hit, b.div(b.reshape(call.gradient, kept), count));
 }
 
 ANVIL_INLINE void vjp_reduce_prod(vjp_call& call) {

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -81,7 +82,7 @@ ANVIL_INLINE trainer::compiled_step& trainer::program_for(std::span<const named_
         }
     }
     std::vector<value> outputs{model.loss};
-    bool scaled = false;
+    std::optional<dims> loss_scale_shape;
     if (with_gradients) {
         // With loss scaling the loss's cotangent is a program input, so a new scale recompiles nothing.
         std::vector<value> grads;
@@ -89,7 +90,7 @@ ANVIL_INLINE trainer::compiled_step& trainer::program_for(std::span<const named_
             const value seed =
                 model.model.input(std::string(loss_scale_input), model.loss.type(), model.loss.shape());
             grads = gradients(model.loss, wrt, seed);
-            scaled = true;
+            loss_scale_shape = model.loss.shape();
         } else {
             grads = gradients(model.loss, wrt);
         }
@@ -99,7 +100,7 @@ ANVIL_INLINE trainer::compiled_step& trainer::program_for(std::span<const named_
     }
     outputs.insert(outputs.end(), model.outputs.begin(), model.outputs.end());
     compiled_step compiled{compile(outputs, options_.compile), std::move(parameter_inputs),
-                           std::move(trained), model.outputs.size(), scaled};
+                           std::move(trained), model.outputs.size(), loss_scale_shape};
     ++compiled_;
     return programs_.emplace(std::move(key), std::move(compiled)).first->second;
 }
@@ -109,13 +110,11 @@ ANVIL_INLINE std::vector<host_tensor> trainer::run(compiled_step& compiled,
     std::vector<named_tensor> inputs(batch.begin(), batch.end());
     for (const std::string& name : compiled.parameter_inputs)
         inputs.push_back({name, params_.value_of(name)});
-    if (compiled.scaled) {
-        for (const io_info& input : compiled.run.inputs()) {
-            if (input.name != loss_scale_input) continue;
-            const std::vector<float> scale(static_cast<std::size_t>(input.shape.element_count()),
-                                           static_cast<float>(scale_));
-            inputs.push_back({input.name, host_tensor::from(scale, input.shape)});
-        }
+    if (compiled.loss_scale_shape) {
+        const dims& shape = *compiled.loss_scale_shape;
+        const std::vector<float> scale(static_cast<std::size_t>(shape.element_count()),
+                                       static_cast<float>(scale_));
+        inputs.push_back({std::string(loss_scale_input), host_tensor::from(scale, shape)});
     }
     return compiled.run.run(inputs);
 }

@@ -100,7 +100,7 @@ private:
         std::vector<std::string> parameter_inputs;  // every parameter the graph reads, fed from the set
         std::vector<std::size_t> trained;           // optimizer parameter index of each gradient output
         std::size_t outputs = 0;
-        bool scaled = false;  // reads the loss scale (loss_scale_input)
+        std::optional<dims> loss_scale_shape;  // the shape of its loss scale input (the loss's), when scaled
     };
 
     compiled_step& program_for(std::span<const named_tensor> batch, bool with_gradients);

@@ -20,6 +20,7 @@
 #include "anvil/backend/cpu/reference/dequantize.hpp"
 #include "anvil/core/convert.hpp"
 #include "anvil/core/error.hpp"
+#include "anvil/graph/dump.hpp"
 #include "anvil/graph/graph.hpp"
 
 namespace anvil::detail::ane {
@@ -307,26 +308,6 @@ inline constexpr std::array<op_lowering, op_count> op_lowerings{{
 }
 [[nodiscard]] inline std::string_view lowering_summary(op kind) {
     return op_lowerings.at(static_cast<std::size_t>(kind)).summary;
-}
-
-// How errors and placement reports name a node: its id, op, the name of the weight or input it reads, its
-// type and shape.
-inline std::string describe_node(const graph_body& body, value_id id) {
-    const node& n = body.nodes[id];
-    std::string text = message("node ", id, " (", op_name(n.kind));
-    if (!n.name.empty()) {
-        text += message(" '", n.name, "'");
-    } else {
-        // Compute nodes are unnamed: the weight or input they read is what a user recognises.
-        for (const value_id input : n.inputs) {
-            const node& producer = body.nodes[input];
-            if ((producer.kind == op::constant || producer.kind == op::input) && !producer.name.empty()) {
-                text += message(" of '", producer.name, "'");
-                break;
-            }
-        }
-    }
-    return text + message(", ", dtype_name(n.result.type), " ", n.result.shape, ")");
 }
 
 // Whether values of `type` live on the Neural Engine: floats in fp16, and booleans as fp16 1 and 0 (exact,
