@@ -9097,6 +9097,8 @@ private:
 // checkpoint (nothing is copied) and enter the graph as f32 values: a cast of the stored f16/bf16 data that
 // the CPU backend folds into the GEMM's packing.
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -9119,17 +9121,32 @@ const tensor_view& checked_weight(const tensor_view& view, const dims& expected,
 [[nodiscard]] const tensor_view& checked_tensor(const checkpoint& weights, std::string_view name,
                                                 const dims& expected, std::string_view layout = {});
 
+// What a recipe loads a tensor as: a linear layer's matrix [out, in] (load_linear), or anything else.
+// Training reads it: LoRA adapts linear layers only.
+enum class weight_role : std::uint8_t { other, linear_weight };
+
+// What the graph reads in place of a stored tensor. Called for every floating-point tensor a recipe loads,
+// after its presence and shape are checked, with `stored` building the usual constant: nullopt keeps that
+// constant, a value replaces it. Training (train/fine_tune.hpp) makes trainable tensors program inputs and
+// adds LoRA's low-rank update to the adapted matrices this way, so every recipe trains without a copy of its
+// forward pass.
+using weight_substitute = std::function<std::optional<tensor<float>>(
+    graph& g, std::string_view name, weight_role role, const dims& shape,
+    const std::function<tensor<float>()>& stored)>;
+
 class weight_loader {
 public:
-    weight_loader(graph g, std::shared_ptr<const checkpoint> weights);
+    weight_loader(graph g, std::shared_ptr<const checkpoint> weights, weight_substitute substitute = {});
 
     [[nodiscard]] bool contains(std::string_view name) const;
 
     // The tensor `name`, which must have shape `expected`, as an f32 graph value.
-    [[nodiscard]] tensor<float> load(std::string_view name, const dims& expected);
+    [[nodiscard]] tensor<float> load(std::string_view name, const dims& expected,
+                                     weight_role role = weight_role::other);
 
     // The same for a tensor the architecture may or may not have (a bias, say).
-    [[nodiscard]] std::optional<tensor<float>> load_optional(std::string_view name, const dims& expected);
+    [[nodiscard]] std::optional<tensor<float>> load_optional(std::string_view name, const dims& expected,
+                                                             weight_role role = weight_role::other);
 
     [[nodiscard]] graph& target() noexcept { return graph_; }
     [[nodiscard]] const checkpoint& source() const noexcept { return *weights_; }
@@ -9137,6 +9154,8 @@ public:
 private:
     // A view checked_weight has passed, as a graph constant (cast to f32 when stored narrower).
     tensor<float> from_view(const tensor_view& view, const dims& expected);
+    // from_view, or what the substitute gives in its place.
+    tensor<float> from_float_view(const tensor_view& view, const dims& expected, weight_role role);
     // An int8 matrix stored with `<name>_scale` (and optionally `<name>_zero_point`) beside it, one value per
     // output channel, as compressed-tensors' int-quantized checkpoints (llm-compressor's W8A16) store them:
     // dequantize_int8 of the stored values, which the CPU GEMM reads as int8 rows and the Neural Engine
@@ -9153,6 +9172,7 @@ private:
 
     graph graph_;
     std::shared_ptr<const checkpoint> weights_;
+    weight_substitute substitute_;
 };
 
 }  // namespace anvil::models
@@ -10666,6 +10686,11 @@ struct classification_head {
 
 [[nodiscard]] classification_head head_for(text_family family, const std::string& prefix);
 
+// The head on the hidden states [rows, length, hidden]: its first linear layer on token 0, the activation,
+// the second -> logits [rows, labels]. Loads its weights with `weights`.
+[[nodiscard]] tensor<float> classification_logits(weight_loader& weights, const classification_head& head,
+                                                  std::int64_t labels, const tensor<float>& states);
+
 void check_architecture(const config_reader& config, text_family family);
 
 }  // namespace recipe_detail
@@ -11493,7 +11518,8 @@ private:
 // #include "anvil/models/vision/vit.hpp"
 // #include "anvil/train.hpp"
 // anvil: training — the optimizers (SGD, AdamW) over fp32 master weights with their shared interface, the
-// learning-rate schedules and gradient clipping by global norm.
+// learning-rate schedules and gradient clipping by global norm, the training loop, and fine-tuning of Hugging
+// Face classifiers (what `anvil train` runs).
 
 // #include "anvil/train/adamw.hpp"
 // anvil: AdamW as torch.optim.AdamW (PyTorch 1.13, amsgrad and maximize off): decoupled weight decay, then
@@ -11677,6 +11703,121 @@ float clip_grad_norm(std::span<host_tensor> grads, double max_norm);
 #if ANVIL_DEFINITIONS
 // #include "anvil/train/clip-inl.hpp" (in the definitions at the end)
 #endif
+// #include "anvil/train/fine_tune.hpp"
+// anvil: fine-tuning a Hugging Face classifier from its folder — what `anvil train` runs, as a library. The
+// model is the inference recipe itself (text_encoder.hpp's BERT, RoBERTa, XLM-R, MPNet and DistilBERT with
+// their *ForSequenceClassification heads; vit.hpp's ViT and DeiT), built through a weight_loader whose
+// substitute (models/common/weights.hpp) turns the trainable tensors into graph::parameter inputs and adds
+// LoRA's low-rank update to the adapted linear layers; no recipe has a second, trainable copy. The rules are
+// those of transformers' Trainer and PEFT, as tools/reference/train_reference.py writes them out in float64:
+//
+//   data       TRAIN.jsonl, one example a line: {"ids": [...], "type_ids": [...], "label": k},
+//              {"text": ..., "text_pair": ..., "label": k} (the folder's tokenizer), {"pixels": "x.npy",
+//              "label": k} (float32 [C, H, W]) or {"image": "x.png", "label": k} (the folder's
+//              preprocessing); paths relative to the jsonl file. num_labels 1 (or problem_type "regression"):
+//              float labels and MSE; otherwise mean cross-entropy.
+//   order      epoch e visits numpy.random.default_rng(seed + e).permutation(n) (consecutive lines with
+//              shuffle off), cut into batches; the last batch of an epoch may be short.
+//   batches    text padded to the batch's longest example with the attention mask (DataCollatorWithPadding).
+//   trained    full: every tensor the model reads that no freeze regex finds (std::regex_search); LoRA: the
+//              lora_A / lora_B matrices and the head (PEFT's modules_to_save), less the freeze matches.
+//   decay      every trained tensor except biases and norm weights (Trainer.get_decay_parameter_names).
+//   outputs    full: model.safetensors with exactly the input's names, shapes and dtypes, config.json and the
+//              tokenizer / preprocessor files; LoRA: adapter_config.json and adapter_model.safetensors as
+//              PEFT's save_pretrained writes them.
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+// #include "anvil/compilation.hpp"
+// #include "anvil/core/host_tensor.hpp"
+// #include "anvil/train/schedule.hpp"
+// anvil: learning-rate schedules as Hugging Face transformers defines them (optimization.py's
+// get_constant_schedule_with_warmup, get_linear_schedule_with_warmup, get_cosine_schedule_with_warmup with
+// num_cycles 0.5), applied as torch's LambdaLR applies them: the learning rate of step s (counted from 0) is
+// base_lr * lambda(s). Step 0 of a warmup has learning rate 0 and still counts as a step.
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+// #include "anvil/compilation.hpp"
+
+namespace anvil::train {
+
+enum class schedule_kind {
+    constant,  // linear warmup from 0, then base_lr
+    linear,    // linear warmup, then linearly down to 0 at training_steps (and 0 after)
+    cosine,    // linear warmup, then half a cosine down to 0 at training_steps (rising again after, as in HF)
+};
+
+// The names the command line takes, in schedule_kind's order.
+inline constexpr std::array<std::string_view, 3> schedule_names{"constant", "linear", "cosine"};
+
+[[nodiscard]] std::string_view schedule_name(schedule_kind kind) noexcept;
+
+// "constant", "linear" or "cosine"; anything else throws anvil::error listing these.
+[[nodiscard]] schedule_kind parse_schedule_kind(std::string_view name);
+
+class lr_schedule {
+public:
+    // Throws anvil::error for a negative (or NaN) base_lr, negative warmup_steps or training_steps.
+    // training_steps is where linear and cosine reach 0; constant does not use it.
+    lr_schedule(schedule_kind kind, double base_lr, std::int64_t warmup_steps, std::int64_t training_steps);
+    // The kind by its command-line name (parse_schedule_kind).
+    lr_schedule(std::string_view kind, double base_lr, std::int64_t warmup_steps,
+                std::int64_t training_steps);
+
+    // transformers' lr_lambda(step), in double as Python computes it. Throws for a negative step.
+    [[nodiscard]] double multiplier(std::int64_t step) const;
+    // base_lr * multiplier(step): the learning rate optimizer step `step` (from 0) uses.
+    [[nodiscard]] double learning_rate(std::int64_t step) const { return base_lr_ * multiplier(step); }
+
+    [[nodiscard]] schedule_kind kind() const noexcept { return kind_; }
+    [[nodiscard]] double base_lr() const noexcept { return base_lr_; }
+    [[nodiscard]] std::int64_t warmup_steps() const noexcept { return warmup_steps_; }
+    [[nodiscard]] std::int64_t training_steps() const noexcept { return training_steps_; }
+
+private:
+    schedule_kind kind_;
+    double base_lr_;
+    std::int64_t warmup_steps_;
+    std::int64_t training_steps_;
+};
+
+}  // namespace anvil::train
+
+#if ANVIL_DEFINITIONS
+// #include "anvil/train/schedule-inl.hpp" (in the definitions at the end)
+#endif
+// #include "anvil/train/trainer.hpp"
+// anvil: the training loop as a library: a model built as a graph per batch shape (model_builder), its
+// trainable tensors (parameter_set), an optimizer and a learning-rate schedule. Each step runs the loss and
+// the gradients of every trainable tensor as one program, clips them by global norm when asked, and updates
+// the fp32 master weights on the host. Trainable tensors are program inputs, so a program is compiled once
+// per batch shape and never again as the weights change (on the Neural Engine, where compiling costs
+// seconds, this is what makes training possible).
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+// #include "anvil/backend/program.hpp"
+// #include "anvil/compilation.hpp"
+// #include "anvil/graph/graph.hpp"
 // #include "anvil/train/layers.hpp"
 // anvil: trainable-graph builders — the tensors a model trains (parameter_set: names, initial values, weight
 // decay) and the layers that declare and use them: linear, conv2d, a GroupNorm built from differentiable
@@ -11771,176 +11912,6 @@ private:
 #if ANVIL_DEFINITIONS
 // #include "anvil/train/layers-inl.hpp" (in the definitions at the end)
 #endif
-// #include "anvil/train/loss.hpp"
-// anvil: training losses as graph builders, written from differentiable ops so gradients() differentiates
-// them like the rest of the model: cross-entropy over logits (PyTorch's CrossEntropyLoss, mean reduction
-// with an ignore index), mean squared error (MSELoss) and binary cross-entropy with logits
-// (BCEWithLogitsLoss). Each returns a scalar of the logits' type.
-
-#include <cstdint>
-
-// #include "anvil/compilation.hpp"
-// #include "anvil/graph/graph.hpp"
-
-namespace anvil::train {
-
-// mean over the examples whose label is not `ignore_index` of logsumexp(logits[i]) - logits[i][label[i]],
-// for logits [N, C] and integer labels [N]. As PyTorch: a batch whose every label is ignored gives NaN (0/0).
-// Labels must lie in [0, C) or equal ignore_index: the graph cannot check them, so the caller does (the
-// training loop names the example).
-[[nodiscard]] value cross_entropy(const value& logits, const value& labels, std::int64_t ignore_index = -100);
-
-// mean((prediction - target)^2) over every element; the shapes must match.
-[[nodiscard]] value mse_loss(const value& prediction, const value& target);
-
-// mean(max(x, 0) - x z + log(1 + exp(-|x|))) for logits x and targets z in [0, 1] of the same shape: the
-// numerically stable form PyTorch uses, whose gradient is sigmoid(x) - z (over the element count).
-[[nodiscard]] value binary_cross_entropy_with_logits(const value& logits, const value& targets);
-
-}  // namespace anvil::train
-
-#if ANVIL_DEFINITIONS
-// #include "anvil/train/loss-inl.hpp" (in the definitions at the end)
-#endif
-// #include "anvil/train/optimizer.hpp"
-// #include "anvil/train/schedule.hpp"
-// anvil: learning-rate schedules as Hugging Face transformers defines them (optimization.py's
-// get_constant_schedule_with_warmup, get_linear_schedule_with_warmup, get_cosine_schedule_with_warmup with
-// num_cycles 0.5), applied as torch's LambdaLR applies them: the learning rate of step s (counted from 0) is
-// base_lr * lambda(s). Step 0 of a warmup has learning rate 0 and still counts as a step.
-
-#include <array>
-#include <cstdint>
-#include <string_view>
-
-// #include "anvil/compilation.hpp"
-
-namespace anvil::train {
-
-enum class schedule_kind {
-    constant,  // linear warmup from 0, then base_lr
-    linear,    // linear warmup, then linearly down to 0 at training_steps (and 0 after)
-    cosine,    // linear warmup, then half a cosine down to 0 at training_steps (rising again after, as in HF)
-};
-
-// The names the command line takes, in schedule_kind's order.
-inline constexpr std::array<std::string_view, 3> schedule_names{"constant", "linear", "cosine"};
-
-[[nodiscard]] std::string_view schedule_name(schedule_kind kind) noexcept;
-
-// "constant", "linear" or "cosine"; anything else throws anvil::error listing these.
-[[nodiscard]] schedule_kind parse_schedule_kind(std::string_view name);
-
-class lr_schedule {
-public:
-    // Throws anvil::error for a negative (or NaN) base_lr, negative warmup_steps or training_steps.
-    // training_steps is where linear and cosine reach 0; constant does not use it.
-    lr_schedule(schedule_kind kind, double base_lr, std::int64_t warmup_steps, std::int64_t training_steps);
-    // The kind by its command-line name (parse_schedule_kind).
-    lr_schedule(std::string_view kind, double base_lr, std::int64_t warmup_steps,
-                std::int64_t training_steps);
-
-    // transformers' lr_lambda(step), in double as Python computes it. Throws for a negative step.
-    [[nodiscard]] double multiplier(std::int64_t step) const;
-    // base_lr * multiplier(step): the learning rate optimizer step `step` (from 0) uses.
-    [[nodiscard]] double learning_rate(std::int64_t step) const { return base_lr_ * multiplier(step); }
-
-    [[nodiscard]] schedule_kind kind() const noexcept { return kind_; }
-    [[nodiscard]] double base_lr() const noexcept { return base_lr_; }
-    [[nodiscard]] std::int64_t warmup_steps() const noexcept { return warmup_steps_; }
-    [[nodiscard]] std::int64_t training_steps() const noexcept { return training_steps_; }
-
-private:
-    schedule_kind kind_;
-    double base_lr_;
-    std::int64_t warmup_steps_;
-    std::int64_t training_steps_;
-};
-
-}  // namespace anvil::train
-
-#if ANVIL_DEFINITIONS
-// #include "anvil/train/schedule-inl.hpp" (in the definitions at the end)
-#endif
-// #include "anvil/train/sgd.hpp"
-// anvil: stochastic gradient descent as torch.optim.SGD (PyTorch 1.13): momentum with dampening, Nesterov
-// momentum and L2 weight decay added to the gradient. A functional core over one tensor's floats
-// (torch's _single_tensor_sgd) and the optimizer the training loop drives (train/optimizer.hpp).
-
-#include <cstdint>
-#include <span>
-#include <vector>
-
-// #include "anvil/compilation.hpp"
-// #include "anvil/core/host_tensor.hpp"
-// #include "anvil/train/optimizer.hpp"
-
-namespace anvil::train {
-
-// torch.optim.SGD's options less lr (the schedule gives it each step) and maximize.
-struct sgd_options {
-    double momentum = 0.0;
-    double dampening = 0.0;
-    double weight_decay =
-        0.0;  // L2: d_p = g + weight_decay * p, for parameters whose weight_decay flag is set
-    bool nesterov = false;
-};
-
-// Throws anvil::error where torch.optim.SGD raises: negative (or NaN) momentum or weight_decay; Nesterov
-// without momentum or with dampening.
-void check_options(const sgd_options& options);
-
-// One SGD step of one tensor, torch's _single_tensor_sgd with the float32 operations in its order (its CPU
-// kernels fuse `a.add(b, alpha)` into fma(b, alpha, a)). options.weight_decay is this tensor's decay.
-// momentum_buffer has the tensor's size when options.momentum != 0 and is otherwise unused; on the first step
-// it is overwritten with d_p, as torch clones d_p into a new buffer.
-void sgd_update(std::span<float> param, std::span<const float> grad, std::span<float> momentum_buffer,
-                bool first_step, double lr, const sgd_options& options);
-
-class sgd final : public optimizer {
-public:
-    // Checks the options (check_options) and the parameters (optimizer's constructor).
-    sgd(std::vector<parameter> parameters, const sgd_options& options);
-
-    [[nodiscard]] const sgd_options& options() const noexcept { return options_; }
-
-private:
-    // ANVIL_INLINE in the class too: otherwise this would be the key function and every includer would emit
-    // the vtable (tests/headers_emit_no_code.py).
-    ANVIL_INLINE void update(const parameter& param, std::span<float> value, std::span<const float> grad,
-                             std::span<host_tensor> buffers, double lr, std::int64_t step) override;
-
-    sgd_options options_;
-};
-
-}  // namespace anvil::train
-
-#if ANVIL_DEFINITIONS
-// #include "anvil/train/sgd-inl.hpp" (in the definitions at the end)
-#endif
-// #include "anvil/train/trainer.hpp"
-// anvil: the training loop as a library: a model built as a graph per batch shape (model_builder), its
-// trainable tensors (parameter_set), an optimizer and a learning-rate schedule. Each step runs the loss and
-// the gradients of every trainable tensor as one program, clips them by global norm when asked, and updates
-// the fp32 master weights on the host. Trainable tensors are program inputs, so a program is compiled once
-// per batch shape and never again as the weights change (on the Neural Engine, where compiling costs
-// seconds, this is what makes training possible).
-
-#include <cstddef>
-#include <cstdint>
-#include <functional>
-#include <map>
-#include <memory>
-#include <optional>
-#include <span>
-#include <string>
-#include <string_view>
-#include <vector>
-
-// #include "anvil/backend/program.hpp"
-// #include "anvil/compilation.hpp"
-// #include "anvil/graph/graph.hpp"
-// #include "anvil/train/layers.hpp"
 // #include "anvil/train/optimizer.hpp"
 // #include "anvil/train/schedule.hpp"
 
@@ -12044,6 +12015,234 @@ private:
 #if ANVIL_DEFINITIONS
 // #include "anvil/train/trainer-inl.hpp" (in the definitions at the end)
 #endif
+
+namespace anvil::train {
+
+// Everything `anvil train` takes; the defaults are the Trainer's.
+struct fine_tune_options {
+    std::filesystem::path model;         // a Hub folder: config.json + model.safetensors (+ tokenizer files)
+    std::filesystem::path data;          // TRAIN.jsonl
+    std::optional<std::int64_t> steps;   // optimizer steps; else epochs
+    std::optional<std::int64_t> epochs;  // 3 when neither is given
+    std::int64_t batch_size = 8;
+    double lr = 5e-5;
+    std::string optimizer = "adamw";  // "adamw" or "sgd"
+    double momentum = 0.0;            // SGD
+    bool nesterov = false;            // SGD
+    double weight_decay = 0.0;
+    double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // AdamW
+    schedule_kind schedule = schedule_kind::linear;
+    std::int64_t warmup_steps = 0;
+    std::optional<double> max_grad_norm;  // no clipping when unset
+    bool shuffle = true;
+    std::uint64_t seed = 42;
+    std::vector<std::string> freeze;  // regexes searched in each tensor name
+    // LoRA: a rank turns it on (or init_adapter); alpha 8 by default; targets default to PEFT's for BERT and
+    // RoBERTa / XLM-R (query, value) and are needed otherwise.
+    std::optional<std::int64_t> lora_rank;
+    std::optional<double> lora_alpha;
+    std::optional<std::vector<std::string>> lora_targets;
+    std::filesystem::path init_adapter;  // a PEFT LoRA adapter folder to start from (its head included)
+    bool truncate = false;  // keep the first positions of a longer example instead of refusing it
+    compile_options compile = {};
+};
+
+// The fine-tuning of one folder: load() reads and checks the model, the data and the options (every bad input
+// is an anvil::error naming it, before any step); step() trains on the next batch; save() writes the output
+// folder.
+class fine_tuning {
+public:
+    [[nodiscard]] static fine_tuning load(const fine_tune_options& options);
+
+    fine_tuning(fine_tuning&&) noexcept;
+    fine_tuning& operator=(fine_tuning&&) noexcept;
+    ~fine_tuning();
+
+    // The number of steps the run takes (steps, or epochs x batches per epoch).
+    [[nodiscard]] std::int64_t total_steps() const noexcept;
+    [[nodiscard]] std::int64_t steps_done() const noexcept;
+    // One optimizer step on the next batch.
+    step_result step();
+    // Writes the output folder (created if needed): the fine-tuned Hub folder, or the PEFT adapter.
+    void save(const std::filesystem::path& out) const;
+
+    // The trained tensors' names (as the model's checkpoint names them; LoRA's as the model's modules plus
+    // ".lora_A.weight" / ".lora_B.weight") and their current fp32 values.
+    [[nodiscard]] const std::vector<parameter>& trained() const noexcept;
+    [[nodiscard]] std::size_t programs_compiled() const noexcept;
+    [[nodiscard]] std::size_t examples() const noexcept;
+
+private:
+    struct state;
+    explicit fine_tuning(std::unique_ptr<state> s);
+    std::unique_ptr<state> state_;
+};
+
+// load, every step (on_step after each), save to `out`.
+void fine_tune(const fine_tune_options& options, const std::filesystem::path& out,
+               const std::function<void(const step_result&, std::int64_t total_steps)>& on_step = {});
+
+}  // namespace anvil::train
+
+namespace anvil::detail::fine_tuning {
+
+// Hugging Face Trainer's decay rule for one parameter name (get_decay_parameter_names): false for biases and
+// norm weights — a lower-cased name matching "bias", "layernorm", "rmsnorm", "(^|.)norm($|.)" or
+// "_norm($|.)".
+[[nodiscard]] bool hf_decays(std::string_view name);
+
+}  // namespace anvil::detail::fine_tuning
+
+#if ANVIL_DEFINITIONS
+// #include "anvil/train/fine_tune-inl.hpp" (in the definitions at the end)
+#endif
+// #include "anvil/train/layers.hpp"
+// #include "anvil/train/loss.hpp"
+// anvil: training losses as graph builders, written from differentiable ops so gradients() differentiates
+// them like the rest of the model: cross-entropy over logits (PyTorch's CrossEntropyLoss, mean reduction
+// with an ignore index), mean squared error (MSELoss) and binary cross-entropy with logits
+// (BCEWithLogitsLoss). Each returns a scalar of the logits' type.
+
+#include <cstdint>
+
+// #include "anvil/compilation.hpp"
+// #include "anvil/graph/graph.hpp"
+
+namespace anvil::train {
+
+// mean over the examples whose label is not `ignore_index` of logsumexp(logits[i]) - logits[i][label[i]],
+// for logits [N, C] and integer labels [N]. As PyTorch: a batch whose every label is ignored gives NaN (0/0).
+// Labels must lie in [0, C) or equal ignore_index: the graph cannot check them, so the caller does (the
+// training loop names the example).
+[[nodiscard]] value cross_entropy(const value& logits, const value& labels, std::int64_t ignore_index = -100);
+
+// mean((prediction - target)^2) over every element; the shapes must match.
+[[nodiscard]] value mse_loss(const value& prediction, const value& target);
+
+// mean(max(x, 0) - x z + log(1 + exp(-|x|))) for logits x and targets z in [0, 1] of the same shape: the
+// numerically stable form PyTorch uses, whose gradient is sigmoid(x) - z (over the element count).
+[[nodiscard]] value binary_cross_entropy_with_logits(const value& logits, const value& targets);
+
+}  // namespace anvil::train
+
+#if ANVIL_DEFINITIONS
+// #include "anvil/train/loss-inl.hpp" (in the definitions at the end)
+#endif
+// #include "anvil/train/numpy_random.hpp"
+// anvil: numpy.random.default_rng(seed) for the draws fine-tuning makes, so that `anvil train` shuffles its
+// examples and draws fresh LoRA matrices exactly as the Python reference (tools/reference/train_reference.py)
+// and a user's numpy script do: SeedSequence(seed) -> PCG64 (XSL-RR over a 128-bit LCG), permutation(n) as
+// numpy's Fisher-Yates with masked rejection (random_interval), and uniform(low, high) from 53-bit doubles.
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+// #include "anvil/compilation.hpp"
+
+namespace anvil::detail::numpy_random {
+// PCG64's 128-bit state (GCC and Clang, Apple's included, have the type; __extension__ keeps -Wpedantic
+// quiet about it).
+__extension__ typedef unsigned __int128 uint128;
+
+// SeedSequence(seed).generate_state(count, uint64): numpy's entropy pool (hashmix / mix) of the seed's 32-bit
+// words, then `count` words of two 32-bit outputs each, the low one first.
+[[nodiscard]] std::vector<std::uint64_t> seed_sequence_words(std::uint64_t seed, std::size_t count);
+
+}  // namespace anvil::detail::numpy_random
+
+namespace anvil::train {
+
+class numpy_generator {
+public:
+    // numpy.random.default_rng(seed) for a non-negative seed.
+    explicit numpy_generator(std::uint64_t seed);
+
+    // PCG64's next output.
+    [[nodiscard]] std::uint64_t next_uint64() noexcept;
+    // numpy's 32-bit draw: the low half of a 64-bit output, then (next call) its high half.
+    [[nodiscard]] std::uint32_t next_uint32() noexcept;
+    // (next_uint64() >> 11) * 2^-53, in [0, 1).
+    [[nodiscard]] double next_double() noexcept;
+    // A value in [0, maximum]: masked rejection under the smallest all-ones mask >= maximum, 32-bit draws
+    // while maximum fits 32 bits (numpy's random_interval).
+    [[nodiscard]] std::uint64_t interval(std::uint64_t maximum) noexcept;
+    // default_rng(seed).permutation(n): arange(n) shuffled from the back.
+    [[nodiscard]] std::vector<std::size_t> permutation(std::size_t n);
+    // default_rng(seed).uniform(low, high, count): low + (high - low) * next_double(), one after another.
+    [[nodiscard]] std::vector<double> uniform(double low, double high, std::size_t count);
+
+private:
+    anvil::detail::numpy_random::uint128 state_ = 0;
+    anvil::detail::numpy_random::uint128 increment_ = 0;
+    std::optional<std::uint32_t> high_half_;
+};
+
+}  // namespace anvil::train
+
+#if ANVIL_DEFINITIONS
+// #include "anvil/train/numpy_random-inl.hpp" (in the definitions at the end)
+#endif
+// #include "anvil/train/optimizer.hpp"
+// #include "anvil/train/schedule.hpp"
+// #include "anvil/train/sgd.hpp"
+// anvil: stochastic gradient descent as torch.optim.SGD (PyTorch 1.13): momentum with dampening, Nesterov
+// momentum and L2 weight decay added to the gradient. A functional core over one tensor's floats
+// (torch's _single_tensor_sgd) and the optimizer the training loop drives (train/optimizer.hpp).
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+// #include "anvil/compilation.hpp"
+// #include "anvil/core/host_tensor.hpp"
+// #include "anvil/train/optimizer.hpp"
+
+namespace anvil::train {
+
+// torch.optim.SGD's options less lr (the schedule gives it each step) and maximize.
+struct sgd_options {
+    double momentum = 0.0;
+    double dampening = 0.0;
+    double weight_decay =
+        0.0;  // L2: d_p = g + weight_decay * p, for parameters whose weight_decay flag is set
+    bool nesterov = false;
+};
+
+// Throws anvil::error where torch.optim.SGD raises: negative (or NaN) momentum or weight_decay; Nesterov
+// without momentum or with dampening.
+void check_options(const sgd_options& options);
+
+// One SGD step of one tensor, torch's _single_tensor_sgd with the float32 operations in its order (its CPU
+// kernels fuse `a.add(b, alpha)` into fma(b, alpha, a)). options.weight_decay is this tensor's decay.
+// momentum_buffer has the tensor's size when options.momentum != 0 and is otherwise unused; on the first step
+// it is overwritten with d_p, as torch clones d_p into a new buffer.
+void sgd_update(std::span<float> param, std::span<const float> grad, std::span<float> momentum_buffer,
+                bool first_step, double lr, const sgd_options& options);
+
+class sgd final : public optimizer {
+public:
+    // Checks the options (check_options) and the parameters (optimizer's constructor).
+    sgd(std::vector<parameter> parameters, const sgd_options& options);
+
+    [[nodiscard]] const sgd_options& options() const noexcept { return options_; }
+
+private:
+    // ANVIL_INLINE in the class too: otherwise this would be the key function and every includer would emit
+    // the vtable (tests/headers_emit_no_code.py).
+    ANVIL_INLINE void update(const parameter& param, std::span<float> value, std::span<const float> grad,
+                             std::span<host_tensor> buffers, double lr, std::int64_t step) override;
+
+    sgd_options options_;
+};
+
+}  // namespace anvil::train
+
+#if ANVIL_DEFINITIONS
+// #include "anvil/train/sgd-inl.hpp" (in the definitions at the end)
+#endif
+// #include "anvil/train/trainer.hpp"
 
 // #include "anvil/models/common/blocks.hpp"
 // #include "anvil/models/common/compiled_shapes.hpp"
@@ -47503,8 +47702,9 @@ ANVIL_INLINE const tensor_view& checked_tensor(const checkpoint& weights, std::s
     return checked_weight(*view, expected, layout);
 }
 
-ANVIL_INLINE weight_loader::weight_loader(graph g, std::shared_ptr<const checkpoint> weights)
-    : graph_(std::move(g)), weights_(std::move(weights)) {
+ANVIL_INLINE weight_loader::weight_loader(graph g, std::shared_ptr<const checkpoint> weights,
+                                          weight_substitute substitute)
+    : graph_(std::move(g)), weights_(std::move(weights)), substitute_(std::move(substitute)) {
     if (!weights_) throw error("weight_loader: no checkpoint given");
 }
 
@@ -47512,18 +47712,20 @@ ANVIL_INLINE bool weight_loader::contains(std::string_view name) const {
     return weights_->contains(name) || squeezellm_prefix(name).has_value();
 }
 
-ANVIL_INLINE tensor<float> weight_loader::load(std::string_view name, const dims& expected) {
+ANVIL_INLINE tensor<float> weight_loader::load(std::string_view name, const dims& expected,
+                                               weight_role role) {
     const tensor_view* view = weights_->find(name);
     if (view != nullptr && view->type() == dtype::i8) return from_int8_view(*view, expected);
     if (view == nullptr) {
         if (const std::optional<std::string> prefix = squeezellm_prefix(name))
             return from_squeezellm(*prefix, expected);
     }
-    return from_view(checked_tensor(*weights_, name, expected), expected);
+    return from_float_view(checked_tensor(*weights_, name, expected), expected, role);
 }
 
 ANVIL_INLINE std::optional<tensor<float>> weight_loader::load_optional(std::string_view name,
-                                                                       const dims& expected) {
+                                                                       const dims& expected,
+                                                                       weight_role role) {
     const tensor_view* view = weights_->find(name);
     if (view == nullptr) {
         if (const std::optional<std::string> prefix = squeezellm_prefix(name))
@@ -47531,7 +47733,17 @@ ANVIL_INLINE std::optional<tensor<float>> weight_loader::load_optional(std::stri
         return std::nullopt;
     }
     if (view->type() == dtype::i8) return from_int8_view(*view, expected);
-    return from_view(checked_weight(*view, expected), expected);
+    return from_float_view(checked_weight(*view, expected), expected, role);
+}
+
+ANVIL_INLINE tensor<float> weight_loader::from_float_view(const tensor_view& view, const dims& expected,
+                                                          weight_role role) {
+    if (substitute_ && !view.blocks()) {
+        const std::function<tensor<float>()> stored = [&] { return from_view(view, expected); };
+        if (std::optional<tensor<float>> given = substitute_(graph_, view.name(), role, expected, stored))
+            return *std::move(given);
+    }
+    return from_view(view, expected);
 }
 
 ANVIL_INLINE std::optional<std::string> weight_loader::squeezellm_prefix(std::string_view name) const {
@@ -47710,7 +47922,8 @@ ANVIL_INLINE tensor<float> activate(const tensor<float>& x, activation kind) {
 
 ANVIL_INLINE linear_layer load_linear(weight_loader& weights, const std::string& prefix, std::int64_t out,
                                       std::int64_t in, bool with_bias) {
-    linear_layer layer{weights.load(prefix + ".weight", dims{out, in}), std::nullopt};
+    linear_layer layer{weights.load(prefix + ".weight", dims{out, in}, weight_role::linear_weight),
+                       std::nullopt};
     if (with_bias) layer.bias = weights.load(prefix + ".bias", dims{out});
     return layer;
 }
@@ -51047,6 +51260,17 @@ ANVIL_INLINE classification_head head_for(text_family family, const std::string&
     throw error("head_for: unknown text family");
 }
 
+ANVIL_INLINE tensor<float> classification_logits(weight_loader& weights, const classification_head& head,
+                                                 std::int64_t labels, const tensor<float>& states) {
+    const std::int64_t rows = states.shape()[0];
+    const std::int64_t hidden = states.shape()[2];
+    const auto first = load_linear(weights, head.first, hidden, hidden);
+    const auto second = load_linear(weights, head.second, labels, hidden);
+    const tensor<float> token = reshape(slice(states, 1, 0, 1), std::vector<std::int64_t>{rows, hidden});
+    const tensor<float> pooled = apply(first, token);
+    return apply(second, head.tanh ? anvil::tanh(pooled) : relu(pooled));
+}
+
 ANVIL_INLINE void check_architecture(const config_reader& config, text_family family) {
     const json::value* list = config.find("architectures");
     if (list == nullptr || !list->is_array() || list->as_array().empty()) return;
@@ -51088,15 +51312,9 @@ ANVIL_INLINE cross_encoder cross_encoder::load(const std::filesystem::path& fold
             out == nullptr ? "' is missing" : "' is not a matrix [labels, hidden]"));
     }
     const std::int64_t labels = out->shape()[0];
-    const std::int64_t hidden = result.encoder_.config().stack.hidden;
     result.labels_ = config.labels(labels);
-    result.encoder_.set_head([head, labels, hidden](weight_loader& weights, const tensor<float>& states) {
-        const auto first = load_linear(weights, head.first, hidden, hidden);
-        const auto second = load_linear(weights, head.second, labels, hidden);
-        const std::int64_t rows = states.shape()[0];
-        const tensor<float> token = reshape(slice(states, 1, 0, 1), std::vector<std::int64_t>{rows, hidden});
-        const tensor<float> pooled = apply(first, token);
-        return apply(second, head.tanh ? anvil::tanh(pooled) : relu(pooled));
+    result.encoder_.set_head([head, labels](weight_loader& weights, const tensor<float>& states) {
+        return recipe_detail::classification_logits(weights, head, labels, states);
     });
     return result;
 }
@@ -53031,6 +53249,78 @@ ANVIL_INLINE float clip_grad_norm(std::span<host_tensor> grads, double max_norm)
 }
 
 }  // namespace anvil::train
+// anvil: lr_schedule's definitions (see schedule.hpp; compilation.hpp says when this file is compiled).
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <numbers>
+#include <string>
+#include <string_view>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/train/schedule.hpp"
+
+namespace anvil::train {
+
+ANVIL_INLINE std::string_view schedule_name(schedule_kind kind) noexcept {
+    return schedule_names[static_cast<std::size_t>(kind)];
+}
+
+ANVIL_INLINE schedule_kind parse_schedule_kind(std::string_view name) {
+    for (std::size_t i = 0; i < schedule_names.size(); ++i) {
+        if (schedule_names[i] == name) return static_cast<schedule_kind>(i);
+    }
+    std::string valid;
+    for (const auto known : schedule_names)
+        valid += (valid.empty() ? "" : ", ") + std::string(known);
+    throw error(detail::message("unknown learning-rate schedule '", name, "' (valid: ", valid, ")"));
+}
+
+ANVIL_INLINE lr_schedule::lr_schedule(schedule_kind kind, double base_lr, std::int64_t warmup_steps,
+                                      std::int64_t training_steps)
+    : kind_(kind), base_lr_(base_lr), warmup_steps_(warmup_steps), training_steps_(training_steps) {
+    const auto name = schedule_name(kind);
+    if (!(base_lr >= 0.0)) {
+        throw error(
+            detail::message(name, " schedule: invalid learning rate ", base_lr, " (it must be >= 0)"));
+    }
+    if (warmup_steps < 0 || training_steps < 0) {
+        throw error(detail::message(name, " schedule: warmup steps (", warmup_steps, ") and training steps (",
+                                    training_steps, ") must be >= 0"));
+    }
+}
+
+ANVIL_INLINE lr_schedule::lr_schedule(std::string_view kind, double base_lr, std::int64_t warmup_steps,
+                                      std::int64_t training_steps)
+    : lr_schedule(parse_schedule_kind(kind), base_lr, warmup_steps, training_steps) {}
+
+ANVIL_INLINE double lr_schedule::multiplier(std::int64_t step) const {
+    if (step < 0) {
+        throw error(detail::message(schedule_name(kind_), " schedule: step ", step, " (steps count from 0)"));
+    }
+    // transformers' lambdas, operation for operation: max(1, ...) keeps warmup 0 and training_steps ==
+    // warmup_steps from dividing by zero.
+    if (step < warmup_steps_) {
+        return static_cast<double>(step) / static_cast<double>(std::max<std::int64_t>(1, warmup_steps_));
+    }
+    const auto decay_steps = static_cast<double>(std::max<std::int64_t>(1, training_steps_ - warmup_steps_));
+    switch (kind_) {
+        case schedule_kind::constant:
+            return 1.0;
+        case schedule_kind::linear:
+            return std::max(0.0, static_cast<double>(training_steps_ - step) / decay_steps);
+        case schedule_kind::cosine: {
+            constexpr double num_cycles = 0.5;
+            const double progress = static_cast<double>(step - warmup_steps_) / decay_steps;
+            return std::max(0.0, 0.5 * (1.0 + std::cos(std::numbers::pi * num_cycles * 2.0 * progress)));
+        }
+    }
+    return 1.0;
+}
+
+}  // namespace anvil::train
 // anvil: the trainable-graph builders' definitions (see layers.hpp; compilation.hpp says when this file is
 // compiled).
 
@@ -53186,253 +53476,6 @@ ANVIL_INLINE value cifar_cnn(graph& g, parameter_set& params, const value& x,
     spatial.axes = {2, 3};
     const value features = g.apply(op::reduce_mean, {h}, spatial);
     return linear(g, params, "head", features, classes);
-}
-
-}  // namespace anvil::train
-// anvil: the losses' definitions (see loss.hpp; compilation.hpp says when this file is compiled).
-
-#include <cstdint>
-#include <vector>
-
-// #include "anvil/core/error.hpp"
-// #include "anvil/core/host_tensor.hpp"
-// #include "anvil/train/loss.hpp"
-
-namespace anvil::detail::losses {
-
-ANVIL_INLINE value sum_all(graph& g, const value& v) {
-    return g.apply(op::reduce_sum, {v});
-}
-
-ANVIL_INLINE value mean_all(graph& g, const value& v) {
-    return g.apply(op::reduce_mean, {v});
-}
-
-ANVIL_INLINE void require_same_shape(const char* loss, const value& a, const value& b) {
-    if (!(a.shape() == b.shape()) || a.type() != b.type()) {
-        throw shape_error(message(loss, ": the prediction ", a.shape(), " ", dtype_name(a.type()),
-                                  " and the target ", b.shape(), " ", dtype_name(b.type()),
-                                  " must have one shape and type"));
-    }
-}
-
-}  // namespace anvil::detail::losses
-
-namespace anvil::train {
-
-ANVIL_INLINE value cross_entropy(const value& logits, const value& labels, std::int64_t ignore_index) {
-    using anvil::detail::message;
-    if (!is_floating(logits.type()) || logits.rank() != 2) {
-        throw shape_error(message("cross_entropy: the logits must be floating point [N, C], got ",
-                                  logits.shape(), " ", dtype_name(logits.type())));
-    }
-    if (is_floating(labels.type()) || labels.type() == dtype::boolean || labels.rank() != 1 ||
-        labels.shape()[0] != logits.shape()[0]) {
-        throw shape_error(message("cross_entropy: the labels must be integers [", logits.shape()[0],
-                                  "], got ", labels.shape(), " ", dtype_name(labels.type())));
-    }
-    graph g = graph::of(logits);
-    const dtype t = logits.type();
-    const std::int64_t classes = logits.shape()[1];
-    attributes last;
-    last.axes = {1};
-    last.keep_dims = true;
-    // logsumexp, shifted by the row's maximum so exp never overflows (the shift's own gradient cancels).
-    const value top = g.apply(op::reduce_max, {logits}, last);
-    const value shifted = g.apply(op::sub, {logits, top});
-    const value lse = g.apply(
-        op::add, {g.apply(op::log, {g.apply(op::reduce_sum, {g.apply(op::exp, {shifted})}, last)}), top});
-    // The label's logit, picked by a one-hot row (an ignored label matches no class).
-    std::vector<float> positions;
-    for (std::int64_t c = 0; c < classes; ++c)
-        positions.push_back(static_cast<float>(c));
-    attributes to_labels;
-    to_labels.to = labels.type();
-    const value classes_row = g.apply(
-        op::cast, {g.constant(host_tensor::from(positions, dims{1, classes}), "class numbers")}, to_labels);
-    attributes column;
-    column.sizes = {logits.shape()[0], 1};
-    const value label_column = g.apply(op::reshape, {labels}, column);
-    attributes to_t;
-    to_t.to = t;
-    const value one_hot = g.apply(op::cast, {g.apply(op::equal, {label_column, classes_row})}, to_t);
-    const value picked = g.apply(op::reduce_sum, {g.apply(op::mul, {logits, one_hot})}, last);
-    // Per example: lse - picked, weighted 1 unless ignored; the mean over the counted examples.
-    attributes to_label_type;
-    to_label_type.to = labels.type();
-    host_tensor ignore(dtype::i64, dims{});
-    ignore.values<std::int64_t>()[0] = ignore_index;
-    const value ignored = g.apply(op::cast, {g.constant(ignore, "ignore_index")}, to_label_type);
-    const value counted =
-        g.apply(op::cast, {g.apply(op::logical_not, {g.apply(op::equal, {label_column, ignored})})}, to_t);
-    const value per_example = g.apply(op::mul, {g.apply(op::sub, {lse, picked}), counted});
-    return g.apply(op::div, {anvil::detail::losses::sum_all(g, per_example),
-                             anvil::detail::losses::sum_all(g, counted)});
-}
-
-ANVIL_INLINE value mse_loss(const value& prediction, const value& target) {
-    anvil::detail::losses::require_same_shape("mse_loss", prediction, target);
-    graph g = graph::of(prediction);
-    const value difference = g.apply(op::sub, {prediction, target});
-    return anvil::detail::losses::mean_all(g, g.apply(op::mul, {difference, difference}));
-}
-
-ANVIL_INLINE value binary_cross_entropy_with_logits(const value& logits, const value& targets) {
-    anvil::detail::losses::require_same_shape("binary_cross_entropy_with_logits", logits, targets);
-    graph g = graph::of(logits);
-    const dtype t = logits.type();
-    // maximum (not relu): its gradient at a tie is half, which makes the whole gradient at x = 0 exactly
-    // sigmoid(0) - z, as PyTorch's.
-    const value positive = g.apply(op::maximum, {logits, g.scalar(0.0, t)});
-    const value softplus_tail = g.apply(
-        op::log, {g.apply(op::add, {g.scalar(1.0, t),
-                                    g.apply(op::exp, {g.apply(op::neg, {g.apply(op::abs, {logits})})})})});
-    const value per_element =
-        g.apply(op::add, {g.apply(op::sub, {positive, g.apply(op::mul, {logits, targets})}), softplus_tail});
-    return anvil::detail::losses::mean_all(g, per_element);
-}
-
-}  // namespace anvil::train
-// anvil: lr_schedule's definitions (see schedule.hpp; compilation.hpp says when this file is compiled).
-
-#include <algorithm>
-#include <cmath>
-#include <cstddef>
-#include <cstdint>
-#include <numbers>
-#include <string>
-#include <string_view>
-
-// #include "anvil/core/error.hpp"
-// #include "anvil/train/schedule.hpp"
-
-namespace anvil::train {
-
-ANVIL_INLINE std::string_view schedule_name(schedule_kind kind) noexcept {
-    return schedule_names[static_cast<std::size_t>(kind)];
-}
-
-ANVIL_INLINE schedule_kind parse_schedule_kind(std::string_view name) {
-    for (std::size_t i = 0; i < schedule_names.size(); ++i) {
-        if (schedule_names[i] == name) return static_cast<schedule_kind>(i);
-    }
-    std::string valid;
-    for (const auto known : schedule_names)
-        valid += (valid.empty() ? "" : ", ") + std::string(known);
-    throw error(detail::message("unknown learning-rate schedule '", name, "' (valid: ", valid, ")"));
-}
-
-ANVIL_INLINE lr_schedule::lr_schedule(schedule_kind kind, double base_lr, std::int64_t warmup_steps,
-                                      std::int64_t training_steps)
-    : kind_(kind), base_lr_(base_lr), warmup_steps_(warmup_steps), training_steps_(training_steps) {
-    const auto name = schedule_name(kind);
-    if (!(base_lr >= 0.0)) {
-        throw error(
-            detail::message(name, " schedule: invalid learning rate ", base_lr, " (it must be >= 0)"));
-    }
-    if (warmup_steps < 0 || training_steps < 0) {
-        throw error(detail::message(name, " schedule: warmup steps (", warmup_steps, ") and training steps (",
-                                    training_steps, ") must be >= 0"));
-    }
-}
-
-ANVIL_INLINE lr_schedule::lr_schedule(std::string_view kind, double base_lr, std::int64_t warmup_steps,
-                                      std::int64_t training_steps)
-    : lr_schedule(parse_schedule_kind(kind), base_lr, warmup_steps, training_steps) {}
-
-ANVIL_INLINE double lr_schedule::multiplier(std::int64_t step) const {
-    if (step < 0) {
-        throw error(detail::message(schedule_name(kind_), " schedule: step ", step, " (steps count from 0)"));
-    }
-    // transformers' lambdas, operation for operation: max(1, ...) keeps warmup 0 and training_steps ==
-    // warmup_steps from dividing by zero.
-    if (step < warmup_steps_) {
-        return static_cast<double>(step) / static_cast<double>(std::max<std::int64_t>(1, warmup_steps_));
-    }
-    const auto decay_steps = static_cast<double>(std::max<std::int64_t>(1, training_steps_ - warmup_steps_));
-    switch (kind_) {
-        case schedule_kind::constant:
-            return 1.0;
-        case schedule_kind::linear:
-            return std::max(0.0, static_cast<double>(training_steps_ - step) / decay_steps);
-        case schedule_kind::cosine: {
-            constexpr double num_cycles = 0.5;
-            const double progress = static_cast<double>(step - warmup_steps_) / decay_steps;
-            return std::max(0.0, 0.5 * (1.0 + std::cos(std::numbers::pi * num_cycles * 2.0 * progress)));
-        }
-    }
-    return 1.0;
-}
-
-}  // namespace anvil::train
-// anvil: sgd's definitions (see sgd.hpp; compilation.hpp says when this file is compiled).
-
-#include <cmath>
-#include <cstddef>
-#include <cstdint>
-#include <span>
-#include <string>
-#include <utility>
-#include <vector>
-
-// #include "anvil/core/error.hpp"
-// #include "anvil/core/host_tensor.hpp"
-// #include "anvil/train/optimizer.hpp"
-// #include "anvil/train/sgd.hpp"
-
-namespace anvil::train {
-
-ANVIL_INLINE void check_options(const sgd_options& options) {
-    detail::optimizers::check_non_negative("sgd", "momentum", options.momentum);
-    detail::optimizers::check_non_negative("sgd", "weight_decay", options.weight_decay);
-    if (options.nesterov && (options.momentum <= 0.0 || options.dampening != 0.0)) {
-        throw error(
-            detail::message("sgd: Nesterov momentum requires a momentum and zero dampening (momentum ",
-                            options.momentum, ", dampening ", options.dampening, ")"));
-    }
-}
-
-ANVIL_INLINE void sgd_update(std::span<float> param, std::span<const float> grad,
-                             std::span<float> momentum_buffer, bool first_step, double lr,
-                             const sgd_options& options) {
-    const bool use_momentum = options.momentum != 0.0;
-    if (grad.size() != param.size() || (use_momentum && momentum_buffer.size() != param.size())) {
-        throw shape_error(detail::message("sgd_update: ", param.size(), " parameters, ", grad.size(),
-                                          " gradients and ", momentum_buffer.size(), " momentum values"));
-    }
-    // torch turns each Python-float hyperparameter into a float32 scalar of the kernel (after computing
-    // 1 - dampening and -lr in double).
-    const auto weight_decay = static_cast<float>(options.weight_decay);
-    const auto momentum = static_cast<float>(options.momentum);
-    const auto one_minus_dampening = static_cast<float>(1.0 - options.dampening);
-    const auto minus_lr = static_cast<float>(-lr);
-    for (std::size_t i = 0; i < param.size(); ++i) {
-        float d_p = grad[i];
-        if (options.weight_decay != 0.0) d_p = std::fma(param[i], weight_decay, d_p);
-        if (use_momentum) {
-            float& buf = momentum_buffer[i];
-            // buf.mul_(momentum) is a kernel of its own, so its product is rounded before the fused add.
-            buf = first_step ? d_p : std::fma(d_p, one_minus_dampening, buf * momentum);
-            d_p = options.nesterov ? std::fma(buf, momentum, d_p) : buf;
-        }
-        param[i] = std::fma(d_p, minus_lr, param[i]);
-    }
-}
-
-ANVIL_INLINE sgd::sgd(std::vector<parameter> parameters, const sgd_options& options)
-    : optimizer(
-          "sgd", std::move(parameters),
-          options.momentum != 0.0 ? std::vector<std::string>{"momentum_buffer"} : std::vector<std::string>{}),
-      options_(options) {
-    check_options(options_);
-}
-
-ANVIL_INLINE void sgd::update(const parameter& param, std::span<float> value, std::span<const float> grad,
-                              std::span<host_tensor> buffers, double lr, std::int64_t step) {
-    auto options = options_;
-    if (!param.weight_decay) options.weight_decay = 0.0;
-    sgd_update(value, grad, buffers.empty() ? std::span<float>{} : buffers[0].values<float>(), step == 1, lr,
-               options);
 }
 
 }  // namespace anvil::train
@@ -53615,6 +53658,1375 @@ ANVIL_INLINE step_result trainer::evaluate(std::span<const named_tensor> batch) 
     for (std::size_t i = 0; i < compiled.outputs; ++i)
         result.outputs.push_back(std::move(results[1 + i]));
     return result;
+}
+
+}  // namespace anvil::train
+// anvil: fine_tuning's definitions (see fine_tune.hpp; compilation.hpp says when this file is compiled).
+
+#include <algorithm>
+#include <cctype>
+#include <climits>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+// #include "anvil/core/bfloat16.hpp"
+// #include "anvil/core/convert.hpp"
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/half.hpp"
+// #include "anvil/core/json.hpp"
+// #include "anvil/core/npy.hpp"
+// #include "anvil/expr/expr.hpp"
+// #include "anvil/io/checkpoint.hpp"
+// #include "anvil/io/image.hpp"
+// #include "anvil/io/image_transforms.hpp"
+// #include "anvil/io/safetensors_writer.hpp"
+// #include "anvil/io/tokenizer.hpp"
+// #include "anvil/models/common/config.hpp"
+// #include "anvil/models/common/weights.hpp"
+// #include "anvil/models/text/cross_encoder.hpp"
+// #include "anvil/models/text/text_encoder.hpp"
+// #include "anvil/models/vision/vit.hpp"
+// #include "anvil/train/adamw.hpp"
+// #include "anvil/train/fine_tune.hpp"
+// #include "anvil/train/layers.hpp"
+// #include "anvil/train/loss.hpp"
+// #include "anvil/train/numpy_random.hpp"
+// #include "anvil/train/sgd.hpp"
+
+namespace anvil::detail::fine_tuning {
+
+ANVIL_INLINE bool hf_decays(std::string_view name) {
+    std::string lower(name);
+    std::transform(lower.begin(), lower.end(), lower.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    static const std::regex excluded[] = {std::regex("bias"), std::regex("layernorm"), std::regex("rmsnorm"),
+                                          std::regex("(?:^|\\.)norm(?:$|\\.)"), std::regex("_norm(?:$|\\.)")};
+    return std::none_of(std::begin(excluded), std::end(excluded),
+                        [&](const std::regex& r) { return std::regex_search(lower, r); });
+}
+
+}  // namespace anvil::detail::fine_tuning
+
+namespace anvil::train {
+
+namespace fine_tuning_detail {
+
+using anvil::detail::message;
+
+// The files of a Hub folder that travel with the weights.
+inline constexpr std::string_view auxiliary_files[] = {"preprocessor_config.json",
+                                                       "tokenizer.json",
+                                                       "tokenizer_config.json",
+                                                       "special_tokens_map.json",
+                                                       "added_tokens.json",
+                                                       "vocab.txt",
+                                                       "vocab.json",
+                                                       "merges.txt",
+                                                       "sentencepiece.bpe.model",
+                                                       "spiece.model",
+                                                       "tokenizer.model"};
+
+// Every module name a tensor name implies: "a.b.weight" -> "a", "a.b".
+inline std::vector<std::string> modules_of(std::string_view tensor) {
+    std::vector<std::string> result;
+    for (std::size_t dot = tensor.find('.'); dot != std::string_view::npos; dot = tensor.find('.', dot + 1))
+        result.emplace_back(tensor.substr(0, dot));
+    return result;
+}
+
+inline bool ends_with(std::string_view s, std::string_view suffix) {
+    return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+// One example of TRAIN.jsonl.
+struct example {
+    std::vector<std::int32_t> ids, types;
+    host_tensor pixels;  // [C, H, W]
+    double label = 0.0;
+};
+
+// A tensor the model reads, as the models::weight_loader saw it.
+struct read_tensor {
+    std::string name;
+    models::weight_role role = models::weight_role::other;
+    dims shape;
+};
+
+inline std::string joined(const std::vector<std::string>& items, std::string_view separator = ", ") {
+    std::string out;
+    for (const auto& item : items)
+        out += (out.empty() ? "" : std::string(separator)) + item;
+    return out;
+}
+
+}  // namespace fine_tuning_detail
+
+struct fine_tuning::state {
+    fine_tune_options options;
+
+    // The model.
+    bool text = true;
+    std::string model_type;
+    std::shared_ptr<const checkpoint> weights;
+    models::text_encoder_config text_config;
+    std::string prefix;
+    models::recipe_detail::classification_head head;
+    models::vit_config vit_config;
+    models::vit_head vit_head = models::vit_head::cls;
+    std::int64_t labels = 0;
+    bool regression = false;
+    std::int64_t max_tokens = 0;
+    std::vector<std::string> heads;  // PEFT's modules_to_save entries
+    std::vector<fine_tuning_detail::read_tensor> reads;
+
+    // LoRA: the adapted modules (sorted), their matrices' values (trained or not), the head modules.
+    bool lora = false;
+    std::int64_t rank = 0;
+    double alpha = 8.0;
+    std::vector<std::string> target_list;       // target_modules as a list (sorted)
+    std::optional<std::string> target_pattern;  // target_modules as one re.fullmatch pattern
+    std::vector<std::string> lora_modules;
+    std::vector<std::string> head_modules;
+    std::optional<std::string> task_type;
+    std::map<std::string, host_tensor> fixed;  // frozen tensors whose value is not the checkpoint's (f32)
+    std::map<std::string, dims> lora_shapes;   // lora matrix name -> shape
+    std::map<std::string, dtype>
+        adapter_types;  // --init-adapter's head tensors: the dtype they were saved in
+
+    // What trains.
+    std::vector<std::string> trained_names;  // in declaration order
+    std::set<std::string> trained_set;
+    parameter_set params;
+    std::unique_ptr<optimizer> opt;
+    std::unique_ptr<trainer> runner;
+
+    // The data and where the run is.
+    std::vector<fine_tuning_detail::example> examples;
+    std::int64_t total = 0;
+    std::int64_t done = 0;
+    std::int64_t epoch = -1;
+    std::vector<std::size_t> order;
+    std::size_t cursor = 0;
+
+    // The weights as the graph reads them (see weights.hpp's weight_substitute).
+    std::optional<tensor<float>> substitute(graph& g, std::string_view name, models::weight_role role,
+                                            const std::function<tensor<float>()>& stored) const;
+    // logits [rows, labels] for a batch of these inputs; `loader` reads the weights.
+    tensor<float> logits(graph& g, models::weight_loader& loader, std::int64_t rows,
+                         std::int64_t length) const;
+    training_graph build(std::span<const io_info> batch) const;
+    std::vector<named_tensor> collate(std::span<const std::size_t> items) const;
+
+    // load()'s parts, in order.
+    void load_model();
+    void record_reads();
+    void read_examples();
+    void set_up_lora();
+    void choose_trained();
+    void start_training();
+};
+
+ANVIL_INLINE std::optional<tensor<float>> fine_tuning::state::substitute(
+    graph& g, std::string_view name, models::weight_role role,
+    const std::function<tensor<float>()>& stored) const {
+    const auto read_value = [&](const std::string& key) -> tensor<float> {
+        if (trained_set.count(key) != 0) return tensor<float>(params.in(g, key));
+        if (const auto found = fixed.find(key); found != fixed.end())
+            return tensor<float>(g.constant(found->second, key));
+        throw error(fine_tuning_detail::message("fine-tuning: no value for '", key, "'"));
+    };
+    const std::string key(name);
+    if (lora && role == models::weight_role::linear_weight && fine_tuning_detail::ends_with(key, ".weight")) {
+        const std::string module = key.substr(0, key.size() - 7);
+        if (std::binary_search(lora_modules.begin(), lora_modules.end(), module)) {
+            // W + (alpha / r) B A: the same product as PEFT's base(x) + lora_B(lora_A(x)) * scaling, and the
+            // same gradients for A and B.
+            const tensor<float> a = read_value(module + ".lora_A.weight");
+            const tensor<float> b = read_value(module + ".lora_B.weight");
+            return stored() + matmul(b, a) * static_cast<float>(alpha / static_cast<double>(rank));
+        }
+    }
+    if (trained_set.count(key) != 0) return tensor<float>(params.in(g, key));
+    if (const auto found = fixed.find(key); found != fixed.end())
+        return tensor<float>(g.constant(found->second, key));
+    return std::nullopt;
+}
+
+ANVIL_INLINE tensor<float> fine_tuning::state::logits(graph& g, models::weight_loader& loader,
+                                                      std::int64_t rows, std::int64_t length) const {
+    if (text) {
+        const auto w = models::load_text_encoder(loader, text_config, prefix);
+        const auto hidden =
+            models::text_encoder_forward(g, w, text_config, rows, length, models::text_positions::inputs);
+        return models::recipe_detail::classification_logits(loader, head, labels, hidden);
+    }
+    const auto w = models::load_vit_weights(loader, vit_config, vit_head, labels);
+    const auto pixels = g.input<float>(
+        "pixels", dims{rows, vit_config.channels, vit_config.image_height, vit_config.image_width});
+    return models::vit_logits(w, vit_config, pixels);
+}
+
+ANVIL_INLINE training_graph fine_tuning::state::build(std::span<const io_info> batch) const {
+    std::int64_t rows = 0, length = 0;
+    for (const io_info& input : batch) {
+        if (input.name == (text ? models::input_ids_name : std::string_view("pixels"))) {
+            rows = input.shape[0];
+            length = text ? input.shape[1] : 0;
+        }
+    }
+    training_graph result;
+    graph& g = result.model;
+    models::weight_loader loader(g, weights,
+                                 [this](graph& target, std::string_view name, models::weight_role role,
+                                        const dims&, const std::function<tensor<float>()>& stored) {
+                                     return substitute(target, name, role, stored);
+                                 });
+    const tensor<float> out = logits(g, loader, rows, length);
+    if (regression) {
+        const auto target = g.input<float>("labels", dims{rows});
+        result.loss = mse_loss(reshape(out, std::vector<std::int64_t>{rows}).value(), target.value());
+    } else {
+        const auto target = g.input<std::int32_t>("labels", dims{rows});
+        result.loss = cross_entropy(out.value(), target.value());
+    }
+    result.outputs = {out.value()};
+    return result;
+}
+
+ANVIL_INLINE std::vector<named_tensor> fine_tuning::state::collate(std::span<const std::size_t> items) const {
+    const auto rows = static_cast<std::int64_t>(items.size());
+    std::vector<named_tensor> inputs;
+    if (text) {
+        // DataCollatorWithPadding: padded on the right to the batch's longest example.
+        std::size_t longest = 0;
+        for (const std::size_t i : items)
+            longest = std::max(longest, examples[i].ids.size());
+        const auto length = static_cast<std::int64_t>(longest);
+        const auto cells = static_cast<std::size_t>(rows * length);
+        const models::text_encoder_config& c = text_config;
+        std::vector<std::int32_t> ids(cells, static_cast<std::int32_t>(c.pad_token_id)), types(cells, 0),
+            positions(cells, 0);
+        std::vector<float> mask(cells, 0.0f);
+        for (std::size_t r = 0; r < items.size(); ++r) {
+            const fine_tuning_detail::example& e = examples[items[r]];
+            const std::size_t row = r * longest;
+            std::copy(e.ids.begin(), e.ids.end(), ids.begin() + static_cast<std::ptrdiff_t>(row));
+            if (!e.types.empty())
+                std::copy(e.types.begin(), e.types.end(), types.begin() + static_cast<std::ptrdiff_t>(row));
+            std::fill_n(mask.begin() + static_cast<std::ptrdiff_t>(row), e.ids.size(), 1.0f);
+            std::int64_t seen = 0;
+            for (std::size_t t = 0; t < longest; ++t) {
+                auto& p = positions[row + t];
+                if (c.padding_idx < 0) {
+                    p = static_cast<std::int32_t>(t);
+                } else {  // RoBERTa's create_position_ids_from_input_ids: padding keeps padding_idx
+                    const bool token = ids[row + t] != c.padding_idx;
+                    seen += token ? 1 : 0;
+                    p = static_cast<std::int32_t>(token ? c.padding_idx + seen : c.padding_idx);
+                }
+            }
+        }
+        const dims shape{rows, length};
+        inputs.push_back({std::string(models::input_ids_name), host_tensor::from(ids, shape)});
+        inputs.push_back({std::string(models::position_ids_name), host_tensor::from(positions, shape)});
+        if (c.table().token_types)
+            inputs.push_back({std::string(models::token_type_ids_name), host_tensor::from(types, shape)});
+        inputs.push_back({std::string(models::attention_mask_name), host_tensor::from(mask, shape)});
+    } else {
+        const dims& image = examples[items[0]].pixels.shape();
+        host_tensor pixels(dtype::f32, dims{rows, image[0], image[1], image[2]});
+        const std::size_t each = examples[items[0]].pixels.element_count();
+        for (std::size_t r = 0; r < items.size(); ++r) {
+            const auto source = examples[items[r]].pixels.values<float>();
+            std::copy(source.begin(), source.end(),
+                      pixels.values<float>().begin() + static_cast<std::ptrdiff_t>(r * each));
+        }
+        inputs.push_back({"pixels", std::move(pixels)});
+    }
+    if (regression) {
+        std::vector<float> targets(items.size());
+        for (std::size_t r = 0; r < items.size(); ++r)
+            targets[r] = static_cast<float>(examples[items[r]].label);
+        inputs.push_back({"labels", host_tensor::from(targets, dims{rows})});
+    } else {
+        std::vector<std::int32_t> targets(items.size());
+        for (std::size_t r = 0; r < items.size(); ++r)
+            targets[r] = static_cast<std::int32_t>(examples[items[r]].label);
+        inputs.push_back({"labels", host_tensor::from(targets, dims{rows})});
+    }
+    return inputs;
+}
+
+namespace fine_tuning_detail {
+
+inline void check_options(const fine_tune_options& o) {
+    if (o.batch_size <= 0) throw error("--batch-size must be positive");
+    if ((o.steps && *o.steps <= 0) || (o.epochs && *o.epochs <= 0))
+        throw error("--steps / --epochs must be positive");
+    if (o.steps && o.epochs) throw error("give --steps or --epochs, not both");
+    if (o.warmup_steps < 0) throw error("--warmup-steps must not be negative");
+    if (!std::isfinite(o.lr) || o.lr < 0)
+        throw error(message("--lr must be a non-negative number, got ", o.lr));
+    if (o.optimizer != "adamw" && o.optimizer != "sgd")
+        throw error(message("--optimizer must be adamw or sgd, got '", o.optimizer, "'"));
+    if (o.nesterov && (o.optimizer != "sgd" || !(o.momentum > 0)))
+        throw error("--nesterov needs --optimizer sgd and a positive --momentum");
+    if (o.max_grad_norm && !(*o.max_grad_norm > 0))
+        throw error(message("--max-grad-norm must be positive, got ", *o.max_grad_norm));
+    if (!o.lora_rank && o.init_adapter.empty() && (o.lora_alpha || o.lora_targets))
+        throw error("--lora-alpha / --lora-targets need --lora R");
+    for (const std::string& pattern : o.freeze) {
+        try {
+            static_cast<void>(std::regex(pattern));
+        } catch (const std::regex_error& e) {
+            throw error(message("--freeze: bad regex '", pattern, "' (", e.what(), ")"));
+        }
+    }
+}
+
+// transformers' num_labels: num_labels, else the length of id2label, else 2.
+inline std::int64_t configured_labels(const models::config_reader& config) {
+    if (const json::value* n = config.find("num_labels"); n != nullptr && n->is_integer()) return n->as_int();
+    if (const json::value* m = config.find("id2label"); m != nullptr && m->is_object())
+        return static_cast<std::int64_t>(m->as_object().size());
+    return 2;
+}
+
+}  // namespace fine_tuning_detail
+
+ANVIL_INLINE void fine_tuning::state::load_model() {
+    using fine_tuning_detail::message;
+    const std::filesystem::path config_path = options.model / "config.json";
+    if (!std::filesystem::exists(config_path))
+        throw io_error(message("--model: ", config_path.string(), " does not exist"));
+    const json::value document = models::config_reader::read_file(config_path);
+    const models::config_reader config(document, config_path.string());
+    model_type = config.string("model_type", "");
+    for (const std::string_view key : {"hidden_dropout_prob", "attention_probs_dropout_prob", "dropout",
+                                       "attention_dropout", "seq_classif_dropout", "classifier_dropout"}) {
+        const json::value* p = config.find(key);
+        if (p != nullptr && p->is_number() && p->as_double() > 0) {
+            anvil::detail::warn(message("train: config.json ", key, " = ", p->as_double(),
+                                        " is not applied: anvil trains without dropout"));
+        }
+    }
+    const json::value* architectures = config.find("architectures");
+    const std::string architecture = architectures != nullptr && architectures->is_array() &&
+                                             !architectures->as_array().empty() &&
+                                             architectures->as_array().front().is_string()
+                                         ? architectures->as_array().front().as_string()
+                                         : std::string();
+    if (model_type == "bert" || model_type == "roberta" || model_type == "xlm-roberta" ||
+        model_type == "mpnet" || model_type == "distilbert") {
+        text = true;
+        text_config = models::text_encoder_config::from_json(document, config_path.string());
+        if (!architecture.empty() &&
+            !fine_tuning_detail::ends_with(architecture, "ForSequenceClassification")) {
+            throw unsupported_error(message("--model: ", options.model.string(), " is a ", architecture,
+                                            ", not a ...ForSequenceClassification"));
+        }
+        heads = {"classifier", "score"};  // PeftModelForSequenceClassification's modules_to_save
+        max_tokens = text_config.max_tokens();
+    } else if (model_type == "vit" || model_type == "deit") {
+        text = false;
+        vit_config = models::vit_config::from_json(config);
+        heads = {"classifier"};
+    } else if (model_type == "resnet" || config.contains("architecture")) {
+        throw unsupported_error(
+            message("--model: ", options.model.string(),
+                    ": training a ResNet (BatchNorm in train mode) is not supported yet; "
+                    "train supports BERT, RoBERTa, XLM-R, MPNet, DistilBERT, ViT and DeiT"));
+    } else {
+        throw unsupported_error(message("--model: config.json model_type '", model_type,
+                                        "' is not a supported classifier (bert, roberta, xlm-roberta, mpnet, "
+                                        "distilbert, vit, deit)"));
+    }
+    weights = std::make_shared<const checkpoint>(checkpoint::open(options.model));
+    if (text) {
+        prefix = models::detect_prefix(*weights, text_config);
+        head = models::recipe_detail::head_for(text_config.family, prefix);
+        const std::string out_name = head.second + ".weight";
+        const tensor_view* out = weights->find(out_name);
+        if (out == nullptr || out->rank() != 2) {
+            throw format_error(message("--model: ", weights->path().string(),
+                                       ": the classification head's tensor '", out_name,
+                                       out == nullptr ? "' is missing" : "' is not a matrix"));
+        }
+        labels = out->shape()[0];
+    } else {
+        const auto found = models::recipe_detail::vit_head_of(*weights, vit_config);
+        vit_head = found.first;
+        labels = found.second;
+    }
+    const std::int64_t configured = fine_tuning_detail::configured_labels(config);
+    if (configured != labels) {
+        throw format_error(message("--model: config.json has ", configured,
+                                   " labels but the checkpoint's head has ", labels));
+    }
+    std::string problem = config.string("problem_type", "");
+    if (problem.empty()) problem = labels == 1 ? "regression" : "single_label_classification";
+    if ((problem != "regression" && problem != "single_label_classification") ||
+        (problem == "regression" && labels != 1)) {
+        throw unsupported_error(
+            message("--model: problem_type ", problem, " with num_labels ", labels, " is not supported"));
+    }
+    regression = problem == "regression";
+}
+
+ANVIL_INLINE void fine_tuning::state::record_reads() {
+    // Every tensor the model reads, with its role, found by building it once (which also checks every
+    // shape against the config).
+    graph scratch;
+    models::weight_loader loader(
+        scratch, weights,
+        [this](graph&, std::string_view name, models::weight_role role, const dims& shape,
+               const std::function<tensor<float>()>&) -> std::optional<tensor<float>> {
+            const auto known =
+                std::find_if(reads.begin(), reads.end(), [&](const auto& r) { return r.name == name; });
+            if (known == reads.end()) reads.push_back({std::string(name), role, shape});
+            return std::nullopt;
+        });
+    static_cast<void>(logits(scratch, loader, 1, 1));
+}
+
+ANVIL_INLINE void fine_tuning::state::read_examples() {
+    using fine_tuning_detail::message;
+    const std::filesystem::path& path = options.data;
+    if (!std::filesystem::exists(path)) throw io_error(message("--data: ", path.string(), " does not exist"));
+    std::ifstream file(path, std::ios::binary);
+    if (!file) throw io_error(message("--data: cannot read ", path.string()));
+    const std::filesystem::path base = std::filesystem::absolute(path).parent_path();
+    std::shared_ptr<const tokenizer> words;
+    image_preprocessing preprocessing;
+    bool preprocessing_loaded = false;
+    std::string line;
+    for (std::int64_t number = 1; std::getline(file, line); ++number) {
+        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+        const std::string where = message(path.string(), " line ", number);
+        json::value record;
+        try {
+            record = json::parse(line, where);
+        } catch (const error& e) {
+            throw format_error(message(where, ": not JSON (", e.what(), ")"));
+        }
+        const json::value* label = record.is_object() ? record.find("label") : nullptr;
+        if (label == nullptr) throw format_error(message(where, ": no label"));
+        fine_tuning_detail::example e;
+        if (regression) {
+            if (!label->is_number())
+                throw format_error(message(where, ": label ", json::dump(*label),
+                                           " is not a number (num_labels 1: regression)"));
+            e.label = label->as_double();
+        } else {
+            if (!label->is_integer() || label->as_int() < 0 || label->as_int() >= labels)
+                throw format_error(
+                    message(where, ": label ", json::dump(*label), " out of range [0, ", labels, ")"));
+            e.label = static_cast<double>(label->as_int());
+        }
+        if (text) {
+            const auto integers = [&](const json::value* list, std::string_view what) {
+                std::vector<std::int32_t> values;
+                if (list == nullptr || !list->is_array())
+                    throw format_error(message(where, ": ", what, " must be a list of integers"));
+                for (const json::value& v : list->as_array()) {
+                    if (!v.is_integer() || v.as_int() < INT32_MIN || v.as_int() > INT32_MAX)
+                        throw format_error(message(where, ": ", what, " must be a list of integers"));
+                    values.push_back(static_cast<std::int32_t>(v.as_int()));
+                }
+                return values;
+            };
+            if (const json::value* ids = record.find("ids")) {
+                e.ids = integers(ids, "ids");
+                if (e.ids.empty())
+                    throw format_error(message(where, ": ids must be a non-empty list of integers"));
+                if (const json::value* types = record.find("type_ids")) {
+                    e.types = integers(types, "type_ids");
+                    if (e.types.size() != e.ids.size())
+                        throw format_error(
+                            message(where, ": type_ids must be a list of integers as long as ids"));
+                }
+            } else if (const json::value* first = record.find("text");
+                       first != nullptr && first->is_string()) {
+                if (!words) {
+                    try {
+                        words = std::make_shared<const tokenizer>(tokenizer::load(options.model));
+                    } catch (const error& problem) {
+                        throw io_error(message(where,
+                                               ": the \"text\" form needs the model folder's tokenizer (",
+                                               problem.what(), ")"));
+                    }
+                }
+                const json::value* second = record.find("text_pair");
+                if (second != nullptr && !second->is_string() && !second->is_null())
+                    throw format_error(message(where, ": text_pair must be a string"));
+                const encoding encoded = second != nullptr && second->is_string()
+                                             ? words->encode_pair(first->as_string(), second->as_string())
+                                             : words->encode(first->as_string());
+                e.ids = encoded.ids;
+                e.types = encoded.type_ids;
+            } else {
+                throw format_error(message(where, ": no \"ids\" or \"text\""));
+            }
+            if (static_cast<std::int64_t>(e.ids.size()) > max_tokens) {
+                if (!options.truncate) {
+                    throw shape_error(message(where, ": example of ", e.ids.size(),
+                                              " tokens is longer than the model's ", max_tokens,
+                                              " positions (--truncate keeps the first ", max_tokens, ")"));
+                }
+                e.ids.resize(static_cast<std::size_t>(max_tokens));
+                if (!e.types.empty()) e.types.resize(static_cast<std::size_t>(max_tokens));
+            }
+            for (const std::int32_t id : e.ids) {
+                if (id < 0 || id >= text_config.vocab_size)
+                    throw format_error(message(where, ": id ", id, " out of the vocabulary [0, ",
+                                               text_config.vocab_size, ")"));
+            }
+            if (!text_config.table().token_types) {
+                e.types.clear();
+            } else {
+                for (const std::int32_t t : e.types) {
+                    if (t < 0 || t >= text_config.type_vocab_size)
+                        throw format_error(message(where, ": type id ", t, " out of range [0, ",
+                                                   text_config.type_vocab_size, ")"));
+                }
+            }
+        } else {
+            const std::int64_t channels = vit_config.channels, height = vit_config.image_height,
+                               width = vit_config.image_width;
+            if (const json::value* pixels = record.find("pixels"); pixels != nullptr && pixels->is_string()) {
+                const std::filesystem::path file_path = base / pixels->as_string();
+                if (!std::filesystem::exists(file_path))
+                    throw io_error(message(where, ": pixels file ", file_path.string(), " is missing"));
+                npy::array read;
+                try {
+                    read = npy::read(file_path);
+                } catch (const error& problem) {
+                    throw format_error(
+                        message(where, ": pixels file ", file_path.string(), ": ", problem.what()));
+                }
+                if (read.type != dtype::f32 || read.shape.size() != 3 || read.shape[0] != channels) {
+                    throw format_error(message(where, ": pixels ", file_path.string(), " are ",
+                                               dtype_name(read.type), " ", dims(read.shape),
+                                               ", not float32 [", channels, ", H, W]"));
+                }
+                if (read.shape[1] != height || read.shape[2] != width) {
+                    throw shape_error(message(where, ": pixels ", file_path.string(), " are ", read.shape[1],
+                                              "x", read.shape[2], ", the model takes ", height, "x", width));
+                }
+                e.pixels = host_tensor(dtype::f32, dims(read.shape));
+                std::memcpy(e.pixels.raw(), read.data.data(), read.data.size());
+            } else if (const json::value* picture = record.find("image");
+                       picture != nullptr && picture->is_string()) {
+                const std::filesystem::path file_path = base / picture->as_string();
+                if (!std::filesystem::exists(file_path))
+                    throw io_error(message(where, ": image file ", file_path.string(), " is missing"));
+                if (!preprocessing_loaded) {
+                    preprocessing = image_preprocessing::load(options.model);
+                    preprocessing_loaded = true;
+                }
+                host_tensor made = preprocess(read_image(file_path), preprocessing);
+                const dims& shape = made.shape();
+                if (shape.rank() != 3 || shape[0] != channels || shape[1] != height || shape[2] != width) {
+                    throw shape_error(message(where, ": the folder's preprocessing makes ", shape,
+                                              " pixels but the model takes [", channels, ", ", height, ", ",
+                                              width, "]"));
+                }
+                e.pixels = std::move(made);
+            } else {
+                throw format_error(message(where, ": no \"pixels\" or \"image\""));
+            }
+        }
+        examples.push_back(std::move(e));
+    }
+    if (examples.empty()) throw format_error(message("--data: ", path.string(), " has no examples"));
+}
+
+ANVIL_INLINE void fine_tuning::state::set_up_lora() {
+    using fine_tuning_detail::message;
+    if (!options.lora_rank && options.init_adapter.empty()) return;
+    lora = true;
+    const std::vector<std::string> default_heads = heads;
+    std::optional<checkpoint> adapter;
+    if (!options.init_adapter.empty()) {
+        const std::filesystem::path folder = options.init_adapter;
+        const std::filesystem::path config_path = folder / "adapter_config.json";
+        if (!std::filesystem::exists(config_path))
+            throw io_error(message("--init-adapter: ", config_path.string(), " does not exist"));
+        const json::value document = json::parse_file(config_path);
+        if (!document.is_object())
+            throw format_error(message("--init-adapter: ", config_path.string(), " is not an object"));
+        const json::value* type = document.find("peft_type");
+        if (type == nullptr || !type->is_string() || type->as_string() != "LORA")
+            throw unsupported_error(
+                message("--init-adapter: ", folder.string(), " is not a LoRA adapter (peft_type ",
+                        type == nullptr ? std::string("missing") : json::dump(*type), ")"));
+        // What PEFT can store that this training does not do.
+        const std::pair<std::string_view, json::value> plain[] = {
+            {"use_rslora", json::value(false)},
+            {"use_dora", json::value(false)},
+            {"bias", json::value("none")},
+            {"fan_in_fan_out", json::value(false)},
+            {"rank_pattern", json::value(json::object{})},
+            {"alpha_pattern", json::value(json::object{})},
+            {"layers_to_transform", json::value(nullptr)},
+            {"exclude_modules", json::value(nullptr)}};
+        for (const auto& [key, fine] : plain) {
+            const json::value* given = document.find(key);
+            if (given != nullptr && !given->is_null() && *given != fine)
+                throw unsupported_error(message("--init-adapter: adapter_config.json ", key, " = ",
+                                                json::dump(*given), " is not supported"));
+        }
+        const json::value* r = document.find("r");
+        const json::value* a = document.find("lora_alpha");
+        const json::value* targets = document.find("target_modules");
+        if (r == nullptr || !r->is_integer() || r->as_int() <= 0 || a == nullptr || !a->is_number() ||
+            targets == nullptr)
+            throw format_error(
+                message("--init-adapter: ", config_path.string(), " needs r, lora_alpha and target_modules"));
+        rank = r->as_int();
+        alpha = a->as_double();
+        if (targets->is_string()) {
+            target_pattern = targets->as_string();
+        } else if (targets->is_array()) {
+            for (const json::value& t : targets->as_array()) {
+                if (!t.is_string())
+                    throw format_error(message("--init-adapter: target_modules must hold strings"));
+                target_list.push_back(t.as_string());
+            }
+        } else {
+            throw format_error(message("--init-adapter: target_modules must be a list or a pattern"));
+        }
+        heads.clear();
+        if (const json::value* saved = document.find("modules_to_save");
+            saved != nullptr && saved->is_array()) {
+            for (const json::value& m : saved->as_array())
+                if (m.is_string()) heads.push_back(m.as_string());
+        }
+        if (text || heads.empty()) {
+            for (const std::string& h : default_heads)
+                if (std::find(heads.begin(), heads.end(), h) == heads.end()) heads.push_back(h);
+        }
+        if (const json::value* task = document.find("task_type"); task != nullptr && task->is_string())
+            task_type = task->as_string();
+        if (options.lora_rank && *options.lora_rank != rank)
+            throw error(message("--lora ", *options.lora_rank, " disagrees with the adapter's r ", rank));
+        if (options.lora_alpha && *options.lora_alpha != alpha)
+            throw error(message("--lora-alpha ", *options.lora_alpha,
+                                " disagrees with the adapter's lora_alpha ", alpha));
+        if (options.lora_targets) {
+            std::vector<std::string> given = *options.lora_targets;
+            std::sort(given.begin(), given.end());
+            std::vector<std::string> stored = target_list;
+            std::sort(stored.begin(), stored.end());
+            if (target_pattern || given != stored)
+                throw error(message("--lora-targets disagrees with the adapter's target_modules"));
+        }
+        const std::filesystem::path tensors = folder / "adapter_model.safetensors";
+        if (!std::filesystem::exists(tensors))
+            throw io_error(message("--init-adapter: ", tensors.string(), " does not exist"));
+        adapter = checkpoint::open(tensors);
+    } else {
+        rank = *options.lora_rank;
+        if (rank <= 0) throw error("--lora must be positive");
+        alpha = options.lora_alpha.value_or(8.0);
+        if (options.lora_targets) {
+            target_list = *options.lora_targets;
+        } else if (model_type == "bert" || model_type == "roberta" || model_type == "xlm-roberta") {
+            target_list = {"query", "value"};  // PEFT's default for these model types
+        } else {
+            throw error(message("--lora-targets is needed for model_type ", model_type));
+        }
+        if (text) task_type = "SEQ_CLS";
+    }
+    std::sort(target_list.begin(), target_list.end());
+    target_list.erase(std::unique(target_list.begin(), target_list.end()), target_list.end());
+
+    // The modules the model has (every prefix of a tensor name) and which are linear layers.
+    std::vector<std::string> modules;
+    std::set<std::string> linear;
+    for (const auto& r : reads) {
+        for (std::string& m : fine_tuning_detail::modules_of(r.name))
+            if (std::find(modules.begin(), modules.end(), m) == modules.end())
+                modules.push_back(std::move(m));
+        if (r.role == models::weight_role::linear_weight) linear.insert(r.name.substr(0, r.name.size() - 7));
+    }
+    // PEFT's check_target_module_exists, skipping modules inside modules_to_save.
+    std::set<std::string> used, in_head;
+    std::vector<std::string> found;
+    const auto suffix_match = [](const std::string& name, const std::string& t) {
+        return name == t || fine_tuning_detail::ends_with(name, "." + t);
+    };
+    for (const std::string& name : modules) {
+        const bool saved = std::any_of(heads.begin(), heads.end(), [&](const std::string& m) {
+            return std::regex_match(name, std::regex("(^|.*\\.)" + m + "($|\\..*)"));
+        });
+        if (saved) {
+            for (const std::string& t : target_list)
+                if (suffix_match(name, t)) in_head.insert(t);
+            continue;
+        }
+        bool hit = false;
+        if (target_pattern) {
+            hit = std::regex_match(name, std::regex(*target_pattern));
+            if (hit) used.insert(*target_pattern);
+        } else {
+            for (const std::string& t : target_list) {
+                if (suffix_match(name, t)) {
+                    used.insert(t);
+                    hit = true;
+                }
+            }
+        }
+        if (!hit) continue;
+        if (linear.count(name) == 0)
+            throw error(
+                message("LoRA target module ", name, " is not a Linear (LoRA adapts linear layers here)"));
+        found.push_back(name);
+    }
+    std::vector<std::string> wanted =
+        target_pattern ? std::vector<std::string>{*target_pattern} : target_list;
+    for (const std::string& t : wanted) {
+        if (used.count(t) != 0) continue;
+        if (in_head.count(t) != 0)
+            throw error(
+                message("LoRA target module '", t, "' is in modules_to_save (the head is trained fully)"));
+        throw error(message("unknown LoRA target module '", t, "' (no module of the model is named so)"));
+    }
+    std::sort(found.begin(), found.end());
+    lora_modules = found;
+    // PEFT's _set_trainable: modules whose name ends with an entry, not those inside one already chosen.
+    for (const std::string& name : modules) {
+        const bool named = std::any_of(heads.begin(), heads.end(), [&](const std::string& h) {
+            return fine_tuning_detail::ends_with(name, h);
+        });
+        const bool inside = std::any_of(head_modules.begin(), head_modules.end(),
+                                        [&](const std::string& c) { return name.rfind(c + ".", 0) == 0; });
+        if (named && !inside) head_modules.push_back(name);
+    }
+
+    // A fresh adapter: lora_A as numpy's default_rng(seed).uniform(-1/sqrt(in), 1/sqrt(in)) per module in
+    // sorted order (kaiming_uniform_(a=sqrt(5))'s bound), lora_B zero.
+    numpy_generator rng(options.seed);
+    for (const std::string& module : lora_modules) {
+        const auto read = std::find_if(reads.begin(), reads.end(),
+                                       [&](const auto& r) { return r.name == module + ".weight"; });
+        const std::int64_t out = read->shape[0], in = read->shape[1];
+        const double bound = 1.0 / std::sqrt(static_cast<double>(in));
+        const std::vector<double> drawn = rng.uniform(-bound, bound, static_cast<std::size_t>(rank * in));
+        std::vector<float> a(drawn.size());
+        std::transform(drawn.begin(), drawn.end(), a.begin(), [](double v) { return static_cast<float>(v); });
+        fixed[module + ".lora_A.weight"] = host_tensor::from(a, dims{rank, in});
+        fixed[module + ".lora_B.weight"] = host_tensor(dtype::f32, dims{out, rank});
+        lora_shapes[module + ".lora_A.weight"] = dims{rank, in};
+        lora_shapes[module + ".lora_B.weight"] = dims{out, rank};
+    }
+    if (!adapter) return;
+    // The adapter's tensors, by PEFT's saved names.
+    std::map<std::string, dims> expected;
+    for (const auto& [name, shape] : lora_shapes)
+        expected["base_model.model." + name] = shape;
+    for (const auto& r : reads) {
+        for (const std::string& h : head_modules)
+            if (r.name.rfind(h + ".", 0) == 0) expected["base_model.model." + r.name] = r.shape;
+    }
+    for (const tensor_view* view : adapter->tensors()) {
+        const auto known = expected.find(view->name());
+        if (known == expected.end())
+            throw format_error(message("--init-adapter: adapter tensor ", view->name(),
+                                       " belongs to no LoRA module or head of the model"));
+        if (dims(view->shape()) != known->second)
+            throw shape_error(message("--init-adapter: ", view->name(), " has shape ", dims(view->shape()),
+                                      ", expected ", known->second));
+        fixed[view->name().substr(17)] = host_tensor::from(view->to_f32(), dims(view->shape()));
+        adapter_types[view->name().substr(17)] = view->type();
+    }
+    for (const auto& [name, shape] : lora_shapes) {
+        if (adapter->find("base_model.model." + name) == nullptr)
+            throw format_error(
+                message("--init-adapter: adapter_model.safetensors has no base_model.model.", name));
+    }
+}
+
+ANVIL_INLINE void fine_tuning::state::choose_trained() {
+    using fine_tuning_detail::message;
+    std::vector<std::string> candidates;
+    if (lora) {
+        for (const std::string& module : lora_modules) {
+            candidates.push_back(module + ".lora_A.weight");
+            candidates.push_back(module + ".lora_B.weight");
+        }
+        for (const auto& r : reads) {
+            for (const std::string& h : head_modules)
+                if (r.name.rfind(h + ".", 0) == 0) candidates.push_back(r.name);
+        }
+    } else {
+        for (const auto& r : reads)
+            candidates.push_back(r.name);
+    }
+    std::vector<std::regex> freeze;
+    for (const std::string& pattern : options.freeze)
+        freeze.emplace_back(pattern);
+    for (const std::string& name : candidates) {
+        const bool frozen = std::any_of(freeze.begin(), freeze.end(),
+                                        [&](const std::regex& r) { return std::regex_search(name, r); });
+        if (frozen) continue;
+        const auto start = fixed.find(name);
+        const host_tensor initial =
+            start != fixed.end()
+                ? start->second
+                : host_tensor::from(weights->tensor(name).to_f32(), dims(weights->tensor(name).shape()));
+        params.declare(name, initial, anvil::detail::fine_tuning::hf_decays(name));
+        trained_names.push_back(name);
+        trained_set.insert(name);
+        if (start != fixed.end()) fixed.erase(start);
+    }
+    if (trained_names.empty()) {
+        std::string flags;
+        for (const std::string& pattern : options.freeze)
+            flags += (flags.empty() ? "--freeze " : " --freeze ") + pattern;
+        throw error(
+            message(flags.empty() ? std::string("the options") : flags, " freezes every trainable tensor"));
+    }
+}
+
+ANVIL_INLINE void fine_tuning::state::start_training() {
+    const auto n = static_cast<std::int64_t>(examples.size());
+    const std::int64_t per_epoch = (n + options.batch_size - 1) / options.batch_size;
+    total = options.steps ? *options.steps : options.epochs.value_or(3) * per_epoch;
+    std::vector<parameter> optimized = params.parameters();  // shares the set's elements
+    if (options.optimizer == "sgd") {
+        sgd_options o;
+        o.momentum = options.momentum;
+        o.weight_decay = options.weight_decay;
+        o.nesterov = options.nesterov;
+        opt = std::make_unique<sgd>(std::move(optimized), o);
+    } else {
+        adamw_options o;
+        o.beta1 = options.beta1;
+        o.beta2 = options.beta2;
+        o.eps = options.eps;
+        o.weight_decay = options.weight_decay;
+        opt = std::make_unique<adamw>(std::move(optimized), o);
+    }
+    trainer_options t;
+    t.compile = options.compile;
+    t.max_grad_norm = options.max_grad_norm;
+    runner = std::make_unique<trainer>(
+        params, [this](std::span<const io_info> batch) { return build(batch); }, *opt,
+        lr_schedule(options.schedule, options.lr, options.warmup_steps, total), t);
+}
+
+ANVIL_INLINE fine_tuning::fine_tuning(std::unique_ptr<state> s) : state_(std::move(s)) {}
+ANVIL_INLINE fine_tuning::fine_tuning(fine_tuning&&) noexcept = default;
+ANVIL_INLINE fine_tuning& fine_tuning::operator=(fine_tuning&&) noexcept = default;
+ANVIL_INLINE fine_tuning::~fine_tuning() = default;
+
+ANVIL_INLINE fine_tuning fine_tuning::load(const fine_tune_options& options) {
+    fine_tuning_detail::check_options(options);
+    auto s = std::make_unique<state>();
+    s->options = options;
+    s->load_model();
+    s->record_reads();
+    s->set_up_lora();
+    s->choose_trained();
+    s->read_examples();
+    s->start_training();
+    return fine_tuning(std::move(s));
+}
+
+ANVIL_INLINE std::int64_t fine_tuning::total_steps() const noexcept {
+    return state_->total;
+}
+ANVIL_INLINE std::int64_t fine_tuning::steps_done() const noexcept {
+    return state_->done;
+}
+ANVIL_INLINE const std::vector<parameter>& fine_tuning::trained() const noexcept {
+    return state_->params.parameters();
+}
+ANVIL_INLINE std::size_t fine_tuning::programs_compiled() const noexcept {
+    return state_->runner->programs_compiled();
+}
+ANVIL_INLINE std::size_t fine_tuning::examples() const noexcept {
+    return state_->examples.size();
+}
+
+ANVIL_INLINE step_result fine_tuning::step() {
+    state& s = *state_;
+    if (s.done >= s.total)
+        throw error(anvil::detail::message("fine-tuning: all ", s.total, " steps are done"));
+    const std::size_t n = s.examples.size();
+    if (s.epoch < 0 || s.cursor >= n) {
+        // Epoch e visits numpy.random.default_rng(seed + e).permutation(n), or the lines in order.
+        ++s.epoch;
+        s.cursor = 0;
+        if (s.options.shuffle) {
+            s.order = numpy_generator(s.options.seed + static_cast<std::uint64_t>(s.epoch)).permutation(n);
+        } else {
+            s.order.resize(n);
+            std::iota(s.order.begin(), s.order.end(), std::size_t{0});
+        }
+    }
+    const std::size_t end = std::min(n, s.cursor + static_cast<std::size_t>(s.options.batch_size));
+    const std::span<const std::size_t> items(s.order.data() + s.cursor, end - s.cursor);
+    s.cursor = end;
+    const std::vector<named_tensor> inputs = s.collate(items);
+    step_result result = s.runner->step(inputs);
+    ++s.done;
+    return result;
+}
+
+namespace fine_tuning_detail {
+
+// fp32 master weights as a checkpoint's dtype stores them (round to nearest even).
+inline std::vector<std::byte> stored_bytes(dtype type, std::span<const float> values) {
+    std::vector<std::byte> bytes(values.size() * dtype_size(type));
+    switch (type) {
+        case dtype::f32:
+            std::memcpy(bytes.data(), values.data(), bytes.size());
+            break;
+        case dtype::f64:
+            for (std::size_t i = 0; i < values.size(); ++i) {
+                const auto v = static_cast<double>(values[i]);
+                std::memcpy(bytes.data() + i * sizeof v, &v, sizeof v);
+            }
+            break;
+        case dtype::f16:
+            anvil::convert_f32_to_f16(values.data(), values.size(), reinterpret_cast<half*>(bytes.data()));
+            break;
+        case dtype::bf16:
+            anvil::convert_f32_to_bf16(values.data(), values.size(),
+                                       reinterpret_cast<bfloat16*>(bytes.data()));
+            break;
+        default:
+            throw type_error(message("fine-tuning: cannot store trained values as ", dtype_name(type)));
+    }
+    return bytes;
+}
+
+inline void copy_auxiliary(const std::filesystem::path& from, const std::filesystem::path& to,
+                           bool with_config) {
+    std::vector<std::string_view> names(std::begin(auxiliary_files), std::end(auxiliary_files));
+    if (with_config) names.insert(names.begin(), "config.json");
+    for (const std::string_view name : names) {
+        const std::filesystem::path source = from / name;
+        if (std::filesystem::is_regular_file(source))
+            std::filesystem::copy_file(source, to / name, std::filesystem::copy_options::overwrite_existing);
+    }
+}
+
+}  // namespace fine_tuning_detail
+
+ANVIL_INLINE void fine_tuning::save(const std::filesystem::path& out) const {
+    using fine_tuning_detail::stored_bytes;
+    const state& s = *state_;
+    std::filesystem::create_directories(out);
+    safetensors_writer writer;
+    writer.set_metadata("format", "pt");
+    if (!s.lora) {
+        // Exactly the input's tensors: the trained ones rounded to their stored dtype, the rest byte for
+        // byte.
+        for (const tensor_view* view : s.weights->tensors()) {
+            if (s.trained_set.count(view->name()) == 0) {
+                writer.add(*view);
+                continue;
+            }
+            const std::vector<std::byte> bytes =
+                stored_bytes(view->type(), s.params.value_of(view->name()).values<float>());
+            writer.add(view->name(), view->type(),
+                       std::vector<std::int64_t>(view->shape().begin(), view->shape().end()), bytes);
+        }
+        fine_tuning_detail::copy_auxiliary(s.options.model, out, true);
+        writer.write(out / "model.safetensors");
+        return;
+    }
+    // PEFT's save_pretrained: lora matrices in f32, the head's tensors in the dtype they came in, under
+    // base_model.model.<name> (no adapter name, no "modules_to_save.default.").
+    const auto value_of = [&](const std::string& name) -> const host_tensor& {
+        if (s.trained_set.count(name) != 0) return s.params.value_of(name);
+        return s.fixed.at(name);
+    };
+    for (const auto& [name, shape] : s.lora_shapes) {
+        const host_tensor& v = value_of(name);
+        writer.add("base_model.model." + name, dtype::f32,
+                   std::vector<std::int64_t>(shape.begin(), shape.end()),
+                   stored_bytes(dtype::f32, v.values<float>()));
+    }
+    for (const auto& r : s.reads) {
+        const bool in_head = std::any_of(s.head_modules.begin(), s.head_modules.end(),
+                                         [&](const std::string& h) { return r.name.rfind(h + ".", 0) == 0; });
+        if (!in_head) continue;
+        const std::string saved = "base_model.model." + r.name;
+        const auto given = s.adapter_types.find(r.name);
+        const dtype type = given != s.adapter_types.end() ? given->second : s.weights->tensor(r.name).type();
+        if (s.trained_set.count(r.name) == 0 && s.fixed.count(r.name) == 0) {
+            writer.add(saved, s.weights->tensor(r.name));
+            continue;
+        }
+        writer.add(saved, type, std::vector<std::int64_t>(r.shape.begin(), r.shape.end()),
+                   stored_bytes(type, value_of(r.name).values<float>()));
+    }
+    writer.write(out / "adapter_model.safetensors");
+
+    json::object config;
+    const auto number = [](double v) {
+        return v == std::floor(v) && std::abs(v) < 1e15 ? json::value(static_cast<std::int64_t>(v))
+                                                        : json::value(v);
+    };
+    json::array saved_heads, targets;
+    for (const std::string& h : s.heads)
+        saved_heads.emplace_back(h);
+    for (const std::string& t : s.target_list)
+        targets.emplace_back(t);
+    config["alpha_pattern"] = json::object{};
+    config["auto_mapping"] = nullptr;
+    config["base_model_name_or_path"] = s.options.model.string();
+    config["bias"] = "none";
+    config["fan_in_fan_out"] = false;
+    config["inference_mode"] = true;
+    config["init_lora_weights"] = true;
+    config["layers_pattern"] = nullptr;
+    config["layers_to_transform"] = nullptr;
+    config["lora_alpha"] = number(s.alpha);
+    config["lora_dropout"] = 0.0;
+    config["modules_to_save"] = std::move(saved_heads);
+    config["peft_type"] = "LORA";
+    config["r"] = s.rank;
+    config["rank_pattern"] = json::object{};
+    config["revision"] = nullptr;
+    config["target_modules"] =
+        s.target_pattern ? json::value(*s.target_pattern) : json::value(std::move(targets));
+    config["task_type"] = s.task_type ? json::value(*s.task_type) : json::value(nullptr);
+    config["use_dora"] = false;
+    config["use_rslora"] = false;
+    std::ofstream file(out / "adapter_config.json", std::ios::binary);
+    file << json::dump(json::value(std::move(config)), 2);
+    if (!file)
+        throw io_error(anvil::detail::message("cannot write ", (out / "adapter_config.json").string()));
+    fine_tuning_detail::copy_auxiliary(s.options.model, out, false);
+}
+
+ANVIL_INLINE void fine_tune(const fine_tune_options& options, const std::filesystem::path& out,
+                            const std::function<void(const step_result&, std::int64_t)>& on_step) {
+    fine_tuning run = fine_tuning::load(options);
+    while (run.steps_done() < run.total_steps()) {
+        const step_result result = run.step();
+        if (on_step) on_step(result, run.total_steps());
+    }
+    run.save(out);
+}
+
+}  // namespace anvil::train
+// anvil: the losses' definitions (see loss.hpp; compilation.hpp says when this file is compiled).
+
+#include <cstdint>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/host_tensor.hpp"
+// #include "anvil/train/loss.hpp"
+
+namespace anvil::detail::losses {
+
+ANVIL_INLINE value sum_all(graph& g, const value& v) {
+    return g.apply(op::reduce_sum, {v});
+}
+
+ANVIL_INLINE value mean_all(graph& g, const value& v) {
+    return g.apply(op::reduce_mean, {v});
+}
+
+ANVIL_INLINE void require_same_shape(const char* loss, const value& a, const value& b) {
+    if (!(a.shape() == b.shape()) || a.type() != b.type()) {
+        throw shape_error(message(loss, ": the prediction ", a.shape(), " ", dtype_name(a.type()),
+                                  " and the target ", b.shape(), " ", dtype_name(b.type()),
+                                  " must have one shape and type"));
+    }
+}
+
+}  // namespace anvil::detail::losses
+
+namespace anvil::train {
+
+ANVIL_INLINE value cross_entropy(const value& logits, const value& labels, std::int64_t ignore_index) {
+    using anvil::detail::message;
+    if (!is_floating(logits.type()) || logits.rank() != 2) {
+        throw shape_error(message("cross_entropy: the logits must be floating point [N, C], got ",
+                                  logits.shape(), " ", dtype_name(logits.type())));
+    }
+    if (is_floating(labels.type()) || labels.type() == dtype::boolean || labels.rank() != 1 ||
+        labels.shape()[0] != logits.shape()[0]) {
+        throw shape_error(message("cross_entropy: the labels must be integers [", logits.shape()[0],
+                                  "], got ", labels.shape(), " ", dtype_name(labels.type())));
+    }
+    graph g = graph::of(logits);
+    const dtype t = logits.type();
+    const std::int64_t classes = logits.shape()[1];
+    attributes last;
+    last.axes = {1};
+    last.keep_dims = true;
+    // logsumexp, shifted by the row's maximum so exp never overflows (the shift's own gradient cancels).
+    const value top = g.apply(op::reduce_max, {logits}, last);
+    const value shifted = g.apply(op::sub, {logits, top});
+    const value lse = g.apply(
+        op::add, {g.apply(op::log, {g.apply(op::reduce_sum, {g.apply(op::exp, {shifted})}, last)}), top});
+    // The label's logit, picked by a one-hot row (an ignored label matches no class).
+    std::vector<float> positions;
+    for (std::int64_t c = 0; c < classes; ++c)
+        positions.push_back(static_cast<float>(c));
+    attributes to_labels;
+    to_labels.to = labels.type();
+    const value classes_row = g.apply(
+        op::cast, {g.constant(host_tensor::from(positions, dims{1, classes}), "class numbers")}, to_labels);
+    attributes column;
+    column.sizes = {logits.shape()[0], 1};
+    const value label_column = g.apply(op::reshape, {labels}, column);
+    attributes to_t;
+    to_t.to = t;
+    const value one_hot = g.apply(op::cast, {g.apply(op::equal, {label_column, classes_row})}, to_t);
+    const value picked = g.apply(op::reduce_sum, {g.apply(op::mul, {logits, one_hot})}, last);
+    // Per example: lse - picked, weighted 1 unless ignored; the mean over the counted examples.
+    attributes to_label_type;
+    to_label_type.to = labels.type();
+    host_tensor ignore(dtype::i64, dims{});
+    ignore.values<std::int64_t>()[0] = ignore_index;
+    const value ignored = g.apply(op::cast, {g.constant(ignore, "ignore_index")}, to_label_type);
+    const value counted =
+        g.apply(op::cast, {g.apply(op::logical_not, {g.apply(op::equal, {label_column, ignored})})}, to_t);
+    const value per_example = g.apply(op::mul, {g.apply(op::sub, {lse, picked}), counted});
+    return g.apply(op::div, {anvil::detail::losses::sum_all(g, per_example),
+                             anvil::detail::losses::sum_all(g, counted)});
+}
+
+ANVIL_INLINE value mse_loss(const value& prediction, const value& target) {
+    anvil::detail::losses::require_same_shape("mse_loss", prediction, target);
+    graph g = graph::of(prediction);
+    const value difference = g.apply(op::sub, {prediction, target});
+    return anvil::detail::losses::mean_all(g, g.apply(op::mul, {difference, difference}));
+}
+
+ANVIL_INLINE value binary_cross_entropy_with_logits(const value& logits, const value& targets) {
+    anvil::detail::losses::require_same_shape("binary_cross_entropy_with_logits", logits, targets);
+    graph g = graph::of(logits);
+    const dtype t = logits.type();
+    // maximum (not relu): its gradient at a tie is half, which makes the whole gradient at x = 0 exactly
+    // sigmoid(0) - z, as PyTorch's.
+    const value positive = g.apply(op::maximum, {logits, g.scalar(0.0, t)});
+    const value softplus_tail = g.apply(
+        op::log, {g.apply(op::add, {g.scalar(1.0, t),
+                                    g.apply(op::exp, {g.apply(op::neg, {g.apply(op::abs, {logits})})})})});
+    const value per_element =
+        g.apply(op::add, {g.apply(op::sub, {positive, g.apply(op::mul, {logits, targets})}), softplus_tail});
+    return anvil::detail::losses::mean_all(g, per_element);
+}
+
+}  // namespace anvil::train
+// anvil: numpy_generator's definitions (see numpy_random.hpp; compilation.hpp says when this file is
+// compiled).
+
+#include <cstddef>
+#include <cstdint>
+#include <numeric>
+#include <utility>
+#include <vector>
+
+// #include "anvil/train/numpy_random.hpp"
+
+namespace anvil::detail::numpy_random {
+
+ANVIL_INLINE std::vector<std::uint64_t> seed_sequence_words(std::uint64_t seed, std::size_t count) {
+    std::vector<std::uint32_t> entropy;
+    do {
+        entropy.push_back(static_cast<std::uint32_t>(seed));
+        seed >>= 32;
+    } while (seed != 0);
+    std::uint32_t hash_const = 0x43B0D7E5u;
+    const auto hashmix = [&](std::uint32_t value) {
+        value ^= hash_const;
+        hash_const *= 0x931E8875u;
+        value *= hash_const;
+        return value ^ (value >> 16);
+    };
+    const auto mix = [](std::uint32_t x, std::uint32_t y) {
+        const std::uint32_t result = 0xCA01F9DDu * x - 0x4973F715u * y;
+        return result ^ (result >> 16);
+    };
+    std::uint32_t pool[4];
+    for (std::size_t i = 0; i < 4; ++i)
+        pool[i] = hashmix(i < entropy.size() ? entropy[i] : 0u);
+    for (std::size_t source = 0; source < 4; ++source) {
+        for (std::size_t target = 0; target < 4; ++target) {
+            if (source != target) pool[target] = mix(pool[target], hashmix(pool[source]));
+        }
+    }
+    for (std::size_t source = 4; source < entropy.size(); ++source) {
+        for (std::size_t target = 0; target < 4; ++target)
+            pool[target] = mix(pool[target], hashmix(entropy[source]));
+    }
+    hash_const = 0x8B51F9DDu;
+    std::vector<std::uint64_t> words(count);
+    for (std::size_t i = 0; i < 2 * count; ++i) {
+        std::uint32_t value = pool[i % 4] ^ hash_const;
+        hash_const *= 0x58F38DEDu;
+        value *= hash_const;
+        value ^= value >> 16;
+        words[i / 2] |= static_cast<std::uint64_t>(value) << (i % 2 == 0 ? 0 : 32);
+    }
+    return words;
+}
+
+// PCG64's multiplier, 0x2360ed051fc65da4'4385df649fccf645.
+inline constexpr uint128 pcg64_multiplier =
+    (static_cast<uint128>(0x2360ED051FC65DA4ull) << 64) | 0x4385DF649FCCF645ull;
+
+}  // namespace anvil::detail::numpy_random
+
+namespace anvil::train {
+
+ANVIL_INLINE numpy_generator::numpy_generator(std::uint64_t seed) {
+    const std::vector<std::uint64_t> w = anvil::detail::numpy_random::seed_sequence_words(seed, 4);
+    using anvil::detail::numpy_random::uint128;
+    const uint128 initial_state = (static_cast<uint128>(w[0]) << 64) | w[1];
+    const uint128 sequence = (static_cast<uint128>(w[2]) << 64) | w[3];
+    // pcg_setseq_128_srandom_r: state 0, one step, add the seed, one more step.
+    increment_ = (sequence << 1) | 1;
+    state_ = increment_;
+    state_ += initial_state;
+    state_ = state_ * anvil::detail::numpy_random::pcg64_multiplier + increment_;
+}
+
+ANVIL_INLINE std::uint64_t numpy_generator::next_uint64() noexcept {
+    state_ = state_ * anvil::detail::numpy_random::pcg64_multiplier + increment_;
+    const auto x = static_cast<std::uint64_t>(state_ >> 64) ^ static_cast<std::uint64_t>(state_);
+    const auto rotation = static_cast<unsigned>(state_ >> 122);
+    return (x >> rotation) | (x << ((64u - rotation) & 63u));
+}
+
+ANVIL_INLINE std::uint32_t numpy_generator::next_uint32() noexcept {
+    if (high_half_) {
+        const std::uint32_t value = *high_half_;
+        high_half_.reset();
+        return value;
+    }
+    const std::uint64_t value = next_uint64();
+    high_half_ = static_cast<std::uint32_t>(value >> 32);
+    return static_cast<std::uint32_t>(value);
+}
+
+ANVIL_INLINE double numpy_generator::next_double() noexcept {
+    return static_cast<double>(next_uint64() >> 11) * (1.0 / 9007199254740992.0);
+}
+
+ANVIL_INLINE std::uint64_t numpy_generator::interval(std::uint64_t maximum) noexcept {
+    if (maximum == 0) return 0;
+    std::uint64_t mask = maximum;
+    for (unsigned shift = 1; shift <= 32; shift *= 2)
+        mask |= mask >> shift;
+    while (true) {
+        const std::uint64_t value = (maximum <= 0xFFFFFFFFull ? next_uint32() : next_uint64()) & mask;
+        if (value <= maximum) return value;
+    }
+}
+
+ANVIL_INLINE std::vector<std::size_t> numpy_generator::permutation(std::size_t n) {
+    std::vector<std::size_t> order(n);
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    for (std::size_t i = n; i-- > 1;)
+        std::swap(order[i], order[static_cast<std::size_t>(interval(i))]);
+    return order;
+}
+
+ANVIL_INLINE std::vector<double> numpy_generator::uniform(double low, double high, std::size_t count) {
+    std::vector<double> values(count);
+    for (double& v : values)
+        v = low + (high - low) * next_double();
+    return values;
+}
+
+}  // namespace anvil::train
+// anvil: sgd's definitions (see sgd.hpp; compilation.hpp says when this file is compiled).
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/host_tensor.hpp"
+// #include "anvil/train/optimizer.hpp"
+// #include "anvil/train/sgd.hpp"
+
+namespace anvil::train {
+
+ANVIL_INLINE void check_options(const sgd_options& options) {
+    detail::optimizers::check_non_negative("sgd", "momentum", options.momentum);
+    detail::optimizers::check_non_negative("sgd", "weight_decay", options.weight_decay);
+    if (options.nesterov && (options.momentum <= 0.0 || options.dampening != 0.0)) {
+        throw error(
+            detail::message("sgd: Nesterov momentum requires a momentum and zero dampening (momentum ",
+                            options.momentum, ", dampening ", options.dampening, ")"));
+    }
+}
+
+ANVIL_INLINE void sgd_update(std::span<float> param, std::span<const float> grad,
+                             std::span<float> momentum_buffer, bool first_step, double lr,
+                             const sgd_options& options) {
+    const bool use_momentum = options.momentum != 0.0;
+    if (grad.size() != param.size() || (use_momentum && momentum_buffer.size() != param.size())) {
+        throw shape_error(detail::message("sgd_update: ", param.size(), " parameters, ", grad.size(),
+                                          " gradients and ", momentum_buffer.size(), " momentum values"));
+    }
+    // torch turns each Python-float hyperparameter into a float32 scalar of the kernel (after computing
+    // 1 - dampening and -lr in double).
+    const auto weight_decay = static_cast<float>(options.weight_decay);
+    const auto momentum = static_cast<float>(options.momentum);
+    const auto one_minus_dampening = static_cast<float>(1.0 - options.dampening);
+    const auto minus_lr = static_cast<float>(-lr);
+    for (std::size_t i = 0; i < param.size(); ++i) {
+        float d_p = grad[i];
+        if (options.weight_decay != 0.0) d_p = std::fma(param[i], weight_decay, d_p);
+        if (use_momentum) {
+            float& buf = momentum_buffer[i];
+            // buf.mul_(momentum) is a kernel of its own, so its product is rounded before the fused add.
+            buf = first_step ? d_p : std::fma(d_p, one_minus_dampening, buf * momentum);
+            d_p = options.nesterov ? std::fma(buf, momentum, d_p) : buf;
+        }
+        param[i] = std::fma(d_p, minus_lr, param[i]);
+    }
+}
+
+ANVIL_INLINE sgd::sgd(std::vector<parameter> parameters, const sgd_options& options)
+    : optimizer(
+          "sgd", std::move(parameters),
+          options.momentum != 0.0 ? std::vector<std::string>{"momentum_buffer"} : std::vector<std::string>{}),
+      options_(options) {
+    check_options(options_);
+}
+
+ANVIL_INLINE void sgd::update(const parameter& param, std::span<float> value, std::span<const float> grad,
+                              std::span<host_tensor> buffers, double lr, std::int64_t step) {
+    auto options = options_;
+    if (!param.weight_decay) options.weight_decay = 0.0;
+    sgd_update(value, grad, buffers.empty() ? std::span<float>{} : buffers[0].values<float>(), step == 1, lr,
+               options);
 }
 
 }  // namespace anvil::train

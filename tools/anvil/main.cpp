@@ -12,6 +12,7 @@
 #include "selftest.hpp"
 #include "speech_commands.hpp"
 #include "text_commands.hpp"
+#include "train_command.hpp"
 
 #include <anvil/anvil.hpp>
 
@@ -36,6 +37,8 @@ constexpr const char* usage_text =
     "                       CLIP text and image embeddings\n"
     "  rerank --model DIR   cross-encoder scores of (query, passage) pairs\n"
     "  classify --model DIR the top classes of images (ResNet, ViT, DeiT)\n"
+    "  train --model DIR --data TRAIN.jsonl --out OUTDIR\n"
+    "                       fine-tunes a sequence or image classifier (full, or LoRA as PEFT)\n"
     "  zero-shot --model DIR --labels LABEL...\n"
     "                       CLIP: an image's labels ranked by probability\n"
     "  transcribe --model DIR AUDIO.wav...\n"
@@ -91,6 +94,7 @@ int dispatch(const std::vector<std::string_view>& args, const char* argv0) {
     if (command == "embed") return anvil::cli::run_embed(rest, argv0);
     if (command == "rerank") return anvil::cli::run_rerank(rest, argv0);
     if (command == "classify") return anvil::cli::run_classify(rest, argv0);
+    if (command == "train") return anvil::cli::run_train(rest, argv0);
     if (command == "zero-shot") return anvil::cli::run_zero_shot(rest, argv0);
     if (command == "transcribe") return anvil::cli::run_transcribe(rest, argv0);
     if (command == "tokenize") return anvil::cli::run_tokenize(rest);

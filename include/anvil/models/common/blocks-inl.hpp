@@ -44,7 +44,8 @@ ANVIL_INLINE tensor<float> activate(const tensor<float>& x, activation kind) {
 
 ANVIL_INLINE linear_layer load_linear(weight_loader& weights, const std::string& prefix, std::int64_t out,
                                       std::int64_t in, bool with_bias) {
-    linear_layer layer{weights.load(prefix + ".weight", dims{out, in}), std::nullopt};
+    linear_layer layer{weights.load(prefix + ".weight", dims{out, in}, weight_role::linear_weight),
+                       std::nullopt};
     if (with_bias) layer.bias = weights.load(prefix + ".bias", dims{out});
     return layer;
 }

@@ -41,8 +41,9 @@ ANVIL_INLINE const tensor_view& checked_tensor(const checkpoint& weights, std::s
     return checked_weight(*view, expected, layout);
 }
 
-ANVIL_INLINE weight_loader::weight_loader(graph g, std::shared_ptr<const checkpoint> weights)
-    : graph_(std::move(g)), weights_(std::move(weights)) {
+ANVIL_INLINE weight_loader::weight_loader(graph g, std::shared_ptr<const checkpoint> weights,
+                                          weight_substitute substitute)
+    : graph_(std::move(g)), weights_(std::move(weights)), substitute_(std::move(substitute)) {
     if (!weights_) throw error("weight_loader: no checkpoint given");
 }
 
@@ -50,18 +51,20 @@ ANVIL_INLINE bool weight_loader::contains(std::string_view name) const {
     return weights_->contains(name) || squeezellm_prefix(name).has_value();
 }
 
-ANVIL_INLINE tensor<float> weight_loader::load(std::string_view name, const dims& expected) {
+ANVIL_INLINE tensor<float> weight_loader::load(std::string_view name, const dims& expected,
+                                               weight_role role) {
     const tensor_view* view = weights_->find(name);
     if (view != nullptr && view->type() == dtype::i8) return from_int8_view(*view, expected);
     if (view == nullptr) {
         if (const std::optional<std::string> prefix = squeezellm_prefix(name))
             return from_squeezellm(*prefix, expected);
     }
-    return from_view(checked_tensor(*weights_, name, expected), expected);
+    return from_float_view(checked_tensor(*weights_, name, expected), expected, role);
 }
 
 ANVIL_INLINE std::optional<tensor<float>> weight_loader::load_optional(std::string_view name,
-                                                                       const dims& expected) {
+                                                                       const dims& expected,
+                                                                       weight_role role) {
     const tensor_view* view = weights_->find(name);
     if (view == nullptr) {
         if (const std::optional<std::string> prefix = squeezellm_prefix(name))
@@ -69,7 +72,17 @@ ANVIL_INLINE std::optional<tensor<float>> weight_loader::load_optional(std::stri
         return std::nullopt;
     }
     if (view->type() == dtype::i8) return from_int8_view(*view, expected);
-    return from_view(checked_weight(*view, expected), expected);
+    return from_float_view(checked_weight(*view, expected), expected, role);
+}
+
+ANVIL_INLINE tensor<float> weight_loader::from_float_view(const tensor_view& view, const dims& expected,
+                                                          weight_role role) {
+    if (substitute_ && !view.blocks()) {
+        const std::function<tensor<float>()> stored = [&] { return from_view(view, expected); };
+        if (std::optional<tensor<float>> given = substitute_(graph_, view.name(), role, expected, stored))
+            return *std::move(given);
+    }
+    return from_view(view, expected);
 }
 
 ANVIL_INLINE std::optional<std::string> weight_loader::squeezellm_prefix(std::string_view name) const {

@@ -5,6 +5,8 @@
 // the CPU backend folds into the GEMM's packing.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -27,17 +29,32 @@ const tensor_view& checked_weight(const tensor_view& view, const dims& expected,
 [[nodiscard]] const tensor_view& checked_tensor(const checkpoint& weights, std::string_view name,
                                                 const dims& expected, std::string_view layout = {});
 
+// What a recipe loads a tensor as: a linear layer's matrix [out, in] (load_linear), or anything else.
+// Training reads it: LoRA adapts linear layers only.
+enum class weight_role : std::uint8_t { other, linear_weight };
+
+// What the graph reads in place of a stored tensor. Called for every floating-point tensor a recipe loads,
+// after its presence and shape are checked, with `stored` building the usual constant: nullopt keeps that
+// constant, a value replaces it. Training (train/fine_tune.hpp) makes trainable tensors program inputs and
+// adds LoRA's low-rank update to the adapted matrices this way, so every recipe trains without a copy of its
+// forward pass.
+using weight_substitute = std::function<std::optional<tensor<float>>(
+    graph& g, std::string_view name, weight_role role, const dims& shape,
+    const std::function<tensor<float>()>& stored)>;
+
 class weight_loader {
 public:
-    weight_loader(graph g, std::shared_ptr<const checkpoint> weights);
+    weight_loader(graph g, std::shared_ptr<const checkpoint> weights, weight_substitute substitute = {});
 
     [[nodiscard]] bool contains(std::string_view name) const;
 
     // The tensor `name`, which must have shape `expected`, as an f32 graph value.
-    [[nodiscard]] tensor<float> load(std::string_view name, const dims& expected);
+    [[nodiscard]] tensor<float> load(std::string_view name, const dims& expected,
+                                     weight_role role = weight_role::other);
 
     // The same for a tensor the architecture may or may not have (a bias, say).
-    [[nodiscard]] std::optional<tensor<float>> load_optional(std::string_view name, const dims& expected);
+    [[nodiscard]] std::optional<tensor<float>> load_optional(std::string_view name, const dims& expected,
+                                                             weight_role role = weight_role::other);
 
     [[nodiscard]] graph& target() noexcept { return graph_; }
     [[nodiscard]] const checkpoint& source() const noexcept { return *weights_; }
@@ -45,6 +62,8 @@ public:
 private:
     // A view checked_weight has passed, as a graph constant (cast to f32 when stored narrower).
     tensor<float> from_view(const tensor_view& view, const dims& expected);
+    // from_view, or what the substitute gives in its place.
+    tensor<float> from_float_view(const tensor_view& view, const dims& expected, weight_role role);
     // An int8 matrix stored with `<name>_scale` (and optionally `<name>_zero_point`) beside it, one value per
     // output channel, as compressed-tensors' int-quantized checkpoints (llm-compressor's W8A16) store them:
     // dequantize_int8 of the stored values, which the CPU GEMM reads as int8 rows and the Neural Engine
@@ -61,6 +80,7 @@ private:
 
     graph graph_;
     std::shared_ptr<const checkpoint> weights_;
+    weight_substitute substitute_;
 };
 
 }  // namespace anvil::models

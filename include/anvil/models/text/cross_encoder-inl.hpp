@@ -33,6 +33,17 @@ ANVIL_INLINE classification_head head_for(text_family family, const std::string&
     throw error("head_for: unknown text family");
 }
 
+ANVIL_INLINE tensor<float> classification_logits(weight_loader& weights, const classification_head& head,
+                                                 std::int64_t labels, const tensor<float>& states) {
+    const std::int64_t rows = states.shape()[0];
+    const std::int64_t hidden = states.shape()[2];
+    const auto first = load_linear(weights, head.first, hidden, hidden);
+    const auto second = load_linear(weights, head.second, labels, hidden);
+    const tensor<float> token = reshape(slice(states, 1, 0, 1), std::vector<std::int64_t>{rows, hidden});
+    const tensor<float> pooled = apply(first, token);
+    return apply(second, head.tanh ? anvil::tanh(pooled) : relu(pooled));
+}
+
 ANVIL_INLINE void check_architecture(const config_reader& config, text_family family) {
     const json::value* list = config.find("architectures");
     if (list == nullptr || !list->is_array() || list->as_array().empty()) return;
@@ -74,15 +85,9 @@ ANVIL_INLINE cross_encoder cross_encoder::load(const std::filesystem::path& fold
             out == nullptr ? "' is missing" : "' is not a matrix [labels, hidden]"));
     }
     const std::int64_t labels = out->shape()[0];
-    const std::int64_t hidden = result.encoder_.config().stack.hidden;
     result.labels_ = config.labels(labels);
-    result.encoder_.set_head([head, labels, hidden](weight_loader& weights, const tensor<float>& states) {
-        const auto first = load_linear(weights, head.first, hidden, hidden);
-        const auto second = load_linear(weights, head.second, labels, hidden);
-        const std::int64_t rows = states.shape()[0];
-        const tensor<float> token = reshape(slice(states, 1, 0, 1), std::vector<std::int64_t>{rows, hidden});
-        const tensor<float> pooled = apply(first, token);
-        return apply(second, head.tanh ? anvil::tanh(pooled) : relu(pooled));
+    result.encoder_.set_head([head, labels](weight_loader& weights, const tensor<float>& states) {
+        return recipe_detail::classification_logits(weights, head, labels, states);
     });
     return result;
 }

@@ -33,6 +33,11 @@ struct classification_head {
 
 [[nodiscard]] classification_head head_for(text_family family, const std::string& prefix);
 
+// The head on the hidden states [rows, length, hidden]: its first linear layer on token 0, the activation,
+// the second -> logits [rows, labels]. Loads its weights with `weights`.
+[[nodiscard]] tensor<float> classification_logits(weight_loader& weights, const classification_head& head,
+                                                  std::int64_t labels, const tensor<float>& states);
+
 void check_architecture(const config_reader& config, text_family family);
 
 }  // namespace recipe_detail

@@ -1,0 +1,199 @@
+"""`anvil train` against its independent float64 reference (tools/reference/train_reference.py).
+
+tests/data/train/cases/ (made by tools/reference/train_fixtures.py) holds random-weight Hugging Face folders of
+each family, their TRAIN.jsonl, and per case the command line and what the reference computed: the --json lines
+(steps.jsonl) and the final float64 value of every trained tensor (reference_weights_f64.safetensors). Each case
+runs `anvil train` with the same command line from that folder and compares:
+  - every step's loss, lr and grad_norm;
+  - every trained tensor of the output (model.safetensors, or PEFT's adapter_model.safetensors) with the
+    reference's float64 value;
+  - every other tensor byte for byte with the input, and the output's names, shapes and dtypes with the input's;
+  - for LoRA, adapter_config.json key for key with the one the reference wrote as PEFT writes it.
+The bad inputs of cases.json must fail with one line naming the problem. On the simulated Neural Engine, a batch
+repeated for 8 steps: the loss falls, matches the CPU's within fp16 tolerances, and one program is compiled.
+
+Standard library only (the safetensors reader follows the format's description).
+"""
+import json
+import math
+import os
+import pathlib
+import struct
+import sys
+import tempfile
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import cli_support  # noqa: E402
+from cli_support import DATA, check, check_error, failures  # noqa: E402
+
+CASES = DATA / "train" / "cases"
+FORMATS = {"F64": "d", "F32": "f", "F16": "e", "I64": "q", "I32": "i"}
+
+# Tolerances. The reference trains in float64, anvil in float32 (fp32 master weights and fp32 gradients), so
+# each step differs by float32 rounding (~1e-7 relative), which a few steps of AdamW or momentum carry forward.
+# A gradient that is zero in exact arithmetic (an attention key bias: softmax ignores a shift common to every key)
+# is rounding noise in both; AdamW's update of such a tensor is about lr per step whatever the noise's size, so
+# those tensors are compared with an absolute tolerance of lr x steps (cases.json's notes).
+STEP_RTOL = 2e-5
+WEIGHT_ATOL, WEIGHT_RTOL = 2e-5, 2e-4
+
+
+def read_safetensors(path: pathlib.Path):
+    """name -> (dtype, shape, raw bytes); and the metadata."""
+    data = path.read_bytes()
+    length = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + length])
+    metadata = header.pop("__metadata__", {})
+    start = 8 + length
+    tensors = {}
+    for name, info in header.items():
+        begin, end = info["data_offsets"]
+        tensors[name] = (info["dtype"], info["shape"], data[start + begin:start + end])
+    return tensors, metadata
+
+
+def values(entry):
+    dtype, shape, raw = entry
+    code = FORMATS[dtype]
+    return list(struct.unpack(f"<{len(raw) // struct.calcsize(code)}{code}", raw))
+
+
+def is_key_bias(name: str) -> bool:
+    return name.endswith(("key.bias", "k_lin.bias", "attn.k.bias"))
+
+
+def compare_steps(name, lines, expected_path):
+    expected = [json.loads(line) for line in expected_path.read_text().splitlines()]
+    got = [json.loads(line) for line in lines if line.strip()]
+    check(len(got) == len(expected), f"{name}: {len(expected)} steps (got {len(got)})")
+    worst = {"loss": 0.0, "lr": 0.0, "grad_norm": 0.0}
+    for g, e in zip(got, expected):
+        check(g["step"] == e["step"], f"{name}: step {e['step']} numbered so")
+        for key in worst:
+            worst[key] = max(worst[key], abs(g[key] - e[key]) / max(abs(e[key]), 1e-12))
+    check(worst["lr"] < 1e-12, f"{name}: every step's lr equals the reference's (rel {worst['lr']:.1e})")
+    check(worst["loss"] < STEP_RTOL, f"{name}: loss within {STEP_RTOL} relative (worst {worst['loss']:.1e})")
+    check(worst["grad_norm"] < STEP_RTOL,
+          f"{name}: grad_norm within {STEP_RTOL} relative (worst {worst['grad_norm']:.1e})")
+    return got
+
+
+def lr_sum(args):
+    lr = float(args[args.index("--lr") + 1]) if "--lr" in args else 5e-5
+    steps = int(args[args.index("--steps") + 1]) if "--steps" in args else 8
+    return lr * steps
+
+
+def compare_weights(name, out: pathlib.Path, case):
+    args = case["args"]
+    model = CASES / args[args.index("--model") + 1]
+    reference, _ = read_safetensors(CASES / "expected" / name / "reference_weights_f64.safetensors")
+    source, _ = read_safetensors(model / "model.safetensors")
+    lora = (CASES / "expected" / name / "adapter_config.json").exists()
+    written, metadata = read_safetensors(out / ("adapter_model.safetensors" if lora else "model.safetensors"))
+    check(metadata == {"format": "pt"}, f"{name}: metadata {{'format': 'pt'}} as Hugging Face writes it")
+    worst, worst_name, worst_diff, worst_key_bias = 0.0, "", 0.0, 0.0
+    for tensor, entry in reference.items():
+        if tensor not in written:
+            check(False, f"{name}: the output has the trained tensor {tensor}")
+            continue
+        got, want = values(written[tensor]), values(entry)
+        if written[tensor][1] != entry[1]:
+            check(False, f"{name}: {tensor} has shape {entry[1]} (got {written[tensor][1]})")
+            continue
+        if is_key_bias(tensor):
+            worst_key_bias = max(worst_key_bias, max(abs(a - b) for a, b in zip(got, want)))
+            continue
+        # The share of the allowed difference used: at most 1 passes.
+        ratio = max(abs(a - b) / (WEIGHT_ATOL + WEIGHT_RTOL * abs(b)) for a, b in zip(got, want))
+        worst_diff = max(worst_diff, max(abs(a - b) for a, b in zip(got, want)))
+        if ratio > worst:
+            worst, worst_name = ratio, tensor
+    check(worst <= 1.0, f"{name}: {len(reference)} trained tensors within {WEIGHT_ATOL} + {WEIGHT_RTOL} x "
+          f"|reference| of the float64 reference (largest difference {worst_diff:.1e}; {worst:.2f} of the "
+          f"tolerance, in {worst_name})")
+    bound = 2 * lr_sum(args)
+    check(worst_key_bias <= bound, f"{name}: attention key biases (zero gradient in exact arithmetic) moved at "
+          f"most 2 x lr x steps ({worst_key_bias:.1e} <= {bound:.1e})")
+    if lora:
+        want_config = json.loads((CASES / "expected" / name / "adapter_config.json").read_text())
+        got_config = json.loads((out / "adapter_config.json").read_text())
+        check(got_config == want_config, f"{name}: adapter_config.json as PEFT writes it "
+              f"(differs in {sorted(k for k in want_config if got_config.get(k) != want_config[k])})")
+        untouched = {k: v for k, v in written.items() if k not in reference}
+        for tensor, entry in untouched.items():  # a frozen head tensor: written back as it was
+            stored = source.get(tensor.replace("base_model.model.", "", 1))
+            check(stored is not None and stored == entry, f"{name}: frozen {tensor} written back byte for byte")
+        return
+    check(sorted(written) == sorted(source), f"{name}: model.safetensors has exactly the input's tensor names")
+    same_types = all(written[t][:2] == source[t][:2] for t in source if t in written)
+    check(same_types, f"{name}: every tensor keeps its dtype and shape")
+    changed = [t for t in source if t not in reference and t in written and written[t] != source[t]]
+    check(not changed, f"{name}: every tensor not trained is byte for byte the input's ({changed[:3]})")
+    check((out / "config.json").read_bytes() == (model / "config.json").read_bytes(), f"{name}: config.json copied")
+
+
+def run_case(case, tmp: pathlib.Path):
+    name = case["name"]
+    out = tmp / name
+    args = [a.replace("{out}", str(out)) for a in case["args"]]
+    result = cli_support.anvil("train", *args, "--backend", "cpu")
+    if "resnet" in name:
+        # BatchNorm in train mode is not built yet: the command must say so, not train something else.
+        check_error(result, 1, "anvil: error:", "ResNet", "BatchNorm", what=f"{name}: refused by name")
+        return
+    if result.returncode != 0:
+        check(False, f"{name}: anvil train ran ({result.stderr.strip()[-400:]})")
+        return
+    compare_steps(name, result.stdout.splitlines(), CASES / "expected" / name / "steps.jsonl")
+    compare_weights(name, out, case)
+
+
+def run_bad(case, tmp: pathlib.Path):
+    args = [a.replace("{out}", str(tmp / ("bad_" + case["name"]))) for a in case["args"]]
+    result = cli_support.anvil("train", *args, "--backend", "cpu")
+    check_error(result, 1, "anvil: error:", case["error"], what=f"bad input {case['name']}")
+
+
+def run_simulator(tmp: pathlib.Path):
+    """The same batch 8 times on the simulated Neural Engine: the loss falls, one program is compiled, and the
+    losses match the CPU's within fp16 tolerances."""
+    base = ["--model", "models/bert", "--data", "data/bert.jsonl", "--batch-size", "10", "--steps", "8",
+            "--no-shuffle", "--lr", "0.002", "--schedule", "constant"]
+    cpu = cli_support.anvil("train", *base, "--out", tmp / "sim_cpu", "--json", "--backend", "cpu")
+    ane = cli_support.anvil("train", *base, "--out", tmp / "sim_ane", "--json", "--backend", "ane")
+    summary = cli_support.anvil("train", *base, "--out", tmp / "sim_ane2", "--backend", "ane")
+    for what, r in (("cpu", cpu), ("ane", ane), ("ane summary", summary)):
+        check(r.returncode == 0, f"simulator: {what} run ({r.stderr.strip()[-400:]})")
+    if cpu.returncode or ane.returncode or summary.returncode:
+        return
+    cpu_loss = [json.loads(line)["loss"] for line in cpu.stdout.splitlines()]
+    ane_loss = [json.loads(line)["loss"] for line in ane.stdout.splitlines()]
+    check(len(ane_loss) == 8 and all(b < a for a, b in zip(ane_loss, ane_loss[1:])),
+          f"simulator: the loss falls on a repeated batch ({[round(v, 4) for v in ane_loss]})")
+    worst = max(abs(a - c) / abs(c) for a, c in zip(ane_loss, cpu_loss))
+    check(worst < 2e-2, f"simulator: losses within 2e-2 of the CPU's (fp16 compute; worst {worst:.1e})")
+    check("1 programs compiled" in summary.stdout,
+          f"simulator: one program compiled for 8 steps ({summary.stdout.strip()})")
+
+
+def main() -> int:
+    cli_support.ANVIL = os.path.abspath(sys.argv[1])
+    spec = json.loads((CASES / "cases.json").read_text())
+    os.chdir(CASES)  # the cases' paths are relative to the fixture folder
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = pathlib.Path(tmp_name)
+        for case in spec["cases"]:
+            run_case(case, tmp)
+        for case in spec["bad"]:
+            run_bad(case, tmp)
+        run_simulator(tmp)
+    if failures:
+        print(f"{len(failures)} check(s) failed")
+        return 1
+    print("all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
