@@ -5,8 +5,11 @@
 #include <doctest/doctest.h>
 #include <anvil/anvil.hpp>
 
+#include "model_test_support.hpp"
+
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -155,4 +158,58 @@ TEST_CASE("fine_tuning: the library API trains a BERT classifier and names bad o
     CHECK_THROWS_WITH_AS(anvil::train::fine_tuning::load(bad), doctest::Contains("--truncate"), anvil::error);
     bad.truncate = true;
     CHECK(anvil::train::fine_tuning::load(bad).examples() == 1);
+}
+
+TEST_CASE("fine_tuning: the text and image line forms feed what the tokenizer and the preprocessing make") {
+    const temporary_folder scratch("anvil-fine-tune");
+    SUBCASE("{\"text\", \"text_pair\"} through the folder's vocab.txt equals the ids it encodes to") {
+        const auto model = scratch.path / "bert";
+        std::filesystem::create_directories(model);
+        for (const char* file : {"config.json", "model.safetensors"})
+            std::filesystem::copy_file(cases_folder() / "models" / "bert" / file, model / file);
+        // A WordPiece vocabulary of the fixture's 100 ids: the specials, then words and letters.
+        std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\ncat\nsat\non\nmat\na\ndog\n##s\n";
+        for (int i = 13; i < 100; ++i)
+            vocab += "w" + std::to_string(i) + "\n";
+        write_text(model / "vocab.txt", vocab);
+        const anvil::tokenizer words = anvil::tokenizer::load(model);
+        const anvil::encoding e = words.encode_pair("The cat sat", "a dogs on the mat");
+        REQUIRE(e.ids.size() > 8);
+        std::string ids, types;
+        for (std::size_t i = 0; i < e.ids.size(); ++i) {
+            ids += (i ? ", " : "") + std::to_string(e.ids[i]);
+            types += (i ? ", " : "") + std::to_string(e.type_ids[i]);
+        }
+        write_text(scratch.path / "text.jsonl",
+                   "{\"text\": \"The cat sat\", \"text_pair\": \"a dogs on the mat\", "
+                   "\"label\": 2}\n");
+        write_text(scratch.path / "ids.jsonl",
+                   "{\"ids\": [" + ids + "], \"type_ids\": [" + types + "], \"label\": 2}\n");
+        CHECK(loss_of(model, scratch.path / "text.jsonl") == loss_of(model, scratch.path / "ids.jsonl"));
+        write_text(scratch.path / "no_tokenizer.jsonl", "{\"text\": \"the cat\", \"label\": 0}\n");
+        CHECK_THROWS_WITH_AS(static_cast<void>(loss_of(cases_folder() / "models" / "bert",
+                                                       scratch.path / "no_tokenizer.jsonl")),
+                             doctest::Contains("needs the model folder's tokenizer"), anvil::error);
+    }
+    SUBCASE("{\"image\"} through preprocessor_config.json equals the pixels it preprocesses to") {
+        const auto model = scratch.path / "vit";
+        std::filesystem::create_directories(model);
+        for (const char* file : {"config.json", "model.safetensors"})
+            std::filesystem::copy_file(cases_folder() / "models" / "vit" / file, model / file);
+        write_text(
+            model / "preprocessor_config.json",
+            R"({"do_resize": true, "size": {"height": 8, "width": 8}, "resample": 2, "do_rescale": true,
+                       "rescale_factor": 0.00392156862745098, "do_normalize": true,
+                       "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]})");
+        const auto picture = std::filesystem::path(ANVIL_TEST_DATA_DIR) / "images" / "chelsea.png";
+        const anvil::host_tensor pixels =
+            anvil::preprocess(anvil::read_image(picture), anvil::image_preprocessing::load(model));
+        REQUIRE(pixels.shape() == anvil::dims{3, 8, 8});
+        anvil::npy::write(scratch.path / "chelsea.npy", anvil::dtype::f32,
+                          std::span<const std::int64_t>(pixels.shape().begin(), pixels.shape().end()),
+                          pixels.raw());
+        write_text(scratch.path / "image.jsonl", "{\"image\": \"" + picture.string() + "\", \"label\": 1}\n");
+        write_text(scratch.path / "pixels.jsonl", "{\"pixels\": \"chelsea.npy\", \"label\": 1}\n");
+        CHECK(loss_of(model, scratch.path / "image.jsonl") == loss_of(model, scratch.path / "pixels.jsonl"));
+    }
 }

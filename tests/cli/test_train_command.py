@@ -9,7 +9,8 @@ runs `anvil train` with the same command line from that folder and compares:
     reference's float64 value;
   - every other tensor byte for byte with the input, and the output's names, shapes and dtypes with the input's;
   - for LoRA, adapter_config.json key for key with the one the reference wrote as PEFT writes it.
-The bad inputs of cases.json must fail with one line naming the problem. On the simulated Neural Engine, a batch
+The bad inputs of cases.json must fail with one line naming the problem. --save-every / --resume: a resumed run
+equals the uninterrupted one bit for bit. On the simulated Neural Engine, a batch
 repeated for 8 steps: the loss falls, matches the CPU's within fp16 tolerances, and one program is compiled.
 
 Standard library only (the safetensors reader follows the format's description).
@@ -35,6 +36,9 @@ FORMATS = {"F64": "d", "F32": "f", "F16": "e", "I64": "q", "I32": "i"}
 # is rounding noise in both; AdamW's update of such a tensor is about lr per step whatever the noise's size, so
 # those tensors are compared with an absolute tolerance of lr x steps (cases.json's notes).
 STEP_RTOL = 2e-5
+# On the simulated Neural Engine the forward and backward run in fp16 (11-bit significands) over a few layers
+# and steps.
+ANE_RTOL = 2e-2
 WEIGHT_ATOL, WEIGHT_RTOL = 2e-5, 2e-4
 
 
@@ -63,18 +67,36 @@ def is_key_bias(name: str) -> bool:
 
 
 def compare_steps(name, lines, expected_path):
-    expected = [json.loads(line) for line in expected_path.read_text().splitlines()]
-    got = [json.loads(line) for line in lines if line.strip()]
+    """Every step's loss, lr and grad_norm, and every evaluation line (--eval), against the reference's."""
+    expected_all = [json.loads(line) for line in expected_path.read_text().splitlines()]
+    got_all = [json.loads(line) for line in lines if line.strip()]
+    expected = [r for r in expected_all if "loss" in r]
+    got = [r for r in got_all if "loss" in r]
     check(len(got) == len(expected), f"{name}: {len(expected)} steps (got {len(got)})")
+    check([r["step"] for r in got] == [r["step"] for r in expected], f"{name}: steps numbered from 1")
     worst = {"loss": 0.0, "lr": 0.0, "grad_norm": 0.0}
     for g, e in zip(got, expected):
-        check(g["step"] == e["step"], f"{name}: step {e['step']} numbered so")
         for key in worst:
             worst[key] = max(worst[key], abs(g[key] - e[key]) / max(abs(e[key]), 1e-12))
     check(worst["lr"] < 1e-12, f"{name}: every step's lr equals the reference's (rel {worst['lr']:.1e})")
     check(worst["loss"] < STEP_RTOL, f"{name}: loss within {STEP_RTOL} relative (worst {worst['loss']:.1e})")
     check(worst["grad_norm"] < STEP_RTOL,
           f"{name}: grad_norm within {STEP_RTOL} relative (worst {worst['grad_norm']:.1e})")
+    expected_evals = [r for r in expected_all if "eval_loss" in r]
+    got_evals = [r for r in got_all if "eval_loss" in r]
+    if expected_evals or got_evals:
+        check([(r["epoch"], r["step"], sorted(r)) for r in got_evals] ==
+              [(r["epoch"], r["step"], sorted(r)) for r in expected_evals],
+              f"{name}: an evaluation after each epoch ({[(r['epoch'], r['step']) for r in got_evals]})")
+        # Positions in the stream: each evaluation right after its epoch's last step.
+        check([i for i, r in enumerate(got_all) if "eval_loss" in r] ==
+              [i for i, r in enumerate(expected_all) if "eval_loss" in r], f"{name}: evaluations follow their step")
+        for g, e in zip(got_evals, expected_evals):
+            for key in ("eval_loss", "eval_accuracy", "eval_mse"):
+                if key in e:
+                    error = abs(g.get(key, math.inf) - e[key]) / max(abs(e[key]), 1e-12)
+                    check(error < STEP_RTOL if key != "eval_accuracy" else g.get(key) == e[key],
+                          f"{name}: epoch {e['epoch']} {key} {g.get(key)} (reference {e[key]})")
     return got
 
 
@@ -149,10 +171,64 @@ def run_case(case, tmp: pathlib.Path):
     compare_weights(name, out, case)
 
 
+def run_case_on_simulator(case, tmp: pathlib.Path):
+    """The same case on the simulated Neural Engine (fp16 compute, dynamic loss scaling): every step's loss and
+    grad_norm within fp16 tolerances of the float64 reference, and one program per batch shape."""
+    name = case["name"]
+    out = tmp / ("ane_" + name)
+    args = [a.replace("{out}", str(out)) for a in case["args"]]
+    result = cli_support.anvil("train", *args, "--backend", "ane")
+    if result.returncode != 0:
+        check(False, f"{name} (simulator): anvil train ran ({result.stderr.strip()[-400:]})")
+        return
+    expected = [json.loads(line) for line in (CASES / "expected" / name / "steps.jsonl").read_text().splitlines()]
+    expected = [r for r in expected if "loss" in r]
+    got = [r for r in map(json.loads, result.stdout.splitlines()) if "loss" in r]
+    clean = len(got) == len(expected) and not any(r.get("skipped") for r in got)
+    check(clean, f"{name} (simulator): {len(expected)} steps, none skipped by loss scaling "
+          f"({[r['step'] for r in got if r.get('skipped')]} skipped)")
+    if not clean:
+        return
+    loss = max(abs(g["loss"] - e["loss"]) / abs(e["loss"]) for g, e in zip(got, expected))
+    norm = max(abs(g["grad_norm"] - e["grad_norm"]) / abs(e["grad_norm"]) for g, e in zip(got, expected))
+    check(loss < ANE_RTOL and norm < ANE_RTOL,
+          f"{name} (simulator): loss and grad_norm within {ANE_RTOL} of the reference (worst {loss:.1e}, {norm:.1e})")
+
+
 def run_bad(case, tmp: pathlib.Path):
     args = [a.replace("{out}", str(tmp / ("bad_" + case["name"]))) for a in case["args"]]
     result = cli_support.anvil("train", *args, "--backend", "cpu")
     check_error(result, 1, "anvil: error:", case["error"], what=f"bad input {case['name']}")
+
+
+def run_resume(tmp: pathlib.Path):
+    """--save-every and --resume: a run stopped after step 3 and resumed equals the uninterrupted run bit for bit
+    (the step lines and the output file), on the CPU."""
+    base = ["--model", "models/distilbert", "--data", "data/distilbert.jsonl", "--steps", "7", "--batch-size", "5",
+            "--lr", "0.01", "--weight-decay", "0.01", "--warmup-steps", "2", "--max-grad-norm", "1.0", "--seed", "9",
+            "--json", "--backend", "cpu"]
+    whole = cli_support.anvil("train", *base, "--out", tmp / "whole", "--save-every", "3")
+    check(whole.returncode == 0, f"resume: the whole run ({whole.stderr.strip()[-300:]})")
+    if whole.returncode:
+        return
+    check(sorted(p.name for p in (tmp / "whole").iterdir() if p.name.startswith("checkpoint-")) ==
+          ["checkpoint-3", "checkpoint-6"], "resume: --save-every 3 wrote checkpoint-3 and checkpoint-6")
+    part = cli_support.anvil("train", *base, "--out", tmp / "rest", "--resume", tmp / "whole" / "checkpoint-3")
+    check(part.returncode == 0, f"resume: the resumed run ({part.stderr.strip()[-300:]})")
+    if part.returncode:
+        return
+    check(part.stdout.splitlines() == whole.stdout.splitlines()[3:],
+          "resume: steps 4 to 7 print exactly what the whole run printed")
+    check((tmp / "rest" / "model.safetensors").read_bytes() == (tmp / "whole" / "model.safetensors").read_bytes(),
+          "resume: model.safetensors equals the whole run's byte for byte")
+    latest = cli_support.anvil("train", *base, "--out", tmp / "latest", "--resume", tmp / "whole")
+    check(latest.returncode == 0 and latest.stdout.splitlines() == whole.stdout.splitlines()[6:],
+          "resume: an output folder resumes from its latest checkpoint (checkpoint-6: step 7 left)")
+    changed = cli_support.anvil("train", *[a if a != "0.01" else "0.02" for a in base], "--out", tmp / "changed",
+                                "--resume", tmp / "whole" / "checkpoint-3")
+    check_error(changed, 1, "anvil: error:", "--resume", "--lr", what="resume: a changed option is refused by name")
+    nothing = cli_support.anvil("train", *base, "--out", tmp / "none", "--resume", tmp / "rest")
+    check_error(nothing, 1, "anvil: error:", "holds no checkpoint", what="resume: a folder without checkpoints")
 
 
 def run_simulator(tmp: pathlib.Path):
@@ -185,8 +261,11 @@ def main() -> int:
         tmp = pathlib.Path(tmp_name)
         for case in spec["cases"]:
             run_case(case, tmp)
+            if "resnet" not in case["name"]:
+                run_case_on_simulator(case, tmp)
         for case in spec["bad"]:
             run_bad(case, tmp)
+        run_resume(tmp)
         run_simulator(tmp)
     if failures:
         print(f"{len(failures)} check(s) failed")

@@ -12,6 +12,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +26,7 @@ inline constexpr const char* train_usage =
     "                   [--betas B1,B2] [--eps E] [--schedule constant|linear|cosine] [--warmup-steps K]\n"
     "                   [--max-grad-norm X] [--no-shuffle] [--seed S] [--freeze REGEX]...\n"
     "                   [--lora R --lora-alpha A --lora-targets NAME,NAME,...] [--init-adapter ADAPTER_DIR]\n"
+    "                   [--eval EVAL.jsonl] [--save-every N] [--resume OUTDIR|CHECKPOINT]\n"
     "                   [--truncate] [--backend cpu|ane|auto] [--json]\n"
     "\n"
     "Fine-tunes a sequence classifier (BERT, RoBERTa, XLM-R, MPNet, DistilBERT "
@@ -36,7 +39,12 @@ inline constexpr const char* train_usage =
     "AdamW (0.9, 0.999, 1e-8), no weight decay, linear schedule, shuffled with seed 42, no clipping.\n"
     "OUTDIR gets config.json, model.safetensors (the input's tensor names, shapes and dtypes) and the\n"
     "tokenizer files; with --lora, adapter_config.json and adapter_model.safetensors as PEFT saves them.\n"
-    "--json prints one line per step: {\"step\", \"loss\", \"lr\", \"grad_norm\"}.\n";
+    "--json prints one line per step: {\"step\", \"loss\", \"lr\", \"grad_norm\"}, and with --eval one per "
+    "epoch:\n"
+    "{\"epoch\", \"step\", \"eval_loss\", \"eval_accuracy\" or \"eval_mse\"}. --save-every N writes "
+    "OUTDIR/checkpoint-N\n"
+    "(the model, fp32 master weights, optimizer state, where the run stands); --resume continues the latest\n"
+    "checkpoint of OUTDIR (or the one named) bit for bit, given the same options.\n";
 
 namespace detail_train {
 
@@ -70,6 +78,33 @@ inline std::vector<std::string> split(const std::string& text) {
         start = comma + 1;
     }
     return parts;
+}
+
+// --resume's folder: a checkpoint (it holds trainer_state.json), or an output folder whose checkpoint-N with
+// the largest N is taken.
+inline std::filesystem::path checkpoint_folder(const std::filesystem::path& given) {
+    if (std::filesystem::exists(given / "trainer_state.json")) return given;
+    if (!std::filesystem::is_directory(given))
+        throw io_error(detail::message("--resume: ", given.string(), " is not a folder"));
+    std::filesystem::path latest;
+    long long best = -1;
+    for (const auto& entry : std::filesystem::directory_iterator(given)) {
+        const std::string name = entry.path().filename().string();
+        if (name.rfind("checkpoint-", 0) != 0 ||
+            !std::filesystem::exists(entry.path() / "trainer_state.json"))
+            continue;
+        char* end = nullptr;
+        const long long n = std::strtoll(name.c_str() + 11, &end, 10);
+        if (*end == '\0' && n > best) {
+            best = n;
+            latest = entry.path();
+        }
+    }
+    if (best < 0)
+        throw io_error(
+            detail::message("--resume: ", given.string(),
+                            " holds no checkpoint (checkpoint-N/trainer_state.json, from --save-every)"));
+    return latest;
 }
 
 }  // namespace detail_train
@@ -121,14 +156,6 @@ inline int run_train(const std::vector<std::string_view>& argv, const char* argv
     const auto out = args.value("out");
     if (!data) throw usage_error("train: --data TRAIN.jsonl is required");
     if (!out) throw usage_error("train: --out OUTDIR is required");
-    for (const std::string_view later : {"eval", "save-every", "resume"}) {
-        if (args.value(later)) {
-            throw unsupported_error(
-                detail::message("train: --", later,
-                                " is not implemented yet (evaluation sets, checkpoints and "
-                                "resuming come with a later change)"));
-        }
-    }
     o.data = *data;
     o.steps = integer(args, "steps");
     o.epochs = integer(args, "epochs");
@@ -167,11 +194,22 @@ inline int run_train(const std::vector<std::string_view>& argv, const char* argv
     if (args.value("backend").value_or("auto") == "coreml")
         throw usage_error("train: --backend must be cpu, ane or auto (Core ML programs do not train)");
 
+    const auto eval = args.value("eval");
+    const std::optional<std::int64_t> save_every = integer(args, "save-every");
+    if (save_every && *save_every <= 0)
+        throw usage_error("train: --save-every must be a positive number of steps");
+
     const bool as_json = args.flag("json");
     const progress shown;
     shown.say("loading " + o.model.string());
     train::fine_tuning run = train::fine_tuning::load(o);
+    if (const auto resume = args.value("resume")) {
+        const std::filesystem::path from = detail_train::checkpoint_folder(*resume);
+        shown.say("resuming from " + from.string());
+        run.resume(from);
+    }
     const auto started = std::chrono::steady_clock::now();
+    const std::int64_t first = run.steps_done();
     while (run.steps_done() < run.total_steps()) {
         const train::step_result r = run.step();
         if (as_json) {
@@ -186,9 +224,30 @@ inline int run_train(const std::vector<std::string_view>& argv, const char* argv
         } else {
             const double seconds =
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-            shown.say(detail::message("step ", r.step, "/", run.total_steps(), "  loss ", r.loss, "  lr ",
-                                      r.lr, "  ", seconds > 0 ? static_cast<double>(r.step) / seconds : 0.0,
-                                      " steps/s"));
+            shown.say(detail::message(
+                "step ", r.step, "/", run.total_steps(), "  loss ", r.loss, "  lr ", r.lr, "  ",
+                seconds > 0 ? static_cast<double>(r.step - first) / seconds : 0.0, " steps/s"));
+        }
+        if (save_every && run.steps_done() % *save_every == 0)
+            run.save_checkpoint(std::filesystem::path(*out) /
+                                detail::message("checkpoint-", run.steps_done()));
+        if (eval && run.at_epoch_end()) {
+            const train::evaluation e = run.evaluate(*eval);
+            if (as_json) {
+                json::object line;
+                line["epoch"] = run.epochs_done();
+                line["step"] = run.steps_done();
+                line["eval_loss"] = e.loss;
+                if (e.accuracy) line["eval_accuracy"] = *e.accuracy;
+                if (e.mean_squared_error) line["eval_mse"] = *e.mean_squared_error;
+                std::printf("%s\n", json::dump(json::value(std::move(line))).c_str());
+                std::fflush(stdout);
+            } else {
+                std::fprintf(stderr, "\r\033[Kepoch %lld: eval loss %.6g, %s %.6g\n",
+                             static_cast<long long>(run.epochs_done()), e.loss,
+                             e.accuracy ? "accuracy" : "mse",
+                             e.accuracy ? *e.accuracy : e.mean_squared_error.value_or(0.0));
+            }
         }
     }
     run.save(*out);

@@ -12,7 +12,10 @@ sequence or image classifier, with the same command line, so that a test runs bo
 Defaults are the Trainer's: --epochs 3, --batch-size 8, --lr 5e-5, --optimizer adamw, --betas 0.9,0.999,
 --eps 1e-8, --weight-decay 0, --momentum 0, --schedule linear, --warmup-steps 0, --seed 42, no clipping,
 shuffled; LoRA: --lora-alpha 8, --lora-targets PEFT's default for bert/roberta/xlm-roberta (query,value), else
-required. --eval, --save-every, --resume and --backend are accepted and ignored (a note on stderr).
+required. --eval EVAL.jsonl adds after each epoch's last step a line {"epoch", "step", "eval_loss", "eval_accuracy"} (or
+"eval_mse" for regression): the mean loss and the share of examples whose top logit is the label, the model in eval
+mode, in batches of --batch-size in file order. --save-every, --resume and --backend are accepted and ignored (a
+note on stderr).
 
 What it computes, step by step (every rule the C++ side must reproduce):
 
@@ -545,8 +548,9 @@ def make_optimizer(options, named_params, decay_names):
                              foreach=False)
 
 
-def train_loop(options, named_params, decay_names, step_loss, total_steps, after_step=None):
-    """The optimisation loop; step_loss(step) computes one batch's mean loss. Returns the per-step records."""
+def train_loop(options, named_params, decay_names, step_loss, total_steps, after_step=None, after_record=None):
+    """The optimisation loop; step_loss(step) computes one batch's mean loss. Returns the per-step records (and
+    after each the records after_record(step) returns, the evaluations)."""
     params = [p for _, p in named_params]
     optimizer = make_optimizer(options, named_params, decay_names)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -569,6 +573,8 @@ def train_loop(options, named_params, decay_names, step_loss, total_steps, after
         if after_step is not None:
             after_step()
         records.append({"step": step + 1, "loss": float(loss.detach()), "lr": float(lr), "grad_norm": norm})
+        if after_record is not None:
+            records.extend(after_record(step + 1))
     return records
 
 
@@ -787,7 +793,8 @@ def parse_args(argv):
     parser.add_argument("--init-adapter")
     parser.add_argument("--truncate", action="store_true")
     parser.add_argument("--json", action="store_true")
-    for ignored in ("--eval", "--save-every", "--resume", "--backend"):
+    parser.add_argument("--eval")
+    for ignored in ("--save-every", "--resume", "--backend"):
         parser.add_argument(ignored)
     parser.add_argument("--self-check", action="store_true")
     options = parser.parse_args(argv)
@@ -819,7 +826,7 @@ def validate(options):
     if (options.lora_alpha is not None or options.lora_targets is not None) and options.lora is None \
             and options.init_adapter is None:
         raise InputError("--lora-alpha / --lora-targets need --lora R")
-    for ignored in ("eval", "save_every", "resume", "backend"):
+    for ignored in ("save_every", "resume", "backend"):
         if getattr(options, ignored) is not None:
             print(f"{PROG}: note: --{ignored.replace('_', '-')} is ignored by the reference", file=sys.stderr)
     try:
@@ -872,9 +879,39 @@ def run(options, stdout):
             print(f"step {record['step']}/{total}  loss {record['loss']:.6f}  lr {record['lr']:.6g}  "
                   f"grad_norm {record['grad_norm']:.6f}", file=stdout, flush=True)
 
-    records = train_loop(options, named, decay_names, step_loss, total)
+    eval_examples = read_examples(options.eval, m, options.truncate) if options.eval else None
+
+    def evaluation(step):
+        """After each epoch's last step: mean loss and accuracy (or MSE) on --eval, in eval mode, batches in
+        file order."""
+        if eval_examples is None or step % steps_per_epoch != 0:
+            return []
+        m.model.eval()
+        total_loss, hits, squared = 0.0, 0, 0.0
+        with torch.no_grad():
+            for start in range(0, len(eval_examples), options.batch_size):
+                batch = collate(eval_examples[start:start + options.batch_size], m)
+                logits = logits_of(m, batch)
+                total_loss += float(loss_of(m, logits, batch["labels"])) * len(batch["labels"])
+                if m.problem == "regression":
+                    squared += float(((logits.view(-1) - batch["labels"]) ** 2).sum())
+                else:
+                    hits += int((logits.argmax(dim=1) == batch["labels"]).sum())
+        m.model.train()
+        n = len(eval_examples)
+        record = {"epoch": step // steps_per_epoch, "step": step, "eval_loss": total_loss / n}
+        record["eval_mse" if m.problem == "regression" else "eval_accuracy"] = (
+            squared / n if m.problem == "regression" else hits / n)
+        return [record]
+
+    records = train_loop(options, named, decay_names, step_loss, total, after_record=evaluation)
     for record in records:
+        if "eval_loss" in record:
+            if options.json:
+                print(json.dumps(record), file=stdout, flush=True)
+            continue
         report(record)
+    records = [r for r in records if "eval_loss" not in r]
 
     os.makedirs(options.out, exist_ok=True)
     state = m.model.state_dict()

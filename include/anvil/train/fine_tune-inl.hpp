@@ -174,7 +174,10 @@ struct fine_tuning::state {
     // load()'s parts, in order.
     void load_model();
     void record_reads();
-    void read_examples();
+    [[nodiscard]] std::vector<fine_tuning_detail::example> read_examples(const std::filesystem::path& path,
+                                                                         std::string_view flag) const;
+    // The options that shape the run, as a checkpoint records them (flag -> value).
+    [[nodiscard]] json::object run_options() const;
     void set_up_lora();
     void choose_trained();
     void start_training();
@@ -443,12 +446,13 @@ ANVIL_INLINE void fine_tuning::state::record_reads() {
     static_cast<void>(logits(scratch, loader, 1, 1));
 }
 
-ANVIL_INLINE void fine_tuning::state::read_examples() {
+ANVIL_INLINE std::vector<fine_tuning_detail::example> fine_tuning::state::read_examples(
+    const std::filesystem::path& path, std::string_view flag) const {
     using fine_tuning_detail::message;
-    const std::filesystem::path& path = options.data;
-    if (!std::filesystem::exists(path)) throw io_error(message("--data: ", path.string(), " does not exist"));
+    if (!std::filesystem::exists(path)) throw io_error(message(flag, ": ", path.string(), " does not exist"));
     std::ifstream file(path, std::ios::binary);
-    if (!file) throw io_error(message("--data: cannot read ", path.string()));
+    if (!file) throw io_error(message(flag, ": cannot read ", path.string()));
+    std::vector<fine_tuning_detail::example> loaded;
     const std::filesystem::path base = std::filesystem::absolute(path).parent_path();
     std::shared_ptr<const tokenizer> words;
     image_preprocessing preprocessing;
@@ -590,9 +594,10 @@ ANVIL_INLINE void fine_tuning::state::read_examples() {
                 throw format_error(message(where, ": no \"pixels\" or \"image\""));
             }
         }
-        examples.push_back(std::move(e));
+        loaded.push_back(std::move(e));
     }
-    if (examples.empty()) throw format_error(message("--data: ", path.string(), " has no examples"));
+    if (loaded.empty()) throw format_error(message(flag, ": ", path.string(), " has no examples"));
+    return loaded;
 }
 
 ANVIL_INLINE void fine_tuning::state::set_up_lora() {
@@ -883,7 +888,7 @@ ANVIL_INLINE fine_tuning fine_tuning::load(const fine_tune_options& options) {
     s->record_reads();
     s->set_up_lora();
     s->choose_trained();
-    s->read_examples();
+    s->examples = s->read_examples(options.data, "--data");
     s->start_training();
     return fine_tuning(std::move(s));
 }
@@ -1057,6 +1062,205 @@ ANVIL_INLINE void fine_tuning::save(const std::filesystem::path& out) const {
     if (!file)
         throw io_error(anvil::detail::message("cannot write ", (out / "adapter_config.json").string()));
     fine_tuning_detail::copy_auxiliary(s.options.model, out, false);
+}
+
+ANVIL_INLINE bool fine_tuning::at_epoch_end() const noexcept {
+    return state_->epoch >= 0 && state_->cursor >= state_->examples.size();
+}
+
+ANVIL_INLINE std::int64_t fine_tuning::epochs_done() const noexcept {
+    return state_->epoch + (at_epoch_end() ? 1 : 0);
+}
+
+ANVIL_INLINE json::object fine_tuning::state::run_options() const {
+    // What decides the numbers of every step: a resumed run must agree on all of it. Paths as given.
+    const fine_tune_options& o = options;
+    json::object r;
+    const auto text_of = [](double v) { return json::dump(json::value(v)); };
+    r["--model"] = o.model.string();
+    r["--data"] = o.data.string();
+    r["total steps"] = total;
+    r["--batch-size"] = o.batch_size;
+    r["--lr"] = text_of(o.lr);
+    r["--optimizer"] = o.optimizer;
+    r["--momentum"] = text_of(o.momentum);
+    r["--nesterov"] = o.nesterov;
+    r["--weight-decay"] = text_of(o.weight_decay);
+    r["--betas"] = text_of(o.beta1) + "," + text_of(o.beta2);
+    r["--eps"] = text_of(o.eps);
+    r["--schedule"] = std::string(schedule_name(o.schedule));
+    r["--warmup-steps"] = o.warmup_steps;
+    r["--max-grad-norm"] = o.max_grad_norm ? json::value(text_of(*o.max_grad_norm)) : json::value(nullptr);
+    r["--no-shuffle"] = !o.shuffle;
+    r["--seed"] = static_cast<std::int64_t>(o.seed);
+    json::array freeze;
+    for (const std::string& f : o.freeze)
+        freeze.emplace_back(f);
+    r["--freeze"] = std::move(freeze);
+    r["--lora"] = lora ? json::value(rank) : json::value(nullptr);
+    r["--lora-alpha"] = lora ? json::value(text_of(alpha)) : json::value(nullptr);
+    json::array targets;
+    for (const std::string& t : target_list)
+        targets.emplace_back(t);
+    r["--lora-targets"] = target_pattern ? json::value(*target_pattern) : json::value(std::move(targets));
+    r["--init-adapter"] = o.init_adapter.string();
+    r["--truncate"] = o.truncate;
+    const device target = o.compile.target;
+    r["--backend"] = target == device::cpu      ? "cpu"
+                     : target == device::ane    ? "ane"
+                     : target == device::coreml ? "coreml"
+                                                : "auto";
+    return r;
+}
+
+ANVIL_INLINE void fine_tuning::save_checkpoint(const std::filesystem::path& folder) const {
+    const state& s = *state_;
+    save(folder);
+    safetensors_writer master;
+    for (const parameter& p : s.params.parameters())
+        master.add(p.name, std::vector<std::int64_t>(p.value.shape().begin(), p.value.shape().end()),
+                   p.value.values<float>());
+    master.write(folder / "master_weights.safetensors");
+    const optimizer_state o = s.opt->state();
+    safetensors_writer moments;
+    moments.set_metadata("optimizer", o.name);
+    moments.set_metadata("step", std::to_string(o.step));
+    for (const named_tensor& t : o.tensors)
+        moments.add(t.name, std::vector<std::int64_t>(t.tensor.shape().begin(), t.tensor.shape().end()),
+                    t.tensor.values<float>());
+    moments.write(folder / "optimizer.safetensors");
+    const trainer_progress progress = s.runner->progress();
+    json::object where;
+    where["step"] = s.done;
+    where["epoch"] = s.epoch;
+    where["cursor"] = static_cast<std::int64_t>(s.cursor);
+    where["steps_tried"] = progress.steps_tried;
+    where["loss_scale"] = progress.loss_scale;
+    where["clean_steps"] = progress.clean_steps;
+    where["options"] = s.run_options();
+    std::ofstream file(folder / "trainer_state.json", std::ios::binary);
+    file << json::dump(json::value(std::move(where)), 2) << "\n";
+    if (!file)
+        throw io_error(anvil::detail::message("cannot write ", (folder / "trainer_state.json").string()));
+}
+
+ANVIL_INLINE void fine_tuning::resume(const std::filesystem::path& folder) {
+    using fine_tuning_detail::message;
+    state& s = *state_;
+    const std::filesystem::path state_path = folder / "trainer_state.json";
+    if (!std::filesystem::exists(state_path))
+        throw io_error(
+            message("--resume: ", state_path.string(), " does not exist (not a checkpoint folder)"));
+    const json::value saved = json::parse_file(state_path);
+    const json::value* given = saved.is_object() ? saved.find("options") : nullptr;
+    if (given == nullptr || !given->is_object())
+        throw format_error(message("--resume: ", state_path.string(), " has no options"));
+    const json::object now = s.run_options();
+    for (const auto& [key, value] : now) {
+        const json::value* then = given->find(key);
+        if (then == nullptr || *then != value) {
+            throw error(message("--resume: the checkpoint was trained with ", key, " ",
+                                then == nullptr ? std::string("(unset)") : json::dump(*then),
+                                ", this run has ", json::dump(value)));
+        }
+    }
+    const auto integer = [&](std::string_view key) {
+        const json::value* v = saved.find(key);
+        if (v == nullptr || !v->is_integer())
+            throw format_error(message("--resume: ", state_path.string(), ": '", key, "' is missing"));
+        return v->as_int();
+    };
+    const json::value* scale = saved.find("loss_scale");
+    if (scale == nullptr || !scale->is_number())
+        throw format_error(message("--resume: ", state_path.string(), ": 'loss_scale' is missing"));
+    const std::int64_t step = integer("step"), epoch = integer("epoch"), cursor = integer("cursor");
+    if (step < 0 || step > s.total || epoch < -1 || cursor < 0 ||
+        cursor > static_cast<std::int64_t>(s.examples.size()))
+        throw format_error(message("--resume: ", state_path.string(), " is out of range for this run"));
+
+    // The weights: every trained tensor, bit for bit, into the tensors the optimizer shares.
+    const checkpoint master = checkpoint::open(folder / "master_weights.safetensors");
+    for (parameter& p : s.params.parameters()) {
+        const tensor_view* v = master.find(p.name);
+        if (v == nullptr || v->type() != dtype::f32 || dims(v->shape()) != p.value.shape())
+            throw format_error(
+                message("--resume: master_weights.safetensors lacks f32 ", p.name, " ", p.value.shape()));
+        std::memcpy(p.value.raw(), v->bytes().data(), p.value.byte_size());
+    }
+    if (master.size() != s.params.parameters().size())
+        throw format_error(message("--resume: master_weights.safetensors holds ", master.size(),
+                                   " tensors; this run trains ", s.params.parameters().size()));
+    const checkpoint moments = checkpoint::open(folder / "optimizer.safetensors");
+    optimizer_state o;
+    for (const auto& [key, value] : moments.files().front().metadata()) {
+        if (key == "optimizer") o.name = value;
+        if (key == "step") o.step = std::stoll(value);
+    }
+    for (const tensor_view* v : moments.tensors())
+        o.tensors.push_back({v->name(), host_tensor::from(v->to_f32(), dims(v->shape()))});
+    s.opt->load_state(o);
+    s.runner->restore({integer("steps_tried"), scale->as_double(), integer("clean_steps")});
+    s.done = step;
+    s.epoch = epoch;
+    s.cursor = static_cast<std::size_t>(cursor);
+    if (s.epoch >= 0) {  // the order of the epoch under way, as step() made it
+        const std::size_t n = s.examples.size();
+        if (s.options.shuffle) {
+            s.order = numpy_generator(s.options.seed + static_cast<std::uint64_t>(s.epoch)).permutation(n);
+        } else {
+            s.order.resize(n);
+            std::iota(s.order.begin(), s.order.end(), std::size_t{0});
+        }
+    }
+}
+
+ANVIL_INLINE evaluation fine_tuning::evaluate(const std::filesystem::path& data) {
+    state& s = *state_;
+    const std::vector<fine_tuning_detail::example> examples = s.read_examples(data, "--eval");
+    if (!s.text && examples.front().pixels.shape() != s.examples.front().pixels.shape())
+        throw shape_error(anvil::detail::message("--eval: ", data.string(), ": the images are ",
+                                                 examples.front().pixels.shape(), ", the training images ",
+                                                 s.examples.front().pixels.shape()));
+    // collate() reads the state's examples: evaluate with the evaluation set in their place.
+    std::vector<fine_tuning_detail::example> training = std::exchange(s.examples, examples);
+    evaluation result;
+    result.examples = examples.size();
+    double loss = 0.0, hits = 0.0, squared = 0.0;
+    try {
+        const auto batch = static_cast<std::size_t>(s.options.batch_size);
+        std::vector<std::size_t> items;
+        for (std::size_t start = 0; start < examples.size(); start += batch) {
+            items.resize(std::min(batch, examples.size() - start));
+            std::iota(items.begin(), items.end(), start);
+            const step_result r = s.runner->evaluate(s.collate(items));
+            loss += r.loss * static_cast<double>(items.size());
+            const std::vector<float> logits = r.outputs.at(0).to_f32();
+            const auto width = static_cast<std::size_t>(s.labels);
+            for (std::size_t i = 0; i < items.size(); ++i) {
+                const double label = examples[items[i]].label;
+                if (s.regression) {
+                    const double d = static_cast<double>(logits[i]) - label;
+                    squared += d * d;
+                } else {
+                    const auto row = logits.begin() + static_cast<std::ptrdiff_t>(i * width);
+                    const auto top = std::max_element(row, row + static_cast<std::ptrdiff_t>(width)) - row;
+                    hits += static_cast<double>(top) == label ? 1.0 : 0.0;
+                }
+            }
+        }
+    } catch (...) {
+        s.examples = std::move(training);
+        throw;
+    }
+    s.examples = std::move(training);
+    const auto n = static_cast<double>(examples.size());
+    result.loss = loss / n;
+    if (s.regression) {
+        result.mean_squared_error = squared / n;
+    } else {
+        result.accuracy = hits / n;
+    }
+    return result;
 }
 
 ANVIL_INLINE void fine_tune(const fine_tune_options& options, const std::filesystem::path& out,

@@ -66,6 +66,14 @@ struct fine_tune_options {
     compile_options compile = {};
 };
 
+// The loss and accuracy (classification) or mean squared error (regression) on an evaluation set.
+struct evaluation {
+    std::size_t examples = 0;
+    double loss = 0.0;                         // the mean over the examples
+    std::optional<double> accuracy;            // classification: the share whose top logit is the label
+    std::optional<double> mean_squared_error;  // regression
+};
+
 // The fine-tuning of one folder: load() reads and checks the model, the data and the options (every bad input
 // is an anvil::error naming it, before any step); step() trains on the next batch; save() writes the output
 // folder.
@@ -82,8 +90,23 @@ public:
     [[nodiscard]] std::int64_t steps_done() const noexcept;
     // One optimizer step on the next batch.
     step_result step();
+    // Whether the last step finished an epoch, and how many epochs are finished.
+    [[nodiscard]] bool at_epoch_end() const noexcept;
+    [[nodiscard]] std::int64_t epochs_done() const noexcept;
     // Writes the output folder (created if needed): the fine-tuned Hub folder, or the PEFT adapter.
     void save(const std::filesystem::path& out) const;
+
+    // A checkpoint: save()'s folder plus what a resumed run needs — the fp32 master weights
+    // (master_weights.safetensors), the optimizer's state (optimizer.safetensors) and where the run stands
+    // with the options that shape it (trainer_state.json).
+    void save_checkpoint(const std::filesystem::path& folder) const;
+    // Continues from a checkpoint of the same run (same model, data and options: checked, naming the first
+    // difference) exactly as if it had never stopped.
+    void resume(const std::filesystem::path& folder);
+
+    // The loss and accuracy (or MSE) on the examples of a jsonl file of the training data's format, with the
+    // current weights, in batches of the training batch size.
+    [[nodiscard]] evaluation evaluate(const std::filesystem::path& data);
 
     // The trained tensors' names (as the model's checkpoint names them; LoRA's as the model's modules plus
     // ".lora_A.weight" / ".lora_B.weight") and their current fp32 values.

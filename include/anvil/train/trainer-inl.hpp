@@ -48,6 +48,23 @@ ANVIL_INLINE trainer::trainer(parameter_set& params, model_builder build, optimi
     }
 }
 
+ANVIL_INLINE void trainer::restore(const trainer_progress& saved) {
+    if (saved.steps_tried < 0 || saved.clean_steps < 0 || !(saved.loss_scale > 0.0) ||
+        !std::isfinite(saved.loss_scale)) {
+        throw error(
+            anvil::detail::message("trainer: a saved progress needs steps >= 0 and a finite loss scale > 0 "
+                                   "(got ",
+                                   saved.steps_tried, " steps, scale ", saved.loss_scale, ")"));
+    }
+    if (!scaling_ && saved.loss_scale != 1.0) {
+        throw error(anvil::detail::message("trainer: the saved run scaled its loss by ", saved.loss_scale,
+                                           " but this one does not scale it (another backend?)"));
+    }
+    steps_tried_ = saved.steps_tried;
+    scale_ = saved.loss_scale;
+    clean_steps_ = saved.clean_steps;
+}
+
 ANVIL_INLINE trainer::compiled_step& trainer::program_for(std::span<const named_tensor> batch,
                                                           bool with_gradients) {
     using anvil::detail::message;

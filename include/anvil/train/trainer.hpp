@@ -44,9 +44,14 @@ using model_builder = std::function<training_graph(std::span<const io_info> batc
 // Dynamic loss scaling, as torch.cuda.amp.GradScaler: fp16 gradients (the Neural Engine's) underflow to zero
 // when small; the loss's cotangent is `scale` instead of 1, the gradients are divided by it on the host in
 // fp32, and a step whose gradients hold an infinity or NaN is skipped (no update, the schedule does not
-// advance) and halves the scale; `growth_interval` clean steps in a row double it.
+// advance) and halves the scale; `growth_interval` clean steps in a row double it. GradScaler starts at 2^16,
+// which suits a GPU, where the loss and its cotangent stay fp32 until divided by the batch; on the Neural
+// Engine the cotangent itself is an fp16 value (largest 65504), so 2^16 overflowed every first step on the
+// simulator, and 2^15 still skipped the first step of a LoRA fine-tuning whose gradients exceed 2
+// (tests/cli/test_train_command.py). 2^12 lets gradients up to 16 through and still lifts one of 1.5e-8 to
+// fp16's smallest normal number (the Neural Engine flushes subnormals); growth finds larger scales that fit.
 struct loss_scaling {
-    double initial_scale = 65536.0;
+    double initial_scale = 4096.0;
     double growth_factor = 2.0;
     double backoff_factor = 0.5;
     std::int64_t growth_interval = 2000;
@@ -72,6 +77,14 @@ struct step_result {
     std::vector<host_tensor> outputs;
 };
 
+// Where a trainer stands besides its optimizer's state and the weights: what a checkpoint saves so that a
+// resumed run continues exactly.
+struct trainer_progress {
+    std::int64_t steps_tried = 0;  // steps run, skipped ones included
+    double loss_scale = 1.0;       // the scale the next step uses (1 without scaling)
+    std::int64_t clean_steps = 0;  // finite steps since the scale last changed
+};
+
 class trainer {
 public:
     // `params` holds every trainable tensor; the optimizer updates the ones it was given (its parameters
@@ -93,6 +106,9 @@ public:
     [[nodiscard]] const lr_schedule& schedule() const noexcept { return schedule_; }
     // The loss scale the next step uses (1 without scaling).
     [[nodiscard]] double loss_scale() const noexcept { return scale_; }
+    [[nodiscard]] trainer_progress progress() const noexcept { return {steps_tried_, scale_, clean_steps_}; }
+    // Continues from a saved progress (with the optimizer's state and the weights restored by the caller).
+    void restore(const trainer_progress& saved);
 
 private:
     struct compiled_step {
