@@ -8,7 +8,13 @@ runs `anvil train` with the same command line from that folder and compares:
   - every trained tensor of the output (model.safetensors, or PEFT's adapter_model.safetensors) with the
     reference's float64 value;
   - every other tensor byte for byte with the input, and the output's names, shapes and dtypes with the input's;
+  - a ResNet's BatchNorm statistics (BatchNorm in train mode): running_mean / running_var with the reference's
+    float64 values, num_batches_tracked (I64) exactly the input's + the steps;
   - for LoRA, adapter_config.json key for key with the one the reference wrote as PEFT writes it.
+Two variants of resnet_batchnorm need no reference of their own: the same folder under torchvision's names with a
+timm config.json (the reference's values renamed), and --freeze on BatchNorm buffers (frozen buffers written back
+byte for byte, the rest as the reference has them: a buffer is not read by the train-mode forward, so freezing
+one changes nothing else).
 The bad inputs of cases.json must fail with one line naming the problem. On the simulated Neural Engine, a batch
 repeated for 8 steps: the loss falls, matches the CPU's within fp16 tolerances, and one program is compiled.
 
@@ -18,6 +24,8 @@ import json
 import math
 import os
 import pathlib
+import re
+import shutil
 import struct
 import sys
 import tempfile
@@ -52,6 +60,17 @@ def read_safetensors(path: pathlib.Path):
     return tensors, metadata
 
 
+def write_safetensors(path: pathlib.Path, tensors, metadata):
+    """name -> (dtype, shape, raw bytes), in the order given, as safetensors lays them out."""
+    header, offset = {"__metadata__": metadata}, 0
+    for name, (dtype, shape, raw) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(raw)]}
+        offset += len(raw)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    path.write_bytes(struct.pack("<Q", len(text)) + text + b"".join(raw for _, _, raw in tensors.values()))
+
+
 def values(entry):
     dtype, shape, raw = entry
     code = FORMATS[dtype]
@@ -84,15 +103,29 @@ def lr_sum(args):
     return lr * steps
 
 
-def compare_weights(name, out: pathlib.Path, case):
+def is_running_statistic(name: str) -> bool:
+    return name.endswith((".running_mean", ".running_var"))
+
+
+def compare_weights(name, out: pathlib.Path, case, expected=None, model=None, rename=lambda n: n, freeze=()):
+    """`expected`: the case whose reference the output must match (this one's by default); `rename` maps its
+    names to the output's; `freeze`: --freeze regexes that keep BatchNorm buffers as stored."""
     args = case["args"]
-    model = CASES / args[args.index("--model") + 1]
-    reference, _ = read_safetensors(CASES / "expected" / name / "reference_weights_f64.safetensors")
+    expected = expected or name
+    model = model or CASES / args[args.index("--model") + 1]
+    reference, _ = read_safetensors(CASES / "expected" / expected / "reference_weights_f64.safetensors")
+    reference = {rename(k): v for k, v in reference.items()}
     source, _ = read_safetensors(model / "model.safetensors")
-    lora = (CASES / "expected" / name / "adapter_config.json").exists()
+    steps = len((CASES / "expected" / expected / "steps.jsonl").read_text().splitlines())
+    frozen = [t for t in source if any(re.search(r, t) for r in freeze)]
+    reference = {k: v for k, v in reference.items() if k not in frozen}
+    lora = (CASES / "expected" / expected / "adapter_config.json").exists()
     written, metadata = read_safetensors(out / ("adapter_model.safetensors" if lora else "model.safetensors"))
     check(metadata == {"format": "pt"}, f"{name}: metadata {{'format': 'pt'}} as Hugging Face writes it")
-    worst, worst_name, worst_diff, worst_key_bias = 0.0, "", 0.0, 0.0
+    # [trained tensors, running statistics]: the share of the allowed difference used (at most 1 passes), where,
+    # the largest difference, how many.
+    worst = [[0.0, "", 0.0, 0], [0.0, "", 0.0, 0]]
+    worst_key_bias = 0.0
     for tensor, entry in reference.items():
         if tensor not in written:
             check(False, f"{name}: the output has the trained tensor {tensor}")
@@ -104,19 +137,25 @@ def compare_weights(name, out: pathlib.Path, case):
         if is_key_bias(tensor):
             worst_key_bias = max(worst_key_bias, max(abs(a - b) for a, b in zip(got, want)))
             continue
-        # The share of the allowed difference used: at most 1 passes.
+        bucket = worst[is_running_statistic(tensor)]
         ratio = max(abs(a - b) / (WEIGHT_ATOL + WEIGHT_RTOL * abs(b)) for a, b in zip(got, want))
-        worst_diff = max(worst_diff, max(abs(a - b) for a, b in zip(got, want)))
-        if ratio > worst:
-            worst, worst_name = ratio, tensor
-    check(worst <= 1.0, f"{name}: {len(reference)} trained tensors within {WEIGHT_ATOL} + {WEIGHT_RTOL} x "
-          f"|reference| of the float64 reference (largest difference {worst_diff:.1e}; {worst:.2f} of the "
-          f"tolerance, in {worst_name})")
+        bucket[2] = max(bucket[2], max(abs(a - b) for a, b in zip(got, want)))
+        bucket[3] += 1
+        if ratio > bucket[0]:
+            bucket[0], bucket[1] = ratio, tensor
+    trained, statistics = worst
+    check(trained[0] <= 1.0, f"{name}: {trained[3]} trained tensors within {WEIGHT_ATOL} + {WEIGHT_RTOL} x "
+          f"|reference| of the float64 reference (largest difference {trained[2]:.1e}; {trained[0]:.2f} of the "
+          f"tolerance, in {trained[1]})")
+    if statistics[3]:
+        check(statistics[0] <= 1.0, f"{name}: {statistics[3]} BatchNorm running_mean / running_var within "
+              f"{WEIGHT_ATOL} + {WEIGHT_RTOL} x |reference| of the float64 reference (largest difference "
+              f"{statistics[2]:.1e}; {statistics[0]:.2f} of the tolerance, in {statistics[1]})")
     bound = 2 * lr_sum(args)
     check(worst_key_bias <= bound, f"{name}: attention key biases (zero gradient in exact arithmetic) moved at "
           f"most 2 x lr x steps ({worst_key_bias:.1e} <= {bound:.1e})")
     if lora:
-        want_config = json.loads((CASES / "expected" / name / "adapter_config.json").read_text())
+        want_config = json.loads((CASES / "expected" / expected / "adapter_config.json").read_text())
         got_config = json.loads((out / "adapter_config.json").read_text())
         check(got_config == want_config, f"{name}: adapter_config.json as PEFT writes it "
               f"(differs in {sorted(k for k in want_config if got_config.get(k) != want_config[k])})")
@@ -128,8 +167,18 @@ def compare_weights(name, out: pathlib.Path, case):
     check(sorted(written) == sorted(source), f"{name}: model.safetensors has exactly the input's tensor names")
     same_types = all(written[t][:2] == source[t][:2] for t in source if t in written)
     check(same_types, f"{name}: every tensor keeps its dtype and shape")
-    changed = [t for t in source if t not in reference and t in written and written[t] != source[t]]
-    check(not changed, f"{name}: every tensor not trained is byte for byte the input's ({changed[:3]})")
+    counters = [t for t in source if t.endswith(".num_batches_tracked") and t not in frozen]
+    if counters:
+        def counted(t):
+            return values(written[t])[0] if t in written and written[t][0] == "I64" else None
+        wrong = [t for t in counters if counted(t) != values(source[t])[0] + steps]
+        check(not wrong, f"{name}: {len(counters)} num_batches_tracked I64 = the input's + {steps} steps "
+              f"({values(source[counters[0]])[0]} -> {counted(counters[0])}"
+              f"{'; wrong: ' + ', '.join(wrong[:3]) if wrong else ''})")
+    changed = [t for t in source if t not in reference and t not in counters and t in written
+               and written[t] != source[t]]
+    check(not changed, f"{name}: every tensor not trained or updated is byte for byte the input's "
+          f"({len(frozen)} frozen buffers among them) ({changed[:3]})")
     check((out / "config.json").read_bytes() == (model / "config.json").read_bytes(), f"{name}: config.json copied")
 
 
@@ -138,15 +187,56 @@ def run_case(case, tmp: pathlib.Path):
     out = tmp / name
     args = [a.replace("{out}", str(out)) for a in case["args"]]
     result = cli_support.anvil("train", *args, "--backend", "cpu")
-    if "resnet" in name:
-        # BatchNorm in train mode is not built yet: the command must say so, not train something else.
-        check_error(result, 1, "anvil: error:", "ResNet", "BatchNorm", what=f"{name}: refused by name")
-        return
     if result.returncode != 0:
         check(False, f"{name}: anvil train ran ({result.stderr.strip()[-400:]})")
         return
     compare_steps(name, result.stdout.splitlines(), CASES / "expected" / name / "steps.jsonl")
     compare_weights(name, out, case)
+
+
+def torchvision_name(name: str) -> str:
+    """A Hugging Face ResNetForImageClassification tensor name as torchvision's (and timm's) ResNet names it."""
+    name = name.replace("resnet.embedder.embedder.convolution", "conv1")
+    name = name.replace("resnet.embedder.embedder.normalization", "bn1").replace("classifier.1.", "fc.")
+    block = re.match(r"resnet\.encoder\.stages\.(\d+)\.layers\.(\d+)\.(.*)", name)
+    if not block:
+        return name
+    stage, index, rest = block.groups()
+    rest = re.sub(r"layer\.(\d+)\.convolution", lambda m: f"conv{int(m.group(1)) + 1}", rest)
+    rest = re.sub(r"layer\.(\d+)\.normalization", lambda m: f"bn{int(m.group(1)) + 1}", rest)
+    rest = rest.replace("shortcut.convolution", "downsample.0").replace("shortcut.normalization", "downsample.1")
+    return f"layer{int(stage) + 1}.{index}.{rest}"
+
+
+def run_resnet_variants(spec, tmp: pathlib.Path):
+    """resnet_batchnorm again, checked against its reference: (1) the folder under torchvision's names with a
+    timm config.json (the architecture read from the tensors, the head "fc"); (2) --freeze on BatchNorm buffers."""
+    case = next(c for c in spec["cases"] if c["name"] == "resnet_batchnorm")
+    args = case["args"]
+    model = tmp / "models" / "timm_resnet"
+    model.mkdir(parents=True)
+    tensors, metadata = read_safetensors(CASES / "models" / "resnet" / "model.safetensors")
+    write_safetensors(model / "model.safetensors", {torchvision_name(k): v for k, v in tensors.items()}, metadata)
+    (model / "config.json").write_text(json.dumps({"architecture": "resnet18", "num_classes": 3,
+                                                   "num_features": 16}, indent=2))
+    timm_args = list(args)
+    timm_args[args.index("--model") + 1] = str(model)
+    for name, given, extra, options in (
+            ("resnet_batchnorm_timm", timm_args, [], {"model": model, "rename": torchvision_name}),
+            ("resnet_batchnorm_freeze_buffers", args,
+             ["--freeze", r"running_var$", "--freeze", r"^resnet\.embedder\..*num_batches_tracked$"],
+             {"freeze": (r"running_var$", r"^resnet\.embedder\..*num_batches_tracked$")})):
+        out = tmp / name
+        result = cli_support.anvil("train", *[a.replace("{out}", str(out)) for a in given], *extra, "--backend",
+                                   "cpu")
+        if result.returncode != 0:
+            check(False, f"{name}: anvil train ran ({result.stderr.strip()[-400:]})")
+            continue
+        compare_steps(name, result.stdout.splitlines(), CASES / "expected" / "resnet_batchnorm" / "steps.jsonl")
+        compare_weights(name, out, case, expected="resnet_batchnorm", **options)
+    lora = cli_support.anvil("train", *[a.replace("{out}", str(tmp / "resnet_lora")) for a in args], "--lora", "2",
+                             "--lora-targets", "classifier.1", "--backend", "cpu")
+    check_error(lora, 1, "anvil: error:", "LoRA on a ResNet is not supported", what="resnet --lora: refused")
 
 
 def run_bad(case, tmp: pathlib.Path):
@@ -185,6 +275,7 @@ def main() -> int:
         tmp = pathlib.Path(tmp_name)
         for case in spec["cases"]:
             run_case(case, tmp)
+        run_resnet_variants(spec, tmp)
         for case in spec["bad"]:
             run_bad(case, tmp)
         run_simulator(tmp)
