@@ -13,13 +13,30 @@
 #include <string>
 #include <vector>
 
-namespace {
+namespace fine_tune_test {
 
 std::filesystem::path cases_folder() {
     return std::filesystem::path(ANVIL_TEST_DATA_DIR) / "train" / "cases";
 }
 
-}  // namespace
+void write_text(const std::filesystem::path& path, const std::string& text) {
+    std::ofstream file(path, std::ios::binary);
+    file << text;
+    REQUIRE(file.good());
+}
+
+// One step at lr 0 on a one-line jsonl: the loss of that example under the folder's weights.
+double loss_of(const std::filesystem::path& model, const std::filesystem::path& data) {
+    anvil::train::fine_tune_options o;
+    o.model = model;
+    o.data = data;
+    o.steps = 1;
+    o.lr = 0.0;
+    o.compile.target = anvil::device::cpu;
+    return anvil::train::fine_tuning::load(o).step().loss;
+}
+
+}  // namespace fine_tune_test
 
 TEST_CASE(
     "numpy_generator: default_rng(seed) permutations, uniforms and raw draws as numpy 1.24 gives them") {
@@ -86,7 +103,7 @@ TEST_CASE("hf_decays: the Trainer's decay groups by name") {
 
 TEST_CASE("weight_loader substitute: a recipe reads what the substitute gives, with each tensor's role") {
     const auto weights = std::make_shared<const anvil::checkpoint>(
-        anvil::checkpoint::open(cases_folder() / "models" / "bert"));
+        anvil::checkpoint::open(fine_tune_test::cases_folder() / "models" / "bert"));
     anvil::graph g;
     std::vector<std::string> linear, other;
     anvil::models::weight_loader loader(
@@ -110,7 +127,7 @@ TEST_CASE("weight_loader substitute: a recipe reads what the substitute gives, w
 }
 
 TEST_CASE("fine_tuning: the library API trains a BERT classifier and names bad options") {
-    const auto folder = cases_folder();
+    const auto folder = fine_tune_test::cases_folder();
     anvil::train::fine_tune_options o;
     o.model = folder / "models" / "bert";
     o.data = folder / "data" / "bert.jsonl";
@@ -161,17 +178,18 @@ TEST_CASE("fine_tuning: the library API trains a BERT classifier and names bad o
 }
 
 TEST_CASE("fine_tuning: the text and image line forms feed what the tokenizer and the preprocessing make") {
-    const temporary_folder scratch("anvil-fine-tune");
+    const anvil_test::temporary_folder scratch("anvil-fine-tune");
     SUBCASE("{\"text\", \"text_pair\"} through the folder's vocab.txt equals the ids it encodes to") {
         const auto model = scratch.path / "bert";
         std::filesystem::create_directories(model);
         for (const char* file : {"config.json", "model.safetensors"})
-            std::filesystem::copy_file(cases_folder() / "models" / "bert" / file, model / file);
+            std::filesystem::copy_file(fine_tune_test::cases_folder() / "models" / "bert" / file,
+                                       model / file);
         // A WordPiece vocabulary of the fixture's 100 ids: the specials, then words and letters.
         std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\ncat\nsat\non\nmat\na\ndog\n##s\n";
         for (int i = 13; i < 100; ++i)
             vocab += "w" + std::to_string(i) + "\n";
-        write_text(model / "vocab.txt", vocab);
+        fine_tune_test::write_text(model / "vocab.txt", vocab);
         const anvil::tokenizer words = anvil::tokenizer::load(model);
         const anvil::encoding e = words.encode_pair("The cat sat", "a dogs on the mat");
         REQUIRE(e.ids.size() > 8);
@@ -180,25 +198,29 @@ TEST_CASE("fine_tuning: the text and image line forms feed what the tokenizer an
             ids += (i ? ", " : "") + std::to_string(e.ids[i]);
             types += (i ? ", " : "") + std::to_string(e.type_ids[i]);
         }
-        write_text(scratch.path / "text.jsonl",
-                   "{\"text\": \"The cat sat\", \"text_pair\": \"a dogs on the mat\", "
-                   "\"label\": 2}\n");
-        write_text(scratch.path / "ids.jsonl",
-                   "{\"ids\": [" + ids + "], \"type_ids\": [" + types + "], \"label\": 2}\n");
-        CHECK(loss_of(model, scratch.path / "text.jsonl") == loss_of(model, scratch.path / "ids.jsonl"));
-        write_text(scratch.path / "no_tokenizer.jsonl", "{\"text\": \"the cat\", \"label\": 0}\n");
-        CHECK_THROWS_WITH_AS(static_cast<void>(loss_of(cases_folder() / "models" / "bert",
-                                                       scratch.path / "no_tokenizer.jsonl")),
-                             doctest::Contains("needs the model folder's tokenizer"), anvil::error);
+        fine_tune_test::write_text(scratch.path / "text.jsonl",
+                                   "{\"text\": \"The cat sat\", \"text_pair\": \"a dogs on the mat\", "
+                                   "\"label\": 2}\n");
+        fine_tune_test::write_text(scratch.path / "ids.jsonl",
+                                   "{\"ids\": [" + ids + "], \"type_ids\": [" + types + "], \"label\": 2}\n");
+        CHECK(fine_tune_test::loss_of(model, scratch.path / "text.jsonl") ==
+              fine_tune_test::loss_of(model, scratch.path / "ids.jsonl"));
+        fine_tune_test::write_text(scratch.path / "no_tokenizer.jsonl",
+                                   "{\"text\": \"the cat\", \"label\": 0}\n");
+        CHECK_THROWS_WITH_AS(
+            static_cast<void>(fine_tune_test::loss_of(fine_tune_test::cases_folder() / "models" / "bert",
+                                                      scratch.path / "no_tokenizer.jsonl")),
+            doctest::Contains("needs the model folder's tokenizer"), anvil::error);
     }
     SUBCASE("{\"image\"} through preprocessor_config.json equals the pixels it preprocesses to") {
         const auto model = scratch.path / "vit";
         std::filesystem::create_directories(model);
         for (const char* file : {"config.json", "model.safetensors"})
-            std::filesystem::copy_file(cases_folder() / "models" / "vit" / file, model / file);
-        write_text(
+            std::filesystem::copy_file(fine_tune_test::cases_folder() / "models" / "vit" / file,
+                                       model / file);
+        fine_tune_test::write_text(
             model / "preprocessor_config.json",
-            R"({"do_resize": true, "size": {"height": 8, "width": 8}, "resample": 2, "do_rescale": true,
+            R"({"image_processor_type": "ViTImageProcessor", "do_resize": true, "size": {"height": 8, "width": 8}, "resample": 2, "do_rescale": true,
                        "rescale_factor": 0.00392156862745098, "do_normalize": true,
                        "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]})");
         const auto picture = std::filesystem::path(ANVIL_TEST_DATA_DIR) / "images" / "chelsea.png";
@@ -208,8 +230,11 @@ TEST_CASE("fine_tuning: the text and image line forms feed what the tokenizer an
         anvil::npy::write(scratch.path / "chelsea.npy", anvil::dtype::f32,
                           std::span<const std::int64_t>(pixels.shape().begin(), pixels.shape().end()),
                           pixels.raw());
-        write_text(scratch.path / "image.jsonl", "{\"image\": \"" + picture.string() + "\", \"label\": 1}\n");
-        write_text(scratch.path / "pixels.jsonl", "{\"pixels\": \"chelsea.npy\", \"label\": 1}\n");
-        CHECK(loss_of(model, scratch.path / "image.jsonl") == loss_of(model, scratch.path / "pixels.jsonl"));
+        fine_tune_test::write_text(scratch.path / "image.jsonl",
+                                   "{\"image\": \"" + picture.string() + "\", \"label\": 1}\n");
+        fine_tune_test::write_text(scratch.path / "pixels.jsonl",
+                                   "{\"pixels\": \"chelsea.npy\", \"label\": 1}\n");
+        CHECK(fine_tune_test::loss_of(model, scratch.path / "image.jsonl") ==
+              fine_tune_test::loss_of(model, scratch.path / "pixels.jsonl"));
     }
 }

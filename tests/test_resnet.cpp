@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -450,6 +451,64 @@ TEST_CASE("resnet: pixels of the wrong rank, channels or type") {
         static_cast<void>(model.logits(anvil::host_tensor(anvil::dtype::f16, anvil::dims{1, 3, 8, 8}))),
         doctest::Contains("resnet: pixels must be f32, got f16"), anvil::type_error);
     CHECK(model.compiled_programs() == 0);
+}
+
+TEST_CASE(
+    "resnet: train mode normalises with the batch's statistics, which as running ones give the same logits") {
+    // The train-mode forward (what `anvil train` differentiates; tests/cli/test_train_command.py compares its
+    // training with PyTorch's in float64) returns every BatchNorm's batch mean and biased variance. Written
+    // into a copy of the checkpoint as its running statistics, they make the inference path, with every
+    // BatchNorm folded, compute the same logits on the same batch: the two forwards share one layout (a V1
+    // bottleneck with GELU here).
+    const std::string folder_name = data("hf_bottleneck");
+    const auto weights = std::make_shared<const anvil::checkpoint>(anvil::checkpoint::open(folder_name));
+    const auto layout = anvil::detail::read_resnet_layout(*weights, folder_name);
+    const auto pixels = anvil_test::load_npy(data("inputs_a.npy"));  // [2, 3, 40, 36]
+    anvil::graph g;
+    anvil::models::weight_loader loader(g, weights);
+    const auto pass =
+        anvil::models::resnet_train_forward(loader, layout, g.input<float>("pixels", pixels.shape()));
+    std::size_t norms = 1;
+    for (const auto& block : layout.blocks)
+        norms += block.layers.size() + (block.projection ? 1 : 0);
+    REQUIRE(pass.statistics.size() == norms);
+    CHECK(pass.statistics.front().norm == "resnet.embedder.embedder.normalization");
+    CHECK(pass.statistics.front().count == 2 * 20 * 18);
+    std::vector<anvil::value> outputs{pass.logits.value()};
+    for (const auto& statistics : pass.statistics) {
+        outputs.push_back(statistics.mean.value());
+        outputs.push_back(statistics.variance.value());
+    }
+    anvil::program program = anvil::compile(outputs);
+    const std::vector<anvil::host_tensor> results = program.run({{"pixels", pixels}});
+
+    std::map<std::string, std::vector<float>> running;
+    for (std::size_t i = 0; i < pass.statistics.size(); ++i) {
+        running[pass.statistics[i].norm + ".running_mean"] = results[1 + 2 * i].to_f32();
+        running[pass.statistics[i].norm + ".running_var"] = results[2 + 2 * i].to_f32();
+    }
+    temporary_folder folder;
+    copy_checkpoint("hf_bottleneck", folder.path, [&](const anvil::tensor_view& view, auto& writer) {
+        const auto found = running.find(view.name());
+        if (found == running.end()) return true;
+        writer.add(view.name(), std::vector<std::int64_t>{static_cast<std::int64_t>(found->second.size())},
+                   found->second);
+        return false;
+    });
+    std::filesystem::copy_file(data("hf_bottleneck/config.json"), folder.path / "config.json");
+    auto folded = resnet::load(folder.path, cpu());
+    const double error = anvil_test::max_relative_error(folded.logits(pixels), results[0]);
+    MESSAGE("train mode vs its statistics folded: max relative error " << error);
+    CHECK(error < 1e-4);
+
+    // One value per channel has no unbiased variance: refused, as PyTorch refuses it.
+    anvil::graph tiny;
+    anvil::models::weight_loader tiny_loader(tiny, weights);
+    CHECK_THROWS_WITH_AS(
+        static_cast<void>(anvil::models::resnet_train_forward(
+            tiny_loader, layout, tiny.input<float>("pixels", anvil::dims{1, 3, 8, 8}))),
+        doctest::Contains("in train mode needs more than 1 value per channel, got input size [1, "),
+        anvil::shape_error);
 }
 
 }  // namespace test_resnet

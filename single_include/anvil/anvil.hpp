@@ -9215,6 +9215,28 @@ struct norm_layer {
 
 [[nodiscard]] tensor<float> apply(const norm_layer& norm, const tensor<float>& x);
 
+// One BatchNorm's statistics over a batch in train mode: the per-channel mean and biased variance [C] over N,
+// H and W, and that count N H W, which the running variance's unbiased update (var * m / (m - 1)) needs.
+struct batch_norm_statistics {
+    std::string norm;  // the BatchNorm's prefix: <norm>.running_mean, .running_var, .num_batches_tracked
+    tensor<float> mean;
+    tensor<float> variance;
+    std::int64_t count = 0;
+};
+
+struct batch_norm_pass {
+    tensor<float> output;
+    batch_norm_statistics statistics;
+};
+
+// nn.BatchNorm2d in train mode over x [N, C, H, W], from differentiable primitives so that the gradients
+// flow through the batch statistics too: (x - mean) / sqrt(var + epsilon) * weight + bias with the batch's
+// per-channel mean and biased variance, `<norm>.weight` and `.bias` [C] read through `weights`. The running
+// statistics are neither read nor changed: the caller updates them from the returned ones. Fewer than two
+// values per channel is an anvil::shape_error, as PyTorch refuses it (no unbiased variance).
+[[nodiscard]] batch_norm_pass train_mode_batch_norm(weight_loader& weights, const std::string& norm,
+                                                    const tensor<float>& x, double epsilon);
+
 // Multi-head self-attention with separate query, key, value and output projections; kv_heads < heads is
 // grouped-query attention.
 struct attention_layer {
@@ -11091,10 +11113,12 @@ private:
 // global average pool and a linear classifier. Each stage but the first halves the resolution in its first
 // block, on the 3x3 (or, with Hugging Face's downsample_in_bottleneck, on the first 1x1); a block whose input
 // and output differ in channels or resolution adds a 1x1 projection of its input instead of the input itself.
-// Every BatchNorm is folded into its convolution at load (batch_norm_folding.hpp).
+// For inference every BatchNorm is folded into its convolution at load (batch_norm_folding.hpp); training
+// runs them in train mode on the same layout (resnet_train_forward).
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -11175,6 +11199,9 @@ struct resnet_config {
     bool downsample_in_bottleneck = false;   // a bottleneck strides on its first 1x1 (V1), not its 3x3 (V1.5)
     activation act = activation::relu;       // hidden_act: after the stem and each residual sum
     std::int64_t classes = 1000;             // the classifier's outputs
+    // nn.BatchNorm2d's default, which Hugging Face's and torchvision's ResNets keep (neither config names
+    // it).
+    double batch_norm_eps = batch_norm_default_eps;
 };
 
 }  // namespace anvil::models
@@ -11197,10 +11224,15 @@ struct resnet_names {
     [[nodiscard]] std::string classifier() const { return huggingface ? "classifier.1" : "fc"; }
 };
 
-// A convolution with its BatchNorm folded in, and how it slides.
+// A convolution of the network and the BatchNorm after it: both by checkpoint name, the weight's shape and
+// how it slides. For inference `folded` holds the BatchNorm folded into the convolution
+// (fold_resnet_convolution); training reads the tensors by name through a weight_loader instead and leaves it
+// empty.
 struct resnet_convolution {
     models::folded_convolution folded;
-    std::string label;  // the checkpoint's weight name, for dumps and errors
+    std::string label;  // the convolution's weight name (also the folded constants' name in dumps)
+    std::string norm;   // the BatchNorm's prefix: <norm>.weight, .bias, .running_mean, .running_var
+    dims shape;         // the weight's [out, in / groups, kh, kw]
     std::int64_t stride = 1;
     std::int64_t padding = 0;
     std::int64_t groups = 1;
@@ -11211,15 +11243,19 @@ struct resnet_block {
     std::optional<resnet_convolution> projection;  // the shortcut; the identity when absent
 };
 
-struct resnet_network {
-    std::shared_ptr<const checkpoint> weights;  // the classifier's constants point into it
+// A folder's network as its tensor names and config.json describe it: the naming, the architecture, every
+// convolution with its BatchNorm (nothing folded yet) and the class labels.
+struct resnet_layout {
     resnet_names names;
-    std::int64_t channels = 3;
-    std::int64_t classes = 0;
-    std::int64_t features = 0;  // the last stage's width, the classifier's input
-    models::activation act = models::activation::relu;
+    models::resnet_config config;
     resnet_convolution stem;
     std::vector<resnet_block> blocks;
+    std::vector<std::string> labels;
+};
+
+struct resnet_network {
+    std::shared_ptr<const checkpoint> weights;  // the classifier's constants point into it
+    resnet_layout layout;                       // every convolution folded
 };
 
 // Extent `axis` of a tensor the architecture is read from; its rank must be `rank`.
@@ -11235,17 +11271,35 @@ void infer_resnet_architecture(const checkpoint& weights, const resnet_names& na
 void read_resnet_config(const models::config_reader& config, const checkpoint& weights,
                         const resnet_names& names, models::resnet_config& c);
 
-[[nodiscard]] resnet_convolution load_resnet_convolution(const checkpoint& weights, std::string weight,
-                                                         const std::string& norm, const dims& shape,
-                                                         std::int64_t stride, std::int64_t groups = 1);
+[[nodiscard]] resnet_convolution describe_resnet_convolution(std::string weight, std::string norm,
+                                                             const dims& shape, std::int64_t stride,
+                                                             std::int64_t groups = 1);
 
-// Every block's folded convolutions, with the shapes the config implies checked tensor by tensor.
-[[nodiscard]] std::vector<resnet_block> load_resnet_blocks(const checkpoint& weights,
-                                                           const resnet_names& names,
-                                                           const models::resnet_config& c);
+// Every block's convolutions and norms by name, with the strides and groups the config implies; a block whose
+// shortcut needs a projection the checkpoint lacks is refused.
+[[nodiscard]] std::vector<resnet_block> describe_resnet_blocks(const checkpoint& weights,
+                                                               const resnet_names& names,
+                                                               const models::resnet_config& c);
+
+// The layout of the ResNet `weights` holds, with config.json beside `folder` (a folder or one .safetensors
+// file) where there is one: the naming recognised, the architecture from config.json (Hugging Face) or from
+// the tensors (torchvision, timm), the classifier's rows checked against timm's num_classes.
+[[nodiscard]] resnet_layout read_resnet_layout(const checkpoint& weights,
+                                               const std::filesystem::path& folder);
+
+// Folds the convolution's BatchNorm into it, every tensor checked against the layout's shapes.
+void fold_resnet_convolution(const checkpoint& weights, resnet_convolution& conv, double eps);
 
 [[nodiscard]] tensor<float> apply_resnet_convolution(graph& g, const resnet_convolution& conv,
                                                      const tensor<float>& x);
+
+// One convolution of the layout and its BatchNorm applied to x: folded (inference) or in train mode.
+using resnet_convolve = std::function<tensor<float>(const resnet_convolution& conv, const tensor<float>& x)>;
+
+// pixels [N, C, H, W] -> logits [N, classes]: the stem, the max pool, the residual blocks (each convolution
+// with its BatchNorm through `convolve`), the global average pool, and the classifier read through `weights`.
+[[nodiscard]] tensor<float> resnet_logits(models::weight_loader& weights, const resnet_layout& layout,
+                                          const tensor<float>& pixels, const resnet_convolve& convolve);
 
 // The graph for pixels [N, C, H, W] (key {N, H, W}): logits [N, classes].
 [[nodiscard]] std::vector<value> build_resnet(graph& g, const resnet_network& net,
@@ -11254,6 +11308,19 @@ void read_resnet_config(const models::config_reader& config, const checkpoint& w
 }  // namespace anvil::detail
 
 namespace anvil::models {
+
+// A ResNet's forward pass in train mode (nn.Module.train()), as fine-tuning runs it: the convolutions,
+// BatchNorm weights and biases and the classifier read through `weights` (whose substitute makes the trained
+// ones program inputs), every BatchNorm normalising with its batch's statistics (train_mode_batch_norm), and
+// those statistics returned as graph values so that the caller can update the running ones.
+struct resnet_training_pass {
+    tensor<float> logits;                           // [N, classes]
+    std::vector<batch_norm_statistics> statistics;  // every BatchNorm, in the order the forward meets them
+};
+
+[[nodiscard]] resnet_training_pass resnet_train_forward(weight_loader& weights,
+                                                        const anvil::detail::resnet_layout& layout,
+                                                        const tensor<float>& pixels);
 
 class resnet {
 public:
@@ -11706,25 +11773,32 @@ float clip_grad_norm(std::span<host_tensor> grads, double max_norm);
 // #include "anvil/train/fine_tune.hpp"
 // anvil: fine-tuning a Hugging Face classifier from its folder — what `anvil train` runs, as a library. The
 // model is the inference recipe itself (text_encoder.hpp's BERT, RoBERTa, XLM-R, MPNet and DistilBERT with
-// their *ForSequenceClassification heads; vit.hpp's ViT and DeiT), built through a weight_loader whose
+// their *ForSequenceClassification heads; vit.hpp's ViT and DeiT; resnet.hpp's train-mode forward of Hugging
+// Face's ResNetForImageClassification and of timm / torchvision ResNets), built through a weight_loader whose
 // substitute (models/common/weights.hpp) turns the trainable tensors into graph::parameter inputs and adds
 // LoRA's low-rank update to the adapted linear layers; no recipe has a second, trainable copy. The rules are
 // those of transformers' Trainer and PEFT, as tools/reference/train_reference.py writes them out in float64:
 //
 //   data       TRAIN.jsonl, one example a line: {"ids": [...], "type_ids": [...], "label": k},
 //              {"text": ..., "text_pair": ..., "label": k} (the folder's tokenizer), {"pixels": "x.npy",
-//              "label": k} (float32 [C, H, W]) or {"image": "x.png", "label": k} (the folder's
-//              preprocessing); paths relative to the jsonl file. num_labels 1 (or problem_type "regression"):
-//              float labels and MSE; otherwise mean cross-entropy.
+//              "label": k} (float32 [C, H, W]; a ResNet takes any H and W, one size for the whole file) or
+//              {"image": "x.png", "label": k} (the folder's preprocessing); paths relative to the jsonl file.
+//              num_labels 1 (or problem_type "regression"): float labels and MSE; otherwise mean
+//              cross-entropy.
 //   order      epoch e visits numpy.random.default_rng(seed + e).permutation(n) (consecutive lines with
 //              shuffle off), cut into batches; the last batch of an epoch may be short.
 //   batches    text padded to the batch's longest example with the attention mask (DataCollatorWithPadding).
 //   trained    full: every tensor the model reads that no freeze regex finds (std::regex_search); LoRA: the
 //              lora_A / lora_B matrices and the head (PEFT's modules_to_save), less the freeze matches.
-//   decay      every trained tensor except biases and norm weights (Trainer.get_decay_parameter_names).
-//   outputs    full: model.safetensors with exactly the input's names, shapes and dtypes, config.json and the
-//              tokenizer / preprocessor files; LoRA: adapter_config.json and adapter_model.safetensors as
-//              PEFT's save_pretrained writes them.
+//   decay      every trained tensor except biases and norm weights (Trainer.get_decay_parameter_names;
+//              BatchNorm weights decay, as it finds only LayerNorms and names with "norm" as a word).
+//   BatchNorm  train mode (nn.BatchNorm2d.train()): the batch's mean and biased variance in the forward;
+//              after each step running_mean and running_var move by momentum 0.1 towards the batch mean and
+//              unbiased variance (m / (m - 1) times the biased one, m = N H W) and num_batches_tracked
+//              counts the step, each unless a freeze regex finds its name. ResNets train fully (no LoRA).
+//   outputs    full: model.safetensors with exactly the input's names, shapes and dtypes (the BatchNorm
+//              statistics updated), config.json and the tokenizer / preprocessor files; LoRA:
+//              adapter_config.json and adapter_model.safetensors as PEFT's save_pretrained writes them.
 
 #include <cstddef>
 #include <cstdint>
@@ -47983,6 +48057,32 @@ ANVIL_INLINE tensor<float> apply(const norm_layer& norm, const tensor<float>& x)
                      : layer_norm(x, norm.weight, std::nullopt, norm.epsilon);
 }
 
+ANVIL_INLINE batch_norm_pass train_mode_batch_norm(weight_loader& weights, const std::string& norm,
+                                                   const tensor<float>& x, double epsilon) {
+    const dims xs = x.shape();
+    if (xs.rank() != 4) {
+        throw shape_error(
+            anvil::detail::message("BatchNorm ", norm, ": the input must be [N, C, H, W], got ", xs));
+    }
+    const std::int64_t channels = xs[1], count = xs[0] * xs[2] * xs[3];
+    if (count < 2) {
+        throw shape_error(anvil::detail::message("BatchNorm ", norm,
+                                                 " in train mode needs more than 1 value per channel, got "
+                                                 "input size ",
+                                                 xs));
+    }
+    const std::vector<std::int64_t> per_channel{1, channels, 1, 1};
+    const tensor<float> weight = reshape(weights.load(norm + ".weight", dims{channels}), per_channel);
+    const tensor<float> bias = reshape(weights.load(norm + ".bias", dims{channels}), per_channel);
+    const tensor<float> mean = anvil::mean(x, {0, 2, 3}, true);
+    const tensor<float> centred = x - mean;
+    const tensor<float> variance = anvil::mean(centred * centred, {0, 2, 3}, true);
+    // The scale is per channel, [1, C, 1, 1]: one multiply of the whole activation instead of two.
+    const tensor<float> scale = rsqrt(variance + static_cast<float>(epsilon)) * weight;
+    const std::vector<std::int64_t> flat{channels};
+    return {centred * scale + bias, {norm, reshape(mean, flat), reshape(variance, flat), count}};
+}
+
 }  // namespace anvil::models
 
 namespace anvil::models::recipe_detail {
@@ -52226,6 +52326,7 @@ ANVIL_INLINE folded_convolution fold_batch_norm(const checkpoint& weights,
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -52368,21 +52469,22 @@ ANVIL_INLINE void read_resnet_config(const models::config_reader& config, const 
                  message("'depths' lists ", c.depths.size(), " stages"));
 }
 
-ANVIL_INLINE resnet_convolution load_resnet_convolution(const checkpoint& weights, std::string weight,
-                                                        const std::string& norm, const dims& shape,
-                                                        std::int64_t stride, std::int64_t groups) {
+ANVIL_INLINE resnet_convolution describe_resnet_convolution(std::string weight, std::string norm,
+                                                            const dims& shape, std::int64_t stride,
+                                                            std::int64_t groups) {
     resnet_convolution conv;
-    conv.folded = models::fold_batch_norm(weights, weight, norm, shape);
     conv.label = std::move(weight);
+    conv.norm = std::move(norm);
+    conv.shape = shape;
     conv.stride = stride;
     conv.padding = shape[2] / 2;
     conv.groups = groups;
     return conv;
 }
 
-ANVIL_INLINE std::vector<resnet_block> load_resnet_blocks(const checkpoint& weights,
-                                                          const resnet_names& names,
-                                                          const models::resnet_config& c) {
+ANVIL_INLINE std::vector<resnet_block> describe_resnet_blocks(const checkpoint& weights,
+                                                              const resnet_names& names,
+                                                              const models::resnet_config& c) {
     std::vector<resnet_block> blocks;
     std::int64_t in = c.stem_channels;
     for (std::size_t stage = 0; stage < c.depths.size(); ++stage) {
@@ -52392,6 +52494,11 @@ ANVIL_INLINE std::vector<resnet_block> load_resnet_blocks(const checkpoint& weig
             const std::int64_t stride = index == 0 && (stage > 0 || c.downsample_in_first_stage) ? 2 : 1;
             const std::string p = names.block(stage, index);
             resnet_block block;
+            const auto layer = [&](std::size_t k, const dims& shape, std::int64_t layer_stride,
+                                   std::int64_t groups) {
+                block.layers.push_back(describe_resnet_convolution(names.convolution(p, k), names.norm(p, k),
+                                                                   shape, layer_stride, groups));
+            };
             if (c.bottleneck) {
                 if (inner % c.groups != 0) {
                     throw format_error(message(weights.path().string(), ": block ", p, " has ", inner,
@@ -52399,24 +52506,18 @@ ANVIL_INLINE std::vector<resnet_block> load_resnet_blocks(const checkpoint& weig
                                                " groups"));
                 }
                 const std::int64_t first_stride = c.downsample_in_bottleneck ? stride : 1;
-                block.layers.push_back(load_resnet_convolution(
-                    weights, names.convolution(p, 0), names.norm(p, 0), dims{inner, in, 1, 1}, first_stride));
-                block.layers.push_back(load_resnet_convolution(
-                    weights, names.convolution(p, 1), names.norm(p, 1), dims{inner, inner / c.groups, 3, 3},
-                    stride / first_stride, c.groups));
-                block.layers.push_back(load_resnet_convolution(weights, names.convolution(p, 2),
-                                                               names.norm(p, 2), dims{out, inner, 1, 1}, 1));
+                layer(0, dims{inner, in, 1, 1}, first_stride, 1);
+                layer(1, dims{inner, inner / c.groups, 3, 3}, stride / first_stride, c.groups);
+                layer(2, dims{out, inner, 1, 1}, 1, 1);
             } else {
-                block.layers.push_back(load_resnet_convolution(
-                    weights, names.convolution(p, 0), names.norm(p, 0), dims{out, in, 3, 3}, stride));
-                block.layers.push_back(load_resnet_convolution(weights, names.convolution(p, 1),
-                                                               names.norm(p, 1), dims{out, out, 3, 3}, 1));
+                layer(0, dims{out, in, 3, 3}, stride, 1);
+                layer(1, dims{out, out, 3, 3}, 1, 1);
             }
             // The projection is taken from the weights present; without one the input must fit the output.
             const std::string projection = names.shortcut_convolution(p);
             if (weights.contains(projection)) {
-                block.projection = load_resnet_convolution(weights, projection, names.shortcut_norm(p),
-                                                           dims{out, in, 1, 1}, stride);
+                block.projection = describe_resnet_convolution(projection, names.shortcut_norm(p),
+                                                               dims{out, in, 1, 1}, stride);
             } else if (in != out || stride != 1) {
                 throw format_error(message(weights.path().string(), ": the tensor '", projection,
                                            "' is missing: block ", p, " maps ", in, " channels to ", out,
@@ -52427,6 +52528,77 @@ ANVIL_INLINE std::vector<resnet_block> load_resnet_blocks(const checkpoint& weig
         }
     }
     return blocks;
+}
+
+ANVIL_INLINE resnet_layout read_resnet_layout(const checkpoint& weights,
+                                              const std::filesystem::path& folder) {
+    const std::filesystem::path directory =
+        std::filesystem::is_directory(folder) ? folder : folder.parent_path();
+    const std::filesystem::path config_path = directory / "config.json";
+    std::optional<json::value> document;
+    if (std::filesystem::is_regular_file(config_path))
+        document = models::config_reader::read_file(config_path);
+
+    resnet_layout layout;
+    models::resnet_config& c = layout.config;
+    resnet_names& names = layout.names;
+    if (weights.contains("resnet.embedder.embedder.convolution.weight")) {
+        names.huggingface = true;
+        c.naming = "huggingface";
+    } else if (weights.contains("conv1.weight")) {
+        c.naming = "torchvision";
+    } else if (weights.contains("embedder.embedder.convolution.weight")) {
+        throw format_error(
+            message(folder.string(),
+                    ": a Hugging Face ResNetModel without its classifier (tensor names lack the "
+                    "'resnet.' prefix of ResNetForImageClassification); image classification "
+                    "needs classifier.1.weight"));
+    } else {
+        throw format_error(
+            message(folder.string(),
+                    ": not a ResNet checkpoint: it has neither 'conv1.weight' (torchvision's "
+                    "naming) nor 'resnet.embedder.embedder.convolution.weight' (Hugging Face's "
+                    "ResNetForImageClassification)"));
+    }
+    std::optional<models::config_reader> config;
+    if (document) config.emplace(*document, config_path.string());
+    if (names.huggingface && config) {
+        read_resnet_config(*config, weights, names, c);
+    } else {
+        infer_resnet_architecture(weights, names, c);
+    }
+    layout.stem = describe_resnet_convolution(names.stem_convolution(), names.stem_norm(),
+                                              dims{c.stem_channels, c.channels, 7, 7}, 2);
+    layout.blocks = describe_resnet_blocks(weights, names, c);
+
+    const json::value* timm_cfg = document ? document->find("pretrained_cfg") : nullptr;
+    if (config && !names.huggingface && document->find("num_classes") != nullptr) {
+        // timm: num_classes must be the classifier's rows.
+        const std::int64_t declared = config->integer("num_classes", c.classes);
+        if (declared != c.classes) {
+            throw format_error(message(config_path.string(), ": num_classes ", declared,
+                                       " does not match the classifier's ", c.classes, " rows (",
+                                       names.classifier(), ".weight)"));
+        }
+    }
+    const json::value* label_names = timm_cfg ? timm_cfg->find("label_names") : nullptr;
+    if (label_names && label_names->is_array() &&
+        static_cast<std::int64_t>(label_names->as_array().size()) == c.classes &&
+        std::all_of(label_names->as_array().begin(), label_names->as_array().end(),
+                    [](const json::value& v) { return v.is_string(); })) {
+        for (const json::value& label : label_names->as_array())  // timm's pretrained_cfg.label_names
+            layout.labels.push_back(label.as_string());
+    } else if (config) {
+        layout.labels = config->labels(c.classes);
+    } else {
+        for (std::int64_t i = 0; i < c.classes; ++i)
+            layout.labels.push_back("LABEL_" + std::to_string(i));
+    }
+    return layout;
+}
+
+ANVIL_INLINE void fold_resnet_convolution(const checkpoint& weights, resnet_convolution& conv, double eps) {
+    conv.folded = models::fold_batch_norm(weights, conv.label, conv.norm, conv.shape, eps);
 }
 
 ANVIL_INLINE tensor<float> apply_resnet_convolution(graph& g, const resnet_convolution& conv,
@@ -52440,33 +52612,42 @@ ANVIL_INLINE tensor<float> apply_resnet_convolution(graph& g, const resnet_convo
     return conv2d(x, weight, bias, options);
 }
 
-ANVIL_INLINE std::vector<value> build_resnet(graph& g, const resnet_network& net,
-                                             std::span<const std::int64_t> key) {
-    const auto pixels = g.input<float>("pixels", dims{key[0], net.channels, key[1], key[2]});
-    auto h = models::activate(apply_resnet_convolution(g, net.stem, pixels), net.act);
+ANVIL_INLINE tensor<float> resnet_logits(models::weight_loader& weights, const resnet_layout& layout,
+                                         const tensor<float>& pixels, const resnet_convolve& convolve) {
+    const models::resnet_config& c = layout.config;
+    auto h = models::activate(convolve(layout.stem, pixels), c.act);
     pool_options pool;
     pool.kernel = size2d(3);
     pool.stride = size2d(2);
     pool.padding = padding2d(1);
     h = max_pool2d(h, pool);
-    for (const resnet_block& block : net.blocks) {
+    for (const resnet_block& block : layout.blocks) {
         tensor<float> y = h;
         for (std::size_t k = 0; k < block.layers.size(); ++k) {
-            y = apply_resnet_convolution(g, block.layers[k], y);
+            y = convolve(block.layers[k], y);
             // Hugging Face's ResNetConvLayer keeps its default ReLU inside a block; hidden_act is for the
             // stem and the residual sum.
             if (k + 1 < block.layers.size()) y = relu(y);
         }
-        const tensor<float> shortcut =
-            block.projection ? apply_resnet_convolution(g, *block.projection, h) : h;
-        h = models::activate(y + shortcut, net.act);
+        const tensor<float> shortcut = block.projection ? convolve(*block.projection, h) : h;
+        h = models::activate(y + shortcut, c.act);
     }
-    const auto pooled = reshape(global_avg_pool2d(h), std::vector<std::int64_t>{key[0], net.features});
+    const std::int64_t features = c.widths.back();
+    const auto pooled = reshape(global_avg_pool2d(h), std::vector<std::int64_t>{pixels.shape()[0], features});
+    const std::string name = layout.names.classifier();
+    const auto weight = weights.load(name + ".weight", dims{c.classes, features});
+    const auto bias = weights.load(name + ".bias", dims{c.classes});
+    return linear(pooled, weight, bias);
+}
+
+ANVIL_INLINE std::vector<value> build_resnet(graph& g, const resnet_network& net,
+                                             std::span<const std::int64_t> key) {
+    const auto pixels = g.input<float>("pixels", dims{key[0], net.layout.config.channels, key[1], key[2]});
     models::weight_loader classifier(g, net.weights);
-    const std::string name = net.names.classifier();
-    const auto weight = classifier.load(name + ".weight", dims{net.classes, net.features});
-    const auto bias = classifier.load(name + ".bias", dims{net.classes});
-    return {linear(pooled, weight, bias).value()};
+    const resnet_convolve folded = [&g](const resnet_convolution& conv, const tensor<float>& x) {
+        return apply_resnet_convolution(g, conv, x);
+    };
+    return {resnet_logits(classifier, net.layout, pixels, folded).value()};
 }
 
 }  // namespace anvil::detail
@@ -52478,81 +52659,49 @@ ANVIL_INLINE bool resnet::recognizes(const checkpoint& weights) {
            weights.contains("resnet.embedder.embedder.convolution.weight");
 }
 
+ANVIL_INLINE resnet_training_pass resnet_train_forward(weight_loader& weights,
+                                                       const anvil::detail::resnet_layout& layout,
+                                                       const tensor<float>& pixels) {
+    resnet_training_pass pass;
+    const double eps = layout.config.batch_norm_eps;
+    const anvil::detail::resnet_convolve train_mode = [&](const anvil::detail::resnet_convolution& conv,
+                                                          const tensor<float>& x) {
+        conv2d_options options;
+        options.stride = size2d(conv.stride);
+        options.padding = padding2d(conv.padding);
+        options.groups = conv.groups;
+        const tensor<float> convolved =
+            conv2d(x, weights.load(conv.label, conv.shape), std::nullopt, options);
+        batch_norm_pass norm = train_mode_batch_norm(weights, conv.norm, convolved, eps);
+        pass.statistics.push_back(std::move(norm.statistics));
+        return norm.output;
+    };
+    pass.logits = anvil::detail::resnet_logits(weights, layout, pixels, train_mode);
+    return pass;
+}
+
 ANVIL_INLINE resnet resnet::load(const std::filesystem::path& folder, const load_options& given) {
     const load_options options = with_model_source(given, folder);
     auto weights = std::make_shared<const checkpoint>(checkpoint::open(folder));
-    const std::filesystem::path directory =
-        std::filesystem::is_directory(folder) ? folder : folder.parent_path();
-    const std::filesystem::path config_path = directory / "config.json";
-    std::optional<json::value> document;
-    if (std::filesystem::is_regular_file(config_path)) document = config_reader::read_file(config_path);
-
-    resnet model;
-    resnet_config& c = model.config_;
-    anvil::detail::resnet_names names;
-    if (weights->contains("resnet.embedder.embedder.convolution.weight")) {
-        names.huggingface = true;
-        c.naming = "huggingface";
-    } else if (weights->contains("conv1.weight")) {
-        c.naming = "torchvision";
-    } else if (weights->contains("embedder.embedder.convolution.weight")) {
-        throw format_error(anvil::detail::message(
-            folder.string(),
-            ": a Hugging Face ResNetModel without its classifier (tensor names lack the "
-            "'resnet.' prefix of ResNetForImageClassification); image classification needs "
-            "classifier.1.weight"));
-    } else {
-        throw format_error(anvil::detail::message(
-            folder.string(),
-            ": not a ResNet checkpoint: it has neither 'conv1.weight' (torchvision's "
-            "naming) nor 'resnet.embedder.embedder.convolution.weight' (Hugging Face's "
-            "ResNetForImageClassification)"));
-    }
-    std::optional<config_reader> config;
-    if (document) config.emplace(*document, config_path.string());
-    if (names.huggingface && config) {
-        anvil::detail::read_resnet_config(*config, *weights, names, c);
-    } else {
-        anvil::detail::infer_resnet_architecture(*weights, names, c);
-    }
-
     auto net = std::make_shared<anvil::detail::resnet_network>();
     net->weights = weights;
-    net->names = names;
-    net->channels = c.channels;
-    net->classes = c.classes;
-    net->features = c.widths.back();
-    net->act = c.act;
-    net->stem = anvil::detail::load_resnet_convolution(*weights, names.stem_convolution(), names.stem_norm(),
-                                                       dims{c.stem_channels, c.channels, 7, 7}, 2);
-    net->blocks = anvil::detail::load_resnet_blocks(*weights, names, c);
-    static_cast<void>(
-        checked_tensor(*weights, names.classifier() + ".weight", dims{c.classes, net->features}));
-    static_cast<void>(checked_tensor(*weights, names.classifier() + ".bias", dims{c.classes}));
+    net->layout = anvil::detail::read_resnet_layout(*weights, folder);
+    anvil::detail::resnet_layout& layout = net->layout;
+    const resnet_config& c = layout.config;
+    anvil::detail::fold_resnet_convolution(*weights, layout.stem, c.batch_norm_eps);
+    for (anvil::detail::resnet_block& block : layout.blocks) {
+        for (anvil::detail::resnet_convolution& conv : block.layers)
+            anvil::detail::fold_resnet_convolution(*weights, conv, c.batch_norm_eps);
+        if (block.projection)
+            anvil::detail::fold_resnet_convolution(*weights, *block.projection, c.batch_norm_eps);
+    }
+    const std::string classifier = layout.names.classifier();
+    static_cast<void>(checked_tensor(*weights, classifier + ".weight", dims{c.classes, c.widths.back()}));
+    static_cast<void>(checked_tensor(*weights, classifier + ".bias", dims{c.classes}));
 
-    const json::value* timm_cfg = document ? document->find("pretrained_cfg") : nullptr;
-    if (config && !names.huggingface && document->find("num_classes") != nullptr) {
-        // timm: num_classes must be the classifier's rows.
-        const std::int64_t declared = config->integer("num_classes", c.classes);
-        if (declared != c.classes) {
-            throw format_error(anvil::detail::message(config_path.string(), ": num_classes ", declared,
-                                                      " does not match the classifier's ", c.classes,
-                                                      " rows (", names.classifier(), ".weight)"));
-        }
-    }
-    const json::value* label_names = timm_cfg ? timm_cfg->find("label_names") : nullptr;
-    if (label_names && label_names->is_array() &&
-        static_cast<std::int64_t>(label_names->as_array().size()) == c.classes &&
-        std::all_of(label_names->as_array().begin(), label_names->as_array().end(),
-                    [](const json::value& v) { return v.is_string(); })) {
-        for (const json::value& label : label_names->as_array())  // timm's pretrained_cfg.label_names
-            model.labels_.push_back(label.as_string());
-    } else if (config) {
-        model.labels_ = config->labels(c.classes);
-    } else {
-        for (std::int64_t i = 0; i < c.classes; ++i)
-            model.labels_.push_back("LABEL_" + std::to_string(i));
-    }
+    resnet model;
+    model.config_ = c;
+    model.labels_ = layout.labels;
     std::shared_ptr<const anvil::detail::resnet_network> network = std::move(net);
     model.programs_ = std::make_unique<compiled_shapes>(
         options.compile, [network](graph& g, std::span<const std::int64_t> key) {
@@ -53757,6 +53906,8 @@ ANVIL_INLINE step_result trainer::evaluate(std::span<const named_tensor> batch) 
 // #include "anvil/models/common/weights.hpp"
 // #include "anvil/models/text/cross_encoder.hpp"
 // #include "anvil/models/text/text_encoder.hpp"
+// #include "anvil/models/vision/batch_norm_folding.hpp"
+// #include "anvil/models/vision/resnet.hpp"
 // #include "anvil/models/vision/vit.hpp"
 // #include "anvil/train/adamw.hpp"
 // #include "anvil/train/fine_tune.hpp"
@@ -53824,6 +53975,17 @@ struct read_tensor {
     dims shape;
 };
 
+// A BatchNorm's running statistics as the steps update them (train mode), in float64 as the reference keeps
+// them between steps; a buffer that a freeze regex finds keeps its stored value.
+struct running_statistics {
+    std::string norm;  // the BatchNorm's prefix
+    std::vector<double> mean, variance;
+    bool mean_updated = true, variance_updated = true, count_updated = true;
+};
+
+// PyTorch's BatchNorm default: running = (1 - momentum) running + momentum batch.
+inline constexpr double batch_norm_momentum = 0.1;
+
 inline std::string joined(const std::vector<std::string>& items, std::string_view separator = ", ") {
     std::string out;
     for (const auto& item : items)
@@ -53838,6 +54000,7 @@ struct fine_tuning::state {
 
     // The model.
     bool text = true;
+    bool resnet = false;
     std::string model_type;
     std::shared_ptr<const checkpoint> weights;
     models::text_encoder_config text_config;
@@ -53845,11 +54008,16 @@ struct fine_tuning::state {
     models::recipe_detail::classification_head head;
     models::vit_config vit_config;
     models::vit_head vit_head = models::vit_head::cls;
+    anvil::detail::resnet_layout resnet_layout;
     std::int64_t labels = 0;
     bool regression = false;
     std::int64_t max_tokens = 0;
     std::vector<std::string> heads;  // PEFT's modules_to_save entries
     std::vector<fine_tuning_detail::read_tensor> reads;
+    // BatchNorm in train mode: every norm in the forward's order (the order of its statistics among a step's
+    // outputs), and per pixel shape {N, C, H, W} the values each norm's statistics were taken over.
+    std::vector<fine_tuning_detail::running_statistics> running;
+    std::map<std::vector<std::int64_t>, std::vector<std::int64_t>> batch_norm_counts;
 
     // LoRA: the adapted modules (sorted), their matrices' values (trained or not), the head modules.
     bool lora = false;
@@ -53880,18 +54048,28 @@ struct fine_tuning::state {
     std::vector<std::size_t> order;
     std::size_t cursor = 0;
 
+    // Whether a freeze regex finds `name` (std::regex_search, as re.search).
+    [[nodiscard]] bool frozen(const std::string& name) const;
     // The weights as the graph reads them (see weights.hpp's weight_substitute).
     std::optional<tensor<float>> substitute(graph& g, std::string_view name, models::weight_role role,
                                             const std::function<tensor<float>()>& stored) const;
-    // logits [rows, labels] for a batch of these inputs; `loader` reads the weights.
-    tensor<float> logits(graph& g, models::weight_loader& loader, std::int64_t rows,
-                         std::int64_t length) const;
-    training_graph build(std::span<const io_info> batch) const;
+    // The forward pass for a batch whose input ids are `input` [rows, length] (text) or whose pixels are
+    // [rows, C, H, W]: logits [rows, labels] and, for a ResNet, every BatchNorm's batch statistics; `loader`
+    // reads the weights.
+    struct forward_pass {
+        tensor<float> logits;
+        std::vector<models::batch_norm_statistics> statistics;
+    };
+    forward_pass forward(graph& g, models::weight_loader& loader, const dims& input) const;
+    training_graph build(std::span<const io_info> batch);
     std::vector<named_tensor> collate(std::span<const std::size_t> items) const;
+    // running_mean / running_var from a step's batch statistics (its outputs after the logits).
+    void update_running_statistics(step_result& result, const dims& pixels);
 
     // load()'s parts, in order.
     void load_model();
     void record_reads();
+    void read_running_statistics();
     [[nodiscard]] std::vector<fine_tuning_detail::example> read_examples(const std::filesystem::path& path,
                                                                          std::string_view flag) const;
     // The options that shape the run, as a checkpoint records them (flag -> value).
@@ -53900,6 +54078,12 @@ struct fine_tuning::state {
     void choose_trained();
     void start_training();
 };
+
+ANVIL_INLINE bool fine_tuning::state::frozen(const std::string& name) const {
+    return std::any_of(options.freeze.begin(), options.freeze.end(), [&](const std::string& pattern) {
+        return std::regex_search(name, std::regex(pattern));
+    });
+}
 
 ANVIL_INLINE std::optional<tensor<float>> fine_tuning::state::substitute(
     graph& g, std::string_view name, models::weight_role role,
@@ -53927,28 +54111,30 @@ ANVIL_INLINE std::optional<tensor<float>> fine_tuning::state::substitute(
     return std::nullopt;
 }
 
-ANVIL_INLINE tensor<float> fine_tuning::state::logits(graph& g, models::weight_loader& loader,
-                                                      std::int64_t rows, std::int64_t length) const {
+ANVIL_INLINE fine_tuning::state::forward_pass fine_tuning::state::forward(graph& g,
+                                                                          models::weight_loader& loader,
+                                                                          const dims& input) const {
     if (text) {
         const auto w = models::load_text_encoder(loader, text_config, prefix);
-        const auto hidden =
-            models::text_encoder_forward(g, w, text_config, rows, length, models::text_positions::inputs);
-        return models::recipe_detail::classification_logits(loader, head, labels, hidden);
+        const auto hidden = models::text_encoder_forward(g, w, text_config, input[0], input[1],
+                                                         models::text_positions::inputs);
+        return {models::recipe_detail::classification_logits(loader, head, labels, hidden), {}};
+    }
+    const auto pixels = g.input<float>("pixels", input);
+    if (resnet) {
+        models::resnet_training_pass pass = models::resnet_train_forward(loader, resnet_layout, pixels);
+        return {pass.logits, std::move(pass.statistics)};
     }
     const auto w = models::load_vit_weights(loader, vit_config, vit_head, labels);
-    const auto pixels = g.input<float>(
-        "pixels", dims{rows, vit_config.channels, vit_config.image_height, vit_config.image_width});
-    return models::vit_logits(w, vit_config, pixels);
+    return {models::vit_logits(w, vit_config, pixels), {}};
 }
 
-ANVIL_INLINE training_graph fine_tuning::state::build(std::span<const io_info> batch) const {
-    std::int64_t rows = 0, length = 0;
-    for (const io_info& input : batch) {
-        if (input.name == (text ? models::input_ids_name : std::string_view("pixels"))) {
-            rows = input.shape[0];
-            length = text ? input.shape[1] : 0;
-        }
+ANVIL_INLINE training_graph fine_tuning::state::build(std::span<const io_info> batch) {
+    dims input;
+    for (const io_info& given : batch) {
+        if (given.name == (text ? models::input_ids_name : std::string_view("pixels"))) input = given.shape;
     }
+    const std::int64_t rows = input[0];
     training_graph result;
     graph& g = result.model;
     models::weight_loader loader(g, weights,
@@ -53956,7 +54142,8 @@ ANVIL_INLINE training_graph fine_tuning::state::build(std::span<const io_info> b
                                         const dims&, const std::function<tensor<float>()>& stored) {
                                      return substitute(target, name, role, stored);
                                  });
-    const tensor<float> out = logits(g, loader, rows, length);
+    const forward_pass pass = forward(g, loader, input);
+    const tensor<float>& out = pass.logits;
     if (regression) {
         const auto target = g.input<float>("labels", dims{rows});
         result.loss = mse_loss(reshape(out, std::vector<std::int64_t>{rows}).value(), target.value());
@@ -53965,6 +54152,14 @@ ANVIL_INLINE training_graph fine_tuning::state::build(std::span<const io_info> b
         result.loss = cross_entropy(out.value(), target.value());
     }
     result.outputs = {out.value()};
+    std::vector<std::int64_t> counts;
+    for (const models::batch_norm_statistics& statistics : pass.statistics) {
+        result.outputs.push_back(statistics.mean.value());
+        result.outputs.push_back(statistics.variance.value());
+        counts.push_back(statistics.count);
+    }
+    if (!pass.statistics.empty())
+        batch_norm_counts[std::vector<std::int64_t>(input.begin(), input.end())] = counts;
     return result;
 }
 
@@ -54059,11 +54254,13 @@ inline void check_options(const fine_tune_options& o) {
     }
 }
 
-// transformers' num_labels: num_labels, else the length of id2label, else 2.
+// transformers' num_labels: num_labels, else the length of id2label, else timm's num_classes, else 2.
 inline std::int64_t configured_labels(const models::config_reader& config) {
     if (const json::value* n = config.find("num_labels"); n != nullptr && n->is_integer()) return n->as_int();
     if (const json::value* m = config.find("id2label"); m != nullptr && m->is_object())
         return static_cast<std::int64_t>(m->as_object().size());
+    if (const json::value* n = config.find("num_classes"); n != nullptr && n->is_integer())
+        return n->as_int();
     return 2;
 }
 
@@ -54106,18 +54303,30 @@ ANVIL_INLINE void fine_tuning::state::load_model() {
         text = false;
         vit_config = models::vit_config::from_json(config);
         heads = {"classifier"};
-    } else if (model_type == "resnet" || config.contains("architecture")) {
-        throw unsupported_error(
-            message("--model: ", options.model.string(),
-                    ": training a ResNet (BatchNorm in train mode) is not supported yet; "
-                    "train supports BERT, RoBERTa, XLM-R, MPNet, DistilBERT, ViT and DeiT"));
+    } else if (model_type == "resnet" || (model_type.empty() && config.contains("architecture"))) {
+        // Hugging Face's ResNetForImageClassification, or a timm folder ({"architecture": "resnet50", ...})
+        // of torchvision's names; resnet.hpp reads both from the tensors present.
+        const std::string timm = model_type.empty() ? config.string("architecture", "") : std::string();
+        if (model_type.empty() && timm.find("resnet") == std::string::npos &&
+            timm.find("resnext") == std::string::npos) {
+            throw unsupported_error(message("--model: config.json architecture '", timm,
+                                            "' is not a ResNet (train supports timm's resnet*, resnext* and "
+                                            "wide_resnet* folders)"));
+        }
+        text = false;
+        resnet = true;
+        heads = {model_type.empty() ? "fc" : "classifier"};
     } else {
-        throw unsupported_error(message("--model: config.json model_type '", model_type,
-                                        "' is not a supported classifier (bert, roberta, xlm-roberta, mpnet, "
-                                        "distilbert, vit, deit)"));
+        throw unsupported_error(
+            message("--model: config.json model_type '", model_type,
+                    "' is not a supported classifier (bert, roberta, xlm-roberta, mpnet, "
+                    "distilbert, vit, deit, resnet; or a timm ResNet's \"architecture\")"));
     }
     weights = std::make_shared<const checkpoint>(checkpoint::open(options.model));
-    if (text) {
+    if (resnet) {
+        resnet_layout = anvil::detail::read_resnet_layout(*weights, options.model);
+        labels = resnet_layout.config.classes;
+    } else if (text) {
         prefix = models::detect_prefix(*weights, text_config);
         head = models::recipe_detail::head_for(text_config.family, prefix);
         const std::string out_name = head.second + ".weight";
@@ -54161,7 +54370,37 @@ ANVIL_INLINE void fine_tuning::state::record_reads() {
             if (known == reads.end()) reads.push_back({std::string(name), role, shape});
             return std::nullopt;
         });
-    static_cast<void>(logits(scratch, loader, 1, 1));
+    // Any size builds the graph; a ResNet's BatchNorms need two values per channel, hence two images.
+    const dims input = text ? dims{1, 1}
+                       : resnet
+                           ? dims{2, resnet_layout.config.channels, 32, 32}
+                           : dims{1, vit_config.channels, vit_config.image_height, vit_config.image_width};
+    for (models::batch_norm_statistics& statistics : forward(scratch, loader, input).statistics) {
+        fine_tuning_detail::running_statistics r;
+        r.norm = std::move(statistics.norm);
+        running.push_back(std::move(r));
+    }
+}
+
+ANVIL_INLINE void fine_tuning::state::read_running_statistics() {
+    using fine_tuning_detail::message;
+    for (fine_tuning_detail::running_statistics& r : running) {
+        // The norm's weight was read with its shape [C]; the running statistics must match it.
+        const std::int64_t channels = weights->tensor(r.norm + ".weight").shape()[0];
+        r.mean = anvil::detail::values_f64(
+            models::checked_tensor(*weights, r.norm + ".running_mean", dims{channels}));
+        r.variance = anvil::detail::values_f64(
+            models::checked_tensor(*weights, r.norm + ".running_var", dims{channels}));
+        r.mean_updated = !frozen(r.norm + ".running_mean");
+        r.variance_updated = !frozen(r.norm + ".running_var");
+        r.count_updated = !frozen(r.norm + ".num_batches_tracked");
+        if (const tensor_view* count = weights->find(r.norm + ".num_batches_tracked");
+            count != nullptr && (count->type() != dtype::i64 || count->element_count() != 1)) {
+            throw format_error(message(count->source_name(), ": tensor '", count->name(),
+                                       "': expected one i64 (a BatchNorm's step count), got ",
+                                       dtype_name(count->type()), " ", dims(count->shape())));
+        }
+    }
 }
 
 ANVIL_INLINE std::vector<fine_tuning_detail::example> fine_tuning::state::read_examples(
@@ -54173,6 +54412,19 @@ ANVIL_INLINE std::vector<fine_tuning_detail::example> fine_tuning::state::read_e
     std::vector<fine_tuning_detail::example> loaded;
     const std::filesystem::path base = std::filesystem::absolute(path).parent_path();
     std::shared_ptr<const tokenizer> words;
+    // ViT takes its configured size; a ResNet any size, the same for every example (batches stack them).
+    const std::int64_t channels = resnet ? resnet_layout.config.channels : vit_config.channels;
+    std::optional<std::pair<std::int64_t, std::int64_t>> size;
+    if (!text && !resnet) size.emplace(vit_config.image_height, vit_config.image_width);
+    const auto check_size = [&](const std::string& where, const std::string& what, std::int64_t height,
+                                std::int64_t width) {
+        if (!size) size.emplace(height, width);
+        if (height != size->first || width != size->second) {
+            throw shape_error(message(where, ": ", what, " ", height, "x", width,
+                                      resnet ? ", the first example's are " : ", the model takes ",
+                                      size->first, "x", size->second));
+        }
+    };
     image_preprocessing preprocessing;
     bool preprocessing_loaded = false;
     std::string line;
@@ -54267,8 +54519,6 @@ ANVIL_INLINE std::vector<fine_tuning_detail::example> fine_tuning::state::read_e
                 }
             }
         } else {
-            const std::int64_t channels = vit_config.channels, height = vit_config.image_height,
-                               width = vit_config.image_width;
             if (const json::value* pixels = record.find("pixels"); pixels != nullptr && pixels->is_string()) {
                 const std::filesystem::path file_path = base / pixels->as_string();
                 if (!std::filesystem::exists(file_path))
@@ -54285,10 +54535,8 @@ ANVIL_INLINE std::vector<fine_tuning_detail::example> fine_tuning::state::read_e
                                                dtype_name(read.type), " ", dims(read.shape),
                                                ", not float32 [", channels, ", H, W]"));
                 }
-                if (read.shape[1] != height || read.shape[2] != width) {
-                    throw shape_error(message(where, ": pixels ", file_path.string(), " are ", read.shape[1],
-                                              "x", read.shape[2], ", the model takes ", height, "x", width));
-                }
+                check_size(where, message("pixels ", file_path.string(), " are"), read.shape[1],
+                           read.shape[2]);
                 e.pixels = host_tensor(dtype::f32, dims(read.shape));
                 std::memcpy(e.pixels.raw(), read.data.data(), read.data.size());
             } else if (const json::value* picture = record.find("image");
@@ -54302,11 +54550,11 @@ ANVIL_INLINE std::vector<fine_tuning_detail::example> fine_tuning::state::read_e
                 }
                 host_tensor made = preprocess(read_image(file_path), preprocessing);
                 const dims& shape = made.shape();
-                if (shape.rank() != 3 || shape[0] != channels || shape[1] != height || shape[2] != width) {
+                if (shape.rank() != 3 || shape[0] != channels) {
                     throw shape_error(message(where, ": the folder's preprocessing makes ", shape,
-                                              " pixels but the model takes [", channels, ", ", height, ", ",
-                                              width, "]"));
+                                              " pixels but the model takes [", channels, ", H, W]"));
                 }
+                check_size(where, "the folder's preprocessing makes images of", shape[1], shape[2]);
                 e.pixels = std::move(made);
             } else {
                 throw format_error(message(where, ": no \"pixels\" or \"image\""));
@@ -54321,6 +54569,13 @@ ANVIL_INLINE std::vector<fine_tuning_detail::example> fine_tuning::state::read_e
 ANVIL_INLINE void fine_tuning::state::set_up_lora() {
     using fine_tuning_detail::message;
     if (!options.lora_rank && options.init_adapter.empty()) return;
+    if (resnet) {
+        throw unsupported_error(message(
+            options.lora_rank ? "--lora" : "--init-adapter",
+            ": LoRA on a ResNet is not supported (PEFT adapts Linear layers, and a ResNet's one Linear, "
+            "its classifier, is trained fully as modules_to_save); train it fully, with --freeze for "
+            "what should stay"));
+    }
     lora = true;
     const std::vector<std::string> default_heads = heads;
     std::optional<checkpoint> adapter;
@@ -54540,13 +54795,8 @@ ANVIL_INLINE void fine_tuning::state::choose_trained() {
         for (const auto& r : reads)
             candidates.push_back(r.name);
     }
-    std::vector<std::regex> freeze;
-    for (const std::string& pattern : options.freeze)
-        freeze.emplace_back(pattern);
     for (const std::string& name : candidates) {
-        const bool frozen = std::any_of(freeze.begin(), freeze.end(),
-                                        [&](const std::regex& r) { return std::regex_search(name, r); });
-        if (frozen) continue;
+        if (frozen(name)) continue;
         const auto start = fixed.find(name);
         const host_tensor initial =
             start != fixed.end()
@@ -54604,6 +54854,7 @@ ANVIL_INLINE fine_tuning fine_tuning::load(const fine_tune_options& options) {
     s->options = options;
     s->load_model();
     s->record_reads();
+    s->read_running_statistics();
     s->set_up_lora();
     s->choose_trained();
     s->examples = s->read_examples(options.data, "--data");
@@ -54649,7 +54900,36 @@ ANVIL_INLINE step_result fine_tuning::step() {
     const std::vector<named_tensor> inputs = s.collate(items);
     step_result result = s.runner->step(inputs);
     ++s.done;
+    if (!s.running.empty()) {
+        const auto pixels = std::find_if(inputs.begin(), inputs.end(),
+                                         [](const named_tensor& input) { return input.name == "pixels"; });
+        s.update_running_statistics(result, pixels->tensor.shape());
+    }
     return result;
+}
+
+ANVIL_INLINE void fine_tuning::state::update_running_statistics(step_result& result, const dims& pixels) {
+    using fine_tuning_detail::batch_norm_momentum;
+    // The forward ran in train mode whether or not loss scaling skipped the update, so the statistics move
+    // every step, as nn.BatchNorm2d's do.
+    const std::vector<std::int64_t>& counts =
+        batch_norm_counts.at(std::vector<std::int64_t>(pixels.begin(), pixels.end()));
+    for (std::size_t i = 0; i < running.size(); ++i) {
+        fine_tuning_detail::running_statistics& r = running[i];
+        const std::vector<float> mean = result.outputs[1 + 2 * i].to_f32();
+        const std::vector<float> biased = result.outputs[2 + 2 * i].to_f32();
+        const auto m = static_cast<double>(counts[i]);
+        for (std::size_t c = 0; c < r.mean.size(); ++c) {
+            if (r.mean_updated)
+                r.mean[c] = (1 - batch_norm_momentum) * r.mean[c] + batch_norm_momentum * double{mean[c]};
+            if (r.variance_updated) {
+                const double unbiased = double{biased[c]} * m / (m - 1);
+                r.variance[c] = (1 - batch_norm_momentum) * r.variance[c] + batch_norm_momentum * unbiased;
+            }
+        }
+    }
+    // The step's outputs are the logits, as for every other model.
+    result.outputs.resize(1);
 }
 
 namespace fine_tuning_detail {
@@ -54700,17 +54980,36 @@ ANVIL_INLINE void fine_tuning::save(const std::filesystem::path& out) const {
     safetensors_writer writer;
     writer.set_metadata("format", "pt");
     if (!s.lora) {
-        // Exactly the input's tensors: the trained ones rounded to their stored dtype, the rest byte for
-        // byte.
+        // Exactly the input's tensors: the trained ones and the updated BatchNorm statistics rounded to their
+        // stored dtype (the statistics through f32, as the reference rounds them), the rest byte for byte.
+        std::map<std::string, std::vector<float>> statistics;
+        std::set<std::string> counters;
+        for (const fine_tuning_detail::running_statistics& r : s.running) {
+            const auto narrowed = [](const std::vector<double>& values) {
+                return std::vector<float>(values.begin(), values.end());
+            };
+            if (r.mean_updated) statistics[r.norm + ".running_mean"] = narrowed(r.mean);
+            if (r.variance_updated) statistics[r.norm + ".running_var"] = narrowed(r.variance);
+            if (r.count_updated) counters.insert(r.norm + ".num_batches_tracked");
+        }
         for (const tensor_view* view : s.weights->tensors()) {
-            if (s.trained_set.count(view->name()) == 0) {
+            const std::vector<std::int64_t> shape(view->shape().begin(), view->shape().end());
+            if (s.trained_set.count(view->name()) != 0) {
+                writer.add(view->name(), view->type(), shape,
+                           stored_bytes(view->type(), s.params.value_of(view->name()).values<float>()));
+            } else if (const auto found = statistics.find(view->name()); found != statistics.end()) {
+                writer.add(view->name(), view->type(), shape, stored_bytes(view->type(), found->second));
+            } else if (counters.count(view->name()) != 0) {
+                // One increment per forward pass in train mode, as nn.BatchNorm2d counts.
+                std::int64_t count = 0;
+                std::memcpy(&count, view->bytes().data(), sizeof count);
+                count += s.done;
+                std::vector<std::byte> bytes(sizeof count);
+                std::memcpy(bytes.data(), &count, sizeof count);
+                writer.add(view->name(), view->type(), shape, bytes);
+            } else {
                 writer.add(*view);
-                continue;
             }
-            const std::vector<std::byte> bytes =
-                stored_bytes(view->type(), s.params.value_of(view->name()).values<float>());
-            writer.add(view->name(), view->type(),
-                       std::vector<std::int64_t>(view->shape().begin(), view->shape().end()), bytes);
         }
         fine_tuning_detail::copy_auxiliary(s.options.model, out, true);
         writer.write(out / "model.safetensors");
@@ -54847,6 +55146,16 @@ ANVIL_INLINE void fine_tuning::save_checkpoint(const std::filesystem::path& fold
         moments.add(t.name, std::vector<std::int64_t>(t.tensor.shape().begin(), t.tensor.shape().end()),
                     t.tensor.values<float>());
     moments.write(folder / "optimizer.safetensors");
+    if (!s.running.empty()) {
+        // The BatchNorm statistics as the steps keep them (float64; model.safetensors has them rounded).
+        safetensors_writer statistics;
+        for (const fine_tuning_detail::running_statistics& r : s.running) {
+            const std::vector<std::int64_t> shape{static_cast<std::int64_t>(r.mean.size())};
+            statistics.add(r.norm + ".running_mean", shape, r.mean);
+            statistics.add(r.norm + ".running_var", shape, r.variance);
+        }
+        statistics.write(folder / "running_statistics.safetensors");
+    }
     const trainer_progress progress = s.runner->progress();
     json::object where;
     where["step"] = s.done;
@@ -54917,6 +55226,18 @@ ANVIL_INLINE void fine_tuning::resume(const std::filesystem::path& folder) {
     for (const tensor_view* v : moments.tensors())
         o.tensors.push_back({v->name(), host_tensor::from(v->to_f32(), dims(v->shape()))});
     s.opt->load_state(o);
+    if (!s.running.empty()) {
+        const checkpoint statistics = checkpoint::open(folder / "running_statistics.safetensors");
+        for (fine_tuning_detail::running_statistics& r : s.running) {
+            for (auto* values : {&r.mean, &r.variance}) {
+                const std::string name = r.norm + (values == &r.mean ? ".running_mean" : ".running_var");
+                const tensor_view* v = statistics.find(name);
+                if (v == nullptr || v->type() != dtype::f64 || v->element_count() != values->size())
+                    throw format_error(message("--resume: running_statistics.safetensors lacks f64 ", name));
+                std::memcpy(values->data(), v->bytes().data(), values->size() * sizeof(double));
+            }
+        }
+    }
     s.runner->restore({integer("steps_tried"), scale->as_double(), integer("clean_steps")});
     s.done = step;
     s.epoch = epoch;
@@ -54934,6 +55255,11 @@ ANVIL_INLINE void fine_tuning::resume(const std::filesystem::path& folder) {
 
 ANVIL_INLINE evaluation fine_tuning::evaluate(const std::filesystem::path& data) {
     state& s = *state_;
+    if (s.resnet) {
+        // Evaluation runs BatchNorm in eval mode (the running statistics), a forward this model's training
+        // graph does not have.
+        throw unsupported_error("--eval: evaluating a ResNet (BatchNorm in eval mode) is not supported yet");
+    }
     const std::vector<fine_tuning_detail::example> examples = s.read_examples(data, "--eval");
     if (!s.text && examples.front().pixels.shape() != s.examples.front().pixels.shape())
         throw shape_error(anvil::detail::message("--eval: ", data.string(), ": the images are ",

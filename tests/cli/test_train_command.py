@@ -8,9 +8,16 @@ runs `anvil train` with the same command line from that folder and compares:
   - every trained tensor of the output (model.safetensors, or PEFT's adapter_model.safetensors) with the
     reference's float64 value;
   - every other tensor byte for byte with the input, and the output's names, shapes and dtypes with the input's;
+  - a ResNet's BatchNorm statistics (BatchNorm in train mode): running_mean / running_var with the reference's
+    float64 values, num_batches_tracked (I64) exactly the input's + the steps;
   - for LoRA, adapter_config.json key for key with the one the reference wrote as PEFT writes it.
+Two variants of resnet_batchnorm need no reference of their own: the same folder under torchvision's names with a
+timm config.json (the reference's values renamed), and --freeze on BatchNorm buffers (frozen buffers written back
+byte for byte, the rest as the reference has them: a buffer is not read by the train-mode forward, so freezing
+one changes nothing else).
 The bad inputs of cases.json must fail with one line naming the problem. --save-every / --resume: a resumed run
-equals the uninterrupted one bit for bit. On the simulated Neural Engine, a batch
+equals the uninterrupted one bit for bit. Every case runs on the simulated Neural Engine too (losses and grad norms
+within fp16 tolerances of the reference, no step skipped by loss scaling); and a batch
 repeated for 8 steps: the loss falls, matches the CPU's within fp16 tolerances, and one program is compiled.
 
 Standard library only (the safetensors reader follows the format's description).
@@ -19,6 +26,8 @@ import json
 import math
 import os
 import pathlib
+import re
+import shutil
 import struct
 import sys
 import tempfile
@@ -54,6 +63,17 @@ def read_safetensors(path: pathlib.Path):
         begin, end = info["data_offsets"]
         tensors[name] = (info["dtype"], info["shape"], data[start + begin:start + end])
     return tensors, metadata
+
+
+def write_safetensors(path: pathlib.Path, tensors, metadata):
+    """name -> (dtype, shape, raw bytes), in the order given, as safetensors lays them out."""
+    header, offset = {"__metadata__": metadata}, 0
+    for name, (dtype, shape, raw) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(raw)]}
+        offset += len(raw)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    path.write_bytes(struct.pack("<Q", len(text)) + text + b"".join(raw for _, _, raw in tensors.values()))
 
 
 def values(entry):
@@ -106,15 +126,29 @@ def lr_sum(args):
     return lr * steps
 
 
-def compare_weights(name, out: pathlib.Path, case):
+def is_running_statistic(name: str) -> bool:
+    return name.endswith((".running_mean", ".running_var"))
+
+
+def compare_weights(name, out: pathlib.Path, case, expected=None, model=None, rename=lambda n: n, freeze=()):
+    """`expected`: the case whose reference the output must match (this one's by default); `rename` maps its
+    names to the output's; `freeze`: --freeze regexes that keep BatchNorm buffers as stored."""
     args = case["args"]
-    model = CASES / args[args.index("--model") + 1]
-    reference, _ = read_safetensors(CASES / "expected" / name / "reference_weights_f64.safetensors")
+    expected = expected or name
+    model = model or CASES / args[args.index("--model") + 1]
+    reference, _ = read_safetensors(CASES / "expected" / expected / "reference_weights_f64.safetensors")
+    reference = {rename(k): v for k, v in reference.items()}
     source, _ = read_safetensors(model / "model.safetensors")
-    lora = (CASES / "expected" / name / "adapter_config.json").exists()
+    steps = len((CASES / "expected" / expected / "steps.jsonl").read_text().splitlines())
+    frozen = [t for t in source if any(re.search(r, t) for r in freeze)]
+    reference = {k: v for k, v in reference.items() if k not in frozen}
+    lora = (CASES / "expected" / expected / "adapter_config.json").exists()
     written, metadata = read_safetensors(out / ("adapter_model.safetensors" if lora else "model.safetensors"))
     check(metadata == {"format": "pt"}, f"{name}: metadata {{'format': 'pt'}} as Hugging Face writes it")
-    worst, worst_name, worst_diff, worst_key_bias = 0.0, "", 0.0, 0.0
+    # [trained tensors, running statistics]: the share of the allowed difference used (at most 1 passes), where,
+    # the largest difference, how many.
+    worst = [[0.0, "", 0.0, 0], [0.0, "", 0.0, 0]]
+    worst_key_bias = 0.0
     for tensor, entry in reference.items():
         if tensor not in written:
             check(False, f"{name}: the output has the trained tensor {tensor}")
@@ -126,19 +160,25 @@ def compare_weights(name, out: pathlib.Path, case):
         if is_key_bias(tensor):
             worst_key_bias = max(worst_key_bias, max(abs(a - b) for a, b in zip(got, want)))
             continue
-        # The share of the allowed difference used: at most 1 passes.
+        bucket = worst[is_running_statistic(tensor)]
         ratio = max(abs(a - b) / (WEIGHT_ATOL + WEIGHT_RTOL * abs(b)) for a, b in zip(got, want))
-        worst_diff = max(worst_diff, max(abs(a - b) for a, b in zip(got, want)))
-        if ratio > worst:
-            worst, worst_name = ratio, tensor
-    check(worst <= 1.0, f"{name}: {len(reference)} trained tensors within {WEIGHT_ATOL} + {WEIGHT_RTOL} x "
-          f"|reference| of the float64 reference (largest difference {worst_diff:.1e}; {worst:.2f} of the "
-          f"tolerance, in {worst_name})")
+        bucket[2] = max(bucket[2], max(abs(a - b) for a, b in zip(got, want)))
+        bucket[3] += 1
+        if ratio > bucket[0]:
+            bucket[0], bucket[1] = ratio, tensor
+    trained, statistics = worst
+    check(trained[0] <= 1.0, f"{name}: {trained[3]} trained tensors within {WEIGHT_ATOL} + {WEIGHT_RTOL} x "
+          f"|reference| of the float64 reference (largest difference {trained[2]:.1e}; {trained[0]:.2f} of the "
+          f"tolerance, in {trained[1]})")
+    if statistics[3]:
+        check(statistics[0] <= 1.0, f"{name}: {statistics[3]} BatchNorm running_mean / running_var within "
+              f"{WEIGHT_ATOL} + {WEIGHT_RTOL} x |reference| of the float64 reference (largest difference "
+              f"{statistics[2]:.1e}; {statistics[0]:.2f} of the tolerance, in {statistics[1]})")
     bound = 2 * lr_sum(args)
     check(worst_key_bias <= bound, f"{name}: attention key biases (zero gradient in exact arithmetic) moved at "
           f"most 2 x lr x steps ({worst_key_bias:.1e} <= {bound:.1e})")
     if lora:
-        want_config = json.loads((CASES / "expected" / name / "adapter_config.json").read_text())
+        want_config = json.loads((CASES / "expected" / expected / "adapter_config.json").read_text())
         got_config = json.loads((out / "adapter_config.json").read_text())
         check(got_config == want_config, f"{name}: adapter_config.json as PEFT writes it "
               f"(differs in {sorted(k for k in want_config if got_config.get(k) != want_config[k])})")
@@ -150,8 +190,18 @@ def compare_weights(name, out: pathlib.Path, case):
     check(sorted(written) == sorted(source), f"{name}: model.safetensors has exactly the input's tensor names")
     same_types = all(written[t][:2] == source[t][:2] for t in source if t in written)
     check(same_types, f"{name}: every tensor keeps its dtype and shape")
-    changed = [t for t in source if t not in reference and t in written and written[t] != source[t]]
-    check(not changed, f"{name}: every tensor not trained is byte for byte the input's ({changed[:3]})")
+    counters = [t for t in source if t.endswith(".num_batches_tracked") and t not in frozen]
+    if counters:
+        def counted(t):
+            return values(written[t])[0] if t in written and written[t][0] == "I64" else None
+        wrong = [t for t in counters if counted(t) != values(source[t])[0] + steps]
+        check(not wrong, f"{name}: {len(counters)} num_batches_tracked I64 = the input's + {steps} steps "
+              f"({values(source[counters[0]])[0]} -> {counted(counters[0])}"
+              f"{'; wrong: ' + ', '.join(wrong[:3]) if wrong else ''})")
+    changed = [t for t in source if t not in reference and t not in counters and t in written
+               and written[t] != source[t]]
+    check(not changed, f"{name}: every tensor not trained or updated is byte for byte the input's "
+          f"({len(frozen)} frozen buffers among them) ({changed[:3]})")
     check((out / "config.json").read_bytes() == (model / "config.json").read_bytes(), f"{name}: config.json copied")
 
 
@@ -160,10 +210,6 @@ def run_case(case, tmp: pathlib.Path):
     out = tmp / name
     args = [a.replace("{out}", str(out)) for a in case["args"]]
     result = cli_support.anvil("train", *args, "--backend", "cpu")
-    if "resnet" in name:
-        # BatchNorm in train mode is not built yet: the command must say so, not train something else.
-        check_error(result, 1, "anvil: error:", "ResNet", "BatchNorm", what=f"{name}: refused by name")
-        return
     if result.returncode != 0:
         check(False, f"{name}: anvil train ran ({result.stderr.strip()[-400:]})")
         return
@@ -195,6 +241,51 @@ def run_case_on_simulator(case, tmp: pathlib.Path):
           f"{name} (simulator): loss and grad_norm within {ANE_RTOL} of the reference (worst {loss:.1e}, {norm:.1e})")
 
 
+def torchvision_name(name: str) -> str:
+    """A Hugging Face ResNetForImageClassification tensor name as torchvision's (and timm's) ResNet names it."""
+    name = name.replace("resnet.embedder.embedder.convolution", "conv1")
+    name = name.replace("resnet.embedder.embedder.normalization", "bn1").replace("classifier.1.", "fc.")
+    block = re.match(r"resnet\.encoder\.stages\.(\d+)\.layers\.(\d+)\.(.*)", name)
+    if not block:
+        return name
+    stage, index, rest = block.groups()
+    rest = re.sub(r"layer\.(\d+)\.convolution", lambda m: f"conv{int(m.group(1)) + 1}", rest)
+    rest = re.sub(r"layer\.(\d+)\.normalization", lambda m: f"bn{int(m.group(1)) + 1}", rest)
+    rest = rest.replace("shortcut.convolution", "downsample.0").replace("shortcut.normalization", "downsample.1")
+    return f"layer{int(stage) + 1}.{index}.{rest}"
+
+
+def run_resnet_variants(spec, tmp: pathlib.Path):
+    """resnet_batchnorm again, checked against its reference: (1) the folder under torchvision's names with a
+    timm config.json (the architecture read from the tensors, the head "fc"); (2) --freeze on BatchNorm buffers."""
+    case = next(c for c in spec["cases"] if c["name"] == "resnet_batchnorm")
+    args = case["args"]
+    model = tmp / "models" / "timm_resnet"
+    model.mkdir(parents=True)
+    tensors, metadata = read_safetensors(CASES / "models" / "resnet" / "model.safetensors")
+    write_safetensors(model / "model.safetensors", {torchvision_name(k): v for k, v in tensors.items()}, metadata)
+    (model / "config.json").write_text(json.dumps({"architecture": "resnet18", "num_classes": 3,
+                                                   "num_features": 16}, indent=2))
+    timm_args = list(args)
+    timm_args[args.index("--model") + 1] = str(model)
+    for name, given, extra, options in (
+            ("resnet_batchnorm_timm", timm_args, [], {"model": model, "rename": torchvision_name}),
+            ("resnet_batchnorm_freeze_buffers", args,
+             ["--freeze", r"running_var$", "--freeze", r"^resnet\.embedder\..*num_batches_tracked$"],
+             {"freeze": (r"running_var$", r"^resnet\.embedder\..*num_batches_tracked$")})):
+        out = tmp / name
+        result = cli_support.anvil("train", *[a.replace("{out}", str(out)) for a in given], *extra, "--backend",
+                                   "cpu")
+        if result.returncode != 0:
+            check(False, f"{name}: anvil train ran ({result.stderr.strip()[-400:]})")
+            continue
+        compare_steps(name, result.stdout.splitlines(), CASES / "expected" / "resnet_batchnorm" / "steps.jsonl")
+        compare_weights(name, out, case, expected="resnet_batchnorm", **options)
+    lora = cli_support.anvil("train", *[a.replace("{out}", str(tmp / "resnet_lora")) for a in args], "--lora", "2",
+                             "--lora-targets", "classifier.1", "--backend", "cpu")
+    check_error(lora, 1, "anvil: error:", "LoRA on a ResNet is not supported", what="resnet --lora: refused")
+
+
 def run_bad(case, tmp: pathlib.Path):
     args = [a.replace("{out}", str(tmp / ("bad_" + case["name"]))) for a in case["args"]]
     result = cli_support.anvil("train", *args, "--backend", "cpu")
@@ -203,7 +294,8 @@ def run_bad(case, tmp: pathlib.Path):
 
 def run_resume(tmp: pathlib.Path):
     """--save-every and --resume: a run stopped after step 3 and resumed equals the uninterrupted run bit for bit
-    (the step lines and the output file), on the CPU."""
+    (the step lines and the output file), on the CPU; for a ResNet too (its BatchNorm statistics, kept in float64
+    between steps, travel in the checkpoint)."""
     base = ["--model", "models/distilbert", "--data", "data/distilbert.jsonl", "--steps", "7", "--batch-size", "5",
             "--lr", "0.01", "--weight-decay", "0.01", "--warmup-steps", "2", "--max-grad-norm", "1.0", "--seed", "9",
             "--json", "--backend", "cpu"]
@@ -229,6 +321,18 @@ def run_resume(tmp: pathlib.Path):
     check_error(changed, 1, "anvil: error:", "--resume", "--lr", what="resume: a changed option is refused by name")
     nothing = cli_support.anvil("train", *base, "--out", tmp / "none", "--resume", tmp / "rest")
     check_error(nothing, 1, "anvil: error:", "holds no checkpoint", what="resume: a folder without checkpoints")
+
+    resnet = ["--model", "models/resnet", "--data", "data/resnet.jsonl", "--steps", "5", "--batch-size", "4",
+              "--optimizer", "sgd", "--momentum", "0.9", "--lr", "0.05", "--json", "--backend", "cpu"]
+    whole = cli_support.anvil("train", *resnet, "--out", tmp / "resnet_whole", "--save-every", "2")
+    part = cli_support.anvil("train", *resnet, "--out", tmp / "resnet_rest", "--resume",
+                             tmp / "resnet_whole" / "checkpoint-2")
+    check(whole.returncode == 0 and part.returncode == 0 and
+          part.stdout.splitlines() == whole.stdout.splitlines()[2:] and
+          (tmp / "resnet_rest" / "model.safetensors").read_bytes() ==
+          (tmp / "resnet_whole" / "model.safetensors").read_bytes(),
+          f"resume: a ResNet resumed after step 2 equals the whole run, running statistics included "
+          f"({(whole.stderr + part.stderr).strip()[-300:]})")
 
 
 def run_simulator(tmp: pathlib.Path):
@@ -261,8 +365,8 @@ def main() -> int:
         tmp = pathlib.Path(tmp_name)
         for case in spec["cases"]:
             run_case(case, tmp)
-            if "resnet" not in case["name"]:
-                run_case_on_simulator(case, tmp)
+            run_case_on_simulator(case, tmp)
+        run_resnet_variants(spec, tmp)
         for case in spec["bad"]:
             run_bad(case, tmp)
         run_resume(tmp)

@@ -39,6 +39,8 @@
 #include "anvil/models/common/weights.hpp"
 #include "anvil/models/text/cross_encoder.hpp"
 #include "anvil/models/text/text_encoder.hpp"
+#include "anvil/models/vision/batch_norm_folding.hpp"
+#include "anvil/models/vision/resnet.hpp"
 #include "anvil/models/vision/vit.hpp"
 #include "anvil/train/adamw.hpp"
 #include "anvil/train/fine_tune.hpp"
@@ -106,6 +108,17 @@ struct read_tensor {
     dims shape;
 };
 
+// A BatchNorm's running statistics as the steps update them (train mode), in float64 as the reference keeps
+// them between steps; a buffer that a freeze regex finds keeps its stored value.
+struct running_statistics {
+    std::string norm;  // the BatchNorm's prefix
+    std::vector<double> mean, variance;
+    bool mean_updated = true, variance_updated = true, count_updated = true;
+};
+
+// PyTorch's BatchNorm default: running = (1 - momentum) running + momentum batch.
+inline constexpr double batch_norm_momentum = 0.1;
+
 inline std::string joined(const std::vector<std::string>& items, std::string_view separator = ", ") {
     std::string out;
     for (const auto& item : items)
@@ -120,6 +133,7 @@ struct fine_tuning::state {
 
     // The model.
     bool text = true;
+    bool resnet = false;
     std::string model_type;
     std::shared_ptr<const checkpoint> weights;
     models::text_encoder_config text_config;
@@ -127,11 +141,16 @@ struct fine_tuning::state {
     models::recipe_detail::classification_head head;
     models::vit_config vit_config;
     models::vit_head vit_head = models::vit_head::cls;
+    anvil::detail::resnet_layout resnet_layout;
     std::int64_t labels = 0;
     bool regression = false;
     std::int64_t max_tokens = 0;
     std::vector<std::string> heads;  // PEFT's modules_to_save entries
     std::vector<fine_tuning_detail::read_tensor> reads;
+    // BatchNorm in train mode: every norm in the forward's order (the order of its statistics among a step's
+    // outputs), and per pixel shape {N, C, H, W} the values each norm's statistics were taken over.
+    std::vector<fine_tuning_detail::running_statistics> running;
+    std::map<std::vector<std::int64_t>, std::vector<std::int64_t>> batch_norm_counts;
 
     // LoRA: the adapted modules (sorted), their matrices' values (trained or not), the head modules.
     bool lora = false;
@@ -162,18 +181,28 @@ struct fine_tuning::state {
     std::vector<std::size_t> order;
     std::size_t cursor = 0;
 
+    // Whether a freeze regex finds `name` (std::regex_search, as re.search).
+    [[nodiscard]] bool frozen(const std::string& name) const;
     // The weights as the graph reads them (see weights.hpp's weight_substitute).
     std::optional<tensor<float>> substitute(graph& g, std::string_view name, models::weight_role role,
                                             const std::function<tensor<float>()>& stored) const;
-    // logits [rows, labels] for a batch of these inputs; `loader` reads the weights.
-    tensor<float> logits(graph& g, models::weight_loader& loader, std::int64_t rows,
-                         std::int64_t length) const;
-    training_graph build(std::span<const io_info> batch) const;
+    // The forward pass for a batch whose input ids are `input` [rows, length] (text) or whose pixels are
+    // [rows, C, H, W]: logits [rows, labels] and, for a ResNet, every BatchNorm's batch statistics; `loader`
+    // reads the weights.
+    struct forward_pass {
+        tensor<float> logits;
+        std::vector<models::batch_norm_statistics> statistics;
+    };
+    forward_pass forward(graph& g, models::weight_loader& loader, const dims& input) const;
+    training_graph build(std::span<const io_info> batch);
     std::vector<named_tensor> collate(std::span<const std::size_t> items) const;
+    // running_mean / running_var from a step's batch statistics (its outputs after the logits).
+    void update_running_statistics(step_result& result, const dims& pixels);
 
     // load()'s parts, in order.
     void load_model();
     void record_reads();
+    void read_running_statistics();
     [[nodiscard]] std::vector<fine_tuning_detail::example> read_examples(const std::filesystem::path& path,
                                                                          std::string_view flag) const;
     // The options that shape the run, as a checkpoint records them (flag -> value).
@@ -182,6 +211,12 @@ struct fine_tuning::state {
     void choose_trained();
     void start_training();
 };
+
+ANVIL_INLINE bool fine_tuning::state::frozen(const std::string& name) const {
+    return std::any_of(options.freeze.begin(), options.freeze.end(), [&](const std::string& pattern) {
+        return std::regex_search(name, std::regex(pattern));
+    });
+}
 
 ANVIL_INLINE std::optional<tensor<float>> fine_tuning::state::substitute(
     graph& g, std::string_view name, models::weight_role role,
@@ -209,28 +244,30 @@ ANVIL_INLINE std::optional<tensor<float>> fine_tuning::state::substitute(
     return std::nullopt;
 }
 
-ANVIL_INLINE tensor<float> fine_tuning::state::logits(graph& g, models::weight_loader& loader,
-                                                      std::int64_t rows, std::int64_t length) const {
+ANVIL_INLINE fine_tuning::state::forward_pass fine_tuning::state::forward(graph& g,
+                                                                          models::weight_loader& loader,
+                                                                          const dims& input) const {
     if (text) {
         const auto w = models::load_text_encoder(loader, text_config, prefix);
-        const auto hidden =
-            models::text_encoder_forward(g, w, text_config, rows, length, models::text_positions::inputs);
-        return models::recipe_detail::classification_logits(loader, head, labels, hidden);
+        const auto hidden = models::text_encoder_forward(g, w, text_config, input[0], input[1],
+                                                         models::text_positions::inputs);
+        return {models::recipe_detail::classification_logits(loader, head, labels, hidden), {}};
+    }
+    const auto pixels = g.input<float>("pixels", input);
+    if (resnet) {
+        models::resnet_training_pass pass = models::resnet_train_forward(loader, resnet_layout, pixels);
+        return {pass.logits, std::move(pass.statistics)};
     }
     const auto w = models::load_vit_weights(loader, vit_config, vit_head, labels);
-    const auto pixels = g.input<float>(
-        "pixels", dims{rows, vit_config.channels, vit_config.image_height, vit_config.image_width});
-    return models::vit_logits(w, vit_config, pixels);
+    return {models::vit_logits(w, vit_config, pixels), {}};
 }
 
-ANVIL_INLINE training_graph fine_tuning::state::build(std::span<const io_info> batch) const {
-    std::int64_t rows = 0, length = 0;
-    for (const io_info& input : batch) {
-        if (input.name == (text ? models::input_ids_name : std::string_view("pixels"))) {
-            rows = input.shape[0];
-            length = text ? input.shape[1] : 0;
-        }
+ANVIL_INLINE training_graph fine_tuning::state::build(std::span<const io_info> batch) {
+    dims input;
+    for (const io_info& given : batch) {
+        if (given.name == (text ? models::input_ids_name : std::string_view("pixels"))) input = given.shape;
     }
+    const std::int64_t rows = input[0];
     training_graph result;
     graph& g = result.model;
     models::weight_loader loader(g, weights,
@@ -238,7 +275,8 @@ ANVIL_INLINE training_graph fine_tuning::state::build(std::span<const io_info> b
                                         const dims&, const std::function<tensor<float>()>& stored) {
                                      return substitute(target, name, role, stored);
                                  });
-    const tensor<float> out = logits(g, loader, rows, length);
+    const forward_pass pass = forward(g, loader, input);
+    const tensor<float>& out = pass.logits;
     if (regression) {
         const auto target = g.input<float>("labels", dims{rows});
         result.loss = mse_loss(reshape(out, std::vector<std::int64_t>{rows}).value(), target.value());
@@ -247,6 +285,14 @@ ANVIL_INLINE training_graph fine_tuning::state::build(std::span<const io_info> b
         result.loss = cross_entropy(out.value(), target.value());
     }
     result.outputs = {out.value()};
+    std::vector<std::int64_t> counts;
+    for (const models::batch_norm_statistics& statistics : pass.statistics) {
+        result.outputs.push_back(statistics.mean.value());
+        result.outputs.push_back(statistics.variance.value());
+        counts.push_back(statistics.count);
+    }
+    if (!pass.statistics.empty())
+        batch_norm_counts[std::vector<std::int64_t>(input.begin(), input.end())] = counts;
     return result;
 }
 
@@ -341,11 +387,13 @@ inline void check_options(const fine_tune_options& o) {
     }
 }
 
-// transformers' num_labels: num_labels, else the length of id2label, else 2.
+// transformers' num_labels: num_labels, else the length of id2label, else timm's num_classes, else 2.
 inline std::int64_t configured_labels(const models::config_reader& config) {
     if (const json::value* n = config.find("num_labels"); n != nullptr && n->is_integer()) return n->as_int();
     if (const json::value* m = config.find("id2label"); m != nullptr && m->is_object())
         return static_cast<std::int64_t>(m->as_object().size());
+    if (const json::value* n = config.find("num_classes"); n != nullptr && n->is_integer())
+        return n->as_int();
     return 2;
 }
 
@@ -388,18 +436,30 @@ ANVIL_INLINE void fine_tuning::state::load_model() {
         text = false;
         vit_config = models::vit_config::from_json(config);
         heads = {"classifier"};
-    } else if (model_type == "resnet" || config.contains("architecture")) {
-        throw unsupported_error(
-            message("--model: ", options.model.string(),
-                    ": training a ResNet (BatchNorm in train mode) is not supported yet; "
-                    "train supports BERT, RoBERTa, XLM-R, MPNet, DistilBERT, ViT and DeiT"));
+    } else if (model_type == "resnet" || (model_type.empty() && config.contains("architecture"))) {
+        // Hugging Face's ResNetForImageClassification, or a timm folder ({"architecture": "resnet50", ...})
+        // of torchvision's names; resnet.hpp reads both from the tensors present.
+        const std::string timm = model_type.empty() ? config.string("architecture", "") : std::string();
+        if (model_type.empty() && timm.find("resnet") == std::string::npos &&
+            timm.find("resnext") == std::string::npos) {
+            throw unsupported_error(message("--model: config.json architecture '", timm,
+                                            "' is not a ResNet (train supports timm's resnet*, resnext* and "
+                                            "wide_resnet* folders)"));
+        }
+        text = false;
+        resnet = true;
+        heads = {model_type.empty() ? "fc" : "classifier"};
     } else {
-        throw unsupported_error(message("--model: config.json model_type '", model_type,
-                                        "' is not a supported classifier (bert, roberta, xlm-roberta, mpnet, "
-                                        "distilbert, vit, deit)"));
+        throw unsupported_error(
+            message("--model: config.json model_type '", model_type,
+                    "' is not a supported classifier (bert, roberta, xlm-roberta, mpnet, "
+                    "distilbert, vit, deit, resnet; or a timm ResNet's \"architecture\")"));
     }
     weights = std::make_shared<const checkpoint>(checkpoint::open(options.model));
-    if (text) {
+    if (resnet) {
+        resnet_layout = anvil::detail::read_resnet_layout(*weights, options.model);
+        labels = resnet_layout.config.classes;
+    } else if (text) {
         prefix = models::detect_prefix(*weights, text_config);
         head = models::recipe_detail::head_for(text_config.family, prefix);
         const std::string out_name = head.second + ".weight";
@@ -443,7 +503,37 @@ ANVIL_INLINE void fine_tuning::state::record_reads() {
             if (known == reads.end()) reads.push_back({std::string(name), role, shape});
             return std::nullopt;
         });
-    static_cast<void>(logits(scratch, loader, 1, 1));
+    // Any size builds the graph; a ResNet's BatchNorms need two values per channel, hence two images.
+    const dims input = text ? dims{1, 1}
+                       : resnet
+                           ? dims{2, resnet_layout.config.channels, 32, 32}
+                           : dims{1, vit_config.channels, vit_config.image_height, vit_config.image_width};
+    for (models::batch_norm_statistics& statistics : forward(scratch, loader, input).statistics) {
+        fine_tuning_detail::running_statistics r;
+        r.norm = std::move(statistics.norm);
+        running.push_back(std::move(r));
+    }
+}
+
+ANVIL_INLINE void fine_tuning::state::read_running_statistics() {
+    using fine_tuning_detail::message;
+    for (fine_tuning_detail::running_statistics& r : running) {
+        // The norm's weight was read with its shape [C]; the running statistics must match it.
+        const std::int64_t channels = weights->tensor(r.norm + ".weight").shape()[0];
+        r.mean = anvil::detail::values_f64(
+            models::checked_tensor(*weights, r.norm + ".running_mean", dims{channels}));
+        r.variance = anvil::detail::values_f64(
+            models::checked_tensor(*weights, r.norm + ".running_var", dims{channels}));
+        r.mean_updated = !frozen(r.norm + ".running_mean");
+        r.variance_updated = !frozen(r.norm + ".running_var");
+        r.count_updated = !frozen(r.norm + ".num_batches_tracked");
+        if (const tensor_view* count = weights->find(r.norm + ".num_batches_tracked");
+            count != nullptr && (count->type() != dtype::i64 || count->element_count() != 1)) {
+            throw format_error(message(count->source_name(), ": tensor '", count->name(),
+                                       "': expected one i64 (a BatchNorm's step count), got ",
+                                       dtype_name(count->type()), " ", dims(count->shape())));
+        }
+    }
 }
 
 ANVIL_INLINE std::vector<fine_tuning_detail::example> fine_tuning::state::read_examples(
@@ -455,6 +545,19 @@ ANVIL_INLINE std::vector<fine_tuning_detail::example> fine_tuning::state::read_e
     std::vector<fine_tuning_detail::example> loaded;
     const std::filesystem::path base = std::filesystem::absolute(path).parent_path();
     std::shared_ptr<const tokenizer> words;
+    // ViT takes its configured size; a ResNet any size, the same for every example (batches stack them).
+    const std::int64_t channels = resnet ? resnet_layout.config.channels : vit_config.channels;
+    std::optional<std::pair<std::int64_t, std::int64_t>> size;
+    if (!text && !resnet) size.emplace(vit_config.image_height, vit_config.image_width);
+    const auto check_size = [&](const std::string& where, const std::string& what, std::int64_t height,
+                                std::int64_t width) {
+        if (!size) size.emplace(height, width);
+        if (height != size->first || width != size->second) {
+            throw shape_error(message(where, ": ", what, " ", height, "x", width,
+                                      resnet ? ", the first example's are " : ", the model takes ",
+                                      size->first, "x", size->second));
+        }
+    };
     image_preprocessing preprocessing;
     bool preprocessing_loaded = false;
     std::string line;
@@ -549,8 +652,6 @@ ANVIL_INLINE std::vector<fine_tuning_detail::example> fine_tuning::state::read_e
                 }
             }
         } else {
-            const std::int64_t channels = vit_config.channels, height = vit_config.image_height,
-                               width = vit_config.image_width;
             if (const json::value* pixels = record.find("pixels"); pixels != nullptr && pixels->is_string()) {
                 const std::filesystem::path file_path = base / pixels->as_string();
                 if (!std::filesystem::exists(file_path))
@@ -567,10 +668,8 @@ ANVIL_INLINE std::vector<fine_tuning_detail::example> fine_tuning::state::read_e
                                                dtype_name(read.type), " ", dims(read.shape),
                                                ", not float32 [", channels, ", H, W]"));
                 }
-                if (read.shape[1] != height || read.shape[2] != width) {
-                    throw shape_error(message(where, ": pixels ", file_path.string(), " are ", read.shape[1],
-                                              "x", read.shape[2], ", the model takes ", height, "x", width));
-                }
+                check_size(where, message("pixels ", file_path.string(), " are"), read.shape[1],
+                           read.shape[2]);
                 e.pixels = host_tensor(dtype::f32, dims(read.shape));
                 std::memcpy(e.pixels.raw(), read.data.data(), read.data.size());
             } else if (const json::value* picture = record.find("image");
@@ -584,11 +683,11 @@ ANVIL_INLINE std::vector<fine_tuning_detail::example> fine_tuning::state::read_e
                 }
                 host_tensor made = preprocess(read_image(file_path), preprocessing);
                 const dims& shape = made.shape();
-                if (shape.rank() != 3 || shape[0] != channels || shape[1] != height || shape[2] != width) {
+                if (shape.rank() != 3 || shape[0] != channels) {
                     throw shape_error(message(where, ": the folder's preprocessing makes ", shape,
-                                              " pixels but the model takes [", channels, ", ", height, ", ",
-                                              width, "]"));
+                                              " pixels but the model takes [", channels, ", H, W]"));
                 }
+                check_size(where, "the folder's preprocessing makes images of", shape[1], shape[2]);
                 e.pixels = std::move(made);
             } else {
                 throw format_error(message(where, ": no \"pixels\" or \"image\""));
@@ -603,6 +702,13 @@ ANVIL_INLINE std::vector<fine_tuning_detail::example> fine_tuning::state::read_e
 ANVIL_INLINE void fine_tuning::state::set_up_lora() {
     using fine_tuning_detail::message;
     if (!options.lora_rank && options.init_adapter.empty()) return;
+    if (resnet) {
+        throw unsupported_error(message(
+            options.lora_rank ? "--lora" : "--init-adapter",
+            ": LoRA on a ResNet is not supported (PEFT adapts Linear layers, and a ResNet's one Linear, "
+            "its classifier, is trained fully as modules_to_save); train it fully, with --freeze for "
+            "what should stay"));
+    }
     lora = true;
     const std::vector<std::string> default_heads = heads;
     std::optional<checkpoint> adapter;
@@ -822,13 +928,8 @@ ANVIL_INLINE void fine_tuning::state::choose_trained() {
         for (const auto& r : reads)
             candidates.push_back(r.name);
     }
-    std::vector<std::regex> freeze;
-    for (const std::string& pattern : options.freeze)
-        freeze.emplace_back(pattern);
     for (const std::string& name : candidates) {
-        const bool frozen = std::any_of(freeze.begin(), freeze.end(),
-                                        [&](const std::regex& r) { return std::regex_search(name, r); });
-        if (frozen) continue;
+        if (frozen(name)) continue;
         const auto start = fixed.find(name);
         const host_tensor initial =
             start != fixed.end()
@@ -886,6 +987,7 @@ ANVIL_INLINE fine_tuning fine_tuning::load(const fine_tune_options& options) {
     s->options = options;
     s->load_model();
     s->record_reads();
+    s->read_running_statistics();
     s->set_up_lora();
     s->choose_trained();
     s->examples = s->read_examples(options.data, "--data");
@@ -931,7 +1033,36 @@ ANVIL_INLINE step_result fine_tuning::step() {
     const std::vector<named_tensor> inputs = s.collate(items);
     step_result result = s.runner->step(inputs);
     ++s.done;
+    if (!s.running.empty()) {
+        const auto pixels = std::find_if(inputs.begin(), inputs.end(),
+                                         [](const named_tensor& input) { return input.name == "pixels"; });
+        s.update_running_statistics(result, pixels->tensor.shape());
+    }
     return result;
+}
+
+ANVIL_INLINE void fine_tuning::state::update_running_statistics(step_result& result, const dims& pixels) {
+    using fine_tuning_detail::batch_norm_momentum;
+    // The forward ran in train mode whether or not loss scaling skipped the update, so the statistics move
+    // every step, as nn.BatchNorm2d's do.
+    const std::vector<std::int64_t>& counts =
+        batch_norm_counts.at(std::vector<std::int64_t>(pixels.begin(), pixels.end()));
+    for (std::size_t i = 0; i < running.size(); ++i) {
+        fine_tuning_detail::running_statistics& r = running[i];
+        const std::vector<float> mean = result.outputs[1 + 2 * i].to_f32();
+        const std::vector<float> biased = result.outputs[2 + 2 * i].to_f32();
+        const auto m = static_cast<double>(counts[i]);
+        for (std::size_t c = 0; c < r.mean.size(); ++c) {
+            if (r.mean_updated)
+                r.mean[c] = (1 - batch_norm_momentum) * r.mean[c] + batch_norm_momentum * double{mean[c]};
+            if (r.variance_updated) {
+                const double unbiased = double{biased[c]} * m / (m - 1);
+                r.variance[c] = (1 - batch_norm_momentum) * r.variance[c] + batch_norm_momentum * unbiased;
+            }
+        }
+    }
+    // The step's outputs are the logits, as for every other model.
+    result.outputs.resize(1);
 }
 
 namespace fine_tuning_detail {
@@ -982,17 +1113,36 @@ ANVIL_INLINE void fine_tuning::save(const std::filesystem::path& out) const {
     safetensors_writer writer;
     writer.set_metadata("format", "pt");
     if (!s.lora) {
-        // Exactly the input's tensors: the trained ones rounded to their stored dtype, the rest byte for
-        // byte.
+        // Exactly the input's tensors: the trained ones and the updated BatchNorm statistics rounded to their
+        // stored dtype (the statistics through f32, as the reference rounds them), the rest byte for byte.
+        std::map<std::string, std::vector<float>> statistics;
+        std::set<std::string> counters;
+        for (const fine_tuning_detail::running_statistics& r : s.running) {
+            const auto narrowed = [](const std::vector<double>& values) {
+                return std::vector<float>(values.begin(), values.end());
+            };
+            if (r.mean_updated) statistics[r.norm + ".running_mean"] = narrowed(r.mean);
+            if (r.variance_updated) statistics[r.norm + ".running_var"] = narrowed(r.variance);
+            if (r.count_updated) counters.insert(r.norm + ".num_batches_tracked");
+        }
         for (const tensor_view* view : s.weights->tensors()) {
-            if (s.trained_set.count(view->name()) == 0) {
+            const std::vector<std::int64_t> shape(view->shape().begin(), view->shape().end());
+            if (s.trained_set.count(view->name()) != 0) {
+                writer.add(view->name(), view->type(), shape,
+                           stored_bytes(view->type(), s.params.value_of(view->name()).values<float>()));
+            } else if (const auto found = statistics.find(view->name()); found != statistics.end()) {
+                writer.add(view->name(), view->type(), shape, stored_bytes(view->type(), found->second));
+            } else if (counters.count(view->name()) != 0) {
+                // One increment per forward pass in train mode, as nn.BatchNorm2d counts.
+                std::int64_t count = 0;
+                std::memcpy(&count, view->bytes().data(), sizeof count);
+                count += s.done;
+                std::vector<std::byte> bytes(sizeof count);
+                std::memcpy(bytes.data(), &count, sizeof count);
+                writer.add(view->name(), view->type(), shape, bytes);
+            } else {
                 writer.add(*view);
-                continue;
             }
-            const std::vector<std::byte> bytes =
-                stored_bytes(view->type(), s.params.value_of(view->name()).values<float>());
-            writer.add(view->name(), view->type(),
-                       std::vector<std::int64_t>(view->shape().begin(), view->shape().end()), bytes);
         }
         fine_tuning_detail::copy_auxiliary(s.options.model, out, true);
         writer.write(out / "model.safetensors");
@@ -1129,6 +1279,16 @@ ANVIL_INLINE void fine_tuning::save_checkpoint(const std::filesystem::path& fold
         moments.add(t.name, std::vector<std::int64_t>(t.tensor.shape().begin(), t.tensor.shape().end()),
                     t.tensor.values<float>());
     moments.write(folder / "optimizer.safetensors");
+    if (!s.running.empty()) {
+        // The BatchNorm statistics as the steps keep them (float64; model.safetensors has them rounded).
+        safetensors_writer statistics;
+        for (const fine_tuning_detail::running_statistics& r : s.running) {
+            const std::vector<std::int64_t> shape{static_cast<std::int64_t>(r.mean.size())};
+            statistics.add(r.norm + ".running_mean", shape, r.mean);
+            statistics.add(r.norm + ".running_var", shape, r.variance);
+        }
+        statistics.write(folder / "running_statistics.safetensors");
+    }
     const trainer_progress progress = s.runner->progress();
     json::object where;
     where["step"] = s.done;
@@ -1199,6 +1359,18 @@ ANVIL_INLINE void fine_tuning::resume(const std::filesystem::path& folder) {
     for (const tensor_view* v : moments.tensors())
         o.tensors.push_back({v->name(), host_tensor::from(v->to_f32(), dims(v->shape()))});
     s.opt->load_state(o);
+    if (!s.running.empty()) {
+        const checkpoint statistics = checkpoint::open(folder / "running_statistics.safetensors");
+        for (fine_tuning_detail::running_statistics& r : s.running) {
+            for (auto* values : {&r.mean, &r.variance}) {
+                const std::string name = r.norm + (values == &r.mean ? ".running_mean" : ".running_var");
+                const tensor_view* v = statistics.find(name);
+                if (v == nullptr || v->type() != dtype::f64 || v->element_count() != values->size())
+                    throw format_error(message("--resume: running_statistics.safetensors lacks f64 ", name));
+                std::memcpy(values->data(), v->bytes().data(), values->size() * sizeof(double));
+            }
+        }
+    }
     s.runner->restore({integer("steps_tried"), scale->as_double(), integer("clean_steps")});
     s.done = step;
     s.epoch = epoch;
@@ -1216,6 +1388,11 @@ ANVIL_INLINE void fine_tuning::resume(const std::filesystem::path& folder) {
 
 ANVIL_INLINE evaluation fine_tuning::evaluate(const std::filesystem::path& data) {
     state& s = *state_;
+    if (s.resnet) {
+        // Evaluation runs BatchNorm in eval mode (the running statistics), a forward this model's training
+        // graph does not have.
+        throw unsupported_error("--eval: evaluating a ResNet (BatchNorm in eval mode) is not supported yet");
+    }
     const std::vector<fine_tuning_detail::example> examples = s.read_examples(data, "--eval");
     if (!s.text && examples.front().pixels.shape() != s.examples.front().pixels.shape())
         throw shape_error(anvil::detail::message("--eval: ", data.string(), ": the images are ",

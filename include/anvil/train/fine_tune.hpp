@@ -1,24 +1,31 @@
 // anvil: fine-tuning a Hugging Face classifier from its folder — what `anvil train` runs, as a library. The
 // model is the inference recipe itself (text_encoder.hpp's BERT, RoBERTa, XLM-R, MPNet and DistilBERT with
-// their *ForSequenceClassification heads; vit.hpp's ViT and DeiT), built through a weight_loader whose
+// their *ForSequenceClassification heads; vit.hpp's ViT and DeiT; resnet.hpp's train-mode forward of Hugging
+// Face's ResNetForImageClassification and of timm / torchvision ResNets), built through a weight_loader whose
 // substitute (models/common/weights.hpp) turns the trainable tensors into graph::parameter inputs and adds
 // LoRA's low-rank update to the adapted linear layers; no recipe has a second, trainable copy. The rules are
 // those of transformers' Trainer and PEFT, as tools/reference/train_reference.py writes them out in float64:
 //
 //   data       TRAIN.jsonl, one example a line: {"ids": [...], "type_ids": [...], "label": k},
 //              {"text": ..., "text_pair": ..., "label": k} (the folder's tokenizer), {"pixels": "x.npy",
-//              "label": k} (float32 [C, H, W]) or {"image": "x.png", "label": k} (the folder's
-//              preprocessing); paths relative to the jsonl file. num_labels 1 (or problem_type "regression"):
-//              float labels and MSE; otherwise mean cross-entropy.
+//              "label": k} (float32 [C, H, W]; a ResNet takes any H and W, one size for the whole file) or
+//              {"image": "x.png", "label": k} (the folder's preprocessing); paths relative to the jsonl file.
+//              num_labels 1 (or problem_type "regression"): float labels and MSE; otherwise mean
+//              cross-entropy.
 //   order      epoch e visits numpy.random.default_rng(seed + e).permutation(n) (consecutive lines with
 //              shuffle off), cut into batches; the last batch of an epoch may be short.
 //   batches    text padded to the batch's longest example with the attention mask (DataCollatorWithPadding).
 //   trained    full: every tensor the model reads that no freeze regex finds (std::regex_search); LoRA: the
 //              lora_A / lora_B matrices and the head (PEFT's modules_to_save), less the freeze matches.
-//   decay      every trained tensor except biases and norm weights (Trainer.get_decay_parameter_names).
-//   outputs    full: model.safetensors with exactly the input's names, shapes and dtypes, config.json and the
-//              tokenizer / preprocessor files; LoRA: adapter_config.json and adapter_model.safetensors as
-//              PEFT's save_pretrained writes them.
+//   decay      every trained tensor except biases and norm weights (Trainer.get_decay_parameter_names;
+//              BatchNorm weights decay, as it finds only LayerNorms and names with "norm" as a word).
+//   BatchNorm  train mode (nn.BatchNorm2d.train()): the batch's mean and biased variance in the forward;
+//              after each step running_mean and running_var move by momentum 0.1 towards the batch mean and
+//              unbiased variance (m / (m - 1) times the biased one, m = N H W) and num_batches_tracked
+//              counts the step, each unless a freeze regex finds its name. ResNets train fully (no LoRA).
+//   outputs    full: model.safetensors with exactly the input's names, shapes and dtypes (the BatchNorm
+//              statistics updated), config.json and the tokenizer / preprocessor files; LoRA:
+//              adapter_config.json and adapter_model.safetensors as PEFT's save_pretrained writes them.
 #pragma once
 
 #include <cstddef>

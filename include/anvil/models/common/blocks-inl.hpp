@@ -66,6 +66,32 @@ ANVIL_INLINE tensor<float> apply(const norm_layer& norm, const tensor<float>& x)
                      : layer_norm(x, norm.weight, std::nullopt, norm.epsilon);
 }
 
+ANVIL_INLINE batch_norm_pass train_mode_batch_norm(weight_loader& weights, const std::string& norm,
+                                                   const tensor<float>& x, double epsilon) {
+    const dims xs = x.shape();
+    if (xs.rank() != 4) {
+        throw shape_error(
+            anvil::detail::message("BatchNorm ", norm, ": the input must be [N, C, H, W], got ", xs));
+    }
+    const std::int64_t channels = xs[1], count = xs[0] * xs[2] * xs[3];
+    if (count < 2) {
+        throw shape_error(anvil::detail::message("BatchNorm ", norm,
+                                                 " in train mode needs more than 1 value per channel, got "
+                                                 "input size ",
+                                                 xs));
+    }
+    const std::vector<std::int64_t> per_channel{1, channels, 1, 1};
+    const tensor<float> weight = reshape(weights.load(norm + ".weight", dims{channels}), per_channel);
+    const tensor<float> bias = reshape(weights.load(norm + ".bias", dims{channels}), per_channel);
+    const tensor<float> mean = anvil::mean(x, {0, 2, 3}, true);
+    const tensor<float> centred = x - mean;
+    const tensor<float> variance = anvil::mean(centred * centred, {0, 2, 3}, true);
+    // The scale is per channel, [1, C, 1, 1]: one multiply of the whole activation instead of two.
+    const tensor<float> scale = rsqrt(variance + static_cast<float>(epsilon)) * weight;
+    const std::vector<std::int64_t> flat{channels};
+    return {centred * scale + bias, {norm, reshape(mean, flat), reshape(variance, flat), count}};
+}
+
 }  // namespace anvil::models
 
 namespace anvil::models::recipe_detail {

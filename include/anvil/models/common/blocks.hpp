@@ -49,6 +49,28 @@ struct norm_layer {
 
 [[nodiscard]] tensor<float> apply(const norm_layer& norm, const tensor<float>& x);
 
+// One BatchNorm's statistics over a batch in train mode: the per-channel mean and biased variance [C] over N,
+// H and W, and that count N H W, which the running variance's unbiased update (var * m / (m - 1)) needs.
+struct batch_norm_statistics {
+    std::string norm;  // the BatchNorm's prefix: <norm>.running_mean, .running_var, .num_batches_tracked
+    tensor<float> mean;
+    tensor<float> variance;
+    std::int64_t count = 0;
+};
+
+struct batch_norm_pass {
+    tensor<float> output;
+    batch_norm_statistics statistics;
+};
+
+// nn.BatchNorm2d in train mode over x [N, C, H, W], from differentiable primitives so that the gradients
+// flow through the batch statistics too: (x - mean) / sqrt(var + epsilon) * weight + bias with the batch's
+// per-channel mean and biased variance, `<norm>.weight` and `.bias` [C] read through `weights`. The running
+// statistics are neither read nor changed: the caller updates them from the returned ones. Fewer than two
+// values per channel is an anvil::shape_error, as PyTorch refuses it (no unbiased variance).
+[[nodiscard]] batch_norm_pass train_mode_batch_norm(weight_loader& weights, const std::string& norm,
+                                                    const tensor<float>& x, double epsilon);
+
 // Multi-head self-attention with separate query, key, value and output projections; kv_heads < heads is
 // grouped-query attention.
 struct attention_layer {

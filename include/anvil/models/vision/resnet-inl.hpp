@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -146,21 +147,22 @@ ANVIL_INLINE void read_resnet_config(const models::config_reader& config, const 
                  message("'depths' lists ", c.depths.size(), " stages"));
 }
 
-ANVIL_INLINE resnet_convolution load_resnet_convolution(const checkpoint& weights, std::string weight,
-                                                        const std::string& norm, const dims& shape,
-                                                        std::int64_t stride, std::int64_t groups) {
+ANVIL_INLINE resnet_convolution describe_resnet_convolution(std::string weight, std::string norm,
+                                                            const dims& shape, std::int64_t stride,
+                                                            std::int64_t groups) {
     resnet_convolution conv;
-    conv.folded = models::fold_batch_norm(weights, weight, norm, shape);
     conv.label = std::move(weight);
+    conv.norm = std::move(norm);
+    conv.shape = shape;
     conv.stride = stride;
     conv.padding = shape[2] / 2;
     conv.groups = groups;
     return conv;
 }
 
-ANVIL_INLINE std::vector<resnet_block> load_resnet_blocks(const checkpoint& weights,
-                                                          const resnet_names& names,
-                                                          const models::resnet_config& c) {
+ANVIL_INLINE std::vector<resnet_block> describe_resnet_blocks(const checkpoint& weights,
+                                                              const resnet_names& names,
+                                                              const models::resnet_config& c) {
     std::vector<resnet_block> blocks;
     std::int64_t in = c.stem_channels;
     for (std::size_t stage = 0; stage < c.depths.size(); ++stage) {
@@ -170,6 +172,11 @@ ANVIL_INLINE std::vector<resnet_block> load_resnet_blocks(const checkpoint& weig
             const std::int64_t stride = index == 0 && (stage > 0 || c.downsample_in_first_stage) ? 2 : 1;
             const std::string p = names.block(stage, index);
             resnet_block block;
+            const auto layer = [&](std::size_t k, const dims& shape, std::int64_t layer_stride,
+                                   std::int64_t groups) {
+                block.layers.push_back(describe_resnet_convolution(names.convolution(p, k), names.norm(p, k),
+                                                                   shape, layer_stride, groups));
+            };
             if (c.bottleneck) {
                 if (inner % c.groups != 0) {
                     throw format_error(message(weights.path().string(), ": block ", p, " has ", inner,
@@ -177,24 +184,18 @@ ANVIL_INLINE std::vector<resnet_block> load_resnet_blocks(const checkpoint& weig
                                                " groups"));
                 }
                 const std::int64_t first_stride = c.downsample_in_bottleneck ? stride : 1;
-                block.layers.push_back(load_resnet_convolution(
-                    weights, names.convolution(p, 0), names.norm(p, 0), dims{inner, in, 1, 1}, first_stride));
-                block.layers.push_back(load_resnet_convolution(
-                    weights, names.convolution(p, 1), names.norm(p, 1), dims{inner, inner / c.groups, 3, 3},
-                    stride / first_stride, c.groups));
-                block.layers.push_back(load_resnet_convolution(weights, names.convolution(p, 2),
-                                                               names.norm(p, 2), dims{out, inner, 1, 1}, 1));
+                layer(0, dims{inner, in, 1, 1}, first_stride, 1);
+                layer(1, dims{inner, inner / c.groups, 3, 3}, stride / first_stride, c.groups);
+                layer(2, dims{out, inner, 1, 1}, 1, 1);
             } else {
-                block.layers.push_back(load_resnet_convolution(
-                    weights, names.convolution(p, 0), names.norm(p, 0), dims{out, in, 3, 3}, stride));
-                block.layers.push_back(load_resnet_convolution(weights, names.convolution(p, 1),
-                                                               names.norm(p, 1), dims{out, out, 3, 3}, 1));
+                layer(0, dims{out, in, 3, 3}, stride, 1);
+                layer(1, dims{out, out, 3, 3}, 1, 1);
             }
             // The projection is taken from the weights present; without one the input must fit the output.
             const std::string projection = names.shortcut_convolution(p);
             if (weights.contains(projection)) {
-                block.projection = load_resnet_convolution(weights, projection, names.shortcut_norm(p),
-                                                           dims{out, in, 1, 1}, stride);
+                block.projection = describe_resnet_convolution(projection, names.shortcut_norm(p),
+                                                               dims{out, in, 1, 1}, stride);
             } else if (in != out || stride != 1) {
                 throw format_error(message(weights.path().string(), ": the tensor '", projection,
                                            "' is missing: block ", p, " maps ", in, " channels to ", out,
@@ -205,6 +206,77 @@ ANVIL_INLINE std::vector<resnet_block> load_resnet_blocks(const checkpoint& weig
         }
     }
     return blocks;
+}
+
+ANVIL_INLINE resnet_layout read_resnet_layout(const checkpoint& weights,
+                                              const std::filesystem::path& folder) {
+    const std::filesystem::path directory =
+        std::filesystem::is_directory(folder) ? folder : folder.parent_path();
+    const std::filesystem::path config_path = directory / "config.json";
+    std::optional<json::value> document;
+    if (std::filesystem::is_regular_file(config_path))
+        document = models::config_reader::read_file(config_path);
+
+    resnet_layout layout;
+    models::resnet_config& c = layout.config;
+    resnet_names& names = layout.names;
+    if (weights.contains("resnet.embedder.embedder.convolution.weight")) {
+        names.huggingface = true;
+        c.naming = "huggingface";
+    } else if (weights.contains("conv1.weight")) {
+        c.naming = "torchvision";
+    } else if (weights.contains("embedder.embedder.convolution.weight")) {
+        throw format_error(
+            message(folder.string(),
+                    ": a Hugging Face ResNetModel without its classifier (tensor names lack the "
+                    "'resnet.' prefix of ResNetForImageClassification); image classification "
+                    "needs classifier.1.weight"));
+    } else {
+        throw format_error(
+            message(folder.string(),
+                    ": not a ResNet checkpoint: it has neither 'conv1.weight' (torchvision's "
+                    "naming) nor 'resnet.embedder.embedder.convolution.weight' (Hugging Face's "
+                    "ResNetForImageClassification)"));
+    }
+    std::optional<models::config_reader> config;
+    if (document) config.emplace(*document, config_path.string());
+    if (names.huggingface && config) {
+        read_resnet_config(*config, weights, names, c);
+    } else {
+        infer_resnet_architecture(weights, names, c);
+    }
+    layout.stem = describe_resnet_convolution(names.stem_convolution(), names.stem_norm(),
+                                              dims{c.stem_channels, c.channels, 7, 7}, 2);
+    layout.blocks = describe_resnet_blocks(weights, names, c);
+
+    const json::value* timm_cfg = document ? document->find("pretrained_cfg") : nullptr;
+    if (config && !names.huggingface && document->find("num_classes") != nullptr) {
+        // timm: num_classes must be the classifier's rows.
+        const std::int64_t declared = config->integer("num_classes", c.classes);
+        if (declared != c.classes) {
+            throw format_error(message(config_path.string(), ": num_classes ", declared,
+                                       " does not match the classifier's ", c.classes, " rows (",
+                                       names.classifier(), ".weight)"));
+        }
+    }
+    const json::value* label_names = timm_cfg ? timm_cfg->find("label_names") : nullptr;
+    if (label_names && label_names->is_array() &&
+        static_cast<std::int64_t>(label_names->as_array().size()) == c.classes &&
+        std::all_of(label_names->as_array().begin(), label_names->as_array().end(),
+                    [](const json::value& v) { return v.is_string(); })) {
+        for (const json::value& label : label_names->as_array())  // timm's pretrained_cfg.label_names
+            layout.labels.push_back(label.as_string());
+    } else if (config) {
+        layout.labels = config->labels(c.classes);
+    } else {
+        for (std::int64_t i = 0; i < c.classes; ++i)
+            layout.labels.push_back("LABEL_" + std::to_string(i));
+    }
+    return layout;
+}
+
+ANVIL_INLINE void fold_resnet_convolution(const checkpoint& weights, resnet_convolution& conv, double eps) {
+    conv.folded = models::fold_batch_norm(weights, conv.label, conv.norm, conv.shape, eps);
 }
 
 ANVIL_INLINE tensor<float> apply_resnet_convolution(graph& g, const resnet_convolution& conv,
@@ -218,33 +290,42 @@ ANVIL_INLINE tensor<float> apply_resnet_convolution(graph& g, const resnet_convo
     return conv2d(x, weight, bias, options);
 }
 
-ANVIL_INLINE std::vector<value> build_resnet(graph& g, const resnet_network& net,
-                                             std::span<const std::int64_t> key) {
-    const auto pixels = g.input<float>("pixels", dims{key[0], net.channels, key[1], key[2]});
-    auto h = models::activate(apply_resnet_convolution(g, net.stem, pixels), net.act);
+ANVIL_INLINE tensor<float> resnet_logits(models::weight_loader& weights, const resnet_layout& layout,
+                                         const tensor<float>& pixels, const resnet_convolve& convolve) {
+    const models::resnet_config& c = layout.config;
+    auto h = models::activate(convolve(layout.stem, pixels), c.act);
     pool_options pool;
     pool.kernel = size2d(3);
     pool.stride = size2d(2);
     pool.padding = padding2d(1);
     h = max_pool2d(h, pool);
-    for (const resnet_block& block : net.blocks) {
+    for (const resnet_block& block : layout.blocks) {
         tensor<float> y = h;
         for (std::size_t k = 0; k < block.layers.size(); ++k) {
-            y = apply_resnet_convolution(g, block.layers[k], y);
+            y = convolve(block.layers[k], y);
             // Hugging Face's ResNetConvLayer keeps its default ReLU inside a block; hidden_act is for the
             // stem and the residual sum.
             if (k + 1 < block.layers.size()) y = relu(y);
         }
-        const tensor<float> shortcut =
-            block.projection ? apply_resnet_convolution(g, *block.projection, h) : h;
-        h = models::activate(y + shortcut, net.act);
+        const tensor<float> shortcut = block.projection ? convolve(*block.projection, h) : h;
+        h = models::activate(y + shortcut, c.act);
     }
-    const auto pooled = reshape(global_avg_pool2d(h), std::vector<std::int64_t>{key[0], net.features});
+    const std::int64_t features = c.widths.back();
+    const auto pooled = reshape(global_avg_pool2d(h), std::vector<std::int64_t>{pixels.shape()[0], features});
+    const std::string name = layout.names.classifier();
+    const auto weight = weights.load(name + ".weight", dims{c.classes, features});
+    const auto bias = weights.load(name + ".bias", dims{c.classes});
+    return linear(pooled, weight, bias);
+}
+
+ANVIL_INLINE std::vector<value> build_resnet(graph& g, const resnet_network& net,
+                                             std::span<const std::int64_t> key) {
+    const auto pixels = g.input<float>("pixels", dims{key[0], net.layout.config.channels, key[1], key[2]});
     models::weight_loader classifier(g, net.weights);
-    const std::string name = net.names.classifier();
-    const auto weight = classifier.load(name + ".weight", dims{net.classes, net.features});
-    const auto bias = classifier.load(name + ".bias", dims{net.classes});
-    return {linear(pooled, weight, bias).value()};
+    const resnet_convolve folded = [&g](const resnet_convolution& conv, const tensor<float>& x) {
+        return apply_resnet_convolution(g, conv, x);
+    };
+    return {resnet_logits(classifier, net.layout, pixels, folded).value()};
 }
 
 }  // namespace anvil::detail
@@ -256,81 +337,49 @@ ANVIL_INLINE bool resnet::recognizes(const checkpoint& weights) {
            weights.contains("resnet.embedder.embedder.convolution.weight");
 }
 
+ANVIL_INLINE resnet_training_pass resnet_train_forward(weight_loader& weights,
+                                                       const anvil::detail::resnet_layout& layout,
+                                                       const tensor<float>& pixels) {
+    resnet_training_pass pass;
+    const double eps = layout.config.batch_norm_eps;
+    const anvil::detail::resnet_convolve train_mode = [&](const anvil::detail::resnet_convolution& conv,
+                                                          const tensor<float>& x) {
+        conv2d_options options;
+        options.stride = size2d(conv.stride);
+        options.padding = padding2d(conv.padding);
+        options.groups = conv.groups;
+        const tensor<float> convolved =
+            conv2d(x, weights.load(conv.label, conv.shape), std::nullopt, options);
+        batch_norm_pass norm = train_mode_batch_norm(weights, conv.norm, convolved, eps);
+        pass.statistics.push_back(std::move(norm.statistics));
+        return norm.output;
+    };
+    pass.logits = anvil::detail::resnet_logits(weights, layout, pixels, train_mode);
+    return pass;
+}
+
 ANVIL_INLINE resnet resnet::load(const std::filesystem::path& folder, const load_options& given) {
     const load_options options = with_model_source(given, folder);
     auto weights = std::make_shared<const checkpoint>(checkpoint::open(folder));
-    const std::filesystem::path directory =
-        std::filesystem::is_directory(folder) ? folder : folder.parent_path();
-    const std::filesystem::path config_path = directory / "config.json";
-    std::optional<json::value> document;
-    if (std::filesystem::is_regular_file(config_path)) document = config_reader::read_file(config_path);
-
-    resnet model;
-    resnet_config& c = model.config_;
-    anvil::detail::resnet_names names;
-    if (weights->contains("resnet.embedder.embedder.convolution.weight")) {
-        names.huggingface = true;
-        c.naming = "huggingface";
-    } else if (weights->contains("conv1.weight")) {
-        c.naming = "torchvision";
-    } else if (weights->contains("embedder.embedder.convolution.weight")) {
-        throw format_error(anvil::detail::message(
-            folder.string(),
-            ": a Hugging Face ResNetModel without its classifier (tensor names lack the "
-            "'resnet.' prefix of ResNetForImageClassification); image classification needs "
-            "classifier.1.weight"));
-    } else {
-        throw format_error(anvil::detail::message(
-            folder.string(),
-            ": not a ResNet checkpoint: it has neither 'conv1.weight' (torchvision's "
-            "naming) nor 'resnet.embedder.embedder.convolution.weight' (Hugging Face's "
-            "ResNetForImageClassification)"));
-    }
-    std::optional<config_reader> config;
-    if (document) config.emplace(*document, config_path.string());
-    if (names.huggingface && config) {
-        anvil::detail::read_resnet_config(*config, *weights, names, c);
-    } else {
-        anvil::detail::infer_resnet_architecture(*weights, names, c);
-    }
-
     auto net = std::make_shared<anvil::detail::resnet_network>();
     net->weights = weights;
-    net->names = names;
-    net->channels = c.channels;
-    net->classes = c.classes;
-    net->features = c.widths.back();
-    net->act = c.act;
-    net->stem = anvil::detail::load_resnet_convolution(*weights, names.stem_convolution(), names.stem_norm(),
-                                                       dims{c.stem_channels, c.channels, 7, 7}, 2);
-    net->blocks = anvil::detail::load_resnet_blocks(*weights, names, c);
-    static_cast<void>(
-        checked_tensor(*weights, names.classifier() + ".weight", dims{c.classes, net->features}));
-    static_cast<void>(checked_tensor(*weights, names.classifier() + ".bias", dims{c.classes}));
+    net->layout = anvil::detail::read_resnet_layout(*weights, folder);
+    anvil::detail::resnet_layout& layout = net->layout;
+    const resnet_config& c = layout.config;
+    anvil::detail::fold_resnet_convolution(*weights, layout.stem, c.batch_norm_eps);
+    for (anvil::detail::resnet_block& block : layout.blocks) {
+        for (anvil::detail::resnet_convolution& conv : block.layers)
+            anvil::detail::fold_resnet_convolution(*weights, conv, c.batch_norm_eps);
+        if (block.projection)
+            anvil::detail::fold_resnet_convolution(*weights, *block.projection, c.batch_norm_eps);
+    }
+    const std::string classifier = layout.names.classifier();
+    static_cast<void>(checked_tensor(*weights, classifier + ".weight", dims{c.classes, c.widths.back()}));
+    static_cast<void>(checked_tensor(*weights, classifier + ".bias", dims{c.classes}));
 
-    const json::value* timm_cfg = document ? document->find("pretrained_cfg") : nullptr;
-    if (config && !names.huggingface && document->find("num_classes") != nullptr) {
-        // timm: num_classes must be the classifier's rows.
-        const std::int64_t declared = config->integer("num_classes", c.classes);
-        if (declared != c.classes) {
-            throw format_error(anvil::detail::message(config_path.string(), ": num_classes ", declared,
-                                                      " does not match the classifier's ", c.classes,
-                                                      " rows (", names.classifier(), ".weight)"));
-        }
-    }
-    const json::value* label_names = timm_cfg ? timm_cfg->find("label_names") : nullptr;
-    if (label_names && label_names->is_array() &&
-        static_cast<std::int64_t>(label_names->as_array().size()) == c.classes &&
-        std::all_of(label_names->as_array().begin(), label_names->as_array().end(),
-                    [](const json::value& v) { return v.is_string(); })) {
-        for (const json::value& label : label_names->as_array())  // timm's pretrained_cfg.label_names
-            model.labels_.push_back(label.as_string());
-    } else if (config) {
-        model.labels_ = config->labels(c.classes);
-    } else {
-        for (std::int64_t i = 0; i < c.classes; ++i)
-            model.labels_.push_back("LABEL_" + std::to_string(i));
-    }
+    resnet model;
+    model.config_ = c;
+    model.labels_ = layout.labels;
     std::shared_ptr<const anvil::detail::resnet_network> network = std::move(net);
     model.programs_ = std::make_unique<compiled_shapes>(
         options.compile, [network](graph& g, std::span<const std::int64_t> key) {

@@ -10,11 +10,13 @@
 // global average pool and a linear classifier. Each stage but the first halves the resolution in its first
 // block, on the 3x3 (or, with Hugging Face's downsample_in_bottleneck, on the first 1x1); a block whose input
 // and output differ in channels or resolution adds a 1x1 projection of its input instead of the input itself.
-// Every BatchNorm is folded into its convolution at load (batch_norm_folding.hpp).
+// For inference every BatchNorm is folded into its convolution at load (batch_norm_folding.hpp); training
+// runs them in train mode on the same layout (resnet_train_forward).
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -46,6 +48,9 @@ struct resnet_config {
     bool downsample_in_bottleneck = false;   // a bottleneck strides on its first 1x1 (V1), not its 3x3 (V1.5)
     activation act = activation::relu;       // hidden_act: after the stem and each residual sum
     std::int64_t classes = 1000;             // the classifier's outputs
+    // nn.BatchNorm2d's default, which Hugging Face's and torchvision's ResNets keep (neither config names
+    // it).
+    double batch_norm_eps = batch_norm_default_eps;
 };
 
 }  // namespace anvil::models
@@ -68,10 +73,15 @@ struct resnet_names {
     [[nodiscard]] std::string classifier() const { return huggingface ? "classifier.1" : "fc"; }
 };
 
-// A convolution with its BatchNorm folded in, and how it slides.
+// A convolution of the network and the BatchNorm after it: both by checkpoint name, the weight's shape and
+// how it slides. For inference `folded` holds the BatchNorm folded into the convolution
+// (fold_resnet_convolution); training reads the tensors by name through a weight_loader instead and leaves it
+// empty.
 struct resnet_convolution {
     models::folded_convolution folded;
-    std::string label;  // the checkpoint's weight name, for dumps and errors
+    std::string label;  // the convolution's weight name (also the folded constants' name in dumps)
+    std::string norm;   // the BatchNorm's prefix: <norm>.weight, .bias, .running_mean, .running_var
+    dims shape;         // the weight's [out, in / groups, kh, kw]
     std::int64_t stride = 1;
     std::int64_t padding = 0;
     std::int64_t groups = 1;
@@ -82,15 +92,19 @@ struct resnet_block {
     std::optional<resnet_convolution> projection;  // the shortcut; the identity when absent
 };
 
-struct resnet_network {
-    std::shared_ptr<const checkpoint> weights;  // the classifier's constants point into it
+// A folder's network as its tensor names and config.json describe it: the naming, the architecture, every
+// convolution with its BatchNorm (nothing folded yet) and the class labels.
+struct resnet_layout {
     resnet_names names;
-    std::int64_t channels = 3;
-    std::int64_t classes = 0;
-    std::int64_t features = 0;  // the last stage's width, the classifier's input
-    models::activation act = models::activation::relu;
+    models::resnet_config config;
     resnet_convolution stem;
     std::vector<resnet_block> blocks;
+    std::vector<std::string> labels;
+};
+
+struct resnet_network {
+    std::shared_ptr<const checkpoint> weights;  // the classifier's constants point into it
+    resnet_layout layout;                       // every convolution folded
 };
 
 // Extent `axis` of a tensor the architecture is read from; its rank must be `rank`.
@@ -106,17 +120,35 @@ void infer_resnet_architecture(const checkpoint& weights, const resnet_names& na
 void read_resnet_config(const models::config_reader& config, const checkpoint& weights,
                         const resnet_names& names, models::resnet_config& c);
 
-[[nodiscard]] resnet_convolution load_resnet_convolution(const checkpoint& weights, std::string weight,
-                                                         const std::string& norm, const dims& shape,
-                                                         std::int64_t stride, std::int64_t groups = 1);
+[[nodiscard]] resnet_convolution describe_resnet_convolution(std::string weight, std::string norm,
+                                                             const dims& shape, std::int64_t stride,
+                                                             std::int64_t groups = 1);
 
-// Every block's folded convolutions, with the shapes the config implies checked tensor by tensor.
-[[nodiscard]] std::vector<resnet_block> load_resnet_blocks(const checkpoint& weights,
-                                                           const resnet_names& names,
-                                                           const models::resnet_config& c);
+// Every block's convolutions and norms by name, with the strides and groups the config implies; a block whose
+// shortcut needs a projection the checkpoint lacks is refused.
+[[nodiscard]] std::vector<resnet_block> describe_resnet_blocks(const checkpoint& weights,
+                                                               const resnet_names& names,
+                                                               const models::resnet_config& c);
+
+// The layout of the ResNet `weights` holds, with config.json beside `folder` (a folder or one .safetensors
+// file) where there is one: the naming recognised, the architecture from config.json (Hugging Face) or from
+// the tensors (torchvision, timm), the classifier's rows checked against timm's num_classes.
+[[nodiscard]] resnet_layout read_resnet_layout(const checkpoint& weights,
+                                               const std::filesystem::path& folder);
+
+// Folds the convolution's BatchNorm into it, every tensor checked against the layout's shapes.
+void fold_resnet_convolution(const checkpoint& weights, resnet_convolution& conv, double eps);
 
 [[nodiscard]] tensor<float> apply_resnet_convolution(graph& g, const resnet_convolution& conv,
                                                      const tensor<float>& x);
+
+// One convolution of the layout and its BatchNorm applied to x: folded (inference) or in train mode.
+using resnet_convolve = std::function<tensor<float>(const resnet_convolution& conv, const tensor<float>& x)>;
+
+// pixels [N, C, H, W] -> logits [N, classes]: the stem, the max pool, the residual blocks (each convolution
+// with its BatchNorm through `convolve`), the global average pool, and the classifier read through `weights`.
+[[nodiscard]] tensor<float> resnet_logits(models::weight_loader& weights, const resnet_layout& layout,
+                                          const tensor<float>& pixels, const resnet_convolve& convolve);
 
 // The graph for pixels [N, C, H, W] (key {N, H, W}): logits [N, classes].
 [[nodiscard]] std::vector<value> build_resnet(graph& g, const resnet_network& net,
@@ -125,6 +157,19 @@ void read_resnet_config(const models::config_reader& config, const checkpoint& w
 }  // namespace anvil::detail
 
 namespace anvil::models {
+
+// A ResNet's forward pass in train mode (nn.Module.train()), as fine-tuning runs it: the convolutions,
+// BatchNorm weights and biases and the classifier read through `weights` (whose substitute makes the trained
+// ones program inputs), every BatchNorm normalising with its batch's statistics (train_mode_batch_norm), and
+// those statistics returned as graph values so that the caller can update the running ones.
+struct resnet_training_pass {
+    tensor<float> logits;                           // [N, classes]
+    std::vector<batch_norm_statistics> statistics;  // every BatchNorm, in the order the forward meets them
+};
+
+[[nodiscard]] resnet_training_pass resnet_train_forward(weight_loader& weights,
+                                                        const anvil::detail::resnet_layout& layout,
+                                                        const tensor<float>& pixels);
 
 class resnet {
 public:
