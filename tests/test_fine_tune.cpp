@@ -150,29 +150,30 @@ TEST_CASE("fine_tuning: the library API trains a BERT classifier and names bad o
 
     auto bad = o;
     bad.freeze = {"."};
-    CHECK_THROWS_WITH_AS(anvil::train::fine_tuning::load(bad),
+    CHECK_THROWS_WITH_AS(static_cast<void>(anvil::train::fine_tuning::load(bad)),
                          doctest::Contains("freezes every trainable tensor"), anvil::error);
     bad = o;
     bad.freeze = {"("};
-    CHECK_THROWS_WITH_AS(anvil::train::fine_tuning::load(bad), doctest::Contains("--freeze: bad regex"),
-                         anvil::error);
+    CHECK_THROWS_WITH_AS(static_cast<void>(anvil::train::fine_tuning::load(bad)),
+                         doctest::Contains("--freeze: bad regex"), anvil::error);
     bad = o;
     bad.nesterov = true;
-    CHECK_THROWS_WITH_AS(anvil::train::fine_tuning::load(bad), doctest::Contains("--nesterov needs"),
-                         anvil::error);
+    CHECK_THROWS_WITH_AS(static_cast<void>(anvil::train::fine_tuning::load(bad)),
+                         doctest::Contains("--nesterov needs"), anvil::error);
     bad = o;
     bad.lora_rank = 2;
     bad.lora_targets = std::vector<std::string>{"word_embeddings"};
-    CHECK_THROWS_WITH_AS(anvil::train::fine_tuning::load(bad), doctest::Contains("is not a Linear"),
-                         anvil::error);
+    CHECK_THROWS_WITH_AS(static_cast<void>(anvil::train::fine_tuning::load(bad)),
+                         doctest::Contains("is not a Linear"), anvil::error);
     bad = o;
     bad.lora_rank = 2;
     bad.lora_targets = std::vector<std::string>{"classifier"};
-    CHECK_THROWS_WITH_AS(anvil::train::fine_tuning::load(bad), doctest::Contains("is in modules_to_save"),
-                         anvil::error);
+    CHECK_THROWS_WITH_AS(static_cast<void>(anvil::train::fine_tuning::load(bad)),
+                         doctest::Contains("is in modules_to_save"), anvil::error);
     bad = o;
     bad.data = folder / "data" / "bad" / "too_long.jsonl";
-    CHECK_THROWS_WITH_AS(anvil::train::fine_tuning::load(bad), doctest::Contains("--truncate"), anvil::error);
+    CHECK_THROWS_WITH_AS(static_cast<void>(anvil::train::fine_tuning::load(bad)),
+                         doctest::Contains("--truncate"), anvil::error);
     bad.truncate = true;
     CHECK(anvil::train::fine_tuning::load(bad).examples() == 1);
 }
