@@ -54063,6 +54063,9 @@ struct fine_tuning::state {
     forward_pass forward(graph& g, models::weight_loader& loader, const dims& input) const;
     training_graph build(std::span<const io_info> batch);
     std::vector<named_tensor> collate(std::span<const std::size_t> items) const;
+    // The order of epoch `epoch`: numpy.random.default_rng(seed + epoch).permutation(n), or the lines in
+    // order.
+    void order_epoch();
     // running_mean / running_var from a step's batch statistics (its outputs after the logits).
     void update_running_statistics(step_result& result, const dims& pixels);
 
@@ -54088,10 +54091,15 @@ ANVIL_INLINE bool fine_tuning::state::frozen(const std::string& name) const {
 ANVIL_INLINE std::optional<tensor<float>> fine_tuning::state::substitute(
     graph& g, std::string_view name, models::weight_role role,
     const std::function<tensor<float>()>& stored) const {
-    const auto read_value = [&](const std::string& key) -> tensor<float> {
+    // A trained tensor is a parameter input; a frozen one whose value is not the checkpoint's a constant.
+    const auto replacement = [&](const std::string& key) -> std::optional<tensor<float>> {
         if (trained_set.count(key) != 0) return tensor<float>(params.in(g, key));
         if (const auto found = fixed.find(key); found != fixed.end())
             return tensor<float>(g.constant(found->second, key));
+        return std::nullopt;
+    };
+    const auto read_value = [&](const std::string& key) -> tensor<float> {
+        if (std::optional<tensor<float>> value = replacement(key)) return *std::move(value);
         throw error(fine_tuning_detail::message("fine-tuning: no value for '", key, "'"));
     };
     const std::string key(name);
@@ -54105,10 +54113,7 @@ ANVIL_INLINE std::optional<tensor<float>> fine_tuning::state::substitute(
             return stored() + matmul(b, a) * static_cast<float>(alpha / static_cast<double>(rank));
         }
     }
-    if (trained_set.count(key) != 0) return tensor<float>(params.in(g, key));
-    if (const auto found = fixed.find(key); found != fixed.end())
-        return tensor<float>(g.constant(found->second, key));
-    return std::nullopt;
+    return replacement(key);
 }
 
 ANVIL_INLINE fine_tuning::state::forward_pass fine_tuning::state::forward(graph& g,
@@ -54161,6 +54166,16 @@ ANVIL_INLINE training_graph fine_tuning::state::build(std::span<const io_info> b
     if (!pass.statistics.empty())
         batch_norm_counts[std::vector<std::int64_t>(input.begin(), input.end())] = counts;
     return result;
+}
+
+ANVIL_INLINE void fine_tuning::state::order_epoch() {
+    const std::size_t n = examples.size();
+    if (options.shuffle) {
+        order = numpy_generator(options.seed + static_cast<std::uint64_t>(epoch)).permutation(n);
+    } else {
+        order.resize(n);
+        std::iota(order.begin(), order.end(), std::size_t{0});
+    }
 }
 
 ANVIL_INLINE std::vector<named_tensor> fine_tuning::state::collate(std::span<const std::size_t> items) const {
@@ -54884,15 +54899,9 @@ ANVIL_INLINE step_result fine_tuning::step() {
         throw error(anvil::detail::message("fine-tuning: all ", s.total, " steps are done"));
     const std::size_t n = s.examples.size();
     if (s.epoch < 0 || s.cursor >= n) {
-        // Epoch e visits numpy.random.default_rng(seed + e).permutation(n), or the lines in order.
         ++s.epoch;
         s.cursor = 0;
-        if (s.options.shuffle) {
-            s.order = numpy_generator(s.options.seed + static_cast<std::uint64_t>(s.epoch)).permutation(n);
-        } else {
-            s.order.resize(n);
-            std::iota(s.order.begin(), s.order.end(), std::size_t{0});
-        }
+        s.order_epoch();
     }
     const std::size_t end = std::min(n, s.cursor + static_cast<std::size_t>(s.options.batch_size));
     const std::span<const std::size_t> items(s.order.data() + s.cursor, end - s.cursor);
@@ -55242,15 +55251,7 @@ ANVIL_INLINE void fine_tuning::resume(const std::filesystem::path& folder) {
     s.done = step;
     s.epoch = epoch;
     s.cursor = static_cast<std::size_t>(cursor);
-    if (s.epoch >= 0) {  // the order of the epoch under way, as step() made it
-        const std::size_t n = s.examples.size();
-        if (s.options.shuffle) {
-            s.order = numpy_generator(s.options.seed + static_cast<std::uint64_t>(s.epoch)).permutation(n);
-        } else {
-            s.order.resize(n);
-            std::iota(s.order.begin(), s.order.end(), std::size_t{0});
-        }
-    }
+    if (s.epoch >= 0) s.order_epoch();  // the order of the epoch under way, as step() made it
 }
 
 ANVIL_INLINE evaluation fine_tuning::evaluate(const std::filesystem::path& data) {
