@@ -84,6 +84,30 @@ TEST_CASE(
     CHECK(anvil::train::numpy_generator(1).permutation(1) == std::vector<std::size_t>{0});
 }
 
+TEST_CASE(
+    "numpy_generator: default_rng([a, b]) draws as numpy 1.24 gives them (dropout's per-step seeding)") {
+    // /usr/bin/python3 -c "import numpy as np; print([float(v).hex() for v in
+    // np.random.default_rng(e).random(3)])" for each list e: SeedSequence concatenates each integer's 32-bit
+    // words, so 2^32 + 7 counts two.
+    struct expected {
+        std::vector<std::uint64_t> entropy;
+        std::vector<double> random;
+    };
+    const std::vector<expected> cases = {
+        {{0, 1}, {0x1.c78bd7c50b582p-1, 0x1.1d4132d1fc63bp-1, 0x1.9a109ff09b1bdp-1}},
+        {{42, 7}, {0x1.0a0d0906f6320p-1, 0x1.ab67268aa9cf0p-3, 0x1.0551c716cf494p-1}},
+        {{4294967303ull, 3}, {0x1.08982945309edp-1, 0x1.aad38d49b73b0p-3, 0x1.99e34a6432434p-3}},
+        {{18446744073709551615ull, 1099511627776ull},
+         {0x1.77c6c05c0e2a9p-1, 0x1.7d1de587d6bc9p-1, 0x1.a1275f657b6c2p-2}},
+    };
+    for (const expected& e : cases) {
+        CAPTURE(e.entropy);
+        anvil::train::numpy_generator draws(e.entropy);
+        for (const double value : e.random)
+            CHECK(draws.next_double() == value);
+    }
+}
+
 TEST_CASE("hf_decays: the Trainer's decay groups by name") {
     using anvil::detail::fine_tuning::hf_decays;
     CHECK(hf_decays("bert.encoder.layer.0.attention.self.query.weight"));

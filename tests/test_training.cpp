@@ -219,6 +219,52 @@ TEST_CASE("train: one program per batch shape, clipping, and a loss that falls o
     CHECK(trainer.programs_compiled() == 3);
 }
 
+TEST_CASE("train: dropout masks are numpy's default_rng([seed, step]) draws, and ones when evaluating") {
+    // /usr/bin/python3 -c "import numpy as np; print((np.random.default_rng([5, s]).random((2, 5)) >= 0.25)
+    //     .astype(int).tolist())" for s = 1, 2, 3: the elements kept at steps 1 to 3 of a run seeded 5.
+    const std::vector<std::vector<int>> kept = {
+        {1, 1, 1, 1, 1, 1, 0, 0, 1, 1}, {0, 1, 1, 1, 0, 1, 0, 0, 1, 0}, {1, 0, 1, 1, 0, 0, 1, 1, 0, 0}};
+    anvil::train::parameter_set params(4);
+    std::size_t sites = 0;
+    auto build = [&](std::span<const anvil::io_info> batch) {
+        anvil::train::training_graph model;
+        anvil::graph& g = model.model;
+        const anvil::tensor<float> x = g.input<float>("x", batch[0].shape);
+        const anvil::tensor<float> dropped = anvil::train::dropout(model, x, 0.25);
+        CHECK(anvil::train::dropout(model, x, 0.0).value().id() == x.value().id());  // p = 0: no site
+        sites = model.dropout.size();
+        const anvil::value y = anvil::train::linear(g, params, "out", dropped.value(), 1);
+        model.loss = anvil::train::mse_loss(y, g.input("labels", dtype::f32, batch[1].shape));
+        model.outputs = {dropped.value()};
+        return model;
+    };
+    (void)build(
+        std::vector<anvil::io_info>{{"x", dtype::f32, dims{2, 5}}, {"labels", dtype::f32, dims{2, 1}}});
+    anvil::train::sgd optimizer(params.parameters(), {});
+    anvil::train::trainer_options options;
+    options.seed = 5;
+    anvil::train::trainer trainer(params, build, optimizer, anvil::train::lr_schedule("constant", 0.1, 0, 3),
+                                  options);
+    const std::vector<anvil::named_tensor> batch{
+        {"x", host_tensor::from(std::vector<float>(10, 2.0f), dims{2, 5})},
+        {"labels", host_tensor::from(std::vector<float>{1.0f, -1.0f}, dims{2, 1})}};
+    for (std::size_t s = 0; s < kept.size(); ++s) {
+        CAPTURE(s);
+        const std::vector<float> dropped = trainer.step(batch).outputs.at(0).to_f32();
+        REQUIRE(dropped.size() == 10);
+        for (std::size_t i = 0; i < dropped.size(); ++i)
+            CHECK(dropped[i] == (kept[s][i] != 0 ? 2.0f * static_cast<float>(1.0 / 0.75) : 0.0f));
+    }
+    CHECK(sites == 1);
+    const std::vector<float> evaluated = trainer.evaluate(batch).outputs.at(0).to_f32();
+    CHECK(evaluated == std::vector<float>(10, 2.0f));
+
+    anvil::train::training_graph model;
+    const anvil::tensor<float> x = model.model.input<float>("x", dims{2});
+    CHECK_THROWS_WITH_AS(static_cast<void>(anvil::train::dropout(model, x, 1.0)),
+                         doctest::Contains("at least 0 and below 1, got 1"), anvil::error);
+}
+
 TEST_CASE("train: the GroupNorm built from primitives equals the group_norm op, gradients included") {
     anvil::train::parameter_set params;
     anvil::graph g;

@@ -9134,9 +9134,17 @@ using weight_substitute = std::function<std::optional<tensor<float>>(
     graph& g, std::string_view name, weight_role role, const dims& shape,
     const std::function<tensor<float>()>& stored)>;
 
+// Dropout as training applies it at one site of a model: x times a multiplier of x's shape, 0 where an
+// element is dropped (with probability `probability`) and 1 / (1 - probability) where kept, drawn afresh each
+// step (train/trainer.hpp draws it and feeds it as a program input: the Neural Engine has no random numbers,
+// and a program compiled once serves every step). Recipes apply it where their Hugging Face class has an
+// nn.Dropout, through models::dropout_layer (blocks.hpp); inference has no hook and leaves x as it is.
+using dropout_hook = std::function<tensor<float>(const tensor<float>& x, double probability)>;
+
 class weight_loader {
 public:
-    weight_loader(graph g, std::shared_ptr<const checkpoint> weights, weight_substitute substitute = {});
+    weight_loader(graph g, std::shared_ptr<const checkpoint> weights, weight_substitute substitute = {},
+                  dropout_hook dropout = {});
 
     [[nodiscard]] bool contains(std::string_view name) const;
 
@@ -9150,6 +9158,8 @@ public:
 
     [[nodiscard]] graph& target() noexcept { return graph_; }
     [[nodiscard]] const checkpoint& source() const noexcept { return *weights_; }
+    // Training's dropout (empty for inference): what models::load_dropout gives the layers it loads.
+    [[nodiscard]] const dropout_hook& dropout() const noexcept { return dropout_; }
 
 private:
     // A view checked_weight has passed, as a graph constant (cast to f32 when stored narrower).
@@ -9173,6 +9183,7 @@ private:
     graph graph_;
     std::shared_ptr<const checkpoint> weights_;
     weight_substitute substitute_;
+    dropout_hook dropout_;
 };
 
 }  // namespace anvil::models
@@ -9237,13 +9248,31 @@ struct batch_norm_pass {
 [[nodiscard]] batch_norm_pass train_mode_batch_norm(weight_loader& weights, const std::string& norm,
                                                     const tensor<float>& x, double epsilon);
 
+// nn.Dropout at one site: the probability the config gives that site and training's hook (weights.hpp's
+// dropout_hook). A default-constructed one, or one loaded for inference, is the identity.
+struct dropout_layer {
+    double probability = 0.0;
+    dropout_hook hook;
+
+    [[nodiscard]] bool active() const noexcept { return hook && probability > 0.0; }
+};
+
+// A site with this probability (config_reader::probability reads it), dropping when `weights` was given
+// training's hook.
+[[nodiscard]] dropout_layer load_dropout(const weight_loader& weights, double probability);
+
+[[nodiscard]] tensor<float> apply(const dropout_layer& dropout, const tensor<float>& x);
+
 // Multi-head self-attention with separate query, key, value and output projections; kv_heads < heads is
-// grouped-query attention.
+// grouped-query attention. Dropout (training only) on the attention probabilities and on the output
+// projection's result, where the family's Hugging Face class has them.
 struct attention_layer {
     linear_layer query, key, value, output;
     std::int64_t heads = 0;
     std::int64_t kv_heads = 0;
     std::int64_t head_dim = 0;
+    dropout_layer probability_dropout;
+    dropout_layer output_dropout;
 };
 
 namespace recipe_detail {
@@ -9273,11 +9302,13 @@ namespace recipe_detail {
 [[nodiscard]] tensor<float> cross_attention(const attention_layer& layer, const tensor<float>& x,
                                             const tensor<float>& keys, const tensor<float>& values);
 
-// The feed-forward block: down(act(up(x))), or down(act(gate(x)) * up(x)) when there is a gate (SwiGLU).
+// The feed-forward block: down(act(up(x))), or down(act(gate(x)) * up(x)) when there is a gate (SwiGLU);
+// dropout (training only) on down's result.
 struct mlp_layer {
     linear_layer up, down;
     std::optional<linear_layer> gate;
     activation act = activation::gelu;
+    dropout_layer output_dropout;
 };
 
 [[nodiscard]] tensor<float> apply(const mlp_layer& mlp, const tensor<float>& x);
@@ -9409,6 +9440,9 @@ public:
 
     // A number greater than zero (epsilons, scales); `fallback` when absent.
     [[nodiscard]] double positive_number(std::string_view key, double fallback) const;
+
+    // A probability in [0, 1) (a dropout's); `fallback` when absent or null.
+    [[nodiscard]] double probability(std::string_view key, double fallback) const;
 
     [[nodiscard]] bool boolean(std::string_view key, bool fallback) const;
 
@@ -10465,6 +10499,12 @@ struct bert_config {
     std::int64_t intermediate = 3072;  // intermediate_size
     double layer_norm_eps = 1e-12;
     activation act = activation::gelu;  // hidden_act
+    // Dropout, which training applies (inference ignores it): after the embeddings' norm and on each
+    // block's output (hidden_dropout_prob), on the attention probabilities (attention_probs_dropout_prob),
+    // and on the attention's output projection (hidden_dropout_prob; DistilBERT has none there).
+    double hidden_dropout = 0.1;
+    double attention_dropout = 0.1;
+    double attention_output_dropout = 0.1;
 
     [[nodiscard]] static bert_config from_json(const json::value& document, std::string_view source);
 };
@@ -10540,6 +10580,10 @@ struct text_encoder_config {
     std::int64_t padding_idx = -1;      // >= 0: positions count from padding_idx + 1 (RoBERTa, MPNet)
     std::int64_t relative_buckets = 0;  // MPNet: rows of encoder.relative_attention_bias
     double embedding_norm_eps = 1e-12;
+    // The sequence-classification head's dropout (training only): classifier_dropout, else
+    // hidden_dropout_prob (BERT, RoBERTa, XLM-R); hidden_dropout_prob (MPNet); seq_classif_dropout
+    // (DistilBERT). The embeddings' and the layers' are in `stack`.
+    double classifier_dropout = 0.1;
 
     [[nodiscard]] text_family_table table() const { return family_table(family); }
     [[nodiscard]] std::int64_t first_position() const { return padding_idx < 0 ? 0 : padding_idx + 1; }
@@ -10561,6 +10605,7 @@ struct text_encoder_weights {
     tensor<float> position_embeddings;                   // [max_position_embeddings, hidden]
     std::optional<tensor<float>> token_type_embeddings;  // [type_vocab, hidden]
     norm_layer embedding_norm;
+    dropout_layer embedding_dropout;  // after embedding_norm
     std::vector<post_norm_encoder_layer> layers;
     std::optional<tensor<float>> relative_attention_bias;  // MPNet: [buckets, heads]
 };
@@ -10704,9 +10749,13 @@ namespace recipe_detail {
 struct classification_head {
     std::string first, second;  // the two linear layers
     bool tanh = true;           // the activation between them: tanh, else ReLU
+    // Dropout (training only) on token 0 before the first layer (RoBERTa's and MPNet's heads) and on the
+    // activation's result before the second (every family).
+    double token_dropout = 0.0;
+    double pooled_dropout = 0.0;
 };
 
-[[nodiscard]] classification_head head_for(text_family family, const std::string& prefix);
+[[nodiscard]] classification_head head_for(const text_encoder_config& c, const std::string& prefix);
 
 // The head on the hidden states [rows, length, hidden]: its first linear layer on token 0, the activation,
 // the second -> logits [rows, labels]. Loads its weights with `weights`.
@@ -11406,6 +11455,11 @@ struct vit_config {
     double layer_norm_eps = 1e-12;
     bool qkv_bias = true;
     activation act = activation::gelu;  // hidden_act
+    // Dropout, which training applies (inference ignores it): after the embeddings, on the attention's and
+    // the MLP's outputs (hidden_dropout_prob), on the attention probabilities (attention_probs_dropout_prob);
+    // ViTConfig's and DeiTConfig's defaults are 0.
+    double hidden_dropout = 0.0;
+    double attention_dropout = 0.0;
 
     [[nodiscard]] bool distilled() const noexcept { return model_type == "deit"; }
     // Tokens before the patches: [CLS], and DeiT's distillation token.
@@ -11435,6 +11489,7 @@ struct vit_weights {
     tensor<float> position_embeddings;                // [1, prefix tokens + patches, hidden]
     tensor<float> patch_weight;                       // [hidden, channels, patch_height, patch_width]
     tensor<float> patch_bias;                         // [hidden]
+    dropout_layer embedding_dropout;                  // on the tokens with their positions added
     std::vector<pre_norm_encoder_layer> layers;
     norm_layer final_norm;                                // [hidden]
     linear_layer classifier;                              // [classes, hidden], on token 0
@@ -11891,6 +11946,7 @@ private:
 
 // #include "anvil/backend/program.hpp"
 // #include "anvil/compilation.hpp"
+// #include "anvil/expr/tensor.hpp"
 // #include "anvil/graph/graph.hpp"
 // #include "anvil/train/layers.hpp"
 // anvil: trainable-graph builders — the tensors a model trains (parameter_set: names, initial values, weight
@@ -11994,13 +12050,29 @@ namespace anvil::train {
 // The program input that carries the loss scale (the loss's cotangent) when loss scaling is on.
 inline constexpr std::string_view loss_scale_input = "anvil.loss_scale";
 
+// A dropout site of a training graph: the program input `input`, of x's shape, that multiplies x. The
+// trainer fills it each step with 0 where an element is dropped and 1 / (1 - probability) where it is kept,
+// and with 1 when evaluating.
+struct dropout_input {
+    std::string input;
+    dims shape;
+    double probability = 0.0;
+};
+
 // A model built for one batch: its graph (trainable tensors as graph::parameter inputs named as in the
-// parameter_set), the scalar loss, and values to return with each step (logits, for accuracy).
+// parameter_set), the scalar loss, values to return with each step (logits, for accuracy), and its dropout
+// sites in the order the forward applies them.
 struct training_graph {
     graph model;
     value loss;
     std::vector<value> outputs = {};
+    std::vector<dropout_input> dropout = {};
 };
+
+// nn.Dropout(probability) in train mode on x, a value of model.model: declares the site's input
+// ("anvil.dropout.<n>", n counting the graph's sites from 0) and returns x times it. A probability of 0 is x
+// itself; one outside [0, 1) is an anvil::error.
+[[nodiscard]] tensor<float> dropout(training_graph& model, const tensor<float>& x, double probability);
 
 // Builds the model for a batch whose inputs have these names, types and shapes. Called once per distinct
 // batch shape (a short last batch, a text batch padded to its longest example).
@@ -12030,6 +12102,11 @@ struct trainer_options {
     // Core ML, or compile.ane_numerics), off on the CPU in fp32. Set it to force it either way.
     std::optional<loss_scaling> scaling = std::nullopt;
     bool scale_loss_automatically = true;  // false: scaling only when `scaling` is set
+    // The dropout masks of step s (from 1, skipped steps counted) come from
+    // numpy.random.default_rng([seed, s]): for each site in the graph's order, random(shape) >= probability
+    // keeps an element. So a resumed run draws what the uninterrupted one drew, and a Python script can
+    // reproduce every mask.
+    std::uint64_t seed = 0;
 };
 
 struct step_result {
@@ -12082,10 +12159,14 @@ private:
         std::vector<std::size_t> trained;           // optimizer parameter index of each gradient output
         std::size_t outputs = 0;
         std::optional<dims> loss_scale_shape;  // the shape of its loss scale input (the loss's), when scaled
+        std::vector<dropout_input> dropout;
     };
 
     compiled_step& program_for(std::span<const named_tensor> batch, bool with_gradients);
-    std::vector<host_tensor> run(compiled_step& compiled, std::span<const named_tensor> batch);
+    // The program on the batch, its parameters, loss scale and dropout masks: those of step `step`, or none
+    // (all ones) when evaluating.
+    std::vector<host_tensor> run(compiled_step& compiled, std::span<const named_tensor> batch,
+                                 std::optional<std::int64_t> step);
 
     parameter_set& params_;
     model_builder build_;
@@ -12250,6 +12331,7 @@ namespace anvil::train {
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 // #include "anvil/compilation.hpp"
@@ -12262,6 +12344,9 @@ __extension__ typedef unsigned __int128 uint128;
 // SeedSequence(seed).generate_state(count, uint64): numpy's entropy pool (hashmix / mix) of the seed's 32-bit
 // words, then `count` words of two 32-bit outputs each, the low one first.
 [[nodiscard]] std::vector<std::uint64_t> seed_sequence_words(std::uint64_t seed, std::size_t count);
+// The same for an entropy of several 32-bit words (SeedSequence([a, b, ...]) concatenates each integer's).
+[[nodiscard]] std::vector<std::uint64_t> seed_sequence_words(const std::vector<std::uint32_t>& entropy,
+                                                             std::size_t count);
 
 }  // namespace anvil::detail::numpy_random
 
@@ -12271,6 +12356,9 @@ class numpy_generator {
 public:
     // numpy.random.default_rng(seed) for a non-negative seed.
     explicit numpy_generator(std::uint64_t seed);
+    // numpy.random.default_rng([a, b, ...]) for non-negative integers (training's dropout draws step s of a
+    // run seeded S from default_rng([S, s])).
+    explicit numpy_generator(std::span<const std::uint64_t> entropy);
 
     // PCG64's next output.
     [[nodiscard]] std::uint64_t next_uint64() noexcept;
@@ -12287,6 +12375,8 @@ public:
     [[nodiscard]] std::vector<double> uniform(double low, double high, std::size_t count);
 
 private:
+    void seed_from(const std::vector<std::uint64_t>& words);
+
     anvil::detail::numpy_random::uint128 state_ = 0;
     anvil::detail::numpy_random::uint128 increment_ = 0;
     std::optional<std::uint32_t> high_half_;
@@ -47816,8 +47906,11 @@ ANVIL_INLINE const tensor_view& checked_tensor(const checkpoint& weights, std::s
 }
 
 ANVIL_INLINE weight_loader::weight_loader(graph g, std::shared_ptr<const checkpoint> weights,
-                                          weight_substitute substitute)
-    : graph_(std::move(g)), weights_(std::move(weights)), substitute_(std::move(substitute)) {
+                                          weight_substitute substitute, dropout_hook dropout)
+    : graph_(std::move(g)),
+      weights_(std::move(weights)),
+      substitute_(std::move(substitute)),
+      dropout_(std::move(dropout)) {
     if (!weights_) throw error("weight_loader: no checkpoint given");
 }
 
@@ -47992,6 +48085,7 @@ ANVIL_INLINE tensor<float> weight_loader::from_view(const tensor_view& view, con
 }  // namespace anvil::models
 // anvil: blocks's definitions (see blocks.hpp; compilation.hpp says when this file is compiled).
 
+#include <cmath>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -48105,6 +48199,14 @@ ANVIL_INLINE tensor<float> l2_normalized_rows(const tensor<float>& x) {
 
 namespace anvil::models {
 
+ANVIL_INLINE dropout_layer load_dropout(const weight_loader& weights, double probability) {
+    return {probability, weights.dropout()};
+}
+
+ANVIL_INLINE tensor<float> apply(const dropout_layer& dropout, const tensor<float>& x) {
+    return dropout.active() ? dropout.hook(x, dropout.probability) : x;
+}
+
 ANVIL_INLINE tensor<float> self_attention(const attention_layer& layer, const tensor<float>& x,
                                           const std::optional<tensor<float>>& mask,
                                           const attention_options& options) {
@@ -48115,8 +48217,25 @@ ANVIL_INLINE tensor<float> self_attention(const attention_layer& layer, const te
     const auto q = recipe_detail::split_heads(apply(layer.query, x), layer.heads, layer.head_dim);
     const auto k = recipe_detail::split_heads(apply(layer.key, x), layer.kv_heads, layer.head_dim);
     const auto v = recipe_detail::split_heads(apply(layer.value, x), layer.kv_heads, layer.head_dim);
-    const auto context = mask ? attention(q, k, v, *mask, options) : attention(q, k, v, options);
-    return apply(layer.output, recipe_detail::merge_heads(context));
+    tensor<float> context;
+    if (layer.probability_dropout.active()) {
+        // Dropout acts on the probabilities between the softmax and the product with the values, inside the
+        // fused attention op: training spells the attention out in the same order as Hugging Face's eager
+        // attention (scores * scale + mask, softmax over the keys, dropout, times the values). Every op
+        // there has its derivative and runs on every backend.
+        if (options.causal || layer.kv_heads != layer.heads) {
+            throw unsupported_error(
+                "self_attention: attention dropout with causal or grouped-query attention is not supported");
+        }
+        const double scale =
+            options.scale > 0.0 ? options.scale : 1.0 / std::sqrt(static_cast<double>(layer.head_dim));
+        tensor<float> scores = matmul(q, k, matmul_options{.transpose_b = true}) * static_cast<float>(scale);
+        if (mask) scores = scores + *mask;
+        context = matmul(apply(layer.probability_dropout, softmax(scores, -1)), v);
+    } else {
+        context = mask ? attention(q, k, v, *mask, options) : attention(q, k, v, options);
+    }
+    return apply(layer.output_dropout, apply(layer.output, recipe_detail::merge_heads(context)));
 }
 
 ANVIL_INLINE tensor<float> cross_attention(const attention_layer& layer, const tensor<float>& x,
@@ -48126,8 +48245,9 @@ ANVIL_INLINE tensor<float> cross_attention(const attention_layer& layer, const t
 }
 
 ANVIL_INLINE tensor<float> apply(const mlp_layer& mlp, const tensor<float>& x) {
-    if (mlp.gate) return apply(mlp.down, activate(apply(*mlp.gate, x), mlp.act) * apply(mlp.up, x));
-    return apply(mlp.down, activate(apply(mlp.up, x), mlp.act));
+    const tensor<float> inner = mlp.gate ? activate(apply(*mlp.gate, x), mlp.act) * apply(mlp.up, x)
+                                         : activate(apply(mlp.up, x), mlp.act);
+    return apply(mlp.output_dropout, apply(mlp.down, inner));
 }
 
 ANVIL_INLINE tensor<float> apply(const post_norm_encoder_layer& layer, const tensor<float>& x,
@@ -48253,6 +48373,16 @@ ANVIL_INLINE double config_reader::positive_number(std::string_view key, double 
     if (!v->is_number() || !(v->as_double() > 0.0)) {
         throw format_error(
             anvil::detail::message(source_, ": '", key, "' must be a positive number, got ", json::dump(*v)));
+    }
+    return v->as_double();
+}
+
+ANVIL_INLINE double config_reader::probability(std::string_view key, double fallback) const {
+    const json::value* v = present(key);
+    if (v == nullptr) return fallback;
+    if (!v->is_number() || !(v->as_double() >= 0.0 && v->as_double() < 1.0)) {
+        throw format_error(anvil::detail::message(
+            source_, ": '", key, "' must be a probability (at least 0, below 1), got ", json::dump(*v)));
     }
     return v->as_double();
 }
@@ -50869,6 +50999,9 @@ ANVIL_INLINE bert_config bert_config::from_json(const json::value& document, std
     c.intermediate = config.integer("intermediate_size", c.intermediate);
     c.layer_norm_eps = config.positive_number("layer_norm_eps", c.layer_norm_eps);
     c.act = parse_activation(config.string("hidden_act", "gelu"));
+    c.hidden_dropout = config.probability("hidden_dropout_prob", c.hidden_dropout);
+    c.attention_dropout = config.probability("attention_probs_dropout_prob", c.attention_dropout);
+    c.attention_output_dropout = c.hidden_dropout;
     if (c.hidden % c.heads != 0) {
         throw format_error(anvil::detail::message(source, ": hidden_size ", c.hidden,
                                                   " is not a multiple of num_attention_heads ", c.heads));
@@ -50894,10 +51027,13 @@ ANVIL_INLINE post_norm_encoder_layer load_encoder_layer(weight_loader& weights, 
     layer.attention.heads = c.heads;
     layer.attention.kv_heads = c.heads;
     layer.attention.head_dim = c.hidden / c.heads;
+    layer.attention.probability_dropout = load_dropout(weights, c.attention_dropout);
+    layer.attention.output_dropout = load_dropout(weights, c.attention_output_dropout);
     layer.attention_norm = load_layer_norm(weights, p + names.attention_norm, c.hidden, c.layer_norm_eps);
     layer.mlp.up = load_linear(weights, p + names.up, c.intermediate, c.hidden);
     layer.mlp.down = load_linear(weights, p + names.down, c.hidden, c.intermediate);
     layer.mlp.act = c.act;
+    layer.mlp.output_dropout = load_dropout(weights, c.hidden_dropout);
     layer.output_norm = load_layer_norm(weights, p + names.output_norm, c.hidden, c.layer_norm_eps);
     return layer;
 }
@@ -51020,6 +51156,11 @@ ANVIL_INLINE text_encoder_config text_encoder_config::from_json(const json::valu
         c.stack.intermediate = config.integer("hidden_dim", 3072);
         c.stack.layer_norm_eps = 1e-12;  // modeling_distilbert.py fixes it
         c.stack.act = parse_activation(config.string("activation", "gelu"));
+        // DistilBertConfig's names and defaults; its attention has no dropout after out_lin.
+        c.stack.hidden_dropout = config.probability("dropout", 0.1);
+        c.stack.attention_dropout = config.probability("attention_dropout", 0.1);
+        c.stack.attention_output_dropout = 0.0;
+        c.classifier_dropout = config.probability("seq_classif_dropout", 0.2);
         c.type_vocab_size = 0;
         c.pad_token_id = config.integer("pad_token_id", 0, 0);
         if (config.boolean("sinusoidal_pos_embds", false)) {
@@ -51032,6 +51173,9 @@ ANVIL_INLINE text_encoder_config text_encoder_config::from_json(const json::valu
         }
     } else {
         c.stack = bert_config::from_json(document, config.source());
+        c.classifier_dropout = c.family == text_family::mpnet
+                                   ? c.stack.hidden_dropout
+                                   : config.probability("classifier_dropout", c.stack.hidden_dropout);
         const std::string positions = config.string("position_embedding_type", "absolute");
         if (positions != "absolute") {
             throw unsupported_error(anvil::detail::message(config.source(), ": position_embedding_type '",
@@ -51092,6 +51236,7 @@ ANVIL_INLINE text_encoder_weights load_text_encoder(weight_loader& weights, cons
         w.token_type_embeddings =
             weights.load(e + "token_type_embeddings.weight", dims{c.type_vocab_size, hidden});
     w.embedding_norm = load_layer_norm(weights, e + "LayerNorm", hidden, c.embedding_norm_eps);
+    w.embedding_dropout = load_dropout(weights, c.stack.hidden_dropout);
     for (std::int64_t i = 0; i < c.stack.layers; ++i)
         w.layers.push_back(load_encoder_layer(weights, c.stack, table.layers, i, prefix));
     if (table.relative_bias) {
@@ -51134,7 +51279,7 @@ ANVIL_INLINE tensor<float> text_encoder_forward(graph& g, const text_encoder_wei
                          : id_input(token_type_ids_name, false);
         x = x + embedding(*w.token_type_embeddings, types);
     }
-    x = apply(w.embedding_norm, x);
+    x = apply(w.embedding_dropout, apply(w.embedding_norm, x));
     tensor<float> mask = additive_padding_mask(g.input<float>(std::string(attention_mask_name), shape));
     if (w.relative_attention_bias) {
         // MPNetEncoder.compute_position_bias: one bias per head from the bucket of (key - query), the same
@@ -51385,16 +51530,17 @@ ANVIL_INLINE anvil::encode_options text_encoder::tokenizer_options() const {
 
 namespace anvil::models::recipe_detail {
 
-ANVIL_INLINE classification_head head_for(text_family family, const std::string& prefix) {
-    switch (family) {
+ANVIL_INLINE classification_head head_for(const text_encoder_config& c, const std::string& prefix) {
+    const double p = c.classifier_dropout;
+    switch (c.family) {
         case text_family::bert:
-            return {prefix + "pooler.dense", "classifier", true};
+            return {prefix + "pooler.dense", "classifier", true, 0.0, p};
         case text_family::roberta:
         case text_family::xlm_roberta:
         case text_family::mpnet:
-            return {"classifier.dense", "classifier.out_proj", true};
+            return {"classifier.dense", "classifier.out_proj", true, p, p};
         case text_family::distilbert:
-            return {"pre_classifier", "classifier", false};
+            return {"pre_classifier", "classifier", false, 0.0, p};
     }
     throw error("head_for: unknown text family");
 }
@@ -51406,8 +51552,9 @@ ANVIL_INLINE tensor<float> classification_logits(weight_loader& weights, const c
     const auto first = load_linear(weights, head.first, hidden, hidden);
     const auto second = load_linear(weights, head.second, labels, hidden);
     const tensor<float> token = reshape(slice(states, 1, 0, 1), std::vector<std::int64_t>{rows, hidden});
-    const tensor<float> pooled = apply(first, token);
-    return apply(second, head.tanh ? anvil::tanh(pooled) : relu(pooled));
+    const tensor<float> pooled = apply(first, apply(load_dropout(weights, head.token_dropout), token));
+    return apply(second, apply(load_dropout(weights, head.pooled_dropout),
+                               head.tanh ? anvil::tanh(pooled) : relu(pooled)));
 }
 
 ANVIL_INLINE void check_architecture(const config_reader& config, text_family family) {
@@ -51442,7 +51589,7 @@ ANVIL_INLINE cross_encoder cross_encoder::load(const std::filesystem::path& fold
     const config_reader config(document, config_path.string());
     const text_family family = result.encoder_.config().family;
     recipe_detail::check_architecture(config, family);
-    const auto head = recipe_detail::head_for(family, result.encoder_.prefix());
+    const auto head = recipe_detail::head_for(result.encoder_.config(), result.encoder_.prefix());
     const std::string out_name = head.second + ".weight";
     const tensor_view* out = result.encoder_.weights().find(out_name);
     if (out == nullptr || out->rank() != 2) {
@@ -52762,6 +52909,8 @@ ANVIL_INLINE vit_config vit_config::from_json(const config_reader& config) {
     c.layer_norm_eps = config.positive_number("layer_norm_eps", c.layer_norm_eps);
     c.qkv_bias = config.boolean("qkv_bias", c.qkv_bias);
     c.act = parse_activation(config.string("hidden_act", "gelu"));
+    c.hidden_dropout = config.probability("hidden_dropout_prob", c.hidden_dropout);
+    c.attention_dropout = config.probability("attention_probs_dropout_prob", c.attention_dropout);
     std::tie(c.image_height, c.image_width) = extents(config, "image_size", 224);
     std::tie(c.patch_height, c.patch_width) = extents(config, "patch_size", 16);
     if (c.hidden % c.heads != 0) {
@@ -52847,10 +52996,13 @@ ANVIL_INLINE pre_norm_encoder_layer load_vit_layer(weight_loader& weights, const
     layer.attention.heads = c.heads;
     layer.attention.kv_heads = c.heads;
     layer.attention.head_dim = c.hidden / c.heads;
+    layer.attention.probability_dropout = load_dropout(weights, c.attention_dropout);
+    layer.attention.output_dropout = load_dropout(weights, c.hidden_dropout);
     layer.mlp_norm = load_layer_norm(weights, p + "layernorm_after", c.hidden, c.layer_norm_eps);
     layer.mlp.up = load_linear(weights, p + "intermediate.dense", c.intermediate, c.hidden);
     layer.mlp.down = load_linear(weights, p + "output.dense", c.hidden, c.intermediate);
     layer.mlp.act = c.act;
+    layer.mlp.output_dropout = load_dropout(weights, c.hidden_dropout);
     return layer;
 }
 
@@ -52864,6 +53016,7 @@ ANVIL_INLINE vit_weights load_vit_weights(weight_loader& weights, const vit_conf
     w.patch_weight = weights.load(e + "patch_embeddings.projection.weight",
                                   dims{c.hidden, c.channels, c.patch_height, c.patch_width});
     w.patch_bias = weights.load(e + "patch_embeddings.projection.bias", dims{c.hidden});
+    w.embedding_dropout = load_dropout(weights, c.hidden_dropout);
     for (std::int64_t i = 0; i < c.layers; ++i)
         w.layers.push_back(load_vit_layer(weights, c, i));
     w.final_norm = load_layer_norm(weights, c.model_type + ".layernorm", c.hidden, c.layer_norm_eps);
@@ -52921,7 +53074,8 @@ ANVIL_INLINE tensor<float> vit_logits(const vit_weights& w, const vit_config& c,
     const std::vector<tensor<float>> copies(static_cast<std::size_t>(batch), positioned);
     const tensor<float> prefix_tokens = batch == 1 ? positioned : concat(copies, 0);
 
-    tensor<float> h = concat(std::vector<tensor<float>>{prefix_tokens, patches}, 1);
+    tensor<float> h =
+        apply(w.embedding_dropout, concat(std::vector<tensor<float>>{prefix_tokens, patches}, 1));
     for (const auto& layer : w.layers)
         h = apply(layer, h, std::nullopt);
 
@@ -53669,9 +53823,12 @@ ANVIL_INLINE value cifar_cnn(graph& g, parameter_set& params, const value& x,
 }  // namespace anvil::train
 // anvil: the trainer's definitions (see trainer.hpp; compilation.hpp says when this file is compiled).
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -53681,9 +53838,23 @@ ANVIL_INLINE value cifar_cnn(graph& g, parameter_set& params, const value& x,
 // #include "anvil/core/error.hpp"
 // #include "anvil/graph/autodiff.hpp"
 // #include "anvil/train/clip.hpp"
+// #include "anvil/train/numpy_random.hpp"
 // #include "anvil/train/trainer.hpp"
 
 namespace anvil::train {
+
+ANVIL_INLINE tensor<float> dropout(training_graph& model, const tensor<float>& x, double probability) {
+    if (!(probability >= 0.0 && probability < 1.0)) {
+        throw error(anvil::detail::message("dropout: the probability must be at least 0 and below 1, got ",
+                                           probability));
+    }
+    if (probability == 0.0) return x;
+    dropout_input site{anvil::detail::message("anvil.dropout.", model.dropout.size()), x.shape(),
+                       probability};
+    const tensor<float> multiplier = model.model.input<float>(site.input, site.shape);
+    model.dropout.push_back(std::move(site));
+    return x * multiplier;
+}
 
 ANVIL_INLINE trainer::trainer(parameter_set& params, model_builder build, optimizer& opt,
                               lr_schedule schedule, trainer_options options)
@@ -53784,15 +53955,36 @@ ANVIL_INLINE trainer::compiled_step& trainer::program_for(std::span<const named_
         trained.clear();
     }
     outputs.insert(outputs.end(), model.outputs.begin(), model.outputs.end());
-    compiled_step compiled{compile(outputs, options_.compile), std::move(parameter_inputs),
-                           std::move(trained), model.outputs.size(), loss_scale_shape};
+    compiled_step compiled{compile(outputs, options_.compile),
+                           std::move(parameter_inputs),
+                           std::move(trained),
+                           model.outputs.size(),
+                           loss_scale_shape,
+                           std::move(model.dropout)};
     ++compiled_;
     return programs_.emplace(std::move(key), std::move(compiled)).first->second;
 }
 
 ANVIL_INLINE std::vector<host_tensor> trainer::run(compiled_step& compiled,
-                                                   std::span<const named_tensor> batch) {
+                                                   std::span<const named_tensor> batch,
+                                                   std::optional<std::int64_t> step) {
     std::vector<named_tensor> inputs(batch.begin(), batch.end());
+    if (!compiled.dropout.empty()) {
+        const std::uint64_t entropy[] = {options_.seed, static_cast<std::uint64_t>(step.value_or(0))};
+        numpy_generator draws(entropy);
+        for (const dropout_input& site : compiled.dropout) {
+            host_tensor multiplier(dtype::f32, site.shape);
+            const std::span<float> values = multiplier.values<float>();
+            if (step) {
+                const auto kept = static_cast<float>(1.0 / (1.0 - site.probability));
+                for (float& v : values)
+                    v = draws.next_double() >= site.probability ? kept : 0.0f;
+            } else {
+                std::fill(values.begin(), values.end(), 1.0f);
+            }
+            inputs.push_back({site.input, std::move(multiplier)});
+        }
+    }
     for (const std::string& name : compiled.parameter_inputs)
         inputs.push_back({name, params_.value_of(name)});
     if (compiled.loss_scale_shape) {
@@ -53806,7 +53998,7 @@ ANVIL_INLINE std::vector<host_tensor> trainer::run(compiled_step& compiled,
 
 ANVIL_INLINE step_result trainer::step(std::span<const named_tensor> batch) {
     compiled_step& compiled = program_for(batch, true);
-    std::vector<host_tensor> results = run(compiled, batch);
+    std::vector<host_tensor> results = run(compiled, batch, steps_tried_ + 1);
     const std::vector<parameter>& optimized = optimizer_.parameters();
     // Gradients in the optimizer's order, as f32 (a Neural Engine program gives fp16); a parameter the
     // model does not read gets zeros.
@@ -53855,7 +54047,7 @@ ANVIL_INLINE step_result trainer::step(std::span<const named_tensor> batch) {
 
 ANVIL_INLINE step_result trainer::evaluate(std::span<const named_tensor> batch) {
     compiled_step& compiled = program_for(batch, false);
-    std::vector<host_tensor> results = run(compiled, batch);
+    std::vector<host_tensor> results = run(compiled, batch, std::nullopt);
     step_result result;
     result.step = steps_tried_;
     result.loss = static_cast<double>(results[0].to_f32()[0]);
@@ -54142,11 +54334,15 @@ ANVIL_INLINE training_graph fine_tuning::state::build(std::span<const io_info> b
     const std::int64_t rows = input[0];
     training_graph result;
     graph& g = result.model;
-    models::weight_loader loader(g, weights,
-                                 [this](graph& target, std::string_view name, models::weight_role role,
-                                        const dims&, const std::function<tensor<float>()>& stored) {
-                                     return substitute(target, name, role, stored);
-                                 });
+    // Dropout where the Hugging Face class has it, with config.json's probabilities: each site is an input
+    // the trainer fills with a fresh mask every step (and with ones when evaluating).
+    models::weight_loader loader(
+        g, weights,
+        [this](graph& target, std::string_view name, models::weight_role role, const dims&,
+               const std::function<tensor<float>()>& stored) {
+            return substitute(target, name, role, stored);
+        },
+        [&result](const tensor<float>& x, double probability) { return dropout(result, x, probability); });
     const forward_pass pass = forward(g, loader, input);
     const tensor<float>& out = pass.logits;
     if (regression) {
@@ -54289,14 +54485,6 @@ ANVIL_INLINE void fine_tuning::state::load_model() {
     const json::value document = models::config_reader::read_file(config_path);
     const models::config_reader config(document, config_path.string());
     model_type = config.string("model_type", "");
-    for (const std::string_view key : {"hidden_dropout_prob", "attention_probs_dropout_prob", "dropout",
-                                       "attention_dropout", "seq_classif_dropout", "classifier_dropout"}) {
-        const json::value* p = config.find(key);
-        if (p != nullptr && p->is_number() && p->as_double() > 0) {
-            anvil::detail::warn(message("train: config.json ", key, " = ", p->as_double(),
-                                        " is not applied: anvil trains without dropout"));
-        }
-    }
     const json::value* architectures = config.find("architectures");
     const std::string architecture = architectures != nullptr && architectures->is_array() &&
                                              !architectures->as_array().empty() &&
@@ -54343,7 +54531,7 @@ ANVIL_INLINE void fine_tuning::state::load_model() {
         labels = resnet_layout.config.classes;
     } else if (text) {
         prefix = models::detect_prefix(*weights, text_config);
-        head = models::recipe_detail::head_for(text_config.family, prefix);
+        head = models::recipe_detail::head_for(text_config, prefix);
         const std::string out_name = head.second + ".weight";
         const tensor_view* out = weights->find(out_name);
         if (out == nullptr || out->rank() != 2) {
@@ -54853,6 +55041,7 @@ ANVIL_INLINE void fine_tuning::state::start_training() {
     trainer_options t;
     t.compile = options.compile;
     t.max_grad_norm = options.max_grad_norm;
+    t.seed = options.seed;
     runner = std::make_unique<trainer>(
         params, [this](std::span<const io_info> batch) { return build(batch); }, *opt,
         lr_schedule(options.schedule, options.lr, options.warmup_steps, total), t);
@@ -55436,12 +55625,22 @@ ANVIL_INLINE value binary_cross_entropy_with_logits(const value& logits, const v
 
 namespace anvil::detail::numpy_random {
 
+// _int_to_uint32_array: an integer's 32-bit words, the low one first (0 is one word).
+inline void append_words(std::vector<std::uint32_t>& entropy, std::uint64_t value) {
+    do {
+        entropy.push_back(static_cast<std::uint32_t>(value));
+        value >>= 32;
+    } while (value != 0);
+}
+
 ANVIL_INLINE std::vector<std::uint64_t> seed_sequence_words(std::uint64_t seed, std::size_t count) {
     std::vector<std::uint32_t> entropy;
-    do {
-        entropy.push_back(static_cast<std::uint32_t>(seed));
-        seed >>= 32;
-    } while (seed != 0);
+    append_words(entropy, seed);
+    return seed_sequence_words(entropy, count);
+}
+
+ANVIL_INLINE std::vector<std::uint64_t> seed_sequence_words(const std::vector<std::uint32_t>& entropy,
+                                                            std::size_t count) {
     std::uint32_t hash_const = 0x43B0D7E5u;
     const auto hashmix = [&](std::uint32_t value) {
         value ^= hash_const;
@@ -55486,7 +55685,17 @@ inline constexpr uint128 pcg64_multiplier =
 namespace anvil::train {
 
 ANVIL_INLINE numpy_generator::numpy_generator(std::uint64_t seed) {
-    const std::vector<std::uint64_t> w = anvil::detail::numpy_random::seed_sequence_words(seed, 4);
+    seed_from(anvil::detail::numpy_random::seed_sequence_words(seed, 4));
+}
+
+ANVIL_INLINE numpy_generator::numpy_generator(std::span<const std::uint64_t> entropy) {
+    std::vector<std::uint32_t> words;
+    for (const std::uint64_t value : entropy)
+        anvil::detail::numpy_random::append_words(words, value);
+    seed_from(anvil::detail::numpy_random::seed_sequence_words(words, 4));
+}
+
+ANVIL_INLINE void numpy_generator::seed_from(const std::vector<std::uint64_t>& w) {
     using anvil::detail::numpy_random::uint128;
     const uint128 initial_state = (static_cast<uint128>(w[0]) << 64) | w[1];
     const uint128 sequence = (static_cast<uint128>(w[2]) << 64) | w[3];

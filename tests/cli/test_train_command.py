@@ -294,9 +294,10 @@ def run_bad(case, tmp: pathlib.Path):
 
 def run_resume(tmp: pathlib.Path):
     """--save-every and --resume: a run stopped after step 3 and resumed equals the uninterrupted run bit for bit
-    (the step lines and the output file), on the CPU; for a ResNet too (its BatchNorm statistics, kept in float64
-    between steps, travel in the checkpoint)."""
-    base = ["--model", "models/distilbert", "--data", "data/distilbert.jsonl", "--steps", "7", "--batch-size", "5",
+    (the step lines and the output file), on the CPU, for a model with dropout (the masks of step s depend on s
+    only); for a ResNet too (its BatchNorm statistics, kept in float64 between steps, travel in the checkpoint)."""
+    base = ["--model", "models/distilbert_dropout", "--data", "data/distilbert_dropout.jsonl", "--steps", "7",
+            "--batch-size", "5",
             "--lr", "0.01", "--weight-decay", "0.01", "--warmup-steps", "2", "--max-grad-norm", "1.0", "--seed", "9",
             "--json", "--backend", "cpu"]
     whole = cli_support.anvil("train", *base, "--out", tmp / "whole", "--save-every", "3")

@@ -143,3 +143,22 @@ def state_dict_as(model, stored_dtype, skip=()):
 def make_output_dir(path):
     os.makedirs(path, exist_ok=True)
     return path
+
+
+class Dropout(torch.nn.Module):
+    """nn.Dropout(p) where the Hugging Face classes have one, for the reference ports. It is the identity (eval mode,
+    inference) unless Dropout.draws holds a numpy Generator: then x * (draws.random(x.shape) >= p) / (1 - p), the
+    sites drawing one after another in the order the forward reaches them (anvil's rule: the masks of training step
+    s are numpy.random.default_rng([seed, s]), site after site). A site whose p is 0 draws nothing."""
+
+    draws = None
+
+    def __init__(self, p):
+        super().__init__()
+        self.p = float(p)
+
+    def forward(self, x):
+        if Dropout.draws is None or self.p == 0.0:
+            return x
+        keep = Dropout.draws.random(tuple(x.shape)) >= self.p
+        return x * torch.from_numpy(keep).to(x.dtype) / (1.0 - self.p)

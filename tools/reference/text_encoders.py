@@ -48,6 +48,16 @@ import tokenizer_goldens  # noqa: E402
 MASK_MIN = float(torch.finfo(torch.float32).min)
 
 
+def probability(c, key, default):
+    """A dropout probability from the config, the class default when absent or null."""
+    value = c.get(key)
+    return default if value is None else float(value)
+
+
+def hidden_dropout(c):
+    return probability(c, "hidden_dropout_prob", 0.1)
+
+
 def activation(name):
     if name == "gelu":
         return lambda x: nn.functional.gelu(x)
@@ -62,13 +72,15 @@ def activation(name):
 # BERT and RoBERTa (modeling_bert.py, modeling_roberta.py); MPNet's layer differs only in its names.
 
 class SelfAttention(nn.Module):
-    """BertSelfAttention (query/key/value) or MPNetSelfAttention (q/k/v/o): scores / sqrt(d) + bias + mask."""
+    """BertSelfAttention (query/key/value) or MPNetSelfAttention (q/k/v/o): scores / sqrt(d) + bias + mask, softmax,
+    dropout (attention_probs_dropout_prob)."""
 
-    def __init__(self, hidden, heads, names):
+    def __init__(self, hidden, heads, names, dropout=0.0):
         super().__init__()
         self.heads, self.head_size, self.names = heads, hidden // heads, names
         for name in names:
             setattr(self, name, nn.Linear(hidden, hidden))
+        self.dropout = hf_format.Dropout(dropout)
 
     def split(self, x):
         return x.view(x.shape[0], x.shape[1], self.heads, self.head_size).permute(0, 2, 1, 3)
@@ -79,26 +91,28 @@ class SelfAttention(nn.Module):
         if bias is not None:
             scores = scores + bias
         scores = scores + mask
-        context = torch.matmul(torch.softmax(scores, dim=-1), v).permute(0, 2, 1, 3).contiguous()
+        context = torch.matmul(self.dropout(torch.softmax(scores, dim=-1)), v).permute(0, 2, 1, 3).contiguous()
         context = context.view(x.shape[0], x.shape[1], -1)
         return getattr(self, self.names[3])(context) if len(self.names) == 4 else context
 
 
-class DenseNorm(nn.Module):  # BertSelfOutput / BertOutput
-    def __init__(self, inner, hidden, eps):
+class DenseNorm(nn.Module):  # BertSelfOutput / BertOutput: LayerNorm(dropout(dense(x)) + residual)
+    def __init__(self, inner, hidden, eps, dropout=0.0):
         super().__init__()
         self.dense = nn.Linear(inner, hidden)
         self.LayerNorm = nn.LayerNorm(hidden, eps=eps)
+        self.dropout = hf_format.Dropout(dropout)
 
     def forward(self, x, residual):
-        return self.LayerNorm(self.dense(x) + residual)
+        return self.LayerNorm(self.dropout(self.dense(x)) + residual)
 
 
 class BertAttention(nn.Module):
     def __init__(self, c):
         super().__init__()
-        self.self = SelfAttention(c["hidden_size"], c["num_attention_heads"], ("query", "key", "value"))
-        self.output = DenseNorm(c["hidden_size"], c["hidden_size"], c["layer_norm_eps"])
+        self.self = SelfAttention(c["hidden_size"], c["num_attention_heads"], ("query", "key", "value"),
+                                  probability(c, "attention_probs_dropout_prob", 0.1))
+        self.output = DenseNorm(c["hidden_size"], c["hidden_size"], c["layer_norm_eps"], hidden_dropout(c))
 
     def forward(self, x, mask, bias=None):
         return self.output(self.self(x, mask), x)
@@ -107,11 +121,13 @@ class BertAttention(nn.Module):
 class MPNetAttention(nn.Module):
     def __init__(self, c):
         super().__init__()
-        self.attn = SelfAttention(c["hidden_size"], c["num_attention_heads"], ("q", "k", "v", "o"))
+        self.attn = SelfAttention(c["hidden_size"], c["num_attention_heads"], ("q", "k", "v", "o"),
+                                  probability(c, "attention_probs_dropout_prob", 0.1))
         self.LayerNorm = nn.LayerNorm(c["hidden_size"], eps=c["layer_norm_eps"])
+        self.dropout = hf_format.Dropout(hidden_dropout(c))
 
     def forward(self, x, mask, bias=None):
-        return self.LayerNorm(self.attn(x, mask, bias) + x)
+        return self.LayerNorm(self.dropout(self.attn(x, mask, bias)) + x)
 
 
 class Intermediate(nn.Module):
@@ -129,7 +145,7 @@ class Layer(nn.Module):
         super().__init__()
         self.attention = attention(c)
         self.intermediate = Intermediate(c)
-        self.output = DenseNorm(c["intermediate_size"], c["hidden_size"], c["layer_norm_eps"])
+        self.output = DenseNorm(c["intermediate_size"], c["hidden_size"], c["layer_norm_eps"], hidden_dropout(c))
 
     def forward(self, x, mask, bias=None):
         a = self.attention(x, mask, bias)
@@ -144,12 +160,13 @@ class Embeddings(nn.Module):
         if token_types:
             self.token_type_embeddings = nn.Embedding(c["type_vocab_size"], c["hidden_size"])
         self.LayerNorm = nn.LayerNorm(c["hidden_size"], eps=c["layer_norm_eps"])
+        self.dropout = hf_format.Dropout(hidden_dropout(c))
 
     def forward(self, ids, types, positions):
         e = self.word_embeddings(ids) + self.position_embeddings(positions)
         if hasattr(self, "token_type_embeddings"):
             e = e + self.token_type_embeddings(types)
-        return self.LayerNorm(e)
+        return self.dropout(self.LayerNorm(e))
 
 
 class Pooler(nn.Module):
@@ -229,11 +246,12 @@ class TextModel(nn.Module):
 # ---------------------------------------------------------------------------------------------------------------
 # DistilBERT (modeling_distilbert.py): its own names, no token types, LayerNorm eps 1e-12.
 
-class DistilAttention(nn.Module):
-    def __init__(self, dim, heads):
+class DistilAttention(nn.Module):  # MultiHeadSelfAttention: dropout on the probabilities, none after out_lin
+    def __init__(self, dim, heads, dropout=0.0):
         super().__init__()
         self.heads = heads
         self.q_lin, self.k_lin, self.v_lin, self.out_lin = (nn.Linear(dim, dim) for _ in range(4))
+        self.dropout = hf_format.Dropout(dropout)
 
     def forward(self, x, mask):
         bs, s, dim = x.shape
@@ -245,25 +263,26 @@ class DistilAttention(nn.Module):
         q = shape(self.q_lin(x)) / math.sqrt(d)
         scores = torch.matmul(q, shape(self.k_lin(x)).transpose(2, 3))
         scores = scores.masked_fill((mask == 0).view(bs, 1, 1, s).expand_as(scores), torch.finfo(scores.dtype).min)
-        context = torch.matmul(torch.softmax(scores, dim=-1), shape(self.v_lin(x)))
+        context = torch.matmul(self.dropout(torch.softmax(scores, dim=-1)), shape(self.v_lin(x)))
         return self.out_lin(context.transpose(1, 2).contiguous().view(bs, -1, dim))
 
 
 class FFN(nn.Module):
-    def __init__(self, dim, hidden, act):
+    def __init__(self, dim, hidden, act, dropout=0.0):
         super().__init__()
         self.lin1, self.lin2, self.act = nn.Linear(dim, hidden), nn.Linear(hidden, dim), activation(act)
+        self.dropout = hf_format.Dropout(dropout)
 
     def forward(self, x):
-        return self.lin2(self.act(self.lin1(x)))
+        return self.dropout(self.lin2(self.act(self.lin1(x))))
 
 
 class TransformerBlock(nn.Module):
     def __init__(self, c):
         super().__init__()
-        self.attention = DistilAttention(c["dim"], c["n_heads"])
+        self.attention = DistilAttention(c["dim"], c["n_heads"], probability(c, "attention_dropout", 0.1))
         self.sa_layer_norm = nn.LayerNorm(c["dim"], eps=1e-12)
-        self.ffn = FFN(c["dim"], c["hidden_dim"], c["activation"])
+        self.ffn = FFN(c["dim"], c["hidden_dim"], c["activation"], probability(c, "dropout", 0.1))
         self.output_layer_norm = nn.LayerNorm(c["dim"], eps=1e-12)
 
     def forward(self, x, mask):
@@ -277,10 +296,11 @@ class DistilEmbeddings(nn.Module):
         self.word_embeddings = nn.Embedding(c["vocab_size"], c["dim"])
         self.position_embeddings = nn.Embedding(c["max_position_embeddings"], c["dim"])
         self.LayerNorm = nn.LayerNorm(c["dim"], eps=1e-12)
+        self.dropout = hf_format.Dropout(probability(c, "dropout", 0.1))
 
     def forward(self, ids):
         positions = torch.arange(ids.shape[1])[None, :]
-        return self.LayerNorm(self.word_embeddings(ids) + self.position_embeddings(positions))
+        return self.dropout(self.LayerNorm(self.word_embeddings(ids) + self.position_embeddings(positions)))
 
 
 class Transformer(nn.Module):
@@ -309,26 +329,29 @@ class BertForSequenceClassification(nn.Module):
     def __init__(self, c):
         super().__init__()
         self.bert = TextModel(c, "bert", pooler=True)
+        self.dropout = hf_format.Dropout(probability(c, "classifier_dropout", hidden_dropout(c)))
         self.classifier = nn.Linear(c["hidden_size"], c["num_labels"])
 
     def forward(self, ids, types, mask):
-        return self.classifier(self.bert.pooler(self.bert(ids, types, mask)))
+        return self.classifier(self.dropout(self.bert.pooler(self.bert(ids, types, mask))))
 
 
 class ClassificationHead(nn.Module):  # RobertaClassificationHead, MPNetClassificationHead
-    def __init__(self, hidden, labels):
+    def __init__(self, hidden, labels, dropout=0.0):
         super().__init__()
         self.dense, self.out_proj = nn.Linear(hidden, hidden), nn.Linear(hidden, labels)
+        self.dropout = hf_format.Dropout(dropout)
 
     def forward(self, h):
-        return self.out_proj(torch.tanh(self.dense(h[:, 0, :])))
+        return self.out_proj(self.dropout(torch.tanh(self.dense(self.dropout(h[:, 0, :])))))
 
 
 class RobertaForSequenceClassification(nn.Module):  # also XLMRobertaForSequenceClassification
     def __init__(self, c):
         super().__init__()
         self.roberta = TextModel(c, "roberta", pooler=False)
-        self.classifier = ClassificationHead(c["hidden_size"], c["num_labels"])
+        self.classifier = ClassificationHead(c["hidden_size"], c["num_labels"],
+                                             probability(c, "classifier_dropout", hidden_dropout(c)))
 
     def forward(self, ids, types, mask):
         return self.classifier(self.roberta(ids, types, mask))
@@ -338,7 +361,7 @@ class MPNetForSequenceClassification(nn.Module):
     def __init__(self, c):
         super().__init__()
         self.mpnet = TextModel(c, "mpnet", pooler=False)
-        self.classifier = ClassificationHead(c["hidden_size"], c["num_labels"])
+        self.classifier = ClassificationHead(c["hidden_size"], c["num_labels"], hidden_dropout(c))
 
     def forward(self, ids, types, mask):
         return self.classifier(self.mpnet(ids, types, mask))
@@ -349,11 +372,12 @@ class DistilBertForSequenceClassification(nn.Module):
         super().__init__()
         self.distilbert = DistilBertModel(c)
         self.pre_classifier = nn.Linear(c["dim"], c["dim"])
+        self.dropout = hf_format.Dropout(probability(c, "seq_classif_dropout", 0.2))
         self.classifier = nn.Linear(c["dim"], c["num_labels"])
 
     def forward(self, ids, types, mask):
         h = self.distilbert(ids, types, mask)[:, 0]
-        return self.classifier(torch.relu(self.pre_classifier(h)))
+        return self.classifier(self.dropout(torch.relu(self.pre_classifier(h))))
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -6,7 +6,8 @@ command-line options and the reference's outputs.
 Writes under --out (default tests/data/train/cases/):
 
   models/<name>/               config.json + model.safetensors (float32; the ResNet's num_batches_tracked I64),
-                               seeded random weights (hf_format.randomize), dropout probabilities 0:
+                               seeded random weights (hf_format.randomize), dropout probabilities 0 except in the
+                               *_dropout folders (the same architectures with dropout in config.json):
     bert                       BertForSequenceClassification: 2 layers, hidden 32, 4 heads, intermediate 37,
                                vocab 100, 16 positions, 2 token types, 3 labels
     distilbert                 DistilBertForSequenceClassification: same sizes, 3 labels
@@ -96,6 +97,16 @@ def model_specs():
                        "layer_type": "basic", "hidden_act": "relu", "downsample_in_first_stage": False,
                        "downsample_in_bottleneck": False})
     specs["resnet"] = (resnet, resnet_fixtures.ResNetForImageClassification, "image")
+    # Dropout as config.json gives it, at every site the Hugging Face classes have (after the embeddings, on the
+    # attention probabilities, the attention output and the MLP output, in the heads), each probability distinct.
+    specs["bert_dropout"] = (dict(bert, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.2,
+                                  classifier_dropout=0.3), text_encoders.BertForSequenceClassification, "text")
+    specs["distilbert_dropout"] = (dict(distil, dropout=0.1, attention_dropout=0.2, seq_classif_dropout=0.3),
+                                   text_encoders.DistilBertForSequenceClassification, "text")
+    specs["mpnet_dropout"] = (dict(mpnet, hidden_dropout_prob=0.15, attention_probs_dropout_prob=0.25),
+                              text_encoders.MPNetForSequenceClassification, "text")
+    specs["vit_dropout"] = (dict(vit, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.2),
+                            vit_fixtures.ViTForImageClassification, "image")
     return specs
 
 
@@ -220,7 +231,31 @@ CASES = [
      "args": ["--model", "models/resnet", "--data", "data/resnet.jsonl", "--out", "{out}", "--steps", "4",
               "--batch-size", "4", "--no-shuffle", "--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9",
               "--weight-decay", "0.05", "--schedule", "constant", "--json"]},
-] + [lr1(name) for name in ("bert", "distilbert", "roberta_regression", "mpnet", "vit", "resnet")]
+] + [lr1(name) for name in ("bert", "distilbert", "roberta_regression", "mpnet", "vit", "resnet")] + [
+    {"name": "bert_dropout",
+     "shows": "dropout at config.json's probabilities (hidden 0.1, attention 0.2, classifier 0.3), the masks of step "
+              "s drawn from numpy default_rng([seed, s]) site after site in forward order; --eval without dropout",
+     "args": ["--model", "models/bert_dropout", "--data", "data/bert_dropout.jsonl", "--out", "{out}", "--epochs",
+              "1", "--batch-size", "4", "--lr", "0.002", "--weight-decay", "0.01", "--schedule", "linear",
+              "--seed", "13", "--eval", "data/bert_dropout.jsonl", "--json"]},
+    {"name": "distilbert_dropout_sgd",
+     "shows": "DistilBERT's dropout (embeddings and FFN 0.1, attention probabilities 0.2, none after out_lin, "
+              "seq_classif_dropout 0.3 in the head); SGD, --no-shuffle",
+     "args": ["--model", "models/distilbert_dropout", "--data", "data/distilbert_dropout.jsonl", "--out", "{out}",
+              "--steps", "3", "--batch-size", "5", "--no-shuffle", "--optimizer", "sgd", "--lr", "0.1",
+              "--momentum", "0.9", "--schedule", "constant", "--seed", "21", "--json"]},
+    {"name": "mpnet_dropout",
+     "shows": "MPNet's dropout (hidden 0.15 after the embeddings, the attention's o and the MLP, and twice in its "
+              "classification head; attention 0.25)",
+     "args": ["--model", "models/mpnet_dropout", "--data", "data/mpnet_dropout.jsonl", "--out", "{out}", "--steps",
+              "3", "--batch-size", "4", "--lr", "0.002", "--schedule", "constant", "--seed", "4", "--json"]},
+    {"name": "vit_dropout",
+     "shows": "ViT's dropout (hidden 0.1 after the embeddings, on the attention output and the MLP output; "
+              "attention 0.2), LoRA on query and value",
+     "args": ["--model", "models/vit_dropout", "--data", "data/vit_dropout.jsonl", "--out", "{out}", "--steps",
+              "3", "--batch-size", "4", "--lr", "0.01", "--lora", "4", "--lora-targets", "query,value",
+              "--schedule", "constant", "--seed", "8", "--json"]},
+]
 
 BAD = [
     {"name": "label_out_of_range", "error": "label 3 out of range",
@@ -262,10 +297,10 @@ def main():
     for seed, (name, (config, port, kind)) in enumerate(model_specs().items(), 100):
         stored[name] = write_model(out, name, config, port, seed)
         if kind == "text":
-            records = text_records(rng, 12 if name == "distilbert" else 10, 16, regression=name.endswith("regression"),
-                                   with_types=name == "bert")
+            records = text_records(rng, 12 if name.startswith("distilbert") else 10, 16,
+                                   regression=name.endswith("regression"), with_types=name.startswith("bert"))
         else:
-            records = image_records(out, rng, name, 10, 8 if name == "vit" else 16)
+            records = image_records(out, rng, name, 10, 8 if name.startswith("vit") else 16)
         write_jsonl(os.path.join(data_dir, name + ".jsonl"), records)
     write_adapter(out, stored["bert"])
 

@@ -23,8 +23,13 @@ Model. DIR holds config.json and model.safetensors of BERT, RoBERTa / XLM-R, MPN
 ...ForSequenceClassification (text_encoders.py's ports), ViT / DeiT image classifiers (vit_fixtures.py), Hugging
 Face's ResNetForImageClassification (resnet_fixtures.py) or a timm folder ({"architecture": "resnet18", ...},
 torchvision's ResNet classes). The stored weights are converted to float64 and training runs in float64.
-There is no dropout: the ports have none, which is eval-mode dropout (anvil trains without dropout; the fixtures'
-configs set every dropout probability to 0 so that either reading gives the same numbers). BatchNorm runs in train
+Dropout follows config.json, at the sites and with the probabilities (and class defaults) of the Hugging Face classes
+(hidden_dropout_prob after the embeddings and on each attention output and MLP output, attention_probs_dropout_prob
+on the attention probabilities, the heads' classifier_dropout / seq_classif_dropout; DistilBERT's dropout /
+attention_dropout; ViT's, whose defaults are 0), with anvil's masks: step s (from 1) draws from
+numpy.random.default_rng([seed, s]) one array random(shape) per site with a probability above 0, in the order the
+forward reaches the sites, and keeps the elements >= p, scaled by 1 / (1 - p) (hf_format.Dropout). Evaluation runs
+without dropout. BatchNorm runs in train
 mode (nn.BatchNorm2d.train(): batch statistics with the biased variance in the forward; running_mean / running_var
 updated with momentum 0.1 from the unbiased variance; num_batches_tracked incremented per step).
 
@@ -289,10 +294,6 @@ def build_model(folder):
     c["num_labels"] = m.num_labels
     model_type = config.get("model_type")
     architectures = config.get("architectures") or []
-    for dropout in ("hidden_dropout_prob", "attention_probs_dropout_prob", "dropout", "attention_dropout",
-                    "seq_classif_dropout", "classifier_dropout"):
-        if config.get(dropout):
-            print(f"{PROG}: note: config.json {dropout} = {config[dropout]} is ignored (no dropout)", file=sys.stderr)
     if model_type in ("bert", "roberta", "xlm-roberta", "camembert", "mpnet", "distilbert"):
         if architectures and not any(a.endswith("ForSequenceClassification") for a in architectures):
             raise InputError(f"--model: {folder} is a {architectures[0]}, not a ...ForSequenceClassification")
@@ -862,11 +863,15 @@ def run(options, stdout):
     steps_per_epoch = math.ceil(len(examples) / options.batch_size)
     total = options.steps if options.steps is not None else (options.epochs or 3) * steps_per_epoch
     stream = batches(examples, options.batch_size, not options.no_shuffle, options.seed)
-    m.model.train()  # BatchNorm in train mode; the ports have no dropout
+    m.model.train()  # BatchNorm in train mode
 
     def step_loss(step):
         batch = collate(next(stream), m)
-        loss = loss_of(m, logits_of(m, batch), batch["labels"])
+        hf_format.Dropout.draws = np.random.default_rng([options.seed, step + 1])
+        try:
+            loss = loss_of(m, logits_of(m, batch), batch["labels"])
+        finally:
+            hf_format.Dropout.draws = None
         with torch.no_grad():
             for name, value in frozen_buffers.items():
                 buffers[name].copy_(value)

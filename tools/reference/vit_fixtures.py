@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_format import make_output_dir, randomize, save_npy, seeded_generator, state_dict_as, write_json, \
+from hf_format import Dropout, make_output_dir, randomize, save_npy, seeded_generator, state_dict_as, write_json, \
     write_safetensors  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "data", "vit")
@@ -66,6 +66,7 @@ class Embeddings(nn.Module):
         self.distilled = distilled
         self.patch_embeddings = PatchEmbeddings(c)
         self.position_embeddings = nn.Parameter(torch.zeros(1, patches + (2 if distilled else 1), hidden))
+        self.dropout = Dropout(c.get("hidden_dropout_prob") or 0.0)
 
     def forward(self, pixels):
         embeddings = self.patch_embeddings(pixels)
@@ -73,7 +74,7 @@ class Embeddings(nn.Module):
         tokens = [self.cls_token.expand(batch, -1, -1)]
         if self.distilled:
             tokens.append(self.distillation_token.expand(batch, -1, -1))
-        return torch.cat(tokens + [embeddings], dim=1) + self.position_embeddings
+        return self.dropout(torch.cat(tokens + [embeddings], dim=1) + self.position_embeddings)
 
 
 class SelfAttention(nn.Module):
@@ -85,6 +86,7 @@ class SelfAttention(nn.Module):
         self.query = nn.Linear(hidden, hidden, bias=c["qkv_bias"])
         self.key = nn.Linear(hidden, hidden, bias=c["qkv_bias"])
         self.value = nn.Linear(hidden, hidden, bias=c["qkv_bias"])
+        self.dropout = Dropout(c.get("attention_probs_dropout_prob") or 0.0)
 
     def forward(self, x):
         b, s, _ = x.shape
@@ -94,7 +96,7 @@ class SelfAttention(nn.Module):
 
         q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))
         scores = torch.matmul(q, k.transpose(-1, -2)) * self.head_dim ** -0.5
-        context = torch.matmul(torch.softmax(scores, dim=-1), v)
+        context = torch.matmul(self.dropout(torch.softmax(scores, dim=-1)), v)
         return context.transpose(1, 2).reshape(b, s, self.heads * self.head_dim)
 
 
@@ -102,6 +104,10 @@ class SelfOutput(nn.Module):
     def __init__(self, c):
         super().__init__()
         self.dense = nn.Linear(c["hidden_size"], c["hidden_size"])
+        self.dropout = Dropout(c.get("hidden_dropout_prob") or 0.0)
+
+    def forward(self, x):
+        return self.dropout(self.dense(x))
 
 
 class Attention(nn.Module):
@@ -111,7 +117,7 @@ class Attention(nn.Module):
         self.output = SelfOutput(c)
 
     def forward(self, x):
-        return self.output.dense(self.attention(x))
+        return self.output(self.attention(x))
 
 
 class Intermediate(nn.Module):
@@ -128,9 +134,10 @@ class Output(nn.Module):
     def __init__(self, c):
         super().__init__()
         self.dense = nn.Linear(c["intermediate_size"], c["hidden_size"])
+        self.dropout = Dropout(c.get("hidden_dropout_prob") or 0.0)
 
     def forward(self, x, residual):
-        return self.dense(x) + residual
+        return self.dropout(self.dense(x)) + residual
 
 
 class Layer(nn.Module):

@@ -275,11 +275,15 @@ ANVIL_INLINE training_graph fine_tuning::state::build(std::span<const io_info> b
     const std::int64_t rows = input[0];
     training_graph result;
     graph& g = result.model;
-    models::weight_loader loader(g, weights,
-                                 [this](graph& target, std::string_view name, models::weight_role role,
-                                        const dims&, const std::function<tensor<float>()>& stored) {
-                                     return substitute(target, name, role, stored);
-                                 });
+    // Dropout where the Hugging Face class has it, with config.json's probabilities: each site is an input
+    // the trainer fills with a fresh mask every step (and with ones when evaluating).
+    models::weight_loader loader(
+        g, weights,
+        [this](graph& target, std::string_view name, models::weight_role role, const dims&,
+               const std::function<tensor<float>()>& stored) {
+            return substitute(target, name, role, stored);
+        },
+        [&result](const tensor<float>& x, double probability) { return dropout(result, x, probability); });
     const forward_pass pass = forward(g, loader, input);
     const tensor<float>& out = pass.logits;
     if (regression) {
@@ -422,14 +426,6 @@ ANVIL_INLINE void fine_tuning::state::load_model() {
     const json::value document = models::config_reader::read_file(config_path);
     const models::config_reader config(document, config_path.string());
     model_type = config.string("model_type", "");
-    for (const std::string_view key : {"hidden_dropout_prob", "attention_probs_dropout_prob", "dropout",
-                                       "attention_dropout", "seq_classif_dropout", "classifier_dropout"}) {
-        const json::value* p = config.find(key);
-        if (p != nullptr && p->is_number() && p->as_double() > 0) {
-            anvil::detail::warn(message("train: config.json ", key, " = ", p->as_double(),
-                                        " is not applied: anvil trains without dropout"));
-        }
-    }
     const json::value* architectures = config.find("architectures");
     const std::string architecture = architectures != nullptr && architectures->is_array() &&
                                              !architectures->as_array().empty() &&
@@ -476,7 +472,7 @@ ANVIL_INLINE void fine_tuning::state::load_model() {
         labels = resnet_layout.config.classes;
     } else if (text) {
         prefix = models::detect_prefix(*weights, text_config);
-        head = models::recipe_detail::head_for(text_config.family, prefix);
+        head = models::recipe_detail::head_for(text_config, prefix);
         const std::string out_name = head.second + ".weight";
         const tensor_view* out = weights->find(out_name);
         if (out == nullptr || out->rank() != 2) {
@@ -986,6 +982,7 @@ ANVIL_INLINE void fine_tuning::state::start_training() {
     trainer_options t;
     t.compile = options.compile;
     t.max_grad_norm = options.max_grad_norm;
+    t.seed = options.seed;
     runner = std::make_unique<trainer>(
         params, [this](std::span<const io_info> batch) { return build(batch); }, *opt,
         lr_schedule(options.schedule, options.lr, options.warmup_steps, total), t);

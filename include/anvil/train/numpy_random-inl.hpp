@@ -12,12 +12,22 @@
 
 namespace anvil::detail::numpy_random {
 
+// _int_to_uint32_array: an integer's 32-bit words, the low one first (0 is one word).
+inline void append_words(std::vector<std::uint32_t>& entropy, std::uint64_t value) {
+    do {
+        entropy.push_back(static_cast<std::uint32_t>(value));
+        value >>= 32;
+    } while (value != 0);
+}
+
 ANVIL_INLINE std::vector<std::uint64_t> seed_sequence_words(std::uint64_t seed, std::size_t count) {
     std::vector<std::uint32_t> entropy;
-    do {
-        entropy.push_back(static_cast<std::uint32_t>(seed));
-        seed >>= 32;
-    } while (seed != 0);
+    append_words(entropy, seed);
+    return seed_sequence_words(entropy, count);
+}
+
+ANVIL_INLINE std::vector<std::uint64_t> seed_sequence_words(const std::vector<std::uint32_t>& entropy,
+                                                            std::size_t count) {
     std::uint32_t hash_const = 0x43B0D7E5u;
     const auto hashmix = [&](std::uint32_t value) {
         value ^= hash_const;
@@ -62,7 +72,17 @@ inline constexpr uint128 pcg64_multiplier =
 namespace anvil::train {
 
 ANVIL_INLINE numpy_generator::numpy_generator(std::uint64_t seed) {
-    const std::vector<std::uint64_t> w = anvil::detail::numpy_random::seed_sequence_words(seed, 4);
+    seed_from(anvil::detail::numpy_random::seed_sequence_words(seed, 4));
+}
+
+ANVIL_INLINE numpy_generator::numpy_generator(std::span<const std::uint64_t> entropy) {
+    std::vector<std::uint32_t> words;
+    for (const std::uint64_t value : entropy)
+        anvil::detail::numpy_random::append_words(words, value);
+    seed_from(anvil::detail::numpy_random::seed_sequence_words(words, 4));
+}
+
+ANVIL_INLINE void numpy_generator::seed_from(const std::vector<std::uint64_t>& w) {
     using anvil::detail::numpy_random::uint128;
     const uint128 initial_state = (static_cast<uint128>(w[0]) << 64) | w[1];
     const uint128 sequence = (static_cast<uint128>(w[2]) << 64) | w[3];

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "anvil/compilation.hpp"
@@ -19,6 +20,9 @@ __extension__ typedef unsigned __int128 uint128;
 // SeedSequence(seed).generate_state(count, uint64): numpy's entropy pool (hashmix / mix) of the seed's 32-bit
 // words, then `count` words of two 32-bit outputs each, the low one first.
 [[nodiscard]] std::vector<std::uint64_t> seed_sequence_words(std::uint64_t seed, std::size_t count);
+// The same for an entropy of several 32-bit words (SeedSequence([a, b, ...]) concatenates each integer's).
+[[nodiscard]] std::vector<std::uint64_t> seed_sequence_words(const std::vector<std::uint32_t>& entropy,
+                                                             std::size_t count);
 
 }  // namespace anvil::detail::numpy_random
 
@@ -28,6 +32,9 @@ class numpy_generator {
 public:
     // numpy.random.default_rng(seed) for a non-negative seed.
     explicit numpy_generator(std::uint64_t seed);
+    // numpy.random.default_rng([a, b, ...]) for non-negative integers (training's dropout draws step s of a
+    // run seeded S from default_rng([S, s])).
+    explicit numpy_generator(std::span<const std::uint64_t> entropy);
 
     // PCG64's next output.
     [[nodiscard]] std::uint64_t next_uint64() noexcept;
@@ -44,6 +51,8 @@ public:
     [[nodiscard]] std::vector<double> uniform(double low, double high, std::size_t count);
 
 private:
+    void seed_from(const std::vector<std::uint64_t>& words);
+
     anvil::detail::numpy_random::uint128 state_ = 0;
     anvil::detail::numpy_random::uint128 increment_ = 0;
     std::optional<std::uint32_t> high_half_;

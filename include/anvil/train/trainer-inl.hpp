@@ -1,9 +1,12 @@
 // anvil: the trainer's definitions (see trainer.hpp; compilation.hpp says when this file is compiled).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -13,9 +16,23 @@
 #include "anvil/core/error.hpp"
 #include "anvil/graph/autodiff.hpp"
 #include "anvil/train/clip.hpp"
+#include "anvil/train/numpy_random.hpp"
 #include "anvil/train/trainer.hpp"
 
 namespace anvil::train {
+
+ANVIL_INLINE tensor<float> dropout(training_graph& model, const tensor<float>& x, double probability) {
+    if (!(probability >= 0.0 && probability < 1.0)) {
+        throw error(anvil::detail::message("dropout: the probability must be at least 0 and below 1, got ",
+                                           probability));
+    }
+    if (probability == 0.0) return x;
+    dropout_input site{anvil::detail::message("anvil.dropout.", model.dropout.size()), x.shape(),
+                       probability};
+    const tensor<float> multiplier = model.model.input<float>(site.input, site.shape);
+    model.dropout.push_back(std::move(site));
+    return x * multiplier;
+}
 
 ANVIL_INLINE trainer::trainer(parameter_set& params, model_builder build, optimizer& opt,
                               lr_schedule schedule, trainer_options options)
@@ -116,15 +133,36 @@ ANVIL_INLINE trainer::compiled_step& trainer::program_for(std::span<const named_
         trained.clear();
     }
     outputs.insert(outputs.end(), model.outputs.begin(), model.outputs.end());
-    compiled_step compiled{compile(outputs, options_.compile), std::move(parameter_inputs),
-                           std::move(trained), model.outputs.size(), loss_scale_shape};
+    compiled_step compiled{compile(outputs, options_.compile),
+                           std::move(parameter_inputs),
+                           std::move(trained),
+                           model.outputs.size(),
+                           loss_scale_shape,
+                           std::move(model.dropout)};
     ++compiled_;
     return programs_.emplace(std::move(key), std::move(compiled)).first->second;
 }
 
 ANVIL_INLINE std::vector<host_tensor> trainer::run(compiled_step& compiled,
-                                                   std::span<const named_tensor> batch) {
+                                                   std::span<const named_tensor> batch,
+                                                   std::optional<std::int64_t> step) {
     std::vector<named_tensor> inputs(batch.begin(), batch.end());
+    if (!compiled.dropout.empty()) {
+        const std::uint64_t entropy[] = {options_.seed, static_cast<std::uint64_t>(step.value_or(0))};
+        numpy_generator draws(entropy);
+        for (const dropout_input& site : compiled.dropout) {
+            host_tensor multiplier(dtype::f32, site.shape);
+            const std::span<float> values = multiplier.values<float>();
+            if (step) {
+                const auto kept = static_cast<float>(1.0 / (1.0 - site.probability));
+                for (float& v : values)
+                    v = draws.next_double() >= site.probability ? kept : 0.0f;
+            } else {
+                std::fill(values.begin(), values.end(), 1.0f);
+            }
+            inputs.push_back({site.input, std::move(multiplier)});
+        }
+    }
     for (const std::string& name : compiled.parameter_inputs)
         inputs.push_back({name, params_.value_of(name)});
     if (compiled.loss_scale_shape) {
@@ -138,7 +176,7 @@ ANVIL_INLINE std::vector<host_tensor> trainer::run(compiled_step& compiled,
 
 ANVIL_INLINE step_result trainer::step(std::span<const named_tensor> batch) {
     compiled_step& compiled = program_for(batch, true);
-    std::vector<host_tensor> results = run(compiled, batch);
+    std::vector<host_tensor> results = run(compiled, batch, steps_tried_ + 1);
     const std::vector<parameter>& optimized = optimizer_.parameters();
     // Gradients in the optimizer's order, as f32 (a Neural Engine program gives fp16); a parameter the
     // model does not read gets zeros.
@@ -187,7 +225,7 @@ ANVIL_INLINE step_result trainer::step(std::span<const named_tensor> batch) {
 
 ANVIL_INLINE step_result trainer::evaluate(std::span<const named_tensor> batch) {
     compiled_step& compiled = program_for(batch, false);
-    std::vector<host_tensor> results = run(compiled, batch);
+    std::vector<host_tensor> results = run(compiled, batch, std::nullopt);
     step_result result;
     result.step = steps_tried_;
     result.loss = static_cast<double>(results[0].to_f32()[0]);

@@ -19,6 +19,7 @@
 
 #include "anvil/backend/program.hpp"
 #include "anvil/compilation.hpp"
+#include "anvil/expr/tensor.hpp"
 #include "anvil/graph/graph.hpp"
 #include "anvil/train/layers.hpp"
 #include "anvil/train/optimizer.hpp"
@@ -29,13 +30,29 @@ namespace anvil::train {
 // The program input that carries the loss scale (the loss's cotangent) when loss scaling is on.
 inline constexpr std::string_view loss_scale_input = "anvil.loss_scale";
 
+// A dropout site of a training graph: the program input `input`, of x's shape, that multiplies x. The
+// trainer fills it each step with 0 where an element is dropped and 1 / (1 - probability) where it is kept,
+// and with 1 when evaluating.
+struct dropout_input {
+    std::string input;
+    dims shape;
+    double probability = 0.0;
+};
+
 // A model built for one batch: its graph (trainable tensors as graph::parameter inputs named as in the
-// parameter_set), the scalar loss, and values to return with each step (logits, for accuracy).
+// parameter_set), the scalar loss, values to return with each step (logits, for accuracy), and its dropout
+// sites in the order the forward applies them.
 struct training_graph {
     graph model;
     value loss;
     std::vector<value> outputs = {};
+    std::vector<dropout_input> dropout = {};
 };
+
+// nn.Dropout(probability) in train mode on x, a value of model.model: declares the site's input
+// ("anvil.dropout.<n>", n counting the graph's sites from 0) and returns x times it. A probability of 0 is x
+// itself; one outside [0, 1) is an anvil::error.
+[[nodiscard]] tensor<float> dropout(training_graph& model, const tensor<float>& x, double probability);
 
 // Builds the model for a batch whose inputs have these names, types and shapes. Called once per distinct
 // batch shape (a short last batch, a text batch padded to its longest example).
@@ -65,6 +82,11 @@ struct trainer_options {
     // Core ML, or compile.ane_numerics), off on the CPU in fp32. Set it to force it either way.
     std::optional<loss_scaling> scaling = std::nullopt;
     bool scale_loss_automatically = true;  // false: scaling only when `scaling` is set
+    // The dropout masks of step s (from 1, skipped steps counted) come from
+    // numpy.random.default_rng([seed, s]): for each site in the graph's order, random(shape) >= probability
+    // keeps an element. So a resumed run draws what the uninterrupted one drew, and a Python script can
+    // reproduce every mask.
+    std::uint64_t seed = 0;
 };
 
 struct step_result {
@@ -117,10 +139,14 @@ private:
         std::vector<std::size_t> trained;           // optimizer parameter index of each gradient output
         std::size_t outputs = 0;
         std::optional<dims> loss_scale_shape;  // the shape of its loss scale input (the loss's), when scaled
+        std::vector<dropout_input> dropout;
     };
 
     compiled_step& program_for(std::span<const named_tensor> batch, bool with_gradients);
-    std::vector<host_tensor> run(compiled_step& compiled, std::span<const named_tensor> batch);
+    // The program on the batch, its parameters, loss scale and dropout masks: those of step `step`, or none
+    // (all ones) when evaluating.
+    std::vector<host_tensor> run(compiled_step& compiled, std::span<const named_tensor> batch,
+                                 std::optional<std::int64_t> step);
 
     parameter_set& params_;
     model_builder build_;

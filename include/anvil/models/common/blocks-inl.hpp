@@ -1,6 +1,7 @@
 // anvil: blocks's definitions (see blocks.hpp; compilation.hpp says when this file is compiled).
 #pragma once
 
+#include <cmath>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -114,6 +115,14 @@ ANVIL_INLINE tensor<float> l2_normalized_rows(const tensor<float>& x) {
 
 namespace anvil::models {
 
+ANVIL_INLINE dropout_layer load_dropout(const weight_loader& weights, double probability) {
+    return {probability, weights.dropout()};
+}
+
+ANVIL_INLINE tensor<float> apply(const dropout_layer& dropout, const tensor<float>& x) {
+    return dropout.active() ? dropout.hook(x, dropout.probability) : x;
+}
+
 ANVIL_INLINE tensor<float> self_attention(const attention_layer& layer, const tensor<float>& x,
                                           const std::optional<tensor<float>>& mask,
                                           const attention_options& options) {
@@ -124,8 +133,25 @@ ANVIL_INLINE tensor<float> self_attention(const attention_layer& layer, const te
     const auto q = recipe_detail::split_heads(apply(layer.query, x), layer.heads, layer.head_dim);
     const auto k = recipe_detail::split_heads(apply(layer.key, x), layer.kv_heads, layer.head_dim);
     const auto v = recipe_detail::split_heads(apply(layer.value, x), layer.kv_heads, layer.head_dim);
-    const auto context = mask ? attention(q, k, v, *mask, options) : attention(q, k, v, options);
-    return apply(layer.output, recipe_detail::merge_heads(context));
+    tensor<float> context;
+    if (layer.probability_dropout.active()) {
+        // Dropout acts on the probabilities between the softmax and the product with the values, inside the
+        // fused attention op: training spells the attention out in the same order as Hugging Face's eager
+        // attention (scores * scale + mask, softmax over the keys, dropout, times the values). Every op
+        // there has its derivative and runs on every backend.
+        if (options.causal || layer.kv_heads != layer.heads) {
+            throw unsupported_error(
+                "self_attention: attention dropout with causal or grouped-query attention is not supported");
+        }
+        const double scale =
+            options.scale > 0.0 ? options.scale : 1.0 / std::sqrt(static_cast<double>(layer.head_dim));
+        tensor<float> scores = matmul(q, k, matmul_options{.transpose_b = true}) * static_cast<float>(scale);
+        if (mask) scores = scores + *mask;
+        context = matmul(apply(layer.probability_dropout, softmax(scores, -1)), v);
+    } else {
+        context = mask ? attention(q, k, v, *mask, options) : attention(q, k, v, options);
+    }
+    return apply(layer.output_dropout, apply(layer.output, recipe_detail::merge_heads(context)));
 }
 
 ANVIL_INLINE tensor<float> cross_attention(const attention_layer& layer, const tensor<float>& x,
@@ -135,8 +161,9 @@ ANVIL_INLINE tensor<float> cross_attention(const attention_layer& layer, const t
 }
 
 ANVIL_INLINE tensor<float> apply(const mlp_layer& mlp, const tensor<float>& x) {
-    if (mlp.gate) return apply(mlp.down, activate(apply(*mlp.gate, x), mlp.act) * apply(mlp.up, x));
-    return apply(mlp.down, activate(apply(mlp.up, x), mlp.act));
+    const tensor<float> inner = mlp.gate ? activate(apply(*mlp.gate, x), mlp.act) * apply(mlp.up, x)
+                                         : activate(apply(mlp.up, x), mlp.act);
+    return apply(mlp.output_dropout, apply(mlp.down, inner));
 }
 
 ANVIL_INLINE tensor<float> apply(const post_norm_encoder_layer& layer, const tensor<float>& x,

@@ -71,13 +71,31 @@ struct batch_norm_pass {
 [[nodiscard]] batch_norm_pass train_mode_batch_norm(weight_loader& weights, const std::string& norm,
                                                     const tensor<float>& x, double epsilon);
 
+// nn.Dropout at one site: the probability the config gives that site and training's hook (weights.hpp's
+// dropout_hook). A default-constructed one, or one loaded for inference, is the identity.
+struct dropout_layer {
+    double probability = 0.0;
+    dropout_hook hook;
+
+    [[nodiscard]] bool active() const noexcept { return hook && probability > 0.0; }
+};
+
+// A site with this probability (config_reader::probability reads it), dropping when `weights` was given
+// training's hook.
+[[nodiscard]] dropout_layer load_dropout(const weight_loader& weights, double probability);
+
+[[nodiscard]] tensor<float> apply(const dropout_layer& dropout, const tensor<float>& x);
+
 // Multi-head self-attention with separate query, key, value and output projections; kv_heads < heads is
-// grouped-query attention.
+// grouped-query attention. Dropout (training only) on the attention probabilities and on the output
+// projection's result, where the family's Hugging Face class has them.
 struct attention_layer {
     linear_layer query, key, value, output;
     std::int64_t heads = 0;
     std::int64_t kv_heads = 0;
     std::int64_t head_dim = 0;
+    dropout_layer probability_dropout;
+    dropout_layer output_dropout;
 };
 
 namespace recipe_detail {
@@ -107,11 +125,13 @@ namespace recipe_detail {
 [[nodiscard]] tensor<float> cross_attention(const attention_layer& layer, const tensor<float>& x,
                                             const tensor<float>& keys, const tensor<float>& values);
 
-// The feed-forward block: down(act(up(x))), or down(act(gate(x)) * up(x)) when there is a gate (SwiGLU).
+// The feed-forward block: down(act(up(x))), or down(act(gate(x)) * up(x)) when there is a gate (SwiGLU);
+// dropout (training only) on down's result.
 struct mlp_layer {
     linear_layer up, down;
     std::optional<linear_layer> gate;
     activation act = activation::gelu;
+    dropout_layer output_dropout;
 };
 
 [[nodiscard]] tensor<float> apply(const mlp_layer& mlp, const tensor<float>& x);

@@ -51,6 +51,16 @@ ANVIL_INLINE double config_reader::positive_number(std::string_view key, double 
     return v->as_double();
 }
 
+ANVIL_INLINE double config_reader::probability(std::string_view key, double fallback) const {
+    const json::value* v = present(key);
+    if (v == nullptr) return fallback;
+    if (!v->is_number() || !(v->as_double() >= 0.0 && v->as_double() < 1.0)) {
+        throw format_error(anvil::detail::message(
+            source_, ": '", key, "' must be a probability (at least 0, below 1), got ", json::dump(*v)));
+    }
+    return v->as_double();
+}
+
 ANVIL_INLINE bool config_reader::boolean(std::string_view key, bool fallback) const {
     const json::value* v = present(key);
     if (v == nullptr) return fallback;

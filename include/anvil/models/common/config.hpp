@@ -38,6 +38,9 @@ public:
     // A number greater than zero (epsilons, scales); `fallback` when absent.
     [[nodiscard]] double positive_number(std::string_view key, double fallback) const;
 
+    // A probability in [0, 1) (a dropout's); `fallback` when absent or null.
+    [[nodiscard]] double probability(std::string_view key, double fallback) const;
+
     [[nodiscard]] bool boolean(std::string_view key, bool fallback) const;
 
     [[nodiscard]] std::string string(std::string_view key, std::string_view fallback) const;

@@ -42,8 +42,11 @@ ANVIL_INLINE const tensor_view& checked_tensor(const checkpoint& weights, std::s
 }
 
 ANVIL_INLINE weight_loader::weight_loader(graph g, std::shared_ptr<const checkpoint> weights,
-                                          weight_substitute substitute)
-    : graph_(std::move(g)), weights_(std::move(weights)), substitute_(std::move(substitute)) {
+                                          weight_substitute substitute, dropout_hook dropout)
+    : graph_(std::move(g)),
+      weights_(std::move(weights)),
+      substitute_(std::move(substitute)),
+      dropout_(std::move(dropout)) {
     if (!weights_) throw error("weight_loader: no checkpoint given");
 }
 

@@ -42,9 +42,17 @@ using weight_substitute = std::function<std::optional<tensor<float>>(
     graph& g, std::string_view name, weight_role role, const dims& shape,
     const std::function<tensor<float>()>& stored)>;
 
+// Dropout as training applies it at one site of a model: x times a multiplier of x's shape, 0 where an
+// element is dropped (with probability `probability`) and 1 / (1 - probability) where kept, drawn afresh each
+// step (train/trainer.hpp draws it and feeds it as a program input: the Neural Engine has no random numbers,
+// and a program compiled once serves every step). Recipes apply it where their Hugging Face class has an
+// nn.Dropout, through models::dropout_layer (blocks.hpp); inference has no hook and leaves x as it is.
+using dropout_hook = std::function<tensor<float>(const tensor<float>& x, double probability)>;
+
 class weight_loader {
 public:
-    weight_loader(graph g, std::shared_ptr<const checkpoint> weights, weight_substitute substitute = {});
+    weight_loader(graph g, std::shared_ptr<const checkpoint> weights, weight_substitute substitute = {},
+                  dropout_hook dropout = {});
 
     [[nodiscard]] bool contains(std::string_view name) const;
 
@@ -58,6 +66,8 @@ public:
 
     [[nodiscard]] graph& target() noexcept { return graph_; }
     [[nodiscard]] const checkpoint& source() const noexcept { return *weights_; }
+    // Training's dropout (empty for inference): what models::load_dropout gives the layers it loads.
+    [[nodiscard]] const dropout_hook& dropout() const noexcept { return dropout_; }
 
 private:
     // A view checked_weight has passed, as a graph constant (cast to f32 when stored narrower).
@@ -81,6 +91,7 @@ private:
     graph graph_;
     std::shared_ptr<const checkpoint> weights_;
     weight_substitute substitute_;
+    dropout_hook dropout_;
 };
 
 }  // namespace anvil::models

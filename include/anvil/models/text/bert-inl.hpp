@@ -22,6 +22,9 @@ ANVIL_INLINE bert_config bert_config::from_json(const json::value& document, std
     c.intermediate = config.integer("intermediate_size", c.intermediate);
     c.layer_norm_eps = config.positive_number("layer_norm_eps", c.layer_norm_eps);
     c.act = parse_activation(config.string("hidden_act", "gelu"));
+    c.hidden_dropout = config.probability("hidden_dropout_prob", c.hidden_dropout);
+    c.attention_dropout = config.probability("attention_probs_dropout_prob", c.attention_dropout);
+    c.attention_output_dropout = c.hidden_dropout;
     if (c.hidden % c.heads != 0) {
         throw format_error(anvil::detail::message(source, ": hidden_size ", c.hidden,
                                                   " is not a multiple of num_attention_heads ", c.heads));
@@ -47,10 +50,13 @@ ANVIL_INLINE post_norm_encoder_layer load_encoder_layer(weight_loader& weights, 
     layer.attention.heads = c.heads;
     layer.attention.kv_heads = c.heads;
     layer.attention.head_dim = c.hidden / c.heads;
+    layer.attention.probability_dropout = load_dropout(weights, c.attention_dropout);
+    layer.attention.output_dropout = load_dropout(weights, c.attention_output_dropout);
     layer.attention_norm = load_layer_norm(weights, p + names.attention_norm, c.hidden, c.layer_norm_eps);
     layer.mlp.up = load_linear(weights, p + names.up, c.intermediate, c.hidden);
     layer.mlp.down = load_linear(weights, p + names.down, c.hidden, c.intermediate);
     layer.mlp.act = c.act;
+    layer.mlp.output_dropout = load_dropout(weights, c.hidden_dropout);
     layer.output_norm = load_layer_norm(weights, p + names.output_norm, c.hidden, c.layer_norm_eps);
     return layer;
 }

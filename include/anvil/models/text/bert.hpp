@@ -21,6 +21,12 @@ struct bert_config {
     std::int64_t intermediate = 3072;  // intermediate_size
     double layer_norm_eps = 1e-12;
     activation act = activation::gelu;  // hidden_act
+    // Dropout, which training applies (inference ignores it): after the embeddings' norm and on each
+    // block's output (hidden_dropout_prob), on the attention probabilities (attention_probs_dropout_prob),
+    // and on the attention's output projection (hidden_dropout_prob; DistilBERT has none there).
+    double hidden_dropout = 0.1;
+    double attention_dropout = 0.1;
+    double attention_output_dropout = 0.1;
 
     [[nodiscard]] static bert_config from_json(const json::value& document, std::string_view source);
 };

@@ -19,16 +19,17 @@
 
 namespace anvil::models::recipe_detail {
 
-ANVIL_INLINE classification_head head_for(text_family family, const std::string& prefix) {
-    switch (family) {
+ANVIL_INLINE classification_head head_for(const text_encoder_config& c, const std::string& prefix) {
+    const double p = c.classifier_dropout;
+    switch (c.family) {
         case text_family::bert:
-            return {prefix + "pooler.dense", "classifier", true};
+            return {prefix + "pooler.dense", "classifier", true, 0.0, p};
         case text_family::roberta:
         case text_family::xlm_roberta:
         case text_family::mpnet:
-            return {"classifier.dense", "classifier.out_proj", true};
+            return {"classifier.dense", "classifier.out_proj", true, p, p};
         case text_family::distilbert:
-            return {"pre_classifier", "classifier", false};
+            return {"pre_classifier", "classifier", false, 0.0, p};
     }
     throw error("head_for: unknown text family");
 }
@@ -40,8 +41,9 @@ ANVIL_INLINE tensor<float> classification_logits(weight_loader& weights, const c
     const auto first = load_linear(weights, head.first, hidden, hidden);
     const auto second = load_linear(weights, head.second, labels, hidden);
     const tensor<float> token = reshape(slice(states, 1, 0, 1), std::vector<std::int64_t>{rows, hidden});
-    const tensor<float> pooled = apply(first, token);
-    return apply(second, head.tanh ? anvil::tanh(pooled) : relu(pooled));
+    const tensor<float> pooled = apply(first, apply(load_dropout(weights, head.token_dropout), token));
+    return apply(second, apply(load_dropout(weights, head.pooled_dropout),
+                               head.tanh ? anvil::tanh(pooled) : relu(pooled)));
 }
 
 ANVIL_INLINE void check_architecture(const config_reader& config, text_family family) {
@@ -76,7 +78,7 @@ ANVIL_INLINE cross_encoder cross_encoder::load(const std::filesystem::path& fold
     const config_reader config(document, config_path.string());
     const text_family family = result.encoder_.config().family;
     recipe_detail::check_architecture(config, family);
-    const auto head = recipe_detail::head_for(family, result.encoder_.prefix());
+    const auto head = recipe_detail::head_for(result.encoder_.config(), result.encoder_.prefix());
     const std::string out_name = head.second + ".weight";
     const tensor_view* out = result.encoder_.weights().find(out_name);
     if (out == nullptr || out->rank() != 2) {

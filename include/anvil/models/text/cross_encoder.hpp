@@ -29,9 +29,13 @@ namespace recipe_detail {
 struct classification_head {
     std::string first, second;  // the two linear layers
     bool tanh = true;           // the activation between them: tanh, else ReLU
+    // Dropout (training only) on token 0 before the first layer (RoBERTa's and MPNet's heads) and on the
+    // activation's result before the second (every family).
+    double token_dropout = 0.0;
+    double pooled_dropout = 0.0;
 };
 
-[[nodiscard]] classification_head head_for(text_family family, const std::string& prefix);
+[[nodiscard]] classification_head head_for(const text_encoder_config& c, const std::string& prefix);
 
 // The head on the hidden states [rows, length, hidden]: its first linear layer on token 0, the activation,
 // the second -> logits [rows, labels]. Loads its weights with `weights`.

@@ -87,6 +87,11 @@ ANVIL_INLINE text_encoder_config text_encoder_config::from_json(const json::valu
         c.stack.intermediate = config.integer("hidden_dim", 3072);
         c.stack.layer_norm_eps = 1e-12;  // modeling_distilbert.py fixes it
         c.stack.act = parse_activation(config.string("activation", "gelu"));
+        // DistilBertConfig's names and defaults; its attention has no dropout after out_lin.
+        c.stack.hidden_dropout = config.probability("dropout", 0.1);
+        c.stack.attention_dropout = config.probability("attention_dropout", 0.1);
+        c.stack.attention_output_dropout = 0.0;
+        c.classifier_dropout = config.probability("seq_classif_dropout", 0.2);
         c.type_vocab_size = 0;
         c.pad_token_id = config.integer("pad_token_id", 0, 0);
         if (config.boolean("sinusoidal_pos_embds", false)) {
@@ -99,6 +104,9 @@ ANVIL_INLINE text_encoder_config text_encoder_config::from_json(const json::valu
         }
     } else {
         c.stack = bert_config::from_json(document, config.source());
+        c.classifier_dropout = c.family == text_family::mpnet
+                                   ? c.stack.hidden_dropout
+                                   : config.probability("classifier_dropout", c.stack.hidden_dropout);
         const std::string positions = config.string("position_embedding_type", "absolute");
         if (positions != "absolute") {
             throw unsupported_error(anvil::detail::message(config.source(), ": position_embedding_type '",
@@ -159,6 +167,7 @@ ANVIL_INLINE text_encoder_weights load_text_encoder(weight_loader& weights, cons
         w.token_type_embeddings =
             weights.load(e + "token_type_embeddings.weight", dims{c.type_vocab_size, hidden});
     w.embedding_norm = load_layer_norm(weights, e + "LayerNorm", hidden, c.embedding_norm_eps);
+    w.embedding_dropout = load_dropout(weights, c.stack.hidden_dropout);
     for (std::int64_t i = 0; i < c.stack.layers; ++i)
         w.layers.push_back(load_encoder_layer(weights, c.stack, table.layers, i, prefix));
     if (table.relative_bias) {
@@ -201,7 +210,7 @@ ANVIL_INLINE tensor<float> text_encoder_forward(graph& g, const text_encoder_wei
                          : id_input(token_type_ids_name, false);
         x = x + embedding(*w.token_type_embeddings, types);
     }
-    x = apply(w.embedding_norm, x);
+    x = apply(w.embedding_dropout, apply(w.embedding_norm, x));
     tensor<float> mask = additive_padding_mask(g.input<float>(std::string(attention_mask_name), shape));
     if (w.relative_attention_bias) {
         // MPNetEncoder.compute_position_bias: one bias per head from the bucket of (key - query), the same

@@ -51,6 +51,10 @@ struct text_encoder_config {
     std::int64_t padding_idx = -1;      // >= 0: positions count from padding_idx + 1 (RoBERTa, MPNet)
     std::int64_t relative_buckets = 0;  // MPNet: rows of encoder.relative_attention_bias
     double embedding_norm_eps = 1e-12;
+    // The sequence-classification head's dropout (training only): classifier_dropout, else
+    // hidden_dropout_prob (BERT, RoBERTa, XLM-R); hidden_dropout_prob (MPNet); seq_classif_dropout
+    // (DistilBERT). The embeddings' and the layers' are in `stack`.
+    double classifier_dropout = 0.1;
 
     [[nodiscard]] text_family_table table() const { return family_table(family); }
     [[nodiscard]] std::int64_t first_position() const { return padding_idx < 0 ? 0 : padding_idx + 1; }
@@ -72,6 +76,7 @@ struct text_encoder_weights {
     tensor<float> position_embeddings;                   // [max_position_embeddings, hidden]
     std::optional<tensor<float>> token_type_embeddings;  // [type_vocab, hidden]
     norm_layer embedding_norm;
+    dropout_layer embedding_dropout;  // after embedding_norm
     std::vector<post_norm_encoder_layer> layers;
     std::optional<tensor<float>> relative_attention_bias;  // MPNet: [buckets, heads]
 };

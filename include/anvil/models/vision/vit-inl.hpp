@@ -36,6 +36,8 @@ ANVIL_INLINE vit_config vit_config::from_json(const config_reader& config) {
     c.layer_norm_eps = config.positive_number("layer_norm_eps", c.layer_norm_eps);
     c.qkv_bias = config.boolean("qkv_bias", c.qkv_bias);
     c.act = parse_activation(config.string("hidden_act", "gelu"));
+    c.hidden_dropout = config.probability("hidden_dropout_prob", c.hidden_dropout);
+    c.attention_dropout = config.probability("attention_probs_dropout_prob", c.attention_dropout);
     std::tie(c.image_height, c.image_width) = extents(config, "image_size", 224);
     std::tie(c.patch_height, c.patch_width) = extents(config, "patch_size", 16);
     if (c.hidden % c.heads != 0) {
@@ -121,10 +123,13 @@ ANVIL_INLINE pre_norm_encoder_layer load_vit_layer(weight_loader& weights, const
     layer.attention.heads = c.heads;
     layer.attention.kv_heads = c.heads;
     layer.attention.head_dim = c.hidden / c.heads;
+    layer.attention.probability_dropout = load_dropout(weights, c.attention_dropout);
+    layer.attention.output_dropout = load_dropout(weights, c.hidden_dropout);
     layer.mlp_norm = load_layer_norm(weights, p + "layernorm_after", c.hidden, c.layer_norm_eps);
     layer.mlp.up = load_linear(weights, p + "intermediate.dense", c.intermediate, c.hidden);
     layer.mlp.down = load_linear(weights, p + "output.dense", c.hidden, c.intermediate);
     layer.mlp.act = c.act;
+    layer.mlp.output_dropout = load_dropout(weights, c.hidden_dropout);
     return layer;
 }
 
@@ -138,6 +143,7 @@ ANVIL_INLINE vit_weights load_vit_weights(weight_loader& weights, const vit_conf
     w.patch_weight = weights.load(e + "patch_embeddings.projection.weight",
                                   dims{c.hidden, c.channels, c.patch_height, c.patch_width});
     w.patch_bias = weights.load(e + "patch_embeddings.projection.bias", dims{c.hidden});
+    w.embedding_dropout = load_dropout(weights, c.hidden_dropout);
     for (std::int64_t i = 0; i < c.layers; ++i)
         w.layers.push_back(load_vit_layer(weights, c, i));
     w.final_norm = load_layer_norm(weights, c.model_type + ".layernorm", c.hidden, c.layer_norm_eps);
@@ -195,7 +201,8 @@ ANVIL_INLINE tensor<float> vit_logits(const vit_weights& w, const vit_config& c,
     const std::vector<tensor<float>> copies(static_cast<std::size_t>(batch), positioned);
     const tensor<float> prefix_tokens = batch == 1 ? positioned : concat(copies, 0);
 
-    tensor<float> h = concat(std::vector<tensor<float>>{prefix_tokens, patches}, 1);
+    tensor<float> h =
+        apply(w.embedding_dropout, concat(std::vector<tensor<float>>{prefix_tokens, patches}, 1));
     for (const auto& layer : w.layers)
         h = apply(layer, h, std::nullopt);
 

@@ -46,6 +46,11 @@ struct vit_config {
     double layer_norm_eps = 1e-12;
     bool qkv_bias = true;
     activation act = activation::gelu;  // hidden_act
+    // Dropout, which training applies (inference ignores it): after the embeddings, on the attention's and
+    // the MLP's outputs (hidden_dropout_prob), on the attention probabilities (attention_probs_dropout_prob);
+    // ViTConfig's and DeiTConfig's defaults are 0.
+    double hidden_dropout = 0.0;
+    double attention_dropout = 0.0;
 
     [[nodiscard]] bool distilled() const noexcept { return model_type == "deit"; }
     // Tokens before the patches: [CLS], and DeiT's distillation token.
@@ -75,6 +80,7 @@ struct vit_weights {
     tensor<float> position_embeddings;                // [1, prefix tokens + patches, hidden]
     tensor<float> patch_weight;                       // [hidden, channels, patch_height, patch_width]
     tensor<float> patch_bias;                         // [hidden]
+    dropout_layer embedding_dropout;                  // on the tokens with their positions added
     std::vector<pre_norm_encoder_layer> layers;
     norm_layer final_norm;                                // [hidden]
     linear_layer classifier;                              // [classes, hidden], on token 0
