@@ -263,3 +263,60 @@ TEST_CASE("fine_tuning: the text and image line forms feed what the tokenizer an
               fine_tune_test::loss_of(model, scratch.path / "pixels.jsonl"));
     }
 }
+
+TEST_CASE("fine_tuning: a ResNet evaluates in eval mode without compiling again as its statistics change") {
+    // test_train_command.py compares the numbers with the float64 reference; this checks what it cannot see:
+    // the running statistics are program inputs, so a second evaluation after more steps compiles nothing.
+    const auto folder = fine_tune_test::cases_folder();
+    anvil::train::fine_tune_options o;
+    o.model = folder / "models" / "resnet";
+    o.data = folder / "data" / "resnet.jsonl";
+    o.batch_size = 4;
+    o.epochs = 2;
+    o.lr = 0.05;
+    o.optimizer = "sgd";
+    o.shuffle = false;
+    o.compile.target = anvil::device::cpu;
+    auto run = anvil::train::fine_tuning::load(o);
+    std::vector<anvil::train::evaluation> evaluations;
+    std::vector<std::size_t> compiled;
+    while (run.steps_done() < run.total_steps()) {
+        static_cast<void>(run.step());
+        if (run.at_epoch_end()) {
+            evaluations.push_back(run.evaluate(o.data));
+            compiled.push_back(run.programs_compiled());
+        }
+    }
+    REQUIRE(evaluations.size() == 2);
+    // Steps of 4, 4 and 2 examples, evaluations of the same two shapes: four programs, none after epoch 1.
+    CHECK(compiled == std::vector<std::size_t>{4, 4});
+    CHECK(evaluations[0].examples == 10);
+    CHECK(evaluations[0].accuracy.has_value());
+    CHECK(evaluations[0].loss != evaluations[1].loss);  // the weights and statistics moved in between
+}
+
+TEST_CASE("fine_tuning: a multi-label classifier's labels are lists of num_labels numbers in [0, 1]") {
+    const anvil_test::temporary_folder scratch("anvil-fine-tune-multilabel");
+    const auto folder = fine_tune_test::cases_folder();
+    anvil::train::fine_tune_options o;
+    o.model = folder / "models" / "bert_multilabel";
+    o.compile.target = anvil::device::cpu;
+    const auto refused = [&](const std::string& label) {
+        fine_tune_test::write_text(scratch.path / "bad.jsonl",
+                                   "{\"ids\": [2, 5, 3], \"label\": [1, 0, 0, 1]}\n"
+                                   "{\"ids\": [2, 6, 3], \"label\": " +
+                                       label + "}\n");
+        o.data = scratch.path / "bad.jsonl";
+        try {
+            static_cast<void>(anvil::train::fine_tuning::load(o));
+        } catch (const anvil::error& e) {
+            return std::string(e.what());
+        }
+        return std::string("accepted");
+    };
+    CHECK(refused("1").find("line 2: label 1 is not a list of 4 numbers") != std::string::npos);
+    CHECK(refused("[1, 0, 1]").find("label [1,0,1] is not a list of 4 numbers") != std::string::npos);
+    CHECK(refused("[1, 0, true, 1]").find("is not a list of 4 numbers") != std::string::npos);
+    CHECK(refused("[1, 0, 1.5, 1]").find("has a value outside [0, 1]") != std::string::npos);
+    CHECK(refused("[0, 0.5, 1, 0.25]") == "accepted");
+}

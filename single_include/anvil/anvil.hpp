@@ -9248,6 +9248,14 @@ struct batch_norm_pass {
 [[nodiscard]] batch_norm_pass train_mode_batch_norm(weight_loader& weights, const std::string& norm,
                                                     const tensor<float>& x, double epsilon);
 
+// nn.BatchNorm2d in eval mode (model.eval()) over x [N, C, H, W]: (x - running_mean) / sqrt(running_var +
+// epsilon) * weight + bias, `<norm>.running_mean`, `.running_var`, `.weight` and `.bias` [C] all read through
+// `weights`, so that fine-tuning can feed the running statistics it keeps as program inputs and evaluate
+// between epochs without compiling again. Built from primitives as train mode is: the batch_norm op's Neural
+// Engine lowering takes constant statistics only.
+[[nodiscard]] tensor<float> eval_mode_batch_norm(weight_loader& weights, const std::string& norm,
+                                                 const tensor<float>& x, double epsilon);
+
 // nn.Dropout at one site: the probability the config gives that site and training's hook (weights.hpp's
 // dropout_hook). A default-constructed one, or one loaded for inference, is the identity.
 struct dropout_layer {
@@ -11350,6 +11358,12 @@ using resnet_convolve = std::function<tensor<float>(const resnet_convolution& co
 [[nodiscard]] tensor<float> resnet_logits(models::weight_loader& weights, const resnet_layout& layout,
                                           const tensor<float>& pixels, const resnet_convolve& convolve);
 
+// A convolution of the layout read through `weights` as stored, without its BatchNorm and not folded with it
+// (training changes both): what train and eval mode share.
+[[nodiscard]] tensor<float> unfolded_resnet_convolution(models::weight_loader& weights,
+                                                        const resnet_convolution& conv,
+                                                        const tensor<float>& x);
+
 // The graph for pixels [N, C, H, W] (key {N, H, W}): logits [N, classes].
 [[nodiscard]] std::vector<value> build_resnet(graph& g, const resnet_network& net,
                                               std::span<const std::int64_t> key);
@@ -11370,6 +11384,13 @@ struct resnet_training_pass {
 [[nodiscard]] resnet_training_pass resnet_train_forward(weight_loader& weights,
                                                         const anvil::detail::resnet_layout& layout,
                                                         const tensor<float>& pixels);
+
+// The same network in eval mode (model.eval()), as fine-tuning evaluates it between epochs: logits [N,
+// classes] with every BatchNorm normalising by its running statistics, read through `weights` like the other
+// tensors (eval_mode_batch_norm).
+[[nodiscard]] tensor<float> resnet_eval_forward(weight_loader& weights,
+                                                const anvil::detail::resnet_layout& layout,
+                                                const tensor<float>& pixels);
 
 class resnet {
 public:
@@ -11838,7 +11859,9 @@ float clip_grad_norm(std::span<host_tensor> grads, double max_norm);
 //              {"text": ..., "text_pair": ..., "label": k} (the folder's tokenizer), {"pixels": "x.npy",
 //              "label": k} (float32 [C, H, W]; a ResNet takes any H and W, one size for the whole file) or
 //              {"image": "x.png", "label": k} (the folder's preprocessing); paths relative to the jsonl file.
-//              num_labels 1 (or problem_type "regression"): float labels and MSE; otherwise mean
+//              num_labels 1 (or problem_type "regression"): float labels and MSE; problem_type
+//              "multi_label_classification": a label is a list of num_labels numbers in [0, 1] (multi-hot,
+//              soft values allowed) and the loss BCEWithLogitsLoss over every element; otherwise mean
 //              cross-entropy.
 //   order      epoch e visits numpy.random.default_rng(seed + e).permutation(n) (consecutive lines with
 //              shuffle off), cut into batches; the last batch of an epoch may be short.
@@ -11851,6 +11874,7 @@ float clip_grad_norm(std::span<host_tensor> grads, double max_norm);
 //              after each step running_mean and running_var move by momentum 0.1 towards the batch mean and
 //              unbiased variance (m / (m - 1) times the biased one, m = N H W) and num_batches_tracked
 //              counts the step, each unless a freeze regex finds its name. ResNets train fully (no LoRA).
+//              Evaluation runs them in eval mode (model.eval()) on the running statistics as they stand.
 //   outputs    full: model.safetensors with exactly the input's names, shapes and dtypes (the BatchNorm
 //              statistics updated), config.json and the tokenizer / preprocessor files; LoRA:
 //              adapter_config.json and adapter_model.safetensors as PEFT's save_pretrained writes them.
@@ -12221,8 +12245,10 @@ struct fine_tune_options {
 // The loss and accuracy (classification) or mean squared error (regression) on an evaluation set.
 struct evaluation {
     std::size_t examples = 0;
-    double loss = 0.0;                         // the mean over the examples
-    std::optional<double> accuracy;            // classification: the share whose top logit is the label
+    double loss = 0.0;  // the mean over the examples
+    // Classification: the share of examples whose top logit is the label; multi-label: whose every class is
+    // predicted right (logit above 0 exactly where the label is above 1/2).
+    std::optional<double> accuracy;
     std::optional<double> mean_squared_error;  // regression
 };
 
@@ -12257,7 +12283,8 @@ public:
     void resume(const std::filesystem::path& folder);
 
     // The loss and accuracy (or MSE) on the examples of a jsonl file of the training data's format, with the
-    // current weights, in batches of the training batch size.
+    // current weights (and a ResNet's current running statistics, BatchNorm in eval mode), in batches of the
+    // training batch size in file order; one program per evaluation batch shape, compiled on first use.
     [[nodiscard]] evaluation evaluate(const std::filesystem::path& data);
 
     // The trained tensors' names (as the model's checkpoint names them; LoRA's as the model's modules plus
@@ -48177,6 +48204,23 @@ ANVIL_INLINE batch_norm_pass train_mode_batch_norm(weight_loader& weights, const
     return {centred * scale + bias, {norm, reshape(mean, flat), reshape(variance, flat), count}};
 }
 
+ANVIL_INLINE tensor<float> eval_mode_batch_norm(weight_loader& weights, const std::string& norm,
+                                                const tensor<float>& x, double epsilon) {
+    const dims xs = x.shape();
+    if (xs.rank() != 4) {
+        throw shape_error(
+            anvil::detail::message("BatchNorm ", norm, ": the input must be [N, C, H, W], got ", xs));
+    }
+    const std::int64_t channels = xs[1];
+    const auto per_channel = [&](const char* suffix) {
+        return reshape(weights.load(norm + suffix, dims{channels}),
+                       std::vector<std::int64_t>{1, channels, 1, 1});
+    };
+    const tensor<float> scale =
+        rsqrt(per_channel(".running_var") + static_cast<float>(epsilon)) * per_channel(".weight");
+    return (x - per_channel(".running_mean")) * scale + per_channel(".bias");
+}
+
 }  // namespace anvil::models
 
 namespace anvil::models::recipe_detail {
@@ -52787,6 +52831,16 @@ ANVIL_INLINE tensor<float> resnet_logits(models::weight_loader& weights, const r
     return linear(pooled, weight, bias);
 }
 
+ANVIL_INLINE tensor<float> unfolded_resnet_convolution(models::weight_loader& weights,
+                                                       const resnet_convolution& conv,
+                                                       const tensor<float>& x) {
+    conv2d_options options;
+    options.stride = size2d(conv.stride);
+    options.padding = padding2d(conv.padding);
+    options.groups = conv.groups;
+    return conv2d(x, weights.load(conv.label, conv.shape), std::nullopt, options);
+}
+
 ANVIL_INLINE std::vector<value> build_resnet(graph& g, const resnet_network& net,
                                              std::span<const std::int64_t> key) {
     const auto pixels = g.input<float>("pixels", dims{key[0], net.layout.config.channels, key[1], key[2]});
@@ -52813,18 +52867,25 @@ ANVIL_INLINE resnet_training_pass resnet_train_forward(weight_loader& weights,
     const double eps = layout.config.batch_norm_eps;
     const anvil::detail::resnet_convolve train_mode = [&](const anvil::detail::resnet_convolution& conv,
                                                           const tensor<float>& x) {
-        conv2d_options options;
-        options.stride = size2d(conv.stride);
-        options.padding = padding2d(conv.padding);
-        options.groups = conv.groups;
-        const tensor<float> convolved =
-            conv2d(x, weights.load(conv.label, conv.shape), std::nullopt, options);
-        batch_norm_pass norm = train_mode_batch_norm(weights, conv.norm, convolved, eps);
+        batch_norm_pass norm = train_mode_batch_norm(
+            weights, conv.norm, anvil::detail::unfolded_resnet_convolution(weights, conv, x), eps);
         pass.statistics.push_back(std::move(norm.statistics));
         return norm.output;
     };
     pass.logits = anvil::detail::resnet_logits(weights, layout, pixels, train_mode);
     return pass;
+}
+
+ANVIL_INLINE tensor<float> resnet_eval_forward(weight_loader& weights,
+                                               const anvil::detail::resnet_layout& layout,
+                                               const tensor<float>& pixels) {
+    const double eps = layout.config.batch_norm_eps;
+    const anvil::detail::resnet_convolve eval_mode = [&](const anvil::detail::resnet_convolution& conv,
+                                                         const tensor<float>& x) {
+        return eval_mode_batch_norm(weights, conv.norm,
+                                    anvil::detail::unfolded_resnet_convolution(weights, conv, x), eps);
+    };
+    return anvil::detail::resnet_logits(weights, layout, pixels, eval_mode);
 }
 
 ANVIL_INLINE resnet resnet::load(const std::filesystem::path& folder, const load_options& given) {
@@ -54158,6 +54219,7 @@ struct example {
     std::vector<std::int32_t> ids, types;
     host_tensor pixels;  // [C, H, W]
     double label = 0.0;
+    std::vector<float> multi_hot;  // multi-label classification: the label, one value in [0, 1] per class
 };
 
 // A tensor the model reads, as the models::weight_loader saw it.
@@ -54177,6 +54239,15 @@ struct running_statistics {
 
 // PyTorch's BatchNorm default: running = (1 - momentum) running + momentum batch.
 inline constexpr double batch_norm_momentum = 0.1;
+
+inline bool is_running_statistic(std::string_view name) {
+    return ends_with(name, ".running_mean") || ends_with(name, ".running_var");
+}
+
+// Running statistics as a model file and an evaluation program take them: rounded to f32.
+inline std::vector<float> narrowed(const std::vector<double>& values) {
+    return std::vector<float>(values.begin(), values.end());
+}
 
 inline std::string joined(const std::vector<std::string>& items, std::string_view separator = ", ") {
     std::string out;
@@ -54203,6 +54274,8 @@ struct fine_tuning::state {
     anvil::detail::resnet_layout resnet_layout;
     std::int64_t labels = 0;
     bool regression = false;
+    // problem_type multi_label_classification: BCEWithLogitsLoss on multi-hot labels [rows, labels].
+    bool multi_label = false;
     std::int64_t max_tokens = 0;
     std::vector<std::string> heads;  // PEFT's modules_to_save entries
     std::vector<fine_tuning_detail::read_tensor> reads;
@@ -54210,6 +54283,9 @@ struct fine_tuning::state {
     // outputs), and per pixel shape {N, C, H, W} the values each norm's statistics were taken over.
     std::vector<fine_tuning_detail::running_statistics> running;
     std::map<std::vector<std::int64_t>, std::vector<std::int64_t>> batch_norm_counts;
+    // Set while evaluate() has the trainer build and run its programs: BatchNorm runs in eval mode, on the
+    // running statistics fed as program inputs.
+    bool evaluating = false;
 
     // LoRA: the adapted modules (sorted), their matrices' values (trained or not), the head modules.
     bool lora = false;
@@ -54295,6 +54371,8 @@ ANVIL_INLINE std::optional<tensor<float>> fine_tuning::state::substitute(
         throw error(fine_tuning_detail::message("fine-tuning: no value for '", key, "'"));
     };
     const std::string key(name);
+    if (evaluating && fine_tuning_detail::is_running_statistic(key))
+        return g.input<float>(key, dims(weights->tensor(key).shape()));
     if (lora && role == models::weight_role::linear_weight && fine_tuning_detail::ends_with(key, ".weight")) {
         const std::string module = key.substr(0, key.size() - 7);
         if (std::binary_search(lora_modules.begin(), lora_modules.end(), module)) {
@@ -54318,6 +54396,7 @@ ANVIL_INLINE fine_tuning::state::forward_pass fine_tuning::state::forward(graph&
         return {models::recipe_detail::classification_logits(loader, head, labels, hidden), {}};
     }
     const auto pixels = g.input<float>("pixels", input);
+    if (resnet && evaluating) return {models::resnet_eval_forward(loader, resnet_layout, pixels), {}};
     if (resnet) {
         models::resnet_training_pass pass = models::resnet_train_forward(loader, resnet_layout, pixels);
         return {pass.logits, std::move(pass.statistics)};
@@ -54348,6 +54427,9 @@ ANVIL_INLINE training_graph fine_tuning::state::build(std::span<const io_info> b
     if (regression) {
         const auto target = g.input<float>("labels", dims{rows});
         result.loss = mse_loss(reshape(out, std::vector<std::int64_t>{rows}).value(), target.value());
+    } else if (multi_label) {
+        const auto target = g.input<float>("labels", dims{rows, labels});
+        result.loss = binary_cross_entropy_with_logits(out.value(), target.value());
     } else {
         const auto target = g.input<std::int32_t>("labels", dims{rows});
         result.loss = cross_entropy(out.value(), target.value());
@@ -54429,6 +54511,11 @@ ANVIL_INLINE std::vector<named_tensor> fine_tuning::state::collate(std::span<con
         for (std::size_t r = 0; r < items.size(); ++r)
             targets[r] = static_cast<float>(examples[items[r]].label);
         inputs.push_back({"labels", host_tensor::from(targets, dims{rows})});
+    } else if (multi_label) {
+        std::vector<float> targets;
+        for (const std::size_t i : items)
+            targets.insert(targets.end(), examples[i].multi_hot.begin(), examples[i].multi_hot.end());
+        inputs.push_back({"labels", host_tensor::from(targets, dims{rows, labels})});
     } else {
         std::vector<std::int32_t> targets(items.size());
         for (std::size_t r = 0; r < items.size(); ++r)
@@ -54552,12 +54639,14 @@ ANVIL_INLINE void fine_tuning::state::load_model() {
     }
     std::string problem = config.string("problem_type", "");
     if (problem.empty()) problem = labels == 1 ? "regression" : "single_label_classification";
-    if ((problem != "regression" && problem != "single_label_classification") ||
+    if ((problem != "regression" && problem != "single_label_classification" &&
+         problem != "multi_label_classification") ||
         (problem == "regression" && labels != 1)) {
         throw unsupported_error(
             message("--model: problem_type ", problem, " with num_labels ", labels, " is not supported"));
     }
     regression = problem == "regression";
+    multi_label = problem == "multi_label_classification";
 }
 
 ANVIL_INLINE void fine_tuning::state::record_reads() {
@@ -54648,6 +54737,22 @@ ANVIL_INLINE std::vector<fine_tuning_detail::example> fine_tuning::state::read_e
                 throw format_error(message(where, ": label ", json::dump(*label),
                                            " is not a number (num_labels 1: regression)"));
             e.label = label->as_double();
+        } else if (multi_label) {
+            // Hugging Face takes the multi-hot row as floats, so a soft label is a label too.
+            const bool row = label->is_array() &&
+                             static_cast<std::int64_t>(label->as_array().size()) == labels &&
+                             std::all_of(label->as_array().begin(), label->as_array().end(),
+                                         [](const json::value& v) { return v.is_number(); });
+            if (!row)
+                throw format_error(message(where, ": label ", json::dump(*label), " is not a list of ",
+                                           labels, " numbers (problem_type multi_label_classification)"));
+            for (const json::value& v : label->as_array()) {
+                if (!(v.as_double() >= 0.0 && v.as_double() <= 1.0))
+                    throw format_error(message(where, ": label ", json::dump(*label),
+                                               " has a value outside [0, 1] (problem_type "
+                                               "multi_label_classification)"));
+                e.multi_hot.push_back(static_cast<float>(v.as_double()));
+            }
         } else {
             if (!label->is_integer() || label->as_int() < 0 || label->as_int() >= labels)
                 throw format_error(
@@ -55183,11 +55288,9 @@ ANVIL_INLINE void fine_tuning::save(const std::filesystem::path& out) const {
         std::map<std::string, std::vector<float>> statistics;
         std::set<std::string> counters;
         for (const fine_tuning_detail::running_statistics& r : s.running) {
-            const auto narrowed = [](const std::vector<double>& values) {
-                return std::vector<float>(values.begin(), values.end());
-            };
-            if (r.mean_updated) statistics[r.norm + ".running_mean"] = narrowed(r.mean);
-            if (r.variance_updated) statistics[r.norm + ".running_var"] = narrowed(r.variance);
+            if (r.mean_updated) statistics[r.norm + ".running_mean"] = fine_tuning_detail::narrowed(r.mean);
+            if (r.variance_updated)
+                statistics[r.norm + ".running_var"] = fine_tuning_detail::narrowed(r.variance);
             if (r.count_updated) counters.insert(r.norm + ".num_batches_tracked");
         }
         for (const tensor_view* view : s.weights->tensors()) {
@@ -55445,18 +55548,20 @@ ANVIL_INLINE void fine_tuning::resume(const std::filesystem::path& folder) {
 
 ANVIL_INLINE evaluation fine_tuning::evaluate(const std::filesystem::path& data) {
     state& s = *state_;
-    if (s.resnet) {
-        // Evaluation runs BatchNorm in eval mode (the running statistics), a forward this model's training
-        // graph does not have.
-        throw unsupported_error("--eval: evaluating a ResNet (BatchNorm in eval mode) is not supported yet");
-    }
     const std::vector<fine_tuning_detail::example> examples = s.read_examples(data, "--eval");
-    if (!s.text && examples.front().pixels.shape() != s.examples.front().pixels.shape())
-        throw shape_error(anvil::detail::message("--eval: ", data.string(), ": the images are ",
-                                                 examples.front().pixels.shape(), ", the training images ",
-                                                 s.examples.front().pixels.shape()));
+    // A ResNet evaluates with BatchNorm in eval mode: its running statistics as the steps left them, inputs
+    // of the evaluation program like the trained tensors, so that each evaluation batch shape compiles once.
+    std::vector<named_tensor> statistics;
+    for (const fine_tuning_detail::running_statistics& r : s.running) {
+        const dims channels{static_cast<std::int64_t>(r.mean.size())};
+        statistics.push_back(
+            {r.norm + ".running_mean", host_tensor::from(fine_tuning_detail::narrowed(r.mean), channels)});
+        statistics.push_back(
+            {r.norm + ".running_var", host_tensor::from(fine_tuning_detail::narrowed(r.variance), channels)});
+    }
     // collate() reads the state's examples: evaluate with the evaluation set in their place.
     std::vector<fine_tuning_detail::example> training = std::exchange(s.examples, examples);
+    s.evaluating = true;
     evaluation result;
     result.examples = examples.size();
     double loss = 0.0, hits = 0.0, squared = 0.0;
@@ -55466,26 +55571,37 @@ ANVIL_INLINE evaluation fine_tuning::evaluate(const std::filesystem::path& data)
         for (std::size_t start = 0; start < examples.size(); start += batch) {
             items.resize(std::min(batch, examples.size() - start));
             std::iota(items.begin(), items.end(), start);
-            const step_result r = s.runner->evaluate(s.collate(items));
+            std::vector<named_tensor> inputs = s.collate(items);
+            inputs.insert(inputs.end(), statistics.begin(), statistics.end());
+            const step_result r = s.runner->evaluate(inputs);
             loss += r.loss * static_cast<double>(items.size());
             const std::vector<float> logits = r.outputs.at(0).to_f32();
             const auto width = static_cast<std::size_t>(s.labels);
             for (std::size_t i = 0; i < items.size(); ++i) {
-                const double label = examples[items[i]].label;
+                const fine_tuning_detail::example& e = examples[items[i]];
+                const auto row = logits.begin() + static_cast<std::ptrdiff_t>(i * width);
                 if (s.regression) {
-                    const double d = static_cast<double>(logits[i]) - label;
+                    const double d = static_cast<double>(logits[i]) - e.label;
                     squared += d * d;
+                } else if (s.multi_label) {
+                    // Right when every class is: predicted (logit above 0, probability above 1/2) exactly
+                    // where the label is above 1/2.
+                    bool right = true;
+                    for (std::size_t c = 0; c < width; ++c)
+                        right = right && (logits[i * width + c] > 0.0f) == (e.multi_hot[c] > 0.5f);
+                    hits += right ? 1.0 : 0.0;
                 } else {
-                    const auto row = logits.begin() + static_cast<std::ptrdiff_t>(i * width);
                     const auto top = std::max_element(row, row + static_cast<std::ptrdiff_t>(width)) - row;
-                    hits += static_cast<double>(top) == label ? 1.0 : 0.0;
+                    hits += static_cast<double>(top) == e.label ? 1.0 : 0.0;
                 }
             }
         }
     } catch (...) {
+        s.evaluating = false;
         s.examples = std::move(training);
         throw;
     }
+    s.evaluating = false;
     s.examples = std::move(training);
     const auto n = static_cast<double>(examples.size());
     result.loss = loss / n;

@@ -10,15 +10,18 @@ runs `anvil train` with the same command line from that folder and compares:
   - every other tensor byte for byte with the input, and the output's names, shapes and dtypes with the input's;
   - a ResNet's BatchNorm statistics (BatchNorm in train mode): running_mean / running_var with the reference's
     float64 values, num_batches_tracked (I64) exactly the input's + the steps;
-  - for LoRA, adapter_config.json key for key with the one the reference wrote as PEFT writes it.
+  - for LoRA, adapter_config.json key for key with the one the reference wrote as PEFT writes it;
+  - with --eval, each epoch's eval_loss, and eval_accuracy or eval_mse: a ResNet's with BatchNorm in eval mode on
+    the running statistics of that moment (resnet_batchnorm), a multi-label classifier's exact-match accuracy
+    (bert_multilabel).
 Two variants of resnet_batchnorm need no reference of their own: the same folder under torchvision's names with a
-timm config.json (the reference's values renamed), and --freeze on BatchNorm buffers (frozen buffers written back
-byte for byte, the rest as the reference has them: a buffer is not read by the train-mode forward, so freezing
-one changes nothing else).
+timm config.json (the reference's values renamed, --eval included), and --freeze on BatchNorm buffers (frozen
+buffers written back byte for byte, the rest as the reference has them: a buffer is not read by the train-mode
+forward, so freezing one changes nothing else; this variant leaves --eval out, which reads them).
 The bad inputs of cases.json must fail with one line naming the problem. --save-every / --resume: a resumed run
-equals the uninterrupted one bit for bit. Every case runs on the simulated Neural Engine too (losses and grad norms
-within fp16 tolerances of the reference, no step skipped by loss scaling); and a batch
-repeated for 8 steps: the loss falls, matches the CPU's within fp16 tolerances, and one program is compiled.
+equals the uninterrupted one bit for bit. Every case runs on the simulated Neural Engine too (losses, grad norms and
+eval losses within fp16 tolerances of the reference, the same eval accuracies, no step skipped by loss scaling); and
+a batch repeated for 8 steps: the loss falls, matches the CPU's within fp16 tolerances, and one program is compiled.
 
 Standard library only (the safetensors reader follows the format's description).
 """
@@ -86,9 +89,16 @@ def is_key_bias(name: str) -> bool:
     return name.endswith(("key.bias", "k_lin.bias", "attn.k.bias"))
 
 
-def compare_steps(name, lines, expected_path):
-    """Every step's loss, lr and grad_norm, and every evaluation line (--eval), against the reference's."""
-    expected_all = [json.loads(line) for line in expected_path.read_text().splitlines()]
+def without_eval(args):
+    at = args.index("--eval")
+    return args[:at] + args[at + 2:]
+
+
+def compare_steps(name, lines, expected_path, evaluations=True):
+    """Every step's loss, lr and grad_norm, and every evaluation line (--eval), against the reference's (not its
+    evaluation lines when `evaluations` is false: a run without --eval)."""
+    expected_all = [json.loads(line) for line in expected_path.read_text().splitlines()
+                    if evaluations or "eval_loss" not in line]
     got_all = [json.loads(line) for line in lines if line.strip()]
     expected = [r for r in expected_all if "loss" in r]
     got = [r for r in got_all if "loss" in r]
@@ -139,7 +149,7 @@ def compare_weights(name, out: pathlib.Path, case, expected=None, model=None, re
     reference, _ = read_safetensors(CASES / "expected" / expected / "reference_weights_f64.safetensors")
     reference = {rename(k): v for k, v in reference.items()}
     source, _ = read_safetensors(model / "model.safetensors")
-    steps = len((CASES / "expected" / expected / "steps.jsonl").read_text().splitlines())
+    steps = sum('"loss"' in line for line in (CASES / "expected" / expected / "steps.jsonl").read_text().splitlines())
     frozen = [t for t in source if any(re.search(r, t) for r in freeze)]
     reference = {k: v for k, v in reference.items() if k not in frozen}
     lora = (CASES / "expected" / expected / "adapter_config.json").exists()
@@ -239,6 +249,24 @@ def run_case_on_simulator(case, tmp: pathlib.Path):
     norm = max(abs(g["grad_norm"] - e["grad_norm"]) / abs(e["grad_norm"]) for g, e in zip(got, expected))
     check(loss < ANE_RTOL and norm < ANE_RTOL,
           f"{name} (simulator): loss and grad_norm within {ANE_RTOL} of the reference (worst {loss:.1e}, {norm:.1e})")
+    expected_evals = [json.loads(line) for line in (CASES / "expected" / name / "steps.jsonl").read_text().splitlines()
+                      if "eval_loss" in line]
+    got_evals = [r for r in map(json.loads, result.stdout.splitlines()) if "eval_loss" in r]
+    if expected_evals or got_evals:
+        same = [(r["epoch"], r["step"], sorted(r)) for r in got_evals] == \
+            [(r["epoch"], r["step"], sorted(r)) for r in expected_evals]
+        check(same, f"{name} (simulator): an evaluation after each epoch ({[r['epoch'] for r in got_evals]})")
+        for g, e in zip(got_evals, expected_evals):
+            # The fixtures' decisions are far from their boundaries (the smallest top-logit gap or |logit|
+            # in the reference's evaluations is 0.12), so fp16 compute keeps the accuracy exactly.
+            for key in ("eval_loss", "eval_mse"):
+                if key in e:
+                    error = abs(g[key] - e[key]) / abs(e[key])
+                    check(error < ANE_RTOL, f"{name} (simulator): epoch {e['epoch']} {key} within {ANE_RTOL} of the "
+                          f"reference ({g[key]}, reference {e[key]})")
+            if "eval_accuracy" in e:
+                check(g["eval_accuracy"] == e["eval_accuracy"], f"{name} (simulator): epoch {e['epoch']} "
+                      f"eval_accuracy {g['eval_accuracy']} (reference {e['eval_accuracy']})")
 
 
 def torchvision_name(name: str) -> str:
@@ -270,7 +298,7 @@ def run_resnet_variants(spec, tmp: pathlib.Path):
     timm_args[args.index("--model") + 1] = str(model)
     for name, given, extra, options in (
             ("resnet_batchnorm_timm", timm_args, [], {"model": model, "rename": torchvision_name}),
-            ("resnet_batchnorm_freeze_buffers", args,
+            ("resnet_batchnorm_freeze_buffers", without_eval(args),
              ["--freeze", r"running_var$", "--freeze", r"^resnet\.embedder\..*num_batches_tracked$"],
              {"freeze": (r"running_var$", r"^resnet\.embedder\..*num_batches_tracked$")})):
         out = tmp / name
@@ -279,7 +307,8 @@ def run_resnet_variants(spec, tmp: pathlib.Path):
         if result.returncode != 0:
             check(False, f"{name}: anvil train ran ({result.stderr.strip()[-400:]})")
             continue
-        compare_steps(name, result.stdout.splitlines(), CASES / "expected" / "resnet_batchnorm" / "steps.jsonl")
+        compare_steps(name, result.stdout.splitlines(), CASES / "expected" / "resnet_batchnorm" / "steps.jsonl",
+                      evaluations=name.endswith("_timm"))
         compare_weights(name, out, case, expected="resnet_batchnorm", **options)
     lora = cli_support.anvil("train", *[a.replace("{out}", str(tmp / "resnet_lora")) for a in args], "--lora", "2",
                              "--lora-targets", "classifier.1", "--backend", "cpu")

@@ -17,9 +17,12 @@ Writes under --out (default tests/data/train/cases/):
     vit                        ViTForImageClassification: image 8, patch 4, hidden 32, 2 layers, 3 labels
     resnet                     Hugging Face ResNetForImageClassification: BasicBlocks, embedding 8, stages [8, 16],
                                depths [1, 1], ReLU, 3 labels; running statistics random, num_batches_tracked 5
+    bert_multilabel            BertForSequenceClassification with problem_type multi_label_classification: 1 layer,
+                               hidden 16, 2 heads, intermediate 20, vocab 100, 16 positions, 4 labels
   data/<name>.jsonl            10 to 12 examples: {"ids", "type_ids" (on some lines only), "label"} for text
-                               (lengths 3 to 16, some exactly the positions' limit), {"pixels": "pixels/....npy",
-                               "label"} for images (float32 [3, H, W], N(0, 1))
+                               (lengths 3 to 16, some exactly the positions' limit; bert_multilabel's labels lists
+                               of 4, 0/1 but one soft line), {"pixels": "pixels/....npy", "label"} for images
+                               (float32 [3, H, W], N(0, 1))
   data/bad/                    inputs the command must refuse (see "bad" in cases.json)
   adapters/bert_lora/          a PEFT LoRA adapter for models/bert to resume from (r 4, alpha 8, targets query,
                                value, pooler.dense; lora_A and lora_B random, the head random)
@@ -97,6 +100,11 @@ def model_specs():
                        "layer_type": "basic", "hidden_act": "relu", "downsample_in_first_stage": False,
                        "downsample_in_bottleneck": False})
     specs["resnet"] = (resnet, resnet_fixtures.ResNetForImageClassification, "image")
+    multilabel = labelled(text_encoders.bert_like_config(
+        "bert", 16, 2, vocab_size=100, intermediate_size=20, max_position_embeddings=16, num_hidden_layers=1,
+        problem_type="multi_label_classification", architectures=["BertForSequenceClassification"], **NO_DROPOUT),
+        {"0": "sports", "1": "politics", "2": "science", "3": "arts"})
+    specs["bert_multilabel"] = (multilabel, text_encoders.BertForSequenceClassification, "text")
     # Dropout as config.json gives it, at every site the Hugging Face classes have (after the embeddings, on the
     # attention probabilities, the attention output and the MLP output, in the heads), each probability distinct.
     specs["bert_dropout"] = (dict(bert, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.2,
@@ -129,7 +137,8 @@ def write_jsonl(path, records):
             file.write(json.dumps(record) + "\n")
 
 
-def text_records(rng, count, max_tokens, regression=False, with_types=False):
+def text_records(rng, count, max_tokens, regression=False, with_types=False, multi_label=0):
+    """`multi_label`: the number of classes of a multi-hot label (0: one class index)."""
     lengths = [max_tokens, 3] + [int(v) for v in rng.integers(3, max_tokens + 1, count - 2)]
     records = []
     for i, length in enumerate(lengths):
@@ -138,8 +147,13 @@ def text_records(rng, count, max_tokens, regression=False, with_types=False):
         if with_types and i % 3 != 2:  # some lines leave type_ids out (zeros)
             half = length // 2
             record["type_ids"] = [0] * half + [1] * (length - half)
-        record["label"] = round(float(rng.standard_normal()), 3) if regression else int(rng.integers(0, 3))
+        if multi_label:
+            record["label"] = [int(v) for v in rng.integers(0, 2, multi_label)]
+        else:
+            record["label"] = round(float(rng.standard_normal()), 3) if regression else int(rng.integers(0, 3))
         records.append(record)
+    if multi_label:
+        records[1]["label"] = [0.25, 1.0, 0.0, 0.75]  # a soft label: Hugging Face takes float labels
     return records
 
 
@@ -227,10 +241,19 @@ CASES = [
               "0.01", "--schedule", "linear", "--seed", "5", "--eval", "data/roberta_regression.jsonl", "--json"]},
     {"name": "resnet_batchnorm",
      "shows": "BatchNorm in train mode: batch statistics in the forward, running_mean / running_var (unbiased, "
-              "momentum 0.1) and num_batches_tracked (5 + 4) written back; BatchNorm weights decay; SGD momentum",
+              "momentum 0.1) and num_batches_tracked (5 + 4) written back; BatchNorm weights decay; SGD momentum; "
+              "--eval after epoch 1 (step 3) with BatchNorm in eval mode on the running statistics of that moment",
      "args": ["--model", "models/resnet", "--data", "data/resnet.jsonl", "--out", "{out}", "--steps", "4",
               "--batch-size", "4", "--no-shuffle", "--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9",
-              "--weight-decay", "0.05", "--schedule", "constant", "--json"]},
+              "--weight-decay", "0.05", "--schedule", "constant", "--eval", "data/resnet.jsonl", "--json"]},
+    {"name": "bert_multilabel",
+     "shows": "problem_type multi_label_classification: BCEWithLogitsLoss on multi-hot labels (one soft line), "
+              "SGD with momentum, shuffled epochs (seed 4), --eval's loss and exact-match accuracy (logit > 0 where "
+              "the label is > 0.5) after each epoch (no logit near 0, so that fp16 compute keeps every decision)",
+     "args": ["--model", "models/bert_multilabel", "--data", "data/bert_multilabel.jsonl", "--out", "{out}",
+              "--epochs", "2", "--batch-size", "4", "--optimizer", "sgd", "--momentum", "0.9", "--lr", "0.3",
+              "--weight-decay", "0.01", "--seed", "4",
+              "--eval", "data/bert_multilabel.jsonl", "--json"]},
 ] + [lr1(name) for name in ("bert", "distilbert", "roberta_regression", "mpnet", "vit", "resnet")] + [
     {"name": "bert_dropout",
      "shows": "dropout at config.json's probabilities (hidden 0.1, attention 0.2, classifier 0.3), the masks of step "
@@ -270,6 +293,12 @@ BAD = [
     {"name": "freeze_everything", "error": "freezes every trainable tensor",
      "args": ["--model", "models/bert", "--data", "data/bert.jsonl", "--out", "{out}", "--freeze", "^bert\\.",
               "--freeze", "classifier"]},
+    {"name": "multilabel_scalar_label", "error": "line 2: label 1 is not a list of 4 numbers",
+     "args": ["--model", "models/bert_multilabel", "--data", "data/bad/multilabel_scalar_label.jsonl", "--out",
+              "{out}"]},
+    {"name": "multilabel_short_label", "error": "line 1: label [1,0,1] is not a list of 4 numbers",
+     "args": ["--model", "models/bert_multilabel", "--data", "data/bad/multilabel_short_label.jsonl", "--out",
+              "{out}"]},
 ]
 
 
@@ -298,7 +327,8 @@ def main():
         stored[name] = write_model(out, name, config, port, seed)
         if kind == "text":
             records = text_records(rng, 12 if name.startswith("distilbert") else 10, 16,
-                                   regression=name.endswith("regression"), with_types=name.startswith("bert"))
+                                   regression=name.endswith("regression"), with_types=name in ("bert", "bert_dropout"),
+                                   multi_label=len(config["id2label"]) if name.endswith("multilabel") else 0)
         else:
             records = image_records(out, rng, name, 10, 8 if name.startswith("vit") else 16)
         write_jsonl(os.path.join(data_dir, name + ".jsonl"), records)
@@ -308,6 +338,9 @@ def main():
     write_jsonl(os.path.join(bad, "label_out_of_range.jsonl"), [{"ids": [2, 5, 3], "label": 1},
                                                                {"ids": [2, 6, 7, 3], "label": 3}])
     write_jsonl(os.path.join(bad, "too_long.jsonl"), [{"ids": [2] + [9] * 15 + [3], "label": 0}])
+    write_jsonl(os.path.join(bad, "multilabel_scalar_label.jsonl"), [{"ids": [2, 5, 3], "label": [1, 0, 0, 1]},
+                                                                    {"ids": [2, 6, 7, 3], "label": 1}])
+    write_jsonl(os.path.join(bad, "multilabel_short_label.jsonl"), [{"ids": [2, 5, 3], "label": [1, 0, 1]}])
     write_jsonl(os.path.join(bad, "missing_pixels.jsonl"), [{"pixels": "../pixels/vit_00.npy", "label": 0},
                                                            {"pixels": "../pixels/none.npy", "label": 1}])
 

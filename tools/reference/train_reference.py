@@ -13,9 +13,10 @@ Defaults are the Trainer's: --epochs 3, --batch-size 8, --lr 5e-5, --optimizer a
 --eps 1e-8, --weight-decay 0, --momentum 0, --schedule linear, --warmup-steps 0, --seed 42, no clipping,
 shuffled; LoRA: --lora-alpha 8, --lora-targets PEFT's default for bert/roberta/xlm-roberta (query,value), else
 required. --eval EVAL.jsonl adds after each epoch's last step a line {"epoch", "step", "eval_loss", "eval_accuracy"} (or
-"eval_mse" for regression): the mean loss and the share of examples whose top logit is the label, the model in eval
-mode, in batches of --batch-size in file order. --save-every, --resume and --backend are accepted and ignored (a
-note on stderr).
+"eval_mse" for regression): the mean loss and the share of examples whose top logit is the label (multi-label: whose
+every class is predicted right, logit > 0 exactly where the label is > 0.5), the model in eval mode (model.eval():
+a ResNet's BatchNorms normalise with their running statistics as the epoch's steps left them, float64), in batches
+of --batch-size in file order. --save-every, --resume and --backend are accepted and ignored (a note on stderr).
 
 What it computes, step by step (every rule the C++ side must reproduce):
 
@@ -36,8 +37,10 @@ updated with momentum 0.1 from the unbiased variance; num_batches_tracked increm
 Data. TRAIN.jsonl, one example a line: {"ids": [...], "type_ids": [...] (optional, zeros), "label": k} for text,
 {"pixels": "rel/path.npy", "label": k} for images (float32 [C, H, W], the path relative to the jsonl). The text
 form {"text": ...} and the image-file form {"image": ...} are not implemented here. With num_labels 1 the label
-is a float. A text batch is padded to its longest example: ids with config's pad_token_id (default 0), type ids
-with 0, attention mask 1 on real tokens, 0 on padding (Hugging Face's DataCollatorWithPadding). An example longer
+is a float; with problem_type "multi_label_classification" a list of num_labels numbers in [0, 1] (multi-hot; soft
+values allowed, as Hugging Face takes float labels). A text batch is padded to its longest example: ids with
+config's pad_token_id (default 0), type ids with 0, attention mask 1 on real tokens, 0 on padding (Hugging Face's
+DataCollatorWithPadding). An example longer
 than the model's positions is an error unless --truncate (then its first L ids are kept), where L is
 max_position_embeddings (BERT, DistilBERT) or max_position_embeddings - padding_idx - 1 (RoBERTa / XLM-R:
 padding_idx = pad_token_id; MPNet: padding_idx = 1), as their position ids need.
@@ -52,7 +55,9 @@ down to 1 (masked rejection on 32-bit draws, the low half of each 64-bit output 
 it out and --self-check proves it equal to numpy's. Total steps: N, or E * ceil(n / B).
 
 Loss. Hugging Face's problem_type rules: num_labels 1 (or problem_type "regression") ->
-MSELoss(logits.squeeze(), labels.squeeze()) with float labels; otherwise mean CrossEntropyLoss over the batch.
+MSELoss(logits.squeeze(), labels.squeeze()) with float labels; problem_type "multi_label_classification" ->
+BCEWithLogitsLoss()(logits, labels) over every element, labels float [N, num_labels]; otherwise mean
+CrossEntropyLoss over the batch.
 The loss of step s is the batch mean with the weights before step s's update.
 
 Trainable tensors. Full fine-tune: every parameter whose name no --freeze REGEX finds (re.search). LoRA: the lora_A
@@ -364,8 +369,8 @@ def build_model(folder):
     problem = config.get("problem_type")
     if problem is None:
         problem = "regression" if m.num_labels == 1 else "single_label_classification"
-    if problem not in ("regression", "single_label_classification") or (problem == "regression"
-                                                                        and m.num_labels != 1):
+    if problem not in ("regression", "single_label_classification", "multi_label_classification") or (
+            problem == "regression" and m.num_labels != 1):
         raise InputError(f"--model: problem_type {problem} with num_labels {m.num_labels} is not supported")
     m.problem = problem
     m.folder = folder
@@ -425,6 +430,8 @@ def read_examples(path, m, truncate):
                 if isinstance(label, bool) or not isinstance(label, (int, float)):
                     raise InputError(f"{where}: label {label!r} is not a number (num_labels 1: regression)")
                 label = float(label)
+            elif m.problem == "multi_label_classification":
+                label = multi_hot(label, where, m)
             elif isinstance(label, bool) or not isinstance(label, int) or not 0 <= label < m.num_labels:
                 raise InputError(f"{where}: label {label!r} out of range [0, {m.num_labels})")
             if m.kind == "text":
@@ -436,6 +443,19 @@ def read_examples(path, m, truncate):
     if m.kind == "image" and len({e[0].shape for e in examples}) > 1:
         raise InputError(f"--data: {path}: the images differ in shape")
     return examples
+
+
+def multi_hot(label, where, m):
+    """A multi-label example's label: num_labels numbers in [0, 1]."""
+    def number(v):
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+    text = json.dumps(label, separators=(",", ":"))  # as anvil's message writes it
+    if not isinstance(label, list) or len(label) != m.num_labels or not all(number(v) for v in label):
+        raise InputError(f"{where}: label {text} is not a list of {m.num_labels} numbers (problem_type "
+                         "multi_label_classification)")
+    if not all(0 <= v <= 1 for v in label):
+        raise InputError(f"{where}: label {text} has a value outside [0, 1] (problem_type multi_label_classification)")
+    return [float(v) for v in label]
 
 
 def text_example(record, label, where, m, truncate):
@@ -485,7 +505,7 @@ def image_example(record, label, where, m, base):
 
 
 def collate(examples, m):
-    if m.problem == "regression":
+    if m.problem in ("regression", "multi_label_classification"):
         labels = torch.tensor([e[-1] for e in examples], dtype=torch.float64)
     else:
         labels = torch.tensor([e[-1] for e in examples], dtype=torch.long)
@@ -522,6 +542,8 @@ def logits_of(m, batch):
 def loss_of(m, logits, labels):
     if m.problem == "regression":
         return nn.MSELoss()(logits.squeeze(), labels.squeeze())
+    if m.problem == "multi_label_classification":
+        return nn.BCEWithLogitsLoss()(logits, labels)
     return nn.CrossEntropyLoss()(logits.view(-1, m.num_labels), labels.view(-1))
 
 
@@ -900,6 +922,8 @@ def run(options, stdout):
                 total_loss += float(loss_of(m, logits, batch["labels"])) * len(batch["labels"])
                 if m.problem == "regression":
                     squared += float(((logits.view(-1) - batch["labels"]) ** 2).sum())
+                elif m.problem == "multi_label_classification":
+                    hits += int(((logits > 0) == (batch["labels"] > 0.5)).all(dim=1).sum())
                 else:
                     hits += int((logits.argmax(dim=1) == batch["labels"]).sum())
         m.model.train()

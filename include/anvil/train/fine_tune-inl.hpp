@@ -99,6 +99,7 @@ struct example {
     std::vector<std::int32_t> ids, types;
     host_tensor pixels;  // [C, H, W]
     double label = 0.0;
+    std::vector<float> multi_hot;  // multi-label classification: the label, one value in [0, 1] per class
 };
 
 // A tensor the model reads, as the models::weight_loader saw it.
@@ -118,6 +119,15 @@ struct running_statistics {
 
 // PyTorch's BatchNorm default: running = (1 - momentum) running + momentum batch.
 inline constexpr double batch_norm_momentum = 0.1;
+
+inline bool is_running_statistic(std::string_view name) {
+    return ends_with(name, ".running_mean") || ends_with(name, ".running_var");
+}
+
+// Running statistics as a model file and an evaluation program take them: rounded to f32.
+inline std::vector<float> narrowed(const std::vector<double>& values) {
+    return std::vector<float>(values.begin(), values.end());
+}
 
 inline std::string joined(const std::vector<std::string>& items, std::string_view separator = ", ") {
     std::string out;
@@ -144,6 +154,8 @@ struct fine_tuning::state {
     anvil::detail::resnet_layout resnet_layout;
     std::int64_t labels = 0;
     bool regression = false;
+    // problem_type multi_label_classification: BCEWithLogitsLoss on multi-hot labels [rows, labels].
+    bool multi_label = false;
     std::int64_t max_tokens = 0;
     std::vector<std::string> heads;  // PEFT's modules_to_save entries
     std::vector<fine_tuning_detail::read_tensor> reads;
@@ -151,6 +163,9 @@ struct fine_tuning::state {
     // outputs), and per pixel shape {N, C, H, W} the values each norm's statistics were taken over.
     std::vector<fine_tuning_detail::running_statistics> running;
     std::map<std::vector<std::int64_t>, std::vector<std::int64_t>> batch_norm_counts;
+    // Set while evaluate() has the trainer build and run its programs: BatchNorm runs in eval mode, on the
+    // running statistics fed as program inputs.
+    bool evaluating = false;
 
     // LoRA: the adapted modules (sorted), their matrices' values (trained or not), the head modules.
     bool lora = false;
@@ -236,6 +251,8 @@ ANVIL_INLINE std::optional<tensor<float>> fine_tuning::state::substitute(
         throw error(fine_tuning_detail::message("fine-tuning: no value for '", key, "'"));
     };
     const std::string key(name);
+    if (evaluating && fine_tuning_detail::is_running_statistic(key))
+        return g.input<float>(key, dims(weights->tensor(key).shape()));
     if (lora && role == models::weight_role::linear_weight && fine_tuning_detail::ends_with(key, ".weight")) {
         const std::string module = key.substr(0, key.size() - 7);
         if (std::binary_search(lora_modules.begin(), lora_modules.end(), module)) {
@@ -259,6 +276,7 @@ ANVIL_INLINE fine_tuning::state::forward_pass fine_tuning::state::forward(graph&
         return {models::recipe_detail::classification_logits(loader, head, labels, hidden), {}};
     }
     const auto pixels = g.input<float>("pixels", input);
+    if (resnet && evaluating) return {models::resnet_eval_forward(loader, resnet_layout, pixels), {}};
     if (resnet) {
         models::resnet_training_pass pass = models::resnet_train_forward(loader, resnet_layout, pixels);
         return {pass.logits, std::move(pass.statistics)};
@@ -289,6 +307,9 @@ ANVIL_INLINE training_graph fine_tuning::state::build(std::span<const io_info> b
     if (regression) {
         const auto target = g.input<float>("labels", dims{rows});
         result.loss = mse_loss(reshape(out, std::vector<std::int64_t>{rows}).value(), target.value());
+    } else if (multi_label) {
+        const auto target = g.input<float>("labels", dims{rows, labels});
+        result.loss = binary_cross_entropy_with_logits(out.value(), target.value());
     } else {
         const auto target = g.input<std::int32_t>("labels", dims{rows});
         result.loss = cross_entropy(out.value(), target.value());
@@ -370,6 +391,11 @@ ANVIL_INLINE std::vector<named_tensor> fine_tuning::state::collate(std::span<con
         for (std::size_t r = 0; r < items.size(); ++r)
             targets[r] = static_cast<float>(examples[items[r]].label);
         inputs.push_back({"labels", host_tensor::from(targets, dims{rows})});
+    } else if (multi_label) {
+        std::vector<float> targets;
+        for (const std::size_t i : items)
+            targets.insert(targets.end(), examples[i].multi_hot.begin(), examples[i].multi_hot.end());
+        inputs.push_back({"labels", host_tensor::from(targets, dims{rows, labels})});
     } else {
         std::vector<std::int32_t> targets(items.size());
         for (std::size_t r = 0; r < items.size(); ++r)
@@ -493,12 +519,14 @@ ANVIL_INLINE void fine_tuning::state::load_model() {
     }
     std::string problem = config.string("problem_type", "");
     if (problem.empty()) problem = labels == 1 ? "regression" : "single_label_classification";
-    if ((problem != "regression" && problem != "single_label_classification") ||
+    if ((problem != "regression" && problem != "single_label_classification" &&
+         problem != "multi_label_classification") ||
         (problem == "regression" && labels != 1)) {
         throw unsupported_error(
             message("--model: problem_type ", problem, " with num_labels ", labels, " is not supported"));
     }
     regression = problem == "regression";
+    multi_label = problem == "multi_label_classification";
 }
 
 ANVIL_INLINE void fine_tuning::state::record_reads() {
@@ -589,6 +617,22 @@ ANVIL_INLINE std::vector<fine_tuning_detail::example> fine_tuning::state::read_e
                 throw format_error(message(where, ": label ", json::dump(*label),
                                            " is not a number (num_labels 1: regression)"));
             e.label = label->as_double();
+        } else if (multi_label) {
+            // Hugging Face takes the multi-hot row as floats, so a soft label is a label too.
+            const bool row = label->is_array() &&
+                             static_cast<std::int64_t>(label->as_array().size()) == labels &&
+                             std::all_of(label->as_array().begin(), label->as_array().end(),
+                                         [](const json::value& v) { return v.is_number(); });
+            if (!row)
+                throw format_error(message(where, ": label ", json::dump(*label), " is not a list of ",
+                                           labels, " numbers (problem_type multi_label_classification)"));
+            for (const json::value& v : label->as_array()) {
+                if (!(v.as_double() >= 0.0 && v.as_double() <= 1.0))
+                    throw format_error(message(where, ": label ", json::dump(*label),
+                                               " has a value outside [0, 1] (problem_type "
+                                               "multi_label_classification)"));
+                e.multi_hot.push_back(static_cast<float>(v.as_double()));
+            }
         } else {
             if (!label->is_integer() || label->as_int() < 0 || label->as_int() >= labels)
                 throw format_error(
@@ -1124,11 +1168,9 @@ ANVIL_INLINE void fine_tuning::save(const std::filesystem::path& out) const {
         std::map<std::string, std::vector<float>> statistics;
         std::set<std::string> counters;
         for (const fine_tuning_detail::running_statistics& r : s.running) {
-            const auto narrowed = [](const std::vector<double>& values) {
-                return std::vector<float>(values.begin(), values.end());
-            };
-            if (r.mean_updated) statistics[r.norm + ".running_mean"] = narrowed(r.mean);
-            if (r.variance_updated) statistics[r.norm + ".running_var"] = narrowed(r.variance);
+            if (r.mean_updated) statistics[r.norm + ".running_mean"] = fine_tuning_detail::narrowed(r.mean);
+            if (r.variance_updated)
+                statistics[r.norm + ".running_var"] = fine_tuning_detail::narrowed(r.variance);
             if (r.count_updated) counters.insert(r.norm + ".num_batches_tracked");
         }
         for (const tensor_view* view : s.weights->tensors()) {
@@ -1386,18 +1428,20 @@ ANVIL_INLINE void fine_tuning::resume(const std::filesystem::path& folder) {
 
 ANVIL_INLINE evaluation fine_tuning::evaluate(const std::filesystem::path& data) {
     state& s = *state_;
-    if (s.resnet) {
-        // Evaluation runs BatchNorm in eval mode (the running statistics), a forward this model's training
-        // graph does not have.
-        throw unsupported_error("--eval: evaluating a ResNet (BatchNorm in eval mode) is not supported yet");
-    }
     const std::vector<fine_tuning_detail::example> examples = s.read_examples(data, "--eval");
-    if (!s.text && examples.front().pixels.shape() != s.examples.front().pixels.shape())
-        throw shape_error(anvil::detail::message("--eval: ", data.string(), ": the images are ",
-                                                 examples.front().pixels.shape(), ", the training images ",
-                                                 s.examples.front().pixels.shape()));
+    // A ResNet evaluates with BatchNorm in eval mode: its running statistics as the steps left them, inputs
+    // of the evaluation program like the trained tensors, so that each evaluation batch shape compiles once.
+    std::vector<named_tensor> statistics;
+    for (const fine_tuning_detail::running_statistics& r : s.running) {
+        const dims channels{static_cast<std::int64_t>(r.mean.size())};
+        statistics.push_back(
+            {r.norm + ".running_mean", host_tensor::from(fine_tuning_detail::narrowed(r.mean), channels)});
+        statistics.push_back(
+            {r.norm + ".running_var", host_tensor::from(fine_tuning_detail::narrowed(r.variance), channels)});
+    }
     // collate() reads the state's examples: evaluate with the evaluation set in their place.
     std::vector<fine_tuning_detail::example> training = std::exchange(s.examples, examples);
+    s.evaluating = true;
     evaluation result;
     result.examples = examples.size();
     double loss = 0.0, hits = 0.0, squared = 0.0;
@@ -1407,26 +1451,37 @@ ANVIL_INLINE evaluation fine_tuning::evaluate(const std::filesystem::path& data)
         for (std::size_t start = 0; start < examples.size(); start += batch) {
             items.resize(std::min(batch, examples.size() - start));
             std::iota(items.begin(), items.end(), start);
-            const step_result r = s.runner->evaluate(s.collate(items));
+            std::vector<named_tensor> inputs = s.collate(items);
+            inputs.insert(inputs.end(), statistics.begin(), statistics.end());
+            const step_result r = s.runner->evaluate(inputs);
             loss += r.loss * static_cast<double>(items.size());
             const std::vector<float> logits = r.outputs.at(0).to_f32();
             const auto width = static_cast<std::size_t>(s.labels);
             for (std::size_t i = 0; i < items.size(); ++i) {
-                const double label = examples[items[i]].label;
+                const fine_tuning_detail::example& e = examples[items[i]];
+                const auto row = logits.begin() + static_cast<std::ptrdiff_t>(i * width);
                 if (s.regression) {
-                    const double d = static_cast<double>(logits[i]) - label;
+                    const double d = static_cast<double>(logits[i]) - e.label;
                     squared += d * d;
+                } else if (s.multi_label) {
+                    // Right when every class is: predicted (logit above 0, probability above 1/2) exactly
+                    // where the label is above 1/2.
+                    bool right = true;
+                    for (std::size_t c = 0; c < width; ++c)
+                        right = right && (logits[i * width + c] > 0.0f) == (e.multi_hot[c] > 0.5f);
+                    hits += right ? 1.0 : 0.0;
                 } else {
-                    const auto row = logits.begin() + static_cast<std::ptrdiff_t>(i * width);
                     const auto top = std::max_element(row, row + static_cast<std::ptrdiff_t>(width)) - row;
-                    hits += static_cast<double>(top) == label ? 1.0 : 0.0;
+                    hits += static_cast<double>(top) == e.label ? 1.0 : 0.0;
                 }
             }
         }
     } catch (...) {
+        s.evaluating = false;
         s.examples = std::move(training);
         throw;
     }
+    s.evaluating = false;
     s.examples = std::move(training);
     const auto n = static_cast<double>(examples.size());
     result.loss = loss / n;

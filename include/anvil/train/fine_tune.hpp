@@ -10,7 +10,9 @@
 //              {"text": ..., "text_pair": ..., "label": k} (the folder's tokenizer), {"pixels": "x.npy",
 //              "label": k} (float32 [C, H, W]; a ResNet takes any H and W, one size for the whole file) or
 //              {"image": "x.png", "label": k} (the folder's preprocessing); paths relative to the jsonl file.
-//              num_labels 1 (or problem_type "regression"): float labels and MSE; otherwise mean
+//              num_labels 1 (or problem_type "regression"): float labels and MSE; problem_type
+//              "multi_label_classification": a label is a list of num_labels numbers in [0, 1] (multi-hot,
+//              soft values allowed) and the loss BCEWithLogitsLoss over every element; otherwise mean
 //              cross-entropy.
 //   order      epoch e visits numpy.random.default_rng(seed + e).permutation(n) (consecutive lines with
 //              shuffle off), cut into batches; the last batch of an epoch may be short.
@@ -23,6 +25,7 @@
 //              after each step running_mean and running_var move by momentum 0.1 towards the batch mean and
 //              unbiased variance (m / (m - 1) times the biased one, m = N H W) and num_batches_tracked
 //              counts the step, each unless a freeze regex finds its name. ResNets train fully (no LoRA).
+//              Evaluation runs them in eval mode (model.eval()) on the running statistics as they stand.
 //   outputs    full: model.safetensors with exactly the input's names, shapes and dtypes (the BatchNorm
 //              statistics updated), config.json and the tokenizer / preprocessor files; LoRA:
 //              adapter_config.json and adapter_model.safetensors as PEFT's save_pretrained writes them.
@@ -76,8 +79,10 @@ struct fine_tune_options {
 // The loss and accuracy (classification) or mean squared error (regression) on an evaluation set.
 struct evaluation {
     std::size_t examples = 0;
-    double loss = 0.0;                         // the mean over the examples
-    std::optional<double> accuracy;            // classification: the share whose top logit is the label
+    double loss = 0.0;  // the mean over the examples
+    // Classification: the share of examples whose top logit is the label; multi-label: whose every class is
+    // predicted right (logit above 0 exactly where the label is above 1/2).
+    std::optional<double> accuracy;
     std::optional<double> mean_squared_error;  // regression
 };
 
@@ -112,7 +117,8 @@ public:
     void resume(const std::filesystem::path& folder);
 
     // The loss and accuracy (or MSE) on the examples of a jsonl file of the training data's format, with the
-    // current weights, in batches of the training batch size.
+    // current weights (and a ResNet's current running statistics, BatchNorm in eval mode), in batches of the
+    // training batch size in file order; one program per evaluation batch shape, compiled on first use.
     [[nodiscard]] evaluation evaluate(const std::filesystem::path& data);
 
     // The trained tensors' names (as the model's checkpoint names them; LoRA's as the model's modules plus

@@ -93,6 +93,23 @@ ANVIL_INLINE batch_norm_pass train_mode_batch_norm(weight_loader& weights, const
     return {centred * scale + bias, {norm, reshape(mean, flat), reshape(variance, flat), count}};
 }
 
+ANVIL_INLINE tensor<float> eval_mode_batch_norm(weight_loader& weights, const std::string& norm,
+                                                const tensor<float>& x, double epsilon) {
+    const dims xs = x.shape();
+    if (xs.rank() != 4) {
+        throw shape_error(
+            anvil::detail::message("BatchNorm ", norm, ": the input must be [N, C, H, W], got ", xs));
+    }
+    const std::int64_t channels = xs[1];
+    const auto per_channel = [&](const char* suffix) {
+        return reshape(weights.load(norm + suffix, dims{channels}),
+                       std::vector<std::int64_t>{1, channels, 1, 1});
+    };
+    const tensor<float> scale =
+        rsqrt(per_channel(".running_var") + static_cast<float>(epsilon)) * per_channel(".weight");
+    return (x - per_channel(".running_mean")) * scale + per_channel(".bias");
+}
+
 }  // namespace anvil::models
 
 namespace anvil::models::recipe_detail {

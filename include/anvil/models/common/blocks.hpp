@@ -71,6 +71,14 @@ struct batch_norm_pass {
 [[nodiscard]] batch_norm_pass train_mode_batch_norm(weight_loader& weights, const std::string& norm,
                                                     const tensor<float>& x, double epsilon);
 
+// nn.BatchNorm2d in eval mode (model.eval()) over x [N, C, H, W]: (x - running_mean) / sqrt(running_var +
+// epsilon) * weight + bias, `<norm>.running_mean`, `.running_var`, `.weight` and `.bias` [C] all read through
+// `weights`, so that fine-tuning can feed the running statistics it keeps as program inputs and evaluate
+// between epochs without compiling again. Built from primitives as train mode is: the batch_norm op's Neural
+// Engine lowering takes constant statistics only.
+[[nodiscard]] tensor<float> eval_mode_batch_norm(weight_loader& weights, const std::string& norm,
+                                                 const tensor<float>& x, double epsilon);
+
 // nn.Dropout at one site: the probability the config gives that site and training's hook (weights.hpp's
 // dropout_hook). A default-constructed one, or one loaded for inference, is the identity.
 struct dropout_layer {

@@ -318,6 +318,16 @@ ANVIL_INLINE tensor<float> resnet_logits(models::weight_loader& weights, const r
     return linear(pooled, weight, bias);
 }
 
+ANVIL_INLINE tensor<float> unfolded_resnet_convolution(models::weight_loader& weights,
+                                                       const resnet_convolution& conv,
+                                                       const tensor<float>& x) {
+    conv2d_options options;
+    options.stride = size2d(conv.stride);
+    options.padding = padding2d(conv.padding);
+    options.groups = conv.groups;
+    return conv2d(x, weights.load(conv.label, conv.shape), std::nullopt, options);
+}
+
 ANVIL_INLINE std::vector<value> build_resnet(graph& g, const resnet_network& net,
                                              std::span<const std::int64_t> key) {
     const auto pixels = g.input<float>("pixels", dims{key[0], net.layout.config.channels, key[1], key[2]});
@@ -344,18 +354,25 @@ ANVIL_INLINE resnet_training_pass resnet_train_forward(weight_loader& weights,
     const double eps = layout.config.batch_norm_eps;
     const anvil::detail::resnet_convolve train_mode = [&](const anvil::detail::resnet_convolution& conv,
                                                           const tensor<float>& x) {
-        conv2d_options options;
-        options.stride = size2d(conv.stride);
-        options.padding = padding2d(conv.padding);
-        options.groups = conv.groups;
-        const tensor<float> convolved =
-            conv2d(x, weights.load(conv.label, conv.shape), std::nullopt, options);
-        batch_norm_pass norm = train_mode_batch_norm(weights, conv.norm, convolved, eps);
+        batch_norm_pass norm = train_mode_batch_norm(
+            weights, conv.norm, anvil::detail::unfolded_resnet_convolution(weights, conv, x), eps);
         pass.statistics.push_back(std::move(norm.statistics));
         return norm.output;
     };
     pass.logits = anvil::detail::resnet_logits(weights, layout, pixels, train_mode);
     return pass;
+}
+
+ANVIL_INLINE tensor<float> resnet_eval_forward(weight_loader& weights,
+                                               const anvil::detail::resnet_layout& layout,
+                                               const tensor<float>& pixels) {
+    const double eps = layout.config.batch_norm_eps;
+    const anvil::detail::resnet_convolve eval_mode = [&](const anvil::detail::resnet_convolution& conv,
+                                                         const tensor<float>& x) {
+        return eval_mode_batch_norm(weights, conv.norm,
+                                    anvil::detail::unfolded_resnet_convolution(weights, conv, x), eps);
+    };
+    return anvil::detail::resnet_logits(weights, layout, pixels, eval_mode);
 }
 
 ANVIL_INLINE resnet resnet::load(const std::filesystem::path& folder, const load_options& given) {

@@ -150,6 +150,12 @@ using resnet_convolve = std::function<tensor<float>(const resnet_convolution& co
 [[nodiscard]] tensor<float> resnet_logits(models::weight_loader& weights, const resnet_layout& layout,
                                           const tensor<float>& pixels, const resnet_convolve& convolve);
 
+// A convolution of the layout read through `weights` as stored, without its BatchNorm and not folded with it
+// (training changes both): what train and eval mode share.
+[[nodiscard]] tensor<float> unfolded_resnet_convolution(models::weight_loader& weights,
+                                                        const resnet_convolution& conv,
+                                                        const tensor<float>& x);
+
 // The graph for pixels [N, C, H, W] (key {N, H, W}): logits [N, classes].
 [[nodiscard]] std::vector<value> build_resnet(graph& g, const resnet_network& net,
                                               std::span<const std::int64_t> key);
@@ -170,6 +176,13 @@ struct resnet_training_pass {
 [[nodiscard]] resnet_training_pass resnet_train_forward(weight_loader& weights,
                                                         const anvil::detail::resnet_layout& layout,
                                                         const tensor<float>& pixels);
+
+// The same network in eval mode (model.eval()), as fine-tuning evaluates it between epochs: logits [N,
+// classes] with every BatchNorm normalising by its running statistics, read through `weights` like the other
+// tensors (eval_mode_batch_norm).
+[[nodiscard]] tensor<float> resnet_eval_forward(weight_loader& weights,
+                                                const anvil::detail::resnet_layout& layout,
+                                                const tensor<float>& pixels);
 
 class resnet {
 public:
