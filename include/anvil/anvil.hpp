@@ -20,6 +20,7 @@
 #include "anvil/models/common/blocks.hpp"
 #include "anvil/models/common/compiled_shapes.hpp"
 #include "anvil/models/common/config.hpp"
+#include "anvil/models/common/lora_adapter.hpp"
 #include "anvil/models/common/rope.hpp"
 #include "anvil/models/common/weights.hpp"
 #include "anvil/models/llm/decoder_lm.hpp"

@@ -8995,6 +8995,10 @@ struct load_options {
         options.target = device::automatic;
         return options;
     }();
+    // A PEFT LoRA adapter folder (adapter_config.json, adapter_model.safetensors) to apply to the model's
+    // weights, as PeftModel.from_pretrained(base, adapter) does (models/common/lora_adapter.hpp); empty:
+    // none.
+    std::filesystem::path adapter;
 };
 
 // `options` with compile.model_source naming `source` (the folder or file a recipe loads), unless the caller
@@ -12477,6 +12481,103 @@ private:
 // #include "anvil/models/common/blocks.hpp"
 // #include "anvil/models/common/compiled_shapes.hpp"
 // #include "anvil/models/common/config.hpp"
+// #include "anvil/models/common/lora_adapter.hpp"
+// anvil: PEFT's LoRA adapters, as `save_pretrained` writes them (adapter_config.json and
+// adapter_model.safetensors), read in one place for both of their users: a recipe loading a base folder plus
+// an adapter (load_options::adapter, through open_weights), and training resuming from one
+// (train/fine_tune.hpp's --init-adapter). The module matching is PEFT's, so an adapter adapts exactly the
+// modules `PeftModel.from_pretrained(base, adapter)` adapts, and anvil refuses by name what PEFT can store
+// but anvil does not compute.
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+// #include "anvil/compilation.hpp"
+// #include "anvil/core/shape.hpp"
+// #include "anvil/fwd.hpp"
+// #include "anvil/models/common/compiled_shapes.hpp"
+
+namespace anvil::models {
+
+// What adapter_config.json says, checked: peft_type LORA, none of the features anvil does not compute
+// (use_dora, use_rslora, bias other than "none", fan_in_fan_out, lora_bias, rank_pattern, alpha_pattern,
+// layers_to_transform, exclude_modules, layer_replication, target_parameters, trainable_token_indices, ...).
+struct lora_config {
+    std::int64_t rank = 0;                      // r
+    double alpha = 8.0;                         // lora_alpha
+    std::vector<std::string> target_list;       // target_modules as a list (PEFT: a name or a name suffix)
+    std::optional<std::string> target_pattern;  // target_modules as one string (PEFT: re.fullmatch)
+    std::vector<std::string> modules_to_save;   // as saved; PEFT adds classifier and score for SEQ_CLS
+    std::optional<std::string> task_type;
+
+    // PEFT's scaling without rslora: lora_alpha / r.
+    [[nodiscard]] double scaling() const { return alpha / static_cast<double>(rank); }
+
+    // <folder>/adapter_config.json; messages start with `what` (the flag or the adapter's name): io_error
+    // when the file is missing, unsupported_error naming a key whose value anvil does not compute,
+    // format_error for a malformed file.
+    [[nodiscard]] static lora_config read(const std::filesystem::path& folder, std::string_view what);
+};
+
+// The prefix PEFT's save_pretrained gives every tensor: "base_model.model." + the model's name.
+inline constexpr std::string_view lora_saved_prefix = "base_model.model.";
+
+// <folder>/adapter_model.safetensors (io_error naming it when it is missing).
+[[nodiscard]] checkpoint open_lora_tensors(const std::filesystem::path& folder, std::string_view what);
+
+// Every module name a tensor name implies: "a.b.weight" -> "a", "a.b".
+[[nodiscard]] std::vector<std::string> modules_of(std::string_view tensor);
+
+// The modules a LoRA config adapts and the modules it saves whole, chosen as PEFT's inject_adapter and
+// _set_trainable choose them.
+struct lora_modules {
+    std::vector<std::string> adapted;  // sorted
+    std::vector<std::string> saved;    // in the order of `modules`, none inside another
+};
+
+// `modules`: every module of the model, each after its parents; `linear`: those that are linear layers;
+// `heads`: the modules_to_save entries. A target is matched by name or name suffix (a list) or re.fullmatch
+// (a pattern), skipping modules inside modules_to_save. Errors name the target: "unknown LoRA target module
+// 'x'", "LoRA target module m is not a Linear", "LoRA target module 'x' is in modules_to_save".
+[[nodiscard]] lora_modules match_lora_modules(const lora_config& config, std::span<const std::string> modules,
+                                              const std::set<std::string>& linear,
+                                              std::span<const std::string> heads);
+
+// The adapter's tensors by the model's names (the saved prefix dropped), each checked: `matrices` (lora_A
+// [r, in] and lora_B [out, r] of every adapted module) must all be present, `heads` (the saved modules'
+// tensors) may be; a tensor that is neither, has another shape or is not floating-point is an error naming
+// it. Views point into `adapter`.
+[[nodiscard]] std::map<std::string, const tensor_view*> lora_tensors(
+    const checkpoint& adapter, const std::map<std::string, dims>& matrices,
+    const std::map<std::string, dims>& heads, std::string_view what);
+
+// `base` with the PEFT LoRA adapter in `folder` applied as PeftModel.from_pretrained(base, folder) computes:
+// every adapted Linear's weight replaced by W + (lora_alpha / r) B A, computed once in f32 and stored as f32,
+// and the saved modules' tensors (a classification head) replacing the base's. Every other tensor stays
+// where the base's mapping holds it. A target the base lacks, a module that is not a linear layer, a shape
+// that does not fit or a missing file is an error naming it.
+[[nodiscard]] std::shared_ptr<const checkpoint> apply_lora_adapter(std::shared_ptr<const checkpoint> base,
+                                                                   const std::filesystem::path& folder);
+
+// The weights a recipe reads from a model folder (or file): checkpoint::open(folder), with options.adapter,
+// when given, applied (apply_lora_adapter). Every recipe opens its folder through this, so each one takes
+// an adapter the same way.
+[[nodiscard]] std::shared_ptr<const checkpoint> open_weights(const std::filesystem::path& folder,
+                                                             const load_options& options);
+
+}  // namespace anvil::models
+
+#if ANVIL_DEFINITIONS
+// #include "anvil/models/common/lora_adapter-inl.hpp" (in the definitions at the end)
+#endif
 // #include "anvil/models/common/rope.hpp"
 // #include "anvil/models/common/weights.hpp"
 // #include "anvil/models/llm/decoder_lm.hpp"
@@ -49544,6 +49645,7 @@ ANVIL_INLINE fp16_rescaled calibrate_fp16_rescale(const decoder_config& c,
 // #include "anvil/backend/compile.hpp"
 // #include "anvil/core/error.hpp"
 // #include "anvil/io/checkpoint.hpp"
+// #include "anvil/models/common/lora_adapter.hpp"
 // #include "anvil/models/import/gguf_decoder.hpp"
 // #include "anvil/models/llm/causal_lm.hpp"
 
@@ -49635,14 +49737,18 @@ ANVIL_INLINE causal_lm causal_lm::load(const std::filesystem::path& folder, cons
     auto state = std::make_shared<shared_state>();
     std::optional<gguf_vocabulary> file_vocabulary;
     if (is_gguf_path(folder)) {  // a llama.cpp file: its metadata as config.json, its tensors renamed
+        if (!options.load.adapter.empty()) {
+            throw unsupported_error(anvil::detail::message(
+                folder.string(), ": a LoRA adapter applies to a safetensors model folder, not a GGUF file"));
+        }
         gguf_decoder read = read_gguf_decoder(folder);
         file_vocabulary = std::move(read.vocabulary);
         state->config = decoder_config::from_json(read.config, folder.string() + " (metadata)");
         state->source = std::make_shared<const decoder_weight_source>(std::move(read.weights), state->config);
     } else {
         state->config = decoder_config::load(folder);
-        state->source = std::make_shared<const decoder_weight_source>(
-            std::make_shared<const checkpoint>(checkpoint::open(folder)), state->config);
+        state->source =
+            std::make_shared<const decoder_weight_source>(open_weights(folder, options.load), state->config);
     }
     {  // every tensor is found and shape-checked now, not at the first call
         graph scratch;
@@ -50325,6 +50431,7 @@ ANVIL_INLINE decoder_plan plan_decoder(const std::filesystem::path& model, const
 // #include "anvil/expr/expr.hpp"
 // #include "anvil/io/checkpoint.hpp"
 // #include "anvil/io/log_mel.hpp"
+// #include "anvil/models/common/lora_adapter.hpp"
 // #include "anvil/models/llm/decoder_lm.hpp"
 // #include "anvil/models/speech/whisper.hpp"
 
@@ -50664,7 +50771,7 @@ ANVIL_INLINE whisper whisper::load(const std::filesystem::path& folder, const lo
     } else {
         result.config_ = whisper_config::from_json(reader);
     }
-    auto weights = std::make_shared<const checkpoint>(checkpoint::open(folder));
+    auto weights = open_weights(folder, options);
     // WhisperForConditionalGeneration names its tensors model.encoder.*; a bare WhisperModel encoder.*.
     const std::string prefix = weights->contains("model.encoder.conv1.weight") ? "model." : "";
     if (!weights->contains(prefix + "encoder.conv1.weight")) {
@@ -51135,6 +51242,7 @@ ANVIL_INLINE tensor<float> bert_encoder(const std::vector<post_norm_encoder_laye
 // #include "anvil/expr/expr.hpp"
 // #include "anvil/io/checkpoint.hpp"
 // #include "anvil/models/common/config.hpp"
+// #include "anvil/models/common/lora_adapter.hpp"
 // #include "anvil/models/text/text_encoder.hpp"
 
 namespace anvil::models {
@@ -51476,7 +51584,7 @@ ANVIL_INLINE text_encoder text_encoder::load(const std::filesystem::path& folder
     text_encoder encoder;
     auto state = std::make_shared<shared_state>();
     state->config = text_encoder_config::load(folder);
-    state->weights = std::make_shared<const checkpoint>(checkpoint::open(folder));
+    state->weights = open_weights(folder, options);
     state->prefix = detect_prefix(*state->weights, state->config);
     encoder.state_ = state;
     encoder.options_ = options.compile;
@@ -51950,6 +52058,7 @@ ANVIL_INLINE host_tensor sentence_encoder::encode_ids(std::span<const std::vecto
 // #include "anvil/core/json.hpp"
 // #include "anvil/expr/expr.hpp"
 // #include "anvil/io/checkpoint.hpp"
+// #include "anvil/models/common/lora_adapter.hpp"
 // #include "anvil/models/text/text_encoder.hpp"
 // #include "anvil/models/vision/clip.hpp"
 
@@ -52194,7 +52303,7 @@ ANVIL_INLINE clip clip::load(const std::filesystem::path& folder, const load_opt
     const config_reader reader(document, (folder / "config.json").string());
     clip result;
     result.config_ = clip_config::from_json(reader);
-    auto weights = std::make_shared<const checkpoint>(checkpoint::open(folder));
+    auto weights = open_weights(folder, options);
     const tensor_view* scale = weights->find("logit_scale");
     if (scale == nullptr || scale->element_count() != 1) {
         throw format_error(anvil::detail::message(
@@ -52530,6 +52639,7 @@ ANVIL_INLINE folded_convolution fold_batch_norm(const checkpoint& weights,
 // #include "anvil/core/json.hpp"
 // #include "anvil/expr/expr.hpp"
 // #include "anvil/io/checkpoint.hpp"
+// #include "anvil/models/common/lora_adapter.hpp"
 // #include "anvil/models/common/weights.hpp"
 // #include "anvil/models/vision/resnet.hpp"
 
@@ -52890,7 +53000,7 @@ ANVIL_INLINE tensor<float> resnet_eval_forward(weight_loader& weights,
 
 ANVIL_INLINE resnet resnet::load(const std::filesystem::path& folder, const load_options& given) {
     const load_options options = with_model_source(given, folder);
-    auto weights = std::make_shared<const checkpoint>(checkpoint::open(folder));
+    auto weights = open_weights(folder, options);
     auto net = std::make_shared<anvil::detail::resnet_network>();
     net->weights = weights;
     net->layout = anvil::detail::read_resnet_layout(*weights, folder);
@@ -52951,6 +53061,7 @@ ANVIL_INLINE host_tensor resnet::logits(const host_tensor& pixels) {
 // #include "anvil/core/json.hpp"
 // #include "anvil/expr/expr.hpp"
 // #include "anvil/io/checkpoint.hpp"
+// #include "anvil/models/common/lora_adapter.hpp"
 // #include "anvil/models/vision/vit.hpp"
 
 namespace anvil::models {
@@ -53155,7 +53266,7 @@ ANVIL_INLINE vit vit::load(const std::filesystem::path& folder, const load_optio
     const config_reader reader(document, (folder / "config.json").string());
     vit result;
     result.config_ = vit_config::from_json(reader);
-    auto weights = std::make_shared<const checkpoint>(checkpoint::open(folder));
+    auto weights = open_weights(folder, options);
     const auto found = recipe_detail::vit_head_of(*weights, result.config_);
     const vit_head head = found.first;
     const std::int64_t classes = found.second;
@@ -54156,6 +54267,7 @@ ANVIL_INLINE step_result trainer::evaluate(std::span<const named_tensor> batch) 
 // #include "anvil/io/safetensors_writer.hpp"
 // #include "anvil/io/tokenizer.hpp"
 // #include "anvil/models/common/config.hpp"
+// #include "anvil/models/common/lora_adapter.hpp"
 // #include "anvil/models/common/weights.hpp"
 // #include "anvil/models/text/cross_encoder.hpp"
 // #include "anvil/models/text/text_encoder.hpp"
@@ -54201,14 +54313,6 @@ inline constexpr std::string_view auxiliary_files[] = {"preprocessor_config.json
                                                        "sentencepiece.bpe.model",
                                                        "spiece.model",
                                                        "tokenizer.model"};
-
-// Every module name a tensor name implies: "a.b.weight" -> "a", "a.b".
-inline std::vector<std::string> modules_of(std::string_view tensor) {
-    std::vector<std::string> result;
-    for (std::size_t dot = tensor.find('.'); dot != std::string_view::npos; dot = tensor.find('.', dot + 1))
-        result.emplace_back(tensor.substr(0, dot));
-    return result;
-}
 
 inline bool ends_with(std::string_view s, std::string_view suffix) {
     return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
@@ -54888,66 +54992,17 @@ ANVIL_INLINE void fine_tuning::state::set_up_lora() {
     const std::vector<std::string> default_heads = heads;
     std::optional<checkpoint> adapter;
     if (!options.init_adapter.empty()) {
-        const std::filesystem::path folder = options.init_adapter;
-        const std::filesystem::path config_path = folder / "adapter_config.json";
-        if (!std::filesystem::exists(config_path))
-            throw io_error(message("--init-adapter: ", config_path.string(), " does not exist"));
-        const json::value document = json::parse_file(config_path);
-        if (!document.is_object())
-            throw format_error(message("--init-adapter: ", config_path.string(), " is not an object"));
-        const json::value* type = document.find("peft_type");
-        if (type == nullptr || !type->is_string() || type->as_string() != "LORA")
-            throw unsupported_error(
-                message("--init-adapter: ", folder.string(), " is not a LoRA adapter (peft_type ",
-                        type == nullptr ? std::string("missing") : json::dump(*type), ")"));
-        // What PEFT can store that this training does not do.
-        const std::pair<std::string_view, json::value> plain[] = {
-            {"use_rslora", json::value(false)},
-            {"use_dora", json::value(false)},
-            {"bias", json::value("none")},
-            {"fan_in_fan_out", json::value(false)},
-            {"rank_pattern", json::value(json::object{})},
-            {"alpha_pattern", json::value(json::object{})},
-            {"layers_to_transform", json::value(nullptr)},
-            {"exclude_modules", json::value(nullptr)}};
-        for (const auto& [key, fine] : plain) {
-            const json::value* given = document.find(key);
-            if (given != nullptr && !given->is_null() && *given != fine)
-                throw unsupported_error(message("--init-adapter: adapter_config.json ", key, " = ",
-                                                json::dump(*given), " is not supported"));
-        }
-        const json::value* r = document.find("r");
-        const json::value* a = document.find("lora_alpha");
-        const json::value* targets = document.find("target_modules");
-        if (r == nullptr || !r->is_integer() || r->as_int() <= 0 || a == nullptr || !a->is_number() ||
-            targets == nullptr)
-            throw format_error(
-                message("--init-adapter: ", config_path.string(), " needs r, lora_alpha and target_modules"));
-        rank = r->as_int();
-        alpha = a->as_double();
-        if (targets->is_string()) {
-            target_pattern = targets->as_string();
-        } else if (targets->is_array()) {
-            for (const json::value& t : targets->as_array()) {
-                if (!t.is_string())
-                    throw format_error(message("--init-adapter: target_modules must hold strings"));
-                target_list.push_back(t.as_string());
-            }
-        } else {
-            throw format_error(message("--init-adapter: target_modules must be a list or a pattern"));
-        }
-        heads.clear();
-        if (const json::value* saved = document.find("modules_to_save");
-            saved != nullptr && saved->is_array()) {
-            for (const json::value& m : saved->as_array())
-                if (m.is_string()) heads.push_back(m.as_string());
-        }
+        const models::lora_config read = models::lora_config::read(options.init_adapter, "--init-adapter");
+        rank = read.rank;
+        alpha = read.alpha;
+        target_list = read.target_list;
+        target_pattern = read.target_pattern;
+        task_type = read.task_type;
+        heads = read.modules_to_save;
         if (text || heads.empty()) {
             for (const std::string& h : default_heads)
                 if (std::find(heads.begin(), heads.end(), h) == heads.end()) heads.push_back(h);
         }
-        if (const json::value* task = document.find("task_type"); task != nullptr && task->is_string())
-            task_type = task->as_string();
         if (options.lora_rank && *options.lora_rank != rank)
             throw error(message("--lora ", *options.lora_rank, " disagrees with the adapter's r ", rank));
         if (options.lora_alpha && *options.lora_alpha != alpha)
@@ -54961,10 +55016,7 @@ ANVIL_INLINE void fine_tuning::state::set_up_lora() {
             if (target_pattern || given != stored)
                 throw error(message("--lora-targets disagrees with the adapter's target_modules"));
         }
-        const std::filesystem::path tensors = folder / "adapter_model.safetensors";
-        if (!std::filesystem::exists(tensors))
-            throw io_error(message("--init-adapter: ", tensors.string(), " does not exist"));
-        adapter = checkpoint::open(tensors);
+        adapter = models::open_lora_tensors(options.init_adapter, "--init-adapter");
     } else {
         rank = *options.lora_rank;
         if (rank <= 0) throw error("--lora must be positive");
@@ -54985,64 +55037,17 @@ ANVIL_INLINE void fine_tuning::state::set_up_lora() {
     std::vector<std::string> modules;
     std::set<std::string> linear;
     for (const auto& r : reads) {
-        for (std::string& m : fine_tuning_detail::modules_of(r.name))
+        for (std::string& m : models::modules_of(r.name))
             if (std::find(modules.begin(), modules.end(), m) == modules.end())
                 modules.push_back(std::move(m));
         if (r.role == models::weight_role::linear_weight) linear.insert(r.name.substr(0, r.name.size() - 7));
     }
-    // PEFT's check_target_module_exists, skipping modules inside modules_to_save.
-    std::set<std::string> used, in_head;
-    std::vector<std::string> found;
-    const auto suffix_match = [](const std::string& name, const std::string& t) {
-        return name == t || fine_tuning_detail::ends_with(name, "." + t);
-    };
-    for (const std::string& name : modules) {
-        const bool saved = std::any_of(heads.begin(), heads.end(), [&](const std::string& m) {
-            return std::regex_match(name, std::regex("(^|.*\\.)" + m + "($|\\..*)"));
-        });
-        if (saved) {
-            for (const std::string& t : target_list)
-                if (suffix_match(name, t)) in_head.insert(t);
-            continue;
-        }
-        bool hit = false;
-        if (target_pattern) {
-            hit = std::regex_match(name, std::regex(*target_pattern));
-            if (hit) used.insert(*target_pattern);
-        } else {
-            for (const std::string& t : target_list) {
-                if (suffix_match(name, t)) {
-                    used.insert(t);
-                    hit = true;
-                }
-            }
-        }
-        if (!hit) continue;
-        if (linear.count(name) == 0)
-            throw error(
-                message("LoRA target module ", name, " is not a Linear (LoRA adapts linear layers here)"));
-        found.push_back(name);
-    }
-    std::vector<std::string> wanted =
-        target_pattern ? std::vector<std::string>{*target_pattern} : target_list;
-    for (const std::string& t : wanted) {
-        if (used.count(t) != 0) continue;
-        if (in_head.count(t) != 0)
-            throw error(
-                message("LoRA target module '", t, "' is in modules_to_save (the head is trained fully)"));
-        throw error(message("unknown LoRA target module '", t, "' (no module of the model is named so)"));
-    }
-    std::sort(found.begin(), found.end());
-    lora_modules = found;
-    // PEFT's _set_trainable: modules whose name ends with an entry, not those inside one already chosen.
-    for (const std::string& name : modules) {
-        const bool named = std::any_of(heads.begin(), heads.end(), [&](const std::string& h) {
-            return fine_tuning_detail::ends_with(name, h);
-        });
-        const bool inside = std::any_of(head_modules.begin(), head_modules.end(),
-                                        [&](const std::string& c) { return name.rfind(c + ".", 0) == 0; });
-        if (named && !inside) head_modules.push_back(name);
-    }
+    models::lora_config targets;
+    targets.target_list = target_list;
+    targets.target_pattern = target_pattern;
+    models::lora_modules chosen = models::match_lora_modules(targets, modules, linear, heads);
+    lora_modules = std::move(chosen.adapted);
+    head_modules = std::move(chosen.saved);
 
     // A fresh adapter: lora_A as numpy's default_rng(seed).uniform(-1/sqrt(in), 1/sqrt(in)) per module in
     // sorted order (kaiming_uniform_(a=sqrt(5))'s bound), lora_B zero.
@@ -55061,29 +55066,15 @@ ANVIL_INLINE void fine_tuning::state::set_up_lora() {
         lora_shapes[module + ".lora_B.weight"] = dims{out, rank};
     }
     if (!adapter) return;
-    // The adapter's tensors, by PEFT's saved names.
-    std::map<std::string, dims> expected;
-    for (const auto& [name, shape] : lora_shapes)
-        expected["base_model.model." + name] = shape;
+    std::map<std::string, dims> head_shapes;
     for (const auto& r : reads) {
         for (const std::string& h : head_modules)
-            if (r.name.rfind(h + ".", 0) == 0) expected["base_model.model." + r.name] = r.shape;
+            if (r.name.rfind(h + ".", 0) == 0) head_shapes[r.name] = r.shape;
     }
-    for (const tensor_view* view : adapter->tensors()) {
-        const auto known = expected.find(view->name());
-        if (known == expected.end())
-            throw format_error(message("--init-adapter: adapter tensor ", view->name(),
-                                       " belongs to no LoRA module or head of the model"));
-        if (dims(view->shape()) != known->second)
-            throw shape_error(message("--init-adapter: ", view->name(), " has shape ", dims(view->shape()),
-                                      ", expected ", known->second));
-        fixed[view->name().substr(17)] = host_tensor::from(view->to_f32(), dims(view->shape()));
-        adapter_types[view->name().substr(17)] = view->type();
-    }
-    for (const auto& [name, shape] : lora_shapes) {
-        if (adapter->find("base_model.model." + name) == nullptr)
-            throw format_error(
-                message("--init-adapter: adapter_model.safetensors has no base_model.model.", name));
+    for (const auto& [name, view] :
+         models::lora_tensors(*adapter, lora_shapes, head_shapes, "--init-adapter")) {
+        fixed[name] = host_tensor::from(view->to_f32(), dims(view->shape()));
+        adapter_types[name] = view->type();
     }
 }
 
@@ -55942,6 +55933,331 @@ ANVIL_INLINE void sgd::update(const parameter& param, std::span<float> value, st
 }
 
 }  // namespace anvil::train
+// anvil: lora_adapter's definitions (see lora_adapter.hpp; compilation.hpp says when this file is compiled).
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <regex>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+// #include "anvil/core/error.hpp"
+// #include "anvil/core/json.hpp"
+// #include "anvil/io/checkpoint.hpp"
+// #include "anvil/models/common/lora_adapter.hpp"
+
+namespace anvil::models {
+
+ANVIL_INLINE lora_config lora_config::read(const std::filesystem::path& folder, std::string_view what) {
+    using anvil::detail::message;
+    const std::filesystem::path config_path = folder / "adapter_config.json";
+    if (!std::filesystem::exists(config_path))
+        throw io_error(message(what, ": ", config_path.string(), " does not exist"));
+    const json::value document = json::parse_file(config_path);
+    if (!document.is_object())
+        throw format_error(message(what, ": ", config_path.string(), " is not an object"));
+    const json::value* type = document.find("peft_type");
+    if (type == nullptr || !type->is_string() || type->as_string() != "LORA")
+        throw unsupported_error(message(what, ": ", folder.string(), " is not a LoRA adapter (peft_type ",
+                                        type == nullptr ? std::string("missing") : json::dump(*type), ")"));
+    // What PEFT can store that anvil does not compute: each key must be absent, null or this value.
+    const std::pair<std::string_view, json::value> plain[] = {
+        {"use_rslora", json::value(false)},
+        {"use_dora", json::value(false)},
+        {"bias", json::value("none")},
+        {"fan_in_fan_out", json::value(false)},
+        {"lora_bias", json::value(false)},
+        {"use_qalora", json::value(false)},
+        {"rank_pattern", json::value(json::object{})},
+        {"alpha_pattern", json::value(json::object{})},
+        {"layers_to_transform", json::value(nullptr)},
+        {"exclude_modules", json::value(nullptr)},
+        {"layer_replication", json::value(nullptr)},
+        {"target_parameters", json::value(json::array{})},
+        {"trainable_token_indices", json::value(nullptr)},
+        {"alora_invocation_tokens", json::value(nullptr)}};
+    for (const auto& [key, fine] : plain) {
+        const json::value* given = document.find(key);
+        if (given != nullptr && !given->is_null() && *given != fine)
+            throw unsupported_error(message(what, ": ", config_path.string(), " ", key, " = ",
+                                            json::dump(*given), " is not supported"));
+    }
+    const json::value* r = document.find("r");
+    const json::value* a = document.find("lora_alpha");
+    const json::value* targets = document.find("target_modules");
+    if (r == nullptr || !r->is_integer() || r->as_int() <= 0 || a == nullptr || !a->is_number() ||
+        targets == nullptr)
+        throw format_error(
+            message(what, ": ", config_path.string(), " needs r, lora_alpha and target_modules"));
+    lora_config c;
+    c.rank = r->as_int();
+    c.alpha = a->as_double();
+    if (targets->is_string()) {
+        c.target_pattern = targets->as_string();
+        try {
+            static_cast<void>(std::regex(*c.target_pattern));
+        } catch (const std::regex_error& e) {
+            throw format_error(message(what, ": ", config_path.string(), " target_modules '",
+                                       *c.target_pattern, "' is not a regular expression (", e.what(), ")"));
+        }
+    } else if (targets->is_array()) {
+        for (const json::value& t : targets->as_array()) {
+            if (!t.is_string()) throw format_error(message(what, ": target_modules must hold strings"));
+            c.target_list.push_back(t.as_string());
+        }
+    } else {
+        throw format_error(message(what, ": target_modules must be a list or a pattern"));
+    }
+    if (const json::value* saved = document.find("modules_to_save"); saved != nullptr && saved->is_array()) {
+        for (const json::value& m : saved->as_array())
+            if (m.is_string()) c.modules_to_save.push_back(m.as_string());
+    }
+    if (const json::value* task = document.find("task_type"); task != nullptr && task->is_string())
+        c.task_type = task->as_string();
+    return c;
+}
+
+ANVIL_INLINE checkpoint open_lora_tensors(const std::filesystem::path& folder, std::string_view what) {
+    const std::filesystem::path tensors = folder / "adapter_model.safetensors";
+    if (!std::filesystem::exists(tensors))
+        throw io_error(anvil::detail::message(what, ": ", tensors.string(), " does not exist"));
+    return checkpoint::open(tensors);
+}
+
+ANVIL_INLINE std::vector<std::string> modules_of(std::string_view tensor) {
+    std::vector<std::string> result;
+    for (std::size_t dot = tensor.find('.'); dot != std::string_view::npos; dot = tensor.find('.', dot + 1))
+        result.emplace_back(tensor.substr(0, dot));
+    return result;
+}
+
+ANVIL_INLINE lora_modules match_lora_modules(const lora_config& config, std::span<const std::string> modules,
+                                             const std::set<std::string>& linear,
+                                             std::span<const std::string> heads) {
+    using anvil::detail::message;
+    // PEFT's check_target_module_exists, skipping modules inside modules_to_save.
+    std::set<std::string> used, in_head;
+    lora_modules result;
+    const auto suffix_match = [](const std::string& name, const std::string& t) {
+        return name == t || name.ends_with("." + t);
+    };
+    std::vector<std::regex> head_patterns;
+    for (const std::string& m : heads)
+        head_patterns.emplace_back("(^|.*\\.)" + m + "($|\\..*)");
+    std::optional<std::regex> pattern;
+    if (config.target_pattern) pattern.emplace(*config.target_pattern);
+    for (const std::string& name : modules) {
+        const bool saved = std::any_of(head_patterns.begin(), head_patterns.end(),
+                                       [&](const std::regex& h) { return std::regex_match(name, h); });
+        if (saved) {
+            for (const std::string& t : config.target_list)
+                if (suffix_match(name, t)) in_head.insert(t);
+            continue;
+        }
+        bool hit = false;
+        if (pattern) {
+            hit = std::regex_match(name, *pattern);
+            if (hit) used.insert(*config.target_pattern);
+        } else {
+            for (const std::string& t : config.target_list) {
+                if (suffix_match(name, t)) {
+                    used.insert(t);
+                    hit = true;
+                }
+            }
+        }
+        if (!hit) continue;
+        if (linear.count(name) == 0)
+            throw error(
+                message("LoRA target module ", name, " is not a Linear (LoRA adapts linear layers here)"));
+        result.adapted.push_back(name);
+    }
+    const std::vector<std::string> wanted =
+        config.target_pattern ? std::vector<std::string>{*config.target_pattern} : config.target_list;
+    for (const std::string& t : wanted) {
+        if (used.count(t) != 0) continue;
+        if (in_head.count(t) != 0)
+            throw error(
+                message("LoRA target module '", t, "' is in modules_to_save (the head is trained fully)"));
+        throw error(message("unknown LoRA target module '", t, "' (no module of the model is named so)"));
+    }
+    std::sort(result.adapted.begin(), result.adapted.end());
+    result.adapted.erase(std::unique(result.adapted.begin(), result.adapted.end()), result.adapted.end());
+    // PEFT's _set_trainable: modules whose name ends with an entry, not those inside one already chosen.
+    for (const std::string& name : modules) {
+        const bool named =
+            std::any_of(heads.begin(), heads.end(), [&](const std::string& h) { return name.ends_with(h); });
+        const bool inside = std::any_of(result.saved.begin(), result.saved.end(),
+                                        [&](const std::string& c) { return name.starts_with(c + "."); });
+        if (named && !inside) result.saved.push_back(name);
+    }
+    return result;
+}
+
+ANVIL_INLINE std::map<std::string, const tensor_view*> lora_tensors(
+    const checkpoint& adapter, const std::map<std::string, dims>& matrices,
+    const std::map<std::string, dims>& heads, std::string_view what) {
+    using anvil::detail::message;
+    std::map<std::string, const tensor_view*> found;
+    for (const tensor_view* view : adapter.tensors()) {
+        const std::string& saved = view->name();
+        if (saved.find(".lora_embedding_") != std::string::npos ||
+            saved.find(".lora_magnitude_vector") != std::string::npos) {
+            throw unsupported_error(message(what, ": adapter tensor ", saved,
+                                            " is not supported (anvil applies LoRA to linear layers, without "
+                                            "DoRA's magnitude vector)"));
+        }
+        const std::string name =
+            saved.starts_with(lora_saved_prefix) ? saved.substr(lora_saved_prefix.size()) : std::string();
+        const auto matrix = matrices.find(name);
+        const auto head = matrix == matrices.end() ? heads.find(name) : heads.end();
+        if (name.empty() || (matrix == matrices.end() && head == heads.end()))
+            throw format_error(
+                message(what, ": adapter tensor ", saved, " belongs to no LoRA module or head of the model"));
+        const dims& expected = matrix != matrices.end() ? matrix->second : head->second;
+        if (dims(view->shape()) != expected)
+            throw shape_error(
+                message(what, ": ", saved, " has shape ", dims(view->shape()), ", expected ", expected));
+        if (!is_floating(view->type()) || view->blocks())
+            throw type_error(message(what, ": ", saved, " holds ", dtype_name(view->type()),
+                                     " values, not floating-point weights"));
+        found[name] = view;
+    }
+    for (const auto& [name, shape] : matrices) {
+        if (found.count(name) == 0)
+            throw format_error(message(what, ": adapter_model.safetensors has no ", lora_saved_prefix, name));
+    }
+    return found;
+}
+
+namespace lora_detail {
+
+// What keeps a merged checkpoint's bytes: the base's and the adapter's mappings and the merged weights.
+struct merged_storage {
+    std::shared_ptr<const checkpoint> base;
+    std::unique_ptr<checkpoint> adapter;
+    std::vector<std::vector<float>> merged;
+};
+
+}  // namespace lora_detail
+
+ANVIL_INLINE std::shared_ptr<const checkpoint> apply_lora_adapter(std::shared_ptr<const checkpoint> base,
+                                                                  const std::filesystem::path& folder) {
+    using anvil::detail::message;
+    if (!base) throw error("apply_lora_adapter: no checkpoint given");
+    const std::string what = message("LoRA adapter ", folder.string());
+    if (!std::filesystem::is_directory(folder))
+        throw io_error(message(what,
+                               ": not a folder (PEFT's save_pretrained writes adapter_config.json and "
+                               "adapter_model.safetensors into one)"));
+    const lora_config config = lora_config::read(folder, what);
+    auto storage = std::make_shared<lora_detail::merged_storage>();
+    storage->base = base;
+    storage->adapter = std::make_unique<checkpoint>(open_lora_tensors(folder, what));
+
+    // The base's modules, and which are linear layers: a floating-point matrix `<module>.weight`.
+    std::vector<std::string> modules;
+    std::set<std::string> seen, linear;
+    for (const tensor_view* view : base->tensors()) {
+        for (std::string& m : modules_of(view->name()))
+            if (seen.insert(m).second) modules.push_back(std::move(m));
+        if (view->name().ends_with(".weight") && view->rank() == 2 && is_floating(view->type()))
+            linear.insert(view->name().substr(0, view->name().size() - 7));
+    }
+    // PeftModelForSequenceClassification saves its head whatever modules_to_save says.
+    std::vector<std::string> heads = config.modules_to_save;
+    if (config.task_type == "SEQ_CLS") {
+        for (const std::string h : {"classifier", "score"})
+            if (std::find(heads.begin(), heads.end(), h) == heads.end()) heads.push_back(h);
+    }
+    lora_modules chosen;
+    try {
+        chosen = match_lora_modules(config, modules, linear, heads);
+    } catch (const error& e) {
+        throw error(message(what, " does not fit ", base->path().string(), ": ", e.what()));
+    }
+
+    std::map<std::string, dims> matrices, head_tensors;
+    for (const std::string& module : chosen.adapted) {
+        const tensor_view& w = base->tensor(module + ".weight");
+        const std::int64_t out = w.shape()[0], in = w.shape()[1];
+        matrices[module + ".lora_A.weight"] = dims{config.rank, in};
+        matrices[module + ".lora_B.weight"] = dims{out, config.rank};
+    }
+    for (const tensor_view* view : base->tensors()) {
+        for (const std::string& h : chosen.saved)
+            if (view->name().starts_with(h + ".")) head_tensors[view->name()] = dims(view->shape());
+    }
+    const std::map<std::string, const tensor_view*> given =
+        lora_tensors(*storage->adapter, matrices, head_tensors, what);
+
+    // W + scaling B A, in f32: row i of the update is the sum over k of B[i, k] A[k, :].
+    const auto scaling = static_cast<float>(config.scaling());
+    std::map<std::string, std::size_t> merged_index;
+    for (const std::string& module : chosen.adapted) {
+        const tensor_view& w = base->tensor(module + ".weight");
+        const auto out = static_cast<std::size_t>(w.shape()[0]), in = static_cast<std::size_t>(w.shape()[1]);
+        const auto rank = static_cast<std::size_t>(config.rank);
+        std::vector<float> merged = w.to_f32();
+        const std::vector<float> a = given.at(module + ".lora_A.weight")->to_f32();
+        const std::vector<float> b = given.at(module + ".lora_B.weight")->to_f32();
+        std::vector<float> update(in);
+        for (std::size_t i = 0; i < out; ++i) {
+            std::fill(update.begin(), update.end(), 0.0f);
+            for (std::size_t k = 0; k < rank; ++k) {
+                const float bik = b[i * rank + k];
+                const float* row = a.data() + k * in;
+                for (std::size_t j = 0; j < in; ++j)
+                    update[j] += bik * row[j];
+            }
+            float* target = merged.data() + i * in;
+            for (std::size_t j = 0; j < in; ++j)
+                target[j] += update[j] * scaling;
+        }
+        merged_index[module + ".weight"] = storage->merged.size();
+        storage->merged.push_back(std::move(merged));
+    }
+
+    std::vector<checkpoint_tensor> tensors;
+    tensors.reserve(base->size());
+    for (const tensor_view* view : base->tensors()) {
+        checkpoint_tensor t;
+        t.name = view->name();
+        t.shape.assign(view->shape().begin(), view->shape().end());
+        if (const auto m = merged_index.find(view->name()); m != merged_index.end()) {
+            const std::vector<float>& values = storage->merged[m->second];
+            t.type = dtype::f32;
+            t.bytes = std::as_bytes(std::span<const float>(values));
+        } else if (const auto h = given.find(view->name()); h != given.end()) {
+            t.type = h->second->type();
+            t.bytes = h->second->bytes();
+        } else {
+            t.type = view->type();
+            t.bytes = view->bytes();
+            t.blocks = view->blocks();
+        }
+        tensors.push_back(std::move(t));
+    }
+    return std::make_shared<const checkpoint>(checkpoint::from_tensors(
+        message(base->path().string(), " with ", what), std::move(tensors), std::move(storage)));
+}
+
+ANVIL_INLINE std::shared_ptr<const checkpoint> open_weights(const std::filesystem::path& folder,
+                                                            const load_options& options) {
+    auto weights = std::make_shared<const checkpoint>(checkpoint::open(folder));
+    if (options.adapter.empty()) return weights;
+    return apply_lora_adapter(std::move(weights), options.adapter);
+}
+
+}  // namespace anvil::models
 // anvil: mlpackage's definitions (see mlpackage.hpp; compilation.hpp says when this file is compiled).
 
 #include <unistd.h>

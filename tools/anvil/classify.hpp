@@ -16,12 +16,14 @@ namespace anvil::cli {
 inline constexpr const char* classify_usage =
     "usage: anvil classify --model DIR (IMAGE... | --pixels F.npy) [--top K] [--backend "
     "cpu|ane|coreml|auto]\n"
-    "                      [--strict-device] [--compress KIND] [--out F.npy] [--json]\n"
+    "                      [--strict-device] [--compress KIND] [--adapter DIR] [--out F.npy] [--json]\n"
     "\n"
     "The K (default 5) most probable classes of each image under a ResNet (Hugging Face or torchvision\n"
     "weights), ViT or DeiT classifier. Images are resized, cropped and normalised as the folder's\n"
     "preprocessor_config.json says (else torchvision's ImageNet transform); --pixels takes them already\n"
-    "preprocessed, float32 [N, 3, H, W] or [3, H, W]. --out writes the logits [N, classes] as .npy.\n";
+    "preprocessed, float32 [N, 3, H, W] or [3, H, W]. --out writes the logits [N, classes] as .npy.\n"
+    "--adapter DIR applies a PEFT LoRA adapter (adapter_config.json, adapter_model.safetensors,\nas `anvil "
+    "train --lora` or PEFT's save_pretrained write it) to the folder's weights.\n";
 
 inline int run_classify(const std::vector<std::string_view>& argv, const char* argv0) {
     const arguments args("classify", argv,
@@ -31,6 +33,7 @@ inline int run_classify(const std::vector<std::string_view>& argv, const char* a
                           {"backend", true},
                           {"compress", true},
                           {"strict-device", false},
+                          {"adapter", true},
                           {"out", true},
                           {"json", false},
                           {"help", false}});

@@ -28,7 +28,7 @@ inline constexpr const char* zero_shot_usage =
 inline constexpr const char* clip_embed_usage =
     "usage: anvil embed --model CLIP_DIR (TEXT... | --ids LIST... | --image IMAGE... | --pixels F.npy)\n"
     "                   [--no-normalize] [--backend cpu|ane|coreml|auto] [--strict-device]\n"
-    "                   [--compress KIND] [--out F.npy] [--json]\n"
+    "                   [--compress KIND] [--adapter DIR] [--out F.npy] [--json]\n"
     "\n"
     "CLIP text or image embeddings, [N, projection_dim], L2-normalised (--no-normalize: the projections\n"
     "as get_text_features / get_image_features give them). LIST is comma-separated token ids with the\n"

@@ -28,7 +28,7 @@ inline constexpr const char* export_usage =
     "                    [--context T[,T2...]] [--prefill P] [--image-size HxW] [--tower text|image]\n"
     "                    [--ios18] [--rescale-fp16 (--calibrate-ids LIST | --calibrate-text TEXT)]\n"
     "                    [--compress int8|lut4|lut4g32|lut6] [--description TEXT]\n"
-    "                    [--author TEXT] [--license TEXT] [--json]\n"
+    "                    [--author TEXT] [--license TEXT] [--adapter DIR] [--json]\n"
     "\n"
     "Writes the model as a Core ML package an app adds in Xcode (no Python, no coremltools). A sentence\n"
     "encoder (BERT, RoBERTa, XLM-R, MPNet, DistilBERT) takes int32 input_ids and an fp16 attention_mask\n"
@@ -77,7 +77,10 @@ inline constexpr const char* export_usage =
     "it returns logits [1, 1, vocab]. Its states are the caches k<i>/v<i>, which each step updates, and\n"
     "xk<i>/xv<i>, which it only reads: copy the encoder's outputs into them once per window\n"
     "(getMultiArrayForStateNamed:handler:). The metadata holds the start, end, no-timestamps, language\n"
-    "and task ids and the suppressed tokens generation needs.\n";
+    "and task ids and the suppressed tokens generation needs.\n"
+    "--adapter DIR writes the model with a PEFT LoRA adapter applied (W + lora_alpha / r B A merged into\n"
+    "the weights, its modules_to_save in place of the base's), as `anvil embed/rerank/classify --adapter`\n"
+    "run it.\n";
 
 namespace export_detail {
 
@@ -210,11 +213,11 @@ inline std::string id_list(std::span<const std::int32_t> ids) {
 }  // namespace export_detail
 
 inline int run_export(const std::vector<std::string_view>& argv) {
-    std::vector<option_spec> spec{{"model", true},           {"format", true},  {"out", true},
-                                  {"sequence-length", true}, {"context", true}, {"prefill", true},
-                                  {"image-size", true},      {"tower", true},   {"ios18", false},
-                                  {"description", true},     {"author", true},  {"license", true},
-                                  {"compress", true},        {"json", false},   {"help", false}};
+    std::vector<option_spec> spec{
+        {"model", true},    {"format", true},      {"out", true},        {"sequence-length", true},
+        {"context", true},  {"prefill", true},     {"image-size", true}, {"tower", true},
+        {"ios18", false},   {"description", true}, {"author", true},     {"license", true},
+        {"compress", true}, {"json", false},       {"help", false},      {"adapter", true}};
     detail_lm::add_rescale_options(spec);
     const arguments args("export", argv, spec);
     if (args.flag("help")) {
@@ -280,6 +283,7 @@ inline int run_export(const std::vector<std::string_view>& argv) {
     std::string kind;
     models::load_options load;
     load.compile.target = device::cpu;  // nothing is compiled; the weights are read and checked
+    if (const auto adapter = args.value("adapter")) load.adapter = *adapter;
     const auto tower = args.value("tower");
     if (tower && model_type != "clip")
         throw usage_error("export: --tower is for CLIP folders (model_type clip)");

@@ -90,7 +90,8 @@ inline json::value placement_json() {
 // --backend cpu|ane|coreml|auto (ane: the private framework; coreml: the public Core ML route; auto: the
 // Neural Engine where present, else the CPU; on Linux "present" means $ANVIL_ANE_SIM is set, and the
 // simulator stands in for Core ML too), --strict-device (a segment the Neural Engine refuses is an error,
-// not a CPU fallback) and --compress (compile_options::weight_compression).
+// not a CPU fallback), --compress (compile_options::weight_compression) and, for the commands that take it,
+// --adapter DIR (a PEFT LoRA adapter applied to the folder's weights: load_options::adapter).
 inline models::load_options backend_options(const arguments& args, std::string_view command,
                                             const char* argv0) {
     models::load_options options;
@@ -130,6 +131,7 @@ inline models::load_options backend_options(const arguments& args, std::string_v
         }
         options.compile.weight_compression = *parsed;
     }
+    if (const auto adapter = args.value("adapter")) options.adapter = *adapter;
     return options;
 }
 

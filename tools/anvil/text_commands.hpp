@@ -20,22 +20,26 @@ namespace anvil::cli {
 inline constexpr const char* embed_usage =
     "usage: anvil embed --model DIR (TEXT... | --ids LIST...) [--type-ids LIST...]\n"
     "                   [--pooling mean|cls|max|none] [--no-normalize] [--backend cpu|ane|coreml|auto]\n"
-    "                   [--strict-device] [--compress KIND] [--out F.npy] [--json]\n"
+    "                   [--strict-device] [--compress KIND] [--adapter DIR] [--out F.npy] [--json]\n"
     "\n"
     "Sentence embeddings from a BERT, RoBERTa, XLM-R, MPNet or DistilBERT encoder (a sentence-transformers\n"
     "folder: pooling from 1_Pooling/config.json, L2 normalisation when modules.json has Normalize).\n"
     "LIST is comma-separated token ids including the special tokens; --ids repeats for a batch.\n"
-    "--pooling none gives the hidden states of one text, [S, D]. --out writes the float32 result as .npy.\n";
+    "--pooling none gives the hidden states of one text, [S, D]. --out writes the float32 result as .npy.\n"
+    "--adapter DIR applies a PEFT LoRA adapter (adapter_config.json, adapter_model.safetensors,\nas `anvil "
+    "train --lora` or PEFT's save_pretrained write it) to the folder's weights.\n";
 
 inline constexpr const char* rerank_usage =
     "usage: anvil rerank --model DIR (--query Q PASSAGE... | --ids LIST [--type-ids LIST] ...)\n"
     "                    [--backend cpu|ane|coreml|auto] [--strict-device] [--compress KIND]\n"
-    "                    [--out F.npy] [--json]\n"
+    "                    [--adapter DIR] [--out F.npy] [--json]\n"
     "\n"
     "Scores each (query, passage) pair with a cross-encoder (BERT, RoBERTa/XLM-R or DistilBERT sequence\n"
     "classification): the score is the head's first logit. Prints the passages best first; --json and --out\n"
     "give the scores in input order. With --ids, a model with token types (BERT) needs one --type-ids list\n"
-    "per pair; one without (DistilBERT, MPNet, RoBERTa) takes --ids alone.\n";
+    "per pair; one without (DistilBERT, MPNet, RoBERTa) takes --ids alone.\n"
+    "--adapter DIR applies a PEFT LoRA adapter (adapter_config.json, adapter_model.safetensors,\nas `anvil "
+    "train --lora` or PEFT's save_pretrained write it) to the folder's weights.\n";
 
 inline constexpr const char* tokenize_usage =
     "usage: anvil tokenize --model DIR TEXT... [--pair TEXT] [--no-special] [--json]\n"
@@ -100,6 +104,7 @@ inline int run_embed(const std::vector<std::string_view>& argv, const char* argv
                           {"backend", true},
                           {"compress", true},
                           {"strict-device", false},
+                          {"adapter", true},
                           {"out", true},
                           {"json", false},
                           {"help", false}});
@@ -171,6 +176,7 @@ inline int run_rerank(const std::vector<std::string_view>& argv, const char* arg
                           {"backend", true},
                           {"compress", true},
                           {"strict-device", false},
+                          {"adapter", true},
                           {"out", true},
                           {"json", false},
                           {"help", false}});

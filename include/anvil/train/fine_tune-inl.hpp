@@ -36,6 +36,7 @@
 #include "anvil/io/safetensors_writer.hpp"
 #include "anvil/io/tokenizer.hpp"
 #include "anvil/models/common/config.hpp"
+#include "anvil/models/common/lora_adapter.hpp"
 #include "anvil/models/common/weights.hpp"
 #include "anvil/models/text/cross_encoder.hpp"
 #include "anvil/models/text/text_encoder.hpp"
@@ -81,14 +82,6 @@ inline constexpr std::string_view auxiliary_files[] = {"preprocessor_config.json
                                                        "sentencepiece.bpe.model",
                                                        "spiece.model",
                                                        "tokenizer.model"};
-
-// Every module name a tensor name implies: "a.b.weight" -> "a", "a.b".
-inline std::vector<std::string> modules_of(std::string_view tensor) {
-    std::vector<std::string> result;
-    for (std::size_t dot = tensor.find('.'); dot != std::string_view::npos; dot = tensor.find('.', dot + 1))
-        result.emplace_back(tensor.substr(0, dot));
-    return result;
-}
 
 inline bool ends_with(std::string_view s, std::string_view suffix) {
     return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
@@ -768,66 +761,17 @@ ANVIL_INLINE void fine_tuning::state::set_up_lora() {
     const std::vector<std::string> default_heads = heads;
     std::optional<checkpoint> adapter;
     if (!options.init_adapter.empty()) {
-        const std::filesystem::path folder = options.init_adapter;
-        const std::filesystem::path config_path = folder / "adapter_config.json";
-        if (!std::filesystem::exists(config_path))
-            throw io_error(message("--init-adapter: ", config_path.string(), " does not exist"));
-        const json::value document = json::parse_file(config_path);
-        if (!document.is_object())
-            throw format_error(message("--init-adapter: ", config_path.string(), " is not an object"));
-        const json::value* type = document.find("peft_type");
-        if (type == nullptr || !type->is_string() || type->as_string() != "LORA")
-            throw unsupported_error(
-                message("--init-adapter: ", folder.string(), " is not a LoRA adapter (peft_type ",
-                        type == nullptr ? std::string("missing") : json::dump(*type), ")"));
-        // What PEFT can store that this training does not do.
-        const std::pair<std::string_view, json::value> plain[] = {
-            {"use_rslora", json::value(false)},
-            {"use_dora", json::value(false)},
-            {"bias", json::value("none")},
-            {"fan_in_fan_out", json::value(false)},
-            {"rank_pattern", json::value(json::object{})},
-            {"alpha_pattern", json::value(json::object{})},
-            {"layers_to_transform", json::value(nullptr)},
-            {"exclude_modules", json::value(nullptr)}};
-        for (const auto& [key, fine] : plain) {
-            const json::value* given = document.find(key);
-            if (given != nullptr && !given->is_null() && *given != fine)
-                throw unsupported_error(message("--init-adapter: adapter_config.json ", key, " = ",
-                                                json::dump(*given), " is not supported"));
-        }
-        const json::value* r = document.find("r");
-        const json::value* a = document.find("lora_alpha");
-        const json::value* targets = document.find("target_modules");
-        if (r == nullptr || !r->is_integer() || r->as_int() <= 0 || a == nullptr || !a->is_number() ||
-            targets == nullptr)
-            throw format_error(
-                message("--init-adapter: ", config_path.string(), " needs r, lora_alpha and target_modules"));
-        rank = r->as_int();
-        alpha = a->as_double();
-        if (targets->is_string()) {
-            target_pattern = targets->as_string();
-        } else if (targets->is_array()) {
-            for (const json::value& t : targets->as_array()) {
-                if (!t.is_string())
-                    throw format_error(message("--init-adapter: target_modules must hold strings"));
-                target_list.push_back(t.as_string());
-            }
-        } else {
-            throw format_error(message("--init-adapter: target_modules must be a list or a pattern"));
-        }
-        heads.clear();
-        if (const json::value* saved = document.find("modules_to_save");
-            saved != nullptr && saved->is_array()) {
-            for (const json::value& m : saved->as_array())
-                if (m.is_string()) heads.push_back(m.as_string());
-        }
+        const models::lora_config read = models::lora_config::read(options.init_adapter, "--init-adapter");
+        rank = read.rank;
+        alpha = read.alpha;
+        target_list = read.target_list;
+        target_pattern = read.target_pattern;
+        task_type = read.task_type;
+        heads = read.modules_to_save;
         if (text || heads.empty()) {
             for (const std::string& h : default_heads)
                 if (std::find(heads.begin(), heads.end(), h) == heads.end()) heads.push_back(h);
         }
-        if (const json::value* task = document.find("task_type"); task != nullptr && task->is_string())
-            task_type = task->as_string();
         if (options.lora_rank && *options.lora_rank != rank)
             throw error(message("--lora ", *options.lora_rank, " disagrees with the adapter's r ", rank));
         if (options.lora_alpha && *options.lora_alpha != alpha)
@@ -841,10 +785,7 @@ ANVIL_INLINE void fine_tuning::state::set_up_lora() {
             if (target_pattern || given != stored)
                 throw error(message("--lora-targets disagrees with the adapter's target_modules"));
         }
-        const std::filesystem::path tensors = folder / "adapter_model.safetensors";
-        if (!std::filesystem::exists(tensors))
-            throw io_error(message("--init-adapter: ", tensors.string(), " does not exist"));
-        adapter = checkpoint::open(tensors);
+        adapter = models::open_lora_tensors(options.init_adapter, "--init-adapter");
     } else {
         rank = *options.lora_rank;
         if (rank <= 0) throw error("--lora must be positive");
@@ -865,64 +806,17 @@ ANVIL_INLINE void fine_tuning::state::set_up_lora() {
     std::vector<std::string> modules;
     std::set<std::string> linear;
     for (const auto& r : reads) {
-        for (std::string& m : fine_tuning_detail::modules_of(r.name))
+        for (std::string& m : models::modules_of(r.name))
             if (std::find(modules.begin(), modules.end(), m) == modules.end())
                 modules.push_back(std::move(m));
         if (r.role == models::weight_role::linear_weight) linear.insert(r.name.substr(0, r.name.size() - 7));
     }
-    // PEFT's check_target_module_exists, skipping modules inside modules_to_save.
-    std::set<std::string> used, in_head;
-    std::vector<std::string> found;
-    const auto suffix_match = [](const std::string& name, const std::string& t) {
-        return name == t || fine_tuning_detail::ends_with(name, "." + t);
-    };
-    for (const std::string& name : modules) {
-        const bool saved = std::any_of(heads.begin(), heads.end(), [&](const std::string& m) {
-            return std::regex_match(name, std::regex("(^|.*\\.)" + m + "($|\\..*)"));
-        });
-        if (saved) {
-            for (const std::string& t : target_list)
-                if (suffix_match(name, t)) in_head.insert(t);
-            continue;
-        }
-        bool hit = false;
-        if (target_pattern) {
-            hit = std::regex_match(name, std::regex(*target_pattern));
-            if (hit) used.insert(*target_pattern);
-        } else {
-            for (const std::string& t : target_list) {
-                if (suffix_match(name, t)) {
-                    used.insert(t);
-                    hit = true;
-                }
-            }
-        }
-        if (!hit) continue;
-        if (linear.count(name) == 0)
-            throw error(
-                message("LoRA target module ", name, " is not a Linear (LoRA adapts linear layers here)"));
-        found.push_back(name);
-    }
-    std::vector<std::string> wanted =
-        target_pattern ? std::vector<std::string>{*target_pattern} : target_list;
-    for (const std::string& t : wanted) {
-        if (used.count(t) != 0) continue;
-        if (in_head.count(t) != 0)
-            throw error(
-                message("LoRA target module '", t, "' is in modules_to_save (the head is trained fully)"));
-        throw error(message("unknown LoRA target module '", t, "' (no module of the model is named so)"));
-    }
-    std::sort(found.begin(), found.end());
-    lora_modules = found;
-    // PEFT's _set_trainable: modules whose name ends with an entry, not those inside one already chosen.
-    for (const std::string& name : modules) {
-        const bool named = std::any_of(heads.begin(), heads.end(), [&](const std::string& h) {
-            return fine_tuning_detail::ends_with(name, h);
-        });
-        const bool inside = std::any_of(head_modules.begin(), head_modules.end(),
-                                        [&](const std::string& c) { return name.rfind(c + ".", 0) == 0; });
-        if (named && !inside) head_modules.push_back(name);
-    }
+    models::lora_config targets;
+    targets.target_list = target_list;
+    targets.target_pattern = target_pattern;
+    models::lora_modules chosen = models::match_lora_modules(targets, modules, linear, heads);
+    lora_modules = std::move(chosen.adapted);
+    head_modules = std::move(chosen.saved);
 
     // A fresh adapter: lora_A as numpy's default_rng(seed).uniform(-1/sqrt(in), 1/sqrt(in)) per module in
     // sorted order (kaiming_uniform_(a=sqrt(5))'s bound), lora_B zero.
@@ -941,29 +835,15 @@ ANVIL_INLINE void fine_tuning::state::set_up_lora() {
         lora_shapes[module + ".lora_B.weight"] = dims{out, rank};
     }
     if (!adapter) return;
-    // The adapter's tensors, by PEFT's saved names.
-    std::map<std::string, dims> expected;
-    for (const auto& [name, shape] : lora_shapes)
-        expected["base_model.model." + name] = shape;
+    std::map<std::string, dims> head_shapes;
     for (const auto& r : reads) {
         for (const std::string& h : head_modules)
-            if (r.name.rfind(h + ".", 0) == 0) expected["base_model.model." + r.name] = r.shape;
+            if (r.name.rfind(h + ".", 0) == 0) head_shapes[r.name] = r.shape;
     }
-    for (const tensor_view* view : adapter->tensors()) {
-        const auto known = expected.find(view->name());
-        if (known == expected.end())
-            throw format_error(message("--init-adapter: adapter tensor ", view->name(),
-                                       " belongs to no LoRA module or head of the model"));
-        if (dims(view->shape()) != known->second)
-            throw shape_error(message("--init-adapter: ", view->name(), " has shape ", dims(view->shape()),
-                                      ", expected ", known->second));
-        fixed[view->name().substr(17)] = host_tensor::from(view->to_f32(), dims(view->shape()));
-        adapter_types[view->name().substr(17)] = view->type();
-    }
-    for (const auto& [name, shape] : lora_shapes) {
-        if (adapter->find("base_model.model." + name) == nullptr)
-            throw format_error(
-                message("--init-adapter: adapter_model.safetensors has no base_model.model.", name));
+    for (const auto& [name, view] :
+         models::lora_tensors(*adapter, lora_shapes, head_shapes, "--init-adapter")) {
+        fixed[name] = host_tensor::from(view->to_f32(), dims(view->shape()));
+        adapter_types[name] = view->type();
     }
 }
 

@@ -27,6 +27,10 @@ struct load_options {
         options.target = device::automatic;
         return options;
     }();
+    // A PEFT LoRA adapter folder (adapter_config.json, adapter_model.safetensors) to apply to the model's
+    // weights, as PeftModel.from_pretrained(base, adapter) does (models/common/lora_adapter.hpp); empty:
+    // none.
+    std::filesystem::path adapter;
 };
 
 // `options` with compile.model_source naming `source` (the folder or file a recipe loads), unless the caller

@@ -21,6 +21,7 @@
 #include "anvil/backend/compile.hpp"
 #include "anvil/core/error.hpp"
 #include "anvil/io/checkpoint.hpp"
+#include "anvil/models/common/lora_adapter.hpp"
 #include "anvil/models/import/gguf_decoder.hpp"
 #include "anvil/models/llm/causal_lm.hpp"
 
@@ -112,14 +113,18 @@ ANVIL_INLINE causal_lm causal_lm::load(const std::filesystem::path& folder, cons
     auto state = std::make_shared<shared_state>();
     std::optional<gguf_vocabulary> file_vocabulary;
     if (is_gguf_path(folder)) {  // a llama.cpp file: its metadata as config.json, its tensors renamed
+        if (!options.load.adapter.empty()) {
+            throw unsupported_error(anvil::detail::message(
+                folder.string(), ": a LoRA adapter applies to a safetensors model folder, not a GGUF file"));
+        }
         gguf_decoder read = read_gguf_decoder(folder);
         file_vocabulary = std::move(read.vocabulary);
         state->config = decoder_config::from_json(read.config, folder.string() + " (metadata)");
         state->source = std::make_shared<const decoder_weight_source>(std::move(read.weights), state->config);
     } else {
         state->config = decoder_config::load(folder);
-        state->source = std::make_shared<const decoder_weight_source>(
-            std::make_shared<const checkpoint>(checkpoint::open(folder)), state->config);
+        state->source =
+            std::make_shared<const decoder_weight_source>(open_weights(folder, options.load), state->config);
     }
     {  // every tensor is found and shape-checked now, not at the first call
         graph scratch;

@@ -20,6 +20,7 @@
 #include "anvil/expr/expr.hpp"
 #include "anvil/io/checkpoint.hpp"
 #include "anvil/io/log_mel.hpp"
+#include "anvil/models/common/lora_adapter.hpp"
 #include "anvil/models/llm/decoder_lm.hpp"
 #include "anvil/models/speech/whisper.hpp"
 
@@ -359,7 +360,7 @@ ANVIL_INLINE whisper whisper::load(const std::filesystem::path& folder, const lo
     } else {
         result.config_ = whisper_config::from_json(reader);
     }
-    auto weights = std::make_shared<const checkpoint>(checkpoint::open(folder));
+    auto weights = open_weights(folder, options);
     // WhisperForConditionalGeneration names its tensors model.encoder.*; a bare WhisperModel encoder.*.
     const std::string prefix = weights->contains("model.encoder.conv1.weight") ? "model." : "";
     if (!weights->contains(prefix + "encoder.conv1.weight")) {

@@ -22,6 +22,7 @@
 #include "anvil/expr/expr.hpp"
 #include "anvil/io/checkpoint.hpp"
 #include "anvil/models/common/config.hpp"
+#include "anvil/models/common/lora_adapter.hpp"
 #include "anvil/models/text/text_encoder.hpp"
 
 namespace anvil::models {
@@ -363,7 +364,7 @@ ANVIL_INLINE text_encoder text_encoder::load(const std::filesystem::path& folder
     text_encoder encoder;
     auto state = std::make_shared<shared_state>();
     state->config = text_encoder_config::load(folder);
-    state->weights = std::make_shared<const checkpoint>(checkpoint::open(folder));
+    state->weights = open_weights(folder, options);
     state->prefix = detect_prefix(*state->weights, state->config);
     encoder.state_ = state;
     encoder.options_ = options.compile;

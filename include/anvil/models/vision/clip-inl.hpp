@@ -18,6 +18,7 @@
 #include "anvil/core/json.hpp"
 #include "anvil/expr/expr.hpp"
 #include "anvil/io/checkpoint.hpp"
+#include "anvil/models/common/lora_adapter.hpp"
 #include "anvil/models/text/text_encoder.hpp"
 #include "anvil/models/vision/clip.hpp"
 
@@ -262,7 +263,7 @@ ANVIL_INLINE clip clip::load(const std::filesystem::path& folder, const load_opt
     const config_reader reader(document, (folder / "config.json").string());
     clip result;
     result.config_ = clip_config::from_json(reader);
-    auto weights = std::make_shared<const checkpoint>(checkpoint::open(folder));
+    auto weights = open_weights(folder, options);
     const tensor_view* scale = weights->find("logit_scale");
     if (scale == nullptr || scale->element_count() != 1) {
         throw format_error(anvil::detail::message(

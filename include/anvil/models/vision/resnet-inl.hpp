@@ -17,6 +17,7 @@
 #include "anvil/core/json.hpp"
 #include "anvil/expr/expr.hpp"
 #include "anvil/io/checkpoint.hpp"
+#include "anvil/models/common/lora_adapter.hpp"
 #include "anvil/models/common/weights.hpp"
 #include "anvil/models/vision/resnet.hpp"
 
@@ -377,7 +378,7 @@ ANVIL_INLINE tensor<float> resnet_eval_forward(weight_loader& weights,
 
 ANVIL_INLINE resnet resnet::load(const std::filesystem::path& folder, const load_options& given) {
     const load_options options = with_model_source(given, folder);
-    auto weights = std::make_shared<const checkpoint>(checkpoint::open(folder));
+    auto weights = open_weights(folder, options);
     auto net = std::make_shared<anvil::detail::resnet_network>();
     net->weights = weights;
     net->layout = anvil::detail::read_resnet_layout(*weights, folder);

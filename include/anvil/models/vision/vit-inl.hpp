@@ -17,6 +17,7 @@
 #include "anvil/core/json.hpp"
 #include "anvil/expr/expr.hpp"
 #include "anvil/io/checkpoint.hpp"
+#include "anvil/models/common/lora_adapter.hpp"
 #include "anvil/models/vision/vit.hpp"
 
 namespace anvil::models {
@@ -221,7 +222,7 @@ ANVIL_INLINE vit vit::load(const std::filesystem::path& folder, const load_optio
     const config_reader reader(document, (folder / "config.json").string());
     vit result;
     result.config_ = vit_config::from_json(reader);
-    auto weights = std::make_shared<const checkpoint>(checkpoint::open(folder));
+    auto weights = open_weights(folder, options);
     const auto found = recipe_detail::vit_head_of(*weights, result.config_);
     const vit_head head = found.first;
     const std::int64_t classes = found.second;
