@@ -1,15 +1,16 @@
-// The ops ONNX's GatherElements, CumSum, ReduceMin and ReduceProd map onto: on the CPU backend (the fast
-// kernels and the reference kernels) against values computed here by plain loops — negative and
-// out-of-range indices, exclusive and reverse sums, several axes with and without keep_dims, NaN — and on
-// the simulated Neural Engine, where reduce_min runs (within fp16's tolerance) and gather_elements, cumsum
-// and reduce_prod run on the host with their reason; the Core ML export writes gather_along_axis and cumsum
-// and refuses reduce_prod, naming it.
+// The ops ONNX's GatherElements, CumSum, ReduceMin and ReduceProd map onto, and reduce_sum / reduce_mean's
+// fast kernel: on the CPU backend (the fast kernels and the reference kernels) against values computed here
+// by plain loops — negative and out-of-range indices, exclusive and reverse sums, several axes with and
+// without keep_dims, NaN — and on the simulated Neural Engine, where reduce_min runs (within fp16's
+// tolerance) and gather_elements, cumsum and reduce_prod run on the host with their reason; the Core ML
+// export writes gather_along_axis and cumsum and refuses reduce_prod, naming it.
 #include <doctest/doctest.h>
 #include <anvil/anvil.hpp>
 
 #include "ane_simulator.hpp"
 #include "model_test_support.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -181,6 +182,64 @@ TEST_CASE("cumsum: inclusive, exclusive, reverse and both, along every axis") {
                     check_close(run_on_cpu(out, {{"x", host_tensor::from(data, shape)}}, mode), want, 1e-6);
             }
         }
+    }
+}
+
+TEST_CASE("reduce_sum and reduce_mean: the fast kernel over adjacent axes equals the reference bit for bit") {
+    // [2, 3, 5, 70]: 70 inner elements (more than one block of sums), and every run of adjacent axes, which
+    // the fast kernel takes, plus two that are not adjacent, which stay with the reference kernel.
+    const dims shape{2, 3, 5, 70};
+    const std::vector<float> data = pattern(2 * 3 * 5 * 70, 5);
+    const std::vector<std::vector<std::int64_t>> axis_sets = {
+        {0}, {1}, {2}, {3}, {0, 1}, {1, 2}, {2, 3}, {0, 1, 2}, {1, 2, 3}, {}, {0, 2}, {1, 3}};
+    for (const op kind : {op::reduce_sum, op::reduce_mean}) {
+        for (const auto& axes : axis_sets) {
+            CAPTURE(anvil::op_name(kind));
+            CAPTURE(axes);
+            anvil::attributes a;
+            a.axes = axes;
+            anvil::graph g;
+            const auto out = g.apply(kind, {g.input("x", dtype::f32, shape)}, a);
+            // A double-precision loop over every input element, its output found by dropping the reduced
+            // axes.
+            const std::vector<std::int64_t> all = axes.empty() ? std::vector<std::int64_t>{0, 1, 2, 3} : axes;
+            std::vector<double> want(static_cast<std::size_t>(out.shape().element_count()), 0.0);
+            std::int64_t count = 1;
+            for (const std::int64_t axis : all)
+                count *= shape[static_cast<std::size_t>(axis)];
+            for (std::int64_t flat = 0; flat < 2100; ++flat) {
+                std::int64_t rest = flat, o = 0, stride = 1;
+                for (std::int64_t axis = 3; axis >= 0; --axis) {
+                    const std::int64_t extent = shape[static_cast<std::size_t>(axis)];
+                    const std::int64_t index = rest % extent;
+                    rest /= extent;
+                    if (std::find(all.begin(), all.end(), axis) != all.end()) continue;
+                    o += index * stride;
+                    stride *= extent;
+                }
+                want[static_cast<std::size_t>(o)] += data[static_cast<std::size_t>(flat)];
+            }
+            if (kind == op::reduce_mean) {
+                for (double& w : want)
+                    w /= static_cast<double>(count);
+            }
+            const std::vector<anvil::named_tensor> inputs{{"x", host_tensor::from(data, shape)}};
+            const std::vector<float> fast = run_on_cpu(out, inputs, anvil::cpu_kernels::optimized);
+            check_close(fast, want, 1e-6);
+            CHECK(fast == run_on_cpu(out, inputs, anvil::cpu_kernels::reference));
+        }
+    }
+    // The mean over an empty axis is NaN (0 / 0), the sum 0, in both kernels.
+    anvil::attributes middle;
+    middle.axes = {1};
+    anvil::graph g;
+    const auto empty = g.input("e", dtype::f32, dims{2, 0, 3});
+    const auto sum = g.apply(op::reduce_sum, {empty}, middle);
+    const auto mean = g.apply(op::reduce_mean, {empty}, middle);
+    for (const auto mode : cpu_modes) {
+        const std::vector<anvil::named_tensor> inputs{{"e", host_tensor(dtype::f32, dims{2, 0, 3})}};
+        check_close(run_on_cpu(sum, inputs, mode), std::vector<double>(6, 0.0), 0.0);
+        check_close(run_on_cpu(mean, inputs, mode), std::vector<double>(6, std::nan("")), 0.0);
     }
 }
 

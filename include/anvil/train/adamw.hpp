@@ -3,6 +3,7 @@
 // and the optimizer the training loop drives (train/optimizer.hpp).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -10,6 +11,22 @@
 #include "anvil/compilation.hpp"
 #include "anvil/core/host_tensor.hpp"
 #include "anvil/train/optimizer.hpp"
+
+namespace anvil::detail::adamw_kernel {
+
+// The float32 scalars of one AdamW update, as torch's kernels take them.
+struct scalars {
+    float decay, beta1, one_minus_beta1, beta2, one_minus_beta2, correction2_sqrt, eps, minus_step_size;
+};
+
+// The update over `count` elements with the widest instructions this CPU has (AVX2 with FMA on x86), and the
+// same loop compiled for the baseline; both give the same bits (adamw-inl.hpp says why).
+void run(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, std::size_t count,
+         const scalars& k);
+void run_portable(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, std::size_t count,
+                  const scalars& k);
+
+}  // namespace anvil::detail::adamw_kernel
 
 namespace anvil::train {
 

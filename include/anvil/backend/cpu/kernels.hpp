@@ -14,6 +14,7 @@
 #include "anvil/backend/cpu/kernels/elementwise.hpp"
 #include "anvil/backend/cpu/kernels/linear_algebra.hpp"
 #include "anvil/backend/cpu/kernels/normalization.hpp"
+#include "anvil/backend/cpu/kernels/reduction.hpp"
 #include "anvil/backend/cpu/kernels/scan.hpp"
 #include "anvil/backend/cpu/reference/reference.hpp"
 #include "anvil/backend/program.hpp"
@@ -147,14 +148,15 @@ inline prepared_kernel prepare_kernel(const graph_body& body, value_id id, cpu_k
             return fast_kernel<gather_elements>(n);
         case op::cumsum:
             return fast_kernel<cumsum>(n);
+        case op::reduce_sum:
+        case op::reduce_mean:
+            return reduces_adjacent_axes(n) ? fast_kernel<reduce_sum_or_mean>(n) : reference_kernel(n);
         // Plain kernels are fast enough here for now: pooling and resizing touch each input element a few
-        // times, reductions and dequantisation (outside a GEMM) once.
+        // times, the other reductions and dequantisation (outside a GEMM) once.
         case op::max_pool2d:
         case op::avg_pool2d:
         case op::upsample_nearest:
         case op::upsample_bilinear:
-        case op::reduce_sum:
-        case op::reduce_mean:
         case op::reduce_max:
         case op::reduce_min:
         case op::reduce_prod:
