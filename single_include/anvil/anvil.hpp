@@ -26496,7 +26496,7 @@ inline constexpr std::int64_t lanes = 8;  // sums carried at once, each in a reg
 template <std::int64_t Count>
 inline void sum_sequences(const float* x, std::int64_t lane_stride, std::int64_t step, std::int64_t extent,
                           double divisor, float* out, std::int64_t out_stride) {
-    std::array<double, Count> sums{};
+    std::array<double, static_cast<std::size_t>(Count)> sums{};
     for (std::int64_t k = 0; k < extent; ++k) {
         const float* values = x + k * step;
         for (std::int64_t l = 0; l < Count; ++l)
