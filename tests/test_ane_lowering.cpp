@@ -589,6 +589,12 @@ value build_op(graph& g, op kind, std::vector<value_id>& inputs) {
             a.axis = 1;
             return g.apply(kind, {in("x", dims{2, 32}), ids}, a);
         }
+        case op::scatter_add: {
+            value ids = g.input("ids", dtype::i32, dims{3});
+            inputs.push_back(ids.id());
+            a.sizes = {10, 32};
+            return g.apply(kind, {in("x", dims{3, 32}), ids}, a);
+        }
         case op::attention:
             a.causal = true;
             return g.apply(kind,
@@ -689,6 +695,7 @@ TEST_CASE("ane lowering: every op lowers or is host-only with a reason") {
         {op::pad, "pad("},
         {op::gather, nullptr},
         {op::gather_elements, nullptr},
+        {op::scatter_add, nullptr},
         {op::attention, "softmax("},
         {op::rotary, "concat("},
         {op::dequantize_int8, ""},

@@ -61,6 +61,7 @@ kernel_function fast_kernel(op kind) {
         case op::pad: return cpu::pad;
         case op::gather: return cpu::gather;
         case op::gather_elements: return cpu::gather_elements;
+        case op::scatter_add: return cpu::scatter_add;
         case op::cumsum: return cpu::cumsum;
         default: return nullptr;
     }
@@ -812,6 +813,56 @@ TEST_CASE("cpu kernels: gather matches the reference and names an index out of r
         cpu::gather(n, spans, {out.data(), n.result.shape}, pool, {}),
         doctest::Contains("gather: index 5 (element 1 of the indices [3]) is out of range for axis 0"),
         anvil::error);
+}
+
+TEST_CASE("cpu kernels: scatter_add matches the reference bit for bit and names an index out of range") {
+    // Indices repeat (rows that meet are summed in index order), the table has rows no index names (zeros),
+    // and the last cases are split across threads by columns (600 = three column blocks) and outer slices.
+    const std::tuple<dims, std::int64_t, dims> cases[] = {
+        {dims{10, 6}, 0, dims{4}},       {dims{10, 6}, 0, dims{2, 3}},  {dims{3, 7, 5}, 1, dims{}},
+        {dims{3, 7, 5}, -1, dims{6}},    {dims{5, 4}, 0, dims{0}},      {dims{30, 600}, 0, dims{8, 64}},
+        {dims{4, 50, 300}, 1, dims{90}}, {dims{1000, 1}, 0, dims{2000}}};
+    for (const auto& [table_shape, axis, index_shape] : cases) {
+        fixture f;
+        const auto rank = static_cast<std::int64_t>(table_shape.rank());
+        const auto axis_index = static_cast<std::size_t>(axis < 0 ? axis + rank : axis);
+        const std::int64_t extent = table_shape[axis_index];
+        std::vector<float> indices(count_of(index_shape));
+        for (std::size_t i = 0; i < indices.size(); ++i)
+            indices[i] = static_cast<float>((i * 7 + 3) %
+                                            static_cast<std::size_t>(std::max<std::int64_t>(1, extent / 2)));
+        std::vector<std::int64_t> update_extents(table_shape.begin(), table_shape.begin() + axis_index);
+        update_extents.insert(update_extents.end(), index_shape.begin(), index_shape.end());
+        update_extents.insert(update_extents.end(), table_shape.begin() + axis_index + 1, table_shape.end());
+        const auto updates = f.add_uniform(dims(update_extents));
+        const auto index = f.add(index_shape, indices, dtype::i64);
+        anvil::attributes attrs;
+        attrs.axis = axis;
+        attrs.sizes.assign(table_shape.begin(), table_shape.end());
+        expect_parity(f, f.g.apply(op::scatter_add, {updates, index}, attrs), exact);
+    }
+    fixture f;
+    const auto updates = f.add_uniform(dims{3, 4});
+    const auto index = f.add(dims{3}, {1.0f, 5.0f, 0.0f}, dtype::i64);
+    anvil::attributes attrs;
+    attrs.sizes = {5, 4};
+    const auto result = f.g.apply(op::scatter_add, {updates, index}, attrs);
+    const anvil::node& n = f.g[result.id()];
+    const auto spans = spans_of(f, n);
+    std::vector<float> out(count_of(n.result.shape), 1.0f);
+    anvil::thread_pool pool(2);
+    CHECK_THROWS_WITH_AS(
+        cpu::scatter_add(n, spans, {out.data(), n.result.shape}, pool, {}),
+        doctest::Contains("scatter_add: index 5 (element 1 of the indices [3]) is out of range for axis 0 of "
+                          "the table [5, 4]"),
+        anvil::error);
+    // Updates not laid out as gathering the indices from the table would give: refused when the graph is
+    // built.
+    CHECK_THROWS_WITH_AS(
+        (void)f.g.apply(op::scatter_add, {f.add_uniform(dims{2, 4}), index}, attrs),
+        doctest::Contains("the updates [2, 4] must be laid out as gathering [3] from the table "
+                          "[5, 4] along axis 0 would give"),
+        anvil::shape_error);
 }
 
 TEST_CASE("cpu kernels: shapes large enough to be split across threads match the reference") {

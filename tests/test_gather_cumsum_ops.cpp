@@ -298,7 +298,9 @@ TEST_CASE("reduce_min and reduce_prod: several axes, with and without keep_dims;
 }
 
 TEST_CASE(
-    "gather_cumsum ops: reduce_min runs on the simulated Neural Engine; the rest on the host, with why") {
+    "gather_cumsum ops: reduce_min runs on the simulated Neural Engine; the rest (and scatter_add) on the "
+    "host, "
+    "with why") {
     using anvil_test::sim;
     REQUIRE(anvil_test::ane_simulator_available());
     sim().reset();
@@ -314,18 +316,23 @@ TEST_CASE(
     last.keep_dims = true;
     anvil::attributes scan = along(1);
     scan.exclusive = true;
+    anvil::attributes rows_of_16;  // an embedding-shaped gradient: h's rows added into a [16, 64] table
+    rows_of_16.sizes = {16, 64};
     std::vector<std::int32_t> ids(4 * 8);
     for (std::size_t i = 0; i < ids.size(); ++i)
         ids[i] = static_cast<std::int32_t>(i * 9 % 128) - 64;
     const std::vector<anvil::value> outputs{
         g.apply(op::reduce_min, {h}, last), g.apply(op::reduce_prod, {h}, last),
         g.apply(op::cumsum, {h}, scan),
-        g.apply(op::gather_elements, {h, g.input("i", dtype::i32, dims{4, 8})}, along(1))};
+        g.apply(op::gather_elements, {h, g.input("i", dtype::i32, dims{4, 8})}, along(1)),
+        g.apply(op::scatter_add, {h, g.input("rows", dtype::i32, dims{4})}, rows_of_16)};
     std::vector<float> xs = pattern(256, 5);
     for (auto& v : xs)
         v = 1.0f + v * 0.05f;
-    const std::vector<anvil::named_tensor> inputs{{"x", host_tensor::from(xs, shape)},
-                                                  {"i", host_tensor::from(ids, dims{4, 8})}};
+    const std::vector<anvil::named_tensor> inputs{
+        {"x", host_tensor::from(xs, shape)},
+        {"i", host_tensor::from(ids, dims{4, 8})},
+        {"rows", host_tensor::from(std::vector<std::int32_t>{5, 0, 5, 15}, dims{4})}};
     const auto want = anvil::compile(std::span<const anvil::value>(outputs)).run(inputs);
     anvil_test::temporary_folder cache;
     anvil::compile_options options;
@@ -338,7 +345,10 @@ TEST_CASE(
         for (std::size_t i = 0; i < got.size(); ++i) {
             INFO("output ", i);
             // fp16 from the linear onwards: 2e-3 of the magnitude (the sum of 64 values near 1, the product).
-            const double scale = i == 2 ? 64.0 : i == 1 ? std::fabs(want[i].to_f32()[0]) + 1.0 : 1.0;
+            const double scale = i == 2   ? 64.0
+                                 : i == 1 ? std::fabs(want[i].to_f32()[0]) + 1.0
+                                 : i == 4 ? 2.0
+                                          : 1.0;
             CHECK(anvil_test::max_difference(got[i], want[i]) <= 2e-3 * scale);
         }
         const anvil::placement_report placement = ane.placement();
@@ -350,6 +360,7 @@ TEST_CASE(
         CHECK(host_reason("reduce_prod is not among the MIL ops the Neural Engine is known to run"));
         CHECK(host_reason("cumsum is a MIL op (mil_ops.json), but nothing shows the Neural Engine runs it"));
         CHECK(host_reason("gather_elements reads integer indices"));
+        CHECK(host_reason("scatter_add reads integer indices"));
         for (const std::string& line : placement.host_nodes)
             CHECK(line.find("(reduce_min") == std::string::npos);
     }
@@ -365,6 +376,8 @@ TEST_CASE(
     CHECK_NOTHROW((void)anvil::export_mlpackage(exported, where.path / "m.mlpackage", export_options));
     CHECK_THROWS_WITH_AS(anvil::export_mlpackage(std::span(&outputs[1], 1), where.path / "p.mlpackage"),
                          doctest::Contains("reduce_prod is not among the MIL ops"), anvil::unsupported_error);
+    CHECK_THROWS_WITH_AS(anvil::export_mlpackage(std::span(&outputs[4], 1), where.path / "s.mlpackage"),
+                         doctest::Contains("scatter_add reads integer indices"), anvil::unsupported_error);
 }
 
 }  // namespace test_gather_cumsum_ops

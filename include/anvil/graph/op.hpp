@@ -98,6 +98,11 @@ enum class op : std::uint8_t {
     // data, indices (the result's shape; extents <= data's off `axis`): for axis 1,
     // out[i][j] = data[i][indices[i][j]], as ONNX's GatherElements; negative indices count from the end.
     gather_elements,
+    // updates, indices: the transpose of gather (its VJP for the table, an embedding's gradient). A zero
+    // table
+    // of shape `sizes` with each row of `updates` (laid out as gather's result) added into the row along
+    // `axis` that its index names; repeated indices accumulate, in index order.
+    scatter_add,
     // Transformer blocks.
     attention,  // q [B, H, Sq, D], k [B, Hkv, Sk, D], v [B, Hkv, Sk, Dv], optional additive mask; causal,
                 // scale
@@ -126,12 +131,12 @@ struct fused_step {
 // rest at their defaults (the dump prints only the fields that differ from them).
 struct attributes {
     std::vector<std::int64_t> axes;   // reductions; permute's order
-    std::vector<std::int64_t> sizes;  // reshape's target; upsampling's output [h, w]
+    std::vector<std::int64_t> sizes;  // reshape's target; upsampling's output [h, w]; scatter_add's table
     std::vector<std::int64_t> begin;  // slice; pad (elements before)
     std::vector<std::int64_t> end;    // slice; pad (elements after)
     std::vector<std::int64_t> step;   // slice
-    std::int64_t axis = 0;            // softmax, concat, gather(_elements), argmax, cumsum, dequantisation
-    dtype to = dtype::f32;            // cast
+    std::int64_t axis = 0;  // softmax, concat, gather(_elements), scatter_add, argmax, cumsum, dequantisation
+    dtype to = dtype::f32;  // cast
     bool keep_dims = false;
     // conv2d and pooling
     std::array<std::int64_t, 2> kernel{0, 0};
@@ -252,6 +257,7 @@ inline constexpr std::array<op_info, op_count> op_table{{
     {"pad", op_category::structured, 1, 1},
     {"gather", op_category::structured, 2, 2},
     {"gather_elements", op_category::structured, 2, 2},
+    {"scatter_add", op_category::structured, 2, 2},
     {"attention", op_category::structured, 3, 4},
     {"rotary", op_category::structured, 3, 3},
     {"dequantize_int8", op_category::structured, 2, 3},

@@ -585,6 +585,33 @@ ANVIL_INLINE value_type infer(op kind, attributes& attrs, std::span<const value_
             }
             return {inputs[0].type, dims(out)};
         }
+        case op::scatter_add: {
+            if (is_floating(inputs[1].type) || inputs[1].type == dtype::boolean) {
+                throw type_error(
+                    message("scatter_add: indices must be integers, got ", dtype_name(inputs[1].type)));
+            }
+            if (attrs.sizes.empty() || attrs.sizes.size() > max_rank) {
+                throw_op_shape(kind, message("the table's shape (attribute sizes) must have rank 1 to ",
+                                             max_rank, ", got ", attrs.sizes.size(), " extents"));
+            }
+            for (const std::int64_t extent : attrs.sizes) {
+                if (extent < 0)
+                    throw_op_shape(kind, message("negative extent ", extent, " in the table's shape"));
+            }
+            const dims table(attrs.sizes);
+            attrs.axis = normalize_axis(kind, attrs.axis, table.rank(), table);
+            // The updates are laid out as gather's result: the indices' axes in place of the table's axis.
+            std::vector<std::int64_t> expected(table.begin(), table.begin() + attrs.axis);
+            expected.insert(expected.end(), inputs[1].shape.begin(), inputs[1].shape.end());
+            expected.insert(expected.end(), table.begin() + attrs.axis + 1, table.end());
+            if (expected.size() > max_rank || !(dims(expected) == inputs[0].shape)) {
+                throw_op_shape(kind,
+                               message("the updates ", inputs[0].shape, " must be laid out as gathering ",
+                                       inputs[1].shape, " from the table ", table, " along axis ", attrs.axis,
+                                       " would give"));
+            }
+            return {inputs[0].type, table};
+        }
         case op::gather_elements: {
             const dims& data = inputs[0].shape;
             const dims& indices = inputs[1].shape;

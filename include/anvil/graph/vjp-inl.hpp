@@ -865,30 +865,24 @@ ANVIL_INLINE void vjp_pad(vjp_call& call) {
 }
 
 // Rows of a table along `axis` picked by indices: the transpose adds each cotangent row back into the row it
-// came from. Written as a one-hot matrix [V, n] times the cotangent's rows, which every backend runs.
+// came from — scatter_add, whose cost is the table's zeroing and one add per looked-up element (a one-hot
+// [V, n] product, its former spelling, cost 2 V n per row element: ~48 GFLOP for BERT-base's word embeddings
+// at batch 8 x 128).
 ANVIL_INLINE void vjp_gather(vjp_call& call) {
     if (!call.wanted[0]) return;
-    builder& b = call.build;
-    const value& table = call.operands[0];
-    const value& indices = call.operands[1];
-    const dims ts = table.shape();
-    const auto axis = static_cast<std::size_t>(call.forward.attrs.axis);
-    std::int64_t outer = 1, inner = 1;
-    for (std::size_t i = 0; i < axis; ++i)
-        outer *= ts[i];
-    for (std::size_t i = axis + 1; i < ts.rank(); ++i)
-        inner *= ts[i];
-    const std::int64_t rows = ts[axis], n = static_cast<std::int64_t>(indices.shape().element_count());
-    std::vector<float> positions;
-    for (std::int64_t v = 0; v < rows; ++v)
-        positions.push_back(static_cast<float>(v));
-    const value row_ids = b.constant(std::move(positions), dims{rows, 1}, indices.type(), "row numbers");
-    const value one_hot = b.cast(b.apply(op::equal, {row_ids, b.reshape(indices, dims{1, n})}), table.type());
-    // Operands of one rank (a [V, n] matrix against [outer, n, inner] would broadcast across ranks).
-    const value product = outer == 1 ? b.matmul(one_hot, b.reshape(call.gradient, dims{n, inner}))
-                                     : b.matmul(b.reshape(one_hot, dims{1, rows, n}),
-                                                b.reshape(call.gradient, dims{outer, n, inner}));
-    call.operand_gradients[0] = b.reshape(product, ts);
+    attributes attrs;
+    attrs.axis = call.forward.attrs.axis;
+    const dims ts = call.operands[0].shape();
+    attrs.sizes.assign(ts.begin(), ts.end());
+    call.operand_gradients[0] = call.build.apply(op::scatter_add, {call.gradient, call.operands[1]}, attrs);
+}
+
+// Its transpose is gather: each update row's cotangent is the table cotangent's row its index names.
+ANVIL_INLINE void vjp_scatter_add(vjp_call& call) {
+    if (!call.wanted[0]) return;
+    attributes attrs;
+    attrs.axis = call.forward.attrs.axis;
+    call.operand_gradients[0] = call.build.apply(op::gather, {call.gradient, call.operands[1]}, attrs);
 }
 
 ANVIL_INLINE void vjp_gather_elements(vjp_call& call) {
@@ -1150,6 +1144,8 @@ ANVIL_INLINE vjp_entry vjp_of(op kind) {
             return {vjp_rows::vjp_gather, {}};
         case op::gather_elements:
             return {vjp_rows::vjp_gather_elements, {}};
+        case op::scatter_add:
+            return {vjp_rows::vjp_scatter_add, {}};
         case op::attention:
             return {vjp_rows::vjp_attention, {}};
         case op::rotary:

@@ -201,6 +201,7 @@ inline void lower_node(segment_lowering& L, value_id id) {
         case op::cumsum:
         case op::gather:
         case op::gather_elements:
+        case op::scatter_add:
         case op::floor:
         case op::ceil:
         case op::round:

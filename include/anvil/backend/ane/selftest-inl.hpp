@@ -321,6 +321,15 @@ ANVIL_INLINE std::vector<selftest_case> selftest_cases() {
                              {random_constant(g, r, dims{6, 50}), g.input("ids", dtype::i32, dims{6, 40})},
                              with([](attributes& a) { a.axis = 1; }));
                      }});
+    cases.push_back(
+        {"scatter_add (repeated rows)", op::scatter_add, 0.0, [](graph& g, ins& in, rng& r) {
+             in.push_back({"ids", host_tensor::from(std::vector<std::int32_t>{3, 1, 49, 3, 7}, dims{5})});
+             return g.apply(op::scatter_add,
+                            {random_input(g, in, r, "x", dims{5, 40}), g.input("ids", dtype::i32, dims{5})},
+                            with([](attributes& a) {
+                                a.sizes = {50, 40};
+                            }));
+         }});
     cases.push_back({"attention (grouped-query, causal)", op::attention, 1e-2, [](graph& g, ins& in, rng& r) {
                          return g.apply(op::attention,
                                         {random_input(g, in, r, "q", dims{1, 4, 8, 16}),

@@ -293,6 +293,9 @@ inline constexpr std::array<op_lowering, op_count> op_lowerings{{
     {placement::host_only,
      "gather_elements reads integer indices (MIL's gather_along_axis runs on the CPU under Core ML, MIL.md "
      "§2.5)"},
+    {placement::host_only,
+     "scatter_add reads integer indices and is not among the MIL ops the Neural Engine is known to run "
+     "(mil_ops.json); an embedding's weight gradient is host work, as the ANE trainers keep dW on the CPU"},
     {placement::decomposed,
      "mul(q, scale), matmul(transpose_y), add of the mask and a -1e4 causal mask, softmax, matmul (SDPA "
      "masks are "
@@ -410,7 +413,7 @@ inline std::string on_cpu_by_choice(lowering_feature f, const lowering_options& 
     };
     const std::string name = message(op_name(kind), " node ", id);
     if (kind == op::input || kind == op::constant) return {placement::native, {}};
-    if (kind == op::gather || kind == op::gather_elements || kind == op::argmax)
+    if (kind == op::gather || kind == op::gather_elements || kind == op::scatter_add || kind == op::argmax)
         return integer_host(std::string(lowering_summary(kind)));
     if (kind == op::dequantize_int8 || kind == op::dequantize_lut || kind == op::dequantize_ggml) {
         if (is_host_constant(body, id)) return {placement::decomposed, std::string(lowering_summary(kind))};

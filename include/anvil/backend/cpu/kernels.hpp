@@ -146,6 +146,8 @@ inline prepared_kernel prepare_kernel(const graph_body& body, value_id id, cpu_k
             return fast_kernel<gather>(n);
         case op::gather_elements:
             return fast_kernel<gather_elements>(n);
+        case op::scatter_add:
+            return fast_kernel<scatter_add>(n);
         case op::cumsum:
             return fast_kernel<cumsum>(n);
         case op::reduce_sum:

@@ -1,5 +1,5 @@
 // anvil: the CPU backend's fast data movement — permute, concat, slice, pad, gather (also of rows of ggml
-// blocks) and gather_elements. Each first merges the
+// blocks), gather_elements and scatter_add. Each first merges the
 // axes it can (size-1 axes vanish; neighbours that stay neighbours become one), so most calls reduce to
 // copying contiguous runs with memcpy; a permute that moves the innermost axis becomes a cache-blocked
 // transpose of two axes. Threaded over rows or tiles.
@@ -332,6 +332,54 @@ inline void gather_elements(const node& n, std::span<const const_tensor_span> in
                 }
             }
         });
+}
+
+// scatter_add: the indices checked first (as the reference does), the table zeroed, then each update row
+// added into its row. Threads split the table's columns (and its outer slices), never the indices, so every
+// element sums the rows that meet there in index order — the reference's order, bit for bit. An embedding's
+// gradient this way costs the table's zeroing and one add per looked-up element, where a one-hot product
+// cost a multiply-add per table element and looked-up element.
+inline void scatter_add(const node& n, std::span<const const_tensor_span> inputs, tensor_span output,
+                        thread_pool& pool, std::span<float> /*workspace*/) {
+    const const_tensor_span& updates = inputs[0];
+    const const_tensor_span& indices = inputs[1];
+    reference::check_scatter_indices(indices, n.attrs.axis, output.shape);
+    const auto axis = static_cast<std::size_t>(n.attrs.axis);
+    const std::int64_t outer = extent_product(output.shape, 0, axis);
+    const std::int64_t extent = output.shape[axis];
+    const std::int64_t inner = extent_product(output.shape, axis + 1, output.shape.rank());
+    const std::int64_t count = count_of(indices.shape);
+    const std::int64_t total = count_of(output.shape);
+    if (total == 0) return;
+    constexpr std::int64_t fill_block = 16384;
+    pool.parallel_for(0, static_cast<std::size_t>((total + fill_block - 1) / fill_block),
+                      movement::grain_for(fill_block), [&](std::size_t first, std::size_t last) {
+                          const auto begin = static_cast<std::int64_t>(first) * fill_block;
+                          const std::int64_t end =
+                              std::min(total, static_cast<std::int64_t>(last) * fill_block);
+                          std::fill(output.data + begin, output.data + end, 0.0f);
+                      });
+    if (count == 0 || inner == 0) return;
+    // Column blocks wide enough to vectorise; as many items as outer slices times blocks.
+    constexpr std::int64_t column_block = 256;
+    const std::int64_t blocks = (inner + column_block - 1) / column_block;
+    pool.parallel_for(0, static_cast<std::size_t>(outer * blocks),
+                      movement::grain_for(count * std::min(inner, column_block)),
+                      [&](std::size_t first, std::size_t last) {
+                          for (auto item = static_cast<std::int64_t>(first);
+                               item < static_cast<std::int64_t>(last); ++item) {
+                              const std::int64_t o = item / blocks;
+                              const std::int64_t column = (item % blocks) * column_block;
+                              const std::int64_t width = std::min(column_block, inner - column);
+                              for (std::int64_t i = 0; i < count; ++i) {
+                                  const auto row = static_cast<std::int64_t>(indices.data[i]);
+                                  const float* from = updates.data + (o * count + i) * inner + column;
+                                  float* to = output.data + (o * extent + row) * inner + column;
+                                  for (std::int64_t j = 0; j < width; ++j)
+                                      to[j] += from[j];
+                              }
+                          }
+                      });
 }
 
 // gather of rows from a table of ggml blocks (a GGUF file's quantised embeddings, op::dequantize_ggml of a

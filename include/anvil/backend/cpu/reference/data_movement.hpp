@@ -1,6 +1,6 @@
-// anvil: the reference data-movement kernels — reshape, permute, concat, slice, pad, gather and
-// gather_elements. They move
-// values without arithmetic; slice takes the canonical (clamped, non-negative) bounds shape inference leaves.
+// anvil: the reference data-movement kernels — reshape, permute, concat, slice, pad, gather, gather_elements
+// and gather's transpose, scatter_add. They move values without arithmetic (scatter_add adds the rows that
+// meet); slice takes the canonical (clamped, non-negative) bounds shape inference leaves.
 #pragma once
 
 #include <algorithm>
@@ -109,6 +109,47 @@ void gather(operand_span<T> table, operand_span<T> indices, std::int64_t axis, b
             const auto row = static_cast<std::int64_t>(indices.data[i]);
             const T* source = table.data + (o * extent + row) * inner;
             std::copy(source, source + inner, out.data + (o * count + i) * inner);
+        }
+    }
+}
+
+// scatter_add's indices (whole numbers in [0, extent), as gather's) checked before anything is written: an
+// invalid one throws, naming it and where it is. Shared with the fast kernel, so both report the same
+// message.
+template <class T>
+void check_scatter_indices(basic_const_tensor_span<T> indices, std::int64_t axis, const dims& table) {
+    const std::int64_t extent = table[static_cast<std::size_t>(axis)];
+    const std::int64_t count = count_of(indices.shape);
+    for (std::int64_t i = 0; i < count; ++i) {
+        const T index = indices.data[i];
+        if (!(index >= T(0) && index < static_cast<T>(extent) && std::trunc(index) == index)) {
+            throw error(message("scatter_add: index ", index, " (element ", i, " of the indices ",
+                                indices.shape, ") is out of range for axis ", axis, " of the table ", table,
+                                " (expected a whole number in [0, ", extent, "))"));
+        }
+    }
+}
+
+// The transpose of gather: out (the table's shape) starts at zero and each row of `updates` (laid out as
+// gather's result: table[:axis] + indices.shape + table[axis+1:]) is added into the row its index names.
+// Rows that meet are summed in the order of the indices, element by element.
+template <class T>
+void scatter_add(operand_span<T> updates, operand_span<T> indices, std::int64_t axis,
+                 basic_tensor_span<T> out) {
+    check_scatter_indices(indices, axis, out.shape);
+    const auto axis_index = static_cast<std::size_t>(axis);
+    const std::int64_t outer = extent_product(out.shape, 0, axis_index);
+    const std::int64_t extent = out.shape[axis_index];
+    const std::int64_t inner = extent_product(out.shape, axis_index + 1, out.shape.rank());
+    const std::int64_t count = count_of(indices.shape);
+    std::fill(out.data, out.data + count_of(out.shape), T(0));
+    for (std::int64_t o = 0; o < outer; ++o) {
+        for (std::int64_t i = 0; i < count; ++i) {
+            const auto row = static_cast<std::int64_t>(indices.data[i]);
+            const T* from = updates.data + (o * count + i) * inner;
+            T* to = out.data + (o * extent + row) * inner;
+            for (std::int64_t j = 0; j < inner; ++j)
+                to[j] += from[j];
         }
     }
 }

@@ -29,7 +29,8 @@ namespace reference {
 // The type an operand slot must have for shape inference; the CPU holds every value as f32 (or f64), so only
 // the slots whose type inference checks need another.
 [[nodiscard]] inline dtype operand_type_for_inference(op kind, std::size_t slot) {
-    if ((kind == op::gather || kind == op::gather_elements) && slot == 1) return dtype::i64;
+    if ((kind == op::gather || kind == op::gather_elements || kind == op::scatter_add) && slot == 1)
+        return dtype::i64;
     if (kind == op::dequantize_int8 && slot == 0) return dtype::i8;
     if ((kind == op::dequantize_lut || kind == op::dequantize_ggml) && slot == 0) return dtype::u8;
     if (kind == op::logical_and || kind == op::logical_or || kind == op::logical_xor ||
@@ -186,6 +187,8 @@ void evaluate_reference_as(const node& n, std::span<const basic_const_tensor_spa
             return ref::gather(inputs[0], inputs[1], attrs.axis, output);
         case op::gather_elements:
             return ref::gather_elements(inputs[0], inputs[1], attrs.axis, output);
+        case op::scatter_add:
+            return ref::scatter_add(inputs[0], inputs[1], attrs.axis, output);
         case op::attention:
             return ref::attention(inputs[0], inputs[1], inputs[2], optional_input(3), attrs.causal,
                                   attrs.scale, output);
