@@ -150,7 +150,6 @@ struct fine_tuning::state {
     // problem_type multi_label_classification: BCEWithLogitsLoss on multi-hot labels [rows, labels].
     bool multi_label = false;
     std::int64_t max_tokens = 0;
-    std::vector<std::string> heads;  // PEFT's modules_to_save entries
     std::vector<fine_tuning_detail::read_tensor> reads;
     // BatchNorm in train mode: every norm in the forward's order (the order of its statistics among a step's
     // outputs), and per pixel shape {N, C, H, W} the values each norm's statistics were taken over.
@@ -160,15 +159,13 @@ struct fine_tuning::state {
     // running statistics fed as program inputs.
     bool evaluating = false;
 
-    // LoRA: the adapted modules (sorted), their matrices' values (trained or not), the head modules.
+    // LoRA: the adapter's settings as adapter_config.json holds them (target_list sorted, modules_to_save
+    // with the entries PEFT adds), the adapted modules (sorted), their matrices' values (trained or not), the
+    // head modules.
     bool lora = false;
-    std::int64_t rank = 0;
-    double alpha = 8.0;
-    std::vector<std::string> target_list;       // target_modules as a list (sorted)
-    std::optional<std::string> target_pattern;  // target_modules as one re.fullmatch pattern
+    models::lora_config adapter_config;
     std::vector<std::string> lora_modules;
     std::vector<std::string> head_modules;
-    std::optional<std::string> task_type;
     std::map<std::string, host_tensor> fixed;  // frozen tensors whose value is not the checkpoint's (f32)
     std::map<std::string, dims> lora_shapes;   // lora matrix name -> shape
     std::map<std::string, dtype>
@@ -253,7 +250,7 @@ ANVIL_INLINE std::optional<tensor<float>> fine_tuning::state::substitute(
             // same gradients for A and B.
             const tensor<float> a = read_value(module + ".lora_A.weight");
             const tensor<float> b = read_value(module + ".lora_B.weight");
-            return stored() + matmul(b, a) * static_cast<float>(alpha / static_cast<double>(rank));
+            return stored() + matmul(b, a) * static_cast<float>(adapter_config.scaling());
         }
     }
     return replacement(key);
@@ -460,12 +457,10 @@ ANVIL_INLINE void fine_tuning::state::load_model() {
             throw unsupported_error(message("--model: ", options.model.string(), " is a ", architecture,
                                             ", not a ...ForSequenceClassification"));
         }
-        heads = {"classifier", "score"};  // PeftModelForSequenceClassification's modules_to_save
         max_tokens = text_config.max_tokens();
     } else if (model_type == "vit" || model_type == "deit") {
         text = false;
         vit_config = models::vit_config::from_json(config);
-        heads = {"classifier"};
     } else if (model_type == "resnet" || (model_type.empty() && config.contains("architecture"))) {
         // Hugging Face's ResNetForImageClassification, or a timm folder ({"architecture": "resnet50", ...})
         // of torchvision's names; resnet.hpp reads both from the tensors present.
@@ -478,7 +473,6 @@ ANVIL_INLINE void fine_tuning::state::load_model() {
         }
         text = false;
         resnet = true;
-        heads = {model_type.empty() ? "fc" : "classifier"};
     } else {
         throw unsupported_error(
             message("--model: config.json model_type '", model_type,
@@ -758,49 +752,53 @@ ANVIL_INLINE void fine_tuning::state::set_up_lora() {
             "what should stay"));
     }
     lora = true;
-    const std::vector<std::string> default_heads = heads;
+    // PEFT's modules_to_save for the head: PeftModelForSequenceClassification's for a text classifier, ViT's
+    // classifier otherwise.
+    const std::vector<std::string> default_heads =
+        text ? std::vector<std::string>(std::begin(models::sequence_classification_heads),
+                                        std::end(models::sequence_classification_heads))
+             : std::vector<std::string>{"classifier"};
+    models::lora_config& config = adapter_config;
     std::optional<checkpoint> adapter;
     if (!options.init_adapter.empty()) {
-        const models::lora_config read = models::lora_config::read(options.init_adapter, "--init-adapter");
-        rank = read.rank;
-        alpha = read.alpha;
-        target_list = read.target_list;
-        target_pattern = read.target_pattern;
-        task_type = read.task_type;
-        heads = read.modules_to_save;
+        config = models::lora_config::read(options.init_adapter, "--init-adapter");
+        std::vector<std::string>& heads = config.modules_to_save;
         if (text || heads.empty()) {
             for (const std::string& h : default_heads)
                 if (std::find(heads.begin(), heads.end(), h) == heads.end()) heads.push_back(h);
         }
-        if (options.lora_rank && *options.lora_rank != rank)
-            throw error(message("--lora ", *options.lora_rank, " disagrees with the adapter's r ", rank));
-        if (options.lora_alpha && *options.lora_alpha != alpha)
+        if (options.lora_rank && *options.lora_rank != config.rank)
+            throw error(
+                message("--lora ", *options.lora_rank, " disagrees with the adapter's r ", config.rank));
+        if (options.lora_alpha && *options.lora_alpha != config.alpha)
             throw error(message("--lora-alpha ", *options.lora_alpha,
-                                " disagrees with the adapter's lora_alpha ", alpha));
+                                " disagrees with the adapter's lora_alpha ", config.alpha));
         if (options.lora_targets) {
             std::vector<std::string> given = *options.lora_targets;
             std::sort(given.begin(), given.end());
-            std::vector<std::string> stored = target_list;
+            std::vector<std::string> stored = config.target_list;
             std::sort(stored.begin(), stored.end());
-            if (target_pattern || given != stored)
+            if (config.target_pattern || given != stored)
                 throw error(message("--lora-targets disagrees with the adapter's target_modules"));
         }
         adapter = models::open_lora_tensors(options.init_adapter, "--init-adapter");
     } else {
-        rank = *options.lora_rank;
-        if (rank <= 0) throw error("--lora must be positive");
-        alpha = options.lora_alpha.value_or(8.0);
+        config.rank = *options.lora_rank;
+        if (config.rank <= 0) throw error("--lora must be positive");
+        config.alpha = options.lora_alpha.value_or(8.0);
         if (options.lora_targets) {
-            target_list = *options.lora_targets;
+            config.target_list = *options.lora_targets;
         } else if (model_type == "bert" || model_type == "roberta" || model_type == "xlm-roberta") {
-            target_list = {"query", "value"};  // PEFT's default for these model types
+            config.target_list = {"query", "value"};  // PEFT's default for these model types
         } else {
             throw error(message("--lora-targets is needed for model_type ", model_type));
         }
-        if (text) task_type = "SEQ_CLS";
+        config.modules_to_save = default_heads;
+        if (text) config.task_type = "SEQ_CLS";
     }
-    std::sort(target_list.begin(), target_list.end());
-    target_list.erase(std::unique(target_list.begin(), target_list.end()), target_list.end());
+    std::vector<std::string>& targets = config.target_list;
+    std::sort(targets.begin(), targets.end());
+    targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
 
     // The modules the model has (every prefix of a tensor name) and which are linear layers.
     std::vector<std::string> modules;
@@ -811,10 +809,7 @@ ANVIL_INLINE void fine_tuning::state::set_up_lora() {
                 modules.push_back(std::move(m));
         if (r.role == models::weight_role::linear_weight) linear.insert(r.name.substr(0, r.name.size() - 7));
     }
-    models::lora_config targets;
-    targets.target_list = target_list;
-    targets.target_pattern = target_pattern;
-    models::lora_modules chosen = models::match_lora_modules(targets, modules, linear, heads);
+    models::lora_modules chosen = models::match_lora_modules(config, modules, linear, config.modules_to_save);
     lora_modules = std::move(chosen.adapted);
     head_modules = std::move(chosen.saved);
 
@@ -826,13 +821,14 @@ ANVIL_INLINE void fine_tuning::state::set_up_lora() {
                                        [&](const auto& r) { return r.name == module + ".weight"; });
         const std::int64_t out = read->shape[0], in = read->shape[1];
         const double bound = 1.0 / std::sqrt(static_cast<double>(in));
-        const std::vector<double> drawn = rng.uniform(-bound, bound, static_cast<std::size_t>(rank * in));
+        const std::vector<double> drawn =
+            rng.uniform(-bound, bound, static_cast<std::size_t>(config.rank * in));
         std::vector<float> a(drawn.size());
         std::transform(drawn.begin(), drawn.end(), a.begin(), [](double v) { return static_cast<float>(v); });
-        fixed[module + ".lora_A.weight"] = host_tensor::from(a, dims{rank, in});
-        fixed[module + ".lora_B.weight"] = host_tensor(dtype::f32, dims{out, rank});
-        lora_shapes[module + ".lora_A.weight"] = dims{rank, in};
-        lora_shapes[module + ".lora_B.weight"] = dims{out, rank};
+        fixed[module + ".lora_A.weight"] = host_tensor::from(a, dims{config.rank, in});
+        fixed[module + ".lora_B.weight"] = host_tensor(dtype::f32, dims{out, config.rank});
+        lora_shapes[module + ".lora_A.weight"] = dims{config.rank, in};
+        lora_shapes[module + ".lora_B.weight"] = dims{out, config.rank};
     }
     if (!adapter) return;
     std::map<std::string, dims> head_shapes;
@@ -1110,9 +1106,10 @@ ANVIL_INLINE void fine_tuning::save(const std::filesystem::path& out) const {
                                                         : json::value(v);
     };
     json::array saved_heads, targets;
-    for (const std::string& h : s.heads)
+    const models::lora_config& adapter = s.adapter_config;
+    for (const std::string& h : adapter.modules_to_save)
         saved_heads.emplace_back(h);
-    for (const std::string& t : s.target_list)
+    for (const std::string& t : adapter.target_list)
         targets.emplace_back(t);
     config["alpha_pattern"] = json::object{};
     config["auto_mapping"] = nullptr;
@@ -1123,16 +1120,16 @@ ANVIL_INLINE void fine_tuning::save(const std::filesystem::path& out) const {
     config["init_lora_weights"] = true;
     config["layers_pattern"] = nullptr;
     config["layers_to_transform"] = nullptr;
-    config["lora_alpha"] = number(s.alpha);
+    config["lora_alpha"] = number(adapter.alpha);
     config["lora_dropout"] = 0.0;
     config["modules_to_save"] = std::move(saved_heads);
     config["peft_type"] = "LORA";
-    config["r"] = s.rank;
+    config["r"] = adapter.rank;
     config["rank_pattern"] = json::object{};
     config["revision"] = nullptr;
     config["target_modules"] =
-        s.target_pattern ? json::value(*s.target_pattern) : json::value(std::move(targets));
-    config["task_type"] = s.task_type ? json::value(*s.task_type) : json::value(nullptr);
+        adapter.target_pattern ? json::value(*adapter.target_pattern) : json::value(std::move(targets));
+    config["task_type"] = adapter.task_type ? json::value(*adapter.task_type) : json::value(nullptr);
     config["use_dora"] = false;
     config["use_rslora"] = false;
     std::ofstream file(out / "adapter_config.json", std::ios::binary);
@@ -1175,12 +1172,14 @@ ANVIL_INLINE json::object fine_tuning::state::run_options() const {
     for (const std::string& f : o.freeze)
         freeze.emplace_back(f);
     r["--freeze"] = std::move(freeze);
-    r["--lora"] = lora ? json::value(rank) : json::value(nullptr);
-    r["--lora-alpha"] = lora ? json::value(text_of(alpha)) : json::value(nullptr);
+    const models::lora_config& adapter = adapter_config;
+    r["--lora"] = lora ? json::value(adapter.rank) : json::value(nullptr);
+    r["--lora-alpha"] = lora ? json::value(text_of(adapter.alpha)) : json::value(nullptr);
     json::array targets;
-    for (const std::string& t : target_list)
+    for (const std::string& t : adapter.target_list)
         targets.emplace_back(t);
-    r["--lora-targets"] = target_pattern ? json::value(*target_pattern) : json::value(std::move(targets));
+    r["--lora-targets"] =
+        adapter.target_pattern ? json::value(*adapter.target_pattern) : json::value(std::move(targets));
     r["--init-adapter"] = o.init_adapter.string();
     r["--truncate"] = o.truncate;
     const device target = o.compile.target;
