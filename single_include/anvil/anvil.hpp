@@ -54455,6 +54455,7 @@ ANVIL_INLINE step_result trainer::evaluate(std::span<const named_tensor> batch) 
 #include <optional>
 #include <regex>
 #include <set>
+#include <span>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -54560,6 +54561,18 @@ inline std::vector<float> narrowed(const std::vector<double>& values) {
     return std::vector<float>(values.begin(), values.end());
 }
 
+// Sets state::evaluating for its lifetime, so that however evaluate() leaves, the next build is training's.
+class evaluation_mode {
+public:
+    explicit evaluation_mode(bool& evaluating) noexcept : evaluating_(evaluating) { evaluating_ = true; }
+    ~evaluation_mode() { evaluating_ = false; }
+    evaluation_mode(const evaluation_mode&) = delete;
+    evaluation_mode& operator=(const evaluation_mode&) = delete;
+
+private:
+    bool& evaluating_;
+};
+
 inline std::string joined(const std::vector<std::string>& items, std::string_view separator = ", ") {
     std::string out;
     for (const auto& item : items)
@@ -54593,8 +54606,8 @@ struct fine_tuning::state {
     // outputs), and per pixel shape {N, C, H, W} the values each norm's statistics were taken over.
     std::vector<fine_tuning_detail::running_statistics> running;
     std::map<std::vector<std::int64_t>, std::vector<std::int64_t>> batch_norm_counts;
-    // Set while evaluate() has the trainer build and run its programs: BatchNorm runs in eval mode, on the
-    // running statistics fed as program inputs.
+    // Set while evaluate() has the trainer build and run its programs (evaluation_mode): BatchNorm runs in
+    // eval mode, on the running statistics fed as program inputs.
     bool evaluating = false;
 
     // LoRA: the adapter's settings as adapter_config.json holds them (target_list sorted, modules_to_save
@@ -54638,7 +54651,9 @@ struct fine_tuning::state {
     };
     forward_pass forward(graph& g, models::weight_loader& loader, const dims& input) const;
     training_graph build(std::span<const io_info> batch);
-    std::vector<named_tensor> collate(std::span<const std::size_t> items) const;
+    // The batch of the examples `items` of `data` (the training set or an evaluation set) as program inputs.
+    std::vector<named_tensor> collate(std::span<const fine_tuning_detail::example> data,
+                                      std::span<const std::size_t> items) const;
     // The order of epoch `epoch`: numpy.random.default_rng(seed + epoch).permutation(n), or the lines in
     // order.
     void order_epoch();
@@ -54764,14 +54779,15 @@ ANVIL_INLINE void fine_tuning::state::order_epoch() {
     }
 }
 
-ANVIL_INLINE std::vector<named_tensor> fine_tuning::state::collate(std::span<const std::size_t> items) const {
+ANVIL_INLINE std::vector<named_tensor> fine_tuning::state::collate(
+    std::span<const fine_tuning_detail::example> data, std::span<const std::size_t> items) const {
     const auto rows = static_cast<std::int64_t>(items.size());
     std::vector<named_tensor> inputs;
     if (text) {
         // DataCollatorWithPadding: padded on the right to the batch's longest example.
         std::size_t longest = 0;
         for (const std::size_t i : items)
-            longest = std::max(longest, examples[i].ids.size());
+            longest = std::max(longest, data[i].ids.size());
         const auto length = static_cast<std::int64_t>(longest);
         const auto cells = static_cast<std::size_t>(rows * length);
         const models::text_encoder_config& c = text_config;
@@ -54779,7 +54795,7 @@ ANVIL_INLINE std::vector<named_tensor> fine_tuning::state::collate(std::span<con
             positions(cells, 0);
         std::vector<float> mask(cells, 0.0f);
         for (std::size_t r = 0; r < items.size(); ++r) {
-            const fine_tuning_detail::example& e = examples[items[r]];
+            const fine_tuning_detail::example& e = data[items[r]];
             const std::size_t row = r * longest;
             std::copy(e.ids.begin(), e.ids.end(), ids.begin() + static_cast<std::ptrdiff_t>(row));
             if (!e.types.empty())
@@ -54804,11 +54820,11 @@ ANVIL_INLINE std::vector<named_tensor> fine_tuning::state::collate(std::span<con
             inputs.push_back({std::string(models::token_type_ids_name), host_tensor::from(types, shape)});
         inputs.push_back({std::string(models::attention_mask_name), host_tensor::from(mask, shape)});
     } else {
-        const dims& image = examples[items[0]].pixels.shape();
+        const dims& image = data[items[0]].pixels.shape();
         host_tensor pixels(dtype::f32, dims{rows, image[0], image[1], image[2]});
-        const std::size_t each = examples[items[0]].pixels.element_count();
+        const std::size_t each = data[items[0]].pixels.element_count();
         for (std::size_t r = 0; r < items.size(); ++r) {
-            const auto source = examples[items[r]].pixels.values<float>();
+            const auto source = data[items[r]].pixels.values<float>();
             std::copy(source.begin(), source.end(),
                       pixels.values<float>().begin() + static_cast<std::ptrdiff_t>(r * each));
         }
@@ -54817,17 +54833,17 @@ ANVIL_INLINE std::vector<named_tensor> fine_tuning::state::collate(std::span<con
     if (regression) {
         std::vector<float> targets(items.size());
         for (std::size_t r = 0; r < items.size(); ++r)
-            targets[r] = static_cast<float>(examples[items[r]].label);
+            targets[r] = static_cast<float>(data[items[r]].label);
         inputs.push_back({"labels", host_tensor::from(targets, dims{rows})});
     } else if (multi_label) {
         std::vector<float> targets;
         for (const std::size_t i : items)
-            targets.insert(targets.end(), examples[i].multi_hot.begin(), examples[i].multi_hot.end());
+            targets.insert(targets.end(), data[i].multi_hot.begin(), data[i].multi_hot.end());
         inputs.push_back({"labels", host_tensor::from(targets, dims{rows, labels})});
     } else {
         std::vector<std::int32_t> targets(items.size());
         for (std::size_t r = 0; r < items.size(); ++r)
-            targets[r] = static_cast<std::int32_t>(examples[items[r]].label);
+            targets[r] = static_cast<std::int32_t>(data[items[r]].label);
         inputs.push_back({"labels", host_tensor::from(targets, dims{rows})});
     }
     return inputs;
@@ -55394,7 +55410,7 @@ ANVIL_INLINE step_result fine_tuning::step() {
     const std::size_t end = std::min(n, s.cursor + static_cast<std::size_t>(s.options.batch_size));
     const std::span<const std::size_t> items(s.order.data() + s.cursor, end - s.cursor);
     s.cursor = end;
-    const std::vector<named_tensor> inputs = s.collate(items);
+    const std::vector<named_tensor> inputs = s.collate(s.examples, items);
     step_result result = s.runner->step(inputs);
     ++s.done;
     if (!s.running.empty()) {
@@ -55756,50 +55772,40 @@ ANVIL_INLINE evaluation fine_tuning::evaluate(const std::filesystem::path& data)
         statistics.push_back(
             {r.norm + ".running_var", host_tensor::from(fine_tuning_detail::narrowed(r.variance), channels)});
     }
-    // collate() reads the state's examples: evaluate with the evaluation set in their place.
-    std::vector<fine_tuning_detail::example> training = std::exchange(s.examples, examples);
-    s.evaluating = true;
+    const fine_tuning_detail::evaluation_mode eval_mode(s.evaluating);
     evaluation result;
     result.examples = examples.size();
     double loss = 0.0, hits = 0.0, squared = 0.0;
-    try {
-        const auto batch = static_cast<std::size_t>(s.options.batch_size);
-        std::vector<std::size_t> items;
-        for (std::size_t start = 0; start < examples.size(); start += batch) {
-            items.resize(std::min(batch, examples.size() - start));
-            std::iota(items.begin(), items.end(), start);
-            std::vector<named_tensor> inputs = s.collate(items);
-            inputs.insert(inputs.end(), statistics.begin(), statistics.end());
-            const step_result r = s.runner->evaluate(inputs);
-            loss += r.loss * static_cast<double>(items.size());
-            const std::vector<float> logits = r.outputs.at(0).to_f32();
-            const auto width = static_cast<std::size_t>(s.labels);
-            for (std::size_t i = 0; i < items.size(); ++i) {
-                const fine_tuning_detail::example& e = examples[items[i]];
-                const auto row = logits.begin() + static_cast<std::ptrdiff_t>(i * width);
-                if (s.regression) {
-                    const double d = static_cast<double>(logits[i]) - e.label;
-                    squared += d * d;
-                } else if (s.multi_label) {
-                    // Right when every class is: predicted (logit above 0, probability above 1/2) exactly
-                    // where the label is above 1/2.
-                    bool right = true;
-                    for (std::size_t c = 0; c < width; ++c)
-                        right = right && (logits[i * width + c] > 0.0f) == (e.multi_hot[c] > 0.5f);
-                    hits += right ? 1.0 : 0.0;
-                } else {
-                    const auto top = std::max_element(row, row + static_cast<std::ptrdiff_t>(width)) - row;
-                    hits += static_cast<double>(top) == e.label ? 1.0 : 0.0;
-                }
+    const auto batch = static_cast<std::size_t>(s.options.batch_size);
+    std::vector<std::size_t> items;
+    for (std::size_t start = 0; start < examples.size(); start += batch) {
+        items.resize(std::min(batch, examples.size() - start));
+        std::iota(items.begin(), items.end(), start);
+        std::vector<named_tensor> inputs = s.collate(examples, items);
+        inputs.insert(inputs.end(), statistics.begin(), statistics.end());
+        const step_result r = s.runner->evaluate(inputs);
+        loss += r.loss * static_cast<double>(items.size());
+        const std::vector<float> logits = r.outputs.at(0).to_f32();
+        const auto width = static_cast<std::size_t>(s.labels);
+        for (std::size_t i = 0; i < items.size(); ++i) {
+            const fine_tuning_detail::example& e = examples[items[i]];
+            const std::span<const float> row = std::span<const float>(logits).subspan(i * width, width);
+            if (s.regression) {
+                const double d = static_cast<double>(row[0]) - e.label;
+                squared += d * d;
+            } else if (s.multi_label) {
+                // Right when every class is: predicted (logit above 0, probability above 1/2) exactly where
+                // the label is above 1/2.
+                bool right = true;
+                for (std::size_t c = 0; c < width; ++c)
+                    right = right && (row[c] > 0.0f) == (e.multi_hot[c] > 0.5f);
+                hits += right ? 1.0 : 0.0;
+            } else {
+                const auto top = std::max_element(row.begin(), row.end()) - row.begin();
+                hits += static_cast<double>(top) == e.label ? 1.0 : 0.0;
             }
         }
-    } catch (...) {
-        s.evaluating = false;
-        s.examples = std::move(training);
-        throw;
     }
-    s.evaluating = false;
-    s.examples = std::move(training);
     const auto n = static_cast<double>(examples.size());
     result.loss = loss / n;
     if (s.regression) {
