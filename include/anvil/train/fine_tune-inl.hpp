@@ -169,7 +169,7 @@ struct fine_tuning::state {
     std::vector<fine_tuning_detail::running_statistics> running;
     std::map<std::vector<std::int64_t>, std::vector<std::int64_t>> batch_norm_counts;
     // Set while evaluate() has the trainer build and run its programs (evaluation_mode): BatchNorm runs in
-    // eval mode, on the running statistics fed as program inputs.
+    // eval mode, on the running statistics fed as program inputs, and dropout is x itself.
     bool evaluating = false;
 
     // LoRA: the adapter's settings as adapter_config.json holds them (target_list sorted, modules_to_save
@@ -299,14 +299,18 @@ ANVIL_INLINE training_graph fine_tuning::state::build(std::span<const io_info> b
     training_graph result;
     graph& g = result.model;
     // Dropout where the Hugging Face class has it, with config.json's probabilities: each site is an input
-    // the trainer fills with a fresh mask every step (and with ones when evaluating).
+    // the trainer fills with a fresh mask every step. An evaluation program has no sites (model.eval():
+    // dropout is x itself), but keeps the hook, so that its attention is spelled out in training's order
+    // rather than the fused attention op, and evaluates as it always has.
     models::weight_loader loader(
         g, weights,
         [this](graph& target, std::string_view name, models::weight_role role, const dims&,
                const std::function<tensor<float>()>& stored) {
             return substitute(target, name, role, stored);
         },
-        [&result](const tensor<float>& x, double probability) { return dropout(result, x, probability); });
+        [this, &result](const tensor<float>& x, double probability) {
+            return evaluating ? x : dropout(result, x, probability);
+        });
     const forward_pass pass = forward(g, loader, input);
     const tensor<float>& out = pass.logits;
     if (regression) {
