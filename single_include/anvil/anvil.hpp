@@ -12538,7 +12538,7 @@ struct lora_config {
     double alpha = 8.0;                         // lora_alpha
     std::vector<std::string> target_list;       // target_modules as a list (PEFT: a name or a name suffix)
     std::optional<std::string> target_pattern;  // target_modules as one string (PEFT: re.fullmatch)
-    std::vector<std::string> modules_to_save;   // as saved; PEFT adds classifier and score for SEQ_CLS
+    std::vector<std::string> modules_to_save;   // as saved; SEQ_CLS adds sequence_classification_heads
     std::optional<std::string> task_type;
 
     // PEFT's scaling without rslora: lora_alpha / r.
@@ -12549,6 +12549,10 @@ struct lora_config {
     // format_error for a malformed file.
     [[nodiscard]] static lora_config read(const std::filesystem::path& folder, std::string_view what);
 };
+
+// The modules PEFT's PeftModelForSequenceClassification adds to modules_to_save, whatever the config says: a
+// sequence classifier's head is saved and trained whole.
+inline constexpr std::string_view sequence_classification_heads[] = {"classifier", "score"};
 
 // The prefix PEFT's save_pretrained gives every tensor: "base_model.model." + the model's name.
 inline constexpr std::string_view lora_saved_prefix = "base_model.model.";
@@ -54587,6 +54591,7 @@ ANVIL_INLINE step_result trainer::evaluate(std::span<const named_tensor> batch) 
 #include <optional>
 #include <regex>
 #include <set>
+#include <span>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -54692,6 +54697,18 @@ inline std::vector<float> narrowed(const std::vector<double>& values) {
     return std::vector<float>(values.begin(), values.end());
 }
 
+// Sets state::evaluating for its lifetime, so that however evaluate() leaves, the next build is training's.
+class evaluation_mode {
+public:
+    explicit evaluation_mode(bool& evaluating) noexcept : evaluating_(evaluating) { evaluating_ = true; }
+    ~evaluation_mode() { evaluating_ = false; }
+    evaluation_mode(const evaluation_mode&) = delete;
+    evaluation_mode& operator=(const evaluation_mode&) = delete;
+
+private:
+    bool& evaluating_;
+};
+
 inline std::string joined(const std::vector<std::string>& items, std::string_view separator = ", ") {
     std::string out;
     for (const auto& item : items)
@@ -54720,25 +54737,22 @@ struct fine_tuning::state {
     // problem_type multi_label_classification: BCEWithLogitsLoss on multi-hot labels [rows, labels].
     bool multi_label = false;
     std::int64_t max_tokens = 0;
-    std::vector<std::string> heads;  // PEFT's modules_to_save entries
     std::vector<fine_tuning_detail::read_tensor> reads;
     // BatchNorm in train mode: every norm in the forward's order (the order of its statistics among a step's
     // outputs), and per pixel shape {N, C, H, W} the values each norm's statistics were taken over.
     std::vector<fine_tuning_detail::running_statistics> running;
     std::map<std::vector<std::int64_t>, std::vector<std::int64_t>> batch_norm_counts;
-    // Set while evaluate() has the trainer build and run its programs: BatchNorm runs in eval mode, on the
-    // running statistics fed as program inputs.
+    // Set while evaluate() has the trainer build and run its programs (evaluation_mode): BatchNorm runs in
+    // eval mode, on the running statistics fed as program inputs, and dropout is x itself.
     bool evaluating = false;
 
-    // LoRA: the adapted modules (sorted), their matrices' values (trained or not), the head modules.
+    // LoRA: the adapter's settings as adapter_config.json holds them (target_list sorted, modules_to_save
+    // with the entries PEFT adds), the adapted modules (sorted), their matrices' values (trained or not), the
+    // head modules.
     bool lora = false;
-    std::int64_t rank = 0;
-    double alpha = 8.0;
-    std::vector<std::string> target_list;       // target_modules as a list (sorted)
-    std::optional<std::string> target_pattern;  // target_modules as one re.fullmatch pattern
+    models::lora_config adapter_config;
     std::vector<std::string> lora_modules;
     std::vector<std::string> head_modules;
-    std::optional<std::string> task_type;
     std::map<std::string, host_tensor> fixed;  // frozen tensors whose value is not the checkpoint's (f32)
     std::map<std::string, dims> lora_shapes;   // lora matrix name -> shape
     std::map<std::string, dtype>
@@ -54773,7 +54787,9 @@ struct fine_tuning::state {
     };
     forward_pass forward(graph& g, models::weight_loader& loader, const dims& input) const;
     training_graph build(std::span<const io_info> batch);
-    std::vector<named_tensor> collate(std::span<const std::size_t> items) const;
+    // The batch of the examples `items` of `data` (the training set or an evaluation set) as program inputs.
+    std::vector<named_tensor> collate(std::span<const fine_tuning_detail::example> data,
+                                      std::span<const std::size_t> items) const;
     // The order of epoch `epoch`: numpy.random.default_rng(seed + epoch).permutation(n), or the lines in
     // order.
     void order_epoch();
@@ -54823,7 +54839,7 @@ ANVIL_INLINE std::optional<tensor<float>> fine_tuning::state::substitute(
             // same gradients for A and B.
             const tensor<float> a = read_value(module + ".lora_A.weight");
             const tensor<float> b = read_value(module + ".lora_B.weight");
-            return stored() + matmul(b, a) * static_cast<float>(alpha / static_cast<double>(rank));
+            return stored() + matmul(b, a) * static_cast<float>(adapter_config.scaling());
         }
     }
     return replacement(key);
@@ -54857,14 +54873,18 @@ ANVIL_INLINE training_graph fine_tuning::state::build(std::span<const io_info> b
     training_graph result;
     graph& g = result.model;
     // Dropout where the Hugging Face class has it, with config.json's probabilities: each site is an input
-    // the trainer fills with a fresh mask every step (and with ones when evaluating).
+    // the trainer fills with a fresh mask every step. An evaluation program has no sites (model.eval():
+    // dropout is x itself), but keeps the hook, so that its attention is spelled out in training's order
+    // rather than the fused attention op, and evaluates as it always has.
     models::weight_loader loader(
         g, weights,
         [this](graph& target, std::string_view name, models::weight_role role, const dims&,
                const std::function<tensor<float>()>& stored) {
             return substitute(target, name, role, stored);
         },
-        [&result](const tensor<float>& x, double probability) { return dropout(result, x, probability); });
+        [this, &result](const tensor<float>& x, double probability) {
+            return evaluating ? x : dropout(result, x, probability);
+        });
     const forward_pass pass = forward(g, loader, input);
     const tensor<float>& out = pass.logits;
     if (regression) {
@@ -54899,14 +54919,15 @@ ANVIL_INLINE void fine_tuning::state::order_epoch() {
     }
 }
 
-ANVIL_INLINE std::vector<named_tensor> fine_tuning::state::collate(std::span<const std::size_t> items) const {
+ANVIL_INLINE std::vector<named_tensor> fine_tuning::state::collate(
+    std::span<const fine_tuning_detail::example> data, std::span<const std::size_t> items) const {
     const auto rows = static_cast<std::int64_t>(items.size());
     std::vector<named_tensor> inputs;
     if (text) {
         // DataCollatorWithPadding: padded on the right to the batch's longest example.
         std::size_t longest = 0;
         for (const std::size_t i : items)
-            longest = std::max(longest, examples[i].ids.size());
+            longest = std::max(longest, data[i].ids.size());
         const auto length = static_cast<std::int64_t>(longest);
         const auto cells = static_cast<std::size_t>(rows * length);
         const models::text_encoder_config& c = text_config;
@@ -54914,7 +54935,7 @@ ANVIL_INLINE std::vector<named_tensor> fine_tuning::state::collate(std::span<con
             positions(cells, 0);
         std::vector<float> mask(cells, 0.0f);
         for (std::size_t r = 0; r < items.size(); ++r) {
-            const fine_tuning_detail::example& e = examples[items[r]];
+            const fine_tuning_detail::example& e = data[items[r]];
             const std::size_t row = r * longest;
             std::copy(e.ids.begin(), e.ids.end(), ids.begin() + static_cast<std::ptrdiff_t>(row));
             if (!e.types.empty())
@@ -54939,11 +54960,11 @@ ANVIL_INLINE std::vector<named_tensor> fine_tuning::state::collate(std::span<con
             inputs.push_back({std::string(models::token_type_ids_name), host_tensor::from(types, shape)});
         inputs.push_back({std::string(models::attention_mask_name), host_tensor::from(mask, shape)});
     } else {
-        const dims& image = examples[items[0]].pixels.shape();
+        const dims& image = data[items[0]].pixels.shape();
         host_tensor pixels(dtype::f32, dims{rows, image[0], image[1], image[2]});
-        const std::size_t each = examples[items[0]].pixels.element_count();
+        const std::size_t each = data[items[0]].pixels.element_count();
         for (std::size_t r = 0; r < items.size(); ++r) {
-            const auto source = examples[items[r]].pixels.values<float>();
+            const auto source = data[items[r]].pixels.values<float>();
             std::copy(source.begin(), source.end(),
                       pixels.values<float>().begin() + static_cast<std::ptrdiff_t>(r * each));
         }
@@ -54952,17 +54973,17 @@ ANVIL_INLINE std::vector<named_tensor> fine_tuning::state::collate(std::span<con
     if (regression) {
         std::vector<float> targets(items.size());
         for (std::size_t r = 0; r < items.size(); ++r)
-            targets[r] = static_cast<float>(examples[items[r]].label);
+            targets[r] = static_cast<float>(data[items[r]].label);
         inputs.push_back({"labels", host_tensor::from(targets, dims{rows})});
     } else if (multi_label) {
         std::vector<float> targets;
         for (const std::size_t i : items)
-            targets.insert(targets.end(), examples[i].multi_hot.begin(), examples[i].multi_hot.end());
+            targets.insert(targets.end(), data[i].multi_hot.begin(), data[i].multi_hot.end());
         inputs.push_back({"labels", host_tensor::from(targets, dims{rows, labels})});
     } else {
         std::vector<std::int32_t> targets(items.size());
         for (std::size_t r = 0; r < items.size(); ++r)
-            targets[r] = static_cast<std::int32_t>(examples[items[r]].label);
+            targets[r] = static_cast<std::int32_t>(data[items[r]].label);
         inputs.push_back({"labels", host_tensor::from(targets, dims{rows})});
     }
     return inputs;
@@ -55030,12 +55051,10 @@ ANVIL_INLINE void fine_tuning::state::load_model() {
             throw unsupported_error(message("--model: ", options.model.string(), " is a ", architecture,
                                             ", not a ...ForSequenceClassification"));
         }
-        heads = {"classifier", "score"};  // PeftModelForSequenceClassification's modules_to_save
         max_tokens = text_config.max_tokens();
     } else if (model_type == "vit" || model_type == "deit") {
         text = false;
         vit_config = models::vit_config::from_json(config);
-        heads = {"classifier"};
     } else if (model_type == "resnet" || (model_type.empty() && config.contains("architecture"))) {
         // Hugging Face's ResNetForImageClassification, or a timm folder ({"architecture": "resnet50", ...})
         // of torchvision's names; resnet.hpp reads both from the tensors present.
@@ -55048,7 +55067,6 @@ ANVIL_INLINE void fine_tuning::state::load_model() {
         }
         text = false;
         resnet = true;
-        heads = {model_type.empty() ? "fc" : "classifier"};
     } else {
         throw unsupported_error(
             message("--model: config.json model_type '", model_type,
@@ -55328,49 +55346,53 @@ ANVIL_INLINE void fine_tuning::state::set_up_lora() {
             "what should stay"));
     }
     lora = true;
-    const std::vector<std::string> default_heads = heads;
+    // PEFT's modules_to_save for the head: PeftModelForSequenceClassification's for a text classifier, ViT's
+    // classifier otherwise.
+    const std::vector<std::string> default_heads =
+        text ? std::vector<std::string>(std::begin(models::sequence_classification_heads),
+                                        std::end(models::sequence_classification_heads))
+             : std::vector<std::string>{"classifier"};
+    models::lora_config& config = adapter_config;
     std::optional<checkpoint> adapter;
     if (!options.init_adapter.empty()) {
-        const models::lora_config read = models::lora_config::read(options.init_adapter, "--init-adapter");
-        rank = read.rank;
-        alpha = read.alpha;
-        target_list = read.target_list;
-        target_pattern = read.target_pattern;
-        task_type = read.task_type;
-        heads = read.modules_to_save;
+        config = models::lora_config::read(options.init_adapter, "--init-adapter");
+        std::vector<std::string>& heads = config.modules_to_save;
         if (text || heads.empty()) {
             for (const std::string& h : default_heads)
                 if (std::find(heads.begin(), heads.end(), h) == heads.end()) heads.push_back(h);
         }
-        if (options.lora_rank && *options.lora_rank != rank)
-            throw error(message("--lora ", *options.lora_rank, " disagrees with the adapter's r ", rank));
-        if (options.lora_alpha && *options.lora_alpha != alpha)
+        if (options.lora_rank && *options.lora_rank != config.rank)
+            throw error(
+                message("--lora ", *options.lora_rank, " disagrees with the adapter's r ", config.rank));
+        if (options.lora_alpha && *options.lora_alpha != config.alpha)
             throw error(message("--lora-alpha ", *options.lora_alpha,
-                                " disagrees with the adapter's lora_alpha ", alpha));
+                                " disagrees with the adapter's lora_alpha ", config.alpha));
         if (options.lora_targets) {
             std::vector<std::string> given = *options.lora_targets;
             std::sort(given.begin(), given.end());
-            std::vector<std::string> stored = target_list;
+            std::vector<std::string> stored = config.target_list;
             std::sort(stored.begin(), stored.end());
-            if (target_pattern || given != stored)
+            if (config.target_pattern || given != stored)
                 throw error(message("--lora-targets disagrees with the adapter's target_modules"));
         }
         adapter = models::open_lora_tensors(options.init_adapter, "--init-adapter");
     } else {
-        rank = *options.lora_rank;
-        if (rank <= 0) throw error("--lora must be positive");
-        alpha = options.lora_alpha.value_or(8.0);
+        config.rank = *options.lora_rank;
+        if (config.rank <= 0) throw error("--lora must be positive");
+        config.alpha = options.lora_alpha.value_or(8.0);
         if (options.lora_targets) {
-            target_list = *options.lora_targets;
+            config.target_list = *options.lora_targets;
         } else if (model_type == "bert" || model_type == "roberta" || model_type == "xlm-roberta") {
-            target_list = {"query", "value"};  // PEFT's default for these model types
+            config.target_list = {"query", "value"};  // PEFT's default for these model types
         } else {
             throw error(message("--lora-targets is needed for model_type ", model_type));
         }
-        if (text) task_type = "SEQ_CLS";
+        config.modules_to_save = default_heads;
+        if (text) config.task_type = "SEQ_CLS";
     }
-    std::sort(target_list.begin(), target_list.end());
-    target_list.erase(std::unique(target_list.begin(), target_list.end()), target_list.end());
+    std::vector<std::string>& targets = config.target_list;
+    std::sort(targets.begin(), targets.end());
+    targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
 
     // The modules the model has (every prefix of a tensor name) and which are linear layers.
     std::vector<std::string> modules;
@@ -55381,10 +55403,7 @@ ANVIL_INLINE void fine_tuning::state::set_up_lora() {
                 modules.push_back(std::move(m));
         if (r.role == models::weight_role::linear_weight) linear.insert(r.name.substr(0, r.name.size() - 7));
     }
-    models::lora_config targets;
-    targets.target_list = target_list;
-    targets.target_pattern = target_pattern;
-    models::lora_modules chosen = models::match_lora_modules(targets, modules, linear, heads);
+    models::lora_modules chosen = models::match_lora_modules(config, modules, linear, config.modules_to_save);
     lora_modules = std::move(chosen.adapted);
     head_modules = std::move(chosen.saved);
 
@@ -55396,13 +55415,14 @@ ANVIL_INLINE void fine_tuning::state::set_up_lora() {
                                        [&](const auto& r) { return r.name == module + ".weight"; });
         const std::int64_t out = read->shape[0], in = read->shape[1];
         const double bound = 1.0 / std::sqrt(static_cast<double>(in));
-        const std::vector<double> drawn = rng.uniform(-bound, bound, static_cast<std::size_t>(rank * in));
+        const std::vector<double> drawn =
+            rng.uniform(-bound, bound, static_cast<std::size_t>(config.rank * in));
         std::vector<float> a(drawn.size());
         std::transform(drawn.begin(), drawn.end(), a.begin(), [](double v) { return static_cast<float>(v); });
-        fixed[module + ".lora_A.weight"] = host_tensor::from(a, dims{rank, in});
-        fixed[module + ".lora_B.weight"] = host_tensor(dtype::f32, dims{out, rank});
-        lora_shapes[module + ".lora_A.weight"] = dims{rank, in};
-        lora_shapes[module + ".lora_B.weight"] = dims{out, rank};
+        fixed[module + ".lora_A.weight"] = host_tensor::from(a, dims{config.rank, in});
+        fixed[module + ".lora_B.weight"] = host_tensor(dtype::f32, dims{out, config.rank});
+        lora_shapes[module + ".lora_A.weight"] = dims{config.rank, in};
+        lora_shapes[module + ".lora_B.weight"] = dims{out, config.rank};
     }
     if (!adapter) return;
     std::map<std::string, dims> head_shapes;
@@ -55530,7 +55550,7 @@ ANVIL_INLINE step_result fine_tuning::step() {
     const std::size_t end = std::min(n, s.cursor + static_cast<std::size_t>(s.options.batch_size));
     const std::span<const std::size_t> items(s.order.data() + s.cursor, end - s.cursor);
     s.cursor = end;
-    const std::vector<named_tensor> inputs = s.collate(items);
+    const std::vector<named_tensor> inputs = s.collate(s.examples, items);
     step_result result = s.runner->step(inputs);
     ++s.done;
     if (!s.running.empty()) {
@@ -55680,9 +55700,10 @@ ANVIL_INLINE void fine_tuning::save(const std::filesystem::path& out) const {
                                                         : json::value(v);
     };
     json::array saved_heads, targets;
-    for (const std::string& h : s.heads)
+    const models::lora_config& adapter = s.adapter_config;
+    for (const std::string& h : adapter.modules_to_save)
         saved_heads.emplace_back(h);
-    for (const std::string& t : s.target_list)
+    for (const std::string& t : adapter.target_list)
         targets.emplace_back(t);
     config["alpha_pattern"] = json::object{};
     config["auto_mapping"] = nullptr;
@@ -55693,16 +55714,16 @@ ANVIL_INLINE void fine_tuning::save(const std::filesystem::path& out) const {
     config["init_lora_weights"] = true;
     config["layers_pattern"] = nullptr;
     config["layers_to_transform"] = nullptr;
-    config["lora_alpha"] = number(s.alpha);
+    config["lora_alpha"] = number(adapter.alpha);
     config["lora_dropout"] = 0.0;
     config["modules_to_save"] = std::move(saved_heads);
     config["peft_type"] = "LORA";
-    config["r"] = s.rank;
+    config["r"] = adapter.rank;
     config["rank_pattern"] = json::object{};
     config["revision"] = nullptr;
     config["target_modules"] =
-        s.target_pattern ? json::value(*s.target_pattern) : json::value(std::move(targets));
-    config["task_type"] = s.task_type ? json::value(*s.task_type) : json::value(nullptr);
+        adapter.target_pattern ? json::value(*adapter.target_pattern) : json::value(std::move(targets));
+    config["task_type"] = adapter.task_type ? json::value(*adapter.task_type) : json::value(nullptr);
     config["use_dora"] = false;
     config["use_rslora"] = false;
     std::ofstream file(out / "adapter_config.json", std::ios::binary);
@@ -55745,12 +55766,14 @@ ANVIL_INLINE json::object fine_tuning::state::run_options() const {
     for (const std::string& f : o.freeze)
         freeze.emplace_back(f);
     r["--freeze"] = std::move(freeze);
-    r["--lora"] = lora ? json::value(rank) : json::value(nullptr);
-    r["--lora-alpha"] = lora ? json::value(text_of(alpha)) : json::value(nullptr);
+    const models::lora_config& adapter = adapter_config;
+    r["--lora"] = lora ? json::value(adapter.rank) : json::value(nullptr);
+    r["--lora-alpha"] = lora ? json::value(text_of(adapter.alpha)) : json::value(nullptr);
     json::array targets;
-    for (const std::string& t : target_list)
+    for (const std::string& t : adapter.target_list)
         targets.emplace_back(t);
-    r["--lora-targets"] = target_pattern ? json::value(*target_pattern) : json::value(std::move(targets));
+    r["--lora-targets"] =
+        adapter.target_pattern ? json::value(*adapter.target_pattern) : json::value(std::move(targets));
     r["--init-adapter"] = o.init_adapter.string();
     r["--truncate"] = o.truncate;
     const device target = o.compile.target;
@@ -55889,50 +55912,40 @@ ANVIL_INLINE evaluation fine_tuning::evaluate(const std::filesystem::path& data)
         statistics.push_back(
             {r.norm + ".running_var", host_tensor::from(fine_tuning_detail::narrowed(r.variance), channels)});
     }
-    // collate() reads the state's examples: evaluate with the evaluation set in their place.
-    std::vector<fine_tuning_detail::example> training = std::exchange(s.examples, examples);
-    s.evaluating = true;
+    const fine_tuning_detail::evaluation_mode eval_mode(s.evaluating);
     evaluation result;
     result.examples = examples.size();
     double loss = 0.0, hits = 0.0, squared = 0.0;
-    try {
-        const auto batch = static_cast<std::size_t>(s.options.batch_size);
-        std::vector<std::size_t> items;
-        for (std::size_t start = 0; start < examples.size(); start += batch) {
-            items.resize(std::min(batch, examples.size() - start));
-            std::iota(items.begin(), items.end(), start);
-            std::vector<named_tensor> inputs = s.collate(items);
-            inputs.insert(inputs.end(), statistics.begin(), statistics.end());
-            const step_result r = s.runner->evaluate(inputs);
-            loss += r.loss * static_cast<double>(items.size());
-            const std::vector<float> logits = r.outputs.at(0).to_f32();
-            const auto width = static_cast<std::size_t>(s.labels);
-            for (std::size_t i = 0; i < items.size(); ++i) {
-                const fine_tuning_detail::example& e = examples[items[i]];
-                const auto row = logits.begin() + static_cast<std::ptrdiff_t>(i * width);
-                if (s.regression) {
-                    const double d = static_cast<double>(logits[i]) - e.label;
-                    squared += d * d;
-                } else if (s.multi_label) {
-                    // Right when every class is: predicted (logit above 0, probability above 1/2) exactly
-                    // where the label is above 1/2.
-                    bool right = true;
-                    for (std::size_t c = 0; c < width; ++c)
-                        right = right && (logits[i * width + c] > 0.0f) == (e.multi_hot[c] > 0.5f);
-                    hits += right ? 1.0 : 0.0;
-                } else {
-                    const auto top = std::max_element(row, row + static_cast<std::ptrdiff_t>(width)) - row;
-                    hits += static_cast<double>(top) == e.label ? 1.0 : 0.0;
-                }
+    const auto batch = static_cast<std::size_t>(s.options.batch_size);
+    std::vector<std::size_t> items;
+    for (std::size_t start = 0; start < examples.size(); start += batch) {
+        items.resize(std::min(batch, examples.size() - start));
+        std::iota(items.begin(), items.end(), start);
+        std::vector<named_tensor> inputs = s.collate(examples, items);
+        inputs.insert(inputs.end(), statistics.begin(), statistics.end());
+        const step_result r = s.runner->evaluate(inputs);
+        loss += r.loss * static_cast<double>(items.size());
+        const std::vector<float> logits = r.outputs.at(0).to_f32();
+        const auto width = static_cast<std::size_t>(s.labels);
+        for (std::size_t i = 0; i < items.size(); ++i) {
+            const fine_tuning_detail::example& e = examples[items[i]];
+            const std::span<const float> row = std::span<const float>(logits).subspan(i * width, width);
+            if (s.regression) {
+                const double d = static_cast<double>(row[0]) - e.label;
+                squared += d * d;
+            } else if (s.multi_label) {
+                // Right when every class is: predicted (logit above 0, probability above 1/2) exactly where
+                // the label is above 1/2.
+                bool right = true;
+                for (std::size_t c = 0; c < width; ++c)
+                    right = right && (row[c] > 0.0f) == (e.multi_hot[c] > 0.5f);
+                hits += right ? 1.0 : 0.0;
+            } else {
+                const auto top = std::max_element(row.begin(), row.end()) - row.begin();
+                hits += static_cast<double>(top) == e.label ? 1.0 : 0.0;
             }
         }
-    } catch (...) {
-        s.evaluating = false;
-        s.examples = std::move(training);
-        throw;
     }
-    s.evaluating = false;
-    s.examples = std::move(training);
     const auto n = static_cast<double>(examples.size());
     result.loss = loss / n;
     if (s.regression) {
@@ -56511,11 +56524,10 @@ ANVIL_INLINE std::shared_ptr<const checkpoint> apply_lora_adapter(std::shared_pt
         if (view->name().ends_with(".weight") && view->rank() == 2 && is_floating(view->type()))
             linear.insert(view->name().substr(0, view->name().size() - 7));
     }
-    // PeftModelForSequenceClassification saves its head whatever modules_to_save says.
     std::vector<std::string> heads = config.modules_to_save;
     if (config.task_type == "SEQ_CLS") {
-        for (const std::string h : {"classifier", "score"})
-            if (std::find(heads.begin(), heads.end(), h) == heads.end()) heads.push_back(h);
+        for (const std::string_view h : sequence_classification_heads)
+            if (std::find(heads.begin(), heads.end(), h) == heads.end()) heads.emplace_back(h);
     }
     lora_modules chosen;
     try {

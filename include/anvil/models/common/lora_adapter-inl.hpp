@@ -238,11 +238,10 @@ ANVIL_INLINE std::shared_ptr<const checkpoint> apply_lora_adapter(std::shared_pt
         if (view->name().ends_with(".weight") && view->rank() == 2 && is_floating(view->type()))
             linear.insert(view->name().substr(0, view->name().size() - 7));
     }
-    // PeftModelForSequenceClassification saves its head whatever modules_to_save says.
     std::vector<std::string> heads = config.modules_to_save;
     if (config.task_type == "SEQ_CLS") {
-        for (const std::string h : {"classifier", "score"})
-            if (std::find(heads.begin(), heads.end(), h) == heads.end()) heads.push_back(h);
+        for (const std::string_view h : sequence_classification_heads)
+            if (std::find(heads.begin(), heads.end(), h) == heads.end()) heads.emplace_back(h);
     }
     lora_modules chosen;
     try {

@@ -32,7 +32,7 @@ struct lora_config {
     double alpha = 8.0;                         // lora_alpha
     std::vector<std::string> target_list;       // target_modules as a list (PEFT: a name or a name suffix)
     std::optional<std::string> target_pattern;  // target_modules as one string (PEFT: re.fullmatch)
-    std::vector<std::string> modules_to_save;   // as saved; PEFT adds classifier and score for SEQ_CLS
+    std::vector<std::string> modules_to_save;   // as saved; SEQ_CLS adds sequence_classification_heads
     std::optional<std::string> task_type;
 
     // PEFT's scaling without rslora: lora_alpha / r.
@@ -43,6 +43,10 @@ struct lora_config {
     // format_error for a malformed file.
     [[nodiscard]] static lora_config read(const std::filesystem::path& folder, std::string_view what);
 };
+
+// The modules PEFT's PeftModelForSequenceClassification adds to modules_to_save, whatever the config says: a
+// sequence classifier's head is saved and trained whole.
+inline constexpr std::string_view sequence_classification_heads[] = {"classifier", "score"};
 
 // The prefix PEFT's save_pretrained gives every tensor: "base_model.model." + the model's name.
 inline constexpr std::string_view lora_saved_prefix = "base_model.model.";
