@@ -672,9 +672,21 @@ ANVIL_DETAIL_ALWAYS_INLINE void run_chain(const chain_plan& plan, const broadcas
                                           std::int64_t first, std::int64_t last, float* scratch,
                                           const float** values) {
     const std::size_t step_count = plan.steps.size();
+    // A one-element input (a chain's constants: GELU's derivative has five) is the same whole tile
+    // everywhere: filled once here rather than for every tile. No step writes an input's tile.
+    const auto splat = [&](std::size_t i) {
+        return plan.tile_of[i] != no_tile && inputs[i].shape.element_count() == 1;
+    };
+    for (std::size_t i = 0; i < plan.input_count; ++i) {
+        if (!splat(i)) continue;
+        float* own = scratch + plan.tile_of[i] * tile;
+        std::fill(own, own + tile, inputs[i].data[0]);
+        values[i] = own;
+    }
     for (std::int64_t start = first; start < last; start += tile) {
         const std::int64_t count = std::min(tile, last - start);
         for (std::size_t i = 0; i < plan.input_count; ++i) {
+            if (splat(i)) continue;
             float* own = plan.tile_of[i] == no_tile ? nullptr : scratch + plan.tile_of[i] * tile;
             values[i] = read_broadcast(layout, i, inputs[i].data, start, count, own);
         }
