@@ -2308,11 +2308,16 @@ private:
 // #include "anvil/core/shape.hpp"
 // #include "anvil/core/thread_pool.hpp"
 // anvil: the thread pool the CPU backend runs its kernels on. parallel_for splits an index range into chunks
-// that the calling thread and the pool's workers take in turn; it blocks until every chunk ran, so the body
-// is passed by reference (no allocation per call). Between calls a worker first spins for a moment
+// that the calling thread and the pool's workers claim one at a time; it blocks until every chunk ran, so the
+// body is passed by reference (no allocation per call). Between calls a worker first spins for a moment
 // (thread_pool_spin), then sleeps on a condition variable: decoding a token makes about a hundred short
 // parallel_for calls, and waking a sleeping thread cost tens of microseconds each on a virtual machine —
 // more than the work of a call, which is why two threads decoded no faster than one.
+// A worker that another process keeps off its core must not hold the caller up: the job is only offered to a
+// worker, which takes it when it runs; when the caller has run out of chunks it withdraws the offers not yet
+// taken and waits only for workers that took the job, each of which is finishing at most the chunk it
+// claimed. (Waiting for every worker to check in made M=1 products 8x slower on 2 threads than on 1 while
+// another process kept a core busy.)
 
 #include <algorithm>
 #include <atomic>
@@ -2387,12 +2392,18 @@ struct parallel_job {
     std::size_t chunk_size = 0;
     std::size_t remainder = 0;
     std::atomic<std::size_t> next_chunk{0};
+    // Workers offered this job that have neither finished with it nor had the offer withdrawn: the caller
+    // returns (and the job, on its stack, ends) only when this is 0.
+    std::atomic<std::size_t> workers_holding{0};
     std::atomic<bool> failed{false};
     std::exception_ptr error;  // written only by the thread that set `failed`
 
     // Takes chunks until none is left or one threw. Never throws.
     void run_chunks() noexcept;
 };
+
+// Gives tests access to a pool's workers (tests/test_thread_pool.cpp defines it); nothing else does.
+struct thread_pool_test_access;
 
 }  // namespace detail
 
@@ -2418,6 +2429,14 @@ public:
     // take turns; a call from inside a chunk (nested) runs inline as body(begin, end).
     template <class Body>
     void parallel_for(std::size_t begin, std::size_t end, std::size_t grain, Body&& body) {
+        parallel_for(begin, end, grain, size(), std::forward<Body>(body));
+    }
+
+    // The same on at most `max_threads` threads, the caller's included (0 counts as 1): for work cut into
+    // more chunks than it has threads' worth of, so that a thread that is slow to come costs one chunk.
+    template <class Body>
+    void parallel_for(std::size_t begin, std::size_t end, std::size_t grain, std::size_t max_threads,
+                      Body&& body) {
         static_assert(std::is_invocable_v<Body&, std::size_t, std::size_t>,
                       "thread_pool::parallel_for: the body must be callable as body(std::size_t begin, "
                       "std::size_t end)");
@@ -2426,7 +2445,7 @@ public:
                                            [](void* object, std::size_t chunk_begin, std::size_t chunk_end) {
                                                (*static_cast<body_type*>(object))(chunk_begin, chunk_end);
                                            }};
-        run(begin, end, grain, reference);
+        run(begin, end, grain, max_threads, reference);
     }
 
     // The same with the grain chosen for about four chunks per thread.
@@ -2441,23 +2460,32 @@ public:
     // default_thread_count(). An invalid ANVIL_NUM_THREADS throws anvil::error (again on the next call).
     [[nodiscard]] static thread_pool& global();
 
-private:
+    // The most chunks a parallel_for makes per thread; work cut finer is merged into this many.
     static constexpr std::size_t chunks_per_thread = 4;
+
+private:
+    friend struct detail::thread_pool_test_access;
 
     struct worker {
         std::thread thread;
         std::condition_variable wake;
-        std::atomic<detail::parallel_job*> job{nullptr};  // set by run, cleared by the worker when done
-        bool sleeping = false;                            // waiting on `wake`; guarded by mutex_
+        // A job offered by run(): the worker takes it by exchanging it for null, run() withdraws it the same
+        // way, so exactly one of them gets it.
+        std::atomic<detail::parallel_job*> offer{nullptr};
+        // Set (under mutex_) before the worker waits on `wake`: run() takes the mutex to notify only then,
+        // so a worker that is running, or was preempted while polling, costs the caller no lock.
+        std::atomic<bool> sleeping{false};
     };
 
-    void run(std::size_t begin, std::size_t end, std::size_t grain, detail::chunk_body body);
+    void run(std::size_t begin, std::size_t end, std::size_t grain, std::size_t max_threads,
+             detail::chunk_body body);
+    // Offers `job` to `self` and wakes it if it sleeps; the caller has counted it in job.workers_holding.
+    void offer(worker& self, detail::parallel_job& job);
     void worker_loop(worker& self);
     void stop_workers() noexcept;
 
     std::mutex submit_mutex_;  // one parallel_for at a time from outside threads
-    std::mutex mutex_;         // guards worker::sleeping, and orders sleeping against job and stopping_
-    std::atomic<std::size_t> busy_workers_{0};
+    std::mutex mutex_;         // orders a worker's decision to sleep against offers and stopping_
     std::atomic<bool> stopping_{false};
     std::vector<std::unique_ptr<worker>> workers_;
 };
@@ -33321,12 +33349,13 @@ ANVIL_INLINE thread_pool& thread_pool::global() {
 }
 
 ANVIL_INLINE void thread_pool::run(std::size_t begin, std::size_t end, std::size_t grain,
-                                   detail::chunk_body body) {
+                                   std::size_t max_threads, detail::chunk_body body) {
     if (end <= begin) return;
     const std::size_t count = end - begin;
+    const std::size_t thread_count = std::clamp<std::size_t>(max_threads, 1, size());
     const std::size_t chunk_count =
-        std::min(count / std::max<std::size_t>(grain, 1), size() * chunks_per_thread);
-    if (chunk_count <= 1 || workers_.empty() || detail::running_chunks) {
+        std::min(count / std::max<std::size_t>(grain, 1), thread_count * chunks_per_thread);
+    if (chunk_count <= 1 || thread_count == 1 || detail::running_chunks) {
         body.call(body.object, begin, end);
         return;
     }
@@ -33339,25 +33368,25 @@ ANVIL_INLINE void thread_pool::run(std::size_t begin, std::size_t end, std::size
     job.remainder = count % chunk_count;
 
     const std::lock_guard<std::mutex> one_call_at_a_time(submit_mutex_);
-    const std::size_t helpers = std::min(chunk_count - 1, workers_.size());
-    busy_workers_.store(helpers, std::memory_order_relaxed);
+    const std::size_t helpers = std::min(chunk_count - 1, thread_count - 1);
+    job.workers_holding.store(helpers, std::memory_order_relaxed);
     for (std::size_t i = 0; i < helpers; ++i)
-        workers_[i]->job.store(&job, std::memory_order_release);
-    {
-        // A worker decides to sleep under the mutex after finding no job, so one that is not marked
-        // sleeping here will see its job before it sleeps.
-        const std::lock_guard<std::mutex> lock(mutex_);
-        for (std::size_t i = 0; i < helpers; ++i)
-            if (workers_[i]->sleeping) workers_[i]->wake.notify_one();
-    }
+        offer(*workers_[i], job);
     {
         const detail::running_chunks_scope scope;
         job.run_chunks();
     }
-    // The workers finish their last chunks: poll, then yield the core (a worker may be waiting for one).
-    // The acquire pairs with each worker's release, so their writes (and job.error) come before what follows.
+    // Every chunk is claimed. A worker that has not taken its offer yet (asleep, or off its core) has no
+    // part in the job: withdraw the offer instead of waiting for it to run.
+    for (std::size_t i = 0; i < helpers; ++i) {
+        if (workers_[i]->offer.exchange(nullptr) == &job)
+            job.workers_holding.fetch_sub(1, std::memory_order_relaxed);
+    }
+    // The workers that took it finish their last chunks: poll, then yield the core (one may be waiting for
+    // it). The acquire pairs with each worker's release, so their writes (and job.error) come before what
+    // follows.
     const auto started = std::chrono::steady_clock::now();
-    for (unsigned polls = 0; busy_workers_.load(std::memory_order_acquire) != 0; ++polls) {
+    for (unsigned polls = 0; job.workers_holding.load(std::memory_order_acquire) != 0; ++polls) {
         detail::spin_pause();
         if (polls % 64 == 63 && std::chrono::steady_clock::now() - started > detail::thread_pool_spin)
             std::this_thread::yield();
@@ -33365,33 +33394,44 @@ ANVIL_INLINE void thread_pool::run(std::size_t begin, std::size_t end, std::size
     if (job.error) std::rethrow_exception(job.error);
 }
 
+ANVIL_INLINE void thread_pool::offer(worker& self, detail::parallel_job& job) {
+    // Sequentially consistent with the worker's `sleeping` store and its later look at `offer`: either this
+    // sees it sleeping and notifies under the mutex, or the worker sees the offer before it waits.
+    self.offer.store(&job);
+    if (self.sleeping.load()) {
+        const std::lock_guard<std::mutex> lock(mutex_);
+        self.wake.notify_one();
+    }
+}
+
 ANVIL_INLINE void thread_pool::worker_loop(worker& self) {
     detail::running_chunks = true;
     for (;;) {
-        // Poll for the next job for a moment, then sleep until run() or stop_workers() wakes this thread.
-        detail::parallel_job* job = self.job.load(std::memory_order_acquire);
-        const auto idle_since = std::chrono::steady_clock::now();
-        for (unsigned polls = 0; job == nullptr && !stopping_.load(std::memory_order_acquire); ++polls) {
+        // Poll for an offer for a moment, then sleep until offer() or stop_workers() wakes this thread. An
+        // offer may be withdrawn before it is taken (the caller ran every chunk): then poll again.
+        detail::parallel_job* job = nullptr;
+        auto idle_since = std::chrono::steady_clock::now();
+        for (unsigned polls = 0; job == nullptr; ++polls) {
+            if (self.offer.load(std::memory_order_relaxed) != nullptr) {
+                job = self.offer.exchange(nullptr);
+                if (job != nullptr) break;
+            }
+            if (stopping_.load(std::memory_order_acquire)) return;
             detail::spin_pause();
-            job = self.job.load(std::memory_order_acquire);
-            if (job == nullptr && polls % 64 == 63 &&
+            if (polls % 64 == 63 &&
                 std::chrono::steady_clock::now() - idle_since > detail::thread_pool_spin) {
                 std::unique_lock<std::mutex> lock(mutex_);
-                self.sleeping = true;
+                self.sleeping.store(true);
                 self.wake.wait(lock, [&] {
-                    return self.job.load(std::memory_order_acquire) != nullptr ||
-                           stopping_.load(std::memory_order_acquire);
+                    return self.offer.load() != nullptr || stopping_.load(std::memory_order_acquire);
                 });
-                self.sleeping = false;
-                job = self.job.load(std::memory_order_acquire);
-                break;
+                self.sleeping.store(false, std::memory_order_relaxed);
+                idle_since = std::chrono::steady_clock::now();
             }
         }
-        if (job == nullptr) return;  // stopping
         job->run_chunks();
         // Nothing of the job is touched after this: it lives on the stack of the run() that waits for it.
-        self.job.store(nullptr, std::memory_order_relaxed);
-        busy_workers_.fetch_sub(1, std::memory_order_acq_rel);
+        job->workers_holding.fetch_sub(1, std::memory_order_acq_rel);
     }
 }
 
