@@ -2,11 +2,20 @@
 // products (256..2048) and the skinny ones of LLM decoding (M = 1..8 rows against 768..4096-wide weights).
 // Prints GFLOP/s for both and the ratio anvil/OpenBLAS (best of several repetitions each), and checks that
 // the two results agree. OpenBLAS is loaded with dlopen, so nothing links against it; without it the bench
-// says so and exits 0. Usage: bench_gemm [--threads N] [--quick]   (default: 1 and 2 threads, full set, best
-// of 3 rounds; --quick: a few shapes, one round, for a CI smoke run)
+// says so and exits 0. Usage: bench_gemm [--threads N] [--quick] [--busy]   (default: 1 and 2 threads, full
+// set, best of 3 rounds; --quick: a few shapes, one round, for a CI smoke run; --busy: a second process
+// spins on one core throughout, as another program would, and the table of N threads against 1 shows whether
+// the pool waits on a worker that is not running — issue 41's bar is no shape below 1.00x)
 #include <anvil/backend/cpu/gemm.hpp>
 
 #include <dlfcn.h>
+#include <signal.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#if defined(__linux__)
+#include <sys/prctl.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -15,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -86,15 +96,31 @@ double relative_difference(const std::vector<float>& a, const std::vector<float>
     return largest > 0 ? difference / largest : difference;
 }
 
+// Starts a process that spins until killed: the competing load of --busy. A process, not a thread, so the
+// scheduler shares the cores between it and the bench as it would with another program. Returns its pid.
+pid_t start_busy_process() {
+    const pid_t child = fork();
+    if (child == 0) {
+#if defined(__linux__)
+        prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the bench
+#endif
+        for (;;)
+            __asm__ __volatile__("" ::: "memory");  // a loop the compiler must keep
+    }
+    return child;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     std::vector<int> thread_counts{1, 2};
-    bool quick = false;
+    bool quick = false, busy = false;
     for (int i = 1; i < argc; ++i) {
         const std::string argument = argv[i];
         if (argument == "--quick") {
             quick = true;
+        } else if (argument == "--busy") {
+            busy = true;
         } else if (argument == "--threads" && i + 1 < argc) {
             thread_counts = {std::atoi(argv[++i])};
             if (thread_counts[0] < 1) {
@@ -102,7 +128,7 @@ int main(int argc, char** argv) {
                 return EXIT_FAILURE;
             }
         } else {
-            std::fprintf(stderr, "usage: bench_gemm [--threads N] [--quick]\n");
+            std::fprintf(stderr, "usage: bench_gemm [--threads N] [--quick] [--busy]\n");
             return EXIT_FAILURE;
         }
     }
@@ -152,26 +178,39 @@ int main(int argc, char** argv) {
     // on a shared machine, the samples of one shape are then spread over minutes, not a second.
     const int rounds = quick ? 1 : 3;
     std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-    bool all_agree = true;
-    double worst_ratio = 1e30;
-    for (const int threads : thread_counts) {
-        blas.set_threads(threads);
-        anvil::thread_pool pool(static_cast<std::size_t>(threads));
-        std::vector<timing> best(shapes.size());
-        std::vector<double> differences(shapes.size(), 0.0);
-        for (int round = 0; round < rounds; ++round) {
-            for (std::size_t index = 0; index < shapes.size(); ++index) {
-                const shape& s = shapes[index];
-                std::mt19937 random(static_cast<unsigned>(index));
-                std::vector<float> a(static_cast<std::size_t>(s.m * s.k)),
-                    b(static_cast<std::size_t>(s.k * s.n));
-                for (float& value : a)
-                    value = uniform(random);
-                for (float& value : b)
-                    value = uniform(random);
-                std::vector<float> c_anvil(static_cast<std::size_t>(s.m * s.n)), c_blas(c_anvil.size());
-                const anvil::detail::matrix_operand a_operand{a.data(), anvil::dtype::f32, s.k, 1};
-                const anvil::detail::matrix_operand b_operand{b.data(), anvil::dtype::f32, s.n, 1};
+    pid_t busy_child = -1;
+    if (busy) {
+        busy_child = start_busy_process();
+        if (busy_child < 0) {
+            std::fprintf(stderr, "bench_gemm: --busy: could not start the spinning process\n");
+            return EXIT_FAILURE;
+        }
+        std::printf("busy: process %d spins on one core throughout the measurement\n",
+                    static_cast<int>(busy_child));
+    }
+    // One pool per thread count, and every shape measured at each count in turn, so that the counts compared
+    // see the same load on the machine.
+    std::vector<std::unique_ptr<anvil::thread_pool>> pools;
+    for (const int threads : thread_counts)
+        pools.push_back(std::make_unique<anvil::thread_pool>(static_cast<std::size_t>(threads)));
+    std::vector<std::vector<timing>> best(thread_counts.size(), std::vector<timing>(shapes.size()));
+    std::vector<std::vector<double>> differences(thread_counts.size(),
+                                                 std::vector<double>(shapes.size(), 0.0));
+    for (int round = 0; round < rounds; ++round) {
+        for (std::size_t index = 0; index < shapes.size(); ++index) {
+            const shape& s = shapes[index];
+            std::mt19937 random(static_cast<unsigned>(index));
+            std::vector<float> a(static_cast<std::size_t>(s.m * s.k)), b(static_cast<std::size_t>(s.k * s.n));
+            for (float& value : a)
+                value = uniform(random);
+            for (float& value : b)
+                value = uniform(random);
+            std::vector<float> c_anvil(static_cast<std::size_t>(s.m * s.n)), c_blas(c_anvil.size());
+            const anvil::detail::matrix_operand a_operand{a.data(), anvil::dtype::f32, s.k, 1};
+            const anvil::detail::matrix_operand b_operand{b.data(), anvil::dtype::f32, s.n, 1};
+            for (std::size_t t = 0; t < thread_counts.size(); ++t) {
+                blas.set_threads(thread_counts[t]);
+                anvil::thread_pool& pool = *pools[t];
                 const timing sample = measure(
                     [&] {
                         anvil::detail::gemm(s.m, s.n, s.k, a_operand, b_operand, c_anvil.data(), s.n, {},
@@ -184,30 +223,66 @@ int main(int argc, char** argv) {
                                    c_blas.data(), static_cast<int>(s.n));
                     },
                     quick);
-                best[index].anvil_seconds = std::min(best[index].anvil_seconds, sample.anvil_seconds);
-                best[index].openblas_seconds =
-                    std::min(best[index].openblas_seconds, sample.openblas_seconds);
-                differences[index] = std::max(differences[index], relative_difference(c_anvil, c_blas));
+                best[t][index].anvil_seconds = std::min(best[t][index].anvil_seconds, sample.anvil_seconds);
+                best[t][index].openblas_seconds =
+                    std::min(best[t][index].openblas_seconds, sample.openblas_seconds);
+                differences[t][index] = std::max(differences[t][index], relative_difference(c_anvil, c_blas));
             }
         }
-        std::printf("\n%d thread%s (best of %d round%s)\n%6s %6s %6s  %12s %12s  %7s  %9s\n", threads,
-                    threads == 1 ? "" : "s", rounds, rounds == 1 ? "" : "s", "M", "N", "K", "anvil GF/s",
-                    "OpenBLAS", "ratio", "rel.diff");
+    }
+    if (busy_child > 0) {
+        kill(busy_child, SIGKILL);
+        waitpid(busy_child, nullptr, 0);
+    }
+
+    bool all_agree = true;
+    double worst_ratio = 1e30;
+    const auto gflops = [&](const shape& s, double seconds) {
+        return 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k) /
+               seconds * 1e-9;
+    };
+    for (std::size_t t = 0; t < thread_counts.size(); ++t) {
+        const int threads = thread_counts[t];
+        std::printf("\n%d thread%s%s (best of %d round%s)\n%6s %6s %6s  %12s %12s  %7s  %9s\n", threads,
+                    threads == 1 ? "" : "s", busy ? ", one core busy" : "", rounds, rounds == 1 ? "" : "s",
+                    "M", "N", "K", "anvil GF/s", "OpenBLAS", "ratio", "rel.diff");
         for (std::size_t index = 0; index < shapes.size(); ++index) {
             const shape& s = shapes[index];
-            const double flops =
-                2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k);
-            const double ratio = best[index].openblas_seconds / best[index].anvil_seconds;
-            const bool agree = differences[index] < 1e-5;
+            const double ratio = best[t][index].openblas_seconds / best[t][index].anvil_seconds;
+            const bool agree = differences[t][index] < 1e-5;
             all_agree = all_agree && agree;
             worst_ratio = std::min(worst_ratio, ratio);
             std::printf("%6lld %6lld %6lld  %12.1f %12.1f  %6.2fx  %9.1e%s\n", static_cast<long long>(s.m),
                         static_cast<long long>(s.n), static_cast<long long>(s.k),
-                        flops / best[index].anvil_seconds * 1e-9, flops / best[index].openblas_seconds * 1e-9,
-                        ratio, differences[index], agree ? "" : "  MISMATCH");
+                        gflops(s, best[t][index].anvil_seconds), gflops(s, best[t][index].openblas_seconds),
+                        ratio, differences[t][index], agree ? "" : "  MISMATCH");
         }
-        std::fflush(stdout);
     }
+    // Each count against the first (1 thread by default): below 1.00x, more threads made the product slower.
+    for (std::size_t t = 1; t < thread_counts.size(); ++t) {
+        std::printf("\n%d threads against %d%s: time at %d / time at %d\n%6s %6s %6s  %7s %9s\n",
+                    thread_counts[t], thread_counts[0], busy ? ", one core busy" : "", thread_counts[0],
+                    thread_counts[t], "M", "N", "K", "anvil", "OpenBLAS");
+        double slowest = 1e30;
+        std::size_t slowest_index = 0;
+        for (std::size_t index = 0; index < shapes.size(); ++index) {
+            const shape& s = shapes[index];
+            const double anvil_speedup = best[0][index].anvil_seconds / best[t][index].anvil_seconds;
+            const double blas_speedup = best[0][index].openblas_seconds / best[t][index].openblas_seconds;
+            if (anvil_speedup < slowest) {
+                slowest = anvil_speedup;
+                slowest_index = index;
+            }
+            std::printf("%6lld %6lld %6lld  %6.2fx %8.2fx\n", static_cast<long long>(s.m),
+                        static_cast<long long>(s.n), static_cast<long long>(s.k), anvil_speedup,
+                        blas_speedup);
+        }
+        const shape& s = shapes[slowest_index];
+        std::printf("slowest anvil speed-up at %d threads: %.2fx (M=%lld N=%lld K=%lld)\n", thread_counts[t],
+                    slowest, static_cast<long long>(s.m), static_cast<long long>(s.n),
+                    static_cast<long long>(s.k));
+    }
+    std::fflush(stdout);
     std::printf("\nworst ratio anvil/OpenBLAS: %.2fx; results %s\n", worst_ratio,
                 all_agree ? "agree" : "DIFFER");
     return all_agree ? EXIT_SUCCESS : EXIT_FAILURE;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -447,6 +448,34 @@ TEST_CASE("gemm: with a packed_matrix, as with B packed per call") {
                     CHECK(std::fabs(actual[i] - expected[i]) <=
                           1e-4f * (1.0f + std::fabs(expected[i])) * static_cast<float>(p.k));
                 }
+            }
+        }
+    }
+}
+
+TEST_CASE("gemm: the same bits on 1 to 5 threads, however the product is cut into parts") {
+    // Each thread count cuts the product into a different number of parts (rows at MC blocks, columns at
+    // tiles; the skinny and dot-product paths by columns only), which must not change any element's sum.
+    std::mt19937 random(41);
+    std::vector<std::unique_ptr<anvil::thread_pool>> pools;
+    for (std::size_t threads = 1; threads <= 5; ++threads)
+        pools.push_back(std::make_unique<anvil::thread_pool>(threads));
+    for (const gemm_isa isa : isas_to_test()) {
+        for (const product_case p :
+             {product_case{300, 200, 64}, product_case{160, 530, 100}, product_case{16, 768, 256},
+              product_case{7, 1000, 300},
+              product_case{3, 1000, 512, dtype::f32, dtype::f16, layout::row_major, layout::col_major}}) {
+            const test_matrix a = random_matrix(random, p.m, p.k, p.a_type, p.a_layout);
+            const test_matrix b = random_matrix(random, p.k, p.n, p.b_type, p.b_layout);
+            std::vector<float> bias(static_cast<std::size_t>(p.n), 0.5f);
+            std::vector<float> first;
+            for (const auto& pool : pools) {
+                std::vector<float> c(static_cast<std::size_t>(p.m * p.n), 1.0f);
+                anvil::detail::gemm(p.m, p.n, p.k, a.operand(), b.operand(), c.data(), p.n,
+                                    {bias.data(), true}, pool.get(), isa);
+                if (first.empty()) first = c;
+                INFO(describe(p, isa, pool->size()));
+                CHECK(std::memcmp(c.data(), first.data(), c.size() * sizeof(float)) == 0);
             }
         }
     }

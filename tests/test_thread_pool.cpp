@@ -20,6 +20,13 @@
 #include <utility>
 #include <vector>
 
+// Offers a job to one worker of a pool, as run() does, so that a test can keep that worker busy elsewhere.
+struct anvil::detail::thread_pool_test_access {
+    static void offer(anvil::thread_pool& pool, std::size_t worker, anvil::detail::parallel_job& job) {
+        pool.offer(*pool.workers_.at(worker), job);
+    }
+};
+
 // A namespace of its own, so the test files can be compiled together (a unity build).
 namespace test_thread_pool {
 
@@ -196,6 +203,63 @@ TEST_CASE("thread_pool: a parallel_for inside a chunk runs inline instead of dea
         });
         CHECK_FALSE(inner_moved_thread.load());
         CHECK(std::all_of(hits.begin(), hits.end(), [](const std::atomic<int>& h) { return h == 1; }));
+    });
+}
+
+TEST_CASE("thread_pool: a caller whose worker is absent runs every chunk itself and does not wait for it") {
+    within(60s, "absent worker", [] {
+        anvil::thread_pool pool(2);
+        // The only worker takes a job of its own and stays in its chunk until released: to the pool it is
+        // a worker that is not running, as one is while another process has its core.
+        std::atomic<bool> held{false}, release{false};
+        std::thread::id worker_thread;
+        auto hold = [&](std::size_t, std::size_t) {
+            worker_thread = std::this_thread::get_id();
+            held = true;
+            while (!release.load())
+                std::this_thread::yield();
+        };
+        anvil::detail::parallel_job side;
+        side.body = {&hold, [](void* object, std::size_t b, std::size_t e) {
+                         (*static_cast<decltype(hold)*>(object))(b, e);
+                     }};
+        side.chunk_count = 1;
+        side.chunk_size = 1;
+        side.workers_holding = 1;
+        anvil::detail::thread_pool_test_access::offer(pool, 0, side);
+        while (!held.load())
+            std::this_thread::yield();
+
+        // Offered to the absent worker too, the job completes on the calling thread alone, while the worker
+        // is still held: the caller did not wait for it.
+        for (int call = 0; call < 100; ++call) {
+            std::vector<std::thread::id> ran_on(64);
+            pool.parallel_for(0, ran_on.size(), 1, [&](std::size_t b, std::size_t e) {
+                for (std::size_t i = b; i < e; ++i)
+                    ran_on[i] = std::this_thread::get_id();
+            });
+            CHECK(std::all_of(ran_on.begin(), ran_on.end(),
+                              [](std::thread::id id) { return id == std::this_thread::get_id(); }));
+        }
+        CHECK(side.workers_holding.load() == 1);
+        CHECK_FALSE(release.load());
+
+        // Back on its core, the worker finishes its chunk and takes part in the next jobs again.
+        release = true;
+        while (side.workers_holding.load() != 0)
+            std::this_thread::yield();
+        std::atomic<int> entered{0};
+        std::set<std::thread::id> threads;
+        std::mutex threads_mutex;
+        pool.parallel_for(0, 2, 1, [&](std::size_t, std::size_t) {
+            entered.fetch_add(1);
+            while (entered.load() < 2)
+                std::this_thread::yield();
+            const std::lock_guard<std::mutex> lock(threads_mutex);
+            threads.insert(std::this_thread::get_id());
+        });
+        CHECK(threads.count(worker_thread) == 1);
+        CHECK(threads.size() == 2);
     });
 }
 

@@ -2308,11 +2308,16 @@ private:
 // #include "anvil/core/shape.hpp"
 // #include "anvil/core/thread_pool.hpp"
 // anvil: the thread pool the CPU backend runs its kernels on. parallel_for splits an index range into chunks
-// that the calling thread and the pool's workers take in turn; it blocks until every chunk ran, so the body
-// is passed by reference (no allocation per call). Between calls a worker first spins for a moment
+// that the calling thread and the pool's workers claim one at a time; it blocks until every chunk ran, so the
+// body is passed by reference (no allocation per call). Between calls a worker first spins for a moment
 // (thread_pool_spin), then sleeps on a condition variable: decoding a token makes about a hundred short
 // parallel_for calls, and waking a sleeping thread cost tens of microseconds each on a virtual machine —
 // more than the work of a call, which is why two threads decoded no faster than one.
+// A worker that another process keeps off its core must not hold the caller up: the job is only offered to a
+// worker, which takes it when it runs; when the caller has run out of chunks it withdraws the offers not yet
+// taken and waits only for workers that took the job, each of which is finishing at most the chunk it
+// claimed. (Waiting for every worker to check in made M=1 products 8x slower on 2 threads than on 1 while
+// another process kept a core busy.)
 
 #include <algorithm>
 #include <atomic>
@@ -2387,12 +2392,18 @@ struct parallel_job {
     std::size_t chunk_size = 0;
     std::size_t remainder = 0;
     std::atomic<std::size_t> next_chunk{0};
+    // Workers offered this job that have neither finished with it nor had the offer withdrawn: the caller
+    // returns (and the job, on its stack, ends) only when this is 0.
+    std::atomic<std::size_t> workers_holding{0};
     std::atomic<bool> failed{false};
     std::exception_ptr error;  // written only by the thread that set `failed`
 
     // Takes chunks until none is left or one threw. Never throws.
     void run_chunks() noexcept;
 };
+
+// Gives tests access to a pool's workers (tests/test_thread_pool.cpp defines it); nothing else does.
+struct thread_pool_test_access;
 
 }  // namespace detail
 
@@ -2418,6 +2429,14 @@ public:
     // take turns; a call from inside a chunk (nested) runs inline as body(begin, end).
     template <class Body>
     void parallel_for(std::size_t begin, std::size_t end, std::size_t grain, Body&& body) {
+        parallel_for(begin, end, grain, size(), std::forward<Body>(body));
+    }
+
+    // The same on at most `max_threads` threads, the caller's included (0 counts as 1): for work cut into
+    // more chunks than it has threads' worth of, so that a thread that is slow to come costs one chunk.
+    template <class Body>
+    void parallel_for(std::size_t begin, std::size_t end, std::size_t grain, std::size_t max_threads,
+                      Body&& body) {
         static_assert(std::is_invocable_v<Body&, std::size_t, std::size_t>,
                       "thread_pool::parallel_for: the body must be callable as body(std::size_t begin, "
                       "std::size_t end)");
@@ -2426,7 +2445,7 @@ public:
                                            [](void* object, std::size_t chunk_begin, std::size_t chunk_end) {
                                                (*static_cast<body_type*>(object))(chunk_begin, chunk_end);
                                            }};
-        run(begin, end, grain, reference);
+        run(begin, end, grain, max_threads, reference);
     }
 
     // The same with the grain chosen for about four chunks per thread.
@@ -2441,23 +2460,32 @@ public:
     // default_thread_count(). An invalid ANVIL_NUM_THREADS throws anvil::error (again on the next call).
     [[nodiscard]] static thread_pool& global();
 
-private:
+    // The most chunks a parallel_for makes per thread; work cut finer is merged into this many.
     static constexpr std::size_t chunks_per_thread = 4;
+
+private:
+    friend struct detail::thread_pool_test_access;
 
     struct worker {
         std::thread thread;
         std::condition_variable wake;
-        std::atomic<detail::parallel_job*> job{nullptr};  // set by run, cleared by the worker when done
-        bool sleeping = false;                            // waiting on `wake`; guarded by mutex_
+        // A job offered by run(): the worker takes it by exchanging it for null, run() withdraws it the same
+        // way, so exactly one of them gets it.
+        std::atomic<detail::parallel_job*> offer{nullptr};
+        // Set (under mutex_) before the worker waits on `wake`: run() takes the mutex to notify only then,
+        // so a worker that is running, or was preempted while polling, costs the caller no lock.
+        std::atomic<bool> sleeping{false};
     };
 
-    void run(std::size_t begin, std::size_t end, std::size_t grain, detail::chunk_body body);
+    void run(std::size_t begin, std::size_t end, std::size_t grain, std::size_t max_threads,
+             detail::chunk_body body);
+    // Offers `job` to `self` and wakes it if it sleeps; the caller has counted it in job.workers_holding.
+    void offer(worker& self, detail::parallel_job& job);
     void worker_loop(worker& self);
     void stop_workers() noexcept;
 
     std::mutex submit_mutex_;  // one parallel_for at a time from outside threads
-    std::mutex mutex_;         // guards worker::sleeping, and orders sleeping against job and stopping_
-    std::atomic<std::size_t> busy_workers_{0};
+    std::mutex mutex_;         // orders a worker's decision to sleep against offers and stopping_
     std::atomic<bool> stopping_{false};
     std::vector<std::unique_ptr<worker>> workers_;
 };
@@ -24054,8 +24082,11 @@ ANVIL_KERNEL_INLINE void gemm_rows_avx512_range(const gemm_rows_problem& g, std:
 #undef ANVIL_DETAIL_ROWS_AVX512
 #endif
 
-// The product on `threads`, with the decoders of `isa` (the GEMM kernel's): the rows of W split into one
-// contiguous range per thread, each a multiple of the tile.
+// The product on at most `thread_count` of `threads`, with the decoders of `isa` (the GEMM kernel's): the
+// rows of W cut into contiguous ranges of whole tiles, several per thread, claimed as threads come free, so
+// that a thread another process keeps off its core holds up one short range, not its whole share (issue
+// 41). A range costs only its claim: A is read where it lies and W streams. Ranges start at whole tiles (a
+// multiple of gemm_rows_side_by_side), so each row of W is summed by the same code however the rows are cut.
 inline void gemm_rows_run(gemm_rows_problem g, gemm_isa isa, thread_pool& threads,
                           std::int64_t thread_count) {
     if (g.w.format == row_format::i8 && g.w.zero_point != nullptr) {
@@ -24079,13 +24110,15 @@ inline void gemm_rows_run(gemm_rows_problem g, gemm_isa isa, thread_pool& thread
         range(g, 0, g.n);
         return;
     }
+    const std::int64_t parts =
+        std::min(tiles, thread_count * static_cast<std::int64_t>(thread_pool::chunks_per_thread));
     threads.parallel_for(
-        0, static_cast<std::size_t>(thread_count), 1, [&](std::size_t begin, std::size_t end) {
+        0, static_cast<std::size_t>(parts), 1, static_cast<std::size_t>(thread_count),
+        [&](std::size_t begin, std::size_t end) {
             for (std::size_t part = begin; part < end; ++part) {
                 const auto index = static_cast<std::int64_t>(part);
-                const std::int64_t j0 = std::min(g.n, tiles * index / thread_count * gemm_rows_per_tile);
-                const std::int64_t j1 =
-                    std::min(g.n, tiles * (index + 1) / thread_count * gemm_rows_per_tile);
+                const std::int64_t j0 = std::min(g.n, tiles * index / parts * gemm_rows_per_tile);
+                const std::int64_t j1 = std::min(g.n, tiles * (index + 1) / parts * gemm_rows_per_tile);
                 if (j1 > j0) range(g, j0, j1);
             }
         });
@@ -24605,20 +24638,22 @@ inline void gemm_rectangle_skinny(const gemm_problem& problem, std::int64_t row0
     const bool prefetch = !b.has_blocks() && (b.col_stride == 1 || b.row_stride == 1);
     const auto float_size = static_cast<std::int64_t>(sizeof(float));
     std::int64_t nc = 0, kc = 0;
+    // The depth blocks (kc) follow the whole product's width, not this part's: each element's sum is then
+    // split at the same depths however gemm_run cut the product.
+    const std::int64_t width = problem.n;
     if (!b.has_blocks() && (b.col_stride == 1 || b.row_stride != 1)) {
-        nc = std::min(cols, gemm_skinny_max_cols);
+        nc = std::min(width, gemm_skinny_max_cols);
         kc = std::clamp(gemm_skinny_block_bytes / (nc * float_size), std::int64_t{8}, kernel.kc);
         const std::int64_t min_depth = rows <= gemm_shallow_rows ? 8 : gemm_skinny_min_depth;
         if (kc < min_depth) {
             kc = min_depth;
-            nc = std::min(cols, std::max(4 * kernel.nr, gemm_skinny_block_bytes / (kc * float_size) /
-                                                            kernel.nr * kernel.nr));
+            nc = std::max(4 * kernel.nr, gemm_skinny_block_bytes / (kc * float_size) / kernel.nr * kernel.nr);
         }
     } else {
         kc = std::min(k, gemm_skinny_max_depth);
-        nc = std::min(
-            cols, std::max(kernel.nr, gemm_skinny_block_bytes / (kc * float_size) / kernel.nr * kernel.nr));
+        nc = std::max(kernel.nr, gemm_skinny_block_bytes / (kc * float_size) / kernel.nr * kernel.nr);
     }
+    nc = std::min(nc, cols);
     // Rows a multiple of 4 KiB apart all fall in one L1 set (8 ways): deeper than 8, a panel read in place
     // evicts itself (N = 1024 ran at a third of the speed of N = 1040).
     if (rows <= gemm_shallow_rows && in_place && b.row_stride * float_size % 4096 == 0)
@@ -24766,12 +24801,20 @@ inline void gemm_without_depth(const gemm_problem& problem) {
 // than it saves. A skinny product streams B and does a multiply-add in about four times as long.
 inline constexpr double gemm_min_work_per_thread = 1 << 20;
 inline constexpr double gemm_skinny_work_weight = 4;
-// Threads take rectangles of C from a queue, so that a thread slowed by another process does less of the
-// work; but every rectangle packs its own A and B, so a rectangle stays at least this big (packing is then a
-// few percent of the arithmetic). A skinny product gets one rectangle per thread: a narrower one would cut
-// B's rows into pieces too short to stream well.
-inline constexpr std::int64_t gemm_min_rectangle = 384 * 384;
-inline constexpr std::int64_t gemm_max_rectangles_per_thread = 4;
+// A product that is shared is cut into several parts per thread, claimed as threads come free: a thread that
+// another process keeps off its core then holds up the product by one part, not by its whole share (issue
+// 41: 256x256x256 ran at half speed on 2 threads while a busy loop held one core). Every part packs its own A
+// and B, so a part stays at least this big (packing is then a few percent of the arithmetic). A skinny
+// product gets one part per thread: it streams B, and cutting B's rows shorter cost more than a late thread
+// does (measured on one thread, M=1 768x3072 in 2, 4 and 8 column parts ran at 0.89, 0.65 and 0.57 of one).
+inline constexpr std::int64_t gemm_min_part = 96 * 96;
+
+// Cuts [0, tiles) into `parts` ranges of whole tiles, as evenly as they go; part `part` starts at the
+// returned tile.
+[[nodiscard]] inline std::int64_t gemm_part_start(std::int64_t tiles, std::int64_t parts,
+                                                  std::int64_t part) noexcept {
+    return tiles * part / parts;
+}
 
 inline void gemm_run(const gemm_problem& problem, thread_pool* pool) {
     if (problem.m == 0 || problem.n == 0) return;
@@ -24786,11 +24829,14 @@ inline void gemm_run(const gemm_problem& problem, thread_pool* pool) {
                               problem.a.type == dtype::f32 && (problem.a.col_stride == 1 || problem.k <= 1);
     const double work = static_cast<double>(problem.m) * static_cast<double>(problem.n) *
                         static_cast<double>(problem.k) * (skinny ? gemm_skinny_work_weight : 1.0);
-    const std::int64_t row_tiles = (problem.m + kernel.mr - 1) / kernel.mr;
     const std::int64_t col_tiles = (problem.n + kernel.nr - 1) / kernel.nr;
+    // Rows are cut only between MC-row blocks, columns between NR-column tiles: every part then runs the
+    // micro-kernels the whole product would run on its elements, with the same depth blocks, so C is the
+    // same bits however the product is cut (the skinny path's depth blocks follow the whole product's width
+    // for the same reason) and on any number of threads.
+    const std::int64_t row_blocks = skinny ? 1 : (problem.m + kernel.mc - 1) / kernel.mc;
     std::int64_t thread_count = static_cast<std::int64_t>(threads.size());
     thread_count = std::min(thread_count, static_cast<std::int64_t>(work / gemm_min_work_per_thread) + 1);
-    thread_count = std::min(thread_count, row_tiles * col_tiles);
     if (dot_products) {
         if (const std::optional<weight_rows> rows = weight_rows_of(problem.b, problem.k)) {
             const gemm_rows_problem dots{problem.m,
@@ -24806,47 +24852,49 @@ inline void gemm_run(const gemm_problem& problem, thread_pool* pool) {
             return;
         }
     }
-    if (thread_count <= 1) {
+    const std::int64_t count =
+        skinny ? std::min(thread_count, col_tiles)
+               : std::min({thread_count * static_cast<std::int64_t>(thread_pool::chunks_per_thread),
+                           std::max<std::int64_t>(1, problem.m * problem.n / gemm_min_part),
+                           row_blocks * col_tiles});
+    if (thread_count <= 1 || count <= 1) {
         gemm_rectangle(problem, 0, problem.m, 0, problem.n, thread_gemm_workspace());
         return;
     }
-    const std::int64_t per_thread =
-        skinny ? 1
-               : std::clamp(problem.m * problem.n / (thread_count * gemm_min_rectangle), std::int64_t{1},
-                            gemm_max_rectangles_per_thread);
-    const std::int64_t count = thread_count * per_thread;
-    // A grid of split_rows x split_cols rectangles. Each packs all of B for its columns and all of A for its
-    // rows, so take the split that packs least: split_cols * m*k + split_rows * k*n.
+    // A grid of split_rows x split_cols parts (about `count`). Each packs all of B for its columns and all of
+    // A for its rows, so take the split that packs least: split_cols * m*k + split_rows * k*n.
     std::int64_t split_rows = 1, split_cols = std::min(count, col_tiles);
     double best = -1;
-    for (std::int64_t r = 1; r <= count; ++r) {
-        if (count % r != 0) continue;
-        const std::int64_t c = count / r;
-        if (r > row_tiles || c > col_tiles) continue;
+    for (std::int64_t r = 1; r <= std::min(count, row_blocks); ++r) {
+        const std::int64_t c = std::min(count / r, col_tiles);
         const double packing = static_cast<double>(c) * static_cast<double>(problem.m) +
                                static_cast<double>(r) * static_cast<double>(problem.n);
+        if (r * c * 4 < count * 3) continue;  // too few parts to share well
         if (best < 0 || packing < best) {
             best = packing;
             split_rows = r;
             split_cols = c;
         }
     }
-    // Boundaries on whole tiles, spread as evenly as the tiles allow.
-    const auto boundary = [](std::int64_t tiles, std::int64_t parts, std::int64_t part, std::int64_t tile,
-                             std::int64_t size) { return std::min(size, tiles * part / parts * tile); };
-    threads.parallel_for(0, gemm_count(split_rows * split_cols), 1, [&](std::size_t begin, std::size_t end) {
-        gemm_workspace& workspace = thread_gemm_workspace();
-        for (std::size_t index = begin; index < end; ++index) {
-            const auto part = static_cast<std::int64_t>(index);
-            const std::int64_t r = part / split_cols, c = part % split_cols;
-            const std::int64_t row0 = boundary(row_tiles, split_rows, r, kernel.mr, problem.m);
-            const std::int64_t row1 = boundary(row_tiles, split_rows, r + 1, kernel.mr, problem.m);
-            const std::int64_t col0 = boundary(col_tiles, split_cols, c, kernel.nr, problem.n);
-            const std::int64_t col1 = boundary(col_tiles, split_cols, c + 1, kernel.nr, problem.n);
-            if (row1 > row0 && col1 > col0)
-                gemm_rectangle(problem, row0, row1 - row0, col0, col1 - col0, workspace);
-        }
-    });
+    threads.parallel_for(
+        0, gemm_count(split_rows * split_cols), 1, gemm_count(thread_count),
+        [&](std::size_t begin, std::size_t end) {
+            gemm_workspace& workspace = thread_gemm_workspace();
+            for (std::size_t index = begin; index < end; ++index) {
+                const auto part = static_cast<std::int64_t>(index);
+                const std::int64_t r = part / split_cols, c = part % split_cols;
+                const std::int64_t row0 =
+                    std::min(problem.m, gemm_part_start(row_blocks, split_rows, r) * kernel.mc);
+                const std::int64_t row1 =
+                    std::min(problem.m, gemm_part_start(row_blocks, split_rows, r + 1) * kernel.mc);
+                const std::int64_t col0 =
+                    std::min(problem.n, gemm_part_start(col_tiles, split_cols, c) * kernel.nr);
+                const std::int64_t col1 =
+                    std::min(problem.n, gemm_part_start(col_tiles, split_cols, c + 1) * kernel.nr);
+                if (row1 > row0 && col1 > col0)
+                    gemm_rectangle(problem, row0, row1 - row0, col0, col1 - col0, workspace);
+            }
+        });
 }
 
 // C[m, n] (row stride ldc, f32) = A[m, k] * B[k, n] (+ bias) (+ C), on `pool` (thread_pool::global() when
@@ -25758,15 +25806,19 @@ inline void gemm_int8(std::int64_t m, std::int64_t n, std::int64_t k, const floa
         range(g, 0, n);
         return;
     }
-    threads.parallel_for(
-        0, static_cast<std::size_t>(thread_count), 1, [&](std::size_t begin, std::size_t end) {
-            for (std::size_t part = begin; part < end; ++part) {
-                const auto index = static_cast<std::int64_t>(part);
-                const std::int64_t j0 = std::min(n, tiles * index / thread_count * tile);
-                const std::int64_t j1 = std::min(n, tiles * (index + 1) / thread_count * tile);
-                if (j1 > j0) range(g, j0, j1);
-            }
-        });
+    // Several ranges per thread, claimed as threads come free: a thread kept off its core by another process
+    // then holds up one short range, not its whole share (issue 41).
+    const std::int64_t parts =
+        std::min(tiles, thread_count * static_cast<std::int64_t>(thread_pool::chunks_per_thread));
+    threads.parallel_for(0, static_cast<std::size_t>(parts), 1, static_cast<std::size_t>(thread_count),
+                         [&](std::size_t begin, std::size_t end) {
+                             for (std::size_t part = begin; part < end; ++part) {
+                                 const auto index = static_cast<std::int64_t>(part);
+                                 const std::int64_t j0 = std::min(n, tiles * index / parts * tile);
+                                 const std::int64_t j1 = std::min(n, tiles * (index + 1) / parts * tile);
+                                 if (j1 > j0) range(g, j0, j1);
+                             }
+                         });
 }
 
 }  // namespace anvil::detail
@@ -33370,12 +33422,13 @@ ANVIL_INLINE thread_pool& thread_pool::global() {
 }
 
 ANVIL_INLINE void thread_pool::run(std::size_t begin, std::size_t end, std::size_t grain,
-                                   detail::chunk_body body) {
+                                   std::size_t max_threads, detail::chunk_body body) {
     if (end <= begin) return;
     const std::size_t count = end - begin;
+    const std::size_t thread_count = std::clamp<std::size_t>(max_threads, 1, size());
     const std::size_t chunk_count =
-        std::min(count / std::max<std::size_t>(grain, 1), size() * chunks_per_thread);
-    if (chunk_count <= 1 || workers_.empty() || detail::running_chunks) {
+        std::min(count / std::max<std::size_t>(grain, 1), thread_count * chunks_per_thread);
+    if (chunk_count <= 1 || thread_count == 1 || detail::running_chunks) {
         body.call(body.object, begin, end);
         return;
     }
@@ -33388,25 +33441,25 @@ ANVIL_INLINE void thread_pool::run(std::size_t begin, std::size_t end, std::size
     job.remainder = count % chunk_count;
 
     const std::lock_guard<std::mutex> one_call_at_a_time(submit_mutex_);
-    const std::size_t helpers = std::min(chunk_count - 1, workers_.size());
-    busy_workers_.store(helpers, std::memory_order_relaxed);
+    const std::size_t helpers = std::min(chunk_count - 1, thread_count - 1);
+    job.workers_holding.store(helpers, std::memory_order_relaxed);
     for (std::size_t i = 0; i < helpers; ++i)
-        workers_[i]->job.store(&job, std::memory_order_release);
-    {
-        // A worker decides to sleep under the mutex after finding no job, so one that is not marked
-        // sleeping here will see its job before it sleeps.
-        const std::lock_guard<std::mutex> lock(mutex_);
-        for (std::size_t i = 0; i < helpers; ++i)
-            if (workers_[i]->sleeping) workers_[i]->wake.notify_one();
-    }
+        offer(*workers_[i], job);
     {
         const detail::running_chunks_scope scope;
         job.run_chunks();
     }
-    // The workers finish their last chunks: poll, then yield the core (a worker may be waiting for one).
-    // The acquire pairs with each worker's release, so their writes (and job.error) come before what follows.
+    // Every chunk is claimed. A worker that has not taken its offer yet (asleep, or off its core) has no
+    // part in the job: withdraw the offer instead of waiting for it to run.
+    for (std::size_t i = 0; i < helpers; ++i) {
+        if (workers_[i]->offer.exchange(nullptr) == &job)
+            job.workers_holding.fetch_sub(1, std::memory_order_relaxed);
+    }
+    // The workers that took it finish their last chunks: poll, then yield the core (one may be waiting for
+    // it). The acquire pairs with each worker's release, so their writes (and job.error) come before what
+    // follows.
     const auto started = std::chrono::steady_clock::now();
-    for (unsigned polls = 0; busy_workers_.load(std::memory_order_acquire) != 0; ++polls) {
+    for (unsigned polls = 0; job.workers_holding.load(std::memory_order_acquire) != 0; ++polls) {
         detail::spin_pause();
         if (polls % 64 == 63 && std::chrono::steady_clock::now() - started > detail::thread_pool_spin)
             std::this_thread::yield();
@@ -33414,33 +33467,44 @@ ANVIL_INLINE void thread_pool::run(std::size_t begin, std::size_t end, std::size
     if (job.error) std::rethrow_exception(job.error);
 }
 
+ANVIL_INLINE void thread_pool::offer(worker& self, detail::parallel_job& job) {
+    // Sequentially consistent with the worker's `sleeping` store and its later look at `offer`: either this
+    // sees it sleeping and notifies under the mutex, or the worker sees the offer before it waits.
+    self.offer.store(&job);
+    if (self.sleeping.load()) {
+        const std::lock_guard<std::mutex> lock(mutex_);
+        self.wake.notify_one();
+    }
+}
+
 ANVIL_INLINE void thread_pool::worker_loop(worker& self) {
     detail::running_chunks = true;
     for (;;) {
-        // Poll for the next job for a moment, then sleep until run() or stop_workers() wakes this thread.
-        detail::parallel_job* job = self.job.load(std::memory_order_acquire);
-        const auto idle_since = std::chrono::steady_clock::now();
-        for (unsigned polls = 0; job == nullptr && !stopping_.load(std::memory_order_acquire); ++polls) {
+        // Poll for an offer for a moment, then sleep until offer() or stop_workers() wakes this thread. An
+        // offer may be withdrawn before it is taken (the caller ran every chunk): then poll again.
+        detail::parallel_job* job = nullptr;
+        auto idle_since = std::chrono::steady_clock::now();
+        for (unsigned polls = 0; job == nullptr; ++polls) {
+            if (self.offer.load(std::memory_order_relaxed) != nullptr) {
+                job = self.offer.exchange(nullptr);
+                if (job != nullptr) break;
+            }
+            if (stopping_.load(std::memory_order_acquire)) return;
             detail::spin_pause();
-            job = self.job.load(std::memory_order_acquire);
-            if (job == nullptr && polls % 64 == 63 &&
+            if (polls % 64 == 63 &&
                 std::chrono::steady_clock::now() - idle_since > detail::thread_pool_spin) {
                 std::unique_lock<std::mutex> lock(mutex_);
-                self.sleeping = true;
+                self.sleeping.store(true);
                 self.wake.wait(lock, [&] {
-                    return self.job.load(std::memory_order_acquire) != nullptr ||
-                           stopping_.load(std::memory_order_acquire);
+                    return self.offer.load() != nullptr || stopping_.load(std::memory_order_acquire);
                 });
-                self.sleeping = false;
-                job = self.job.load(std::memory_order_acquire);
-                break;
+                self.sleeping.store(false, std::memory_order_relaxed);
+                idle_since = std::chrono::steady_clock::now();
             }
         }
-        if (job == nullptr) return;  // stopping
         job->run_chunks();
         // Nothing of the job is touched after this: it lives on the stack of the run() that waits for it.
-        self.job.store(nullptr, std::memory_order_relaxed);
-        busy_workers_.fetch_sub(1, std::memory_order_acq_rel);
+        job->workers_holding.fetch_sub(1, std::memory_order_acq_rel);
     }
 }
 

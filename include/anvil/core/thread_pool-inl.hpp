@@ -106,12 +106,13 @@ ANVIL_INLINE thread_pool& thread_pool::global() {
 }
 
 ANVIL_INLINE void thread_pool::run(std::size_t begin, std::size_t end, std::size_t grain,
-                                   detail::chunk_body body) {
+                                   std::size_t max_threads, detail::chunk_body body) {
     if (end <= begin) return;
     const std::size_t count = end - begin;
+    const std::size_t thread_count = std::clamp<std::size_t>(max_threads, 1, size());
     const std::size_t chunk_count =
-        std::min(count / std::max<std::size_t>(grain, 1), size() * chunks_per_thread);
-    if (chunk_count <= 1 || workers_.empty() || detail::running_chunks) {
+        std::min(count / std::max<std::size_t>(grain, 1), thread_count * chunks_per_thread);
+    if (chunk_count <= 1 || thread_count == 1 || detail::running_chunks) {
         body.call(body.object, begin, end);
         return;
     }
@@ -124,25 +125,25 @@ ANVIL_INLINE void thread_pool::run(std::size_t begin, std::size_t end, std::size
     job.remainder = count % chunk_count;
 
     const std::lock_guard<std::mutex> one_call_at_a_time(submit_mutex_);
-    const std::size_t helpers = std::min(chunk_count - 1, workers_.size());
-    busy_workers_.store(helpers, std::memory_order_relaxed);
+    const std::size_t helpers = std::min(chunk_count - 1, thread_count - 1);
+    job.workers_holding.store(helpers, std::memory_order_relaxed);
     for (std::size_t i = 0; i < helpers; ++i)
-        workers_[i]->job.store(&job, std::memory_order_release);
-    {
-        // A worker decides to sleep under the mutex after finding no job, so one that is not marked
-        // sleeping here will see its job before it sleeps.
-        const std::lock_guard<std::mutex> lock(mutex_);
-        for (std::size_t i = 0; i < helpers; ++i)
-            if (workers_[i]->sleeping) workers_[i]->wake.notify_one();
-    }
+        offer(*workers_[i], job);
     {
         const detail::running_chunks_scope scope;
         job.run_chunks();
     }
-    // The workers finish their last chunks: poll, then yield the core (a worker may be waiting for one).
-    // The acquire pairs with each worker's release, so their writes (and job.error) come before what follows.
+    // Every chunk is claimed. A worker that has not taken its offer yet (asleep, or off its core) has no
+    // part in the job: withdraw the offer instead of waiting for it to run.
+    for (std::size_t i = 0; i < helpers; ++i) {
+        if (workers_[i]->offer.exchange(nullptr) == &job)
+            job.workers_holding.fetch_sub(1, std::memory_order_relaxed);
+    }
+    // The workers that took it finish their last chunks: poll, then yield the core (one may be waiting for
+    // it). The acquire pairs with each worker's release, so their writes (and job.error) come before what
+    // follows.
     const auto started = std::chrono::steady_clock::now();
-    for (unsigned polls = 0; busy_workers_.load(std::memory_order_acquire) != 0; ++polls) {
+    for (unsigned polls = 0; job.workers_holding.load(std::memory_order_acquire) != 0; ++polls) {
         detail::spin_pause();
         if (polls % 64 == 63 && std::chrono::steady_clock::now() - started > detail::thread_pool_spin)
             std::this_thread::yield();
@@ -150,33 +151,44 @@ ANVIL_INLINE void thread_pool::run(std::size_t begin, std::size_t end, std::size
     if (job.error) std::rethrow_exception(job.error);
 }
 
+ANVIL_INLINE void thread_pool::offer(worker& self, detail::parallel_job& job) {
+    // Sequentially consistent with the worker's `sleeping` store and its later look at `offer`: either this
+    // sees it sleeping and notifies under the mutex, or the worker sees the offer before it waits.
+    self.offer.store(&job);
+    if (self.sleeping.load()) {
+        const std::lock_guard<std::mutex> lock(mutex_);
+        self.wake.notify_one();
+    }
+}
+
 ANVIL_INLINE void thread_pool::worker_loop(worker& self) {
     detail::running_chunks = true;
     for (;;) {
-        // Poll for the next job for a moment, then sleep until run() or stop_workers() wakes this thread.
-        detail::parallel_job* job = self.job.load(std::memory_order_acquire);
-        const auto idle_since = std::chrono::steady_clock::now();
-        for (unsigned polls = 0; job == nullptr && !stopping_.load(std::memory_order_acquire); ++polls) {
+        // Poll for an offer for a moment, then sleep until offer() or stop_workers() wakes this thread. An
+        // offer may be withdrawn before it is taken (the caller ran every chunk): then poll again.
+        detail::parallel_job* job = nullptr;
+        auto idle_since = std::chrono::steady_clock::now();
+        for (unsigned polls = 0; job == nullptr; ++polls) {
+            if (self.offer.load(std::memory_order_relaxed) != nullptr) {
+                job = self.offer.exchange(nullptr);
+                if (job != nullptr) break;
+            }
+            if (stopping_.load(std::memory_order_acquire)) return;
             detail::spin_pause();
-            job = self.job.load(std::memory_order_acquire);
-            if (job == nullptr && polls % 64 == 63 &&
+            if (polls % 64 == 63 &&
                 std::chrono::steady_clock::now() - idle_since > detail::thread_pool_spin) {
                 std::unique_lock<std::mutex> lock(mutex_);
-                self.sleeping = true;
+                self.sleeping.store(true);
                 self.wake.wait(lock, [&] {
-                    return self.job.load(std::memory_order_acquire) != nullptr ||
-                           stopping_.load(std::memory_order_acquire);
+                    return self.offer.load() != nullptr || stopping_.load(std::memory_order_acquire);
                 });
-                self.sleeping = false;
-                job = self.job.load(std::memory_order_acquire);
-                break;
+                self.sleeping.store(false, std::memory_order_relaxed);
+                idle_since = std::chrono::steady_clock::now();
             }
         }
-        if (job == nullptr) return;  // stopping
         job->run_chunks();
         // Nothing of the job is touched after this: it lives on the stack of the run() that waits for it.
-        self.job.store(nullptr, std::memory_order_relaxed);
-        busy_workers_.fetch_sub(1, std::memory_order_acq_rel);
+        job->workers_holding.fetch_sub(1, std::memory_order_acq_rel);
     }
 }
 

@@ -1,9 +1,14 @@
 // anvil: the thread pool the CPU backend runs its kernels on. parallel_for splits an index range into chunks
-// that the calling thread and the pool's workers take in turn; it blocks until every chunk ran, so the body
-// is passed by reference (no allocation per call). Between calls a worker first spins for a moment
+// that the calling thread and the pool's workers claim one at a time; it blocks until every chunk ran, so the
+// body is passed by reference (no allocation per call). Between calls a worker first spins for a moment
 // (thread_pool_spin), then sleeps on a condition variable: decoding a token makes about a hundred short
 // parallel_for calls, and waking a sleeping thread cost tens of microseconds each on a virtual machine —
 // more than the work of a call, which is why two threads decoded no faster than one.
+// A worker that another process keeps off its core must not hold the caller up: the job is only offered to a
+// worker, which takes it when it runs; when the caller has run out of chunks it withdraws the offers not yet
+// taken and waits only for workers that took the job, each of which is finishing at most the chunk it
+// claimed. (Waiting for every worker to check in made M=1 products 8x slower on 2 threads than on 1 while
+// another process kept a core busy.)
 #pragma once
 
 #include <algorithm>
@@ -79,12 +84,18 @@ struct parallel_job {
     std::size_t chunk_size = 0;
     std::size_t remainder = 0;
     std::atomic<std::size_t> next_chunk{0};
+    // Workers offered this job that have neither finished with it nor had the offer withdrawn: the caller
+    // returns (and the job, on its stack, ends) only when this is 0.
+    std::atomic<std::size_t> workers_holding{0};
     std::atomic<bool> failed{false};
     std::exception_ptr error;  // written only by the thread that set `failed`
 
     // Takes chunks until none is left or one threw. Never throws.
     void run_chunks() noexcept;
 };
+
+// Gives tests access to a pool's workers (tests/test_thread_pool.cpp defines it); nothing else does.
+struct thread_pool_test_access;
 
 }  // namespace detail
 
@@ -110,6 +121,14 @@ public:
     // take turns; a call from inside a chunk (nested) runs inline as body(begin, end).
     template <class Body>
     void parallel_for(std::size_t begin, std::size_t end, std::size_t grain, Body&& body) {
+        parallel_for(begin, end, grain, size(), std::forward<Body>(body));
+    }
+
+    // The same on at most `max_threads` threads, the caller's included (0 counts as 1): for work cut into
+    // more chunks than it has threads' worth of, so that a thread that is slow to come costs one chunk.
+    template <class Body>
+    void parallel_for(std::size_t begin, std::size_t end, std::size_t grain, std::size_t max_threads,
+                      Body&& body) {
         static_assert(std::is_invocable_v<Body&, std::size_t, std::size_t>,
                       "thread_pool::parallel_for: the body must be callable as body(std::size_t begin, "
                       "std::size_t end)");
@@ -118,7 +137,7 @@ public:
                                            [](void* object, std::size_t chunk_begin, std::size_t chunk_end) {
                                                (*static_cast<body_type*>(object))(chunk_begin, chunk_end);
                                            }};
-        run(begin, end, grain, reference);
+        run(begin, end, grain, max_threads, reference);
     }
 
     // The same with the grain chosen for about four chunks per thread.
@@ -133,23 +152,32 @@ public:
     // default_thread_count(). An invalid ANVIL_NUM_THREADS throws anvil::error (again on the next call).
     [[nodiscard]] static thread_pool& global();
 
-private:
+    // The most chunks a parallel_for makes per thread; work cut finer is merged into this many.
     static constexpr std::size_t chunks_per_thread = 4;
+
+private:
+    friend struct detail::thread_pool_test_access;
 
     struct worker {
         std::thread thread;
         std::condition_variable wake;
-        std::atomic<detail::parallel_job*> job{nullptr};  // set by run, cleared by the worker when done
-        bool sleeping = false;                            // waiting on `wake`; guarded by mutex_
+        // A job offered by run(): the worker takes it by exchanging it for null, run() withdraws it the same
+        // way, so exactly one of them gets it.
+        std::atomic<detail::parallel_job*> offer{nullptr};
+        // Set (under mutex_) before the worker waits on `wake`: run() takes the mutex to notify only then,
+        // so a worker that is running, or was preempted while polling, costs the caller no lock.
+        std::atomic<bool> sleeping{false};
     };
 
-    void run(std::size_t begin, std::size_t end, std::size_t grain, detail::chunk_body body);
+    void run(std::size_t begin, std::size_t end, std::size_t grain, std::size_t max_threads,
+             detail::chunk_body body);
+    // Offers `job` to `self` and wakes it if it sleeps; the caller has counted it in job.workers_holding.
+    void offer(worker& self, detail::parallel_job& job);
     void worker_loop(worker& self);
     void stop_workers() noexcept;
 
     std::mutex submit_mutex_;  // one parallel_for at a time from outside threads
-    std::mutex mutex_;         // guards worker::sleeping, and orders sleeping against job and stopping_
-    std::atomic<std::size_t> busy_workers_{0};
+    std::mutex mutex_;         // orders a worker's decision to sleep against offers and stopping_
     std::atomic<bool> stopping_{false};
     std::vector<std::unique_ptr<worker>> workers_;
 };

@@ -536,20 +536,22 @@ inline void gemm_rectangle_skinny(const gemm_problem& problem, std::int64_t row0
     const bool prefetch = !b.has_blocks() && (b.col_stride == 1 || b.row_stride == 1);
     const auto float_size = static_cast<std::int64_t>(sizeof(float));
     std::int64_t nc = 0, kc = 0;
+    // The depth blocks (kc) follow the whole product's width, not this part's: each element's sum is then
+    // split at the same depths however gemm_run cut the product.
+    const std::int64_t width = problem.n;
     if (!b.has_blocks() && (b.col_stride == 1 || b.row_stride != 1)) {
-        nc = std::min(cols, gemm_skinny_max_cols);
+        nc = std::min(width, gemm_skinny_max_cols);
         kc = std::clamp(gemm_skinny_block_bytes / (nc * float_size), std::int64_t{8}, kernel.kc);
         const std::int64_t min_depth = rows <= gemm_shallow_rows ? 8 : gemm_skinny_min_depth;
         if (kc < min_depth) {
             kc = min_depth;
-            nc = std::min(cols, std::max(4 * kernel.nr, gemm_skinny_block_bytes / (kc * float_size) /
-                                                            kernel.nr * kernel.nr));
+            nc = std::max(4 * kernel.nr, gemm_skinny_block_bytes / (kc * float_size) / kernel.nr * kernel.nr);
         }
     } else {
         kc = std::min(k, gemm_skinny_max_depth);
-        nc = std::min(
-            cols, std::max(kernel.nr, gemm_skinny_block_bytes / (kc * float_size) / kernel.nr * kernel.nr));
+        nc = std::max(kernel.nr, gemm_skinny_block_bytes / (kc * float_size) / kernel.nr * kernel.nr);
     }
+    nc = std::min(nc, cols);
     // Rows a multiple of 4 KiB apart all fall in one L1 set (8 ways): deeper than 8, a panel read in place
     // evicts itself (N = 1024 ran at a third of the speed of N = 1040).
     if (rows <= gemm_shallow_rows && in_place && b.row_stride * float_size % 4096 == 0)
@@ -697,12 +699,20 @@ inline void gemm_without_depth(const gemm_problem& problem) {
 // than it saves. A skinny product streams B and does a multiply-add in about four times as long.
 inline constexpr double gemm_min_work_per_thread = 1 << 20;
 inline constexpr double gemm_skinny_work_weight = 4;
-// Threads take rectangles of C from a queue, so that a thread slowed by another process does less of the
-// work; but every rectangle packs its own A and B, so a rectangle stays at least this big (packing is then a
-// few percent of the arithmetic). A skinny product gets one rectangle per thread: a narrower one would cut
-// B's rows into pieces too short to stream well.
-inline constexpr std::int64_t gemm_min_rectangle = 384 * 384;
-inline constexpr std::int64_t gemm_max_rectangles_per_thread = 4;
+// A product that is shared is cut into several parts per thread, claimed as threads come free: a thread that
+// another process keeps off its core then holds up the product by one part, not by its whole share (issue
+// 41: 256x256x256 ran at half speed on 2 threads while a busy loop held one core). Every part packs its own A
+// and B, so a part stays at least this big (packing is then a few percent of the arithmetic). A skinny
+// product gets one part per thread: it streams B, and cutting B's rows shorter cost more than a late thread
+// does (measured on one thread, M=1 768x3072 in 2, 4 and 8 column parts ran at 0.89, 0.65 and 0.57 of one).
+inline constexpr std::int64_t gemm_min_part = 96 * 96;
+
+// Cuts [0, tiles) into `parts` ranges of whole tiles, as evenly as they go; part `part` starts at the
+// returned tile.
+[[nodiscard]] inline std::int64_t gemm_part_start(std::int64_t tiles, std::int64_t parts,
+                                                  std::int64_t part) noexcept {
+    return tiles * part / parts;
+}
 
 inline void gemm_run(const gemm_problem& problem, thread_pool* pool) {
     if (problem.m == 0 || problem.n == 0) return;
@@ -717,11 +727,14 @@ inline void gemm_run(const gemm_problem& problem, thread_pool* pool) {
                               problem.a.type == dtype::f32 && (problem.a.col_stride == 1 || problem.k <= 1);
     const double work = static_cast<double>(problem.m) * static_cast<double>(problem.n) *
                         static_cast<double>(problem.k) * (skinny ? gemm_skinny_work_weight : 1.0);
-    const std::int64_t row_tiles = (problem.m + kernel.mr - 1) / kernel.mr;
     const std::int64_t col_tiles = (problem.n + kernel.nr - 1) / kernel.nr;
+    // Rows are cut only between MC-row blocks, columns between NR-column tiles: every part then runs the
+    // micro-kernels the whole product would run on its elements, with the same depth blocks, so C is the
+    // same bits however the product is cut (the skinny path's depth blocks follow the whole product's width
+    // for the same reason) and on any number of threads.
+    const std::int64_t row_blocks = skinny ? 1 : (problem.m + kernel.mc - 1) / kernel.mc;
     std::int64_t thread_count = static_cast<std::int64_t>(threads.size());
     thread_count = std::min(thread_count, static_cast<std::int64_t>(work / gemm_min_work_per_thread) + 1);
-    thread_count = std::min(thread_count, row_tiles * col_tiles);
     if (dot_products) {
         if (const std::optional<weight_rows> rows = weight_rows_of(problem.b, problem.k)) {
             const gemm_rows_problem dots{problem.m,
@@ -737,47 +750,49 @@ inline void gemm_run(const gemm_problem& problem, thread_pool* pool) {
             return;
         }
     }
-    if (thread_count <= 1) {
+    const std::int64_t count =
+        skinny ? std::min(thread_count, col_tiles)
+               : std::min({thread_count * static_cast<std::int64_t>(thread_pool::chunks_per_thread),
+                           std::max<std::int64_t>(1, problem.m * problem.n / gemm_min_part),
+                           row_blocks * col_tiles});
+    if (thread_count <= 1 || count <= 1) {
         gemm_rectangle(problem, 0, problem.m, 0, problem.n, thread_gemm_workspace());
         return;
     }
-    const std::int64_t per_thread =
-        skinny ? 1
-               : std::clamp(problem.m * problem.n / (thread_count * gemm_min_rectangle), std::int64_t{1},
-                            gemm_max_rectangles_per_thread);
-    const std::int64_t count = thread_count * per_thread;
-    // A grid of split_rows x split_cols rectangles. Each packs all of B for its columns and all of A for its
-    // rows, so take the split that packs least: split_cols * m*k + split_rows * k*n.
+    // A grid of split_rows x split_cols parts (about `count`). Each packs all of B for its columns and all of
+    // A for its rows, so take the split that packs least: split_cols * m*k + split_rows * k*n.
     std::int64_t split_rows = 1, split_cols = std::min(count, col_tiles);
     double best = -1;
-    for (std::int64_t r = 1; r <= count; ++r) {
-        if (count % r != 0) continue;
-        const std::int64_t c = count / r;
-        if (r > row_tiles || c > col_tiles) continue;
+    for (std::int64_t r = 1; r <= std::min(count, row_blocks); ++r) {
+        const std::int64_t c = std::min(count / r, col_tiles);
         const double packing = static_cast<double>(c) * static_cast<double>(problem.m) +
                                static_cast<double>(r) * static_cast<double>(problem.n);
+        if (r * c * 4 < count * 3) continue;  // too few parts to share well
         if (best < 0 || packing < best) {
             best = packing;
             split_rows = r;
             split_cols = c;
         }
     }
-    // Boundaries on whole tiles, spread as evenly as the tiles allow.
-    const auto boundary = [](std::int64_t tiles, std::int64_t parts, std::int64_t part, std::int64_t tile,
-                             std::int64_t size) { return std::min(size, tiles * part / parts * tile); };
-    threads.parallel_for(0, gemm_count(split_rows * split_cols), 1, [&](std::size_t begin, std::size_t end) {
-        gemm_workspace& workspace = thread_gemm_workspace();
-        for (std::size_t index = begin; index < end; ++index) {
-            const auto part = static_cast<std::int64_t>(index);
-            const std::int64_t r = part / split_cols, c = part % split_cols;
-            const std::int64_t row0 = boundary(row_tiles, split_rows, r, kernel.mr, problem.m);
-            const std::int64_t row1 = boundary(row_tiles, split_rows, r + 1, kernel.mr, problem.m);
-            const std::int64_t col0 = boundary(col_tiles, split_cols, c, kernel.nr, problem.n);
-            const std::int64_t col1 = boundary(col_tiles, split_cols, c + 1, kernel.nr, problem.n);
-            if (row1 > row0 && col1 > col0)
-                gemm_rectangle(problem, row0, row1 - row0, col0, col1 - col0, workspace);
-        }
-    });
+    threads.parallel_for(
+        0, gemm_count(split_rows * split_cols), 1, gemm_count(thread_count),
+        [&](std::size_t begin, std::size_t end) {
+            gemm_workspace& workspace = thread_gemm_workspace();
+            for (std::size_t index = begin; index < end; ++index) {
+                const auto part = static_cast<std::int64_t>(index);
+                const std::int64_t r = part / split_cols, c = part % split_cols;
+                const std::int64_t row0 =
+                    std::min(problem.m, gemm_part_start(row_blocks, split_rows, r) * kernel.mc);
+                const std::int64_t row1 =
+                    std::min(problem.m, gemm_part_start(row_blocks, split_rows, r + 1) * kernel.mc);
+                const std::int64_t col0 =
+                    std::min(problem.n, gemm_part_start(col_tiles, split_cols, c) * kernel.nr);
+                const std::int64_t col1 =
+                    std::min(problem.n, gemm_part_start(col_tiles, split_cols, c + 1) * kernel.nr);
+                if (row1 > row0 && col1 > col0)
+                    gemm_rectangle(problem, row0, row1 - row0, col0, col1 - col0, workspace);
+            }
+        });
 }
 
 // C[m, n] (row stride ldc, f32) = A[m, k] * B[k, n] (+ bias) (+ C), on `pool` (thread_pool::global() when

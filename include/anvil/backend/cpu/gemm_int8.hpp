@@ -884,15 +884,19 @@ inline void gemm_int8(std::int64_t m, std::int64_t n, std::int64_t k, const floa
         range(g, 0, n);
         return;
     }
-    threads.parallel_for(
-        0, static_cast<std::size_t>(thread_count), 1, [&](std::size_t begin, std::size_t end) {
-            for (std::size_t part = begin; part < end; ++part) {
-                const auto index = static_cast<std::int64_t>(part);
-                const std::int64_t j0 = std::min(n, tiles * index / thread_count * tile);
-                const std::int64_t j1 = std::min(n, tiles * (index + 1) / thread_count * tile);
-                if (j1 > j0) range(g, j0, j1);
-            }
-        });
+    // Several ranges per thread, claimed as threads come free: a thread kept off its core by another process
+    // then holds up one short range, not its whole share (issue 41).
+    const std::int64_t parts =
+        std::min(tiles, thread_count * static_cast<std::int64_t>(thread_pool::chunks_per_thread));
+    threads.parallel_for(0, static_cast<std::size_t>(parts), 1, static_cast<std::size_t>(thread_count),
+                         [&](std::size_t begin, std::size_t end) {
+                             for (std::size_t part = begin; part < end; ++part) {
+                                 const auto index = static_cast<std::int64_t>(part);
+                                 const std::int64_t j0 = std::min(n, tiles * index / parts * tile);
+                                 const std::int64_t j1 = std::min(n, tiles * (index + 1) / parts * tile);
+                                 if (j1 > j0) range(g, j0, j1);
+                             }
+                         });
 }
 
 }  // namespace anvil::detail

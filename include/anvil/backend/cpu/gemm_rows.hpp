@@ -837,8 +837,11 @@ ANVIL_KERNEL_INLINE void gemm_rows_avx512_range(const gemm_rows_problem& g, std:
 #undef ANVIL_DETAIL_ROWS_AVX512
 #endif
 
-// The product on `threads`, with the decoders of `isa` (the GEMM kernel's): the rows of W split into one
-// contiguous range per thread, each a multiple of the tile.
+// The product on at most `thread_count` of `threads`, with the decoders of `isa` (the GEMM kernel's): the
+// rows of W cut into contiguous ranges of whole tiles, several per thread, claimed as threads come free, so
+// that a thread another process keeps off its core holds up one short range, not its whole share (issue
+// 41). A range costs only its claim: A is read where it lies and W streams. Ranges start at whole tiles (a
+// multiple of gemm_rows_side_by_side), so each row of W is summed by the same code however the rows are cut.
 inline void gemm_rows_run(gemm_rows_problem g, gemm_isa isa, thread_pool& threads,
                           std::int64_t thread_count) {
     if (g.w.format == row_format::i8 && g.w.zero_point != nullptr) {
@@ -862,13 +865,15 @@ inline void gemm_rows_run(gemm_rows_problem g, gemm_isa isa, thread_pool& thread
         range(g, 0, g.n);
         return;
     }
+    const std::int64_t parts =
+        std::min(tiles, thread_count * static_cast<std::int64_t>(thread_pool::chunks_per_thread));
     threads.parallel_for(
-        0, static_cast<std::size_t>(thread_count), 1, [&](std::size_t begin, std::size_t end) {
+        0, static_cast<std::size_t>(parts), 1, static_cast<std::size_t>(thread_count),
+        [&](std::size_t begin, std::size_t end) {
             for (std::size_t part = begin; part < end; ++part) {
                 const auto index = static_cast<std::int64_t>(part);
-                const std::int64_t j0 = std::min(g.n, tiles * index / thread_count * gemm_rows_per_tile);
-                const std::int64_t j1 =
-                    std::min(g.n, tiles * (index + 1) / thread_count * gemm_rows_per_tile);
+                const std::int64_t j0 = std::min(g.n, tiles * index / parts * gemm_rows_per_tile);
+                const std::int64_t j1 = std::min(g.n, tiles * (index + 1) / parts * gemm_rows_per_tile);
                 if (j1 > j0) range(g, j0, j1);
             }
         });
