@@ -1,6 +1,7 @@
 // anvil: adamw's definitions (see adamw.hpp; compilation.hpp says when this file is compiled).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include "anvil/core/cpu_features.hpp"
 #include "anvil/core/error.hpp"
 #include "anvil/core/host_tensor.hpp"
+#include "anvil/core/thread_pool.hpp"
 #include "anvil/train/adamw.hpp"
 #include "anvil/train/optimizer.hpp"
 
@@ -141,8 +143,17 @@ ANVIL_INLINE void adamw_update(std::span<float> param, std::span<const float> gr
                                                  static_cast<float>(bias_correction2_sqrt),
                                                  static_cast<float>(options.eps),
                                                  static_cast<float>(-step_size)};
-    anvil::detail::adamw_kernel::run(param.data(), grad.data(), exp_avg.data(), exp_avg_sq.data(),
-                                     param.size(), k);
+    // Each element's update reads only its own values (the vector and scalar paths give the same bits), so
+    // chunks on the process's threads change nothing but the time.
+    constexpr std::size_t chunk = std::size_t{1} << 16;
+    const std::size_t count = param.size();
+    thread_pool::global().parallel_for(
+        0, (count + chunk - 1) / chunk, 1, [&](std::size_t first, std::size_t last) {
+            const std::size_t begin = first * chunk, end = std::min(count, last * chunk);
+            anvil::detail::adamw_kernel::run(param.data() + begin, grad.data() + begin,
+                                             exp_avg.data() + begin, exp_avg_sq.data() + begin, end - begin,
+                                             k);
+        });
 }
 
 ANVIL_INLINE adamw::adamw(std::vector<parameter> parameters, const adamw_options& options)
