@@ -22003,6 +22003,7 @@ inline void rotary(const node& n, std::span<const const_tensor_span> inputs, ten
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string_view>
 
 // #include "anvil/backend/cpu/tensor_span.hpp"
 // #include "anvil/core/error.hpp"
@@ -22081,6 +22082,24 @@ void pad(operand_span<T> x, std::span<const std::int64_t> before, float value, b
     } while (next_index(index, x.shape));
 }
 
+// Row indices of gather and scatter_add (whole numbers in [0, extent) of the table's `axis`) checked before
+// anything is written: an invalid one throws, naming `op`, the index and where it is. Shared with the fast
+// kernels, so both report the same message.
+template <class T>
+void check_row_indices(std::string_view op, basic_const_tensor_span<T> indices, std::int64_t axis,
+                       const dims& table) {
+    const std::int64_t extent = table[static_cast<std::size_t>(axis)];
+    const std::int64_t count = count_of(indices.shape);
+    for (std::int64_t i = 0; i < count; ++i) {
+        const T index = indices.data[i];
+        if (!(index >= T(0) && index < static_cast<T>(extent) && std::trunc(index) == index)) {
+            throw error(message(op, ": index ", index, " (element ", i, " of the indices ", indices.shape,
+                                ") is out of range for axis ", axis, " of the table ", table,
+                                " (expected a whole number in [0, ", extent, "))"));
+        }
+    }
+}
+
 // The rows of `table` along `axis` that `indices` name: out = table[:axis] + indices.shape + table[axis+1:].
 // Indices must be whole numbers in [0, extent); anything else throws, naming the index, the axis and the
 // table's shape.
@@ -22091,36 +22110,12 @@ void gather(operand_span<T> table, operand_span<T> indices, std::int64_t axis, b
     const std::int64_t extent = table.shape[axis_index];
     const std::int64_t inner = extent_product(table.shape, axis_index + 1, table.shape.rank());
     const std::int64_t count = count_of(indices.shape);
-    for (std::int64_t i = 0; i < count; ++i) {
-        const T index = indices.data[i];
-        if (!(index >= T(0) && index < static_cast<T>(extent) && std::trunc(index) == index)) {
-            throw error(message("gather: index ", index, " (element ", i, " of the indices ", indices.shape,
-                                ") is out of range for axis ", axis, " of the table ", table.shape,
-                                " (expected a whole number in [0, ", extent, "))"));
-        }
-    }
+    check_row_indices("gather", indices, axis, table.shape);
     for (std::int64_t o = 0; o < outer; ++o) {
         for (std::int64_t i = 0; i < count; ++i) {
             const auto row = static_cast<std::int64_t>(indices.data[i]);
             const T* source = table.data + (o * extent + row) * inner;
             std::copy(source, source + inner, out.data + (o * count + i) * inner);
-        }
-    }
-}
-
-// scatter_add's indices (whole numbers in [0, extent), as gather's) checked before anything is written: an
-// invalid one throws, naming it and where it is. Shared with the fast kernel, so both report the same
-// message.
-template <class T>
-void check_scatter_indices(basic_const_tensor_span<T> indices, std::int64_t axis, const dims& table) {
-    const std::int64_t extent = table[static_cast<std::size_t>(axis)];
-    const std::int64_t count = count_of(indices.shape);
-    for (std::int64_t i = 0; i < count; ++i) {
-        const T index = indices.data[i];
-        if (!(index >= T(0) && index < static_cast<T>(extent) && std::trunc(index) == index)) {
-            throw error(message("scatter_add: index ", index, " (element ", i, " of the indices ",
-                                indices.shape, ") is out of range for axis ", axis, " of the table ", table,
-                                " (expected a whole number in [0, ", extent, "))"));
         }
     }
 }
@@ -22131,7 +22126,7 @@ void check_scatter_indices(basic_const_tensor_span<T> indices, std::int64_t axis
 template <class T>
 void scatter_add(operand_span<T> updates, operand_span<T> indices, std::int64_t axis,
                  basic_tensor_span<T> out) {
-    check_scatter_indices(indices, axis, out.shape);
+    check_row_indices("scatter_add", indices, axis, out.shape);
     const auto axis_index = static_cast<std::size_t>(axis);
     const std::int64_t outer = extent_product(out.shape, 0, axis_index);
     const std::int64_t extent = out.shape[axis_index];
@@ -22448,14 +22443,7 @@ inline void gather(const node& n, std::span<const const_tensor_span> inputs, ten
     const std::int64_t extent = table.shape[axis];
     const std::int64_t inner = extent_product(table.shape, axis + 1, table.shape.rank());
     const std::int64_t count = count_of(indices.shape);
-    for (std::int64_t i = 0; i < count; ++i) {
-        const float index = indices.data[i];
-        if (!(index >= 0.0f && index < static_cast<float>(extent) && std::trunc(index) == index)) {
-            throw error(message("gather: index ", index, " (element ", i, " of the indices ", indices.shape,
-                                ") is out of range for axis ", axis, " of the table ", table.shape,
-                                " (expected a whole number in [0, ", extent, "))"));
-        }
-    }
+    reference::check_row_indices("gather", indices, n.attrs.axis, table.shape);
     if (outer == 0 || count == 0 || inner == 0) return;
     pool.parallel_for(0, static_cast<std::size_t>(outer * count), movement::grain_for(inner),
                       [&](std::size_t first, std::size_t last) {
@@ -22517,7 +22505,7 @@ inline void scatter_add(const node& n, std::span<const const_tensor_span> inputs
                         thread_pool& pool, std::span<float> /*workspace*/) {
     const const_tensor_span& updates = inputs[0];
     const const_tensor_span& indices = inputs[1];
-    reference::check_scatter_indices(indices, n.attrs.axis, output.shape);
+    reference::check_row_indices("scatter_add", indices, n.attrs.axis, output.shape);
     const auto axis = static_cast<std::size_t>(n.attrs.axis);
     const std::int64_t outer = extent_product(output.shape, 0, axis);
     const std::int64_t extent = output.shape[axis];

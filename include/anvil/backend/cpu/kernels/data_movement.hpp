@@ -274,14 +274,7 @@ inline void gather(const node& n, std::span<const const_tensor_span> inputs, ten
     const std::int64_t extent = table.shape[axis];
     const std::int64_t inner = extent_product(table.shape, axis + 1, table.shape.rank());
     const std::int64_t count = count_of(indices.shape);
-    for (std::int64_t i = 0; i < count; ++i) {
-        const float index = indices.data[i];
-        if (!(index >= 0.0f && index < static_cast<float>(extent) && std::trunc(index) == index)) {
-            throw error(message("gather: index ", index, " (element ", i, " of the indices ", indices.shape,
-                                ") is out of range for axis ", axis, " of the table ", table.shape,
-                                " (expected a whole number in [0, ", extent, "))"));
-        }
-    }
+    reference::check_row_indices("gather", indices, n.attrs.axis, table.shape);
     if (outer == 0 || count == 0 || inner == 0) return;
     pool.parallel_for(0, static_cast<std::size_t>(outer * count), movement::grain_for(inner),
                       [&](std::size_t first, std::size_t last) {
@@ -343,7 +336,7 @@ inline void scatter_add(const node& n, std::span<const const_tensor_span> inputs
                         thread_pool& pool, std::span<float> /*workspace*/) {
     const const_tensor_span& updates = inputs[0];
     const const_tensor_span& indices = inputs[1];
-    reference::check_scatter_indices(indices, n.attrs.axis, output.shape);
+    reference::check_row_indices("scatter_add", indices, n.attrs.axis, output.shape);
     const auto axis = static_cast<std::size_t>(n.attrs.axis);
     const std::int64_t outer = extent_product(output.shape, 0, axis);
     const std::int64_t extent = output.shape[axis];

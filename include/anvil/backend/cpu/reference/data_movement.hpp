@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string_view>
 
 #include "anvil/backend/cpu/tensor_span.hpp"
 #include "anvil/core/error.hpp"
@@ -86,6 +87,24 @@ void pad(operand_span<T> x, std::span<const std::int64_t> before, float value, b
     } while (next_index(index, x.shape));
 }
 
+// Row indices of gather and scatter_add (whole numbers in [0, extent) of the table's `axis`) checked before
+// anything is written: an invalid one throws, naming `op`, the index and where it is. Shared with the fast
+// kernels, so both report the same message.
+template <class T>
+void check_row_indices(std::string_view op, basic_const_tensor_span<T> indices, std::int64_t axis,
+                       const dims& table) {
+    const std::int64_t extent = table[static_cast<std::size_t>(axis)];
+    const std::int64_t count = count_of(indices.shape);
+    for (std::int64_t i = 0; i < count; ++i) {
+        const T index = indices.data[i];
+        if (!(index >= T(0) && index < static_cast<T>(extent) && std::trunc(index) == index)) {
+            throw error(message(op, ": index ", index, " (element ", i, " of the indices ", indices.shape,
+                                ") is out of range for axis ", axis, " of the table ", table,
+                                " (expected a whole number in [0, ", extent, "))"));
+        }
+    }
+}
+
 // The rows of `table` along `axis` that `indices` name: out = table[:axis] + indices.shape + table[axis+1:].
 // Indices must be whole numbers in [0, extent); anything else throws, naming the index, the axis and the
 // table's shape.
@@ -96,36 +115,12 @@ void gather(operand_span<T> table, operand_span<T> indices, std::int64_t axis, b
     const std::int64_t extent = table.shape[axis_index];
     const std::int64_t inner = extent_product(table.shape, axis_index + 1, table.shape.rank());
     const std::int64_t count = count_of(indices.shape);
-    for (std::int64_t i = 0; i < count; ++i) {
-        const T index = indices.data[i];
-        if (!(index >= T(0) && index < static_cast<T>(extent) && std::trunc(index) == index)) {
-            throw error(message("gather: index ", index, " (element ", i, " of the indices ", indices.shape,
-                                ") is out of range for axis ", axis, " of the table ", table.shape,
-                                " (expected a whole number in [0, ", extent, "))"));
-        }
-    }
+    check_row_indices("gather", indices, axis, table.shape);
     for (std::int64_t o = 0; o < outer; ++o) {
         for (std::int64_t i = 0; i < count; ++i) {
             const auto row = static_cast<std::int64_t>(indices.data[i]);
             const T* source = table.data + (o * extent + row) * inner;
             std::copy(source, source + inner, out.data + (o * count + i) * inner);
-        }
-    }
-}
-
-// scatter_add's indices (whole numbers in [0, extent), as gather's) checked before anything is written: an
-// invalid one throws, naming it and where it is. Shared with the fast kernel, so both report the same
-// message.
-template <class T>
-void check_scatter_indices(basic_const_tensor_span<T> indices, std::int64_t axis, const dims& table) {
-    const std::int64_t extent = table[static_cast<std::size_t>(axis)];
-    const std::int64_t count = count_of(indices.shape);
-    for (std::int64_t i = 0; i < count; ++i) {
-        const T index = indices.data[i];
-        if (!(index >= T(0) && index < static_cast<T>(extent) && std::trunc(index) == index)) {
-            throw error(message("scatter_add: index ", index, " (element ", i, " of the indices ",
-                                indices.shape, ") is out of range for axis ", axis, " of the table ", table,
-                                " (expected a whole number in [0, ", extent, "))"));
         }
     }
 }
@@ -136,7 +131,7 @@ void check_scatter_indices(basic_const_tensor_span<T> indices, std::int64_t axis
 template <class T>
 void scatter_add(operand_span<T> updates, operand_span<T> indices, std::int64_t axis,
                  basic_tensor_span<T> out) {
-    check_scatter_indices(indices, axis, out.shape);
+    check_row_indices("scatter_add", indices, axis, out.shape);
     const auto axis_index = static_cast<std::size_t>(axis);
     const std::int64_t outer = extent_product(out.shape, 0, axis_index);
     const std::int64_t extent = out.shape[axis_index];
